@@ -1,0 +1,73 @@
+# cilium-go: build, test and demo. See README.md.
+SHELL := /bin/bash
+GO    ?= go
+BIN   := $(CURDIR)/bin
+
+# The Kubernetes release the lab builds; `kubectl version` reports it.
+K8S_VERSION := v1.37.2
+K8S_LDFLAGS := $(foreach p,k8s.io/component-base/version k8s.io/client-go/pkg/version,\
+	-X $(p).gitVersion=$(K8S_VERSION) -X $(p).gitMajor=1 -X $(p).gitMinor=37 \
+	-X $(p).gitTreeState=clean -X $(p).buildDate=2026-01-01T00:00:00Z)
+
+K8S_CMDS := k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager \
+	k8s.io/kubernetes/cmd/kube-scheduler k8s.io/kubernetes/cmd/kube-proxy \
+	k8s.io/kubernetes/cmd/kubectl k8s.io/kubernetes/test/images/agnhost
+CNI_CMDS := github.com/containernetworking/plugins/plugins/main/bridge \
+	github.com/containernetworking/plugins/plugins/main/loopback \
+	github.com/containernetworking/plugins/plugins/ipam/host-local \
+	github.com/containernetworking/plugins/plugins/meta/portmap
+
+LAB_FLAGS ?= --nodes 2
+
+.PHONY: all build build-lab build-k8s build-cni generate check-generated prereqs \
+	test test-unit test-lab test-e2e-smoke e2e bench demo lab-up lab-down clean
+
+all: build
+
+build: build-lab
+
+build-k8s:
+	@mkdir -p $(BIN)
+	cd lab && $(GO) build -ldflags '$(K8S_LDFLAGS)' -o $(BIN)/ $(K8S_CMDS)
+
+build-cni:
+	@mkdir -p $(BIN)/cni
+	cd lab && $(GO) build -o $(BIN)/cni/ $(CNI_CMDS)
+
+build-lab: build-k8s build-cni
+	cd lab && $(GO) build -o $(BIN)/cilium-lab ./cmd/cilium-lab
+
+generate:
+	$(GO) generate ./...
+
+prereqs:
+	@./hack/prereqs.sh
+
+test: prereqs test-unit test-lab test-e2e-smoke
+
+test-unit:
+	$(GO) vet ./...
+	$(GO) test -count=1 ./...
+
+test-lab:
+	cd lab && $(GO) vet ./... && $(GO) test -count=1 ./...
+
+test-e2e-smoke: build-lab
+	$(GO) test -count=1 -v -timeout 20m ./test/e2e -run 'TestSmoke' -args -bin $(BIN)
+
+e2e: prereqs build-lab
+	$(GO) test -count=1 -v -timeout 60m ./test/e2e -args -bin $(BIN)
+
+bench: prereqs build
+
+demo: prereqs build-lab
+	./hack/demo.sh
+
+lab-up: build-lab
+	$(BIN)/cilium-lab up $(LAB_FLAGS)
+
+lab-down:
+	@if [ -x $(BIN)/cilium-lab ]; then $(BIN)/cilium-lab down; fi
+
+clean: lab-down
+	rm -rf $(BIN)

@@ -1,0 +1,3 @@
+module github.com/cilium-go/cilium
+
+go 1.26.0
