@@ -1,0 +1,181 @@
+// Package images maps container image references to what the lab can run in their
+// place. The lab pulls no images: a pod's root is the host's filesystem, and an image
+// contributes only its entry binaries (built into the lab's bin directory) and its
+// default entrypoint and command. The catalog is pure data; the pod runtime checks
+// that the binaries exist when it starts a container.
+package images
+
+import (
+	"errors"
+	"fmt"
+	"maps"
+	"path/filepath"
+	"slices"
+	"strings"
+)
+
+// ErrUnknown is returned by Resolve for references no rule matches.
+var ErrUnknown = errors.New("image not available in the lab")
+
+// File is a host file that appears at Path inside the pod's root.
+type File struct {
+	Host string
+	Path string
+}
+
+// Image is what a container of a given image reference runs.
+type Image struct {
+	// Ref is the reference as the pod spec wrote it.
+	Ref string
+	// Repository is the normalized repository, e.g. "docker.io/library/busybox".
+	Repository string
+	// Files are bound into the pod root before the containers start.
+	Files []File
+	// Entrypoint and Cmd follow Docker's semantics: a container's command replaces
+	// Entrypoint, its args replace Cmd.
+	Entrypoint []string
+	Cmd        []string
+	// ID is what the runtime reports as the container's imageID.
+	ID string
+}
+
+// Spec describes an image family relative to the catalog's bin directory.
+type Spec struct {
+	// Binaries maps a file name in the bin directory to its path in the pod root.
+	Binaries   map[string]string
+	Entrypoint []string
+	Cmd        []string
+}
+
+// Rule maps the repositories it matches to a Spec.
+type Rule struct {
+	// Repositories are normalized repository names (see Normalize) matched exactly.
+	Repositories []string
+	// Prefix, when set, matches every repository under it, e.g. "ghcr.io/cilium-go/".
+	Prefix string
+	Spec   Spec
+}
+
+func (r Rule) matches(repo string) bool {
+	if r.Prefix != "" && strings.HasPrefix(repo, r.Prefix) {
+		return true
+	}
+	for _, want := range r.Repositories {
+		if repo == want {
+			return true
+		}
+	}
+	return false
+}
+
+// Catalog resolves references against an ordered list of rules; later rules win, so
+// callers can override the defaults with Register.
+type Catalog struct {
+	binDir string
+	rules  []Rule
+}
+
+// New returns a catalog with the lab's default images, whose binaries live in binDir.
+func New(binDir string) *Catalog {
+	c := &Catalog{binDir: binDir}
+	for _, r := range DefaultRules() {
+		c.Register(r)
+	}
+	return c
+}
+
+// BinDir is the directory the catalog's binaries are taken from.
+func (c *Catalog) BinDir() string { return c.binDir }
+
+// Register adds a rule that takes precedence over every rule registered before it.
+func (c *Catalog) Register(r Rule) { c.rules = append(c.rules, r) }
+
+// DefaultRules are the images every lab knows: agnhost (and pause, served by
+// agnhost), CoreDNS, and shell images whose shell comes from the host.
+func DefaultRules() []Rule {
+	agnhost := map[string]string{"agnhost": "/agnhost"}
+	return []Rule{
+		{
+			Repositories: []string{"docker.io/library/busybox", "docker.io/library/alpine",
+				"docker.io/library/debian", "docker.io/library/ubuntu",
+				"registry.k8s.io/e2e-test-images/busybox", "registry.k8s.io/busybox",
+				"quay.io/prometheus/busybox"},
+			// The shell is the host's /bin/sh, visible through the pod root's overlays.
+			Spec: Spec{Cmd: []string{"sh"}},
+		},
+		{
+			Repositories: []string{"registry.k8s.io/e2e-test-images/agnhost",
+				"k8s.gcr.io/e2e-test-images/agnhost", "gcr.io/kubernetes-e2e-test-images/agnhost"},
+			Spec: Spec{Binaries: agnhost, Entrypoint: []string{"/agnhost"}, Cmd: []string{"pause"}},
+		},
+		{
+			Repositories: []string{"registry.k8s.io/pause", "k8s.gcr.io/pause"},
+			Spec:         Spec{Binaries: agnhost, Entrypoint: []string{"/agnhost", "pause"}},
+		},
+		{
+			Repositories: []string{"registry.k8s.io/coredns/coredns", "docker.io/coredns/coredns",
+				"k8s.gcr.io/coredns/coredns"},
+			Spec: Spec{Binaries: map[string]string{"coredns": "/coredns"}, Entrypoint: []string{"/coredns"}},
+		},
+	}
+}
+
+// Resolve returns what a container of image ref runs, or an error wrapping ErrUnknown.
+func (c *Catalog) Resolve(ref string) (Image, error) {
+	repo, err := Normalize(ref)
+	if err != nil {
+		return Image{}, err
+	}
+	for i := len(c.rules) - 1; i >= 0; i-- {
+		r := c.rules[i]
+		if !r.matches(repo) {
+			continue
+		}
+		img := Image{
+			Ref:        ref,
+			Repository: repo,
+			Entrypoint: append([]string(nil), r.Spec.Entrypoint...),
+			Cmd:        append([]string(nil), r.Spec.Cmd...),
+			ID:         "lab://" + repo,
+		}
+		for _, name := range slices.Sorted(maps.Keys(r.Spec.Binaries)) {
+			img.Files = append(img.Files, File{Host: filepath.Join(c.binDir, name), Path: r.Spec.Binaries[name]})
+		}
+		return img, nil
+	}
+	return Image{}, fmt.Errorf("%s: %w", ref, ErrUnknown)
+}
+
+// Normalize returns the repository of an image reference the way container runtimes
+// spell it: the tag and digest dropped, Docker Hub names completed with docker.io and
+// library/.
+func Normalize(ref string) (string, error) {
+	name := ref
+	if i := strings.Index(name, "@"); i >= 0 {
+		name = name[:i]
+	}
+	// A colon after the last slash starts the tag; one before it is a registry port.
+	if i := strings.LastIndex(name, ":"); i > strings.LastIndex(name, "/") {
+		name = name[:i]
+	}
+	if name == "" || strings.ContainsAny(name, " \t\n") {
+		return "", fmt.Errorf("invalid image reference %q", ref)
+	}
+	name = strings.ToLower(name)
+	first, rest, hasSlash := strings.Cut(name, "/")
+	isRegistry := hasSlash && (strings.ContainsAny(first, ".:") || first == "localhost")
+	switch {
+	case isRegistry:
+		if first == "index.docker.io" {
+			name = "docker.io/" + rest
+		}
+	case hasSlash:
+		name = "docker.io/" + name
+	default:
+		name = "docker.io/library/" + name
+	}
+	if strings.HasPrefix(name, "docker.io/") && strings.Count(name, "/") == 1 {
+		name = "docker.io/library/" + strings.TrimPrefix(name, "docker.io/")
+	}
+	return name, nil
+}

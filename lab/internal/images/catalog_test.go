@@ -1,0 +1,102 @@
+package images
+
+import (
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+)
+
+func TestNormalize(t *testing.T) {
+	cases := map[string]string{
+		"busybox":          "docker.io/library/busybox",
+		"busybox:1.36":     "docker.io/library/busybox",
+		"library/alpine:3": "docker.io/library/alpine",
+		"docker.io/alpine": "docker.io/library/alpine",
+		"index.docker.io/library/alpine@sha256:ab":     "docker.io/library/alpine",
+		"coredns/coredns:1.11":                         "docker.io/coredns/coredns",
+		"registry.k8s.io/e2e-test-images/agnhost:2.53": "registry.k8s.io/e2e-test-images/agnhost",
+		"localhost:5000/foo/bar:v1":                    "localhost:5000/foo/bar",
+		"localhost/foo":                                "localhost/foo",
+		"Registry.K8s.io/Pause:3.10":                   "registry.k8s.io/pause",
+	}
+	for in, want := range cases {
+		got, err := Normalize(in)
+		if err != nil || got != want {
+			t.Errorf("Normalize(%q) = %q, %v; want %q", in, got, err, want)
+		}
+	}
+	for _, bad := range []string{"", ":tag", "a b"} {
+		if _, err := Normalize(bad); err == nil {
+			t.Errorf("Normalize(%q) succeeded", bad)
+		}
+	}
+}
+
+func TestResolveDefaults(t *testing.T) {
+	c := New("/lab/bin")
+	cases := []struct {
+		ref        string
+		files      []File
+		entrypoint []string
+		cmd        []string
+	}{
+		{"registry.k8s.io/e2e-test-images/agnhost:2.53", []File{{"/lab/bin/agnhost", "/agnhost"}}, []string{"/agnhost"}, []string{"pause"}},
+		{"registry.k8s.io/e2e-test-images/agnhost:any-tag", []File{{"/lab/bin/agnhost", "/agnhost"}}, []string{"/agnhost"}, []string{"pause"}},
+		{"registry.k8s.io/pause:3.10", []File{{"/lab/bin/agnhost", "/agnhost"}}, []string{"/agnhost", "pause"}, nil},
+		{"registry.k8s.io/coredns/coredns:v1.12.0", []File{{"/lab/bin/coredns", "/coredns"}}, []string{"/coredns"}, nil},
+		{"busybox", nil, nil, []string{"sh"}},
+		{"alpine:3.20", nil, nil, []string{"sh"}},
+	}
+	for _, tc := range cases {
+		img, err := c.Resolve(tc.ref)
+		if err != nil {
+			t.Fatalf("Resolve(%q): %v", tc.ref, err)
+		}
+		if img.Ref != tc.ref || !slices.Equal(img.Files, tc.files) ||
+			!slices.Equal(img.Entrypoint, tc.entrypoint) || !slices.Equal(img.Cmd, tc.cmd) {
+			t.Errorf("Resolve(%q) = %+v", tc.ref, img)
+		}
+	}
+}
+
+func TestResolveUnknown(t *testing.T) {
+	_, err := New("/bin").Resolve("quay.io/someone/thing:v1")
+	if !errors.Is(err, ErrUnknown) {
+		t.Fatalf("err = %v, want ErrUnknown", err)
+	}
+	if want := "quay.io/someone/thing:v1"; err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("error %q does not name the image", err)
+	}
+}
+
+func TestRegisterOverridesAndPrefix(t *testing.T) {
+	c := New("/b")
+	c.Register(Rule{
+		Prefix: "ghcr.io/cilium-go/",
+		Spec: Spec{
+			Binaries:   map[string]string{"cilium-agent": "/usr/bin/cilium-agent", "cilium-dbg": "/usr/bin/cilium-dbg"},
+			Entrypoint: nil, Cmd: []string{"cilium-agent"},
+		},
+	})
+	c.Register(Rule{Repositories: []string{"docker.io/library/busybox"}, Spec: Spec{Cmd: []string{"true"}}})
+
+	img, err := c.Resolve("ghcr.io/cilium-go/cilium:latest")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []File{{"/b/cilium-agent", "/usr/bin/cilium-agent"}, {"/b/cilium-dbg", "/usr/bin/cilium-dbg"}}
+	if !slices.Equal(img.Files, want) {
+		t.Errorf("files = %v, want %v", img.Files, want)
+	}
+	img, err = c.Resolve("busybox:1")
+	if err != nil || !slices.Equal(img.Cmd, []string{"true"}) {
+		t.Errorf("override not applied: %+v %v", img, err)
+	}
+	// Resolve hands out copies: changing one result must not change the catalog.
+	img.Cmd[0] = "changed"
+	again, _ := c.Resolve("busybox")
+	if again.Cmd[0] != "true" {
+		t.Errorf("catalog mutated through a result")
+	}
+}
