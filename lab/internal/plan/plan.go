@@ -1,0 +1,244 @@
+// Package plan computes the layout of a lab cluster: names, addresses and CIDRs of the
+// control plane and every node. It is pure: a Plan is derived from Options alone, saved
+// next to the lab's state and read back by every later command (down, status, exec).
+package plan
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"regexp"
+)
+
+// CNI choices for the lab's pod network.
+const (
+	CNIBridge = "bridge" // containernetworking reference plugins: the baseline
+)
+
+// kube-proxy modes; "none" runs no kube-proxy.
+var kubeProxyModes = map[string]bool{"iptables": true, "nftables": true, "none": true}
+
+// Options are what a user chooses on `cilium-lab up`.
+type Options struct {
+	Name        string // prefix of every namespace and device name
+	StateDir    string
+	Nodes       int
+	CNI         string
+	KubeProxy   string
+	Underlay    netip.Prefix
+	ClusterCIDR netip.Prefix
+	NodeMask    int
+	ServiceCIDR netip.Prefix
+	APIPort     int // on the host's loopback, held open by the supervisor
+}
+
+// DefaultOptions returns the options of a plain `cilium-lab up`.
+func DefaultOptions() Options {
+	return Options{
+		Name:        "lab",
+		StateDir:    "/var/lib/cilium-lab",
+		Nodes:       2,
+		CNI:         CNIBridge,
+		KubeProxy:   "iptables",
+		Underlay:    netip.MustParsePrefix("172.30.0.0/24"),
+		ClusterCIDR: netip.MustParsePrefix("10.244.0.0/16"),
+		NodeMask:    24,
+		ServiceCIDR: netip.MustParsePrefix("10.96.0.0/16"),
+		APIPort:     16443,
+	}
+}
+
+// Node is one machine of the lab.
+type Node struct {
+	Name string     `json:"name"`
+	IP   netip.Addr `json:"ip"`
+	// Netns is the node's network namespace file (under /run/netns, so `ip netns` sees it).
+	Netns string `json:"netns"`
+	// MntNS and UTSNS are the node's mount and UTS namespace files.
+	MntNS string `json:"mntns"`
+	UTSNS string `json:"utsns"`
+	// Dir holds the node's directories that are bind-mounted into its mount namespace.
+	Dir string `json:"dir"`
+	// Uplink is the node's interface on the underlay.
+	Uplink string `json:"uplink"`
+}
+
+// Plan is the full layout of one lab.
+type Plan struct {
+	Name     string `json:"name"`
+	StateDir string `json:"stateDir"`
+	CNI      string `json:"cni"`
+	// KubeProxy is the kube-proxy mode, or "none".
+	KubeProxy string `json:"kubeProxy"`
+
+	Underlay        netip.Prefix `json:"underlay"`
+	UnderlayNetns   string       `json:"underlayNetns"`
+	UnderlayBridge  string       `json:"underlayBridge"`
+	ControlPlaneIP  netip.Addr   `json:"controlPlaneIP"`
+	ControlPlaneNS  string       `json:"controlPlaneNetns"`
+	ControlPlaneDir string       `json:"controlPlaneDir"`
+	APIPort         int          `json:"apiPort"`
+	// HostAPIPort is the port on the host's 127.0.0.1 where the user's kubectl connects.
+	HostAPIPort int `json:"hostAPIPort"`
+
+	ClusterCIDR   netip.Prefix `json:"clusterCIDR"`
+	NodeMask      int          `json:"nodeMask"`
+	ServiceCIDR   netip.Prefix `json:"serviceCIDR"`
+	APIServiceIP  netip.Addr   `json:"apiServiceIP"`
+	ClusterDNS    netip.Addr   `json:"clusterDNS"`
+	ClusterDomain string       `json:"clusterDomain"`
+
+	Nodes []Node `json:"nodes"`
+}
+
+var nameRE = regexp.MustCompile(`^[a-z][a-z0-9]{0,7}$`)
+
+// New derives a Plan from options, or says which option is wrong.
+func New(o Options) (Plan, error) {
+	if !nameRE.MatchString(o.Name) {
+		return Plan{}, fmt.Errorf("name %q: want 1-8 lowercase letters or digits, starting with a letter", o.Name)
+	}
+	if !filepath.IsAbs(o.StateDir) {
+		return Plan{}, fmt.Errorf("state dir %q: must be an absolute path", o.StateDir)
+	}
+	if o.Nodes < 1 || o.Nodes > 50 {
+		return Plan{}, fmt.Errorf("nodes %d: want 1 to 50", o.Nodes)
+	}
+	if o.CNI != CNIBridge {
+		return Plan{}, fmt.Errorf("cni %q: want %q", o.CNI, CNIBridge)
+	}
+	if !kubeProxyModes[o.KubeProxy] {
+		return Plan{}, fmt.Errorf("kube-proxy %q: want iptables, nftables or none", o.KubeProxy)
+	}
+	if o.APIPort < 1 || o.APIPort > 65535 {
+		return Plan{}, fmt.Errorf("api port %d: out of range", o.APIPort)
+	}
+	if err := checkPrefixes(o); err != nil {
+		return Plan{}, err
+	}
+
+	p := Plan{
+		Name:            o.Name,
+		StateDir:        o.StateDir,
+		CNI:             o.CNI,
+		KubeProxy:       o.KubeProxy,
+		Underlay:        o.Underlay.Masked(),
+		UnderlayNetns:   "/run/netns/" + o.Name + "-underlay",
+		UnderlayBridge:  o.Name + "0",
+		ControlPlaneNS:  "/run/netns/" + o.Name + "-control-plane",
+		ControlPlaneDir: filepath.Join(o.StateDir, "control-plane"),
+		APIPort:         6443,
+		HostAPIPort:     o.APIPort,
+		ClusterCIDR:     o.ClusterCIDR.Masked(),
+		NodeMask:        o.NodeMask,
+		ServiceCIDR:     o.ServiceCIDR.Masked(),
+		ClusterDomain:   "cluster.local",
+	}
+	base := p.Underlay.Addr()
+	p.ControlPlaneIP = nth(base, 2)
+	p.APIServiceIP = nth(p.ServiceCIDR.Addr(), 1)
+	p.ClusterDNS = nth(p.ServiceCIDR.Addr(), 10)
+	for i := 1; i <= o.Nodes; i++ {
+		name := fmt.Sprintf("%s-node%d", o.Name, i)
+		p.Nodes = append(p.Nodes, Node{
+			Name:   name,
+			IP:     nth(base, 10+i),
+			Netns:  "/run/netns/" + name,
+			MntNS:  filepath.Join(o.StateDir, "ns", name+".mnt"),
+			UTSNS:  filepath.Join(o.StateDir, "ns", name+".uts"),
+			Dir:    filepath.Join(o.StateDir, "nodes", name),
+			Uplink: "eth0",
+		})
+	}
+	return p, nil
+}
+
+func checkPrefixes(o Options) error {
+	if !o.Underlay.IsValid() || !o.Underlay.Addr().Is4() || o.Underlay.Bits() > 24 {
+		return fmt.Errorf("underlay %s: want an IPv4 prefix of /24 or larger", o.Underlay)
+	}
+	if o.Nodes+10 >= 1<<(32-o.Underlay.Bits())-1 {
+		return fmt.Errorf("underlay %s: too small for %d nodes", o.Underlay, o.Nodes)
+	}
+	if !o.ClusterCIDR.IsValid() || !o.ClusterCIDR.Addr().Is4() {
+		return fmt.Errorf("cluster CIDR %s: want an IPv4 prefix", o.ClusterCIDR)
+	}
+	if o.NodeMask <= o.ClusterCIDR.Bits() || o.NodeMask > 28 {
+		return fmt.Errorf("node mask /%d: must be longer than the cluster CIDR's /%d and at most /28",
+			o.NodeMask, o.ClusterCIDR.Bits())
+	}
+	if n := o.NodeMask - o.ClusterCIDR.Bits(); n < 31 && o.Nodes > 1<<n {
+		return fmt.Errorf("cluster CIDR %s with /%d per node holds %d nodes, not %d",
+			o.ClusterCIDR, o.NodeMask, 1<<n, o.Nodes)
+	}
+	if !o.ServiceCIDR.IsValid() || !o.ServiceCIDR.Addr().Is4() || o.ServiceCIDR.Bits() > 24 {
+		return fmt.Errorf("service CIDR %s: want an IPv4 prefix of /24 or larger", o.ServiceCIDR)
+	}
+	named := []struct {
+		name string
+		p    netip.Prefix
+	}{{"underlay", o.Underlay}, {"cluster CIDR", o.ClusterCIDR}, {"service CIDR", o.ServiceCIDR}}
+	for i := range named {
+		for j := i + 1; j < len(named); j++ {
+			if named[i].p.Overlaps(named[j].p) {
+				return fmt.Errorf("%s %s overlaps %s %s", named[i].name, named[i].p, named[j].name, named[j].p)
+			}
+		}
+	}
+	return nil
+}
+
+// nth returns the address n after a.
+func nth(a netip.Addr, n int) netip.Addr {
+	b := a.As4()
+	v := uint32(b[0])<<24 | uint32(b[1])<<16 | uint32(b[2])<<8 | uint32(b[3])
+	v += uint32(n)
+	return netip.AddrFrom4([4]byte{byte(v >> 24), byte(v >> 16), byte(v >> 8), byte(v)})
+}
+
+// Node returns the node with the given name.
+func (p Plan) Node(name string) (Node, bool) {
+	for _, n := range p.Nodes {
+		if n.Name == name {
+			return n, true
+		}
+	}
+	return Node{}, false
+}
+
+// File is where a lab keeps its plan.
+func File(stateDir string) string { return filepath.Join(stateDir, "plan.json") }
+
+// Save writes the plan into its state directory.
+func (p Plan) Save() error {
+	b, err := json.MarshalIndent(p, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(p.StateDir, 0o700); err != nil {
+		return err
+	}
+	return os.WriteFile(File(p.StateDir), append(b, '\n'), 0o600)
+}
+
+// ErrNoLab means no plan was saved in the state directory.
+var ErrNoLab = errors.New("no lab")
+
+// Load reads the plan of the lab in stateDir.
+func Load(stateDir string) (Plan, error) {
+	b, err := os.ReadFile(File(stateDir))
+	if errors.Is(err, os.ErrNotExist) {
+		return Plan{}, fmt.Errorf("%s: %w", stateDir, ErrNoLab)
+	}
+	if err != nil {
+		return Plan{}, err
+	}
+	var p Plan
+	if err := json.Unmarshal(b, &p); err != nil {
+		return Plan{}, fmt.Errorf("read %s: %w", File(stateDir), err)
+	}
+	return p, nil
+}

@@ -1,0 +1,92 @@
+package plan
+
+import (
+	"errors"
+	"net/netip"
+	"strings"
+	"testing"
+)
+
+func TestNewDefault(t *testing.T) {
+	o := DefaultOptions()
+	o.StateDir = t.TempDir()
+	o.Nodes = 3
+	p, err := New(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := p.ControlPlaneIP, netip.MustParseAddr("172.30.0.2"); got != want {
+		t.Errorf("control plane IP %s, want %s", got, want)
+	}
+	if got, want := p.APIServiceIP, netip.MustParseAddr("10.96.0.1"); got != want {
+		t.Errorf("API service IP %s, want %s", got, want)
+	}
+	if got, want := p.ClusterDNS, netip.MustParseAddr("10.96.0.10"); got != want {
+		t.Errorf("cluster DNS %s, want %s", got, want)
+	}
+	seen := map[netip.Addr]bool{p.ControlPlaneIP: true}
+	for i, n := range p.Nodes {
+		if !p.Underlay.Contains(n.IP) || seen[n.IP] {
+			t.Errorf("node %d IP %s: outside the underlay or taken twice", i, n.IP)
+		}
+		seen[n.IP] = true
+		if !strings.HasPrefix(n.Netns, "/run/netns/lab-node") || !strings.HasPrefix(n.MntNS, o.StateDir) {
+			t.Errorf("node %d namespace files %s %s", i, n.Netns, n.MntNS)
+		}
+	}
+	if _, ok := p.Node("lab-node3"); !ok {
+		t.Error("lab-node3 not found")
+	}
+}
+
+func TestNewRejects(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		tweak func(*Options)
+		want  string
+	}{
+		{"bad name", func(o *Options) { o.Name = "Lab_1" }, "name"},
+		{"relative state", func(o *Options) { o.StateDir = "state" }, "state dir"},
+		{"no nodes", func(o *Options) { o.Nodes = 0 }, "nodes 0"},
+		{"cni", func(o *Options) { o.CNI = "flannel" }, `cni "flannel"`},
+		{"kube-proxy", func(o *Options) { o.KubeProxy = "ipvs" }, `kube-proxy "ipvs"`},
+		{"overlap", func(o *Options) { o.ServiceCIDR = netip.MustParsePrefix("10.244.128.0/20") }, "overlaps"},
+		{"node mask", func(o *Options) { o.NodeMask = 16 }, "node mask"},
+		{"too many nodes", func(o *Options) {
+			o.ClusterCIDR = netip.MustParsePrefix("10.244.0.0/23")
+			o.Nodes = 3
+		}, "holds 2 nodes"},
+		{"ipv6 underlay", func(o *Options) { o.Underlay = netip.MustParsePrefix("fd00::/64") }, "underlay"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			o := DefaultOptions()
+			tc.tweak(&o)
+			_, err := New(o)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("error %v, want one naming %q", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestSaveLoad(t *testing.T) {
+	o := DefaultOptions()
+	o.StateDir = t.TempDir()
+	p, err := New(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Load(o.StateDir); !errors.Is(err, ErrNoLab) {
+		t.Fatalf("load before save: %v, want ErrNoLab", err)
+	}
+	if err := p.Save(); err != nil {
+		t.Fatal(err)
+	}
+	q, err := Load(o.StateDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if q.Nodes[1] != p.Nodes[1] || q.ClusterDNS != p.ClusterDNS || q.HostAPIPort != p.HostAPIPort {
+		t.Fatalf("reloaded plan differs: %+v vs %+v", q, p)
+	}
+}
