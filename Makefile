@@ -40,6 +40,12 @@ build-lab: build-k8s build-cni
 generate:
 	$(GO) generate ./...
 
+# CI: the committed bpf2go output (internal/datapath/*_bpfel*) must be what
+# `make generate` produces from bpf/ with the pinned Debian clang.
+check-generated: generate
+	@git diff --exit-code -- internal/datapath || { echo "generated BPF output is stale: run make generate" >&2; exit 1; }
+	@test -z "$$(git status --porcelain -- internal/datapath)" || { echo "untracked generated files: run make generate and commit" >&2; exit 1; }
+
 prereqs:
 	@./hack/prereqs.sh
 

@@ -1,0 +1,2 @@
+/* Shim: no arch-specific byte swapping on BPF. */
+#include <asm-generic/swab.h>

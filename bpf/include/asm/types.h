@@ -1,0 +1,2 @@
+/* Shim: the BPF target has no arch directory of its own; the generic types are exact for it. */
+#include <asm-generic/types.h>

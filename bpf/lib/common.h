@@ -1,0 +1,285 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Shared definitions of the datapath: numbers the Go side mirrors, map key and
+ * value layouts (bpf2go turns them into Go types) and the maps themselves.
+ * Every map is pinned by name so that all programs of one node share it. */
+#pragma once
+
+#include <linux/bpf.h>
+#include <linux/if_ether.h>
+#include <linux/ip.h>
+#include <linux/in.h>
+#include <linux/pkt_cls.h>
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_endian.h>
+
+/* linux/icmp.h pulls in libc headers, so the ICMP header is spelled here. */
+struct icmphdr {
+	__u8 type;
+	__u8 code;
+	__u16 checksum;
+	union {
+		struct {
+			__u16 id;
+			__u16 sequence;
+		} echo;
+		__u32 gateway;
+	} un;
+};
+
+#define ICMP_ECHOREPLY 0
+#define ICMP_DEST_UNREACH 3
+#define ICMP_SOURCE_QUENCH 4
+#define ICMP_ECHO 8
+#define ICMP_TIME_EXCEEDED 11
+#define ICMP_PARAMETERPROB 12
+
+#ifndef AF_INET
+#define AF_INET 2
+#endif
+
+/* Reserved identities keep Cilium's numbers. */
+#define IDENTITY_ANY 0 /* wildcard in policy keys */
+#define IDENTITY_HOST 1
+#define IDENTITY_WORLD 2
+#define IDENTITY_REMOTE_NODE 6
+
+/* Event types and trace points keep the numbers of Cilium's monitor so
+ * that a Hubble parser can map them one to one. */
+#define EVENT_DROP 1
+#define EVENT_TRACE 4
+#define EVENT_POLICY_VERDICT 5
+
+#define TRACE_TO_LXC 0
+#define TRACE_TO_HOST 2
+#define TRACE_TO_STACK 3
+#define TRACE_TO_OVERLAY 4
+#define TRACE_FROM_LXC 5
+#define TRACE_FROM_HOST 7
+#define TRACE_FROM_OVERLAY 9
+#define TRACE_FROM_NETWORK 10
+
+/* Metric reasons: 0 means forwarded, drops use their drop reason. */
+#define REASON_FORWARDED 0
+#define DROP_UNSUPPORTED_L3 129
+#define DROP_INVALID_SIP 132
+#define DROP_POLICY 133
+#define DROP_INVALID 134
+#define DROP_CT_CREATE 138
+#define DROP_NO_TUNNEL_KEY 150
+#define DROP_FRAG_NOT_FOUND 165
+#define DROP_POLICY_DENY 181
+
+#define DIR_INGRESS 1
+#define DIR_EGRESS 2
+
+/* Policy verdicts in events. */
+#define VERDICT_ALLOW 1
+#define VERDICT_DENY 2
+
+/* Connection tracking results. */
+#define CT_NEW 0
+#define CT_ESTABLISHED 1
+#define CT_REPLY 2
+#define CT_RELATED 3
+
+/* Endpoint flags (struct endpoint_info.flags). */
+#define EP_F_INGRESS_ENFORCE 1
+#define EP_F_EGRESS_ENFORCE 2
+
+/* Policy entry flags. */
+#define POLICY_F_DENY 1
+
+/* Policy key prefix lengths: identity, endpoint and direction are always
+ * matched; protocol and port may be wildcarded, ports also by range. */
+#define POLICY_PREFIX_STATIC (8 * 7)
+#define POLICY_PREFIX_PROTO (POLICY_PREFIX_STATIC + 8)
+#define POLICY_PREFIX_FULL (POLICY_PREFIX_PROTO + 16)
+
+/* Routing modes (const TUNNEL_MODE). */
+#define ROUTING_NATIVE 0
+#define ROUTING_TUNNEL 1
+
+/* Set on packets this datapath already encapsulated so that the overlay
+ * egress program leaves their tunnel key alone. */
+#define MARK_ENCAPSULATED 0x0ce10000
+
+struct endpoint_key {
+	__u8 addr[16]; /* IPv4 in the first four bytes */
+	__u8 family;
+	__u8 pad[3];
+};
+
+struct endpoint_info {
+	__u32 ifindex; /* host-side veth, the target of bpf_redirect_peer */
+	__u32 identity;
+	__u16 ep_id;
+	__u16 flags;
+	__u8 mac[6];      /* the pod's MAC */
+	__u8 node_mac[6]; /* the host-side veth's MAC */
+};
+
+struct ipcache_key {
+	__u32 prefixlen; /* 32 (family and pad) + address prefix */
+	__u8 family;
+	__u8 pad[3];
+	__u8 addr[16];
+};
+
+struct ipcache_info {
+	__u32 identity;
+	__u32 tunnel_ipv4; /* network order; 0: not behind a tunnel */
+	__u8 flags;
+	__u8 pad[3];
+};
+
+struct policy_key {
+	__u32 prefixlen;
+	__u32 identity; /* remote identity, 0 for any */
+	__u16 ep_id;
+	__u8 direction;
+	__u8 protocol; /* wildcarded by a prefix below POLICY_PREFIX_PROTO */
+	__u16 dport;   /* network order, ranges are prefixes */
+	__u8 pad[2];
+};
+
+struct policy_entry {
+	__u16 proxy_port;
+	__u8 flags;
+	__u8 pad;
+};
+
+struct ct4_key {
+	__u32 saddr;
+	__u32 daddr;
+	__u16 sport;
+	__u16 dport;
+	__u8 protocol;
+	__u8 pad[3];
+};
+
+#define CT_F_SEEN_REPLY 1
+#define CT_F_TX_CLOSING 2
+#define CT_F_RX_CLOSING 4
+
+struct ct_entry {
+	__u64 expires; /* CLOCK_MONOTONIC nanoseconds */
+	__u64 packets;
+	__u64 bytes;
+	__u32 src_identity;
+	__u16 flags;
+	__u16 pad;
+};
+
+struct frag4_key {
+	__u32 saddr;
+	__u32 daddr;
+	__u16 id;
+	__u8 protocol;
+	__u8 pad;
+};
+
+struct frag_ports {
+	__u16 sport;
+	__u16 dport;
+};
+
+struct metrics_key {
+	__u8 reason;
+	__u8 direction;
+	__u8 pad[2];
+};
+
+struct metrics_value {
+	__u64 packets;
+	__u64 bytes;
+};
+
+struct event {
+	__u64 ktime;
+	__u32 ifindex;
+	__u32 src_identity;
+	__u32 dst_identity;
+	__u32 len;
+	__u8 saddr[16];
+	__u8 daddr[16];
+	__u16 sport; /* network order */
+	__u16 dport; /* network order */
+	__u16 source_ep;
+	__u16 dst_ep;
+	__u8 type;
+	__u8 subtype; /* drop reason or trace point */
+	__u8 protocol;
+	__u8 direction;
+	__u8 verdict;
+	__u8 ct_status;
+	__u8 tcp_flags;
+	__u8 family;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__type(key, struct endpoint_key);
+	__type(value, struct endpoint_info);
+	__uint(max_entries, 4096);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} cilium_lxc SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LPM_TRIE);
+	__type(key, struct ipcache_key);
+	__type(value, struct ipcache_info);
+	__uint(max_entries, 65536);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} cilium_ipcache SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LPM_TRIE);
+	__type(key, struct policy_key);
+	__type(value, struct policy_entry);
+	__uint(max_entries, 65536);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} cilium_policy SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__type(key, struct ct4_key);
+	__type(value, struct ct_entry);
+	__uint(max_entries, 65536);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} cilium_ct4 SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__type(key, struct frag4_key);
+	__type(value, struct frag_ports);
+	__uint(max_entries, 8192);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} cilium_frag4 SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_HASH);
+	__type(key, struct metrics_key);
+	__type(value, struct metrics_value);
+	__uint(max_entries, 1024);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} cilium_metrics SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 1 << 18);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} cilium_events SEC(".maps");
+
+/* Load-time constants common to every program family. The Go loader sets
+ * them; the verifier then prunes whatever a node does not use. */
+volatile const __u32 NODE_IPV4 = 0;
+volatile const __u8 TUNNEL_MODE = ROUTING_NATIVE;
+volatile const __u32 TUNNEL_IFINDEX = 0;
+volatile const __u8 TRACE_ENABLED = 0;
+
+/* Keeps the event layout in BTF for bpf2go: ring buffer records are not
+ * map values, so nothing else would name the type. */
+struct event *const __event_type __attribute__((unused)) = 0;

@@ -1,0 +1,158 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Connection tracking: one entry per connection keyed by the tuple of its
+ * first packet; replies match the reversed tuple. */
+#pragma once
+
+#include "common.h"
+#include "packet.h"
+
+#define NSEC_PER_SEC 1000000000ULL
+#define CT_LIFETIME_TCP_SYN (60 * NSEC_PER_SEC)
+#define CT_LIFETIME_TCP (21600 * NSEC_PER_SEC)
+#define CT_LIFETIME_TCP_CLOSING (10 * NSEC_PER_SEC)
+#define CT_LIFETIME_NONTCP (60 * NSEC_PER_SEC)
+
+static __always_inline __u64 ct_lifetime(__u8 protocol, __u16 flags)
+{
+	if (protocol != IPPROTO_TCP)
+		return CT_LIFETIME_NONTCP;
+	if (flags & (CT_F_TX_CLOSING | CT_F_RX_CLOSING))
+		return CT_LIFETIME_TCP_CLOSING;
+	if (flags & CT_F_SEEN_REPLY)
+		return CT_LIFETIME_TCP;
+	return CT_LIFETIME_TCP_SYN;
+}
+
+static __always_inline __u16 ct_closing_flag(const struct pkt *p, int reply)
+{
+	if (p->protocol != IPPROTO_TCP || !(p->tcp_flags & (TCP_FLAG_FIN | TCP_FLAG_RST)))
+		return 0;
+	return reply ? CT_F_RX_CLOSING : CT_F_TX_CLOSING;
+}
+
+/* ct_touch refreshes an entry. The lifetime is written only when it moves
+ * by more than a second, so a busy flow does not write its entry on every
+ * packet. */
+static __always_inline void ct_touch(struct ct_entry *e, const struct pkt *p, int reply, __u64 now)
+{
+	__u16 flags = e->flags | ct_closing_flag(p, reply);
+	__u64 expires;
+
+	if (reply)
+		flags |= CT_F_SEEN_REPLY;
+	expires = now + ct_lifetime(p->protocol, flags);
+	__sync_fetch_and_add(&e->packets, 1);
+	__sync_fetch_and_add(&e->bytes, p->len);
+	if (flags != e->flags) {
+		e->flags = flags;
+		e->expires = expires;
+	} else if (expires > e->expires + NSEC_PER_SEC) {
+		e->expires = expires;
+	}
+}
+
+static __always_inline void ct_key_of(const struct pkt *p, struct ct4_key *k, int reverse)
+{
+	if (reverse) {
+		k->saddr = p->daddr;
+		k->daddr = p->saddr;
+		k->sport = p->dport;
+		k->dport = p->sport;
+	} else {
+		k->saddr = p->saddr;
+		k->daddr = p->daddr;
+		k->sport = p->sport;
+		k->dport = p->dport;
+	}
+	k->protocol = p->protocol;
+}
+
+static __always_inline struct ct_entry *ct_find(struct ct4_key *k, __u64 now)
+{
+	struct ct_entry *e = bpf_map_lookup_elem(&cilium_ct4, k);
+
+	if (e && e->expires > now)
+		return e;
+	return 0;
+}
+
+/* ct_related reports whether an ICMP error quotes a packet of a tracked
+ * connection, in either direction. */
+static __always_inline int ct_related(struct __sk_buff *skb, const struct pkt *p, __u64 now)
+{
+	struct iphdr inner;
+	struct ct4_key k = {};
+	__u16 ports[2] = {};
+	__u32 off = p->l4_off + sizeof(struct icmphdr);
+
+	if (bpf_skb_load_bytes(skb, off, &inner, sizeof(inner)) < 0)
+		return 0;
+	if (inner.ihl < 5)
+		return 0;
+	off += inner.ihl * 4;
+	k.protocol = inner.protocol;
+	if (inner.protocol == IPPROTO_ICMP) {
+		struct icmphdr ic;
+
+		if (bpf_skb_load_bytes(skb, off, &ic, sizeof(ic)) < 0)
+			return 0;
+		if (ic.type == ICMP_ECHO)
+			ports[0] = ic.un.echo.id;
+		else if (ic.type == ICMP_ECHOREPLY)
+			ports[1] = ic.un.echo.id;
+	} else if (bpf_skb_load_bytes(skb, off, ports, sizeof(ports)) < 0) {
+		return 0;
+	}
+	k.saddr = inner.saddr;
+	k.daddr = inner.daddr;
+	k.sport = ports[0];
+	k.dport = ports[1];
+	if (ct_find(&k, now))
+		return 1;
+	k.saddr = inner.daddr;
+	k.daddr = inner.saddr;
+	k.sport = ports[1];
+	k.dport = ports[0];
+	return ct_find(&k, now) != 0;
+}
+
+static __always_inline __u8 ct_lookup(struct __sk_buff *skb, const struct pkt *p)
+{
+	struct ct4_key k = {};
+	struct ct_entry *e;
+	__u64 now = bpf_ktime_get_ns();
+
+	ct_key_of(p, &k, 0);
+	e = ct_find(&k, now);
+	if (e) {
+		ct_touch(e, p, 0, now);
+		return CT_ESTABLISHED;
+	}
+	ct_key_of(p, &k, 1);
+	e = ct_find(&k, now);
+	if (e) {
+		ct_touch(e, p, 1, now);
+		return CT_REPLY;
+	}
+	if (p->protocol == IPPROTO_ICMP && icmp_is_error(p->icmp_type) && !p->later_frag &&
+	    ct_related(skb, p, now))
+		return CT_RELATED;
+	return CT_NEW;
+}
+
+static __always_inline int ct_create(const struct pkt *p, __u32 src_identity)
+{
+	struct ct4_key k = {};
+	struct ct_entry e = {
+		.packets = 1,
+		.bytes = p->len,
+		.src_identity = src_identity,
+		.flags = ct_closing_flag(p, 0),
+	};
+
+	e.expires = bpf_ktime_get_ns() + ct_lifetime(p->protocol, e.flags);
+	ct_key_of(p, &k, 0);
+	if (bpf_map_update_elem(&cilium_ct4, &k, &e, BPF_ANY) < 0)
+		return -DROP_CT_CREATE;
+	return 0;
+}

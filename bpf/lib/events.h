@@ -1,0 +1,79 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Events to the ring buffer and per-CPU counters. */
+#pragma once
+
+#include "common.h"
+#include "packet.h"
+
+/* A packet and what the datapath decided about it so far. */
+struct flow {
+	struct pkt p;
+	__u32 src_id;
+	__u32 dst_id;
+	__u16 src_ep;
+	__u16 dst_ep;
+	__u8 ct_status;
+	__u8 direction;
+};
+
+static __always_inline void metrics_add(__u8 reason, __u8 dir, __u32 len)
+{
+	struct metrics_key k = { .reason = reason, .direction = dir };
+	struct metrics_value *v = bpf_map_lookup_elem(&cilium_metrics, &k);
+
+	if (v) {
+		v->packets++;
+		v->bytes += len;
+		return;
+	}
+	struct metrics_value nv = { .packets = 1, .bytes = len };
+
+	bpf_map_update_elem(&cilium_metrics, &k, &nv, BPF_NOEXIST);
+}
+
+static __always_inline void emit_event(struct __sk_buff *skb, const struct flow *f,
+				       __u8 type, __u8 subtype, __u8 verdict)
+{
+	struct event *e = bpf_ringbuf_reserve(&cilium_events, sizeof(*e), 0);
+
+	if (!e)
+		return;
+	__builtin_memset(e, 0, sizeof(*e));
+	e->ktime = bpf_ktime_get_ns();
+	e->ifindex = skb->ifindex;
+	e->src_identity = f->src_id;
+	e->dst_identity = f->dst_id;
+	e->len = skb->len;
+	__builtin_memcpy(e->saddr, &f->p.saddr, 4);
+	__builtin_memcpy(e->daddr, &f->p.daddr, 4);
+	e->sport = f->p.sport;
+	e->dport = f->p.dport;
+	e->source_ep = f->src_ep;
+	e->dst_ep = f->dst_ep;
+	e->type = type;
+	e->subtype = subtype;
+	e->protocol = f->p.protocol;
+	e->direction = f->direction;
+	e->verdict = verdict;
+	e->ct_status = f->ct_status;
+	e->tcp_flags = f->p.tcp_flags;
+	e->family = AF_INET;
+	bpf_ringbuf_submit(e, 0);
+}
+
+static __always_inline int drop(struct __sk_buff *skb, const struct flow *f, int reason)
+{
+	if (reason < 0)
+		reason = -reason;
+	emit_event(skb, f, EVENT_DROP, reason, 0);
+	metrics_add(reason, f->direction, skb->len);
+	return TC_ACT_SHOT;
+}
+
+/* forwarded counts a packet let through and traces it when asked to. */
+static __always_inline void forwarded(struct __sk_buff *skb, const struct flow *f, __u8 point)
+{
+	if (TRACE_ENABLED)
+		emit_event(skb, f, EVENT_TRACE, point, 0);
+	metrics_add(REASON_FORWARDED, f->direction, skb->len);
+}

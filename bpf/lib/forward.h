@@ -1,0 +1,84 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Lookups of local endpoints and the ipcache, and the ways a packet
+ * leaves a program: into a local pod, into the tunnel, or routed. */
+#pragma once
+
+#include "common.h"
+#include "packet.h"
+
+static __always_inline struct endpoint_info *endpoint_lookup4(__u32 addr)
+{
+	struct endpoint_key k = { .family = AF_INET };
+
+	__builtin_memcpy(k.addr, &addr, 4);
+	return bpf_map_lookup_elem(&cilium_lxc, &k);
+}
+
+static __always_inline struct ipcache_info *ipcache_lookup4(__u32 addr)
+{
+	struct ipcache_key k = { .prefixlen = 32 + 32, .family = AF_INET };
+
+	__builtin_memcpy(k.addr, &addr, 4);
+	return bpf_map_lookup_elem(&cilium_ipcache, &k);
+}
+
+static __always_inline __u32 identity_of4(__u32 addr)
+{
+	struct ipcache_info *info = ipcache_lookup4(addr);
+
+	return info ? info->identity : IDENTITY_WORLD;
+}
+
+/* redirect_to_endpoint hands the packet to the pod's namespace directly,
+ * skipping the host stack and the host-side veth's egress. */
+static __always_inline int redirect_to_endpoint(struct __sk_buff *skb, const struct endpoint_info *ep)
+{
+	__u8 macs[12];
+
+	__builtin_memcpy(macs, ep->mac, 6);
+	__builtin_memcpy(macs + 6, ep->node_mac, 6);
+	if (bpf_skb_store_bytes(skb, 0, macs, sizeof(macs), 0) < 0)
+		return TC_ACT_SHOT;
+	return bpf_redirect_peer(ep->ifindex, 0);
+}
+
+/* redirect_to_tunnel encapsulates with the source identity as the VNI. */
+static __always_inline int redirect_to_tunnel(struct __sk_buff *skb, __u32 tunnel_ipv4, __u32 identity)
+{
+	struct bpf_tunnel_key key = {
+		.remote_ipv4 = bpf_ntohl(tunnel_ipv4),
+		.tunnel_id = identity,
+		.tunnel_ttl = 64,
+	};
+
+	if (bpf_skb_set_tunnel_key(skb, &key, sizeof(key), BPF_F_ZERO_CSUM_TX) < 0)
+		return TC_ACT_SHOT;
+	skb->mark = MARK_ENCAPSULATED;
+	return bpf_redirect(TUNNEL_IFINDEX, 0);
+}
+
+/* redirect_routed forwards by the kernel's FIB without a trip through the
+ * stack; anything the FIB cannot answer goes to the stack. */
+static __always_inline int redirect_routed(struct __sk_buff *skb, const struct pkt *p)
+{
+	struct bpf_fib_lookup fib = {
+		.family = AF_INET,
+		.ifindex = skb->ifindex, /* at tc ingress: the receiving device */
+		.ipv4_src = p->saddr,
+		.ipv4_dst = p->daddr,
+	};
+	long rc = bpf_fib_lookup(skb, &fib, sizeof(fib), 0);
+
+	if (rc == BPF_FIB_LKUP_RET_SUCCESS) {
+		__u8 macs[12];
+
+		__builtin_memcpy(macs, fib.dmac, 6);
+		__builtin_memcpy(macs + 6, fib.smac, 6);
+		if (bpf_skb_store_bytes(skb, 0, macs, sizeof(macs), 0) < 0)
+			return TC_ACT_SHOT;
+		return bpf_redirect(fib.ifindex, 0);
+	}
+	if (rc == BPF_FIB_LKUP_RET_NO_NEIGH)
+		return bpf_redirect_neigh(fib.ifindex, 0, 0, 0);
+	return TC_ACT_OK;
+}

@@ -1,0 +1,142 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* IPv4 parsing into the tuple that conntrack, policy and events share. */
+#pragma once
+
+#include "common.h"
+
+#define PARSE_NOT_IPV4 1
+
+#define IP_MF 0x2000
+#define IP_OFFSET 0x1fff
+
+struct pkt {
+	__u32 saddr;
+	__u32 daddr;
+	__u16 sport;       /* network order; ICMP echo: the id on requests */
+	__u16 dport;       /* network order; ICMP echo: the id on replies */
+	__u16 policy_port; /* network order; ICMP: the type */
+	__u16 ip_id;
+	__u32 l4_off;
+	__u32 len;
+	__u8 protocol;
+	__u8 tcp_flags;
+	__u8 icmp_type;
+	__u8 first_frag; /* more fragments follow this one */
+	__u8 later_frag; /* a non-first fragment: no L4 header */
+	__u8 eth_proto_arp;
+};
+
+#define TCP_FLAG_FIN 0x01
+#define TCP_FLAG_SYN 0x02
+#define TCP_FLAG_RST 0x04
+#define TCP_FLAG_ACK 0x10
+
+static __always_inline int icmp_is_error(__u8 type)
+{
+	return type == ICMP_DEST_UNREACH || type == ICMP_TIME_EXCEEDED ||
+	       type == ICMP_PARAMETERPROB || type == ICMP_SOURCE_QUENCH;
+}
+
+/* parse_l4 fills ports for the tuple. Non-first fragments carry no L4
+ * header: their ports come from the first fragment, or they are dropped,
+ * so a fragment can never reach a port that policy would not allow. */
+static __always_inline int parse_l4(struct __sk_buff *skb, struct pkt *p)
+{
+	struct frag4_key fk = {
+		.saddr = p->saddr,
+		.daddr = p->daddr,
+		.id = p->ip_id,
+		.protocol = p->protocol,
+	};
+
+	if (p->later_frag) {
+		struct frag_ports *fp = bpf_map_lookup_elem(&cilium_frag4, &fk);
+
+		if (!fp)
+			return -DROP_FRAG_NOT_FOUND;
+		p->sport = fp->sport;
+		p->dport = fp->dport;
+		p->policy_port = fp->dport;
+		return 0;
+	}
+
+	switch (p->protocol) {
+	case IPPROTO_TCP: {
+		__u8 hdr[14];
+
+		if (bpf_skb_load_bytes(skb, p->l4_off, hdr, sizeof(hdr)) < 0)
+			return -DROP_INVALID;
+		__builtin_memcpy(&p->sport, &hdr[0], 2);
+		__builtin_memcpy(&p->dport, &hdr[2], 2);
+		p->tcp_flags = hdr[13];
+		break;
+	}
+	case IPPROTO_UDP: {
+		__u16 ports[2];
+
+		if (bpf_skb_load_bytes(skb, p->l4_off, ports, sizeof(ports)) < 0)
+			return -DROP_INVALID;
+		p->sport = ports[0];
+		p->dport = ports[1];
+		break;
+	}
+	case IPPROTO_ICMP: {
+		struct icmphdr ic;
+
+		if (bpf_skb_load_bytes(skb, p->l4_off, &ic, sizeof(ic)) < 0)
+			return -DROP_INVALID;
+		p->icmp_type = ic.type;
+		p->policy_port = bpf_htons(ic.type);
+		if (ic.type == ICMP_ECHO)
+			p->sport = ic.un.echo.id;
+		else if (ic.type == ICMP_ECHOREPLY)
+			p->dport = ic.un.echo.id;
+		break;
+	}
+	default:
+		break;
+	}
+	if (p->protocol != IPPROTO_ICMP)
+		p->policy_port = p->dport;
+
+	if (p->first_frag) {
+		struct frag_ports fp = { .sport = p->sport, .dport = p->dport };
+
+		bpf_map_update_elem(&cilium_frag4, &fk, &fp, BPF_ANY);
+	}
+	return 0;
+}
+
+/* parse_ipv4 returns 0 for IPv4, PARSE_NOT_IPV4 for other frames and a
+ * negative drop reason for malformed ones. */
+static __always_inline int parse_ipv4(struct __sk_buff *skb, struct pkt *p)
+{
+	void *data = (void *)(long)skb->data;
+	void *data_end = (void *)(long)skb->data_end;
+	struct ethhdr *eth = data;
+	struct iphdr *ip;
+	__u16 frag;
+
+	if ((void *)(eth + 1) > data_end)
+		return -DROP_INVALID;
+	if (eth->h_proto != bpf_htons(ETH_P_IP)) {
+		p->eth_proto_arp = eth->h_proto == bpf_htons(ETH_P_ARP);
+		return PARSE_NOT_IPV4;
+	}
+	ip = (void *)(eth + 1);
+	if ((void *)(ip + 1) > data_end)
+		return -DROP_INVALID;
+	if (ip->version != 4 || ip->ihl < 5)
+		return -DROP_INVALID;
+
+	p->saddr = ip->saddr;
+	p->daddr = ip->daddr;
+	p->protocol = ip->protocol;
+	p->ip_id = ip->id;
+	p->l4_off = ETH_HLEN + ip->ihl * 4;
+	p->len = skb->len;
+	frag = bpf_ntohs(ip->frag_off);
+	p->later_frag = (frag & IP_OFFSET) != 0;
+	p->first_frag = !p->later_frag && (frag & IP_MF);
+	return parse_l4(skb, p);
+}

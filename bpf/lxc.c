@@ -1,0 +1,130 @@
+// SPDX-License-Identifier: Apache-2.0
+/* Programs on a pod's host-side veth. One object is loaded per endpoint
+ * with the endpoint's constants below. */
+#include "lib/common.h"
+#include "lib/conntrack.h"
+#include "lib/events.h"
+#include "lib/forward.h"
+#include "lib/ingress.h"
+#include "lib/packet.h"
+#include "lib/policy.h"
+
+volatile const __u16 ENDPOINT_ID = 0;
+volatile const __u32 ENDPOINT_IDENTITY = 0;
+volatile const __u32 ENDPOINT_IPV4 = 0; /* network order */
+volatile const __u8 POLICY_INGRESS = 0;
+volatile const __u8 POLICY_EGRESS = 0;
+
+/* egress_checks runs the policies a new connection must pass: this
+ * endpoint's egress and, for a local peer, the peer's ingress. */
+static __always_inline int egress_checks(struct __sk_buff *skb, struct flow *f,
+					 const struct endpoint_info *ep)
+{
+	int ret;
+
+	if (POLICY_EGRESS) {
+		ret = policy_check(skb, f, ENDPOINT_ID, DIR_EGRESS, f->dst_id);
+		if (ret < 0)
+			return ret;
+	}
+	if (ep && (ep->flags & EP_F_INGRESS_ENFORCE)) {
+		ret = policy_check(skb, f, ep->ep_id, DIR_INGRESS, ENDPOINT_IDENTITY);
+		if (ret < 0) {
+			f->direction = DIR_INGRESS;
+			return ret;
+		}
+	}
+	return ct_create(&f->p, ENDPOINT_IDENTITY);
+}
+
+/* cil_from_container sees every packet the pod sends. */
+SEC("tc")
+int cil_from_container(struct __sk_buff *skb)
+{
+	struct flow f = {
+		.src_id = ENDPOINT_IDENTITY,
+		.src_ep = ENDPOINT_ID,
+		.direction = DIR_EGRESS,
+	};
+	struct endpoint_info *ep;
+	__u32 tunnel = 0;
+	int ret;
+
+	ret = parse_ipv4(skb, &f.p);
+	if (ret == PARSE_NOT_IPV4) {
+		if (f.p.eth_proto_arp)
+			return TC_ACT_OK;
+		return drop(skb, &f, DROP_UNSUPPORTED_L3);
+	}
+	if (f.p.saddr != ENDPOINT_IPV4 && (ret == 0 || f.p.saddr))
+		return drop(skb, &f, DROP_INVALID_SIP);
+	if (ret < 0)
+		return drop(skb, &f, ret);
+
+	ep = endpoint_lookup4(f.p.daddr);
+	if (ep) {
+		f.dst_ep = ep->ep_id;
+		f.dst_id = ep->identity;
+	} else {
+		struct ipcache_info *info = ipcache_lookup4(f.p.daddr);
+
+		f.dst_id = info ? info->identity : IDENTITY_WORLD;
+		tunnel = info ? info->tunnel_ipv4 : 0;
+	}
+
+	f.ct_status = ct_lookup(skb, &f.p);
+	if (f.ct_status == CT_NEW) {
+		ret = egress_checks(skb, &f, ep);
+		if (ret < 0)
+			return drop(skb, &f, ret);
+	}
+
+	if (ep) {
+		forwarded(skb, &f, TRACE_TO_LXC);
+		return redirect_to_endpoint(skb, ep);
+	}
+	if (TUNNEL_MODE == ROUTING_TUNNEL && tunnel) {
+		forwarded(skb, &f, TRACE_TO_OVERLAY);
+		return redirect_to_tunnel(skb, tunnel, ENDPOINT_IDENTITY);
+	}
+	forwarded(skb, &f, TRACE_TO_STACK);
+	/* The world leaves through the stack, where the node masquerades. */
+	if (f.dst_id == IDENTITY_WORLD)
+		return TC_ACT_OK;
+	return redirect_routed(skb, &f.p);
+}
+
+/* cil_to_container sees what the host stack sends to the pod; peers
+ * redirected by bpf_redirect_peer bypass it and were judged already. */
+SEC("tc")
+int cil_to_container(struct __sk_buff *skb)
+{
+	struct flow f = {
+		.dst_id = ENDPOINT_IDENTITY,
+		.dst_ep = ENDPOINT_ID,
+		.direction = DIR_INGRESS,
+	};
+	int ret;
+
+	ret = parse_ipv4(skb, &f.p);
+	if (ret == PARSE_NOT_IPV4)
+		return TC_ACT_OK;
+	if (ret < 0)
+		return drop(skb, &f, ret);
+	f.src_id = identity_of4(f.p.saddr);
+	f.ct_status = ct_lookup(skb, &f.p);
+	if (f.ct_status == CT_NEW) {
+		if (POLICY_INGRESS) {
+			ret = policy_check(skb, &f, ENDPOINT_ID, DIR_INGRESS, f.src_id);
+			if (ret < 0)
+				return drop(skb, &f, ret);
+		}
+		ret = ct_create(&f.p, f.src_id);
+		if (ret < 0)
+			return drop(skb, &f, ret);
+	}
+	forwarded(skb, &f, TRACE_TO_LXC);
+	return TC_ACT_OK;
+}
+
+char __license[] SEC("license") = "Dual BSD/GPL";

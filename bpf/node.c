@@ -1,0 +1,84 @@
+// SPDX-License-Identifier: Apache-2.0
+/* Programs on a node's own devices: the uplink and the VXLAN device. One
+ * object per node, with the node's constants from lib/common.h. */
+#include "lib/common.h"
+#include "lib/events.h"
+#include "lib/forward.h"
+#include "lib/ingress.h"
+#include "lib/packet.h"
+
+/* from_network delivers packets for local pods; everything else belongs
+ * to the node's stack. src_id is the sender's identity. */
+static __always_inline int from_network(struct __sk_buff *skb, __u32 src_id, __u8 point)
+{
+	struct flow f = { .src_id = src_id, .direction = DIR_INGRESS };
+	struct endpoint_info *ep;
+	int ret;
+
+	ret = parse_ipv4(skb, &f.p);
+	if (ret == PARSE_NOT_IPV4)
+		return TC_ACT_OK;
+	ep = endpoint_lookup4(f.p.daddr);
+	if (!ep) {
+		if (TRACE_ENABLED)
+			emit_event(skb, &f, EVENT_TRACE, point, 0);
+		return TC_ACT_OK;
+	}
+	if (ret < 0)
+		return drop(skb, &f, ret);
+	if (!f.src_id)
+		f.src_id = identity_of4(f.p.saddr);
+	return deliver_ingress(skb, &f, ep);
+}
+
+/* cil_from_netdev: native routing, where the ipcache names the sender. */
+SEC("tc")
+int cil_from_netdev(struct __sk_buff *skb)
+{
+	return from_network(skb, 0, TRACE_FROM_NETWORK);
+}
+
+/* from_overlay takes the sender's identity from the VNI: the sending node
+ * knew it, and it needs no ipcache entry here. */
+static __always_inline int from_overlay(struct __sk_buff *skb)
+{
+	struct bpf_tunnel_key key = {};
+
+	if (bpf_skb_get_tunnel_key(skb, &key, sizeof(key), 0) < 0 || !key.tunnel_id) {
+		struct flow f = { .direction = DIR_INGRESS };
+
+		return drop(skb, &f, DROP_NO_TUNNEL_KEY);
+	}
+	return from_network(skb, key.tunnel_id, TRACE_FROM_OVERLAY);
+}
+
+SEC("tc")
+int cil_from_overlay(struct __sk_buff *skb)
+{
+	return from_overlay(skb);
+}
+
+/* cil_to_overlay gives the node's own packets to remote pods a tunnel key;
+ * pod packets were encapsulated by cil_from_container already. */
+SEC("tc")
+int cil_to_overlay(struct __sk_buff *skb)
+{
+	struct pkt p = {};
+	struct ipcache_info *info;
+	struct bpf_tunnel_key key = { .tunnel_id = IDENTITY_REMOTE_NODE, .tunnel_ttl = 64 };
+
+	if (skb->mark == MARK_ENCAPSULATED) {
+		skb->mark = 0;
+		return TC_ACT_OK;
+	}
+	if (parse_ipv4(skb, &p) != 0)
+		return TC_ACT_OK;
+	info = ipcache_lookup4(p.daddr);
+	if (!info || !info->tunnel_ipv4)
+		return TC_ACT_OK;
+	key.remote_ipv4 = bpf_ntohl(info->tunnel_ipv4);
+	bpf_skb_set_tunnel_key(skb, &key, sizeof(key), BPF_F_ZERO_CSUM_TX);
+	return TC_ACT_OK;
+}
+
+char __license[] SEC("license") = "Dual BSD/GPL";

@@ -1,0 +1,212 @@
+package datapath
+
+import (
+	"testing"
+	"time"
+)
+
+func (e *env) ctEntry(p pkt) (CTEntry, bool) {
+	e.t.Helper()
+	k := CTKey{Saddr: be32(p.src), Daddr: be32(p.dst), Sport: htons(p.sport), Dport: htons(p.dport), Protocol: uint8(p.proto)}
+	var v CTEntry
+	if err := e.maps.CT4.Lookup(&k, &v); err != nil {
+		return v, false
+	}
+	return v, true
+}
+
+func (e *env) lifetime(p pkt) time.Duration {
+	e.t.Helper()
+	v, ok := e.ctEntry(p)
+	if !ok {
+		e.t.Fatalf("no conntrack entry for %+v", p)
+	}
+	now, err := Monotonic()
+	must(e.t, err)
+	return time.Duration(v.Expires) - now
+}
+
+func TestProgConntrack(t *testing.T) {
+	both := envOpts{policyEgress: true, policyIngress: true, mode: Tunnel}
+	runProgCases(t, []progCase{
+		{"replies pass without an ingress rule", both, func(t *testing.T, e *env) {
+			e.setPolicy(epA, egress(idC, tcpProto, 80, 0))
+			e.allowed(e.fromContainer, tcp(ipA, ipC, 40000, 80, "S"))
+			e.allowed(e.fromNetdev, tcp(ipC, ipA, 80, 40000, "SA"))
+			e.denied(e.fromNetdev, tcp(ipC, ipA, 80, 22, "S"), DropPolicy)
+		}},
+		{"established flows survive a policy change, new ones do not", both, func(t *testing.T, e *env) {
+			e.setPolicy(epA, egress(idC, tcpProto, 80, 0))
+			e.allowed(e.fromContainer, tcp(ipA, ipC, 40000, 80, "S"))
+			e.setPolicy(epA)
+			e.allowed(e.fromContainer, tcp(ipA, ipC, 40000, 80, "A"))
+			e.allowed(e.fromNetdev, tcp(ipC, ipA, 80, 40000, "A"))
+			e.denied(e.fromContainer, tcp(ipA, ipC, 40001, 80, "S"), DropPolicy)
+		}},
+		{"related ICMP errors pass, unrelated ones do not", both, func(t *testing.T, e *env) {
+			e.setPolicy(epA, egress(idC, udpProto, 53, 0))
+			sent := udp(ipA, ipC, 5000, 53)
+			e.allowed(e.fromContainer, sent)
+			e.allowed(e.fromNetdev, unreachable(t, ipC, ipA, sent))
+			other := udp(ipA, ipC, 5001, 53)
+			e.denied(e.fromNetdev, unreachable(t, ipC, ipA, other), DropPolicy)
+		}},
+		{"an ICMP error from a router on the path is related", both, func(t *testing.T, e *env) {
+			e.setPolicy(epA, egress(idC, udpProto, 53, 0))
+			sent := udp(ipA, ipC, 5000, 53)
+			e.allowed(e.fromContainer, sent)
+			e.allowed(e.fromNetdev, unreachable(t, remoteIP, ipA, sent))
+		}},
+		{"echo replies follow their request", both, func(t *testing.T, e *env) {
+			e.setPolicy(epA, egress(idC, icmpProto, 0, 0))
+			e.allowed(e.fromContainer, echo(ipA, ipC, 7, false))
+			e.allowed(e.fromNetdev, echo(ipC, ipA, 7, true))
+			e.denied(e.fromNetdev, echo(ipC, ipA, 8, true), DropPolicy)
+		}},
+		{"TCP lifetimes: SYN short, established long, closing shortest", envOpts{mode: Tunnel}, func(t *testing.T, e *env) {
+			syn := tcp(ipA, ipC, 40000, 80, "S")
+			e.allowed(e.fromContainer, syn)
+			if l := e.lifetime(syn); l > 60*time.Second || l < 50*time.Second {
+				t.Fatalf("SYN lifetime %v, want about 60s", l)
+			}
+			e.allowed(e.fromNetdev, tcp(ipC, ipA, 80, 40000, "SA"))
+			if l := e.lifetime(syn); l < time.Hour {
+				t.Fatalf("established lifetime %v, want hours", l)
+			}
+			e.allowed(e.fromContainer, tcp(ipA, ipC, 40000, 80, "R"))
+			if l := e.lifetime(syn); l > 10*time.Second {
+				t.Fatalf("closing lifetime %v, want at most 10s", l)
+			}
+		}},
+		{"UDP entries count packets and bytes", envOpts{mode: Tunnel}, func(t *testing.T, e *env) {
+			p := udp(ipA, ipC, 5000, 53)
+			e.allowed(e.fromContainer, p)
+			e.allowed(e.fromContainer, p)
+			e.allowed(e.fromNetdev, udp(ipC, ipA, 53, 5000))
+			v, _ := e.ctEntry(p)
+			if v.Packets != 3 || v.Bytes == 0 || v.SrcIdentity != idA || v.Flags&1 == 0 {
+				t.Fatalf("entry %+v, want 3 packets from identity %d with a reply seen", v, idA)
+			}
+		}},
+		{"an expired entry is no reply", both, func(t *testing.T, e *env) {
+			k := CTKey{Saddr: be32(ipA), Daddr: be32(ipC), Sport: htons(40000), Dport: htons(80), Protocol: tcpProto}
+			must(t, e.maps.CT4.Put(&k, &CTEntry{Expires: 1}))
+			e.denied(e.fromNetdev, tcp(ipC, ipA, 80, 40000, "SA"), DropPolicy)
+		}},
+		{"garbage collection removes expired entries only", envOpts{mode: Tunnel}, func(t *testing.T, e *env) {
+			live := udp(ipA, ipC, 5000, 53)
+			e.allowed(e.fromContainer, live)
+			k := CTKey{Saddr: be32(ipA), Daddr: be32(ipD), Sport: htons(1), Dport: htons(2), Protocol: udpProto}
+			must(t, e.maps.CT4.Put(&k, &CTEntry{Expires: 1}))
+			now, err := Monotonic()
+			must(t, err)
+			n, err := e.maps.CollectConntrack(now)
+			must(t, err)
+			if _, ok := e.ctEntry(live); n != 1 || !ok {
+				t.Fatalf("collected %d (want 1); live entry kept: %v", n, ok)
+			}
+		}},
+	})
+}
+
+func TestProgFragments(t *testing.T) {
+	enforce := envOpts{policyEgress: true, mode: Tunnel}
+	first := func(dport uint16, id uint16) pkt {
+		p := udp(ipA, ipC, 5000, dport)
+		p.ipID, p.moreFrags = id, true
+		return p
+	}
+	later := func(id uint16) pkt {
+		p := udp(ipA, ipC, 0, 0)
+		p.ipID, p.fragOffset = id, 4
+		return p
+	}
+	runProgCases(t, []progCase{
+		{"later fragments follow an allowed first one", enforce, func(t *testing.T, e *env) {
+			e.setPolicy(epA, egress(idC, udpProto, 53, 0))
+			e.allowed(e.fromContainer, first(53, 99))
+			e.allowed(e.fromContainer, later(99))
+		}},
+		{"a later fragment without its first is dropped", enforce, func(t *testing.T, e *env) {
+			e.setPolicy(epA, egress(idC, 0, 0, 0))
+			e.denied(e.fromContainer, later(100), DropFragNotFound)
+		}},
+		{"later fragments of a denied port stay denied", enforce, func(t *testing.T, e *env) {
+			e.setPolicy(epA, egress(idC, udpProto, 53, 0))
+			e.denied(e.fromContainer, first(54, 101), DropPolicy)
+			e.denied(e.fromContainer, later(101), DropPolicy)
+		}},
+		{"fragments arriving from the network are judged too", envOpts{policyIngress: true}, func(t *testing.T, e *env) {
+			p := udp(ipC, ipA, 0, 0)
+			p.ipID, p.fragOffset = 102, 4
+			e.denied(e.fromNetdev, p, DropFragNotFound)
+		}},
+	})
+}
+
+func TestProgEvents(t *testing.T) {
+	runProgCases(t, []progCase{
+		{"a drop event carries tuple, identities and direction", envOpts{policyEgress: true}, func(t *testing.T, e *env) {
+			ev := e.denied(e.fromContainer, tcp(ipA, ipC, 40000, 80, "S"), DropPolicy)
+			want := Event{Type: EventDrop, Reason: DropPolicy, Direction: Egress, Src: ipA, Dst: ipC,
+				SrcPort: 40000, DstPort: 80, Protocol: tcpProto, TCPFlags: 0x02, SrcIdentity: idA,
+				DstIdentity: idC, SrcEndpoint: epA, Length: ev.Length, Monotonic: ev.Monotonic, Ifindex: ev.Ifindex}
+			if ev != want || ev.Length == 0 || ev.Monotonic == 0 {
+				t.Fatalf("event\n%+v, want\n%+v", ev, want)
+			}
+		}},
+		{"policy verdicts only for new connections", envOpts{policyEgress: true, mode: Tunnel}, func(t *testing.T, e *env) {
+			e.setPolicy(epA, egress(idC, tcpProto, 80, 0))
+			e.allowed(e.fromContainer, tcp(ipA, ipC, 40000, 80, "S"))
+			evs := e.drain()
+			if len(evs) != 1 || evs[0].Type != EventPolicyVerdict || evs[0].Verdict != VerdictAllow || evs[0].Direction != Egress {
+				t.Fatalf("events %+v, want one allow verdict", evs)
+			}
+			e.allowed(e.fromContainer, tcp(ipA, ipC, 40000, 80, "A"))
+			if evs := e.drain(); len(evs) != 0 {
+				t.Fatalf("events %+v for an established flow, want none", evs)
+			}
+		}},
+		{"a denied verdict names the reason", envOpts{policyEgress: true}, func(t *testing.T, e *env) {
+			e.setPolicy(epA, denyRule(egress(idC, 0, 0, 0)))
+			e.run(e.fromContainer, tcp(ipA, ipC, 40000, 80, "S").frame(t))
+			evs := e.drain()
+			if len(evs) != 2 || evs[0].Verdict != VerdictDeny || evs[0].Reason != DropPolicyDeny || evs[1].Type != EventDrop {
+				t.Fatalf("events %+v, want a deny verdict then a drop", evs)
+			}
+		}},
+		{"traces only when enabled", envOpts{}, func(t *testing.T, e *env) {
+			e.allowed(e.fromContainer, tcp(ipA, ipB, 40000, 80, "S"))
+			if evs := e.drain(); len(evs) != 0 {
+				t.Fatalf("events %+v with tracing off", evs)
+			}
+		}},
+		{"trace points name where a packet went", envOpts{trace: true}, func(t *testing.T, e *env) {
+			e.allowed(e.fromContainer, tcp(ipA, ipB, 40000, 80, "S"))
+			e.allowed(e.fromNetdev, tcp(ipC, ipA, 40000, 80, "S"))
+			evs := e.drain()
+			if len(evs) != 2 || evs[0].Point != TraceToLXC || evs[0].DstEndpoint != epB ||
+				evs[1].Point != TraceToLXC || evs[1].DstEndpoint != epA || evs[1].CT != CTNew {
+				t.Fatalf("events %+v", evs)
+			}
+		}},
+		{"counters by reason and direction", envOpts{policyEgress: true, mode: Tunnel}, func(t *testing.T, e *env) {
+			e.setPolicy(epA, egress(idC, tcpProto, 80, 0))
+			p := tcp(ipA, ipC, 40000, 80, "S")
+			e.allowed(e.fromContainer, p)
+			e.allowed(e.fromContainer, p)
+			e.denied(e.fromContainer, tcp(ipA, ipC, 40000, 81, "S"), DropPolicy)
+			e.allowed(e.fromNetdev, tcp(ipC, ipA, 80, 40000, "SA"))
+			size := uint64(len(p.frame(t)))
+			if c := e.counter(Forwarded, Egress); c.Packets != 2 || c.Bytes != 2*size {
+				t.Fatalf("forwarded egress %+v, want 2 packets of %d bytes", c, size)
+			}
+			if c := e.counter(DropPolicy, Egress); c.Packets != 1 {
+				t.Fatalf("policy drops %+v, want 1", c)
+			}
+			if c := e.counter(Forwarded, Ingress); c.Packets != 1 {
+				t.Fatalf("forwarded ingress %+v, want 1", c)
+			}
+		}},
+	})
+}

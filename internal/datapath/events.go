@@ -1,0 +1,164 @@
+package datapath
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"net/netip"
+	"os"
+	"time"
+
+	"github.com/cilium/ebpf/ringbuf"
+)
+
+// EventType says what an Event records. The numbers are Cilium's monitor
+// message types.
+type EventType uint8
+
+const (
+	EventDrop          EventType = 1
+	EventTrace         EventType = 4
+	EventPolicyVerdict EventType = 5
+)
+
+func (t EventType) String() string {
+	switch t {
+	case EventDrop:
+		return "drop"
+	case EventTrace:
+		return "trace"
+	case EventPolicyVerdict:
+		return "policy-verdict"
+	}
+	return fmt.Sprintf("event(%d)", uint8(t))
+}
+
+// TracePoint is where a trace event was observed (Cilium's numbers).
+type TracePoint uint8
+
+const (
+	TraceToLXC       TracePoint = 0
+	TraceToHost      TracePoint = 2
+	TraceToStack     TracePoint = 3
+	TraceToOverlay   TracePoint = 4
+	TraceFromLXC     TracePoint = 5
+	TraceFromHost    TracePoint = 7
+	TraceFromOverlay TracePoint = 9
+	TraceFromNetwork TracePoint = 10
+)
+
+// CTStatus is the connection tracking result for a packet.
+type CTStatus uint8
+
+const (
+	CTNew         CTStatus = 0
+	CTEstablished CTStatus = 1
+	CTReply       CTStatus = 2
+	CTRelated     CTStatus = 3
+)
+
+// Verdict of a policy lookup.
+type Verdict uint8
+
+const (
+	VerdictAllow Verdict = 1
+	VerdictDeny  Verdict = 2
+)
+
+// Event is one decoded ring buffer record.
+type Event struct {
+	Type EventType
+	// Reason is set on drops and on denied policy verdicts.
+	Reason Reason
+	// Point is set on traces.
+	Point       TracePoint
+	Verdict     Verdict
+	Direction   Direction
+	CT          CTStatus
+	Src, Dst    netip.Addr
+	SrcPort     uint16 // ICMP echo: the id on requests
+	DstPort     uint16 // ICMP echo: the id on replies
+	Protocol    uint8
+	TCPFlags    uint8
+	SrcIdentity uint32
+	DstIdentity uint32
+	// SrcEndpoint and DstEndpoint are local endpoint ids, 0 if none.
+	SrcEndpoint uint16
+	DstEndpoint uint16
+	Ifindex     uint32
+	Length      uint32
+	// Monotonic is the kernel's CLOCK_MONOTONIC at the event.
+	Monotonic time.Duration
+}
+
+func decodeEvent(b []byte) (Event, error) {
+	var r rawEvent
+	if err := binary.Read(bytes.NewReader(b), nativeEndian, &r); err != nil {
+		return Event{}, fmt.Errorf("decode event: %w", err)
+	}
+	e := Event{
+		Type:        EventType(r.Type),
+		Verdict:     Verdict(r.Verdict),
+		Direction:   Direction(r.Direction),
+		CT:          CTStatus(r.CtStatus),
+		SrcPort:     htons(r.Sport),
+		DstPort:     htons(r.Dport),
+		Protocol:    r.Protocol,
+		TCPFlags:    r.TcpFlags,
+		SrcIdentity: r.SrcIdentity,
+		DstIdentity: r.DstIdentity,
+		SrcEndpoint: r.SourceEp,
+		DstEndpoint: r.DstEp,
+		Ifindex:     r.Ifindex,
+		Length:      r.Len,
+		Monotonic:   time.Duration(r.Ktime),
+	}
+	if r.Family == afInet {
+		e.Src = netip.AddrFrom4([4]byte(r.Saddr[:4]))
+		e.Dst = netip.AddrFrom4([4]byte(r.Daddr[:4]))
+	}
+	switch e.Type {
+	case EventTrace:
+		e.Point = TracePoint(r.Subtype)
+	default:
+		e.Reason = Reason(r.Subtype)
+	}
+	return e, nil
+}
+
+// EventReader reads the node's event ring buffer.
+type EventReader struct {
+	rd *ringbuf.Reader
+}
+
+// NewEventReader opens a reader on the maps' ring buffer.
+func (m *Maps) NewEventReader() (*EventReader, error) {
+	rd, err := ringbuf.NewReader(m.Events)
+	if err != nil {
+		return nil, fmt.Errorf("open event reader: %w", err)
+	}
+	return &EventReader{rd: rd}, nil
+}
+
+// ErrNoEvent is returned by Read when the deadline passed without an event.
+var ErrNoEvent = errors.New("no event before deadline")
+
+// Read blocks for the next event, until the deadline set with
+// SetDeadline, or until Close.
+func (r *EventReader) Read() (Event, error) {
+	rec, err := r.rd.Read()
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		return Event{}, ErrNoEvent
+	}
+	if err != nil {
+		return Event{}, fmt.Errorf("read event: %w", err)
+	}
+	return decodeEvent(rec.RawSample)
+}
+
+// SetDeadline bounds the following Reads; the zero time removes the bound.
+func (r *EventReader) SetDeadline(t time.Time) { r.rd.SetDeadline(t) }
+
+// Close stops the reader; a blocked Read returns.
+func (r *EventReader) Close() error { return r.rd.Close() }

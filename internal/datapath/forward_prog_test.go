@@ -1,0 +1,101 @@
+package datapath
+
+import (
+	"bytes"
+	"testing"
+)
+
+func TestProgForwarding(t *testing.T) {
+	runProgCases(t, []progCase{
+		{"local pod is redirected into its peer", envOpts{}, func(t *testing.T, e *env) {
+			out := e.expect(e.fromContainer, tcp(ipA, ipB, 40000, 80, "S").frame(t), actRedirect)
+			if !bytes.Equal(out[0:6], macB) || !bytes.Equal(out[6:12], hostMacB) {
+				t.Fatalf("MACs %x %x, want %x %x", out[0:6], out[6:12], macB, hostMacB)
+			}
+		}},
+		{"remote pod in tunnel mode goes to the overlay", envOpts{mode: Tunnel, trace: true}, func(t *testing.T, e *env) {
+			e.expect(e.fromContainer, tcp(ipA, ipC, 40000, 80, "S").frame(t), actRedirect)
+			evs := e.drain()
+			if len(evs) != 1 || evs[0].Point != TraceToOverlay || evs[0].DstIdentity != idC {
+				t.Fatalf("events %+v, want one trace to overlay", evs)
+			}
+		}},
+		{"remote pod in native mode is routed by the FIB", envOpts{mode: Native}, func(t *testing.T, e *env) {
+			out := e.expect(e.fromContainer, tcp(ipA, ipC, 40000, 80, "S").frame(t), actRedirect)
+			if !bytes.Equal(out[0:6], macNext) {
+				t.Fatalf("next hop MAC %x, want %x", out[0:6], macNext)
+			}
+		}},
+		{"native mode ignores the tunnel endpoint", envOpts{mode: Native, trace: true}, func(t *testing.T, e *env) {
+			e.expect(e.fromContainer, tcp(ipA, ipC, 40000, 80, "S").frame(t), actRedirect)
+			if evs := e.drain(); len(evs) != 1 || evs[0].Point != TraceToStack {
+				t.Fatalf("events %+v, want one trace to stack", evs)
+			}
+		}},
+		{"world goes through the stack", envOpts{trace: true}, func(t *testing.T, e *env) {
+			e.expect(e.fromContainer, udp(ipA, ipWorld, 5000, 53).frame(t), actOK)
+			if evs := e.drain(); len(evs) != 1 || evs[0].DstIdentity != IdentityWorld {
+				t.Fatalf("events %+v, want a trace to world", evs)
+			}
+		}},
+		{"the node's address goes to the stack", envOpts{}, func(t *testing.T, e *env) {
+			e.expect(e.fromContainer, tcp(ipA, nodeIP, 40000, 22, "S").frame(t), actOK)
+		}},
+		{"ARP passes", envOpts{policyEgress: true}, func(t *testing.T, e *env) {
+			e.expect(e.fromContainer, arpFrame(t), actOK)
+		}},
+		{"IPv6 is dropped as unsupported", envOpts{}, func(t *testing.T, e *env) {
+			e.expect(e.fromContainer, ipv6Frame(t), actShot)
+			if evs := e.drain(); len(evs) != 1 || evs[0].Reason != DropUnsupportedL3 {
+				t.Fatalf("events %+v", evs)
+			}
+		}},
+		{"a malformed IPv4 header is dropped", envOpts{}, func(t *testing.T, e *env) {
+			f := tcp(ipA, ipB, 1, 2, "S").frame(t)
+			f[14] = 0x44 // IHL 4: shorter than the fixed header
+			e.expect(e.fromContainer, f, actShot)
+			if evs := e.drain(); len(evs) != 1 || evs[0].Reason != DropInvalid {
+				t.Fatalf("events %+v", evs)
+			}
+		}},
+		{"a spoofed source is dropped", envOpts{}, func(t *testing.T, e *env) {
+			ev := e.denied(e.fromContainer, tcp(ipB, ipC, 40000, 80, "S"), DropInvalidSource)
+			if ev.Src != ipB || ev.SrcEndpoint != epA {
+				t.Fatalf("drop event %+v", ev)
+			}
+		}},
+		{"the host reaches the pod through to-container", envOpts{}, func(t *testing.T, e *env) {
+			p := tcp(nodeIP, ipA, 40000, 80, "S")
+			p.srcMAC, p.dstMAC = hostMacA, macA
+			e.expect(e.toContainer, p.frame(t), actOK)
+		}},
+		{"the netdev delivers to a local pod", envOpts{}, func(t *testing.T, e *env) {
+			out := e.expect(e.fromNetdev, tcp(ipC, ipA, 40000, 80, "S").frame(t), actRedirect)
+			if !bytes.Equal(out[0:6], macA) {
+				t.Fatalf("dst MAC %x, want %x", out[0:6], macA)
+			}
+		}},
+		{"the netdev leaves the node's own traffic alone", envOpts{}, func(t *testing.T, e *env) {
+			e.expect(e.fromNetdev, tcp(remoteIP, nodeIP, 40000, 22, "S").frame(t), actOK)
+		}},
+		{"the overlay drops packets without a tunnel key", envOpts{}, func(t *testing.T, e *env) {
+			e.denied(e.fromOverlay, tcp(ipC, ipA, 40000, 80, "S"), DropNoTunnelKey)
+		}},
+		{"the overlay takes the source identity from the VNI", envOpts{vni: idC, policyIngress: true}, func(t *testing.T, e *env) {
+			// The ipcache says ipD is idD; the VNI says idC, and the VNI wins.
+			e.setPolicy(epA, PolicyEntry{Direction: Ingress, Identity: idC, Protocol: 6, Port: 80})
+			e.allowed(e.fromOverlay, tcp(ipD, ipA, 40000, 80, "S"))
+			evs := e.drain()
+			if len(evs) != 1 || evs[0].Type != EventPolicyVerdict || evs[0].SrcIdentity != idC {
+				t.Fatalf("events %+v, want an allow verdict for identity %d", evs, idC)
+			}
+		}},
+		{"the overlay denies by the VNI identity", envOpts{vni: idD, policyIngress: true}, func(t *testing.T, e *env) {
+			e.setPolicy(epA, PolicyEntry{Direction: Ingress, Identity: idC, Protocol: 6, Port: 80})
+			ev := e.denied(e.fromOverlay, tcp(ipC, ipA, 40000, 80, "S"), DropPolicy)
+			if ev.SrcIdentity != idD || ev.Direction != Ingress || ev.DstEndpoint != epA {
+				t.Fatalf("drop event %+v", ev)
+			}
+		}},
+	})
+}

@@ -1,0 +1,201 @@
+package datapath
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+
+	"github.com/cilium/ebpf"
+)
+
+// Maps are the node's shared BPF maps. Every program object of the node
+// is loaded against these same maps.
+type Maps struct {
+	Endpoints *ebpf.Map
+	IPCache   *ebpf.Map
+	Policy    *ebpf.Map
+	CT4       *ebpf.Map
+	Frag4     *ebpf.Map
+	Metrics   *ebpf.Map
+	Events    *ebpf.Map
+}
+
+// OpenMaps creates the maps, or opens them when already pinned in pinDir.
+// An empty pinDir gives unpinned maps, as BPF program tests want.
+func OpenMaps(pinDir string) (*Maps, error) {
+	spec, err := loadLxc()
+	if err != nil {
+		return nil, fmt.Errorf("load lxc spec: %w", err)
+	}
+	var specs lxcMapSpecs
+	if err := spec.Assign(&specs); err != nil {
+		return nil, fmt.Errorf("assign map specs: %w", err)
+	}
+	m := &Maps{}
+	for _, x := range []struct {
+		spec *ebpf.MapSpec
+		dst  **ebpf.Map
+	}{
+		{specs.CiliumLxc, &m.Endpoints},
+		{specs.CiliumIpcache, &m.IPCache},
+		{specs.CiliumPolicy, &m.Policy},
+		{specs.CiliumCt4, &m.CT4},
+		{specs.CiliumFrag4, &m.Frag4},
+		{specs.CiliumMetrics, &m.Metrics},
+		{specs.CiliumEvents, &m.Events},
+	} {
+		s := x.spec.Copy()
+		if pinDir == "" {
+			s.Pinning = ebpf.PinNone
+		}
+		mp, err := ebpf.NewMapWithOptions(s, ebpf.MapOptions{PinPath: pinDir})
+		if err != nil {
+			m.Close()
+			return nil, fmt.Errorf("map %s: %w", s.Name, err)
+		}
+		*x.dst = mp
+	}
+	return m, nil
+}
+
+// Close releases the file descriptors; pinned maps stay.
+func (m *Maps) Close() error {
+	var errs []error
+	for _, mp := range m.all() {
+		if mp != nil {
+			errs = append(errs, mp.Close())
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func (m *Maps) all() []*ebpf.Map {
+	return []*ebpf.Map{m.Endpoints, m.IPCache, m.Policy, m.CT4, m.Frag4, m.Metrics, m.Events}
+}
+
+// replacements lets a program object use these maps instead of its own.
+func (m *Maps) replacements() map[string]*ebpf.Map {
+	return map[string]*ebpf.Map{
+		"cilium_lxc":     m.Endpoints,
+		"cilium_ipcache": m.IPCache,
+		"cilium_policy":  m.Policy,
+		"cilium_ct4":     m.CT4,
+		"cilium_frag4":   m.Frag4,
+		"cilium_metrics": m.Metrics,
+		"cilium_events":  m.Events,
+	}
+}
+
+// EndpointEntry is what the datapath knows about a local endpoint.
+type EndpointEntry struct {
+	ID       uint16
+	Identity uint32
+	IPv4     netip.Addr
+	// MAC is the pod's own interface; HostMAC and HostIfindex belong to
+	// the host-side veth that packets for the pod are redirected to.
+	MAC           net.HardwareAddr
+	HostMAC       net.HardwareAddr
+	HostIfindex   int
+	PolicyIngress bool
+	PolicyEgress  bool
+}
+
+func (e EndpointEntry) info() EndpointInfo {
+	v := EndpointInfo{Ifindex: uint32(e.HostIfindex), Identity: e.Identity, EpId: e.ID}
+	if e.PolicyIngress {
+		v.Flags |= epFlagIngressEnforce
+	}
+	if e.PolicyEgress {
+		v.Flags |= epFlagEgressEnforce
+	}
+	copy(v.Mac[:], e.MAC)
+	copy(v.NodeMac[:], e.HostMAC)
+	return v
+}
+
+// UpsertEndpoint writes the endpoint's entry.
+func (m *Maps) UpsertEndpoint(e EndpointEntry) error {
+	k, err := endpointKey4(e.IPv4)
+	if err != nil {
+		return err
+	}
+	v := e.info()
+	if err := m.Endpoints.Put(&k, &v); err != nil {
+		return fmt.Errorf("put endpoint %s: %w", e.IPv4, err)
+	}
+	return nil
+}
+
+// DeleteEndpoint removes the endpoint's entry; a missing one is no error.
+func (m *Maps) DeleteEndpoint(addr netip.Addr) error {
+	k, err := endpointKey4(addr)
+	if err != nil {
+		return err
+	}
+	if err := m.Endpoints.Delete(&k); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+		return fmt.Errorf("delete endpoint %s: %w", addr, err)
+	}
+	return nil
+}
+
+// IPCacheEntry maps a prefix to its identity and, for pods on other
+// nodes, the node that hosts them.
+type IPCacheEntry struct {
+	Identity       uint32
+	TunnelEndpoint netip.Addr // invalid when not behind a tunnel
+}
+
+// UpsertIPCache writes one prefix.
+func (m *Maps) UpsertIPCache(p netip.Prefix, e IPCacheEntry) error {
+	k, err := ipcacheKey(p)
+	if err != nil {
+		return err
+	}
+	v := IPCacheInfo{Identity: e.Identity, TunnelIpv4: be32(e.TunnelEndpoint)}
+	if err := m.IPCache.Put(&k, &v); err != nil {
+		return fmt.Errorf("put ipcache %s: %w", p, err)
+	}
+	return nil
+}
+
+// DeleteIPCache removes one prefix; a missing one is no error.
+func (m *Maps) DeleteIPCache(p netip.Prefix) error {
+	k, err := ipcacheKey(p)
+	if err != nil {
+		return err
+	}
+	if err := m.IPCache.Delete(&k); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+		return fmt.Errorf("delete ipcache %s: %w", p, err)
+	}
+	return nil
+}
+
+// SyncIPCache makes the ipcache equal to desired: it writes what differs
+// and prunes what is not desired. Running it twice changes nothing.
+func (m *Maps) SyncIPCache(desired map[netip.Prefix]IPCacheEntry) error {
+	current := map[netip.Prefix]IPCacheInfo{}
+	var k IPCacheKey
+	var v IPCacheInfo
+	it := m.IPCache.Iterate()
+	for it.Next(&k, &v) {
+		current[prefixOfIPCacheKey(k)] = v
+	}
+	if err := it.Err(); err != nil {
+		return fmt.Errorf("iterate ipcache: %w", err)
+	}
+	var errs []error
+	for p := range current {
+		if _, ok := desired[p.Masked()]; !ok {
+			errs = append(errs, m.DeleteIPCache(p))
+		}
+	}
+	for p, e := range desired {
+		want := IPCacheInfo{Identity: e.Identity, TunnelIpv4: be32(e.TunnelEndpoint)}
+		if cur, ok := current[p.Masked()]; ok && cur == want {
+			continue
+		}
+		errs = append(errs, m.UpsertIPCache(p, e))
+	}
+	return errors.Join(errs...)
+}

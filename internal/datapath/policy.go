@@ -1,0 +1,186 @@
+package datapath
+
+import (
+	"errors"
+	"fmt"
+	"math/bits"
+	"slices"
+
+	"github.com/cilium/ebpf"
+)
+
+// PolicyEntry is one rule of an endpoint's policy as the datapath sees
+// it: who (remote identity), which way, and what (protocol and ports).
+type PolicyEntry struct {
+	Direction Direction
+	// Identity is the remote identity; IdentityAny matches every identity.
+	Identity uint32
+	// Protocol is an IP protocol number; 0 matches every protocol (and
+	// then the ports must be 0).
+	Protocol uint8
+	// Port is the destination port (the type for ICMP); 0 matches every
+	// port. EndPort, when above Port, makes the rule cover Port..EndPort.
+	Port    uint16
+	EndPort uint16
+	Deny    bool
+	// ProxyPort is kept in the entry for the L7 proxy to come.
+	ProxyPort uint16
+}
+
+func (e PolicyEntry) validate() error {
+	if e.Direction != Ingress && e.Direction != Egress {
+		return fmt.Errorf("policy entry: bad direction %d", e.Direction)
+	}
+	if e.Protocol == 0 && (e.Port != 0 || e.EndPort != 0) {
+		return errors.New("policy entry: ports need a protocol")
+	}
+	if e.EndPort != 0 && e.EndPort < e.Port {
+		return fmt.Errorf("policy entry: end port %d below port %d", e.EndPort, e.Port)
+	}
+	return nil
+}
+
+// portPrefix is a block of 2^(16-bits) ports starting at port.
+type portPrefix struct {
+	port uint16
+	bits int
+}
+
+// portPrefixes covers lo..hi exactly with the fewest aligned blocks, which
+// is how a range becomes longest-prefix-match keys.
+func portPrefixes(lo, hi uint16) []portPrefix {
+	var out []portPrefix
+	for l := uint32(lo); l <= uint32(hi); {
+		size := uint32(1) << 16
+		if l != 0 {
+			size = uint32(1) << bits.TrailingZeros32(l)
+		}
+		for l+size-1 > uint32(hi) {
+			size >>= 1
+		}
+		out = append(out, portPrefix{port: uint16(l), bits: 16 - bits.TrailingZeros32(size)})
+		l += size
+	}
+	return out
+}
+
+func (e PolicyEntry) keys(epID uint16) []PolicyKey {
+	base := PolicyKey{Identity: e.Identity, EpId: epID, Direction: uint8(e.Direction)}
+	switch {
+	case e.Protocol == 0:
+		base.Prefixlen = policyPrefixStatic
+		return []PolicyKey{base}
+	case e.Port == 0:
+		base.Prefixlen = policyPrefixProto
+		base.Protocol = e.Protocol
+		return []PolicyKey{base}
+	}
+	hi := max(e.EndPort, e.Port)
+	var out []PolicyKey
+	for _, pp := range portPrefixes(e.Port, hi) {
+		k := base
+		k.Protocol = e.Protocol
+		k.Dport = htons(pp.port)
+		k.Prefixlen = uint32(policyPrefixProto + pp.bits)
+		out = append(out, k)
+	}
+	return out
+}
+
+// policyBits are the wildcardable bits of a key, protocol then port, left
+// aligned in 24 bits, so that prefix containment is a mask comparison.
+func policyBits(k PolicyKey) (uint32, int) {
+	v := uint32(k.Protocol)<<16 | uint32(htons(k.Dport))
+	return v, int(k.Prefixlen) - policyPrefixStatic
+}
+
+// covers reports whether every packet matching b also matches a.
+func covers(a, b PolicyKey) bool {
+	if a.Identity != b.Identity || a.EpId != b.EpId || a.Direction != b.Direction {
+		return false
+	}
+	av, al := policyBits(a)
+	bv, bl := policyBits(b)
+	if al > bl {
+		return false
+	}
+	mask := ^uint32(0) << (24 - al) & 0xffffff
+	if al == 0 {
+		mask = 0
+	}
+	return av&mask == bv&mask
+}
+
+// PolicyMapState computes the map entries for one endpoint. An allow key
+// nested inside a deny of the same identity becomes a deny: the kernel's
+// longest-prefix match would otherwise pick the narrower allow.
+func PolicyMapState(epID uint16, entries []PolicyEntry) (map[PolicyKey]PolicyValue, error) {
+	out := map[PolicyKey]PolicyValue{}
+	var denies []PolicyKey
+	for _, e := range entries {
+		if err := e.validate(); err != nil {
+			return nil, err
+		}
+		v := PolicyValue{ProxyPort: e.ProxyPort}
+		if e.Deny {
+			v.Flags = policyFlagDeny
+		}
+		for _, k := range e.keys(epID) {
+			if old, ok := out[k]; ok && old.Flags&policyFlagDeny != 0 {
+				continue // deny wins over an allow with the same key
+			}
+			out[k] = v
+			if e.Deny {
+				denies = append(denies, k)
+			}
+		}
+	}
+	for k, v := range out {
+		if v.Flags&policyFlagDeny != 0 {
+			continue
+		}
+		if slices.ContainsFunc(denies, func(d PolicyKey) bool { return covers(d, k) }) {
+			out[k] = PolicyValue{Flags: policyFlagDeny}
+		}
+	}
+	return out, nil
+}
+
+// SetPolicy makes the endpoint's policy entries in the map equal to
+// entries: it adds and changes what differs and removes the rest. Entries
+// are added before stale ones go, so an allowed flow never sees a gap.
+func (m *Maps) SetPolicy(epID uint16, entries []PolicyEntry) error {
+	desired, err := PolicyMapState(epID, entries)
+	if err != nil {
+		return err
+	}
+	current := map[PolicyKey]PolicyValue{}
+	var k PolicyKey
+	var v PolicyValue
+	it := m.Policy.Iterate()
+	for it.Next(&k, &v) {
+		if k.EpId == epID {
+			current[k] = v
+		}
+	}
+	if err := it.Err(); err != nil {
+		return fmt.Errorf("iterate policy: %w", err)
+	}
+	for k, v := range desired {
+		if cur, ok := current[k]; ok && cur == v {
+			continue
+		}
+		if err := m.Policy.Put(&k, &v); err != nil {
+			return fmt.Errorf("put policy entry for endpoint %d: %w", epID, err)
+		}
+	}
+	for k := range current {
+		if _, ok := desired[k]; ok {
+			continue
+		}
+		if err := m.Policy.Delete(&k); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+			return fmt.Errorf("delete policy entry for endpoint %d: %w", epID, err)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,111 @@
+package datapath
+
+import "testing"
+
+const (
+	tcpProto  = 6
+	udpProto  = 17
+	icmpProto = 1
+)
+
+func egress(id uint32, proto uint8, port, end uint16) PolicyEntry {
+	return PolicyEntry{Direction: Egress, Identity: id, Protocol: proto, Port: port, EndPort: end}
+}
+
+func denyRule(e PolicyEntry) PolicyEntry {
+	e.Deny = true
+	return e
+}
+
+func TestProgPolicy(t *testing.T) {
+	enforce := envOpts{policyEgress: true, mode: Tunnel}
+	runProgCases(t, []progCase{
+		{"exact rule allows its port", enforce, func(t *testing.T, e *env) {
+			e.setPolicy(epA, egress(idC, tcpProto, 80, 0))
+			e.allowed(e.fromContainer, tcp(ipA, ipC, 40000, 80, "S"))
+		}},
+		{"exact rule denies other ports", enforce, func(t *testing.T, e *env) {
+			e.setPolicy(epA, egress(idC, tcpProto, 80, 0))
+			e.denied(e.fromContainer, tcp(ipA, ipC, 40000, 81, "S"), DropPolicy)
+		}},
+		{"exact rule denies other identities", enforce, func(t *testing.T, e *env) {
+			e.setPolicy(epA, egress(idC, tcpProto, 80, 0))
+			e.denied(e.fromContainer, tcp(ipA, ipD, 40000, 80, "S"), DropPolicy)
+		}},
+		{"wildcard identity", enforce, func(t *testing.T, e *env) {
+			e.setPolicy(epA, egress(IdentityAny, tcpProto, 80, 0))
+			e.allowed(e.fromContainer, tcp(ipA, ipC, 40000, 80, "S"))
+			e.allowed(e.fromContainer, tcp(ipA, ipD, 40000, 80, "S"))
+			e.allowed(e.fromContainer, tcp(ipA, ipWorld, 40000, 80, "S"))
+			e.denied(e.fromContainer, tcp(ipA, ipD, 40000, 81, "S"), DropPolicy)
+		}},
+		{"wildcard port", enforce, func(t *testing.T, e *env) {
+			e.setPolicy(epA, egress(idC, tcpProto, 0, 0))
+			e.allowed(e.fromContainer, tcp(ipA, ipC, 40000, 12345, "S"))
+			e.allowed(e.fromContainer, tcp(ipA, ipC, 40000, 1, "S"))
+			e.denied(e.fromContainer, udp(ipA, ipC, 40000, 53), DropPolicy)
+		}},
+		{"wildcard protocol", enforce, func(t *testing.T, e *env) {
+			e.setPolicy(epA, egress(idC, 0, 0, 0))
+			e.allowed(e.fromContainer, udp(ipA, ipC, 40000, 53))
+			e.allowed(e.fromContainer, echo(ipA, ipC, 7, false))
+			e.denied(e.fromContainer, udp(ipA, ipD, 40000, 53), DropPolicy)
+		}},
+		{"port range", enforce, func(t *testing.T, e *env) {
+			e.setPolicy(epA, egress(idC, tcpProto, 8000, 8080))
+			for _, port := range []uint16{8000, 8001, 8042, 8079, 8080} {
+				e.allowed(e.fromContainer, tcp(ipA, ipC, 40000, port, "S"))
+			}
+			e.denied(e.fromContainer, tcp(ipA, ipC, 40000, 7999, "S"), DropPolicy)
+			e.denied(e.fromContainer, tcp(ipA, ipC, 40000, 8081, "S"), DropPolicy)
+		}},
+		{"ICMP rules match the type", enforce, func(t *testing.T, e *env) {
+			e.setPolicy(epA, egress(idC, icmpProto, 8, 0))
+			e.allowed(e.fromContainer, echo(ipA, ipC, 7, false))
+			p := echo(ipA, ipC, 7, false)
+			p.icmpType = 13 // timestamp request
+			e.denied(e.fromContainer, p, DropPolicy)
+		}},
+		{"a wildcard-identity deny beats an exact allow", enforce, func(t *testing.T, e *env) {
+			e.setPolicy(epA, egress(idC, tcpProto, 80, 0), denyRule(egress(IdentityAny, 0, 0, 0)))
+			e.denied(e.fromContainer, tcp(ipA, ipC, 40000, 80, "S"), DropPolicyDeny)
+		}},
+		{"a broad deny beats a narrower allow", enforce, func(t *testing.T, e *env) {
+			e.setPolicy(epA, denyRule(egress(idC, tcpProto, 0, 0)), egress(idC, tcpProto, 80, 0))
+			e.denied(e.fromContainer, tcp(ipA, ipC, 40000, 80, "S"), DropPolicyDeny)
+		}},
+		{"a deny inside an allowed range", enforce, func(t *testing.T, e *env) {
+			e.setPolicy(epA, egress(idC, tcpProto, 1, 1000), denyRule(egress(idC, tcpProto, 80, 0)))
+			e.denied(e.fromContainer, tcp(ipA, ipC, 40000, 80, "S"), DropPolicyDeny)
+			e.allowed(e.fromContainer, tcp(ipA, ipC, 40000, 81, "S"))
+			e.allowed(e.fromContainer, tcp(ipA, ipC, 40000, 79, "S"))
+		}},
+		{"enforcement with no entry drops", enforce, func(t *testing.T, e *env) {
+			e.denied(e.fromContainer, tcp(ipA, ipC, 40000, 80, "S"), DropPolicy)
+		}},
+		{"enforcement off allows everything", envOpts{mode: Tunnel}, func(t *testing.T, e *env) {
+			e.setPolicy(epA, denyRule(egress(idD, 0, 0, 0))) // entries do not matter when off
+			e.allowed(e.fromContainer, tcp(ipA, ipC, 40000, 80, "S"))
+			e.allowed(e.fromContainer, udp(ipA, ipD, 40000, 53))
+		}},
+		{"a local peer's ingress policy applies on the sender's node", envOpts{ingressB: true}, func(t *testing.T, e *env) {
+			ev := e.denied(e.fromContainer, tcp(ipA, ipB, 40000, 80, "S"), DropPolicy)
+			if ev.Direction != Ingress || ev.DstEndpoint != epB {
+				t.Fatalf("drop event %+v, want ingress of endpoint %d", ev, epB)
+			}
+			e.setPolicy(epB, PolicyEntry{Direction: Ingress, Identity: idA, Protocol: tcpProto, Port: 80})
+			e.allowed(e.fromContainer, tcp(ipA, ipB, 40001, 80, "S"))
+		}},
+		{"ingress from the network uses the ipcache identity", envOpts{policyIngress: true}, func(t *testing.T, e *env) {
+			e.setPolicy(epA, PolicyEntry{Direction: Ingress, Identity: idC, Protocol: udpProto, Port: 53})
+			e.allowed(e.fromNetdev, udp(ipC, ipA, 5000, 53))
+			e.denied(e.fromNetdev, udp(ipD, ipA, 5000, 53), DropPolicy)
+		}},
+		{"ingress from the host is judged by to-container", envOpts{policyIngress: true}, func(t *testing.T, e *env) {
+			p := tcp(nodeIP, ipA, 40000, 80, "S")
+			e.denied(e.toContainer, p, DropPolicy)
+			e.setPolicy(epA, PolicyEntry{Direction: Ingress, Identity: IdentityHost})
+			e.allowed(e.toContainer, p)
+		}},
+	})
+}

@@ -1,0 +1,91 @@
+package datapath
+
+import "testing"
+
+func TestPortPrefixesCoverRangeExactly(t *testing.T) {
+	for _, r := range [][2]uint16{{0, 65535}, {1, 1}, {80, 80}, {8000, 8080}, {1, 1000}, {65535, 65535}, {1024, 65535}, {0, 0}} {
+		covered := map[uint32]bool{}
+		for _, pp := range portPrefixes(r[0], r[1]) {
+			size := uint32(1) << (16 - pp.bits)
+			if uint32(pp.port)%size != 0 {
+				t.Fatalf("range %v: block %+v not aligned", r, pp)
+			}
+			for p := uint32(pp.port); p < uint32(pp.port)+size; p++ {
+				if covered[p] {
+					t.Fatalf("range %v: port %d covered twice", r, p)
+				}
+				covered[p] = true
+			}
+		}
+		if len(covered) != int(r[1])-int(r[0])+1 || !covered[uint32(r[0])] || !covered[uint32(r[1])] {
+			t.Fatalf("range %v: covered %d ports", r, len(covered))
+		}
+	}
+}
+
+func TestPolicyMapStateDenyPropagation(t *testing.T) {
+	state, err := PolicyMapState(5, []PolicyEntry{
+		egress(1000, tcpProto, 80, 0),
+		egress(1000, tcpProto, 443, 0),
+		denyRule(egress(1000, tcpProto, 0, 0)),
+		egress(2000, tcpProto, 80, 0),
+		egress(1000, udpProto, 53, 0),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range state {
+		deny := v.Flags&policyFlagDeny != 0
+		wantDeny := k.Identity == 1000 && k.Protocol == tcpProto
+		if deny != wantDeny || k.EpId != 5 {
+			t.Errorf("key %+v deny=%v, want %v", k, deny, wantDeny)
+		}
+	}
+	if len(state) != 5 {
+		t.Fatalf("%d keys, want 5", len(state))
+	}
+}
+
+func TestPolicyEntryValidation(t *testing.T) {
+	for _, e := range []PolicyEntry{
+		{Direction: 0},
+		{Direction: Egress, Port: 80},
+		{Direction: Egress, Protocol: tcpProto, Port: 90, EndPort: 80},
+	} {
+		if _, err := PolicyMapState(1, []PolicyEntry{e}); err == nil {
+			t.Errorf("entry %+v accepted", e)
+		}
+	}
+}
+
+func TestPrivilegedSetPolicyIsIdempotent(t *testing.T) {
+	requireRoot(t)
+	m, err := OpenMaps("")
+	must(t, err)
+	t.Cleanup(func() { m.Close() })
+	entries := []PolicyEntry{egress(1000, tcpProto, 1, 1000), egress(2000, 0, 0, 0)}
+	must(t, m.SetPolicy(1, entries))
+	must(t, m.SetPolicy(2, entries[:1]))
+	count := func() (n int) {
+		var k PolicyKey
+		var v PolicyValue
+		it := m.Policy.Iterate()
+		for it.Next(&k, &v) {
+			n++
+		}
+		must(t, it.Err())
+		return n
+	}
+	want := len(portPrefixes(1, 1000))*2 + 1
+	if n := count(); n != want {
+		t.Fatalf("%d entries, want %d", n, want)
+	}
+	must(t, m.SetPolicy(1, entries))
+	if n := count(); n != want {
+		t.Fatalf("after a second sync: %d entries, want %d", n, want)
+	}
+	must(t, m.SetPolicy(1, nil))
+	if n := count(); n != want-len(portPrefixes(1, 1000))-1 {
+		t.Fatalf("after clearing endpoint 1: %d entries", n)
+	}
+}
