@@ -1,0 +1,351 @@
+package datapath
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/netip"
+	"os"
+	"path/filepath"
+
+	"github.com/cilium/ebpf"
+	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netns"
+	"golang.org/x/sys/unix"
+)
+
+// Config is one node's datapath configuration.
+type Config struct {
+	// BPFFSDir is a directory on a bpffs that holds this node's pins:
+	// maps/ and links/.
+	BPFFSDir string
+	// NetNS is the path of the node's network namespace; empty means the
+	// caller's own.
+	NetNS string
+	// NodeIPv4 is the node's address on Uplink.
+	NodeIPv4 netip.Addr
+	// Uplink is the device that connects the node to the other nodes.
+	Uplink string
+	Mode   RoutingMode
+	// TunnelDevice and TunnelPort name the VXLAN device in tunnel mode.
+	TunnelDevice string
+	TunnelPort   int
+	// Trace emits a trace event for every forwarded packet.
+	Trace bool
+}
+
+// DefaultTunnelDevice and DefaultTunnelPort are Cilium's defaults.
+const (
+	DefaultTunnelDevice = "cilium_vxlan"
+	DefaultTunnelPort   = 8472
+	vxlanOverhead       = 50
+)
+
+func (c *Config) validate() error {
+	if c.BPFFSDir == "" {
+		return errors.New("datapath config: BPFFSDir is required")
+	}
+	if !c.NodeIPv4.Is4() {
+		return errors.New("datapath config: NodeIPv4 must be an IPv4 address")
+	}
+	if c.Uplink == "" {
+		return errors.New("datapath config: Uplink is required")
+	}
+	if c.Mode != Native && c.Mode != Tunnel {
+		return fmt.Errorf("datapath config: unknown routing mode %d", c.Mode)
+	}
+	if c.TunnelDevice == "" {
+		c.TunnelDevice = DefaultTunnelDevice
+	}
+	if c.TunnelPort == 0 {
+		c.TunnelPort = DefaultTunnelPort
+	}
+	return nil
+}
+
+// Node is the datapath of one node: its maps, its device programs and the
+// endpoints it serves.
+type Node struct {
+	cfg    Config
+	log    *slog.Logger
+	nl     *netlink.Handle
+	maps   *Maps
+	consts NodeConstants
+}
+
+// NewNode checks cfg; it touches nothing in the kernel until Start.
+func NewNode(cfg Config, log *slog.Logger) (*Node, error) {
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	return &Node{cfg: cfg, log: log}, nil
+}
+
+// Maps are the node's maps; valid after Start.
+func (n *Node) Maps() *Maps { return n.maps }
+
+func (n *Node) mapsDir() string  { return filepath.Join(n.cfg.BPFFSDir, "maps") }
+func (n *Node) linksDir() string { return filepath.Join(n.cfg.BPFFSDir, "links") }
+
+// Start opens (or creates) the pinned maps, prepares the node's devices
+// and attaches the device programs. Starting again after a restart reuses
+// pins and updates links in place.
+func (n *Node) Start() error {
+	var st unix.Statfs_t
+	if err := unix.Statfs(n.cfg.BPFFSDir, &st); err != nil {
+		return fmt.Errorf("stat %s: %w", n.cfg.BPFFSDir, err)
+	}
+	if st.Type != unix.BPF_FS_MAGIC {
+		return fmt.Errorf("%s is not on a bpf filesystem", n.cfg.BPFFSDir)
+	}
+	for _, d := range []string{n.mapsDir(), n.linksDir()} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			return fmt.Errorf("create %s: %w", d, err)
+		}
+	}
+	nl, err := n.netlinkHandle()
+	if err != nil {
+		return err
+	}
+	n.nl = nl
+	if n.maps, err = OpenMaps(n.mapsDir()); err != nil {
+		return err
+	}
+	uplink, err := n.nl.LinkByName(n.cfg.Uplink)
+	if err != nil {
+		return fmt.Errorf("uplink %s: %w", n.cfg.Uplink, err)
+	}
+	n.consts = NodeConstants{NodeIPv4: n.cfg.NodeIPv4, Mode: n.cfg.Mode, Trace: n.cfg.Trace}
+	var tunnel netlink.Link
+	if n.cfg.Mode == Tunnel {
+		if tunnel, err = n.ensureVXLAN(uplink.Attrs().MTU - vxlanOverhead); err != nil {
+			return err
+		}
+		n.consts.TunnelIfindex = tunnel.Attrs().Index
+	}
+	progs, err := LoadNodePrograms(n.maps, n.consts)
+	if err != nil {
+		return err
+	}
+	defer progs.Close()
+	return inNetNS(n.cfg.NetNS, func() error {
+		if err := os.WriteFile("/proc/sys/net/ipv4/ip_forward", []byte("1"), 0o644); err != nil {
+			return fmt.Errorf("enable forwarding: %w", err)
+		}
+		if err := attachTCX(n.linkPin("netdev", n.cfg.Uplink, "ingress"), uplink.Attrs().Index,
+			progs.FromNetdev, ebpf.AttachTCXIngress); err != nil {
+			return err
+		}
+		if tunnel == nil {
+			return nil
+		}
+		idx := tunnel.Attrs().Index
+		if err := attachTCX(n.linkPin("overlay", n.cfg.TunnelDevice, "ingress"), idx,
+			progs.FromOverlay, ebpf.AttachTCXIngress); err != nil {
+			return err
+		}
+		return attachTCX(n.linkPin("overlay", n.cfg.TunnelDevice, "egress"), idx,
+			progs.ToOverlay, ebpf.AttachTCXEgress)
+	})
+}
+
+func (n *Node) linkPin(kind, name, dir string) string {
+	return filepath.Join(n.linksDir(), kind+"_"+name+"_"+dir)
+}
+
+func (n *Node) netlinkHandle() (*netlink.Handle, error) {
+	if n.cfg.NetNS == "" {
+		h, err := netlink.NewHandle()
+		if err != nil {
+			return nil, fmt.Errorf("netlink: %w", err)
+		}
+		return h, nil
+	}
+	ns, err := netns.GetFromPath(n.cfg.NetNS)
+	if err != nil {
+		return nil, fmt.Errorf("open netns %s: %w", n.cfg.NetNS, err)
+	}
+	defer ns.Close()
+	h, err := netlink.NewHandleAt(ns)
+	if err != nil {
+		return nil, fmt.Errorf("netlink in %s: %w", n.cfg.NetNS, err)
+	}
+	return h, nil
+}
+
+// ensureVXLAN creates the VXLAN device in external (collect metadata)
+// mode: one device for all peers, the tunnel key chosen per packet. It
+// does not resolve neighbours: programs write the MACs.
+func (n *Node) ensureVXLAN(mtu int) (netlink.Link, error) {
+	name := n.cfg.TunnelDevice
+	l, err := n.nl.LinkByName(name)
+	if err != nil {
+		var notFound netlink.LinkNotFoundError
+		if !errors.As(err, &notFound) {
+			return nil, fmt.Errorf("look up %s: %w", name, err)
+		}
+		vx := &netlink.Vxlan{LinkAttrs: netlink.LinkAttrs{Name: name, MTU: mtu}, FlowBased: true, Port: n.cfg.TunnelPort}
+		if err := n.nl.LinkAdd(vx); err != nil {
+			return nil, fmt.Errorf("create %s: %w", name, err)
+		}
+		if l, err = n.nl.LinkByName(name); err != nil {
+			return nil, fmt.Errorf("look up %s: %w", name, err)
+		}
+	}
+	if err := n.nl.LinkSetARPOff(l); err != nil {
+		return nil, fmt.Errorf("arp off on %s: %w", name, err)
+	}
+	if err := n.nl.LinkSetUp(l); err != nil {
+		return nil, fmt.Errorf("set %s up: %w", name, err)
+	}
+	return l, nil
+}
+
+// Endpoint is a local pod as the datapath needs it. The veth pair exists
+// already (the CNI plugin made it); HostDevice is its end in the node.
+type Endpoint struct {
+	ID            uint16
+	Identity      uint32
+	IPv4          netip.Addr
+	MAC           net.HardwareAddr
+	HostDevice    string
+	PolicyIngress bool
+	PolicyEgress  bool
+}
+
+// UpsertEndpoint loads the endpoint's programs with its constants,
+// attaches them to its host device (replacing older ones atomically),
+// publishes it in the endpoint map and routes its address to it.
+func (n *Node) UpsertEndpoint(ep Endpoint) error {
+	host, err := n.nl.LinkByName(ep.HostDevice)
+	if err != nil {
+		return fmt.Errorf("endpoint %d device %s: %w", ep.ID, ep.HostDevice, err)
+	}
+	progs, err := LoadEndpointPrograms(n.maps, EndpointConstants{
+		NodeConstants: n.consts, ID: ep.ID, Identity: ep.Identity, IPv4: ep.IPv4,
+		PolicyIngress: ep.PolicyIngress, PolicyEgress: ep.PolicyEgress,
+	})
+	if err != nil {
+		return err
+	}
+	defer progs.Close()
+	idx := host.Attrs().Index
+	err = inNetNS(n.cfg.NetNS, func() error {
+		if err := attachTCX(n.endpointPin(ep.ID, "ingress"), idx, progs.FromContainer, ebpf.AttachTCXIngress); err != nil {
+			return err
+		}
+		return attachTCX(n.endpointPin(ep.ID, "egress"), idx, progs.ToContainer, ebpf.AttachTCXEgress)
+	})
+	if err != nil {
+		return fmt.Errorf("endpoint %d: %w", ep.ID, err)
+	}
+	if err := n.maps.UpsertEndpoint(EndpointEntry{
+		ID: ep.ID, Identity: ep.Identity, IPv4: ep.IPv4, MAC: ep.MAC,
+		HostMAC: host.Attrs().HardwareAddr, HostIfindex: idx,
+		PolicyIngress: ep.PolicyIngress, PolicyEgress: ep.PolicyEgress,
+	}); err != nil {
+		return err
+	}
+	route := &netlink.Route{LinkIndex: idx, Dst: hostPrefix(ep.IPv4), Scope: netlink.SCOPE_LINK}
+	if err := n.nl.RouteReplace(route); err != nil {
+		return fmt.Errorf("route to endpoint %d: %w", ep.ID, err)
+	}
+	n.log.Debug("endpoint programmed", "id", ep.ID, "identity", ep.Identity, "ipv4", ep.IPv4)
+	return nil
+}
+
+// DeleteEndpoint detaches the endpoint's programs and forgets it. Its
+// policy entries go with SetPolicy(id, nil).
+func (n *Node) DeleteEndpoint(id uint16, addr netip.Addr) error {
+	errs := []error{
+		detachTCX(n.endpointPin(id, "ingress")),
+		detachTCX(n.endpointPin(id, "egress")),
+		n.maps.DeleteEndpoint(addr),
+		n.maps.SetPolicy(id, nil),
+	}
+	if err := n.nl.RouteDel(&netlink.Route{Dst: hostPrefix(addr)}); err != nil && !errors.Is(err, unix.ESRCH) {
+		errs = append(errs, fmt.Errorf("delete route to endpoint %d: %w", id, err))
+	}
+	return errors.Join(errs...)
+}
+
+func (n *Node) endpointPin(id uint16, dir string) string {
+	return filepath.Join(n.linksDir(), fmt.Sprintf("lxc_%d_%s", id, dir))
+}
+
+func hostPrefix(a netip.Addr) *net.IPNet {
+	return &net.IPNet{IP: a.AsSlice(), Mask: net.CIDRMask(a.BitLen(), a.BitLen())}
+}
+
+// RemoteNode is another node of the cluster.
+type RemoteNode struct {
+	IPv4    netip.Addr
+	PodCIDR netip.Prefix
+}
+
+// UpsertRemoteNode routes the node's pod CIDR: via the node in native
+// mode, into the VXLAN device in tunnel mode (where the node's own traffic
+// gets its tunnel key from the ipcache). Pod traffic does not need these
+// routes in tunnel mode; the node's own does.
+func (n *Node) UpsertRemoteNode(r RemoteNode) error {
+	dst := &net.IPNet{IP: r.PodCIDR.Masked().Addr().AsSlice(), Mask: net.CIDRMask(r.PodCIDR.Bits(), 32)}
+	route := &netlink.Route{Dst: dst}
+	if n.cfg.Mode == Tunnel {
+		route.LinkIndex = n.consts.TunnelIfindex
+		route.Scope = netlink.SCOPE_LINK
+	} else {
+		uplink, err := n.nl.LinkByName(n.cfg.Uplink)
+		if err != nil {
+			return fmt.Errorf("uplink %s: %w", n.cfg.Uplink, err)
+		}
+		route.LinkIndex = uplink.Attrs().Index
+		route.Gw = r.IPv4.AsSlice()
+	}
+	if err := n.nl.RouteReplace(route); err != nil {
+		return fmt.Errorf("route to %s via %s: %w", r.PodCIDR, r.IPv4, err)
+	}
+	return nil
+}
+
+// DeleteRemoteNode removes the route to its pod CIDR.
+func (n *Node) DeleteRemoteNode(r RemoteNode) error {
+	dst := &net.IPNet{IP: r.PodCIDR.Masked().Addr().AsSlice(), Mask: net.CIDRMask(r.PodCIDR.Bits(), 32)}
+	if err := n.nl.RouteDel(&netlink.Route{Dst: dst}); err != nil && !errors.Is(err, unix.ESRCH) {
+		return fmt.Errorf("delete route to %s: %w", r.PodCIDR, err)
+	}
+	return nil
+}
+
+// Close releases file descriptors; pinned maps and links keep the
+// datapath running without the agent.
+func (n *Node) Close() error {
+	var err error
+	if n.maps != nil {
+		err = n.maps.Close()
+		n.maps = nil
+	}
+	if n.nl != nil {
+		n.nl.Close()
+		n.nl = nil
+	}
+	return err
+}
+
+// Teardown removes everything Start and the endpoints made: links, the
+// VXLAN device and the pins. Running it twice is harmless.
+func (n *Node) Teardown() error {
+	var errs []error
+	if n.nl != nil && n.cfg.Mode == Tunnel {
+		if l, err := n.nl.LinkByName(n.cfg.TunnelDevice); err == nil {
+			errs = append(errs, n.nl.LinkDel(l))
+		}
+	}
+	errs = append(errs, n.Close())
+	for _, d := range []string{n.linksDir(), n.mapsDir()} {
+		if err := os.RemoveAll(d); err != nil {
+			errs = append(errs, fmt.Errorf("remove %s: %w", d, err))
+		}
+	}
+	return errors.Join(errs...)
+}
