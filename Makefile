@@ -19,7 +19,7 @@ CNI_CMDS := github.com/containernetworking/plugins/plugins/main/bridge \
 
 LAB_FLAGS ?= --nodes 2
 
-.PHONY: all build build-lab build-k8s build-cni generate check-generated prereqs \
+.PHONY: all build build-lab build-k8s build-cni build-coredns generate check-generated prereqs \
 	test test-unit test-lab test-e2e-smoke e2e bench demo lab-up lab-down clean
 
 all: build
@@ -34,7 +34,11 @@ build-cni:
 	@mkdir -p $(BIN)/cni
 	cd lab && $(GO) build -o $(BIN)/cni/ $(CNI_CMDS)
 
-build-lab: build-k8s build-cni
+build-coredns:
+	@mkdir -p $(BIN)
+	cd lab/tools/coredns && $(GO) build -o $(BIN)/coredns .
+
+build-lab: build-k8s build-cni build-coredns
 	cd lab && $(GO) build -o $(BIN)/cilium-lab ./cmd/cilium-lab
 
 generate:

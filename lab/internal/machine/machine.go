@@ -28,6 +28,7 @@ var NodeMounts = []struct{ Sub, Target string }{
 	{"var-lib-cilium", "/var/lib/cilium"},
 	{"var-lib-kubelet", "/var/lib/kubelet"},
 	{"var-log-pods", "/var/log/pods"},
+	{"var-lib-cni", "/var/lib/cni"},
 }
 
 // Builder creates the machines of one lab.

@@ -1,0 +1,103 @@
+// Package apply applies multi-document Kubernetes YAML with server-side apply, the way
+// `kubectl apply --server-side` does, so the lab can install its add-ons idempotently.
+package apply
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/discovery/cached/memory"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/restmapper"
+)
+
+// FieldManager names the lab as the owner of the fields it applies.
+const FieldManager = "cilium-lab"
+
+// Decode splits YAML documents into objects; empty documents are skipped.
+func Decode(docs []byte) ([]*unstructured.Unstructured, error) {
+	dec := yaml.NewYAMLOrJSONDecoder(bytes.NewReader(docs), 4096)
+	var out []*unstructured.Unstructured
+	for i := 1; ; i++ {
+		var obj map[string]any
+		if err := dec.Decode(&obj); err != nil {
+			if errors.Is(err, io.EOF) {
+				return out, nil
+			}
+			return nil, fmt.Errorf("document %d: %w", i, err)
+		}
+		if len(obj) == 0 {
+			continue
+		}
+		u := &unstructured.Unstructured{Object: obj}
+		if u.GetKind() == "" || u.GetName() == "" {
+			return nil, fmt.Errorf("document %d: kind and metadata.name are required", i)
+		}
+		out = append(out, u)
+	}
+}
+
+// Applier applies objects to one cluster.
+type Applier struct {
+	dyn    dynamic.Interface
+	mapper meta.ResettableRESTMapper
+}
+
+// New returns an Applier for the cluster behind cfg.
+func New(cfg *rest.Config) (*Applier, error) {
+	dc, err := discovery.NewDiscoveryClientForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	dyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return &Applier{dyn: dyn, mapper: restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(dc))}, nil
+}
+
+// Apply applies every document in order.
+func (a *Applier) Apply(ctx context.Context, docs []byte) error {
+	objs, err := Decode(docs)
+	if err != nil {
+		return err
+	}
+	for _, u := range objs {
+		if err := a.applyOne(ctx, u); err != nil {
+			return fmt.Errorf("apply %s %s: %w", u.GetKind(), u.GetName(), err)
+		}
+	}
+	return nil
+}
+
+func (a *Applier) applyOne(ctx context.Context, u *unstructured.Unstructured) error {
+	gvk := u.GroupVersionKind()
+	m, err := a.mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+	if meta.IsNoMatchError(err) {
+		// A kind installed a moment ago (a CRD) is unknown to a stale cache.
+		a.mapper.Reset()
+		m, err = a.mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+	}
+	if err != nil {
+		return err
+	}
+	var ri dynamic.ResourceInterface = a.dyn.Resource(m.Resource)
+	if m.Scope.Name() == meta.RESTScopeNameNamespace {
+		ns := u.GetNamespace()
+		if ns == "" {
+			ns = metav1.NamespaceDefault
+		}
+		ri = a.dyn.Resource(m.Resource).Namespace(ns)
+	}
+	_, err = ri.Apply(ctx, u.GetName(), u, metav1.ApplyOptions{FieldManager: FieldManager, Force: true})
+	return err
+}

@@ -1,0 +1,213 @@
+package cluster
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/vishvananda/netlink"
+	vns "github.com/vishvananda/netns"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/cilium-go/cilium/lab/internal/controlplane"
+	"github.com/cilium-go/cilium/lab/internal/plan"
+	"github.com/cilium-go/cilium/lab/internal/proc"
+)
+
+// nodeFiles are the node's credentials, written by `up` and read by its processes.
+func nodeFiles(cp controlplane.Config, n plan.Node) controlplane.NodeFiles {
+	dir := filepath.Join(cp.Dir, "nodes", n.Name)
+	return controlplane.NodeFiles{
+		CACert:              filepath.Join(dir, "ca.crt"),
+		Kubeconfig:          filepath.Join(dir, "kubelet.conf"),
+		ServingCert:         filepath.Join(dir, "kubelet-serving.crt"),
+		ServingKey:          filepath.Join(dir, "kubelet-serving.key"),
+		KubeProxyKubeconfig: filepath.Join(dir, "kube-proxy.conf"),
+	}
+}
+
+func kubeProxyConfigPath(n plan.Node) string { return filepath.Join(n.Dir, "kube-proxy.yaml") }
+
+// nodeProcesses are the daemons of one node: its agent and, if chosen, kube-proxy.
+func nodeProcesses(p plan.Plan, n plan.Node, cp controlplane.Config, binDir string) []proc.Spec {
+	f := nodeFiles(cp, n)
+	specs := []proc.Spec{{
+		Name: "node-agent/" + n.Name,
+		Path: filepath.Join(binDir, "cilium-lab"),
+		Args: []string{"node-agent",
+			"--node=" + n.Name,
+			"--node-ip=" + n.IP.String(),
+			"--kubeconfig=" + f.Kubeconfig,
+			"--serving-cert=" + f.ServingCert,
+			"--serving-key=" + f.ServingKey,
+			"--client-ca=" + f.CACert,
+			"--api-client-user=" + controlplane.KubeletClientUser,
+			"--bin-dir=" + binDir,
+			"--cluster-dns=" + p.ClusterDNS.String(),
+			"--cluster-domain=" + p.ClusterDomain,
+			fmt.Sprintf("--bridge-cni=%t", p.CNI == plan.CNIBridge),
+		},
+		Namespaces: nodeNamespaces(n),
+		LogFile:    filepath.Join(n.Dir, "node-agent.log"),
+	}}
+	if p.KubeProxy != "none" {
+		specs = append(specs, proc.Spec{
+			Name:       "kube-proxy/" + n.Name,
+			Path:       filepath.Join(binDir, "kube-proxy"),
+			Args:       []string{"--config=" + kubeProxyConfigPath(n)},
+			Namespaces: nodeNamespaces(n),
+			LogFile:    filepath.Join(n.Dir, "kube-proxy.log"),
+		})
+	}
+	return specs
+}
+
+// kubeProxyConfig is the node's KubeProxyConfiguration. Conntrack sizing is left alone:
+// those sysctls belong to the whole machine, not to the node's namespace.
+func kubeProxyConfig(p plan.Plan, n plan.Node, kubeconfig string) []byte {
+	return fmt.Appendf(nil, `apiVersion: kubeproxy.config.k8s.io/v1alpha1
+kind: KubeProxyConfiguration
+clientConnection:
+  kubeconfig: %q
+mode: %q
+clusterCIDR: %q
+hostnameOverride: %q
+bindAddress: 0.0.0.0
+healthzBindAddress: "%s:10256"
+metricsBindAddress: "%s:10249"
+conntrack:
+  maxPerCore: 0
+  min: 0
+  tcpEstablishedTimeout: 0s
+  tcpCloseWaitTimeout: 0s
+`, kubeconfig, p.KubeProxy, p.ClusterCIDR.String(), n.Name, n.IP, n.IP)
+}
+
+func writeNodeConfigs(p plan.Plan, cp controlplane.Config) error {
+	if p.KubeProxy == "none" {
+		return nil
+	}
+	for _, n := range p.Nodes {
+		b := kubeProxyConfig(p, n, nodeFiles(cp, n).KubeProxyKubeconfig)
+		if err := os.WriteFile(kubeProxyConfigPath(n), b, 0o600); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// routeNodes plays the cloud's route table: every machine of the underlay routes each
+// node's pod CIDR to that node. With the bridge CNI this carries pod-to-pod traffic
+// between nodes; the control plane needs it in every mode to answer pods.
+func routeNodes(ctx context.Context, cs kubernetes.Interface, p plan.Plan, log *slog.Logger) {
+	machines := []string{p.ControlPlaneNS}
+	if p.CNI == plan.CNIBridge {
+		for _, n := range p.Nodes {
+			machines = append(machines, n.Netns)
+		}
+	}
+	t := time.NewTicker(2 * time.Second)
+	defer t.Stop()
+	for {
+		nodes, err := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+		if err == nil {
+			for _, ns := range machines {
+				if err := syncRoutes(ns, p, podRoutes(nodes.Items)); err != nil {
+					log.Warn("pod CIDR routes", "netns", ns, "err", err)
+				}
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// podRoutes maps each node's pod CIDR to its internal IP.
+func podRoutes(nodes []corev1.Node) map[netip.Prefix]netip.Addr {
+	out := map[netip.Prefix]netip.Addr{}
+	for _, n := range nodes {
+		cidr, err := netip.ParsePrefix(n.Spec.PodCIDR)
+		if err != nil {
+			continue
+		}
+		for _, a := range n.Status.Addresses {
+			if ip, err := netip.ParseAddr(a.Address); err == nil && a.Type == corev1.NodeInternalIP {
+				out[cidr] = ip
+			}
+		}
+	}
+	return out
+}
+
+// syncRoutes makes the routes into the cluster CIDR in nsPath match want, skipping a
+// node's own pod CIDR (its bridge carries that).
+func syncRoutes(nsPath string, p plan.Plan, want map[netip.Prefix]netip.Addr) error {
+	ns, err := vns.GetFromPath(nsPath)
+	if err != nil {
+		return err
+	}
+	defer ns.Close()
+	h, err := netlink.NewHandleAt(ns)
+	if err != nil {
+		return err
+	}
+	defer h.Close()
+	routes, err := h.RouteList(nil, netlink.FAMILY_V4)
+	if err != nil {
+		return err
+	}
+	local := map[netip.Addr]bool{}
+	if addrs, err := h.AddrList(nil, netlink.FAMILY_V4); err == nil {
+		for _, a := range addrs {
+			if ip, ok := netip.AddrFromSlice(a.IP); ok {
+				local[ip.Unmap()] = true
+			}
+		}
+	}
+	have := map[netip.Prefix]netlink.Route{}
+	for _, r := range routes {
+		if r.Dst == nil || r.Gw == nil {
+			continue
+		}
+		ones, _ := r.Dst.Mask.Size()
+		dst, _ := netip.AddrFromSlice(r.Dst.IP)
+		pfx := netip.PrefixFrom(dst.Unmap(), ones)
+		if p.ClusterCIDR.Overlaps(pfx) {
+			have[pfx] = r
+		}
+	}
+	for pfx, gw := range want {
+		if local[gw] {
+			continue
+		}
+		if r, ok := have[pfx]; ok {
+			delete(have, pfx)
+			if g, _ := netip.AddrFromSlice(r.Gw); g.Unmap() == gw {
+				continue
+			}
+		}
+		r := netlink.Route{
+			Dst: &net.IPNet{IP: pfx.Addr().AsSlice(), Mask: net.CIDRMask(pfx.Bits(), 32)},
+			Gw:  gw.AsSlice(),
+		}
+		if err := h.RouteReplace(&r); err != nil {
+			return fmt.Errorf("route %s via %s: %w", pfx, gw, err)
+		}
+	}
+	for _, r := range have {
+		if err := h.RouteDel(&r); err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -1,0 +1,125 @@
+package cluster
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"text/tabwriter"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/cilium-go/cilium/lab/internal/plan"
+	"github.com/cilium-go/cilium/lab/internal/proc"
+	"github.com/cilium-go/cilium/lab/internal/record"
+)
+
+// PrintStatus shows the lab's components and nodes and their health. It returns an
+// error when something is unhealthy, so scripts can rely on its exit code.
+func PrintStatus(ctx context.Context, w io.Writer, stateDir string) error {
+	p, err := plan.Load(stateDir)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "lab %q in %s: %d nodes, CNI %s, kube-proxy %s, API https://127.0.0.1:%d\n",
+		p.Name, p.StateDir, len(p.Nodes), p.CNI, p.KubeProxy, p.HostAPIPort)
+	st, err := ReadStatus(stateDir)
+	if err != nil {
+		return err
+	}
+	alive := false
+	if start, err := record.StartTime(st.PID); err == nil && start > 0 {
+		alive = true
+	}
+	fmt.Fprintf(w, "supervisor: pid %d, %s", st.PID, st.Phase)
+	if st.Error != "" {
+		fmt.Fprintf(w, " (%s)", st.Error)
+	}
+	if !alive {
+		fmt.Fprint(w, " -- NOT RUNNING")
+	}
+	fmt.Fprintln(w)
+	unhealthy := !alive || st.Phase != "running"
+
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "\nCOMPONENT\tSTATE\tPID\tRESTARTS\tSINCE")
+	for _, s := range st.Processes {
+		state := "running"
+		if !s.Running {
+			state, unhealthy = "down: "+s.LastExit, true
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\n", s.Name, state, s.PID, s.Restarts, time.Since(s.Since).Round(time.Second))
+	}
+	tw.Flush()
+
+	cfg, err := clientcmd.BuildConfigFromFlags("", Kubeconfig(stateDir))
+	if err != nil {
+		return err
+	}
+	cfg.Timeout = 5 * time.Second
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	nodes, err := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return fmt.Errorf("API server: %w", err)
+	}
+	tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "\nNODE\tREADY\tINTERNAL-IP\tPOD-CIDR\tVERSION")
+	for _, n := range nodes.Items {
+		ready := "False"
+		for _, c := range n.Status.Conditions {
+			if c.Type == corev1.NodeReady {
+				ready = string(c.Status)
+			}
+		}
+		if ready != "True" {
+			unhealthy = true
+		}
+		ip := ""
+		for _, a := range n.Status.Addresses {
+			if a.Type == corev1.NodeInternalIP {
+				ip = a.Address
+			}
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", n.Name, ready, ip, n.Spec.PodCIDR, n.Status.NodeInfo.KubeletVersion)
+	}
+	tw.Flush()
+	if len(nodes.Items) < len(p.Nodes) {
+		unhealthy = true
+	}
+	if unhealthy {
+		return fmt.Errorf("the lab is not healthy")
+	}
+	return nil
+}
+
+// Exec runs argv on a node, inside its network, mount and UTS namespaces, wired to the
+// caller's terminal.
+func Exec(stateDir, node string, argv []string) error {
+	p, err := plan.Load(stateDir)
+	if err != nil {
+		return err
+	}
+	n, ok := p.Node(node)
+	if !ok {
+		names := make([]string, len(p.Nodes))
+		for i, n := range p.Nodes {
+			names[i] = n.Name
+		}
+		return fmt.Errorf("no node %q (nodes: %v)", node, names)
+	}
+	if len(argv) == 0 {
+		argv = []string{"/bin/sh"}
+	}
+	cmd := proc.Command(proc.Spec{Path: argv[0], Args: argv[1:], Namespaces: nodeNamespaces(n), Env: os.Environ()})
+	cmd.SysProcAttr = nil // interactive: stay in the caller's process group
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
+	return cmd.Run()
+}
+

@@ -1,0 +1,251 @@
+package cluster
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"time"
+
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/cilium-go/cilium/lab/internal/addons"
+	"github.com/cilium-go/cilium/lab/internal/apply"
+	"github.com/cilium-go/cilium/lab/internal/controlplane"
+	"github.com/cilium-go/cilium/lab/internal/netns"
+	"github.com/cilium-go/cilium/lab/internal/plan"
+	"github.com/cilium-go/cilium/lab/internal/proc"
+	"github.com/cilium-go/cilium/lab/internal/record"
+)
+
+// Status is what the supervisor reports in status.json.
+type Status struct {
+	PID       int          `json:"pid"`
+	Phase     string       `json:"phase"`
+	Error     string       `json:"error,omitempty"`
+	Processes []proc.State `json:"processes"`
+	Updated   time.Time    `json:"updated"`
+}
+
+// Supervise is the body of `cilium-lab supervise`: it keeps every process of the lab
+// running until ctx is done, forwards the host's API port into the control plane and
+// keeps pod CIDR routes between the machines.
+func Supervise(ctx context.Context, stateDir, binDir string, log *slog.Logger) error {
+	p, err := plan.Load(stateDir)
+	if err != nil {
+		return err
+	}
+	l := layout{stateDir}
+	rec := record.Open(l.record())
+	if err := joinCgroup(rec, p.Name); err != nil {
+		return err
+	}
+
+	var phaseMu sync.Mutex
+	phase, phaseErr := "starting control plane", ""
+	sup := &proc.Supervisor{Log: log}
+	writeStatus := func() {
+		phaseMu.Lock()
+		st := Status{PID: os.Getpid(), Phase: phase, Error: phaseErr, Processes: sup.States(), Updated: time.Now()}
+		phaseMu.Unlock()
+		b, _ := json.MarshalIndent(st, "", "  ")
+		tmp := l.status() + ".tmp"
+		if os.WriteFile(tmp, b, 0o644) == nil {
+			os.Rename(tmp, l.status())
+		}
+	}
+	setPhase := func(s string, err error) {
+		phaseMu.Lock()
+		phase, phaseErr = s, ""
+		if err != nil {
+			phaseErr = err.Error()
+		}
+		phaseMu.Unlock()
+		writeStatus()
+	}
+	sup.OnChange = writeStatus
+
+	cp := controlPlaneConfig(p, binDir)
+	if err := forwardAPI(ctx, p, log); err != nil {
+		return err
+	}
+	for _, s := range controlplane.Processes(cp) {
+		sup.Start(ctx, s, 5*time.Second)
+	}
+
+	err = func() error {
+		cfg, err := adminConfig(cp, p)
+		if err != nil {
+			return err
+		}
+		cs, err := kubernetes.NewForConfig(cfg)
+		if err != nil {
+			return err
+		}
+		if err := waitAPI(ctx, cs); err != nil {
+			return err
+		}
+		setPhase("bootstrapping", nil)
+		if err := retry(ctx, func() error { return controlplane.Bootstrap(ctx, cs) }); err != nil {
+			return fmt.Errorf("bootstrap RBAC: %w", err)
+		}
+		dns, err := addons.CoreDNS(p.ClusterDNS, p.ClusterDomain)
+		if err != nil {
+			return err
+		}
+		applier, err := apply.New(cfg)
+		if err != nil {
+			return err
+		}
+		if err := retry(ctx, func() error { return applier.Apply(ctx, dns) }); err != nil {
+			return fmt.Errorf("cluster DNS: %w", err)
+		}
+		setPhase("starting nodes", nil)
+		for _, n := range p.Nodes {
+			for _, s := range nodeProcesses(p, n, cp, binDir) {
+				sup.Start(ctx, s, 10*time.Second)
+			}
+		}
+		go routeNodes(ctx, cs, p, log)
+		return nil
+	}()
+	if err != nil {
+		setPhase("failed", err)
+		log.Error("lab start", "err", err)
+	} else {
+		setPhase("running", nil)
+	}
+
+	go func() {
+		t := time.NewTicker(5 * time.Second)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				writeStatus()
+			}
+		}
+	}()
+	<-ctx.Done()
+	setPhase("stopping", nil)
+	sup.Wait()
+	return err
+}
+
+// adminConfig is the admin's client configuration, dialling the API server from inside
+// the control-plane namespace.
+func adminConfig(cp controlplane.Config, p plan.Plan) (*rest.Config, error) {
+	cfg, err := clientcmd.BuildConfigFromFlags("", controlplane.AdminKubeconfig(cp))
+	if err != nil {
+		return nil, err
+	}
+	cfg.Dial = netns.Dialer(p.ControlPlaneNS)
+	cfg.QPS, cfg.Burst = 50, 100
+	return cfg, nil
+}
+
+func waitAPI(ctx context.Context, cs kubernetes.Interface) error {
+	return retry(ctx, func() error {
+		_, err := cs.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx)
+		return err
+	})
+}
+
+// retry calls fn until it succeeds or ctx is done.
+func retry(ctx context.Context, fn func() error) error {
+	for {
+		err := fn()
+		if err == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%w (last error: %v)", ctx.Err(), err)
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
+}
+
+// forwardAPI listens on the host's loopback and relays every connection, untouched
+// (TLS end to end), to the API server inside the control-plane namespace.
+func forwardAPI(ctx context.Context, p plan.Plan, log *slog.Logger) error {
+	ln, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(p.HostAPIPort)))
+	if err != nil {
+		return fmt.Errorf("API forwarder: %w", err)
+	}
+	dial := netns.Dialer(p.ControlPlaneNS)
+	target := net.JoinHostPort(p.ControlPlaneIP.String(), strconv.Itoa(p.APIPort))
+	go func() {
+		<-ctx.Done()
+		ln.Close()
+	}()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				if ctx.Err() == nil {
+					log.Error("API forwarder", "err", err)
+				}
+				return
+			}
+			go func() {
+				defer c.Close()
+				dctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+				up, err := dial(dctx, "tcp", target)
+				cancel()
+				if err != nil {
+					return
+				}
+				defer up.Close()
+				done := make(chan struct{}, 2)
+				go func() { io.Copy(up, c); up.(*net.TCPConn).CloseWrite(); done <- struct{}{} }()
+				go func() { io.Copy(c, up); c.(*net.TCPConn).CloseWrite(); done <- struct{}{} }()
+				<-done
+				<-done
+			}()
+		}
+	}()
+	return nil
+}
+
+// joinCgroup moves the supervisor into the lab's cgroup v2 directory. Every process of
+// the lab descends from the supervisor, so teardown can kill them all at once, even
+// after a crash, with cgroup.kill.
+func joinCgroup(rec *record.Record, name string) error {
+	root, err := cgroup2Root()
+	if err != nil {
+		return err
+	}
+	dir := filepath.Join(root, "cilium-lab-"+name)
+	if err := rec.Add(record.Entry{Kind: record.Cgroup, Path: dir}); err != nil {
+		return err
+	}
+	if err := os.Mkdir(dir, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
+		return fmt.Errorf("cgroup: %w", err)
+	}
+	return os.WriteFile(filepath.Join(dir, "cgroup.procs"), []byte(strconv.Itoa(os.Getpid())), 0)
+}
+
+// cgroup2Root finds where the cgroup v2 hierarchy is mounted (alone, or beside v1).
+func cgroup2Root() (string, error) {
+	for _, dir := range []string{"/sys/fs/cgroup", "/sys/fs/cgroup/unified"} {
+		if _, err := os.Stat(filepath.Join(dir, "cgroup.procs")); err != nil {
+			continue
+		}
+		if _, err := os.Stat(filepath.Join(dir, "cgroup.subtree_control")); err == nil {
+			return dir, nil
+		}
+	}
+	return "", errors.New("no cgroup v2 hierarchy mounted at /sys/fs/cgroup or /sys/fs/cgroup/unified")
+}
