@@ -4,6 +4,7 @@ import (
 	"crypto/ecdsa"
 	"crypto/x509"
 	"encoding/pem"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -70,13 +71,22 @@ func LoadCert(path string) (*x509.Certificate, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read certificate: %w", err)
 	}
+	cert, err := ParseCertPEM(data)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return cert, nil
+}
+
+// ParseCertPEM parses the first certificate of PEM data.
+func ParseCertPEM(data []byte) (*x509.Certificate, error) {
 	block, _ := pem.Decode(data)
 	if block == nil || block.Type != "CERTIFICATE" {
-		return nil, fmt.Errorf("%s: no PEM certificate", path)
+		return nil, errors.New("no PEM certificate")
 	}
 	cert, err := x509.ParseCertificate(block.Bytes)
 	if err != nil {
-		return nil, fmt.Errorf("parse %s: %w", path, err)
+		return nil, fmt.Errorf("parse certificate: %w", err)
 	}
 	return cert, nil
 }
