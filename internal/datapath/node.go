@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/cilium-go/cilium/internal/datapath/inns"
 	"github.com/cilium/ebpf"
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
@@ -129,7 +130,7 @@ func (n *Node) Start() error {
 		return err
 	}
 	defer progs.Close()
-	return inNetNS(n.cfg.NetNS, func() error {
+	return inns.Do(n.cfg.NetNS, func() error {
 		if err := os.WriteFile("/proc/sys/net/ipv4/ip_forward", []byte("1"), 0o644); err != nil {
 			return fmt.Errorf("enable forwarding: %w", err)
 		}
@@ -231,7 +232,7 @@ func (n *Node) UpsertEndpoint(ep Endpoint) error {
 	}
 	defer progs.Close()
 	idx := host.Attrs().Index
-	err = inNetNS(n.cfg.NetNS, func() error {
+	err = inns.Do(n.cfg.NetNS, func() error {
 		if err := attachTCX(n.endpointPin(ep.ID, "ingress"), idx, progs.FromContainer, ebpf.AttachTCXIngress); err != nil {
 			return err
 		}

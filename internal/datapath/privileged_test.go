@@ -1,156 +1,232 @@
-package datapath
+package datapath_test
 
 import (
 	"fmt"
+	"io"
+	"net/netip"
+	"os"
 	"testing"
 	"time"
+
+	"github.com/cilium-go/cilium/internal/datapath"
+	"github.com/cilium-go/cilium/internal/datapath/dptest"
 )
 
+const tcpProto = 6
+
+func newCluster(t *testing.T, o dptest.Options) *dptest.Cluster {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("privileged datapath tests need root: they create namespaces, veths and BPF programs")
+	}
+	c, err := dptest.New(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := c.Close(); err != nil {
+			t.Errorf("remove cluster: %v", err)
+		}
+	})
+	return c
+}
+
+// serve takes a server's (closer, error) and closes it when the test ends.
+func serve(t *testing.T) func(io.Closer, error) {
+	return func(c io.Closer, err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+	}
+}
+
+var modes = []struct {
+	name string
+	mode datapath.RoutingMode
+}{{"native", datapath.Native}, {"tunnel", datapath.Tunnel}}
+
 func TestPrivilegedConnectivity(t *testing.T) {
-	for _, mode := range []struct {
-		name string
-		mode RoutingMode
-	}{{"native", Native}, {"tunnel", Tunnel}} {
+	for _, mode := range modes {
 		t.Run(mode.name, func(t *testing.T) {
-			c := newTestCluster(t, mode.mode, false)
-			n1, n2 := c.nodes[0], c.nodes[1]
-			for _, n := range c.nodes {
-				for _, p := range n.pods {
-					serveTCP(t, p.ns, p.ip, 8080)
-					serveUDP(t, p.ns, p.ip, 5353)
-				}
+			c := newCluster(t, dptest.Options{Mode: mode.mode})
+			n1, n2 := c.Nodes[0], c.Nodes[1]
+			for _, p := range c.Pods() {
+				serve(t)(dptest.ServeTCPEcho(p.NS, p.IP, 8080))
+				serve(t)(dptest.ServeUDPEcho(p.NS, p.IP, 5353))
 			}
-			pairs := []struct {
+			for _, pair := range []struct {
 				name     string
-				from, to *testPod
+				from, to *dptest.Pod
 			}{
-				{"same node", n1.pods[0], n1.pods[1]},
-				{"cross node", n1.pods[0], n2.pods[0]},
-				{"cross node back", n2.pods[1], n1.pods[1]},
+				{"same node", n1.Pods[0], n1.Pods[1]},
+				{"cross node", n1.Pods[0], n2.Pods[0]},
+				{"cross node back", n2.Pods[1], n1.Pods[1]},
+			} {
+				if err := dptest.Ping(pair.from.NS, pair.to.IP); err != nil {
+					t.Errorf("%s: ping %s -> %s: %v", pair.name, pair.from.Name, pair.to.Name, err)
+				}
+				if err := dptest.TCPEcho(pair.from.NS, pair.to.IP, 8080); err != nil {
+					t.Errorf("%s: tcp %s -> %s: %v", pair.name, pair.from.Name, pair.to.Name, err)
+				}
+				if err := dptest.UDPEcho(pair.from.NS, pair.to.IP, 5353); err != nil {
+					t.Errorf("%s: udp %s -> %s: %v", pair.name, pair.from.Name, pair.to.Name, err)
+				}
 			}
-			for _, p := range pairs {
-				if err := ping(p.from.ns, p.to.ip); err != nil {
-					t.Errorf("%s: ping %s -> %s: %v", p.name, p.from.name, p.to.name, err)
-				}
-				if err := tcpEcho(p.from.ns, p.to.ip, 8080); err != nil {
-					t.Errorf("%s: tcp %s -> %s: %v", p.name, p.from.name, p.to.name, err)
-				}
-				if err := udpEcho(p.from.ns, p.to.ip, 5353); err != nil {
-					t.Errorf("%s: udp %s -> %s: %v", p.name, p.from.name, p.to.name, err)
-				}
-			}
-			if err := ping(n1.pods[0].ns, n1.ip); err != nil {
+			if err := dptest.Ping(n1.Pods[0].NS, n1.IP); err != nil {
 				t.Errorf("pod to its node: %v", err)
 			}
-			if err := ping(n1.ns, n1.pods[1].ip); err != nil {
+			if err := dptest.Ping(n1.NS, n1.Pods[1].IP); err != nil {
 				t.Errorf("node to its pod: %v", err)
 			}
-			if err := tcpEcho(n2.ns, n2.pods[0].ip, 8080); err != nil {
+			if err := dptest.TCPEcho(n2.NS, n2.Pods[0].IP, 8080); err != nil {
 				t.Errorf("node to its pod over tcp: %v", err)
 			}
-			if err := ping(n1.pods[0].ns, n2.ip); err != nil {
+			if err := dptest.Ping(n1.Pods[0].NS, n2.IP); err != nil {
 				t.Errorf("pod to the other node: %v", err)
 			}
 			// The kernel's routes alone could carry native-mode traffic;
 			// the counters show that the programs did.
-			for _, n := range c.nodes {
-				cs, err := n.dp.Maps().Counters()
-				must(t, err)
+			for _, n := range c.Nodes {
+				cs, err := n.DP.Maps().Counters()
+				if err != nil {
+					t.Fatal(err)
+				}
 				var fwd, dropped uint64
 				for _, ct := range cs {
-					if ct.Reason == Forwarded {
+					switch ct.Reason {
+					case datapath.Forwarded:
 						fwd += ct.Packets
-					} else if ct.Reason != DropUnsupportedL3 {
+					case datapath.DropUnsupportedL3: // IPv6 neighbour discovery
+					default:
 						dropped += ct.Packets
 					}
 				}
 				if fwd < 10 || dropped != 0 {
-					t.Errorf("%s: %d packets forwarded, %d dropped: %+v", n.name, fwd, dropped, cs)
+					t.Errorf("%s: %d packets forwarded, %d dropped: %+v", n.Name, fwd, dropped, cs)
 				}
 			}
 		})
 	}
 }
 
-// waitDrop reads node events until a drop of a packet to dst:port shows
-// up, or fails at the deadline.
-func waitDrop(t *testing.T, r *EventReader, dst *testPod, port uint16) Event {
+// waitDrop reads events until a drop of a packet to dst:port shows up.
+func waitDrop(t *testing.T, r *datapath.EventReader, dst *dptest.Pod, port uint16) datapath.Event {
 	t.Helper()
 	r.SetDeadline(time.Now().Add(5 * time.Second))
 	for {
 		ev, err := r.Read()
 		if err != nil {
-			t.Fatalf("no drop event for %s:%d: %v", dst.ip, port, err)
+			t.Fatalf("no drop event for %s:%d: %v", dst.IP, port, err)
 		}
-		if ev.Type == EventDrop && ev.Dst == dst.ip && ev.DstPort == port {
+		if ev.Type == datapath.EventDrop && ev.Dst == dst.IP && ev.DstPort == port {
 			return ev
 		}
 	}
 }
 
 func TestPrivilegedPolicy(t *testing.T) {
-	for _, mode := range []struct {
-		name string
-		mode RoutingMode
-	}{{"native", Native}, {"tunnel", Tunnel}} {
+	for _, mode := range modes {
 		t.Run(mode.name, func(t *testing.T) {
-			c := newTestCluster(t, mode.mode, true)
-			n1, n2 := c.nodes[0], c.nodes[1]
-			client, other, server := n1.pods[0], n1.pods[1], n2.pods[0]
-			serveTCP(t, server.ns, server.ip, 8080)
-			events, err := n2.dp.Maps().NewEventReader()
-			must(t, err)
+			c := newCluster(t, dptest.Options{Mode: mode.mode, PolicyIngress: true})
+			n1, n2 := c.Nodes[0], c.Nodes[1]
+			client, other, server := n1.Pods[0], n1.Pods[1], n2.Pods[0]
+			serve(t)(dptest.ServeTCPEcho(server.NS, server.IP, 8080))
+			events, err := n2.DP.Maps().NewEventReader()
+			if err != nil {
+				t.Fatal(err)
+			}
 			t.Cleanup(func() { events.Close() })
+			maps := n2.DP.Maps()
 
-			allowClient := PolicyEntry{Direction: Ingress, Identity: client.identity, Protocol: tcpProto, Port: 8080}
-			must(t, n2.dp.Maps().SetPolicy(server.id, []PolicyEntry{allowClient}))
-			established, err := dialTCP(client.ns, server.ip, 8080, replyWait)
+			allow := datapath.PolicyEntry{Direction: datapath.Ingress, Identity: client.Identity, Protocol: tcpProto, Port: 8080}
+			if err := maps.SetPolicy(server.ID, []datapath.PolicyEntry{allow}); err != nil {
+				t.Fatal(err)
+			}
+			established, err := dptest.DialTCP(client.NS, server.IP, 8080, dptest.ReplyWait)
 			if err != nil {
 				t.Fatalf("allowed client: %v", err)
 			}
 			defer established.Close()
-			if err := roundTrip(established, "before"); err != nil {
+			if err := dptest.RoundTrip(established, "before"); err != nil {
 				t.Fatalf("allowed client: %v", err)
 			}
-			if c, err := dialTCP(other.ns, server.ip, 8080, 500*time.Millisecond); err == nil {
-				c.Close()
-				t.Fatalf("%s reached %s without a rule", other.name, server.name)
+			if conn, err := dptest.DialTCP(other.NS, server.IP, 8080, 500*time.Millisecond); err == nil {
+				conn.Close()
+				t.Fatalf("%s reached %s without a rule", other.Name, server.Name)
 			}
 			ev := waitDrop(t, events, server, 8080)
-			if ev.Reason != DropPolicy || ev.Src != other.ip || ev.SrcIdentity != other.identity || ev.Direction != Ingress {
+			if ev.Reason != datapath.DropPolicy || ev.Src != other.IP || ev.SrcIdentity != other.Identity || ev.Direction != datapath.Ingress {
 				t.Fatalf("drop event %+v", ev)
 			}
 
-			// Policy now admits nobody: the established connection keeps
-			// working, a new one from the same client does not.
-			must(t, n2.dp.Maps().SetPolicy(server.id, nil))
+			// Now the policy admits nobody: the established connection
+			// keeps working, a new one from the same client does not.
+			if err := maps.SetPolicy(server.ID, nil); err != nil {
+				t.Fatal(err)
+			}
 			for i := range 3 {
-				if err := roundTrip(established, fmt.Sprintf("after %d", i)); err != nil {
+				if err := dptest.RoundTrip(established, fmt.Sprintf("after %d", i)); err != nil {
 					t.Fatalf("established connection after the policy change: %v", err)
 				}
 			}
-			if c, err := dialTCP(client.ns, server.ip, 8080, 500*time.Millisecond); err == nil {
-				c.Close()
+			if conn, err := dptest.DialTCP(client.NS, server.IP, 8080, 500*time.Millisecond); err == nil {
+				conn.Close()
 				t.Fatal("new connection allowed after the rule went away")
 			}
-			ev = waitDrop(t, events, server, 8080)
-			if ev.Src != client.ip || ev.Reason != DropPolicy {
+			if ev := waitDrop(t, events, server, 8080); ev.Src != client.IP || ev.Reason != datapath.DropPolicy {
 				t.Fatalf("drop event %+v", ev)
 			}
 		})
 	}
 }
 
-// In tunnel mode the receiving node must take the sender's identity from
-// the VNI: here its ipcache is wrong on purpose and policy still holds.
+// In tunnel mode the receiving node takes the sender's identity from the
+// VNI: here its ipcache is wrong on purpose and policy still admits the
+// client by its real identity.
 func TestPrivilegedTunnelIdentityFromVNI(t *testing.T) {
-	c := newTestCluster(t, Tunnel, true)
-	n1, n2 := c.nodes[0], c.nodes[1]
-	client, server := n1.pods[0], n2.pods[0]
-	serveTCP(t, server.ns, server.ip, 8080)
-	must(t, n2.dp.Maps().UpsertIPCache(netipPrefix32(client), IPCacheEntry{Identity: 4242, TunnelEndpoint: n1.ip}))
-	must(t, n2.dp.Maps().SetPolicy(server.id, []PolicyEntry{{Direction: Ingress, Identity: client.identity}}))
-	if err := tcpEcho(client.ns, server.ip, 8080); err != nil {
+	c := newCluster(t, dptest.Options{Mode: datapath.Tunnel, PolicyIngress: true})
+	n1, n2 := c.Nodes[0], c.Nodes[1]
+	client, server := n1.Pods[0], n2.Pods[0]
+	serve(t)(dptest.ServeTCPEcho(server.NS, server.IP, 8080))
+	maps := n2.DP.Maps()
+	if err := maps.UpsertIPCache(netip.PrefixFrom(client.IP, 32), datapath.IPCacheEntry{Identity: 4242, TunnelEndpoint: n1.IP}); err != nil {
+		t.Fatal(err)
+	}
+	if err := maps.SetPolicy(server.ID, []datapath.PolicyEntry{{Direction: datapath.Ingress, Identity: client.Identity}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := dptest.TCPEcho(client.NS, server.IP, 8080); err != nil {
 		t.Fatalf("client with the right VNI identity: %v", err)
+	}
+}
+
+// A restarted agent finds its pinned maps and links: traffic keeps
+// flowing while no Go process holds the datapath, and Start again reuses
+// the pins.
+func TestPrivilegedRestartKeepsTraffic(t *testing.T) {
+	c := newCluster(t, dptest.Options{Mode: datapath.Tunnel})
+	n1, n2 := c.Nodes[0], c.Nodes[1]
+	serve(t)(dptest.ServeTCPEcho(n2.Pods[0].NS, n2.Pods[0].IP, 8080))
+	for _, n := range c.Nodes {
+		if err := n.DP.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := dptest.TCPEcho(n1.Pods[0].NS, n2.Pods[0].IP, 8080); err != nil {
+		t.Fatalf("with every datapath handle closed: %v", err)
+	}
+	for _, n := range c.Nodes {
+		if err := n.DP.Start(); err != nil {
+			t.Fatalf("restart %s: %v", n.Name, err)
+		}
+		if err := n.DP.UpsertEndpoint(datapath.Endpoint{ID: n.Pods[0].ID, Identity: n.Pods[0].Identity,
+			IPv4: n.Pods[0].IP, MAC: n.Pods[0].MAC, HostDevice: n.Pods[0].HostDevice}); err != nil {
+			t.Fatalf("re-program endpoint on %s: %v", n.Name, err)
+		}
+	}
+	if err := dptest.TCPEcho(n1.Pods[0].NS, n2.Pods[0].IP, 8080); err != nil {
+		t.Fatalf("after restart: %v", err)
 	}
 }

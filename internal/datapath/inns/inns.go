@@ -1,4 +1,5 @@
-package datapath
+// Package inns runs code inside a network namespace on a thread of its own.
+package inns
 
 import (
 	"fmt"
@@ -7,13 +8,13 @@ import (
 	"github.com/vishvananda/netns"
 )
 
-// inNetNS runs fn on an OS thread switched into the network namespace at
+// Do runs fn on an OS thread switched into the network namespace at
 // path; an empty path runs fn where the caller is. Ifindexes in TCX attach
 // requests, netlink without a handle and /proc/sys/net all resolve in the
 // calling thread's namespace, which is why this exists. fn runs on its own
 // goroutine: if the thread cannot return home it exits locked, and the
 // runtime discards it instead of reusing a thread in the wrong namespace.
-func inNetNS(path string, fn func() error) error {
+func Do(path string, fn func() error) error {
 	if path == "" {
 		return fn()
 	}

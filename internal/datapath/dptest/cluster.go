@@ -1,0 +1,415 @@
+// Package dptest builds small clusters out of network namespaces: an
+// underlay bridge, nodes on it and pods on the nodes, wired either by the
+// datapath's Go API or, as a baseline, by plain kernel routing. The
+// privileged tests and bench/datapath share it. It needs root.
+package dptest
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"runtime"
+	"sync/atomic"
+
+	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netns"
+	"golang.org/x/sys/unix"
+
+	"github.com/cilium-go/cilium/internal/datapath"
+	"github.com/cilium-go/cilium/internal/datapath/inns"
+)
+
+// Options shape a cluster.
+type Options struct {
+	Mode datapath.RoutingMode
+	// Plain wires pods by kernel routing only, with no BPF at all.
+	Plain bool
+	// PolicyIngress turns on ingress enforcement for every pod.
+	PolicyIngress bool
+	Nodes         int // default 2
+	PodsPerNode   int // default 2
+	Log           *slog.Logger
+}
+
+// Cluster is a set of namespaces that Close removes again.
+type Cluster struct {
+	Nodes    []*Node
+	opts     Options
+	bpffs    string
+	cleanups []func() error
+}
+
+// Node is a node namespace with its datapath (nil when Plain).
+type Node struct {
+	Name string
+	NS   string // path of the network namespace
+	IP   netip.Addr
+	CIDR netip.Prefix
+	DP   *datapath.Node
+	Pods []*Pod
+	nl   *netlink.Handle
+}
+
+// Pod is a pod namespace with one veth into its node.
+type Pod struct {
+	Name       string
+	NS         string
+	IP         netip.Addr
+	ID         uint16
+	Identity   uint32
+	Node       *Node
+	HostDevice string
+	MAC        net.HardwareAddr
+}
+
+// GatewayIP is the pods' next hop: a name only, resolved by a static
+// neighbour entry to the host-side veth.
+const GatewayIP = "169.254.1.1"
+
+const vxlanOverhead = 50
+
+var seq atomic.Int64
+
+// New builds the cluster. On error it removes whatever it made.
+func New(o Options) (c *Cluster, err error) {
+	if o.Nodes == 0 {
+		o.Nodes = 2
+	}
+	if o.PodsPerNode == 0 {
+		o.PodsPerNode = 2
+	}
+	if o.Log == nil {
+		o.Log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	c = &Cluster{opts: o}
+	defer func() {
+		if err != nil {
+			err = errors.Join(err, c.Close())
+		}
+	}()
+	if !o.Plain {
+		if err := c.mountBPFFS(); err != nil {
+			return c, err
+		}
+	}
+	underlay, err := c.newNS("u")
+	if err != nil {
+		return c, err
+	}
+	u, err := c.handle(underlay)
+	if err != nil {
+		return c, err
+	}
+	br := &netlink.Bridge{LinkAttrs: netlink.LinkAttrs{Name: "br0"}}
+	if err := u.LinkAdd(br); err != nil {
+		return c, fmt.Errorf("bridge: %w", err)
+	}
+	if err := u.LinkSetUp(br); err != nil {
+		return c, fmt.Errorf("bridge up: %w", err)
+	}
+	for i := 1; i <= o.Nodes; i++ {
+		n, err := c.addNode(u, br, i)
+		if err != nil {
+			return c, err
+		}
+		c.Nodes = append(c.Nodes, n)
+	}
+	return c, c.wire()
+}
+
+// Close removes the cluster in reverse order of creation.
+func (c *Cluster) Close() error {
+	var errs []error
+	for i := len(c.cleanups) - 1; i >= 0; i-- {
+		errs = append(errs, c.cleanups[i]())
+	}
+	c.cleanups = nil
+	return errors.Join(errs...)
+}
+
+func (c *Cluster) onClose(f func() error) { c.cleanups = append(c.cleanups, f) }
+
+// Pods lists every pod, node by node.
+func (c *Cluster) Pods() []*Pod {
+	var out []*Pod
+	for _, n := range c.Nodes {
+		out = append(out, n.Pods...)
+	}
+	return out
+}
+
+func (c *Cluster) mountBPFFS() error {
+	dir, err := os.MkdirTemp("", "dptest-bpffs-")
+	if err != nil {
+		return fmt.Errorf("bpffs dir: %w", err)
+	}
+	c.onClose(func() error { return os.Remove(dir) })
+	if err := unix.Mount("bpffs", dir, "bpf", 0, ""); err != nil {
+		return fmt.Errorf("mount bpffs on %s: %w", dir, err)
+	}
+	c.onClose(func() error { return unix.Unmount(dir, unix.MNT_DETACH) })
+	c.bpffs = dir
+	return nil
+}
+
+// newNS creates a named network namespace, as the lab does for nodes.
+func (c *Cluster) newNS(short string) (string, error) {
+	name := fmt.Sprintf("dpt-%d-%d-%s", os.Getpid(), seq.Add(1), short)
+	done := make(chan error, 1)
+	go func() {
+		// This thread ends in the new namespace; it is never unlocked, so
+		// the runtime discards it.
+		runtime.LockOSThread()
+		ns, err := netns.NewNamed(name)
+		if err == nil {
+			ns.Close()
+		}
+		done <- err
+	}()
+	if err := <-done; err != nil {
+		return "", fmt.Errorf("create netns %s: %w", name, err)
+	}
+	c.onClose(func() error { return netns.DeleteNamed(name) })
+	path := filepath.Join("/run/netns", name)
+	err := inns.Do(path, func() error {
+		lo, err := netlink.LinkByName("lo")
+		if err != nil {
+			return err
+		}
+		return netlink.LinkSetUp(lo)
+	})
+	if err != nil {
+		return "", fmt.Errorf("lo up in %s: %w", name, err)
+	}
+	return path, nil
+}
+
+func (c *Cluster) handle(path string) (*netlink.Handle, error) {
+	ns, err := netns.GetFromPath(path)
+	if err != nil {
+		return nil, fmt.Errorf("open netns %s: %w", path, err)
+	}
+	defer ns.Close()
+	h, err := netlink.NewHandleAt(ns)
+	if err != nil {
+		return nil, fmt.Errorf("netlink in %s: %w", path, err)
+	}
+	c.onClose(func() error { h.Close(); return nil })
+	return h, nil
+}
+
+// veth makes a pair in from's namespace, moves the peer into the
+// namespace at to and names it there. It returns the peer.
+func veth(from *netlink.Handle, name, to string, toH *netlink.Handle, toName string, mtu int) (netlink.Link, error) {
+	tmp := name + "p"
+	if err := from.LinkAdd(&netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: name, MTU: mtu}, PeerName: tmp}); err != nil {
+		return nil, fmt.Errorf("veth %s: %w", name, err)
+	}
+	peer, err := from.LinkByName(tmp)
+	if err != nil {
+		return nil, err
+	}
+	ns, err := netns.GetFromPath(to)
+	if err != nil {
+		return nil, err
+	}
+	defer ns.Close()
+	if err := from.LinkSetNsFd(peer, int(ns)); err != nil {
+		return nil, fmt.Errorf("move %s: %w", tmp, err)
+	}
+	if peer, err = toH.LinkByName(tmp); err != nil {
+		return nil, err
+	}
+	if err := toH.LinkSetName(peer, toName); err != nil {
+		return nil, fmt.Errorf("rename %s: %w", tmp, err)
+	}
+	if peer, err = toH.LinkByName(toName); err != nil {
+		return nil, err
+	}
+	if err := toH.LinkSetUp(peer); err != nil {
+		return nil, err
+	}
+	l, err := from.LinkByName(name)
+	if err != nil {
+		return nil, err
+	}
+	return peer, from.LinkSetUp(l)
+}
+
+func hostNet(a netip.Addr, bits int) *net.IPNet {
+	return &net.IPNet{IP: a.AsSlice(), Mask: net.CIDRMask(bits, 32)}
+}
+
+func (c *Cluster) addNode(u *netlink.Handle, br *netlink.Bridge, i int) (*Node, error) {
+	n := &Node{
+		Name: fmt.Sprintf("node%d", i),
+		IP:   netip.AddrFrom4([4]byte{192, 168, 50, byte(i)}),
+		CIDR: netip.PrefixFrom(netip.AddrFrom4([4]byte{10, 10, byte(i), 0}), 24),
+	}
+	var err error
+	if n.NS, err = c.newNS(n.Name); err != nil {
+		return nil, err
+	}
+	if n.nl, err = c.handle(n.NS); err != nil {
+		return nil, err
+	}
+	eth0, err := veth(u, n.Name, n.NS, n.nl, "eth0", 1500)
+	if err != nil {
+		return nil, err
+	}
+	port, err := u.LinkByName(n.Name)
+	if err != nil {
+		return nil, err
+	}
+	if err := u.LinkSetMaster(port, br); err != nil {
+		return nil, fmt.Errorf("enslave %s: %w", n.Name, err)
+	}
+	if err := n.nl.AddrAdd(eth0, &netlink.Addr{IPNet: hostNet(n.IP, 24)}); err != nil {
+		return nil, fmt.Errorf("address %s: %w", n.Name, err)
+	}
+	if c.opts.Plain {
+		err = inns.Do(n.NS, func() error {
+			return os.WriteFile("/proc/sys/net/ipv4/ip_forward", []byte("1"), 0o644)
+		})
+		if err != nil {
+			return nil, fmt.Errorf("forwarding on %s: %w", n.Name, err)
+		}
+	} else if err := c.startDatapath(n); err != nil {
+		return nil, err
+	}
+	mtu := 1500
+	if c.opts.Mode == datapath.Tunnel && !c.opts.Plain {
+		mtu -= vxlanOverhead
+	}
+	for j := 1; j <= c.opts.PodsPerNode; j++ {
+		p, err := c.addPod(n, i*10+j, mtu)
+		if err != nil {
+			return nil, err
+		}
+		n.Pods = append(n.Pods, p)
+	}
+	return n, nil
+}
+
+func (c *Cluster) startDatapath(n *Node) error {
+	dir := filepath.Join(c.bpffs, n.Name)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	dp, err := datapath.NewNode(datapath.Config{
+		BPFFSDir: dir, NetNS: n.NS, NodeIPv4: n.IP, Uplink: "eth0", Mode: c.opts.Mode,
+	}, c.opts.Log.With("node", n.Name))
+	if err != nil {
+		return err
+	}
+	if err := dp.Start(); err != nil {
+		return errors.Join(fmt.Errorf("start datapath on %s: %w", n.Name, err), dp.Teardown())
+	}
+	c.onClose(dp.Teardown)
+	n.DP = dp
+	return nil
+}
+
+func (c *Cluster) addPod(n *Node, id, mtu int) (*Pod, error) {
+	p := &Pod{
+		Name: fmt.Sprintf("pod%d", id), ID: uint16(id), Identity: uint32(1000 + id), Node: n,
+		IP:         netip.AddrFrom4([4]byte{10, 10, byte(id / 10), byte(id)}),
+		HostDevice: fmt.Sprintf("lxc%d", id),
+	}
+	var err error
+	if p.NS, err = c.newNS(p.Name); err != nil {
+		return nil, err
+	}
+	ph, err := c.handle(p.NS)
+	if err != nil {
+		return nil, err
+	}
+	eth0, err := veth(n.nl, p.HostDevice, p.NS, ph, "eth0", mtu)
+	if err != nil {
+		return nil, err
+	}
+	p.MAC = eth0.Attrs().HardwareAddr
+	host, err := n.nl.LinkByName(p.HostDevice)
+	if err != nil {
+		return nil, err
+	}
+	gw := net.ParseIP(GatewayIP)
+	idx := eth0.Attrs().Index
+	for _, step := range []func() error{
+		func() error { return ph.AddrAdd(eth0, &netlink.Addr{IPNet: hostNet(p.IP, 32)}) },
+		func() error {
+			return ph.RouteAdd(&netlink.Route{LinkIndex: idx, Dst: &net.IPNet{IP: gw, Mask: net.CIDRMask(32, 32)}, Scope: netlink.SCOPE_LINK})
+		},
+		func() error { return ph.RouteAdd(&netlink.Route{LinkIndex: idx, Gw: gw}) },
+		func() error {
+			return ph.NeighAdd(&netlink.Neigh{LinkIndex: idx, IP: gw, HardwareAddr: host.Attrs().HardwareAddr,
+				State: netlink.NUD_PERMANENT, Family: netlink.FAMILY_V4})
+		},
+	} {
+		if err := step(); err != nil {
+			return nil, fmt.Errorf("pod %s: %w", p.Name, err)
+		}
+	}
+	if c.opts.Plain {
+		route := &netlink.Route{LinkIndex: host.Attrs().Index, Dst: hostNet(p.IP, 32), Scope: netlink.SCOPE_LINK}
+		if err := n.nl.RouteAdd(route); err != nil {
+			return nil, fmt.Errorf("route to %s: %w", p.Name, err)
+		}
+		return p, nil
+	}
+	return p, n.DP.UpsertEndpoint(datapath.Endpoint{ID: p.ID, Identity: p.Identity, IPv4: p.IP, MAC: p.MAC,
+		HostDevice: p.HostDevice, PolicyIngress: c.opts.PolicyIngress})
+}
+
+// wire routes between nodes and, with the datapath, fills every ipcache
+// as the agent would from CiliumEndpoints and CiliumNodes.
+func (c *Cluster) wire() error {
+	for _, n := range c.Nodes {
+		for _, o := range c.Nodes {
+			if o == n {
+				continue
+			}
+			if c.opts.Plain {
+				r := &netlink.Route{Dst: hostNet(o.CIDR.Addr(), o.CIDR.Bits()), Gw: o.IP.AsSlice()}
+				if err := n.nl.RouteAdd(r); err != nil {
+					return fmt.Errorf("route %s -> %s: %w", n.Name, o.Name, err)
+				}
+				continue
+			}
+			if err := n.DP.UpsertRemoteNode(datapath.RemoteNode{IPv4: o.IP, PodCIDR: o.CIDR}); err != nil {
+				return err
+			}
+		}
+		if !c.opts.Plain {
+			if err := n.DP.Maps().SyncIPCache(c.IPCacheFor(n)); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// IPCacheFor is the ipcache node n should hold.
+func (c *Cluster) IPCacheFor(n *Node) map[netip.Prefix]datapath.IPCacheEntry {
+	desired := map[netip.Prefix]datapath.IPCacheEntry{}
+	for _, o := range c.Nodes {
+		nodeID := datapath.IdentityRemoteNode
+		if o == n {
+			nodeID = datapath.IdentityHost
+		}
+		desired[netip.PrefixFrom(o.IP, 32)] = datapath.IPCacheEntry{Identity: nodeID}
+		for _, p := range o.Pods {
+			e := datapath.IPCacheEntry{Identity: p.Identity}
+			if o != n {
+				e.TunnelEndpoint = o.IP
+			}
+			desired[netip.PrefixFrom(p.IP, 32)] = e
+		}
+	}
+	return desired
+}
