@@ -1,0 +1,303 @@
+package controlplane
+
+import (
+	"context"
+	"crypto/tls"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/cilium-go/cilium/lab/internal/pki"
+)
+
+// TestPrivilegedControlPlane runs the real control plane (etcd, kube-apiserver,
+// kube-controller-manager, kube-scheduler) from Processes in a fresh network
+// namespace and checks what makes it a real cluster: TLS and client certificates,
+// Node and RBAC authorization with NodeRestriction, working controllers and
+// scheduler, and the lab's Bootstrap RBAC.
+func TestPrivilegedControlPlane(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: creates a network namespace and runs the control plane in it")
+	}
+	binDir, err := filepath.Abs("../../../bin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, b := range []string{"kube-apiserver", "kube-controller-manager", "kube-scheduler"} {
+		if _, err := os.Stat(filepath.Join(binDir, b)); err != nil {
+			t.Skipf("%s not built (make build-k8s): %v", b, err)
+		}
+	}
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	nsPath := newNetns(t, "172.30.0.2/24")
+	cfg := testConfig(filepath.Join(t.TempDir(), "control-plane"))
+	cfg.BinDir, cfg.LabBinary = binDir, self
+	cfg.Namespaces.Net = nsPath
+	ca, err := pki.NewCA("cilium-lab test CA")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := Prepare(cfg, ca); err != nil {
+		t.Fatal(err)
+	}
+	nodeIP := netip.MustParseAddr("172.30.0.11")
+	nodeFiles, err := NodeCredentials(cfg, ca, "lab-node1", nodeIP)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	begin := time.Now()
+	for _, spec := range Processes(cfg) {
+		if spec.Name == "etcd" {
+			start(t, spec, etcdChildEnv+"=1")
+		} else {
+			start(t, spec)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	t.Cleanup(cancel)
+	dial := dialerIn(nsPath)
+	admin := clientset(t, AdminKubeconfig(cfg), dial)
+
+	eventually(t, 90*time.Second, "API server /readyz", func() error {
+		body, err := admin.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx)
+		if err != nil {
+			return err
+		}
+		if string(body) != "ok" {
+			return fmt.Errorf("readyz: %s", body)
+		}
+		return nil
+	})
+	apiReady := time.Since(begin)
+
+	t.Run("health endpoints", func(t *testing.T) { checkHealth(t, ctx, cfg, ca, dial) })
+	t.Run("anonymous is refused", func(t *testing.T) { checkAnonymous(t, ctx, cfg, ca, dial) })
+
+	node := clientset(t, nodeFiles.Kubeconfig, dial)
+	proxy := clientset(t, nodeFiles.KubeProxyKubeconfig, dial)
+	t.Run("node identity", func(t *testing.T) { checkNodeIdentity(t, ctx, node, proxy) })
+
+	// Controllers: a new namespace gets its default ServiceAccount (serviceaccount
+	// controller) and the kube-root-ca.crt ConfigMap (root CA publisher).
+	if _, err := admin.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "cltest"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 60*time.Second, "default ServiceAccount and kube-root-ca.crt", func() error {
+		if _, err := admin.CoreV1().ServiceAccounts("cltest").Get(ctx, "default", metav1.GetOptions{}); err != nil {
+			return err
+		}
+		cm, err := admin.CoreV1().ConfigMaps("cltest").Get(ctx, "kube-root-ca.crt", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if cm.Data["ca.crt"] != string(ca.CertPEM()) {
+			return fmt.Errorf("kube-root-ca.crt does not hold the lab CA")
+		}
+		return nil
+	})
+	controllersReady := time.Since(begin)
+
+	t.Run("scheduling and the node graph", func(t *testing.T) { checkScheduling(t, ctx, admin, node) })
+
+	t.Run("bootstrap RBAC", func(t *testing.T) {
+		for range 2 {
+			if err := Bootstrap(ctx, admin); err != nil {
+				t.Fatal(err)
+			}
+		}
+		eventually(t, 30*time.Second, "node lists secrets after Bootstrap", func() error {
+			_, err := node.CoreV1().Secrets("kube-system").List(ctx, metav1.ListOptions{})
+			return err
+		})
+		for _, res := range []string{"configmaps", "services"} {
+			if err := node.CoreV1().RESTClient().Get().Resource(res).Do(ctx).Error(); err != nil {
+				t.Errorf("node lists %s cluster-wide: %v", res, err)
+			}
+		}
+		if _, err := proxy.CoreV1().Secrets("kube-system").List(ctx, metav1.ListOptions{}); !apierrors.IsForbidden(err) {
+			t.Errorf("kube-proxy lists secrets after Bootstrap: err=%v, want Forbidden", err)
+		}
+	})
+
+	t.Logf("control plane timing from process start: API ready %v, controllers ready %v",
+		apiReady.Round(10*time.Millisecond), controllersReady.Round(10*time.Millisecond))
+}
+
+func clientset(t *testing.T, kubeconfigPath string, dial func(context.Context, string, string) (net.Conn, error)) *kubernetes.Clientset {
+	t.Helper()
+	rc, err := clientcmd.BuildConfigFromFlags("", kubeconfigPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc.Dial = dial
+	rc.Timeout = 10 * time.Second
+	cs, err := kubernetes.NewForConfig(rc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cs
+}
+
+// checkHealth reads every component's health URL verifying its serving certificate
+// with the lab CA.
+func checkHealth(t *testing.T, ctx context.Context, cfg Config, ca *pki.CA, dial func(context.Context, string, string) (net.Conn, error)) {
+	hc := &http.Client{
+		Timeout: 5 * time.Second,
+		Transport: &http.Transport{
+			DialContext:     dial,
+			TLSClientConfig: &tls.Config{RootCAs: ca.Pool()},
+		},
+	}
+	for name, url := range HealthURLs(cfg) {
+		eventually(t, 60*time.Second, name+" health", func() error {
+			req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+			if err != nil {
+				return err
+			}
+			resp, err := hc.Do(req)
+			if err != nil {
+				return err
+			}
+			defer resp.Body.Close()
+			body, _ := io.ReadAll(resp.Body)
+			if resp.StatusCode != http.StatusOK || string(body) != "ok" {
+				return fmt.Errorf("%s: %d %s", url, resp.StatusCode, body)
+			}
+			return nil
+		})
+	}
+}
+
+// checkAnonymous: a client with no certificate reaches the API over TLS but may not
+// read anything; with AlwaysAllow it could.
+func checkAnonymous(t *testing.T, ctx context.Context, cfg Config, ca *pki.CA, dial func(context.Context, string, string) (net.Conn, error)) {
+	anon, err := kubernetes.NewForConfig(&rest.Config{
+		Host:            cfg.ServerURL(),
+		TLSClientConfig: rest.TLSClientConfig{CAData: ca.CertPEM()},
+		Dial:            dial,
+		Timeout:         10 * time.Second,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = anon.CoreV1().Namespaces().List(ctx, metav1.ListOptions{})
+	if !apierrors.IsForbidden(err) && !apierrors.IsUnauthorized(err) {
+		t.Errorf("anonymous list namespaces: err=%v, want Forbidden or Unauthorized", err)
+	}
+}
+
+// checkNodeIdentity: the Node authorizer and NodeRestriction let a node register
+// itself and nothing else, and do not let it list secrets.
+func checkNodeIdentity(t *testing.T, ctx context.Context, node, proxy kubernetes.Interface) {
+	if _, err := node.CoreV1().Secrets("kube-system").List(ctx, metav1.ListOptions{}); !apierrors.IsForbidden(err) {
+		t.Errorf("node lists secrets before Bootstrap: err=%v, want Forbidden", err)
+	}
+	if _, err := node.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "lab-node2"}}, metav1.CreateOptions{}); !apierrors.IsForbidden(err) {
+		t.Errorf("lab-node1 creates Node lab-node2: err=%v, want Forbidden", err)
+	}
+	self := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "lab-node1"}}
+	if _, err := node.CoreV1().Nodes().Create(ctx, self, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("lab-node1 registers itself: %v", err)
+	}
+	// The node IPAM controller gives the node a pod CIDR from the cluster CIDR.
+	var got *corev1.Node
+	eventually(t, 30*time.Second, "pod CIDR allocation", func() error {
+		var err error
+		got, err = node.CoreV1().Nodes().Get(ctx, "lab-node1", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if got.Spec.PodCIDR == "" {
+			return errNotYet
+		}
+		return nil
+	})
+	cidr, err := netip.ParsePrefix(got.Spec.PodCIDR)
+	if err != nil || cidr.Bits() != 24 || !netip.MustParsePrefix("10.244.0.0/16").Contains(cidr.Addr()) {
+		t.Errorf("pod CIDR %q, want a /24 of 10.244.0.0/16", got.Spec.PodCIDR)
+	}
+	got.Status = corev1.NodeStatus{
+		Conditions: []corev1.NodeCondition{{
+			Type: corev1.NodeReady, Status: corev1.ConditionTrue, Reason: "Test",
+			LastHeartbeatTime: metav1.Now(), LastTransitionTime: metav1.Now(),
+		}},
+		Addresses: []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "172.30.0.11"}},
+		Capacity: corev1.ResourceList{
+			corev1.ResourceCPU: resource.MustParse("4"), corev1.ResourceMemory: resource.MustParse("8Gi"),
+			corev1.ResourcePods: resource.MustParse("110"),
+		},
+	}
+	got.Status.Allocatable = got.Status.Capacity
+	if _, err := node.CoreV1().Nodes().UpdateStatus(ctx, got, metav1.UpdateOptions{}); err != nil {
+		t.Fatalf("node updates its status: %v", err)
+	}
+	if _, err := proxy.DiscoveryV1().EndpointSlices("").List(ctx, metav1.ListOptions{}); err != nil {
+		t.Errorf("kube-proxy lists EndpointSlices: %v", err)
+	}
+	if _, err := proxy.CoreV1().Secrets("kube-system").List(ctx, metav1.ListOptions{}); !apierrors.IsForbidden(err) {
+		t.Errorf("kube-proxy lists secrets: err=%v, want Forbidden", err)
+	}
+}
+
+// checkScheduling: the scheduler binds a pod to the node, after which the Node
+// authorizer lets that node read the Secret the pod mounts, and only that one.
+func checkScheduling(t *testing.T, ctx context.Context, admin, node kubernetes.Interface) {
+	for _, name := range []string{"mounted", "unrelated"} {
+		s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name}, StringData: map[string]string{"k": "v"}}
+		if _, err := admin.CoreV1().Secrets("cltest").Create(ctx, s, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "cltest"},
+		Spec: corev1.PodSpec{
+			Containers: []corev1.Container{{Name: "c", Image: "registry.k8s.io/e2e-test-images/agnhost:2.53"}},
+			Volumes: []corev1.Volume{{Name: "s", VolumeSource: corev1.VolumeSource{
+				Secret: &corev1.SecretVolumeSource{SecretName: "mounted"},
+			}}},
+			// The node lifecycle controller may taint the fake node; the test is
+			// about binding, not readiness.
+			Tolerations: []corev1.Toleration{{Operator: corev1.TolerationOpExists}},
+		},
+	}
+	if _, err := admin.CoreV1().Pods("cltest").Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	took := eventually(t, 60*time.Second, "pod bound to lab-node1", func() error {
+		p, err := admin.CoreV1().Pods("cltest").Get(ctx, "p", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if p.Spec.NodeName != "lab-node1" {
+			return fmt.Errorf("pod on %q", p.Spec.NodeName)
+		}
+		return nil
+	})
+	t.Logf("pod scheduled %v after creation", took.Round(10*time.Millisecond))
+	eventually(t, 30*time.Second, "node reads its pod's secret", func() error {
+		_, err := node.CoreV1().Secrets("cltest").Get(ctx, "mounted", metav1.GetOptions{})
+		return err
+	})
+	if _, err := node.CoreV1().Secrets("cltest").Get(ctx, "unrelated", metav1.GetOptions{}); !apierrors.IsForbidden(err) {
+		t.Errorf("node reads a secret no pod of it uses: err=%v, want Forbidden", err)
+	}
+}
