@@ -20,7 +20,7 @@ CNI_CMDS := github.com/containernetworking/plugins/plugins/main/bridge \
 LAB_FLAGS ?= --nodes 2
 
 .PHONY: all build build-lab build-k8s build-cni build-coredns generate check-generated prereqs \
-	test test-unit test-lab test-e2e-smoke e2e bench demo lab-up lab-down clean
+	test test-unit test-lab test-e2e-smoke e2e bench bench-datapath demo lab-up lab-down clean
 
 all: build
 
@@ -68,7 +68,12 @@ test-e2e-smoke: build-lab
 e2e: prereqs build-lab
 	$(GO) test -count=1 -v -timeout 60m ./test/e2e -args -bin $(BIN)
 
-bench: prereqs build
+bench: prereqs build bench-datapath
+
+# The datapath benchmark (root): node-to-node baseline, kernel routing,
+# our datapath native/tunnel, and native with 10k policy entries.
+bench-datapath: prereqs
+	$(GO) run ./bench/datapath
 
 demo: prereqs build-lab
 	./hack/demo.sh

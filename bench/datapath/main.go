@@ -1,0 +1,216 @@
+// Command datapath benchmarks the eBPF datapath against the kernel without
+// it, in one run on one machine: (a) node to node, (b) pod to pod by plain
+// kernel routing, (c) pod to pod through the datapath in native mode, (c')
+// the same with 10,000 policy entries and identities, and (d) in tunnel
+// mode. Each is measured for a TCP stream, request/response on one
+// connection and connect/request/close, in interleaved repetitions; it
+// prints medians and each ratio to (a). It needs root: `make bench`.
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/netip"
+	"os"
+	"slices"
+	"time"
+
+	"github.com/cilium-go/cilium/internal/datapath"
+	"github.com/cilium-go/cilium/internal/datapath/dptest"
+	"github.com/cilium-go/cilium/internal/datapath/inns"
+)
+
+const (
+	streamPort = 5001
+	echoPort   = 5002
+	// policyScale is the size of the policy and identity set in (c').
+	policyScale = 10000
+)
+
+// scenario is a pair of namespaces to measure between.
+type scenario struct {
+	name     string
+	srcNS    string
+	dstNS    string
+	dst      netip.Addr
+	servers  *servers
+	baseline bool
+}
+
+func main() {
+	duration := flag.Duration("duration", 2*time.Second, "length of one measurement")
+	reps := flag.Int("reps", 5, "interleaved repetitions of every measurement")
+	flag.Parse()
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	if err := run(log, *duration, *reps); err != nil {
+		fmt.Fprintln(os.Stderr, "bench/datapath:", err)
+		os.Exit(1)
+	}
+}
+
+func run(log *slog.Logger, d time.Duration, reps int) (err error) {
+	if os.Geteuid() != 0 {
+		return errors.New("needs root: it creates namespaces and loads BPF programs")
+	}
+	var closers []func() error
+	defer func() {
+		for i := len(closers) - 1; i >= 0; i-- {
+			err = errors.Join(err, closers[i]())
+		}
+	}()
+	build := func(o dptest.Options) (*dptest.Cluster, error) {
+		c, err := dptest.New(o)
+		if err != nil {
+			return nil, err
+		}
+		closers = append(closers, c.Close)
+		return c, nil
+	}
+
+	log.Info("building clusters")
+	plain, err := build(dptest.Options{Plain: true})
+	if err != nil {
+		return err
+	}
+	native, err := build(dptest.Options{Mode: datapath.Native})
+	if err != nil {
+		return err
+	}
+	policy, err := build(dptest.Options{Mode: datapath.Native, PolicyIngress: true})
+	if err != nil {
+		return err
+	}
+	if err := loadPolicyScale(policy); err != nil {
+		return err
+	}
+	tunnel, err := build(dptest.Options{Mode: datapath.Tunnel})
+	if err != nil {
+		return err
+	}
+
+	pod := func(label string, c *dptest.Cluster) (scenario, error) {
+		src, dst := c.Nodes[0].Pods[0], c.Nodes[1].Pods[0]
+		s := scenario{name: label, srcNS: src.NS, dstNS: dst.NS, dst: dst.IP}
+		s.servers, err = startServers(dst.NS, dst.IP)
+		return s, err
+	}
+	var scenarios []scenario
+	a := scenario{name: "(a) node to node", srcNS: plain.Nodes[0].NS, dstNS: plain.Nodes[1].NS, dst: plain.Nodes[1].IP, baseline: true}
+	if a.servers, err = startServers(a.dstNS, a.dst); err != nil {
+		return err
+	}
+	scenarios = append(scenarios, a)
+	for _, x := range []struct {
+		label string
+		c     *dptest.Cluster
+	}{
+		{"(b) pod to pod, kernel routing", plain},
+		{"(c) pod to pod, datapath native", native},
+		{"(c') native, 10k policy entries", policy},
+		{"(d) pod to pod, datapath tunnel", tunnel},
+	} {
+		s, err := pod(x.label, x.c)
+		if err != nil {
+			return err
+		}
+		scenarios = append(scenarios, s)
+	}
+	for _, s := range scenarios {
+		closers = append(closers, s.servers.Close)
+		if err := tuneClient(s.srcNS); err != nil {
+			return err
+		}
+	}
+	return measure(log, scenarios, d, reps)
+}
+
+// tuneClient lets connect/request/close reuse ports in TIME_WAIT, so that
+// the rate measures the datapath and not the ephemeral port range.
+func tuneClient(ns string) error {
+	return inns.Do(ns, func() error {
+		return os.WriteFile("/proc/sys/net/ipv4/tcp_tw_reuse", []byte("1"), 0o644)
+	})
+}
+
+// loadPolicyScale gives the server pod of (c') 10,000 identities in the
+// ipcache and 10,000 policy entries, one of which admits the client.
+func loadPolicyScale(c *dptest.Cluster) error {
+	client, server := c.Nodes[0].Pods[0], c.Nodes[1].Pods[0]
+	maps := c.Nodes[1].DP.Maps()
+	desired := c.IPCacheFor(c.Nodes[1])
+	entries := []datapath.PolicyEntry{{Direction: datapath.Ingress, Identity: client.Identity, Protocol: 6}}
+	for i := range policyScale - 1 {
+		id := uint32(20000 + i)
+		a := netip.AddrFrom4([4]byte{10, 200, byte(i >> 8), byte(i)})
+		desired[netip.PrefixFrom(a, 32)] = datapath.IPCacheEntry{Identity: id, TunnelEndpoint: c.Nodes[0].IP}
+		entries = append(entries, datapath.PolicyEntry{Direction: datapath.Ingress, Identity: id, Protocol: 6,
+			Port: uint16(1000 + i%5000)})
+	}
+	if err := maps.SyncIPCache(desired); err != nil {
+		return err
+	}
+	if err := maps.SetPolicy(server.ID, entries); err != nil {
+		return err
+	}
+	return nil
+}
+
+type test struct {
+	name string
+	unit string
+	run  func(s scenario, d time.Duration) (float64, error)
+}
+
+var tests = []test{
+	{"TCP stream", "Mbit/s", streamRate},
+	{"TCP request/response", "trans/s", rrRate},
+	{"TCP connect/request/close", "conn/s", crrRate},
+}
+
+func measure(log *slog.Logger, scenarios []scenario, d time.Duration, reps int) error {
+	results := make([][][]float64, len(scenarios))
+	for i := range results {
+		results[i] = make([][]float64, len(tests))
+	}
+	for r := range reps {
+		log.Info("repetition", "n", r+1, "of", reps)
+		for ti, t := range tests {
+			for si, s := range scenarios {
+				v, err := t.run(s, d)
+				if err != nil {
+					return fmt.Errorf("%s, %s: %w", s.name, t.name, err)
+				}
+				results[si][ti] = append(results[si][ti], v)
+			}
+		}
+	}
+	report(os.Stdout, scenarios, results, d, reps)
+	return nil
+}
+
+func median(v []float64) float64 {
+	s := slices.Clone(v)
+	slices.Sort(s)
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
+
+func report(w io.Writer, scenarios []scenario, results [][][]float64, d time.Duration, reps int) {
+	fmt.Fprintf(w, "datapath benchmark: %d interleaved repetitions of %v, medians; ratio to (a)\n\n", reps, d)
+	for ti, t := range tests {
+		fmt.Fprintf(w, "%s (%s)\n", t.name, t.unit)
+		base := median(results[0][ti])
+		for si, s := range scenarios {
+			m := median(results[si][ti])
+			fmt.Fprintf(w, "  %-34s %12.1f  %5.3f\n", s.name, m, m/base)
+		}
+		c, cp := median(results[2][ti]), median(results[3][ti])
+		fmt.Fprintf(w, "  %-34s %12s  %5.3f\n\n", "(c') / (c)", "", cp/c)
+	}
+	fmt.Fprintln(w, "targets: (c)/(a) >= 0.95 for stream and request/response; (c')/(c) >= 0.97")
+}
