@@ -1,0 +1,83 @@
+package cluster
+
+import (
+	"net/netip"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/yaml"
+
+	"github.com/cilium-go/cilium/lab/internal/plan"
+)
+
+func TestPodRoutes(t *testing.T) {
+	node := func(name, cidr, ip string) corev1.Node {
+		return corev1.Node{
+			ObjectMeta: metav1.ObjectMeta{Name: name},
+			Spec:       corev1.NodeSpec{PodCIDR: cidr},
+			Status: corev1.NodeStatus{Addresses: []corev1.NodeAddress{
+				{Type: corev1.NodeHostName, Address: name},
+				{Type: corev1.NodeInternalIP, Address: ip},
+			}},
+		}
+	}
+	got := podRoutes([]corev1.Node{
+		node("n1", "10.244.0.0/24", "172.30.0.11"),
+		node("n2", "10.244.1.0/24", "172.30.0.12"),
+		node("n3", "", "172.30.0.13"), // no CIDR yet: no route
+	})
+	want := map[netip.Prefix]netip.Addr{
+		netip.MustParsePrefix("10.244.0.0/24"): netip.MustParseAddr("172.30.0.11"),
+		netip.MustParsePrefix("10.244.1.0/24"): netip.MustParseAddr("172.30.0.12"),
+	}
+	if len(got) != len(want) {
+		t.Fatalf("routes %v, want %v", got, want)
+	}
+	for k, v := range want {
+		if got[k] != v {
+			t.Errorf("route %s via %s, want %s", k, got[k], v)
+		}
+	}
+}
+
+func TestKubeProxyConfig(t *testing.T) {
+	o := plan.DefaultOptions()
+	o.KubeProxy = "nftables"
+	p, err := plan.New(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := kubeProxyConfig(p, p.Nodes[1], "/k/kube-proxy.conf")
+	var cfg map[string]any
+	if err := yaml.Unmarshal(b, &cfg); err != nil {
+		t.Fatalf("invalid YAML: %v\n%s", err, b)
+	}
+	if cfg["mode"] != "nftables" || cfg["hostnameOverride"] != "lab-node2" || cfg["clusterCIDR"] != "10.244.0.0/16" {
+		t.Errorf("config %v", cfg)
+	}
+	if ct := cfg["conntrack"].(map[string]any); ct["maxPerCore"] != float64(0) {
+		t.Errorf("kube-proxy would resize the machine's conntrack table: %v", ct)
+	}
+	if !strings.Contains(string(b), "172.30.0.12:10256") {
+		t.Errorf("healthz not bound to the node IP:\n%s", b)
+	}
+}
+
+func TestNodeProcesses(t *testing.T) {
+	o := plan.DefaultOptions()
+	o.KubeProxy = "none"
+	p, _ := plan.New(o)
+	specs := nodeProcesses(p, p.Nodes[0], controlPlaneConfig(p, "/bin-dir"), "/bin-dir")
+	if len(specs) != 1 || specs[0].Name != "node-agent/lab-node1" {
+		t.Fatalf("with --kube-proxy=none: %+v", specs)
+	}
+	ns := specs[0].Namespaces
+	if ns.Net != p.Nodes[0].Netns || ns.Mnt != p.Nodes[0].MntNS || ns.UTS != p.Nodes[0].UTSNS {
+		t.Errorf("node agent namespaces %+v", ns)
+	}
+	if !strings.Contains(strings.Join(specs[0].Args, " "), "--bridge-cni=true") {
+		t.Errorf("args %v", specs[0].Args)
+	}
+}
