@@ -1,0 +1,326 @@
+package podruntime
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/cilium-go/cilium/lab/internal/images"
+	securejoin "github.com/cyphar/filepath-securejoin"
+	"golang.org/x/sys/unix"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// container is one container of a pod and its current attempt. Fields below mu-less
+// comments are guarded by the pod's mu.
+type container struct {
+	spec     corev1.Container
+	init     bool
+	sidecar  bool // an init container with restartPolicy Always
+	image    images.Image
+	imageErr error
+	backoff  backoff
+
+	startedOnce sync.Once
+	startedCh   chan struct{} // closed when the container first counts as started
+
+	// guarded by podState.mu
+	id       string
+	state    corev1.ContainerState
+	last     corev1.ContainerState
+	restarts int32
+	ready    bool
+	started  bool
+	final    bool
+	stop     bool // no more restarts: the pod is finishing or being deleted
+	proc     *os.Process
+	exited   chan struct{} // closed when the current attempt's process has exited
+	env      []corev1.EnvVar
+	logPath  string
+}
+
+func newContainer(rt *Runtime, pod *corev1.Pod, spec *corev1.Container, init bool) *container {
+	c := &container{
+		spec:      *spec,
+		init:      init,
+		sidecar:   init && spec.RestartPolicy != nil && *spec.RestartPolicy == corev1.ContainerRestartPolicyAlways,
+		backoff:   backoff{Initial: rt.cfg.BackoffInitial, Max: rt.cfg.BackoffMax, Reset: 10 * time.Minute},
+		startedCh: make(chan struct{}),
+		state:     corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "ContainerCreating"}},
+	}
+	c.image, c.imageErr = rt.cfg.Images.Resolve(spec.Image)
+	if c.imageErr == nil {
+		for _, f := range c.image.Files {
+			if _, err := os.Stat(f.Host); err != nil {
+				c.imageErr = fmt.Errorf("image %s: binary %s is not built", spec.Image, f.Host)
+			}
+		}
+	} else {
+		c.imageErr = fmt.Errorf("image %s is not available in the lab: %w", spec.Image, c.imageErr)
+	}
+	return c
+}
+
+func (c *container) markStarted() { c.startedOnce.Do(func() { close(c.startedCh) }) }
+
+
+// shouldRestart applies the pod's (or, for sidecars, the container's) restart policy.
+func (p *podState) shouldRestart(c *container, exitCode int) bool {
+	switch {
+	case c.sidecar:
+		return true
+	case c.init:
+		return p.pod.Spec.RestartPolicy != corev1.RestartPolicyNever && exitCode != 0
+	case p.pod.Spec.RestartPolicy == corev1.RestartPolicyNever:
+		return false
+	case p.pod.Spec.RestartPolicy == corev1.RestartPolicyOnFailure:
+		return exitCode != 0
+	}
+	return true
+}
+
+// supervise runs a container until it is final: restarted per policy with back-off.
+// It reports whether the last run succeeded.
+func (p *podState) supervise(c *container) bool {
+	if c.imageErr != nil {
+		p.setWaiting(c, "ErrImagePull", c.imageErr.Error())
+		<-p.ctx.Done()
+		return false
+	}
+	for {
+		if p.ctx.Err() != nil {
+			return false
+		}
+		exitCode, ran, err := p.runOnce(c)
+		p.mu.Lock()
+		stop := c.stop
+		p.mu.Unlock()
+		if p.ctx.Err() != nil || stop {
+			return exitCode == 0 && err == nil
+		}
+		var delay time.Duration
+		if err != nil {
+			// The container could not be configured (a missing configMap key, say):
+			// the kubelet retries without counting a restart.
+			p.setWaiting(c, "CreateContainerConfigError", err.Error())
+			delay = c.backoff.delay(0)
+		} else {
+			if !p.shouldRestart(c, exitCode) {
+				p.mu.Lock()
+				c.final = true
+				p.mu.Unlock()
+				p.changed()
+				return exitCode == 0
+			}
+			delay = c.backoff.delay(ran)
+			p.mu.Lock()
+			c.last = c.state
+			p.mu.Unlock()
+			p.setWaiting(c, "CrashLoopBackOff",
+				fmt.Sprintf("back-off %s restarting failed container=%s pod=%s", delay, c.spec.Name, p.pod.Name))
+		}
+		select {
+		case <-p.ctx.Done():
+			return false
+		case <-time.After(delay):
+		}
+	}
+}
+
+func (p *podState) setWaiting(c *container, reason, msg string) {
+	p.mu.Lock()
+	c.state = corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: reason, Message: msg}}
+	p.mu.Unlock()
+	p.changed()
+}
+
+// runOnce starts one attempt of the container and waits for it to exit. err is set
+// when the attempt could not start for a configuration reason.
+func (p *podState) runOnce(c *container) (exitCode int, ran time.Duration, err error) {
+	facts := p.facts()
+	env, err := containerEnv(p.ctx, p.rt.src, p.pod, &c.spec, facts)
+	if err != nil {
+		return 0, 0, err
+	}
+	argv, err := containerArgv(c.image, &c.spec, env)
+	if err != nil {
+		return 0, 0, err
+	}
+	p.mu.Lock()
+	sb := p.sandbox
+	attempt := c.restarts
+	if c.id != "" {
+		attempt++
+	}
+	p.mu.Unlock()
+	if sb == nil {
+		return 0, 0, errors.New("pod sandbox is not running")
+	}
+	if wd := c.spec.WorkingDir; wd != "" {
+		// Like runc, create the working directory if the image lacks it.
+		if dir, err := securejoin.SecureJoin(fmt.Sprintf("/proc/%d/root", sb.pid), wd); err == nil {
+			os.MkdirAll(dir, 0o755)
+		}
+	}
+	logPath := filepath.Join(p.dir, "logs", c.spec.Name, strconv.Itoa(int(attempt))+".log")
+	logs, err := openLog(logPath)
+	if err != nil {
+		return 0, 0, err
+	}
+	cmd := p.nsenterCmd(sb.pid, &c.spec, env, argv)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	stdout, stderr, err := logs.pipes(cmd)
+	if err != nil {
+		logs.Close()
+		return 0, 0, err
+	}
+	start := time.Now()
+	startErr := cmd.Start()
+	stdout.Close()
+	stderr.Close()
+	if startErr != nil {
+		logs.Close()
+		return 0, 0, fmt.Errorf("start: %w", startErr)
+	}
+	exited := make(chan struct{})
+	p.mu.Lock()
+	if c.id != "" {
+		if c.state.Terminated != nil {
+			c.last = c.state
+		}
+		c.restarts++
+	}
+	c.id = newID()
+	c.proc = cmd.Process
+	c.exited = exited
+	c.env = env
+	c.logPath = logPath
+	c.ready = false
+	c.started = c.spec.StartupProbe == nil
+	c.state = corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.NewTime(start)}}
+	p.mu.Unlock()
+	p.saveRecord()
+	if c.spec.StartupProbe == nil {
+		c.markStarted()
+	}
+	p.changed()
+
+	probeCtx, stopProbes := context.WithCancel(p.ctx)
+	probesDone := p.startProbes(probeCtx, c, sb.pid, env)
+
+	waitErr := cmd.Wait()
+	// The container's processes share its process group; without a PID namespace of
+	// its own this is how they end together, as they would when a container's init dies.
+	unix.Kill(-cmd.Process.Pid, unix.SIGKILL)
+	stopProbes()
+	<-probesDone
+	logs.Close()
+	exitCode = exitStatus(cmd.ProcessState, waitErr)
+	end := time.Now()
+	reason := "Completed"
+	if exitCode != 0 {
+		reason = "Error"
+	}
+	p.mu.Lock()
+	c.proc = nil
+	c.ready = false
+	c.state = corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{
+		ExitCode:    int32(exitCode),
+		Reason:      reason,
+		StartedAt:   metav1.NewTime(start),
+		FinishedAt:  metav1.NewTime(end),
+		ContainerID: "lab://" + c.id,
+	}}
+	close(exited)
+	p.mu.Unlock()
+	p.changed()
+	return exitCode, end.Sub(start), nil
+}
+
+func exitStatus(ps *os.ProcessState, err error) int {
+	if ps == nil {
+		if err != nil {
+			return 128
+		}
+		return 0
+	}
+	if ws, ok := ps.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		return 128 + int(ws.Signal())
+	}
+	return ps.ExitCode()
+}
+
+// nsenterCmd builds the command that runs argv inside the sandbox's namespaces with
+// the container's working directory, user and environment.
+func (p *podState) nsenterCmd(sandboxPID int, spec *corev1.Container, env []corev1.EnvVar, argv []string) *exec.Cmd {
+	args := []string{"-t", strconv.Itoa(sandboxPID), "-n", "-m", "-u", "-i"}
+	if spec.WorkingDir != "" {
+		args = append(args, "--wd="+spec.WorkingDir)
+	} else {
+		args = append(args, "--wd=/")
+	}
+	uid, gid := runAs(p.pod, spec)
+	if gid != nil {
+		args = append(args, "-G", strconv.FormatInt(*gid, 10))
+	}
+	if uid != nil {
+		args = append(args, "-S", strconv.FormatInt(*uid, 10))
+	}
+	args = append(args, "--")
+	args = append(args, argv...)
+	cmd := exec.Command(p.rt.cfg.NsenterPath, args...)
+	cmd.Env = make([]string, 0, len(env))
+	for _, e := range env {
+		cmd.Env = append(cmd.Env, e.Name+"="+e.Value)
+	}
+	return cmd
+}
+
+func runAs(pod *corev1.Pod, c *corev1.Container) (uid, gid *int64) {
+	if psc := pod.Spec.SecurityContext; psc != nil {
+		uid, gid = psc.RunAsUser, psc.RunAsGroup
+	}
+	if sc := c.SecurityContext; sc != nil {
+		if sc.RunAsUser != nil {
+			uid = sc.RunAsUser
+		}
+		if sc.RunAsGroup != nil {
+			gid = sc.RunAsGroup
+		}
+	}
+	return uid, gid
+}
+
+// markFinal stops restarts of c.
+func (p *podState) markFinal(c *container) {
+	p.mu.Lock()
+	c.stop = true
+	p.mu.Unlock()
+}
+
+// stopContainer sends SIGTERM to the container's process group, and SIGKILL once the
+// grace period is over. It returns when the attempt has exited.
+func (p *podState) stopContainer(c *container, grace time.Duration) {
+	p.mu.Lock()
+	proc, exited := c.proc, c.exited
+	p.mu.Unlock()
+	if proc == nil {
+		return
+	}
+	unix.Kill(-proc.Pid, unix.SIGTERM)
+	select {
+	case <-exited:
+		return
+	case <-time.After(grace):
+	}
+	unix.Kill(-proc.Pid, unix.SIGKILL)
+	<-exited
+}

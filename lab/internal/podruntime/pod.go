@@ -1,0 +1,547 @@
+package podruntime
+
+import (
+	"bufio"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	goruntime "runtime"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// podState is one pod on the node: its sandbox, network and containers.
+type podState struct {
+	rt      *Runtime
+	dir     string
+	ctx     context.Context // ends when the pod is being deleted
+	cancel  context.CancelFunc
+	runDone chan struct{}
+	wg      sync.WaitGroup // container supervisors
+
+	termOnce sync.Once
+	termErr  error
+
+	mu          sync.Mutex
+	pod         *corev1.Pod
+	startTime   metav1.Time
+	sandbox     *sandboxProc
+	netnsPath   string
+	ips         []netip.Addr
+	initCtrs    []*container
+	containers  []*container
+	initialized bool
+	creating    string // why the sandbox is not ready yet
+	finished    bool   // every container is final
+	deleted     bool
+	conds       map[corev1.PodConditionType]corev1.PodCondition
+	tokenExpiry time.Time
+}
+
+type sandboxProc struct {
+	id   string
+	pid  int
+	cmd  *exec.Cmd
+	done chan struct{}
+}
+
+func newPodState(rt *Runtime, pod *corev1.Pod) *podState {
+	ctx, cancel := context.WithCancel(context.Background())
+	p := &podState{
+		rt:        rt,
+		dir:       rt.podDir(string(pod.UID)),
+		ctx:       ctx,
+		cancel:    cancel,
+		runDone:   make(chan struct{}),
+		pod:       pod,
+		startTime: metav1.Now(),
+		creating:  "ContainerCreating",
+		conds:     map[corev1.PodConditionType]corev1.PodCondition{},
+	}
+	for i := range pod.Spec.InitContainers {
+		c := newContainer(rt, pod, &pod.Spec.InitContainers[i], true)
+		p.initCtrs = append(p.initCtrs, c)
+	}
+	for i := range pod.Spec.Containers {
+		p.containers = append(p.containers, newContainer(rt, pod, &pod.Spec.Containers[i], false))
+	}
+	return p
+}
+
+func (p *podState) key() string { return podKey(p.pod.Namespace, p.pod.Name) }
+
+func (p *podState) changed() { p.rt.notifier.add(p) }
+
+// facts are the runtime values the downward API and env need. Callers hold no lock.
+func (p *podState) facts() podFacts {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.factsLocked()
+}
+
+func (p *podState) factsLocked() podFacts {
+	host, _ := podHostname(p.pod, p.rt.cfg.ClusterDomain)
+	f := podFacts{Hostname: host, NodeIP: p.rt.cfg.NodeIP, PodIPs: p.ips}
+	if p.pod.Spec.HostNetwork {
+		f.Hostname, _ = os.Hostname()
+		if p.rt.cfg.NodeIP.IsValid() {
+			f.PodIPs = []netip.Addr{p.rt.cfg.NodeIP}
+		}
+	}
+	f.NodeCPU = *resource.NewQuantity(int64(goruntime.NumCPU()), resource.DecimalSI)
+	var si unix.Sysinfo_t
+	if unix.Sysinfo(&si) == nil {
+		f.NodeMemory = *resource.NewQuantity(int64(si.Totalram)*int64(si.Unit), resource.BinarySI)
+	}
+	return f
+}
+
+func (p *podState) noteTokenExpiry(t time.Time) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.tokenExpiry.IsZero() || t.Before(p.tokenExpiry) {
+		p.tokenExpiry = t
+	}
+}
+
+// run brings the pod up: sandbox and network, init containers in order, then the
+// containers. It returns once every container has a supervisor, or the pod is deleted.
+func (p *podState) run() {
+	defer close(p.runDone)
+	if !p.setupWithRetry() {
+		return
+	}
+	for _, c := range p.initCtrs {
+		if c.sidecar {
+			p.wg.Add(1)
+			go func() { defer p.wg.Done(); p.supervise(c) }()
+			select {
+			case <-c.startedCh:
+			case <-p.ctx.Done():
+				return
+			}
+			continue
+		}
+		if !p.supervise(c) {
+			return
+		}
+	}
+	p.mu.Lock()
+	p.initialized = true
+	p.mu.Unlock()
+	p.changed()
+
+	var regular sync.WaitGroup
+	for _, c := range p.containers {
+		regular.Add(1)
+		p.wg.Add(1)
+		go func() { defer p.wg.Done(); defer regular.Done(); p.supervise(c) }()
+	}
+	p.wg.Add(1)
+	go func() {
+		defer p.wg.Done()
+		regular.Wait()
+		if p.ctx.Err() == nil {
+			p.finish()
+		}
+	}()
+}
+
+// finish runs when every regular container is final: sidecars stop and the sandbox
+// and its network go away, as the kubelet does for completed pods. Logs stay.
+func (p *podState) finish() {
+	for _, c := range p.initCtrs {
+		if c.sidecar {
+			p.markFinal(c)
+			p.stopContainer(c, p.gracePeriod())
+		}
+	}
+	p.mu.Lock()
+	p.finished = true
+	p.mu.Unlock()
+	if err := p.stopSandbox(context.Background()); err != nil {
+		p.rt.log.Warn("stop sandbox of finished pod", "pod", p.key(), "error", err)
+	}
+	p.changed()
+}
+
+func (p *podState) gracePeriod() time.Duration {
+	g := p.rt.cfg.MaxGracePeriod
+	if s := p.pod.Spec.TerminationGracePeriodSeconds; s != nil {
+		g = min(g, time.Duration(*s)*time.Second)
+	}
+	return g
+}
+
+// setupWithRetry prepares volumes, the sandbox and the network until it works,
+// reporting the latest error as the containers' ContainerCreating message.
+func (p *podState) setupWithRetry() bool {
+	delay := 200 * time.Millisecond
+	for {
+		err := p.setup()
+		if err == nil {
+			p.mu.Lock()
+			p.creating = ""
+			p.mu.Unlock()
+			p.changed()
+			return true
+		}
+		if p.ctx.Err() != nil {
+			return false
+		}
+		p.rt.log.Warn("pod setup", "pod", p.key(), "error", err)
+		p.mu.Lock()
+		p.creating = err.Error()
+		p.mu.Unlock()
+		p.changed()
+		select {
+		case <-p.ctx.Done():
+			return false
+		case <-time.After(delay):
+		}
+		delay = min(2*delay, 10*time.Second)
+	}
+}
+
+func (p *podState) setup() error {
+	for _, d := range []string{p.dir, filepath.Join(p.dir, "etc"), filepath.Join(p.dir, "logs")} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return err
+		}
+	}
+	if err := p.saveRecord(); err != nil {
+		return err
+	}
+	vols, err := p.prepareVolumes(p.ctx)
+	if err != nil {
+		return err
+	}
+	p.mu.Lock()
+	haveSandbox := p.sandbox != nil
+	p.mu.Unlock()
+	if !haveSandbox {
+		if err := p.writeEtcFiles(); err != nil {
+			return err
+		}
+		mounts, err := p.sandboxMounts(vols)
+		if err != nil {
+			return err
+		}
+		if err := p.startSandbox(mounts); err != nil {
+			return err
+		}
+	}
+	if p.pod.Spec.HostNetwork {
+		return nil
+	}
+	p.mu.Lock()
+	haveIPs := len(p.ips) > 0
+	p.mu.Unlock()
+	if haveIPs {
+		return nil
+	}
+	return p.attachNetwork()
+}
+
+func (p *podState) writeEtcFiles() error {
+	nodeHosts, _ := os.ReadFile("/etc/hosts")
+	nodeResolv, _ := os.ReadFile("/etc/resolv.conf")
+	p.mu.Lock()
+	ips := p.ips
+	p.mu.Unlock()
+	host, _ := podHostname(p.pod, p.rt.cfg.ClusterDomain)
+	if p.pod.Spec.HostNetwork {
+		host, _ = os.Hostname()
+	}
+	files := map[string][]byte{
+		"hosts":       hostsFile(p.pod, ips, p.rt.cfg.ClusterDomain, nodeHosts),
+		"hostname":    []byte(host + "\n"),
+		"resolv.conf": resolvConf(p.pod, p.rt.cfg.ClusterDNS, p.rt.cfg.ClusterDomain, nodeResolv),
+	}
+	for name, data := range files {
+		if err := rewriteInPlace(filepath.Join(p.dir, "etc", name), data); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// sandboxMounts lists the mounts pod-init makes: image files, the pod's /etc files,
+// then volumes.
+func (p *podState) sandboxMounts(vols map[string]volumeSource) ([]mountSpec, error) {
+	var out []mountSpec
+	seen := map[string]bool{}
+	for _, c := range append(append([]*container(nil), p.initCtrs...), p.containers...) {
+		for _, f := range c.image.Files {
+			if seen[f.Path] || c.imageErr != nil {
+				continue
+			}
+			seen[f.Path] = true
+			out = append(out, mountSpec{Source: f.Host, Target: f.Path, IsFile: true, ReadOnly: true})
+		}
+	}
+	for _, name := range []string{"hosts", "hostname", "resolv.conf"} {
+		out = append(out, mountSpec{Source: filepath.Join(p.dir, "etc", name), Target: "/etc/" + name, IsFile: true})
+	}
+	vm, err := volumeMounts(p.pod, vols)
+	if err != nil {
+		return nil, err
+	}
+	return append(out, vm...), nil
+}
+
+func (p *podState) startSandbox(mounts []mountSpec) error {
+	hostNet := p.pod.Spec.HostNetwork
+	spec := sandboxSpec{
+		Root:    filepath.Join(p.dir, "rootfs"),
+		Scratch: filepath.Join(p.dir, "overlay"),
+		NewNet:  !hostNet,
+		Mounts:  mounts,
+	}
+	if !hostNet {
+		spec.Hostname, _ = podHostname(p.pod, p.rt.cfg.ClusterDomain)
+	}
+	data, err := json.Marshal(spec)
+	if err != nil {
+		return err
+	}
+	specPath := filepath.Join(p.dir, "sandbox.json")
+	if err := os.WriteFile(specPath, data, 0o600); err != nil {
+		return err
+	}
+	logf, err := os.OpenFile(filepath.Join(p.dir, "sandbox.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return err
+	}
+	defer logf.Close()
+	r, w, err := os.Pipe()
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+
+	flags := uintptr(unix.CLONE_NEWNS | unix.CLONE_NEWIPC)
+	if !hostNet {
+		flags |= unix.CLONE_NEWNET | unix.CLONE_NEWUTS
+	}
+	cmd := exec.Command(p.rt.cfg.SandboxBinary, "pod-init", specPath)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.ExtraFiles = []*os.File{w}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Cloneflags: flags, Setpgid: true}
+	err = cmd.Start()
+	w.Close()
+	if err != nil {
+		return fmt.Errorf("start sandbox: %w", err)
+	}
+	sb := &sandboxProc{id: newID(), pid: cmd.Process.Pid, cmd: cmd, done: make(chan struct{})}
+	go func() { cmd.Wait(); close(sb.done) }()
+	p.mu.Lock()
+	p.sandbox = sb
+	p.mu.Unlock()
+	if err := p.saveRecord(); err != nil {
+		return err
+	}
+
+	// The pipe closes when pod-init exits, so this read cannot outlive it; the
+	// deadline covers a pod-init that hangs.
+	r.SetReadDeadline(time.Now().Add(time.Minute))
+	line, _ := bufio.NewReader(r).ReadString('\n')
+	if strings.TrimSpace(line) == "ok" {
+		return nil
+	}
+	p.killSandbox()
+	p.mu.Lock()
+	p.sandbox = nil
+	p.mu.Unlock()
+	msg := strings.TrimSpace(strings.TrimPrefix(line, "error: "))
+	if msg == "" {
+		msg = "exited before it was ready"
+	}
+	return fmt.Errorf("sandbox: %s", msg)
+}
+
+// attachNetwork pins the sandbox's network namespace at <poddir>/netns (so CNI DEL
+// works even after the sandbox is gone) and asks the Network for the pod IPs.
+func (p *podState) attachNetwork() error {
+	p.mu.Lock()
+	sb := p.sandbox
+	netnsPath := p.netnsPath
+	p.mu.Unlock()
+	if netnsPath == "" {
+		netnsPath = filepath.Join(p.dir, "netns")
+		if err := os.WriteFile(netnsPath, nil, 0o444); err != nil {
+			return err
+		}
+		src := fmt.Sprintf("/proc/%d/ns/net", sb.pid)
+		if err := unix.Mount(src, netnsPath, "", unix.MS_BIND, ""); err != nil {
+			return fmt.Errorf("pin netns: %w", err)
+		}
+		p.mu.Lock()
+		p.netnsPath = netnsPath
+		p.mu.Unlock()
+		if err := p.saveRecord(); err != nil {
+			return err
+		}
+	}
+	if p.rt.cfg.Network == nil {
+		return errors.New("no pod network configured")
+	}
+	ips, err := p.rt.cfg.Network.Add(p.ctx, p.pod, sb.id, netnsPath)
+	if err != nil {
+		// Leave nothing half-attached for the retry.
+		if derr := p.rt.cfg.Network.Del(context.Background(), p.pod, sb.id, netnsPath); derr != nil {
+			p.rt.log.Warn("network del after failed add", "pod", p.key(), "error", derr)
+		}
+		return fmt.Errorf("network add: %w", err)
+	}
+	if len(ips) == 0 {
+		return errors.New("network add returned no IP")
+	}
+	p.mu.Lock()
+	p.ips = ips
+	p.mu.Unlock()
+	p.rt.log.Info("pod network ready", "pod", p.key(), "ips", ips)
+	return p.writeEtcFiles()
+}
+
+// stopSandbox detaches the network and stops pod-init. Idempotent.
+func (p *podState) stopSandbox(ctx context.Context) error {
+	p.mu.Lock()
+	sb, netnsPath := p.sandbox, p.netnsPath
+	p.netnsPath = ""
+	p.mu.Unlock()
+	var errs []error
+	if netnsPath != "" {
+		id := ""
+		if sb != nil {
+			id = sb.id
+		}
+		if p.rt.cfg.Network != nil {
+			if err := p.rt.cfg.Network.Del(ctx, p.pod, id, netnsPath); err != nil {
+				errs = append(errs, fmt.Errorf("network del: %w", err))
+			}
+		}
+		if err := unix.Unmount(netnsPath, unix.MNT_DETACH); err != nil && !errors.Is(err, unix.EINVAL) {
+			errs = append(errs, fmt.Errorf("unmount %s: %w", netnsPath, err))
+		}
+	}
+	p.killSandbox()
+	return errors.Join(errs...)
+}
+
+func (p *podState) killSandbox() {
+	p.mu.Lock()
+	sb := p.sandbox
+	p.mu.Unlock()
+	if sb == nil {
+		return
+	}
+	sb.cmd.Process.Signal(unix.SIGTERM)
+	select {
+	case <-sb.done:
+	case <-time.After(2 * time.Second):
+		sb.cmd.Process.Kill()
+		<-sb.done
+	}
+}
+
+// terminate stops everything of the pod; the runtime forgets it afterwards.
+func (p *podState) terminate(ctx context.Context, grace time.Duration) error {
+	p.termOnce.Do(func() {
+		p.cancel()
+		<-p.runDone
+		all := append(append([]*container(nil), p.initCtrs...), p.containers...)
+		var stops sync.WaitGroup
+		for _, c := range all {
+			p.markFinal(c)
+			stops.Add(1)
+			go func() { defer stops.Done(); p.stopContainer(c, grace) }()
+		}
+		stops.Wait()
+		p.wg.Wait()
+		err := p.stopSandbox(ctx)
+		if rerr := removePodDir(p.dir); rerr != nil {
+			err = errors.Join(err, rerr)
+		}
+		p.mu.Lock()
+		p.deleted = true
+		p.mu.Unlock()
+		p.changed()
+		p.termErr = err
+	})
+	return p.termErr
+}
+
+// removePodDir unmounts whatever the runtime mounted below dir (in the node's mount
+// namespace) and removes it.
+func removePodDir(dir string) error {
+	mounts, err := mountsUnder(dir)
+	if err != nil {
+		return err
+	}
+	for i := len(mounts) - 1; i >= 0; i-- {
+		if err := unix.Unmount(mounts[i], unix.MNT_DETACH); err != nil && !errors.Is(err, unix.EINVAL) {
+			return fmt.Errorf("unmount %s: %w", mounts[i], err)
+		}
+	}
+	return os.RemoveAll(dir)
+}
+
+// mountsUnder lists this mount namespace's mount points at or below dir, in mount order.
+func mountsUnder(dir string) ([]string, error) {
+	data, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, line := range strings.Split(string(data), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 5 {
+			continue
+		}
+		mp := unescapeMountPath(f[4])
+		if mp == dir || strings.HasPrefix(mp, dir+"/") {
+			out = append(out, mp)
+		}
+	}
+	return out, nil
+}
+
+func unescapeMountPath(s string) string {
+	if !strings.Contains(s, `\`) {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\\' && i+3 < len(s) {
+			var v byte
+			if _, err := fmt.Sscanf(s[i+1:i+4], "%03o", &v); err == nil {
+				b.WriteByte(v)
+				i += 3
+				continue
+			}
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
+}
+
+func newID() string {
+	b := make([]byte, 32)
+	rand.Read(b)
+	return hex.EncodeToString(b)
+}

@@ -1,0 +1,138 @@
+package podruntime
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// podRecord is what a later node agent needs to clean up after this one: the
+// processes it started (with their start times, so a reused pid is never killed)
+// and the network attachment.
+type podRecord struct {
+	UID       string    `json:"uid"`
+	Namespace string    `json:"namespace"`
+	Name      string    `json:"name"`
+	SandboxID string    `json:"sandboxID,omitempty"`
+	Netns     string    `json:"netns,omitempty"`
+	Procs     []procRef `json:"procs,omitempty"`
+}
+
+type procRef struct {
+	PID   int    `json:"pid"`
+	Start uint64 `json:"start"`
+}
+
+const recordFile = "state.json"
+
+// saveRecord writes the pod's record; procs only ever grows, so exited processes
+// stay listed and are skipped by their start time.
+func (p *podState) saveRecord() error {
+	path := filepath.Join(p.dir, recordFile)
+	var rec podRecord
+	if data, err := os.ReadFile(path); err == nil {
+		json.Unmarshal(data, &rec)
+	}
+	p.mu.Lock()
+	rec.UID, rec.Namespace, rec.Name = string(p.pod.UID), p.pod.Namespace, p.pod.Name
+	rec.Netns = p.netnsPath
+	var pids []int
+	if p.sandbox != nil {
+		rec.SandboxID = p.sandbox.id
+		pids = append(pids, p.sandbox.pid)
+	}
+	for _, c := range append(append([]*container(nil), p.initCtrs...), p.containers...) {
+		if c.proc != nil {
+			pids = append(pids, c.proc.Pid)
+		}
+	}
+	p.mu.Unlock()
+	for _, pid := range pids {
+		known := false
+		for _, pr := range rec.Procs {
+			known = known || pr.PID == pid
+		}
+		if start, ok := procStart(pid); ok && !known {
+			rec.Procs = append(rec.Procs, procRef{PID: pid, Start: start})
+		}
+	}
+	data, err := json.Marshal(rec)
+	if err != nil {
+		return err
+	}
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, data, 0o600); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
+}
+
+// procStart returns a process's start time in clock ticks since boot (field 22 of
+// /proc/<pid>/stat).
+func procStart(pid int) (uint64, bool) {
+	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0, false
+	}
+	// The command name may contain spaces; fields are counted after its ')'.
+	s := string(data)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 {
+		return 0, false
+	}
+	f := strings.Fields(s[i+1:])
+	if len(f) < 20 {
+		return 0, false
+	}
+	v, err := strconv.ParseUint(f[19], 10, 64)
+	return v, err == nil
+}
+
+// cleanupStale removes what a previous node agent left in PodsDir: it kills the
+// recorded processes (their process groups, which hold the containers' children),
+// detaches the network, unmounts and removes the directories. The pod controller
+// then creates the pods again.
+func (rt *Runtime) cleanupStale(ctx context.Context) {
+	entries, err := os.ReadDir(rt.cfg.PodsDir)
+	if err != nil {
+		return
+	}
+	for _, e := range entries {
+		if !e.IsDir() {
+			continue
+		}
+		dir := filepath.Join(rt.cfg.PodsDir, e.Name())
+		var rec podRecord
+		if data, err := os.ReadFile(filepath.Join(dir, recordFile)); err == nil {
+			json.Unmarshal(data, &rec)
+		}
+		for _, pr := range rec.Procs {
+			if start, ok := procStart(pr.PID); ok && start == pr.Start {
+				unix.Kill(-pr.PID, unix.SIGKILL)
+				unix.Kill(pr.PID, unix.SIGKILL)
+			}
+		}
+		if rec.Netns != "" && rt.cfg.Network != nil {
+			pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: rec.Name, Namespace: rec.Namespace, UID: types.UID(rec.UID)}}
+			dctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+			if err := rt.cfg.Network.Del(dctx, pod, rec.SandboxID, rec.Netns); err != nil {
+				rt.log.Warn("network del of stale pod", "dir", dir, "error", err)
+			}
+			cancel()
+		}
+		if err := removePodDir(dir); err != nil {
+			rt.log.Warn("remove stale pod dir", "dir", dir, "error", err)
+			continue
+		}
+		rt.log.Info("removed stale pod", "pod", rec.Namespace+"/"+rec.Name, "uid", rec.UID)
+	}
+}

@@ -1,0 +1,280 @@
+// Package podruntime is the lab's container runtime: a virtual-kubelet provider that
+// runs each pod as a sandbox process (pod-init) holding fresh network, mount, UTS and
+// IPC namespaces, and each container as a process entered into them with nsenter.
+// It reports container states, restarts, probes and pod phase the way the kubelet
+// does, serves logs, exec and port-forward, and projects volumes from the API.
+package podruntime
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/cilium-go/cilium/lab/internal/images"
+	"github.com/virtual-kubelet/virtual-kubelet/errdefs"
+	"github.com/virtual-kubelet/virtual-kubelet/node"
+	"github.com/virtual-kubelet/virtual-kubelet/node/nodeutil"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/kubernetes"
+)
+
+// Network attaches pod network namespaces; the node agent implements it with libcni.
+type Network interface {
+	// Add attaches the pod's network namespace (netnsPath) and returns the pod IPs.
+	Add(ctx context.Context, pod *corev1.Pod, containerID, netnsPath string) ([]netip.Addr, error)
+	Del(ctx context.Context, pod *corev1.Pod, containerID, netnsPath string) error
+}
+
+// Config is what the runtime needs from the node agent.
+type Config struct {
+	NodeName string
+	NodeIP   netip.Addr
+	// PodsDir holds one directory per pod UID: state, logs, volumes, /etc files.
+	PodsDir string
+	// SandboxBinary runs SandboxMain when its first argument is "pod-init".
+	SandboxBinary string
+	Images        *images.Catalog
+	Network       Network
+	ClusterDNS    netip.Addr
+	ClusterDomain string
+	Client        kubernetes.Interface
+	Logger        *slog.Logger
+
+	// NsenterPath defaults to /usr/bin/nsenter.
+	NsenterPath string
+	// MaxGracePeriod caps terminationGracePeriodSeconds (default 10s): the lab
+	// favours fast deletes over patient shutdowns.
+	MaxGracePeriod time.Duration
+	// BackoffInitial and BackoffMax bound the crash-loop back-off (default 1s, 30s).
+	BackoffInitial time.Duration
+	BackoffMax     time.Duration
+}
+
+func (c *Config) setDefaults() error {
+	if c.PodsDir == "" || c.SandboxBinary == "" || c.Images == nil || c.Client == nil {
+		return errors.New("podruntime: PodsDir, SandboxBinary, Images and Client are required")
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if c.NsenterPath == "" {
+		c.NsenterPath = "/usr/bin/nsenter"
+	}
+	if c.ClusterDomain == "" {
+		c.ClusterDomain = "cluster.local"
+	}
+	if c.MaxGracePeriod == 0 {
+		c.MaxGracePeriod = 10 * time.Second
+	}
+	if c.BackoffInitial == 0 {
+		c.BackoffInitial = time.Second
+	}
+	if c.BackoffMax == 0 {
+		c.BackoffMax = 30 * time.Second
+	}
+	return nil
+}
+
+// Runtime runs the pods of one node. It implements nodeutil.Provider and
+// node.PodNotifier.
+type Runtime struct {
+	cfg Config
+	log *slog.Logger
+	src envSource
+
+	mu   sync.Mutex
+	pods map[string]*podState // by namespace/name
+
+	notifier *notifier
+}
+
+var (
+	_ nodeutil.Provider = (*Runtime)(nil)
+	_ node.PodNotifier  = (*Runtime)(nil)
+)
+
+// New returns a runtime after removing what a previous run left in PodsDir:
+// processes, network attachments, mounts and directories. The pod controller
+// recreates the pods.
+func New(cfg Config) (*Runtime, error) {
+	if err := cfg.setDefaults(); err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(cfg.PodsDir, 0o750); err != nil {
+		return nil, err
+	}
+	rt := &Runtime{
+		cfg:      cfg,
+		log:      cfg.Logger,
+		src:      envSource{client: cfg.Client},
+		pods:     map[string]*podState{},
+		notifier: newNotifier(),
+	}
+	rt.cleanupStale(context.Background())
+	return rt, nil
+}
+
+func podKey(namespace, name string) string { return namespace + "/" + name }
+
+func (rt *Runtime) lookup(namespace, name string) *podState {
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	return rt.pods[podKey(namespace, name)]
+}
+
+// CreatePod starts the pod's sandbox and containers in the background; progress is
+// reported through NotifyPods.
+func (rt *Runtime) CreatePod(ctx context.Context, pod *corev1.Pod) error {
+	key := podKey(pod.Namespace, pod.Name)
+	rt.mu.Lock()
+	if old, ok := rt.pods[key]; ok {
+		if old.pod.UID == pod.UID {
+			rt.mu.Unlock()
+			return nil
+		}
+		rt.mu.Unlock()
+		// A pod of the same name but a new UID (a StatefulSet replica): the old one
+		// must be gone first.
+		if err := rt.DeletePod(ctx, old.pod); err != nil {
+			return err
+		}
+		rt.mu.Lock()
+	}
+	p := newPodState(rt, pod.DeepCopy())
+	rt.pods[key] = p
+	rt.mu.Unlock()
+
+	rt.log.Info("create pod", "pod", key, "uid", pod.UID)
+	p.changed()
+	go p.run()
+	return nil
+}
+
+// UpdatePod takes what may change on a running pod: labels and annotations (seen by
+// the downward API) and the deletion fields. Image changes are not applied.
+func (rt *Runtime) UpdatePod(ctx context.Context, pod *corev1.Pod) error {
+	p := rt.lookup(pod.Namespace, pod.Name)
+	if p == nil || p.pod.UID != pod.UID {
+		return errdefs.NotFoundf("pod %s/%s not found", pod.Namespace, pod.Name)
+	}
+	p.mu.Lock()
+	p.pod.Labels = pod.Labels
+	p.pod.Annotations = pod.Annotations
+	p.pod.DeletionTimestamp = pod.DeletionTimestamp
+	p.pod.DeletionGracePeriodSeconds = pod.DeletionGracePeriodSeconds
+	p.mu.Unlock()
+	p.changed()
+	return nil
+}
+
+// DeletePod stops the pod's containers (SIGTERM, then SIGKILL after the capped grace
+// period), detaches its network, stops the sandbox and removes the pod directory.
+// The final status, with every container terminated, goes out through NotifyPods.
+func (rt *Runtime) DeletePod(ctx context.Context, pod *corev1.Pod) error {
+	p := rt.lookup(pod.Namespace, pod.Name)
+	if p == nil || (pod.UID != "" && p.pod.UID != pod.UID) {
+		return nil
+	}
+	grace := rt.cfg.MaxGracePeriod
+	if s := pod.Spec.TerminationGracePeriodSeconds; s != nil {
+		grace = min(grace, time.Duration(*s)*time.Second)
+	}
+	if s := pod.DeletionGracePeriodSeconds; s != nil {
+		grace = min(grace, time.Duration(*s)*time.Second)
+	}
+	rt.log.Info("delete pod", "pod", podKey(pod.Namespace, pod.Name), "grace", grace)
+	err := p.terminate(ctx, grace)
+
+	rt.mu.Lock()
+	if rt.pods[podKey(pod.Namespace, pod.Name)] == p {
+		delete(rt.pods, podKey(pod.Namespace, pod.Name))
+	}
+	rt.mu.Unlock()
+	return err
+}
+
+// GetPod returns the pod as the runtime knows it, with its current status.
+func (rt *Runtime) GetPod(ctx context.Context, namespace, name string) (*corev1.Pod, error) {
+	p := rt.lookup(namespace, name)
+	if p == nil {
+		return nil, errdefs.NotFoundf("pod %s/%s not found", namespace, name)
+	}
+	return p.snapshot(), nil
+}
+
+// GetPodStatus returns the pod's current status.
+func (rt *Runtime) GetPodStatus(ctx context.Context, namespace, name string) (*corev1.PodStatus, error) {
+	pod, err := rt.GetPod(ctx, namespace, name)
+	if err != nil {
+		return nil, err
+	}
+	return &pod.Status, nil
+}
+
+// GetPods returns every pod the runtime runs.
+func (rt *Runtime) GetPods(ctx context.Context) ([]*corev1.Pod, error) {
+	rt.mu.Lock()
+	list := make([]*podState, 0, len(rt.pods))
+	for _, p := range rt.pods {
+		list = append(list, p)
+	}
+	rt.mu.Unlock()
+	out := make([]*corev1.Pod, 0, len(list))
+	for _, p := range list {
+		out = append(out, p.snapshot())
+	}
+	return out, nil
+}
+
+// NotifyPods registers the callback that receives every status change. It does not
+// block: deliveries run on their own goroutine until ctx ends.
+func (rt *Runtime) NotifyPods(ctx context.Context, cb func(*corev1.Pod)) {
+	go rt.notifier.run(ctx, cb)
+}
+
+// podDir is where a pod's state lives on the node.
+func (rt *Runtime) podDir(uid string) string { return filepath.Join(rt.cfg.PodsDir, uid) }
+
+// notifier coalesces status changes per pod and hands snapshots to the callback.
+type notifier struct {
+	mu      sync.Mutex
+	pending map[*podState]struct{}
+	wake    chan struct{}
+}
+
+func newNotifier() *notifier {
+	return &notifier{pending: map[*podState]struct{}{}, wake: make(chan struct{}, 1)}
+}
+
+func (n *notifier) add(p *podState) {
+	n.mu.Lock()
+	n.pending[p] = struct{}{}
+	n.mu.Unlock()
+	select {
+	case n.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (n *notifier) run(ctx context.Context, cb func(*corev1.Pod)) {
+	for {
+		n.mu.Lock()
+		batch := n.pending
+		n.pending = map[*podState]struct{}{}
+		n.mu.Unlock()
+		for p := range batch {
+			cb(p.snapshot())
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-n.wake:
+		}
+	}
+}
+

@@ -1,0 +1,271 @@
+package podruntime
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+
+	securejoin "github.com/cyphar/filepath-securejoin"
+	"golang.org/x/sys/unix"
+)
+
+// sandboxSpec is what the runtime tells pod-init to build. It is written as JSON into
+// the pod directory and named on pod-init's command line.
+type sandboxSpec struct {
+	// Root is the directory the pod root (a tmpfs) is mounted on.
+	Root string `json:"root"`
+	// Scratch holds the overlays' upper and work directories (a tmpfs, outside every
+	// lowerdir).
+	Scratch string `json:"scratch"`
+	// Hostname is set when the sandbox has its own UTS namespace.
+	Hostname string `json:"hostname,omitempty"`
+	// NewNet tells pod-init it owns a fresh network namespace whose lo it must bring up.
+	NewNet bool `json:"newNet,omitempty"`
+	// Mounts are made in order after the base filesystem: image files, the pod's /etc
+	// files, then volumes.
+	Mounts []mountSpec `json:"mounts"`
+}
+
+// rootEntry is what the pod root does with one top-level entry of the host's root.
+type rootEntry struct {
+	Name    string
+	Overlay bool   // overlay of the host directory, writable per pod
+	Link    string // symlink target, as on the host
+}
+
+// overlaidDirs are the host's top-level directories a pod root shares, copy-on-write.
+var overlaidDirs = []string{"usr", "etc", "opt", "bin", "sbin", "lib", "lib32", "lib64", "libx32"}
+
+// planRoot decides, from the host's top-level entries, which become overlays and which
+// symlinks (merged-/usr systems have /bin -> usr/bin). lstat is os.Lstat in production.
+func planRoot(lstat func(string) (os.FileInfo, error), readlink func(string) (string, error)) []rootEntry {
+	var out []rootEntry
+	for _, name := range overlaidDirs {
+		fi, err := lstat("/" + name)
+		switch {
+		case err != nil:
+			continue
+		case fi.Mode()&os.ModeSymlink != 0:
+			target, err := readlink("/" + name)
+			if err != nil {
+				continue
+			}
+			out = append(out, rootEntry{Name: name, Link: target})
+		case fi.IsDir():
+			out = append(out, rootEntry{Name: name, Overlay: true})
+		}
+	}
+	return out
+}
+
+// SandboxMain is the pod sandbox ("cilium-lab pod-init SPEC"): started by the runtime
+// in fresh mount, IPC and (unless host network) network and UTS namespaces, it builds
+// the pod root, pivots into it, reports readiness on file descriptor 3 and then holds
+// the namespaces open until SIGTERM. It returns the process exit code.
+func SandboxMain(args []string) int {
+	ready := os.NewFile(3, "ready")
+	if len(args) != 1 {
+		fmt.Fprintln(os.Stderr, "usage: pod-init SPEC")
+		return 2
+	}
+	if err := setupSandbox(args[0]); err != nil {
+		fmt.Fprintln(os.Stderr, "pod-init:", err)
+		if ready != nil {
+			fmt.Fprintf(ready, "error: %v\n", err)
+		}
+		return 1
+	}
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, unix.SIGTERM, unix.SIGINT)
+	signal.Ignore(unix.SIGHUP, unix.SIGPIPE)
+	if ready != nil {
+		fmt.Fprintln(ready, "ok")
+		ready.Close()
+	}
+	<-sig
+	return 0
+}
+
+func setupSandbox(specPath string) error {
+	data, err := os.ReadFile(specPath)
+	if err != nil {
+		return err
+	}
+	var spec sandboxSpec
+	if err := json.Unmarshal(data, &spec); err != nil {
+		return fmt.Errorf("parse %s: %w", specPath, err)
+	}
+	// Nothing this process mounts may reach the node or the host.
+	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_SLAVE, ""); err != nil {
+		return fmt.Errorf("make / rslave: %w", err)
+	}
+	if err := buildRoot(&spec); err != nil {
+		return err
+	}
+	for _, m := range spec.Mounts {
+		if err := mountInRoot(spec.Root, m); err != nil {
+			return err
+		}
+	}
+	if err := pivotRoot(spec.Root); err != nil {
+		return err
+	}
+	if spec.Hostname != "" {
+		if err := unix.Sethostname([]byte(spec.Hostname)); err != nil {
+			return fmt.Errorf("sethostname: %w", err)
+		}
+	}
+	if spec.NewNet {
+		if err := loopbackUp(); err != nil {
+			return fmt.Errorf("lo up: %w", err)
+		}
+	}
+	return nil
+}
+
+func buildRoot(spec *sandboxSpec) error {
+	for _, d := range []string{spec.Root, spec.Scratch} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return err
+		}
+		if err := unix.Mount("tmpfs", d, "tmpfs", 0, "mode=755"); err != nil {
+			return fmt.Errorf("mount tmpfs %s: %w", d, err)
+		}
+	}
+	root := spec.Root
+	for _, e := range planRoot(os.Lstat, os.Readlink) {
+		dst := filepath.Join(root, e.Name)
+		if !e.Overlay {
+			if err := os.Symlink(e.Link, dst); err != nil {
+				return err
+			}
+			continue
+		}
+		upper := filepath.Join(spec.Scratch, e.Name, "upper")
+		work := filepath.Join(spec.Scratch, e.Name, "work")
+		for _, d := range []string{dst, upper, work} {
+			if err := os.MkdirAll(d, 0o755); err != nil {
+				return err
+			}
+		}
+		opts := fmt.Sprintf("lowerdir=/%s,upperdir=%s,workdir=%s", e.Name, upper, work)
+		if err := unix.Mount("overlay", dst, "overlay", 0, opts); err != nil {
+			return fmt.Errorf("overlay /%s: %w", e.Name, err)
+		}
+	}
+	dirs := map[string]os.FileMode{
+		"var": 0o755, "var/lib": 0o755, "var/log": 0o755, "var/cache": 0o755, "var/tmp": 0o1777,
+		"root": 0o700, "home": 0o755, "mnt": 0o755, "srv": 0o755,
+		"tmp": 0o1777, "run": 0o755, "proc": 0o555, "sys": 0o555, "dev": 0o755,
+	}
+	for d, mode := range dirs {
+		p := filepath.Join(root, d)
+		if err := os.MkdirAll(p, mode); err != nil {
+			return err
+		}
+		if err := os.Chmod(p, mode); err != nil {
+			return err
+		}
+	}
+	if err := os.Symlink("../run", filepath.Join(root, "var/run")); err != nil {
+		return err
+	}
+	type fsMount struct {
+		src, dst, fstype string
+		flags            uintptr
+		data             string
+	}
+	mounts := []fsMount{
+		{"tmpfs", "tmp", "tmpfs", unix.MS_NOSUID | unix.MS_NODEV, "mode=1777"},
+		{"tmpfs", "run", "tmpfs", unix.MS_NOSUID | unix.MS_NODEV, "mode=755"},
+		{"proc", "proc", "proc", unix.MS_NOSUID | unix.MS_NOEXEC | unix.MS_NODEV, ""},
+		{"sysfs", "sys", "sysfs", unix.MS_RDONLY | unix.MS_NOSUID | unix.MS_NOEXEC | unix.MS_NODEV, ""},
+		// The host's devices; shm and mqueue below are the pod's own (its IPC namespace).
+		{"/dev", "dev", "", unix.MS_BIND | unix.MS_REC, ""},
+		{"tmpfs", "dev/shm", "tmpfs", unix.MS_NOSUID | unix.MS_NODEV | unix.MS_NOEXEC, "mode=1777"},
+	}
+	for _, m := range mounts {
+		if err := unix.Mount(m.src, filepath.Join(root, m.dst), m.fstype, m.flags, m.data); err != nil {
+			return fmt.Errorf("mount %s on /%s: %w", m.src, m.dst, err)
+		}
+	}
+	// mqueue is optional: not every kernel has it.
+	_ = unix.Mount("mqueue", filepath.Join(root, "dev/mqueue"), "mqueue", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "")
+	return nil
+}
+
+// mountInRoot makes one mount inside the pod root. Targets resolve inside the root:
+// a symlink in the image (e.g. /var/run -> ../run) must not lead to the host's tree.
+func mountInRoot(root string, m mountSpec) error {
+	dst, err := securejoin.SecureJoin(root, m.Target)
+	if err != nil {
+		return fmt.Errorf("resolve %s: %w", m.Target, err)
+	}
+	if m.IsFile {
+		if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+			return err
+		}
+		f, err := os.OpenFile(dst, os.O_CREATE|os.O_RDONLY, 0o644)
+		if err != nil {
+			return fmt.Errorf("mount point %s: %w", m.Target, err)
+		}
+		f.Close()
+	} else if err := os.MkdirAll(dst, 0o755); err != nil {
+		return fmt.Errorf("mount point %s: %w", m.Target, err)
+	}
+	if m.Tmpfs {
+		if err := unix.Mount("tmpfs", dst, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "mode=1777"); err != nil {
+			return fmt.Errorf("mount tmpfs on %s: %w", m.Target, err)
+		}
+	} else if err := unix.Mount(m.Source, dst, "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
+		return fmt.Errorf("bind %s on %s: %w", m.Source, m.Target, err)
+	}
+	if !m.ReadOnly {
+		return nil
+	}
+	attr := &unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY}
+	err = unix.MountSetattr(-1, dst, unix.AT_RECURSIVE, attr)
+	if errors.Is(err, unix.ENOSYS) {
+		err = unix.Mount("", dst, "", unix.MS_BIND|unix.MS_REMOUNT|unix.MS_RDONLY, "")
+	}
+	if err != nil {
+		return fmt.Errorf("make %s read-only: %w", m.Target, err)
+	}
+	return nil
+}
+
+// pivotRoot swaps the root and drops the old one, so the sandbox (and everything that
+// joins its mount namespace later) sees only the pod root.
+func pivotRoot(root string) error {
+	if err := unix.Chdir(root); err != nil {
+		return err
+	}
+	if err := unix.PivotRoot(".", "."); err != nil {
+		return fmt.Errorf("pivot_root: %w", err)
+	}
+	if err := unix.Unmount(".", unix.MNT_DETACH); err != nil {
+		return fmt.Errorf("detach old root: %w", err)
+	}
+	return unix.Chdir("/")
+}
+
+func loopbackUp() error {
+	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fd)
+	ifr, err := unix.NewIfreq("lo")
+	if err != nil {
+		return err
+	}
+	if err := unix.IoctlIfreq(fd, unix.SIOCGIFFLAGS, ifr); err != nil {
+		return err
+	}
+	ifr.SetUint16(ifr.Uint16() | unix.IFF_UP)
+	return unix.IoctlIfreq(fd, unix.SIOCSIFFLAGS, ifr)
+}
+
