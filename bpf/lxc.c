@@ -6,6 +6,7 @@
 #include "lib/events.h"
 #include "lib/forward.h"
 #include "lib/ingress.h"
+#include "lib/nat.h"
 #include "lib/packet.h"
 #include "lib/policy.h"
 
@@ -15,11 +16,12 @@ volatile const __u32 ENDPOINT_IPV4 = 0; /* network order */
 volatile const __u8 POLICY_INGRESS = 0;
 volatile const __u8 POLICY_EGRESS = 0;
 
-/* egress_checks runs the policies a new connection must pass: this
- * endpoint's egress and, for a local peer, the peer's ingress. */
-static __always_inline int egress_checks(struct __sk_buff *skb, struct flow *f,
-					 const struct endpoint_info *ep)
+/* egress_new judges a new connection: this endpoint's egress policy and,
+ * for a local peer, the peer's ingress policy; then tracks it. */
+static __always_inline int egress_new(struct __sk_buff *skb, struct flow *f,
+				      const struct endpoint_info *ep, __u32 tunnel)
 {
+	__u16 flags = 0;
 	int ret;
 
 	if (POLICY_EGRESS) {
@@ -34,7 +36,9 @@ static __always_inline int egress_checks(struct __sk_buff *skb, struct flow *f,
 			return ret;
 		}
 	}
-	return ct_create(&f->p, ENDPOINT_IDENTITY);
+	if (MASQUERADE && f->dst_id == IDENTITY_WORLD)
+		flags |= CT_F_SNAT;
+	return ct_create(&f->p, ENDPOINT_IDENTITY, f->dst_id, tunnel, flags);
 }
 
 /* cil_from_container sees every packet the pod sends. */
@@ -47,8 +51,9 @@ int cil_from_container(struct __sk_buff *skb)
 		.direction = DIR_EGRESS,
 	};
 	struct endpoint_info *ep;
+	struct ct_entry *ct;
 	__u32 tunnel = 0;
-	int ret;
+	int ret, snat = 0;
 
 	ret = parse_ipv4(skb, &f.p);
 	if (ret == PARSE_NOT_IPV4) {
@@ -65,18 +70,23 @@ int cil_from_container(struct __sk_buff *skb)
 	if (ep) {
 		f.dst_ep = ep->ep_id;
 		f.dst_id = ep->identity;
-	} else {
+	}
+	f.ct_status = ct_lookup(skb, &f.p, &ct);
+	if (ct) {
+		f.dst_id = ct_remote_identity(ct, f.ct_status);
+		tunnel = ct->tunnel_ipv4;
+		snat = f.ct_status == CT_ESTABLISHED && (ct->flags & CT_F_SNAT);
+	} else if (!ep) {
 		struct ipcache_info *info = ipcache_lookup4(f.p.daddr);
 
 		f.dst_id = info ? info->identity : IDENTITY_WORLD;
 		tunnel = info ? info->tunnel_ipv4 : 0;
 	}
-
-	f.ct_status = ct_lookup(skb, &f.p);
 	if (f.ct_status == CT_NEW) {
-		ret = egress_checks(skb, &f, ep);
+		ret = egress_new(skb, &f, ep, tunnel);
 		if (ret < 0)
 			return drop(skb, &f, ret);
+		snat = MASQUERADE && f.dst_id == IDENTITY_WORLD;
 	}
 
 	if (ep) {
@@ -87,10 +97,12 @@ int cil_from_container(struct __sk_buff *skb)
 		forwarded(skb, &f, TRACE_TO_OVERLAY);
 		return redirect_to_tunnel(skb, tunnel, ENDPOINT_IDENTITY);
 	}
+	if (snat) {
+		ret = snat_egress(skb, &f.p);
+		if (ret < 0)
+			return drop(skb, &f, ret);
+	}
 	forwarded(skb, &f, TRACE_TO_STACK);
-	/* The world leaves through the stack, where the node masquerades. */
-	if (f.dst_id == IDENTITY_WORLD)
-		return TC_ACT_OK;
 	return redirect_routed(skb, &f.p);
 }
 
@@ -104,6 +116,7 @@ int cil_to_container(struct __sk_buff *skb)
 		.dst_ep = ENDPOINT_ID,
 		.direction = DIR_INGRESS,
 	};
+	struct ct_entry *ct;
 	int ret;
 
 	ret = parse_ipv4(skb, &f.p);
@@ -111,15 +124,15 @@ int cil_to_container(struct __sk_buff *skb)
 		return TC_ACT_OK;
 	if (ret < 0)
 		return drop(skb, &f, ret);
-	f.src_id = identity_of4(f.p.saddr);
-	f.ct_status = ct_lookup(skb, &f.p);
+	f.ct_status = ct_lookup(skb, &f.p, &ct);
+	f.src_id = ct ? ct_remote_identity(ct, f.ct_status) : identity_of4(f.p.saddr);
 	if (f.ct_status == CT_NEW) {
 		if (POLICY_INGRESS) {
 			ret = policy_check(skb, &f, ENDPOINT_ID, DIR_INGRESS, f.src_id);
 			if (ret < 0)
 				return drop(skb, &f, ret);
 		}
-		ret = ct_create(&f.p, f.src_id);
+		ret = ct_create(&f.p, f.src_id, ENDPOINT_IDENTITY, 0, 0);
 		if (ret < 0)
 			return drop(skb, &f, ret);
 	}

@@ -5,11 +5,14 @@
 #include "lib/events.h"
 #include "lib/forward.h"
 #include "lib/ingress.h"
+#include "lib/nat.h"
 #include "lib/packet.h"
 
 /* from_network delivers packets for local pods; everything else belongs
- * to the node's stack. src_id is the sender's identity. */
-static __always_inline int from_network(struct __sk_buff *skb, __u32 src_id, __u8 point)
+ * to the node's stack. src_id is the sender's identity when the VNI
+ * carried it, tunnel the sending node; both are 0 in native routing, where
+ * replies to masqueraded pods are also translated back here. */
+static __always_inline int from_network(struct __sk_buff *skb, __u32 src_id, __u32 tunnel, __u8 point)
 {
 	struct flow f = { .src_id = src_id, .direction = DIR_INGRESS };
 	struct endpoint_info *ep;
@@ -18,24 +21,36 @@ static __always_inline int from_network(struct __sk_buff *skb, __u32 src_id, __u
 	ret = parse_ipv4(skb, &f.p);
 	if (ret == PARSE_NOT_IPV4)
 		return TC_ACT_OK;
+	if (MASQUERADE && ret == 0 && !tunnel) {
+		ret = snat_ingress(skb, &f.p);
+		if (ret < 0)
+			return drop(skb, &f, ret);
+		ret = 0;
+	}
 	ep = endpoint_lookup4(f.p.daddr);
 	if (!ep) {
 		if (TRACE_ENABLED)
 			emit_event(skb, &f, EVENT_TRACE, point, 0);
+		/* Pods do not know the VXLAN device's MAC: the inner frame
+		 * still names the sender's gateway, and the stack would
+		 * discard it as meant for another host. */
+		if (tunnel)
+			bpf_skb_change_type(skb, PACKET_HOST);
 		return TC_ACT_OK;
 	}
-	if (ret < 0)
+	if (ret < 0) {
+		if (!f.src_id)
+			f.src_id = identity_of4(f.p.saddr);
 		return drop(skb, &f, ret);
-	if (!f.src_id)
-		f.src_id = identity_of4(f.p.saddr);
-	return deliver_ingress(skb, &f, ep);
+	}
+	return deliver_ingress(skb, &f, ep, tunnel);
 }
 
 /* cil_from_netdev: native routing, where the ipcache names the sender. */
 SEC("tc")
 int cil_from_netdev(struct __sk_buff *skb)
 {
-	return from_network(skb, 0, TRACE_FROM_NETWORK);
+	return from_network(skb, 0, 0, TRACE_FROM_NETWORK);
 }
 
 /* from_overlay takes the sender's identity from the VNI: the sending node
@@ -49,7 +64,7 @@ static __always_inline int from_overlay(struct __sk_buff *skb)
 
 		return drop(skb, &f, DROP_NO_TUNNEL_KEY);
 	}
-	return from_network(skb, key.tunnel_id, TRACE_FROM_OVERLAY);
+	return from_network(skb, key.tunnel_id, bpf_htonl(key.remote_ipv4), TRACE_FROM_OVERLAY);
 }
 
 SEC("tc")

@@ -33,6 +33,8 @@ struct icmphdr {
 #define ICMP_TIME_EXCEEDED 11
 #define ICMP_PARAMETERPROB 12
 
+#define PACKET_HOST 0 /* linux/if_packet.h */
+
 #ifndef AF_INET
 #define AF_INET 2
 #endif
@@ -58,15 +60,18 @@ struct icmphdr {
 #define TRACE_FROM_OVERLAY 9
 #define TRACE_FROM_NETWORK 10
 
-/* Metric reasons: 0 means forwarded, drops use their drop reason. */
+/* Metric reasons: 0 means forwarded, drops use their drop reason. The
+ * numbers are Cilium's, so that Hubble reports them unchanged. */
 #define REASON_FORWARDED 0
-#define DROP_UNSUPPORTED_L3 129
 #define DROP_INVALID_SIP 132
 #define DROP_POLICY 133
 #define DROP_INVALID 134
-#define DROP_CT_CREATE 138
-#define DROP_NO_TUNNEL_KEY 150
-#define DROP_FRAG_NOT_FOUND 165
+#define DROP_UNSUPPORTED_L3 139
+#define DROP_NO_TUNNEL_KEY 147
+#define DROP_CT_CREATE 155
+#define DROP_FRAG_NOSUPPORT 157
+#define DROP_NAT_NO_MAPPING 167
+#define DROP_FRAG_NOT_FOUND 175
 #define DROP_POLICY_DENY 181
 
 #define DIR_INGRESS 1
@@ -160,13 +165,34 @@ struct ct4_key {
 #define CT_F_SEEN_REPLY 1
 #define CT_F_TX_CLOSING 2
 #define CT_F_RX_CLOSING 4
+#define CT_F_SNAT 8 /* the originator is masqueraded to the node */
 
+/* A connection remembers what its first packet needed from the ipcache,
+ * so that later packets need no longest-prefix lookup. */
 struct ct_entry {
 	__u64 expires; /* CLOCK_MONOTONIC nanoseconds */
 	__u64 packets;
 	__u64 bytes;
 	__u32 src_identity;
+	__u32 dst_identity;
+	__u32 tunnel_ipv4; /* network order: the node behind the remote side */
 	__u16 flags;
+	__u16 pad;
+};
+
+struct nat4_key {
+	__u32 saddr;
+	__u32 daddr;
+	__u16 sport;
+	__u16 dport;
+	__u8 protocol;
+	__u8 dir; /* DIR_EGRESS: the pod's tuple; DIR_INGRESS: the reply's */
+	__u8 pad[2];
+};
+
+struct nat4_entry {
+	__u32 addr; /* network order */
+	__u16 port; /* network order */
 	__u16 pad;
 };
 
@@ -279,6 +305,7 @@ volatile const __u32 NODE_IPV4 = 0;
 volatile const __u8 TUNNEL_MODE = ROUTING_NATIVE;
 volatile const __u32 TUNNEL_IFINDEX = 0;
 volatile const __u8 TRACE_ENABLED = 0;
+volatile const __u8 MASQUERADE = 0;
 
 /* Keeps the event layout in BTF for bpf2go: ring buffer records are not
  * map values, so nothing else would name the type. */

@@ -116,22 +116,27 @@ static __always_inline int ct_related(struct __sk_buff *skb, const struct pkt *p
 	return ct_find(&k, now) != 0;
 }
 
-static __always_inline __u8 ct_lookup(struct __sk_buff *skb, const struct pkt *p)
+/* ct_lookup classifies the packet; for established flows and replies it
+ * also returns the connection's entry. */
+static __always_inline __u8 ct_lookup(struct __sk_buff *skb, const struct pkt *p, struct ct_entry **entry)
 {
 	struct ct4_key k = {};
 	struct ct_entry *e;
 	__u64 now = bpf_ktime_get_ns();
 
+	*entry = 0;
 	ct_key_of(p, &k, 0);
 	e = ct_find(&k, now);
 	if (e) {
 		ct_touch(e, p, 0, now);
+		*entry = e;
 		return CT_ESTABLISHED;
 	}
 	ct_key_of(p, &k, 1);
 	e = ct_find(&k, now);
 	if (e) {
 		ct_touch(e, p, 1, now);
+		*entry = e;
 		return CT_REPLY;
 	}
 	if (p->protocol == IPPROTO_ICMP && icmp_is_error(p->icmp_type) && !p->later_frag &&
@@ -140,14 +145,24 @@ static __always_inline __u8 ct_lookup(struct __sk_buff *skb, const struct pkt *p
 	return CT_NEW;
 }
 
-static __always_inline int ct_create(const struct pkt *p, __u32 src_identity)
+/* ct_remote_identity is the identity on the far side of the connection,
+ * seen from the packet's sender. */
+static __always_inline __u32 ct_remote_identity(const struct ct_entry *e, __u8 status)
+{
+	return status == CT_REPLY ? e->src_identity : e->dst_identity;
+}
+
+static __always_inline int ct_create(const struct pkt *p, __u32 src_identity, __u32 dst_identity,
+				     __u32 tunnel_ipv4, __u16 flags)
 {
 	struct ct4_key k = {};
 	struct ct_entry e = {
 		.packets = 1,
 		.bytes = p->len,
 		.src_identity = src_identity,
-		.flags = ct_closing_flag(p, 0),
+		.dst_identity = dst_identity,
+		.tunnel_ipv4 = tunnel_ipv4,
+		.flags = ct_closing_flag(p, 0) | flags,
 	};
 
 	e.expires = bpf_ktime_get_ns() + ct_lifetime(p->protocol, e.flags);

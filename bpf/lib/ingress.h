@@ -9,25 +9,33 @@
 #include "forward.h"
 #include "policy.h"
 
-/* deliver_ingress expects f->src_id to hold the sender's identity. */
+/* deliver_ingress delivers to ep. f->src_id is the sender's identity when
+ * the caller knows it (the VNI); otherwise the ipcache is asked, and only
+ * for what needs it: a new connection or an event. tunnel is the node
+ * the packet came from, 0 in native routing. */
 static __always_inline int deliver_ingress(struct __sk_buff *skb, struct flow *f,
-					   const struct endpoint_info *ep)
+					   const struct endpoint_info *ep, __u32 tunnel)
 {
+	struct ct_entry *ct;
 	int ret;
 
 	f->dst_ep = ep->ep_id;
 	f->dst_id = ep->identity;
 	f->direction = DIR_INGRESS;
-	f->ct_status = ct_lookup(skb, &f->p);
+	f->ct_status = ct_lookup(skb, &f->p, &ct);
 	if (f->ct_status == CT_NEW) {
+		if (!f->src_id)
+			f->src_id = identity_of4(f->p.saddr);
 		if (ep->flags & EP_F_INGRESS_ENFORCE) {
 			ret = policy_check(skb, f, ep->ep_id, DIR_INGRESS, f->src_id);
 			if (ret < 0)
 				return drop(skb, f, ret);
 		}
-		ret = ct_create(&f->p, f->src_id);
+		ret = ct_create(&f->p, f->src_id, f->dst_id, tunnel, 0);
 		if (ret < 0)
 			return drop(skb, f, ret);
+	} else if (TRACE_ENABLED && !f->src_id) {
+		f->src_id = ct ? ct_remote_identity(ct, f->ct_status) : identity_of4(f->p.saddr);
 	}
 	forwarded(skb, f, TRACE_TO_LXC);
 	return redirect_to_endpoint(skb, ep);

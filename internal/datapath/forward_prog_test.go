@@ -2,6 +2,7 @@ package datapath
 
 import (
 	"bytes"
+	"net/netip"
 	"testing"
 )
 
@@ -32,11 +33,14 @@ func TestProgForwarding(t *testing.T) {
 				t.Fatalf("events %+v, want one trace to stack", evs)
 			}
 		}},
-		{"world goes through the stack", envOpts{trace: true}, func(t *testing.T, e *env) {
-			e.expect(e.fromContainer, udp(ipA, ipWorld, 5000, 53).frame(t), actOK)
+		{"the world is routed by the FIB", envOpts{trace: true}, func(t *testing.T, e *env) {
+			e.expect(e.fromContainer, udp(ipA, ipWorld, 5000, 53).frame(t), actRedirect)
 			if evs := e.drain(); len(evs) != 1 || evs[0].DstIdentity != IdentityWorld {
 				t.Fatalf("events %+v, want a trace to world", evs)
 			}
+		}},
+		{"what the FIB cannot route goes to the stack", envOpts{}, func(t *testing.T, e *env) {
+			e.expect(e.fromContainer, udp(ipA, netip.MustParseAddr("9.9.9.9"), 5000, 53).frame(t), actOK)
 		}},
 		{"the node's address goes to the stack", envOpts{}, func(t *testing.T, e *env) {
 			e.expect(e.fromContainer, tcp(ipA, nodeIP, 40000, 22, "S").frame(t), actOK)

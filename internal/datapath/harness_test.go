@@ -54,6 +54,7 @@ type envOpts struct {
 	policyEgress  bool // for A
 	ingressB      bool
 	vni           uint32 // tunnel key the overlay harness sets, 0 for none
+	masquerade    bool
 }
 
 type env struct {
@@ -125,6 +126,11 @@ func setupRoutes(t *testing.T) int {
 		Dst: &net.IPNet{IP: net.IP{10, 2, 0, 0}, Mask: net.CIDRMask(16, 32)},
 		Gw:  remoteIP.AsSlice(), LinkIndex: link.Attrs().Index,
 	}))
+	// The world sits behind the same next hop.
+	must(t, netlink.RouteAdd(&netlink.Route{
+		Dst: &net.IPNet{IP: net.IP{1, 1, 1, 0}, Mask: net.CIDRMask(24, 32)},
+		Gw:  remoteIP.AsSlice(), LinkIndex: link.Attrs().Index,
+	}))
 	must(t, netlink.NeighAdd(&netlink.Neigh{
 		LinkIndex: link.Attrs().Index, IP: remoteIP.AsSlice(), HardwareAddr: macNext,
 		State: netlink.NUD_PERMANENT, Family: netlink.FAMILY_V4,
@@ -153,7 +159,8 @@ func newEnv(t *testing.T, o envOpts) *env {
 	t.Cleanup(func() { maps.Close() })
 	e.maps = maps
 
-	node := NodeConstants{NodeIPv4: nodeIP, Mode: o.mode, TunnelIfindex: tunnelIfindex, Trace: o.trace}
+	node := NodeConstants{NodeIPv4: nodeIP, Mode: o.mode, TunnelIfindex: tunnelIfindex, Trace: o.trace,
+		Masquerade: o.masquerade}
 	lxc, err := LoadEndpointPrograms(maps, EndpointConstants{
 		NodeConstants: node, ID: epA, Identity: idA, IPv4: ipA,
 		PolicyIngress: o.policyIngress, PolicyEgress: o.policyEgress,

@@ -14,6 +14,8 @@ type NodeConstants struct {
 	Mode          RoutingMode
 	TunnelIfindex int
 	Trace         bool
+	// Masquerade translates pod traffic to the world to NodeIPv4.
+	Masquerade bool
 }
 
 // EndpointConstants are an endpoint program's load-time constants.
@@ -75,6 +77,7 @@ func (c NodeConstants) values() map[string]any {
 		"TUNNEL_MODE":    uint8(c.Mode),
 		"TUNNEL_IFINDEX": uint32(c.TunnelIfindex),
 		"TRACE_ENABLED":  boolU8(c.Trace),
+		"MASQUERADE":     boolU8(c.Masquerade),
 	}
 }
 

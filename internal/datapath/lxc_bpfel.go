@@ -29,6 +29,8 @@ type lxcCtEntry struct {
 	Packets     uint64
 	Bytes       uint64
 	SrcIdentity uint32
+	DstIdentity uint32
+	TunnelIpv4  uint32
 	Flags       uint16
 	Pad         uint16
 }
@@ -117,6 +119,24 @@ type lxcMetricsValue struct {
 	Bytes   uint64
 }
 
+type lxcNat4Entry struct {
+	_    structs.HostLayout
+	Addr uint32
+	Port uint16
+	Pad  uint16
+}
+
+type lxcNat4Key struct {
+	_        structs.HostLayout
+	Saddr    uint32
+	Daddr    uint32
+	Sport    uint16
+	Dport    uint16
+	Protocol uint8
+	Dir      uint8
+	Pad      [2]uint8
+}
+
 type lxcPolicyEntry struct {
 	_         structs.HostLayout
 	ProxyPort uint16
@@ -146,11 +166,13 @@ const (
 	lxcMapCiliumLxc         = "cilium_lxc"
 	lxcMapCiliumMetrics     = "cilium_metrics"
 	lxcMapCiliumPolicy      = "cilium_policy"
+	lxcMapCiliumSnat4       = "cilium_snat4"
 	lxcProgCilFromContainer = "cil_from_container"
 	lxcProgCilToContainer   = "cil_to_container"
 	lxcVarENDPOINT_ID       = "ENDPOINT_ID"
 	lxcVarENDPOINT_IDENTITY = "ENDPOINT_IDENTITY"
 	lxcVarENDPOINT_IPV4     = "ENDPOINT_IPV4"
+	lxcVarMASQUERADE        = "MASQUERADE"
 	lxcVarNODE_IPV4         = "NODE_IPV4"
 	lxcVarPOLICY_EGRESS     = "POLICY_EGRESS"
 	lxcVarPOLICY_INGRESS    = "POLICY_INGRESS"
@@ -217,6 +239,7 @@ type lxcMapSpecs struct {
 	CiliumLxc     *ebpf.MapSpec `ebpf:"cilium_lxc"`
 	CiliumMetrics *ebpf.MapSpec `ebpf:"cilium_metrics"`
 	CiliumPolicy  *ebpf.MapSpec `ebpf:"cilium_policy"`
+	CiliumSnat4   *ebpf.MapSpec `ebpf:"cilium_snat4"`
 }
 
 // lxcVariableSpecs contains global variables before they are loaded into the kernel.
@@ -226,6 +249,7 @@ type lxcVariableSpecs struct {
 	ENDPOINT_ID       *ebpf.VariableSpec `ebpf:"ENDPOINT_ID"`
 	ENDPOINT_IDENTITY *ebpf.VariableSpec `ebpf:"ENDPOINT_IDENTITY"`
 	ENDPOINT_IPV4     *ebpf.VariableSpec `ebpf:"ENDPOINT_IPV4"`
+	MASQUERADE        *ebpf.VariableSpec `ebpf:"MASQUERADE"`
 	NODE_IPV4         *ebpf.VariableSpec `ebpf:"NODE_IPV4"`
 	POLICY_EGRESS     *ebpf.VariableSpec `ebpf:"POLICY_EGRESS"`
 	POLICY_INGRESS    *ebpf.VariableSpec `ebpf:"POLICY_INGRESS"`
@@ -262,6 +286,7 @@ type lxcMaps struct {
 	CiliumLxc     *ebpf.Map `ebpf:"cilium_lxc"`
 	CiliumMetrics *ebpf.Map `ebpf:"cilium_metrics"`
 	CiliumPolicy  *ebpf.Map `ebpf:"cilium_policy"`
+	CiliumSnat4   *ebpf.Map `ebpf:"cilium_snat4"`
 }
 
 func (m *lxcMaps) Close() error {
@@ -273,6 +298,7 @@ func (m *lxcMaps) Close() error {
 		m.CiliumLxc,
 		m.CiliumMetrics,
 		m.CiliumPolicy,
+		m.CiliumSnat4,
 	)
 }
 
@@ -283,6 +309,7 @@ type lxcVariables struct {
 	ENDPOINT_ID       *ebpf.Variable `ebpf:"ENDPOINT_ID"`
 	ENDPOINT_IDENTITY *ebpf.Variable `ebpf:"ENDPOINT_IDENTITY"`
 	ENDPOINT_IPV4     *ebpf.Variable `ebpf:"ENDPOINT_IPV4"`
+	MASQUERADE        *ebpf.Variable `ebpf:"MASQUERADE"`
 	NODE_IPV4         *ebpf.Variable `ebpf:"NODE_IPV4"`
 	POLICY_EGRESS     *ebpf.Variable `ebpf:"POLICY_EGRESS"`
 	POLICY_INGRESS    *ebpf.Variable `ebpf:"POLICY_INGRESS"`

@@ -17,6 +17,7 @@ type Maps struct {
 	Policy    *ebpf.Map
 	CT4       *ebpf.Map
 	Frag4     *ebpf.Map
+	SNAT4     *ebpf.Map
 	Metrics   *ebpf.Map
 	Events    *ebpf.Map
 }
@@ -42,6 +43,7 @@ func OpenMaps(pinDir string) (*Maps, error) {
 		{specs.CiliumPolicy, &m.Policy},
 		{specs.CiliumCt4, &m.CT4},
 		{specs.CiliumFrag4, &m.Frag4},
+		{specs.CiliumSnat4, &m.SNAT4},
 		{specs.CiliumMetrics, &m.Metrics},
 		{specs.CiliumEvents, &m.Events},
 	} {
@@ -71,7 +73,7 @@ func (m *Maps) Close() error {
 }
 
 func (m *Maps) all() []*ebpf.Map {
-	return []*ebpf.Map{m.Endpoints, m.IPCache, m.Policy, m.CT4, m.Frag4, m.Metrics, m.Events}
+	return []*ebpf.Map{m.Endpoints, m.IPCache, m.Policy, m.CT4, m.Frag4, m.SNAT4, m.Metrics, m.Events}
 }
 
 // replacements lets a program object use these maps instead of its own.
@@ -82,6 +84,7 @@ func (m *Maps) replacements() map[string]*ebpf.Map {
 		"cilium_policy":  m.Policy,
 		"cilium_ct4":     m.CT4,
 		"cilium_frag4":   m.Frag4,
+		"cilium_snat4":   m.SNAT4,
 		"cilium_metrics": m.Metrics,
 		"cilium_events":  m.Events,
 	}

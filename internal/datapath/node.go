@@ -34,6 +34,9 @@ type Config struct {
 	TunnelPort   int
 	// Trace emits a trace event for every forwarded packet.
 	Trace bool
+	// Masquerade translates pod traffic to the world (addresses outside
+	// the ipcache) to NodeIPv4, in BPF. Cilium enables it by default.
+	Masquerade bool
 }
 
 // DefaultTunnelDevice and DefaultTunnelPort are Cilium's defaults.
@@ -117,7 +120,7 @@ func (n *Node) Start() error {
 	if err != nil {
 		return fmt.Errorf("uplink %s: %w", n.cfg.Uplink, err)
 	}
-	n.consts = NodeConstants{NodeIPv4: n.cfg.NodeIPv4, Mode: n.cfg.Mode, Trace: n.cfg.Trace}
+	n.consts = NodeConstants{NodeIPv4: n.cfg.NodeIPv4, Mode: n.cfg.Mode, Trace: n.cfg.Trace, Masquerade: n.cfg.Masquerade}
 	var tunnel netlink.Link
 	if n.cfg.Mode == Tunnel {
 		if tunnel, err = n.ensureVXLAN(uplink.Attrs().MTU - vxlanOverhead); err != nil {

@@ -23,9 +23,11 @@ const (
 	nodeMapCiliumLxc       = "cilium_lxc"
 	nodeMapCiliumMetrics   = "cilium_metrics"
 	nodeMapCiliumPolicy    = "cilium_policy"
+	nodeMapCiliumSnat4     = "cilium_snat4"
 	nodeProgCilFromNetdev  = "cil_from_netdev"
 	nodeProgCilFromOverlay = "cil_from_overlay"
 	nodeProgCilToOverlay   = "cil_to_overlay"
+	nodeVarMASQUERADE      = "MASQUERADE"
 	nodeVarNODE_IPV4       = "NODE_IPV4"
 	nodeVarTRACE_ENABLED   = "TRACE_ENABLED"
 	nodeVarTUNNEL_IFINDEX  = "TUNNEL_IFINDEX"
@@ -91,12 +93,14 @@ type nodeMapSpecs struct {
 	CiliumLxc     *ebpf.MapSpec `ebpf:"cilium_lxc"`
 	CiliumMetrics *ebpf.MapSpec `ebpf:"cilium_metrics"`
 	CiliumPolicy  *ebpf.MapSpec `ebpf:"cilium_policy"`
+	CiliumSnat4   *ebpf.MapSpec `ebpf:"cilium_snat4"`
 }
 
 // nodeVariableSpecs contains global variables before they are loaded into the kernel.
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type nodeVariableSpecs struct {
+	MASQUERADE     *ebpf.VariableSpec `ebpf:"MASQUERADE"`
 	NODE_IPV4      *ebpf.VariableSpec `ebpf:"NODE_IPV4"`
 	TRACE_ENABLED  *ebpf.VariableSpec `ebpf:"TRACE_ENABLED"`
 	TUNNEL_IFINDEX *ebpf.VariableSpec `ebpf:"TUNNEL_IFINDEX"`
@@ -131,6 +135,7 @@ type nodeMaps struct {
 	CiliumLxc     *ebpf.Map `ebpf:"cilium_lxc"`
 	CiliumMetrics *ebpf.Map `ebpf:"cilium_metrics"`
 	CiliumPolicy  *ebpf.Map `ebpf:"cilium_policy"`
+	CiliumSnat4   *ebpf.Map `ebpf:"cilium_snat4"`
 }
 
 func (m *nodeMaps) Close() error {
@@ -142,6 +147,7 @@ func (m *nodeMaps) Close() error {
 		m.CiliumLxc,
 		m.CiliumMetrics,
 		m.CiliumPolicy,
+		m.CiliumSnat4,
 	)
 }
 
@@ -149,6 +155,7 @@ func (m *nodeMaps) Close() error {
 //
 // It can be passed to loadNodeObjects or ebpf.CollectionSpec.LoadAndAssign.
 type nodeVariables struct {
+	MASQUERADE     *ebpf.Variable `ebpf:"MASQUERADE"`
 	NODE_IPV4      *ebpf.Variable `ebpf:"NODE_IPV4"`
 	TRACE_ENABLED  *ebpf.Variable `ebpf:"TRACE_ENABLED"`
 	TUNNEL_IFINDEX *ebpf.Variable `ebpf:"TUNNEL_IFINDEX"`

@@ -23,10 +23,12 @@ const (
 	overlaytestMapCiliumLxc        = "cilium_lxc"
 	overlaytestMapCiliumMetrics    = "cilium_metrics"
 	overlaytestMapCiliumPolicy     = "cilium_policy"
+	overlaytestMapCiliumSnat4      = "cilium_snat4"
 	overlaytestProgCilFromNetdev   = "cil_from_netdev"
 	overlaytestProgCilFromOverlay  = "cil_from_overlay"
 	overlaytestProgCilToOverlay    = "cil_to_overlay"
 	overlaytestProgTestFromOverlay = "test_from_overlay"
+	overlaytestVarMASQUERADE       = "MASQUERADE"
 	overlaytestVarNODE_IPV4        = "NODE_IPV4"
 	overlaytestVarTEST_REMOTE_IPV4 = "TEST_REMOTE_IPV4"
 	overlaytestVarTEST_VNI         = "TEST_VNI"
@@ -95,12 +97,14 @@ type overlaytestMapSpecs struct {
 	CiliumLxc     *ebpf.MapSpec `ebpf:"cilium_lxc"`
 	CiliumMetrics *ebpf.MapSpec `ebpf:"cilium_metrics"`
 	CiliumPolicy  *ebpf.MapSpec `ebpf:"cilium_policy"`
+	CiliumSnat4   *ebpf.MapSpec `ebpf:"cilium_snat4"`
 }
 
 // overlaytestVariableSpecs contains global variables before they are loaded into the kernel.
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type overlaytestVariableSpecs struct {
+	MASQUERADE       *ebpf.VariableSpec `ebpf:"MASQUERADE"`
 	NODE_IPV4        *ebpf.VariableSpec `ebpf:"NODE_IPV4"`
 	TEST_REMOTE_IPV4 *ebpf.VariableSpec `ebpf:"TEST_REMOTE_IPV4"`
 	TEST_VNI         *ebpf.VariableSpec `ebpf:"TEST_VNI"`
@@ -137,6 +141,7 @@ type overlaytestMaps struct {
 	CiliumLxc     *ebpf.Map `ebpf:"cilium_lxc"`
 	CiliumMetrics *ebpf.Map `ebpf:"cilium_metrics"`
 	CiliumPolicy  *ebpf.Map `ebpf:"cilium_policy"`
+	CiliumSnat4   *ebpf.Map `ebpf:"cilium_snat4"`
 }
 
 func (m *overlaytestMaps) Close() error {
@@ -148,6 +153,7 @@ func (m *overlaytestMaps) Close() error {
 		m.CiliumLxc,
 		m.CiliumMetrics,
 		m.CiliumPolicy,
+		m.CiliumSnat4,
 	)
 }
 
@@ -155,6 +161,7 @@ func (m *overlaytestMaps) Close() error {
 //
 // It can be passed to loadOverlaytestObjects or ebpf.CollectionSpec.LoadAndAssign.
 type overlaytestVariables struct {
+	MASQUERADE       *ebpf.Variable `ebpf:"MASQUERADE"`
 	NODE_IPV4        *ebpf.Variable `ebpf:"NODE_IPV4"`
 	TEST_REMOTE_IPV4 *ebpf.Variable `ebpf:"TEST_REMOTE_IPV4"`
 	TEST_VNI         *ebpf.Variable `ebpf:"TEST_VNI"`

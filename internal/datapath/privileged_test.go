@@ -86,6 +86,9 @@ func TestPrivilegedConnectivity(t *testing.T) {
 			if err := dptest.Ping(n1.Pods[0].NS, n2.IP); err != nil {
 				t.Errorf("pod to the other node: %v", err)
 			}
+			if err := dptest.TCPEcho(n1.NS, n2.Pods[1].IP, 8080); err != nil {
+				t.Errorf("node to a pod on the other node: %v", err)
+			}
 			// The kernel's routes alone could carry native-mode traffic;
 			// the counters show that the programs did.
 			for _, n := range c.Nodes {
@@ -228,5 +231,27 @@ func TestPrivilegedRestartKeepsTraffic(t *testing.T) {
 	}
 	if err := dptest.TCPEcho(n1.Pods[0].NS, n2.Pods[0].IP, 8080); err != nil {
 		t.Fatalf("after restart: %v", err)
+	}
+}
+
+// Pods reach a host outside the cluster, which sees the node's address.
+func TestPrivilegedMasquerade(t *testing.T) {
+	for _, mode := range modes {
+		t.Run(mode.name, func(t *testing.T) {
+			c := newCluster(t, dptest.Options{Mode: mode.mode, Masquerade: true, World: true})
+			serve(t)(dptest.ServeRemoteAddr(c.WorldNS, dptest.WorldIP, 8080))
+			for _, p := range []*dptest.Pod{c.Nodes[0].Pods[0], c.Nodes[1].Pods[1]} {
+				seen, err := dptest.RemoteAddrSeen(p.NS, dptest.WorldIP, 8080)
+				if err != nil {
+					t.Fatalf("%s to the world: %v", p.Name, err)
+				}
+				if seen != p.Node.IP {
+					t.Errorf("the world saw %s from %s, want the node address %s", seen, p.Name, p.Node.IP)
+				}
+				if err := dptest.Ping(p.NS, dptest.WorldIP); err != nil {
+					t.Errorf("%s pings the world: %v", p.Name, err)
+				}
+			}
+		})
 	}
 }

@@ -71,13 +71,15 @@ type Reason uint8
 
 const (
 	Forwarded         Reason = 0
-	DropUnsupportedL3 Reason = 129
 	DropInvalidSource Reason = 132
 	DropPolicy        Reason = 133
 	DropInvalid       Reason = 134
-	DropCTCreate      Reason = 138
-	DropNoTunnelKey   Reason = 150
-	DropFragNotFound  Reason = 165
+	DropUnsupportedL3 Reason = 139
+	DropNoTunnelKey   Reason = 147
+	DropCTCreate      Reason = 155
+	DropFragNoSupport Reason = 157
+	DropNATNoMapping  Reason = 167
+	DropFragNotFound  Reason = 175
 	DropPolicyDeny    Reason = 181
 )
 
@@ -89,6 +91,8 @@ var reasonNames = map[Reason]string{
 	DropInvalid:       "invalid packet",
 	DropCTCreate:      "conntrack entry not created",
 	DropNoTunnelKey:   "no tunnel key",
+	DropFragNoSupport: "fragment cannot be translated",
+	DropNATNoMapping:  "no free masquerade port",
 	DropFragNotFound:  "first fragment not seen",
 	DropPolicyDeny:    "policy deny rule",
 }

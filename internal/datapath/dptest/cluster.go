@@ -31,14 +31,23 @@ type Options struct {
 	Plain bool
 	// PolicyIngress turns on ingress enforcement for every pod.
 	PolicyIngress bool
-	Nodes         int // default 2
-	PodsPerNode   int // default 2
-	Log           *slog.Logger
+	// Masquerade translates pod traffic to the world to the node address.
+	Masquerade bool
+	// World adds a host on the underlay that no ipcache knows: the world.
+	World       bool
+	Nodes       int // default 2
+	PodsPerNode int // default 2
+	Log         *slog.Logger
 }
+
+// WorldIP is the address of the world host when Options.World is set.
+var WorldIP = netip.MustParseAddr("192.168.50.100")
 
 // Cluster is a set of namespaces that Close removes again.
 type Cluster struct {
-	Nodes    []*Node
+	Nodes []*Node
+	// WorldNS is the world host's namespace, when asked for.
+	WorldNS  string
 	opts     Options
 	bpffs    string
 	cleanups []func() error
@@ -111,6 +120,11 @@ func New(o Options) (c *Cluster, err error) {
 	}
 	if err := u.LinkSetUp(br); err != nil {
 		return c, fmt.Errorf("bridge up: %w", err)
+	}
+	if o.World {
+		if err := c.addWorld(u, br); err != nil {
+			return c, err
+		}
 	}
 	for i := 1; i <= o.Nodes; i++ {
 		n, err := c.addNode(u, br, i)
@@ -245,6 +259,32 @@ func hostNet(a netip.Addr, bits int) *net.IPNet {
 	return &net.IPNet{IP: a.AsSlice(), Mask: net.CIDRMask(bits, 32)}
 }
 
+func (c *Cluster) addWorld(u *netlink.Handle, br *netlink.Bridge) error {
+	var err error
+	if c.WorldNS, err = c.newNS("world"); err != nil {
+		return err
+	}
+	h, err := c.handle(c.WorldNS)
+	if err != nil {
+		return err
+	}
+	eth0, err := veth(u, "world", c.WorldNS, h, "eth0", 1500)
+	if err != nil {
+		return err
+	}
+	port, err := u.LinkByName("world")
+	if err != nil {
+		return err
+	}
+	if err := u.LinkSetMaster(port, br); err != nil {
+		return fmt.Errorf("enslave world: %w", err)
+	}
+	if err := h.AddrAdd(eth0, &netlink.Addr{IPNet: hostNet(WorldIP, 24)}); err != nil {
+		return fmt.Errorf("address world: %w", err)
+	}
+	return nil
+}
+
 func (c *Cluster) addNode(u *netlink.Handle, br *netlink.Bridge, i int) (*Node, error) {
 	n := &Node{
 		Name: fmt.Sprintf("node%d", i),
@@ -303,6 +343,7 @@ func (c *Cluster) startDatapath(n *Node) error {
 	}
 	dp, err := datapath.NewNode(datapath.Config{
 		BPFFSDir: dir, NetNS: n.NS, NodeIPv4: n.IP, Uplink: "eth0", Mode: c.opts.Mode,
+		Masquerade: c.opts.Masquerade,
 	}, c.opts.Log.With("node", n.Name))
 	if err != nil {
 		return err

@@ -1,6 +1,7 @@
 package dptest
 
 import (
+	"bufio"
 	"bytes"
 	"errors"
 	"fmt"
@@ -8,6 +9,7 @@ import (
 	"net"
 	"net/netip"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -172,4 +174,41 @@ func Ping(ns string, to netip.Addr) error {
 		}
 		return fmt.Errorf("no echo reply from %s", to)
 	})
+}
+
+// ServeRemoteAddr answers every TCP connection with the address it came
+// from, to show what a server outside the cluster sees.
+func ServeRemoteAddr(ns string, addr netip.Addr, port int) (io.Closer, error) {
+	ln, err := ListenTCP(ns, addr, port)
+	if err != nil {
+		return nil, err
+	}
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			ap, _ := netip.ParseAddrPort(c.RemoteAddr().String())
+			c.Write([]byte(ap.Addr().String() + "\n"))
+			c.Close()
+		}
+	}()
+	return ln, nil
+}
+
+// RemoteAddrSeen connects to a ServeRemoteAddr server and returns the
+// address it reports.
+func RemoteAddrSeen(ns string, to netip.Addr, port int) (netip.Addr, error) {
+	c, err := DialTCP(ns, to, port, ReplyWait)
+	if err != nil {
+		return netip.Addr{}, err
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(ReplyWait))
+	line, err := bufio.NewReader(c).ReadString('\n')
+	if err != nil {
+		return netip.Addr{}, fmt.Errorf("read: %w", err)
+	}
+	return netip.ParseAddr(strings.TrimSpace(line))
 }

@@ -1,0 +1,159 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Masquerading of pod traffic to the world behind the node's address.
+ * One LRU map holds both directions of every translation: the egress key
+ * is the pod's original tuple, the ingress key the reply as it arrives at
+ * the node. */
+#pragma once
+
+#include "common.h"
+#include "packet.h"
+
+#define NAT_PORT_MIN 32768
+#define NAT_PORT_COUNT 28232 /* up to 60999, the kernel's default range */
+#define NAT_TRIES 16
+
+#define IP_CSUM_OFF (ETH_HLEN + 10)
+#define IP_SADDR_OFF (ETH_HLEN + 12)
+#define IP_DADDR_OFF (ETH_HLEN + 16)
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__type(key, struct nat4_key);
+	__type(value, struct nat4_entry);
+	__uint(max_entries, 65536);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} cilium_snat4 SEC(".maps");
+
+/* nat_port_off is where the translated port sits: the source port on the
+ * way out, the destination port on the way back; ICMP echo uses its id. */
+static __always_inline int nat_port_off(const struct pkt *p, int egress, __u32 *off, __u32 *csum_off,
+					__u64 *csum_flags)
+{
+	switch (p->protocol) {
+	case IPPROTO_TCP:
+		*off = p->l4_off + (egress ? 0 : 2);
+		*csum_off = p->l4_off + 16;
+		*csum_flags = 0;
+		return 0;
+	case IPPROTO_UDP:
+		*off = p->l4_off + (egress ? 0 : 2);
+		*csum_off = p->l4_off + 6;
+		*csum_flags = BPF_F_MARK_MANGLED_0;
+		return 0;
+	case IPPROTO_ICMP:
+		if (p->icmp_type != ICMP_ECHO && p->icmp_type != ICMP_ECHOREPLY)
+			return -1;
+		*off = p->l4_off + 4;
+		*csum_off = p->l4_off + 2;
+		*csum_flags = 0;
+		return 0;
+	}
+	return -1;
+}
+
+/* nat_rewrite replaces one address (source or destination) and the port
+ * at port_off, fixing the IP and L4 checksums incrementally. */
+static __always_inline int nat_rewrite(struct __sk_buff *skb, const struct pkt *p, int egress,
+				       __u32 old_addr, __u32 new_addr, __u16 old_port, __u16 new_port)
+{
+	__u32 port_off, csum_off, addr_off = egress ? IP_SADDR_OFF : IP_DADDR_OFF;
+	__u64 csum_flags;
+
+	if (nat_port_off(p, egress, &port_off, &csum_off, &csum_flags) < 0)
+		return -DROP_INVALID;
+	if (p->protocol != IPPROTO_ICMP &&
+	    bpf_l4_csum_replace(skb, csum_off, old_addr, new_addr, BPF_F_PSEUDO_HDR | csum_flags | 4) < 0)
+		return -DROP_INVALID;
+	if (bpf_l4_csum_replace(skb, csum_off, old_port, new_port, csum_flags | 2) < 0)
+		return -DROP_INVALID;
+	if (bpf_skb_store_bytes(skb, port_off, &new_port, 2, 0) < 0)
+		return -DROP_INVALID;
+	if (bpf_l3_csum_replace(skb, IP_CSUM_OFF, old_addr, new_addr, 4) < 0)
+		return -DROP_INVALID;
+	if (bpf_skb_store_bytes(skb, addr_off, &new_addr, 4, 0) < 0)
+		return -DROP_INVALID;
+	return 0;
+}
+
+/* The port the pod used, as the tuple names it. */
+static __always_inline __u16 nat_orig_port(const struct pkt *p)
+{
+	return p->sport;
+}
+
+/* snat_egress translates a pod's packet to the world to the node's
+ * address, allocating a port for a new flow. */
+static __always_inline int snat_egress(struct __sk_buff *skb, struct pkt *p)
+{
+	struct nat4_key k = {
+		.saddr = p->saddr, .daddr = p->daddr, .sport = p->sport,
+		.dport = p->dport, .protocol = p->protocol, .dir = DIR_EGRESS,
+	};
+	struct nat4_entry *e;
+	__u16 port;
+	int ret;
+
+	if (p->later_frag)
+		return -DROP_FRAG_NOSUPPORT;
+	e = bpf_map_lookup_elem(&cilium_snat4, &k);
+	if (!e) {
+		struct nat4_key rk = {
+			.saddr = p->daddr, .daddr = NODE_IPV4, .dport = 0,
+			.protocol = p->protocol, .dir = DIR_INGRESS,
+		};
+		struct nat4_entry rv = { .addr = p->saddr, .port = nat_orig_port(p) };
+		struct nat4_entry fv = { .addr = NODE_IPV4 };
+		int i, ok = 0;
+
+		/* An echo reply names the id as its destination port. */
+		if (p->protocol != IPPROTO_ICMP)
+			rk.sport = p->dport;
+		for (i = 0; i < NAT_TRIES; i++) {
+			port = bpf_htons(NAT_PORT_MIN + bpf_get_prandom_u32() % NAT_PORT_COUNT);
+			rk.dport = port;
+			if (bpf_map_update_elem(&cilium_snat4, &rk, &rv, BPF_NOEXIST) == 0) {
+				ok = 1;
+				break;
+			}
+		}
+		if (!ok)
+			return -DROP_NAT_NO_MAPPING;
+		fv.port = port;
+		if (bpf_map_update_elem(&cilium_snat4, &k, &fv, BPF_ANY) < 0)
+			return -DROP_NAT_NO_MAPPING;
+	} else {
+		port = e->port;
+	}
+	ret = nat_rewrite(skb, p, 1, p->saddr, NODE_IPV4, nat_orig_port(p), port);
+	if (ret < 0)
+		return ret;
+	p->saddr = NODE_IPV4;
+	p->sport = port;
+	return 0;
+}
+
+/* snat_ingress undoes the translation of a reply; it returns 1 when the
+ * packet was translated, 0 when it was not ours. */
+static __always_inline int snat_ingress(struct __sk_buff *skb, struct pkt *p)
+{
+	struct nat4_key k = {
+		.saddr = p->saddr, .daddr = p->daddr, .sport = p->sport,
+		.dport = p->dport, .protocol = p->protocol, .dir = DIR_INGRESS,
+	};
+	struct nat4_entry *e;
+	int ret;
+
+	if (p->daddr != NODE_IPV4 || p->later_frag)
+		return 0;
+	e = bpf_map_lookup_elem(&cilium_snat4, &k);
+	if (!e)
+		return 0;
+	ret = nat_rewrite(skb, p, 0, p->daddr, e->addr, p->dport, e->port);
+	if (ret < 0)
+		return ret;
+	p->daddr = e->addr;
+	p->dport = e->port;
+	if (p->protocol != IPPROTO_ICMP)
+		p->policy_port = e->port;
+	return 1;
+}
