@@ -57,6 +57,23 @@ static __always_inline int redirect_to_tunnel(struct __sk_buff *skb, __u32 tunne
 	return bpf_redirect(TUNNEL_IFINDEX, 0);
 }
 
+/* dec_ttl counts the hop the stack would have counted. A packet on its
+ * last hop is left to the stack, which answers with time exceeded. */
+static __always_inline int dec_ttl(struct __sk_buff *skb)
+{
+	__u8 w[2]; /* TTL and protocol: one 16-bit word of the checksum */
+	__u16 old_w, new_w;
+
+	if (bpf_skb_load_bytes(skb, IP_TTL_OFF, w, sizeof(w)) < 0 || w[0] <= 1)
+		return -1;
+	__builtin_memcpy(&old_w, w, 2);
+	w[0]--;
+	__builtin_memcpy(&new_w, w, 2);
+	if (bpf_l3_csum_replace(skb, IP_CSUM_OFF, old_w, new_w, 2) < 0)
+		return -1;
+	return bpf_skb_store_bytes(skb, IP_TTL_OFF, w, 1, 0);
+}
+
 /* redirect_routed forwards by the kernel's FIB without a trip through the
  * stack; anything the FIB cannot answer goes to the stack. */
 static __always_inline int redirect_routed(struct __sk_buff *skb, const struct pkt *p)
@@ -69,6 +86,10 @@ static __always_inline int redirect_routed(struct __sk_buff *skb, const struct p
 	};
 	long rc = bpf_fib_lookup(skb, &fib, sizeof(fib), 0);
 
+	if (rc != BPF_FIB_LKUP_RET_SUCCESS && rc != BPF_FIB_LKUP_RET_NO_NEIGH)
+		return TC_ACT_OK;
+	if (dec_ttl(skb) < 0)
+		return TC_ACT_OK;
 	if (rc == BPF_FIB_LKUP_RET_SUCCESS) {
 		__u8 macs[12];
 
@@ -78,7 +99,5 @@ static __always_inline int redirect_routed(struct __sk_buff *skb, const struct p
 			return TC_ACT_SHOT;
 		return bpf_redirect(fib.ifindex, 0);
 	}
-	if (rc == BPF_FIB_LKUP_RET_NO_NEIGH)
-		return bpf_redirect_neigh(fib.ifindex, 0, 0, 0);
-	return TC_ACT_OK;
+	return bpf_redirect_neigh(fib.ifindex, 0, 0, 0);
 }

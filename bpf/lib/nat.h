@@ -12,9 +12,6 @@
 #define NAT_PORT_COUNT 28232 /* up to 60999, the kernel's default range */
 #define NAT_TRIES 16
 
-#define IP_CSUM_OFF (ETH_HLEN + 10)
-#define IP_SADDR_OFF (ETH_HLEN + 12)
-#define IP_DADDR_OFF (ETH_HLEN + 16)
 
 struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);

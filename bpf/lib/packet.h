@@ -6,6 +6,11 @@
 
 #define PARSE_NOT_IPV4 1
 
+#define IP_TTL_OFF (ETH_HLEN + 8)
+#define IP_CSUM_OFF (ETH_HLEN + 10)
+#define IP_SADDR_OFF (ETH_HLEN + 12)
+#define IP_DADDR_OFF (ETH_HLEN + 16)
+
 #define IP_MF 0x2000
 #define IP_OFFSET 0x1fff
 

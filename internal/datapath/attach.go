@@ -7,6 +7,8 @@ import (
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
+	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
 )
 
 // attachTCX attaches prog to the device's TCX hook and pins the link at
@@ -48,6 +50,52 @@ func attachTCX(pin string, ifindex int, prog *ebpf.Program, at ebpf.AttachType) 
 func detachTCX(pin string) error {
 	if err := os.Remove(pin); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return fmt.Errorf("remove link %s: %w", pin, err)
+	}
+	return nil
+}
+
+// attachLegacyTC is the fallback for kernels without TCX (before 6.6): a
+// clsact qdisc with a direct-action filter. Filters live as long as the
+// device, so they survive the agent without pins. nl must belong to the
+// device's namespace.
+func attachLegacyTC(nl *netlink.Handle, ifindex int, prog *ebpf.Program, at ebpf.AttachType) error {
+	qdisc := &netlink.GenericQdisc{
+		QdiscAttrs: netlink.QdiscAttrs{LinkIndex: ifindex, Handle: netlink.MakeHandle(0xffff, 0), Parent: netlink.HANDLE_CLSACT},
+		QdiscType:  "clsact",
+	}
+	if err := nl.QdiscReplace(qdisc); err != nil {
+		return fmt.Errorf("clsact on ifindex %d: %w", ifindex, err)
+	}
+	info, err := prog.Info()
+	if err != nil {
+		return fmt.Errorf("program info: %w", err)
+	}
+	filter := &netlink.BpfFilter{
+		FilterAttrs:  legacyFilterAttrs(ifindex, at),
+		Fd:           prog.FD(),
+		Name:         info.Name,
+		DirectAction: true,
+	}
+	if err := nl.FilterReplace(filter); err != nil {
+		return fmt.Errorf("tc filter on ifindex %d: %w", ifindex, err)
+	}
+	return nil
+}
+
+func legacyFilterAttrs(ifindex int, at ebpf.AttachType) netlink.FilterAttrs {
+	parent := uint32(netlink.HANDLE_MIN_EGRESS)
+	if at == ebpf.AttachTCXIngress {
+		parent = netlink.HANDLE_MIN_INGRESS
+	}
+	return netlink.FilterAttrs{LinkIndex: ifindex, Parent: parent, Handle: 1, Priority: 1, Protocol: unix.ETH_P_ALL}
+}
+
+// detachLegacyTC removes our filter; a device or filter already gone is
+// no error.
+func detachLegacyTC(nl *netlink.Handle, ifindex int, at ebpf.AttachType) error {
+	filter := &netlink.BpfFilter{FilterAttrs: legacyFilterAttrs(ifindex, at)}
+	if err := nl.FilterDel(filter); err != nil && !errors.Is(err, unix.ENOENT) && !errors.Is(err, unix.ENODEV) {
+		return fmt.Errorf("delete tc filter on ifindex %d: %w", ifindex, err)
 	}
 	return nil
 }

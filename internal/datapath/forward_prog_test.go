@@ -27,6 +27,15 @@ func TestProgForwarding(t *testing.T) {
 				t.Fatalf("next hop MAC %x, want %x", out[0:6], macNext)
 			}
 		}},
+		{"routing counts the hop like the stack would", envOpts{}, func(t *testing.T, e *env) {
+			out := e.expect(e.fromContainer, tcp(ipA, ipC, 40000, 80, "S").frame(t), actRedirect)
+			if ip, _ := decoded(t, out); ip.TTL != 63 {
+				t.Fatalf("TTL %d, want 63", ip.TTL)
+			}
+			last := tcp(ipA, ipC, 40001, 80, "S")
+			last.ttl = 1
+			e.expect(e.fromContainer, last.frame(t), actOK) // the stack sends time exceeded
+		}},
 		{"native mode ignores the tunnel endpoint", envOpts{mode: Native, trace: true}, func(t *testing.T, e *env) {
 			e.expect(e.fromContainer, tcp(ipA, ipC, 40000, 80, "S").frame(t), actRedirect)
 			if evs := e.drain(); len(evs) != 1 || evs[0].Point != TraceToStack {

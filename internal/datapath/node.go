@@ -37,6 +37,9 @@ type Config struct {
 	// Masquerade translates pod traffic to the world (addresses outside
 	// the ipcache) to NodeIPv4, in BPF. Cilium enables it by default.
 	Masquerade bool
+	// LegacyTC attaches with tc filters instead of TCX links. Start falls
+	// back to it by itself when the kernel lacks TCX.
+	LegacyTC bool
 }
 
 // DefaultTunnelDevice and DefaultTunnelPort are Cilium's defaults.
@@ -133,25 +136,52 @@ func (n *Node) Start() error {
 		return err
 	}
 	defer progs.Close()
-	return inns.Do(n.cfg.NetNS, func() error {
-		if err := os.WriteFile("/proc/sys/net/ipv4/ip_forward", []byte("1"), 0o644); err != nil {
-			return fmt.Errorf("enable forwarding: %w", err)
-		}
-		if err := attachTCX(n.linkPin("netdev", n.cfg.Uplink, "ingress"), uplink.Attrs().Index,
-			progs.FromNetdev, ebpf.AttachTCXIngress); err != nil {
-			return err
-		}
-		if tunnel == nil {
-			return nil
-		}
-		idx := tunnel.Attrs().Index
-		if err := attachTCX(n.linkPin("overlay", n.cfg.TunnelDevice, "ingress"), idx,
-			progs.FromOverlay, ebpf.AttachTCXIngress); err != nil {
-			return err
-		}
-		return attachTCX(n.linkPin("overlay", n.cfg.TunnelDevice, "egress"), idx,
-			progs.ToOverlay, ebpf.AttachTCXEgress)
+	err = inns.Do(n.cfg.NetNS, func() error {
+		return os.WriteFile("/proc/sys/net/ipv4/ip_forward", []byte("1"), 0o644)
 	})
+	if err != nil {
+		return fmt.Errorf("enable forwarding: %w", err)
+	}
+	if err := n.attach(n.linkPin("netdev", n.cfg.Uplink, "ingress"), uplink.Attrs().Index,
+		progs.FromNetdev, ebpf.AttachTCXIngress); err != nil {
+		return err
+	}
+	if tunnel == nil {
+		return nil
+	}
+	idx := tunnel.Attrs().Index
+	if err := n.attach(n.linkPin("overlay", n.cfg.TunnelDevice, "ingress"), idx,
+		progs.FromOverlay, ebpf.AttachTCXIngress); err != nil {
+		return err
+	}
+	return n.attach(n.linkPin("overlay", n.cfg.TunnelDevice, "egress"), idx,
+		progs.ToOverlay, ebpf.AttachTCXEgress)
+}
+
+// attach hooks prog to a device of the node: a pinned TCX link, or a tc
+// filter when configured or when the kernel has no TCX.
+func (n *Node) attach(pin string, ifindex int, prog *ebpf.Program, at ebpf.AttachType) error {
+	if !n.cfg.LegacyTC {
+		err := inns.Do(n.cfg.NetNS, func() error { return attachTCX(pin, ifindex, prog, at) })
+		if !errors.Is(err, ebpf.ErrNotSupported) {
+			return err
+		}
+		n.log.Info("kernel without TCX: attaching with tc filters")
+		n.cfg.LegacyTC = true
+	}
+	return attachLegacyTC(n.nl, ifindex, prog, at)
+}
+
+// detach undoes attach; a device already gone is no error.
+func (n *Node) detach(pin string, device string, at ebpf.AttachType) error {
+	if !n.cfg.LegacyTC {
+		return detachTCX(pin)
+	}
+	l, err := n.nl.LinkByName(device)
+	if err != nil {
+		return nil // the filter went with its device
+	}
+	return detachLegacyTC(n.nl, l.Attrs().Index, at)
 }
 
 func (n *Node) linkPin(kind, name, dir string) string {
@@ -235,13 +265,10 @@ func (n *Node) UpsertEndpoint(ep Endpoint) error {
 	}
 	defer progs.Close()
 	idx := host.Attrs().Index
-	err = inns.Do(n.cfg.NetNS, func() error {
-		if err := attachTCX(n.endpointPin(ep.ID, "ingress"), idx, progs.FromContainer, ebpf.AttachTCXIngress); err != nil {
-			return err
-		}
-		return attachTCX(n.endpointPin(ep.ID, "egress"), idx, progs.ToContainer, ebpf.AttachTCXEgress)
-	})
-	if err != nil {
+	if err := n.attach(n.endpointPin(ep.ID, "ingress"), idx, progs.FromContainer, ebpf.AttachTCXIngress); err != nil {
+		return fmt.Errorf("endpoint %d: %w", ep.ID, err)
+	}
+	if err := n.attach(n.endpointPin(ep.ID, "egress"), idx, progs.ToContainer, ebpf.AttachTCXEgress); err != nil {
 		return fmt.Errorf("endpoint %d: %w", ep.ID, err)
 	}
 	if err := n.maps.UpsertEndpoint(EndpointEntry{
@@ -259,17 +286,83 @@ func (n *Node) UpsertEndpoint(ep Endpoint) error {
 	return nil
 }
 
-// DeleteEndpoint detaches the endpoint's programs and forgets it. Its
-// policy entries go with SetPolicy(id, nil).
-func (n *Node) DeleteEndpoint(id uint16, addr netip.Addr) error {
+// DeleteEndpoint detaches the endpoint's programs and forgets it and its
+// policy. The host device may be gone already (CNI DEL removed it).
+func (n *Node) DeleteEndpoint(ep Endpoint) error {
 	errs := []error{
-		detachTCX(n.endpointPin(id, "ingress")),
-		detachTCX(n.endpointPin(id, "egress")),
-		n.maps.DeleteEndpoint(addr),
-		n.maps.SetPolicy(id, nil),
+		n.detach(n.endpointPin(ep.ID, "ingress"), ep.HostDevice, ebpf.AttachTCXIngress),
+		n.detach(n.endpointPin(ep.ID, "egress"), ep.HostDevice, ebpf.AttachTCXEgress),
+		n.maps.DeleteEndpoint(ep.IPv4),
+		n.maps.SetPolicy(ep.ID, nil),
 	}
-	if err := n.nl.RouteDel(&netlink.Route{Dst: hostPrefix(addr)}); err != nil && !errors.Is(err, unix.ESRCH) {
-		errs = append(errs, fmt.Errorf("delete route to endpoint %d: %w", id, err))
+	// The scope must match the route's, or the kernel finds nothing.
+	route := &netlink.Route{Dst: hostPrefix(ep.IPv4), Scope: netlink.SCOPE_LINK}
+	if err := n.nl.RouteDel(route); err != nil && !errors.Is(err, unix.ESRCH) {
+		errs = append(errs, fmt.Errorf("delete route to endpoint %d: %w", ep.ID, err))
+	}
+	return errors.Join(errs...)
+}
+
+// PruneEndpoints forgets every endpoint that is not in keep: their
+// links, map entries and policy. An agent calls it after a restart, once
+// it has programmed the endpoints it still has.
+func (n *Node) PruneEndpoints(keep []Endpoint) error {
+	kept := map[uint16]bool{}
+	for _, ep := range keep {
+		kept[ep.ID] = true
+	}
+	var stale []Endpoint
+	var k EndpointKey
+	var v EndpointInfo
+	it := n.maps.Endpoints.Iterate()
+	for it.Next(&k, &v) {
+		if !kept[v.EpId] && k.Family == afInet {
+			stale = append(stale, Endpoint{ID: v.EpId, IPv4: netip.AddrFrom4([4]byte(k.Addr[:4]))})
+		}
+	}
+	if err := it.Err(); err != nil {
+		return fmt.Errorf("iterate endpoints: %w", err)
+	}
+	var errs []error
+	for _, ep := range stale {
+		if l, err := n.nl.LinkByIndex(int(n.endpointIfindex(ep.IPv4))); err == nil {
+			ep.HostDevice = l.Attrs().Name
+		}
+		errs = append(errs, n.DeleteEndpoint(ep))
+	}
+	if !n.cfg.LegacyTC {
+		errs = append(errs, n.pruneLinkPins(kept))
+	}
+	return errors.Join(errs...)
+}
+
+func (n *Node) endpointIfindex(a netip.Addr) uint32 {
+	k, err := endpointKey4(a)
+	if err != nil {
+		return 0
+	}
+	var v EndpointInfo
+	if n.maps.Endpoints.Lookup(&k, &v) != nil {
+		return 0
+	}
+	return v.Ifindex
+}
+
+// pruneLinkPins removes endpoint links whose endpoint is not kept, even
+// those whose map entry is already gone.
+func (n *Node) pruneLinkPins(kept map[uint16]bool) error {
+	entries, err := os.ReadDir(n.linksDir())
+	if err != nil {
+		return fmt.Errorf("read %s: %w", n.linksDir(), err)
+	}
+	var errs []error
+	for _, e := range entries {
+		var id uint16
+		var dir string
+		if _, err := fmt.Sscanf(e.Name(), "lxc_%d_%s", &id, &dir); err != nil || kept[id] {
+			continue
+		}
+		errs = append(errs, detachTCX(filepath.Join(n.linksDir(), e.Name())))
 	}
 	return errors.Join(errs...)
 }
@@ -315,7 +408,11 @@ func (n *Node) UpsertRemoteNode(r RemoteNode) error {
 // DeleteRemoteNode removes the route to its pod CIDR.
 func (n *Node) DeleteRemoteNode(r RemoteNode) error {
 	dst := &net.IPNet{IP: r.PodCIDR.Masked().Addr().AsSlice(), Mask: net.CIDRMask(r.PodCIDR.Bits(), 32)}
-	if err := n.nl.RouteDel(&netlink.Route{Dst: dst}); err != nil && !errors.Is(err, unix.ESRCH) {
+	route := &netlink.Route{Dst: dst, Scope: netlink.SCOPE_UNIVERSE}
+	if n.cfg.Mode == Tunnel {
+		route.Scope = netlink.SCOPE_LINK
+	}
+	if err := n.nl.RouteDel(route); err != nil && !errors.Is(err, unix.ESRCH) {
 		return fmt.Errorf("delete route to %s: %w", r.PodCIDR, err)
 	}
 	return nil
@@ -340,6 +437,9 @@ func (n *Node) Close() error {
 // VXLAN device and the pins. Running it twice is harmless.
 func (n *Node) Teardown() error {
 	var errs []error
+	if n.nl != nil && n.cfg.LegacyTC {
+		errs = append(errs, n.detach("", n.cfg.Uplink, ebpf.AttachTCXIngress))
+	}
 	if n.nl != nil && n.cfg.Mode == Tunnel {
 		if l, err := n.nl.LinkByName(n.cfg.TunnelDevice); err == nil {
 			errs = append(errs, n.nl.LinkDel(l))

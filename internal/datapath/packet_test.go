@@ -19,6 +19,7 @@ type pkt struct {
 	icmpCode     uint8
 	icmpID       uint16
 	ipID         uint16
+	ttl          uint8  // 64 when 0
 	fragOffset   uint16 // in 8-byte units
 	moreFrags    bool
 	quote        []byte // ICMP error payload: the quoted packet
@@ -53,8 +54,12 @@ func unreachable(t *testing.T, src, dst netip.Addr, quoted pkt) pkt {
 
 func (p pkt) layers(t *testing.T) []gopacket.SerializableLayer {
 	t.Helper()
+	ttl := p.ttl
+	if ttl == 0 {
+		ttl = 64
+	}
 	ip := &layers.IPv4{
-		Version: 4, TTL: 64, Protocol: p.proto, Id: p.ipID, FragOffset: p.fragOffset,
+		Version: 4, TTL: ttl, Protocol: p.proto, Id: p.ipID, FragOffset: p.fragOffset,
 		SrcIP: p.src.AsSlice(), DstIP: p.dst.AsSlice(),
 	}
 	if p.moreFrags {

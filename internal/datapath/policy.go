@@ -1,8 +1,10 @@
 package datapath
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
+	"maps"
 	"math/bits"
 	"slices"
 
@@ -166,7 +168,13 @@ func (m *Maps) SetPolicy(epID uint16, entries []PolicyEntry) error {
 	if err := it.Err(); err != nil {
 		return fmt.Errorf("iterate policy: %w", err)
 	}
-	for k, v := range desired {
+	// Denies go in first: should the map fill up halfway, an allow
+	// must never be in without the deny that overrides it.
+	keys := slices.SortedFunc(maps.Keys(desired), func(a, b PolicyKey) int {
+		return cmp.Compare(desired[b].Flags&policyFlagDeny, desired[a].Flags&policyFlagDeny)
+	})
+	for _, k := range keys {
+		v := desired[k]
 		if cur, ok := current[k]; ok && cur == v {
 			continue
 		}

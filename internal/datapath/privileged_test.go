@@ -48,9 +48,12 @@ var modes = []struct {
 }{{"native", datapath.Native}, {"tunnel", datapath.Tunnel}}
 
 func TestPrivilegedConnectivity(t *testing.T) {
-	for _, mode := range modes {
+	for _, mode := range append(modes, struct {
+		name string
+		mode datapath.RoutingMode
+	}{"native-legacy-tc", datapath.Native}) {
 		t.Run(mode.name, func(t *testing.T) {
-			c := newCluster(t, dptest.Options{Mode: mode.mode})
+			c := newCluster(t, dptest.Options{Mode: mode.mode, LegacyTC: mode.name == "native-legacy-tc"})
 			n1, n2 := c.Nodes[0], c.Nodes[1]
 			for _, p := range c.Pods() {
 				serve(t)(dptest.ServeTCPEcho(p.NS, p.IP, 8080))
@@ -253,5 +256,41 @@ func TestPrivilegedMasquerade(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// After a restart the agent keeps the endpoints it still has and prunes
+// the rest: their programs, map entries and routes go.
+func TestPrivilegedPruneEndpoints(t *testing.T) {
+	c := newCluster(t, dptest.Options{Mode: datapath.Native})
+	n1, n2 := c.Nodes[0], c.Nodes[1]
+	kept, gone := n2.Pods[0], n2.Pods[1]
+	for _, p := range []*dptest.Pod{kept, gone} {
+		serve(t)(dptest.ServeTCPEcho(p.NS, p.IP, 8080))
+	}
+	keep := datapath.Endpoint{ID: kept.ID, Identity: kept.Identity, IPv4: kept.IP, MAC: kept.MAC, HostDevice: kept.HostDevice}
+	if err := n2.DP.PruneEndpoints([]datapath.Endpoint{keep}); err != nil {
+		t.Fatal(err)
+	}
+	if err := n2.DP.PruneEndpoints([]datapath.Endpoint{keep}); err != nil {
+		t.Fatalf("second prune: %v", err)
+	}
+	if err := dptest.TCPEcho(n1.Pods[0].NS, kept.IP, 8080); err != nil {
+		t.Fatalf("kept endpoint: %v", err)
+	}
+	if conn, err := dptest.DialTCP(n1.Pods[0].NS, gone.IP, 8080, 500*time.Millisecond); err == nil {
+		conn.Close()
+		t.Fatal("pruned endpoint still reachable")
+	}
+	var k datapath.EndpointKey
+	var v datapath.EndpointInfo
+	n := 0
+	for it := n2.DP.Maps().Endpoints.Iterate(); it.Next(&k, &v); n++ {
+		if v.EpId != kept.ID {
+			t.Errorf("endpoint %d still in the map", v.EpId)
+		}
+	}
+	if n != 1 {
+		t.Errorf("%d endpoints in the map, want 1", n)
 	}
 }

@@ -34,7 +34,9 @@ type Options struct {
 	// Masquerade translates pod traffic to the world to the node address.
 	Masquerade bool
 	// World adds a host on the underlay that no ipcache knows: the world.
-	World       bool
+	World bool
+	// LegacyTC attaches with tc filters instead of TCX links.
+	LegacyTC    bool
 	Nodes       int // default 2
 	PodsPerNode int // default 2
 	Log         *slog.Logger
@@ -343,7 +345,7 @@ func (c *Cluster) startDatapath(n *Node) error {
 	}
 	dp, err := datapath.NewNode(datapath.Config{
 		BPFFSDir: dir, NetNS: n.NS, NodeIPv4: n.IP, Uplink: "eth0", Mode: c.opts.Mode,
-		Masquerade: c.opts.Masquerade,
+		Masquerade: c.opts.Masquerade, LegacyTC: c.opts.LegacyTC,
 	}, c.opts.Log.With("node", n.Name))
 	if err != nil {
 		return err
