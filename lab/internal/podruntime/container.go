@@ -71,7 +71,6 @@ func newContainer(rt *Runtime, pod *corev1.Pod, spec *corev1.Container, init boo
 
 func (c *container) markStarted() { c.startedOnce.Do(func() { close(c.startedCh) }) }
 
-
 // shouldRestart applies the pod's (or, for sidecars, the container's) restart policy.
 func (p *podState) shouldRestart(c *container, exitCode int) bool {
 	switch {
@@ -167,7 +166,9 @@ func (p *podState) runOnce(c *container) (exitCode int, ran time.Duration, err e
 	if wd := c.spec.WorkingDir; wd != "" {
 		// Like runc, create the working directory if the image lacks it.
 		if dir, err := securejoin.SecureJoin(fmt.Sprintf("/proc/%d/root", sb.pid), wd); err == nil {
-			os.MkdirAll(dir, 0o755)
+			if err := os.MkdirAll(dir, 0o755); err != nil {
+				return 0, 0, fmt.Errorf("working directory %s: %w", wd, err)
+			}
 		}
 	}
 	logPath := filepath.Join(p.dir, "logs", c.spec.Name, strconv.Itoa(int(attempt))+".log")
@@ -261,12 +262,15 @@ func exitStatus(ps *os.ProcessState, err error) int {
 // nsenterCmd builds the command that runs argv inside the sandbox's namespaces with
 // the container's working directory, user and environment.
 func (p *podState) nsenterCmd(sandboxPID int, spec *corev1.Container, env []corev1.EnvVar, argv []string) *exec.Cmd {
-	args := []string{"-t", strconv.Itoa(sandboxPID), "-n", "-m", "-u", "-i"}
-	if spec.WorkingDir != "" {
-		args = append(args, "--wd="+spec.WorkingDir)
-	} else {
-		args = append(args, "--wd=/")
+	args := []string{"-t", strconv.Itoa(sandboxPID), "-n", "-m", "-u", "-i", "-r"}
+	// nsenter opens --wd before it enters the namespaces, so the directory is named
+	// through the sandbox's root, resolved inside it.
+	podRoot := fmt.Sprintf("/proc/%d/root", sandboxPID)
+	wd, err := securejoin.SecureJoin(podRoot, spec.WorkingDir)
+	if err != nil {
+		wd = podRoot
 	}
+	args = append(args, "--wd="+wd)
 	uid, gid := runAs(p.pod, spec)
 	if gid != nil {
 		args = append(args, "-G", strconv.FormatInt(*gid, 10))

@@ -277,4 +277,3 @@ func (n *notifier) run(ctx context.Context, cb func(*corev1.Pod)) {
 		}
 	}
 }
-

@@ -99,7 +99,7 @@ func TestContainerEnv(t *testing.T) {
 		}
 	})
 	facts := podFacts{Hostname: "web-1", NodeIP: netip.MustParseAddr("172.30.0.11"),
-		PodIPs: []netip.Addr{netip.MustParseAddr("10.244.1.5"), netip.MustParseAddr("fd00::5")},
+		PodIPs:  []netip.Addr{netip.MustParseAddr("10.244.1.5"), netip.MustParseAddr("fd00::5")},
 		NodeCPU: resource.MustParse("4"), NodeMemory: resource.MustParse("8Gi")}
 	env, err := containerEnv(context.Background(), envSource{client: client}, pod, &pod.Spec.Containers[0], facts)
 	if err != nil {
@@ -340,7 +340,9 @@ func TestRenderLog(t *testing.T) {
 	done := make(chan struct{})
 	var out bytes.Buffer
 	finished := make(chan error)
-	go func() { finished <- renderLog(context.Background(), path, api.ContainerLogOpts{Follow: true, Tail: 1}, done, &out) }()
+	go func() {
+		finished <- renderLog(context.Background(), path, api.ContainerLogOpts{Follow: true, Tail: 1}, done, &out)
+	}()
 	l2, _ := openLog(path)
 	l2.write("stdout", []byte("later"), false)
 	l2.Close()

@@ -1,0 +1,477 @@
+package podruntime
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"github.com/cilium-go/cilium/lab/internal/images"
+	"io"
+	"k8s.io/client-go/kubernetes/fake"
+	"net/http"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/virtual-kubelet/virtual-kubelet/node/api"
+	"github.com/vishvananda/netlink"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+)
+
+func httpGet(url string) (string, error) {
+	client := &http.Client{Timeout: 2 * time.Second}
+	resp, err := client.Get(url)
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	return string(b), err
+}
+
+// netexecPod: an agnhost netexec server with an HTTP readiness probe, a shell
+// sidecar, a shared emptyDir, a configMap volume and a projected service-account
+// volume like the one admission adds.
+func netexecPod() *corev1.Pod {
+	return newPod("web", func(p *corev1.Pod) {
+		p.Spec.Volumes = []corev1.Volume{
+			{Name: "shared", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
+			{Name: "cfg", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
+				LocalObjectReference: corev1.LocalObjectReference{Name: "web-config"}}}},
+			{Name: "kube-api-access", VolumeSource: corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{
+				DefaultMode: ptr(int32(0o644)),
+				Sources: []corev1.VolumeProjection{
+					{ServiceAccountToken: &corev1.ServiceAccountTokenProjection{Path: "token", ExpirationSeconds: ptr(int64(3607))}},
+					{ConfigMap: &corev1.ConfigMapProjection{LocalObjectReference: corev1.LocalObjectReference{Name: "kube-root-ca.crt"},
+						Items: []corev1.KeyToPath{{Key: "ca.crt", Path: "ca.crt"}}}},
+					{DownwardAPI: &corev1.DownwardAPIProjection{Items: []corev1.DownwardAPIVolumeFile{
+						{Path: "namespace", FieldRef: &corev1.ObjectFieldSelector{APIVersion: "v1", FieldPath: "metadata.namespace"}}}}},
+				},
+			}}},
+		}
+		saMount := corev1.VolumeMount{Name: "kube-api-access", MountPath: "/var/run/secrets/kubernetes.io/serviceaccount", ReadOnly: true}
+		p.Spec.Containers = []corev1.Container{
+			{
+				Name: "server", Image: agnhostImage,
+				// The server starts late so the readiness probe first fails.
+				Command: []string{"sh", "-c", "sleep 1; exec /agnhost netexec --http-port=8080 --udp-port=-1"},
+				Env:     []corev1.EnvVar{{Name: "MY_IP", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "status.podIP"}}}},
+				Ports:   []corev1.ContainerPort{{Name: "http", ContainerPort: 8080}},
+				ReadinessProbe: &corev1.Probe{
+					ProbeHandler:  corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/hostname", Port: intstr.FromString("http")}},
+					PeriodSeconds: 1, FailureThreshold: 1,
+				},
+				VolumeMounts: []corev1.VolumeMount{{Name: "shared", MountPath: "/shared"}, {Name: "cfg", MountPath: "/etc/web"}, saMount},
+			},
+			{
+				Name: "sidecar", Image: "busybox:1.36",
+				Command:      []string{"sh", "-c", "echo from-sidecar > /scratch/note; echo sidecar up; exec sleep 3600"},
+				VolumeMounts: []corev1.VolumeMount{{Name: "shared", MountPath: "/scratch"}, saMount},
+			},
+		}
+	})
+}
+
+func TestPrivilegedPodServesAndExecs(t *testing.T) {
+	if !inTestNamespaces(t) {
+		return
+	}
+	env := newTestEnv(t,
+		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "web-config", Namespace: "default"}, Data: map[string]string{"greeting": "hello lab"}},
+		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "kube-root-ca.crt", Namespace: "default"}, Data: map[string]string{"ca.crt": "CA PEM"}},
+	)
+	rt := env.rt
+	pod := netexecPod()
+	if err := rt.CreatePod(context.Background(), pod); err != nil {
+		t.Fatal(err)
+	}
+
+	// The probe fails until the server listens, then Ready flips to true.
+	sawNotReady := false
+	p := waitPod(t, rt, pod, "Ready", func(p *corev1.Pod) bool {
+		if containerStatus(p, "server").State.Running != nil && !podReady(p) {
+			sawNotReady = true
+		}
+		return podReady(p)
+	})
+	if !sawNotReady {
+		t.Error("never saw the pod running but not ready")
+	}
+	if p.Status.Phase != corev1.PodRunning || p.Status.PodIP == "" || !strings.HasPrefix(p.Status.PodIP, "10.123.") {
+		t.Fatalf("phase %s, pod IP %q", p.Status.Phase, p.Status.PodIP)
+	}
+	ip := p.Status.PodIP
+
+	// The server answers from the node's network namespace.
+	if body, err := httpGet("http://" + ip + ":8080/hostname"); err != nil || body != "web" {
+		t.Fatalf("GET /hostname = %q, %v", body, err)
+	}
+	// Both containers share the network, UTS and /etc/hosts.
+	for _, c := range []string{"server", "sidecar"} {
+		if got := strings.TrimSpace(mustExec(t, rt, pod, c, "hostname")); got != "web" {
+			t.Errorf("%s: hostname %q", c, got)
+		}
+		if hosts := mustExec(t, rt, pod, c, "cat", "/etc/hosts"); !strings.Contains(hosts, ip+"\tweb") {
+			t.Errorf("%s: /etc/hosts lacks the pod IP:\n%s", c, hosts)
+		}
+		if out := mustExec(t, rt, pod, c, "sh", "-c", "wget -q -O - http://127.0.0.1:8080/hostname 2>/dev/null || /agnhost connect 127.0.0.1:8080 && echo connected"); !strings.Contains(out, "web") && !strings.Contains(out, "connected") {
+			t.Errorf("%s: localhost:8080 unreachable: %q", c, out)
+		}
+	}
+	if got := mustExec(t, rt, pod, "server", "cat", "/etc/resolv.conf"); !strings.Contains(got, "nameserver 10.96.0.10") ||
+		!strings.Contains(got, "search default.svc.cluster.local") {
+		t.Errorf("resolv.conf:\n%s", got)
+	}
+	mustExec(t, rt, pod, "server", "test", "-x", "/agnhost")
+	if got := mustExec(t, rt, pod, "server", "sh", "-c", "echo $MY_IP $HOSTNAME $KUBERNETES_SERVICE_HOST"); strings.TrimSpace(got) != ip+" web" {
+		t.Errorf("env: %q", got)
+	}
+
+	// Exit codes and stdin reach the caller.
+	if _, err := execIn(t, rt, pod, "server", "sh", "-c", "exit 3"); exitCode(err) != 3 {
+		t.Errorf("exit 3: err %v", err)
+	}
+	in := &execIO{stdin: strings.NewReader("piped\n")}
+	if err := rt.RunInContainer(context.Background(), "default", "web", "sidecar", []string{"cat"}, in); err != nil || in.stdout.String() != "piped\n" {
+		t.Errorf("stdin: %q %v", in.stdout.String(), err)
+	}
+	tty := &execIO{tty: true}
+	if err := rt.RunInContainer(context.Background(), "default", "web", "sidecar", []string{"tty"}, tty); err != nil || !strings.Contains(tty.stdout.String(), "/dev/pts/") {
+		t.Errorf("tty: %q %v", tty.stdout.String(), err)
+	}
+
+	// Volumes: the emptyDir is shared, the configMap and projected files are there,
+	// and the token was requested for this pod.
+	if got := mustExec(t, rt, pod, "server", "cat", "/shared/note"); got != "from-sidecar\n" {
+		t.Errorf("emptyDir: %q", got)
+	}
+	if got := mustExec(t, rt, pod, "server", "cat", "/etc/web/greeting"); got != "hello lab" {
+		t.Errorf("configMap: %q", got)
+	}
+	sa := "/var/run/secrets/kubernetes.io/serviceaccount/"
+	if got := mustExec(t, rt, pod, "sidecar", "cat", sa+"token", sa+"ca.crt", sa+"namespace"); got != "token-for-webCA PEMdefault" {
+		t.Errorf("projected: %q", got)
+	}
+	if _, err := execIn(t, rt, pod, "server", "touch", "/etc/web/x"); err == nil {
+		t.Error("configMap volume is writable")
+	}
+	env.mu.Lock()
+	if len(env.tokens) == 0 || env.tokens[0].Spec.BoundObjectRef.UID != pod.UID {
+		t.Errorf("token requests: %+v", env.tokens)
+	}
+	env.mu.Unlock()
+
+	// Nothing the pod mounted shows on the node.
+	if m, _ := mountsUnder(env.podsDir); len(m) != 1 || !strings.HasSuffix(m[0], "/netns") {
+		t.Errorf("node mounts under the pods dir: %v", m)
+	}
+
+	// Logs carry the server's output.
+	if logs := readLogs(t, rt, pod, "server", api.ContainerLogOpts{}); !strings.Contains(logs, "Started HTTP server on port 8080") {
+		t.Errorf("server logs:\n%s", logs)
+	}
+	if logs := readLogs(t, rt, pod, "sidecar", api.ContainerLogOpts{Timestamps: true}); !strings.Contains(logs, "Z sidecar up\n") {
+		t.Errorf("sidecar logs: %q", logs)
+	}
+
+	// /exit kills the server: not ready, restarted (policy Always), ready again.
+	httpGet("http://" + ip + ":8080/exit?code=4")
+	waitPod(t, rt, pod, "restart", func(p *corev1.Pod) bool {
+		cs := containerStatus(p, "server")
+		return cs.RestartCount == 1 && cs.LastTerminationState.Terminated != nil && podReady(p)
+	})
+	p, _ = rt.GetPod(context.Background(), "default", "web")
+	if code := containerStatus(p, "server").LastTerminationState.Terminated.ExitCode; code != 4 {
+		t.Errorf("last exit code %d, want 4", code)
+	}
+	if logs := readLogs(t, rt, pod, "server", api.ContainerLogOpts{Previous: true}); !strings.Contains(logs, "Started HTTP server") {
+		t.Errorf("previous logs: %q", logs)
+	}
+}
+
+func TestPrivilegedRestartPolicies(t *testing.T) {
+	if !inTestNamespaces(t) {
+		return
+	}
+	env := newTestEnv(t)
+	rt := env.rt
+	shell := func(name string, policy corev1.RestartPolicy, script string) *corev1.Pod {
+		return newPod(name, func(p *corev1.Pod) {
+			p.Spec.RestartPolicy = policy
+			p.Spec.Containers = []corev1.Container{{Name: "main", Image: "busybox", Command: []string{"sh", "-c", script}}}
+		})
+	}
+	always := shell("always", corev1.RestartPolicyAlways, "echo run; exit 1")
+	never := shell("never", corev1.RestartPolicyNever, "exit 2")
+	onFailure := shell("ordered", corev1.RestartPolicyOnFailure, "cat /work/order")
+	onFailure.Spec.Volumes = []corev1.Volume{{Name: "work", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{Medium: corev1.StorageMediumMemory}}}}
+	mount := []corev1.VolumeMount{{Name: "work", MountPath: "/work"}}
+	onFailure.Spec.Containers[0].VolumeMounts = mount
+	onFailure.Spec.InitContainers = []corev1.Container{
+		{Name: "first", Image: "busybox", Command: []string{"sh", "-c", "sleep 0.3; echo a >> /work/order"}, VolumeMounts: mount},
+		{Name: "second", Image: "busybox", Command: []string{"sh", "-c", "echo b >> /work/order"}, VolumeMounts: mount},
+	}
+	unknown := newPod("unknown", func(p *corev1.Pod) {
+		p.Spec.Containers = []corev1.Container{{Name: "main", Image: "quay.io/nobody/nothing:v1"}}
+	})
+	for _, p := range []*corev1.Pod{always, never, onFailure, unknown} {
+		if err := rt.CreatePod(context.Background(), p); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	p := waitPod(t, rt, always, "two restarts", func(p *corev1.Pod) bool { return containerStatus(p, "main").RestartCount >= 2 })
+	if p.Status.Phase != corev1.PodRunning {
+		t.Errorf("always: phase %s", p.Status.Phase)
+	}
+	if lt := containerStatus(p, "main").LastTerminationState.Terminated; lt == nil || lt.ExitCode != 1 || lt.Reason != "Error" {
+		t.Errorf("always: last state %+v", lt)
+	}
+
+	p = waitPod(t, rt, never, "Failed", func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodFailed })
+	cs := containerStatus(p, "main")
+	if cs.RestartCount != 0 || cs.State.Terminated == nil || cs.State.Terminated.ExitCode != 2 {
+		t.Errorf("never: %+v", cs)
+	}
+
+	p = waitPod(t, rt, onFailure, "Succeeded", func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodSucceeded })
+	if logs := readLogs(t, rt, onFailure, "main", api.ContainerLogOpts{}); logs != "a\nb\n" {
+		t.Errorf("init containers ran out of order: %q", logs)
+	}
+	for _, name := range []string{"first", "second"} {
+		if st := containerStatus(p, name).State.Terminated; st == nil || st.Reason != "Completed" {
+			t.Errorf("init %s: %+v", name, st)
+		}
+	}
+
+	p = waitPod(t, rt, unknown, "ErrImagePull", func(p *corev1.Pod) bool {
+		w := containerStatus(p, "main").State.Waiting
+		return w != nil && w.Reason == "ErrImagePull"
+	})
+	if msg := containerStatus(p, "main").State.Waiting.Message; !strings.Contains(msg, "quay.io/nobody/nothing:v1") {
+		t.Errorf("ErrImagePull message %q does not name the image", msg)
+	}
+	if p.Status.Phase != corev1.PodPending {
+		t.Errorf("unknown image: phase %s", p.Status.Phase)
+	}
+}
+
+func TestPrivilegedHostNetwork(t *testing.T) {
+	if !inTestNamespaces(t) {
+		return
+	}
+	env := newTestEnv(t)
+	pod := newPod("hostnet", func(p *corev1.Pod) {
+		p.Spec.HostNetwork = true
+		p.Spec.Containers = []corev1.Container{{Name: "main", Image: "busybox", Command: []string{"sleep", "3600"}}}
+	})
+	if err := env.rt.CreatePod(context.Background(), pod); err != nil {
+		t.Fatal(err)
+	}
+	p := waitPod(t, env.rt, pod, "Running", func(p *corev1.Pod) bool { return podReady(p) })
+	if p.Status.PodIP != "172.30.0.11" {
+		t.Errorf("pod IP %q, want the node IP", p.Status.PodIP)
+	}
+	nodeHost, _ := os.Hostname()
+	if got := strings.TrimSpace(mustExec(t, env.rt, pod, "main", "hostname")); got != nodeHost {
+		t.Errorf("hostname %q, want the node's %q", got, nodeHost)
+	}
+	// Same network namespace as the node: the same interfaces.
+	if got, want := mustExec(t, env.rt, pod, "main", "readlink", "/proc/self/ns/net"), readlink(t, "/proc/self/ns/net"); strings.TrimSpace(got) != want {
+		t.Errorf("netns %q, want the node's %q", got, want)
+	}
+	if env.net.adds != 0 {
+		t.Errorf("Network.Add called %d times for a host-network pod", env.net.adds)
+	}
+}
+
+func readlink(t *testing.T, p string) string {
+	s, err := os.Readlink(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func processGone(pid int) bool {
+	_, err := os.Stat("/proc/" + strconv.Itoa(pid))
+	return os.IsNotExist(err)
+}
+
+func TestPrivilegedDeleteAndRestartCleanup(t *testing.T) {
+	if !inTestNamespaces(t) {
+		return
+	}
+	env := newTestEnv(t,
+		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "web-config", Namespace: "default"}, Data: map[string]string{"greeting": "hi"}},
+		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "kube-root-ca.crt", Namespace: "default"}, Data: map[string]string{"ca.crt": "CA"}},
+	)
+	rt := env.rt
+	var notified []*corev1.Pod
+	notifyCtx, stop := context.WithCancel(context.Background())
+	defer stop()
+	var nmu = make(chan struct{}, 1)
+	nmu <- struct{}{}
+	rt.NotifyPods(notifyCtx, func(p *corev1.Pod) { <-nmu; notified = append(notified, p); nmu <- struct{}{} })
+
+	pod := netexecPod()
+	if err := rt.CreatePod(context.Background(), pod); err != nil {
+		t.Fatal(err)
+	}
+	waitPod(t, rt, pod, "Ready", podReady)
+	ps := rt.lookup("default", "web")
+	ps.mu.Lock()
+	pids := []int{ps.sandbox.pid, ps.containers[0].proc.Pid, ps.containers[1].proc.Pid}
+	podDir := ps.dir
+	ps.mu.Unlock()
+
+	if err := rt.DeletePod(context.Background(), pod); err != nil {
+		t.Fatal(err)
+	}
+	for _, pid := range pids {
+		if !processGone(pid) {
+			t.Errorf("process %d still exists", pid)
+		}
+	}
+	if m, _ := mountsUnder(env.podsDir); len(m) != 0 {
+		t.Errorf("mounts left: %v", m)
+	}
+	if _, err := os.Stat(podDir); !os.IsNotExist(err) {
+		t.Errorf("pod dir left: %v", err)
+	}
+	if links, _ := netlink.LinkList(); len(links) != 1 {
+		t.Errorf("links left in the node netns: %d", len(links))
+	}
+	if _, err := rt.GetPod(context.Background(), "default", "web"); err == nil {
+		t.Error("pod still known")
+	}
+	if err := rt.DeletePod(context.Background(), pod); err != nil {
+		t.Errorf("second delete: %v", err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		<-nmu
+		var last *corev1.Pod
+		if len(notified) > 0 {
+			last = notified[len(notified)-1]
+		}
+		nmu <- struct{}{}
+		if last != nil && (last.Status.Phase == corev1.PodFailed || last.Status.Phase == corev1.PodSucceeded) {
+			for _, cs := range last.Status.ContainerStatuses {
+				if cs.State.Terminated == nil {
+					t.Errorf("final status: %s not terminated", cs.Name)
+				}
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no terminal status notified; last %+v", last)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+
+}
+
+// TestPrivilegedAgentRestart kills a node agent (a child process running the runtime)
+// while its pod runs; the next runtime on the same pods directory removes the pod's
+// processes, network attachment, mounts and directory.
+func TestPrivilegedAgentRestart(t *testing.T) {
+	if !inTestNamespaces(t) {
+		return
+	}
+	binDir := agnhostDir(t)
+	podsDir := t.TempDir()
+	agent := exec.Command(os.Args[0], "agent-for-test", podsDir, binDir)
+	agent.Stderr = testWriter{t}
+	out, err := agent.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := agent.Start(); err != nil {
+		t.Fatal(err)
+	}
+	line, _ := bufio.NewReader(out).ReadString('\n')
+	if strings.TrimSpace(line) != "running" {
+		agent.Process.Kill()
+		agent.Wait()
+		t.Fatalf("agent: %q", line)
+	}
+	agent.Process.Kill()
+	agent.Wait()
+
+	entries, _ := os.ReadDir(podsDir)
+	if len(entries) != 1 {
+		t.Fatalf("pod dirs: %d", len(entries))
+	}
+	var rec podRecord
+	data, _ := os.ReadFile(filepath.Join(podsDir, entries[0].Name(), recordFile))
+	if err := json.Unmarshal(data, &rec); err != nil || len(rec.Procs) < 2 || rec.Netns == "" {
+		t.Fatalf("record: %s %v", data, err)
+	}
+	for _, pr := range rec.Procs {
+		if processGone(pr.PID) {
+			t.Fatalf("process %d died with the agent; nothing to clean up", pr.PID)
+		}
+	}
+
+	env := &testEnv{client: fake.NewClientset(), net: &vethNetwork{}, podsDir: podsDir}
+	env.newRuntime(t, binDir)
+	for _, pr := range rec.Procs {
+		deadline := time.Now().Add(5 * time.Second)
+		for !processGone(pr.PID) && time.Now().Before(deadline) {
+			time.Sleep(20 * time.Millisecond)
+		}
+		if !processGone(pr.PID) {
+			t.Errorf("stale process %d survived", pr.PID)
+		}
+	}
+	if m, _ := mountsUnder(podsDir); len(m) != 0 {
+		t.Errorf("stale mounts: %v", m)
+	}
+	if entries, _ := os.ReadDir(podsDir); len(entries) != 0 {
+		t.Errorf("stale pod dirs: %d", len(entries))
+	}
+	if links, _ := netlink.LinkList(); len(links) != 1 {
+		t.Errorf("stale links: %d", len(links))
+	}
+}
+
+// agentForTest is the node agent TestPrivilegedAgentRestart kills: it runs one pod
+// and prints "running" once the pod's container runs.
+func agentForTest(podsDir, binDir string) int {
+	rt, err := New(Config{
+		NodeName: "lab-node1", NodeIP: netip.MustParseAddr("172.30.0.11"), PodsDir: podsDir,
+		SandboxBinary: os.Args[0], Images: images.New(binDir), Network: &vethNetwork{},
+		Client: fake.NewClientset(),
+	})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	pod := newPod("left-behind", func(p *corev1.Pod) {
+		p.Spec.Volumes = []corev1.Volume{{Name: "mem", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{Medium: corev1.StorageMediumMemory}}}}
+		p.Spec.Containers = []corev1.Container{{Name: "main", Image: "busybox", Command: []string{"sleep", "3600"},
+			VolumeMounts: []corev1.VolumeMount{{Name: "mem", MountPath: "/mem"}}}}
+	})
+	if err := rt.CreatePod(context.Background(), pod); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	for range 600 {
+		p, _ := rt.GetPod(context.Background(), "default", pod.Name)
+		if p != nil && podReady(p) {
+			fmt.Println("running")
+			select {}
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	fmt.Fprintln(os.Stderr, "pod never became ready")
+	return 1
+}
