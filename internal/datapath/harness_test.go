@@ -58,7 +58,7 @@ type envOpts struct {
 }
 
 type env struct {
-	t             *testing.T
+	t             testing.TB
 	maps          *Maps
 	fromContainer *ebpf.Program
 	toContainer   *ebpf.Program
@@ -68,7 +68,7 @@ type env struct {
 	uplinkIfindex int
 }
 
-func requireRoot(t *testing.T) {
+func requireRoot(t testing.TB) {
 	t.Helper()
 	if os.Geteuid() != 0 {
 		t.Skip("BPF program tests need root (CAP_BPF and CAP_NET_ADMIN)")
@@ -78,7 +78,7 @@ func requireRoot(t *testing.T) {
 // freshNetNS moves the test's goroutine, locked to its thread, into a new
 // network namespace for the rest of the test, so that FIB lookups see only
 // routes this test made.
-func freshNetNS(t *testing.T) {
+func freshNetNS(t testing.TB) {
 	t.Helper()
 	runtime.LockOSThread()
 	orig, err := netns.Get()
@@ -103,7 +103,7 @@ func freshNetNS(t *testing.T) {
 
 // setupRoutes gives the fresh namespace an uplink with the node address,
 // a route to the remote pod CIDR and a resolved next hop.
-func setupRoutes(t *testing.T) int {
+func setupRoutes(t testing.TB) int {
 	t.Helper()
 	lo, err := netlink.LinkByName("lo")
 	if err == nil {
@@ -140,7 +140,7 @@ func setupRoutes(t *testing.T) int {
 	return link.Attrs().Index
 }
 
-func must(t *testing.T, err error) {
+func must(t testing.TB, err error) {
 	t.Helper()
 	if err != nil {
 		t.Fatal(err)
@@ -149,7 +149,7 @@ func must(t *testing.T, err error) {
 
 // newEnv loads a fresh collection: new maps, the endpoint programs for A,
 // the node programs and the overlay harness, all sharing the maps.
-func newEnv(t *testing.T, o envOpts) *env {
+func newEnv(t testing.TB, o envOpts) *env {
 	t.Helper()
 	requireRoot(t)
 	freshNetNS(t)
@@ -195,7 +195,7 @@ func newEnv(t *testing.T, o envOpts) *env {
 	return e
 }
 
-func loadOverlayHarness(t *testing.T, maps *Maps, node NodeConstants, vni uint32) *ebpf.Program {
+func loadOverlayHarness(t testing.TB, maps *Maps, node NodeConstants, vni uint32) *ebpf.Program {
 	t.Helper()
 	spec, err := loadOverlaytest()
 	must(t, err)

@@ -10,7 +10,7 @@ import (
 
 // decoded parses a frame the program left and fails unless every checksum
 // in it is right: re-serializing with fresh checksums must not change it.
-func decoded(t *testing.T, frame []byte) (*layers.IPv4, gopacket.Packet) {
+func decoded(t testing.TB, frame []byte) (*layers.IPv4, gopacket.Packet) {
 	t.Helper()
 	p := gopacket.NewPacket(frame, layers.LayerTypeEthernet, gopacket.Default)
 	ip, _ := p.Layer(layers.LayerTypeIPv4).(*layers.IPv4)

@@ -45,14 +45,14 @@ func echo(src, dst netip.Addr, id uint16, reply bool) pkt {
 }
 
 // unreachable is the ICMP port-unreachable error from src about quoted.
-func unreachable(t *testing.T, src, dst netip.Addr, quoted pkt) pkt {
+func unreachable(t testing.TB, src, dst netip.Addr, quoted pkt) pkt {
 	ip := quoted.ipBytes(t)
 	ihl := int(ip[0]&0x0f) * 4
 	return pkt{src: src, dst: dst, proto: layers.IPProtocolICMPv4,
 		icmpType: layers.ICMPv4TypeDestinationUnreachable, icmpCode: 3, quote: ip[:ihl+8]}
 }
 
-func (p pkt) layers(t *testing.T) []gopacket.SerializableLayer {
+func (p pkt) layers(t testing.TB) []gopacket.SerializableLayer {
 	t.Helper()
 	ttl := p.ttl
 	if ttl == 0 {
@@ -103,20 +103,20 @@ func (p pkt) layers(t *testing.T) []gopacket.SerializableLayer {
 	return []gopacket.SerializableLayer{ip, gopacket.Payload(payload)}
 }
 
-func serialize(t *testing.T, ls ...gopacket.SerializableLayer) []byte {
+func serialize(t testing.TB, ls ...gopacket.SerializableLayer) []byte {
 	t.Helper()
 	buf := gopacket.NewSerializeBuffer()
 	must(t, gopacket.SerializeLayers(buf, gopacket.SerializeOptions{FixLengths: true, ComputeChecksums: true}, ls...))
 	return buf.Bytes()
 }
 
-func (p pkt) ipBytes(t *testing.T) []byte {
+func (p pkt) ipBytes(t testing.TB) []byte {
 	return serialize(t, p.layers(t)...)
 }
 
 // frame is the packet in an Ethernet frame, by default as pod A sends it
 // to its gateway.
-func (p pkt) frame(t *testing.T) []byte {
+func (p pkt) frame(t testing.TB) []byte {
 	t.Helper()
 	eth := &layers.Ethernet{SrcMAC: p.srcMAC, DstMAC: p.dstMAC, EthernetType: layers.EthernetTypeIPv4}
 	if eth.SrcMAC == nil {
@@ -128,7 +128,7 @@ func (p pkt) frame(t *testing.T) []byte {
 	return serialize(t, append([]gopacket.SerializableLayer{eth}, p.layers(t)...)...)
 }
 
-func arpFrame(t *testing.T) []byte {
+func arpFrame(t testing.TB) []byte {
 	eth := &layers.Ethernet{SrcMAC: macA, DstMAC: layers.EthernetBroadcast, EthernetType: layers.EthernetTypeARP}
 	arp := &layers.ARP{AddrType: layers.LinkTypeEthernet, Protocol: layers.EthernetTypeIPv4, HwAddressSize: 6,
 		ProtAddressSize: 4, Operation: layers.ARPRequest, SourceHwAddress: macA, SourceProtAddress: ipA.AsSlice(),
@@ -136,7 +136,7 @@ func arpFrame(t *testing.T) []byte {
 	return serialize(t, eth, arp)
 }
 
-func ipv6Frame(t *testing.T) []byte {
+func ipv6Frame(t testing.TB) []byte {
 	eth := &layers.Ethernet{SrcMAC: macA, DstMAC: hostMacA, EthernetType: layers.EthernetTypeIPv6}
 	ip := &layers.IPv6{Version: 6, HopLimit: 64, NextHeader: layers.IPProtocolNoNextHeader,
 		SrcIP: net.ParseIP("fd00::a"), DstIP: net.ParseIP("fd00::b")}
