@@ -8,12 +8,14 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
 
 	"github.com/cilium-go/cilium/lab/internal/images"
 	securejoin "github.com/cyphar/filepath-securejoin"
+	"github.com/virtual-kubelet/virtual-kubelet/node/api"
 	"golang.org/x/sys/unix"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -230,6 +232,7 @@ func (p *podState) runOnce(c *container) (exitCode int, ran time.Duration, err e
 	if exitCode != 0 {
 		reason = "Error"
 	}
+	msg := p.terminationMessage(c, logPath, exitCode)
 	p.mu.Lock()
 	c.proc = nil
 	c.ready = false
@@ -238,6 +241,7 @@ func (p *podState) runOnce(c *container) (exitCode int, ran time.Duration, err e
 		Reason:      reason,
 		StartedAt:   metav1.NewTime(start),
 		FinishedAt:  metav1.NewTime(end),
+		Message:     msg,
 		ContainerID: "lab://" + c.id,
 	}}
 	close(exited)
@@ -327,4 +331,25 @@ func (p *podState) stopContainer(c *container, grace time.Duration) {
 	}
 	unix.Kill(-proc.Pid, unix.SIGKILL)
 	<-exited
+}
+
+// terminationMessage returns what the container left in /dev/termination-log (the
+// pod's file; consumed so the next attempt starts empty) or, with
+// FallbackToLogsOnError and a failure, the tail of its log.
+func (p *podState) terminationMessage(c *container, logPath string, exitCode int) string {
+	const maxMessage = 4096
+	path := filepath.Join(p.dir, "etc", "termination-log")
+	data, _ := os.ReadFile(path)
+	if len(data) > 0 {
+		os.Truncate(path, 0)
+	}
+	if len(data) == 0 && exitCode != 0 && c.spec.TerminationMessagePolicy == corev1.TerminationMessageFallbackToLogsOnError {
+		var b strings.Builder
+		renderLog(context.Background(), logPath, api.ContainerLogOpts{Tail: 80}, closedChan, &b)
+		data = []byte(b.String())
+	}
+	if len(data) > maxMessage {
+		data = data[len(data)-maxMessage:]
+	}
+	return string(data)
 }

@@ -49,7 +49,7 @@ type podState struct {
 	finished    bool   // every container is final
 	deleted     bool
 	conds       map[corev1.PodConditionType]corev1.PodCondition
-	tokenExpiry time.Time
+	tokens      map[string]cachedToken // by projection path and audience
 }
 
 type sandboxProc struct {
@@ -93,9 +93,18 @@ func (p *podState) facts() podFacts {
 	return p.factsLocked()
 }
 
+// hostname is what the pod's UTS namespace is called: its name, spec.hostname, or
+// the FQDN with setHostnameAsFQDN.
+func (p *podState) hostname() string {
+	host, fqdn := podHostname(p.pod, p.rt.cfg.ClusterDomain)
+	if fqdn != "" && p.pod.Spec.SetHostnameAsFQDN != nil && *p.pod.Spec.SetHostnameAsFQDN {
+		return fqdn
+	}
+	return host
+}
+
 func (p *podState) factsLocked() podFacts {
-	host, _ := podHostname(p.pod, p.rt.cfg.ClusterDomain)
-	f := podFacts{Hostname: host, NodeIP: p.rt.cfg.NodeIP, PodIPs: p.ips}
+	f := podFacts{Hostname: p.hostname(), NodeIP: p.rt.cfg.NodeIP, PodIPs: p.ips}
 	if p.pod.Spec.HostNetwork {
 		f.Hostname, _ = os.Hostname()
 		if p.rt.cfg.NodeIP.IsValid() {
@@ -110,11 +119,26 @@ func (p *podState) factsLocked() podFacts {
 	return f
 }
 
-func (p *podState) noteTokenExpiry(t time.Time) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.tokenExpiry.IsZero() || t.Before(p.tokenExpiry) {
-		p.tokenExpiry = t
+// refreshVolumes keeps API-projected volumes current, as the kubelet's periodic
+// sync does: configMap and secret changes, downward API labels, fresh tokens.
+func (p *podState) refreshVolumes() {
+	t := time.NewTicker(p.rt.cfg.VolumeRefresh)
+	defer t.Stop()
+	for {
+		select {
+		case <-p.ctx.Done():
+			return
+		case <-t.C:
+		}
+		p.mu.Lock()
+		finished := p.finished
+		p.mu.Unlock()
+		if finished {
+			return
+		}
+		if _, err := p.prepareVolumes(p.ctx); err != nil && p.ctx.Err() == nil {
+			p.rt.log.Warn("refresh volumes", "pod", p.key(), "error", err)
+		}
 	}
 }
 
@@ -125,6 +149,8 @@ func (p *podState) run() {
 	if !p.setupWithRetry() {
 		return
 	}
+	p.wg.Add(1)
+	go func() { defer p.wg.Done(); p.refreshVolumes() }()
 	for _, c := range p.initCtrs {
 		if c.sidecar {
 			p.wg.Add(1)
@@ -137,6 +163,12 @@ func (p *podState) run() {
 			continue
 		}
 		if !p.supervise(c) {
+			p.mu.Lock()
+			failed := c.final
+			p.mu.Unlock()
+			if failed && p.ctx.Err() == nil {
+				p.finish()
+			}
 			return
 		}
 	}
@@ -263,14 +295,15 @@ func (p *podState) writeEtcFiles() error {
 	p.mu.Lock()
 	ips := p.ips
 	p.mu.Unlock()
-	host, _ := podHostname(p.pod, p.rt.cfg.ClusterDomain)
+	host := p.hostname()
 	if p.pod.Spec.HostNetwork {
 		host, _ = os.Hostname()
 	}
 	files := map[string][]byte{
-		"hosts":       hostsFile(p.pod, ips, p.rt.cfg.ClusterDomain, nodeHosts),
-		"hostname":    []byte(host + "\n"),
-		"resolv.conf": resolvConf(p.pod, p.rt.cfg.ClusterDNS, p.rt.cfg.ClusterDomain, nodeResolv),
+		"termination-log": nil,
+		"hosts":           hostsFile(p.pod, ips, p.rt.cfg.ClusterDomain, nodeHosts),
+		"hostname":        []byte(host + "\n"),
+		"resolv.conf":     resolvConf(p.pod, p.rt.cfg.ClusterDNS, p.rt.cfg.ClusterDomain, nodeResolv),
 	}
 	for name, data := range files {
 		if err := rewriteInPlace(filepath.Join(p.dir, "etc", name), data); err != nil {
@@ -297,6 +330,9 @@ func (p *podState) sandboxMounts(vols map[string]volumeSource) ([]mountSpec, err
 	for _, name := range []string{"hosts", "hostname", "resolv.conf"} {
 		out = append(out, mountSpec{Source: filepath.Join(p.dir, "etc", name), Target: "/etc/" + name, IsFile: true})
 	}
+	// /dev is the host's: a container writing its termination message there must
+	// write into the pod directory instead.
+	out = append(out, mountSpec{Source: filepath.Join(p.dir, "etc", "termination-log"), Target: "/dev/termination-log", IsFile: true})
 	vm, err := volumeMounts(p.pod, vols)
 	if err != nil {
 		return nil, err
@@ -313,7 +349,7 @@ func (p *podState) startSandbox(mounts []mountSpec) error {
 		Mounts:  mounts,
 	}
 	if !hostNet {
-		spec.Hostname, _ = podHostname(p.pod, p.rt.cfg.ClusterDomain)
+		spec.Hostname = p.hostname()
 	}
 	data, err := json.Marshal(spec)
 	if err != nil {

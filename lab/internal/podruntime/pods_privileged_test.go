@@ -162,6 +162,17 @@ func TestPrivilegedPodServesAndExecs(t *testing.T) {
 	if _, err := execIn(t, rt, pod, "server", "touch", "/etc/web/x"); err == nil {
 		t.Error("configMap volume is writable")
 	}
+	// A configMap change reaches the running pod.
+	cm, _ := env.client.CoreV1().ConfigMaps("default").Get(context.Background(), "web-config", metav1.GetOptions{})
+	cm.Data["greeting"] = "changed"
+	env.client.CoreV1().ConfigMaps("default").Update(context.Background(), cm, metav1.UpdateOptions{})
+	deadline := time.Now().Add(10 * time.Second)
+	for mustExec(t, rt, pod, "server", "cat", "/etc/web/greeting") != "changed" {
+		if time.Now().After(deadline) {
+			t.Fatal("configMap update not projected")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 	env.mu.Lock()
 	if len(env.tokens) == 0 || env.tokens[0].Spec.BoundObjectRef.UID != pod.UID {
 		t.Errorf("token requests: %+v", env.tokens)
@@ -209,7 +220,7 @@ func TestPrivilegedRestartPolicies(t *testing.T) {
 		})
 	}
 	always := shell("always", corev1.RestartPolicyAlways, "echo run; exit 1")
-	never := shell("never", corev1.RestartPolicyNever, "exit 2")
+	never := shell("never", corev1.RestartPolicyNever, "echo bye > /dev/termination-log; exit 2")
 	onFailure := shell("ordered", corev1.RestartPolicyOnFailure, "cat /work/order")
 	onFailure.Spec.Volumes = []corev1.Volume{{Name: "work", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{Medium: corev1.StorageMediumMemory}}}}
 	mount := []corev1.VolumeMount{{Name: "work", MountPath: "/work"}}
@@ -239,6 +250,12 @@ func TestPrivilegedRestartPolicies(t *testing.T) {
 	cs := containerStatus(p, "main")
 	if cs.RestartCount != 0 || cs.State.Terminated == nil || cs.State.Terminated.ExitCode != 2 {
 		t.Errorf("never: %+v", cs)
+	}
+	if msg := cs.State.Terminated.Message; msg != "bye\n" {
+		t.Errorf("termination message %q", msg)
+	}
+	if _, err := os.Stat("/dev/termination-log"); err == nil {
+		t.Error("the container wrote into the host's /dev")
 	}
 
 	p = waitPod(t, rt, onFailure, "Succeeded", func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodSucceeded })

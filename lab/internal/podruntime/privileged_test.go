@@ -225,6 +225,7 @@ func (env *testEnv) newRuntime(t *testing.T, binDir string) *Runtime {
 		MaxGracePeriod: 3 * time.Second,
 		BackoffInitial: 100 * time.Millisecond,
 		BackoffMax:     time.Second,
+		VolumeRefresh:  200 * time.Millisecond,
 	})
 	if err != nil {
 		t.Fatal(err)

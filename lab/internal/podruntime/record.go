@@ -3,6 +3,7 @@ package podruntime
 import (
 	"context"
 	"encoding/json"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -97,12 +98,16 @@ func procStart(pid int) (uint64, bool) {
 	return v, err == nil
 }
 
-// cleanupStale removes what a previous node agent left in PodsDir: it kills the
-// recorded processes (their process groups, which hold the containers' children),
-// detaches the network, unmounts and removes the directories. The pod controller
-// then creates the pods again.
-func (rt *Runtime) cleanupStale(ctx context.Context) {
-	entries, err := os.ReadDir(rt.cfg.PodsDir)
+// Cleanup removes every pod a node agent left in podsDir: it kills the recorded
+// processes (their process groups, which hold the containers' children), detaches
+// their networks, unmounts and removes the directories. New calls it; `cilium-lab
+// down` can call it for a node whose agent is gone. Run it in the node's mount
+// namespace so the pinned netns files are visible; network may be nil.
+func Cleanup(ctx context.Context, podsDir string, network Network, log *slog.Logger) {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	entries, err := os.ReadDir(podsDir)
 	if err != nil {
 		return
 	}
@@ -110,7 +115,7 @@ func (rt *Runtime) cleanupStale(ctx context.Context) {
 		if !e.IsDir() {
 			continue
 		}
-		dir := filepath.Join(rt.cfg.PodsDir, e.Name())
+		dir := filepath.Join(podsDir, e.Name())
 		var rec podRecord
 		if data, err := os.ReadFile(filepath.Join(dir, recordFile)); err == nil {
 			json.Unmarshal(data, &rec)
@@ -121,18 +126,18 @@ func (rt *Runtime) cleanupStale(ctx context.Context) {
 				unix.Kill(pr.PID, unix.SIGKILL)
 			}
 		}
-		if rec.Netns != "" && rt.cfg.Network != nil {
+		if rec.Netns != "" && network != nil {
 			pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: rec.Name, Namespace: rec.Namespace, UID: types.UID(rec.UID)}}
 			dctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-			if err := rt.cfg.Network.Del(dctx, pod, rec.SandboxID, rec.Netns); err != nil {
-				rt.log.Warn("network del of stale pod", "dir", dir, "error", err)
+			if err := network.Del(dctx, pod, rec.SandboxID, rec.Netns); err != nil {
+				log.Warn("network del of stale pod", "dir", dir, "error", err)
 			}
 			cancel()
 		}
 		if err := removePodDir(dir); err != nil {
-			rt.log.Warn("remove stale pod dir", "dir", dir, "error", err)
+			log.Warn("remove stale pod dir", "dir", dir, "error", err)
 			continue
 		}
-		rt.log.Info("removed stale pod", "pod", rec.Namespace+"/"+rec.Name, "uid", rec.UID)
+		log.Info("removed stale pod", "pod", rec.Namespace+"/"+rec.Name, "uid", rec.UID)
 	}
 }

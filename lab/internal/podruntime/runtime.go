@@ -53,6 +53,9 @@ type Config struct {
 	// BackoffInitial and BackoffMax bound the crash-loop back-off (default 1s, 30s).
 	BackoffInitial time.Duration
 	BackoffMax     time.Duration
+	// VolumeRefresh is how often configMap, secret, downward API and token volumes
+	// are rewritten from the API (default 1m).
+	VolumeRefresh time.Duration
 }
 
 func (c *Config) setDefaults() error {
@@ -76,6 +79,9 @@ func (c *Config) setDefaults() error {
 	}
 	if c.BackoffMax == 0 {
 		c.BackoffMax = 30 * time.Second
+	}
+	if c.VolumeRefresh == 0 {
+		c.VolumeRefresh = time.Minute
 	}
 	return nil
 }
@@ -115,7 +121,7 @@ func New(cfg Config) (*Runtime, error) {
 		pods:     map[string]*podState{},
 		notifier: newNotifier(),
 	}
-	rt.cleanupStale(context.Background())
+	Cleanup(context.Background(), cfg.PodsDir, cfg.Network, cfg.Logger)
 	return rt, nil
 }
 

@@ -183,17 +183,54 @@ func buildRoot(spec *sandboxSpec) error {
 		{"tmpfs", "run", "tmpfs", unix.MS_NOSUID | unix.MS_NODEV, "mode=755"},
 		{"proc", "proc", "proc", unix.MS_NOSUID | unix.MS_NOEXEC | unix.MS_NODEV, ""},
 		{"sysfs", "sys", "sysfs", unix.MS_RDONLY | unix.MS_NOSUID | unix.MS_NOEXEC | unix.MS_NODEV, ""},
-		// The host's devices; shm and mqueue below are the pod's own (its IPC namespace).
-		{"/dev", "dev", "", unix.MS_BIND | unix.MS_REC, ""},
-		{"tmpfs", "dev/shm", "tmpfs", unix.MS_NOSUID | unix.MS_NODEV | unix.MS_NOEXEC, "mode=1777"},
+		{"tmpfs", "dev", "tmpfs", unix.MS_NOSUID, "mode=755"},
 	}
 	for _, m := range mounts {
 		if err := unix.Mount(m.src, filepath.Join(root, m.dst), m.fstype, m.flags, m.data); err != nil {
 			return fmt.Errorf("mount %s on /%s: %w", m.src, m.dst, err)
 		}
 	}
+	return buildDev(filepath.Join(root, "dev"))
+}
+
+// hostDevices are the device nodes a pod's /dev gets from the host, like a
+// container runtime's default set. /dev itself is the pod's own tmpfs, so nothing a
+// container creates there reaches the host's /dev.
+var hostDevices = []string{"null", "zero", "full", "random", "urandom", "tty", "net/tun", "fuse"}
+
+func buildDev(dev string) error {
+	for _, d := range hostDevices {
+		if _, err := os.Stat("/dev/" + d); err != nil {
+			continue
+		}
+		if err := mountInRoot(dev, mountSpec{Source: "/dev/" + d, Target: "/" + d, IsFile: true}); err != nil {
+			return err
+		}
+	}
+	for _, d := range []string{"pts", "shm", "mqueue"} {
+		if err := os.Mkdir(filepath.Join(dev, d), 0o755); err != nil {
+			return err
+		}
+	}
+	// The host's ptys, so a terminal the runtime opens for exec resolves inside the pod.
+	if err := unix.Mount("/dev/pts", filepath.Join(dev, "pts"), "", unix.MS_BIND, ""); err != nil {
+		return fmt.Errorf("bind /dev/pts: %w", err)
+	}
+	// shm and mqueue belong to the pod's IPC namespace.
+	if err := unix.Mount("tmpfs", filepath.Join(dev, "shm"), "tmpfs", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "mode=1777"); err != nil {
+		return fmt.Errorf("mount /dev/shm: %w", err)
+	}
 	// mqueue is optional: not every kernel has it.
-	_ = unix.Mount("mqueue", filepath.Join(root, "dev/mqueue"), "mqueue", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "")
+	_ = unix.Mount("mqueue", filepath.Join(dev, "mqueue"), "mqueue", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "")
+	links := map[string]string{
+		"ptmx": "pts/ptmx", "fd": "/proc/self/fd", "stdin": "/proc/self/fd/0",
+		"stdout": "/proc/self/fd/1", "stderr": "/proc/self/fd/2", "core": "/proc/kcore",
+	}
+	for name, target := range links {
+		if err := os.Symlink(target, filepath.Join(dev, name)); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 

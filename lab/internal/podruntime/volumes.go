@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"time"
 
 	authv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -171,9 +172,41 @@ func (p *podState) projectedVolume(ctx context.Context, pv *corev1.ProjectedVolu
 	return out, nil
 }
 
+// cachedToken is a token the pod already holds; it is renewed after 80% of its
+// lifetime, as the kubelet does.
+type cachedToken struct {
+	token          string
+	issued, expiry time.Time
+}
+
+func (t cachedToken) fresh(now time.Time) bool {
+	return t.token != "" && now.Before(t.issued.Add(t.expiry.Sub(t.issued)*8/10))
+}
+
 // tokenFile asks the API server for a service-account token bound to this pod, as the
 // kubelet does for projected serviceAccountToken sources.
 func (p *podState) tokenFile(ctx context.Context, src *corev1.ServiceAccountTokenProjection, mode *int32) (map[string]projectedFile, error) {
+	key := src.Path + "\x00" + src.Audience
+	p.mu.Lock()
+	cached := p.tokens[key]
+	p.mu.Unlock()
+	if !cached.fresh(time.Now()) {
+		tok, err := p.requestToken(ctx, src)
+		if err != nil {
+			return nil, err
+		}
+		cached = tok
+		p.mu.Lock()
+		if p.tokens == nil {
+			p.tokens = map[string]cachedToken{}
+		}
+		p.tokens[key] = tok
+		p.mu.Unlock()
+	}
+	return map[string]projectedFile{src.Path: {Data: []byte(cached.token), Mode: fileMode(nil, mode)}}, nil
+}
+
+func (p *podState) requestToken(ctx context.Context, src *corev1.ServiceAccountTokenProjection) (cachedToken, error) {
 	sa := p.pod.Spec.ServiceAccountName
 	if sa == "" {
 		sa = "default"
@@ -189,12 +222,12 @@ func (p *podState) tokenFile(ctx context.Context, src *corev1.ServiceAccountToke
 	if src.Audience != "" {
 		req.Spec.Audiences = []string{src.Audience}
 	}
+	now := time.Now()
 	tr, err := p.rt.cfg.Client.CoreV1().ServiceAccounts(p.pod.Namespace).CreateToken(ctx, sa, req, metav1.CreateOptions{})
 	if err != nil {
-		return nil, fmt.Errorf("token for serviceaccount %s: %w", sa, err)
+		return cachedToken{}, fmt.Errorf("token for serviceaccount %s: %w", sa, err)
 	}
-	p.noteTokenExpiry(tr.Status.ExpirationTimestamp.Time)
-	return map[string]projectedFile{src.Path: {Data: []byte(tr.Status.Token), Mode: fileMode(nil, mode)}}, nil
+	return cachedToken{token: tr.Status.Token, issued: now, expiry: tr.Status.ExpirationTimestamp.Time}, nil
 }
 
 // mountSpec is one mount the sandbox makes inside the pod root, in order.
