@@ -16,6 +16,7 @@ import (
 	"net/netip"
 	"os"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/cilium-go/cilium/internal/datapath"
@@ -43,7 +44,9 @@ type scenario struct {
 func main() {
 	duration := flag.Duration("duration", 2*time.Second, "length of one measurement")
 	reps := flag.Int("reps", 5, "interleaved repetitions of every measurement")
+	only := flag.String("tests", "stream,rr,crr", "which tests to run (comma separated)")
 	flag.Parse()
+	tests = slices.DeleteFunc(tests, func(t test) bool { return !slices.Contains(strings.Split(*only, ","), t.key) })
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	if err := run(log, *duration, *reps); err != nil {
 		fmt.Fprintln(os.Stderr, "bench/datapath:", err)
@@ -159,15 +162,16 @@ func loadPolicyScale(c *dptest.Cluster) error {
 }
 
 type test struct {
+	key  string
 	name string
 	unit string
 	run  func(s scenario, d time.Duration) (float64, error)
 }
 
 var tests = []test{
-	{"TCP stream", "Mbit/s", streamRate},
-	{"TCP request/response", "trans/s", rrRate},
-	{"TCP connect/request/close", "conn/s", crrRate},
+	{"stream", "TCP stream", "Mbit/s", streamRate},
+	{"rr", "TCP request/response", "trans/s", rrRate},
+	{"crr", "TCP connect/request/close", "conn/s", crrRate},
 }
 
 func measure(log *slog.Logger, scenarios []scenario, d time.Duration, reps int) error {
