@@ -209,6 +209,11 @@ func (p *podState) runOnce(c *container) (exitCode int, ran time.Duration, err e
 	c.ready = false
 	c.started = c.spec.StartupProbe == nil
 	c.state = corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.NewTime(start)}}
+	if p.ctx.Err() != nil || c.stop {
+		// Stopped while starting: whoever stops the pod may have looked for c.proc
+		// before it was set.
+		unix.Kill(-cmd.Process.Pid, unix.SIGKILL)
+	}
 	p.mu.Unlock()
 	p.saveRecord()
 	if c.spec.StartupProbe == nil {

@@ -9,11 +9,13 @@ import (
 	"os"
 	"os/exec"
 	"strconv"
+	"syscall"
 
 	"github.com/creack/pty"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/virtual-kubelet/virtual-kubelet/errdefs"
 	"github.com/virtual-kubelet/virtual-kubelet/node/api"
+	"golang.org/x/sys/unix"
 	statsv1alpha1 "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 	utilexec "k8s.io/utils/exec"
 )
@@ -85,13 +87,13 @@ func runPiped(ctx context.Context, cmd *exec.Cmd, attach api.AttachIO) error {
 			w.Close()
 		}()
 	}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {
 		return err
 	}
-	go func() {
-		<-ctx.Done()
-		cmd.Process.Kill()
-	}()
+	// A client that goes away takes the command and its children with it.
+	stop := context.AfterFunc(ctx, func() { unix.Kill(-cmd.Process.Pid, unix.SIGKILL) })
+	defer stop()
 	return cmd.Wait()
 }
 
@@ -102,11 +104,15 @@ func runWithTTY(ctx context.Context, cmd *exec.Cmd, attach api.AttachIO) error {
 		return err
 	}
 	defer f.Close()
+	finished := make(chan struct{})
 	go func() {
 		for {
 			select {
+			case <-finished:
+				return
 			case <-ctx.Done():
-				cmd.Process.Kill()
+				// pty.Start made the command a session (and group) leader.
+				unix.Kill(-cmd.Process.Pid, unix.SIGKILL)
 				return
 			case size, ok := <-attach.Resize():
 				if !ok {
@@ -129,6 +135,7 @@ func runWithTTY(ctx context.Context, cmd *exec.Cmd, attach api.AttachIO) error {
 		}
 	}()
 	err = cmd.Wait()
+	close(finished)
 	// The pty's reader sees EIO once the last writer closed; wait for the tail of the output.
 	f.Close()
 	<-outDone

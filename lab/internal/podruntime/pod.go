@@ -499,15 +499,21 @@ func (p *podState) killSandbox() {
 func (p *podState) terminate(ctx context.Context, grace time.Duration) error {
 	p.termOnce.Do(func() {
 		p.cancel()
-		<-p.runDone
 		all := append(append([]*container(nil), p.initCtrs...), p.containers...)
-		var stops sync.WaitGroup
-		for _, c := range all {
-			p.markFinal(c)
-			stops.Add(1)
-			go func() { defer stops.Done(); p.stopContainer(c, grace) }()
+		stopAll := func() {
+			var stops sync.WaitGroup
+			for _, c := range all {
+				p.markFinal(c)
+				stops.Add(1)
+				go func() { defer stops.Done(); p.stopContainer(c, grace) }()
+			}
+			stops.Wait()
 		}
-		stops.Wait()
+		// run may be waiting for an init container: stop the containers first, then
+		// wait for run, and stop again whatever started in between.
+		stopAll()
+		<-p.runDone
+		stopAll()
 		p.wg.Wait()
 		err := p.stopSandbox(ctx)
 		if rerr := removePodDir(p.dir); rerr != nil {

@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -334,9 +335,8 @@ func TestPrivilegedDeleteAndRestartCleanup(t *testing.T) {
 	var notified []*corev1.Pod
 	notifyCtx, stop := context.WithCancel(context.Background())
 	defer stop()
-	var nmu = make(chan struct{}, 1)
-	nmu <- struct{}{}
-	rt.NotifyPods(notifyCtx, func(p *corev1.Pod) { <-nmu; notified = append(notified, p); nmu <- struct{}{} })
+	var nmu sync.Mutex
+	rt.NotifyPods(notifyCtx, func(p *corev1.Pod) { nmu.Lock(); notified = append(notified, p); nmu.Unlock() })
 
 	pod := netexecPod()
 	if err := rt.CreatePod(context.Background(), pod); err != nil {
@@ -374,12 +374,12 @@ func TestPrivilegedDeleteAndRestartCleanup(t *testing.T) {
 	}
 	deadline := time.Now().Add(5 * time.Second)
 	for {
-		<-nmu
+		nmu.Lock()
 		var last *corev1.Pod
 		if len(notified) > 0 {
 			last = notified[len(notified)-1]
 		}
-		nmu <- struct{}{}
+		nmu.Unlock()
 		if last != nil && (last.Status.Phase == corev1.PodFailed || last.Status.Phase == corev1.PodSucceeded) {
 			for _, cs := range last.Status.ContainerStatuses {
 				if cs.State.Terminated == nil {
@@ -491,4 +491,61 @@ func agentForTest(podsDir, binDir string) int {
 	}
 	fmt.Fprintln(os.Stderr, "pod never became ready")
 	return 1
+}
+
+func TestPrivilegedLivenessAndDeleteDuringInit(t *testing.T) {
+	if !inTestNamespaces(t) {
+		return
+	}
+	env := newTestEnv(t)
+	rt := env.rt
+	// An exec liveness probe that always fails restarts the container; a startup
+	// probe that passes gates it.
+	live := newPod("liveness", func(p *corev1.Pod) {
+		p.Spec.Containers = []corev1.Container{{
+			Name: "main", Image: "busybox", Command: []string{"sh", "-c", "touch /tmp/started; exec sleep 3600"},
+			StartupProbe: &corev1.Probe{ProbeHandler: corev1.ProbeHandler{Exec: &corev1.ExecAction{Command: []string{"test", "-e", "/tmp/started"}}},
+				PeriodSeconds: 1, FailureThreshold: 5},
+			LivenessProbe: &corev1.Probe{ProbeHandler: corev1.ProbeHandler{Exec: &corev1.ExecAction{Command: []string{"test", "-e", "/nonexistent"}}},
+				PeriodSeconds: 1, FailureThreshold: 2},
+		}}
+	})
+	stuck := newPod("stuck-init", func(p *corev1.Pod) {
+		p.Spec.InitContainers = []corev1.Container{{Name: "wait", Image: "busybox", Command: []string{"sleep", "3600"}}}
+		p.Spec.Containers = []corev1.Container{{Name: "main", Image: "busybox", Command: []string{"true"}}}
+	})
+	for _, p := range []*corev1.Pod{live, stuck} {
+		if err := rt.CreatePod(context.Background(), p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sawStarted := false
+	p := waitPod(t, rt, live, "a liveness restart", func(p *corev1.Pod) bool {
+		cs := containerStatus(p, "main")
+		sawStarted = sawStarted || (cs.Started != nil && *cs.Started)
+		return cs.RestartCount >= 1
+	})
+	if !sawStarted {
+		t.Error("startup probe never marked the container started")
+	}
+	if lt := containerStatus(p, "main").LastTerminationState.Terminated; lt == nil || lt.ExitCode != 128+15 {
+		t.Errorf("liveness kill: last state %+v, want SIGTERM's exit code", lt)
+	}
+
+	p = waitPod(t, rt, stuck, "init running", func(p *corev1.Pod) bool {
+		return containerStatus(p, "wait").State.Running != nil
+	})
+	if p.Status.Phase != corev1.PodPending {
+		t.Errorf("phase %s during init", p.Status.Phase)
+	}
+	start := time.Now()
+	if err := rt.DeletePod(context.Background(), stuck); err != nil {
+		t.Fatal(err)
+	}
+	if d := time.Since(start); d > 10*time.Second {
+		t.Errorf("delete during init took %v", d)
+	}
+	if _, err := rt.GetPod(context.Background(), "default", "stuck-init"); err == nil {
+		t.Error("pod still known")
+	}
 }

@@ -8,6 +8,7 @@ package podruntime
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/netip"
 	"os"
@@ -110,6 +111,9 @@ var (
 func New(cfg Config) (*Runtime, error) {
 	if err := cfg.setDefaults(); err != nil {
 		return nil, err
+	}
+	if _, err := os.Stat(cfg.NsenterPath); err != nil {
+		return nil, fmt.Errorf("nsenter: %w", err)
 	}
 	if err := os.MkdirAll(cfg.PodsDir, 0o750); err != nil {
 		return nil, err

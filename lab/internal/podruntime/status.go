@@ -46,8 +46,9 @@ func (p *podState) containerStatus(c *container) corev1.ContainerStatus {
 // and condition rules. The caller holds p.mu.
 func (p *podState) statusLocked() corev1.PodStatus {
 	st := corev1.PodStatus{
-		StartTime: &p.startTime,
-		QOSClass:  qosClass(p.pod),
+		ObservedGeneration: p.pod.Generation,
+		StartTime:          &p.startTime,
+		QOSClass:           qosClass(p.pod),
 	}
 	f := p.factsLocked()
 	if f.NodeIP.IsValid() {
@@ -113,7 +114,8 @@ func (p *podState) setCond(t corev1.PodConditionType, ok bool, reason string) {
 		status = corev1.ConditionTrue
 	}
 	old, had := p.conds[t]
-	c := corev1.PodCondition{Type: t, Status: status, Reason: reason, LastTransitionTime: old.LastTransitionTime}
+	c := corev1.PodCondition{Type: t, Status: status, Reason: reason, LastTransitionTime: old.LastTransitionTime,
+		ObservedGeneration: p.pod.Generation}
 	if !had || old.Status != status {
 		c.LastTransitionTime = metav1.Now()
 	}
