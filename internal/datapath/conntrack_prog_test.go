@@ -1,6 +1,7 @@
 package datapath
 
 import (
+	"net/netip"
 	"testing"
 	"time"
 )
@@ -206,6 +207,44 @@ func TestProgEvents(t *testing.T) {
 			}
 			if c := e.counter(Forwarded, Ingress); c.Packets != 1 {
 				t.Fatalf("forwarded ingress %+v, want 1", c)
+			}
+		}},
+	})
+}
+
+func TestProgDumps(t *testing.T) {
+	runProgCases(t, []progCase{
+		{"maps read back as typed values", envOpts{mode: Tunnel, masquerade: true}, func(t *testing.T, e *env) {
+			e.allowed(e.fromContainer, tcp(ipA, ipC, 40000, 80, "S"))
+			e.allowed(e.fromContainer, tcp(ipA, ipWorld, 40001, 443, "S"))
+			e.allowed(e.fromNetdev, tcp(ipC, ipA, 80, 40000, "SA"))
+			conns, err := e.maps.Connections()
+			must(t, err)
+			want := map[Connection]bool{}
+			for _, c := range conns {
+				c.Expires, c.Bytes = 0, 0
+				want[c] = true
+			}
+			toC := Connection{Src: ipA, Dst: ipC, SrcPort: 40000, DstPort: 80, Protocol: tcpProto, Packets: 2,
+				SrcIdentity: idA, DstIdentity: idC, Tunnel: remoteIP, SeenReply: true}
+			toWorld := Connection{Src: ipA, Dst: ipWorld, SrcPort: 40001, DstPort: 443, Protocol: tcpProto, Packets: 1,
+				SrcIdentity: idA, DstIdentity: IdentityWorld, Masqueraded: true}
+			if len(conns) != 2 || !want[toC] || !want[toWorld] {
+				t.Fatalf("connections %+v", conns)
+			}
+			eps, err := e.maps.EndpointEntries()
+			must(t, err)
+			if len(eps) != 2 {
+				t.Fatalf("endpoints %+v", eps)
+			}
+			ipc, err := e.maps.IPCacheEntries()
+			must(t, err)
+			if got := ipc[netip.MustParsePrefix("10.2.0.30/32")]; got != (IPCacheEntry{Identity: idC, TunnelEndpoint: remoteIP}) {
+				t.Fatalf("ipcache entry %+v", got)
+			}
+			e.setPolicy(epA, egress(idC, tcpProto, 80, 0))
+			if st, err := e.maps.PolicyState(epA); err != nil || len(st) != 1 {
+				t.Fatalf("policy state %+v, %v", st, err)
 			}
 		}},
 	})
