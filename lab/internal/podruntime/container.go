@@ -143,57 +143,107 @@ func (p *podState) setWaiting(c *container, reason, msg string) {
 	p.changed()
 }
 
+// attempt is one run of a container's process.
+type attempt struct {
+	cmd     *exec.Cmd
+	logs    *logFile
+	logPath string
+	env     []corev1.EnvVar
+	pid     int // the sandbox's
+	start   time.Time
+	exited  chan struct{}
+}
+
 // runOnce starts one attempt of the container and waits for it to exit. err is set
 // when the attempt could not start for a configuration reason.
 func (p *podState) runOnce(c *container) (exitCode int, ran time.Duration, err error) {
-	facts := p.facts()
-	env, err := containerEnv(p.ctx, p.rt.src, p.pod, &c.spec, facts)
+	a, err := p.startAttempt(c)
 	if err != nil {
 		return 0, 0, err
+	}
+	probeCtx, stopProbes := context.WithCancel(p.ctx)
+	probesDone := p.startProbes(probeCtx, c, a.pid, a.env)
+
+	waitErr := a.cmd.Wait()
+	// The container's processes share its process group; without a PID namespace of
+	// its own this is how they end together, as they would when a container's init dies.
+	unix.Kill(-a.cmd.Process.Pid, unix.SIGKILL)
+	stopProbes()
+	<-probesDone
+	a.logs.Close()
+	exitCode = exitStatus(a.cmd.ProcessState, waitErr)
+	end := time.Now()
+	reason := "Completed"
+	if exitCode != 0 {
+		reason = "Error"
+	}
+	msg := p.terminationMessage(c, a.logPath, exitCode)
+	p.mu.Lock()
+	c.proc = nil
+	c.ready = false
+	c.state = corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{
+		ExitCode:    int32(exitCode),
+		Reason:      reason,
+		StartedAt:   metav1.NewTime(a.start),
+		FinishedAt:  metav1.NewTime(end),
+		Message:     msg,
+		ContainerID: "lab://" + c.id,
+	}}
+	close(a.exited)
+	p.mu.Unlock()
+	p.changed()
+	return exitCode, end.Sub(a.start), nil
+}
+
+// startAttempt resolves the container's environment and command and starts it in
+// the sandbox with its output going to the attempt's log file.
+func (p *podState) startAttempt(c *container) (*attempt, error) {
+	env, err := containerEnv(p.ctx, p.rt.src, p.pod, &c.spec, p.facts())
+	if err != nil {
+		return nil, err
 	}
 	argv, err := containerArgv(c.image, &c.spec, env)
 	if err != nil {
-		return 0, 0, err
+		return nil, err
 	}
 	p.mu.Lock()
 	sb := p.sandbox
-	attempt := c.restarts
+	n := c.restarts
 	if c.id != "" {
-		attempt++
+		n++
 	}
 	p.mu.Unlock()
 	if sb == nil {
-		return 0, 0, errors.New("pod sandbox is not running")
+		return nil, errors.New("pod sandbox is not running")
 	}
 	if wd := c.spec.WorkingDir; wd != "" {
 		// Like runc, create the working directory if the image lacks it.
 		if dir, err := securejoin.SecureJoin(fmt.Sprintf("/proc/%d/root", sb.pid), wd); err == nil {
 			if err := os.MkdirAll(dir, 0o755); err != nil {
-				return 0, 0, fmt.Errorf("working directory %s: %w", wd, err)
+				return nil, fmt.Errorf("working directory %s: %w", wd, err)
 			}
 		}
 	}
-	logPath := filepath.Join(p.dir, "logs", c.spec.Name, strconv.Itoa(int(attempt))+".log")
-	logs, err := openLog(logPath)
-	if err != nil {
-		return 0, 0, err
+	a := &attempt{env: env, pid: sb.pid, exited: make(chan struct{}),
+		logPath: filepath.Join(p.dir, "logs", c.spec.Name, strconv.Itoa(int(n))+".log")}
+	if a.logs, err = openLog(a.logPath); err != nil {
+		return nil, err
 	}
-	cmd := p.nsenterCmd(sb.pid, &c.spec, env, argv)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	stdout, stderr, err := logs.pipes(cmd)
+	a.cmd = p.nsenterCmd(sb.pid, &c.spec, env, argv)
+	a.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	stdout, stderr, err := a.logs.pipes(a.cmd)
 	if err != nil {
-		logs.Close()
-		return 0, 0, err
+		a.logs.Close()
+		return nil, err
 	}
-	start := time.Now()
-	startErr := cmd.Start()
+	a.start = time.Now()
+	startErr := a.cmd.Start()
 	stdout.Close()
 	stderr.Close()
 	if startErr != nil {
-		logs.Close()
-		return 0, 0, fmt.Errorf("start: %w", startErr)
+		a.logs.Close()
+		return nil, fmt.Errorf("start: %w", startErr)
 	}
-	exited := make(chan struct{})
 	p.mu.Lock()
 	if c.id != "" {
 		if c.state.Terminated != nil {
@@ -202,17 +252,14 @@ func (p *podState) runOnce(c *container) (exitCode int, ran time.Duration, err e
 		c.restarts++
 	}
 	c.id = newID()
-	c.proc = cmd.Process
-	c.exited = exited
-	c.env = env
-	c.logPath = logPath
+	c.proc, c.exited, c.env, c.logPath = a.cmd.Process, a.exited, env, a.logPath
 	c.ready = false
 	c.started = c.spec.StartupProbe == nil
-	c.state = corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.NewTime(start)}}
+	c.state = corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.NewTime(a.start)}}
 	if p.ctx.Err() != nil || c.stop {
 		// Stopped while starting: whoever stops the pod may have looked for c.proc
 		// before it was set.
-		unix.Kill(-cmd.Process.Pid, unix.SIGKILL)
+		unix.Kill(-a.cmd.Process.Pid, unix.SIGKILL)
 	}
 	p.mu.Unlock()
 	p.saveRecord()
@@ -220,39 +267,7 @@ func (p *podState) runOnce(c *container) (exitCode int, ran time.Duration, err e
 		c.markStarted()
 	}
 	p.changed()
-
-	probeCtx, stopProbes := context.WithCancel(p.ctx)
-	probesDone := p.startProbes(probeCtx, c, sb.pid, env)
-
-	waitErr := cmd.Wait()
-	// The container's processes share its process group; without a PID namespace of
-	// its own this is how they end together, as they would when a container's init dies.
-	unix.Kill(-cmd.Process.Pid, unix.SIGKILL)
-	stopProbes()
-	<-probesDone
-	logs.Close()
-	exitCode = exitStatus(cmd.ProcessState, waitErr)
-	end := time.Now()
-	reason := "Completed"
-	if exitCode != 0 {
-		reason = "Error"
-	}
-	msg := p.terminationMessage(c, logPath, exitCode)
-	p.mu.Lock()
-	c.proc = nil
-	c.ready = false
-	c.state = corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{
-		ExitCode:    int32(exitCode),
-		Reason:      reason,
-		StartedAt:   metav1.NewTime(start),
-		FinishedAt:  metav1.NewTime(end),
-		Message:     msg,
-		ContainerID: "lab://" + c.id,
-	}}
-	close(exited)
-	p.mu.Unlock()
-	p.changed()
-	return exitCode, end.Sub(start), nil
+	return a, nil
 }
 
 func exitStatus(ps *os.ProcessState, err error) int {

@@ -137,30 +137,7 @@ func renderLog(ctx context.Context, path string, opts api.ContainerLogOpts, done
 	if opts.SinceSeconds > 0 {
 		since = time.Now().Add(-time.Duration(opts.SinceSeconds) * time.Second)
 	}
-	budget := opts.LimitBytes
-	emit := func(rec logRecord) error {
-		var b bytes.Buffer
-		if opts.Timestamps {
-			b.WriteString(rec.Time.Format(time.RFC3339Nano) + " ")
-		}
-		b.Write(rec.Content)
-		if !rec.Partial {
-			b.WriteByte('\n')
-		}
-		out := b.Bytes()
-		if opts.LimitBytes > 0 {
-			if budget <= 0 {
-				return io.EOF
-			}
-			if len(out) > budget {
-				out = out[:budget]
-			}
-			budget -= len(out)
-		}
-		_, err := w.Write(out)
-		return err
-	}
-
+	emit := (&logEmitter{w: w, timestamps: opts.Timestamps, limit: opts.LimitBytes, budget: opts.LimitBytes}).emit
 	br := bufio.NewReader(f)
 	var pending []byte
 	var tail []logRecord
@@ -216,6 +193,37 @@ func renderLog(ctx context.Context, path string, opts api.ContainerLogOpts, done
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
+}
+
+// logEmitter writes records as kubectl shows them, within a byte budget.
+type logEmitter struct {
+	w             io.Writer
+	timestamps    bool
+	limit, budget int
+}
+
+// emit writes one record; io.EOF means the byte limit is reached.
+func (e *logEmitter) emit(rec logRecord) error {
+	var b bytes.Buffer
+	if e.timestamps {
+		b.WriteString(rec.Time.Format(time.RFC3339Nano) + " ")
+	}
+	b.Write(rec.Content)
+	if !rec.Partial {
+		b.WriteByte('\n')
+	}
+	out := b.Bytes()
+	if e.limit > 0 {
+		if e.budget <= 0 {
+			return io.EOF
+		}
+		if len(out) > e.budget {
+			out = out[:e.budget]
+		}
+		e.budget -= len(out)
+	}
+	_, err := e.w.Write(out)
+	return err
 }
 
 func ignoreEOF(err error) error {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"github.com/cilium-go/cilium/lab/internal/images"
 	"io"
+	"net"
 	"k8s.io/client-go/kubernetes/fake"
 	"net/http"
 	"net/netip"
@@ -183,6 +184,17 @@ func TestPrivilegedPodServesAndExecs(t *testing.T) {
 	// Nothing the pod mounted shows on the node.
 	if m, _ := mountsUnder(env.podsDir); len(m) != 1 || !strings.HasSuffix(m[0], "/netns") {
 		t.Errorf("node mounts under the pods dir: %v", m)
+	}
+
+	// Port-forward reaches the server through the node's network namespace.
+	client, server := net.Pipe()
+	fwdDone := make(chan error, 1)
+	go func() { fwdDone <- rt.PortForward(context.Background(), "default", "web", 8080, server) }()
+	io.WriteString(client, "GET /hostname HTTP/1.0\r\n\r\n")
+	resp, _ := io.ReadAll(client)
+	client.Close()
+	if err := <-fwdDone; err != nil || !strings.HasSuffix(string(resp), "\r\n\r\nweb") {
+		t.Errorf("port-forward: %q %v", resp, err)
 	}
 
 	// Logs carry the server's output.
