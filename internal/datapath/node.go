@@ -12,7 +12,6 @@ import (
 	"github.com/cilium-go/cilium/internal/datapath/inns"
 	"github.com/cilium/ebpf"
 	"github.com/vishvananda/netlink"
-	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 )
 
@@ -189,23 +188,7 @@ func (n *Node) linkPin(kind, name, dir string) string {
 }
 
 func (n *Node) netlinkHandle() (*netlink.Handle, error) {
-	if n.cfg.NetNS == "" {
-		h, err := netlink.NewHandle()
-		if err != nil {
-			return nil, fmt.Errorf("netlink: %w", err)
-		}
-		return h, nil
-	}
-	ns, err := netns.GetFromPath(n.cfg.NetNS)
-	if err != nil {
-		return nil, fmt.Errorf("open netns %s: %w", n.cfg.NetNS, err)
-	}
-	defer ns.Close()
-	h, err := netlink.NewHandleAt(ns)
-	if err != nil {
-		return nil, fmt.Errorf("netlink in %s: %w", n.cfg.NetNS, err)
-	}
-	return h, nil
+	return handleAt(n.cfg.NetNS)
 }
 
 // ensureVXLAN creates the VXLAN device in external (collect metadata)

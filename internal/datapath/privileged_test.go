@@ -293,4 +293,9 @@ func TestPrivilegedPruneEndpoints(t *testing.T) {
 	if n != 1 {
 		t.Errorf("%d endpoints in the map, want 1", n)
 	}
+	for range 2 {
+		if err := datapath.DeletePodLink(n2.NS, gone.HostDevice); err != nil {
+			t.Fatalf("delete pod link: %v", err)
+		}
+	}
 }

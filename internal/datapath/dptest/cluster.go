@@ -78,10 +78,6 @@ type Pod struct {
 	MAC        net.HardwareAddr
 }
 
-// GatewayIP is the pods' next hop: a name only, resolved by a static
-// neighbour entry to the host-side veth.
-const GatewayIP = "169.254.1.1"
-
 const vxlanOverhead = 50
 
 var seq atomic.Int64
@@ -368,38 +364,15 @@ func (c *Cluster) addPod(n *Node, id, mtu int) (*Pod, error) {
 	if p.NS, err = c.newNS(p.Name); err != nil {
 		return nil, err
 	}
-	ph, err := c.handle(p.NS)
+	link, err := datapath.CreatePodLink(datapath.PodLink{
+		NodeNetNS: n.NS, PodNetNS: p.NS, PodIfName: "eth0", HostIfName: p.HostDevice, IPv4: p.IP, MTU: mtu,
+	})
 	if err != nil {
 		return nil, err
 	}
-	eth0, err := veth(n.nl, p.HostDevice, p.NS, ph, "eth0", mtu)
-	if err != nil {
-		return nil, err
-	}
-	p.MAC = eth0.Attrs().HardwareAddr
-	host, err := n.nl.LinkByName(p.HostDevice)
-	if err != nil {
-		return nil, err
-	}
-	gw := net.ParseIP(GatewayIP)
-	idx := eth0.Attrs().Index
-	for _, step := range []func() error{
-		func() error { return ph.AddrAdd(eth0, &netlink.Addr{IPNet: hostNet(p.IP, 32)}) },
-		func() error {
-			return ph.RouteAdd(&netlink.Route{LinkIndex: idx, Dst: &net.IPNet{IP: gw, Mask: net.CIDRMask(32, 32)}, Scope: netlink.SCOPE_LINK})
-		},
-		func() error { return ph.RouteAdd(&netlink.Route{LinkIndex: idx, Gw: gw}) },
-		func() error {
-			return ph.NeighAdd(&netlink.Neigh{LinkIndex: idx, IP: gw, HardwareAddr: host.Attrs().HardwareAddr,
-				State: netlink.NUD_PERMANENT, Family: netlink.FAMILY_V4})
-		},
-	} {
-		if err := step(); err != nil {
-			return nil, fmt.Errorf("pod %s: %w", p.Name, err)
-		}
-	}
+	p.MAC = link.PodMAC
 	if c.opts.Plain {
-		route := &netlink.Route{LinkIndex: host.Attrs().Index, Dst: hostNet(p.IP, 32), Scope: netlink.SCOPE_LINK}
+		route := &netlink.Route{LinkIndex: link.HostIfindex, Dst: hostNet(p.IP, 32), Scope: netlink.SCOPE_LINK}
 		if err := n.nl.RouteAdd(route); err != nil {
 			return nil, fmt.Errorf("route to %s: %w", p.Name, err)
 		}

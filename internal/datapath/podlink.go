@@ -1,0 +1,162 @@
+package datapath
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+
+	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netns"
+)
+
+// GatewayIPv4 is every pod's next hop. It is a name only: the pod holds a
+// permanent neighbour entry that resolves it to the host-side veth, so no
+// device owns it and nothing answers ARP for it.
+var GatewayIPv4 = netip.MustParseAddr("169.254.1.1")
+
+// PodLink is the veth pair between a pod and its node.
+type PodLink struct {
+	NodeNetNS  string // path; empty for the caller's namespace
+	PodNetNS   string // path
+	PodIfName  string // in the pod, e.g. eth0
+	HostIfName string // in the node, e.g. lxc1a2b3c
+	IPv4       netip.Addr
+	MTU        int // 0 for 1500
+}
+
+// PodLinkResult is what the endpoint needs from the link.
+type PodLinkResult struct {
+	PodMAC      net.HardwareAddr
+	HostMAC     net.HardwareAddr
+	HostIfindex int
+}
+
+// CreatePodLink makes the pair, moves one end into the pod, gives it the
+// address as a /32 and a default route through GatewayIPv4. This is the
+// CNI plugin's half of the wiring; Node.UpsertEndpoint does the rest.
+func CreatePodLink(l PodLink) (PodLinkResult, error) {
+	var res PodLinkResult
+	if !l.IPv4.Is4() {
+		return res, fmt.Errorf("pod link %s: IPv4 address required", l.HostIfName)
+	}
+	if l.MTU == 0 {
+		l.MTU = 1500
+	}
+	node, err := handleAt(l.NodeNetNS)
+	if err != nil {
+		return res, err
+	}
+	defer node.Close()
+	pod, err := handleAt(l.PodNetNS)
+	if err != nil {
+		return res, err
+	}
+	defer pod.Close()
+	podNS, err := netns.GetFromPath(l.PodNetNS)
+	if err != nil {
+		return res, fmt.Errorf("open netns %s: %w", l.PodNetNS, err)
+	}
+	defer podNS.Close()
+
+	// The peer is created directly in the pod's namespace, so a name
+	// clash with the node's devices cannot happen.
+	veth := &netlink.Veth{
+		LinkAttrs:     netlink.LinkAttrs{Name: l.HostIfName, MTU: l.MTU},
+		PeerName:      l.PodIfName,
+		PeerNamespace: netlink.NsFd(podNS),
+	}
+	if err := node.LinkAdd(veth); err != nil {
+		return res, fmt.Errorf("create veth %s: %w", l.HostIfName, err)
+	}
+	host, err := node.LinkByName(l.HostIfName)
+	if err == nil {
+		err = node.LinkSetUp(host)
+	}
+	if err != nil {
+		return res, errors.Join(fmt.Errorf("host side %s: %w", l.HostIfName, err), deleteLink(node, l.HostIfName))
+	}
+	peer, err := configurePodSide(pod, l, host.Attrs().HardwareAddr)
+	if err != nil {
+		return res, errors.Join(err, deleteLink(node, l.HostIfName))
+	}
+	return PodLinkResult{PodMAC: peer.Attrs().HardwareAddr, HostMAC: host.Attrs().HardwareAddr,
+		HostIfindex: host.Attrs().Index}, nil
+}
+
+func configurePodSide(pod *netlink.Handle, l PodLink, hostMAC net.HardwareAddr) (netlink.Link, error) {
+	peer, err := pod.LinkByName(l.PodIfName)
+	if err != nil {
+		return nil, fmt.Errorf("pod side %s: %w", l.PodIfName, err)
+	}
+	idx := peer.Attrs().Index
+	gw := GatewayIPv4.AsSlice()
+	steps := []struct {
+		what string
+		do   func() error
+	}{
+		{"up", func() error { return pod.LinkSetUp(peer) }},
+		{"address", func() error { return pod.AddrAdd(peer, &netlink.Addr{IPNet: hostPrefix(l.IPv4)}) }},
+		{"gateway route", func() error {
+			return pod.RouteReplace(&netlink.Route{LinkIndex: idx, Dst: hostPrefix(GatewayIPv4), Scope: netlink.SCOPE_LINK})
+		}},
+		{"default route", func() error { return pod.RouteReplace(&netlink.Route{LinkIndex: idx, Gw: gw}) }},
+		{"gateway neighbour", func() error {
+			return pod.NeighSet(&netlink.Neigh{LinkIndex: idx, IP: gw, HardwareAddr: hostMAC,
+				State: netlink.NUD_PERMANENT, Family: netlink.FAMILY_V4})
+		}},
+	}
+	for _, s := range steps {
+		if err := s.do(); err != nil {
+			return nil, fmt.Errorf("pod %s %s: %w", l.PodIfName, s.what, err)
+		}
+	}
+	return pod.LinkByName(l.PodIfName)
+}
+
+// DeletePodLink removes the pair by its host side; a missing link is no
+// error.
+func DeletePodLink(nodeNetNS, hostIfName string) error {
+	node, err := handleAt(nodeNetNS)
+	if err != nil {
+		return err
+	}
+	defer node.Close()
+	return deleteLink(node, hostIfName)
+}
+
+func deleteLink(h *netlink.Handle, name string) error {
+	l, err := h.LinkByName(name)
+	if err != nil {
+		var notFound netlink.LinkNotFoundError
+		if errors.As(err, &notFound) {
+			return nil
+		}
+		return fmt.Errorf("look up %s: %w", name, err)
+	}
+	if err := h.LinkDel(l); err != nil {
+		return fmt.Errorf("delete %s: %w", name, err)
+	}
+	return nil
+}
+
+// handleAt is a netlink handle in the namespace at path ("" = caller's).
+func handleAt(path string) (*netlink.Handle, error) {
+	if path == "" {
+		h, err := netlink.NewHandle()
+		if err != nil {
+			return nil, fmt.Errorf("netlink: %w", err)
+		}
+		return h, nil
+	}
+	ns, err := netns.GetFromPath(path)
+	if err != nil {
+		return nil, fmt.Errorf("open netns %s: %w", path, err)
+	}
+	defer ns.Close()
+	h, err := netlink.NewHandleAt(ns)
+	if err != nil {
+		return nil, fmt.Errorf("netlink in %s: %w", path, err)
+	}
+	return h, nil
+}
