@@ -116,6 +116,7 @@ type layout struct {
 	kcmServingCert, kcmServingKey       string
 	schedServingCert, schedServingKey   string
 	saKey, saPub                        string
+	frontProxyCA, frontProxyClient      string
 
 	adminConf, kcmConf, schedConf string
 	schedulerConfig               string
@@ -139,6 +140,7 @@ func paths(c Config) layout {
 		kcmServingCert: p("controller-manager-serving.crt"), kcmServingKey: p("controller-manager-serving.key"),
 		schedServingCert: p("scheduler-serving.crt"), schedServingKey: p("scheduler-serving.key"),
 		saKey: p("sa.key"), saPub: p("sa.pub"),
+		frontProxyCA: filepath.Join(pki, "front-proxy"), frontProxyClient: p("front-proxy-client"),
 
 		adminConf:       filepath.Join(kc, "admin.conf"),
 		kcmConf:         filepath.Join(kc, "controller-manager.conf"),

@@ -94,6 +94,8 @@ func TestProcessesCommandLines(t *testing.T) {
 			"kubelet-client-certificate":       l.kubeletClientCert,
 			"kubelet-certificate-authority":    l.caCert,
 			"kubelet-preferred-address-types":  "InternalIP",
+			"requestheader-allowed-names":      frontProxyClientName,
+			"requestheader-client-ca-file":     filepath.Join(l.frontProxyCA, pki.CACertFile),
 			"profiling":                        "false",
 		}},
 		{"kube-controller-manager", "/opt/lab/bin/kube-controller-manager", map[string]string{
@@ -201,6 +203,23 @@ func TestPrepareCertificates(t *testing.T) {
 		if err := apiserver.VerifyHostname(host); err != nil {
 			t.Errorf("API server certificate: %v", err)
 		}
+	}
+
+	// The front proxy's client certificate is trusted through its own CA only, so
+	// no ordinary client certificate can assert users in request headers.
+	fpCA, err := pki.LoadCA(l.frontProxyCA)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fp, err := pki.LoadCert(l.frontProxyClient + ".crt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := fpCA.Verify(fp, x509.ExtKeyUsageClientAuth); err != nil {
+		t.Error(err)
+	}
+	if err := ca.Verify(fp, x509.ExtKeyUsageClientAuth); err == nil {
+		t.Error("front-proxy client certificate verifies with the cluster CA")
 	}
 
 	clients := map[string]struct{ path, user, group string }{
@@ -345,7 +364,7 @@ func TestNodeCredentials(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if again != f {
+	if again != f || NodePaths(cfg, "lab-node1") != f {
 		t.Errorf("paths changed: %+v vs %+v", again, f)
 	}
 	if _, err := NodeCredentials(cfg, ca, "../x", ip); err == nil {

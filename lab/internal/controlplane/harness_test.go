@@ -64,7 +64,7 @@ func run(t *testing.T, name string, args ...string) {
 	}
 }
 
-// newNetns creates a network namespace with loopback up and a dummy device holding
+// newNetns creates a network namespace with loopback up and a device holding
 // addr, and deletes it when the test ends. Nothing touches the root namespace.
 func newNetns(t *testing.T, addr string) string {
 	t.Helper()
@@ -80,8 +80,11 @@ func newNetns(t *testing.T, addr string) string {
 		}
 	})
 	run(t, "ip", "-n", name, "link", "set", "lo", "up")
-	run(t, "ip", "-n", name, "link", "add", "uplink0", "type", "dummy")
+	// A veth pair with both ends in the namespace stands in for the underlay link
+	// (the dummy driver is not always available).
+	run(t, "ip", "-n", name, "link", "add", "uplink0", "type", "veth", "peer", "name", "uplink1")
 	run(t, "ip", "-n", name, "addr", "add", addr, "dev", "uplink0")
+	run(t, "ip", "-n", name, "link", "set", "uplink1", "up")
 	run(t, "ip", "-n", name, "link", "set", "uplink0", "up")
 	return filepath.Join("/run/netns", name)
 }

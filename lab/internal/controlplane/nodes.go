@@ -28,6 +28,22 @@ type NodeFiles struct {
 	KubeProxyKubeconfig string
 }
 
+// NodePaths returns where NodeCredentials puts the files of node, without writing
+// anything: processes started later (the node agent, kube-proxy) take their flags
+// from it.
+func NodePaths(cfg Config, node string) NodeFiles {
+	dir := filepath.Join(paths(cfg).nodes, node)
+	return NodeFiles{
+		CACert:              filepath.Join(dir, "ca.crt"),
+		Kubeconfig:          filepath.Join(dir, "kubelet.conf"),
+		ClientCert:          filepath.Join(dir, "node.crt"),
+		ClientKey:           filepath.Join(dir, "node.key"),
+		ServingCert:         filepath.Join(dir, "kubelet-serving.crt"),
+		ServingKey:          filepath.Join(dir, "kubelet-serving.key"),
+		KubeProxyKubeconfig: filepath.Join(dir, "kube-proxy.conf"),
+	}
+}
+
 // NodeCredentials writes (idempotently) the certificates and kubeconfigs of node,
 // whose underlay address is nodeIP, and returns their paths.
 func NodeCredentials(cfg Config, ca *pki.CA, node string, nodeIP netip.Addr) (NodeFiles, error) {
@@ -37,16 +53,8 @@ func NodeCredentials(cfg Config, ca *pki.CA, node string, nodeIP netip.Addr) (No
 	if !nodeIP.IsValid() {
 		return NodeFiles{}, fmt.Errorf("node credentials %s: invalid IP", node)
 	}
-	dir := filepath.Join(paths(cfg).nodes, node)
-	f := NodeFiles{
-		CACert:              filepath.Join(dir, "ca.crt"),
-		Kubeconfig:          filepath.Join(dir, "kubelet.conf"),
-		ClientCert:          filepath.Join(dir, "node.crt"),
-		ClientKey:           filepath.Join(dir, "node.key"),
-		ServingCert:         filepath.Join(dir, "kubelet-serving.crt"),
-		ServingKey:          filepath.Join(dir, "kubelet-serving.key"),
-		KubeProxyKubeconfig: filepath.Join(dir, "kube-proxy.conf"),
-	}
+	f := NodePaths(cfg, node)
+	dir := filepath.Dir(f.CACert)
 	if err := pki.WriteFile(f.CACert, ca.CertPEM(), 0o644); err != nil {
 		return NodeFiles{}, err
 	}

@@ -51,6 +51,9 @@ func Prepare(cfg Config, ca *pki.CA) error {
 	if _, err := pki.EnsureSigningKey(l.saKey, l.saPub); err != nil {
 		return err
 	}
+	if err := prepareFrontProxy(l); err != nil {
+		return err
+	}
 	for _, c := range certificates(cfg, l) {
 		if _, _, err := ca.Ensure(c.cert, c.key, c.req); err != nil {
 			return err
@@ -62,6 +65,26 @@ func Prepare(cfg Config, ca *pki.CA) error {
 		}
 	}
 	return pki.WriteFile(l.schedulerConfig, schedulerConfig(l.schedConf), 0o644)
+}
+
+// frontProxyClientName is the only common name the API server accepts as an
+// authenticating proxy (--requestheader-allowed-names).
+const frontProxyClientName = "front-proxy-client"
+
+// prepareFrontProxy creates the aggregation layer's trust: a CA of its own, separate
+// from the cluster CA, because any certificate it signs may assert a user in request
+// headers; and the client certificate the API server presents when it proxies to an
+// aggregated API server (metrics-server and the like). Without it the
+// extension-apiserver-authentication ConfigMap has no request-header CA and every
+// component with delegated authentication keeps logging about it.
+func prepareFrontProxy(l layout) error {
+	ca, err := pki.LoadOrCreateCA(l.frontProxyCA, "cilium-lab front-proxy CA")
+	if err != nil {
+		return err
+	}
+	_, _, err = ca.Ensure(l.frontProxyClient+".crt", l.frontProxyClient+".key",
+		pki.Request{CommonName: frontProxyClientName, Usage: pki.ClientAuth})
+	return err
 }
 
 type certFile struct {

@@ -3,6 +3,7 @@ package controlplane
 import (
 	"context"
 	"crypto/tls"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -10,9 +11,11 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
+	authnv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -64,14 +67,13 @@ func TestPrivilegedControlPlane(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	// etcd and the API server first; the controller manager exits when the API
+	// server is unreachable at start (the supervisor restarts it), so the test
+	// starts it and the scheduler once the API is ready, as a restart would.
+	specs := Processes(cfg)
 	begin := time.Now()
-	for _, spec := range Processes(cfg) {
-		if spec.Name == "etcd" {
-			start(t, spec, etcdChildEnv+"=1")
-		} else {
-			start(t, spec)
-		}
-	}
+	start(t, specs[0], etcdChildEnv+"=1")
+	start(t, specs[1])
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	t.Cleanup(cancel)
 	dial := dialerIn(nsPath)
@@ -88,13 +90,9 @@ func TestPrivilegedControlPlane(t *testing.T) {
 		return nil
 	})
 	apiReady := time.Since(begin)
-
-	t.Run("health endpoints", func(t *testing.T) { checkHealth(t, ctx, cfg, ca, dial) })
-	t.Run("anonymous is refused", func(t *testing.T) { checkAnonymous(t, ctx, cfg, ca, dial) })
-
-	node := clientset(t, nodeFiles.Kubeconfig, dial)
-	proxy := clientset(t, nodeFiles.KubeProxyKubeconfig, dial)
-	t.Run("node identity", func(t *testing.T) { checkNodeIdentity(t, ctx, node, proxy) })
+	for _, spec := range specs[2:] {
+		start(t, spec)
+	}
 
 	// Controllers: a new namespace gets its default ServiceAccount (serviceaccount
 	// controller) and the kube-root-ca.crt ConfigMap (root CA publisher).
@@ -115,6 +113,14 @@ func TestPrivilegedControlPlane(t *testing.T) {
 		return nil
 	})
 	controllersReady := time.Since(begin)
+
+	t.Run("health endpoints", func(t *testing.T) { checkHealth(t, ctx, cfg, ca, dial) })
+	t.Run("anonymous is refused", func(t *testing.T) { checkAnonymous(t, ctx, cfg, ca, dial) })
+	t.Run("identities", func(t *testing.T) { checkIdentities(t, ctx, cfg, nodeFiles, dial) })
+
+	node := clientset(t, nodeFiles.Kubeconfig, dial)
+	proxy := clientset(t, nodeFiles.KubeProxyKubeconfig, dial)
+	t.Run("node identity", func(t *testing.T) { checkNodeIdentity(t, ctx, node, proxy) })
 
 	t.Run("scheduling and the node graph", func(t *testing.T) { checkScheduling(t, ctx, admin, node) })
 
@@ -205,6 +211,58 @@ func checkAnonymous(t *testing.T, ctx context.Context, cfg Config, ca *pki.CA, d
 	}
 }
 
+// checkIdentities asks the API server who each credential is (SelfSubjectReview),
+// including a user asserted in headers by the front proxy's client certificate.
+func checkIdentities(t *testing.T, ctx context.Context, cfg Config, nf NodeFiles, dial func(context.Context, string, string) (net.Conn, error)) {
+	l := paths(cfg)
+	proxyCfg := &rest.Config{
+		Host: cfg.ServerURL(),
+		TLSClientConfig: rest.TLSClientConfig{
+			CAFile: l.caCert, CertFile: l.frontProxyClient + ".crt", KeyFile: l.frontProxyClient + ".key",
+		},
+		Dial:    dial,
+		Timeout: 10 * time.Second,
+	}
+	proxyCfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
+		return roundTripperFunc(func(r *http.Request) (*http.Response, error) {
+			r = r.Clone(r.Context())
+			r.Header.Set("X-Remote-User", "alice")
+			r.Header.Set("X-Remote-Group", "lab-devs")
+			return rt.RoundTrip(r)
+		})
+	})
+	frontProxy, err := kubernetes.NewForConfig(proxyCfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name  string
+		cs    kubernetes.Interface
+		user  string
+		group string
+	}{
+		{"admin", clientset(t, AdminKubeconfig(cfg), dial), AdminUser, "system:masters"},
+		{"node", clientset(t, nf.Kubeconfig, dial), "system:node:lab-node1", NodesGroup},
+		{"kube-proxy", clientset(t, nf.KubeProxyKubeconfig, dial), KubeProxyUser, "system:authenticated"},
+		{"front proxy", frontProxy, "alice", "lab-devs"},
+	}
+	for _, tc := range tests {
+		review, err := tc.cs.AuthenticationV1().SelfSubjectReviews().Create(ctx, &authnv1.SelfSubjectReview{}, metav1.CreateOptions{})
+		if err != nil {
+			t.Errorf("%s: %v", tc.name, err)
+			continue
+		}
+		u := review.Status.UserInfo
+		if u.Username != tc.user || !slices.Contains(u.Groups, tc.group) {
+			t.Errorf("%s authenticated as %q %v, want %q in %q", tc.name, u.Username, u.Groups, tc.user, tc.group)
+		}
+	}
+}
+
+type roundTripperFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripperFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
 // checkNodeIdentity: the Node authorizer and NodeRestriction let a node register
 // itself and nothing else, and do not let it list secrets.
 func checkNodeIdentity(t *testing.T, ctx context.Context, node, proxy kubernetes.Interface) {
@@ -235,20 +293,26 @@ func checkNodeIdentity(t *testing.T, ctx context.Context, node, proxy kubernetes
 	if err != nil || cidr.Bits() != 24 || !netip.MustParsePrefix("10.244.0.0/16").Contains(cidr.Addr()) {
 		t.Errorf("pod CIDR %q, want a /24 of 10.244.0.0/16", got.Spec.PodCIDR)
 	}
-	got.Status = corev1.NodeStatus{
+	// A patch, not an update: the node lifecycle controller taints the node
+	// meanwhile, and NodeRestriction refuses a node that rewrites its taints.
+	capacity := corev1.ResourceList{
+		corev1.ResourceCPU: resource.MustParse("4"), corev1.ResourceMemory: resource.MustParse("8Gi"),
+		corev1.ResourcePods: resource.MustParse("110"),
+	}
+	status := map[string]any{"status": corev1.NodeStatus{
 		Conditions: []corev1.NodeCondition{{
 			Type: corev1.NodeReady, Status: corev1.ConditionTrue, Reason: "Test",
 			LastHeartbeatTime: metav1.Now(), LastTransitionTime: metav1.Now(),
 		}},
 		Addresses: []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "172.30.0.11"}},
-		Capacity: corev1.ResourceList{
-			corev1.ResourceCPU: resource.MustParse("4"), corev1.ResourceMemory: resource.MustParse("8Gi"),
-			corev1.ResourcePods: resource.MustParse("110"),
-		},
+		Capacity:  capacity, Allocatable: capacity,
+	}}
+	patch, err := json.Marshal(status)
+	if err != nil {
+		t.Fatal(err)
 	}
-	got.Status.Allocatable = got.Status.Capacity
-	if _, err := node.CoreV1().Nodes().UpdateStatus(ctx, got, metav1.UpdateOptions{}); err != nil {
-		t.Fatalf("node updates its status: %v", err)
+	if _, err := node.CoreV1().Nodes().PatchStatus(ctx, "lab-node1", patch); err != nil {
+		t.Fatalf("node patches its status: %v", err)
 	}
 	if _, err := proxy.DiscoveryV1().EndpointSlices("").List(ctx, metav1.ListOptions{}); err != nil {
 		t.Errorf("kube-proxy lists EndpointSlices: %v", err)

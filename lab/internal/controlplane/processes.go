@@ -5,6 +5,7 @@ import (
 	"strconv"
 
 	"github.com/cilium-go/cilium/lab/internal/etcd"
+	"github.com/cilium-go/cilium/lab/internal/pki"
 	"github.com/cilium-go/cilium/lab/internal/proc"
 )
 
@@ -13,9 +14,10 @@ import (
 const serviceAccountIssuer = "https://kubernetes.default.svc.cluster.local"
 
 // Processes returns the control plane's processes in start order: etcd,
-// kube-apiserver, kube-controller-manager, kube-scheduler. Each waits for its
-// predecessor by itself (the API server retries etcd, the others retry the API
-// server), so the supervisor may start them together.
+// kube-apiserver, kube-controller-manager, kube-scheduler. The API server waits for
+// etcd by itself, but the controller manager exits at once when the API server is not
+// reachable yet (it reads the extension-apiserver-authentication ConfigMap at start),
+// so the supervisor either restarts it or starts it once /readyz answers.
 func Processes(cfg Config) []proc.Spec {
 	spec := func(name, path string, args []string) proc.Spec {
 		return proc.Spec{
@@ -71,6 +73,14 @@ func apiserverArgs(cfg Config) []string {
 		"--service-account-key-file=" + l.saPub,
 		"--service-account-signing-key-file=" + l.saKey,
 		"--service-cluster-ip-range=" + cfg.ServiceCIDR.Masked().String(),
+
+		"--requestheader-client-ca-file=" + filepath.Join(l.frontProxyCA, pki.CACertFile),
+		"--requestheader-allowed-names=" + frontProxyClientName,
+		"--requestheader-username-headers=X-Remote-User",
+		"--requestheader-group-headers=X-Remote-Group",
+		"--requestheader-extra-headers-prefix=X-Remote-Extra-",
+		"--proxy-client-cert-file=" + l.frontProxyClient + ".crt",
+		"--proxy-client-key-file=" + l.frontProxyClient + ".key",
 
 		"--kubelet-client-certificate=" + l.kubeletClientCert,
 		"--kubelet-client-key=" + l.kubeletClientKey,
