@@ -33,39 +33,7 @@ import (
 // Node and RBAC authorization with NodeRestriction, working controllers and
 // scheduler, and the lab's Bootstrap RBAC.
 func TestPrivilegedControlPlane(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: creates a network namespace and runs the control plane in it")
-	}
-	binDir, err := filepath.Abs("../../../bin")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, b := range []string{"kube-apiserver", "kube-controller-manager", "kube-scheduler"} {
-		if _, err := os.Stat(filepath.Join(binDir, b)); err != nil {
-			t.Skipf("%s not built (make build-k8s): %v", b, err)
-		}
-	}
-	self, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-
-	nsPath := newNetns(t, "172.30.0.2/24")
-	cfg := testConfig(filepath.Join(t.TempDir(), "control-plane"))
-	cfg.BinDir, cfg.LabBinary = binDir, self
-	cfg.Namespaces.Net = nsPath
-	ca, err := pki.NewCA("cilium-lab test CA")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := Prepare(cfg, ca); err != nil {
-		t.Fatal(err)
-	}
-	nodeIP := netip.MustParseAddr("172.30.0.11")
-	nodeFiles, err := NodeCredentials(cfg, ca, "lab-node1", nodeIP)
-	if err != nil {
-		t.Fatal(err)
-	}
+	cfg, ca, nodeFiles := prepareTestControlPlane(t)
 
 	// etcd and the API server first; the controller manager exits when the API
 	// server is unreachable at start (the supervisor restarts it), so the test
@@ -76,7 +44,7 @@ func TestPrivilegedControlPlane(t *testing.T) {
 	start(t, specs[1])
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	t.Cleanup(cancel)
-	dial := dialerIn(nsPath)
+	dial := dialerIn(cfg.Namespaces.Net)
 	admin := clientset(t, AdminKubeconfig(cfg), dial)
 
 	eventually(t, 90*time.Second, "API server /readyz", func() error {
@@ -124,28 +92,71 @@ func TestPrivilegedControlPlane(t *testing.T) {
 
 	t.Run("scheduling and the node graph", func(t *testing.T) { checkScheduling(t, ctx, admin, node) })
 
-	t.Run("bootstrap RBAC", func(t *testing.T) {
-		for range 2 {
-			if err := Bootstrap(ctx, admin); err != nil {
-				t.Fatal(err)
-			}
-		}
-		eventually(t, 30*time.Second, "node lists secrets after Bootstrap", func() error {
-			_, err := node.CoreV1().Secrets("kube-system").List(ctx, metav1.ListOptions{})
-			return err
-		})
-		for _, res := range []string{"configmaps", "services"} {
-			if err := node.CoreV1().RESTClient().Get().Resource(res).Do(ctx).Error(); err != nil {
-				t.Errorf("node lists %s cluster-wide: %v", res, err)
-			}
-		}
-		if _, err := proxy.CoreV1().Secrets("kube-system").List(ctx, metav1.ListOptions{}); !apierrors.IsForbidden(err) {
-			t.Errorf("kube-proxy lists secrets after Bootstrap: err=%v, want Forbidden", err)
-		}
-	})
+	t.Run("bootstrap RBAC", func(t *testing.T) { checkBootstrap(t, ctx, admin, node, proxy) })
 
 	t.Logf("control plane timing from process start: API ready %v, controllers ready %v",
 		apiReady.Round(10*time.Millisecond), controllersReady.Round(10*time.Millisecond))
+}
+
+// prepareTestControlPlane skips unless root with the Kubernetes binaries built,
+// then creates the control-plane namespace (172.30.0.2) and runs Prepare and
+// NodeCredentials for lab-node1. etcd is the test binary itself (see TestMain).
+func prepareTestControlPlane(t *testing.T) (Config, *pki.CA, NodeFiles) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: creates a network namespace and runs the control plane in it")
+	}
+	binDir, err := filepath.Abs("../../../bin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, b := range []string{"kube-apiserver", "kube-controller-manager", "kube-scheduler"} {
+		if _, err := os.Stat(filepath.Join(binDir, b)); err != nil {
+			t.Skipf("%s not built (make build-k8s): %v", b, err)
+		}
+	}
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	cfg := testConfig(filepath.Join(t.TempDir(), "control-plane"))
+	cfg.BinDir, cfg.LabBinary = binDir, self
+	cfg.Namespaces.Net = newNetns(t, "172.30.0.2/24")
+	ca, err := pki.NewCA("cilium-lab test CA")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := Prepare(cfg, ca); err != nil {
+		t.Fatal(err)
+	}
+	nodeFiles, err := NodeCredentials(cfg, ca, "lab-node1", netip.MustParseAddr("172.30.0.11"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg, ca, nodeFiles
+}
+
+// checkBootstrap: after Bootstrap (run twice: it is idempotent) nodes read
+// Secrets, ConfigMaps and Services cluster-wide; kube-proxy still reads no Secrets.
+func checkBootstrap(t *testing.T, ctx context.Context, admin, node, proxy kubernetes.Interface) {
+	for range 2 {
+		if err := Bootstrap(ctx, admin); err != nil {
+			t.Fatal(err)
+		}
+	}
+	eventually(t, 30*time.Second, "node lists secrets after Bootstrap", func() error {
+		_, err := node.CoreV1().Secrets("kube-system").List(ctx, metav1.ListOptions{})
+		return err
+	})
+	for _, res := range []string{"configmaps", "services"} {
+		if err := node.CoreV1().RESTClient().Get().Resource(res).Do(ctx).Error(); err != nil {
+			t.Errorf("node lists %s cluster-wide: %v", res, err)
+		}
+	}
+	if _, err := proxy.CoreV1().Secrets("kube-system").List(ctx, metav1.ListOptions{}); !apierrors.IsForbidden(err) {
+		t.Errorf("kube-proxy lists secrets after Bootstrap: err=%v, want Forbidden", err)
+	}
 }
 
 func clientset(t *testing.T, kubeconfigPath string, dial func(context.Context, string, string) (net.Conn, error)) *kubernetes.Clientset {
