@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/netip"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"testing"
@@ -105,6 +106,11 @@ func prepareTestControlPlane(t *testing.T) (Config, *pki.CA, NodeFiles) {
 	t.Helper()
 	if os.Geteuid() != 0 {
 		t.Skip("needs root: creates a network namespace and runs the control plane in it")
+	}
+	for _, tool := range []string{"ip", "nsenter"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Skipf("%s not installed: %v", tool, err)
+		}
 	}
 	binDir, err := filepath.Abs("../../../bin")
 	if err != nil {
