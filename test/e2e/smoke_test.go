@@ -139,6 +139,19 @@ func TestSmokeLab(t *testing.T) {
 		t.Errorf("pod %s sees hostname %q", client, out)
 	}
 
+	hosts := lab.Kubectl("exec", client, "--", "cat", "/etc/hosts")
+	if !strings.Contains(hosts, ipOf[client]+"\t"+client) && !strings.Contains(hosts, ipOf[client]+" "+client) {
+		t.Errorf("/etc/hosts of %s does not name its own IP %s:\n%s", client, ipOf[client], hosts)
+	}
+
+	// The node commands: exec runs on the node, status says all is well.
+	if out, err := lab.run("cilium-lab", "exec", "--state-dir", lab.StateDir, "e2e-node2", "--", "hostname"); err != nil || strings.TrimSpace(out) != "e2e-node2" {
+		t.Errorf("cilium-lab exec e2e-node2 -- hostname: %q %v", out, err)
+	}
+	if out, err := lab.run("cilium-lab", "status", "--state-dir", lab.StateDir); err != nil {
+		t.Errorf("cilium-lab status: %v\n%s", err, out)
+	}
+
 	lab.Eventually("kubectl logs shows the server's output", 30*time.Second, func() error {
 		logs := lab.Kubectl("logs", remote)
 		if !strings.Contains(logs, "8080") {

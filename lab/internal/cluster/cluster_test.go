@@ -81,3 +81,13 @@ func TestNodeProcesses(t *testing.T) {
 		t.Errorf("args %v", specs[0].Args)
 	}
 }
+
+func TestFirstLineNamesFailingChecks(t *testing.T) {
+	msg := `an error on the server ("[+]ping ok\n[+]etcd ok\n[-]etcd-readiness failed: reason withheld\n[-]informer-sync failed: reason withheld\nreadyz check failed")`
+	if got, want := firstLine(msg), "API server checks not passing yet: etcd-readiness, informer-sync"; got != want {
+		t.Errorf("got %q, want %q", got, want)
+	}
+	if got := firstLine("0 of 2 nodes Ready\nmore"); got != "0 of 2 nodes Ready" {
+		t.Errorf("got %q", got)
+	}
+}

@@ -21,23 +21,11 @@ import (
 	"github.com/cilium-go/cilium/lab/internal/proc"
 )
 
-// nodeFiles are the node's credentials, written by `up` and read by its processes.
-func nodeFiles(cp controlplane.Config, n plan.Node) controlplane.NodeFiles {
-	dir := filepath.Join(cp.Dir, "nodes", n.Name)
-	return controlplane.NodeFiles{
-		CACert:              filepath.Join(dir, "ca.crt"),
-		Kubeconfig:          filepath.Join(dir, "kubelet.conf"),
-		ServingCert:         filepath.Join(dir, "kubelet-serving.crt"),
-		ServingKey:          filepath.Join(dir, "kubelet-serving.key"),
-		KubeProxyKubeconfig: filepath.Join(dir, "kube-proxy.conf"),
-	}
-}
-
 func kubeProxyConfigPath(n plan.Node) string { return filepath.Join(n.Dir, "kube-proxy.yaml") }
 
 // nodeProcesses are the daemons of one node: its agent and, if chosen, kube-proxy.
 func nodeProcesses(p plan.Plan, n plan.Node, cp controlplane.Config, binDir string) []proc.Spec {
-	f := nodeFiles(cp, n)
+	f := controlplane.NodePaths(cp, n.Name)
 	specs := []proc.Spec{{
 		Name: "node-agent/" + n.Name,
 		Path: filepath.Join(binDir, "cilium-lab"),
@@ -95,7 +83,7 @@ func writeNodeConfigs(p plan.Plan, cp controlplane.Config) error {
 		return nil
 	}
 	for _, n := range p.Nodes {
-		b := kubeProxyConfig(p, n, nodeFiles(cp, n).KubeProxyKubeconfig)
+		b := kubeProxyConfig(p, n, controlplane.NodePaths(cp, n.Name).KubeProxyKubeconfig)
 		if err := os.WriteFile(kubeProxyConfigPath(n), b, 0o600); err != nil {
 			return err
 		}

@@ -69,7 +69,19 @@ func (p *progress) waitFor(ctx context.Context, fn func() error) error {
 	}
 }
 
+// firstLine shortens an error for a progress line. A health endpoint's answer lists
+// every check; only the failing ones ("[-]...") say what is being waited for.
 func firstLine(s string) string {
+	if strings.Contains(s, "[-]") {
+		var failing []string
+		for _, l := range strings.Split(strings.ReplaceAll(s, `\n`, "\n"), "\n") {
+			if i := strings.Index(l, "[-]"); i >= 0 {
+				name, _, _ := strings.Cut(l[i+3:], " ")
+				failing = append(failing, name)
+			}
+		}
+		return "API server checks not passing yet: " + strings.Join(failing, ", ")
+	}
 	s, _, _ = strings.Cut(s, "\n")
 	if len(s) > 160 {
 		s = s[:160] + "..."

@@ -78,8 +78,13 @@ func Supervise(ctx context.Context, stateDir, binDir string, log *slog.Logger) e
 	if err := forwardAPI(ctx, p, log); err != nil {
 		return err
 	}
-	for _, s := range controlplane.Processes(cp) {
-		sup.Start(ctx, s, 5*time.Second)
+	// etcd and the API server first: the controller manager exits while it cannot reach
+	// the API, and each restart would cost it a back-off.
+	cpProcs := controlplane.Processes(cp)
+	for _, s := range cpProcs {
+		if s.Name == "etcd" || s.Name == "kube-apiserver" {
+			sup.Start(ctx, s, 5*time.Second)
+		}
 	}
 
 	err = func() error {
@@ -93,6 +98,11 @@ func Supervise(ctx context.Context, stateDir, binDir string, log *slog.Logger) e
 		}
 		if err := waitAPI(ctx, cs); err != nil {
 			return err
+		}
+		for _, s := range cpProcs {
+			if s.Name != "etcd" && s.Name != "kube-apiserver" {
+				sup.Start(ctx, s, 5*time.Second)
+			}
 		}
 		setPhase("bootstrapping", nil)
 		if err := retry(ctx, func() error { return controlplane.Bootstrap(ctx, cs) }); err != nil {
