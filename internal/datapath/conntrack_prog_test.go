@@ -58,6 +58,17 @@ func TestProgConntrack(t *testing.T) {
 			e.allowed(e.fromContainer, sent)
 			e.allowed(e.fromNetdev, unreachable(t, remoteIP, ipA, sent))
 		}},
+		{"time exceeded for an echo request is related", both, func(t *testing.T, e *env) {
+			e.setPolicy(epA, egress(idC, icmpProto, 0, 0))
+			sent := echo(ipA, ipC, 5, false)
+			e.allowed(e.fromContainer, sent)
+			exceeded := unreachable(t, remoteIP, ipA, sent)
+			exceeded.icmpType, exceeded.icmpCode = 11, 0
+			e.allowed(e.fromNetdev, exceeded)
+			other := unreachable(t, remoteIP, ipA, echo(ipA, ipC, 6, false))
+			other.icmpType, other.icmpCode = 11, 0
+			e.denied(e.fromNetdev, other, DropPolicy)
+		}},
 		{"echo replies follow their request", both, func(t *testing.T, e *env) {
 			e.setPolicy(epA, egress(idC, icmpProto, 0, 0))
 			e.allowed(e.fromContainer, echo(ipA, ipC, 7, false))

@@ -20,6 +20,7 @@ type pkt struct {
 	icmpID       uint16
 	ipID         uint16
 	ttl          uint8  // 64 when 0
+	ipOptions    bool   // a router-alert option: a 24-byte header
 	fragOffset   uint16 // in 8-byte units
 	moreFrags    bool
 	quote        []byte // ICMP error payload: the quoted packet
@@ -64,6 +65,9 @@ func (p pkt) layers(t testing.TB) []gopacket.SerializableLayer {
 	}
 	if p.moreFrags {
 		ip.Flags = layers.IPv4MoreFragments
+	}
+	if p.ipOptions {
+		ip.Options = []layers.IPv4Option{{OptionType: 0x94, OptionLength: 4, OptionData: []byte{0, 0}}}
 	}
 	payload := p.payload
 	if payload == nil {

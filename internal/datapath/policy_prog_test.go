@@ -59,6 +59,18 @@ func TestProgPolicy(t *testing.T) {
 			e.denied(e.fromContainer, tcp(ipA, ipC, 40000, 7999, "S"), DropPolicy)
 			e.denied(e.fromContainer, tcp(ipA, ipC, 40000, 8081, "S"), DropPolicy)
 		}},
+		{"IP options do not hide the ports", enforce, func(t *testing.T, e *env) {
+			e.setPolicy(epA, egress(idC, tcpProto, 80, 0))
+			allowed := tcp(ipA, ipC, 40000, 80, "S")
+			allowed.ipOptions = true
+			if ihl := allowed.frame(t)[14] & 0x0f; ihl != 6 {
+				t.Fatalf("IHL %d, want 6", ihl)
+			}
+			e.allowed(e.fromContainer, allowed)
+			denied := tcp(ipA, ipC, 40000, 81, "S")
+			denied.ipOptions = true
+			e.denied(e.fromContainer, denied, DropPolicy)
+		}},
 		{"ICMP rules match the type", enforce, func(t *testing.T, e *env) {
 			e.setPolicy(epA, egress(idC, icmpProto, 8, 0))
 			e.allowed(e.fromContainer, echo(ipA, ipC, 7, false))
