@@ -129,6 +129,61 @@ static __always_inline int snat_egress(struct __sk_buff *skb, struct pkt *p)
 	return 0;
 }
 
+/* snat_icmp_error translates an ICMP error about a masqueraded packet
+ * back to the pod, so that path MTU discovery and unreachables reach it:
+ * the outer destination and the quoted source address and port. Only the
+ * quoted L4 checksum stays stale; receivers do not check it. */
+static __always_inline int snat_icmp_error(struct __sk_buff *skb, struct pkt *p)
+{
+	__u32 inner = p->l4_off + sizeof(struct icmphdr), inner_l4, icmp_csum = p->l4_off + 2;
+	struct nat4_key k = { .daddr = NODE_IPV4, .dir = DIR_INGRESS };
+	struct nat4_entry *e;
+	struct iphdr ip;
+	__u16 ports[2], old_csum, new_csum, port_off;
+
+	if (bpf_skb_load_bytes(skb, inner, &ip, sizeof(ip)) < 0 || ip.ihl < 5 || ip.saddr != NODE_IPV4)
+		return 0;
+	inner_l4 = inner + ip.ihl * 4;
+	k.saddr = ip.daddr;
+	k.protocol = ip.protocol;
+	if (ip.protocol == IPPROTO_ICMP) {
+		port_off = 4; /* the echo id */
+		if (bpf_skb_load_bytes(skb, inner_l4 + port_off, &ports[0], 2) < 0)
+			return 0;
+		k.dport = ports[0];
+	} else if (ip.protocol == IPPROTO_TCP || ip.protocol == IPPROTO_UDP) {
+		port_off = 0;
+		if (bpf_skb_load_bytes(skb, inner_l4, ports, sizeof(ports)) < 0)
+			return 0;
+		k.sport = ports[1];
+		k.dport = ports[0];
+	} else {
+		return 0;
+	}
+	e = bpf_map_lookup_elem(&cilium_snat4, &k);
+	if (!e)
+		return 0;
+
+	/* Quoted source port, then address and the quoted header checksum:
+	 * each change also moves the ICMP checksum that covers them. */
+	if (bpf_l4_csum_replace(skb, icmp_csum, k.dport, e->port, 2) < 0 ||
+	    bpf_skb_store_bytes(skb, inner_l4 + port_off, &e->port, 2, 0) < 0)
+		return -DROP_INVALID;
+	old_csum = ip.check;
+	if (bpf_l3_csum_replace(skb, inner + 10, NODE_IPV4, e->addr, 4) < 0 ||
+	    bpf_skb_load_bytes(skb, inner + 10, &new_csum, 2) < 0 ||
+	    bpf_l4_csum_replace(skb, icmp_csum, old_csum, new_csum, 2) < 0 ||
+	    bpf_l4_csum_replace(skb, icmp_csum, NODE_IPV4, e->addr, 4) < 0 ||
+	    bpf_skb_store_bytes(skb, inner + 12, &e->addr, 4, 0) < 0)
+		return -DROP_INVALID;
+	/* The outer destination: ICMP has no pseudo-header. */
+	if (bpf_l3_csum_replace(skb, IP_CSUM_OFF, NODE_IPV4, e->addr, 4) < 0 ||
+	    bpf_skb_store_bytes(skb, IP_DADDR_OFF, &e->addr, 4, 0) < 0)
+		return -DROP_INVALID;
+	p->daddr = e->addr;
+	return 1;
+}
+
 /* snat_ingress undoes the translation of a reply; it returns 1 when the
  * packet was translated, 0 when it was not ours. */
 static __always_inline int snat_ingress(struct __sk_buff *skb, struct pkt *p)
@@ -142,6 +197,8 @@ static __always_inline int snat_ingress(struct __sk_buff *skb, struct pkt *p)
 
 	if (p->daddr != NODE_IPV4 || p->later_frag)
 		return 0;
+	if (p->protocol == IPPROTO_ICMP && icmp_is_error(p->icmp_type))
+		return snat_icmp_error(skb, p);
 	e = bpf_map_lookup_elem(&cilium_snat4, &k);
 	if (!e)
 		return 0;

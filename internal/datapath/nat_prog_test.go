@@ -2,6 +2,7 @@ package datapath
 
 import (
 	"bytes"
+	"encoding/binary"
 	"testing"
 
 	"github.com/gopacket/gopacket"
@@ -102,6 +103,33 @@ func TestProgMasquerade(t *testing.T) {
 			if gotID, _ := ports(p); !ip.DstIP.Equal(ipA.AsSlice()) || gotID != 77 {
 				t.Fatalf("echo reply to %v id %d, want %v id 77", ip.DstIP, gotID, ipA)
 			}
+		}},
+		{"ICMP errors about masqueraded packets reach the pod", masq, func(t *testing.T, e *env) {
+			port := e.masqueraded(tcp(ipA, ipWorld, 40000, 443, "S"))
+			translated := tcp(nodeIP, ipWorld, port, 443, "S")
+			fragNeeded := unreachable(t, ipWorld, nodeIP, translated)
+			fragNeeded.icmpCode = 4
+			frame := e.expect(e.fromNetdev, fragNeeded.frame(t), actRedirect)
+			ip, p := decoded(t, frame)
+			quoted := gopacket.NewPacket(p.Layer(layers.LayerTypeICMPv4).LayerPayload(), layers.LayerTypeIPv4, gopacket.Default)
+			qip, _ := quoted.Layer(layers.LayerTypeIPv4).(*layers.IPv4)
+			if !ip.DstIP.Equal(ipA.AsSlice()) || qip == nil || !qip.SrcIP.Equal(ipA.AsSlice()) {
+				t.Fatalf("error to %v quoting %v, want both %v", ip.DstIP, qip, ipA)
+			}
+			raw := p.Layer(layers.LayerTypeICMPv4).LayerPayload()
+			if sport := binary.BigEndian.Uint16(raw[qip.IHL*4:]); sport != 40000 {
+				t.Fatalf("quoted source port %d, want 40000", sport)
+			}
+			check := qip.Checksum
+			buf := gopacket.NewSerializeBuffer()
+			must(t, qip.SerializeTo(buf, gopacket.SerializeOptions{ComputeChecksums: true}))
+			if qip.Checksum != check {
+				t.Fatalf("quoted header checksum %#x, want %#x", check, qip.Checksum)
+			}
+		}},
+		{"ICMP errors about unknown flows stay with the node", masq, func(t *testing.T, e *env) {
+			stray := unreachable(t, ipWorld, nodeIP, tcp(nodeIP, ipWorld, 33333, 443, "S"))
+			e.expect(e.fromNetdev, stray.frame(t), actOK)
 		}},
 		{"two pods with the same port get different masquerade ports", masq, func(t *testing.T, e *env) {
 			p1 := e.masqueraded(tcp(ipA, ipWorld, 40000, 443, "S"))

@@ -254,6 +254,10 @@ func TestPrivilegedMasquerade(t *testing.T) {
 				if err := dptest.Ping(p.NS, dptest.WorldIP); err != nil {
 					t.Errorf("%s pings the world: %v", p.Name, err)
 				}
+				// The port-unreachable comes back through the translation.
+				if err := dptest.UDPRefused(p.NS, dptest.WorldIP, 9); err != nil {
+					t.Errorf("%s: %v", p.Name, err)
+				}
 			}
 		})
 	}

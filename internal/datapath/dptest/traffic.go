@@ -212,3 +212,26 @@ func RemoteAddrSeen(ns string, to netip.Addr, port int) (netip.Addr, error) {
 	}
 	return netip.ParseAddr(strings.TrimSpace(line))
 }
+
+// UDPRefused sends a datagram to a port where nothing listens and
+// reports whether the ICMP port-unreachable came back to the socket.
+func UDPRefused(ns string, to netip.Addr, port int) error {
+	var c net.Conn
+	err := inns.Do(ns, func() (err error) {
+		c, err = net.Dial("udp4", net.JoinHostPort(to.String(), strconv.Itoa(port)))
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(ReplyWait))
+	if _, err := c.Write([]byte("anyone?")); err != nil {
+		return fmt.Errorf("write: %w", err)
+	}
+	_, err = c.Read(make([]byte, 16))
+	if errors.Is(err, unix.ECONNREFUSED) {
+		return nil
+	}
+	return fmt.Errorf("read: %v, want connection refused", err)
+}
