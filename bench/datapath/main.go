@@ -205,13 +205,14 @@ func median(v []float64) float64 {
 }
 
 func report(w io.Writer, scenarios []scenario, results [][][]float64, d time.Duration, reps int) {
-	fmt.Fprintf(w, "datapath benchmark: %d interleaved repetitions of %v, medians; ratio to (a)\n\n", reps, d)
+	fmt.Fprintf(w, "datapath benchmark: %d interleaved repetitions of %v; median, ratio to (a), spread (min-max)/median\n\n", reps, d)
 	for ti, t := range tests {
 		fmt.Fprintf(w, "%s (%s)\n", t.name, t.unit)
 		base := median(results[0][ti])
 		for si, s := range scenarios {
-			m := median(results[si][ti])
-			fmt.Fprintf(w, "  %-34s %12.1f  %5.3f\n", s.name, m, m/base)
+			v := results[si][ti]
+			m := median(v)
+			fmt.Fprintf(w, "  %-34s %12.1f  %5.3f  ±%2.0f%%\n", s.name, m, m/base, 50*(slices.Max(v)-slices.Min(v))/m)
 		}
 		c, cp := median(results[2][ti]), median(results[3][ti])
 		fmt.Fprintf(w, "  %-34s %12s  %5.3f\n\n", "(c') / (c)", "", cp/c)
