@@ -71,7 +71,8 @@ func (c *Config) validate() error {
 }
 
 // Node is the datapath of one node: its maps, its device programs and the
-// endpoints it serves.
+// endpoints it serves. Its methods are not safe for concurrent use; the
+// maps (Maps) are.
 type Node struct {
 	cfg    Config
 	log    *slog.Logger

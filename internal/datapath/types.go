@@ -20,6 +20,8 @@ type (
 	PolicyValue  = lxcPolicyEntry
 	CTKey        = lxcCt4Key
 	CTEntry      = lxcCtEntry
+	NATKey       = lxcNat4Key
+	NATEntry     = lxcNat4Entry
 	MetricsKey   = lxcMetricsKey
 	MetricsValue = lxcMetricsValue
 	rawEvent     = lxcEvent
