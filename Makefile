@@ -26,20 +26,18 @@ all: build
 
 build: build-lab
 
+# `go install` into bin/ relinks a binary only when it is stale.
 build-k8s:
-	@mkdir -p $(BIN)
-	cd lab && $(GO) build -ldflags '$(K8S_LDFLAGS)' -o $(BIN)/ $(K8S_CMDS)
+	cd lab && GOBIN=$(BIN) $(GO) install -ldflags '$(K8S_LDFLAGS)' $(K8S_CMDS)
 
 build-cni:
-	@mkdir -p $(BIN)/cni
-	cd lab && $(GO) build -o $(BIN)/cni/ $(CNI_CMDS)
+	cd lab && GOBIN=$(BIN)/cni $(GO) install $(CNI_CMDS)
 
 build-coredns:
-	@mkdir -p $(BIN)
-	cd lab/tools/coredns && $(GO) build -o $(BIN)/coredns .
+	cd lab/tools/coredns && GOBIN=$(BIN) $(GO) install .
 
 build-lab: build-k8s build-cni build-coredns
-	cd lab && $(GO) build -o $(BIN)/cilium-lab ./cmd/cilium-lab
+	cd lab && GOBIN=$(BIN) $(GO) install ./cmd/cilium-lab
 
 generate:
 	$(GO) generate ./...

@@ -18,6 +18,7 @@ import (
 	"strings"
 	"time"
 
+	vklog "github.com/virtual-kubelet/virtual-kubelet/log"
 	"github.com/virtual-kubelet/virtual-kubelet/node"
 	"github.com/virtual-kubelet/virtual-kubelet/node/nodeutil"
 	corev1 "k8s.io/api/core/v1"
@@ -100,6 +101,9 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 			c.TLSConfig = tlsCfg
 			c.Handler = onlyUser(cfg.APIClientUser, mux)
 			c.NumWorkers = 4
+			// The runtime resolves env itself, status.podIP included, which
+			// virtual-kubelet cannot know before the pod has a network.
+			c.SkipDownwardAPIResolution = true
 			return nil
 		},
 		nodeutil.AttachProviderRoutes(mux),
@@ -116,7 +120,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		}()
 	}
 	log.Info("node agent starting", "node", cfg.Node, "ip", cfg.NodeIP)
-	return n.Run(ctx)
+	return n.Run(vklog.WithLogger(ctx, vkLogger{log}))
 }
 
 // installBridge waits for the controller manager to give the node its pod CIDR, then
