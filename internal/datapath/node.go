@@ -9,10 +9,11 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/cilium-go/cilium/internal/datapath/inns"
 	"github.com/cilium/ebpf"
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
+
+	"github.com/cilium-go/cilium/internal/datapath/inns"
 )
 
 // Config is one node's datapath configuration.

@@ -5,9 +5,12 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"os"
 
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
+
+	"github.com/cilium-go/cilium/internal/datapath/inns"
 )
 
 // GatewayIPv4 is every pod's next hop. It is a name only: the pod holds a
@@ -79,6 +82,13 @@ func CreatePodLink(l PodLink) (PodLinkResult, error) {
 	peer, err := configurePodSide(pod, l, host.Attrs().HardwareAddr)
 	if err != nil {
 		return res, errors.Join(err, deleteLink(node, l.HostIfName))
+	}
+	// The datapath is IPv4 only for now: without IPv6 on the pair, the
+	// pod's neighbour discovery does not show up as a stream of drops.
+	for _, side := range []struct{ ns, dev string }{{l.PodNetNS, l.PodIfName}, {l.NodeNetNS, l.HostIfName}} {
+		if err := disableIPv6(side.ns, side.dev); err != nil {
+			return res, errors.Join(err, deleteLink(node, l.HostIfName))
+		}
 	}
 	return PodLinkResult{PodMAC: peer.Attrs().HardwareAddr, HostMAC: host.Attrs().HardwareAddr,
 		HostIfindex: host.Attrs().Index}, nil
@@ -159,4 +169,14 @@ func handleAt(path string) (*netlink.Handle, error) {
 		return nil, fmt.Errorf("netlink in %s: %w", path, err)
 	}
 	return h, nil
+}
+
+func disableIPv6(ns, dev string) error {
+	return inns.Do(ns, func() error {
+		err := os.WriteFile("/proc/sys/net/ipv6/conf/"+dev+"/disable_ipv6", []byte("1"), 0o644)
+		if err != nil && !errors.Is(err, os.ErrNotExist) { // a kernel without IPv6
+			return fmt.Errorf("disable IPv6 on %s: %w", dev, err)
+		}
+		return nil
+	})
 }
