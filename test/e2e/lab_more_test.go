@@ -72,6 +72,16 @@ spec:
 ---
 apiVersion: v1
 kind: Pod
+metadata: {name: hostnet}
+spec:
+  hostNetwork: true
+  containers:
+  - name: c
+    image: ` + agnhost + `
+    args: ["netexec", "--http-port=18080"]
+---
+apiVersion: v1
+kind: Pod
 metadata: {name: crasher}
 spec:
   restartPolicy: Always
@@ -132,6 +142,19 @@ func TestLabWorkloads(t *testing.T) {
 	// Exit codes come back through kubectl exec.
 	if _, err := lab.run("kubectl", "exec", "volumes", "-c", "main", "--", "sh", "-c", "exit 7"); err == nil || !strings.Contains(err.Error(), "exit status 7") {
 		t.Errorf("exit code of exec: %v, want exit status 7", err)
+	}
+
+	// A hostNetwork pod lives in the node's network and UTS namespaces.
+	lab.Kubectl("wait", "--for=condition=Ready", "pod/hostnet", "--timeout=60s")
+	lab.KubectlJSON(&pod, "get", "pod", "hostnet")
+	if pod.Status.PodIP != "172.30.0.11" {
+		t.Errorf("hostNetwork pod IP %s, want the node's 172.30.0.11", pod.Status.PodIP)
+	}
+	if h := strings.TrimSpace(lab.Kubectl("exec", "hostnet", "--", "hostname")); h != "e2ewl-node1" {
+		t.Errorf("hostNetwork pod hostname %q, want the node's", h)
+	}
+	if _, err := lab.run("kubectl", "exec", "volumes", "-c", "main", "--", "/agnhost", "connect", "172.30.0.11:18080", "--timeout=5s"); err != nil {
+		t.Errorf("a pod cannot reach the hostNetwork server on its node: %v", err)
 	}
 
 	lab.Eventually("the crashing container restarts", 90*time.Second, func() error {
