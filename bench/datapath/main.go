@@ -8,6 +8,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"flag"
 	"fmt"
@@ -15,8 +16,10 @@ import (
 	"log/slog"
 	"net/netip"
 	"os"
+	"os/signal"
 	"slices"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/cilium-go/cilium/internal/datapath"
@@ -48,13 +51,17 @@ func main() {
 	flag.Parse()
 	tests = slices.DeleteFunc(tests, func(t test) bool { return !slices.Contains(strings.Split(*only, ","), t.key) })
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	if err := run(log, *duration, *reps); err != nil {
+	// An interrupt stops between measurements, so that the namespaces
+	// and mounts are still removed.
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, log, *duration, *reps); err != nil {
 		fmt.Fprintln(os.Stderr, "bench/datapath:", err)
 		os.Exit(1)
 	}
 }
 
-func run(log *slog.Logger, d time.Duration, reps int) (err error) {
+func run(ctx context.Context, log *slog.Logger, d time.Duration, reps int) (err error) {
 	if os.Geteuid() != 0 {
 		return errors.New("needs root: it creates namespaces and loads BPF programs")
 	}
@@ -127,7 +134,7 @@ func run(log *slog.Logger, d time.Duration, reps int) (err error) {
 			return err
 		}
 	}
-	return measure(log, scenarios, d, reps)
+	return measure(ctx, log, scenarios, d, reps)
 }
 
 // tuneClient lets connect/request/close reuse ports in TIME_WAIT, so that
@@ -174,7 +181,7 @@ var tests = []test{
 	{"crr", "TCP connect/request/close", "conn/s", crrRate},
 }
 
-func measure(log *slog.Logger, scenarios []scenario, d time.Duration, reps int) error {
+func measure(ctx context.Context, log *slog.Logger, scenarios []scenario, d time.Duration, reps int) error {
 	results := make([][][]float64, len(scenarios))
 	for i := range results {
 		results[i] = make([][]float64, len(tests))
@@ -183,6 +190,9 @@ func measure(log *slog.Logger, scenarios []scenario, d time.Duration, reps int) 
 		log.Info("repetition", "n", r+1, "of", reps)
 		for ti, t := range tests {
 			for si, s := range scenarios {
+				if err := ctx.Err(); err != nil {
+					return fmt.Errorf("interrupted: %w", err)
+				}
 				v, err := t.run(s, d)
 				if err != nil {
 					return fmt.Errorf("%s, %s: %w", s.name, t.name, err)

@@ -52,6 +52,7 @@ type Cluster struct {
 	WorldNS  string
 	opts     Options
 	bpffs    string
+	nsDir    string
 	cleanups []func() error
 }
 
@@ -169,25 +170,40 @@ func (c *Cluster) mountBPFFS() error {
 	return nil
 }
 
-// newNS creates a named network namespace, as the lab does for nodes.
+// newNS creates a network namespace held by a bind mount on a file in the
+// cluster's own directory. Not /run/netns: a tool that later bind-mounts
+// that directory over itself (ip netns does) would hide our mounts, and
+// the namespaces would outlive the cluster.
 func (c *Cluster) newNS(short string) (string, error) {
-	name := fmt.Sprintf("dpt-%d-%d-%s", os.Getpid(), seq.Add(1), short)
+	if c.nsDir == "" {
+		dir, err := os.MkdirTemp("", "dptest-netns-")
+		if err != nil {
+			return "", fmt.Errorf("netns dir: %w", err)
+		}
+		c.onClose(func() error { return os.Remove(dir) })
+		c.nsDir = dir
+	}
+	path := filepath.Join(c.nsDir, fmt.Sprintf("%d-%s", seq.Add(1), short))
+	if err := os.WriteFile(path, nil, 0o444); err != nil {
+		return "", fmt.Errorf("netns file: %w", err)
+	}
+	c.onClose(func() error { return os.Remove(path) })
 	done := make(chan error, 1)
 	go func() {
 		// This thread ends in the new namespace; it is never unlocked, so
 		// the runtime discards it.
 		runtime.LockOSThread()
-		ns, err := netns.NewNamed(name)
-		if err == nil {
-			ns.Close()
+		if err := unix.Unshare(unix.CLONE_NEWNET); err != nil {
+			done <- fmt.Errorf("unshare: %w", err)
+			return
 		}
-		done <- err
+		self := fmt.Sprintf("/proc/self/task/%d/ns/net", unix.Gettid())
+		done <- unix.Mount(self, path, "", unix.MS_BIND, "")
 	}()
 	if err := <-done; err != nil {
-		return "", fmt.Errorf("create netns %s: %w", name, err)
+		return "", fmt.Errorf("create netns %s: %w", path, err)
 	}
-	c.onClose(func() error { return netns.DeleteNamed(name) })
-	path := filepath.Join("/run/netns", name)
+	c.onClose(func() error { return unix.Unmount(path, unix.MNT_DETACH) })
 	err := inns.Do(path, func() error {
 		lo, err := netlink.LinkByName("lo")
 		if err != nil {
@@ -196,7 +212,7 @@ func (c *Cluster) newNS(short string) (string, error) {
 		return netlink.LinkSetUp(lo)
 	})
 	if err != nil {
-		return "", fmt.Errorf("lo up in %s: %w", name, err)
+		return "", fmt.Errorf("lo up in %s: %w", path, err)
 	}
 	return path, nil
 }
