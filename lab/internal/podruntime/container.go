@@ -198,7 +198,7 @@ func (p *podState) runOnce(c *container) (exitCode int, ran time.Duration, err e
 // startAttempt resolves the container's environment and command and starts it in
 // the sandbox with its output going to the attempt's log file.
 func (p *podState) startAttempt(c *container) (*attempt, error) {
-	env, err := containerEnv(p.ctx, p.rt.src, p.pod, &c.spec, p.facts())
+	env, err := containerEnv(p.ctx, p.rt.src, p.apiPod(), &c.spec, p.facts())
 	if err != nil {
 		return nil, err
 	}

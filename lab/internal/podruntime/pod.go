@@ -36,8 +36,11 @@ type podState struct {
 	termOnce sync.Once
 	termErr  error
 
+	// pod is the pod as created; it is never modified, so it is read without mu.
+	pod *corev1.Pod
+
 	mu          sync.Mutex
-	pod         *corev1.Pod
+	meta        *metav1.ObjectMeta // latest metadata from UpdatePod (labels change)
 	startTime   metav1.Time
 	sandbox     *sandboxProc
 	netnsPath   string
@@ -83,6 +86,22 @@ func newPodState(rt *Runtime, pod *corev1.Pod) *podState {
 }
 
 func (p *podState) key() string { return podKey(p.pod.Namespace, p.pod.Name) }
+
+// apiPod returns a copy of the pod with its latest metadata, for the downward API
+// and the Network.
+func (p *podState) apiPod() *corev1.Pod {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.apiPodLocked()
+}
+
+func (p *podState) apiPodLocked() *corev1.Pod {
+	pod := p.pod.DeepCopy()
+	if p.meta != nil {
+		pod.ObjectMeta = *p.meta.DeepCopy()
+	}
+	return pod
+}
 
 func (p *podState) changed() { p.rt.notifier.add(p) }
 
@@ -436,10 +455,10 @@ func (p *podState) attachNetwork() error {
 	if p.rt.cfg.Network == nil {
 		return errors.New("no pod network configured")
 	}
-	ips, err := p.rt.cfg.Network.Add(p.ctx, p.pod, sb.id, netnsPath)
+	ips, err := p.rt.cfg.Network.Add(p.ctx, p.apiPod(), sb.id, netnsPath)
 	if err != nil {
 		// Leave nothing half-attached for the retry.
-		if derr := p.rt.cfg.Network.Del(context.Background(), p.pod, sb.id, netnsPath); derr != nil {
+		if derr := p.rt.cfg.Network.Del(context.Background(), p.apiPod(), sb.id, netnsPath); derr != nil {
 			p.rt.log.Warn("network del after failed add", "pod", p.key(), "error", derr)
 		}
 		return fmt.Errorf("network add: %w", err)
@@ -467,7 +486,7 @@ func (p *podState) stopSandbox(ctx context.Context) error {
 			id = sb.id
 		}
 		if p.rt.cfg.Network != nil {
-			if err := p.rt.cfg.Network.Del(ctx, p.pod, id, netnsPath); err != nil {
+			if err := p.rt.cfg.Network.Del(ctx, p.apiPod(), id, netnsPath); err != nil {
 				errs = append(errs, fmt.Errorf("network del: %w", err))
 			}
 		}

@@ -173,10 +173,7 @@ func (rt *Runtime) UpdatePod(ctx context.Context, pod *corev1.Pod) error {
 		return errdefs.NotFoundf("pod %s/%s not found", pod.Namespace, pod.Name)
 	}
 	p.mu.Lock()
-	p.pod.Labels = pod.Labels
-	p.pod.Annotations = pod.Annotations
-	p.pod.DeletionTimestamp = pod.DeletionTimestamp
-	p.pod.DeletionGracePeriodSeconds = pod.DeletionGracePeriodSeconds
+	p.meta = pod.ObjectMeta.DeepCopy()
 	p.mu.Unlock()
 	p.changed()
 	return nil

@@ -9,7 +9,7 @@ import (
 func (p *podState) snapshot() *corev1.Pod {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	pod := p.pod.DeepCopy()
+	pod := p.apiPodLocked()
 	pod.Status = p.statusLocked()
 	return pod
 }

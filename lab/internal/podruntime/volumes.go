@@ -60,7 +60,7 @@ func (p *podState) prepareVolume(ctx context.Context, v *corev1.Volume) (volumeS
 	case v.Secret != nil:
 		files, err = p.secretVolume(ctx, v.Secret.SecretName, v.Secret.Items, v.Secret.DefaultMode, isTrue(v.Secret.Optional))
 	case v.DownwardAPI != nil:
-		files, err = downwardAPIFiles(p.pod, v.DownwardAPI.Items, v.DownwardAPI.DefaultMode, p.facts())
+		files, err = downwardAPIFiles(p.apiPod(), v.DownwardAPI.Items, v.DownwardAPI.DefaultMode, p.facts())
 	case v.Projected != nil:
 		files, err = p.projectedVolume(ctx, v.Projected)
 	default:
@@ -158,7 +158,7 @@ func (p *podState) projectedVolume(ctx context.Context, pv *corev1.ProjectedVolu
 		case s.Secret != nil:
 			files, err = p.secretVolume(ctx, s.Secret.Name, s.Secret.Items, pv.DefaultMode, isTrue(s.Secret.Optional))
 		case s.DownwardAPI != nil:
-			files, err = downwardAPIFiles(p.pod, s.DownwardAPI.Items, pv.DefaultMode, p.facts())
+			files, err = downwardAPIFiles(p.apiPod(), s.DownwardAPI.Items, pv.DefaultMode, p.facts())
 		case s.ServiceAccountToken != nil:
 			files, err = p.tokenFile(ctx, s.ServiceAccountToken, pv.DefaultMode)
 		default:
