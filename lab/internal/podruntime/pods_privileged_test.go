@@ -561,3 +561,44 @@ func TestPrivilegedLivenessAndDeleteDuringInit(t *testing.T) {
 		t.Error("pod still known")
 	}
 }
+
+// TestPrivilegedCoreDNS runs the CoreDNS image the way the lab's kube-dns
+// Deployment does (Corefile from a configMap, health probe) and resolves a name
+// through it from the node.
+func TestPrivilegedCoreDNS(t *testing.T) {
+	if !inTestNamespaces(t) {
+		return
+	}
+	binDir := agnhostDir(t)
+	if _, err := os.Stat(filepath.Join(binDir, "coredns")); err != nil {
+		t.Skip("coredns not built")
+	}
+	corefile := ".:53 {\n    health :8080\n    hosts {\n        10.1.2.3 lab.test\n    }\n}\n"
+	env := newTestEnv(t, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "coredns", Namespace: "default"},
+		Data: map[string]string{"Corefile": corefile}})
+	pod := newPod("coredns", func(p *corev1.Pod) {
+		p.Spec.DNSPolicy = corev1.DNSDefault
+		p.Spec.Volumes = []corev1.Volume{{Name: "config", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
+			LocalObjectReference: corev1.LocalObjectReference{Name: "coredns"}}}}}
+		p.Spec.Containers = []corev1.Container{{
+			Name: "coredns", Image: "registry.k8s.io/coredns/coredns:v1.12.0",
+			Args:         []string{"-conf", "/etc/coredns/Corefile"},
+			VolumeMounts: []corev1.VolumeMount{{Name: "config", MountPath: "/etc/coredns", ReadOnly: true}},
+			ReadinessProbe: &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/health", Port: intstr.FromInt32(8080)}},
+				PeriodSeconds: 1},
+		}}
+	})
+	if err := env.rt.CreatePod(context.Background(), pod); err != nil {
+		t.Fatal(err)
+	}
+	p := waitPod(t, env.rt, pod, "Ready", podReady)
+	r := &net.Resolver{PreferGo: true, Dial: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		return (&net.Dialer{}).DialContext(ctx, "udp", net.JoinHostPort(p.Status.PodIP, "53"))
+	}}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	addrs, err := r.LookupHost(ctx, "lab.test")
+	if err != nil || len(addrs) != 1 || addrs[0] != "10.1.2.3" {
+		t.Errorf("lookup lab.test via CoreDNS: %v %v", addrs, err)
+	}
+}
