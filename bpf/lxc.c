@@ -103,6 +103,8 @@ int cil_from_container(struct __sk_buff *skb)
 			return drop(skb, &f, ret);
 	}
 	forwarded(skb, &f, TRACE_TO_STACK);
+	if (LEGACY_ROUTING)
+		return TC_ACT_OK;
 	return redirect_routed(skb, &f.p);
 }
 

@@ -1,10 +1,11 @@
 // Command datapath benchmarks the eBPF datapath against the kernel without
 // it, in one run on one machine: (a) node to node, (b) pod to pod by plain
 // kernel routing, (c) pod to pod through the datapath in native mode, (c')
-// the same with 10,000 policy entries and identities, and (d) in tunnel
-// mode. Each is measured for a TCP stream, request/response on one
-// connection and connect/request/close, in interleaved repetitions; it
-// prints medians and each ratio to (a). It needs root: `make bench`.
+// the same with 10,000 policy entries and identities, (d) in tunnel mode
+// and (e) native with the stack routing what leaves the node. Each is
+// measured for a TCP stream, request/response on one connection and
+// connect/request/close, in interleaved repetitions; it prints medians,
+// their spread and each ratio to (a). It needs root: `make bench`.
 package main
 
 import (
@@ -100,6 +101,10 @@ func run(ctx context.Context, log *slog.Logger, d time.Duration, reps int) (err 
 	if err != nil {
 		return err
 	}
+	legacy, err := build(dptest.Options{Mode: datapath.Native, LegacyRouting: true})
+	if err != nil {
+		return err
+	}
 
 	pod := func(label string, c *dptest.Cluster) (scenario, error) {
 		src, dst := c.Nodes[0].Pods[0], c.Nodes[1].Pods[0]
@@ -121,6 +126,7 @@ func run(ctx context.Context, log *slog.Logger, d time.Duration, reps int) (err 
 		{"(c) pod to pod, datapath native", native},
 		{"(c') native, 10k policy entries", policy},
 		{"(d) pod to pod, datapath tunnel", tunnel},
+		{"(e) native, legacy host routing", legacy},
 	} {
 		s, err := pod(x.label, x.c)
 		if err != nil {

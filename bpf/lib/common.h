@@ -306,6 +306,9 @@ volatile const __u8 TUNNEL_MODE = ROUTING_NATIVE;
 volatile const __u32 TUNNEL_IFINDEX = 0;
 volatile const __u8 TRACE_ENABLED = 0;
 volatile const __u8 MASQUERADE = 0;
+/* Hand routed pod traffic to the stack instead of redirecting it by the
+ * FIB: slower per packet, but the stack's queues spread work over CPUs. */
+volatile const __u8 LEGACY_ROUTING = 0;
 
 /* Keeps the event layout in BTF for bpf2go: ring buffer records are not
  * map values, so nothing else would name the type. */

@@ -36,6 +36,9 @@ func TestProgForwarding(t *testing.T) {
 			last.ttl = 1
 			e.expect(e.fromContainer, last.frame(t), actOK) // the stack sends time exceeded
 		}},
+		{"legacy routing hands the packet to the stack", envOpts{legacyRouting: true}, func(t *testing.T, e *env) {
+			e.expect(e.fromContainer, tcp(ipA, ipC, 40000, 80, "S").frame(t), actOK)
+		}},
 		{"native mode ignores the tunnel endpoint", envOpts{mode: Native, trace: true}, func(t *testing.T, e *env) {
 			e.expect(e.fromContainer, tcp(ipA, ipC, 40000, 80, "S").frame(t), actRedirect)
 			if evs := e.drain(); len(evs) != 1 || evs[0].Point != TraceToStack {

@@ -55,6 +55,7 @@ type envOpts struct {
 	ingressB      bool
 	vni           uint32 // tunnel key the overlay harness sets, 0 for none
 	masquerade    bool
+	legacyRouting bool
 }
 
 type env struct {
@@ -160,7 +161,7 @@ func newEnv(t testing.TB, o envOpts) *env {
 	e.maps = maps
 
 	node := NodeConstants{NodeIPv4: nodeIP, Mode: o.mode, TunnelIfindex: tunnelIfindex, Trace: o.trace,
-		Masquerade: o.masquerade}
+		Masquerade: o.masquerade, LegacyRouting: o.legacyRouting}
 	lxc, err := LoadEndpointPrograms(maps, EndpointConstants{
 		NodeConstants: node, ID: epA, Identity: idA, IPv4: ipA,
 		PolicyIngress: o.policyIngress, PolicyEgress: o.policyEgress,

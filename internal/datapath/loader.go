@@ -16,6 +16,9 @@ type NodeConstants struct {
 	Trace         bool
 	// Masquerade translates pod traffic to the world to NodeIPv4.
 	Masquerade bool
+	// LegacyRouting hands routed pod traffic to the stack rather than
+	// redirecting it after a FIB lookup.
+	LegacyRouting bool
 }
 
 // EndpointConstants are an endpoint program's load-time constants.
@@ -78,6 +81,7 @@ func (c NodeConstants) values() map[string]any {
 		"TUNNEL_IFINDEX": uint32(c.TunnelIfindex),
 		"TRACE_ENABLED":  boolU8(c.Trace),
 		"MASQUERADE":     boolU8(c.Masquerade),
+		"LEGACY_ROUTING": boolU8(c.LegacyRouting),
 	}
 }
 

@@ -172,6 +172,7 @@ const (
 	lxcVarENDPOINT_ID       = "ENDPOINT_ID"
 	lxcVarENDPOINT_IDENTITY = "ENDPOINT_IDENTITY"
 	lxcVarENDPOINT_IPV4     = "ENDPOINT_IPV4"
+	lxcVarLEGACY_ROUTING    = "LEGACY_ROUTING"
 	lxcVarMASQUERADE        = "MASQUERADE"
 	lxcVarNODE_IPV4         = "NODE_IPV4"
 	lxcVarPOLICY_EGRESS     = "POLICY_EGRESS"
@@ -249,6 +250,7 @@ type lxcVariableSpecs struct {
 	ENDPOINT_ID       *ebpf.VariableSpec `ebpf:"ENDPOINT_ID"`
 	ENDPOINT_IDENTITY *ebpf.VariableSpec `ebpf:"ENDPOINT_IDENTITY"`
 	ENDPOINT_IPV4     *ebpf.VariableSpec `ebpf:"ENDPOINT_IPV4"`
+	LEGACY_ROUTING    *ebpf.VariableSpec `ebpf:"LEGACY_ROUTING"`
 	MASQUERADE        *ebpf.VariableSpec `ebpf:"MASQUERADE"`
 	NODE_IPV4         *ebpf.VariableSpec `ebpf:"NODE_IPV4"`
 	POLICY_EGRESS     *ebpf.VariableSpec `ebpf:"POLICY_EGRESS"`
@@ -309,6 +311,7 @@ type lxcVariables struct {
 	ENDPOINT_ID       *ebpf.Variable `ebpf:"ENDPOINT_ID"`
 	ENDPOINT_IDENTITY *ebpf.Variable `ebpf:"ENDPOINT_IDENTITY"`
 	ENDPOINT_IPV4     *ebpf.Variable `ebpf:"ENDPOINT_IPV4"`
+	LEGACY_ROUTING    *ebpf.Variable `ebpf:"LEGACY_ROUTING"`
 	MASQUERADE        *ebpf.Variable `ebpf:"MASQUERADE"`
 	NODE_IPV4         *ebpf.Variable `ebpf:"NODE_IPV4"`
 	POLICY_EGRESS     *ebpf.Variable `ebpf:"POLICY_EGRESS"`

@@ -40,6 +40,9 @@ type Config struct {
 	// LegacyTC attaches with tc filters instead of TCX links. Start falls
 	// back to it by itself when the kernel lacks TCX.
 	LegacyTC bool
+	// LegacyRouting routes pod traffic that leaves the node through the
+	// stack instead of redirecting it in BPF (Cilium's legacy host routing).
+	LegacyRouting bool
 }
 
 // DefaultTunnelDevice and DefaultTunnelPort are Cilium's defaults.
@@ -124,7 +127,8 @@ func (n *Node) Start() error {
 	if err != nil {
 		return fmt.Errorf("uplink %s: %w", n.cfg.Uplink, err)
 	}
-	n.consts = NodeConstants{NodeIPv4: n.cfg.NodeIPv4, Mode: n.cfg.Mode, Trace: n.cfg.Trace, Masquerade: n.cfg.Masquerade}
+	n.consts = NodeConstants{NodeIPv4: n.cfg.NodeIPv4, Mode: n.cfg.Mode, Trace: n.cfg.Trace,
+		Masquerade: n.cfg.Masquerade, LegacyRouting: n.cfg.LegacyRouting}
 	var tunnel netlink.Link
 	if n.cfg.Mode == Tunnel {
 		if tunnel, err = n.ensureVXLAN(uplink.Attrs().MTU - vxlanOverhead); err != nil {

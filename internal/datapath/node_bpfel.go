@@ -27,6 +27,7 @@ const (
 	nodeProgCilFromNetdev  = "cil_from_netdev"
 	nodeProgCilFromOverlay = "cil_from_overlay"
 	nodeProgCilToOverlay   = "cil_to_overlay"
+	nodeVarLEGACY_ROUTING  = "LEGACY_ROUTING"
 	nodeVarMASQUERADE      = "MASQUERADE"
 	nodeVarNODE_IPV4       = "NODE_IPV4"
 	nodeVarTRACE_ENABLED   = "TRACE_ENABLED"
@@ -100,6 +101,7 @@ type nodeMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type nodeVariableSpecs struct {
+	LEGACY_ROUTING *ebpf.VariableSpec `ebpf:"LEGACY_ROUTING"`
 	MASQUERADE     *ebpf.VariableSpec `ebpf:"MASQUERADE"`
 	NODE_IPV4      *ebpf.VariableSpec `ebpf:"NODE_IPV4"`
 	TRACE_ENABLED  *ebpf.VariableSpec `ebpf:"TRACE_ENABLED"`
@@ -155,6 +157,7 @@ func (m *nodeMaps) Close() error {
 //
 // It can be passed to loadNodeObjects or ebpf.CollectionSpec.LoadAndAssign.
 type nodeVariables struct {
+	LEGACY_ROUTING *ebpf.Variable `ebpf:"LEGACY_ROUTING"`
 	MASQUERADE     *ebpf.Variable `ebpf:"MASQUERADE"`
 	NODE_IPV4      *ebpf.Variable `ebpf:"NODE_IPV4"`
 	TRACE_ENABLED  *ebpf.Variable `ebpf:"TRACE_ENABLED"`

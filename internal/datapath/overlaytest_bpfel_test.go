@@ -28,6 +28,7 @@ const (
 	overlaytestProgCilFromOverlay  = "cil_from_overlay"
 	overlaytestProgCilToOverlay    = "cil_to_overlay"
 	overlaytestProgTestFromOverlay = "test_from_overlay"
+	overlaytestVarLEGACY_ROUTING   = "LEGACY_ROUTING"
 	overlaytestVarMASQUERADE       = "MASQUERADE"
 	overlaytestVarNODE_IPV4        = "NODE_IPV4"
 	overlaytestVarTEST_REMOTE_IPV4 = "TEST_REMOTE_IPV4"
@@ -104,6 +105,7 @@ type overlaytestMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type overlaytestVariableSpecs struct {
+	LEGACY_ROUTING   *ebpf.VariableSpec `ebpf:"LEGACY_ROUTING"`
 	MASQUERADE       *ebpf.VariableSpec `ebpf:"MASQUERADE"`
 	NODE_IPV4        *ebpf.VariableSpec `ebpf:"NODE_IPV4"`
 	TEST_REMOTE_IPV4 *ebpf.VariableSpec `ebpf:"TEST_REMOTE_IPV4"`
@@ -161,6 +163,7 @@ func (m *overlaytestMaps) Close() error {
 //
 // It can be passed to loadOverlaytestObjects or ebpf.CollectionSpec.LoadAndAssign.
 type overlaytestVariables struct {
+	LEGACY_ROUTING   *ebpf.Variable `ebpf:"LEGACY_ROUTING"`
 	MASQUERADE       *ebpf.Variable `ebpf:"MASQUERADE"`
 	NODE_IPV4        *ebpf.Variable `ebpf:"NODE_IPV4"`
 	TEST_REMOTE_IPV4 *ebpf.Variable `ebpf:"TEST_REMOTE_IPV4"`

@@ -48,12 +48,17 @@ var modes = []struct {
 }{{"native", datapath.Native}, {"tunnel", datapath.Tunnel}}
 
 func TestPrivilegedConnectivity(t *testing.T) {
-	for _, mode := range append(modes, struct {
+	for _, mode := range []struct {
 		name string
-		mode datapath.RoutingMode
-	}{"native-legacy-tc", datapath.Native}) {
+		opts dptest.Options
+	}{
+		{"native", dptest.Options{Mode: datapath.Native}},
+		{"tunnel", dptest.Options{Mode: datapath.Tunnel}},
+		{"native-legacy-tc", dptest.Options{Mode: datapath.Native, LegacyTC: true}},
+		{"native-legacy-routing", dptest.Options{Mode: datapath.Native, LegacyRouting: true}},
+	} {
 		t.Run(mode.name, func(t *testing.T) {
-			c := newCluster(t, dptest.Options{Mode: mode.mode, LegacyTC: mode.name == "native-legacy-tc"})
+			c := newCluster(t, mode.opts)
 			n1, n2 := c.Nodes[0], c.Nodes[1]
 			for _, p := range c.Pods() {
 				serve(t)(dptest.ServeTCPEcho(p.NS, p.IP, 8080))

@@ -36,10 +36,12 @@ type Options struct {
 	// World adds a host on the underlay that no ipcache knows: the world.
 	World bool
 	// LegacyTC attaches with tc filters instead of TCX links.
-	LegacyTC    bool
-	Nodes       int // default 2
-	PodsPerNode int // default 2
-	Log         *slog.Logger
+	LegacyTC bool
+	// LegacyRouting routes leaving pod traffic through the stack.
+	LegacyRouting bool
+	Nodes         int // default 2
+	PodsPerNode   int // default 2
+	Log           *slog.Logger
 }
 
 // WorldIP is the address of the world host when Options.World is set.
@@ -357,7 +359,7 @@ func (c *Cluster) startDatapath(n *Node) error {
 	}
 	dp, err := datapath.NewNode(datapath.Config{
 		BPFFSDir: dir, NetNS: n.NS, NodeIPv4: n.IP, Uplink: "eth0", Mode: c.opts.Mode,
-		Masquerade: c.opts.Masquerade, LegacyTC: c.opts.LegacyTC,
+		Masquerade: c.opts.Masquerade, LegacyTC: c.opts.LegacyTC, LegacyRouting: c.opts.LegacyRouting,
 	}, c.opts.Log.With("node", n.Name))
 	if err != nil {
 		return err
