@@ -121,12 +121,13 @@ func (p *podState) supervise(c *container) bool {
 				p.changed()
 				return exitCode == 0
 			}
-			delay = c.backoff.delay(ran)
-			p.mu.Lock()
-			c.last = c.state
-			p.mu.Unlock()
-			p.setWaiting(c, "CrashLoopBackOff",
-				fmt.Sprintf("back-off %s restarting failed container=%s pod=%s", delay, c.spec.Name, p.pod.Name))
+			if delay = c.backoff.delay(ran); delay > 0 {
+				p.mu.Lock()
+				c.last = c.state
+				p.mu.Unlock()
+				p.setWaiting(c, "CrashLoopBackOff",
+					fmt.Sprintf("back-off %s restarting failed container=%s pod=%s", delay, c.spec.Name, p.pod.Name))
+			}
 		}
 		select {
 		case <-p.ctx.Done():

@@ -213,12 +213,15 @@ func TestBackoff(t *testing.T) {
 	for range 5 {
 		got = append(got, b.delay(time.Second))
 	}
-	want := []time.Duration{time.Second, 2 * time.Second, 4 * time.Second, 5 * time.Second, 5 * time.Second}
+	want := []time.Duration{0, time.Second, 2 * time.Second, 4 * time.Second, 5 * time.Second}
 	if !slices.Equal(got, want) {
 		t.Errorf("delays %v, want %v", got, want)
 	}
-	if d := b.delay(2 * time.Minute); d != time.Second {
-		t.Errorf("after a long run: %v, want reset to 1s", d)
+	if d := b.delay(2 * time.Minute); d != 0 {
+		t.Errorf("after a long run: %v, want an immediate restart", d)
+	}
+	if d := b.delay(time.Second); d != time.Second {
+		t.Errorf("after the reset: %v, want 1s", d)
 	}
 }
 
