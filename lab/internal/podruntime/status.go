@@ -36,8 +36,14 @@ func (p *podState) containerStatus(c *container) corev1.ContainerStatus {
 		}}
 		st.Ready, st.Started = false, new(bool)
 	}
-	if w := st.State.Waiting; w != nil && w.Reason == "ContainerCreating" && p.creating != "ContainerCreating" {
-		w.Message = p.creating
+	if w := st.State.Waiting; w != nil && w.Reason == "ContainerCreating" {
+		if p.creating != "ContainerCreating" {
+			w.Message = p.creating
+		}
+		// Like the kubelet: containers after init containers wait in PodInitializing.
+		if p.creating == "" && !c.init && len(p.initCtrs) > 0 && !p.initialized {
+			w.Reason = "PodInitializing"
+		}
 	}
 	return st
 }
