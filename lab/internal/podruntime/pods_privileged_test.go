@@ -602,3 +602,33 @@ func TestPrivilegedCoreDNS(t *testing.T) {
 		t.Errorf("lookup lab.test via CoreDNS: %v %v", addrs, err)
 	}
 }
+
+// TestPrivilegedGRPCAndTCPProbes: a gRPC readiness probe follows the server's health
+// and a TCP liveness probe keeps a listening container alive.
+func TestPrivilegedGRPCAndTCPProbes(t *testing.T) {
+	if !inTestNamespaces(t) {
+		return
+	}
+	env := newTestEnv(t)
+	pod := newPod("grpc", func(p *corev1.Pod) {
+		p.Spec.Containers = []corev1.Container{{
+			Name: "health", Image: agnhostImage,
+			Args: []string{"grpc-health-checking", "--port=5000", "--http-port=8081"},
+			ReadinessProbe: &corev1.Probe{ProbeHandler: corev1.ProbeHandler{GRPC: &corev1.GRPCAction{Port: 5000}},
+				PeriodSeconds: 1, FailureThreshold: 1},
+			LivenessProbe: &corev1.Probe{ProbeHandler: corev1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{Port: intstr.FromInt32(5000)}},
+				InitialDelaySeconds: 1, PeriodSeconds: 1, FailureThreshold: 1},
+		}}
+	})
+	if err := env.rt.CreatePod(context.Background(), pod); err != nil {
+		t.Fatal(err)
+	}
+	p := waitPod(t, env.rt, pod, "Ready", podReady)
+	if _, err := httpGet("http://" + p.Status.PodIP + ":8081/make-not-serving"); err != nil {
+		t.Fatal(err)
+	}
+	p = waitPod(t, env.rt, pod, "not Ready", func(p *corev1.Pod) bool { return !podReady(p) })
+	if cs := containerStatus(p, "health"); cs.RestartCount != 0 || cs.State.Running == nil {
+		t.Errorf("the TCP liveness probe killed a listening container: %+v", cs)
+	}
+}
