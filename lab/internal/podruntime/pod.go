@@ -50,9 +50,11 @@ type podState struct {
 	initialized bool
 	creating    string // why the sandbox is not ready yet
 	finished    bool   // every container is final
-	deleted     bool
-	conds       map[corev1.PodConditionType]corev1.PodCondition
-	tokens      map[string]cachedToken // by projection path and audience
+	// deadlineExceeded is set when activeDeadlineSeconds ran out.
+	deadlineExceeded bool
+	deleted          bool
+	conds            map[corev1.PodConditionType]corev1.PodCondition
+	tokens           map[string]cachedToken // by projection path and audience
 }
 
 type sandboxProc struct {
@@ -170,6 +172,10 @@ func (p *podState) run() {
 	}
 	p.wg.Add(1)
 	go func() { defer p.wg.Done(); p.refreshVolumes() }()
+	if ads := p.pod.Spec.ActiveDeadlineSeconds; ads != nil {
+		p.wg.Add(1)
+		go func() { defer p.wg.Done(); p.enforceDeadline(time.Duration(*ads) * time.Second) }()
+	}
 	for _, c := range p.initCtrs {
 		if c.sidecar {
 			p.wg.Add(1)
@@ -210,6 +216,29 @@ func (p *podState) run() {
 			p.finish()
 		}
 	}()
+}
+
+// enforceDeadline fails the pod once it has been active for longer than its
+// activeDeadlineSeconds, stopping every container, as the kubelet does.
+func (p *podState) enforceDeadline(d time.Duration) {
+	select {
+	case <-p.ctx.Done():
+		return
+	case <-time.After(time.Until(p.startTime.Add(d))):
+	}
+	p.rt.log.Info("pod exceeded its active deadline", "pod", p.key())
+	p.mu.Lock()
+	p.deadlineExceeded = true
+	p.mu.Unlock()
+	all := append(append([]*container(nil), p.initCtrs...), p.containers...)
+	var stops sync.WaitGroup
+	for _, c := range all {
+		p.markFinal(c)
+		stops.Add(1)
+		go func() { defer stops.Done(); p.stopContainer(c, p.gracePeriod()) }()
+	}
+	stops.Wait()
+	p.finish()
 }
 
 // finish runs when every regular container is final: sidecars stop and the sandbox

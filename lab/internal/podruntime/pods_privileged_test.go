@@ -7,8 +7,8 @@ import (
 	"fmt"
 	"github.com/cilium-go/cilium/lab/internal/images"
 	"io"
-	"net"
 	"k8s.io/client-go/kubernetes/fake"
+	"net"
 	"net/http"
 	"net/netip"
 	"os"
@@ -242,10 +242,12 @@ func TestPrivilegedRestartPolicies(t *testing.T) {
 		{Name: "first", Image: "busybox", Command: []string{"sh", "-c", "sleep 0.3; echo a >> /work/order"}, VolumeMounts: mount},
 		{Name: "second", Image: "busybox", Command: []string{"sh", "-c", "echo b >> /work/order"}, VolumeMounts: mount},
 	}
+	deadline := shell("deadline", corev1.RestartPolicyAlways, "exec sleep 3600")
+	deadline.Spec.ActiveDeadlineSeconds = ptr(int64(1))
 	unknown := newPod("unknown", func(p *corev1.Pod) {
 		p.Spec.Containers = []corev1.Container{{Name: "main", Image: "quay.io/nobody/nothing:v1"}}
 	})
-	for _, p := range []*corev1.Pod{always, never, onFailure, unknown} {
+	for _, p := range []*corev1.Pod{always, never, onFailure, unknown, deadline} {
 		if err := rt.CreatePod(context.Background(), p); err != nil {
 			t.Fatal(err)
 		}
@@ -280,6 +282,14 @@ func TestPrivilegedRestartPolicies(t *testing.T) {
 			t.Errorf("init %s: %+v", name, st)
 		}
 	}
+
+	p = waitPod(t, rt, deadline, "DeadlineExceeded", func(p *corev1.Pod) bool { return p.Status.Reason == "DeadlineExceeded" })
+	if p.Status.Phase != corev1.PodFailed {
+		t.Errorf("deadline: phase %s", p.Status.Phase)
+	}
+	waitPod(t, rt, deadline, "its container stopped", func(p *corev1.Pod) bool {
+		return containerStatus(p, "main").State.Terminated != nil
+	})
 
 	p = waitPod(t, rt, unknown, "ErrImagePull", func(p *corev1.Pod) bool {
 		w := containerStatus(p, "main").State.Waiting

@@ -74,6 +74,10 @@ func (p *podState) statusLocked() corev1.PodStatus {
 		st.ContainerStatuses = append(st.ContainerStatuses, p.containerStatus(c))
 	}
 	st.Phase = p.phaseLocked(st)
+	if p.deadlineExceeded {
+		st.Phase, st.Reason = corev1.PodFailed, "DeadlineExceeded"
+		st.Message = "the pod ran longer than its activeDeadlineSeconds"
+	}
 
 	allReady := len(st.ContainerStatuses) > 0
 	for _, cs := range st.ContainerStatuses {
