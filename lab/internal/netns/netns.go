@@ -20,6 +20,9 @@ func Create(path string) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return err
 	}
+	if err := sharedMountPoint(filepath.Dir(path)); err != nil {
+		return err
+	}
 	f, err := os.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_RDONLY, 0o444)
 	if err != nil {
 		return fmt.Errorf("create netns %s: %w", path, err)
@@ -46,6 +49,24 @@ func Create(path string) error {
 		unix.Unmount(path, unix.MNT_DETACH)
 		os.Remove(path)
 		return fmt.Errorf("create netns %s: %w", path, err)
+	}
+	return nil
+}
+
+// sharedMountPoint makes dir a shared mount point, as `ip netns add` does with
+// /run/netns. Done first, a later `ip netns add` finds the mount point in place instead
+// of bind-mounting the directory over itself, which would hide the namespaces already
+// pinned there (and so leak them).
+func sharedMountPoint(dir string) error {
+	err := unix.Mount("", dir, "none", unix.MS_SHARED|unix.MS_REC, "")
+	if errors.Is(err, unix.EINVAL) { // not a mount point yet
+		if err := unix.Mount(dir, dir, "none", unix.MS_BIND|unix.MS_REC, ""); err != nil {
+			return fmt.Errorf("bind %s: %w", dir, err)
+		}
+		err = unix.Mount("", dir, "none", unix.MS_SHARED|unix.MS_REC, "")
+	}
+	if err != nil {
+		return fmt.Errorf("make %s shared: %w", dir, err)
 	}
 	return nil
 }
