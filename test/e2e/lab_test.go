@@ -13,6 +13,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -114,6 +115,13 @@ func (l *Lab) Eventually(what string, timeout time.Duration, fn func() error) {
 // nothing of the lab remains on the machine.
 func (l *Lab) down() {
 	t := l.t
+	// The namespaces by identity: after down no process may be in them and no mount may
+	// pin them. A node's bpffs (and every pin in it) lives exactly as long as its mount
+	// namespace, so this also proves no pin survives.
+	inodes := namespaceInodes(l.Name, l.StateDir)
+	if len(inodes) < 5 { // underlay, control plane, and net+mnt+uts of a node at least
+		t.Errorf("found only %d namespace files of the lab before down: %v", len(inodes), inodes)
+	}
 	for i := range 2 {
 		start := time.Now()
 		out, err := l.run("cilium-lab", "down", "--state-dir", l.StateDir)
@@ -125,6 +133,45 @@ func (l *Lab) down() {
 	for _, left := range Leftovers(l.Name, l.StateDir) {
 		t.Errorf("left behind after down: %s", left)
 	}
+	for _, left := range namespaceUsers(inodes) {
+		t.Errorf("a namespace of the lab survives down: %s", left)
+	}
+}
+
+// namespaceInodes returns the inode numbers of the lab's namespace files.
+func namespaceInodes(name, stateDir string) map[uint64]string {
+	files, _ := filepath.Glob("/run/netns/" + name + "-*")
+	more, _ := filepath.Glob(filepath.Join(stateDir, "ns", "*"))
+	out := map[uint64]string{}
+	for _, f := range append(files, more...) {
+		var st syscall.Stat_t
+		if err := syscall.Stat(f, &st); err == nil {
+			out[st.Ino] = f
+		}
+	}
+	return out
+}
+
+// namespaceUsers lists the processes inside, and the mounts pinning, the namespaces.
+func namespaceUsers(inodes map[uint64]string) []string {
+	var out []string
+	nsLinks, _ := filepath.Glob("/proc/[0-9]*/ns/*")
+	for _, l := range nsLinks {
+		var st syscall.Stat_t
+		if syscall.Stat(l, &st) == nil && inodes[st.Ino] != "" {
+			out = append(out, fmt.Sprintf("%s is in %s", l, inodes[st.Ino]))
+		}
+	}
+	infos, _ := filepath.Glob("/proc/[0-9]*/mountinfo")
+	for _, f := range infos {
+		b, _ := os.ReadFile(f)
+		for ino, name := range inodes {
+			if bytes.Contains(b, fmt.Appendf(nil, ":[%d]", ino)) {
+				out = append(out, fmt.Sprintf("%s pins %s", f, name))
+			}
+		}
+	}
+	return out
 }
 
 // Leftovers lists what a lab named name with state in stateDir left on the machine:

@@ -148,6 +148,10 @@ func TestSmokeLab(t *testing.T) {
 	if out, err := lab.run("cilium-lab", "exec", "--state-dir", lab.StateDir, "e2e-node2", "--", "hostname"); err != nil || strings.TrimSpace(out) != "e2e-node2" {
 		t.Errorf("cilium-lab exec e2e-node2 -- hostname: %q %v", out, err)
 	}
+	// A pin in node 1's bpffs: down must take it away with the node.
+	if out, err := lab.run("cilium-lab", "exec", "--state-dir", lab.StateDir, "e2e-node1", "--", "mkdir", "/sys/fs/bpf/e2e-pin"); err != nil {
+		t.Errorf("mkdir in node bpffs: %v\n%s", err, out)
+	}
 	if out, err := lab.run("cilium-lab", "status", "--state-dir", lab.StateDir); err != nil {
 		t.Errorf("cilium-lab status: %v\n%s", err, out)
 	}
