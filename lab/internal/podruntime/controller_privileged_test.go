@@ -94,11 +94,13 @@ func TestPrivilegedWithPodController(t *testing.T) {
 	// pod controller stops the pod in the runtime, then removes the API object.
 	got, _ = env.client.CoreV1().Pods("default").Get(ctx, "api-pod", metav1.GetOptions{})
 	now := metav1.Now()
-	got.DeletionTimestamp, got.DeletionGracePeriodSeconds = &now, ptr(int64(1))
+	// A long grace period: the pod stops at once, and the runtime removes the API
+	// object then rather than when the grace period ends.
+	got.DeletionTimestamp, got.DeletionGracePeriodSeconds = &now, ptr(int64(30))
 	if _, err := env.client.CoreV1().Pods("default").Update(ctx, got, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	deadline = time.Now().Add(30 * time.Second)
+	deadline = time.Now().Add(15 * time.Second)
 	for {
 		pods, _ := env.rt.GetPods(ctx)
 		_, err := env.client.CoreV1().Pods("default").Get(ctx, "api-pod", metav1.GetOptions{})

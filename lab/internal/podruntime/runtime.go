@@ -21,6 +21,8 @@ import (
 	"github.com/virtual-kubelet/virtual-kubelet/node"
 	"github.com/virtual-kubelet/virtual-kubelet/node/nodeutil"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 )
 
@@ -202,7 +204,22 @@ func (rt *Runtime) DeletePod(ctx context.Context, pod *corev1.Pod) error {
 		delete(rt.pods, podKey(pod.Namespace, pod.Name))
 	}
 	rt.mu.Unlock()
+	if err == nil && pod.DeletionTimestamp != nil {
+		rt.finalizeDelete(ctx, p.pod)
+	}
 	return err
+}
+
+// finalizeDelete removes a gracefully deleted pod from the API once everything of it
+// is gone, as the kubelet does. virtual-kubelet would otherwise keep the object until
+// the whole grace period has passed, however fast the containers stopped.
+func (rt *Runtime) finalizeDelete(ctx context.Context, pod *corev1.Pod) {
+	uid := pod.UID
+	opts := metav1.DeleteOptions{GracePeriodSeconds: new(int64), Preconditions: &metav1.Preconditions{UID: &uid}}
+	err := rt.cfg.Client.CoreV1().Pods(pod.Namespace).Delete(ctx, pod.Name, opts)
+	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+		rt.log.Warn("delete terminated pod from the API", "pod", podKey(pod.Namespace, pod.Name), "error", err)
+	}
 }
 
 // GetPod returns the pod as the runtime knows it, with its current status.
