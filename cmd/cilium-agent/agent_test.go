@@ -1,0 +1,155 @@
+package main
+
+import (
+	"context"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/cilium/hive"
+	"github.com/cilium/hive/cell"
+	"github.com/cilium/hive/hivetest"
+	"github.com/spf13/pflag"
+
+	"github.com/cilium-go/cilium/internal/datapath"
+	"github.com/cilium-go/cilium/pkg/api/models"
+	"github.com/cilium-go/cilium/pkg/client"
+	"github.com/cilium-go/cilium/pkg/endpoint"
+)
+
+// memDatapath stands in for the kernel in unprivileged tests.
+type memDatapath struct {
+	mu   sync.Mutex
+	live map[uint16]datapath.Endpoint
+}
+
+func (m *memDatapath) UpsertEndpoint(ep datapath.Endpoint) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.live[ep.ID] = ep
+	return nil
+}
+
+func (m *memDatapath) DeleteEndpoint(ep datapath.Endpoint) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	delete(m.live, ep.ID)
+	return nil
+}
+
+func (m *memDatapath) PruneEndpoints([]datapath.Endpoint) error { return nil }
+
+func memDatapathCell(m *memDatapath) cell.Cell {
+	return cell.Module("mem-datapath", "Endpoints in memory",
+		cell.Provide(func() endpoint.Datapath { return m }))
+}
+
+// startAgent runs the agent's cells, with the datapath in memory, on
+// flags args.
+func startAgent(t *testing.T, dp *memDatapath, args ...string) (*hive.Hive, error) {
+	t.Helper()
+	h := newHive(new(slog.LevelVar), Infrastructure, ControlPlane, memDatapathCell(dp))
+	fs := pflag.NewFlagSet("", pflag.ContinueOnError)
+	h.RegisterFlags(fs)
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	return h, h.Start(hivetest.Logger(t), ctx)
+}
+
+func stop(t *testing.T, h *hive.Hive) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := h.Stop(hivetest.Logger(t), ctx); err != nil {
+		t.Errorf("stop: %v", err)
+	}
+}
+
+func baseArgs(dir string) []string {
+	return []string{"--state-dir=" + filepath.Join(dir, "state"), "--socket-path=" + filepath.Join(dir, "run", "cilium.sock"),
+		"--bpf-root=" + filepath.Join(dir, "bpf"), "--prometheus-serve-addr=", "--ipam-pod-cidr=10.0.7.0/24"}
+}
+
+func TestBadFlagStopsStartupNamingIt(t *testing.T) {
+	for _, tc := range []struct{ arg, flag string }{
+		{"--ipam-pod-cidr=10.0.0.0/33", "--ipam-pod-cidr"},
+		{"--ipam-pod-cidr=", "--ipam-pod-cidr"},
+		{"--state-dir=relative", "--state-dir"},
+		{"--socket-path=x.sock", "--socket-path"},
+		{"--prometheus-serve-addr=nonsense", "--prometheus-serve-addr"},
+	} {
+		args := append(baseArgs(t.TempDir()), tc.arg)
+		h, err := startAgent(t, &memDatapath{live: map[uint16]datapath.Endpoint{}}, args...)
+		if err == nil {
+			stop(t, h)
+			t.Errorf("%s: agent started", tc.arg)
+			continue
+		}
+		if !strings.Contains(err.Error(), tc.flag) {
+			t.Errorf("%s: error %q does not name %s", tc.arg, err, tc.flag)
+		}
+	}
+}
+
+func TestAgentServesAPIAndRestoresAfterRestart(t *testing.T) {
+	dir := t.TempDir()
+	dp := &memDatapath{live: map[uint16]datapath.Endpoint{}}
+	h, err := startAgent(t, dp, baseArgs(dir)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sock := filepath.Join(dir, "run", "cilium.sock")
+	if fi, err := os.Stat(sock); err != nil || fi.Mode().Perm() != 0o660 {
+		t.Fatalf("socket: %v %v", fi, err)
+	}
+	c := client.New(sock)
+	ctx := context.Background()
+	if hz, err := c.Healthz(ctx); err != nil || !hz.OK {
+		t.Fatalf("healthz: %+v %v", hz, err)
+	}
+	alloc, err := c.AllocateIP(ctx, "c1")
+	if err != nil || alloc.Address != "10.0.7.1" {
+		t.Fatalf("allocate: %+v %v", alloc, err)
+	}
+	ep, err := c.PutEndpoint(ctx, models.EndpointRequest{ContainerID: "c1", IPv4: alloc.Address,
+		MAC: "02:00:00:00:00:01", IfName: "eth0", HostIfName: "lxc1", HostIfindex: 5, NetNSPath: "/proc/1/ns/net"})
+	if err != nil || ep.ID != 1 || ep.Identity != endpoint.InitIdentity {
+		t.Fatalf("put endpoint: %+v %v", ep, err)
+	}
+	cfg, err := c.Config(ctx)
+	if err != nil || cfg.Flags["ipam-pod-cidr"] != "10.0.7.0/24" {
+		t.Fatalf("config: %+v %v", cfg, err)
+	}
+	stop(t, h)
+	if _, err := c.Healthz(ctx); err == nil {
+		t.Fatal("API answers after stop")
+	}
+
+	// A new agent on the same state dir has the endpoint and the address.
+	dp2 := &memDatapath{live: map[uint16]datapath.Endpoint{}}
+	h2, err := startAgent(t, dp2, baseArgs(dir)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stop(t, h2)
+	got, err := c.GetEndpoint(ctx, "c1")
+	if err != nil || got.IPv4 != "10.0.7.1" || dp2.live[1].HostDevice != "lxc1" {
+		t.Fatalf("after restart: %+v %v, datapath %+v", got, err, dp2.live)
+	}
+	next, err := c.AllocateIP(ctx, "c2")
+	if err != nil || next.Address == alloc.Address {
+		t.Fatalf("address after restart: %+v %v", next, err)
+	}
+	if err := c.DeleteEndpoint(ctx, "c1"); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.DeleteEndpoint(ctx, "c1"); !client.IsNotFound(err) {
+		t.Fatalf("second delete: %v", err)
+	}
+}

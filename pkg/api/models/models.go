@@ -1,0 +1,141 @@
+// Package models holds the JSON bodies of the agent's REST API, as
+// described by api/v1/openapi.yaml. The agent's server and pkg/client
+// share them; the package has no dependencies so that small clients (the
+// CNI plugin) stay small.
+package models
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"strings"
+	"time"
+)
+
+// Error is every error response.
+type Error struct {
+	Code    int    `json:"code"`
+	Message string `json:"message"`
+}
+
+func (e *Error) Error() string { return fmt.Sprintf("%d: %s", e.Code, e.Message) }
+
+// ModuleHealth is one module's last report.
+type ModuleHealth struct {
+	Module  string    `json:"module"`
+	Level   string    `json:"level"`
+	Message string    `json:"message,omitempty"`
+	Error   string    `json:"error,omitempty"`
+	Since   time.Time `json:"since"`
+}
+
+// Health is GET /v1/healthz.
+type Health struct {
+	// OK is false when any module is degraded.
+	OK      bool           `json:"ok"`
+	Modules []ModuleHealth `json:"modules"`
+}
+
+// Config is GET /v1/config: the flags the agent runs with, and the
+// options that PATCH can change while it runs.
+type Config struct {
+	Flags   map[string]string `json:"flags"`
+	Options map[string]string `json:"options"`
+}
+
+// ConfigPatch is the body of PATCH /v1/config.
+type ConfigPatch struct {
+	Options map[string]string `json:"options"`
+}
+
+// IPAMRequest is the body of POST /v1/ipam.
+type IPAMRequest struct {
+	// Owner is the container the address is for; one owner, one address.
+	Owner string `json:"owner"`
+}
+
+// Validate names the bad field.
+func (r IPAMRequest) Validate() error {
+	if r.Owner == "" {
+		return errors.New("owner: required")
+	}
+	return nil
+}
+
+// IPAMResponse is an allocated pod address.
+type IPAMResponse struct {
+	Address string `json:"address"`
+	Gateway string `json:"gateway"`
+	PodCIDR string `json:"podCIDR"`
+}
+
+// EndpointRequest is the body of PUT /v1/endpoint/{id}.
+type EndpointRequest struct {
+	ContainerID  string `json:"containerID"`
+	PodName      string `json:"podName,omitempty"`
+	PodNamespace string `json:"podNamespace,omitempty"`
+	IPv4         string `json:"ipv4"`
+	MAC          string `json:"mac"`
+	IfName       string `json:"ifName"`
+	HostIfName   string `json:"hostIfName"`
+	HostIfindex  int    `json:"hostIfindex"`
+	NetNSPath    string `json:"netnsPath"`
+}
+
+// Validate names the first bad field.
+func (r EndpointRequest) Validate() error {
+	switch {
+	case r.ContainerID == "":
+		return errors.New("containerID: required")
+	case strings.ContainsAny(r.ContainerID, "/\x00"):
+		return errors.New("containerID: must not contain '/'")
+	case r.HostIfName == "" || len(r.HostIfName) > 15:
+		return errors.New("hostIfName: 1 to 15 characters required")
+	case r.HostIfindex <= 0:
+		return errors.New("hostIfindex: must be positive")
+	case r.NetNSPath == "":
+		return errors.New("netnsPath: required")
+	}
+	if a, err := netip.ParseAddr(r.IPv4); err != nil || !a.Is4() {
+		return fmt.Errorf("ipv4: %q is not an IPv4 address", r.IPv4)
+	}
+	if _, err := net.ParseMAC(r.MAC); err != nil {
+		return fmt.Errorf("mac: %q is not a MAC address", r.MAC)
+	}
+	return nil
+}
+
+// Endpoint is a local pod's endpoint.
+type Endpoint struct {
+	ID           uint16    `json:"id"`
+	ContainerID  string    `json:"containerID"`
+	PodName      string    `json:"podName,omitempty"`
+	PodNamespace string    `json:"podNamespace,omitempty"`
+	IPv4         string    `json:"ipv4"`
+	MAC          string    `json:"mac"`
+	IfName       string    `json:"ifName"`
+	HostIfName   string    `json:"hostIfName"`
+	HostIfindex  int       `json:"hostIfindex"`
+	NetNSPath    string    `json:"netnsPath"`
+	Identity     uint32    `json:"identity"`
+	State        string    `json:"state"`
+	Created      time.Time `json:"created"`
+}
+
+// Identity is a security identity in use on this node.
+type Identity struct {
+	ID        uint32   `json:"id"`
+	Labels    []string `json:"labels"`
+	Endpoints int      `json:"endpoints"`
+}
+
+// BPFMap is one of the node's pinned maps.
+type BPFMap struct {
+	Name       string `json:"name"`
+	Path       string `json:"path"`
+	Type       string `json:"type"`
+	MaxEntries uint32 `json:"maxEntries"`
+	// Entries is -1 where the map cannot be counted (ring buffers).
+	Entries int `json:"entries"`
+}

@@ -1,0 +1,141 @@
+// Package server is the agent's REST API (api/v1/openapi.yaml) on its
+// unix socket: health, configuration, IPAM, endpoints, identities and
+// maps. Handlers decode and validate, then call the cells that own the
+// state; they hold none of their own.
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/cilium/hive/cell"
+	"github.com/spf13/pflag"
+
+	"github.com/cilium-go/cilium/pkg/api/models"
+	"github.com/cilium-go/cilium/pkg/endpoint"
+	"github.com/cilium-go/cilium/pkg/health"
+	"github.com/cilium-go/cilium/pkg/ipam"
+	"github.com/cilium-go/cilium/pkg/paths"
+)
+
+// Cell serves the API on paths.Config.SocketPath.
+var Cell = cell.Module("api-server", "REST API on the unix socket of the agent",
+	cell.Provide(New),
+	cell.Invoke(func(*Server) {}),
+)
+
+// MapLister lists the node's BPF maps for GET /v1/map.
+type MapLister interface {
+	ListMaps() ([]models.BPFMap, error)
+}
+
+// Params are the server's dependencies.
+type Params struct {
+	cell.In
+	Log       *slog.Logger
+	Lifecycle cell.Lifecycle
+	Paths     paths.Config
+	Flags     *pflag.FlagSet
+	Health    *health.Registry
+	IPAM      *ipam.Allocator
+	Endpoints *endpoint.Manager
+	Maps      MapLister      `optional:"true"`
+	LogLevel  *slog.LevelVar `optional:"true"`
+}
+
+// Server is the API.
+type Server struct {
+	p    Params
+	http *http.Server
+}
+
+// New registers the server's start and stop.
+func New(p Params) *Server {
+	s := &Server{p: p}
+	s.http = &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	p.Lifecycle.Append(cell.Hook{
+		OnStart: func(cell.HookContext) error {
+			ln, err := Listen(p.Paths.SocketPath)
+			if err != nil {
+				return err
+			}
+			p.Log.Info("serving API", "socket", p.Paths.SocketPath)
+			go s.http.Serve(ln)
+			return nil
+		},
+		OnStop: func(ctx cell.HookContext) error {
+			err := s.http.Shutdown(context.Context(ctx))
+			return errors.Join(err, removeIfExists(p.Paths.SocketPath))
+		},
+	})
+	return s
+}
+
+// Listen opens the unix socket at path with mode 0660, replacing a stale
+// socket file an earlier agent left behind.
+func Listen(path string) (net.Listener, error) {
+	if err := os.MkdirAll(filepath.Dir(path), 0o750); err != nil {
+		return nil, fmt.Errorf("create socket dir: %w", err)
+	}
+	if err := removeIfExists(path); err != nil {
+		return nil, err
+	}
+	ln, err := net.Listen("unix", path)
+	if err != nil {
+		return nil, fmt.Errorf("listen on %s: %w", path, err)
+	}
+	if err := os.Chmod(path, 0o660); err != nil {
+		ln.Close()
+		return nil, fmt.Errorf("chmod %s: %w", path, err)
+	}
+	return ln, nil
+}
+
+func removeIfExists(path string) error {
+	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("remove %s: %w", path, err)
+	}
+	return nil
+}
+
+// route is one operation of the OpenAPI document.
+type route struct {
+	method, path string
+	handle       func(*Server, http.ResponseWriter, *http.Request)
+}
+
+// routes is the API; a test checks it against api/v1/openapi.yaml.
+var routes = []route{
+	{"GET", "/v1/healthz", (*Server).getHealthz},
+	{"GET", "/v1/config", (*Server).getConfig},
+	{"PATCH", "/v1/config", (*Server).patchConfig},
+	{"POST", "/v1/ipam", (*Server).postIPAM},
+	{"DELETE", "/v1/ipam/{ip}", (*Server).deleteIPAM},
+	{"GET", "/v1/endpoint", (*Server).listEndpoints},
+	{"GET", "/v1/endpoint/{id}", (*Server).getEndpoint},
+	{"PUT", "/v1/endpoint/{id}", (*Server).putEndpoint},
+	{"DELETE", "/v1/endpoint/{id}", (*Server).deleteEndpoint},
+	{"GET", "/v1/identity", (*Server).getIdentity},
+	{"GET", "/v1/map", (*Server).getMap},
+	{"GET", "/v1/openapi.yaml", (*Server).getOpenAPI},
+}
+
+// Handler is the API without the socket, for tests and embedding.
+func (s *Server) Handler() http.Handler {
+	mux := http.NewServeMux()
+	for _, r := range routes {
+		h := r.handle
+		mux.HandleFunc(r.method+" "+r.path, func(w http.ResponseWriter, req *http.Request) { h(s, w, req) })
+	}
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, http.StatusNotFound, fmt.Errorf("no operation %s %s", r.Method, r.URL.Path))
+	})
+	return mux
+}

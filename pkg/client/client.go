@@ -1,0 +1,161 @@
+// Package client talks to the agent's REST API over its unix socket. The
+// CNI plugin and cilium-dbg use it; its bodies are pkg/api/models.
+package client
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+
+	"github.com/cilium-go/cilium/pkg/api/models"
+)
+
+// DefaultSocket is where the agent listens unless told otherwise.
+const DefaultSocket = "/var/run/cilium/cilium.sock"
+
+// Client is safe for concurrent use.
+type Client struct {
+	socket string
+	http   *http.Client
+}
+
+// New talks to the agent at socket ("" for DefaultSocket).
+func New(socket string) *Client {
+	if socket == "" {
+		socket = DefaultSocket
+	}
+	var d net.Dialer
+	tr := &http.Transport{
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			return d.DialContext(ctx, "unix", socket)
+		},
+		DisableCompression: true,
+	}
+	return &Client{socket: socket, http: &http.Client{Transport: tr}}
+}
+
+// IsNotFound reports whether err is the agent's 404.
+func IsNotFound(err error) bool {
+	var e *models.Error
+	return errors.As(err, &e) && e.Code == http.StatusNotFound
+}
+
+// do sends in (if not nil) and decodes the answer into out (if not nil).
+// Answers other than 2xx come back as *models.Error.
+func (c *Client) do(ctx context.Context, method, path string, in, out any) error {
+	var body io.Reader
+	if in != nil {
+		b, err := json.Marshal(in)
+		if err != nil {
+			return fmt.Errorf("encode %s %s: %w", method, path, err)
+		}
+		body = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, "http://agent"+path, body)
+	if err != nil {
+		return fmt.Errorf("%s %s: %w", method, path, err)
+	}
+	if in != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return fmt.Errorf("agent at %s: %w", c.socket, err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return fmt.Errorf("%s %s: read answer: %w", method, path, err)
+	}
+	if resp.StatusCode/100 != 2 {
+		e := &models.Error{}
+		if json.Unmarshal(b, e) != nil || e.Message == "" {
+			e = &models.Error{Code: resp.StatusCode, Message: http.StatusText(resp.StatusCode)}
+		}
+		return fmt.Errorf("%s %s: %w", method, path, e)
+	}
+	if out == nil {
+		return nil
+	}
+	if err := json.Unmarshal(b, out); err != nil {
+		return fmt.Errorf("%s %s: decode answer: %w", method, path, err)
+	}
+	return nil
+}
+
+// Healthz is the agent's health. A degraded agent answers 503, which
+// comes back as an error together with the details.
+func (c *Client) Healthz(ctx context.Context) (models.Health, error) {
+	var h models.Health
+	err := c.do(ctx, http.MethodGet, "/v1/healthz", nil, &h)
+	return h, err
+}
+
+// Config is the agent's configuration.
+func (c *Client) Config(ctx context.Context) (models.Config, error) {
+	var out models.Config
+	return out, c.do(ctx, http.MethodGet, "/v1/config", nil, &out)
+}
+
+// PatchConfig changes options.
+func (c *Client) PatchConfig(ctx context.Context, p models.ConfigPatch) (models.Config, error) {
+	var out models.Config
+	return out, c.do(ctx, http.MethodPatch, "/v1/config", p, &out)
+}
+
+// AllocateIP takes an address for owner (a container id).
+func (c *Client) AllocateIP(ctx context.Context, owner string) (models.IPAMResponse, error) {
+	var out models.IPAMResponse
+	return out, c.do(ctx, http.MethodPost, "/v1/ipam", models.IPAMRequest{Owner: owner}, &out)
+}
+
+// ReleaseIP frees an address.
+func (c *Client) ReleaseIP(ctx context.Context, ip string) error {
+	return c.do(ctx, http.MethodDelete, "/v1/ipam/"+url.PathEscape(ip), nil, nil)
+}
+
+func endpointPath(containerID string) string {
+	return "/v1/endpoint/" + url.PathEscape("container-id:"+containerID)
+}
+
+// PutEndpoint creates the container's endpoint; it returns once the
+// endpoint's datapath is live.
+func (c *Client) PutEndpoint(ctx context.Context, r models.EndpointRequest) (models.Endpoint, error) {
+	var out models.Endpoint
+	return out, c.do(ctx, http.MethodPut, endpointPath(r.ContainerID), r, &out)
+}
+
+// GetEndpoint finds the container's endpoint.
+func (c *Client) GetEndpoint(ctx context.Context, containerID string) (models.Endpoint, error) {
+	var out models.Endpoint
+	return out, c.do(ctx, http.MethodGet, endpointPath(containerID), nil, &out)
+}
+
+// DeleteEndpoint removes the container's endpoint and frees its address.
+func (c *Client) DeleteEndpoint(ctx context.Context, containerID string) error {
+	return c.do(ctx, http.MethodDelete, endpointPath(containerID), nil, nil)
+}
+
+// Endpoints lists the node's endpoints.
+func (c *Client) Endpoints(ctx context.Context) ([]models.Endpoint, error) {
+	var out []models.Endpoint
+	return out, c.do(ctx, http.MethodGet, "/v1/endpoint", nil, &out)
+}
+
+// Identities lists the identities in use on the node.
+func (c *Client) Identities(ctx context.Context) ([]models.Identity, error) {
+	var out []models.Identity
+	return out, c.do(ctx, http.MethodGet, "/v1/identity", nil, &out)
+}
+
+// Maps lists the node's BPF maps.
+func (c *Client) Maps(ctx context.Context) ([]models.BPFMap, error) {
+	var out []models.BPFMap
+	return out, c.do(ctx, http.MethodGet, "/v1/map", nil, &out)
+}

@@ -1,0 +1,263 @@
+package cni
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/netip"
+	"os"
+	"time"
+
+	"github.com/containernetworking/cni/pkg/skel"
+	"github.com/containernetworking/cni/pkg/types"
+	current "github.com/containernetworking/cni/pkg/types/100"
+
+	"github.com/cilium-go/cilium/internal/datapath"
+	"github.com/cilium-go/cilium/pkg/api/models"
+	"github.com/cilium-go/cilium/pkg/client"
+)
+
+// Agent is the part of the agent's API the plugin uses; *client.Client
+// is one.
+type Agent interface {
+	Healthz(ctx context.Context) (models.Health, error)
+	AllocateIP(ctx context.Context, owner string) (models.IPAMResponse, error)
+	ReleaseIP(ctx context.Context, ip string) error
+	PutEndpoint(ctx context.Context, r models.EndpointRequest) (models.Endpoint, error)
+	GetEndpoint(ctx context.Context, containerID string) (models.Endpoint, error)
+	DeleteEndpoint(ctx context.Context, containerID string) error
+	Endpoints(ctx context.Context) ([]models.Endpoint, error)
+}
+
+// Links makes the pod's veth; the datapath's functions by default.
+type Links struct {
+	Create func(datapath.PodLink) (datapath.PodLinkResult, error)
+	Delete func(nodeNetNS, hostIfName string) error
+	Check  func(l datapath.PodLink, hostIfindex int) error
+}
+
+// Plugin runs one CNI command.
+type Plugin struct {
+	// NewAgent connects to the agent at socket.
+	NewAgent func(socket string) Agent
+	Links    Links
+	Timeout  time.Duration
+	// Stdout receives the result of ADD.
+	Stdout io.Writer
+}
+
+// New is the plugin as cilium-cni runs it.
+func New() *Plugin {
+	return &Plugin{
+		NewAgent: func(s string) Agent { return client.New(s) },
+		Links:    Links{Create: datapath.CreatePodLink, Delete: datapath.DeletePodLink, Check: datapath.CheckPodLink},
+		Timeout:  2 * time.Minute,
+		Stdout:   os.Stdout,
+	}
+}
+
+// Funcs are the plugin's commands for skel.PluginMainFuncs.
+func (p *Plugin) Funcs() skel.CNIFuncs {
+	return skel.CNIFuncs{Add: p.Add, Del: p.Del, Check: p.Check, Status: p.Status, GC: p.GC}
+}
+
+// agentError turns an API error into a CNI error; an unreachable agent
+// is worth retrying.
+func agentError(what string, err error) error {
+	var urlErr *net.OpError
+	if errors.As(err, &urlErr) && urlErr.Op == "dial" {
+		return types.NewError(types.ErrTryAgainLater, "cilium-agent is unreachable", err.Error())
+	}
+	return types.NewError(types.ErrInternal, what, err.Error())
+}
+
+func (p *Plugin) setup(a *skel.CmdArgs, needNetns bool) (*NetConf, Agent, context.Context, context.CancelFunc, error) {
+	conf, err := ParseConf(a.StdinData)
+	if err != nil {
+		return nil, nil, nil, nil, err
+	}
+	if err := checkArgs(a, needNetns); err != nil {
+		return nil, nil, nil, nil, err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), p.Timeout)
+	return conf, p.NewAgent(conf.SocketPath), ctx, cancel, nil
+}
+
+// Add gives the container an address and an endpoint, and returns once
+// the endpoint's datapath is live.
+func (p *Plugin) Add(a *skel.CmdArgs) error {
+	conf, agent, ctx, cancel, err := p.setup(a, true)
+	if err != nil {
+		return err
+	}
+	defer cancel()
+	pod, err := ParseArgs(a.Args)
+	if err != nil {
+		return err
+	}
+	if _, err := os.Stat(a.Netns); err != nil {
+		return types.NewError(types.ErrInvalidNetNS, "CNI_NETNS is not usable", err.Error())
+	}
+	alloc, err := agent.AllocateIP(ctx, a.ContainerID)
+	if err != nil {
+		return agentError("allocate an address", err)
+	}
+	res, err := p.wire(ctx, agent, conf, a, pod, alloc)
+	if err != nil {
+		// The address must not leak; DeleteEndpoint frees it by owner
+		// even when no endpoint exists yet.
+		if derr := agent.DeleteEndpoint(ctx, a.ContainerID); derr != nil && !client.IsNotFound(derr) {
+			err = errors.Join(err, derr)
+		}
+		return err
+	}
+	out, err := res.GetAsVersion(conf.CNIVersion)
+	if err != nil {
+		return types.NewError(types.ErrIncompatibleCNIVersion, "convert result", err.Error())
+	}
+	return out.PrintTo(p.Stdout)
+}
+
+func (p *Plugin) wire(ctx context.Context, agent Agent, conf *NetConf, a *skel.CmdArgs, pod PodArgs,
+	alloc models.IPAMResponse) (*current.Result, error) {
+	ip, err := netip.ParseAddr(alloc.Address)
+	gw, gwErr := netip.ParseAddr(alloc.Gateway)
+	if err != nil || gwErr != nil {
+		return nil, types.NewError(types.ErrInternal, "agent returned a bad allocation", fmt.Sprintf("%+v", alloc))
+	}
+	host := HostIfName(a.ContainerID, a.IfName)
+	// A retried ADD may find the pair of the earlier attempt.
+	if err := p.Links.Delete("", host); err != nil {
+		return nil, types.NewError(types.ErrInternal, "remove stale veth", err.Error())
+	}
+	link := datapath.PodLink{PodNetNS: a.Netns, PodIfName: a.IfName, HostIfName: host, IPv4: ip, MTU: conf.MTU}
+	lr, err := p.Links.Create(link)
+	if err != nil {
+		return nil, types.NewError(types.ErrInternal, "create veth", err.Error())
+	}
+	_, err = agent.PutEndpoint(ctx, models.EndpointRequest{
+		ContainerID: a.ContainerID, PodName: string(pod.K8S_POD_NAME), PodNamespace: string(pod.K8S_POD_NAMESPACE),
+		IPv4: ip.String(), MAC: lr.PodMAC.String(), IfName: a.IfName, HostIfName: host,
+		HostIfindex: lr.HostIfindex, NetNSPath: a.Netns,
+	})
+	if err != nil {
+		return nil, errors.Join(agentError("create endpoint", err), p.Links.Delete("", host))
+	}
+	gwIP := net.IP(gw.AsSlice())
+	return &current.Result{
+		CNIVersion: current.ImplementedSpecVersion,
+		Interfaces: []*current.Interface{
+			{Name: host, Mac: lr.HostMAC.String()},
+			{Name: a.IfName, Mac: lr.PodMAC.String(), Sandbox: a.Netns},
+		},
+		IPs: []*current.IPConfig{{Interface: current.Int(1),
+			Address: net.IPNet{IP: ip.AsSlice(), Mask: net.CIDRMask(32, 32)}, Gateway: gwIP}},
+		Routes: []*types.Route{{Dst: net.IPNet{IP: net.IPv4zero.To4(), Mask: net.CIDRMask(0, 32)}, GW: gwIP}},
+	}, nil
+}
+
+// Del removes the container's endpoint, address and veth. Unknown
+// containers and vanished namespaces are no error: the runtime calls DEL
+// as often as it likes.
+func (p *Plugin) Del(a *skel.CmdArgs) error {
+	_, agent, ctx, cancel, err := p.setup(a, false)
+	if err != nil {
+		return err
+	}
+	defer cancel()
+	if err := agent.DeleteEndpoint(ctx, a.ContainerID); err != nil && !client.IsNotFound(err) {
+		return agentError("delete endpoint", err)
+	}
+	if err := p.Links.Delete("", HostIfName(a.ContainerID, a.IfName)); err != nil {
+		return types.NewError(types.ErrInternal, "delete veth", err.Error())
+	}
+	return nil
+}
+
+// Check verifies the endpoint and the veth against the previous result.
+func (p *Plugin) Check(a *skel.CmdArgs) error {
+	conf, agent, ctx, cancel, err := p.setup(a, true)
+	if err != nil {
+		return err
+	}
+	defer cancel()
+	if conf.PrevResult == nil {
+		return types.NewError(types.ErrInvalidNetworkConfig, "CHECK needs prevResult", "")
+	}
+	prev, err := current.NewResultFromResult(conf.PrevResult)
+	if err != nil || len(prev.IPs) != 1 {
+		return types.NewError(types.ErrDecodingFailure, "prevResult is not one of ours", fmt.Sprint(err))
+	}
+	ep, err := agent.GetEndpoint(ctx, a.ContainerID)
+	if client.IsNotFound(err) {
+		return types.NewError(types.ErrUnknownContainer, "no endpoint for the container", a.ContainerID)
+	}
+	if err != nil {
+		return agentError("get endpoint", err)
+	}
+	if got := prev.IPs[0].Address.IP.String(); got != ep.IPv4 {
+		return types.NewError(types.ErrInternal, "address differs", fmt.Sprintf("prevResult %s, endpoint %s", got, ep.IPv4))
+	}
+	ip, _ := netip.ParseAddr(ep.IPv4)
+	link := datapath.PodLink{PodNetNS: a.Netns, PodIfName: a.IfName, HostIfName: ep.HostIfName, IPv4: ip}
+	if err := p.Links.Check(link, ep.HostIfindex); err != nil {
+		return types.NewError(types.ErrInternal, "veth is not as created", err.Error())
+	}
+	return nil
+}
+
+// Status reports whether the agent can take ADDs.
+func (p *Plugin) Status(a *skel.CmdArgs) error {
+	conf, err := ParseConf(a.StdinData)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), p.Timeout)
+	defer cancel()
+	h, err := p.NewAgent(conf.SocketPath).Healthz(ctx)
+	if err == nil {
+		return nil
+	}
+	var apiErr *models.Error
+	if errors.As(err, &apiErr) {
+		return types.NewError(types.ErrLimitedConnectivity, "cilium-agent is degraded", fmt.Sprintf("%v: %+v", err, h.Modules))
+	}
+	return types.NewError(types.ErrPluginNotAvailable, "cilium-agent is unreachable", err.Error())
+}
+
+// GC deletes the endpoints of attachments the runtime no longer has.
+func (p *Plugin) GC(a *skel.CmdArgs) error {
+	conf, err := ParseConf(a.StdinData)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), p.Timeout)
+	defer cancel()
+	agent := p.NewAgent(conf.SocketPath)
+	eps, err := agent.Endpoints(ctx)
+	if err != nil {
+		return agentError("list endpoints", err)
+	}
+	valid := map[types.GCAttachment]bool{}
+	for _, v := range conf.ValidAttachments {
+		valid[v] = true
+	}
+	var errs []error
+	for _, ep := range eps {
+		if valid[types.GCAttachment{ContainerID: ep.ContainerID, IfName: ep.IfName}] {
+			continue
+		}
+		if err := agent.DeleteEndpoint(ctx, ep.ContainerID); err != nil && !client.IsNotFound(err) {
+			errs = append(errs, fmt.Errorf("endpoint %d: %w", ep.ID, err))
+		}
+		if err := p.Links.Delete("", ep.HostIfName); err != nil {
+			errs = append(errs, fmt.Errorf("endpoint %d veth: %w", ep.ID, err))
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return types.NewError(types.ErrInternal, "garbage collection incomplete", err.Error())
+	}
+	return nil
+}

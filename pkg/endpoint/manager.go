@@ -1,0 +1,268 @@
+package endpoint
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/cilium-go/cilium/internal/datapath"
+	"github.com/cilium-go/cilium/pkg/paths"
+)
+
+// Datapath programs endpoints into the kernel; *datapath.Node is one.
+type Datapath interface {
+	UpsertEndpoint(datapath.Endpoint) error
+	DeleteEndpoint(datapath.Endpoint) error
+	PruneEndpoints(keep []datapath.Endpoint) error
+}
+
+// AddressReleaser frees the pod address of a deleted endpoint.
+type AddressReleaser interface {
+	ReleaseOwner(owner string) error
+}
+
+// MaxID is the largest endpoint id: Cilium's endpoint ids fit 12 bits.
+const MaxID = 4095
+
+// Manager owns the node's endpoints. It is safe for concurrent use; one
+// lock serializes changes because the datapath's node is not.
+type Manager struct {
+	log  *slog.Logger
+	dp   Datapath
+	ids  IdentityAllocator
+	ipam AddressReleaser
+	dir  string
+	now  func() time.Time
+
+	mu          sync.Mutex
+	byID        map[uint16]*Endpoint
+	byContainer map[string]*Endpoint
+}
+
+// NewManager keeps its state files in dir. It touches nothing until
+// Restore or Create.
+func NewManager(log *slog.Logger, dp Datapath, ids IdentityAllocator, ipam AddressReleaser, dir string) *Manager {
+	return &Manager{log: log, dp: dp, ids: ids, ipam: ipam, dir: dir, now: time.Now,
+		byID: map[uint16]*Endpoint{}, byContainer: map[string]*Endpoint{}}
+}
+
+// Create makes the endpoint for s, and returns once its datapath is live.
+// Asking again with the same spec returns the existing endpoint and
+// created=false; a different spec for the same container is ErrConflict.
+func (m *Manager) Create(ctx context.Context, s Spec) (ep Endpoint, created bool, err error) {
+	if err := s.Validate(); err != nil {
+		return Endpoint{}, false, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if old, ok := m.byContainer[s.ContainerID]; ok {
+		if old.spec() != s {
+			return Endpoint{}, false, fmt.Errorf("container %s: %w", s.ContainerID, ErrConflict)
+		}
+		return *old, false, nil
+	}
+	for _, o := range m.byID {
+		if o.IPv4 == s.IPv4 || o.HostIfName == s.HostIfName {
+			return Endpoint{}, false, fmt.Errorf("container %s: address or device in use by endpoint %d: %w",
+				s.ContainerID, o.ID, ErrConflict)
+		}
+	}
+	id, ok := m.freeIDLocked()
+	if !ok {
+		return Endpoint{}, false, fmt.Errorf("container %s: all %d endpoint ids in use", s.ContainerID, MaxID)
+	}
+	e := &Endpoint{ID: id, ContainerID: s.ContainerID, PodName: s.PodName, PodNamespace: s.PodNamespace,
+		IPv4: s.IPv4, MAC: s.MAC, IfName: s.IfName, HostIfName: s.HostIfName, HostIfindex: s.HostIfindex,
+		NetNSPath: s.NetNSPath, Created: m.now().UTC()}
+	if e.Identity, err = m.ids.Allocate(ctx, e.pod()); err != nil {
+		return Endpoint{}, false, fmt.Errorf("endpoint %d identity: %w", id, err)
+	}
+	undo := func(err error) (Endpoint, bool, error) {
+		return Endpoint{}, false, errors.Join(err, m.dp.DeleteEndpoint(e.datapathEndpoint()),
+			m.ids.Release(ctx, e.pod(), e.Identity))
+	}
+	if err := m.dp.UpsertEndpoint(e.datapathEndpoint()); err != nil {
+		return undo(fmt.Errorf("program endpoint %d: %w", id, err))
+	}
+	if err := m.persist(e); err != nil {
+		return undo(err)
+	}
+	m.byID[id] = e
+	m.byContainer[e.ContainerID] = e
+	m.log.Info("endpoint created", "id", id, "container", e.ContainerID, "pod", e.PodNamespace+"/"+e.PodName,
+		"ipv4", e.IPv4, "identity", e.Identity)
+	return *e, true, nil
+}
+
+func (e *Endpoint) pod() Pod { return Pod{Namespace: e.PodNamespace, Name: e.PodName} }
+
+func (m *Manager) freeIDLocked() (uint16, bool) {
+	for id := uint16(1); id <= MaxID; id++ {
+		if _, taken := m.byID[id]; !taken {
+			return id, true
+		}
+	}
+	return 0, false
+}
+
+// Delete removes the endpoint of the container: datapath, state file,
+// identity and address. An unknown container is ErrNotFound.
+func (m *Manager) Delete(ctx context.Context, containerID string) (Endpoint, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	e, ok := m.byContainer[containerID]
+	if !ok {
+		// The address may be held without an endpoint when an ADD
+		// failed halfway; a delete must free it all the same.
+		return Endpoint{}, errors.Join(fmt.Errorf("container %s: %w", containerID, ErrNotFound),
+			m.ipam.ReleaseOwner(containerID))
+	}
+	// Keep the endpoint while its datapath is not clean, so a retried
+	// delete finds it.
+	if err := m.dp.DeleteEndpoint(e.datapathEndpoint()); err != nil {
+		return Endpoint{}, fmt.Errorf("unprogram endpoint %d: %w", e.ID, err)
+	}
+	delete(m.byID, e.ID)
+	delete(m.byContainer, e.ContainerID)
+	err := errors.Join(
+		removeIfExists(m.stateFile(e.ID)),
+		m.ids.Release(ctx, e.pod(), e.Identity),
+		m.ipam.ReleaseOwner(e.ContainerID),
+	)
+	m.log.Info("endpoint deleted", "id", e.ID, "container", e.ContainerID, "error", err)
+	return *e, err
+}
+
+func removeIfExists(path string) error {
+	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("remove %s: %w", path, err)
+	}
+	return nil
+}
+
+// Get finds an endpoint by "container-id:<id>" or by its numeric id.
+func (m *Manager) Get(name string) (Endpoint, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if cid, ok := strings.CutPrefix(name, ContainerIDPrefix); ok {
+		if e, ok := m.byContainer[cid]; ok {
+			return *e, nil
+		}
+		return Endpoint{}, fmt.Errorf("%s: %w", name, ErrNotFound)
+	}
+	var id uint16
+	if _, err := fmt.Sscan(name, &id); err == nil {
+		if e, ok := m.byID[id]; ok {
+			return *e, nil
+		}
+	}
+	return Endpoint{}, fmt.Errorf("%s: %w", name, ErrNotFound)
+}
+
+// List is every endpoint by id.
+func (m *Manager) List() []Endpoint {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := make([]Endpoint, 0, len(m.byID))
+	for _, id := range slices.Sorted(maps.Keys(m.byID)) {
+		out = append(out, *m.byID[id])
+	}
+	return out
+}
+
+func (m *Manager) stateFile(id uint16) string {
+	return filepath.Join(m.dir, fmt.Sprintf("%d.json", id))
+}
+
+func (m *Manager) persist(e *Endpoint) error {
+	b, err := json.MarshalIndent(e, "", "  ")
+	if err != nil {
+		return fmt.Errorf("encode endpoint %d: %w", e.ID, err)
+	}
+	return paths.WriteFileAtomic(m.stateFile(e.ID), b)
+}
+
+// Restore loads the endpoints persisted by an earlier agent and programs
+// them again. Their veths are the pods' and stay as they are; their
+// programs are swapped in place. Datapath state of endpoints that are
+// not restored is pruned. An endpoint that cannot be programmed is kept,
+// so that its pod's CNI DEL still finds it, and reported in the error.
+func (m *Manager) Restore(ctx context.Context) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	loaded, loadErr := m.load()
+	var errs []error
+	if loadErr != nil {
+		errs = append(errs, loadErr)
+	}
+	var keep []datapath.Endpoint
+	for _, e := range loaded {
+		if id, err := m.ids.Allocate(ctx, e.pod()); err == nil {
+			e.Identity = id
+		} else {
+			errs = append(errs, fmt.Errorf("endpoint %d identity: %w", e.ID, err))
+		}
+		if err := m.dp.UpsertEndpoint(e.datapathEndpoint()); err != nil {
+			errs = append(errs, fmt.Errorf("restore endpoint %d: %w", e.ID, err))
+		}
+		if err := m.persist(e); err != nil {
+			errs = append(errs, err)
+		}
+		m.byID[e.ID] = e
+		m.byContainer[e.ContainerID] = e
+		keep = append(keep, e.datapathEndpoint())
+	}
+	if loadErr == nil {
+		// Pruning after a failed read would take live pods' state.
+		errs = append(errs, m.dp.PruneEndpoints(keep))
+	}
+	m.log.Info("endpoints restored", "count", len(loaded))
+	return errors.Join(errs...)
+}
+
+// load reads the state directory; files that do not parse are skipped
+// and reported.
+func (m *Manager) load() ([]*Endpoint, error) {
+	entries, err := os.ReadDir(m.dir)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", m.dir, err)
+	}
+	var out []*Endpoint
+	var errs []error
+	for _, de := range entries {
+		if de.IsDir() || !strings.HasSuffix(de.Name(), ".json") || strings.HasPrefix(de.Name(), ".") {
+			continue
+		}
+		path := filepath.Join(m.dir, de.Name())
+		b, err := os.ReadFile(path)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("read %s: %w", path, err))
+			continue
+		}
+		e := &Endpoint{}
+		if err := json.Unmarshal(b, e); err != nil {
+			errs = append(errs, fmt.Errorf("parse %s: %w", path, err))
+			continue
+		}
+		if err := e.spec().Validate(); err != nil || e.ID == 0 || e.ID > MaxID || m.stateFile(e.ID) != path {
+			errs = append(errs, fmt.Errorf("%s: not a valid endpoint (%v)", path, err))
+			continue
+		}
+		out = append(out, e)
+	}
+	slices.SortFunc(out, func(a, b *Endpoint) int { return cmp.Compare(a.ID, b.ID) })
+	return out, errors.Join(errs...)
+}

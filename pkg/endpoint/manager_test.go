@@ -1,0 +1,279 @@
+package endpoint
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/cilium-go/cilium/internal/datapath"
+)
+
+// fakeDatapath records what the manager programs.
+type fakeDatapath struct {
+	mu       sync.Mutex
+	live     map[uint16]datapath.Endpoint
+	upserts  int
+	pruned   [][]uint16
+	failNext error
+}
+
+func newFakeDatapath() *fakeDatapath { return &fakeDatapath{live: map[uint16]datapath.Endpoint{}} }
+
+func (f *fakeDatapath) UpsertEndpoint(ep datapath.Endpoint) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.upserts++
+	if err := f.failNext; err != nil {
+		f.failNext = nil
+		return err
+	}
+	f.live[ep.ID] = ep
+	return nil
+}
+
+func (f *fakeDatapath) DeleteEndpoint(ep datapath.Endpoint) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	delete(f.live, ep.ID)
+	return nil
+}
+
+func (f *fakeDatapath) PruneEndpoints(keep []datapath.Endpoint) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var ids []uint16
+	for _, k := range keep {
+		ids = append(ids, k.ID)
+	}
+	f.pruned = append(f.pruned, ids)
+	return nil
+}
+
+type fakeIPAM struct{ released []string }
+
+func (f *fakeIPAM) ReleaseOwner(o string) error { f.released = append(f.released, o); return nil }
+
+// countingIDs hands out identities and counts releases.
+type countingIDs struct {
+	mu       sync.Mutex
+	held     int
+	identity uint32
+}
+
+func (c *countingIDs) Allocate(context.Context, Pod) (uint32, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.held++
+	return c.identity, nil
+}
+
+func (c *countingIDs) Release(context.Context, Pod, uint32) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.held--
+	return nil
+}
+
+func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+
+func spec(n int) Spec {
+	return Spec{
+		ContainerID: fmt.Sprintf("c%d", n), PodName: fmt.Sprintf("pod%d", n), PodNamespace: "default",
+		IPv4: netip.AddrFrom4([4]byte{10, 0, 0, byte(n)}), MAC: fmt.Sprintf("02:00:00:00:00:%02x", n),
+		IfName: "eth0", HostIfName: fmt.Sprintf("lxc%d", n), HostIfindex: 100 + n, NetNSPath: "/run/netns/x",
+	}
+}
+
+type fixture struct {
+	m    *Manager
+	dp   *fakeDatapath
+	ipam *fakeIPAM
+	ids  IdentityAllocator
+	dir  string
+}
+
+func newFixture(t *testing.T, dir string, ids IdentityAllocator) *fixture {
+	if ids == nil {
+		ids = NewInitIdentityAllocator()
+	}
+	f := &fixture{dp: newFakeDatapath(), ipam: &fakeIPAM{}, ids: ids, dir: dir}
+	f.m = NewManager(quiet(), f.dp, ids, f.ipam, dir)
+	return f
+}
+
+func TestCreateProgramsWithInitIdentityAndPersists(t *testing.T) {
+	f := newFixture(t, t.TempDir(), nil)
+	ep, created, err := f.m.Create(context.Background(), spec(1))
+	if err != nil || !created {
+		t.Fatalf("Create: %v created=%v", err, created)
+	}
+	if ep.ID != 1 || ep.Identity != InitIdentity {
+		t.Fatalf("endpoint %+v: want id 1 with identity %d", ep, InitIdentity)
+	}
+	live := f.dp.live[1]
+	if live.IPv4 != spec(1).IPv4 || live.HostDevice != "lxc1" || live.Identity != InitIdentity || live.MAC.String() != spec(1).MAC {
+		t.Fatalf("datapath got %+v", live)
+	}
+	if _, err := os.Stat(filepath.Join(f.dir, "1.json")); err != nil {
+		t.Fatalf("state file: %v", err)
+	}
+	got, err := f.m.Get("container-id:c1")
+	if err != nil || got.ID != 1 {
+		t.Fatalf("Get by container: %+v %v", got, err)
+	}
+	if got, err := f.m.Get("1"); err != nil || got.ContainerID != "c1" {
+		t.Fatalf("Get by id: %+v %v", got, err)
+	}
+}
+
+func TestCreateIdempotentAndConflicts(t *testing.T) {
+	f := newFixture(t, t.TempDir(), nil)
+	ctx := context.Background()
+	if _, _, err := f.m.Create(ctx, spec(1)); err != nil {
+		t.Fatal(err)
+	}
+	again, created, err := f.m.Create(ctx, spec(1))
+	if err != nil || created || again.ID != 1 {
+		t.Fatalf("same spec again: %+v created=%v %v", again, created, err)
+	}
+	for name, tweak := range map[string]func(*Spec){
+		"same container, other address": func(s *Spec) { s.IPv4 = netip.MustParseAddr("10.0.0.99") },
+		"other container, same address": func(s *Spec) { s.ContainerID = "other"; s.HostIfName = "lxcother" },
+		"other container, same device":  func(s *Spec) { s.ContainerID = "other"; s.IPv4 = netip.MustParseAddr("10.0.0.98") },
+	} {
+		s := spec(1)
+		tweak(&s)
+		if _, _, err := f.m.Create(ctx, s); !errors.Is(err, ErrConflict) {
+			t.Errorf("%s: %v, want ErrConflict", name, err)
+		}
+	}
+	if n := len(f.m.List()); n != 1 {
+		t.Fatalf("%d endpoints, want 1", n)
+	}
+}
+
+func TestCreateRejectsBadSpec(t *testing.T) {
+	f := newFixture(t, t.TempDir(), nil)
+	for field, tweak := range map[string]func(*Spec){
+		"containerID": func(s *Spec) { s.ContainerID = "" },
+		"ipv4":        func(s *Spec) { s.IPv4 = netip.Addr{} },
+		"hostIfName":  func(s *Spec) { s.HostIfName = "a-name-far-too-long" },
+		"hostIfindex": func(s *Spec) { s.HostIfindex = 0 },
+		"mac":         func(s *Spec) { s.MAC = "zz" },
+		"netnsPath":   func(s *Spec) { s.NetNSPath = "" },
+	} {
+		s := spec(1)
+		tweak(&s)
+		_, _, err := f.m.Create(context.Background(), s)
+		if err == nil || !strings.HasPrefix(err.Error(), field+":") {
+			t.Errorf("bad %s: %v", field, err)
+		}
+	}
+	if f.dp.upserts != 0 {
+		t.Fatal("datapath touched by invalid specs")
+	}
+}
+
+func TestCreateRollsBackWhenDatapathFails(t *testing.T) {
+	ids := &countingIDs{identity: 1234}
+	f := newFixture(t, t.TempDir(), ids)
+	f.dp.failNext = errors.New("verifier says no")
+	if _, _, err := f.m.Create(context.Background(), spec(1)); err == nil {
+		t.Fatal("Create succeeded with a failing datapath")
+	}
+	if len(f.m.List()) != 0 || ids.held != 0 || len(f.dp.live) != 0 {
+		t.Fatalf("left behind: endpoints %v, identities %d, datapath %v", f.m.List(), ids.held, f.dp.live)
+	}
+	if entries, _ := os.ReadDir(f.dir); len(entries) != 0 {
+		t.Fatalf("state files left: %v", entries)
+	}
+	// The id is free again.
+	ep, _, err := f.m.Create(context.Background(), spec(1))
+	if err != nil || ep.ID != 1 || ep.Identity != 1234 {
+		t.Fatalf("retry: %+v %v", ep, err)
+	}
+}
+
+func TestDeleteRemovesEverything(t *testing.T) {
+	ids := &countingIDs{identity: 300}
+	f := newFixture(t, t.TempDir(), ids)
+	ctx := context.Background()
+	f.m.Create(ctx, spec(1))
+	f.m.Create(ctx, spec(2))
+	ep, err := f.m.Delete(ctx, "c1")
+	if err != nil || ep.ID != 1 {
+		t.Fatalf("Delete: %+v %v", ep, err)
+	}
+	if _, ok := f.dp.live[1]; ok {
+		t.Fatal("datapath still has endpoint 1")
+	}
+	if _, err := os.Stat(filepath.Join(f.dir, "1.json")); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("state file of 1: %v", err)
+	}
+	if ids.held != 1 || !slices.Equal(f.ipam.released, []string{"c1"}) {
+		t.Fatalf("identities held %d, released addresses %v", ids.held, f.ipam.released)
+	}
+	if _, err := f.m.Delete(ctx, "c1"); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("second Delete: %v, want ErrNotFound", err)
+	}
+	// An unknown container's address is freed all the same.
+	if !slices.Equal(f.ipam.released, []string{"c1", "c1"}) {
+		t.Fatalf("released %v", f.ipam.released)
+	}
+	if l := f.m.List(); len(l) != 1 || l[0].ID != 2 {
+		t.Fatalf("left: %+v", l)
+	}
+}
+
+func TestRestoreAfterRestart(t *testing.T) {
+	dir := t.TempDir()
+	f := newFixture(t, dir, nil)
+	ctx := context.Background()
+	for i := 1; i <= 3; i++ {
+		if _, _, err := f.m.Create(ctx, spec(i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f.m.Delete(ctx, "c2")
+	// A stray file that is not an endpoint must not stop the restore.
+	os.WriteFile(filepath.Join(dir, "77.json"), []byte("not json"), 0o600)
+
+	g := newFixture(t, dir, nil)
+	err := g.m.Restore(ctx)
+	if err == nil {
+		t.Fatal("Restore did not report the broken file")
+	}
+	got := g.m.List()
+	if len(got) != 2 || got[0].ContainerID != "c1" || got[1].ContainerID != "c3" {
+		t.Fatalf("restored %+v", got)
+	}
+	if len(g.dp.live) != 2 || g.dp.live[3].HostDevice != "lxc3" {
+		t.Fatalf("datapath after restore %+v", g.dp.live)
+	}
+	// Pruning after a partial read would drop live pods: it waits.
+	if len(g.dp.pruned) != 0 {
+		t.Fatalf("pruned despite a read error: %v", g.dp.pruned)
+	}
+	os.Remove(filepath.Join(dir, "77.json"))
+	h := newFixture(t, dir, nil)
+	if err := h.m.Restore(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if len(h.dp.pruned) != 1 || !slices.Equal(h.dp.pruned[0], []uint16{1, 3}) {
+		t.Fatalf("prune kept %v, want [1 3]", h.dp.pruned)
+	}
+	// New endpoints take free ids, never a restored one.
+	ep, _, err := h.m.Create(ctx, spec(4))
+	if err != nil || ep.ID != 2 {
+		t.Fatalf("new endpoint after restore: %+v %v", ep, err)
+	}
+}

@@ -1,0 +1,224 @@
+// Package ipam hands out pod addresses from this node's pod CIDR. Each
+// address goes to one owner (a container id) at a time, and every change
+// is written to the state directory before it is acknowledged, so an agent
+// restart never hands out an address that a running pod still holds.
+package ipam
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/netip"
+	"os"
+	"slices"
+	"sync"
+
+	"github.com/cilium-go/cilium/pkg/paths"
+)
+
+// ErrExhausted: every address of the pod CIDR is taken.
+var ErrExhausted = errors.New("pod CIDR exhausted")
+
+// ErrNotAllocated: the address is not handed out.
+var ErrNotAllocated = errors.New("address not allocated")
+
+// Result is an allocation as the pod needs it.
+type Result struct {
+	IP      netip.Addr
+	Gateway netip.Addr
+	PodCIDR netip.Prefix
+}
+
+// Allocation is one handed-out address.
+type Allocation struct {
+	IP    netip.Addr `json:"ip"`
+	Owner string     `json:"owner"`
+}
+
+// Allocator is the node's pool. It is safe for concurrent use.
+type Allocator struct {
+	cidr    netip.Prefix
+	gateway netip.Addr
+	file    string
+
+	mu    sync.Mutex
+	owner map[netip.Addr]string
+	next  netip.Addr // where the search for a free address starts
+}
+
+// state is the file format.
+type state struct {
+	PodCIDR     netip.Prefix `json:"podCIDR"`
+	Allocations []Allocation `json:"allocations"`
+}
+
+// New opens the pool of cidr persisted in file (created on first write).
+// Allocations from file that lie outside cidr are returned as dropped:
+// the node's CIDR changed under them.
+func New(cidr netip.Prefix, gateway netip.Addr, file string) (*Allocator, []Allocation, error) {
+	if err := validCIDR(cidr); err != nil {
+		return nil, nil, err
+	}
+	a := &Allocator{cidr: cidr.Masked(), gateway: gateway, file: file, owner: map[netip.Addr]string{}}
+	a.next = first(a.cidr)
+	var st state
+	b, err := os.ReadFile(file)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		return a, nil, nil
+	case err != nil:
+		return nil, nil, fmt.Errorf("read %s: %w", file, err)
+	}
+	if err := json.Unmarshal(b, &st); err != nil {
+		return nil, nil, fmt.Errorf("parse %s: %w", file, err)
+	}
+	var dropped []Allocation
+	for _, al := range st.Allocations {
+		if !a.usable(al.IP) {
+			dropped = append(dropped, al)
+			continue
+		}
+		a.owner[al.IP] = al.Owner
+	}
+	if len(dropped) > 0 {
+		a.mu.Lock()
+		err = a.persistLocked()
+		a.mu.Unlock()
+	}
+	return a, dropped, err
+}
+
+func validCIDR(p netip.Prefix) error {
+	if !p.IsValid() || !p.Addr().Is4() {
+		return fmt.Errorf("pod CIDR %s: IPv4 prefix required", p)
+	}
+	if p.Bits() > 30 {
+		return fmt.Errorf("pod CIDR %s: too small, at most /30", p)
+	}
+	return nil
+}
+
+// first is the first usable address: the network address is skipped.
+func first(p netip.Prefix) netip.Addr { return p.Addr().Next() }
+
+func broadcast(p netip.Prefix) netip.Addr {
+	b := p.Addr().As4()
+	host := uint32(1)<<(32-p.Bits()) - 1
+	v := uint32(b[0])<<24 | uint32(b[1])<<16 | uint32(b[2])<<8 | uint32(b[3]) | host
+	return netip.AddrFrom4([4]byte{byte(v >> 24), byte(v >> 16), byte(v >> 8), byte(v)})
+}
+
+func (a *Allocator) usable(ip netip.Addr) bool {
+	return a.cidr.Contains(ip) && ip != a.cidr.Addr() && ip != broadcast(a.cidr)
+}
+
+// PodCIDR is the pool's prefix.
+func (a *Allocator) PodCIDR() netip.Prefix { return a.cidr }
+
+// Allocate hands owner an address. An owner that already holds one gets
+// the same one again, which makes a retried CNI ADD harmless.
+func (a *Allocator) Allocate(owner string) (Result, error) {
+	if owner == "" {
+		return Result{}, errors.New("allocate: owner required")
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for ip, o := range a.owner {
+		if o == owner {
+			return a.result(ip), nil
+		}
+	}
+	ip, ok := a.findFreeLocked()
+	if !ok {
+		return Result{}, fmt.Errorf("allocate for %s in %s: %w", owner, a.cidr, ErrExhausted)
+	}
+	a.owner[ip] = owner
+	if err := a.persistLocked(); err != nil {
+		delete(a.owner, ip)
+		return Result{}, err
+	}
+	a.next = ip.Next()
+	return a.result(ip), nil
+}
+
+// findFreeLocked walks the pool once, starting after the last handout,
+// so a just-released address is not reused at once.
+func (a *Allocator) findFreeLocked() (netip.Addr, bool) {
+	ip := a.next
+	for range 1 << (32 - a.cidr.Bits()) {
+		if !a.usable(ip) {
+			ip = first(a.cidr)
+		}
+		if _, taken := a.owner[ip]; !taken {
+			return ip, true
+		}
+		ip = ip.Next()
+	}
+	return netip.Addr{}, false
+}
+
+func (a *Allocator) result(ip netip.Addr) Result {
+	return Result{IP: ip, Gateway: a.gateway, PodCIDR: a.cidr}
+}
+
+// Release frees ip.
+func (a *Allocator) Release(ip netip.Addr) error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	owner, ok := a.owner[ip]
+	if !ok {
+		return fmt.Errorf("release %s: %w", ip, ErrNotAllocated)
+	}
+	delete(a.owner, ip)
+	if err := a.persistLocked(); err != nil {
+		a.owner[ip] = owner
+		return err
+	}
+	return nil
+}
+
+// ReleaseOwner frees whatever owner holds; holding nothing is no error.
+func (a *Allocator) ReleaseOwner(owner string) error {
+	a.mu.Lock()
+	var ip netip.Addr
+	for addr, o := range a.owner {
+		if o == owner {
+			ip = addr
+		}
+	}
+	a.mu.Unlock()
+	if !ip.IsValid() {
+		return nil
+	}
+	err := a.Release(ip)
+	if errors.Is(err, ErrNotAllocated) { // released concurrently
+		return nil
+	}
+	return err
+}
+
+// List is every allocation, by address.
+func (a *Allocator) List() []Allocation {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.listLocked()
+}
+
+func (a *Allocator) listLocked() []Allocation {
+	out := make([]Allocation, 0, len(a.owner))
+	for ip, o := range a.owner {
+		out = append(out, Allocation{IP: ip, Owner: o})
+	}
+	slices.SortFunc(out, func(x, y Allocation) int { return x.IP.Compare(y.IP) })
+	return out
+}
+
+// persistLocked writes the pool atomically: a crash leaves either the old
+// or the new file, never half of one.
+func (a *Allocator) persistLocked() error {
+	b, err := json.MarshalIndent(state{PodCIDR: a.cidr, Allocations: a.listLocked()}, "", "  ")
+	if err != nil {
+		return fmt.Errorf("encode ipam state: %w", err)
+	}
+	return paths.WriteFileAtomic(a.file, b)
+}

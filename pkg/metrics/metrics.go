@@ -1,0 +1,121 @@
+// Package metrics serves the agent's Prometheus metrics and the /healthz
+// probe on one TCP address. Cells register their collectors on the
+// *prometheus.Registry this package provides.
+package metrics
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/cilium/hive/cell"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/spf13/pflag"
+
+	"github.com/cilium-go/cilium/pkg/health"
+)
+
+// Cell provides the registry and runs the server.
+var Cell = cell.Module("metrics", "Prometheus metrics and the healthz probe",
+	cell.Config(DefaultConfig),
+	cell.Provide(newRegistry),
+	cell.Invoke(registerServer),
+)
+
+// Config says where to serve.
+type Config struct {
+	// PrometheusServeAddr is host:port; empty turns the server off.
+	PrometheusServeAddr string `mapstructure:"prometheus-serve-addr"`
+}
+
+// DefaultConfig uses Cilium's agent metrics port.
+var DefaultConfig = Config{PrometheusServeAddr: ":9962"}
+
+// Flags implements cell.Flagger.
+func (d Config) Flags(fs *pflag.FlagSet) {
+	fs.String("prometheus-serve-addr", d.PrometheusServeAddr,
+		"host:port for /metrics and /healthz; empty disables")
+}
+
+// Validate names the bad flag.
+func (c Config) Validate() error {
+	if c.PrometheusServeAddr == "" {
+		return nil
+	}
+	_, port, err := net.SplitHostPort(c.PrometheusServeAddr)
+	if err == nil {
+		var n int
+		n, err = strconv.Atoi(port)
+		if err == nil && (n < 0 || n > 65535) {
+			err = errors.New("port out of range")
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("--prometheus-serve-addr %q: %w", c.PrometheusServeAddr, err)
+	}
+	return nil
+}
+
+func newRegistry() *prometheus.Registry {
+	r := prometheus.NewRegistry()
+	r.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return r
+}
+
+// Handler serves /metrics from reg and /healthz from h.
+func Handler(reg *prometheus.Registry, h *health.Registry) http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		bad := h.Degraded()
+		w.Header().Set("Content-Type", "application/json")
+		if len(bad) > 0 {
+			w.WriteHeader(http.StatusServiceUnavailable)
+		}
+		json.NewEncoder(w).Encode(struct {
+			OK       bool            `json:"ok"`
+			Degraded []health.Status `json:"degraded,omitempty"`
+		}{len(bad) == 0, bad})
+	})
+	return mux
+}
+
+type serverParams struct {
+	cell.In
+	Config    Config
+	Lifecycle cell.Lifecycle
+	Log       *slog.Logger
+	Registry  *prometheus.Registry
+	Health    *health.Registry
+}
+
+func registerServer(p serverParams) error {
+	if err := p.Config.Validate(); err != nil {
+		return err
+	}
+	if p.Config.PrometheusServeAddr == "" {
+		return nil
+	}
+	srv := &http.Server{Handler: Handler(p.Registry, p.Health), ReadHeaderTimeout: 10 * time.Second}
+	p.Lifecycle.Append(cell.Hook{
+		OnStart: func(cell.HookContext) error {
+			ln, err := net.Listen("tcp", p.Config.PrometheusServeAddr)
+			if err != nil {
+				return fmt.Errorf("metrics listen on %s: %w", p.Config.PrometheusServeAddr, err)
+			}
+			p.Log.Info("serving metrics", "address", ln.Addr().String())
+			go srv.Serve(ln)
+			return nil
+		},
+		OnStop: func(ctx cell.HookContext) error { return srv.Shutdown(context.Context(ctx)) },
+	})
+	return nil
+}

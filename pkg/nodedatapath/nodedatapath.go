@@ -1,0 +1,147 @@
+// Package nodedatapath is the cell that runs this node's datapath
+// (internal/datapath) inside the agent: its flags, its start and stop, and
+// the views of it that other cells use (endpoint.Datapath for the endpoint
+// manager, server.MapLister for the API).
+package nodedatapath
+
+import (
+	"fmt"
+	"log/slog"
+	"net/netip"
+	"path/filepath"
+
+	"github.com/cilium/hive/cell"
+	"github.com/spf13/pflag"
+
+	"github.com/cilium-go/cilium/internal/datapath"
+	"github.com/cilium-go/cilium/pkg/api/models"
+	"github.com/cilium-go/cilium/pkg/api/server"
+	"github.com/cilium-go/cilium/pkg/endpoint"
+	"github.com/cilium-go/cilium/pkg/paths"
+)
+
+// Cell starts the datapath when the agent starts.
+var Cell = cell.Module("datapath", "The eBPF datapath of this node",
+	cell.Config(DefaultConfig),
+	cell.Provide(newNode, asEndpointDatapath, asMapLister),
+)
+
+// Config is the node's datapath configuration.
+type Config struct {
+	NodeIPv4             string `mapstructure:"node-ipv4"`
+	Uplink               string `mapstructure:"uplink"`
+	RoutingMode          string `mapstructure:"routing-mode"`
+	TunnelPort           int    `mapstructure:"tunnel-port"`
+	EnableIPv4Masquerade bool   `mapstructure:"enable-ipv4-masquerade"`
+	// NodeNetNS lets the agent program a node whose network namespace
+	// it does not run in.
+	NodeNetNS string `mapstructure:"node-netns"`
+}
+
+// DefaultConfig follows Cilium's defaults: tunnel mode, masquerading on.
+var DefaultConfig = Config{
+	Uplink:               "eth0",
+	RoutingMode:          "tunnel",
+	TunnelPort:           datapath.DefaultTunnelPort,
+	EnableIPv4Masquerade: true,
+}
+
+// Flags implements cell.Flagger.
+func (d Config) Flags(fs *pflag.FlagSet) {
+	fs.String("node-ipv4", d.NodeIPv4, "this node's IPv4 address on the uplink (required)")
+	fs.String("uplink", d.Uplink, "the device that connects this node to the others")
+	fs.String("routing-mode", d.RoutingMode, "how pod traffic crosses nodes: tunnel or native")
+	fs.Int("tunnel-port", d.TunnelPort, "VXLAN UDP port in tunnel mode")
+	fs.Bool("enable-ipv4-masquerade", d.EnableIPv4Masquerade, "masquerade pod traffic leaving the cluster to the node address")
+	fs.String("node-netns", d.NodeNetNS, "path of the node's network namespace; empty for the agent's own")
+}
+
+// Datapath turns the flags into the datapath's configuration, naming the
+// first bad flag.
+func (c Config) Datapath(p paths.Config) (datapath.Config, error) {
+	ip, err := netip.ParseAddr(c.NodeIPv4)
+	if err != nil || !ip.Is4() {
+		return datapath.Config{}, fmt.Errorf("--node-ipv4 %q: an IPv4 address is required", c.NodeIPv4)
+	}
+	if c.Uplink == "" {
+		return datapath.Config{}, fmt.Errorf("--uplink: required")
+	}
+	var mode datapath.RoutingMode
+	switch c.RoutingMode {
+	case "tunnel":
+		mode = datapath.Tunnel
+	case "native":
+		mode = datapath.Native
+	default:
+		return datapath.Config{}, fmt.Errorf("--routing-mode %q: want tunnel or native", c.RoutingMode)
+	}
+	if c.TunnelPort < 1 || c.TunnelPort > 65535 {
+		return datapath.Config{}, fmt.Errorf("--tunnel-port %d: want 1-65535", c.TunnelPort)
+	}
+	if c.NodeNetNS != "" && !filepath.IsAbs(c.NodeNetNS) {
+		return datapath.Config{}, fmt.Errorf("--node-netns %q: an absolute path is required", c.NodeNetNS)
+	}
+	return datapath.Config{BPFFSDir: p.BPFRoot, NetNS: c.NodeNetNS, NodeIPv4: ip, Uplink: c.Uplink,
+		Mode: mode, TunnelPort: c.TunnelPort, Masquerade: c.EnableIPv4Masquerade}, nil
+}
+
+type nodeParams struct {
+	cell.In
+	Config    Config
+	Paths     paths.Config
+	Log       *slog.Logger
+	Lifecycle cell.Lifecycle
+	Health    cell.Health
+}
+
+func newNode(p nodeParams) (*datapath.Node, error) {
+	cfg, err := p.Config.Datapath(p.Paths)
+	if err != nil {
+		return nil, err
+	}
+	n, err := datapath.NewNode(cfg, p.Log)
+	if err != nil {
+		return nil, err
+	}
+	p.Lifecycle.Append(cell.Hook{
+		OnStart: func(cell.HookContext) error {
+			if err := n.Start(); err != nil {
+				return fmt.Errorf("start datapath: %w", err)
+			}
+			p.Health.OK("datapath started")
+			return nil
+		},
+		// Close, not Teardown: pinned maps and links keep the pods'
+		// traffic flowing while the agent is away.
+		OnStop: func(cell.HookContext) error { return n.Close() },
+	})
+	return n, nil
+}
+
+func asEndpointDatapath(n *datapath.Node) endpoint.Datapath { return n }
+
+type mapLister struct {
+	n   *datapath.Node
+	dir string
+}
+
+func asMapLister(n *datapath.Node, p paths.Config) server.MapLister {
+	return mapLister{n: n, dir: filepath.Join(p.BPFRoot, "maps")}
+}
+
+func (l mapLister) ListMaps() ([]models.BPFMap, error) {
+	maps := l.n.Maps()
+	if maps == nil {
+		return []models.BPFMap{}, nil
+	}
+	sums, err := maps.Summaries()
+	if err != nil {
+		return nil, err
+	}
+	out := make([]models.BPFMap, 0, len(sums))
+	for _, s := range sums {
+		out = append(out, models.BPFMap{Name: s.Name, Path: filepath.Join(l.dir, s.Name), Type: s.Type,
+			MaxEntries: s.MaxEntries, Entries: s.Entries})
+	}
+	return out, nil
+}
