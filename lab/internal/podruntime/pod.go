@@ -524,6 +524,10 @@ func (p *podState) stopSandbox(ctx context.Context) error {
 		}
 	}
 	p.killSandbox()
+	// The record must not send a later Cleanup to a namespace that is gone.
+	if err := p.saveRecord(); err != nil && !os.IsNotExist(err) {
+		errs = append(errs, err)
+	}
 	return errors.Join(errs...)
 }
 

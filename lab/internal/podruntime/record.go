@@ -127,9 +127,14 @@ func Cleanup(ctx context.Context, podsDir string, network Network, log *slog.Log
 			}
 		}
 		if rec.Netns != "" && network != nil {
+			netns := rec.Netns
+			if !isNetns(netns) {
+				// Pinned no more: CNI DEL still releases the address without it.
+				netns = ""
+			}
 			pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: rec.Name, Namespace: rec.Namespace, UID: types.UID(rec.UID)}}
 			dctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-			if err := network.Del(dctx, pod, rec.SandboxID, rec.Netns); err != nil {
+			if err := network.Del(dctx, pod, rec.SandboxID, netns); err != nil {
 				log.Warn("network del of stale pod", "dir", dir, "error", err)
 			}
 			cancel()
@@ -140,4 +145,10 @@ func Cleanup(ctx context.Context, podsDir string, network Network, log *slog.Log
 		}
 		log.Info("removed stale pod", "pod", rec.Namespace+"/"+rec.Name, "uid", rec.UID)
 	}
+}
+
+// isNetns reports whether path is a pinned network namespace (an nsfs mount).
+func isNetns(path string) bool {
+	var st unix.Statfs_t
+	return unix.Statfs(path, &st) == nil && st.Type == unix.NSFS_MAGIC
 }
