@@ -21,6 +21,9 @@ var ErrUnknown = errors.New("image not available in the lab")
 type File struct {
 	Host string
 	Path string
+	// Optional files are left out when the host lacks them (a tool not built yet);
+	// a missing required file makes the image unavailable.
+	Optional bool
 }
 
 // Image is what a container of a given image reference runs.
@@ -42,7 +45,9 @@ type Image struct {
 // Spec describes an image family relative to the catalog's bin directory.
 type Spec struct {
 	// Binaries maps a file name in the bin directory to its path in the pod root.
-	Binaries   map[string]string
+	Binaries map[string]string
+	// Extras are like Binaries but optional.
+	Extras     map[string]string
 	Entrypoint []string
 	Cmd        []string
 }
@@ -91,10 +96,30 @@ func (c *Catalog) BinDir() string { return c.binDir }
 func (c *Catalog) Register(r Rule) { c.rules = append(c.rules, r) }
 
 // DefaultRules are the images every lab knows: agnhost (and pause, served by
-// agnhost), CoreDNS, and shell images whose shell comes from the host.
+// agnhost), CoreDNS, shell images whose shell comes from the host, and cilium-go's
+// own images laid out like Cilium's (binaries in /usr/bin, no entrypoint for the
+// agent image, whose DaemonSet names the command).
 func DefaultRules() []Rule {
 	agnhost := map[string]string{"agnhost": "/agnhost"}
 	return []Rule{
+		{
+			Repositories: []string{"ghcr.io/cilium-go/cilium"},
+			Spec: Spec{
+				Binaries: map[string]string{"cilium-agent": "/usr/bin/cilium-agent"},
+				Extras: map[string]string{"cilium-dbg": "/usr/bin/cilium-dbg", "cilium-cni": "/usr/bin/cilium-cni",
+					"hubble": "/usr/bin/hubble"},
+				Cmd: []string{"/usr/bin/cilium-agent"},
+			},
+		},
+		{
+			Repositories: []string{"ghcr.io/cilium-go/operator"},
+			Spec:         Spec{Binaries: map[string]string{"cilium-operator": "/usr/bin/cilium-operator"}, Cmd: []string{"/usr/bin/cilium-operator"}},
+		},
+		{
+			Repositories: []string{"ghcr.io/cilium-go/hubble-relay"},
+			Spec: Spec{Binaries: map[string]string{"hubble-relay": "/usr/bin/hubble-relay"},
+				Entrypoint: []string{"/usr/bin/hubble-relay"}, Cmd: []string{"serve"}},
+		},
 		{
 			Repositories: []string{"docker.io/library/busybox", "docker.io/library/alpine",
 				"docker.io/library/debian", "docker.io/library/ubuntu",
@@ -140,6 +165,9 @@ func (c *Catalog) Resolve(ref string) (Image, error) {
 		}
 		for _, name := range slices.Sorted(maps.Keys(r.Spec.Binaries)) {
 			img.Files = append(img.Files, File{Host: filepath.Join(c.binDir, name), Path: r.Spec.Binaries[name]})
+		}
+		for _, name := range slices.Sorted(maps.Keys(r.Spec.Extras)) {
+			img.Files = append(img.Files, File{Host: filepath.Join(c.binDir, name), Path: r.Spec.Extras[name], Optional: true})
 		}
 		return img, nil
 	}

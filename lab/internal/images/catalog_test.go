@@ -41,11 +41,16 @@ func TestResolveDefaults(t *testing.T) {
 		entrypoint []string
 		cmd        []string
 	}{
-		{"registry.k8s.io/e2e-test-images/agnhost:2.53", []File{{"/lab/bin/agnhost", "/agnhost"}}, []string{"/agnhost"}, []string{"pause"}},
-		{"registry.k8s.io/e2e-test-images/agnhost:any-tag", []File{{"/lab/bin/agnhost", "/agnhost"}}, []string{"/agnhost"}, []string{"pause"}},
-		{"registry.k8s.io/pause:3.10", []File{{"/lab/bin/agnhost", "/agnhost"}}, []string{"/agnhost", "pause"}, nil},
-		{"registry.k8s.io/coredns/coredns:v1.12.0", []File{{"/lab/bin/coredns", "/coredns"}}, []string{"/coredns"}, nil},
+		{"registry.k8s.io/e2e-test-images/agnhost:2.53", []File{{"/lab/bin/agnhost", "/agnhost", false}}, []string{"/agnhost"}, []string{"pause"}},
+		{"registry.k8s.io/e2e-test-images/agnhost:any-tag", []File{{"/lab/bin/agnhost", "/agnhost", false}}, []string{"/agnhost"}, []string{"pause"}},
+		{"registry.k8s.io/pause:3.10", []File{{"/lab/bin/agnhost", "/agnhost", false}}, []string{"/agnhost", "pause"}, nil},
+		{"registry.k8s.io/coredns/coredns:v1.12.0", []File{{"/lab/bin/coredns", "/coredns", false}}, []string{"/coredns"}, nil},
 		{"busybox", nil, nil, []string{"sh"}},
+		{"ghcr.io/cilium-go/cilium:dev", []File{{"/lab/bin/cilium-agent", "/usr/bin/cilium-agent", false},
+			{"/lab/bin/cilium-cni", "/usr/bin/cilium-cni", true}, {"/lab/bin/cilium-dbg", "/usr/bin/cilium-dbg", true},
+			{"/lab/bin/hubble", "/usr/bin/hubble", true}}, nil, []string{"/usr/bin/cilium-agent"}},
+		{"ghcr.io/cilium-go/hubble-relay:v1", []File{{"/lab/bin/hubble-relay", "/usr/bin/hubble-relay", false}},
+			[]string{"/usr/bin/hubble-relay"}, []string{"serve"}},
 		{"alpine:3.20", nil, nil, []string{"sh"}},
 	}
 	for _, tc := range cases {
@@ -73,7 +78,7 @@ func TestResolveUnknown(t *testing.T) {
 func TestRegisterOverridesAndPrefix(t *testing.T) {
 	c := New("/b")
 	c.Register(Rule{
-		Prefix: "ghcr.io/cilium-go/",
+		Prefix: "ghcr.io/example/",
 		Spec: Spec{
 			Binaries:   map[string]string{"cilium-agent": "/usr/bin/cilium-agent", "cilium-dbg": "/usr/bin/cilium-dbg"},
 			Entrypoint: nil, Cmd: []string{"cilium-agent"},
@@ -81,11 +86,11 @@ func TestRegisterOverridesAndPrefix(t *testing.T) {
 	})
 	c.Register(Rule{Repositories: []string{"docker.io/library/busybox"}, Spec: Spec{Cmd: []string{"true"}}})
 
-	img, err := c.Resolve("ghcr.io/cilium-go/cilium:latest")
+	img, err := c.Resolve("ghcr.io/example/cilium:latest")
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []File{{"/b/cilium-agent", "/usr/bin/cilium-agent"}, {"/b/cilium-dbg", "/usr/bin/cilium-dbg"}}
+	want := []File{{"/b/cilium-agent", "/usr/bin/cilium-agent", false}, {"/b/cilium-dbg", "/usr/bin/cilium-dbg", false}}
 	if !slices.Equal(img.Files, want) {
 		t.Errorf("files = %v, want %v", img.Files, want)
 	}

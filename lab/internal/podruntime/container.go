@@ -60,11 +60,18 @@ func newContainer(rt *Runtime, pod *corev1.Pod, spec *corev1.Container, init boo
 	}
 	c.image, c.imageErr = rt.cfg.Images.Resolve(spec.Image)
 	if c.imageErr == nil {
+		// Keep the files the host has; a missing required one makes the image unusable.
+		files := c.image.Files[:0:0]
 		for _, f := range c.image.Files {
-			if _, err := os.Stat(f.Host); err != nil {
+			_, err := os.Stat(f.Host)
+			switch {
+			case err == nil:
+				files = append(files, f)
+			case !f.Optional:
 				c.imageErr = fmt.Errorf("image %s: binary %s is not built", spec.Image, f.Host)
 			}
 		}
+		c.image.Files = files
 	} else {
 		c.imageErr = fmt.Errorf("image %s is not available in the lab: %w", spec.Image, c.imageErr)
 	}

@@ -421,3 +421,27 @@ func TestProbeAddr(t *testing.T) {
 		t.Error("unknown port name: want error")
 	}
 }
+
+func TestImageFilesOnTheHost(t *testing.T) {
+	bin := t.TempDir()
+	os.WriteFile(filepath.Join(bin, "tool"), []byte("#!/bin/sh\n"), 0o755)
+	cat := images.New(bin)
+	cat.Register(images.Rule{Repositories: []string{"example.com/tool"}, Spec: images.Spec{
+		Binaries: map[string]string{"tool": "/usr/bin/tool"},
+		Extras:   map[string]string{"helper": "/usr/bin/helper"},
+	}})
+	rt := &Runtime{cfg: Config{Images: cat}}
+	pod := testPod(nil)
+	c := newContainer(rt, pod, &corev1.Container{Name: "a", Image: "example.com/tool:v1"}, false)
+	if c.imageErr != nil || len(c.image.Files) != 1 || c.image.Files[0].Path != "/usr/bin/tool" {
+		t.Errorf("optional file missing: %v %+v", c.imageErr, c.image.Files)
+	}
+	c = newContainer(rt, pod, &corev1.Container{Name: "b", Image: "registry.k8s.io/coredns/coredns:v1"}, false)
+	if c.imageErr == nil || !strings.Contains(c.imageErr.Error(), "coredns") {
+		t.Errorf("required file missing: %v", c.imageErr)
+	}
+	c = newContainer(rt, pod, &corev1.Container{Name: "c", Image: "quay.io/x/y:1"}, false)
+	if c.imageErr == nil || !strings.Contains(c.imageErr.Error(), "quay.io/x/y:1") {
+		t.Errorf("unknown image: %v", c.imageErr)
+	}
+}
