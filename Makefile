@@ -42,11 +42,14 @@ build-lab: build-k8s build-cni build-coredns
 generate:
 	$(GO) generate ./...
 
-# CI: the committed bpf2go output (internal/datapath/*_bpfel*) must be what
-# `make generate` produces from bpf/ with the pinned Debian clang.
+# CI: the committed generated files must be what `make generate` produces: the
+# bpf2go output (internal/datapath/*_bpfel*) from bpf/ with the pinned Debian
+# clang, deepcopy code (pkg/**/zz_generated.deepcopy.go) and CRD manifests
+# (install/kubernetes/crds, from hack/crdgen).
+GENERATED_PATHS := internal/datapath pkg install/kubernetes/crds
 check-generated: generate
-	@git diff --exit-code -- internal/datapath || { echo "generated BPF output is stale: run make generate" >&2; exit 1; }
-	@test -z "$$(git status --porcelain -- internal/datapath)" || { echo "untracked generated files: run make generate and commit" >&2; exit 1; }
+	@git diff --exit-code -- $(GENERATED_PATHS) || { echo "generated output is stale: run make generate" >&2; exit 1; }
+	@test -z "$$(git status --porcelain -- $(GENERATED_PATHS))" || { echo "untracked generated files: run make generate and commit" >&2; exit 1; }
 
 prereqs:
 	@./hack/prereqs.sh

@@ -1,0 +1,49 @@
+package crds
+
+import (
+	"slices"
+	"testing"
+
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+)
+
+func TestAllCRDs(t *testing.T) {
+	crds, err := All()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]apiextensionsv1.ResourceScope{
+		"ciliumnetworkpolicies.cilium.io":            apiextensionsv1.NamespaceScoped,
+		"ciliumclusterwidenetworkpolicies.cilium.io": apiextensionsv1.ClusterScoped,
+		"ciliumidentities.cilium.io":                 apiextensionsv1.ClusterScoped,
+		"ciliumendpoints.cilium.io":                  apiextensionsv1.NamespaceScoped,
+		"ciliumnodes.cilium.io":                      apiextensionsv1.ClusterScoped,
+		"ciliumendpointslices.cilium.io":             apiextensionsv1.ClusterScoped,
+	}
+	if len(crds) != len(want) {
+		t.Fatalf("%d CRDs, want %d", len(crds), len(want))
+	}
+	for _, c := range crds {
+		scope, ok := want[c.Name]
+		if !ok || c.Spec.Scope != scope {
+			t.Errorf("%s: scope %s, want %s", c.Name, c.Spec.Scope, scope)
+		}
+		if c.Spec.Group != "cilium.io" || len(c.Spec.Versions) != 1 || c.Spec.Versions[0].Schema == nil {
+			t.Errorf("%s: %+v", c.Name, c.Spec)
+		}
+	}
+	cnp := crds[slices.IndexFunc(crds, func(c *apiextensionsv1.CustomResourceDefinition) bool {
+		return c.Spec.Names.Kind == "CiliumNetworkPolicy"
+	})]
+	if !slices.Equal(cnp.Spec.Names.ShortNames, []string{"cnp", "ciliumnp"}) {
+		t.Errorf("short names %v", cnp.Spec.Names.ShortNames)
+	}
+	spec := cnp.Spec.Versions[0].Schema.OpenAPIV3Schema.Properties["spec"]
+	ports := spec.Properties["ingress"].Items.Schema.Properties["toPorts"].Items.Schema.Properties["ports"].Items.Schema
+	if ports.Properties["endPort"].Type != "integer" || len(ports.Properties["protocol"].Enum) == 0 {
+		t.Errorf("toPorts.ports schema: %+v", ports.Properties)
+	}
+	if _, ok := spec.Properties["ingress"].Items.Schema.Properties["fromEndpoints"]; !ok {
+		t.Error("inline IngressCommonRule fields missing from the schema")
+	}
+}

@@ -1,0 +1,112 @@
+package api
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestDecodeRuleValid(t *testing.T) {
+	// The shapes of the examples in Cilium's policy documentation.
+	docs := map[string]string{
+		"l3 endpoints": `
+endpointSelector: {matchLabels: {role: backend}}
+ingress:
+- fromEndpoints:
+  - matchLabels: {role: frontend}`,
+		"l4 egress": `
+endpointSelector: {matchLabels: {app: myService}}
+egress:
+- toPorts:
+  - ports: [{port: "80", protocol: TCP}]`,
+		"cidr and entities": `
+endpointSelector: {matchLabels: {"k8s:app": web, "k8s:io.kubernetes.pod.namespace": default}}
+egress:
+- toCIDR: [20.1.1.1/32]
+- toCIDRSet:
+  - cidr: 10.0.0.0/8
+    except: [10.96.0.0/12]
+- toEntities: [world, kube-apiserver]
+ingress:
+- fromEntities: [cluster, host]
+  toPorts:
+  - ports: [{port: "8000", endPort: 8080, protocol: TCP}, {port: http}]`,
+		"deny": `
+endpointSelector: {}
+ingressDeny:
+- fromEndpoints:
+  - matchExpressions: [{key: env, operator: In, values: [dev]}]
+  toPorts: [{ports: [{port: "22", protocol: ANY}]}]
+egressDeny:
+- toCIDR: [192.168.0.10]`,
+		"host policy": `
+nodeSelector: {matchLabels: {"node-role.kubernetes.io/control-plane": ""}}
+ingress:
+- fromEntities: [remote-node]
+  icmps: [{fields: [{type: "8", family: IPv4}]}]`,
+	}
+	for name, y := range docs {
+		t.Run(name, func(t *testing.T) {
+			if _, err := DecodeRule([]byte(y)); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
+
+func TestDecodeRuleErrors(t *testing.T) {
+	tests := []struct {
+		name, yaml, want string
+	}{
+		{"no selector", `ingress: [{fromEntities: [world]}]`, "spec.endpointSelector: Required"},
+		{"both selectors", `{endpointSelector: {}, nodeSelector: {}}`, "spec.nodeSelector"},
+		{"unknown field", `{endpointSelector: {}, ingres: []}`, `unknown field "ingres"`},
+		{"bad entity", `{endpointSelector: {}, ingress: [{fromEntities: [everything]}]}`,
+			"spec.ingress[0].fromEntities[0]: Unsupported value: \"everything\""},
+		{"bad cidr", `{endpointSelector: {}, egress: [{toCIDR: [10.0.0.0/33]}]}`, "spec.egress[0].toCIDR[0]"},
+		{"except outside", `{endpointSelector: {}, egress: [{toCIDRSet: [{cidr: 10.0.0.0/8, except: [11.0.0.0/16]}]}]}`,
+			"spec.egress[0].toCIDRSet[0].except[0]"},
+		{"port too big", `{endpointSelector: {}, ingress: [{toPorts: [{ports: [{port: "70000"}]}]}]}`,
+			"spec.ingress[0].toPorts[0].ports[0].port"},
+		{"range backwards", `{endpointSelector: {}, ingress: [{toPorts: [{ports: [{port: "90", endPort: 80}]}]}]}`,
+			"spec.ingress[0].toPorts[0].ports[0].endPort"},
+		{"named range", `{endpointSelector: {}, ingress: [{toPorts: [{ports: [{port: http, endPort: 80}]}]}]}`,
+			"a range needs a numeric port"},
+		{"bad protocol", `{endpointSelector: {}, egressDeny: [{toPorts: [{ports: [{port: "1", protocol: GRE}]}]}]}`,
+			"spec.egressDeny[0].toPorts[0].ports[0].protocol"},
+		{"bad operator", `{endpointSelector: {matchExpressions: [{key: a, operator: Has}]}}`,
+			"spec.endpointSelector.matchExpressions[0].operator"},
+		{"bad label key", `{endpointSelector: {matchLabels: {"bad key!": x}}}`, "spec.endpointSelector.matchLabels[bad key!]"},
+		{"l7 rules", `{endpointSelector: {}, ingress: [{toPorts: [{ports: [{port: "80"}], rules: {http: [{method: GET}]}}]}]}`,
+			"spec.ingress[0].toPorts[0].rules: Forbidden"},
+		{"icmps with ports", `{endpointSelector: {}, ingress: [{icmps: [{fields: [{type: "8"}]}], toPorts: [{ports: [{port: "1"}]}]}]}`,
+			"spec.ingress[0].icmps: Forbidden"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := DecodeRule([]byte(tt.yaml))
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("err = %v, want it to contain %q", err, tt.want)
+			}
+		})
+	}
+}
+
+func TestRawRulesRoundTrip(t *testing.T) {
+	var r Rule
+	in := `{"endpointSelector":{},"ingress":[{"toPorts":[{"ports":[{"port":"80"}],"rules":{"http":[{"method":"GET"}]}}]}]}`
+	if err := yamlUnmarshal([]byte(in), &r); err != nil {
+		t.Fatal(err)
+	}
+	out, err := jsonMarshal(&r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(out) != in {
+		t.Fatalf("round trip:\n got %s\nwant %s", out, in)
+	}
+	cp := r.DeepCopy()
+	cp.Ingress[0].ToPorts[0].Rules.Raw[0] = 'X'
+	if r.Ingress[0].ToPorts[0].Rules.Raw[0] == 'X' {
+		t.Fatal("DeepCopy shares the raw rules")
+	}
+}
