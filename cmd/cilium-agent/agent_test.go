@@ -52,7 +52,15 @@ func memDatapathCell(m *memDatapath) cell.Cell {
 // flags args.
 func startAgent(t *testing.T, dp *memDatapath, args ...string) (*hive.Hive, error) {
 	t.Helper()
-	h := newHive(new(slog.LevelVar), Infrastructure, ControlPlane, memDatapathCell(dp))
+	return startHive(t, newHive(newLevel(), Infrastructure, ControlPlane, memDatapathCell(dp)), args)
+}
+
+func newLevel() *slog.LevelVar { return new(slog.LevelVar) }
+
+func testLogger(t *testing.T) *slog.Logger { return hivetest.Logger(t) }
+
+// startHive parses args as the agent's command line and starts h.
+func startHive(t *testing.T, h *hive.Hive, args []string) (*hive.Hive, error) {
 	fs := pflag.NewFlagSet("", pflag.ContinueOnError)
 	h.RegisterFlags(fs)
 	if err := fs.Parse(args); err != nil {

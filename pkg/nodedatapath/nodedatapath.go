@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/netip"
+	"os"
 	"path/filepath"
 
 	"github.com/cilium/hive/cell"
@@ -105,6 +106,10 @@ func newNode(p nodeParams) (*datapath.Node, error) {
 	}
 	p.Lifecycle.Append(cell.Hook{
 		OnStart: func(cell.HookContext) error {
+			// Start checks that the directory is on a bpffs.
+			if err := os.MkdirAll(cfg.BPFFSDir, 0o700); err != nil {
+				return fmt.Errorf("--bpf-root: %w", err)
+			}
 			if err := n.Start(); err != nil {
 				return fmt.Errorf("start datapath: %w", err)
 			}

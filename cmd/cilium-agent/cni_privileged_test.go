@@ -1,0 +1,354 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/cilium/hive"
+	"github.com/containernetworking/cni/libcni"
+	"github.com/containernetworking/cni/pkg/types"
+	current "github.com/containernetworking/cni/pkg/types/100"
+	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netns"
+	"golang.org/x/sys/unix"
+
+	"github.com/cilium-go/cilium/internal/datapath/dptest"
+	"github.com/cilium-go/cilium/internal/datapath/inns"
+	"github.com/cilium-go/cilium/pkg/client"
+)
+
+// TestPrivilegedCNIThroughLibcni runs the real cilium-cni binary through
+// libcni, as a runtime does, against the real agent (its cells, the eBPF
+// datapath included) programming a node that is a test-created network
+// namespace; the pods are namespaces too.
+func TestPrivilegedCNIThroughLibcni(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: creates network namespaces, veths and BPF programs")
+	}
+	dir := t.TempDir()
+	plugin := buildPlugin(t, dir)
+	nodeNS := newNetNS(t, dir, "node")
+	addUplink(t, nodeNS, "192.168.77.1/24")
+	bpf := mountBPFFS(t, dir)
+	sock := filepath.Join(dir, "run", "cilium.sock")
+	args := []string{"--state-dir=" + filepath.Join(dir, "state"), "--socket-path=" + sock, "--bpf-root=" + bpf,
+		"--prometheus-serve-addr=", "--ipam-pod-cidr=10.200.0.0/24", "--node-ipv4=192.168.77.1", "--uplink=eth0",
+		"--routing-mode=native", "--node-netns=" + nodeNS}
+	h := startRealAgent(t, args)
+	agentUp := true
+	t.Cleanup(func() {
+		if agentUp {
+			stopAgent(t, h)
+		}
+	})
+
+	rt := &cniRuntime{t: t, nodeNS: nodeNS, cni: libcni.NewCNIConfigWithCacheDir([]string{filepath.Dir(plugin)},
+		filepath.Join(dir, "cni-cache"), nil)}
+	rt.list = mustConfList(t, fmt.Sprintf(`{"cniVersion":"1.1.0","name":"cilium","plugins":[
+		{"type":"cilium-cni","socket-path":%q}]}`, sock))
+	pods := []*cniPod{{id: "pod-a", ns: newNetNS(t, dir, "a")}, {id: "pod-b", ns: newNetNS(t, dir, "b")}}
+	for _, p := range pods {
+		rt.add(p)
+		t.Cleanup(func() { // even when the test fails half way
+			if agentUp {
+				rt.del(p)
+			}
+		})
+	}
+
+	// The pods have working interfaces: TCP from a to b through the datapath.
+	echo, err := dptest.ServeTCPEcho(pods[1].ns, pods[1].ip, 8080)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer echo.Close()
+	if err := dptest.TCPEcho(pods[0].ns, pods[1].ip, 8080); err != nil {
+		t.Fatalf("pod a -> pod b: %v", err)
+	}
+	for _, p := range pods {
+		if err := rt.check(p); err != nil {
+			t.Fatalf("CHECK %s: %v", p.id, err)
+		}
+	}
+
+	// A restarted agent restores the endpoints from its state directory
+	// and keeps the pods' links and traffic as they were.
+	c := client.New(sock)
+	ctx := context.Background()
+	before, err := c.Endpoints(ctx)
+	if err != nil || len(before) != 2 {
+		t.Fatalf("endpoints: %+v %v", before, err)
+	}
+	stopAgent(t, h)
+	if err := dptest.TCPEcho(pods[0].ns, pods[1].ip, 8080); err != nil {
+		t.Fatalf("pod a -> pod b with the agent stopped: %v", err)
+	}
+	h = startRealAgent(t, args)
+	after, err := c.Endpoints(ctx)
+	if err != nil || len(after) != 2 || after[0].HostIfindex != before[0].HostIfindex || after[1].HostIfindex != before[1].HostIfindex {
+		t.Fatalf("after restart: %+v %v, before %+v", after, err, before)
+	}
+	if err := dptest.TCPEcho(pods[0].ns, pods[1].ip, 8080); err != nil {
+		t.Fatalf("pod a -> pod b after restart: %v", err)
+	}
+	for _, p := range pods {
+		if err := rt.check(p); err != nil {
+			t.Fatalf("CHECK %s after restart: %v", p.id, err)
+		}
+	}
+
+	rt.del(pods[0])
+	rt.del(pods[0]) // DEL twice is fine
+	if _, err := c.GetEndpoint(ctx, pods[0].id); !client.IsNotFound(err) {
+		t.Fatalf("endpoint of a deleted pod: %v", err)
+	}
+	if rt.hostLinkExists(pods[0]) {
+		t.Fatal("host veth of a deleted pod is still there")
+	}
+	if err := rt.check(pods[0]); err == nil {
+		t.Fatal("CHECK passes for a deleted pod")
+	}
+	eps, err := c.Endpoints(ctx)
+	if err != nil || len(eps) != 1 || eps[0].ContainerID != pods[1].id {
+		t.Fatalf("endpoints: %+v %v", eps, err)
+	}
+
+	// GC with b no longer valid removes it.
+	if err := rt.inNode(func() error { return rt.cni.GCNetworkList(ctx, rt.list, &libcni.GCArgs{}) }); err != nil {
+		t.Fatalf("GC: %v", err)
+	}
+	if eps, err := c.Endpoints(ctx); err != nil || len(eps) != 0 || rt.hostLinkExists(pods[1]) {
+		t.Fatalf("after GC: %+v %v, veth left %v", eps, err, rt.hostLinkExists(pods[1]))
+	}
+
+	if err := rt.cni.GetStatusNetworkList(ctx, rt.list); err != nil {
+		t.Fatalf("STATUS with the agent up: %v", err)
+	}
+	stopAgent(t, h)
+	agentUp = false
+	err = rt.cni.GetStatusNetworkList(ctx, rt.list)
+	var cniErr *types.Error
+	if !errors.As(err, &cniErr) || cniErr.Code != types.ErrPluginNotAvailable {
+		t.Fatalf("STATUS with the agent stopped: %v, want code %d", err, types.ErrPluginNotAvailable)
+	}
+}
+
+type cniRuntime struct {
+	t      *testing.T
+	nodeNS string
+	cni    *libcni.CNIConfig
+	list   *libcni.NetworkConfigList
+}
+
+type cniPod struct {
+	id, ns string
+	ip     netip.Addr
+	result *current.Result
+}
+
+func (r *cniRuntime) rtConf(p *cniPod) *libcni.RuntimeConf {
+	return &libcni.RuntimeConf{ContainerID: p.id, NetNS: p.ns, IfName: "eth0",
+		Args: [][2]string{{"K8S_POD_NAMESPACE", "default"}, {"K8S_POD_NAME", p.id}}}
+}
+
+// inNode runs fn on a thread in the node's namespace: the plugin process
+// that libcni starts from there inherits it, as it would on a node.
+func (r *cniRuntime) inNode(fn func() error) error { return inns.Do(r.nodeNS, fn) }
+
+func (r *cniRuntime) add(p *cniPod) {
+	r.t.Helper()
+	var res types.Result
+	err := r.inNode(func() (err error) {
+		res, err = r.cni.AddNetworkList(context.Background(), r.list, r.rtConf(p))
+		return err
+	})
+	if err != nil {
+		r.t.Fatalf("ADD %s: %v", p.id, err)
+	}
+	if p.result, err = current.NewResultFromResult(res); err != nil {
+		r.t.Fatal(err)
+	}
+	if len(p.result.IPs) != 1 {
+		r.t.Fatalf("ADD %s: result %+v", p.id, p.result)
+	}
+	p.ip, _ = netip.AddrFromSlice(p.result.IPs[0].Address.IP.To4())
+	if !netip.MustParsePrefix("10.200.0.0/24").Contains(p.ip) {
+		r.t.Fatalf("ADD %s: address %s outside the pod CIDR", p.id, p.ip)
+	}
+	if got := podAddrs(r.t, p.ns); !strings.Contains(got, p.ip.String()+"/32") {
+		r.t.Fatalf("pod %s eth0 has %s, want %s/32", p.id, got, p.ip)
+	}
+}
+
+func (r *cniRuntime) check(p *cniPod) error {
+	return r.inNode(func() error { return r.cni.CheckNetworkList(context.Background(), r.list, r.rtConf(p)) })
+}
+
+func (r *cniRuntime) del(p *cniPod) {
+	r.t.Helper()
+	if err := r.inNode(func() error { return r.cni.DelNetworkList(context.Background(), r.list, r.rtConf(p)) }); err != nil {
+		r.t.Errorf("DEL %s: %v", p.id, err)
+	}
+}
+
+func (r *cniRuntime) hostLinkExists(p *cniPod) bool {
+	if p.result == nil || len(p.result.Interfaces) == 0 {
+		return false
+	}
+	found := false
+	r.inNode(func() error {
+		_, err := netlink.LinkByName(p.result.Interfaces[0].Name)
+		found = err == nil
+		return nil
+	})
+	return found
+}
+
+func podAddrs(t *testing.T, ns string) string {
+	var out []string
+	err := inns.Do(ns, func() error {
+		l, err := netlink.LinkByName("eth0")
+		if err != nil {
+			return err
+		}
+		addrs, err := netlink.AddrList(l, netlink.FAMILY_V4)
+		for _, a := range addrs {
+			out = append(out, a.IPNet.String())
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatalf("pod addresses: %v", err)
+	}
+	return strings.Join(out, " ")
+}
+
+func mustConfList(t *testing.T, s string) *libcni.NetworkConfigList {
+	l, err := libcni.NetworkConfFromBytes([]byte(s))
+	if err != nil {
+		t.Fatalf("conflist: %v", err)
+	}
+	if !json.Valid([]byte(s)) {
+		t.Fatal("conflist is not JSON")
+	}
+	return l
+}
+
+// buildPlugin compiles cmd/cilium-cni into dir/bin/cilium-cni.
+func buildPlugin(t *testing.T, dir string) string {
+	t.Helper()
+	out := filepath.Join(dir, "bin", "cilium-cni")
+	gobin := filepath.Join(runtime.GOROOT(), "bin", "go")
+	cmd := exec.Command(gobin, "build", "-o", out, "../cilium-cni")
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("build cilium-cni: %v\n%s", err, b)
+	}
+	return out
+}
+
+func startRealAgent(t *testing.T, args []string) *hive.Hive {
+	t.Helper()
+	h, err := startHive(t, newHive(newLevel(), Infrastructure, ControlPlane, Datapath), args)
+	if err != nil {
+		t.Fatalf("start agent: %v", err)
+	}
+	return h
+}
+
+func stopAgent(t *testing.T, h *hive.Hive) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := h.Stop(testLogger(t), ctx); err != nil {
+		t.Errorf("stop agent: %v", err)
+	}
+}
+
+var nsSeq atomic.Int64
+
+// newNetNS creates a network namespace held by a bind mount on a file in
+// dir, and removes it when the test ends.
+func newNetNS(t *testing.T, dir, name string) string {
+	t.Helper()
+	path := filepath.Join(dir, fmt.Sprintf("netns-%d-%s", nsSeq.Add(1), name))
+	if err := os.WriteFile(path, nil, 0o444); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		// The thread ends in the new namespace and is never unlocked, so
+		// the runtime discards it.
+		runtime.LockOSThread()
+		if err := unix.Unshare(unix.CLONE_NEWNET); err != nil {
+			done <- err
+			return
+		}
+		done <- unix.Mount(fmt.Sprintf("/proc/self/task/%d/ns/net", unix.Gettid()), path, "", unix.MS_BIND, "")
+	}()
+	if err := <-done; err != nil {
+		t.Fatalf("create netns %s: %v", name, err)
+	}
+	t.Cleanup(func() { unix.Unmount(path, unix.MNT_DETACH) })
+	err := inns.Do(path, func() error {
+		lo, err := netlink.LinkByName("lo")
+		if err != nil {
+			return err
+		}
+		return netlink.LinkSetUp(lo)
+	})
+	if err != nil {
+		t.Fatalf("lo up in %s: %v", name, err)
+	}
+	return path
+}
+
+// addUplink gives the node an eth0 with its address: the datapath wants
+// an uplink. Its peer stays in the node, so nothing leaves the node.
+func addUplink(t *testing.T, ns, cidr string) {
+	t.Helper()
+	h, err := netns.GetFromPath(ns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	nl, err := netlink.NewHandleAt(h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nl.Close()
+	d := &netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: "eth0"}, PeerName: "eth0peer"}
+	addr, _ := netlink.ParseAddr(cidr)
+	if err := nl.LinkAdd(d); err != nil {
+		t.Fatalf("uplink: %v", err)
+	}
+	if err := nl.AddrAdd(d, addr); err != nil {
+		t.Fatalf("uplink address: %v", err)
+	}
+	if err := nl.LinkSetUp(d); err != nil {
+		t.Fatalf("uplink up: %v", err)
+	}
+}
+
+func mountBPFFS(t *testing.T, dir string) string {
+	t.Helper()
+	mnt := filepath.Join(dir, "bpffs")
+	if err := os.Mkdir(mnt, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Mount("bpffs", mnt, "bpf", 0, ""); err != nil {
+		t.Fatalf("mount bpffs: %v", err)
+	}
+	t.Cleanup(func() { unix.Unmount(mnt, unix.MNT_DETACH) })
+	root := filepath.Join(mnt, "cilium")
+	return root
+}
