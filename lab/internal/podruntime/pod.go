@@ -33,8 +33,9 @@ type podState struct {
 	runDone chan struct{}
 	wg      sync.WaitGroup // container supervisors
 
-	termOnce sync.Once
-	termErr  error
+	termOnce   sync.Once
+	termErr    error
+	finishOnce sync.Once
 
 	// pod is the pod as created; it is never modified, so it is read without mu.
 	pod *corev1.Pod
@@ -244,6 +245,10 @@ func (p *podState) enforceDeadline(d time.Duration) {
 // finish runs when every regular container is final: sidecars stop and the sandbox
 // and its network go away, as the kubelet does for completed pods. Logs stay.
 func (p *podState) finish() {
+	p.finishOnce.Do(p.doFinish)
+}
+
+func (p *podState) doFinish() {
 	for _, c := range p.initCtrs {
 		if c.sidecar {
 			p.markFinal(c)
