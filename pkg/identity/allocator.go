@@ -35,6 +35,7 @@ var ErrExhausted = errors.New("no free cluster identity")
 // object (other nodes may use it; the operator collects unused identities).
 type Allocator struct {
 	client   client.CiliumIdentityInterface
+	cache    IdentityCache
 	log      *slog.Logger
 	min, max NumericIdentity
 
@@ -52,6 +53,17 @@ type entry struct {
 type AllocatorConfig struct {
 	// Min and Max bound the numbers handed out; default 256..65535.
 	Min, Max NumericIdentity
+	// Cache, when set, is a CiliumIdentity informer's lister. A cached object
+	// with the wanted labels is used without an API round trip; everything
+	// else (free or foreign numbers) is still decided by the API server, since
+	// a stale cache must never make two agents pick different numbers.
+	Cache IdentityCache
+}
+
+// IdentityCache reads CiliumIdentity objects by name from a local cache;
+// client.CiliumIdentityLister is one.
+type IdentityCache interface {
+	Get(name string) (*v2.CiliumIdentity, error)
 }
 
 // NewAllocator returns an allocator writing CiliumIdentity objects through c.
@@ -66,7 +78,7 @@ func NewAllocator(c client.CiliumIdentityInterface, log *slog.Logger, cfg Alloca
 		return nil, fmt.Errorf("identity range %d..%d: outside %d..%d", cfg.Min, cfg.Max, MinClusterIdentity, MaxClusterIdentity)
 	}
 	return &Allocator{
-		client: c, log: log, min: cfg.Min, max: cfg.Max,
+		client: c, cache: cfg.Cache, log: log, min: cfg.Min, max: cfg.Max,
 		byKey: map[string]*entry{}, byID: map[NumericIdentity]*entry{},
 	}, nil
 }
@@ -123,6 +135,9 @@ func (a *Allocator) claim(ctx context.Context, ls labels.Labels, key string) (Nu
 	retries := 0
 	for i := uint64(0); i < size; i++ {
 		num := a.min + NumericIdentity((start+i)%size)
+		if a.cached(num, key) {
+			return num, false, nil
+		}
 		obj := &v2.CiliumIdentity{
 			ObjectMeta:     metav1.ObjectMeta{Name: num.String(), Labels: objectLabels(ls)},
 			SecurityLabels: want,
@@ -152,6 +167,15 @@ func (a *Allocator) claim(ctx context.Context, ls labels.Labels, key string) (Nu
 		}
 	}
 	return 0, false, ErrExhausted
+}
+
+// cached reports whether the cache holds num with labels key.
+func (a *Allocator) cached(num NumericIdentity, key string) bool {
+	if a.cache == nil {
+		return false
+	}
+	obj, err := a.cache.Get(num.String())
+	return err == nil && obj.DeletionTimestamp == nil && labels.FromSecurityLabels(obj.SecurityLabels).Key() == key
 }
 
 // hashKey is FNV-1a of the canonical label key: stable across agents and

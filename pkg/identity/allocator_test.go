@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	k8stesting "k8s.io/client-go/testing"
+	"k8s.io/client-go/tools/cache"
 
 	v2 "github.com/cilium-go/cilium/pkg/k8s/apis/cilium.io/v2"
 	"github.com/cilium-go/cilium/pkg/k8s/client"
@@ -212,5 +213,33 @@ func TestAllocateAPIError(t *testing.T) {
 	}
 	if _, err := NewAllocator(nil, nil, AllocatorConfig{Min: 10, Max: 20}); err == nil {
 		t.Fatal("range below 256 accepted")
+	}
+}
+
+func TestAllocateUsesCache(t *testing.T) {
+	fake := client.NewFake()
+	a := newAllocator(t, fake, AllocatorConfig{})
+	first, _, err := a.Allocate(t.Context(), podLabels("web"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	inf := client.NewCiliumIdentityInformer(fake, 0, nil)
+	stop := make(chan struct{})
+	t.Cleanup(func() { close(stop) })
+	go inf.Run(stop)
+	if !cache.WaitForCacheSync(stop, inf.HasSynced) {
+		t.Fatal("cache did not sync")
+	}
+	b := newAllocator(t, fake, AllocatorConfig{Cache: client.NewLister[*v2.CiliumIdentity](inf, v2.CIDPluralName)})
+	// With the object in the cache, the second agent needs no API call.
+	fake.PrependReactor("*", "ciliumidentities", func(action k8stesting.Action) (bool, runtime.Object, error) {
+		if action.GetVerb() == "create" || action.GetVerb() == "get" {
+			t.Errorf("unexpected API %s", action.GetVerb())
+		}
+		return false, nil, nil
+	})
+	got, isNew, err := b.Allocate(t.Context(), podLabels("web"))
+	if err != nil || isNew || got.ID != first.ID {
+		t.Fatalf("cached allocate: %v new=%v err=%v, want %d", got, isNew, err, first.ID)
 	}
 }

@@ -5,6 +5,7 @@
 package identity
 
 import (
+	"context"
 	"fmt"
 	"strconv"
 
@@ -93,6 +94,16 @@ func LookupReservedName(name string) (NumericIdentity, bool) {
 	id, ok := reservedByName[name]
 	return id, ok
 }
+
+// IdentityAllocator is what the agent needs from an allocator; the
+// CiliumIdentity-backed Allocator implements it, a kvstore one can later.
+type IdentityAllocator interface {
+	Allocate(ctx context.Context, ls labels.Labels) (id *Identity, isNew bool, err error)
+	Release(id *Identity) (last bool)
+	Lookup(ctx context.Context, num NumericIdentity) (*Identity, error)
+}
+
+var _ IdentityAllocator = (*Allocator)(nil)
 
 // Identity is a number and the security labels it stands for.
 type Identity struct {
