@@ -90,6 +90,10 @@ func TestPrivilegedCNIThroughLibcni(t *testing.T) {
 	if err != nil || len(before) != 2 {
 		t.Fatalf("endpoints: %+v %v", before, err)
 	}
+	maps, err := c.Maps(ctx)
+	if err != nil || len(maps) != 8 || maps[0].Name != "cilium_lxc" || maps[0].Entries != 2 {
+		t.Fatalf("maps: %+v %v", maps, err)
+	}
 	stopAgent(t, h)
 	if err := dptest.TCPEcho(pods[0].ns, pods[1].ip, 8080); err != nil {
 		t.Fatalf("pod a -> pod b with the agent stopped: %v", err)

@@ -15,6 +15,7 @@ import (
 // starts. It needs a Datapath and an IdentityAllocator from other cells.
 var Cell = cell.Module("endpoint-manager", "Local endpoints created and programmed and persisted and restored",
 	cell.Provide(newManagerCell),
+	cell.Invoke(registerMetrics),
 )
 
 // StateDir is where endpoints persist under the state directory.

@@ -17,6 +17,7 @@ import (
 var Cell = cell.Module("ipam", "Pod address allocation from the pod CIDR of this node",
 	cell.Config(DefaultConfig),
 	cell.Provide(newFromConfig),
+	cell.Invoke(registerMetrics),
 )
 
 // Config is the node's pool. The pod CIDR is given here until the

@@ -17,6 +17,7 @@ import (
 	apiv1 "github.com/cilium-go/cilium/api/v1"
 	"github.com/cilium-go/cilium/pkg/api/models"
 	"github.com/cilium-go/cilium/pkg/endpoint"
+	"github.com/cilium-go/cilium/pkg/identity"
 )
 
 func (s *Server) getHealthz(w http.ResponseWriter, _ *http.Request) {
@@ -213,19 +214,17 @@ func toModel(e endpoint.Endpoint) models.Endpoint {
 		NetNSPath: e.NetNSPath, Identity: e.Identity, State: "ready", Created: e.Created}
 }
 
-// reservedIdentities keep Cilium's numbers and names.
-var reservedIdentities = map[uint32]string{
-	1: "host", 2: "world", 3: "unmanaged", 4: "health", 5: "init",
-	6: "remote-node", 7: "kube-apiserver", 8: "ingress", 9: "world-ipv4", 10: "world-ipv6",
-}
-
 func (s *Server) getIdentity(w http.ResponseWriter, _ *http.Request) {
 	byID := map[uint32]*models.Identity{}
-	for id, name := range reservedIdentities {
-		byID[id] = &models.Identity{ID: id, Labels: []string{"reserved:" + name}}
+	for id := identity.Host; id <= identity.WorldIPv6; id++ {
+		if r, ok := identity.ReservedIdentity(id); ok {
+			byID[uint32(id)] = &models.Identity{ID: uint32(id), Labels: r.Labels.Strings()}
+		}
 	}
 	for _, e := range s.p.Endpoints.List() {
 		if byID[e.Identity] == nil {
+			// Labels of cluster identities come with the identity
+			// allocator; until then only the number is known here.
 			byID[e.Identity] = &models.Identity{ID: e.Identity, Labels: []string{}}
 		}
 		byID[e.Identity].Endpoints++

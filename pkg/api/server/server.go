@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/cilium/hive/cell"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/pflag"
 
 	"github.com/cilium-go/cilium/pkg/api/models"
@@ -46,19 +47,25 @@ type Params struct {
 	Health    *health.Registry
 	IPAM      *ipam.Allocator
 	Endpoints *endpoint.Manager
-	Maps      MapLister      `optional:"true"`
-	LogLevel  *slog.LevelVar `optional:"true"`
+	Maps      MapLister            `optional:"true"`
+	LogLevel  *slog.LevelVar       `optional:"true"`
+	Registry  *prometheus.Registry `optional:"true"`
 }
 
 // Server is the API.
 type Server struct {
-	p    Params
-	http *http.Server
+	p       Params
+	http    *http.Server
+	metrics *apiMetrics
 }
 
 // New registers the server's start and stop.
-func New(p Params) *Server {
-	s := &Server{p: p}
+func New(p Params) (*Server, error) {
+	m, err := newAPIMetrics(p.Registry)
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{p: p, metrics: m}
 	s.http = &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second}
 	p.Lifecycle.Append(cell.Hook{
 		OnStart: func(cell.HookContext) error {
@@ -75,7 +82,7 @@ func New(p Params) *Server {
 			return errors.Join(err, removeIfExists(p.Paths.SocketPath))
 		},
 	})
-	return s
+	return s, nil
 }
 
 // Listen opens the unix socket at path with mode 0660, replacing a stale
@@ -130,9 +137,12 @@ var routes = []route{
 // Handler is the API without the socket, for tests and embedding.
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
+	if s.metrics == nil {
+		s.metrics, _ = newAPIMetrics(nil)
+	}
 	for _, r := range routes {
 		h := r.handle
-		mux.HandleFunc(r.method+" "+r.path, func(w http.ResponseWriter, req *http.Request) { h(s, w, req) })
+		mux.HandleFunc(r.method+" "+r.path, s.metrics.wrap(r.path, func(w http.ResponseWriter, req *http.Request) { h(s, w, req) }))
 	}
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, fmt.Errorf("no operation %s %s", r.Method, r.URL.Path))
