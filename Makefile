@@ -19,12 +19,17 @@ CNI_CMDS := github.com/containernetworking/plugins/plugins/main/bridge \
 
 LAB_FLAGS ?= --nodes 2
 
-.PHONY: all build build-lab build-k8s build-cni build-coredns generate check-generated prereqs \
+.PHONY: all build build-cilium build-lab build-k8s build-cni build-coredns generate check-generated prereqs \
 	test test-unit test-lab test-e2e-smoke e2e bench bench-datapath demo lab-up lab-down clean
 
 all: build
 
-build: build-lab
+build: build-lab build-cilium
+
+# The agent, and the CNI plugin next to the reference plugins in bin/cni.
+build-cilium:
+	GOBIN=$(BIN) $(GO) install ./cmd/cilium-agent
+	GOBIN=$(BIN)/cni $(GO) install ./cmd/cilium-cni
 
 # `go install` into bin/ relinks a binary only when it is stale.
 build-k8s:
