@@ -67,6 +67,9 @@ func TestPrivilegedCNIThroughLibcni(t *testing.T) {
 		})
 	}
 
+	// An ADD again (the runtime lost the answer) replaces the attachment.
+	rt.add(pods[0])
+
 	// The pods have working interfaces: TCP from a to b through the datapath.
 	echo, err := dptest.ServeTCPEcho(pods[1].ns, pods[1].ip, 8080)
 	if err != nil {

@@ -100,6 +100,16 @@ func (p *Plugin) Add(a *skel.CmdArgs) error {
 	if _, err := os.Stat(a.Netns); err != nil {
 		return types.NewError(types.ErrInvalidNetNS, "CNI_NETNS is not usable", err.Error())
 	}
+	// An ADD for a container that has an endpoint already (the runtime
+	// lost our earlier answer) starts over: the old veth is replaced
+	// below, and an endpoint pointing at it would be stale.
+	if _, err := agent.GetEndpoint(ctx, a.ContainerID); err == nil {
+		if err := agent.DeleteEndpoint(ctx, a.ContainerID); err != nil && !client.IsNotFound(err) {
+			return agentError("replace endpoint", err)
+		}
+	} else if !client.IsNotFound(err) {
+		return agentError("look up endpoint", err)
+	}
 	alloc, err := agent.AllocateIP(ctx, a.ContainerID)
 	if err != nil {
 		return agentError("allocate an address", err)

@@ -232,6 +232,23 @@ func TestAddCheckDel(t *testing.T) {
 	}
 }
 
+func TestAddAgainReplacesEndpoint(t *testing.T) {
+	f := newPluginFixture(t)
+	for i := range 2 {
+		f.out.Reset()
+		if err := f.p.Add(f.args("c1", testConf)); err != nil {
+			t.Fatalf("ADD %d: %v", i, err)
+		}
+	}
+	if len(f.agent.eps) != 1 || len(f.links.links) != 1 || len(f.agent.allocated) != 1 {
+		t.Fatalf("after two ADDs: endpoints %v, links %v, addresses %v", f.agent.eps, f.links.links, f.agent.allocated)
+	}
+	prev := fmt.Sprintf(`{"cniVersion":"1.1.0","name":"cilium","type":"cilium-cni","prevResult":%s}`, f.out.String())
+	if err := f.p.Check(f.args("c1", prev)); err != nil {
+		t.Fatalf("CHECK after the second ADD: %v", err)
+	}
+}
+
 func TestAddFailureCleansUp(t *testing.T) {
 	f := newPluginFixture(t)
 	f.agent.putErr = &models.Error{Code: 500, Message: "program endpoint: verifier"}
