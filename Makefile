@@ -68,7 +68,8 @@ test-unit:
 	$(GO) vet ./...
 	$(GO) test -count=1 $(UNIT_PKGS)
 
-test-lab:
+# The lab's privileged tests run the built control plane, agnhost and CoreDNS.
+test-lab: build-lab
 	cd lab && $(GO) vet ./... && $(GO) test -count=1 ./...
 
 test-e2e-smoke: build-lab
