@@ -44,7 +44,7 @@ func TestPrivilegedCNIThroughLibcni(t *testing.T) {
 	sock := filepath.Join(dir, "run", "cilium.sock")
 	args := []string{"--state-dir=" + filepath.Join(dir, "state"), "--socket-path=" + sock, "--bpf-root=" + bpf,
 		"--prometheus-serve-addr=", "--ipam-pod-cidr=10.200.0.0/24", "--node-ipv4=192.168.77.1", "--uplink=eth0",
-		"--routing-mode=native", "--node-netns=" + nodeNS}
+		"--routing-mode=tunnel", "--node-netns=" + nodeNS}
 	h := startRealAgent(t, args)
 	agentUp := true
 	t.Cleanup(func() {
@@ -193,8 +193,14 @@ func (r *cniRuntime) add(p *cniPod) {
 	if !netip.MustParsePrefix("10.200.0.0/24").Contains(p.ip) {
 		r.t.Fatalf("ADD %s: address %s outside the pod CIDR", p.id, p.ip)
 	}
-	if got := podAddrs(r.t, p.ns); !strings.Contains(got, p.ip.String()+"/32") {
-		r.t.Fatalf("pod %s eth0 has %s, want %s/32", p.id, got, p.ip)
+	addrs, mtu := podEth0(r.t, p.ns)
+	if !strings.Contains(addrs, p.ip.String()+"/32") {
+		r.t.Fatalf("pod %s eth0 has %s, want %s/32", p.id, addrs, p.ip)
+	}
+	// Tunnel mode: the uplink's 1500 less the VXLAN header, as the agent
+	// told the plugin.
+	if mtu != 1450 {
+		r.t.Fatalf("pod %s eth0 MTU %d, want 1450", p.id, mtu)
 	}
 }
 
@@ -222,13 +228,14 @@ func (r *cniRuntime) hostLinkExists(p *cniPod) bool {
 	return found
 }
 
-func podAddrs(t *testing.T, ns string) string {
+func podEth0(t *testing.T, ns string) (addrs string, mtu int) {
 	var out []string
 	err := inns.Do(ns, func() error {
 		l, err := netlink.LinkByName("eth0")
 		if err != nil {
 			return err
 		}
+		mtu = l.Attrs().MTU
 		addrs, err := netlink.AddrList(l, netlink.FAMILY_V4)
 		for _, a := range addrs {
 			out = append(out, a.IPNet.String())
@@ -238,7 +245,7 @@ func podAddrs(t *testing.T, ns string) string {
 	if err != nil {
 		t.Fatalf("pod addresses: %v", err)
 	}
-	return strings.Join(out, " ")
+	return strings.Join(out, " "), mtu
 }
 
 func mustConfList(t *testing.T, s string) *libcni.NetworkConfigList {

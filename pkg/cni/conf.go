@@ -21,7 +21,8 @@ type NetConf struct {
 	types.PluginConf
 	// SocketPath is the agent's API socket; empty for the default.
 	SocketPath string `json:"socket-path,omitempty"`
-	// MTU of the pod's interface; 0 for 1500. Tunnel mode wants 1450.
+	// MTU of the pod's interface; 0 asks the agent, which knows the
+	// uplink and the routing mode.
 	MTU int `json:"mtu,omitempty"`
 }
 

@@ -23,6 +23,7 @@ import (
 // is one.
 type Agent interface {
 	Healthz(ctx context.Context) (models.Health, error)
+	Config(ctx context.Context) (models.Config, error)
 	AllocateIP(ctx context.Context, owner string) (models.IPAMResponse, error)
 	ReleaseIP(ctx context.Context, ip string) error
 	PutEndpoint(ctx context.Context, r models.EndpointRequest) (models.Endpoint, error)
@@ -137,12 +138,21 @@ func (p *Plugin) wire(ctx context.Context, agent Agent, conf *NetConf, a *skel.C
 	if err != nil || gwErr != nil {
 		return nil, types.NewError(types.ErrInternal, "agent returned a bad allocation", fmt.Sprintf("%+v", alloc))
 	}
+	mtu := conf.MTU
+	if mtu == 0 {
+		// The agent knows the uplink and the routing mode.
+		cfg, err := agent.Config(ctx)
+		if err != nil {
+			return nil, agentError("read the agent's configuration", err)
+		}
+		mtu = cfg.PodMTU
+	}
 	host := HostIfName(a.ContainerID, a.IfName)
 	// A retried ADD may find the pair of the earlier attempt.
 	if err := p.Links.Delete("", host); err != nil {
 		return nil, types.NewError(types.ErrInternal, "remove stale veth", err.Error())
 	}
-	link := datapath.PodLink{PodNetNS: a.Netns, PodIfName: a.IfName, HostIfName: host, IPv4: ip, MTU: conf.MTU}
+	link := datapath.PodLink{PodNetNS: a.Netns, PodIfName: a.IfName, HostIfName: host, IPv4: ip, MTU: mtu}
 	lr, err := p.Links.Create(link)
 	if err != nil {
 		return nil, types.NewError(types.ErrInternal, "create veth", err.Error())
@@ -160,7 +170,7 @@ func (p *Plugin) wire(ctx context.Context, agent Agent, conf *NetConf, a *skel.C
 		CNIVersion: current.ImplementedSpecVersion,
 		Interfaces: []*current.Interface{
 			{Name: host, Mac: lr.HostMAC.String()},
-			{Name: a.IfName, Mac: lr.PodMAC.String(), Sandbox: a.Netns},
+			{Name: a.IfName, Mac: lr.PodMAC.String(), Mtu: mtu, Sandbox: a.Netns},
 		},
 		IPs: []*current.IPConfig{{Interface: current.Int(1),
 			Address: net.IPNet{IP: ip.AsSlice(), Mask: net.CIDRMask(32, 32)}, Gateway: gwIP}},

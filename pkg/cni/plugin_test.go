@@ -75,6 +75,7 @@ type fakeAgent struct {
 	down      bool
 	degraded  bool
 	putErr    error
+	mtu       int
 	allocated map[string]string // owner -> ip
 	eps       map[string]models.Endpoint
 }
@@ -102,6 +103,13 @@ func (f *fakeAgent) AllocateIP(_ context.Context, owner string) (models.IPAMResp
 	ip := fmt.Sprintf("10.0.0.%d", len(f.allocated)+1)
 	f.allocated[owner] = ip
 	return models.IPAMResponse{Address: ip, Gateway: "169.254.1.1", PodCIDR: "10.0.0.0/24"}, nil
+}
+
+func (f *fakeAgent) Config(context.Context) (models.Config, error) {
+	if f.down {
+		return models.Config{}, errDial
+	}
+	return models.Config{PodMTU: f.mtu}, nil
 }
 
 func (f *fakeAgent) ReleaseIP(context.Context, string) error { return nil }
@@ -229,6 +237,26 @@ func TestAddCheckDel(t *testing.T) {
 	}
 	if err := f.p.Check(f.args("c1", prev)); cniCode(t, err) != types.ErrUnknownContainer {
 		t.Fatalf("CHECK after DEL: %v", err)
+	}
+}
+
+func TestAddMTU(t *testing.T) {
+	for _, tc := range []struct {
+		conf           string
+		agentMTU, want int
+	}{
+		{testConf, 1450, 1450},
+		{testConf, 0, 0}, // the datapath's default
+		{`{"cniVersion":"1.1.0","name":"cilium","type":"cilium-cni","mtu":9000}`, 1450, 9000},
+	} {
+		f := newPluginFixture(t)
+		f.agent.mtu = tc.agentMTU
+		if err := f.p.Add(f.args("c1", tc.conf)); err != nil {
+			t.Fatal(err)
+		}
+		if got := f.links.links[HostIfName("c1", "eth0")].MTU; got != tc.want {
+			t.Errorf("%s with agent MTU %d: link MTU %d, want %d", tc.conf, tc.agentMTU, got, tc.want)
+		}
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"sync/atomic"
 
 	"github.com/cilium/hive/cell"
 	"github.com/spf13/pflag"
@@ -24,7 +25,7 @@ import (
 // Cell starts the datapath when the agent starts.
 var Cell = cell.Module("datapath", "The eBPF datapath of this node",
 	cell.Config(DefaultConfig),
-	cell.Provide(newNode, asEndpointDatapath, asMapLister),
+	cell.Provide(newNode, asEndpointDatapath, asMapLister, newNodeInfo),
 )
 
 // Config is the node's datapath configuration.
@@ -124,6 +125,26 @@ func newNode(p nodeParams) (*datapath.Node, error) {
 }
 
 func asEndpointDatapath(n *datapath.Node) endpoint.Datapath { return n }
+
+// nodeInfo answers the API's questions about the node; it reads the
+// kernel once, after the datapath started, because the datapath's node is
+// not safe for use from the API's goroutines.
+type nodeInfo struct{ mtu atomic.Int64 }
+
+func (i *nodeInfo) PodMTU() int { return int(i.mtu.Load()) }
+
+func newNodeInfo(n *datapath.Node, lc cell.Lifecycle) server.NodeInfo {
+	i := &nodeInfo{}
+	lc.Append(cell.Hook{OnStart: func(cell.HookContext) error {
+		mtu, err := n.PodMTU()
+		if err != nil {
+			return err
+		}
+		i.mtu.Store(int64(mtu))
+		return nil
+	}})
+	return i
+}
 
 type mapLister struct {
 	n   *datapath.Node

@@ -42,6 +42,8 @@ type Health struct {
 type Config struct {
 	Flags   map[string]string `json:"flags"`
 	Options map[string]string `json:"options"`
+	// PodMTU is the MTU pod interfaces should have; 0 when unknown.
+	PodMTU int `json:"podMTU,omitempty"`
 }
 
 // ConfigPatch is the body of PATCH /v1/config.

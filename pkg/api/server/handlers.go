@@ -47,6 +47,9 @@ func (s *Server) options() map[string]string {
 
 func (s *Server) config() models.Config {
 	c := models.Config{Flags: map[string]string{}, Options: s.options()}
+	if s.p.Node != nil {
+		c.PodMTU = s.p.Node.PodMTU()
+	}
 	s.p.Flags.VisitAll(func(f *pflag.Flag) { c.Flags[f.Name] = f.Value.String() })
 	return c
 }

@@ -37,6 +37,12 @@ type MapLister interface {
 	ListMaps() ([]models.BPFMap, error)
 }
 
+// NodeInfo is what the API tells about the node.
+type NodeInfo interface {
+	// PodMTU is the MTU for pod interfaces; 0 when not known yet.
+	PodMTU() int
+}
+
 // Params are the server's dependencies.
 type Params struct {
 	cell.In
@@ -48,6 +54,7 @@ type Params struct {
 	IPAM      *ipam.Allocator
 	Endpoints *endpoint.Manager
 	Maps      MapLister            `optional:"true"`
+	Node      NodeInfo             `optional:"true"`
 	LogLevel  *slog.LevelVar       `optional:"true"`
 	Registry  *prometheus.Registry `optional:"true"`
 }

@@ -1,0 +1,20 @@
+package datapath
+
+import "fmt"
+
+// PodMTU is the MTU pods of this node should use: the uplink's, less
+// the VXLAN header in tunnel mode. Valid after Start.
+func (n *Node) PodMTU() (int, error) {
+	if n.nl == nil {
+		return 0, fmt.Errorf("pod MTU: datapath not started")
+	}
+	l, err := n.nl.LinkByName(n.cfg.Uplink)
+	if err != nil {
+		return 0, fmt.Errorf("uplink %s: %w", n.cfg.Uplink, err)
+	}
+	mtu := l.Attrs().MTU
+	if n.cfg.Mode == Tunnel {
+		mtu -= vxlanOverhead
+	}
+	return mtu, nil
+}
