@@ -161,3 +161,20 @@ func TestAgentServesAPIAndRestoresAfterRestart(t *testing.T) {
 		t.Fatalf("second delete: %v", err)
 	}
 }
+
+// TestCommandRejectsBadFlag runs the command line as main does.
+func TestCommandRejectsBadFlag(t *testing.T) {
+	cmd := newCommand(Infrastructure, ControlPlane, memDatapathCell(&memDatapath{live: map[uint16]datapath.Endpoint{}}))
+	var out strings.Builder
+	cmd.SetOut(&out)
+	cmd.SetErr(&out)
+	cmd.SetArgs(append(baseArgs(t.TempDir()), "--ipam-pod-cidr=10.0.0.0/8x"))
+	err := cmd.Execute()
+	if err == nil || !strings.Contains(err.Error(), `--ipam-pod-cidr "10.0.0.0/8x"`) || !strings.Contains(out.String(), "--ipam-pod-cidr") {
+		t.Fatalf("error %v, output %q", err, out.String())
+	}
+	cmd.SetArgs([]string{"--no-such-flag"})
+	if err := cmd.Execute(); err == nil || !strings.Contains(err.Error(), "no-such-flag") {
+		t.Fatalf("unknown flag: %v", err)
+	}
+}

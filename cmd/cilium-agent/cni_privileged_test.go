@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -139,6 +140,10 @@ func TestPrivilegedCNIThroughLibcni(t *testing.T) {
 		t.Fatalf("after GC: %+v %v, veth left %v", eps, err, rt.hostLinkExists(pods[1]))
 	}
 
+	vi, err := rt.cni.GetVersionInfo(ctx, "cilium-cni")
+	if err != nil || !slices.Contains(vi.SupportedVersions(), "1.1.0") {
+		t.Fatalf("VERSION: %v %v", vi, err)
+	}
 	if err := rt.cni.GetStatusNetworkList(ctx, rt.list); err != nil {
 		t.Fatalf("STATUS with the agent up: %v", err)
 	}
