@@ -26,10 +26,9 @@ all: build
 
 build: build-lab build-cilium
 
-# The agent, and the CNI plugin next to the reference plugins in bin/cni.
+# cilium-go's own binaries, where the lab's image catalog takes them from.
 build-cilium:
-	GOBIN=$(BIN) $(GO) install ./cmd/cilium-agent
-	GOBIN=$(BIN)/cni $(GO) install ./cmd/cilium-cni
+	GOBIN=$(BIN) $(GO) install ./cmd/cilium-agent ./cmd/cilium-cni
 
 # `go install` into bin/ relinks a binary only when it is stale.
 build-k8s:
