@@ -118,8 +118,18 @@ func TestAgentServesAPIAndRestoresAfterRestart(t *testing.T) {
 	}
 	c := client.New(sock)
 	ctx := context.Background()
-	if hz, err := c.Healthz(ctx); err != nil || !hz.OK {
+	hz, err := c.Healthz(ctx)
+	if err != nil || !hz.OK {
 		t.Fatalf("healthz: %+v %v", hz, err)
+	}
+	levels := map[string]string{}
+	for _, m := range hz.Modules {
+		levels[m.Module] = m.Level
+	}
+	for _, m := range []string{"ipam", "endpoint-manager", "api-server"} {
+		if levels[m] != "OK" {
+			t.Errorf("module %s: %q, want OK (all: %v)", m, levels[m], levels)
+		}
 	}
 	alloc, err := c.AllocateIP(ctx, "c1")
 	if err != nil || alloc.Address != "10.0.7.1" {

@@ -52,7 +52,7 @@ func (c Config) PodCIDR() (netip.Prefix, error) {
 // StateFile is where the pool persists under the state directory.
 func StateFile(p paths.Config) string { return filepath.Join(p.StateDir, "ipam.json") }
 
-func newFromConfig(c Config, p paths.Config, log *slog.Logger) (*Allocator, error) {
+func newFromConfig(c Config, p paths.Config, log *slog.Logger, h cell.Health) (*Allocator, error) {
 	cidr, err := c.PodCIDR()
 	if err != nil {
 		return nil, err
@@ -65,5 +65,6 @@ func newFromConfig(c Config, p paths.Config, log *slog.Logger) (*Allocator, erro
 		log.Warn("dropping allocation outside the pod CIDR", "ip", d.IP, "owner", d.Owner, "podCIDR", cidr)
 	}
 	log.Info("IPAM ready", "podCIDR", cidr, "allocations", len(a.List()))
+	h.OK(fmt.Sprintf("pod CIDR %s", cidr))
 	return a, nil
 }

@@ -57,6 +57,7 @@ type Params struct {
 	Node      NodeInfo             `optional:"true"`
 	LogLevel  *slog.LevelVar       `optional:"true"`
 	Registry  *prometheus.Registry `optional:"true"`
+	Reporter  cell.Health          `optional:"true"`
 }
 
 // Server is the API.
@@ -81,7 +82,8 @@ func New(p Params) (*Server, error) {
 				return err
 			}
 			p.Log.Info("serving API", "socket", p.Paths.SocketPath)
-			go s.http.Serve(ln)
+			s.report(nil)
+			go func() { s.report(s.http.Serve(ln)) }()
 			return nil
 		},
 		OnStop: func(ctx cell.HookContext) error {
@@ -90,6 +92,19 @@ func New(p Params) (*Server, error) {
 		},
 	})
 	return s, nil
+}
+
+// report tells the module's health how serving goes.
+func (s *Server) report(err error) {
+	switch {
+	case s.p.Reporter == nil:
+	case err == nil:
+		s.p.Reporter.OK("serving on " + s.p.Paths.SocketPath)
+	case errors.Is(err, http.ErrServerClosed):
+		s.p.Reporter.Stopped("shut down")
+	default:
+		s.p.Reporter.Degraded("serve", err)
+	}
 }
 
 // Listen opens the unix socket at path with mode 0660, replacing a stale
