@@ -257,8 +257,12 @@ func (m *Manager) load() ([]*Endpoint, error) {
 			errs = append(errs, fmt.Errorf("parse %s: %w", path, err))
 			continue
 		}
-		if err := e.spec().Validate(); err != nil || e.ID == 0 || e.ID > MaxID || m.stateFile(e.ID) != path {
-			errs = append(errs, fmt.Errorf("%s: not a valid endpoint (%v)", path, err))
+		if err := e.spec().Validate(); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", path, err))
+			continue
+		}
+		if e.ID == 0 || e.ID > MaxID || m.stateFile(e.ID) != path {
+			errs = append(errs, fmt.Errorf("%s: holds endpoint id %d", path, e.ID))
 			continue
 		}
 		out = append(out, e)
