@@ -113,6 +113,22 @@ func TestEndpointLifecycle(t *testing.T) {
 	}
 }
 
+func TestIPAMRelease(t *testing.T) {
+	f := newFixture(t)
+	var a, b models.IPAMResponse
+	f.do(t, "POST", "/v1/ipam", `{"owner":"x"}`, &a)
+	if code := f.do(t, "DELETE", "/v1/ipam/"+a.Address, "", nil); code != http.StatusOK {
+		t.Fatalf("DELETE /v1/ipam/%s: %d", a.Address, code)
+	}
+	if len(f.ipam.List()) != 0 {
+		t.Fatalf("still allocated: %v", f.ipam.List())
+	}
+	f.do(t, "POST", "/v1/ipam", `{"owner":"y"}`, &b)
+	if b.Address == "" || b.Address == a.Address {
+		t.Fatalf("next allocation %+v reuses %s at once", b, a.Address)
+	}
+}
+
 func TestErrorsNameTheField(t *testing.T) {
 	f := newFixture(t)
 	for _, tc := range []struct {
