@@ -1,6 +1,7 @@
 package client
 
 import (
+	"context"
 	"testing"
 	"time"
 
@@ -20,8 +21,11 @@ func TestInformerAndLister(t *testing.T) {
 	stop := make(chan struct{})
 	t.Cleanup(func() { close(stop) })
 	go inf.Run(stop)
-	if !cache.WaitForCacheSync(stop, inf.HasSynced) {
-		t.Fatal("cache did not sync")
+	// A deadline, so that an informer that never syncs fails the test instead of hanging it.
+	syncCtx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	if !cache.WaitForCacheSync(syncCtx.Done(), inf.HasSynced) {
+		t.Fatal("cache did not sync within 30s")
 	}
 	if _, err := fake.CiliumV2().CiliumIdentities().Create(t.Context(), &v2.CiliumIdentity{
 		ObjectMeta: metav1.ObjectMeta{Name: "257"}, SecurityLabels: map[string]string{"k8s:app": "b"},
