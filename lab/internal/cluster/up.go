@@ -151,8 +151,21 @@ func up(ctx context.Context, p plan.Plan, o UpOptions, pr *progress) error {
 	}
 
 	pr.step("supervisor")
-	if err := startSupervisor(p, rec, self, o.BinDir); err != nil {
+	exited, err := startSupervisor(p, rec, self, o.BinDir)
+	if err != nil {
 		return err
+	}
+	// Every wait below also ends when the supervisor has given up or died.
+	alive := func() error {
+		select {
+		case err := <-exited:
+			return backoffStop{fmt.Errorf("the supervisor exited (%v): see %s", err, filepath.Join(l.logs(), "supervisor.log"))}
+		default:
+		}
+		if err := supervisorFailed(l); err != nil {
+			return backoffStop{err}
+		}
+		return nil
 	}
 
 	ctx, cancel := context.WithTimeout(ctx, o.Timeout)
@@ -167,8 +180,8 @@ func up(ctx context.Context, p plan.Plan, o UpOptions, pr *progress) error {
 	}
 	pr.step("API server")
 	if err := pr.waitFor(ctx, func() error {
-		if err := supervisorFailed(l); err != nil {
-			return backoffStop{err}
+		if err := alive(); err != nil {
+			return err
 		}
 		_, err := cs.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx)
 		return err
@@ -176,11 +189,13 @@ func up(ctx context.Context, p plan.Plan, o UpOptions, pr *progress) error {
 		return err
 	}
 	pr.step(fmt.Sprintf("%d nodes Ready", len(p.Nodes)))
-	if err := pr.waitFor(ctx, func() error { return nodesReady(ctx, cs, len(p.Nodes)) }); err != nil {
+	if err := pr.waitFor(ctx, func() error { return errors.Join(alive(), nodesReady(ctx, cs, len(p.Nodes))) }); err != nil {
 		return err
 	}
 	pr.step("cluster DNS")
-	if err := pr.waitFor(ctx, func() error { return deploymentAvailable(ctx, cs, "kube-system", "coredns") }); err != nil {
+	if err := pr.waitFor(ctx, func() error {
+		return errors.Join(alive(), deploymentAvailable(ctx, cs, "kube-system", "coredns"))
+	}); err != nil {
 		return err
 	}
 	pr.done()
@@ -218,30 +233,33 @@ func copyFile(src, dst string, mode os.FileMode) error {
 }
 
 // startSupervisor starts `cilium-lab supervise` in its own session, so it outlives `up`.
-func startSupervisor(p plan.Plan, rec *record.Record, self, binDir string) error {
+// The channel receives its exit status should it end while `up` still runs.
+func startSupervisor(p plan.Plan, rec *record.Record, self, binDir string) (<-chan error, error) {
 	l := layout{p.StateDir}
 	if err := os.MkdirAll(l.logs(), 0o755); err != nil {
-		return err
+		return nil, err
 	}
 	logf, err := os.OpenFile(filepath.Join(l.logs(), "supervisor.log"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer logf.Close()
 	cmd := exec.Command(self, "supervise", "--state-dir", p.StateDir, "--bin-dir", binDir)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("start supervisor: %w", err)
+		return nil, fmt.Errorf("start supervisor: %w", err)
 	}
 	startTime, err := record.StartTime(cmd.Process.Pid)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if err := rec.Add(record.Entry{Kind: record.Process, PID: cmd.Process.Pid, Start: startTime}); err != nil {
-		return err
+		return nil, err
 	}
-	return cmd.Process.Release()
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	return exited, nil
 }
 
 // backoffStop ends a wait early with an error that will not go away by waiting.
