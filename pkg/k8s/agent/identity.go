@@ -1,0 +1,103 @@
+// Package agent is the agent's Kubernetes side: the API clients, the
+// watchers of pods, namespaces, nodes and Cilium objects, identities from
+// pod labels, the CiliumEndpoint of every local endpoint, and the ipcache
+// computed from all of them.
+package agent
+
+import (
+	"context"
+	"fmt"
+	"sync"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/cilium-go/cilium/pkg/endpoint"
+	"github.com/cilium-go/cilium/pkg/identity"
+	"github.com/cilium-go/cilium/pkg/labels"
+)
+
+// PodIdentities gives endpoints the identity of their pod's security
+// labels; it is the endpoint.IdentityAllocator when Kubernetes is on.
+type PodIdentities struct {
+	kube   kubernetes.Interface
+	ids    identity.IdentityAllocator
+	filter *labels.Filter
+
+	mu    sync.Mutex
+	byPod map[endpoint.Pod]*identity.Identity
+}
+
+var _ endpoint.IdentityAllocator = (*PodIdentities)(nil)
+
+// NewPodIdentities resolves labels through kube and allocates with ids.
+func NewPodIdentities(kube kubernetes.Interface, ids identity.IdentityAllocator, filter *labels.Filter) *PodIdentities {
+	return &PodIdentities{kube: kube, ids: ids, filter: filter, byPod: map[endpoint.Pod]*identity.Identity{}}
+}
+
+// PodLabels reads what Kubernetes says about the pod that bears on its
+// identity: its labels, its namespace's labels and its service account.
+func PodLabels(ctx context.Context, kube kubernetes.Interface, pod endpoint.Pod) (labels.PodInput, error) {
+	p, err := kube.CoreV1().Pods(pod.Namespace).Get(ctx, pod.Name, metav1.GetOptions{})
+	if err != nil {
+		return labels.PodInput{}, fmt.Errorf("get pod %s/%s: %w", pod.Namespace, pod.Name, err)
+	}
+	ns, err := kube.CoreV1().Namespaces().Get(ctx, pod.Namespace, metav1.GetOptions{})
+	if err != nil {
+		return labels.PodInput{}, fmt.Errorf("get namespace %s: %w", pod.Namespace, err)
+	}
+	return labels.PodInput{
+		PodLabels:       p.Labels,
+		Namespace:       p.Namespace,
+		NamespaceLabels: ns.Labels,
+		ServiceAccount:  p.Spec.ServiceAccountName,
+	}, nil
+}
+
+// Allocate implements endpoint.IdentityAllocator. An endpoint without a
+// pod name (a CNI call outside Kubernetes) keeps the init identity.
+func (a *PodIdentities) Allocate(ctx context.Context, pod endpoint.Pod) (uint32, error) {
+	if pod.Name == "" || pod.Namespace == "" {
+		return endpoint.InitIdentity, nil
+	}
+	in, err := PodLabels(ctx, a.kube, pod)
+	if err != nil {
+		return 0, err
+	}
+	id, _, err := a.ids.Allocate(ctx, a.filter.SecurityLabels(in))
+	if err != nil {
+		return 0, fmt.Errorf("identity of pod %s/%s: %w", pod.Namespace, pod.Name, err)
+	}
+	a.mu.Lock()
+	old := a.byPod[pod]
+	a.byPod[pod] = id
+	a.mu.Unlock()
+	if old != nil {
+		// A re-ADD of the same pod replaces its endpoint; keep one
+		// reference per pod.
+		a.ids.Release(old)
+	}
+	return uint32(id.ID), nil
+}
+
+// Release implements endpoint.IdentityAllocator.
+func (a *PodIdentities) Release(_ context.Context, pod endpoint.Pod, num uint32) error {
+	a.mu.Lock()
+	id, ok := a.byPod[pod]
+	if ok && uint32(id.ID) == num {
+		delete(a.byPod, pod)
+	}
+	a.mu.Unlock()
+	if ok && uint32(id.ID) == num {
+		a.ids.Release(id)
+	}
+	return nil
+}
+
+// Identity returns the identity, with its labels, given to pod.
+func (a *PodIdentities) Identity(pod endpoint.Pod) (*identity.Identity, bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	id, ok := a.byPod[pod]
+	return id, ok
+}

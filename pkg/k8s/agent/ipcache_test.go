@@ -1,0 +1,148 @@
+package agent
+
+import (
+	"net/netip"
+	"reflect"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/cilium-go/cilium/internal/datapath"
+	"github.com/cilium-go/cilium/pkg/endpoint"
+	v2 "github.com/cilium-go/cilium/pkg/k8s/apis/cilium.io/v2"
+)
+
+func makeNode(name, ip, podCIDR string) *corev1.Node {
+	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}}
+	if ip != "" {
+		n.Status.Addresses = []corev1.NodeAddress{
+			{Type: corev1.NodeHostName, Address: name},
+			{Type: corev1.NodeInternalIP, Address: ip},
+		}
+	}
+	if podCIDR != "" {
+		n.Spec.PodCIDR = podCIDR
+		n.Spec.PodCIDRs = []string{podCIDR}
+	}
+	return n
+}
+
+func makeCiliumNode(name, ip string, podCIDRs ...string) *v2.CiliumNode {
+	n := &v2.CiliumNode{ObjectMeta: metav1.ObjectMeta{Name: name}}
+	n.Spec.Addresses = []v2.NodeAddress{{Type: v2.NodeInternalIP, IP: ip}}
+	n.Spec.IPAM.PodCIDRs = podCIDRs
+	return n
+}
+
+func makeCEP(ns, name, ip, node string, id int64) *v2.CiliumEndpoint {
+	return &v2.CiliumEndpoint{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Status: v2.EndpointStatus{
+			Identity:   &v2.EndpointIdentity{ID: id},
+			Networking: &v2.EndpointNetworking{Addressing: v2.AddressPairList{{IPV4: ip}}, NodeIP: node},
+		},
+	}
+}
+
+func local(ip string, id uint32) endpoint.Endpoint {
+	return endpoint.Endpoint{IPv4: netip.MustParseAddr(ip), Identity: id}
+}
+
+func entry(id uint32, tunnel string) datapath.IPCacheEntry {
+	e := datapath.IPCacheEntry{Identity: id}
+	if tunnel != "" {
+		e.TunnelEndpoint = netip.MustParseAddr(tunnel)
+	}
+	return e
+}
+
+func pfx(s string) netip.Prefix { return netip.MustParsePrefix(s) }
+
+func TestDesiredIPCache(t *testing.T) {
+	tests := []struct {
+		name      string
+		in        Cluster
+		want      map[netip.Prefix]datapath.IPCacheEntry
+		wantNodes []datapath.RemoteNode
+	}{
+		{name: "empty", in: Cluster{NodeName: "a"}, want: map[netip.Prefix]datapath.IPCacheEntry{}},
+		{
+			name: "two nodes, local and remote pods",
+			in: Cluster{
+				NodeName: "a",
+				Local:    []endpoint.Endpoint{local("10.0.1.5", 300)},
+				Nodes: []*corev1.Node{
+					makeNode("a", "192.168.0.2", "10.0.1.0/24"),
+					makeNode("b", "192.168.0.3", "10.0.2.0/24"),
+				},
+				CiliumEndpoints: []*v2.CiliumEndpoint{
+					makeCEP("shop", "web-a", "10.0.1.5", "192.168.0.2", 300), // ours: local wins
+					makeCEP("shop", "web-b", "10.0.2.7", "192.168.0.3", 300),
+					makeCEP("shop", "db-b", "10.0.2.8", "192.168.0.3", 301),
+				},
+			},
+			want: map[netip.Prefix]datapath.IPCacheEntry{
+				pfx("10.0.1.5/32"):    entry(300, ""),
+				pfx("10.0.2.7/32"):    entry(300, "192.168.0.3"),
+				pfx("10.0.2.8/32"):    entry(301, "192.168.0.3"),
+				pfx("192.168.0.2/32"): entry(1, ""),
+				pfx("192.168.0.3/32"): entry(6, ""),
+			},
+			wantNodes: []datapath.RemoteNode{{IPv4: netip.MustParseAddr("192.168.0.3"), PodCIDR: pfx("10.0.2.0/24")}},
+		},
+		{
+			name: "CiliumNode fills the pod CIDR and the address of a Node not seen yet",
+			in: Cluster{
+				NodeName:    "a",
+				Nodes:       []*corev1.Node{makeNode("a", "192.168.0.2", ""), makeNode("b", "192.168.0.3", "")},
+				CiliumNodes: []*v2.CiliumNode{makeCiliumNode("b", "192.168.0.3", "10.0.2.0/24"), makeCiliumNode("c", "192.168.0.4", "10.0.3.0/24")},
+			},
+			want: map[netip.Prefix]datapath.IPCacheEntry{
+				pfx("192.168.0.2/32"): entry(1, ""),
+				pfx("192.168.0.3/32"): entry(6, ""),
+				pfx("192.168.0.4/32"): entry(6, ""),
+			},
+			wantNodes: []datapath.RemoteNode{
+				{IPv4: netip.MustParseAddr("192.168.0.3"), PodCIDR: pfx("10.0.2.0/24")},
+				{IPv4: netip.MustParseAddr("192.168.0.4"), PodCIDR: pfx("10.0.3.0/24")},
+			},
+		},
+		{
+			name: "a CiliumEndpoint cannot take over a node address",
+			in: Cluster{
+				NodeName:        "a",
+				Nodes:           []*corev1.Node{makeNode("a", "192.168.0.2", ""), makeNode("b", "192.168.0.3", "")},
+				CiliumEndpoints: []*v2.CiliumEndpoint{makeCEP("evil", "x", "192.168.0.2", "192.168.0.3", 400)},
+			},
+			want: map[netip.Prefix]datapath.IPCacheEntry{
+				pfx("192.168.0.2/32"): entry(1, ""),
+				pfx("192.168.0.3/32"): entry(6, ""),
+			},
+		},
+		{
+			name: "incomplete objects are skipped",
+			in: Cluster{
+				NodeName: "a",
+				Nodes:    []*corev1.Node{makeNode("nameless-ip", "", "10.0.9.0/24")},
+				CiliumEndpoints: []*v2.CiliumEndpoint{
+					makeCEP("shop", "no-node", "10.0.2.9", "", 300),
+					makeCEP("shop", "no-id", "10.0.2.10", "192.168.0.3", 0),
+					makeCEP("shop", "v6-only", "fd00::1", "192.168.0.3", 300),
+					{ObjectMeta: metav1.ObjectMeta{Name: "no-status"}},
+				},
+			},
+			want: map[netip.Prefix]datapath.IPCacheEntry{},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := DesiredIPCache(tt.in); !reflect.DeepEqual(got, tt.want) {
+				t.Errorf("DesiredIPCache()\n got %v\nwant %v", got, tt.want)
+			}
+			if got := RemoteNodes(tt.in); !reflect.DeepEqual(got, tt.wantNodes) {
+				t.Errorf("RemoteNodes()\n got %v\nwant %v", got, tt.wantNodes)
+			}
+		})
+	}
+}
