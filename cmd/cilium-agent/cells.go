@@ -7,6 +7,7 @@ import (
 	"github.com/cilium-go/cilium/pkg/endpoint"
 	"github.com/cilium-go/cilium/pkg/health"
 	"github.com/cilium-go/cilium/pkg/ipam"
+	k8sagent "github.com/cilium-go/cilium/pkg/k8s/agent"
 	"github.com/cilium-go/cilium/pkg/metrics"
 	"github.com/cilium-go/cilium/pkg/nodedatapath"
 	"github.com/cilium-go/cilium/pkg/paths"
@@ -23,14 +24,16 @@ var (
 
 	// ControlPlane: what the agent decides, and the API to ask it.
 	ControlPlane = cell.Group(
-		ipam.Cell,                 // --ipam-pod-cidr: pod addresses
-		endpoint.InitIdentityCell, // identities: the init identity for every endpoint, for now
-		endpoint.Cell,             // endpoints: create, program, persist, restore
-		server.Cell,               // REST API on the unix socket
+		ipam.Cell,     // --ipam-pod-cidr: pod addresses
+		k8sagent.Cell, // --enable-k8s, --kubeconfig, --k8s-node-name: watchers, identities from pod labels, CiliumEndpoints
+		// endpoints: create, program, persist, restore; each change wakes the Kubernetes side
+		cell.Decorate(k8sagent.NotifyEndpoints, endpoint.Cell),
+		server.Cell, // REST API on the unix socket
 	)
 
 	// Datapath: the kernel side.
 	Datapath = cell.Group(
-		nodedatapath.Cell, // --node-ipv4, --uplink, --routing-mode, ...
+		nodedatapath.Cell,    // --node-ipv4, --uplink, --routing-mode, ...
+		k8sagent.IPCacheCell, // ipcache and routes to other nodes' pods, from Kubernetes
 	)
 )

@@ -1,0 +1,110 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"reflect"
+
+	corev1 "k8s.io/api/core/v1"
+	k8serrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/cilium-go/cilium/pkg/endpoint"
+	v2 "github.com/cilium-go/cilium/pkg/k8s/apis/cilium.io/v2"
+)
+
+// Publisher keeps one CiliumEndpoint per local endpoint and removes the
+// ones of this node whose endpoint is gone.
+type Publisher struct {
+	clients *Clients
+	w       *Watchers
+	ids     *PodIdentities
+}
+
+// NewPublisher writes through c what w and ids say.
+func NewPublisher(c *Clients, w *Watchers, ids *PodIdentities) *Publisher {
+	return &Publisher{clients: c, w: w, ids: ids}
+}
+
+// Sync makes the CiliumEndpoints of this node match local. It reads
+// existing objects from the watcher's cache, so a write the cache has not
+// seen yet may conflict; the next Sync fixes that.
+func (p *Publisher) Sync(ctx context.Context, local []endpoint.Endpoint) error {
+	nodeIP, _ := NodeIPv4(p.w.Cluster(nil), p.w.NodeName)
+	existing := map[string]*v2.CiliumEndpoint{}
+	for _, cep := range listAs[*v2.CiliumEndpoint](p.w.CiliumEndpoints) {
+		existing[cep.Namespace+"/"+cep.Name] = cep
+	}
+	var errs []error
+	want := map[string]bool{}
+	for _, ep := range local {
+		if ep.PodName == "" || ep.PodNamespace == "" {
+			continue
+		}
+		key := ep.PodNamespace + "/" + ep.PodName
+		want[key] = true
+		errs = append(errs, p.publish(ctx, ep, nodeIP, existing[key]))
+	}
+	for key, cep := range existing {
+		if want[key] || !p.ours(cep, nodeIP) {
+			continue
+		}
+		err := p.clients.Cilium.CiliumV2().CiliumEndpoints(cep.Namespace).Delete(ctx, cep.Name,
+			metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &cep.UID}})
+		if err != nil && !k8serrors.IsNotFound(err) && !k8serrors.IsConflict(err) {
+			errs = append(errs, fmt.Errorf("delete CiliumEndpoint %s: %w", key, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// ours: published from this node. Before the node's address is known
+// nothing is, so nothing is deleted.
+func (p *Publisher) ours(cep *v2.CiliumEndpoint, nodeIP netip.Addr) bool {
+	n := cep.Status.Networking
+	return nodeIP.IsValid() && n != nil && n.NodeIP == nodeIP.String()
+}
+
+func (p *Publisher) publish(ctx context.Context, ep endpoint.Endpoint, nodeIP netip.Addr, old *v2.CiliumEndpoint) error {
+	pod, err := p.pod(ctx, ep)
+	if err != nil {
+		return err
+	}
+	id, _ := p.ids.Identity(endpoint.Pod{Namespace: ep.PodNamespace, Name: ep.PodName})
+	cep := CiliumEndpoint(pod, ep, id, nodeIP)
+	c := p.clients.Cilium.CiliumV2().CiliumEndpoints(cep.Namespace)
+	if old == nil {
+		_, err = c.Create(ctx, cep, metav1.CreateOptions{})
+		if k8serrors.IsAlreadyExists(err) {
+			return nil // the cache is behind; the next sync updates it
+		}
+		if err != nil {
+			return fmt.Errorf("create CiliumEndpoint %s/%s: %w", cep.Namespace, cep.Name, err)
+		}
+		return nil
+	}
+	if reflect.DeepEqual(old.Status, cep.Status) && reflect.DeepEqual(old.OwnerReferences, cep.OwnerReferences) &&
+		reflect.DeepEqual(old.Labels, cep.Labels) {
+		return nil
+	}
+	cep.ResourceVersion = old.ResourceVersion
+	if _, err := c.Update(ctx, cep, metav1.UpdateOptions{}); err != nil && !k8serrors.IsConflict(err) {
+		return fmt.Errorf("update CiliumEndpoint %s/%s: %w", cep.Namespace, cep.Name, err)
+	}
+	return nil
+}
+
+// pod is the endpoint's pod from the cache, or from the API server when
+// the cache has not seen it yet (it was just scheduled here).
+func (p *Publisher) pod(ctx context.Context, ep endpoint.Endpoint) (*corev1.Pod, error) {
+	if pod, ok := p.w.Pod(ep.PodNamespace, ep.PodName); ok {
+		return pod, nil
+	}
+	pod, err := p.clients.Kube.CoreV1().Pods(ep.PodNamespace).Get(ctx, ep.PodName, metav1.GetOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("get pod %s/%s: %w", ep.PodNamespace, ep.PodName, err)
+	}
+	return pod, nil
+}

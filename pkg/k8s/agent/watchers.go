@@ -1,0 +1,141 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	kubeinformers "k8s.io/client-go/informers"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/cilium-go/cilium/pkg/endpoint"
+	v2 "github.com/cilium-go/cilium/pkg/k8s/apis/cilium.io/v2"
+	"github.com/cilium-go/cilium/pkg/k8s/client"
+)
+
+// Watchers hold the agent's view of the cluster: this node's pods, all
+// namespaces, nodes, CiliumNodes, CiliumEndpoints and CiliumIdentities.
+// Subscribers hear of every change, coalesced.
+type Watchers struct {
+	NodeName         string
+	Pods             cache.SharedIndexInformer
+	Namespaces       cache.SharedIndexInformer
+	Nodes            cache.SharedIndexInformer
+	CiliumNodes      cache.SharedIndexInformer
+	CiliumEndpoints  cache.SharedIndexInformer
+	CiliumIdentities cache.SharedIndexInformer
+
+	mu   sync.Mutex
+	subs []chan struct{}
+}
+
+// NewWatchers builds the informers; Run starts them.
+func NewWatchers(c *Clients, nodeName string, resync time.Duration) *Watchers {
+	local := kubeinformers.NewSharedInformerFactoryWithOptions(c.Kube, resync,
+		kubeinformers.WithTweakListOptions(func(o *metav1.ListOptions) {
+			o.FieldSelector = fields.OneTermEqualSelector("spec.nodeName", nodeName).String()
+		}))
+	all := kubeinformers.NewSharedInformerFactory(c.Kube, resync)
+	w := &Watchers{
+		NodeName:         nodeName,
+		Pods:             local.Core().V1().Pods().Informer(),
+		Namespaces:       all.Core().V1().Namespaces().Informer(),
+		Nodes:            all.Core().V1().Nodes().Informer(),
+		CiliumNodes:      client.NewCiliumNodeInformer(c.Cilium, resync, nil),
+		CiliumEndpoints:  client.NewCiliumEndpointInformer(c.Cilium, "", resync, nil),
+		CiliumIdentities: client.NewCiliumIdentityInformer(c.Cilium, resync, nil),
+	}
+	notify := cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(any) { w.Notify() },
+		UpdateFunc: func(any, any) { w.Notify() },
+		DeleteFunc: func(any) { w.Notify() },
+	}
+	for _, inf := range w.informers() {
+		// Only fails once the informer runs; these are fresh.
+		_, _ = inf.AddEventHandler(notify)
+	}
+	return w
+}
+
+func (w *Watchers) informers() []cache.SharedIndexInformer {
+	return []cache.SharedIndexInformer{w.Pods, w.Namespaces, w.Nodes, w.CiliumNodes, w.CiliumEndpoints, w.CiliumIdentities}
+}
+
+// Run starts every informer until ctx ends.
+func (w *Watchers) Run(ctx context.Context) {
+	for _, inf := range w.informers() {
+		go inf.RunWithContext(ctx)
+	}
+}
+
+// WaitForSync returns once every informer has listed, or an error when
+// ctx ends first.
+func (w *Watchers) WaitForSync(ctx context.Context) error {
+	var synced []cache.InformerSynced
+	for _, inf := range w.informers() {
+		synced = append(synced, inf.HasSynced)
+	}
+	if !cache.WaitForCacheSync(ctx.Done(), synced...) {
+		return errors.New("kubernetes caches not synced")
+	}
+	return nil
+}
+
+// Subscribe returns a channel that receives after every change; changes
+// that arrive while the subscriber is busy are merged into one.
+func (w *Watchers) Subscribe() <-chan struct{} {
+	ch := make(chan struct{}, 1)
+	w.mu.Lock()
+	w.subs = append(w.subs, ch)
+	w.mu.Unlock()
+	return ch
+}
+
+// Notify tells subscribers that something changed; local endpoint changes
+// come through here too.
+func (w *Watchers) Notify() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, ch := range w.subs {
+		select {
+		case ch <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// Cluster is the current view, with local as this node's endpoints.
+func (w *Watchers) Cluster(local []endpoint.Endpoint) Cluster {
+	return Cluster{
+		NodeName:        w.NodeName,
+		Local:           local,
+		CiliumEndpoints: listAs[*v2.CiliumEndpoint](w.CiliumEndpoints),
+		Nodes:           listAs[*corev1.Node](w.Nodes),
+		CiliumNodes:     listAs[*v2.CiliumNode](w.CiliumNodes),
+	}
+}
+
+// Pod returns this node's pod from the cache.
+func (w *Watchers) Pod(namespace, name string) (*corev1.Pod, bool) {
+	obj, ok, err := w.Pods.GetStore().GetByKey(namespace + "/" + name)
+	if err != nil || !ok {
+		return nil, false
+	}
+	p, ok := obj.(*corev1.Pod)
+	return p, ok
+}
+
+func listAs[T any](inf cache.SharedIndexInformer) []T {
+	objs := inf.GetStore().List()
+	out := make([]T, 0, len(objs))
+	for _, o := range objs {
+		if t, ok := o.(T); ok {
+			out = append(out, t)
+		}
+	}
+	return out
+}
