@@ -1,0 +1,120 @@
+package main
+
+import (
+	"context"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cilium/hive/cell"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	kubefake "k8s.io/client-go/kubernetes/fake"
+
+	"github.com/cilium-go/cilium/internal/datapath"
+	"github.com/cilium-go/cilium/pkg/api/models"
+	"github.com/cilium-go/cilium/pkg/client"
+	"github.com/cilium-go/cilium/pkg/identity"
+	k8sagent "github.com/cilium-go/cilium/pkg/k8s/agent"
+	k8sclient "github.com/cilium-go/cilium/pkg/k8s/client"
+)
+
+// The agent with Kubernetes (fake API servers in place of the real
+// clients): a pod's endpoint gets the identity of its labels and a
+// CiliumEndpoint, and both go with the endpoint.
+func TestAgentWithKubernetes(t *testing.T) {
+	kube := kubefake.NewClientset(
+		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "shop", Labels: map[string]string{"team": "blue"}}},
+		&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "web", UID: "uid-web",
+			Labels: map[string]string{"app": "web"}}, Spec: corev1.PodSpec{NodeName: "a", ServiceAccountName: "default"}},
+		&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "a"},
+			Status: corev1.NodeStatus{Addresses: []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "192.168.0.2"}}}},
+	)
+	cilium := k8sclient.NewFake()
+	clients := &k8sagent.Clients{Kube: kube, Cilium: cilium}
+	withFakes := cell.Decorate(func(*k8sagent.Clients) *k8sagent.Clients { return clients }, ControlPlane)
+
+	dir := t.TempDir()
+	dp := &memDatapath{live: map[uint16]datapath.Endpoint{}}
+	h, err := startHive(t, newHive(newLevel(), Infrastructure, withFakes, memDatapathCell(dp)),
+		append(baseArgs(dir), "--k8s-node-name=a"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { stop(t, h) })
+
+	ctx := context.Background()
+	c := client.New(filepath.Join(dir, "run", "cilium.sock"))
+	alloc, err := c.AllocateIP(ctx, "c1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ep, err := c.PutEndpoint(ctx, models.EndpointRequest{ContainerID: "c1", PodName: "web", PodNamespace: "shop",
+		IPv4: alloc.Address, MAC: "02:00:00:00:00:01", IfName: "eth0", HostIfName: "lxc1", HostIfindex: 5,
+		NetNSPath: "/proc/1/ns/net"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ep.Identity < uint32(identity.MinClusterIdentity) || dp.live[ep.ID].Identity != ep.Identity {
+		t.Fatalf("endpoint identity %d, datapath %+v: want a cluster identity", ep.Identity, dp.live[ep.ID])
+	}
+	ids, err := cilium.CiliumV2().CiliumIdentities().List(ctx, metav1.ListOptions{})
+	if err != nil || len(ids.Items) != 1 || ids.Items[0].SecurityLabels["k8s:io.cilium.k8s.namespace.labels.team"] != "blue" {
+		t.Fatalf("CiliumIdentities %+v %v", ids, err)
+	}
+
+	ceps := cilium.CiliumV2().CiliumEndpoints("shop")
+	waitFor(t, "the CiliumEndpoint", func() bool {
+		cep, err := ceps.Get(ctx, "web", metav1.GetOptions{})
+		return err == nil && cep.Status.Identity != nil && cep.Status.Identity.ID == int64(ep.Identity) &&
+			cep.Status.Networking.NodeIP == "192.168.0.2" && cep.Status.Networking.Addressing[0].IPV4 == alloc.Address
+	})
+
+	if err := c.DeleteEndpoint(ctx, "c1"); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the CiliumEndpoint to go", func() bool {
+		_, err := ceps.Get(ctx, "web", metav1.GetOptions{})
+		return err != nil
+	})
+}
+
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func TestKubernetesFlags(t *testing.T) {
+	tests := []struct {
+		name    string
+		args    []string
+		wantErr string
+	}{
+		{name: "off by default: init identity", args: nil},
+		{name: "on without node name", args: []string{"--enable-k8s"}, wantErr: "--k8s-node-name"},
+		{name: "kubeconfig implies on", args: []string{"--kubeconfig=/nonexistent"}, wantErr: "--k8s-node-name"},
+		{name: "kubeconfig missing", args: []string{"--kubeconfig=/nonexistent", "--k8s-node-name=a"}, wantErr: "/nonexistent"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dp := &memDatapath{live: map[uint16]datapath.Endpoint{}}
+			h, err := startAgent(t, dp, append(baseArgs(t.TempDir()), tt.args...)...)
+			if err == nil {
+				stop(t, h)
+			}
+			switch {
+			case tt.wantErr == "" && err != nil:
+				t.Fatalf("start: %v", err)
+			case tt.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tt.wantErr)):
+				t.Fatalf("start error %v, want one naming %s", err, tt.wantErr)
+			}
+		})
+	}
+}
