@@ -147,7 +147,7 @@ func registerIPCache(p ipcacheParams) {
 	if p.Watchers == nil {
 		return
 	}
-	s := newIPCacheSync(p.Log, p.Node)
+	s := newIPCacheSync(p.Log, p.Node.Maps().IPCacheTarget(), p.Node)
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	p.Lifecycle.Append(cell.Hook{

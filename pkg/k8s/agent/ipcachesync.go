@@ -23,10 +23,10 @@ type ipcacheSync struct {
 	routed map[datapath.RemoteNode]bool
 }
 
-func newIPCacheSync(log *slog.Logger, n *datapath.Node) *ipcacheSync {
+func newIPCacheSync(log *slog.Logger, target datapath.Target[netip.Prefix, datapath.IPCacheEntry], routes RemoteNodeDatapath) *ipcacheSync {
 	return &ipcacheSync{
-		rec:    datapath.NewReconciler("ipcache", n.Maps().IPCacheTarget(), log),
-		routes: n,
+		rec:    datapath.NewReconciler("ipcache", target, log),
+		routes: routes,
 		routed: map[datapath.RemoteNode]bool{},
 	}
 }
