@@ -29,6 +29,7 @@ import (
 var Cell = cell.Module("leader-election", "Lease-based leader election for the controllers",
 	cell.Config(DefaultConfig),
 	cell.Provide(newElector),
+	cell.Invoke(func(*Elector) {}), // campaign even if nothing asks who leads
 )
 
 // Controller is work only the leader does. Run blocks until ctx is

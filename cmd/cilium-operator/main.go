@@ -1,0 +1,41 @@
+// Command cilium-operator does the cluster-wide work no single agent owns:
+// it installs the CRDs, hands out pod CIDRs to nodes and collects unused
+// identities and stale endpoints. Replicas elect a leader that does the
+// work; cells.go lists what it is made of.
+package main
+
+import (
+	"log/slog"
+	"os"
+
+	"github.com/cilium/hive"
+	"github.com/cilium/hive/cell"
+	"github.com/spf13/cobra"
+
+	"k8s.io/klog/v2"
+)
+
+func main() {
+	if err := newCommand(Infrastructure, Controllers).Execute(); err != nil {
+		os.Exit(1)
+	}
+}
+
+func newCommand(cells ...cell.Cell) *cobra.Command {
+	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
+	klog.SetSlogLogger(log) // client-go's leader election and informers log through klog
+
+	h := hive.New(cells...)
+	cmd := &cobra.Command{
+		Use:          "cilium-operator",
+		Short:        "Run the cilium-go operator: CRDs, cluster-pool IPAM and garbage collection",
+		SilenceUsage: true,
+		Args:         cobra.NoArgs,
+		RunE: func(*cobra.Command, []string) error {
+			return h.Run(log)
+		},
+	}
+	h.RegisterFlags(cmd.Flags())
+	cmd.AddCommand(h.Command())
+	return cmd
+}
