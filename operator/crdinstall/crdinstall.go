@@ -5,6 +5,9 @@ package crdinstall
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"time"
@@ -12,7 +15,6 @@ import (
 	"github.com/cilium/hive/cell"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apiextclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
-	"k8s.io/apimachinery/pkg/api/equality"
 	k8serrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -70,6 +72,10 @@ func newController(log *slog.Logger, c k8s.Clients, inst *Installed) leader.Out 
 func Install(ctx context.Context, log *slog.Logger, c apiextclient.Interface, all []*apiextensionsv1.CustomResourceDefinition) error {
 	api := c.ApiextensionsV1().CustomResourceDefinitions()
 	for _, want := range all {
+		want, err := withSpecHash(want)
+		if err != nil {
+			return err
+		}
 		cur, err := api.Get(ctx, want.Name, metav1.GetOptions{})
 		switch {
 		case k8serrors.IsNotFound(err):
@@ -79,15 +85,11 @@ func Install(ctx context.Context, log *slog.Logger, c apiextclient.Interface, al
 			log.Info("Created CRD", "name", want.Name)
 		case err != nil:
 			return fmt.Errorf("get CRD %s: %w", want.Name, err)
-		case !equality.Semantic.DeepEqual(cur.Spec, want.Spec) || !labelsInclude(cur.Labels, want.Labels):
+		case cur.Annotations[SpecHashAnnotation] != want.Annotations[SpecHashAnnotation]:
 			upd := cur.DeepCopy()
 			upd.Spec = want.Spec
-			if upd.Labels == nil {
-				upd.Labels = map[string]string{}
-			}
-			for k, v := range want.Labels {
-				upd.Labels[k] = v
-			}
+			upd.Labels = merge(upd.Labels, want.Labels)
+			upd.Annotations = merge(upd.Annotations, want.Annotations)
 			if _, err := api.Update(ctx, upd, metav1.UpdateOptions{}); err != nil {
 				return fmt.Errorf("update CRD %s: %w", want.Name, err)
 			}
@@ -102,13 +104,30 @@ func Install(ctx context.Context, log *slog.Logger, c apiextclient.Interface, al
 	return nil
 }
 
-func labelsInclude(have, want map[string]string) bool {
-	for k, v := range want {
-		if have[k] != v {
-			return false
-		}
+// SpecHashAnnotation records the hash of the spec the operator wrote. The
+// API server fills defaults into a CRD's spec, so comparing specs would
+// find every CRD changed on each start; the hash changes only with ours.
+const SpecHashAnnotation = "cilium.io/crd-spec-hash"
+
+func withSpecHash(crd *apiextensionsv1.CustomResourceDefinition) (*apiextensionsv1.CustomResourceDefinition, error) {
+	b, err := json.Marshal(crd.Spec)
+	if err != nil {
+		return nil, fmt.Errorf("encode CRD %s: %w", crd.Name, err)
 	}
-	return true
+	sum := sha256.Sum256(b)
+	out := crd.DeepCopy()
+	out.Annotations = merge(out.Annotations, map[string]string{SpecHashAnnotation: hex.EncodeToString(sum[:16])})
+	return out, nil
+}
+
+func merge(into, from map[string]string) map[string]string {
+	if into == nil && len(from) > 0 {
+		into = map[string]string{}
+	}
+	for k, v := range from {
+		into[k] = v
+	}
+	return into
 }
 
 // waitEstablished polls rather than watches: it is a handful of objects,
