@@ -7,9 +7,6 @@ package models
 import (
 	"errors"
 	"fmt"
-	"net"
-	"net/netip"
-	"strings"
 	"time"
 )
 
@@ -83,29 +80,6 @@ type EndpointRequest struct {
 	HostIfName   string `json:"hostIfName"`
 	HostIfindex  int    `json:"hostIfindex"`
 	NetNSPath    string `json:"netnsPath"`
-}
-
-// Validate names the first bad field.
-func (r EndpointRequest) Validate() error {
-	switch {
-	case r.ContainerID == "":
-		return errors.New("containerID: required")
-	case strings.ContainsAny(r.ContainerID, "/\x00"):
-		return errors.New("containerID: must not contain '/'")
-	case r.HostIfName == "" || len(r.HostIfName) > 15:
-		return errors.New("hostIfName: 1 to 15 characters required")
-	case r.HostIfindex <= 0:
-		return errors.New("hostIfindex: must be positive")
-	case r.NetNSPath == "":
-		return errors.New("netnsPath: required")
-	}
-	if a, err := netip.ParseAddr(r.IPv4); err != nil || !a.Is4() {
-		return fmt.Errorf("ipv4: %q is not an IPv4 address", r.IPv4)
-	}
-	if _, err := net.ParseMAC(r.MAC); err != nil {
-		return fmt.Errorf("mac: %q is not a MAC address", r.MAC)
-	}
-	return nil
 }
 
 // Endpoint is a local pod's endpoint.

@@ -200,11 +200,13 @@ func (s *Server) deleteEndpoint(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, toModel(e))
 }
 
+// toSpec converts a request into an endpoint spec; endpoint.Spec.Validate holds the
+// rules, so the API and a restore from disk check the same things.
 func toSpec(r models.EndpointRequest) (endpoint.Spec, error) {
-	if err := r.Validate(); err != nil {
-		return endpoint.Spec{}, err
+	ip, err := netip.ParseAddr(r.IPv4)
+	if err != nil || !ip.Is4() {
+		return endpoint.Spec{}, fmt.Errorf("ipv4: %q is not an IPv4 address", r.IPv4)
 	}
-	ip, _ := netip.ParseAddr(r.IPv4) // validated
 	s := endpoint.Spec{ContainerID: r.ContainerID, PodName: r.PodName, PodNamespace: r.PodNamespace,
 		IPv4: ip, MAC: r.MAC, IfName: r.IfName, HostIfName: r.HostIfName, HostIfindex: r.HostIfindex,
 		NetNSPath: r.NetNSPath}
