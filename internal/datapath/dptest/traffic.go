@@ -36,8 +36,9 @@ func ListenTCP(ns string, addr netip.Addr, port int) (net.Listener, error) {
 	return ln, err
 }
 
-// ServeTCPEcho runs a TCP echo server in the namespace until closed.
-func ServeTCPEcho(ns string, addr netip.Addr, port int) (io.Closer, error) {
+// serveTCP accepts connections in the namespace until closed, handing each to
+// handle on its own goroutine, which closes it afterwards.
+func serveTCP(ns string, addr netip.Addr, port int, handle func(net.Conn)) (io.Closer, error) {
 	ln, err := ListenTCP(ns, addr, port)
 	if err != nil {
 		return nil, err
@@ -50,11 +51,16 @@ func ServeTCPEcho(ns string, addr netip.Addr, port int) (io.Closer, error) {
 			}
 			go func() {
 				defer c.Close()
-				io.Copy(c, c)
+				handle(c)
 			}()
 		}
 	}()
 	return ln, nil
+}
+
+// ServeTCPEcho runs a TCP echo server in the namespace until closed.
+func ServeTCPEcho(ns string, addr netip.Addr, port int) (io.Closer, error) {
+	return serveTCP(ns, addr, port, func(c net.Conn) { io.Copy(c, c) })
 }
 
 // ServeUDPEcho runs a UDP echo server in the namespace until closed.
@@ -179,22 +185,10 @@ func Ping(ns string, to netip.Addr) error {
 // ServeRemoteAddr answers every TCP connection with the address it came
 // from, to show what a server outside the cluster sees.
 func ServeRemoteAddr(ns string, addr netip.Addr, port int) (io.Closer, error) {
-	ln, err := ListenTCP(ns, addr, port)
-	if err != nil {
-		return nil, err
-	}
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			ap, _ := netip.ParseAddrPort(c.RemoteAddr().String())
-			c.Write([]byte(ap.Addr().String() + "\n"))
-			c.Close()
-		}
-	}()
-	return ln, nil
+	return serveTCP(ns, addr, port, func(c net.Conn) {
+		ap, _ := netip.ParseAddrPort(c.RemoteAddr().String())
+		c.Write([]byte(ap.Addr().String() + "\n"))
+	})
 }
 
 // RemoteAddrSeen connects to a ServeRemoteAddr server and returns the
