@@ -74,6 +74,11 @@ func (c *Client) do(ctx context.Context, method, path string, in, out any) error
 		return fmt.Errorf("%s %s: read answer: %w", method, path, err)
 	}
 	if resp.StatusCode/100 != 2 {
+		if health, ok := out.(*models.Health); ok && resp.StatusCode == http.StatusServiceUnavailable &&
+			json.Unmarshal(b, health) == nil && health.Modules != nil {
+			// A degraded agent's health is the answer, not an error body.
+			return fmt.Errorf("%s %s: %w", method, path, &models.Error{Code: resp.StatusCode, Message: "agent degraded"})
+		}
 		e := &models.Error{}
 		if json.Unmarshal(b, e) != nil || e.Message == "" {
 			e = &models.Error{Code: resp.StatusCode, Message: http.StatusText(resp.StatusCode)}
@@ -158,4 +163,23 @@ func (c *Client) Identities(ctx context.Context) ([]models.Identity, error) {
 func (c *Client) Maps(ctx context.Context) ([]models.BPFMap, error) {
 	var out []models.BPFMap
 	return out, c.do(ctx, http.MethodGet, "/v1/map", nil, &out)
+}
+
+// IPCache lists the node's ipcache as the datapath holds it.
+func (c *Client) IPCache(ctx context.Context) ([]models.IPCacheEntry, error) {
+	var out []models.IPCacheEntry
+	return out, c.do(ctx, http.MethodGet, "/v1/ipcache", nil, &out)
+}
+
+// Nodes lists the cluster's nodes the agent knows; an agent without
+// Kubernetes answers 501.
+func (c *Client) Nodes(ctx context.Context) ([]models.Node, error) {
+	var out []models.Node
+	return out, c.do(ctx, http.MethodGet, "/v1/node", nil, &out)
+}
+
+// GetEndpointByID finds an endpoint by its numeric id.
+func (c *Client) GetEndpointByID(ctx context.Context, id uint16) (models.Endpoint, error) {
+	var out models.Endpoint
+	return out, c.do(ctx, http.MethodGet, fmt.Sprintf("/v1/endpoint/%d", id), nil, &out)
 }

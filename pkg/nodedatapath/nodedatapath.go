@@ -1,7 +1,7 @@
 // Package nodedatapath is the cell that runs this node's datapath
 // (internal/datapath) inside the agent: its flags, its start and stop, and
 // the views of it that other cells use (endpoint.Datapath for the endpoint
-// manager, server.MapLister for the API).
+// manager, server.MapLister and server.IPCacheLister for the API).
 package nodedatapath
 
 import (
@@ -25,7 +25,7 @@ import (
 // Cell starts the datapath when the agent starts.
 var Cell = cell.Module("datapath", "The eBPF datapath of this node",
 	cell.Config(DefaultConfig),
-	cell.Provide(newNode, asEndpointDatapath, asMapLister, newNodeInfo),
+	cell.Provide(newNode, asEndpointDatapath, asMapLister, asIPCacheLister, newNodeInfo),
 )
 
 // Config is the node's datapath configuration.

@@ -1,10 +1,13 @@
 package nodedatapath
 
 import (
+	"net/netip"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/cilium-go/cilium/internal/datapath"
+	"github.com/cilium-go/cilium/pkg/api/models"
 	"github.com/cilium-go/cilium/pkg/paths"
 )
 
@@ -27,5 +30,21 @@ func TestConfigNamesFlag(t *testing.T) {
 		if _, err := c.Datapath(paths.DefaultConfig); err == nil || !strings.HasPrefix(err.Error(), flag) {
 			t.Errorf("%s: %v", flag, err)
 		}
+	}
+}
+
+func TestIPCacheModelsSorted(t *testing.T) {
+	got := IPCacheModels(map[netip.Prefix]datapath.IPCacheEntry{
+		netip.MustParsePrefix("10.0.2.0/24"): {Identity: 6},
+		netip.MustParsePrefix("10.0.1.7/32"): {Identity: 4242, TunnelEndpoint: netip.MustParseAddr("192.168.1.2")},
+		netip.MustParsePrefix("10.0.2.0/32"): {Identity: 1},
+	})
+	want := []models.IPCacheEntry{
+		{Prefix: "10.0.1.7/32", Identity: 4242, TunnelEndpoint: "192.168.1.2"},
+		{Prefix: "10.0.2.0/24", Identity: 6},
+		{Prefix: "10.0.2.0/32", Identity: 1},
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("got %+v\nwant %+v", got, want)
 	}
 }

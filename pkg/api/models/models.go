@@ -115,3 +115,21 @@ type BPFMap struct {
 	// Entries is -1 where the map cannot be counted (ring buffers).
 	Entries int `json:"entries"`
 }
+
+// IPCacheEntry is one prefix of the node's ipcache: the identity of the
+// addresses in it and, for pods behind a tunnel, the node hosting them.
+type IPCacheEntry struct {
+	Prefix         string `json:"prefix"`
+	Identity       uint32 `json:"identity"`
+	TunnelEndpoint string `json:"tunnelEndpoint,omitempty"`
+}
+
+// Node is a node of the cluster as the agent knows it.
+type Node struct {
+	Name string `json:"name"`
+	IPv4 string `json:"ipv4"`
+	// PodCIDR is empty until the node has one.
+	PodCIDR string `json:"podCIDR,omitempty"`
+	// Local is the agent's own node.
+	Local bool `json:"local"`
+}

@@ -60,6 +60,7 @@ func TestModelsMatchOpenAPI(t *testing.T) {
 		"Config": models.Config{}, "ConfigPatch": models.ConfigPatch{}, "IPAMRequest": models.IPAMRequest{},
 		"IPAMResponse": models.IPAMResponse{}, "EndpointRequest": models.EndpointRequest{},
 		"Endpoint": models.Endpoint{}, "Identity": models.Identity{}, "BPFMap": models.BPFMap{},
+		"IPCacheEntry": models.IPCacheEntry{}, "Node": models.Node{},
 	} {
 		schema, ok := doc.Components.Schemas[name]
 		if !ok {
@@ -80,7 +81,7 @@ func TestModelsMatchOpenAPI(t *testing.T) {
 			t.Errorf("schema %s has %v, model has %v", name, props, fields)
 		}
 	}
-	if len(doc.Components.Schemas) != 11 {
-		t.Errorf("%d schemas, the test knows 11", len(doc.Components.Schemas))
+	if len(doc.Components.Schemas) != 13 {
+		t.Errorf("%d schemas, the test knows 13", len(doc.Components.Schemas))
 	}
 }

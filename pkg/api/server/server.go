@@ -37,6 +37,17 @@ type MapLister interface {
 	ListMaps() ([]models.BPFMap, error)
 }
 
+// IPCacheLister lists the node's ipcache for GET /v1/ipcache.
+type IPCacheLister interface {
+	ListIPCache() ([]models.IPCacheEntry, error)
+}
+
+// NodeLister lists the nodes of the cluster that the agent knows, for GET
+// /v1/node. Without one (Kubernetes off) the API answers 501.
+type NodeLister interface {
+	ListNodes() ([]models.Node, error)
+}
+
 // NodeInfo is what the API tells about the node.
 type NodeInfo interface {
 	// PodMTU is the MTU for pod interfaces; 0 when not known yet.
@@ -55,6 +66,8 @@ type Params struct {
 	Endpoints *endpoint.Manager
 	Maps      MapLister            `optional:"true"`
 	Node      NodeInfo             `optional:"true"`
+	IPCache   IPCacheLister        `optional:"true"`
+	Nodes     NodeLister           `optional:"true"`
 	LogLevel  *slog.LevelVar       `optional:"true"`
 	Registry  *prometheus.Registry `optional:"true"`
 	Reporter  cell.Health          `optional:"true"`
@@ -153,6 +166,8 @@ var routes = []route{
 	{"DELETE", "/v1/endpoint/{id}", (*Server).deleteEndpoint},
 	{"GET", "/v1/identity", (*Server).getIdentity},
 	{"GET", "/v1/map", (*Server).getMap},
+	{"GET", "/v1/ipcache", (*Server).getIPCache},
+	{"GET", "/v1/node", (*Server).getNode},
 	{"GET", "/v1/openapi.yaml", (*Server).getOpenAPI},
 }
 

@@ -1,0 +1,45 @@
+package server
+
+import (
+	"errors"
+	"net/http"
+
+	"github.com/cilium-go/cilium/pkg/api/models"
+)
+
+// The ipcache and the nodes come from cells the agent may run without
+// (the datapath, Kubernetes): without their source the answer is 501, not
+// an empty list, so that a debugging user does not read "no entries" where
+// the truth is "nobody knows".
+
+func (s *Server) getIPCache(w http.ResponseWriter, _ *http.Request) {
+	if s.p.IPCache == nil {
+		writeError(w, http.StatusNotImplemented, errors.New("ipcache: the agent runs without a datapath"))
+		return
+	}
+	out, err := s.p.IPCache.ListIPCache()
+	if err != nil {
+		fail(w, err)
+		return
+	}
+	if out == nil {
+		out = []models.IPCacheEntry{}
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (s *Server) getNode(w http.ResponseWriter, _ *http.Request) {
+	if s.p.Nodes == nil {
+		writeError(w, http.StatusNotImplemented, errors.New("nodes: the agent runs without Kubernetes"))
+		return
+	}
+	out, err := s.p.Nodes.ListNodes()
+	if err != nil {
+		fail(w, err)
+		return
+	}
+	if out == nil {
+		out = []models.Node{}
+	}
+	writeJSON(w, http.StatusOK, out)
+}

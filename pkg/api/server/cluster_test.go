@@ -1,0 +1,58 @@
+package server
+
+import (
+	"errors"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/cilium-go/cilium/pkg/api/models"
+)
+
+type fakeIPCache struct {
+	entries []models.IPCacheEntry
+	err     error
+}
+
+func (f fakeIPCache) ListIPCache() ([]models.IPCacheEntry, error) { return f.entries, f.err }
+
+type fakeNodes []models.Node
+
+func (f fakeNodes) ListNodes() ([]models.Node, error) { return f, nil }
+
+func TestIPCacheAndNodes(t *testing.T) {
+	entries := []models.IPCacheEntry{{Prefix: "10.0.2.5/32", Identity: 4242, TunnelEndpoint: "192.168.1.2"}}
+	nodes := []models.Node{{Name: "n1", IPv4: "192.168.1.1", PodCIDR: "10.0.1.0/24", Local: true}}
+	for _, tc := range []struct {
+		name    string
+		ipcache IPCacheLister
+		nodes   NodeLister
+		path    string
+		code    int
+		want    string
+	}{
+		{"no datapath", nil, nil, "/v1/ipcache", 501, "without a datapath"},
+		{"no kubernetes", nil, nil, "/v1/node", 501, "without Kubernetes"},
+		{"ipcache", fakeIPCache{entries: entries}, nil, "/v1/ipcache", 200,
+			`[{"prefix":"10.0.2.5/32","identity":4242,"tunnelEndpoint":"192.168.1.2"}]`},
+		{"empty ipcache is a list", fakeIPCache{}, nil, "/v1/ipcache", 200, `[]`},
+		{"ipcache error", fakeIPCache{err: errors.New("iterate ipcache: boom")}, nil, "/v1/ipcache", 500, "boom"},
+		{"nodes", nil, fakeNodes(nodes), "/v1/node", 200,
+			`[{"name":"n1","ipv4":"192.168.1.1","podCIDR":"10.0.1.0/24","local":true}]`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t)
+			f.s.p.IPCache, f.s.p.Nodes = tc.ipcache, tc.nodes
+			var raw rawBody
+			code := f.do(t, http.MethodGet, tc.path, "", &raw)
+			if code != tc.code || !strings.Contains(string(raw), tc.want) {
+				t.Fatalf("GET %s: %d %s, want %d with %s", tc.path, code, raw, tc.code, tc.want)
+			}
+		})
+	}
+}
+
+// rawBody keeps the JSON answer as it came.
+type rawBody []byte
+
+func (r *rawBody) UnmarshalJSON(b []byte) error { *r = append((*r)[:0], b...); return nil }
