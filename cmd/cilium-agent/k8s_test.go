@@ -17,6 +17,7 @@ import (
 	"github.com/cilium-go/cilium/pkg/client"
 	"github.com/cilium-go/cilium/pkg/identity"
 	k8sagent "github.com/cilium-go/cilium/pkg/k8s/agent"
+	v2 "github.com/cilium-go/cilium/pkg/k8s/apis/cilium.io/v2"
 	k8sclient "github.com/cilium-go/cilium/pkg/k8s/client"
 )
 
@@ -116,5 +117,37 @@ func TestKubernetesFlags(t *testing.T) {
 				t.Fatalf("start error %v, want one naming %s", err, tt.wantErr)
 			}
 		})
+	}
+}
+
+// Without --ipam-pod-cidr the agent allocates from the pod CIDR that the
+// operator wrote into this node's CiliumNode.
+func TestAgentPodCIDRFromCiliumNode(t *testing.T) {
+	cilium := k8sclient.NewFake()
+	cn := &v2.CiliumNode{ObjectMeta: metav1.ObjectMeta{Name: "a"}}
+	cn.Spec.IPAM.PodCIDRs = []string{"10.244.5.0/24"}
+	if _, err := cilium.CiliumV2().CiliumNodes().Create(context.Background(), cn, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	clients := &k8sagent.Clients{Kube: kubefake.NewClientset(), Cilium: cilium}
+	withFakes := cell.Decorate(func(*k8sagent.Clients) *k8sagent.Clients { return clients }, ControlPlane)
+
+	dir := t.TempDir()
+	var args []string
+	for _, a := range baseArgs(dir) {
+		if !strings.HasPrefix(a, "--ipam-pod-cidr=") {
+			args = append(args, a)
+		}
+	}
+	dp := &memDatapath{live: map[uint16]datapath.Endpoint{}}
+	h, err := startHive(t, newHive(newLevel(), Infrastructure, withFakes, memDatapathCell(dp)),
+		append(args, "--k8s-node-name=a"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { stop(t, h) })
+	alloc, err := client.New(filepath.Join(dir, "run", "cilium.sock")).AllocateIP(context.Background(), "c1")
+	if err != nil || alloc.Address != "10.244.5.1" {
+		t.Fatalf("allocated %+v, %v: want 10.244.5.1 from the CiliumNode's pod CIDR", alloc, err)
 	}
 }

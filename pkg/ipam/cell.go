@@ -1,6 +1,7 @@
 package ipam
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"net/netip"
@@ -20,24 +21,24 @@ var Cell = cell.Module("ipam", "Pod address allocation from the pod CIDR of this
 	cell.Invoke(registerMetrics),
 )
 
-// Config is the node's pool. The pod CIDR is given here until the
-// operator writes it into the node's CiliumNode.
+// Config is the node's pool: a fixed pod CIDR, or (empty) the one the
+// operator's cluster-pool IPAM writes into this node's CiliumNode.
 type Config struct {
 	IPAMPodCIDR string `mapstructure:"ipam-pod-cidr"`
 }
 
-// DefaultConfig has no CIDR: the agent cannot guess one.
+// DefaultConfig takes the pod CIDR from the cluster.
 var DefaultConfig = Config{}
 
 // Flags implements cell.Flagger.
 func (d Config) Flags(fs *pflag.FlagSet) {
-	fs.String("ipam-pod-cidr", d.IPAMPodCIDR, "this node's IPv4 pod CIDR, e.g. 10.0.1.0/24")
+	fs.String("ipam-pod-cidr", d.IPAMPodCIDR, "this node's IPv4 pod CIDR, e.g. 10.0.1.0/24; empty: the one the operator writes into this node's CiliumNode")
 }
 
-// PodCIDR parses and checks the flag.
+// PodCIDR parses and checks the flag; invalid and no error when unset.
 func (c Config) PodCIDR() (netip.Prefix, error) {
 	if c.IPAMPodCIDR == "" {
-		return netip.Prefix{}, fmt.Errorf("--ipam-pod-cidr: required")
+		return netip.Prefix{}, nil
 	}
 	p, err := netip.ParsePrefix(c.IPAMPodCIDR)
 	if err == nil {
@@ -49,22 +50,54 @@ func (c Config) PodCIDR() (netip.Prefix, error) {
 	return p, nil
 }
 
+// PodCIDRSource tells the node's pod CIDR once the cluster has assigned
+// one; the Kubernetes cell provides it from this node's CiliumNode.
+type PodCIDRSource interface {
+	WaitPodCIDR(ctx context.Context) (netip.Prefix, error)
+}
+
 // StateFile is where the pool persists under the state directory.
 func StateFile(p paths.Config) string { return filepath.Join(p.StateDir, "ipam.json") }
 
-func newFromConfig(c Config, p paths.Config, log *slog.Logger, h cell.Health) (*Allocator, error) {
-	cidr, err := c.PodCIDR()
+type params struct {
+	cell.In
+	Config    Config
+	Paths     paths.Config
+	Log       *slog.Logger
+	Health    cell.Health
+	Lifecycle cell.Lifecycle
+	Source    PodCIDRSource `optional:"true"`
+}
+
+// newFromConfig opens the pool at start, before the endpoint manager
+// restores (it is constructed first, so its hook runs first): with the
+// pod CIDR from the flag, or after waiting for the cluster's.
+func newFromConfig(p params) (*Allocator, error) {
+	cidr, err := p.Config.PodCIDR()
 	if err != nil {
 		return nil, err
 	}
-	a, dropped, err := New(cidr, datapath.GatewayIPv4, StateFile(p))
-	if err != nil {
-		return nil, err
+	if !cidr.IsValid() && p.Source == nil {
+		return nil, fmt.Errorf("--ipam-pod-cidr: required without Kubernetes (--enable-k8s), which would supply it")
 	}
-	for _, d := range dropped {
-		log.Warn("dropping allocation outside the pod CIDR", "ip", d.IP, "owner", d.Owner, "podCIDR", cidr)
-	}
-	log.Info("IPAM ready", "podCIDR", cidr, "allocations", len(a.List()))
-	h.OK(fmt.Sprintf("pod CIDR %s", cidr))
+	a := NewPending(datapath.GatewayIPv4, StateFile(p.Paths))
+	p.Lifecycle.Append(cell.Hook{OnStart: func(ctx cell.HookContext) error {
+		if !cidr.IsValid() {
+			p.Health.OK("waiting for this node's pod CIDR in its CiliumNode")
+			if cidr, err = p.Source.WaitPodCIDR(ctx); err != nil {
+				return fmt.Errorf("pod CIDR: %w", err)
+			}
+		}
+		dropped, err := a.Open(cidr)
+		if err != nil {
+			return err
+		}
+		for _, d := range dropped {
+			p.Log.Warn("dropping allocation outside the pod CIDR", "ip", d.IP, "owner", d.Owner, "podCIDR", cidr)
+		}
+		p.Log.Info("IPAM ready", "podCIDR", cidr, "allocations", len(a.List()))
+		p.Health.OK(fmt.Sprintf("pod CIDR %s", cidr))
+		return nil
+	}})
 	return a, nil
 }

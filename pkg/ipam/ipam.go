@@ -22,6 +22,9 @@ var ErrExhausted = errors.New("pod CIDR exhausted")
 // ErrNotAllocated: the address is not handed out.
 var ErrNotAllocated = errors.New("address not allocated")
 
+// ErrNoPodCIDR means the node's pod CIDR is not known yet.
+var ErrNoPodCIDR = errors.New("no pod CIDR for this node yet")
+
 // Result is an allocation as the pod needs it.
 type Result struct {
 	IP      netip.Addr
@@ -56,22 +59,45 @@ type state struct {
 // Allocations from file that lie outside cidr are returned as dropped:
 // the node's CIDR changed under them.
 func New(cidr netip.Prefix, gateway netip.Addr, file string) (*Allocator, []Allocation, error) {
-	if err := validCIDR(cidr); err != nil {
+	a := NewPending(gateway, file)
+	dropped, err := a.Open(cidr)
+	if err != nil {
 		return nil, nil, err
 	}
-	a := &Allocator{cidr: cidr.Masked(), gateway: gateway, file: file, owner: map[netip.Addr]string{}}
-	a.next = first(a.cidr)
+	return a, dropped, nil
+}
+
+// NewPending is a pool whose CIDR is not known yet, because the operator
+// has not written it into the node's CiliumNode: Allocate fails with
+// ErrNoPodCIDR until Open.
+func NewPending(gateway netip.Addr, file string) *Allocator {
+	return &Allocator{gateway: gateway, file: file, owner: map[netip.Addr]string{}}
+}
+
+// Open gives a pending pool its CIDR and loads what file holds, returning
+// the allocations outside cidr as dropped.
+func (a *Allocator) Open(cidr netip.Prefix) ([]Allocation, error) {
+	if err := validCIDR(cidr); err != nil {
+		return nil, err
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.cidr.IsValid() {
+		return nil, fmt.Errorf("pod CIDR %s: pool already open with %s", cidr, a.cidr)
+	}
 	var st state
-	b, err := os.ReadFile(file)
+	b, err := os.ReadFile(a.file)
 	switch {
 	case errors.Is(err, os.ErrNotExist):
-		return a, nil, nil
 	case err != nil:
-		return nil, nil, fmt.Errorf("read %s: %w", file, err)
+		return nil, fmt.Errorf("read %s: %w", a.file, err)
+	default:
+		if err := json.Unmarshal(b, &st); err != nil {
+			return nil, fmt.Errorf("parse %s: %w", a.file, err)
+		}
 	}
-	if err := json.Unmarshal(b, &st); err != nil {
-		return nil, nil, fmt.Errorf("parse %s: %w", file, err)
-	}
+	a.cidr = cidr.Masked()
+	a.next = first(a.cidr)
 	var dropped []Allocation
 	for _, al := range st.Allocations {
 		if !a.usable(al.IP) {
@@ -81,11 +107,9 @@ func New(cidr netip.Prefix, gateway netip.Addr, file string) (*Allocator, []Allo
 		a.owner[al.IP] = al.Owner
 	}
 	if len(dropped) > 0 {
-		a.mu.Lock()
-		err = a.persistLocked()
-		a.mu.Unlock()
+		return dropped, a.persistLocked()
 	}
-	return a, dropped, err
+	return nil, nil
 }
 
 func validCIDR(p netip.Prefix) error {
@@ -112,8 +136,12 @@ func (a *Allocator) usable(ip netip.Addr) bool {
 	return a.cidr.Contains(ip) && ip != a.cidr.Addr() && ip != broadcast(a.cidr)
 }
 
-// PodCIDR is the pool's prefix.
-func (a *Allocator) PodCIDR() netip.Prefix { return a.cidr }
+// PodCIDR is the pool's prefix; invalid while the pool is pending.
+func (a *Allocator) PodCIDR() netip.Prefix {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.cidr
+}
 
 // Allocate hands owner an address. An owner that already holds one gets
 // the same one again, which makes a retried CNI ADD harmless.
@@ -123,6 +151,9 @@ func (a *Allocator) Allocate(owner string) (Result, error) {
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	if !a.cidr.IsValid() {
+		return Result{}, fmt.Errorf("allocate for %s: %w", owner, ErrNoPodCIDR)
+	}
 	for ip, o := range a.owner {
 		if o == owner {
 			return a.result(ip), nil

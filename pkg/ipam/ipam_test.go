@@ -151,7 +151,6 @@ func TestCorruptStateFileFails(t *testing.T) {
 
 func TestConfigNamesFlag(t *testing.T) {
 	for _, tc := range []struct{ cidr, want string }{
-		{"", "--ipam-pod-cidr: required"},
 		{"10.0.0.0", `--ipam-pod-cidr "10.0.0.0"`},
 		{"fd00::/64", "IPv4 prefix required"},
 		{"10.0.0.0/31", "too small"},
@@ -163,5 +162,29 @@ func TestConfigNamesFlag(t *testing.T) {
 	}
 	if p, err := (Config{IPAMPodCIDR: "10.0.1.0/24"}).PodCIDR(); err != nil || p.String() != "10.0.1.0/24" {
 		t.Errorf("valid CIDR: %v %v", p, err)
+	}
+	if p, err := (Config{}).PodCIDR(); err != nil || p.IsValid() {
+		t.Errorf("unset: %v %v, want no CIDR and no error", p, err)
+	}
+}
+
+func TestPendingPoolAllocatesOnlyOnceOpen(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "ipam.json")
+	a := NewPending(gw, file)
+	if _, err := a.Allocate("c1"); !errors.Is(err, ErrNoPodCIDR) {
+		t.Fatalf("pending Allocate: %v, want ErrNoPodCIDR", err)
+	}
+	if a.Capacity() != 0 || a.PodCIDR().IsValid() {
+		t.Fatalf("pending pool: capacity %d, CIDR %v", a.Capacity(), a.PodCIDR())
+	}
+	if _, err := a.Open(netip.MustParsePrefix("10.3.0.0/24")); err != nil {
+		t.Fatal(err)
+	}
+	r, err := a.Allocate("c1")
+	if err != nil || r.IP != netip.MustParseAddr("10.3.0.1") || a.Capacity() != 254 {
+		t.Fatalf("open pool: %v %v, capacity %d", r, err, a.Capacity())
+	}
+	if _, err := a.Open(netip.MustParsePrefix("10.4.0.0/24")); err == nil {
+		t.Fatal("second Open accepted")
 	}
 }

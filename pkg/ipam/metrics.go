@@ -3,7 +3,14 @@ package ipam
 import "github.com/prometheus/client_golang/prometheus"
 
 // Capacity is how many addresses the pool can hand out.
-func (a *Allocator) Capacity() int { return 1<<(32-a.cidr.Bits()) - 2 }
+// A pending pool holds none.
+func (a *Allocator) Capacity() int {
+	cidr := a.PodCIDR()
+	if !cidr.IsValid() {
+		return 0
+	}
+	return 1<<(32-cidr.Bits()) - 2
+}
 
 // registerMetrics exports allocated addresses and the pool's capacity.
 func registerMetrics(reg *prometheus.Registry, a *Allocator) error {

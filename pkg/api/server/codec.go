@@ -64,7 +64,7 @@ func statusOf(err error) int {
 		return http.StatusNotFound
 	case errors.Is(err, endpoint.ErrConflict):
 		return http.StatusConflict
-	case errors.Is(err, ipam.ErrExhausted):
+	case errors.Is(err, ipam.ErrExhausted), errors.Is(err, ipam.ErrNoPodCIDR):
 		return http.StatusServiceUnavailable
 	}
 	return http.StatusInternalServerError

@@ -18,10 +18,11 @@ import (
 
 // Cell connects to Kubernetes and provides *Clients and *Watchers (both
 // nil with Kubernetes off), the endpoint.IdentityAllocator (pod labels,
-// or the init identity with Kubernetes off) and publishes CiliumEndpoints.
+// or the init identity with Kubernetes off), the node's pod CIDR from its
+// CiliumNode, and publishes CiliumEndpoints.
 var Cell = cell.Module("k8s", "Kubernetes watchers and pod identities and CiliumEndpoints",
 	cell.Config(DefaultConfig),
-	cell.Provide(newClients, newWatchers, newIdentities),
+	cell.Provide(newClients, newWatchers, newIdentities, newPodCIDRSource),
 	cell.Invoke(registerPublisher),
 )
 

@@ -87,9 +87,10 @@ func NodeIPv4(c Cluster, name string) (netip.Addr, bool) {
 	return netip.Addr{}, false
 }
 
-// nodeAddrs merges Nodes and CiliumNodes by name, sorted by name; the
-// Node's InternalIP and pod CIDR win, the CiliumNode fills what it lacks
-// (the operator's cluster-pool CIDRs live only there).
+// nodeAddrs merges Nodes and CiliumNodes by name, sorted by name. The
+// Node's InternalIP wins; the pod CIDR is the CiliumNode's when the
+// operator's cluster-pool IPAM wrote one (that is the pool the node's
+// agent allocates from), else the Node's.
 func nodeAddrs(c Cluster) []nodeAddr {
 	byName := map[string]*nodeAddr{}
 	get := func(name string) *nodeAddr {
@@ -116,8 +117,8 @@ func nodeAddrs(c Cluster) []nodeAddr {
 				a.ipv4 = ip
 			}
 		}
-		if !a.podCIDR.IsValid() {
-			a.podCIDR = firstIPv4Prefix(n.Spec.IPAM.PodCIDRs)
+		if p := firstIPv4Prefix(n.Spec.IPAM.PodCIDRs); p.IsValid() {
+			a.podCIDR = p
 		}
 	}
 	out := make([]nodeAddr, 0, len(byName))

@@ -109,6 +109,19 @@ func TestDesiredIPCache(t *testing.T) {
 			},
 		},
 		{
+			name: "the cluster-pool CIDR in the CiliumNode wins over the Node's",
+			in: Cluster{
+				NodeName:    "a",
+				Nodes:       []*corev1.Node{makeNode("a", "192.168.0.2", ""), makeNode("b", "192.168.0.3", "10.1.0.0/24")},
+				CiliumNodes: []*v2.CiliumNode{makeCiliumNode("b", "192.168.0.3", "10.0.2.0/24")},
+			},
+			want: map[netip.Prefix]datapath.IPCacheEntry{
+				pfx("192.168.0.2/32"): entry(1, ""),
+				pfx("192.168.0.3/32"): entry(6, ""),
+			},
+			wantNodes: []datapath.RemoteNode{{IPv4: netip.MustParseAddr("192.168.0.3"), PodCIDR: pfx("10.0.2.0/24")}},
+		},
+		{
 			name: "a CiliumEndpoint cannot take over a node address",
 			in: Cluster{
 				NodeName:        "a",
