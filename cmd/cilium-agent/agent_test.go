@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -13,11 +14,13 @@ import (
 	"github.com/cilium/hive"
 	"github.com/cilium/hive/cell"
 	"github.com/cilium/hive/hivetest"
+	"github.com/containernetworking/cni/libcni"
 	"github.com/spf13/pflag"
 
 	"github.com/cilium-go/cilium/internal/datapath"
 	"github.com/cilium-go/cilium/pkg/api/models"
 	"github.com/cilium-go/cilium/pkg/client"
+	"github.com/cilium-go/cilium/pkg/cni"
 	"github.com/cilium-go/cilium/pkg/endpoint"
 )
 
@@ -186,5 +189,40 @@ func TestCommandRejectsBadFlag(t *testing.T) {
 	cmd.SetArgs([]string{"--no-such-flag"})
 	if err := cmd.Execute(); err == nil || !strings.Contains(err.Error(), "no-such-flag") {
 		t.Fatalf("unknown flag: %v", err)
+	}
+}
+
+// The CNI configuration appears only once the agent serves CNI, and
+// names the agent's socket.
+func TestAgentWritesCNIConfWhenReady(t *testing.T) {
+	dir := t.TempDir()
+	conf := filepath.Join(dir, "net.d", "05-cilium.conflist")
+	h, err := startAgent(t, &memDatapath{live: map[uint16]datapath.Endpoint{}},
+		append(baseArgs(dir), "--write-cni-conf-when-ready="+conf)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { stop(t, h) })
+	b, err := os.ReadFile(conf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	list, err := libcni.ConfListFromBytes(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var plugin cni.NetConf
+	if len(list.Plugins) != 1 || json.Unmarshal(list.Plugins[0].Bytes, &plugin) != nil ||
+		plugin.Type != "cilium-cni" || plugin.SocketPath != filepath.Join(dir, "run", "cilium.sock") {
+		t.Fatalf("configuration %s", b)
+	}
+	if _, err := client.New(plugin.SocketPath).Healthz(context.Background()); err != nil {
+		t.Fatalf("the socket the configuration names does not answer: %v", err)
+	}
+
+	_, err = startAgent(t, &memDatapath{live: map[uint16]datapath.Endpoint{}},
+		append(baseArgs(t.TempDir()), "--write-cni-conf-when-ready=net.d/x.conflist")...)
+	if err == nil || !strings.Contains(err.Error(), "--write-cni-conf-when-ready") {
+		t.Fatalf("relative path: %v, want an error naming the flag", err)
 	}
 }

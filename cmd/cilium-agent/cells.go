@@ -4,6 +4,7 @@ import (
 	"github.com/cilium/hive/cell"
 
 	"github.com/cilium-go/cilium/pkg/api/server"
+	"github.com/cilium-go/cilium/pkg/cniconf"
 	"github.com/cilium-go/cilium/pkg/endpoint"
 	"github.com/cilium-go/cilium/pkg/health"
 	"github.com/cilium-go/cilium/pkg/ipam"
@@ -28,7 +29,8 @@ var (
 		k8sagent.Cell, // --enable-k8s, --kubeconfig, --k8s-node-name: watchers, identities from pod labels, CiliumEndpoints
 		// endpoints: create, program, persist, restore; each change wakes the Kubernetes side
 		cell.Decorate(k8sagent.NotifyEndpoints, endpoint.Cell),
-		server.Cell, // REST API on the unix socket
+		server.Cell,  // REST API on the unix socket
+		cniconf.Cell, // --write-cni-conf-when-ready: the node's CNI configuration, last
 	)
 
 	// Datapath: the kernel side.
