@@ -28,7 +28,7 @@ build: build-lab build-cilium
 
 # cilium-go's own binaries, where the lab's image catalog takes them from.
 build-cilium:
-	GOBIN=$(BIN) $(GO) install ./cmd/cilium-agent ./cmd/cilium-cni ./cmd/cilium-operator
+	GOBIN=$(BIN) $(GO) install ./cmd/cilium-agent ./cmd/cilium-cni ./cmd/cilium-operator ./cmd/cilium-dbg
 
 # `go install` into bin/ relinks a binary only when it is stale.
 build-k8s:

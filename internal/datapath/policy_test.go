@@ -89,3 +89,24 @@ func TestPrivilegedSetPolicyIsIdempotent(t *testing.T) {
 		t.Fatalf("after clearing endpoint 1: %d entries", n)
 	}
 }
+
+func TestPolicyEntryOfUndoesKeys(t *testing.T) {
+	for _, e := range []PolicyEntry{
+		{Direction: Ingress, Identity: 1234},
+		{Direction: Egress, Identity: 7, Protocol: 17},
+		{Direction: Ingress, Identity: 9, Protocol: 6, Port: 8080, Deny: true},
+		{Direction: Ingress, Identity: 9, Protocol: 6, Port: 8080, EndPort: 8087, ProxyPort: 15001},
+	} {
+		keys := e.keys(3)
+		if len(keys) != 1 {
+			t.Fatalf("%+v: %d keys, the case wants one", e, len(keys))
+		}
+		state, err := PolicyMapState(3, []PolicyEntry{e})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := policyEntryOf(keys[0], state[keys[0]]); got != e {
+			t.Errorf("got %+v, want %+v", got, e)
+		}
+	}
+}

@@ -66,7 +66,7 @@ func (c *Client) do(ctx context.Context, method, path string, in, out any) error
 	}
 	resp, err := c.http.Do(req)
 	if err != nil {
-		return fmt.Errorf("agent at %s: %w", c.socket, err)
+		return fmt.Errorf("agent unreachable at %s: %w", c.socket, err)
 	}
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)

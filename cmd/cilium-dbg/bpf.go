@@ -1,0 +1,204 @@
+package main
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+	"strconv"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	"github.com/cilium-go/cilium/internal/datapath"
+	"github.com/cilium-go/cilium/pkg/nodedatapath"
+)
+
+func newBPFCommand(o *options) *cobra.Command {
+	cmd := &cobra.Command{Use: "bpf", Short: "The datapath's pinned maps under --bpf-root, read directly"}
+	for _, sub := range []struct {
+		name, short string
+		run         func(*datapath.Maps) error
+	}{
+		{"ipcache", "List the ipcache: prefix to identity and tunnel endpoint", o.bpfIPCache},
+		{"endpoint", "List the local endpoints the datapath serves", o.bpfEndpoints},
+		{"ct", "List the connection tracking table", o.bpfConntrack},
+		{"metrics", "List the datapath's packet counters by reason and direction", o.bpfMetrics},
+	} {
+		group := &cobra.Command{Use: sub.name, Short: sub.short}
+		group.AddCommand(&cobra.Command{
+			Use:   "list",
+			Short: sub.short,
+			Args:  cobra.NoArgs,
+			RunE:  func(*cobra.Command, []string) error { return o.withMaps(sub.run) },
+		})
+		cmd.AddCommand(group)
+	}
+	policy := &cobra.Command{Use: "policy", Short: "An endpoint's policy map entries"}
+	policy.AddCommand(&cobra.Command{
+		Use:     "list <endpoint-id>",
+		Aliases: []string{"get"},
+		Short:   "List the policy entries of one endpoint",
+		Args:    cobra.ExactArgs(1),
+		RunE: func(_ *cobra.Command, args []string) error {
+			id, err := strconv.ParseUint(args[0], 10, 16)
+			if err != nil || id == 0 {
+				return fmt.Errorf("endpoint id %q: want a number from 1 to 65535", args[0])
+			}
+			return o.withMaps(func(m *datapath.Maps) error { return o.bpfPolicy(m, uint16(id)) })
+		},
+	})
+	cmd.AddCommand(policy)
+	return cmd
+}
+
+func (o *options) bpfIPCache(m *datapath.Maps) error {
+	entries, err := m.IPCacheEntries()
+	if err != nil {
+		return err
+	}
+	out := nodedatapath.IPCacheModels(entries)
+	return o.render(out, func(w *tabwriter.Writer) {
+		row(w, "PREFIX", "IDENTITY", "TUNNEL ENDPOINT")
+		for _, e := range out {
+			row(w, e.Prefix, e.Identity, orDash(e.TunnelEndpoint))
+		}
+	})
+}
+
+// bpfEndpoint is one entry of the endpoint map.
+type bpfEndpoint struct {
+	ID            uint16 `json:"id"`
+	IPv4          string `json:"ipv4"`
+	Identity      uint32 `json:"identity"`
+	MAC           string `json:"mac"`
+	HostMAC       string `json:"hostMAC"`
+	HostIfindex   int    `json:"hostIfindex"`
+	PolicyIngress bool   `json:"policyIngress"`
+	PolicyEgress  bool   `json:"policyEgress"`
+}
+
+func (o *options) bpfEndpoints(m *datapath.Maps) error {
+	entries, err := m.EndpointEntries()
+	if err != nil {
+		return err
+	}
+	out := make([]bpfEndpoint, 0, len(entries))
+	for _, e := range entries {
+		out = append(out, bpfEndpoint{ID: e.ID, IPv4: e.IPv4.String(), Identity: e.Identity, MAC: e.MAC.String(),
+			HostMAC: e.HostMAC.String(), HostIfindex: e.HostIfindex, PolicyIngress: e.PolicyIngress, PolicyEgress: e.PolicyEgress})
+	}
+	slices.SortFunc(out, func(a, b bpfEndpoint) int { return cmp.Compare(a.ID, b.ID) })
+	return o.render(out, func(w *tabwriter.Writer) {
+		row(w, "ID", "IPV4", "IDENTITY", "MAC", "HOST MAC", "HOST IFINDEX", "POLICY")
+		for _, e := range out {
+			row(w, e.ID, e.IPv4, e.Identity, e.MAC, e.HostMAC, e.HostIfindex, enforcement(e.PolicyIngress, e.PolicyEgress))
+		}
+	})
+}
+
+func enforcement(ingress, egress bool) string {
+	switch {
+	case ingress && egress:
+		return "ingress,egress"
+	case ingress:
+		return "ingress"
+	case egress:
+		return "egress"
+	}
+	return "-"
+}
+
+// bpfPolicyEntry is one key of an endpoint's policy map.
+type bpfPolicyEntry struct {
+	Direction string `json:"direction"`
+	Identity  uint32 `json:"identity"`
+	// Protocol 0 is any; Port 0 any port; EndPort is set for a range.
+	Protocol  uint8  `json:"protocol"`
+	Port      uint16 `json:"port"`
+	EndPort   uint16 `json:"endPort,omitempty"`
+	Verdict   string `json:"verdict"`
+	ProxyPort uint16 `json:"proxyPort,omitempty"`
+}
+
+func (o *options) bpfPolicy(m *datapath.Maps, epID uint16) error {
+	entries, err := m.PolicyEntries(epID)
+	if err != nil {
+		return err
+	}
+	out := make([]bpfPolicyEntry, 0, len(entries))
+	for _, e := range entries {
+		v := bpfPolicyEntry{Direction: e.Direction.String(), Identity: e.Identity, Protocol: e.Protocol,
+			Port: e.Port, EndPort: e.EndPort, Verdict: "allow", ProxyPort: e.ProxyPort}
+		if e.Deny {
+			v.Verdict = "deny"
+		}
+		out = append(out, v)
+	}
+	return o.render(out, func(w *tabwriter.Writer) {
+		row(w, "DIRECTION", "IDENTITY", "PROTOCOL", "PORT", "VERDICT", "PROXY PORT")
+		for _, e := range out {
+			id := strconv.FormatUint(uint64(e.Identity), 10)
+			if e.Identity == datapath.IdentityAny {
+				id = "any"
+			}
+			port := "any"
+			switch {
+			case e.EndPort != 0:
+				port = fmt.Sprintf("%d-%d", e.Port, e.EndPort)
+			case e.Port != 0:
+				port = strconv.Itoa(int(e.Port))
+			}
+			proxy := "-"
+			if e.ProxyPort != 0 {
+				proxy = strconv.Itoa(int(e.ProxyPort))
+			}
+			row(w, e.Direction, id, protocolName(e.Protocol), port, e.Verdict, proxy)
+		}
+	})
+}
+
+// protocolName names the IP protocols the datapath handles.
+func protocolName(p uint8) string {
+	switch p {
+	case 0:
+		return "any"
+	case 1:
+		return "icmp"
+	case 6:
+		return "tcp"
+	case 17:
+		return "udp"
+	}
+	return strconv.Itoa(int(p))
+}
+
+// bpfCounter is one entry of the metrics map, summed over CPUs.
+type bpfCounter struct {
+	Reason     string `json:"reason"`
+	ReasonCode uint8  `json:"reasonCode"`
+	Direction  string `json:"direction"`
+	Packets    uint64 `json:"packets"`
+	Bytes      uint64 `json:"bytes"`
+}
+
+func (o *options) bpfMetrics(m *datapath.Maps) error {
+	cs, err := m.Counters()
+	if err != nil {
+		return err
+	}
+	slices.SortFunc(cs, func(a, b datapath.Counter) int {
+		return cmp.Or(cmp.Compare(a.Reason, b.Reason), cmp.Compare(a.Direction, b.Direction))
+	})
+	out := make([]bpfCounter, 0, len(cs))
+	for _, c := range cs {
+		out = append(out, bpfCounter{Reason: c.Reason.String(), ReasonCode: uint8(c.Reason),
+			Direction: c.Direction.String(), Packets: c.Packets, Bytes: c.Bytes})
+	}
+	return o.render(out, func(w *tabwriter.Writer) {
+		row(w, "REASON", "DIRECTION", "PACKETS", "BYTES")
+		for _, c := range out {
+			row(w, c.Reason, c.Direction, c.Packets, c.Bytes)
+		}
+	})
+}
+

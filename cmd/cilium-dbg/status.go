@@ -1,0 +1,125 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/cilium-go/cilium/pkg/api/models"
+)
+
+// apiTimeout bounds every API call: a hung agent must not hang the tool.
+const apiTimeout = 30 * time.Second
+
+func apiContext(cmd *cobra.Command) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(cmd.Context(), apiTimeout)
+}
+
+// statusView is `cilium-dbg status`.
+type statusView struct {
+	Socket string `json:"socket"`
+	// OK is false when a module is degraded.
+	OK          bool                  `json:"ok"`
+	Kubernetes  string                `json:"kubernetes"`
+	RoutingMode string                `json:"routingMode"`
+	Masquerade  string                `json:"masquerade"`
+	Endpoints   int                   `json:"endpoints"`
+	Identities  int                   `json:"identities"`
+	Modules     []models.ModuleHealth `json:"modules"`
+}
+
+func newStatusCommand(o *options) *cobra.Command {
+	return &cobra.Command{
+		Use:   "status",
+		Short: "Kubernetes, datapath mode, endpoints, identities and the health of every module",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx, cancel := apiContext(cmd)
+			defer cancel()
+			st, err := o.status(ctx)
+			if err != nil {
+				return err
+			}
+			return o.render(st, func(w *tabwriter.Writer) { st.table(w) })
+		},
+	}
+}
+
+func (o *options) status(ctx context.Context) (statusView, error) {
+	c := o.client()
+	h, err := c.Healthz(ctx)
+	// A degraded agent answers 503 with its health: that is a status too.
+	if err != nil && !isStatus(err, http.StatusServiceUnavailable) {
+		return statusView{}, err
+	}
+	cfg, err := c.Config(ctx)
+	if err != nil {
+		return statusView{}, err
+	}
+	eps, err := c.Endpoints(ctx)
+	if err != nil {
+		return statusView{}, err
+	}
+	ids, err := c.Identities(ctx)
+	if err != nil {
+		return statusView{}, err
+	}
+	return statusView{Socket: o.socket, OK: h.OK, Kubernetes: kubernetesStatus(cfg, h),
+		RoutingMode: orDash(cfg.Flags["routing-mode"]), Masquerade: orDash(cfg.Flags["enable-ipv4-masquerade"]),
+		Endpoints: len(eps), Identities: len(ids), Modules: h.Modules}, nil
+}
+
+// kubernetesStatus reads the Kubernetes flags and the k8s module's health.
+func kubernetesStatus(cfg models.Config, h models.Health) string {
+	if cfg.Flags["enable-k8s"] != "true" && cfg.Flags["kubeconfig"] == "" {
+		return "Disabled"
+	}
+	for _, m := range h.Modules {
+		if m.Module != "k8s" && !strings.HasPrefix(m.Module, "k8s.") {
+			continue
+		}
+		s := m.Level
+		if m.Message != "" {
+			s += ": " + m.Message
+		}
+		if m.Error != "" {
+			s += ": " + m.Error
+		}
+		return s
+	}
+	return "Enabled, no report yet"
+}
+
+func (s statusView) table(w *tabwriter.Writer) {
+	health := "OK"
+	if !s.OK {
+		health = "Degraded"
+	}
+	row(w, "Agent:", s.Socket)
+	row(w, "Health:", health)
+	row(w, "Kubernetes:", s.Kubernetes)
+	row(w, "Datapath:", fmt.Sprintf("routing %s, masquerade %s", s.RoutingMode, s.Masquerade))
+	row(w, "Endpoints:", s.Endpoints)
+	row(w, "Identities:", s.Identities)
+	row(w, "Modules:")
+	for _, m := range s.Modules {
+		detail := m.Message
+		if m.Error != "" {
+			detail = strings.TrimSpace(detail + " " + m.Error)
+		}
+		row(w, "  "+m.Module, m.Level, orDash(detail), since(m.Since))
+	}
+}
+
+// since is how long ago t was, to the second; "-" for the zero time.
+func since(t time.Time) string {
+	if t.IsZero() {
+		return "-"
+	}
+	return time.Since(t).Truncate(time.Second).String() + " ago"
+}
