@@ -20,7 +20,7 @@ CNI_CMDS := github.com/containernetworking/plugins/plugins/main/bridge \
 LAB_FLAGS ?= --nodes 2
 
 .PHONY: all build build-cilium build-lab build-k8s build-cni build-coredns generate check-generated prereqs \
-	test test-unit test-lab test-e2e-smoke e2e bench bench-datapath demo lab-up lab-down clean
+	test test-unit test-lab test-e2e-smoke e2e bench bench-datapath bench-cni demo lab-up lab-down clean
 
 all: build
 
@@ -77,12 +77,18 @@ test-e2e-smoke: build-lab
 e2e: prereqs build-lab
 	$(GO) test -count=1 -v -timeout 60m ./test/e2e -args -bin $(BIN)
 
-bench: prereqs build bench-datapath
+bench: prereqs build bench-datapath bench-cni
 
 # The datapath benchmark (root): node-to-node baseline, kernel routing,
 # our datapath native/tunnel, and native with 10k policy entries.
 bench-datapath: prereqs
 	$(GO) run ./bench/datapath
+
+# The CNI benchmark (root): concurrent ADD latency through cilium-cni and a
+# real agent against bridge + host-local, and the agent's memory with 100
+# endpoints. BENCH_CNI_FLAGS passes e.g. -rounds 10.
+bench-cni: prereqs build-cilium build-cni
+	$(GO) run ./bench/cni -bin $(BIN) $(BENCH_CNI_FLAGS)
 
 demo: prereqs build-lab
 	./hack/demo.sh
