@@ -109,8 +109,10 @@ func (s statusView) table(w *tabwriter.Writer) {
 	row(w, "Modules:")
 	for _, m := range s.Modules {
 		detail := m.Message
-		if m.Error != "" {
-			detail = strings.TrimSpace(detail + " " + m.Error)
+		if m.Error != "" && detail != "" {
+			detail += ": " + m.Error
+		} else if m.Error != "" {
+			detail = m.Error
 		}
 		row(w, "  "+m.Module, m.Level, orDash(detail), since(m.Since))
 	}

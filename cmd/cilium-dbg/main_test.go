@@ -1,0 +1,279 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http/httptest"
+	"net/netip"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cilium/hive/cell"
+	"github.com/spf13/pflag"
+
+	"github.com/cilium-go/cilium/internal/datapath"
+	"github.com/cilium-go/cilium/pkg/api/models"
+	"github.com/cilium-go/cilium/pkg/api/server"
+	"github.com/cilium-go/cilium/pkg/endpoint"
+	"github.com/cilium-go/cilium/pkg/health"
+	"github.com/cilium-go/cilium/pkg/ipam"
+	"github.com/cilium-go/cilium/pkg/paths"
+)
+
+type nopDatapath struct{}
+
+func (nopDatapath) UpsertEndpoint(datapath.Endpoint) error   { return nil }
+func (nopDatapath) DeleteEndpoint(datapath.Endpoint) error   { return nil }
+func (nopDatapath) PruneEndpoints([]datapath.Endpoint) error { return nil }
+
+type fakeIPCache []models.IPCacheEntry
+
+func (f fakeIPCache) ListIPCache() ([]models.IPCacheEntry, error) { return f, nil }
+
+type fakeNodes []models.Node
+
+func (f fakeNodes) ListNodes() ([]models.Node, error) { return f, nil }
+
+// agent is the real API handler on a unix socket, over endpoints and
+// health the test sets.
+type agent struct {
+	socket string
+	health *health.Registry
+}
+
+type agentOptions struct {
+	nodes    server.NodeLister
+	k8s      bool
+	degraded bool
+}
+
+func startAgent(t *testing.T, o agentOptions) *agent {
+	t.Helper()
+	dir := t.TempDir()
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	alloc, _, err := ipam.New(netip.MustParsePrefix("10.0.1.0/24"), datapath.GatewayIPv4, filepath.Join(dir, "ipam.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	eps := endpoint.NewManager(log, nopDatapath{}, endpoint.NewInitIdentityAllocator(), alloc, filepath.Join(dir, "endpoints"))
+	for i, cid := range []string{"0123456789abcdef0123", "fedcba9876543210fedc"} {
+		_, _, err := eps.Create(context.Background(), endpoint.Spec{ContainerID: cid, PodName: []string{"web", "db"}[i],
+			PodNamespace: "prod", IPv4: netip.AddrFrom4([4]byte{10, 0, 1, byte(10 + i)}), MAC: "02:00:00:00:00:0" + string('1'+rune(i)),
+			IfName: "eth0", HostIfName: "lxc" + cid[:8], HostIfindex: 20 + i, NetNSPath: "/run/netns/" + cid[:4]})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	fs := pflag.NewFlagSet("", pflag.ContinueOnError)
+	fs.Bool("enable-k8s", o.k8s, "")
+	fs.String("kubeconfig", "", "")
+	fs.String("routing-mode", "native", "")
+	fs.Bool("enable-ipv4-masquerade", true, "")
+	hr := health.NewRegistry()
+	hr.Scope("datapath").OK("datapath started")
+	if o.k8s {
+		hr.Scope("k8s").OK("CiliumEndpoints published")
+	}
+	if o.degraded {
+		hr.Scope("ipcache").Degraded("sync failed", errors.New("map full"))
+	}
+	a := &agent{socket: filepath.Join(dir, "cilium.sock"), health: hr}
+	s, err := server.New(server.Params{Log: log, Lifecycle: &cell.DefaultLifecycle{}, Paths: paths.Config{SocketPath: a.socket},
+		Flags: fs, Health: hr, IPAM: alloc, Endpoints: eps, Nodes: o.nodes,
+		IPCache: fakeIPCache{{Prefix: "10.0.2.7/32", Identity: 4242, TunnelEndpoint: "192.168.1.2"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := server.Listen(a.socket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewUnstartedServer(s.Handler())
+	srv.Listener = ln
+	srv.Start()
+	t.Cleanup(srv.Close)
+	return a
+}
+
+// run runs cilium-dbg with args against the agent and returns its output.
+func run(t *testing.T, socket string, args ...string) (string, error) {
+	t.Helper()
+	var out bytes.Buffer
+	cmd := newRootCommand(&out)
+	cmd.SetErr(io.Discard)
+	cmd.SetArgs(append(args, "--socket-path", socket))
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	err := cmd.ExecuteContext(ctx)
+	return out.String(), err
+}
+
+// lines splits a table into rows of fields.
+func lines(s string) [][]string {
+	var out [][]string
+	for _, l := range strings.Split(strings.TrimRight(s, "\n"), "\n") {
+		out = append(out, strings.Fields(l))
+	}
+	return out
+}
+
+func TestTables(t *testing.T) {
+	nodes := fakeNodes{{Name: "node1", IPv4: "192.168.1.1", PodCIDR: "10.0.1.0/24", Local: true},
+		{Name: "node2", IPv4: "192.168.1.2"}}
+	a := startAgent(t, agentOptions{nodes: nodes, k8s: true})
+	for _, tc := range []struct {
+		args []string
+		want [][]string // rows of fields, exactly
+	}{
+		{[]string{"endpoint", "list"}, [][]string{
+			{"ID", "IDENTITY", "IPV4", "POD", "CONTAINER", "HOST", "IF", "STATE"},
+			{"1", "5", "10.0.1.10", "prod/web", "0123456789ab", "lxc01234567", "ready"},
+			{"2", "5", "10.0.1.11", "prod/db", "fedcba987654", "lxcfedcba98", "ready"},
+		}},
+		{[]string{"node", "list"}, [][]string{
+			{"NAME", "IPV4", "POD", "CIDR", "LOCAL"},
+			{"node1", "192.168.1.1", "10.0.1.0/24", "true"},
+			{"node2", "192.168.1.2", "-", "false"},
+		}},
+		{[]string{"identity", "get", "5"}, [][]string{
+			{"ID:", "5"}, {"Endpoints:", "2"}, {"Labels:", "reserved:init"},
+		}},
+	} {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			out, err := run(t, a.socket, tc.args...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := lines(out); !equalRows(got, tc.want) {
+				t.Fatalf("got\n%s\nwant rows %q", out, tc.want)
+			}
+		})
+	}
+}
+
+func equalRows(a, b [][]string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if strings.Join(a[i], " ") != strings.Join(b[i], " ") {
+			return false
+		}
+	}
+	return true
+}
+
+// decode runs args with -o json into v.
+func decode(t *testing.T, socket string, v any, args ...string) {
+	t.Helper()
+	out, err := run(t, socket, append(args, "-o", "json")...)
+	if err != nil {
+		t.Fatalf("%v: %v", args, err)
+	}
+	dec := json.NewDecoder(strings.NewReader(out))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		t.Fatalf("%v: %q: %v", args, out, err)
+	}
+}
+
+func TestJSON(t *testing.T) {
+	a := startAgent(t, agentOptions{nodes: fakeNodes{{Name: "node1", IPv4: "192.168.1.1", Local: true}}, k8s: true})
+
+	var eps []models.Endpoint
+	decode(t, a.socket, &eps, "endpoint", "list")
+	if len(eps) != 2 || eps[0].IPv4 != "10.0.1.10" || eps[1].PodName != "db" || eps[1].HostIfindex != 21 {
+		t.Errorf("endpoint list: %+v", eps)
+	}
+	for _, arg := range []string{"2", "container-id:fedcba9876543210fedc", "fedcba9876543210fedc"} {
+		var ep models.Endpoint
+		decode(t, a.socket, &ep, "endpoint", "get", arg)
+		if ep.ID != 2 || ep.ContainerID != "fedcba9876543210fedc" || ep.IPv4 != "10.0.1.11" {
+			t.Errorf("endpoint get %s: %+v", arg, ep)
+		}
+	}
+	var ids []models.Identity
+	decode(t, a.socket, &ids, "identity", "list")
+	if len(ids) != 10 || ids[0].ID != 1 || ids[0].Labels[0] != "reserved:host" || ids[4].Endpoints != 2 {
+		t.Errorf("identity list: %+v", ids)
+	}
+	var nodes []models.Node
+	decode(t, a.socket, &nodes, "node", "list")
+	if len(nodes) != 1 || nodes[0] != (models.Node{Name: "node1", IPv4: "192.168.1.1", Local: true}) {
+		t.Errorf("node list: %+v", nodes)
+	}
+	var st statusView
+	decode(t, a.socket, &st, "status")
+	if !st.OK || st.Kubernetes != "OK: CiliumEndpoints published" || st.RoutingMode != "native" ||
+		st.Masquerade != "true" || st.Endpoints != 2 || st.Identities != 10 || len(st.Modules) != 2 {
+		t.Errorf("status: %+v", st)
+	}
+}
+
+func TestStatus(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		o    agentOptions
+		want []string
+	}{
+		{"healthy", agentOptions{k8s: true}, []string{"Health:      OK", "Kubernetes:  OK: CiliumEndpoints published",
+			"Datapath:    routing native, masquerade true", "Endpoints:   2", "Identities:  10",
+			"  datapath  OK", "datapath started"}},
+		{"without kubernetes", agentOptions{}, []string{"Kubernetes:  Disabled"}},
+		// A degraded agent answers 503; its health is still the status.
+		{"degraded", agentOptions{degraded: true}, []string{"Health:      Degraded",
+			"  ipcache   Degraded", "sync failed: map full", "Endpoints:   2"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			a := startAgent(t, tc.o)
+			out, err := run(t, a.socket, "status")
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(out, w) {
+					t.Errorf("no %q in\n%s", w, out)
+				}
+			}
+		})
+	}
+}
+
+func TestErrors(t *testing.T) {
+	a := startAgent(t, agentOptions{})
+	gone := filepath.Join(t.TempDir(), "gone.sock")
+	for _, tc := range []struct {
+		socket string
+		args   []string
+		want   string
+	}{
+		{gone, []string{"status"}, "agent unreachable at " + gone},
+		{gone, []string{"endpoint", "list"}, "agent unreachable at " + gone},
+		{a.socket, []string{"status", "-o", "yaml"}, `--output "yaml": want table or json`},
+		{a.socket, []string{"endpoint", "get", "99"}, "404: 99: endpoint not found"},
+		{a.socket, []string{"endpoint", "get", "nosuch"}, "404: container-id:nosuch: endpoint not found"},
+		{a.socket, []string{"endpoint", "get"}, "accepts 1 arg(s)"},
+		{a.socket, []string{"identity", "get", "web"}, `identity "web": not a number`},
+		{a.socket, []string{"identity", "get", "77777"}, "identity 77777: not reserved and not used"},
+		{a.socket, []string{"node", "list"}, "501: nodes: the agent runs without Kubernetes"},
+		{a.socket, []string{"bpf", "policy", "list", "x"}, `endpoint id "x": want a number`},
+		{a.socket, []string{"bpf", "ipcache", "list", "--bpf-root", t.TempDir()}, "map not pinned (is the agent's datapath started"},
+		{a.socket, []string{"monitor", "--type", "flow"}, `--type "flow": want drop, trace or policy-verdict`},
+	} {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			out, err := run(t, tc.socket, tc.args...)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("error %v, want %q", err, tc.want)
+			}
+			if out != "" {
+				t.Fatalf("output on error: %q", out)
+			}
+		})
+	}
+}
