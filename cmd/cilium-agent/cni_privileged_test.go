@@ -21,11 +21,10 @@ import (
 	"github.com/containernetworking/cni/pkg/types"
 	current "github.com/containernetworking/cni/pkg/types/100"
 	"github.com/vishvananda/netlink"
-	"github.com/vishvananda/netns"
-	"golang.org/x/sys/unix"
 
 	"github.com/cilium-go/cilium/internal/datapath/dptest"
 	"github.com/cilium-go/cilium/internal/datapath/inns"
+	"github.com/cilium-go/cilium/internal/datapath/testnode"
 	"github.com/cilium-go/cilium/pkg/client"
 )
 
@@ -300,34 +299,11 @@ var nsSeq atomic.Int64
 func newNetNS(t *testing.T, dir, name string) string {
 	t.Helper()
 	path := filepath.Join(dir, fmt.Sprintf("netns-%d-%s", nsSeq.Add(1), name))
-	if err := os.WriteFile(path, nil, 0o444); err != nil {
+	remove, err := testnode.NewNetNS(path)
+	if err != nil {
 		t.Fatal(err)
 	}
-	done := make(chan error, 1)
-	go func() {
-		// The thread ends in the new namespace and is never unlocked, so
-		// the runtime discards it.
-		runtime.LockOSThread()
-		if err := unix.Unshare(unix.CLONE_NEWNET); err != nil {
-			done <- err
-			return
-		}
-		done <- unix.Mount(fmt.Sprintf("/proc/self/task/%d/ns/net", unix.Gettid()), path, "", unix.MS_BIND, "")
-	}()
-	if err := <-done; err != nil {
-		t.Fatalf("create netns %s: %v", name, err)
-	}
-	t.Cleanup(func() { unix.Unmount(path, unix.MNT_DETACH) })
-	err := inns.Do(path, func() error {
-		lo, err := netlink.LinkByName("lo")
-		if err != nil {
-			return err
-		}
-		return netlink.LinkSetUp(lo)
-	})
-	if err != nil {
-		t.Fatalf("lo up in %s: %v", name, err)
-	}
+	t.Cleanup(func() { remove() })
 	return path
 }
 
@@ -335,39 +311,17 @@ func newNetNS(t *testing.T, dir, name string) string {
 // an uplink. Its peer stays in the node, so nothing leaves the node.
 func addUplink(t *testing.T, ns, cidr string) {
 	t.Helper()
-	h, err := netns.GetFromPath(ns)
-	if err != nil {
+	if err := testnode.AddUplink(ns, cidr); err != nil {
 		t.Fatal(err)
-	}
-	defer h.Close()
-	nl, err := netlink.NewHandleAt(h)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nl.Close()
-	d := &netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: "eth0"}, PeerName: "eth0peer"}
-	addr, _ := netlink.ParseAddr(cidr)
-	if err := nl.LinkAdd(d); err != nil {
-		t.Fatalf("uplink: %v", err)
-	}
-	if err := nl.AddrAdd(d, addr); err != nil {
-		t.Fatalf("uplink address: %v", err)
-	}
-	if err := nl.LinkSetUp(d); err != nil {
-		t.Fatalf("uplink up: %v", err)
 	}
 }
 
 func mountBPFFS(t *testing.T, dir string) string {
 	t.Helper()
-	mnt := filepath.Join(dir, "bpffs")
-	if err := os.Mkdir(mnt, 0o700); err != nil {
+	root, unmount, err := testnode.MountBPFFS(dir)
+	if err != nil {
 		t.Fatal(err)
 	}
-	if err := unix.Mount("bpffs", mnt, "bpf", 0, ""); err != nil {
-		t.Fatalf("mount bpffs: %v", err)
-	}
-	t.Cleanup(func() { unix.Unmount(mnt, unix.MNT_DETACH) })
-	root := filepath.Join(mnt, "cilium")
+	t.Cleanup(func() { unmount() })
 	return root
 }
