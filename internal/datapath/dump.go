@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"slices"
 	"time"
 )
 
@@ -22,7 +23,8 @@ func (m *Maps) EndpointEntries() ([]EndpointEntry, error) {
 		}
 		out = append(out, EndpointEntry{
 			ID: v.EpId, Identity: v.Identity, IPv4: netip.AddrFrom4([4]byte(k.Addr[:4])),
-			MAC: net.HardwareAddr(v.Mac[:]), HostMAC: net.HardwareAddr(v.NodeMac[:]),
+			// Copies: v is overwritten by the next entry.
+			MAC: net.HardwareAddr(slices.Clone(v.Mac[:])), HostMAC: net.HardwareAddr(slices.Clone(v.NodeMac[:])),
 			HostIfindex:   int(v.Ifindex),
 			PolicyIngress: v.Flags&epFlagIngressEnforce != 0,
 			PolicyEgress:  v.Flags&epFlagEgressEnforce != 0,

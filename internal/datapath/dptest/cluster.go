@@ -65,8 +65,11 @@ type Node struct {
 	IP   netip.Addr
 	CIDR netip.Prefix
 	DP   *datapath.Node
-	Pods []*Pod
-	nl   *netlink.Handle
+	// BPFFSDir holds the node's pins (maps/, links/), as an agent's
+	// --bpf-root does; empty when Plain.
+	BPFFSDir string
+	Pods     []*Pod
+	nl       *netlink.Handle
 }
 
 // Pod is a pod namespace with one veth into its node.
@@ -368,7 +371,7 @@ func (c *Cluster) startDatapath(n *Node) error {
 		return errors.Join(fmt.Errorf("start datapath on %s: %w", n.Name, err), dp.Teardown())
 	}
 	c.onClose(dp.Teardown)
-	n.DP = dp
+	n.DP, n.BPFFSDir = dp, dir
 	return nil
 }
 

@@ -1,0 +1,334 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"net"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/cilium-go/cilium/internal/datapath"
+	"github.com/cilium-go/cilium/internal/datapath/dptest"
+	"github.com/cilium-go/cilium/pkg/api/models"
+	"github.com/cilium-go/cilium/pkg/nodedatapath"
+)
+
+func needRoot(t *testing.T, why string) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: " + why)
+	}
+}
+
+// mountBPFFS mounts a private bpffs for the test's pins.
+func mountBPFFS(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	if err := unix.Mount("bpffs", dir, "bpf", 0, ""); err != nil {
+		t.Fatalf("mount bpffs on %s: %v", dir, err)
+	}
+	t.Cleanup(func() {
+		if err := unix.Unmount(dir, unix.MNT_DETACH); err != nil {
+			t.Errorf("unmount %s: %v", dir, err)
+		}
+	})
+	return dir
+}
+
+// bpfJSON runs a bpf command with -o json on the pins under root and
+// decodes its answer strictly into v.
+func bpfJSON(t *testing.T, root string, v any, args ...string) {
+	t.Helper()
+	decode(t, filepath.Join(t.TempDir(), "no-agent.sock"), v, append(args, "--bpf-root", root)...)
+}
+
+func mustMAC(s string) net.HardwareAddr {
+	m, err := net.ParseMAC(s)
+	if err != nil {
+		panic(err)
+	}
+	return m
+}
+
+// TestPrivilegedPinnedMaps writes entries into real pinned maps, closes
+// them as a stopped agent would, and reads them back with cilium-dbg.
+func TestPrivilegedPinnedMaps(t *testing.T) {
+	needRoot(t, "mounts a bpffs and creates BPF maps")
+	root := mountBPFFS(t)
+	mapsDir := filepath.Join(root, "maps")
+	if err := os.Mkdir(mapsDir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	m, err := datapath.OpenMaps(mapsDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range []datapath.EndpointEntry{
+		{ID: 12, Identity: 1012, IPv4: netip.MustParseAddr("10.10.1.12"), MAC: mustMAC("02:00:00:00:01:12"),
+			HostMAC: mustMAC("02:00:00:00:02:12"), HostIfindex: 33, PolicyIngress: true},
+		{ID: 11, Identity: 1011, IPv4: netip.MustParseAddr("10.10.1.11"), MAC: mustMAC("02:00:00:00:01:11"),
+			HostMAC: mustMAC("02:00:00:00:02:11"), HostIfindex: 31},
+	} {
+		if err := m.UpsertEndpoint(e); err != nil {
+			t.Fatal(err)
+		}
+	}
+	err = m.SyncIPCache(map[netip.Prefix]datapath.IPCacheEntry{
+		netip.MustParsePrefix("10.10.1.12/32"):   {Identity: 1012},
+		netip.MustParsePrefix("10.10.2.21/32"):   {Identity: 1021, TunnelEndpoint: netip.MustParseAddr("192.168.50.2")},
+		netip.MustParsePrefix("192.168.50.2/32"): {Identity: datapath.IdentityRemoteNode},
+		netip.MustParsePrefix("10.10.2.0/24"):    {Identity: 1020, TunnelEndpoint: netip.MustParseAddr("192.168.50.2")},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = m.SetPolicy(12, []datapath.PolicyEntry{
+		{Direction: datapath.Ingress, Identity: 1021, Protocol: 6, Port: 8080},
+		{Direction: datapath.Ingress, Identity: datapath.IdentityAny, Protocol: 17, Deny: true},
+		{Direction: datapath.Egress, Identity: 1021, Protocol: 6, Port: 9000, EndPort: 9003},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	var ipcache []models.IPCacheEntry
+	bpfJSON(t, root, &ipcache, "bpf", "ipcache", "list")
+	wantIPCache := []models.IPCacheEntry{
+		{Prefix: "10.10.1.12/32", Identity: 1012},
+		{Prefix: "10.10.2.0/24", Identity: 1020, TunnelEndpoint: "192.168.50.2"},
+		{Prefix: "10.10.2.21/32", Identity: 1021, TunnelEndpoint: "192.168.50.2"},
+		{Prefix: "192.168.50.2/32", Identity: 6},
+	}
+	if !equalJSON(ipcache, wantIPCache) {
+		t.Errorf("bpf ipcache list: %+v\nwant %+v", ipcache, wantIPCache)
+	}
+
+	var eps []bpfEndpoint
+	bpfJSON(t, root, &eps, "bpf", "endpoint", "list")
+	wantEps := []bpfEndpoint{
+		{ID: 11, IPv4: "10.10.1.11", Identity: 1011, MAC: "02:00:00:00:01:11", HostMAC: "02:00:00:00:02:11", HostIfindex: 31},
+		{ID: 12, IPv4: "10.10.1.12", Identity: 1012, MAC: "02:00:00:00:01:12", HostMAC: "02:00:00:00:02:12", HostIfindex: 33,
+			PolicyIngress: true},
+	}
+	if !equalJSON(eps, wantEps) {
+		t.Errorf("bpf endpoint list: %+v\nwant %+v", eps, wantEps)
+	}
+
+	var policy []bpfPolicyEntry
+	bpfJSON(t, root, &policy, "bpf", "policy", "list", "12")
+	wantPolicy := []bpfPolicyEntry{
+		{Direction: "ingress", Identity: 0, Protocol: 17, Verdict: "deny"},
+		{Direction: "ingress", Identity: 1021, Protocol: 6, Port: 8080, Verdict: "allow"},
+		{Direction: "egress", Identity: 1021, Protocol: 6, Port: 9000, EndPort: 9003, Verdict: "allow"},
+	}
+	if !equalJSON(policy, wantPolicy) {
+		t.Errorf("bpf policy list 12: %+v\nwant %+v", policy, wantPolicy)
+	}
+	var other []bpfPolicyEntry
+	bpfJSON(t, root, &other, "bpf", "policy", "get", "11")
+	if other == nil || len(other) != 0 {
+		t.Errorf("bpf policy get 11: %+v, want an empty list", other)
+	}
+	for _, cmd := range [][]string{{"bpf", "ct", "list"}, {"bpf", "metrics", "list"}} {
+		var empty []json.RawMessage
+		bpfJSON(t, root, &empty, cmd...)
+		if empty == nil || len(empty) != 0 {
+			t.Errorf("%v on fresh maps: %s, want []", cmd, empty)
+		}
+	}
+
+	out, err := run(t, filepath.Join(t.TempDir(), "none.sock"), "bpf", "ipcache", "list", "--bpf-root", root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantRows := [][]string{
+		{"PREFIX", "IDENTITY", "TUNNEL", "ENDPOINT"},
+		{"10.10.1.12/32", "1012", "-"},
+		{"10.10.2.0/24", "1020", "192.168.50.2"},
+		{"10.10.2.21/32", "1021", "192.168.50.2"},
+		{"192.168.50.2/32", "6", "-"},
+	}
+	if !equalRows(lines(out), wantRows) {
+		t.Errorf("bpf ipcache list table:\n%s", out)
+	}
+
+	// A directory on a bpffs without pins is an error, and stays empty.
+	empty := filepath.Join(root, "elsewhere")
+	if err := os.MkdirAll(filepath.Join(empty, "maps"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := run(t, "", "bpf", "endpoint", "list", "--bpf-root", empty); err == nil ||
+		!strings.Contains(err.Error(), "map not pinned") {
+		t.Errorf("bpf endpoint list without pins: %v", err)
+	}
+	if left, _ := os.ReadDir(filepath.Join(empty, "maps")); len(left) != 0 {
+		t.Errorf("cilium-dbg created pins: %v", left)
+	}
+}
+
+func equalJSON(a, b any) bool {
+	x, _ := json.Marshal(a)
+	y, _ := json.Marshal(b)
+	return bytes.Equal(x, y)
+}
+
+// syncBuffer is written by the monitor and read by the test.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// TestPrivilegedLiveDatapath runs a two-node datapath in namespaces,
+// sends allowed and denied traffic and checks what cilium-dbg shows of
+// it: the connection, the counters, the policy, and the drop in monitor.
+func TestPrivilegedLiveDatapath(t *testing.T) {
+	needRoot(t, "creates namespaces, veths and BPF programs")
+	c, err := dptest.New(dptest.Options{Mode: datapath.Tunnel, PolicyIngress: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := c.Close(); err != nil {
+			t.Errorf("remove cluster: %v", err)
+		}
+	})
+	n1, n2 := c.Nodes[0], c.Nodes[1]
+	client, other, server := n1.Pods[0], n1.Pods[1], n2.Pods[0]
+	srv, err := dptest.ServeTCPEcho(server.NS, server.IP, 8080)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Close() })
+	allow := datapath.PolicyEntry{Direction: datapath.Ingress, Identity: client.Identity, Protocol: 6, Port: 8080}
+	if err := n2.DP.Maps().SetPolicy(server.ID, []datapath.PolicyEntry{allow}); err != nil {
+		t.Fatal(err)
+	}
+
+	// The monitor reads the ring buffer from the start: events that
+	// came before it opened the reader still show.
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var events syncBuffer
+	monitorDone := make(chan error, 1)
+	go func() {
+		cmd := newRootCommand(&events)
+		cmd.SetArgs([]string{"monitor", "--type", "drop", "-o", "json", "--bpf-root", n2.BPFFSDir})
+		monitorDone <- cmd.ExecuteContext(ctx)
+	}()
+
+	if err := dptest.TCPEcho(client.NS, server.IP, 8080); err != nil {
+		t.Fatalf("allowed client: %v", err)
+	}
+	if conn, err := dptest.DialTCP(other.NS, server.IP, 8080, 500*time.Millisecond); err == nil {
+		conn.Close()
+		t.Fatalf("%s reached %s without a rule", other.Name, server.Name)
+	}
+
+	drop := waitForEvent(t, &events, func(v eventView) bool {
+		return v.Dst == server.IP.String() && v.DstPort == 8080 && v.Src == other.IP.String()
+	})
+	if drop.Reason != "policy denied" || drop.SrcIdentity != other.Identity || drop.Direction != "ingress" || drop.Protocol != "tcp" {
+		t.Errorf("drop event %+v", drop)
+	}
+	cancel()
+	if err := <-monitorDone; err != nil {
+		t.Errorf("monitor: %v", err)
+	}
+
+	var conns []bpfConnection
+	bpfJSON(t, n2.BPFFSDir, &conns, "bpf", "ct", "list")
+	found := false
+	for _, ct := range conns {
+		if ct.Src == client.IP.String() && ct.Dst == server.IP.String() && ct.DstPort == 8080 && ct.Protocol == "tcp" {
+			found = true
+			if !ct.SeenReply || ct.Packets == 0 || ct.ExpiresIn <= 0 || ct.SrcIdentity != client.Identity {
+				t.Errorf("connection %+v", ct)
+			}
+		}
+	}
+	if !found {
+		t.Errorf("bpf ct list has no %s -> %s:8080: %+v", client.IP, server.IP, conns)
+	}
+
+	var counters []bpfCounter
+	bpfJSON(t, n2.BPFFSDir, &counters, "bpf", "metrics", "list")
+	var forwarded, denied uint64
+	for _, ct := range counters {
+		switch ct.ReasonCode {
+		case uint8(datapath.Forwarded):
+			forwarded += ct.Packets
+		case uint8(datapath.DropPolicy):
+			denied += ct.Packets
+		}
+	}
+	if forwarded == 0 || denied == 0 {
+		t.Errorf("bpf metrics list: forwarded %d, policy denied %d: %+v", forwarded, denied, counters)
+	}
+
+	var policy []bpfPolicyEntry
+	bpfJSON(t, n2.BPFFSDir, &policy, "bpf", "policy", "list", itoa(server.ID))
+	want := []bpfPolicyEntry{{Direction: "ingress", Identity: client.Identity, Protocol: 6, Port: 8080, Verdict: "allow"}}
+	if !equalJSON(policy, want) {
+		t.Errorf("bpf policy list %d: %+v", server.ID, policy)
+	}
+
+	var eps []bpfEndpoint
+	bpfJSON(t, n2.BPFFSDir, &eps, "bpf", "endpoint", "list")
+	if len(eps) != len(n2.Pods) {
+		t.Fatalf("bpf endpoint list: %+v, want %d pods", eps, len(n2.Pods))
+	}
+	for i, p := range n2.Pods {
+		if eps[i].ID != p.ID || eps[i].IPv4 != p.IP.String() || eps[i].Identity != p.Identity || !eps[i].PolicyIngress {
+			t.Errorf("endpoint %+v, want pod %s", eps[i], p.Name)
+		}
+	}
+
+	var ipcache []models.IPCacheEntry
+	bpfJSON(t, n2.BPFFSDir, &ipcache, "bpf", "ipcache", "list")
+	if want := nodedatapath.IPCacheModels(c.IPCacheFor(n2)); len(ipcache) == 0 || !equalJSON(ipcache, want) {
+		t.Errorf("bpf ipcache list: %+v\nwant %+v", ipcache, want)
+	}
+}
+
+// waitForEvent polls the monitor's JSON lines until one matches.
+func waitForEvent(t *testing.T, out *syncBuffer, match func(eventView) bool) eventView {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		for _, l := range strings.Split(out.String(), "\n") {
+			var v eventView
+			if l != "" && json.Unmarshal([]byte(l), &v) == nil && match(v) {
+				return v
+			}
+		}
+		time.Sleep(10 * time.Millisecond) // polling the output, bounded by the deadline
+	}
+	t.Fatalf("no matching event in monitor output:\n%s", out.String())
+	return eventView{}
+}
+
+func itoa(id uint16) string { return strconv.Itoa(int(id)) }
