@@ -111,6 +111,8 @@ func newBed(ctx context.Context, dir, bin string, o options, onClose func(func()
 	}
 	// A gateway on the bridge and a default route in the pod, as cilium-cni
 	// gives; no masquerade, which would add iptables to one side only.
+	// bridge as released: its ADD polls the host veth until it is up
+	// (after 0, 50, 500 ms...), which is part of the baseline a node sees.
 	if b.bridge.list, err = libcni.NetworkConfFromBytes(fmt.Appendf(nil, `{"cniVersion":"1.1.0","name":"bridge",
 		"plugins":[{"type":"bridge","bridge":"cni0","isGateway":true,"ipMasq":false,
 		"ipam":{"type":"host-local","ranges":[[{"subnet":%q}]],"routes":[{"dst":"0.0.0.0/0"}],"dataDir":%q}}]}`,
