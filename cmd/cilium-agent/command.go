@@ -8,6 +8,7 @@ import (
 	"github.com/cilium/hive/cell"
 	"github.com/spf13/cobra"
 
+	install "github.com/cilium-go/cilium/install/kubernetes"
 	"github.com/cilium-go/cilium/pkg/health"
 )
 
@@ -24,16 +25,21 @@ func newCommand(cells ...cell.Cell) *cobra.Command {
 	level := new(slog.LevelVar)
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
 	h := newHive(level, cells...)
+	var configDir string
 	cmd := &cobra.Command{
 		Use:          "cilium-agent",
 		Short:        "Run the cilium-go agent of this node",
 		SilenceUsage: true,
 		Args:         cobra.NoArgs,
-		RunE: func(*cobra.Command, []string) error {
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := install.ApplyConfigDir(cmd.Flags(), configDir); err != nil {
+				return err
+			}
 			return h.Run(log)
 		},
 	}
 	h.RegisterFlags(cmd.Flags())
+	cmd.Flags().StringVar(&configDir, install.ConfigDirFlag, "", install.ConfigDirUsage)
 	cmd.AddCommand(h.Command())
 	return cmd
 }

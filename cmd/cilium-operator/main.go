@@ -13,6 +13,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"k8s.io/klog/v2"
+
+	install "github.com/cilium-go/cilium/install/kubernetes"
 )
 
 func main() {
@@ -26,16 +28,21 @@ func newCommand(cells ...cell.Cell) *cobra.Command {
 	klog.SetSlogLogger(log) // client-go's leader election and informers log through klog
 
 	h := hive.New(cells...)
+	var configDir string
 	cmd := &cobra.Command{
 		Use:          "cilium-operator",
 		Short:        "Run the cilium-go operator: CRDs, cluster-pool IPAM and garbage collection",
 		SilenceUsage: true,
 		Args:         cobra.NoArgs,
-		RunE: func(*cobra.Command, []string) error {
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := install.ApplyConfigDir(cmd.Flags(), configDir); err != nil {
+				return err
+			}
 			return h.Run(log)
 		},
 	}
 	h.RegisterFlags(cmd.Flags())
+	cmd.Flags().StringVar(&configDir, install.ConfigDirFlag, "", install.ConfigDirUsage)
 	cmd.AddCommand(h.Command())
 	return cmd
 }

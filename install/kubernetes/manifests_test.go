@@ -1,0 +1,311 @@
+package kubernetes
+
+import (
+	"io/fs"
+	"maps"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/containernetworking/cni/libcni"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/runtime"
+
+	"github.com/cilium-go/cilium/install/kubernetes/crds"
+	"github.com/cilium-go/cilium/pkg/cni"
+)
+
+func mustObjects(t *testing.T) []runtime.Object {
+	t.Helper()
+	objs, err := Objects()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return objs
+}
+
+func mustObject[T runtime.Object](t *testing.T, name string) T {
+	t.Helper()
+	o, err := Object[T](name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return o
+}
+
+// TestObjects: the manifests hold exactly these objects, every namespaced
+// one in kube-system.
+func TestObjects(t *testing.T) {
+	var got []string
+	for _, o := range mustObjects(t) {
+		m, err := meta.Accessor(o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, o.GetObjectKind().GroupVersionKind().Kind+" "+m.GetNamespace()+"/"+m.GetName())
+	}
+	want := []string{
+		"ServiceAccount kube-system/cilium", "ClusterRole /cilium", "ClusterRoleBinding /cilium",
+		"ServiceAccount kube-system/cilium-operator", "ClusterRole /cilium-operator", "ClusterRoleBinding /cilium-operator",
+		"Role kube-system/cilium-operator", "RoleBinding kube-system/cilium-operator",
+		"ConfigMap kube-system/cilium-config", "ConfigMap kube-system/cilium-cni-configuration",
+		"DaemonSet kube-system/cilium", "Deployment kube-system/cilium-operator",
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("objects\n got %q\nwant %q", got, want)
+	}
+}
+
+func TestDecodeIsStrict(t *testing.T) {
+	for _, tc := range []struct{ name, doc, wantErr string }{
+		{"unknown field", "apiVersion: v1\nkind: ServiceAccount\nmetadata: {name: a}\nautomount: true\n", "unknown field"},
+		{"duplicate field", "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a}\ndata: {}\ndata: {}\n", "already set"},
+		{"unknown kind", "apiVersion: v1\nkind: Nothing\nmetadata: {name: a}\n", "Nothing"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := decode("x.yaml", []byte("# comment only\n---\n"+tc.doc))
+			if err == nil || !strings.Contains(err.Error(), tc.wantErr) || !strings.Contains(err.Error(), "x.yaml document 1") {
+				t.Fatalf("error %v, want one naming x.yaml document 1 and %q", err, tc.wantErr)
+			}
+		})
+	}
+}
+
+// TestKustomizationListsEveryManifest: `kubectl apply -k` applies every
+// CRD and every manifest, each once.
+func TestKustomizationListsEveryManifest(t *testing.T) {
+	got, err := Resources()
+	if err != nil {
+		t.Fatal(err)
+	}
+	crdFiles, err := fs.Glob(crds.Files(), "*.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want []string
+	for _, f := range crdFiles {
+		want = append(want, "crds/"+f)
+	}
+	own, err := fs.Glob(Files(), "*.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want = append(want, slices.DeleteFunc(own, func(f string) bool { return f == Kustomization })...)
+	slices.Sort(got)
+	slices.Sort(want)
+	if !slices.Equal(got, want) {
+		t.Fatalf("kustomization resources\n got %q\nwant %q", got, want)
+	}
+}
+
+// TestOperatorUpdatesOnlyCiliumCRDs: the names the operator may read and
+// update are exactly the CRDs it installs.
+func TestOperatorUpdatesOnlyCiliumCRDs(t *testing.T) {
+	all, err := crds.All()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want []string
+	for _, c := range all {
+		want = append(want, c.Name)
+	}
+	slices.Sort(want)
+	role := mustObject[*rbacv1.ClusterRole](t, "cilium-operator")
+	var named int
+	for _, r := range role.Rules {
+		if !slices.Contains(r.Resources, "customresourcedefinitions") {
+			continue
+		}
+		if slices.Contains(r.Verbs, "create") {
+			continue // creates cannot be limited by name
+		}
+		named++
+		got := slices.Sorted(slices.Values(r.ResourceNames))
+		if !slices.Equal(got, want) {
+			t.Errorf("CRD rule %v names\n %q\nwant %q", r.Verbs, got, want)
+		}
+	}
+	if named == 0 {
+		t.Error("no CRD rule limited by name")
+	}
+}
+
+// TestRBAC: no wildcards; every binding names an existing role and
+// ServiceAccount; every workload runs as an existing ServiceAccount.
+func TestRBAC(t *testing.T) {
+	objs := mustObjects(t)
+	has := map[string]bool{}
+	for _, o := range objs {
+		m, _ := meta.Accessor(o)
+		has[o.GetObjectKind().GroupVersionKind().Kind+" "+m.GetNamespace()+"/"+m.GetName()] = true
+	}
+	checkRules := func(name string, rules []rbacv1.PolicyRule) {
+		for _, r := range rules {
+			for _, s := range slices.Concat(r.APIGroups, r.Resources, r.Verbs, r.ResourceNames) {
+				if strings.Contains(s, "*") {
+					t.Errorf("%s: wildcard in rule %+v", name, r)
+				}
+			}
+			if len(r.Verbs) == 0 || len(r.Resources) == 0 {
+				t.Errorf("%s: empty rule %+v", name, r)
+			}
+		}
+	}
+	checkBinding := func(name, ns string, ref rbacv1.RoleRef, subjects []rbacv1.Subject) {
+		refNS := ns
+		if ref.Kind == "ClusterRole" {
+			refNS = ""
+		}
+		if !has[ref.Kind+" "+refNS+"/"+ref.Name] {
+			t.Errorf("%s: no %s %s", name, ref.Kind, ref.Name)
+		}
+		for _, s := range subjects {
+			if s.Kind != "ServiceAccount" || !has["ServiceAccount "+s.Namespace+"/"+s.Name] {
+				t.Errorf("%s: subject %+v is not one of ours", name, s)
+			}
+		}
+	}
+	for _, o := range objs {
+		switch o := o.(type) {
+		case *rbacv1.ClusterRole:
+			checkRules(o.Name, o.Rules)
+		case *rbacv1.Role:
+			checkRules(o.Name, o.Rules)
+		case *rbacv1.ClusterRoleBinding:
+			checkBinding(o.Name, "", o.RoleRef, o.Subjects)
+		case *rbacv1.RoleBinding:
+			checkBinding(o.Name, o.Namespace, o.RoleRef, o.Subjects)
+		case *appsv1.DaemonSet:
+			if !has["ServiceAccount "+o.Namespace+"/"+o.Spec.Template.Spec.ServiceAccountName] {
+				t.Errorf("DaemonSet %s: no ServiceAccount %q", o.Name, o.Spec.Template.Spec.ServiceAccountName)
+			}
+		case *appsv1.Deployment:
+			if !has["ServiceAccount "+o.Namespace+"/"+o.Spec.Template.Spec.ServiceAccountName] {
+				t.Errorf("Deployment %s: no ServiceAccount %q", o.Name, o.Spec.Template.Spec.ServiceAccountName)
+			}
+		}
+	}
+}
+
+// TestEveryConfigKeyIsMountedOnce: each cilium-config key reaches exactly
+// one command's --config-dir, since the other would reject it as no flag
+// of its own. (cmd/cilium-agent and cmd/cilium-operator check the keys
+// against their flags.)
+func TestEveryConfigKeyIsMountedOnce(t *testing.T) {
+	ds := mustObject[*appsv1.DaemonSet](t, "cilium")
+	dep := mustObject[*appsv1.Deployment](t, "cilium-operator")
+	agent, err := ConfigFiles(&ds.Spec.Template.Spec, "cilium-agent")
+	if err != nil {
+		t.Fatal(err)
+	}
+	operator, err := ConfigFiles(&dep.Spec.Template.Spec, "cilium-operator")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cm := mustObject[*corev1.ConfigMap](t, ConfigMapName)
+	for key, value := range cm.Data {
+		a, inAgent := agent[key]
+		o, inOperator := operator[key]
+		switch {
+		case inAgent == inOperator:
+			t.Errorf("key %s: mounted by agent %v, operator %v; want exactly one", key, inAgent, inOperator)
+		case inAgent && a != value, inOperator && o != value:
+			t.Errorf("key %s is mounted under another key's name", key)
+		}
+	}
+	if n := len(agent) + len(operator); n != len(cm.Data) {
+		t.Errorf("%d files mounted from %d keys", n, len(cm.Data))
+	}
+}
+
+// TestCNIConfiguration: the conflist the init container installs parses
+// as libcni and cilium-cni read it, and lands in the node's CNI directory.
+func TestCNIConfiguration(t *testing.T) {
+	const key = "05-cilium.conflist"
+	cm := mustObject[*corev1.ConfigMap](t, "cilium-cni-configuration")
+	if !slices.Equal(slices.Collect(maps.Keys(cm.Data)), []string{key}) {
+		t.Fatalf("cilium-cni-configuration keys: %v", slices.Collect(maps.Keys(cm.Data)))
+	}
+	list, err := libcni.ConfListFromBytes([]byte(cm.Data[key]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if list.Name != "cilium" || len(list.Plugins) != 1 || list.Plugins[0].Network.Type != "cilium-cni" {
+		t.Fatalf("conflist %s: %+v", list.Name, list.Plugins)
+	}
+	if _, err := cni.ParseConf(list.Plugins[0].Bytes); err != nil {
+		t.Fatalf("cilium-cni rejects its configuration: %v", err)
+	}
+	ds := mustObject[*appsv1.DaemonSet](t, "cilium")
+	spec := ds.Spec.Template.Spec
+	if len(spec.InitContainers) != 1 {
+		t.Fatalf("init containers: %d", len(spec.InitContainers))
+	}
+	script := strings.Join(spec.InitContainers[0].Args, " ")
+	hostPaths := map[string]string{}
+	for _, v := range spec.Volumes {
+		switch {
+		case v.HostPath != nil:
+			hostPaths[v.Name] = v.HostPath.Path
+		case v.ConfigMap != nil:
+			hostPaths[v.Name] = "configmap:" + v.ConfigMap.Name
+		}
+	}
+	mounted := map[string]string{} // host path or ConfigMap -> path in the init container
+	for _, m := range spec.InitContainers[0].VolumeMounts {
+		mounted[hostPaths[m.Name]] = m.MountPath
+	}
+	for _, want := range []string{
+		mounted["configmap:cilium-cni-configuration"] + "/" + key,
+		mounted["/etc/cni/net.d"] + "/" + key,
+		mounted["/opt/cni/bin"] + "/cilium-cni",
+	} {
+		if !strings.Contains(script, " "+want) {
+			t.Errorf("install-cni does not touch %s:\n%s", want, script)
+		}
+	}
+}
+
+// TestAgentPod: what the agent needs from its pod.
+func TestAgentPod(t *testing.T) {
+	ds := mustObject[*appsv1.DaemonSet](t, "cilium")
+	spec := ds.Spec.Template.Spec
+	c, err := findContainer(&spec, "cilium-agent")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !spec.HostNetwork || spec.PriorityClassName != "system-node-critical" {
+		t.Errorf("hostNetwork %v, priorityClassName %q", spec.HostNetwork, spec.PriorityClassName)
+	}
+	if len(spec.Tolerations) != 1 || spec.Tolerations[0].Operator != corev1.TolerationOpExists || spec.Tolerations[0].Key != "" {
+		t.Errorf("tolerations %+v: want one tolerating every taint", spec.Tolerations)
+	}
+	if c.SecurityContext == nil || c.SecurityContext.Privileged == nil || !*c.SecurityContext.Privileged {
+		t.Error("agent not privileged")
+	}
+	for _, m := range c.VolumeMounts {
+		if m.MountPath == "/sys/fs/bpf" && (m.MountPropagation == nil || *m.MountPropagation != corev1.MountPropagationBidirectional) {
+			t.Error("bpffs not mounted bidirectionally")
+		}
+	}
+	env := map[string]string{}
+	for _, e := range c.Env {
+		if e.ValueFrom != nil && e.ValueFrom.FieldRef != nil {
+			env[e.Name] = e.ValueFrom.FieldRef.FieldPath
+		}
+	}
+	for arg, field := range map[string]string{"--k8s-node-name": "spec.nodeName", "--node-ipv4": "status.hostIP"} {
+		var v string
+		for _, a := range c.Args {
+			if rest, ok := strings.CutPrefix(a, arg+"=$("); ok {
+				v = strings.TrimSuffix(rest, ")")
+			}
+		}
+		if env[v] != field {
+			t.Errorf("%s: from $(%s), which is %q, want %s", arg, v, env[v], field)
+		}
+	}
+}
