@@ -105,9 +105,14 @@ func newBed(ctx context.Context, dir, bin string, o options, onClose func(func()
 	}
 	onClose(b.agent.Stop)
 
+	return b, b.networks(dir)
+}
+
+// networks sets the two nodes' network configuration lists.
+func (b *bed) networks(dir string) (err error) {
 	if b.cilium.list, err = libcni.NetworkConfFromBytes(fmt.Appendf(nil, `{"cniVersion":"1.1.0","name":"cilium",
 		"plugins":[{"type":"cilium-cni","socket-path":%q}]}`, b.agent.Socket)); err != nil {
-		return nil, err
+		return err
 	}
 	// A gateway on the bridge and a default route in the pod, as cilium-cni
 	// gives; no masquerade, which would add iptables to one side only.
@@ -117,9 +122,9 @@ func newBed(ctx context.Context, dir, bin string, o options, onClose func(func()
 		"plugins":[{"type":"bridge","bridge":"cni0","isGateway":true,"ipMasq":false,
 		"ipam":{"type":"host-local","ranges":[[{"subnet":%q}]],"routes":[{"dst":"0.0.0.0/0"}],"dataDir":%q}}]}`,
 		bridgeCIDR, filepath.Join(dir, "host-local"))); err != nil {
-		return nil, err
+		return err
 	}
-	return b, nil
+	return nil
 }
 
 // rtConf is what a runtime passes for pod p; IgnoreUnknown, as runtimes
