@@ -201,4 +201,3 @@ func (o *options) bpfMetrics(m *datapath.Maps) error {
 		}
 	})
 }
-

@@ -64,89 +64,38 @@ func mustMAC(s string) net.HardwareAddr {
 func TestPrivilegedPinnedMaps(t *testing.T) {
 	needRoot(t, "mounts a bpffs and creates BPF maps")
 	root := mountBPFFS(t)
-	mapsDir := filepath.Join(root, "maps")
-	if err := os.Mkdir(mapsDir, 0o700); err != nil {
-		t.Fatal(err)
-	}
-	m, err := datapath.OpenMaps(mapsDir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, e := range []datapath.EndpointEntry{
-		{ID: 12, Identity: 1012, IPv4: netip.MustParseAddr("10.10.1.12"), MAC: mustMAC("02:00:00:00:01:12"),
-			HostMAC: mustMAC("02:00:00:00:02:12"), HostIfindex: 33, PolicyIngress: true},
-		{ID: 11, Identity: 1011, IPv4: netip.MustParseAddr("10.10.1.11"), MAC: mustMAC("02:00:00:00:01:11"),
-			HostMAC: mustMAC("02:00:00:00:02:11"), HostIfindex: 31},
+	writePins(t, filepath.Join(root, "maps"))
+	for _, tc := range []struct {
+		args []string
+		got  any // a pointer to decode into
+		want any
+	}{
+		{[]string{"bpf", "ipcache", "list"}, &[]models.IPCacheEntry{}, []models.IPCacheEntry{
+			{Prefix: "10.10.1.12/32", Identity: 1012},
+			{Prefix: "10.10.2.0/24", Identity: 1020, TunnelEndpoint: "192.168.50.2"},
+			{Prefix: "10.10.2.21/32", Identity: 1021, TunnelEndpoint: "192.168.50.2"},
+			{Prefix: "192.168.50.2/32", Identity: 6},
+		}},
+		{[]string{"bpf", "endpoint", "list"}, &[]bpfEndpoint{}, []bpfEndpoint{
+			{ID: 11, IPv4: "10.10.1.11", Identity: 1011, MAC: "02:00:00:00:01:11", HostMAC: "02:00:00:00:02:11", HostIfindex: 31},
+			{ID: 12, IPv4: "10.10.1.12", Identity: 1012, MAC: "02:00:00:00:01:12", HostMAC: "02:00:00:00:02:12",
+				HostIfindex: 33, PolicyIngress: true},
+		}},
+		{[]string{"bpf", "policy", "list", "12"}, &[]bpfPolicyEntry{}, []bpfPolicyEntry{
+			{Direction: "ingress", Identity: 0, Protocol: 17, Verdict: "deny"},
+			{Direction: "ingress", Identity: 1021, Protocol: 6, Port: 8080, Verdict: "allow"},
+			{Direction: "egress", Identity: 1021, Protocol: 6, Port: 9000, EndPort: 9003, Verdict: "allow"},
+		}},
+		{[]string{"bpf", "policy", "get", "11"}, &[]bpfPolicyEntry{}, []bpfPolicyEntry{}},
+		{[]string{"bpf", "ct", "list"}, &[]bpfConnection{}, []bpfConnection{}},
+		{[]string{"bpf", "metrics", "list"}, &[]bpfCounter{}, []bpfCounter{}},
 	} {
-		if err := m.UpsertEndpoint(e); err != nil {
-			t.Fatal(err)
-		}
-	}
-	err = m.SyncIPCache(map[netip.Prefix]datapath.IPCacheEntry{
-		netip.MustParsePrefix("10.10.1.12/32"):   {Identity: 1012},
-		netip.MustParsePrefix("10.10.2.21/32"):   {Identity: 1021, TunnelEndpoint: netip.MustParseAddr("192.168.50.2")},
-		netip.MustParsePrefix("192.168.50.2/32"): {Identity: datapath.IdentityRemoteNode},
-		netip.MustParsePrefix("10.10.2.0/24"):    {Identity: 1020, TunnelEndpoint: netip.MustParseAddr("192.168.50.2")},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	err = m.SetPolicy(12, []datapath.PolicyEntry{
-		{Direction: datapath.Ingress, Identity: 1021, Protocol: 6, Port: 8080},
-		{Direction: datapath.Ingress, Identity: datapath.IdentityAny, Protocol: 17, Deny: true},
-		{Direction: datapath.Egress, Identity: 1021, Protocol: 6, Port: 9000, EndPort: 9003},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := m.Close(); err != nil {
-		t.Fatal(err)
-	}
-
-	var ipcache []models.IPCacheEntry
-	bpfJSON(t, root, &ipcache, "bpf", "ipcache", "list")
-	wantIPCache := []models.IPCacheEntry{
-		{Prefix: "10.10.1.12/32", Identity: 1012},
-		{Prefix: "10.10.2.0/24", Identity: 1020, TunnelEndpoint: "192.168.50.2"},
-		{Prefix: "10.10.2.21/32", Identity: 1021, TunnelEndpoint: "192.168.50.2"},
-		{Prefix: "192.168.50.2/32", Identity: 6},
-	}
-	if !equalJSON(ipcache, wantIPCache) {
-		t.Errorf("bpf ipcache list: %+v\nwant %+v", ipcache, wantIPCache)
-	}
-
-	var eps []bpfEndpoint
-	bpfJSON(t, root, &eps, "bpf", "endpoint", "list")
-	wantEps := []bpfEndpoint{
-		{ID: 11, IPv4: "10.10.1.11", Identity: 1011, MAC: "02:00:00:00:01:11", HostMAC: "02:00:00:00:02:11", HostIfindex: 31},
-		{ID: 12, IPv4: "10.10.1.12", Identity: 1012, MAC: "02:00:00:00:01:12", HostMAC: "02:00:00:00:02:12", HostIfindex: 33,
-			PolicyIngress: true},
-	}
-	if !equalJSON(eps, wantEps) {
-		t.Errorf("bpf endpoint list: %+v\nwant %+v", eps, wantEps)
-	}
-
-	var policy []bpfPolicyEntry
-	bpfJSON(t, root, &policy, "bpf", "policy", "list", "12")
-	wantPolicy := []bpfPolicyEntry{
-		{Direction: "ingress", Identity: 0, Protocol: 17, Verdict: "deny"},
-		{Direction: "ingress", Identity: 1021, Protocol: 6, Port: 8080, Verdict: "allow"},
-		{Direction: "egress", Identity: 1021, Protocol: 6, Port: 9000, EndPort: 9003, Verdict: "allow"},
-	}
-	if !equalJSON(policy, wantPolicy) {
-		t.Errorf("bpf policy list 12: %+v\nwant %+v", policy, wantPolicy)
-	}
-	var other []bpfPolicyEntry
-	bpfJSON(t, root, &other, "bpf", "policy", "get", "11")
-	if other == nil || len(other) != 0 {
-		t.Errorf("bpf policy get 11: %+v, want an empty list", other)
-	}
-	for _, cmd := range [][]string{{"bpf", "ct", "list"}, {"bpf", "metrics", "list"}} {
-		var empty []json.RawMessage
-		bpfJSON(t, root, &empty, cmd...)
-		if empty == nil || len(empty) != 0 {
-			t.Errorf("%v on fresh maps: %s, want []", cmd, empty)
-		}
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			bpfJSON(t, root, tc.got, tc.args...)
+			if !equalJSON(tc.got, tc.want) {
+				t.Errorf("got %+v\nwant %+v", tc.got, tc.want)
+			}
+		})
 	}
 
 	out, err := run(t, filepath.Join(t.TempDir(), "none.sock"), "bpf", "ipcache", "list", "--bpf-root", root)
@@ -175,6 +124,48 @@ func TestPrivilegedPinnedMaps(t *testing.T) {
 	}
 	if left, _ := os.ReadDir(filepath.Join(empty, "maps")); len(left) != 0 {
 		t.Errorf("cilium-dbg created pins: %v", left)
+	}
+}
+
+// writePins creates the node's maps in dir as the agent does, fills them
+// and closes them again: the pins stay, as after the agent stopped.
+func writePins(t *testing.T, dir string) {
+	t.Helper()
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	m, err := datapath.OpenMaps(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	for _, e := range []datapath.EndpointEntry{
+		{ID: 12, Identity: 1012, IPv4: netip.MustParseAddr("10.10.1.12"), MAC: mustMAC("02:00:00:00:01:12"),
+			HostMAC: mustMAC("02:00:00:00:02:12"), HostIfindex: 33, PolicyIngress: true},
+		{ID: 11, Identity: 1011, IPv4: netip.MustParseAddr("10.10.1.11"), MAC: mustMAC("02:00:00:00:01:11"),
+			HostMAC: mustMAC("02:00:00:00:02:11"), HostIfindex: 31},
+	} {
+		if err := m.UpsertEndpoint(e); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tunnel := netip.MustParseAddr("192.168.50.2")
+	err = m.SyncIPCache(map[netip.Prefix]datapath.IPCacheEntry{
+		netip.MustParsePrefix("10.10.1.12/32"):   {Identity: 1012},
+		netip.MustParsePrefix("10.10.2.21/32"):   {Identity: 1021, TunnelEndpoint: tunnel},
+		netip.MustParsePrefix("192.168.50.2/32"): {Identity: datapath.IdentityRemoteNode},
+		netip.MustParsePrefix("10.10.2.0/24"):    {Identity: 1020, TunnelEndpoint: tunnel},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = m.SetPolicy(12, []datapath.PolicyEntry{
+		{Direction: datapath.Ingress, Identity: 1021, Protocol: 6, Port: 8080},
+		{Direction: datapath.Ingress, Identity: datapath.IdentityAny, Protocol: 17, Deny: true},
+		{Direction: datapath.Egress, Identity: 1021, Protocol: 6, Port: 9000, EndPort: 9003},
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 }
 
@@ -259,6 +250,13 @@ func TestPrivilegedLiveDatapath(t *testing.T) {
 		t.Errorf("monitor: %v", err)
 	}
 
+	checkLiveMaps(t, c, client, server)
+}
+
+// checkLiveMaps reads server's node after client reached it and another
+// pod was denied.
+func checkLiveMaps(t *testing.T, c *dptest.Cluster, client, server *dptest.Pod) {
+	n2 := server.Node
 	var conns []bpfConnection
 	bpfJSON(t, n2.BPFFSDir, &conns, "bpf", "ct", "list")
 	found := false
