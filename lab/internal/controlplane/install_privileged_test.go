@@ -1,0 +1,398 @@
+package controlplane
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	authzv1 "k8s.io/api/authorization/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/client-go/discovery/cached/memory"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/restmapper"
+	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/yaml"
+)
+
+// installDir holds cilium-go's manifests, relative to this package.
+const installDir = "../../../install/kubernetes"
+
+const installFieldManager = "cilium-go-install-test"
+
+// TestPrivilegedInstallManifests applies install/kubernetes to a real API
+// server (etcd and kube-apiserver in a fresh network namespace): the CRDs
+// for real, then every manifest with a server-side dry run and strict
+// field validation, then `kubectl apply -k` dry-run as a user would; then
+// for real, to dry-run the pods the DaemonSet and Deployment would create
+// and to ask the RBAC authorizer whether the agent's and the operator's
+// ServiceAccounts may do what their code does, and no more.
+func TestPrivilegedInstallManifests(t *testing.T) {
+	cfg, _, _ := prepareTestControlPlane(t)
+	specs := Processes(cfg)
+	start(t, specs[0], etcdChildEnv+"=1")
+	start(t, specs[1])
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	t.Cleanup(cancel)
+	dial := dialerIn(cfg.Namespaces.Net)
+	admin := clientset(t, AdminKubeconfig(cfg), dial)
+	eventually(t, 90*time.Second, "API server /readyz", func() error {
+		body, err := admin.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx)
+		if err == nil && string(body) != "ok" {
+			err = fmt.Errorf("readyz: %s", body)
+		}
+		return err
+	})
+	ic := newInstallClient(t, AdminKubeconfig(cfg), dial)
+
+	var crds, rest []*unstructured.Unstructured
+	for _, o := range readInstall(t) {
+		if o.GetKind() == "CustomResourceDefinition" {
+			crds = append(crds, o)
+		} else {
+			rest = append(rest, o)
+		}
+	}
+	if len(crds) == 0 || len(rest) == 0 {
+		t.Fatalf("%d CRDs, %d other objects in %s", len(crds), len(rest), installDir)
+	}
+	for _, o := range crds {
+		if err := ic.apply(ctx, o, false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, o := range crds {
+		eventually(t, 30*time.Second, "CRD "+o.GetName()+" established", func() error { return ic.established(ctx, o.GetName()) })
+	}
+
+	t.Run("dry run", func(t *testing.T) {
+		for _, o := range rest {
+			if err := ic.apply(ctx, o, true); err != nil {
+				t.Error(err)
+			}
+		}
+	})
+	t.Run("kubectl apply -k", func(t *testing.T) { kubectlApplyK(t, cfg) })
+
+	for _, o := range rest {
+		if err := ic.apply(ctx, o, false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Pod admission (ServiceAccount, PriorityClass, pod validation) happens
+	// only when the controllers create pods, which need the objects above.
+	t.Run("pods admitted", func(t *testing.T) {
+		for _, o := range rest {
+			if pod := podOf(t, o); pod != nil {
+				if err := ic.apply(ctx, pod, true); err != nil {
+					t.Error(err)
+				}
+			}
+		}
+	})
+	t.Run("dry run rejects what is wrong", func(t *testing.T) { checkDryRunRejects(t, ctx, ic, rest) })
+	t.Run("RBAC", func(t *testing.T) { checkInstallRBAC(t, ctx, admin) })
+}
+
+// readInstall reads every file the kustomization lists, as kubectl would
+// apply them.
+func readInstall(t *testing.T) []*unstructured.Unstructured {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(installDir, "kustomization.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var k struct {
+		Resources []string `json:"resources"`
+	}
+	if err := yaml.Unmarshal(data, &k); err != nil {
+		t.Fatal(err)
+	}
+	var out []*unstructured.Unstructured
+	for _, res := range k.Resources {
+		f, err := os.Open(filepath.Join(installDir, res))
+		if err != nil {
+			t.Fatal(err)
+		}
+		dec := utilyaml.NewYAMLOrJSONDecoder(f, 4096)
+		for {
+			var m map[string]any
+			err := dec.Decode(&m)
+			if errors.Is(err, io.EOF) {
+				break
+			}
+			if err != nil {
+				t.Fatalf("%s: %v", res, err)
+			}
+			if len(m) > 0 {
+				out = append(out, &unstructured.Unstructured{Object: m})
+			}
+		}
+		f.Close()
+	}
+	return out
+}
+
+// installClient applies unstructured objects server-side.
+type installClient struct {
+	dyn    dynamic.Interface
+	mapper *restmapper.DeferredDiscoveryRESTMapper
+}
+
+func newInstallClient(t *testing.T, kubeconfig string, dial func(context.Context, string, string) (net.Conn, error)) *installClient {
+	t.Helper()
+	rc, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc.Dial = dial
+	rc.Timeout = 20 * time.Second
+	dyn, err := dynamic.NewForConfig(rc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs, err := kubernetes.NewForConfig(rc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &installClient{dyn: dyn, mapper: restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(cs.Discovery()))}
+}
+
+// apply server-side applies o, as a dry run when dryRun, with strict field
+// validation: an unknown or duplicate field is an error, not a warning.
+func (c *installClient) apply(ctx context.Context, o *unstructured.Unstructured, dryRun bool) error {
+	gvk := o.GroupVersionKind()
+	m, err := c.mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+	if err != nil {
+		return fmt.Errorf("%s %s: %w", gvk.Kind, o.GetName(), err)
+	}
+	body, err := o.MarshalJSON()
+	if err != nil {
+		return err
+	}
+	opts := metav1.PatchOptions{FieldManager: installFieldManager, FieldValidation: "Strict", Force: new(true)}
+	if dryRun {
+		opts.DryRun = []string{metav1.DryRunAll}
+	}
+	var ri dynamic.ResourceInterface = c.dyn.Resource(m.Resource)
+	if o.GetNamespace() != "" {
+		ri = c.dyn.Resource(m.Resource).Namespace(o.GetNamespace())
+	}
+	if _, err := ri.Patch(ctx, o.GetName(), types.ApplyPatchType, body, opts); err != nil {
+		return fmt.Errorf("apply %s %s/%s (dry run %v): %w", gvk.Kind, o.GetNamespace(), o.GetName(), dryRun, err)
+	}
+	return nil
+}
+
+var crdResource = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
+
+func (c *installClient) established(ctx context.Context, name string) error {
+	crd, err := c.dyn.Resource(crdResource).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return err
+	}
+	conds, _, _ := unstructured.NestedSlice(crd.Object, "status", "conditions")
+	for _, c := range conds {
+		m, _ := c.(map[string]any)
+		if m["type"] == "Established" && m["status"] == "True" {
+			return nil
+		}
+	}
+	return errNotYet
+}
+
+// checkDryRunRejects: the dry run is a real check, not a formality: it
+// turns down a manifest with an unknown field or a wrong type, and its pod
+// with a missing PriorityClass.
+func checkDryRunRejects(t *testing.T, ctx context.Context, ic *installClient, objs []*unstructured.Unstructured) {
+	var ds *unstructured.Unstructured
+	for _, o := range objs {
+		if o.GetKind() == "DaemonSet" {
+			ds = o
+		}
+	}
+	if ds == nil {
+		t.Fatal("no DaemonSet")
+	}
+	for _, tc := range []struct {
+		name    string
+		path    []string
+		value   any
+		wantErr string
+	}{
+		{"unknown field", []string{"spec", "template", "spec", "hostNetwrk"}, true, "hostNetwrk"},
+		{"wrong type", []string{"spec", "template", "spec", "hostNetwork"}, "yes", "hostNetwork"},
+		{"unknown priority class", []string{"spec", "template", "spec", "priorityClassName"}, "no-such-class", "no-such-class"},
+	} {
+		bad := ds.DeepCopy()
+		if err := unstructured.SetNestedField(bad.Object, tc.value, tc.path...); err != nil {
+			t.Fatal(err)
+		}
+		err := ic.apply(ctx, bad, true)
+		if err == nil {
+			err = ic.apply(ctx, podOf(t, bad), true)
+		}
+		if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+			t.Errorf("%s: error %v, want one naming %s", tc.name, err, tc.wantErr)
+		}
+	}
+}
+
+// podOf is a pod as a workload's controller would create it from o's
+// template; nil when o is no workload.
+func podOf(t *testing.T, o *unstructured.Unstructured) *unstructured.Unstructured {
+	t.Helper()
+	if o.GetKind() != "DaemonSet" && o.GetKind() != "Deployment" {
+		return nil
+	}
+	spec, ok, err := unstructured.NestedMap(o.Object, "spec", "template", "spec")
+	if err != nil || !ok {
+		t.Fatalf("%s %s: no pod template: %v", o.GetKind(), o.GetName(), err)
+	}
+	labels, _, _ := unstructured.NestedStringMap(o.Object, "spec", "template", "metadata", "labels")
+	pod := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "Pod", "spec": spec}}
+	pod.SetName(o.GetName() + "-dry-run")
+	pod.SetNamespace(o.GetNamespace())
+	pod.SetLabels(labels)
+	return pod
+}
+
+// kubectlApplyK runs what a user runs, in the control plane's network
+// namespace: kustomize builds the manifests, the API server checks them.
+func kubectlApplyK(t *testing.T, cfg Config) {
+	kubectl := filepath.Join(cfg.BinDir, "kubectl")
+	if _, err := os.Stat(kubectl); err != nil {
+		t.Skipf("kubectl not built (make build-k8s): %v", err)
+	}
+	dir, err := filepath.Abs(installDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("nsenter", "--net="+cfg.Namespaces.Net, "--", kubectl,
+		"--kubeconfig="+AdminKubeconfig(cfg), "apply", "-k", dir,
+		"--server-side", "--dry-run=server", "--validate=strict", "--field-manager="+installFieldManager)
+	cmd.Env = []string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin", "HOME=" + t.TempDir()}
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("kubectl apply -k: %v\n%s", err, out.String())
+	}
+	for _, want := range []string{"daemonset.apps/cilium serverside-applied (server dry run)",
+		"deployment.apps/cilium-operator serverside-applied (server dry run)"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("kubectl output lacks %q:\n%s", want, out.String())
+		}
+	}
+}
+
+type access struct {
+	verb, group, resource, namespace, name string
+	allowed                                bool
+}
+
+// checkInstallRBAC asks the authorizer about the ServiceAccounts of the
+// manifests. The allowed rows are the calls in pkg/k8s/agent, pkg/identity
+// and operator/; the refused rows are near misses that least privilege
+// keeps out.
+func checkInstallRBAC(t *testing.T, ctx context.Context, admin kubernetes.Interface) {
+	const ns = "kube-system"
+	table := map[string][]access{
+		"cilium": {
+			{"get", "", "pods", "default", "", true},
+			{"list", "", "pods", "", "", true},
+			{"watch", "", "pods", "", "", true},
+			{"get", "", "namespaces", "", "default", true},
+			{"watch", "", "namespaces", "", "", true},
+			{"list", "", "nodes", "", "", true},
+			{"watch", "", "nodes", "", "", true},
+			{"watch", "cilium.io", "ciliumnodes", "", "", true},
+			{"list", "cilium.io", "ciliumendpoints", "", "", true},
+			{"create", "cilium.io", "ciliumendpoints", "default", "", true},
+			{"update", "cilium.io", "ciliumendpoints", "default", "p", true},
+			{"delete", "cilium.io", "ciliumendpoints", "default", "p", true},
+			{"create", "cilium.io", "ciliumidentities", "", "", true},
+			{"get", "cilium.io", "ciliumidentities", "", "1234", true},
+			{"watch", "cilium.io", "ciliumidentities", "", "", true},
+
+			{"delete", "cilium.io", "ciliumidentities", "", "1234", false},
+			{"update", "cilium.io", "ciliumnodes", "", "n1", false},
+			{"update", "", "nodes", "", "n1", false},
+			{"create", "", "pods", "default", "", false},
+			{"get", "", "secrets", ns, "x", false},
+			{"list", "", "configmaps", ns, "", false},
+		},
+		"cilium-operator": {
+			{"create", "apiextensions.k8s.io", "customresourcedefinitions", "", "", true},
+			{"get", "apiextensions.k8s.io", "customresourcedefinitions", "", "ciliumnodes.cilium.io", true},
+			{"update", "apiextensions.k8s.io", "customresourcedefinitions", "", "ciliumendpointslices.cilium.io", true},
+			{"create", "coordination.k8s.io", "leases", ns, "", true},
+			{"get", "coordination.k8s.io", "leases", ns, "cilium-operator-resource-lock", true},
+			{"update", "coordination.k8s.io", "leases", ns, "cilium-operator-resource-lock", true},
+			{"watch", "", "nodes", "", "", true},
+			{"list", "", "pods", "", "", true},
+			{"watch", "cilium.io", "ciliumnodes", "", "", true},
+			{"create", "cilium.io", "ciliumnodes", "", "", true},
+			{"update", "cilium.io", "ciliumnodes", "", "n1", true},
+			{"delete", "cilium.io", "ciliumnodes", "", "n1", true},
+			{"list", "cilium.io", "ciliumidentities", "", "", true},
+			{"update", "cilium.io", "ciliumidentities", "", "1234", true},
+			{"delete", "cilium.io", "ciliumidentities", "", "1234", true},
+			{"list", "cilium.io", "ciliumendpoints", "", "", true},
+			{"delete", "cilium.io", "ciliumendpoints", "default", "p", true},
+
+			{"update", "apiextensions.k8s.io", "customresourcedefinitions", "", "widgets.example.com", false},
+			{"delete", "apiextensions.k8s.io", "customresourcedefinitions", "", "ciliumnodes.cilium.io", false},
+			{"update", "coordination.k8s.io", "leases", ns, "kube-controller-manager", false},
+			{"get", "coordination.k8s.io", "leases", "default", "cilium-operator-resource-lock", false},
+			{"delete", "", "pods", "default", "p", false},
+			{"create", "cilium.io", "ciliumendpoints", "default", "", false},
+			{"get", "", "secrets", ns, "x", false},
+		},
+	}
+	for sa, rows := range table {
+		user := "system:serviceaccount:" + ns + ":" + sa
+		allowed := func(a access) (bool, error) {
+			r, err := admin.AuthorizationV1().SubjectAccessReviews().Create(ctx, &authzv1.SubjectAccessReview{
+				Spec: authzv1.SubjectAccessReviewSpec{
+					User:   user,
+					Groups: []string{"system:serviceaccounts", "system:serviceaccounts:" + ns, "system:authenticated"},
+					ResourceAttributes: &authzv1.ResourceAttributes{
+						Verb: a.verb, Group: a.group, Resource: a.resource, Namespace: a.namespace, Name: a.name},
+				}}, metav1.CreateOptions{})
+			if err != nil {
+				return false, err
+			}
+			return r.Status.Allowed, nil
+		}
+		// The authorizer learns of new bindings through its informers.
+		eventually(t, 30*time.Second, sa+" bindings seen by the authorizer", func() error {
+			ok, err := allowed(rows[0])
+			if err == nil && !ok {
+				err = errNotYet
+			}
+			return err
+		})
+		for _, a := range rows {
+			got, err := allowed(a)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got != a.allowed {
+				t.Errorf("%s: %s %s/%s in %q name %q: allowed %v, want %v", sa, a.verb, a.group, a.resource, a.namespace, a.name, got, a.allowed)
+			}
+		}
+	}
+}
