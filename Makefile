@@ -67,8 +67,9 @@ test-unit:
 	$(GO) vet ./...
 	$(GO) test -count=1 $(UNIT_PKGS)
 
-# The lab's privileged tests run the built control plane, agnhost and CoreDNS.
-test-lab: build-lab
+# The lab's privileged tests run the built control plane, agnhost, CoreDNS
+# and, against the install manifests, cilium-operator.
+test-lab: build-lab build-cilium
 	cd lab && $(GO) vet ./... && $(GO) test -count=1 ./...
 
 test-e2e-smoke: build-lab

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	authzv1 "k8s.io/api/authorization/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -39,7 +40,8 @@ const installFieldManager = "cilium-go-install-test"
 // field validation, then `kubectl apply -k` dry-run as a user would; then
 // for real, to dry-run the pods the DaemonSet and Deployment would create
 // and to ask the RBAC authorizer whether the agent's and the operator's
-// ServiceAccounts may do what their code does, and no more.
+// ServiceAccounts may do what their code does, and no more; last the built
+// operator runs as its ServiceAccount.
 func TestPrivilegedInstallManifests(t *testing.T) {
 	cfg, _, _ := prepareTestControlPlane(t)
 	specs := Processes(cfg)
@@ -105,6 +107,7 @@ func TestPrivilegedInstallManifests(t *testing.T) {
 	})
 	t.Run("dry run rejects what is wrong", func(t *testing.T) { checkDryRunRejects(t, ctx, ic, rest) })
 	t.Run("RBAC", func(t *testing.T) { checkInstallRBAC(t, ctx, admin) })
+	t.Run("operator as its ServiceAccount", func(t *testing.T) { checkOperatorAsServiceAccount(t, ctx, cfg, ic, admin, rest) })
 }
 
 // readInstall reads every file the kustomization lists, as kubectl would
@@ -176,6 +179,10 @@ func newInstallClient(t *testing.T, kubeconfig string, dial func(context.Context
 func (c *installClient) apply(ctx context.Context, o *unstructured.Unstructured, dryRun bool) error {
 	gvk := o.GroupVersionKind()
 	m, err := c.mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+	if meta.IsNoMatchError(err) {
+		c.mapper.Reset() // a kind of a CRD created since the last discovery
+		m, err = c.mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+	}
 	if err != nil {
 		return fmt.Errorf("%s %s: %w", gvk.Kind, o.GetName(), err)
 	}
