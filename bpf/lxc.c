@@ -89,7 +89,12 @@ int cil_from_container(struct __sk_buff *skb)
 		snat = MASQUERADE && f.dst_id == IDENTITY_WORLD;
 	}
 
-	if (ep) {
+	/* With legacy routing every packet that stays on the node or leaves
+	 * it unencapsulated crosses the stack, so that netfilter (kube-proxy)
+	 * sees both directions of what it translates. The peer's to-container
+	 * finds the connection this program tracked; masquerading happens at
+	 * the uplink's egress, after the stack's own translations. */
+	if (ep && !LEGACY_ROUTING) {
 		forwarded(skb, &f, TRACE_TO_LXC);
 		return redirect_to_endpoint(skb, ep);
 	}
@@ -97,14 +102,14 @@ int cil_from_container(struct __sk_buff *skb)
 		forwarded(skb, &f, TRACE_TO_OVERLAY);
 		return redirect_to_tunnel(skb, tunnel, ENDPOINT_IDENTITY);
 	}
+	forwarded(skb, &f, ep ? TRACE_TO_LXC : TRACE_TO_STACK);
+	if (LEGACY_ROUTING)
+		return TC_ACT_OK;
 	if (snat) {
 		ret = snat_egress(skb, &f.p);
 		if (ret < 0)
 			return drop(skb, &f, ret);
 	}
-	forwarded(skb, &f, TRACE_TO_STACK);
-	if (LEGACY_ROUTING)
-		return TC_ACT_OK;
 	return redirect_routed(skb, &f.p);
 }
 

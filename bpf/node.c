@@ -28,7 +28,10 @@ static __always_inline int from_network(struct __sk_buff *skb, __u32 src_id, __u
 		ret = 0;
 	}
 	ep = endpoint_lookup4(f.p.daddr);
-	if (!ep) {
+	/* Legacy routing: local pods are reached through the stack, whose
+	 * netfilter undoes what it translated (kube-proxy's DNAT of a Service
+	 * address); the pod's to-container judges the packet. */
+	if (!ep || LEGACY_ROUTING) {
 		if (TRACE_ENABLED)
 			emit_event(skb, &f, EVENT_TRACE, point, 0);
 		/* Pods do not know the VXLAN device's MAC: the inner frame
@@ -73,13 +76,41 @@ int cil_from_overlay(struct __sk_buff *skb)
 	return from_overlay(skb);
 }
 
-/* cil_to_overlay gives the node's own packets to remote pods a tunnel key;
- * pod packets were encapsulated by cil_from_container already. */
+/* cil_to_netdev masquerades, with legacy routing, what local pods send to
+ * the world: here, after netfilter, the destination is final (a Service
+ * address is already translated to its backend). */
+SEC("tc")
+int cil_to_netdev(struct __sk_buff *skb)
+{
+	struct flow f = { .direction = DIR_EGRESS };
+	struct endpoint_info *ep;
+	int ret;
+
+	if (!MASQUERADE || !LEGACY_ROUTING || parse_ipv4(skb, &f.p) != 0)
+		return TC_ACT_OK;
+	ep = endpoint_lookup4(f.p.saddr);
+	if (!ep || identity_of4(f.p.daddr) != IDENTITY_WORLD)
+		return TC_ACT_OK;
+	ret = snat_egress(skb, &f.p);
+	if (ret < 0) {
+		f.src_id = ep->identity;
+		f.src_ep = ep->ep_id;
+		f.dst_id = IDENTITY_WORLD;
+		return drop(skb, &f, ret);
+	}
+	return TC_ACT_OK;
+}
+
+/* cil_to_overlay gives a tunnel key to what the stack routes to remote
+ * pods: the node's own packets, and pod packets the stack forwarded
+ * (after kube-proxy's translation), which keep their pod's identity. Pod
+ * packets encapsulated by cil_from_container pass untouched. */
 SEC("tc")
 int cil_to_overlay(struct __sk_buff *skb)
 {
 	struct pkt p = {};
 	struct ipcache_info *info;
+	struct endpoint_info *ep;
 	struct bpf_tunnel_key key = { .tunnel_id = IDENTITY_REMOTE_NODE, .tunnel_ttl = 64 };
 
 	if (skb->mark == MARK_ENCAPSULATED) {
@@ -91,6 +122,9 @@ int cil_to_overlay(struct __sk_buff *skb)
 	info = ipcache_lookup4(p.daddr);
 	if (!info || !info->tunnel_ipv4)
 		return TC_ACT_OK;
+	ep = endpoint_lookup4(p.saddr);
+	if (ep)
+		key.tunnel_id = ep->identity;
 	key.remote_ipv4 = bpf_ntohl(info->tunnel_ipv4);
 	bpf_skb_set_tunnel_key(skb, &key, sizeof(key), BPF_F_ZERO_CSUM_TX);
 	return TC_ACT_OK;

@@ -72,6 +72,11 @@ func TestAgentWithKubernetes(t *testing.T) {
 			cep.Status.Networking.NodeIP == "192.168.0.2" && cep.Status.Networking.Addressing[0].IPV4 == alloc.Address
 	})
 
+	nodes, err := c.Nodes(ctx)
+	if err != nil || len(nodes) != 1 || nodes[0].Name != "a" || nodes[0].IPv4 != "192.168.0.2" || !nodes[0].Local {
+		t.Fatalf("nodes %+v, %v: want the local node a at 192.168.0.2", nodes, err)
+	}
+
 	if err := c.DeleteEndpoint(ctx, "c1"); err != nil {
 		t.Fatal(err)
 	}

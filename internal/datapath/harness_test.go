@@ -64,6 +64,7 @@ type env struct {
 	fromContainer *ebpf.Program
 	toContainer   *ebpf.Program
 	fromNetdev    *ebpf.Program
+	toNetdev      *ebpf.Program
 	fromOverlay   *ebpf.Program
 	events        *EventReader
 	uplinkIfindex int
@@ -173,7 +174,7 @@ func newEnv(t testing.TB, o envOpts) *env {
 	np, err := LoadNodePrograms(maps, node)
 	must(t, err)
 	t.Cleanup(func() { np.Close() })
-	e.fromNetdev = np.FromNetdev
+	e.fromNetdev, e.toNetdev = np.FromNetdev, np.ToNetdev
 	e.fromOverlay = loadOverlayHarness(t, maps, node, o.vni)
 
 	must(t, maps.UpsertEndpoint(EndpointEntry{ID: epA, Identity: idA, IPv4: ipA, MAC: macA, HostMAC: hostMacA,

@@ -45,13 +45,14 @@ func (p *EndpointPrograms) Close() error {
 // NodePrograms are a node's loaded device programs.
 type NodePrograms struct {
 	FromNetdev  *ebpf.Program
+	ToNetdev    *ebpf.Program
 	FromOverlay *ebpf.Program
 	ToOverlay   *ebpf.Program
 }
 
 // Close releases the programs; attached links keep them alive.
 func (p *NodePrograms) Close() error {
-	return errors.Join(p.FromNetdev.Close(), p.FromOverlay.Close(), p.ToOverlay.Close())
+	return errors.Join(p.FromNetdev.Close(), p.ToNetdev.Close(), p.FromOverlay.Close(), p.ToOverlay.Close())
 }
 
 func boolU8(b bool) uint8 {
@@ -126,7 +127,8 @@ func LoadNodePrograms(maps *Maps, c NodeConstants) (*NodePrograms, error) {
 	if err := spec.LoadAndAssign(&objs, opts); err != nil {
 		return nil, fmt.Errorf("load node programs: %w", err)
 	}
-	return &NodePrograms{FromNetdev: objs.CilFromNetdev, FromOverlay: objs.CilFromOverlay, ToOverlay: objs.CilToOverlay}, nil
+	return &NodePrograms{FromNetdev: objs.CilFromNetdev, ToNetdev: objs.CilToNetdev,
+		FromOverlay: objs.CilFromOverlay, ToOverlay: objs.CilToOverlay}, nil
 }
 
 // as4 is the address in network order, or zeros when there is none.

@@ -151,6 +151,17 @@ func (n *Node) Start() error {
 		progs.FromNetdev, ebpf.AttachTCXIngress); err != nil {
 		return err
 	}
+	// Only legacy routing masquerades at the uplink; a previous run's
+	// link goes when the configuration changed.
+	egressPin := n.linkPin("netdev", n.cfg.Uplink, "egress")
+	if n.cfg.Masquerade && n.cfg.LegacyRouting {
+		err = n.attach(egressPin, uplink.Attrs().Index, progs.ToNetdev, ebpf.AttachTCXEgress)
+	} else {
+		err = n.detach(egressPin, n.cfg.Uplink, ebpf.AttachTCXEgress)
+	}
+	if err != nil {
+		return err
+	}
 	if tunnel == nil {
 		return nil
 	}
@@ -427,7 +438,8 @@ func (n *Node) Close() error {
 func (n *Node) Teardown() error {
 	var errs []error
 	if n.nl != nil && n.cfg.LegacyTC {
-		errs = append(errs, n.detach("", n.cfg.Uplink, ebpf.AttachTCXIngress))
+		errs = append(errs, n.detach("", n.cfg.Uplink, ebpf.AttachTCXIngress),
+			n.detach("", n.cfg.Uplink, ebpf.AttachTCXEgress))
 	}
 	if n.nl != nil && n.cfg.Mode == Tunnel {
 		if l, err := n.nl.LinkByName(n.cfg.TunnelDevice); err == nil {

@@ -26,6 +26,7 @@ const (
 	nodeMapCiliumSnat4     = "cilium_snat4"
 	nodeProgCilFromNetdev  = "cil_from_netdev"
 	nodeProgCilFromOverlay = "cil_from_overlay"
+	nodeProgCilToNetdev    = "cil_to_netdev"
 	nodeProgCilToOverlay   = "cil_to_overlay"
 	nodeVarLEGACY_ROUTING  = "LEGACY_ROUTING"
 	nodeVarMASQUERADE      = "MASQUERADE"
@@ -80,6 +81,7 @@ type nodeSpecs struct {
 type nodeProgramSpecs struct {
 	CilFromNetdev  *ebpf.ProgramSpec `ebpf:"cil_from_netdev"`
 	CilFromOverlay *ebpf.ProgramSpec `ebpf:"cil_from_overlay"`
+	CilToNetdev    *ebpf.ProgramSpec `ebpf:"cil_to_netdev"`
 	CilToOverlay   *ebpf.ProgramSpec `ebpf:"cil_to_overlay"`
 }
 
@@ -172,6 +174,7 @@ type nodeVariables struct {
 type nodePrograms struct {
 	CilFromNetdev  *ebpf.Program `ebpf:"cil_from_netdev"`
 	CilFromOverlay *ebpf.Program `ebpf:"cil_from_overlay"`
+	CilToNetdev    *ebpf.Program `ebpf:"cil_to_netdev"`
 	CilToOverlay   *ebpf.Program `ebpf:"cil_to_overlay"`
 }
 
@@ -179,6 +182,7 @@ func (p *nodePrograms) Close() error {
 	return _NodeClose(
 		p.CilFromNetdev,
 		p.CilFromOverlay,
+		p.CilToNetdev,
 		p.CilToOverlay,
 	)
 }

@@ -26,6 +26,7 @@ const (
 	overlaytestMapCiliumSnat4      = "cilium_snat4"
 	overlaytestProgCilFromNetdev   = "cil_from_netdev"
 	overlaytestProgCilFromOverlay  = "cil_from_overlay"
+	overlaytestProgCilToNetdev     = "cil_to_netdev"
 	overlaytestProgCilToOverlay    = "cil_to_overlay"
 	overlaytestProgTestFromOverlay = "test_from_overlay"
 	overlaytestVarLEGACY_ROUTING   = "LEGACY_ROUTING"
@@ -83,6 +84,7 @@ type overlaytestSpecs struct {
 type overlaytestProgramSpecs struct {
 	CilFromNetdev   *ebpf.ProgramSpec `ebpf:"cil_from_netdev"`
 	CilFromOverlay  *ebpf.ProgramSpec `ebpf:"cil_from_overlay"`
+	CilToNetdev     *ebpf.ProgramSpec `ebpf:"cil_to_netdev"`
 	CilToOverlay    *ebpf.ProgramSpec `ebpf:"cil_to_overlay"`
 	TestFromOverlay *ebpf.ProgramSpec `ebpf:"test_from_overlay"`
 }
@@ -180,6 +182,7 @@ type overlaytestVariables struct {
 type overlaytestPrograms struct {
 	CilFromNetdev   *ebpf.Program `ebpf:"cil_from_netdev"`
 	CilFromOverlay  *ebpf.Program `ebpf:"cil_from_overlay"`
+	CilToNetdev     *ebpf.Program `ebpf:"cil_to_netdev"`
 	CilToOverlay    *ebpf.Program `ebpf:"cil_to_overlay"`
 	TestFromOverlay *ebpf.Program `ebpf:"test_from_overlay"`
 }
@@ -188,6 +191,7 @@ func (p *overlaytestPrograms) Close() error {
 	return _OverlaytestClose(
 		p.CilFromNetdev,
 		p.CilFromOverlay,
+		p.CilToNetdev,
 		p.CilToOverlay,
 		p.TestFromOverlay,
 	)

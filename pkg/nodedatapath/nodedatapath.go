@@ -35,17 +35,23 @@ type Config struct {
 	RoutingMode          string `mapstructure:"routing-mode"`
 	TunnelPort           int    `mapstructure:"tunnel-port"`
 	EnableIPv4Masquerade bool   `mapstructure:"enable-ipv4-masquerade"`
+	// EnableHostLegacyRouting sends pod traffic through the node's stack
+	// (netfilter, kube-proxy) instead of around it.
+	EnableHostLegacyRouting bool `mapstructure:"enable-host-legacy-routing"`
 	// NodeNetNS lets the agent program a node whose network namespace
 	// it does not run in.
 	NodeNetNS string `mapstructure:"node-netns"`
 }
 
-// DefaultConfig follows Cilium's defaults: tunnel mode, masquerading on.
+// DefaultConfig follows Cilium's defaults: tunnel mode, masquerading on,
+// and legacy host routing while kube-proxy (not the datapath) balances
+// Services.
 var DefaultConfig = Config{
-	Uplink:               "eth0",
-	RoutingMode:          "tunnel",
-	TunnelPort:           datapath.DefaultTunnelPort,
-	EnableIPv4Masquerade: true,
+	Uplink:                  "eth0",
+	RoutingMode:             "tunnel",
+	TunnelPort:              datapath.DefaultTunnelPort,
+	EnableIPv4Masquerade:    true,
+	EnableHostLegacyRouting: true,
 }
 
 // Flags implements cell.Flagger.
@@ -55,6 +61,8 @@ func (d Config) Flags(fs *pflag.FlagSet) {
 	fs.String("routing-mode", d.RoutingMode, "how pod traffic crosses nodes: tunnel or native")
 	fs.Int("tunnel-port", d.TunnelPort, "VXLAN UDP port in tunnel mode")
 	fs.Bool("enable-ipv4-masquerade", d.EnableIPv4Masquerade, "masquerade pod traffic leaving the cluster to the node address")
+	fs.Bool("enable-host-legacy-routing", d.EnableHostLegacyRouting,
+		"route pod traffic through the node's network stack, so that netfilter (kube-proxy) sees it; off: the datapath forwards around the stack")
 	fs.String("node-netns", d.NodeNetNS, "path of the node's network namespace; empty for the agent's own")
 }
 
@@ -84,7 +92,8 @@ func (c Config) Datapath(p paths.Config) (datapath.Config, error) {
 		return datapath.Config{}, fmt.Errorf("--node-netns %q: an absolute path is required", c.NodeNetNS)
 	}
 	return datapath.Config{BPFFSDir: p.BPFRoot, NetNS: c.NodeNetNS, NodeIPv4: ip, Uplink: c.Uplink,
-		Mode: mode, TunnelPort: c.TunnelPort, Masquerade: c.EnableIPv4Masquerade}, nil
+		Mode: mode, TunnelPort: c.TunnelPort, Masquerade: c.EnableIPv4Masquerade,
+		LegacyRouting: c.EnableHostLegacyRouting}, nil
 }
 
 type nodeParams struct {

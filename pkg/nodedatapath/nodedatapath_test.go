@@ -15,7 +15,7 @@ func TestConfigNamesFlag(t *testing.T) {
 	good := DefaultConfig
 	good.NodeIPv4 = "192.168.1.10"
 	dc, err := good.Datapath(paths.DefaultConfig)
-	if err != nil || dc.Mode != datapath.Tunnel || dc.BPFFSDir != "/sys/fs/bpf/cilium" || !dc.Masquerade {
+	if err != nil || dc.Mode != datapath.Tunnel || dc.BPFFSDir != "/sys/fs/bpf/cilium" || !dc.Masquerade || !dc.LegacyRouting {
 		t.Fatalf("%+v %v", dc, err)
 	}
 	for flag, tweak := range map[string]func(*Config){

@@ -22,7 +22,7 @@ import (
 // CiliumNode, and publishes CiliumEndpoints.
 var Cell = cell.Module("k8s", "Kubernetes watchers and pod identities and CiliumEndpoints",
 	cell.Config(DefaultConfig),
-	cell.Provide(newClients, newWatchers, newIdentities, newPodCIDRSource),
+	cell.Provide(newClients, newWatchers, newIdentities, newPodCIDRSource, newNodeLister),
 	cell.Invoke(registerPublisher),
 )
 
@@ -148,11 +148,14 @@ func registerIPCache(p ipcacheParams) {
 	if p.Watchers == nil {
 		return
 	}
-	s := newIPCacheSync(p.Log, p.Node.Maps().IPCacheTarget(), p.Node)
+	// The datapath's maps exist once it started (its hook runs before
+	// these: the node is constructed first).
+	var s *ipcacheSync
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	p.Lifecycle.Append(cell.Hook{
 		OnStart: func(cell.HookContext) error {
+			s = newIPCacheSync(p.Log, p.Node.Maps().IPCacheTarget(), p.Node)
 			wg.Go(func() { s.rec.Run(ctx, time.Second, time.Minute) })
 			return nil
 		},
