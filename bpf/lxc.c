@@ -89,12 +89,17 @@ int cil_from_container(struct __sk_buff *skb)
 		snat = MASQUERADE && f.dst_id == IDENTITY_WORLD;
 	}
 
-	/* With legacy routing every packet that stays on the node or leaves
-	 * it unencapsulated crosses the stack, so that netfilter (kube-proxy)
-	 * sees both directions of what it translates. The peer's to-container
-	 * finds the connection this program tracked; masquerading happens at
-	 * the uplink's egress, after the stack's own translations. */
-	if (ep && !LEGACY_ROUTING) {
+	/* With legacy routing every packet crosses the stack, so that
+	 * netfilter (kube-proxy) sees both directions of every connection:
+	 * it drops what it has not seen start. A local peer's to-container
+	 * finds the connection this program tracked; the VXLAN device's
+	 * to-overlay encapsulates; masquerading happens at the uplink's
+	 * egress, after the stack's own translations. */
+	if (LEGACY_ROUTING) {
+		forwarded(skb, &f, TRACE_TO_STACK);
+		return TC_ACT_OK;
+	}
+	if (ep) {
 		forwarded(skb, &f, TRACE_TO_LXC);
 		return redirect_to_endpoint(skb, ep);
 	}
@@ -102,9 +107,7 @@ int cil_from_container(struct __sk_buff *skb)
 		forwarded(skb, &f, TRACE_TO_OVERLAY);
 		return redirect_to_tunnel(skb, tunnel, ENDPOINT_IDENTITY);
 	}
-	forwarded(skb, &f, ep ? TRACE_TO_LXC : TRACE_TO_STACK);
-	if (LEGACY_ROUTING)
-		return TC_ACT_OK;
+	forwarded(skb, &f, TRACE_TO_STACK);
 	if (snat) {
 		ret = snat_egress(skb, &f.p);
 		if (ret < 0)

@@ -23,6 +23,12 @@ func TestProgLegacyRouting(t *testing.T) {
 				t.Fatalf("connections %+v, want one A -> B", conns)
 			}
 		}},
+		{"a remote pod in tunnel mode is reached through the stack", envOpts{mode: Tunnel, legacyRouting: true}, func(t *testing.T, e *env) {
+			in := tcp(ipA, ipC, 40000, 80, "S").frame(t)
+			if out := e.expect(e.fromContainer, in, actOK); !bytes.Equal(out, in) {
+				t.Fatal("the packet was changed on its way to the stack")
+			}
+		}},
 		{"the world is masqueraded at the uplink, not at the pod", legacyMasq, func(t *testing.T, e *env) {
 			in := tcp(ipA, ipWorld, 40000, 443, "S").frame(t)
 			out := e.expect(e.fromContainer, in, actOK)
