@@ -76,6 +76,9 @@ func upCommand(stateDir *string) *cobra.Command {
 				return errors.New("cilium-lab up must run as root: it creates network namespaces")
 			}
 			o.StateDir = *stateDir
+			if o.InstallDir, err = filepath.Abs(o.InstallDir); err != nil {
+				return fmt.Errorf("--install-dir: %w", err)
+			}
 			uo.Plan, uo.BinDir, uo.Out = o, binDir(), cmd.OutOrStdout()
 			ctx, cancel := signalContext()
 			defer cancel()
@@ -85,7 +88,10 @@ func upCommand(stateDir *string) *cobra.Command {
 	f := cmd.Flags()
 	f.StringVar(&o.Name, "name", o.Name, "name of the lab: prefix of its namespaces")
 	f.IntVar(&o.Nodes, "nodes", o.Nodes, "number of nodes")
-	f.StringVar(&o.CNI, "cni", o.CNI, "pod network: bridge (the reference plugins)")
+	f.StringVar(&o.CNI, "cni", o.CNI, "pod network: cilium (cilium-go) or bridge (the reference plugins)")
+	f.StringVar(&o.RoutingMode, "routing-mode", o.RoutingMode, "with --cni=cilium: tunnel (VXLAN) or native")
+	o.InstallDir = filepath.Join(filepath.Dir(binDir()), "install", "kubernetes")
+	f.StringVar(&o.InstallDir, "install-dir", o.InstallDir, "with --cni=cilium: the repository's install/kubernetes, whose RBAC the lab applies")
 	f.StringVar(&o.KubeProxy, "kube-proxy", o.KubeProxy, "kube-proxy mode on every node: iptables, nftables or none")
 	f.StringVar(&underlay, "underlay", o.Underlay.String(), "IPv4 prefix of the network joining the machines")
 	f.StringVar(&clusterCIDR, "cluster-cidr", o.ClusterCIDR.String(), "IPv4 prefix pods get addresses from")

@@ -71,6 +71,11 @@ func (a *Applier) Apply(ctx context.Context, docs []byte) error {
 	if err != nil {
 		return err
 	}
+	return a.ApplyObjects(ctx, objs)
+}
+
+// ApplyObjects applies decoded objects in order.
+func (a *Applier) ApplyObjects(ctx context.Context, objs []*unstructured.Unstructured) error {
 	for _, u := range objs {
 		if err := a.applyOne(ctx, u); err != nil {
 			return fmt.Errorf("apply %s %s: %w", u.GetKind(), u.GetName(), err)

@@ -44,6 +44,7 @@ func TestPodRoutes(t *testing.T) {
 
 func TestKubeProxyConfig(t *testing.T) {
 	o := plan.DefaultOptions()
+	o.CNI = plan.CNIBridge
 	o.KubeProxy = "nftables"
 	p, err := plan.New(o)
 	if err != nil {
@@ -67,6 +68,7 @@ func TestKubeProxyConfig(t *testing.T) {
 
 func TestNodeProcesses(t *testing.T) {
 	o := plan.DefaultOptions()
+	o.CNI = plan.CNIBridge
 	o.KubeProxy = "none"
 	p, _ := plan.New(o)
 	specs := nodeProcesses(p, p.Nodes[0], controlPlaneConfig(p, "/bin-dir"), "/bin-dir")

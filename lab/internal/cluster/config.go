@@ -32,8 +32,10 @@ func controlPlaneConfig(p plan.Plan, binDir string) controlplane.Config {
 		ServiceCIDR:      p.ServiceCIDR,
 		ClusterCIDR:      p.ClusterCIDR,
 		NodeCIDRMaskSize: p.NodeMask,
-		ExtraSANs:        []string{"127.0.0.1", "localhost"},
-		Namespaces:       proc.Namespaces{Net: p.ControlPlaneNS},
+		// cilium-go's operator hands out the pod CIDRs (cluster-pool IPAM).
+		AllocateNodeCIDRs: p.CNI != plan.CNICilium,
+		ExtraSANs:         []string{"127.0.0.1", "localhost"},
+		Namespaces:        proc.Namespaces{Net: p.ControlPlaneNS},
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net"
 	"net/netip"
 	"os"
@@ -14,6 +15,9 @@ import (
 	vns "github.com/vishvananda/netns"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/cilium-go/cilium/lab/internal/controlplane"
@@ -93,8 +97,9 @@ func writeNodeConfigs(p plan.Plan, cp controlplane.Config) error {
 
 // routeNodes plays the cloud's route table: every machine of the underlay routes each
 // node's pod CIDR to that node. With the bridge CNI this carries pod-to-pod traffic
-// between nodes; the control plane needs it in every mode to answer pods.
-func routeNodes(ctx context.Context, cs kubernetes.Interface, p plan.Plan, log *slog.Logger) {
+// between nodes; cilium-go routes between nodes itself, and the control plane needs
+// the routes in every mode to reach pods.
+func routeNodes(ctx context.Context, cs kubernetes.Interface, dyn dynamic.Interface, p plan.Plan, log *slog.Logger) {
 	machines := []string{p.ControlPlaneNS}
 	if p.CNI == plan.CNIBridge {
 		for _, n := range p.Nodes {
@@ -106,8 +111,15 @@ func routeNodes(ctx context.Context, cs kubernetes.Interface, p plan.Plan, log *
 	for {
 		nodes, err := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
 		if err == nil {
+			want := podRoutes(nodes.Items)
+			if p.CNI == plan.CNICilium {
+				err = ciliumNodeRoutes(ctx, dyn, want)
+			}
+			if err != nil {
+				log.Warn("pod CIDR routes", "err", err)
+			}
 			for _, ns := range machines {
-				if err := syncRoutes(ns, p, podRoutes(nodes.Items)); err != nil {
+				if err := syncRoutes(ns, p, want); err != nil {
 					log.Warn("pod CIDR routes", "netns", ns, "err", err)
 				}
 			}
@@ -132,6 +144,48 @@ func podRoutes(nodes []corev1.Node) map[netip.Prefix]netip.Addr {
 			if ip, err := netip.ParseAddr(a.Address); err == nil && a.Type == corev1.NodeInternalIP {
 				out[cidr] = ip
 			}
+		}
+	}
+	return out
+}
+
+var ciliumNodes = schema.GroupVersionResource{Group: "cilium.io", Version: "v2", Resource: "ciliumnodes"}
+
+// ciliumNodeRoutes adds the pod CIDRs cilium-go's operator wrote into the
+// CiliumNodes (spec.ipam.podCIDRs), each via the node's InternalIP.
+func ciliumNodeRoutes(ctx context.Context, dyn dynamic.Interface, out map[netip.Prefix]netip.Addr) error {
+	list, err := dyn.Resource(ciliumNodes).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return err
+	}
+	for _, cn := range list.Items {
+		maps.Copy(out, ciliumNodePodRoutes(cn.Object))
+	}
+	return nil
+}
+
+// ciliumNodePodRoutes reads one CiliumNode.
+func ciliumNodePodRoutes(obj map[string]any) map[netip.Prefix]netip.Addr {
+	out := map[netip.Prefix]netip.Addr{}
+	cidrs, _, _ := unstructured.NestedStringSlice(obj, "spec", "ipam", "podCIDRs")
+	addrs, _, _ := unstructured.NestedSlice(obj, "spec", "addresses")
+	var ip netip.Addr
+	for _, a := range addrs {
+		m, _ := a.(map[string]any)
+		if m["type"] != "InternalIP" {
+			continue
+		}
+		s, _ := m["ip"].(string)
+		if addr, err := netip.ParseAddr(s); err == nil && addr.Is4() {
+			ip = addr
+		}
+	}
+	if !ip.IsValid() {
+		return out
+	}
+	for _, c := range cidrs {
+		if pfx, err := netip.ParsePrefix(c); err == nil && pfx.Addr().Is4() {
+			out[pfx.Masked()] = ip
 		}
 	}
 	return out

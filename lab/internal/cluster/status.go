@@ -122,4 +122,3 @@ func Exec(stateDir, node string, argv []string) error {
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
 	return cmd.Run()
 }
-

@@ -14,6 +14,7 @@ import (
 	"sync"
 	"time"
 
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -119,13 +120,23 @@ func Supervise(ctx context.Context, stateDir, binDir string, log *slog.Logger) e
 		if err := retry(ctx, func() error { return applier.Apply(ctx, dns) }); err != nil {
 			return fmt.Errorf("cluster DNS: %w", err)
 		}
+		if p.CNI == plan.CNICilium {
+			setPhase("starting cilium-go", nil)
+			if err := startCilium(ctx, cs, applier, sup, p, cp, binDir, log); err != nil {
+				return err
+			}
+		}
 		setPhase("starting nodes", nil)
 		for _, n := range p.Nodes {
 			for _, s := range nodeProcesses(p, n, cp, binDir) {
 				sup.Start(ctx, s, 10*time.Second)
 			}
 		}
-		go routeNodes(ctx, cs, p, log)
+		dyn, err := dynamic.NewForConfig(cfg)
+		if err != nil {
+			return err
+		}
+		go routeNodes(ctx, cs, dyn, p, log)
 		return nil
 	}()
 	if err != nil {

@@ -89,7 +89,14 @@ func checkFree(p plan.Plan, binDir string) error {
 		return fmt.Errorf("port 127.0.0.1:%d is in use: pick another with --api-port", p.HostAPIPort)
 	}
 	ln.Close()
-	for _, b := range []string{"cilium-lab", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl", "agnhost", "coredns", "cni/bridge", "cni/host-local", "cni/loopback", "cni/portmap"} {
+	bins := []string{"cilium-lab", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl", "agnhost", "coredns", "cni/bridge", "cni/host-local", "cni/loopback", "cni/portmap"}
+	if p.CNI == plan.CNICilium {
+		bins = append(bins, ciliumBinaries()...)
+		if _, err := installRBAC(p.InstallDir); err != nil {
+			return fmt.Errorf("--install-dir: %w", err)
+		}
+	}
+	for _, b := range bins {
 		if _, err := os.Stat(filepath.Join(binDir, b)); err != nil {
 			return fmt.Errorf("%s is missing: run `make build` first", filepath.Join(binDir, b))
 		}
@@ -145,6 +152,11 @@ func up(ctx context.Context, p plan.Plan, o UpOptions, pr *progress) error {
 	}
 	if err := installCNIPlugins(p, o.BinDir); err != nil {
 		return err
+	}
+	if p.CNI == plan.CNICilium {
+		if err := installCiliumCNI(p, o.BinDir); err != nil {
+			return err
+		}
 	}
 	if err := writeNodeConfigs(p, cp); err != nil {
 		return err

@@ -44,6 +44,10 @@ type Config struct {
 	// ClusterCIDR is the pod range the controller manager cuts node CIDRs from.
 	ClusterCIDR      netip.Prefix
 	NodeCIDRMaskSize int
+	// AllocateNodeCIDRs makes the controller manager write each Node's
+	// spec.podCIDR; off when the CNI's own IPAM (cilium-go's operator) owns
+	// the pool, so that one pod range never has two allocators.
+	AllocateNodeCIDRs bool
 	// ExtraSANs are added to the API server's serving certificate: IP addresses
 	// become IP SANs, anything else a DNS SAN. The user's kubectl reaches the API
 	// through a forwarder on the host's 127.0.0.1.

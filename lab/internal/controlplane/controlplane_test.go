@@ -22,16 +22,17 @@ import (
 
 func testConfig(dir string) Config {
 	return Config{
-		Dir:              dir,
-		BinDir:           "/opt/lab/bin",
-		LabBinary:        "/opt/lab/bin/cilium-lab",
-		AdvertiseIP:      netip.MustParseAddr("172.30.0.2"),
-		SecurePort:       6443,
-		ServiceCIDR:      netip.MustParsePrefix("10.96.0.0/16"),
-		ClusterCIDR:      netip.MustParsePrefix("10.244.0.0/16"),
-		NodeCIDRMaskSize: 24,
-		ExtraSANs:        []string{"127.0.0.1", "lab.example"},
-		Namespaces:       proc.Namespaces{Net: "/run/netns/lab-cp"},
+		Dir:               dir,
+		BinDir:            "/opt/lab/bin",
+		LabBinary:         "/opt/lab/bin/cilium-lab",
+		AdvertiseIP:       netip.MustParseAddr("172.30.0.2"),
+		SecurePort:        6443,
+		ServiceCIDR:       netip.MustParsePrefix("10.96.0.0/16"),
+		ClusterCIDR:       netip.MustParsePrefix("10.244.0.0/16"),
+		NodeCIDRMaskSize:  24,
+		AllocateNodeCIDRs: true,
+		ExtraSANs:         []string{"127.0.0.1", "lab.example"},
+		Namespaces:        proc.Namespaces{Net: "/run/netns/lab-cp"},
 	}
 }
 

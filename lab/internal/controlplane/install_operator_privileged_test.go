@@ -42,7 +42,7 @@ func checkOperatorAsServiceAccount(t *testing.T, ctx context.Context, cfg Config
 	}
 	dir := t.TempDir()
 	kubeconfig := impersonatingKubeconfig(t, AdminKubeconfig(cfg), dir, "kube-system", "cilium-operator")
-	configDir, settings := operatorConfigDir(t, dir, objs)
+	configDir, settings := configDirOf(t, dir, objs, "Deployment", "cilium-operator")
 	pool := netip.MustParsePrefix(settings["cluster-pool-ipv4-cidr"])
 	mask, err := strconv.Atoi(settings["cluster-pool-ipv4-mask-size"])
 	if err != nil {
@@ -74,18 +74,7 @@ func checkOperatorAsServiceAccount(t *testing.T, ctx context.Context, cfg Config
 	logFile := filepath.Join(dir, "cilium-operator.log")
 	start(t, proc.Spec{Name: "cilium-operator", Path: bin, Dir: dir, Namespaces: cfg.Namespaces, LogFile: logFile,
 		Args: []string{"--kubeconfig=" + kubeconfig, "--config-dir=" + configDir, "--leader-election-identity=" + identity}})
-	// A cleanup, so that a refusal is named when a wait below times out.
-	t.Cleanup(func() {
-		log, err := os.ReadFile(logFile)
-		if err != nil {
-			t.Error(err)
-		}
-		for _, line := range strings.Split(string(log), "\n") {
-			if strings.Contains(strings.ToLower(line), "forbidden") {
-				t.Errorf("operator was refused: %s", line)
-			}
-		}
-	})
+	refuseForbidden(t, "cilium-operator", logFile)
 
 	eventually(t, 60*time.Second, "Lease held by the operator", func() error {
 		l, err := admin.CoordinationV1().Leases("kube-system").Get(ctx, "cilium-operator-resource-lock", metav1.GetOptions{})
@@ -164,9 +153,9 @@ func impersonatingKubeconfig(t *testing.T, adminPath, dir, ns, name string) stri
 	return out
 }
 
-// operatorConfigDir writes the files the operator's pod would find in its
-// cilium-config volume and returns the directory and its settings.
-func operatorConfigDir(t *testing.T, dir string, objs []*unstructured.Unstructured) (string, map[string]string) {
+// configDirOf writes the files the pod of workload kind/name would find
+// in its cilium-config volume and returns the directory and its settings.
+func configDirOf(t *testing.T, dir string, objs []*unstructured.Unstructured, kind, name string) (string, map[string]string) {
 	t.Helper()
 	var data map[string]string
 	var volumes []any
@@ -174,16 +163,16 @@ func operatorConfigDir(t *testing.T, dir string, objs []*unstructured.Unstructur
 		switch {
 		case o.GetKind() == "ConfigMap" && o.GetName() == "cilium-config":
 			data, _, _ = unstructured.NestedStringMap(o.Object, "data")
-		case o.GetKind() == "Deployment" && o.GetName() == "cilium-operator":
+		case o.GetKind() == kind && o.GetName() == name:
 			volumes, _, _ = unstructured.NestedSlice(o.Object, "spec", "template", "spec", "volumes")
 		}
 	}
 	i := slices.IndexFunc(volumes, func(v any) bool {
-		name, _, _ := unstructured.NestedString(v.(map[string]any), "configMap", "name")
-		return name == "cilium-config"
+		cm, _, _ := unstructured.NestedString(v.(map[string]any), "configMap", "name")
+		return cm == "cilium-config"
 	})
 	if data == nil || i < 0 {
-		t.Fatal("no cilium-config ConfigMap or no volume of it in the operator's Deployment")
+		t.Fatalf("no cilium-config ConfigMap or no volume of it in %s %s", kind, name)
 	}
 	items, _, _ := unstructured.NestedSlice(volumes[i].(map[string]any), "configMap", "items")
 	configDir := filepath.Join(dir, "config-map")
@@ -200,4 +189,21 @@ func operatorConfigDir(t *testing.T, dir string, objs []*unstructured.Unstructur
 		}
 	}
 	return configDir, settings
+}
+
+// refuseForbidden fails the test, when it ends, for every line of the
+// component's log that says the API server refused it: a cleanup, so that
+// the refusal is named even when a wait timed out.
+func refuseForbidden(t *testing.T, name, logFile string) {
+	t.Cleanup(func() {
+		log, err := os.ReadFile(logFile)
+		if err != nil {
+			t.Error(err)
+		}
+		for _, line := range strings.Split(string(log), "\n") {
+			if strings.Contains(strings.ToLower(line), "forbidden") {
+				t.Errorf("%s was refused: %s", name, line)
+			}
+		}
+	})
 }

@@ -3,6 +3,7 @@ package controlplane
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -41,7 +42,7 @@ const installFieldManager = "cilium-go-install-test"
 // for real, to dry-run the pods the DaemonSet and Deployment would create
 // and to ask the RBAC authorizer whether the agent's and the operator's
 // ServiceAccounts may do what their code does, and no more; last the built
-// operator runs as its ServiceAccount.
+// operator and agent run as their ServiceAccounts and do their jobs.
 func TestPrivilegedInstallManifests(t *testing.T) {
 	cfg, _, _ := prepareTestControlPlane(t)
 	specs := Processes(cfg)
@@ -108,6 +109,7 @@ func TestPrivilegedInstallManifests(t *testing.T) {
 	t.Run("dry run rejects what is wrong", func(t *testing.T) { checkDryRunRejects(t, ctx, ic, rest) })
 	t.Run("RBAC", func(t *testing.T) { checkInstallRBAC(t, ctx, admin) })
 	t.Run("operator as its ServiceAccount", func(t *testing.T) { checkOperatorAsServiceAccount(t, ctx, cfg, ic, admin, rest) })
+	t.Run("agent as its ServiceAccount", func(t *testing.T) { checkAgentAsServiceAccount(t, ctx, cfg, ic, rest) })
 }
 
 // readInstall reads every file the kustomization lists, as kubectl would
@@ -132,17 +134,23 @@ func readInstall(t *testing.T) []*unstructured.Unstructured {
 		}
 		dec := utilyaml.NewYAMLOrJSONDecoder(f, 4096)
 		for {
-			var m map[string]any
-			err := dec.Decode(&m)
+			// Raw JSON, so that unstructured decodes numbers as int64.
+			var raw json.RawMessage
+			err := dec.Decode(&raw)
 			if errors.Is(err, io.EOF) {
 				break
 			}
 			if err != nil {
 				t.Fatalf("%s: %v", res, err)
 			}
-			if len(m) > 0 {
-				out = append(out, &unstructured.Unstructured{Object: m})
+			if len(raw) == 0 || string(raw) == "null" {
+				continue // only comments
 			}
+			o := &unstructured.Unstructured{}
+			if err := o.UnmarshalJSON(raw); err != nil {
+				t.Fatalf("%s: %v", res, err)
+			}
+			out = append(out, o)
 		}
 		f.Close()
 	}

@@ -113,7 +113,7 @@ func controllerManagerArgs(cfg Config) []string {
 		"--cluster-signing-cert-file=" + l.caCert,
 		"--cluster-signing-key-file=" + l.caKey,
 
-		"--allocate-node-cidrs=true",
+		"--allocate-node-cidrs=" + strconv.FormatBool(cfg.AllocateNodeCIDRs),
 		"--cluster-cidr=" + cfg.ClusterCIDR.Masked().String(),
 		"--node-cidr-mask-size=" + strconv.Itoa(cfg.NodeCIDRMaskSize),
 		"--service-cluster-ip-range=" + cfg.ServiceCIDR.Masked().String(),

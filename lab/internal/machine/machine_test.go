@@ -44,6 +44,7 @@ func TestPrivilegedMachines(t *testing.T) {
 		t.Skip("needs root: creates namespaces")
 	}
 	o := plan.DefaultOptions()
+	o.CNI = plan.CNIBridge
 	o.Name = fmt.Sprintf("mt%d", os.Getpid()%100000)
 	o.StateDir = filepath.Join(t.TempDir(), "state")
 	o.Nodes = 2

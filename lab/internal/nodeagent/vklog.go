@@ -27,7 +27,7 @@ func (v vkLogger) Fatal(a ...any)            { v.Error(a...); os.Exit(1) }
 func (v vkLogger) Fatalf(f string, a ...any) { v.Errorf(f, a...); os.Exit(1) }
 
 func (v vkLogger) WithField(k string, val any) vklog.Logger { return vkLogger{v.l.With(k, val)} }
-func (v vkLogger) WithError(err error) vklog.Logger        { return vkLogger{v.l.With("err", err)} }
+func (v vkLogger) WithError(err error) vklog.Logger         { return vkLogger{v.l.With("err", err)} }
 
 func (v vkLogger) WithFields(f vklog.Fields) vklog.Logger {
 	l := v.l

@@ -15,18 +15,27 @@ import (
 
 // CNI choices for the lab's pod network.
 const (
+	CNICilium = "cilium" // cilium-go: agent, CNI plugin and operator
 	CNIBridge = "bridge" // containernetworking reference plugins: the baseline
 )
+
+// How cilium-go carries pod traffic between nodes.
+var routingModes = map[string]bool{"tunnel": true, "native": true}
 
 // kube-proxy modes; "none" runs no kube-proxy.
 var kubeProxyModes = map[string]bool{"iptables": true, "nftables": true, "none": true}
 
 // Options are what a user chooses on `cilium-lab up`.
 type Options struct {
-	Name        string // prefix of every namespace and device name
-	StateDir    string
-	Nodes       int
-	CNI         string
+	Name     string // prefix of every namespace and device name
+	StateDir string
+	Nodes    int
+	CNI      string
+	// RoutingMode is cilium-go's: tunnel (VXLAN) or native.
+	RoutingMode string
+	// InstallDir is install/kubernetes of the repository: the lab applies its
+	// ServiceAccounts and RBAC for cilium-go.
+	InstallDir  string
 	KubeProxy   string
 	Underlay    netip.Prefix
 	ClusterCIDR netip.Prefix
@@ -41,7 +50,8 @@ func DefaultOptions() Options {
 		Name:        "lab",
 		StateDir:    "/var/lib/cilium-lab",
 		Nodes:       2,
-		CNI:         CNIBridge,
+		CNI:         CNICilium,
+		RoutingMode: "tunnel",
 		KubeProxy:   "iptables",
 		Underlay:    netip.MustParsePrefix("172.30.0.0/24"),
 		ClusterCIDR: netip.MustParsePrefix("10.244.0.0/16"),
@@ -71,6 +81,9 @@ type Plan struct {
 	Name     string `json:"name"`
 	StateDir string `json:"stateDir"`
 	CNI      string `json:"cni"`
+	// RoutingMode and InstallDir matter with CNI cilium only.
+	RoutingMode string `json:"routingMode,omitempty"`
+	InstallDir  string `json:"installDir,omitempty"`
 	// KubeProxy is the kube-proxy mode, or "none".
 	KubeProxy string `json:"kubeProxy"`
 
@@ -107,8 +120,18 @@ func New(o Options) (Plan, error) {
 	if o.Nodes < 1 || o.Nodes > 50 {
 		return Plan{}, fmt.Errorf("nodes %d: want 1 to 50", o.Nodes)
 	}
-	if o.CNI != CNIBridge {
-		return Plan{}, fmt.Errorf("cni %q: want %q", o.CNI, CNIBridge)
+	switch o.CNI {
+	case CNIBridge:
+		o.RoutingMode, o.InstallDir = "", ""
+	case CNICilium:
+		if !routingModes[o.RoutingMode] {
+			return Plan{}, fmt.Errorf("routing mode %q: want tunnel or native", o.RoutingMode)
+		}
+		if !filepath.IsAbs(o.InstallDir) {
+			return Plan{}, fmt.Errorf("install dir %q: must be an absolute path", o.InstallDir)
+		}
+	default:
+		return Plan{}, fmt.Errorf("cni %q: want %q or %q", o.CNI, CNICilium, CNIBridge)
 	}
 	if !kubeProxyModes[o.KubeProxy] {
 		return Plan{}, fmt.Errorf("kube-proxy %q: want iptables, nftables or none", o.KubeProxy)
@@ -124,6 +147,8 @@ func New(o Options) (Plan, error) {
 		Name:            o.Name,
 		StateDir:        o.StateDir,
 		CNI:             o.CNI,
+		RoutingMode:     o.RoutingMode,
+		InstallDir:      o.InstallDir,
 		KubeProxy:       o.KubeProxy,
 		Underlay:        o.Underlay.Masked(),
 		UnderlayNetns:   "/run/netns/" + o.Name + "-underlay",

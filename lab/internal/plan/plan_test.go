@@ -7,8 +7,15 @@ import (
 	"testing"
 )
 
-func TestNewDefault(t *testing.T) {
+// options are the defaults with what the command fills in.
+func options() Options {
 	o := DefaultOptions()
+	o.InstallDir = "/src/cilium/install/kubernetes"
+	return o
+}
+
+func TestNewDefault(t *testing.T) {
+	o := options()
 	o.StateDir = t.TempDir()
 	o.Nodes = 3
 	p, err := New(o)
@@ -37,6 +44,13 @@ func TestNewDefault(t *testing.T) {
 	if _, ok := p.Node("lab-node3"); !ok {
 		t.Error("lab-node3 not found")
 	}
+	if p.CNI != CNICilium || p.RoutingMode != "tunnel" || p.InstallDir != o.InstallDir {
+		t.Errorf("CNI %q routing %q install dir %q: want cilium-go in tunnel mode by default", p.CNI, p.RoutingMode, p.InstallDir)
+	}
+	o.CNI = CNIBridge
+	if p, err := New(o); err != nil || p.RoutingMode != "" || p.InstallDir != "" {
+		t.Errorf("bridge plan: %v, routing %q install dir %q: cilium settings must not leak", err, p.RoutingMode, p.InstallDir)
+	}
 }
 
 func TestNewRejects(t *testing.T) {
@@ -49,6 +63,8 @@ func TestNewRejects(t *testing.T) {
 		{"relative state", func(o *Options) { o.StateDir = "state" }, "state dir"},
 		{"no nodes", func(o *Options) { o.Nodes = 0 }, "nodes 0"},
 		{"cni", func(o *Options) { o.CNI = "flannel" }, `cni "flannel"`},
+		{"routing mode", func(o *Options) { o.RoutingMode = "direct" }, `routing mode "direct"`},
+		{"install dir", func(o *Options) { o.InstallDir = "install/kubernetes" }, "install dir"},
 		{"kube-proxy", func(o *Options) { o.KubeProxy = "ipvs" }, `kube-proxy "ipvs"`},
 		{"overlap", func(o *Options) { o.ServiceCIDR = netip.MustParsePrefix("10.244.128.0/20") }, "overlaps"},
 		{"node mask", func(o *Options) { o.NodeMask = 16 }, "node mask"},
@@ -59,7 +75,7 @@ func TestNewRejects(t *testing.T) {
 		{"ipv6 underlay", func(o *Options) { o.Underlay = netip.MustParsePrefix("fd00::/64") }, "underlay"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			o := DefaultOptions()
+			o := options()
 			tc.tweak(&o)
 			_, err := New(o)
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
@@ -70,7 +86,7 @@ func TestNewRejects(t *testing.T) {
 }
 
 func TestSaveLoad(t *testing.T) {
-	o := DefaultOptions()
+	o := options()
 	o.StateDir = t.TempDir()
 	p, err := New(o)
 	if err != nil {

@@ -1,0 +1,208 @@
+package cluster
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"time"
+
+	authenticationv1 "k8s.io/api/authentication/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+
+	"github.com/cilium-go/cilium/lab/internal/apply"
+	"github.com/cilium-go/cilium/lab/internal/controlplane"
+	"github.com/cilium-go/cilium/lab/internal/plan"
+	"github.com/cilium-go/cilium/lab/internal/proc"
+)
+
+// The identities cilium-go runs as, from install/kubernetes: the lab's
+// agents and operators use exactly the RBAC a real install grants.
+const (
+	ciliumNamespace  = "kube-system"
+	agentSA          = "cilium"
+	operatorSA       = "cilium-operator"
+	operatorReplicas = 2
+	// A year: the lab lives far shorter. The agents' tokens are also bound
+	// to their Node and die with it.
+	tokenSeconds = 365 * 24 * 3600
+)
+
+// Where cilium-go's credentials and configuration live, and its names.
+func agentKubeconfig(n plan.Node) string { return filepath.Join(n.Dir, "cilium-agent.conf") }
+func operatorKubeconfig(p plan.Plan) string {
+	return filepath.Join(p.ControlPlaneDir, "cilium-operator.conf")
+}
+func operatorName(i int) string    { return fmt.Sprintf("cilium-operator-%d", i) }
+func agentName(n plan.Node) string { return "cilium-agent/" + n.Name }
+
+// ciliumCNIConf is where agents write their network configuration, inside the node.
+const ciliumCNIConf = "/etc/cni/net.d/05-cilium.conflist"
+
+func ciliumBinaries() []string { return []string{"cilium-agent", "cilium-cni", "cilium-operator"} }
+
+// installCiliumCNI copies cilium-cni into every node's /opt/cni/bin.
+func installCiliumCNI(p plan.Plan, binDir string) error {
+	for _, n := range p.Nodes {
+		if err := copyFile(filepath.Join(binDir, "cilium-cni"), filepath.Join(n.Dir, "opt-cni-bin", "cilium-cni"), 0o755); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// rbacKinds are what the lab takes from install/kubernetes; the agent
+// DaemonSet and operator Deployment are replaced by supervised processes.
+var rbacKinds = []string{"ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"}
+
+// installRBAC reads the ServiceAccounts and RBAC objects of the YAML
+// files directly in dir.
+func installRBAC(dir string) ([]*unstructured.Unstructured, error) {
+	files, err := filepath.Glob(filepath.Join(dir, "*.yaml"))
+	if err != nil {
+		return nil, err
+	}
+	slices.Sort(files)
+	var out []*unstructured.Unstructured
+	for _, f := range files {
+		if filepath.Base(f) == "kustomization.yaml" { // kustomize's own, not a manifest
+			continue
+		}
+		b, err := os.ReadFile(f)
+		if err != nil {
+			return nil, err
+		}
+		objs, err := apply.Decode(b)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", f, err)
+		}
+		for _, u := range objs {
+			if slices.Contains(rbacKinds, u.GetKind()) {
+				out = append(out, u)
+			}
+		}
+	}
+	var sas []string
+	for _, u := range out {
+		if u.GetKind() == "ServiceAccount" && u.GetNamespace() == ciliumNamespace {
+			sas = append(sas, u.GetName())
+		}
+	}
+	for _, want := range []string{agentSA, operatorSA} {
+		if !slices.Contains(sas, want) {
+			return nil, fmt.Errorf("%s: no ServiceAccount %s/%s", dir, ciliumNamespace, want)
+		}
+	}
+	return out, nil
+}
+
+// tokenKubeconfig writes a kubeconfig for the ServiceAccount sa with a
+// token from the TokenRequest API, bound to the Node named node if any.
+func tokenKubeconfig(ctx context.Context, cs kubernetes.Interface, cp controlplane.Config, sa, node, path string) error {
+	req := &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{
+		ExpirationSeconds: ptr(int64(tokenSeconds)),
+	}}
+	if node != "" {
+		n, err := cs.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		req.Spec.BoundObjectRef = &authenticationv1.BoundObjectReference{Kind: "Node", APIVersion: "v1", Name: n.Name, UID: n.UID}
+	}
+	tr, err := cs.CoreV1().ServiceAccounts(ciliumNamespace).CreateToken(ctx, sa, req, metav1.CreateOptions{})
+	if err != nil {
+		return fmt.Errorf("token for %s/%s: %w", ciliumNamespace, sa, err)
+	}
+	ca, err := os.ReadFile(controlplane.CACert(cp))
+	if err != nil {
+		return err
+	}
+	user := "system:serviceaccount:" + ciliumNamespace + ":" + sa
+	cfg := clientcmdapi.NewConfig()
+	cfg.Clusters[controlplane.ClusterName] = &clientcmdapi.Cluster{Server: cp.ServerURL(), CertificateAuthorityData: ca}
+	cfg.AuthInfos[user] = &clientcmdapi.AuthInfo{Token: tr.Status.Token}
+	cfg.Contexts[controlplane.ClusterName] = &clientcmdapi.Context{Cluster: controlplane.ClusterName, AuthInfo: user}
+	cfg.CurrentContext = controlplane.ClusterName
+	return clientcmd.WriteToFile(*cfg, path)
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// operatorProcesses are the operator's replicas in the control plane: one
+// leads, the other stands by.
+func operatorProcesses(p plan.Plan, binDir string) []proc.Spec {
+	var specs []proc.Spec
+	for i := 1; i <= operatorReplicas; i++ {
+		specs = append(specs, proc.Spec{
+			Name: operatorName(i),
+			Path: filepath.Join(binDir, "cilium-operator"),
+			Args: []string{
+				"--kubeconfig=" + operatorKubeconfig(p),
+				"--leader-election-identity=" + operatorName(i),
+				"--cluster-pool-ipv4-cidr=" + p.ClusterCIDR.String(),
+				"--cluster-pool-ipv4-mask-size=" + strconv.Itoa(p.NodeMask),
+			},
+			Namespaces: proc.Namespaces{Net: p.ControlPlaneNS},
+			LogFile:    filepath.Join(p.ControlPlaneDir, operatorName(i)+".log"),
+		})
+	}
+	return specs
+}
+
+// agentProcess is a node's cilium-agent. It runs in all of the node's
+// namespaces, so its default paths (/var/run/cilium, /var/lib/cilium,
+// /sys/fs/bpf, /etc/cni/net.d) are the node's own.
+func agentProcess(p plan.Plan, n plan.Node, binDir string) proc.Spec {
+	return proc.Spec{
+		Name: agentName(n),
+		Path: filepath.Join(binDir, "cilium-agent"),
+		Args: []string{
+			"--kubeconfig=" + agentKubeconfig(n),
+			"--k8s-node-name=" + n.Name,
+			"--node-ipv4=" + n.IP.String(),
+			"--uplink=" + n.Uplink,
+			"--routing-mode=" + p.RoutingMode,
+			"--write-cni-conf-when-ready=" + ciliumCNIConf,
+		},
+		Namespaces: nodeNamespaces(n),
+		LogFile:    filepath.Join(n.Dir, "cilium-agent.log"),
+	}
+}
+
+// startCilium installs cilium-go's RBAC, then runs the operators and, as
+// each node registers, that node's agent with a token bound to its Node.
+func startCilium(ctx context.Context, cs kubernetes.Interface, applier *apply.Applier, sup *proc.Supervisor,
+	p plan.Plan, cp controlplane.Config, binDir string, log *slog.Logger) error {
+	objs, err := installRBAC(p.InstallDir)
+	if err != nil {
+		return err
+	}
+	if err := retry(ctx, func() error { return applier.ApplyObjects(ctx, objs) }); err != nil {
+		return fmt.Errorf("cilium-go RBAC: %w", err)
+	}
+	if err := retry(ctx, func() error { return tokenKubeconfig(ctx, cs, cp, operatorSA, "", operatorKubeconfig(p)) }); err != nil {
+		return err
+	}
+	for _, s := range operatorProcesses(p, binDir) {
+		sup.Start(ctx, s, 10*time.Second)
+	}
+	for _, n := range p.Nodes {
+		go func() {
+			// The Node exists once the node agent registered it.
+			err := retry(ctx, func() error { return tokenKubeconfig(ctx, cs, cp, agentSA, n.Name, agentKubeconfig(n)) })
+			if err != nil {
+				log.Error("cilium-agent credentials", "node", n.Name, "err", err)
+				return
+			}
+			sup.Start(ctx, agentProcess(p, n, binDir), 30*time.Second)
+		}()
+	}
+	return nil
+}
