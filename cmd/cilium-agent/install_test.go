@@ -9,11 +9,14 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/containernetworking/cni/libcni"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 
 	install "github.com/cilium-go/cilium/install/kubernetes"
 	"github.com/cilium-go/cilium/internal/datapath"
+	"github.com/cilium-go/cilium/pkg/cni"
+	"github.com/cilium-go/cilium/pkg/cniconf"
 )
 
 // fieldValues stand in for what the kubelet puts into env fieldRefs.
@@ -100,13 +103,32 @@ func TestDaemonSetFlags(t *testing.T) {
 	}
 	flag := func(name string) string { return fs.Lookup(name).Value.String() }
 	for name, dir := range map[string]string{"state-dir": flag("state-dir"),
-		"socket-path": filepath.Dir(flag("socket-path")), "bpf-root": flag("bpf-root")} {
+		"socket-path": filepath.Dir(flag("socket-path")), "bpf-root": flag("bpf-root"),
+		"write-cni-conf-when-ready": filepath.Dir(flag("write-cni-conf-when-ready"))} {
 		if !slices.ContainsFunc(c.VolumeMounts, func(m corev1.VolumeMount) bool {
 			within := dir == m.MountPath || strings.HasPrefix(dir, m.MountPath+"/")
 			return within && hostPaths[m.Name] == m.MountPath
 		}) {
 			t.Errorf("--%s: %s is not the node's directory at the same path", name, dir)
 		}
+	}
+
+	// The runtime finds the configuration in the node's directory and its
+	// plugin the agent's socket through it.
+	if got := hostPaths["etc-cni-netd"]; got != "/etc/cni/net.d" || !strings.HasPrefix(flag("write-cni-conf-when-ready"), got+"/") ||
+		!strings.HasSuffix(flag("write-cni-conf-when-ready"), ".conflist") {
+		t.Errorf("--write-cni-conf-when-ready %s: not a .conflist in the node's /etc/cni/net.d", flag("write-cni-conf-when-ready"))
+	}
+	b, err := cniconf.ConfList(flag("socket-path"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	list, err := libcni.ConfListFromBytes(b)
+	if err != nil || len(list.Plugins) != 1 {
+		t.Fatalf("conflist %s: %v", b, err)
+	}
+	if conf, err := cni.ParseConf(list.Plugins[0].Bytes); err != nil || conf.SocketPath != flag("socket-path") {
+		t.Errorf("conflist plugin %s: %+v %v", list.Plugins[0].Bytes, conf, err)
 	}
 
 	_, port, err := net.SplitHostPort(flag("prometheus-serve-addr"))
