@@ -1,5 +1,5 @@
 // Package kubernetes holds what installs cilium-go on a cluster with
-// `kubectl apply -k install/kubernetes`: the agent's and the operator's
+// `kubectl apply -k install/kubernetes` (or `kubectl apply -R -f`): the agent's and the operator's
 // RBAC, their configuration (cilium-config, read through ApplyConfigDir),
 // the agent's DaemonSet and the operator's Deployment. The CRDs are in the
 // crds package. The manifests are embedded so that the commands' tests can
@@ -24,14 +24,16 @@ import (
 	"sigs.k8s.io/yaml"
 )
 
-//go:embed *.yaml
+//go:embed *.yaml Kustomization
 var files embed.FS
 
-// Files returns the manifests (without the CRDs) and kustomization.yaml.
+// Files returns the manifests (without the CRDs) and the Kustomization.
 func Files() fs.FS { return files }
 
 // Kustomization is the file that lists what `kubectl apply -k` applies.
-const Kustomization = "kustomization.yaml"
+// kustomize accepts this name too; kubectl apply -R -f skips it for its
+// lack of a .yaml extension, so both ways of installing work.
+const Kustomization = "Kustomization"
 
 // Objects decodes every manifest but the CRDs, in the order the
 // kustomization lists them, strictly: an unknown or duplicate field is an

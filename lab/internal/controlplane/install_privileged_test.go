@@ -38,7 +38,8 @@ const installFieldManager = "cilium-go-install-test"
 // TestPrivilegedInstallManifests applies install/kubernetes to a real API
 // server (etcd and kube-apiserver in a fresh network namespace): the CRDs
 // for real, then every manifest with a server-side dry run and strict
-// field validation, then `kubectl apply -k` dry-run as a user would; then
+// field validation, then `kubectl apply -k` and `-R -f` dry-run as a user
+// would; then
 // for real, to dry-run the pods the DaemonSet and Deployment would create
 // and to ask the RBAC authorizer whether the agent's and the operator's
 // ServiceAccounts may do what their code does, and no more; last the built
@@ -88,7 +89,7 @@ func TestPrivilegedInstallManifests(t *testing.T) {
 			}
 		}
 	})
-	t.Run("kubectl apply -k", func(t *testing.T) { kubectlApplyK(t, cfg) })
+	t.Run("kubectl apply", func(t *testing.T) { kubectlApplyK(t, cfg) })
 
 	for _, o := range rest {
 		if err := ic.apply(ctx, o, false); err != nil {
@@ -116,7 +117,7 @@ func TestPrivilegedInstallManifests(t *testing.T) {
 // apply them.
 func readInstall(t *testing.T) []*unstructured.Unstructured {
 	t.Helper()
-	data, err := os.ReadFile(filepath.Join(installDir, "kustomization.yaml"))
+	data, err := os.ReadFile(filepath.Join(installDir, "Kustomization"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -286,7 +287,8 @@ func podOf(t *testing.T, o *unstructured.Unstructured) *unstructured.Unstructure
 }
 
 // kubectlApplyK runs what a user runs, in the control plane's network
-// namespace: kustomize builds the manifests, the API server checks them.
+// namespace, both ways: kustomize builds the manifests, or kubectl reads
+// the directory tree; the API server checks them.
 func kubectlApplyK(t *testing.T, cfg Config) {
 	kubectl := filepath.Join(cfg.BinDir, "kubectl")
 	if _, err := os.Stat(kubectl); err != nil {
@@ -296,19 +298,22 @@ func kubectlApplyK(t *testing.T, cfg Config) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command("nsenter", "--net="+cfg.Namespaces.Net, "--", kubectl,
-		"--kubeconfig="+AdminKubeconfig(cfg), "apply", "-k", dir,
-		"--server-side", "--dry-run=server", "--validate=strict", "--field-manager="+installFieldManager)
-	cmd.Env = []string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin", "HOME=" + t.TempDir()}
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Run(); err != nil {
-		t.Fatalf("kubectl apply -k: %v\n%s", err, out.String())
-	}
-	for _, want := range []string{"daemonset.apps/cilium serverside-applied (server dry run)",
-		"deployment.apps/cilium-operator serverside-applied (server dry run)"} {
-		if !strings.Contains(out.String(), want) {
-			t.Errorf("kubectl output lacks %q:\n%s", want, out.String())
+	for _, how := range [][]string{{"-k", dir}, {"-R", "-f", dir}} {
+		args := append([]string{"--net=" + cfg.Namespaces.Net, "--", kubectl, "--kubeconfig=" + AdminKubeconfig(cfg), "apply"}, how...)
+		cmd := exec.Command("nsenter", append(args, "--server-side", "--dry-run=server", "--validate=strict",
+			"--field-manager="+installFieldManager)...)
+		cmd.Env = []string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin", "HOME=" + t.TempDir()}
+		var out bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, &out
+		if err := cmd.Run(); err != nil {
+			t.Fatalf("kubectl apply %s: %v\n%s", how[0], err, out.String())
+		}
+		for _, want := range []string{"customresourcedefinition.apiextensions.k8s.io/ciliumnodes.cilium.io serverside-applied (server dry run)",
+			"daemonset.apps/cilium serverside-applied (server dry run)",
+			"deployment.apps/cilium-operator serverside-applied (server dry run)"} {
+			if !strings.Contains(out.String(), want) {
+				t.Errorf("kubectl apply %s: output lacks %q:\n%s", how[0], want, out.String())
+			}
 		}
 	}
 }
