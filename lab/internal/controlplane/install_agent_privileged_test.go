@@ -88,7 +88,7 @@ func checkAgentAsServiceAccount(t *testing.T, ctx context.Context, cfg Config, i
 	// The agent knows its CiliumEndpoints by the node's InternalIP, which
 	// a kubelet would report.
 	status, err := object("v1", "Node", "", agentNode, map[string]any{"status": map[string]any{
-		"addresses": []any{map[string]any{"type": "InternalIP", "address": net4(cfg)}}}}).MarshalJSON()
+		"addresses": []any{map[string]any{"type": "InternalIP", "address": nodeIP(cfg)}}}}).MarshalJSON()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -99,10 +99,10 @@ func checkAgentAsServiceAccount(t *testing.T, ctx context.Context, cfg Config, i
 	}
 
 	logFile := filepath.Join(dir, "cilium-agent.log")
-	addr := net4(cfg) + ":" + strconv.Itoa(port)
+	addr := nodeIP(cfg) + ":" + strconv.Itoa(port)
 	start(t, proc.Spec{Name: "cilium-agent", Path: agent, Dir: dir, Namespaces: cfg.Namespaces, LogFile: logFile,
 		Args: []string{"--config-dir=" + configDir, "--enable-k8s", "--kubeconfig=" + kubeconfig,
-			"--k8s-node-name=" + agentNode, "--node-ipv4=" + net4(cfg), "--uplink=uplink0",
+			"--k8s-node-name=" + agentNode, "--node-ipv4=" + nodeIP(cfg), "--uplink=uplink0",
 			"--state-dir=" + filepath.Join(dir, "state"), "--socket-path=" + sock, "--bpf-root=" + bpf,
 			"--prometheus-serve-addr=" + addr}})
 	refuseForbidden(t, "cilium-agent", logFile)
@@ -183,8 +183,8 @@ func object(apiVersion, kind, ns, name string, fields map[string]any) *unstructu
 	return o
 }
 
-// net4 is the control plane's address, standing in for the node's.
-func net4(cfg Config) string { return cfg.AdvertiseIP.String() }
+// nodeIP is the control plane's address, standing in for the node's.
+func nodeIP(cfg Config) string { return cfg.AdvertiseIP.String() }
 
 // agentProbePort is the port of the DaemonSet's readiness probe.
 func agentProbePort(t *testing.T, objs []*unstructured.Unstructured) int {
