@@ -53,6 +53,9 @@ type Allocator struct {
 type state struct {
 	PodCIDR     netip.Prefix `json:"podCIDR"`
 	Allocations []Allocation `json:"allocations"`
+	// Next is where the next search starts: kept so that a restart does
+	// not hand a just-released address out again at once.
+	Next netip.Addr `json:"next,omitzero"`
 }
 
 // New opens the pool of cidr persisted in file (created on first write).
@@ -98,6 +101,9 @@ func (a *Allocator) Open(cidr netip.Prefix) ([]Allocation, error) {
 	}
 	a.cidr = cidr.Masked()
 	a.next = first(a.cidr)
+	if a.usable(st.Next) {
+		a.next = st.Next
+	}
 	var dropped []Allocation
 	for _, al := range st.Allocations {
 		if !a.usable(al.IP) {
@@ -164,11 +170,13 @@ func (a *Allocator) Allocate(owner string) (Result, error) {
 		return Result{}, fmt.Errorf("allocate for %s in %s: %w", owner, a.cidr, ErrExhausted)
 	}
 	a.owner[ip] = owner
+	prev := a.next
+	a.next = ip.Next()
 	if err := a.persistLocked(); err != nil {
 		delete(a.owner, ip)
+		a.next = prev
 		return Result{}, err
 	}
-	a.next = ip.Next()
 	return a.result(ip), nil
 }
 
@@ -247,7 +255,7 @@ func (a *Allocator) listLocked() []Allocation {
 // persistLocked writes the pool atomically: a crash leaves either the old
 // or the new file, never half of one.
 func (a *Allocator) persistLocked() error {
-	b, err := json.MarshalIndent(state{PodCIDR: a.cidr, Allocations: a.listLocked()}, "", "  ")
+	b, err := json.MarshalIndent(state{PodCIDR: a.cidr, Allocations: a.listLocked(), Next: a.next}, "", "  ")
 	if err != nil {
 		return fmt.Errorf("encode ipam state: %w", err)
 	}

@@ -120,6 +120,11 @@ func TestRestartKeepsAllocations(t *testing.T) {
 	if r, _ := b.Allocate("c2"); r.IP != r2.IP {
 		t.Fatalf("c2 got %s after restart, had %s", r.IP, r2.IP)
 	}
+	// The address c1 released is not handed out again right after the
+	// restart either.
+	if r, err := b.Allocate("c3"); err != nil || r.IP == r1.IP {
+		t.Fatalf("c3 got %s (%v) after restart: the address c1 just released", r.IP, err)
+	}
 	for i := range 300 {
 		r, err := b.Allocate(fmt.Sprintf("n%d", i))
 		if err != nil || r.IP == r2.IP {
