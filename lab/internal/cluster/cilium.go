@@ -72,9 +72,6 @@ func installRBAC(dir string) ([]*unstructured.Unstructured, error) {
 	slices.Sort(files)
 	var out []*unstructured.Unstructured
 	for _, f := range files {
-		if filepath.Base(f) == "kustomization.yaml" { // kustomize's own, not a manifest
-			continue
-		}
 		b, err := os.ReadFile(f)
 		if err != nil {
 			return nil, err
@@ -136,7 +133,8 @@ func tokenKubeconfig(ctx context.Context, cs kubernetes.Interface, cp controlpla
 func ptr[T any](v T) *T { return &v }
 
 // operatorProcesses are the operator's replicas in the control plane: one
-// leads, the other stands by.
+// leads, the other stands by. Each names itself by host and PID in the
+// Lease, so a restarted leader is a new candidate, as a new pod would be.
 func operatorProcesses(p plan.Plan, binDir string) []proc.Spec {
 	var specs []proc.Spec
 	for i := 1; i <= operatorReplicas; i++ {
@@ -145,7 +143,6 @@ func operatorProcesses(p plan.Plan, binDir string) []proc.Spec {
 			Path: filepath.Join(binDir, "cilium-operator"),
 			Args: []string{
 				"--kubeconfig=" + operatorKubeconfig(p),
-				"--leader-election-identity=" + operatorName(i),
 				"--cluster-pool-ipv4-cidr=" + p.ClusterCIDR.String(),
 				"--cluster-pool-ipv4-mask-size=" + strconv.Itoa(p.NodeMask),
 			},
