@@ -36,7 +36,9 @@ static __always_inline int egress_new(struct __sk_buff *skb, struct flow *f,
 			return ret;
 		}
 	}
-	if (MASQUERADE && f->dst_id == IDENTITY_WORLD)
+	/* With legacy routing the uplink masquerades, after the stack
+	 * chose the final destination; this connection may be a Service's. */
+	if (MASQUERADE && !LEGACY_ROUTING && f->dst_id == IDENTITY_WORLD)
 		flags |= CT_F_SNAT;
 	return ct_create(&f->p, ENDPOINT_IDENTITY, f->dst_id, tunnel, flags);
 }

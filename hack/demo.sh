@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# make demo: a two-node lab, pods on both nodes, and traffic between them.
+# make demo: a two-node lab networked by cilium-go, pods on both nodes, traffic
+# between them, and what cilium-go saw of it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN=$PWD/bin
@@ -59,6 +60,18 @@ for i in 1 2 3 4; do
 	echo
 done
 
+node1=${LAB_NAME:-lab}-node1
+dbg() { "$BIN/cilium-lab" exec --state-dir "$STATE" "$node1" -- "$BIN/cilium-dbg" "$@"; }
+echo; echo "== cilium-go: an endpoint per pod, one identity per set of labels, on every node"
+k get ciliumendpoints -A
+k get ciliumidentities
+k get ciliumnodes -o custom-columns=NODE:.metadata.name,POD-CIDR:.spec.ipam.podCIDRs
+echo; echo "== On $node1: the agent, its endpoints, and the connections (flows) its datapath tracked"
+dbg status || true
+dbg endpoint list || true
+dbg bpf ct list || true
+dbg bpf metrics list || true
+
 echo; echo "== The lab"
 "$BIN/cilium-lab" status --state-dir "$STATE" || true
 cat <<MSG
@@ -66,6 +79,7 @@ cat <<MSG
 The lab stays up. Try:
   export KUBECONFIG=$KUBECONFIG
   $BIN/kubectl get pods -A -o wide
-  $BIN/cilium-lab exec ${LAB_NAME:-lab}-node1 -- ip route
+  $BIN/cilium-lab exec $node1 -- ip route
+  $BIN/cilium-lab exec $node1 -- $BIN/cilium-dbg monitor
   make lab-down
 MSG

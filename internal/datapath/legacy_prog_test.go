@@ -35,6 +35,11 @@ func TestProgLegacyRouting(t *testing.T) {
 			if !bytes.Equal(out, in) {
 				t.Fatal("from-container translated the packet; the stack must see the pod's address")
 			}
+			conns, err := e.maps.Connections()
+			must(t, err)
+			if len(conns) != 1 || conns[0].Masqueraded {
+				t.Fatalf("connections %+v: want one, not marked masqueraded (the uplink decides)", conns)
+			}
 			frame := e.expect(e.toNetdev, out, actOK)
 			ip, p := decoded(t, frame)
 			sport, _ := ports(p)
