@@ -38,4 +38,7 @@ var (
 		nodedatapath.Cell,    // --node-ipv4, --uplink, --routing-mode, ...
 		k8sagent.IPCacheCell, // ipcache and routes to other nodes' pods, from Kubernetes
 	)
+
+	// Started goes after every other cell: /healthz passes once all started.
+	Started = metrics.MarkStarted
 )

@@ -12,6 +12,7 @@ import (
 	"net"
 	"net/http"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/cilium/hive/cell"
@@ -26,9 +27,23 @@ import (
 // Cell provides the registry and runs the server.
 var Cell = cell.Module("metrics", "Prometheus metrics and the healthz probe",
 	cell.Config(DefaultConfig),
-	cell.Provide(newRegistry),
+	cell.Provide(newRegistry, func() *Started { return new(Started) }),
 	cell.Invoke(registerServer),
 )
+
+// Started says whether every start hook of the agent has run; /healthz
+// fails until then, so that a readiness probe does not pass while the
+// agent still restores endpoints or waits for its pod CIDR.
+type Started struct{ atomic.Bool }
+
+// MarkStarted goes last in the agent's cells: its start hook runs after
+// every other one.
+var MarkStarted = cell.Invoke(func(lc cell.Lifecycle, s *Started) {
+	lc.Append(cell.Hook{
+		OnStart: func(cell.HookContext) error { s.Store(true); return nil },
+		OnStop:  func(cell.HookContext) error { s.Store(false); return nil },
+	})
+})
 
 // Config says where to serve.
 type Config struct {
@@ -70,20 +85,22 @@ func newRegistry() *prometheus.Registry {
 	return r
 }
 
-// Handler serves /metrics from reg and /healthz from h.
-func Handler(reg *prometheus.Registry, h *health.Registry) http.Handler {
+// Handler serves /metrics from reg and /healthz from h and started.
+func Handler(reg *prometheus.Registry, h *health.Registry, started *Started) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		bad := h.Degraded()
+		up := started.Load()
 		w.Header().Set("Content-Type", "application/json")
-		if len(bad) > 0 {
+		if len(bad) > 0 || !up {
 			w.WriteHeader(http.StatusServiceUnavailable)
 		}
 		json.NewEncoder(w).Encode(struct {
 			OK       bool            `json:"ok"`
+			Starting bool            `json:"starting,omitempty"`
 			Degraded []health.Status `json:"degraded,omitempty"`
-		}{len(bad) == 0, bad})
+		}{len(bad) == 0 && up, !up, bad})
 	})
 	return mux
 }
@@ -95,6 +112,7 @@ type serverParams struct {
 	Log       *slog.Logger
 	Registry  *prometheus.Registry
 	Health    *health.Registry
+	Started   *Started
 }
 
 func registerServer(p serverParams) error {
@@ -104,7 +122,7 @@ func registerServer(p serverParams) error {
 	if p.Config.PrometheusServeAddr == "" {
 		return nil
 	}
-	srv := &http.Server{Handler: Handler(p.Registry, p.Health), ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{Handler: Handler(p.Registry, p.Health, p.Started), ReadHeaderTimeout: 10 * time.Second}
 	p.Lifecycle.Append(cell.Hook{
 		OnStart: func(cell.HookContext) error {
 			ln, err := net.Listen("tcp", p.Config.PrometheusServeAddr)

@@ -18,7 +18,8 @@ func TestHandler(t *testing.T) {
 	reg.MustRegister(c)
 	c.Add(3)
 	h := health.NewRegistry()
-	srv := Handler(reg, h)
+	started := new(Started)
+	srv := Handler(reg, h, started)
 	get := func(path string) *httptest.ResponseRecorder {
 		rec := httptest.NewRecorder()
 		srv.ServeHTTP(rec, httptest.NewRequest("GET", path, nil))
@@ -29,6 +30,10 @@ func TestHandler(t *testing.T) {
 		t.Fatalf("/metrics: %d\n%s", rec.Code, rec.Body)
 	}
 	h.Scope("ipam").OK("ready")
+	if rec := get("/healthz"); rec.Code != http.StatusServiceUnavailable || !strings.Contains(rec.Body.String(), `"starting":true`) {
+		t.Fatalf("/healthz before the agent started: %d %s", rec.Code, rec.Body)
+	}
+	started.Store(true)
 	if rec := get("/healthz"); rec.Code != http.StatusOK {
 		t.Fatalf("/healthz healthy: %d %s", rec.Code, rec.Body)
 	}
