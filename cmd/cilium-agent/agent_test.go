@@ -46,6 +46,13 @@ func (m *memDatapath) DeleteEndpoint(ep datapath.Endpoint) error {
 
 func (m *memDatapath) PruneEndpoints([]datapath.Endpoint) error { return nil }
 
+// identity is what the datapath holds for endpoint id.
+func (m *memDatapath) identity(id uint16) uint32 {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.live[id].Identity
+}
+
 func memDatapathCell(m *memDatapath) cell.Cell {
 	return cell.Module("mem-datapath", "Endpoints in memory",
 		cell.Provide(func() endpoint.Datapath { return m }))

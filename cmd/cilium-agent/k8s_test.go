@@ -72,6 +72,26 @@ func TestAgentWithKubernetes(t *testing.T) {
 			cep.Status.Networking.NodeIP == "192.168.0.2" && cep.Status.Networking.Addressing[0].IPV4 == alloc.Address
 	})
 
+	// A relabelled pod moves to the identity of its new labels, in the
+	// datapath and its CiliumEndpoint.
+	pod, err := kube.CoreV1().Pods("shop").Get(ctx, "web", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pod.Labels = map[string]string{"app": "web", "tier": "front"}
+	if _, err := kube.CoreV1().Pods("shop").Update(ctx, pod, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	var relabelled models.Endpoint
+	waitFor(t, "a new identity after the relabel", func() bool {
+		relabelled, err = c.GetEndpoint(ctx, "c1")
+		return err == nil && relabelled.Identity != ep.Identity && dp.identity(ep.ID) == relabelled.Identity
+	})
+	waitFor(t, "the CiliumEndpoint to carry the new identity", func() bool {
+		cep, err := ceps.Get(ctx, "web", metav1.GetOptions{})
+		return err == nil && cep.Status.Identity != nil && cep.Status.Identity.ID == int64(relabelled.Identity)
+	})
+
 	nodes, err := c.Nodes(ctx)
 	if err != nil || len(nodes) != 1 || nodes[0].Name != "a" || nodes[0].IPv4 != "192.168.0.2" || !nodes[0].Local {
 		t.Fatalf("nodes %+v, %v: want the local node a at 192.168.0.2", nodes, err)

@@ -143,6 +143,36 @@ func (m *Manager) Delete(ctx context.Context, containerID string) (Endpoint, err
 	return *e, err
 }
 
+// RefreshIdentity allocates the identity of the endpoint's pod again, as
+// after a change of its labels, and reprograms the endpoint when the
+// identity changed. It returns the endpoint as it is now.
+func (m *Manager) RefreshIdentity(ctx context.Context, containerID string) (Endpoint, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	e, ok := m.byContainer[containerID]
+	if !ok {
+		return Endpoint{}, fmt.Errorf("container %s: %w", containerID, ErrNotFound)
+	}
+	num, err := m.ids.Allocate(ctx, e.pod())
+	if err != nil {
+		return *e, fmt.Errorf("endpoint %d identity: %w", e.ID, err)
+	}
+	if num == e.Identity {
+		return *e, nil
+	}
+	next := *e
+	next.Identity = num
+	if err := m.dp.UpsertEndpoint(next.datapathEndpoint()); err != nil {
+		// The allocator now holds the new identity for the pod; the
+		// next refresh retries the datapath.
+		return *e, fmt.Errorf("reprogram endpoint %d: %w", e.ID, err)
+	}
+	old := e.Identity
+	*e = next
+	m.log.Info("endpoint identity changed", "id", e.ID, "pod", e.PodNamespace+"/"+e.PodName, "from", old, "to", num)
+	return *e, m.persist(e)
+}
+
 func removeIfExists(path string) error {
 	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return fmt.Errorf("remove %s: %w", path, err)

@@ -277,3 +277,35 @@ func TestRestoreAfterRestart(t *testing.T) {
 		t.Fatalf("new endpoint after restore: %+v %v", ep, err)
 	}
 }
+
+func TestRefreshIdentityReprogramsOnChange(t *testing.T) {
+	ids := &countingIDs{identity: 300}
+	f := newFixture(t, t.TempDir(), ids)
+	ctx := context.Background()
+	if _, _, err := f.m.Create(ctx, spec(1)); err != nil {
+		t.Fatal(err)
+	}
+	upserts := f.dp.upserts
+	if ep, err := f.m.RefreshIdentity(ctx, "c1"); err != nil || ep.Identity != 300 || f.dp.upserts != upserts {
+		t.Fatalf("unchanged labels: %+v %v, %d upserts: want no reprogramming", ep, err, f.dp.upserts-upserts)
+	}
+	ids.identity = 400 // the pod's labels changed
+	ep, err := f.m.RefreshIdentity(ctx, "c1")
+	if err != nil || ep.Identity != 400 || f.dp.live[1].Identity != 400 {
+		t.Fatalf("after relabel: %+v %v, datapath %+v", ep, err, f.dp.live[1])
+	}
+	if got, _ := f.m.Get("1"); got.Identity != 400 {
+		t.Fatalf("manager holds identity %d", got.Identity)
+	}
+	// The new identity is persisted: a restarted agent restores it.
+	g := newFixture(t, f.dir, ids)
+	if err := g.m.Restore(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := g.m.Get("1"); got.Identity != 400 {
+		t.Fatalf("restored identity %d, want 400", got.Identity)
+	}
+	if _, err := f.m.RefreshIdentity(ctx, "nope"); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("unknown container: %v", err)
+	}
+}

@@ -132,6 +132,10 @@ func registerPublisher(p publisherParams) {
 	pub := NewPublisher(p.Clients, p.Watchers, p.IDs)
 	runLoop(p.Lifecycle, p.Log, p.Health, p.Watchers.Subscribe(), "CiliumEndpoints published",
 		func(ctx context.Context) error { return pub.Sync(ctx, p.Endpoints.List()) })
+	// Identities follow labels: a relabelled pod or namespace moves its
+	// endpoints to the identity of their new labels.
+	relabel := Relabeler{w: p.Watchers, ids: p.IDs, eps: p.Endpoints}
+	runLoop(p.Lifecycle, p.Log, p.Health, p.Watchers.Subscribe(), "identities follow labels", relabel.Sync)
 }
 
 type ipcacheParams struct {
