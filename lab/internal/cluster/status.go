@@ -5,11 +5,14 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"text/tabwriter"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
@@ -69,6 +72,16 @@ func PrintStatus(ctx context.Context, w io.Writer, stateDir string) error {
 	if err != nil {
 		return fmt.Errorf("API server: %w", err)
 	}
+	// cilium-go's pod CIDRs live in the CiliumNodes.
+	podCIDRs := map[string]string{}
+	if dyn, err := dynamic.NewForConfig(cfg); err == nil && p.CNI == plan.CNICilium {
+		if list, err := dyn.Resource(ciliumNodes).List(ctx, metav1.ListOptions{}); err == nil {
+			for _, cn := range list.Items {
+				cidrs, _, _ := unstructured.NestedStringSlice(cn.Object, "spec", "ipam", "podCIDRs")
+				podCIDRs[cn.GetName()] = strings.Join(cidrs, ",")
+			}
+		}
+	}
 	tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "\nNODE\tREADY\tINTERNAL-IP\tPOD-CIDR\tVERSION")
 	for _, n := range nodes.Items {
@@ -87,7 +100,11 @@ func PrintStatus(ctx context.Context, w io.Writer, stateDir string) error {
 				ip = a.Address
 			}
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", n.Name, ready, ip, n.Spec.PodCIDR, n.Status.NodeInfo.KubeletVersion)
+		cidr := n.Spec.PodCIDR
+		if c, ok := podCIDRs[n.Name]; ok {
+			cidr = c
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", n.Name, ready, ip, cidr, n.Status.NodeInfo.KubeletVersion)
 	}
 	tw.Flush()
 	if len(nodes.Items) < len(p.Nodes) {
