@@ -3,7 +3,6 @@ package agent
 import (
 	"context"
 	"log/slog"
-	"sync"
 	"time"
 
 	"github.com/cilium/hive/cell"
@@ -24,12 +23,6 @@ var Cell = cell.Module("k8s", "Kubernetes watchers and pod identities and Cilium
 	cell.Config(DefaultConfig),
 	cell.Provide(newClients, newWatchers, newIdentities, newPodCIDRSource, newNodeLister),
 	cell.Invoke(registerPublisher),
-)
-
-// IPCacheCell writes the ipcache and the routes to other nodes' pods from
-// the watchers and the local endpoints. It needs the kernel datapath.
-var IPCacheCell = cell.Module("ipcache", "The ipcache and remote node routes from Kubernetes",
-	cell.Invoke(registerIPCache),
 )
 
 // NotifyEndpoints decorates the endpoint manager's datapath so that every
@@ -136,37 +129,6 @@ func registerPublisher(p publisherParams) {
 	// endpoints to the identity of their new labels.
 	relabel := Relabeler{w: p.Watchers, ids: p.IDs, eps: p.Endpoints}
 	runLoop(p.Lifecycle, p.Log, p.Health, p.Watchers.Subscribe(), "identities follow labels", relabel.Sync)
-}
-
-type ipcacheParams struct {
-	cell.In
-	Log       *slog.Logger
-	Lifecycle cell.Lifecycle
-	Health    cell.Health
-	Watchers  *Watchers
-	Node      *datapath.Node
-	Endpoints *endpoint.Manager
-}
-
-func registerIPCache(p ipcacheParams) {
-	if p.Watchers == nil {
-		return
-	}
-	// The datapath's maps exist once it started (its hook runs before
-	// these: the node is constructed first).
-	var s *ipcacheSync
-	ctx, cancel := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	p.Lifecycle.Append(cell.Hook{
-		OnStart: func(cell.HookContext) error {
-			s = newIPCacheSync(p.Log, p.Node.Maps().IPCacheTarget(), p.Node)
-			wg.Go(func() { s.rec.Run(ctx, time.Second, time.Minute) })
-			return nil
-		},
-		OnStop: func(cell.HookContext) error { cancel(); wg.Wait(); return nil },
-	})
-	runLoop(p.Lifecycle, p.Log, p.Health, p.Watchers.Subscribe(), "ipcache computed",
-		func(context.Context) error { return s.sync(p.Watchers.Cluster(p.Endpoints.List())) })
 }
 
 // runLoop calls sync after every change signal and every resync, and

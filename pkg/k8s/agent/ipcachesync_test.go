@@ -2,23 +2,39 @@ package agent
 
 import (
 	"errors"
-	"maps"
 	"net/netip"
 	"reflect"
 	"testing"
 
+	"github.com/cilium/statedb"
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/cilium-go/cilium/internal/datapath"
 	"github.com/cilium-go/cilium/pkg/endpoint"
+	"github.com/cilium-go/cilium/pkg/ipcache"
 )
 
-// memIPCache is an ipcache map in memory.
+// memIPCache is the desired ipcache as the table holds it.
 type memIPCache map[netip.Prefix]datapath.IPCacheEntry
 
-func (m memIPCache) List() (map[netip.Prefix]datapath.IPCacheEntry, error) { return maps.Clone(m), nil }
-func (m memIPCache) Update(p netip.Prefix, e datapath.IPCacheEntry) error  { m[p] = e; return nil }
-func (m memIPCache) Delete(p netip.Prefix) error                           { delete(m, p); return nil }
+// newIPCacheTable is an empty ipcache table and its writer.
+func newIPCacheTable(t *testing.T) (*statedb.DB, statedb.Table[*ipcache.Entry], *ipcache.Writer) {
+	t.Helper()
+	db := statedb.New()
+	tbl, err := ipcache.NewTable(db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return db, tbl, ipcache.NewWriter(db, tbl)
+}
+
+func tableContents(db *statedb.DB, tbl statedb.Table[*ipcache.Entry]) memIPCache {
+	out := memIPCache{}
+	for e := range tbl.All(db.ReadTxn()) {
+		out[e.Prefix] = e.Value()
+	}
+	return out
+}
 
 // memRoutes are routes by destination, as the kernel keeps them.
 type memRoutes struct {
@@ -43,9 +59,9 @@ func (m *memRoutes) DeleteRemoteNode(r datapath.RemoteNode) error {
 }
 
 func TestIPCacheSync(t *testing.T) {
-	ipc := memIPCache{pfx("10.9.9.9/32"): entry(400, "")} // stale: pruned
+	db, tbl, w := newIPCacheTable(t)
 	routes := &memRoutes{routes: map[netip.Prefix]netip.Addr{}}
-	s := newIPCacheSync(discard, ipc, routes)
+	s := newIPCacheSync(w, routes)
 	addr := netip.MustParseAddr
 
 	steps := []struct {
@@ -94,11 +110,8 @@ func TestIPCacheSync(t *testing.T) {
 			if (err != nil) != st.wantErr {
 				t.Fatalf("sync: %v, wantErr %v", err, st.wantErr)
 			}
-			if err := s.rec.Reconcile(); err != nil {
-				t.Fatal(err)
-			}
-			if !reflect.DeepEqual(ipc, st.wantIPC) {
-				t.Errorf("ipcache\n got %v\nwant %v", ipc, st.wantIPC)
+			if got := tableContents(db, tbl); !reflect.DeepEqual(got, st.wantIPC) {
+				t.Errorf("ipcache\n got %v\nwant %v", got, st.wantIPC)
 			}
 			if !reflect.DeepEqual(routes.routes, st.wantRoutes) {
 				t.Errorf("routes\n got %v\nwant %v", routes.routes, st.wantRoutes)

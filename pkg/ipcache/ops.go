@@ -1,0 +1,114 @@
+package ipcache
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"iter"
+	"net/netip"
+	"time"
+
+	"github.com/cilium/statedb"
+	"github.com/cilium/statedb/reconciler"
+
+	"github.com/cilium-go/cilium/internal/datapath"
+)
+
+// Map is the datapath's ipcache map; *datapath.Maps is one.
+type Map interface {
+	UpsertIPCache(netip.Prefix, datapath.IPCacheEntry) error
+	DeleteIPCache(netip.Prefix) error
+	IPCacheEntries() (map[netip.Prefix]datapath.IPCacheEntry, error)
+}
+
+// errNoMap is returned while the datapath has not opened its maps yet;
+// the reconciler retries.
+var errNoMap = errors.New("ipcache map not open yet")
+
+// ops reconciles entries into the map that getMap returns. The map is a
+// getter because the datapath opens its maps only when it starts, after
+// the reconciler was registered.
+type ops struct {
+	getMap func() Map
+}
+
+// NewOps gives the reconciler operations for the map getMap returns
+// (nil while there is none yet).
+func NewOps(getMap func() Map) reconciler.Operations[*Entry] {
+	return ops{getMap: getMap}
+}
+
+func (o ops) mapOrErr() (Map, error) {
+	if m := o.getMap(); m != nil {
+		return m, nil
+	}
+	return nil, errNoMap
+}
+
+// Update implements reconciler.Operations.
+func (o ops) Update(_ context.Context, _ statedb.ReadTxn, _ statedb.Revision, e *Entry) error {
+	m, err := o.mapOrErr()
+	if err != nil {
+		return err
+	}
+	return m.UpsertIPCache(e.Prefix, e.Value())
+}
+
+// Delete implements reconciler.Operations.
+func (o ops) Delete(_ context.Context, _ statedb.ReadTxn, _ statedb.Revision, e *Entry) error {
+	m, err := o.mapOrErr()
+	if err != nil {
+		return err
+	}
+	return m.DeleteIPCache(e.Prefix)
+}
+
+// Prune implements reconciler.Operations. It deletes the entries nobody
+// wants (left by a previous agent run, or written by hand) and also
+// rewrites desired entries that are missing or differ: the map is shared
+// with tools and restarts, and incremental updates alone would never
+// notice a change made behind the agent's back.
+func (o ops) Prune(_ context.Context, _ statedb.ReadTxn, desired iter.Seq2[*Entry, statedb.Revision]) error {
+	m, err := o.mapOrErr()
+	if err != nil {
+		return err
+	}
+	current, err := m.IPCacheEntries()
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for e := range desired {
+		if cur, ok := current[e.Prefix]; !ok || cur != e.Value() {
+			errs = append(errs, m.UpsertIPCache(e.Prefix, e.Value()))
+		}
+		delete(current, e.Prefix)
+	}
+	for p := range current {
+		errs = append(errs, m.DeleteIPCache(p))
+	}
+	return errors.Join(errs...)
+}
+
+// PruneInterval is how often the reconciler compares the whole map with
+// the table, repairing what was changed behind its back.
+const PruneInterval = time.Minute
+
+// RegisterReconciler registers the statedb reconciler of tbl against the
+// map getMap returns; its jobs start with p's job group and report to
+// that group's health.
+func RegisterReconciler(p reconciler.Params, tbl statedb.RWTable[*Entry], getMap func() Map) (reconciler.Reconciler[*Entry], error) {
+	r, err := reconciler.Register(p, tbl,
+		(*Entry).clone, (*Entry).setStatus, (*Entry).getStatus,
+		NewOps(getMap), nil,
+		reconciler.WithName(TableName),
+		reconciler.WithPruning(PruneInterval),
+		reconciler.WithRetry(100*time.Millisecond, time.Minute),
+	)
+	if err != nil {
+		return nil, fmt.Errorf("register ipcache reconciler: %w", err)
+	}
+	return r, nil
+}
+
+var _ Map = (*datapath.Maps)(nil)

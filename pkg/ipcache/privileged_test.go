@@ -1,0 +1,94 @@
+package ipcache
+
+import (
+	"maps"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/cilium-go/cilium/internal/datapath"
+	"github.com/cilium-go/cilium/internal/datapath/testnode"
+)
+
+// pinnedMaps opens the node's maps pinned in a bpffs of the test's own.
+func pinnedMaps(t *testing.T) (pinDir string, m *datapath.Maps) {
+	t.Helper()
+	root, unmount, err := testnode.MountBPFFS(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := unmount(); err != nil {
+			t.Error(err)
+		}
+	})
+	pinDir = filepath.Join(root, "maps")
+	if err := os.MkdirAll(pinDir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	m, err = datapath.OpenMaps(pinDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Close() })
+	return pinDir, m
+}
+
+func mapEquals(t *testing.T, m Map, want map[netip.Prefix]datapath.IPCacheEntry) func() bool {
+	return func() bool {
+		got, err := m.IPCacheEntries()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return maps.Equal(got, want)
+	}
+}
+
+// The reconciler against the real pinned ipcache map: it prunes what a
+// previous run left, and repairs entries another process (cilium-dbg, an
+// operator by hand) deletes or adds behind its back.
+func TestPrivilegedReconcilerPinnedMap(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: mounts a bpffs and creates BPF maps")
+	}
+	pinDir, agentMaps := pinnedMaps(t)
+	tunnel := netip.MustParseAddr("192.168.0.3")
+	a, b, stray := pfx("10.0.1.5/32"), pfx("10.0.2.7/32"), pfx("10.9.9.9/32")
+	if err := agentMaps.UpsertIPCache(stray, datapath.IPCacheEntry{Identity: 999}); err != nil {
+		t.Fatal(err)
+	}
+
+	h := startReconciler(t, agentMaps)
+	desired := map[netip.Prefix]datapath.IPCacheEntry{a: {Identity: 300}, b: {Identity: 400, TunnelEndpoint: tunnel}}
+	if _, _, err := h.w.Replace(desired); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the map equal to the table, the previous run's entry pruned", mapEquals(t, agentMaps, desired))
+
+	// Another process opens the pins and meddles.
+	other, err := datapath.OpenMaps(pinDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	if err := other.DeleteIPCache(b); err != nil {
+		t.Fatal(err)
+	}
+	if err := other.UpsertIPCache(stray, datapath.IPCacheEntry{Identity: 999}); err != nil {
+		t.Fatal(err)
+	}
+	if err := other.UpsertIPCache(a, datapath.IPCacheEntry{Identity: 301}); err != nil {
+		t.Fatal(err)
+	}
+	h.rec.Prune() // what the prune interval does every minute
+	eventually(t, "b back, a repaired, the stray pruned", mapEquals(t, other, desired))
+
+	// A change of desired state is incremental and reaches the pins.
+	desired[a] = datapath.IPCacheEntry{Identity: 302}
+	delete(desired, b)
+	if _, _, err := h.w.Replace(desired); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the change in the pinned map", mapEquals(t, other, desired))
+}
