@@ -1,5 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
-/* Programs on a pod's host-side veth. One object is loaded per endpoint
+/* Programs on a pod's device pair: at the host-side veth's tc ingress and
+ * egress, or on a netkit pair's peer (the pod's transmit) and primary (the
+ * node's transmit towards the pod). One object is loaded per endpoint
  * with the endpoint's constants below. */
 #include "lib/common.h"
 #include "lib/conntrack.h"
@@ -15,6 +17,10 @@ volatile const __u32 ENDPOINT_IDENTITY = 0;
 volatile const __u32 ENDPOINT_IPV4 = 0; /* network order */
 volatile const __u8 POLICY_INGRESS = 0;
 volatile const __u8 POLICY_EGRESS = 0;
+/* NETKIT: the pod's device is a netkit peer. cil_from_container then runs
+ * as the pod transmits, in the node's namespace, rather than at the
+ * host-side veth's tc ingress. */
+volatile const __u8 NETKIT = 0;
 
 /* egress_new judges a new connection: this endpoint's egress policy and,
  * for a local peer, the peer's ingress policy; then tracks it. */
@@ -103,6 +109,10 @@ int cil_from_container(struct __sk_buff *skb)
 	}
 	if (ep) {
 		forwarded(skb, &f, TRACE_TO_LXC);
+		/* Not at a tc ingress on netkit: the peer's to-container finds
+		 * the connection tracked above and netkit crosses into the pod. */
+		if (NETKIT)
+			return redirect_to_endpoint_egress(skb, ep);
 		return redirect_to_endpoint(skb, ep);
 	}
 	if (TUNNEL_MODE == ROUTING_TUNNEL && tunnel) {

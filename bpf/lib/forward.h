@@ -29,17 +29,33 @@ static __always_inline __u32 identity_of4(__u32 addr)
 	return info ? info->identity : IDENTITY_WORLD;
 }
 
-/* redirect_to_endpoint hands the packet to the pod's namespace directly,
- * skipping the host stack and the host-side veth's egress. */
-static __always_inline int redirect_to_endpoint(struct __sk_buff *skb, const struct endpoint_info *ep)
+static __always_inline int set_endpoint_macs(struct __sk_buff *skb, const struct endpoint_info *ep)
 {
 	__u8 macs[12];
 
 	__builtin_memcpy(macs, ep->mac, 6);
 	__builtin_memcpy(macs + 6, ep->node_mac, 6);
-	if (bpf_skb_store_bytes(skb, 0, macs, sizeof(macs), 0) < 0)
+	return bpf_skb_store_bytes(skb, 0, macs, sizeof(macs), 0);
+}
+
+/* redirect_to_endpoint hands the packet to the pod's namespace directly,
+ * skipping the host stack and the host-side device's egress. It works
+ * from a tc ingress only. */
+static __always_inline int redirect_to_endpoint(struct __sk_buff *skb, const struct endpoint_info *ep)
+{
+	if (set_endpoint_macs(skb, ep) < 0)
 		return TC_ACT_SHOT;
 	return bpf_redirect_peer(ep->ifindex, 0);
+}
+
+/* redirect_to_endpoint_egress sends the packet out of the pod's host-side
+ * device, whose to-container then sees it: the way into a pod from where
+ * bpf_redirect_peer is refused, such as a netkit pod's transmit. */
+static __always_inline int redirect_to_endpoint_egress(struct __sk_buff *skb, const struct endpoint_info *ep)
+{
+	if (set_endpoint_macs(skb, ep) < 0)
+		return TC_ACT_SHOT;
+	return bpf_redirect(ep->ifindex, 0);
 }
 
 /* redirect_to_tunnel encapsulates with the source identity as the VNI. */

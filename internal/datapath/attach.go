@@ -11,15 +11,17 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// attachTCX attaches prog to the device's TCX hook and pins the link at
-// pin, so that the program survives the agent. An existing pinned link on
-// the same device is updated in place, which swaps programs atomically;
-// a stale one (its device gone or replaced) is dropped and attached anew.
+// attachTCX attaches prog to the device's TCX hook, or to one side of a
+// netkit pair when at is AttachNetkitPrimary or AttachNetkitPeer (ifindex
+// is then the primary's), and pins the link at pin, so that the program
+// survives the agent. An existing pinned link on the same device and hook
+// is updated in place, which swaps programs atomically; a stale one (its
+// device gone or replaced, or another hook) is dropped and attached anew.
 // It must run in the device's network namespace.
 func attachTCX(pin string, ifindex int, prog *ebpf.Program, at ebpf.AttachType) error {
 	if l, err := link.LoadPinnedLink(pin, nil); err == nil {
 		info, infoErr := l.Info()
-		if infoErr == nil && info.TCX() != nil && int(info.TCX().Ifindex) == ifindex {
+		if infoErr == nil && linkAttachedTo(info, ifindex, at) {
 			err = l.Update(prog)
 			l.Close()
 			if err == nil {
@@ -34,15 +36,43 @@ func attachTCX(pin string, ifindex int, prog *ebpf.Program, at ebpf.AttachType) 
 	} else if !errors.Is(err, os.ErrNotExist) {
 		return fmt.Errorf("load link %s: %w", pin, err)
 	}
-	l, err := link.AttachTCX(link.TCXOptions{Interface: ifindex, Program: prog, Attach: at})
+	var l link.Link
+	var err error
+	if isNetkit(at) {
+		l, err = link.AttachNetkit(link.NetkitOptions{Interface: ifindex, Program: prog, Attach: at})
+	} else {
+		l, err = link.AttachTCX(link.TCXOptions{Interface: ifindex, Program: prog, Attach: at})
+	}
 	if err != nil {
-		return fmt.Errorf("attach tcx to ifindex %d: %w", ifindex, err)
+		return fmt.Errorf("attach %s to ifindex %d: %w", hookName(at), ifindex, err)
 	}
 	defer l.Close()
 	if err := l.Pin(pin); err != nil {
 		return fmt.Errorf("pin link %s: %w", pin, err)
 	}
 	return nil
+}
+
+func isNetkit(at ebpf.AttachType) bool {
+	return at == ebpf.AttachNetkitPrimary || at == ebpf.AttachNetkitPeer
+}
+
+func hookName(at ebpf.AttachType) string {
+	if isNetkit(at) {
+		return "netkit"
+	}
+	return "tcx"
+}
+
+// linkAttachedTo tells whether a pinned link is the hook at on ifindex.
+func linkAttachedTo(info *link.Info, ifindex int, at ebpf.AttachType) bool {
+	if nk := info.Netkit(); nk != nil {
+		return isNetkit(at) && int(nk.Ifindex) == ifindex && ebpf.AttachType(nk.AttachType) == at
+	}
+	if tcx := info.TCX(); tcx != nil {
+		return !isNetkit(at) && int(tcx.Ifindex) == ifindex && ebpf.AttachType(tcx.AttachType) == at
+	}
+	return false
 }
 
 // detachTCX removes a pinned link; the program detaches when the last

@@ -29,6 +29,9 @@ type EndpointConstants struct {
 	IPv4          netip.Addr
 	PolicyIngress bool
 	PolicyEgress  bool
+	// Netkit says the programs run on a netkit pair: from-container as
+	// the pod transmits, where bpf_redirect_peer is not available.
+	Netkit bool
 }
 
 // EndpointPrograms are one endpoint's loaded programs.
@@ -102,6 +105,7 @@ func LoadEndpointPrograms(maps *Maps, c EndpointConstants) (*EndpointPrograms, e
 	vals["ENDPOINT_IPV4"] = as4(c.IPv4)
 	vals["POLICY_INGRESS"] = boolU8(c.PolicyIngress)
 	vals["POLICY_EGRESS"] = boolU8(c.PolicyEgress)
+	vals["NETKIT"] = boolU8(c.Netkit)
 	if err := setConstants(spec, vals); err != nil {
 		return nil, err
 	}

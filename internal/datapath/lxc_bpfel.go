@@ -174,6 +174,7 @@ const (
 	lxcVarENDPOINT_IPV4     = "ENDPOINT_IPV4"
 	lxcVarLEGACY_ROUTING    = "LEGACY_ROUTING"
 	lxcVarMASQUERADE        = "MASQUERADE"
+	lxcVarNETKIT            = "NETKIT"
 	lxcVarNODE_IPV4         = "NODE_IPV4"
 	lxcVarPOLICY_EGRESS     = "POLICY_EGRESS"
 	lxcVarPOLICY_INGRESS    = "POLICY_INGRESS"
@@ -252,6 +253,7 @@ type lxcVariableSpecs struct {
 	ENDPOINT_IPV4     *ebpf.VariableSpec `ebpf:"ENDPOINT_IPV4"`
 	LEGACY_ROUTING    *ebpf.VariableSpec `ebpf:"LEGACY_ROUTING"`
 	MASQUERADE        *ebpf.VariableSpec `ebpf:"MASQUERADE"`
+	NETKIT            *ebpf.VariableSpec `ebpf:"NETKIT"`
 	NODE_IPV4         *ebpf.VariableSpec `ebpf:"NODE_IPV4"`
 	POLICY_EGRESS     *ebpf.VariableSpec `ebpf:"POLICY_EGRESS"`
 	POLICY_INGRESS    *ebpf.VariableSpec `ebpf:"POLICY_INGRESS"`
@@ -313,6 +315,7 @@ type lxcVariables struct {
 	ENDPOINT_IPV4     *ebpf.Variable `ebpf:"ENDPOINT_IPV4"`
 	LEGACY_ROUTING    *ebpf.Variable `ebpf:"LEGACY_ROUTING"`
 	MASQUERADE        *ebpf.Variable `ebpf:"MASQUERADE"`
+	NETKIT            *ebpf.Variable `ebpf:"NETKIT"`
 	NODE_IPV4         *ebpf.Variable `ebpf:"NODE_IPV4"`
 	POLICY_EGRESS     *ebpf.Variable `ebpf:"POLICY_EGRESS"`
 	POLICY_INGRESS    *ebpf.Variable `ebpf:"POLICY_INGRESS"`

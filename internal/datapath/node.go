@@ -43,6 +43,10 @@ type Config struct {
 	// LegacyRouting routes pod traffic that leaves the node through the
 	// stack instead of redirecting it in BPF (Cilium's legacy host routing).
 	LegacyRouting bool
+	// PodDevice is the kind of pair new pods get ("" is veth); the CNI
+	// plugin creates it. Endpoints are programmed by the kind their
+	// device is, so pods made before a change keep working.
+	PodDevice PodDevice
 }
 
 // DefaultTunnelDevice and DefaultTunnelPort are Cilium's defaults.
@@ -64,6 +68,14 @@ func (c *Config) validate() error {
 	}
 	if c.Mode != Native && c.Mode != Tunnel {
 		return fmt.Errorf("datapath config: unknown routing mode %d", c.Mode)
+	}
+	d, err := ParsePodDevice(string(c.PodDevice))
+	if err != nil {
+		return fmt.Errorf("datapath config: %w", err)
+	}
+	c.PodDevice = d
+	if d == PodDeviceNetkit && c.LegacyTC {
+		return errors.New("datapath config: netkit pod devices need TCX, not legacy tc")
 	}
 	if c.TunnelDevice == "" {
 		c.TunnelDevice = DefaultTunnelDevice
@@ -174,9 +186,12 @@ func (n *Node) Start() error {
 		progs.ToOverlay, ebpf.AttachTCXEgress)
 }
 
-// attach hooks prog to a device of the node: a pinned TCX link, or a tc
-// filter when configured or when the kernel has no TCX.
+// attach hooks prog to a device of the node: a pinned TCX or netkit link,
+// or a tc filter when configured or when the kernel has no TCX.
 func (n *Node) attach(pin string, ifindex int, prog *ebpf.Program, at ebpf.AttachType) error {
+	if isNetkit(at) {
+		return inns.Do(n.cfg.NetNS, func() error { return attachTCX(pin, ifindex, prog, at) })
+	}
 	if !n.cfg.LegacyTC {
 		err := inns.Do(n.cfg.NetNS, func() error { return attachTCX(pin, ifindex, prog, at) })
 		if !errors.Is(err, ebpf.ErrNotSupported) {
@@ -188,10 +203,13 @@ func (n *Node) attach(pin string, ifindex int, prog *ebpf.Program, at ebpf.Attac
 	return attachLegacyTC(n.nl, ifindex, prog, at)
 }
 
-// detach undoes attach; a device already gone is no error.
+// detach undoes attach; a device already gone is no error. The pin goes
+// in any case: netkit devices are attached by links even with tc filters
+// elsewhere.
 func (n *Node) detach(pin string, device string, at ebpf.AttachType) error {
-	if !n.cfg.LegacyTC {
-		return detachTCX(pin)
+	err := detachTCX(pin)
+	if !n.cfg.LegacyTC || err != nil {
+		return err
 	}
 	l, err := n.nl.LinkByName(device)
 	if err != nil {
@@ -236,8 +254,9 @@ func (n *Node) ensureVXLAN(mtu int) (netlink.Link, error) {
 	return l, nil
 }
 
-// Endpoint is a local pod as the datapath needs it. The veth pair exists
-// already (the CNI plugin made it); HostDevice is its end in the node.
+// Endpoint is a local pod as the datapath needs it. The pair exists
+// already (the CNI plugin made it); HostDevice is its end in the node:
+// a veth, or a netkit primary.
 type Endpoint struct {
 	ID            uint16
 	Identity      uint32
@@ -250,25 +269,36 @@ type Endpoint struct {
 
 // UpsertEndpoint loads the endpoint's programs with its constants,
 // attaches them to its host device (replacing older ones atomically),
-// publishes it in the endpoint map and routes its address to it.
+// publishes it in the endpoint map and routes its address to it. On a
+// veth, from-container runs at the host side's ingress and to-container
+// at its egress; on a netkit pair, from-container runs as the pod's side
+// transmits and to-container as the node's side does.
 func (n *Node) UpsertEndpoint(ep Endpoint) error {
 	host, err := n.nl.LinkByName(ep.HostDevice)
 	if err != nil {
 		return fmt.Errorf("endpoint %d device %s: %w", ep.ID, ep.HostDevice, err)
 	}
+	fromAt, toAt := ebpf.AttachTCXIngress, ebpf.AttachTCXEgress
+	nk, netkit := host.(*netlink.Netkit)
+	if netkit {
+		if !nk.IsPrimary() {
+			return fmt.Errorf("endpoint %d device %s: a netkit peer, want the primary", ep.ID, ep.HostDevice)
+		}
+		fromAt, toAt = ebpf.AttachNetkitPeer, ebpf.AttachNetkitPrimary
+	}
 	progs, err := LoadEndpointPrograms(n.maps, EndpointConstants{
 		NodeConstants: n.consts, ID: ep.ID, Identity: ep.Identity, IPv4: ep.IPv4,
-		PolicyIngress: ep.PolicyIngress, PolicyEgress: ep.PolicyEgress,
+		PolicyIngress: ep.PolicyIngress, PolicyEgress: ep.PolicyEgress, Netkit: netkit,
 	})
 	if err != nil {
 		return err
 	}
 	defer progs.Close()
 	idx := host.Attrs().Index
-	if err := n.attach(n.endpointPin(ep.ID, "ingress"), idx, progs.FromContainer, ebpf.AttachTCXIngress); err != nil {
+	if err := n.attach(n.endpointPin(ep.ID, "ingress"), idx, progs.FromContainer, fromAt); err != nil {
 		return fmt.Errorf("endpoint %d: %w", ep.ID, err)
 	}
-	if err := n.attach(n.endpointPin(ep.ID, "egress"), idx, progs.ToContainer, ebpf.AttachTCXEgress); err != nil {
+	if err := n.attach(n.endpointPin(ep.ID, "egress"), idx, progs.ToContainer, toAt); err != nil {
 		return fmt.Errorf("endpoint %d: %w", ep.ID, err)
 	}
 	if err := n.maps.UpsertEndpoint(EndpointEntry{

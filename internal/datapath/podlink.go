@@ -9,6 +9,7 @@ import (
 
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
+	"golang.org/x/sys/unix"
 
 	"github.com/cilium-go/cilium/internal/datapath/inns"
 )
@@ -18,14 +19,43 @@ import (
 // device owns it and nothing answers ARP for it.
 var GatewayIPv4 = netip.MustParseAddr("169.254.1.1")
 
-// PodLink is the veth pair between a pod and its node.
+// PodDevice is the kind of device pair that connects a pod to its node.
+type PodDevice string
+
+const (
+	// PodDeviceVeth is a veth pair: the pod's packets cross the host
+	// side's backlog before the endpoint's programs see them.
+	PodDeviceVeth PodDevice = "veth"
+	// PodDeviceNetkit is a netkit pair in L2 mode, the primary in the
+	// node: the endpoint's programs run as the pod transmits, and
+	// nothing passes in either direction until they are attached.
+	PodDeviceNetkit PodDevice = "netkit"
+)
+
+// ErrNetkitUnsupported is returned when the kernel cannot make netkit
+// pairs (built without CONFIG_NETKIT, or older than 6.7).
+var ErrNetkitUnsupported = errors.New("kernel without netkit devices")
+
+// ParsePodDevice accepts "veth", "netkit" and "" (veth).
+func ParsePodDevice(s string) (PodDevice, error) {
+	switch d := PodDevice(s); d {
+	case "", PodDeviceVeth:
+		return PodDeviceVeth, nil
+	case PodDeviceNetkit:
+		return d, nil
+	}
+	return "", fmt.Errorf("unknown pod device %q (want veth or netkit)", s)
+}
+
+// PodLink is the device pair between a pod and its node.
 type PodLink struct {
 	NodeNetNS  string // path; empty for the caller's namespace
 	PodNetNS   string // path
 	PodIfName  string // in the pod, e.g. eth0
 	HostIfName string // in the node, e.g. lxc1a2b3c
 	IPv4       netip.Addr
-	MTU        int // 0 for 1500
+	MTU        int       // 0 for 1500
+	Device     PodDevice // "" for veth
 }
 
 // PodLinkResult is what the endpoint needs from the link.
@@ -35,7 +65,7 @@ type PodLinkResult struct {
 	HostIfindex int
 }
 
-// CreatePodLink makes the pair, moves one end into the pod, gives it the
+// CreatePodLink makes the pair (a veth or a netkit pair, l.Device), moves one end into the pod, gives it the
 // address as a /32 and a default route through GatewayIPv4. This is the
 // CNI plugin's half of the wiring; Node.UpsertEndpoint does the rest.
 func CreatePodLink(l PodLink) (PodLinkResult, error) {
@@ -62,15 +92,15 @@ func CreatePodLink(l PodLink) (PodLinkResult, error) {
 	}
 	defer podNS.Close()
 
-	// The peer is created directly in the pod's namespace, so a name
-	// clash with the node's devices cannot happen.
-	veth := &netlink.Veth{
-		LinkAttrs:     netlink.LinkAttrs{Name: l.HostIfName, MTU: l.MTU},
-		PeerName:      l.PodIfName,
-		PeerNamespace: netlink.NsFd(podNS),
+	device, err := ParsePodDevice(string(l.Device))
+	if err != nil {
+		return res, err
 	}
-	if err := node.LinkAdd(veth); err != nil {
-		return res, fmt.Errorf("create veth %s: %w", l.HostIfName, err)
+	if err := node.LinkAdd(newPair(device, l, podNS)); err != nil {
+		if device == PodDeviceNetkit && errors.Is(err, unix.EOPNOTSUPP) {
+			err = fmt.Errorf("%w: %w", ErrNetkitUnsupported, err)
+		}
+		return res, fmt.Errorf("create %s %s: %w", device, l.HostIfName, err)
 	}
 	host, err := node.LinkByName(l.HostIfName)
 	if err == nil {
@@ -92,6 +122,26 @@ func CreatePodLink(l PodLink) (PodLinkResult, error) {
 	}
 	return PodLinkResult{PodMAC: peer.Attrs().HardwareAddr, HostMAC: host.Attrs().HardwareAddr,
 		HostIfindex: host.Attrs().Index}, nil
+}
+
+// newPair is the pair to create in the node. The peer is created directly
+// in the pod's namespace, so a name clash with the node's devices cannot
+// happen.
+func newPair(device PodDevice, l PodLink, podNS netns.NsHandle) netlink.Link {
+	attrs := netlink.LinkAttrs{Name: l.HostIfName, MTU: l.MTU}
+	if device == PodDeviceVeth {
+		return &netlink.Veth{LinkAttrs: attrs, PeerName: l.PodIfName, PeerNamespace: netlink.NsFd(podNS)}
+	}
+	// L2, because the programs write MACs and the pod resolves its
+	// gateway as on a veth. Blackhole on both sides: until the agent
+	// attaches the endpoint's programs, the pod can neither send
+	// unchecked (spoofed) traffic nor receive traffic its policy
+	// has not judged.
+	nk := &netlink.Netkit{LinkAttrs: attrs, Mode: netlink.NETKIT_MODE_L2,
+		Policy: netlink.NETKIT_POLICY_BLACKHOLE, PeerPolicy: netlink.NETKIT_POLICY_BLACKHOLE,
+		Scrub: netlink.NETKIT_SCRUB_DEFAULT, PeerScrub: netlink.NETKIT_SCRUB_DEFAULT}
+	nk.SetPeerAttrs(&netlink.LinkAttrs{Name: l.PodIfName, MTU: l.MTU, Namespace: netlink.NsFd(podNS)})
+	return nk
 }
 
 func configurePodSide(pod *netlink.Handle, l PodLink, hostMAC net.HardwareAddr) (netlink.Link, error) {

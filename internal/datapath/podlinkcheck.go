@@ -9,7 +9,7 @@ import (
 )
 
 // CheckPodLink verifies that the pair CreatePodLink made is still as it
-// made it: the host side with its ifindex, the pod side up with the /32
+// made it: the host side of the right kind with its ifindex, the pod side up with the /32
 // and the default route through GatewayIPv4. It backs the CNI CHECK.
 func CheckPodLink(l PodLink, hostIfindex int) error {
 	node, err := handleAt(l.NodeNetNS)
@@ -20,6 +20,13 @@ func CheckPodLink(l PodLink, hostIfindex int) error {
 	host, err := node.LinkByName(l.HostIfName)
 	if err != nil {
 		return fmt.Errorf("host side %s: %w", l.HostIfName, err)
+	}
+	device, err := ParsePodDevice(string(l.Device))
+	if err != nil {
+		return err
+	}
+	if host.Type() != string(device) {
+		return fmt.Errorf("host side %s: a %s, want a %s", l.HostIfName, host.Type(), device)
 	}
 	if host.Attrs().Index != hostIfindex {
 		return fmt.Errorf("host side %s: ifindex %d, endpoint has %d", l.HostIfName, host.Attrs().Index, hostIfindex)

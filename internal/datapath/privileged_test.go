@@ -1,6 +1,7 @@
 package datapath_test
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"net/netip"
@@ -20,6 +21,9 @@ func newCluster(t *testing.T, o dptest.Options) *dptest.Cluster {
 		t.Skip("privileged datapath tests need root: they create namespaces, veths and BPF programs")
 	}
 	c, err := dptest.New(o)
+	if errors.Is(err, datapath.ErrNetkitUnsupported) {
+		t.Skipf("netkit pod devices: %v", err)
+	}
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -42,10 +46,17 @@ func serve(t *testing.T) func(io.Closer, error) {
 	}
 }
 
+// modes are the routing modes, each with both kinds of pod device.
 var modes = []struct {
-	name string
-	mode datapath.RoutingMode
-}{{"native", datapath.Native}, {"tunnel", datapath.Tunnel}}
+	name   string
+	mode   datapath.RoutingMode
+	device datapath.PodDevice
+}{
+	{"native", datapath.Native, datapath.PodDeviceVeth},
+	{"tunnel", datapath.Tunnel, datapath.PodDeviceVeth},
+	{"native-netkit", datapath.Native, datapath.PodDeviceNetkit},
+	{"tunnel-netkit", datapath.Tunnel, datapath.PodDeviceNetkit},
+}
 
 func TestPrivilegedConnectivity(t *testing.T) {
 	for _, mode := range []struct {
@@ -56,6 +67,10 @@ func TestPrivilegedConnectivity(t *testing.T) {
 		{"tunnel", dptest.Options{Mode: datapath.Tunnel}},
 		{"native-legacy-tc", dptest.Options{Mode: datapath.Native, LegacyTC: true}},
 		{"native-legacy-routing", dptest.Options{Mode: datapath.Native, LegacyRouting: true}},
+		{"native-netkit", dptest.Options{Mode: datapath.Native, PodDevice: datapath.PodDeviceNetkit}},
+		{"tunnel-netkit", dptest.Options{Mode: datapath.Tunnel, PodDevice: datapath.PodDeviceNetkit}},
+		{"native-netkit-legacy-routing", dptest.Options{Mode: datapath.Native, LegacyRouting: true,
+			PodDevice: datapath.PodDeviceNetkit}},
 	} {
 		t.Run(mode.name, func(t *testing.T) {
 			c := newCluster(t, mode.opts)
@@ -138,7 +153,7 @@ func waitDrop(t *testing.T, r *datapath.EventReader, dst *dptest.Pod, port uint1
 func TestPrivilegedPolicy(t *testing.T) {
 	for _, mode := range modes {
 		t.Run(mode.name, func(t *testing.T) {
-			c := newCluster(t, dptest.Options{Mode: mode.mode, PolicyIngress: true})
+			c := newCluster(t, dptest.Options{Mode: mode.mode, PolicyIngress: true, PodDevice: mode.device})
 			n1, n2 := c.Nodes[0], c.Nodes[1]
 			client, other, server := n1.Pods[0], n1.Pods[1], n2.Pods[0]
 			serve(t)(dptest.ServeTCPEcho(server.NS, server.IP, 8080))
@@ -168,6 +183,17 @@ func TestPrivilegedPolicy(t *testing.T) {
 			ev := waitDrop(t, events, server, 8080)
 			if ev.Reason != datapath.DropPolicy || ev.Src != other.IP || ev.SrcIdentity != other.Identity || ev.Direction != datapath.Ingress {
 				t.Fatalf("drop event %+v", ev)
+			}
+			// A neighbour on the server's node takes the same-node path,
+			// which on netkit is not the veth's.
+			neighbour := n2.Pods[1]
+			if conn, err := dptest.DialTCP(neighbour.NS, server.IP, 8080, 500*time.Millisecond); err == nil {
+				conn.Close()
+				t.Fatalf("%s reached %s without a rule", neighbour.Name, server.Name)
+			}
+			ev = waitDrop(t, events, server, 8080)
+			if ev.Reason != datapath.DropPolicy || ev.Src != neighbour.IP || ev.Direction != datapath.Ingress {
+				t.Fatalf("same-node drop event %+v", ev)
 			}
 
 			// Now the policy admits nobody: the established connection
@@ -215,7 +241,13 @@ func TestPrivilegedTunnelIdentityFromVNI(t *testing.T) {
 // flowing while no Go process holds the datapath, and Start again reuses
 // the pins.
 func TestPrivilegedRestartKeepsTraffic(t *testing.T) {
-	c := newCluster(t, dptest.Options{Mode: datapath.Tunnel})
+	for _, device := range []datapath.PodDevice{datapath.PodDeviceVeth, datapath.PodDeviceNetkit} {
+		t.Run(string(device), func(t *testing.T) { testRestartKeepsTraffic(t, device) })
+	}
+}
+
+func testRestartKeepsTraffic(t *testing.T, device datapath.PodDevice) {
+	c := newCluster(t, dptest.Options{Mode: datapath.Tunnel, PodDevice: device})
 	n1, n2 := c.Nodes[0], c.Nodes[1]
 	serve(t)(dptest.ServeTCPEcho(n2.Pods[0].NS, n2.Pods[0].IP, 8080))
 	for _, n := range c.Nodes {
@@ -244,7 +276,7 @@ func TestPrivilegedRestartKeepsTraffic(t *testing.T) {
 func TestPrivilegedMasquerade(t *testing.T) {
 	for _, mode := range modes {
 		t.Run(mode.name, func(t *testing.T) {
-			c := newCluster(t, dptest.Options{Mode: mode.mode, Masquerade: true, World: true})
+			c := newCluster(t, dptest.Options{Mode: mode.mode, Masquerade: true, World: true, PodDevice: mode.device})
 			serve(t)(dptest.ServeRemoteAddr(c.WorldNS, dptest.WorldIP, 8080))
 			for _, p := range []*dptest.Pod{c.Nodes[0].Pods[0], c.Nodes[1].Pods[1]} {
 				seen, err := dptest.RemoteAddrSeen(p.NS, dptest.WorldIP, 8080)
@@ -269,7 +301,13 @@ func TestPrivilegedMasquerade(t *testing.T) {
 // After a restart the agent keeps the endpoints it still has and prunes
 // the rest: their programs, map entries and routes go.
 func TestPrivilegedPruneEndpoints(t *testing.T) {
-	c := newCluster(t, dptest.Options{Mode: datapath.Native})
+	for _, device := range []datapath.PodDevice{datapath.PodDeviceVeth, datapath.PodDeviceNetkit} {
+		t.Run(string(device), func(t *testing.T) { testPruneEndpoints(t, device) })
+	}
+}
+
+func testPruneEndpoints(t *testing.T, device datapath.PodDevice) {
+	c := newCluster(t, dptest.Options{Mode: datapath.Native, PodDevice: device})
 	n1, n2 := c.Nodes[0], c.Nodes[1]
 	kept, gone := n2.Pods[0], n2.Pods[1]
 	for _, p := range []*dptest.Pod{kept, gone} {

@@ -39,9 +39,11 @@ type Options struct {
 	LegacyTC bool
 	// LegacyRouting routes leaving pod traffic through the stack.
 	LegacyRouting bool
-	Nodes         int // default 2
-	PodsPerNode   int // default 2
-	Log           *slog.Logger
+	// PodDevice is the kind of pair pods get ("" is veth).
+	PodDevice   datapath.PodDevice
+	Nodes       int // default 2
+	PodsPerNode int // default 2
+	Log         *slog.Logger
 }
 
 // WorldIP is the address of the world host when Options.World is set.
@@ -72,7 +74,7 @@ type Node struct {
 	nl       *netlink.Handle
 }
 
-// Pod is a pod namespace with one veth into its node.
+// Pod is a pod namespace with one device pair into its node.
 type Pod struct {
 	Name       string
 	NS         string
@@ -363,6 +365,7 @@ func (c *Cluster) startDatapath(n *Node) error {
 	dp, err := datapath.NewNode(datapath.Config{
 		BPFFSDir: dir, NetNS: n.NS, NodeIPv4: n.IP, Uplink: "eth0", Mode: c.opts.Mode,
 		Masquerade: c.opts.Masquerade, LegacyTC: c.opts.LegacyTC, LegacyRouting: c.opts.LegacyRouting,
+		PodDevice: c.opts.PodDevice,
 	}, c.opts.Log.With("node", n.Name))
 	if err != nil {
 		return err
@@ -387,6 +390,7 @@ func (c *Cluster) addPod(n *Node, id, mtu int) (*Pod, error) {
 	}
 	link, err := datapath.CreatePodLink(datapath.PodLink{
 		NodeNetNS: n.NS, PodNetNS: p.NS, PodIfName: "eth0", HostIfName: p.HostDevice, IPv4: p.IP, MTU: mtu,
+		Device: c.opts.PodDevice,
 	})
 	if err != nil {
 		return nil, err

@@ -1,0 +1,108 @@
+package datapath_test
+
+import (
+	"testing"
+
+	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netns"
+
+	"github.com/cilium-go/cilium/internal/datapath"
+	"github.com/cilium-go/cilium/internal/datapath/dptest"
+)
+
+// hostLink looks a pod's host-side device up in its node.
+func hostLink(t *testing.T, p *dptest.Pod) netlink.Link {
+	t.Helper()
+	ns, err := netns.GetFromPath(p.Node.NS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ns.Close()
+	h, err := netlink.NewHandleAt(ns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	l, err := h.LinkByName(p.HostDevice)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
+// The pair CreatePodLink makes passes CheckPodLink as the kind it was
+// made, fails it as the other kind and once deleted; deleting twice is
+// no error.
+func TestPrivilegedPodLink(t *testing.T) {
+	for _, tc := range []struct {
+		device, other datapath.PodDevice
+		kind          string
+	}{
+		{datapath.PodDeviceVeth, datapath.PodDeviceNetkit, "veth"},
+		{datapath.PodDeviceNetkit, datapath.PodDeviceVeth, "netkit"},
+	} {
+		t.Run(string(tc.device), func(t *testing.T) {
+			c := newCluster(t, dptest.Options{Plain: true, Nodes: 1, PodsPerNode: 1, PodDevice: tc.device})
+			p := c.Nodes[0].Pods[0]
+			host := hostLink(t, p)
+			if host.Type() != tc.kind {
+				t.Fatalf("host side is a %s, want a %s", host.Type(), tc.kind)
+			}
+			if nk, ok := host.(*netlink.Netkit); ok {
+				if !nk.IsPrimary() || nk.Mode != netlink.NETKIT_MODE_L2 ||
+					nk.Policy != netlink.NETKIT_POLICY_BLACKHOLE || nk.PeerPolicy != netlink.NETKIT_POLICY_BLACKHOLE {
+					t.Fatalf("netkit primary %v, mode %v, policy %v, peer policy %v: want a primary, L2, blackhole both ways",
+						nk.IsPrimary(), nk.Mode, nk.Policy, nk.PeerPolicy)
+				}
+			}
+			l := datapath.PodLink{NodeNetNS: p.Node.NS, PodNetNS: p.NS, PodIfName: "eth0",
+				HostIfName: p.HostDevice, IPv4: p.IP, Device: tc.device}
+			idx := host.Attrs().Index
+			if err := datapath.CheckPodLink(l, idx); err != nil {
+				t.Fatalf("check: %v", err)
+			}
+			wrong := l
+			wrong.Device = tc.other
+			if err := datapath.CheckPodLink(wrong, idx); err == nil {
+				t.Fatalf("check as a %s passed", tc.other)
+			}
+			if err := datapath.CheckPodLink(l, idx+1000); err == nil {
+				t.Fatal("check with another ifindex passed")
+			}
+			for range 2 {
+				if err := datapath.DeletePodLink(p.Node.NS, p.HostDevice); err != nil {
+					t.Fatalf("delete: %v", err)
+				}
+			}
+			if err := datapath.CheckPodLink(l, idx); err == nil {
+				t.Fatal("check passed after delete")
+			}
+		})
+	}
+}
+
+// A netkit pair carries nothing until the endpoint's programs are
+// attached: a pod the agent has not programmed yet can neither send nor
+// receive. A veth pair under plain routing carries traffic, which shows
+// the topology itself is sound.
+func TestPrivilegedPodLinkBeforePrograms(t *testing.T) {
+	for _, tc := range []struct {
+		device datapath.PodDevice
+		passes bool
+	}{
+		{datapath.PodDeviceVeth, true},
+		{datapath.PodDeviceNetkit, false},
+	} {
+		t.Run(string(tc.device), func(t *testing.T) {
+			c := newCluster(t, dptest.Options{Plain: true, Nodes: 1, PodsPerNode: 1, PodDevice: tc.device})
+			n := c.Nodes[0]
+			p := n.Pods[0]
+			if err := dptest.Ping(n.NS, p.IP); (err == nil) != tc.passes {
+				t.Errorf("node to pod: %v, want passing %v", err, tc.passes)
+			}
+			if err := dptest.Ping(p.NS, n.IP); (err == nil) != tc.passes {
+				t.Errorf("pod to node: %v, want passing %v", err, tc.passes)
+			}
+		})
+	}
+}
