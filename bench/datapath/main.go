@@ -1,8 +1,10 @@
 // Command datapath benchmarks the eBPF datapath against the kernel without
 // it, in one run on one machine: (a) node to node, (b) pod to pod by plain
 // kernel routing, (c) pod to pod through the datapath in native mode, (c')
-// the same with 10,000 policy entries and identities, (d) in tunnel mode
-// and (e) native with the stack routing what leaves the node. Each is
+// the same with 10,000 policy entries and identities, (d) in tunnel mode,
+// (e) native with the stack routing what leaves the node, and (c-nk) and
+// (c'-nk) as (c) and (c') with netkit pod devices, when the kernel has
+// them. Each is
 // measured for a TCP stream, request/response on one connection and
 // connect/request/close, in interleaved repetitions; it prints medians,
 // their spread and each ratio to (a). It needs root: `make bench`.
@@ -37,6 +39,7 @@ const (
 
 // scenario is a pair of namespaces to measure between.
 type scenario struct {
+	key      string // how the report refers to it: "a", "c", "c'", ...
 	name     string
 	srcNS    string
 	dstNS    string
@@ -90,11 +93,8 @@ func run(ctx context.Context, log *slog.Logger, d time.Duration, reps int) (err 
 	if err != nil {
 		return err
 	}
-	policy, err := build(dptest.Options{Mode: datapath.Native, PolicyIngress: true})
+	policy, err := buildPolicyScale(build, datapath.PodDeviceVeth)
 	if err != nil {
-		return err
-	}
-	if err := loadPolicyScale(policy); err != nil {
 		return err
 	}
 	tunnel, err := build(dptest.Options{Mode: datapath.Tunnel})
@@ -106,30 +106,39 @@ func run(ctx context.Context, log *slog.Logger, d time.Duration, reps int) (err 
 		return err
 	}
 
-	pod := func(label string, c *dptest.Cluster) (scenario, error) {
-		src, dst := c.Nodes[0].Pods[0], c.Nodes[1].Pods[0]
-		s := scenario{name: label, srcNS: src.NS, dstNS: dst.NS, dst: dst.IP}
-		s.servers, err = startServers(dst.NS, dst.IP)
-		return s, err
+	type podScenario struct {
+		key, label string
+		c          *dptest.Cluster
 	}
+	pods := []podScenario{
+		{"b", "(b) pod to pod, kernel routing", plain},
+		{"c", "(c) pod to pod, datapath native", native},
+		{"c'", "(c') native, 10k policy entries", policy},
+		{"d", "(d) pod to pod, datapath tunnel", tunnel},
+		{"e", "(e) native, legacy host routing", legacy},
+	}
+	nk, nkPolicy, err := buildNetkit(build)
+	switch {
+	case errors.Is(err, datapath.ErrNetkitUnsupported):
+		log.Warn("no (c-nk) and (c'-nk): this kernel cannot make netkit devices", "err", err)
+	case err != nil:
+		return err
+	default:
+		pods = append(pods, podScenario{"c-nk", "(c-nk) native, netkit pods", nk},
+			podScenario{"c'-nk", "(c'-nk) netkit, 10k policy entries", nkPolicy})
+	}
+
 	var scenarios []scenario
-	a := scenario{name: "(a) node to node", srcNS: plain.Nodes[0].NS, dstNS: plain.Nodes[1].NS, dst: plain.Nodes[1].IP, baseline: true}
+	a := scenario{key: "a", name: "(a) node to node", srcNS: plain.Nodes[0].NS, dstNS: plain.Nodes[1].NS,
+		dst: plain.Nodes[1].IP, baseline: true}
 	if a.servers, err = startServers(a.dstNS, a.dst); err != nil {
 		return err
 	}
 	scenarios = append(scenarios, a)
-	for _, x := range []struct {
-		label string
-		c     *dptest.Cluster
-	}{
-		{"(b) pod to pod, kernel routing", plain},
-		{"(c) pod to pod, datapath native", native},
-		{"(c') native, 10k policy entries", policy},
-		{"(d) pod to pod, datapath tunnel", tunnel},
-		{"(e) native, legacy host routing", legacy},
-	} {
-		s, err := pod(x.label, x.c)
-		if err != nil {
+	for _, x := range pods {
+		src, dst := x.c.Nodes[0].Pods[0], x.c.Nodes[1].Pods[0]
+		s := scenario{key: x.key, name: x.label, srcNS: src.NS, dstNS: dst.NS, dst: dst.IP}
+		if s.servers, err = startServers(dst.NS, dst.IP); err != nil {
 			return err
 		}
 		scenarios = append(scenarios, s)
@@ -149,6 +158,29 @@ func tuneClient(ns string) error {
 	return inns.Do(ns, func() error {
 		return os.WriteFile("/proc/sys/net/ipv4/tcp_tw_reuse", []byte("1"), 0o644)
 	})
+}
+
+type builder func(dptest.Options) (*dptest.Cluster, error)
+
+// buildPolicyScale is (c') with the given pod device.
+func buildPolicyScale(build builder, device datapath.PodDevice) (*dptest.Cluster, error) {
+	c, err := build(dptest.Options{Mode: datapath.Native, PolicyIngress: true, PodDevice: device})
+	if err != nil {
+		return nil, err
+	}
+	return c, loadPolicyScale(c)
+}
+
+// buildNetkit builds (c-nk) and (c'-nk); datapath.ErrNetkitUnsupported
+// says the kernel has no netkit.
+func buildNetkit(build builder) (nk, nkPolicy *dptest.Cluster, err error) {
+	if nk, err = build(dptest.Options{Mode: datapath.Native, PodDevice: datapath.PodDeviceNetkit}); err != nil {
+		return nil, nil, err
+	}
+	if nkPolicy, err = buildPolicyScale(build, datapath.PodDeviceNetkit); err != nil {
+		return nil, nil, err
+	}
+	return nk, nkPolicy, nil
 }
 
 // loadPolicyScale gives the server pod of (c') 10,000 identities in the
@@ -230,8 +262,19 @@ func report(w io.Writer, scenarios []scenario, results [][][]float64, d time.Dur
 			m := median(v)
 			fmt.Fprintf(w, "  %-34s %12.1f  %5.3f  ±%2.0f%%\n", s.name, m, m/base, 50*(slices.Max(v)-slices.Min(v))/m)
 		}
-		c, cp := median(results[2][ti]), median(results[3][ti])
-		fmt.Fprintf(w, "  %-34s %12s  %5.3f\n\n", "(c') / (c)", "", cp/c)
+		for _, pair := range [][2]string{{"c'", "c"}, {"c-nk", "c"}, {"c'-nk", "c-nk"}} {
+			num, den := slices.IndexFunc(scenarios, byKey(pair[0])), slices.IndexFunc(scenarios, byKey(pair[1]))
+			if num < 0 || den < 0 {
+				continue
+			}
+			label := fmt.Sprintf("(%s) / (%s)", pair[0], pair[1])
+			fmt.Fprintf(w, "  %-34s %12s  %5.3f\n", label, "", median(results[num][ti])/median(results[den][ti]))
+		}
+		fmt.Fprintln(w)
 	}
 	fmt.Fprintln(w, "targets: (c)/(a) >= 0.95 for stream and request/response; (c')/(c) >= 0.97")
+}
+
+func byKey(key string) func(scenario) bool {
+	return func(s scenario) bool { return s.key == key }
 }
