@@ -8,8 +8,10 @@ import (
 	"log/slog"
 	"path/filepath"
 	"reflect"
+	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
@@ -82,7 +84,16 @@ func TestSmokeCRDs(t *testing.T) {
 	lab.Kubectl("apply", "--server-side", "-f", crdDir)
 	for _, n := range []string{"ciliumnetworkpolicies", "ciliumclusterwidenetworkpolicies", "ciliumidentities",
 		"ciliumendpoints", "ciliumnodes", "ciliumendpointslices"} {
-		lab.Kubectl("wait", "--for=condition=Established", "--timeout=60s", "crd/"+n+".cilium.io")
+		// Not `kubectl wait`: it fails instead of waiting while a CRD
+		// just created has no conditions yet.
+		lab.Eventually(n+" Established", time.Minute, func() error {
+			out, err := lab.run("kubectl", "get", "crd", n+".cilium.io",
+				"-o", `jsonpath={.status.conditions[?(@.type=="Established")].status}`)
+			if err != nil || strings.TrimSpace(out) != "True" {
+				return fmt.Errorf("Established %q: %v", out, err)
+			}
+			return nil
+		})
 	}
 	cfg, err := clientcmd.BuildConfigFromFlags("", lab.Kubeconfig)
 	if err != nil {
