@@ -3,10 +3,8 @@ package ipcache
 import (
 	"context"
 	"errors"
-	"fmt"
 	"iter"
 	"net/netip"
-	"time"
 
 	"github.com/cilium/statedb"
 	"github.com/cilium/statedb/reconciler"
@@ -88,27 +86,6 @@ func (o ops) Prune(_ context.Context, _ statedb.ReadTxn, desired iter.Seq2[*Entr
 		errs = append(errs, m.DeleteIPCache(p))
 	}
 	return errors.Join(errs...)
-}
-
-// PruneInterval is how often the reconciler compares the whole map with
-// the table, repairing what was changed behind its back.
-const PruneInterval = time.Minute
-
-// RegisterReconciler registers the statedb reconciler of tbl against the
-// map getMap returns; its jobs start with p's job group and report to
-// that group's health.
-func RegisterReconciler(p reconciler.Params, tbl statedb.RWTable[*Entry], getMap func() Map) (reconciler.Reconciler[*Entry], error) {
-	r, err := reconciler.Register(p, tbl,
-		(*Entry).clone, (*Entry).setStatus, (*Entry).getStatus,
-		NewOps(getMap), nil,
-		reconciler.WithName(TableName),
-		reconciler.WithPruning(PruneInterval),
-		reconciler.WithRetry(100*time.Millisecond, time.Minute),
-	)
-	if err != nil {
-		return nil, fmt.Errorf("register ipcache reconciler: %w", err)
-	}
-	return r, nil
 }
 
 var _ Map = (*datapath.Maps)(nil)

@@ -59,7 +59,7 @@ func TestPrivilegedReconcilerPinnedMap(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	h := startReconciler(t, agentMaps)
+	h := startReconciler(t, func() Map { return agentMaps })
 	desired := map[netip.Prefix]datapath.IPCacheEntry{a: {Identity: 300}, b: {Identity: 400, TunnelEndpoint: tunnel}}
 	if _, _, err := h.w.Replace(desired); err != nil {
 		t.Fatal(err)

@@ -85,10 +85,9 @@ type recHarness struct {
 	health *health.Registry
 }
 
-// mapFunc marks a getter to pass through as is.
-type mapFunc func() Map
-
-func startReconciler(t *testing.T, m any) *recHarness {
+// startReconciler starts a hive with the table, its writer and its
+// reconciler against the map getMap returns.
+func startReconciler(t *testing.T, getMap func() Map) *recHarness {
 	t.Helper()
 	var h recHarness
 	opts := hive.DefaultOptions()
@@ -101,10 +100,6 @@ func startReconciler(t *testing.T, m any) *recHarness {
 				h.db, h.tbl, h.health = p.DB, tbl, reg
 				h.w = NewWriter(p.DB, tbl)
 				var err error
-				getMap, ok := m.(mapFunc)
-				if !ok {
-					getMap = func() Map { return m.(Map) }
-				}
 				h.rec, err = RegisterReconciler(p, tbl, getMap)
 				return err
 			}),
@@ -158,7 +153,7 @@ func (h *recHarness) status(p netip.Prefix) reconciler.StatusKind {
 
 func TestReconcilerRetriesFailedUpdate(t *testing.T) {
 	m := newFakeMap()
-	h := startReconciler(t, m)
+	h := startReconciler(t, func() Map { return m })
 	// The first sync initializes the table and the reconciler prunes
 	// once; after that only the incremental update and its retry write.
 	if _, _, err := h.w.Replace(nil); err != nil {
@@ -207,7 +202,7 @@ func TestReconcilerDeletesAndPrunes(t *testing.T) {
 	a, b, stray := pfx("10.0.1.5/32"), pfx("10.0.2.7/32"), pfx("10.9.9.9/32")
 	// Left by a previous run: kept until the first sync, then pruned.
 	m.entries[stray] = datapath.IPCacheEntry{Identity: 999}
-	h := startReconciler(t, m)
+	h := startReconciler(t, func() Map { return m })
 	if !m.get(func(m *fakeMap) bool { _, ok := m.entries[stray]; return ok }) {
 		t.Fatal("pruned before the first sync")
 	}
@@ -247,7 +242,7 @@ func TestReconcilerWaitsForMap(t *testing.T) {
 		defer mu.Unlock()
 		return current
 	}
-	h := startReconciler(t, mapFunc(getMap))
+	h := startReconciler(t, getMap)
 	p := pfx("10.0.1.5/32")
 	if _, _, err := h.w.Replace(map[netip.Prefix]datapath.IPCacheEntry{p: {Identity: 300}}); err != nil {
 		t.Fatal(err)
