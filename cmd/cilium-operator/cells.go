@@ -5,6 +5,7 @@ import (
 
 	"github.com/cilium-go/cilium/operator/crdinstall"
 	"github.com/cilium-go/cilium/operator/gc"
+	"github.com/cilium-go/cilium/operator/health"
 	"github.com/cilium-go/cilium/operator/ipam"
 	"github.com/cilium-go/cilium/operator/k8s"
 	"github.com/cilium-go/cilium/operator/leader"
@@ -16,6 +17,7 @@ var (
 	Infrastructure = cell.Group(
 		k8s.Cell,    // --kubeconfig: clients for core, Cilium and CRD kinds
 		leader.Cell, // --leader-election-*: runs the controllers below on one replica
+		health.Cell, // --operator-api-serve-addr: /healthz for probes
 	)
 
 	// Controllers: run only on the leader, in any order; those needing

@@ -44,7 +44,8 @@ func startOperator(t *testing.T, bin, kubeconfig, id string) (*exec.Cmd, *syncBu
 	cmd := exec.Command(bin, "--kubeconfig="+kubeconfig, "--leader-election-identity="+id,
 		"--leader-election-lease-duration=4s", "--leader-election-renew-deadline=2s",
 		"--leader-election-retry-period=500ms",
-		"--cluster-pool-ipv4-cidr=10.200.0.0/16", "--cluster-pool-ipv4-mask-size=24")
+		"--cluster-pool-ipv4-cidr=10.200.0.0/16", "--cluster-pool-ipv4-mask-size=24",
+		"--operator-api-serve-addr=") // two replicas on one host: no port for either
 	cmd.Stdout, cmd.Stderr = log, log
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

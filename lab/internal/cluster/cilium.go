@@ -145,6 +145,8 @@ func operatorProcesses(p plan.Plan, binDir string) []proc.Spec {
 				"--kubeconfig=" + operatorKubeconfig(p),
 				"--cluster-pool-ipv4-cidr=" + p.ClusterCIDR.String(),
 				"--cluster-pool-ipv4-mask-size=" + strconv.Itoa(p.NodeMask),
+				// Both replicas share the control plane's network namespace.
+				fmt.Sprintf("--operator-api-serve-addr=127.0.0.1:%d", 9233+i),
 			},
 			Namespaces: proc.Namespaces{Net: p.ControlPlaneNS},
 			LogFile:    filepath.Join(p.ControlPlaneDir, operatorName(i)+".log"),
