@@ -14,6 +14,16 @@ func TestProgForwarding(t *testing.T) {
 				t.Fatalf("MACs %x %x, want %x %x", out[0:6], out[6:12], macB, hostMacB)
 			}
 		}},
+		{"netkit: local pod is redirected out of its host device", envOpts{netkit: true, ingressB: true}, func(t *testing.T, e *env) {
+			// B's ingress policy is judged here, as without netkit; no
+			// entry admits A, so the SYN is dropped.
+			e.denied(e.fromContainer, tcp(ipA, ipB, 40000, 80, "S"), DropPolicy)
+			must(t, e.maps.SetPolicy(epB, []PolicyEntry{{Direction: Ingress, Identity: idA}}))
+			out := e.expect(e.fromContainer, tcp(ipA, ipB, 40001, 80, "S").frame(t), actRedirect)
+			if !bytes.Equal(out[0:6], macB) || !bytes.Equal(out[6:12], hostMacB) {
+				t.Fatalf("MACs %x %x, want %x %x", out[0:6], out[6:12], macB, hostMacB)
+			}
+		}},
 		{"remote pod in tunnel mode goes to the overlay", envOpts{mode: Tunnel, trace: true}, func(t *testing.T, e *env) {
 			e.expect(e.fromContainer, tcp(ipA, ipC, 40000, 80, "S").frame(t), actRedirect)
 			evs := e.drain()

@@ -56,6 +56,7 @@ type envOpts struct {
 	vni           uint32 // tunnel key the overlay harness sets, 0 for none
 	masquerade    bool
 	legacyRouting bool
+	netkit        bool // A's device is a netkit pair
 }
 
 type env struct {
@@ -165,7 +166,7 @@ func newEnv(t testing.TB, o envOpts) *env {
 		Masquerade: o.masquerade, LegacyRouting: o.legacyRouting}
 	lxc, err := LoadEndpointPrograms(maps, EndpointConstants{
 		NodeConstants: node, ID: epA, Identity: idA, IPv4: ipA,
-		PolicyIngress: o.policyIngress, PolicyEgress: o.policyEgress,
+		PolicyIngress: o.policyIngress, PolicyEgress: o.policyEgress, Netkit: o.netkit,
 	})
 	must(t, err)
 	t.Cleanup(func() { lxc.Close() })
