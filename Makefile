@@ -72,10 +72,11 @@ test-unit:
 test-lab: build-lab build-cilium
 	cd lab && $(GO) vet ./... && $(GO) test -count=1 ./...
 
-test-e2e-smoke: build-lab
+# The lab runs cilium-go by default: its binaries and cilium-dbg too.
+test-e2e-smoke: build-lab build-cilium
 	$(GO) test -count=1 -v -timeout 20m ./test/e2e -run 'TestSmoke' -args -bin $(BIN)
 
-e2e: prereqs build-lab
+e2e: prereqs build-lab build-cilium
 	$(GO) test -count=1 -v -timeout 60m ./test/e2e -args -bin $(BIN)
 
 bench: prereqs build bench-datapath bench-cni
