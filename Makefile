@@ -92,10 +92,10 @@ bench-datapath: prereqs
 bench-cni: prereqs build-cilium build-cni
 	$(GO) run ./bench/cni -bin $(BIN) $(BENCH_CNI_FLAGS)
 
-demo: prereqs build-lab
+demo: prereqs build-lab build-cilium
 	./hack/demo.sh
 
-lab-up: build-lab
+lab-up: build-lab build-cilium
 	$(BIN)/cilium-lab up $(LAB_FLAGS)
 
 lab-down:
