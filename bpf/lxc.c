@@ -46,6 +46,8 @@ static __always_inline int egress_new(struct __sk_buff *skb, struct flow *f,
 	 * chose the final destination; this connection may be a Service's. */
 	if (MASQUERADE && !LEGACY_ROUTING && f->dst_id == IDENTITY_WORLD)
 		flags |= CT_F_SNAT;
+	if (!ep)
+		flags |= CT_F_NO_DST_EP;
 	return ct_create(&f->p, ENDPOINT_IDENTITY, f->dst_id, tunnel, flags);
 }
 
@@ -74,12 +76,14 @@ int cil_from_container(struct __sk_buff *skb)
 	if (ret < 0)
 		return drop(skb, &f, ret);
 
-	ep = endpoint_lookup4(f.p.daddr);
+	f.ct_status = ct_lookup(skb, &f.p, &ct);
+	/* Most packets go to remote pods or the world: a tracked connection
+	 * that says so saves the endpoint lookup. */
+	ep = ct && ct_remote_not_local(ct, f.ct_status) ? 0 : endpoint_lookup4(f.p.daddr);
 	if (ep) {
 		f.dst_ep = ep->ep_id;
 		f.dst_id = ep->identity;
 	}
-	f.ct_status = ct_lookup(skb, &f.p, &ct);
 	if (ct) {
 		f.dst_id = ct_remote_identity(ct, f.ct_status);
 		tunnel = ct->tunnel_ipv4;

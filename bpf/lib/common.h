@@ -166,6 +166,12 @@ struct ct4_key {
 #define CT_F_TX_CLOSING 2
 #define CT_F_RX_CLOSING 4
 #define CT_F_SNAT 8 /* the originator is masqueraded to the node */
+/* The originator, or the responder, is no local endpoint: a pod's packet
+ * towards it needs no endpoint lookup. Addresses of local endpoints come
+ * from the node's own pod CIDR, so a remote one does not become local
+ * while its connections live. */
+#define CT_F_NO_SRC_EP 16
+#define CT_F_NO_DST_EP 32
 
 /* A connection remembers what its first packet needed from the ipcache,
  * so that later packets need no longest-prefix lookup. */
@@ -209,11 +215,10 @@ struct frag_ports {
 	__u16 dport;
 };
 
-struct metrics_key {
-	__u8 reason;
-	__u8 direction;
-	__u8 pad[2];
-};
+/* The metrics map is an array indexed by reason and direction: no hashing,
+ * and the verifier inlines the lookup. Directions fit in two bits. */
+#define METRICS_INDEX(reason, dir) (((__u32)(reason) << 2) | ((dir) & 3))
+#define METRICS_ENTRIES (256 << 2)
 
 struct metrics_value {
 	__u64 packets;
@@ -286,10 +291,10 @@ struct {
 } cilium_frag4 SEC(".maps");
 
 struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_HASH);
-	__type(key, struct metrics_key);
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__type(key, __u32);
 	__type(value, struct metrics_value);
-	__uint(max_entries, 1024);
+	__uint(max_entries, METRICS_ENTRIES);
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 } cilium_metrics SEC(".maps");
 

@@ -116,6 +116,31 @@ static __always_inline int ct_related(struct __sk_buff *skb, const struct pkt *p
 	return ct_find(&k, now) != 0;
 }
 
+/* ct_reply_likely guesses from the packet alone that it answers a
+ * connection: a SYN-ACK, an echo reply, or a source port below the
+ * destination port (servers listen low, clients send from ephemeral
+ * ports). The guessed direction's key is looked up first, so a reply
+ * usually costs one lookup instead of two; a wrong guess costs a lookup
+ * and never changes the answer unless both directions are tracked. */
+static __always_inline int ct_reply_likely(const struct pkt *p)
+{
+	if (p->later_frag)
+		return 0;
+	switch (p->protocol) {
+	case IPPROTO_TCP:
+		if (p->tcp_flags & TCP_FLAG_SYN)
+			return (p->tcp_flags & TCP_FLAG_ACK) != 0;
+		break;
+	case IPPROTO_UDP:
+		break;
+	case IPPROTO_ICMP:
+		return p->icmp_type == ICMP_ECHOREPLY;
+	default:
+		return 0;
+	}
+	return bpf_ntohs(p->sport) < bpf_ntohs(p->dport);
+}
+
 /* ct_lookup classifies the packet; for established flows and replies it
  * also returns the connection's entry. */
 static __always_inline __u8 ct_lookup(struct __sk_buff *skb, const struct pkt *p, struct ct_entry **entry)
@@ -123,21 +148,20 @@ static __always_inline __u8 ct_lookup(struct __sk_buff *skb, const struct pkt *p
 	struct ct4_key k = {};
 	struct ct_entry *e;
 	__u64 now = bpf_ktime_get_ns();
+	int reply = ct_reply_likely(p);
 
 	*entry = 0;
-	ct_key_of(p, &k, 0);
+	ct_key_of(p, &k, reply);
 	e = ct_find(&k, now);
-	if (e) {
-		ct_touch(e, p, 0, now);
-		*entry = e;
-		return CT_ESTABLISHED;
+	if (!e) {
+		reply = !reply;
+		ct_key_of(p, &k, reply);
+		e = ct_find(&k, now);
 	}
-	ct_key_of(p, &k, 1);
-	e = ct_find(&k, now);
 	if (e) {
-		ct_touch(e, p, 1, now);
+		ct_touch(e, p, reply, now);
 		*entry = e;
-		return CT_REPLY;
+		return reply ? CT_REPLY : CT_ESTABLISHED;
 	}
 	if (p->protocol == IPPROTO_ICMP && icmp_is_error(p->icmp_type) && !p->later_frag &&
 	    ct_related(skb, p, now))
@@ -150,6 +174,13 @@ static __always_inline __u8 ct_lookup(struct __sk_buff *skb, const struct pkt *p
 static __always_inline __u32 ct_remote_identity(const struct ct_entry *e, __u8 status)
 {
 	return status == CT_REPLY ? e->src_identity : e->dst_identity;
+}
+
+/* ct_remote_not_local reports that the packet's destination is known to
+ * be no local endpoint. */
+static __always_inline int ct_remote_not_local(const struct ct_entry *e, __u8 status)
+{
+	return e->flags & (status == CT_REPLY ? CT_F_NO_SRC_EP : CT_F_NO_DST_EP);
 }
 
 static __always_inline int ct_create(const struct pkt *p, __u32 src_identity, __u32 dst_identity,

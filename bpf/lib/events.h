@@ -18,17 +18,13 @@ struct flow {
 
 static __always_inline void metrics_add(__u8 reason, __u8 dir, __u32 len)
 {
-	struct metrics_key k = { .reason = reason, .direction = dir };
+	__u32 k = METRICS_INDEX(reason, dir);
 	struct metrics_value *v = bpf_map_lookup_elem(&cilium_metrics, &k);
 
 	if (v) {
 		v->packets++;
 		v->bytes += len;
-		return;
 	}
-	struct metrics_value nv = { .packets = 1, .bytes = len };
-
-	bpf_map_update_elem(&cilium_metrics, &k, &nv, BPF_NOEXIST);
 }
 
 static __always_inline void emit_event(struct __sk_buff *skb, const struct flow *f,

@@ -31,7 +31,8 @@ static __always_inline int deliver_ingress(struct __sk_buff *skb, struct flow *f
 			if (ret < 0)
 				return drop(skb, f, ret);
 		}
-		ret = ct_create(&f->p, f->src_id, f->dst_id, tunnel, 0);
+		/* The sender came from the network: no local endpoint. */
+		ret = ct_create(&f->p, f->src_id, f->dst_id, tunnel, CT_F_NO_SRC_EP);
 		if (ret < 0)
 			return drop(skb, f, ret);
 	} else if (TRACE_ENABLED && !f->src_id) {

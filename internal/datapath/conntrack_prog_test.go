@@ -219,6 +219,10 @@ func TestProgEvents(t *testing.T) {
 			if c := e.counter(Forwarded, Ingress); c.Packets != 1 {
 				t.Fatalf("forwarded ingress %+v, want 1", c)
 			}
+			// Untouched slots of the metrics array are not reported.
+			if cs, err := e.maps.Counters(); err != nil || len(cs) != 3 {
+				t.Fatalf("counters %+v (%v), want the 3 that counted", cs, err)
+			}
 		}},
 	})
 }

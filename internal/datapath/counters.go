@@ -18,19 +18,23 @@ type Counter struct {
 	Bytes     uint64
 }
 
-// Counters reads the metrics map.
+// Counters reads the metrics map, an array indexed by reason << 2 |
+// direction (METRICS_INDEX in bpf/lib/common.h). Its slots exist from
+// the start; only those that counted a packet are returned.
 func (m *Maps) Counters() ([]Counter, error) {
 	var out []Counter
-	var k MetricsKey
+	var k uint32
 	var per []MetricsValue
 	it := m.Metrics.Iterate()
 	for it.Next(&k, &per) {
-		c := Counter{Reason: Reason(k.Reason), Direction: Direction(k.Direction)}
+		c := Counter{Reason: Reason(k >> 2), Direction: Direction(k & 3)}
 		for _, v := range per {
 			c.Packets += v.Packets
 			c.Bytes += v.Bytes
 		}
-		out = append(out, c)
+		if c.Packets > 0 {
+			out = append(out, c)
+		}
 	}
 	if err := it.Err(); err != nil {
 		return nil, fmt.Errorf("iterate metrics: %w", err)

@@ -93,6 +93,10 @@ const (
 	ctFlagTxClosing = 2
 	ctFlagRxClosing = 4
 	ctFlagSNAT      = 8
+	// Lookup hints of the datapath, not shown: the originator or the
+	// responder has no local endpoint.
+	ctFlagNoSrcEP = 16
+	ctFlagNoDstEP = 32
 )
 
 // Connections lists the conntrack table.

@@ -106,13 +106,6 @@ type lxcIpcacheKey struct {
 	Addr      [16]uint8
 }
 
-type lxcMetricsKey struct {
-	_         structs.HostLayout
-	Reason    uint8
-	Direction uint8
-	Pad       [2]uint8
-}
-
 type lxcMetricsValue struct {
 	_       structs.HostLayout
 	Packets uint64

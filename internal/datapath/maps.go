@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"os"
+	"path/filepath"
 
 	"github.com/cilium/ebpf"
 )
@@ -21,6 +23,10 @@ type Maps struct {
 	Metrics   *ebpf.Map
 	Events    *ebpf.Map
 }
+
+// disposable maps hold nothing the datapath cannot lose: a pin of an
+// older layout is replaced rather than refused.
+var disposable = map[string]bool{"cilium_metrics": true}
 
 // OpenMaps creates the maps, or opens them when already pinned in pinDir.
 // An empty pinDir gives unpinned maps, as BPF program tests want.
@@ -52,6 +58,13 @@ func OpenMaps(pinDir string) (*Maps, error) {
 			s.Pinning = ebpf.PinNone
 		}
 		mp, err := ebpf.NewMapWithOptions(s, ebpf.MapOptions{PinPath: pinDir})
+		if errors.Is(err, ebpf.ErrMapIncompatible) && disposable[s.Name] {
+			// Pinned by an older datapath with another layout: its
+			// content may be lost, so a new map replaces it.
+			if err = os.Remove(filepath.Join(pinDir, s.Name)); err == nil {
+				mp, err = ebpf.NewMapWithOptions(s, ebpf.MapOptions{PinPath: pinDir})
+			}
+		}
 		if err != nil {
 			m.Close()
 			return nil, fmt.Errorf("map %s: %w", s.Name, err)

@@ -22,7 +22,6 @@ type (
 	CTEntry      = lxcCtEntry
 	NATKey       = lxcNat4Key
 	NATEntry     = lxcNat4Entry
-	MetricsKey   = lxcMetricsKey
 	MetricsValue = lxcMetricsValue
 	rawEvent     = lxcEvent
 )
