@@ -29,13 +29,24 @@ static __always_inline __u32 identity_of4(__u32 addr)
 	return info ? info->identity : IDENTITY_WORLD;
 }
 
+/* set_macs rewrites the Ethernet addresses in place: direct packet
+ * access, no helper call. */
+static __always_inline int set_macs(struct __sk_buff *skb, const __u8 *dst, const __u8 *src)
+{
+	void *data = (void *)(long)skb->data;
+	void *data_end = (void *)(long)skb->data_end;
+	struct ethhdr *eth = data;
+
+	if ((void *)(eth + 1) > data_end)
+		return -1;
+	__builtin_memcpy(eth->h_dest, dst, ETH_ALEN);
+	__builtin_memcpy(eth->h_source, src, ETH_ALEN);
+	return 0;
+}
+
 static __always_inline int set_endpoint_macs(struct __sk_buff *skb, const struct endpoint_info *ep)
 {
-	__u8 macs[12];
-
-	__builtin_memcpy(macs, ep->mac, 6);
-	__builtin_memcpy(macs + 6, ep->node_mac, 6);
-	return bpf_skb_store_bytes(skb, 0, macs, sizeof(macs), 0);
+	return set_macs(skb, ep->mac, ep->node_mac);
 }
 
 /* redirect_to_endpoint hands the packet to the pod's namespace directly,
@@ -73,21 +84,23 @@ static __always_inline int redirect_to_tunnel(struct __sk_buff *skb, __u32 tunne
 	return bpf_redirect(TUNNEL_IFINDEX, 0);
 }
 
-/* dec_ttl counts the hop the stack would have counted. A packet on its
- * last hop is left to the stack, which answers with time exceeded. */
+/* dec_ttl counts the hop the stack would have counted, updating the
+ * header checksum incrementally (RFC 1624) as the stack does. A packet on
+ * its last hop is left to the stack, which answers with time exceeded. */
 static __always_inline int dec_ttl(struct __sk_buff *skb)
 {
-	__u8 w[2]; /* TTL and protocol: one 16-bit word of the checksum */
-	__u16 old_w, new_w;
+	void *data = (void *)(long)skb->data;
+	void *data_end = (void *)(long)skb->data_end;
+	struct iphdr *ip = data + ETH_HLEN;
+	__u32 check;
 
-	if (bpf_skb_load_bytes(skb, IP_TTL_OFF, w, sizeof(w)) < 0 || w[0] <= 1)
+	if ((void *)(ip + 1) > data_end || ip->ttl <= 1)
 		return -1;
-	__builtin_memcpy(&old_w, w, 2);
-	w[0]--;
-	__builtin_memcpy(&new_w, w, 2);
-	if (bpf_l3_csum_replace(skb, IP_CSUM_OFF, old_w, new_w, 2) < 0)
-		return -1;
-	return bpf_skb_store_bytes(skb, IP_TTL_OFF, w, 1, 0);
+	check = ip->check;
+	check += bpf_htons(0x0100);
+	ip->check = (__u16)(check + (check >= 0xffff));
+	ip->ttl--;
+	return 0;
 }
 
 /* redirect_routed forwards by the kernel's FIB without a trip through the
@@ -107,11 +120,7 @@ static __always_inline int redirect_routed(struct __sk_buff *skb, const struct p
 	if (dec_ttl(skb) < 0)
 		return TC_ACT_OK;
 	if (rc == BPF_FIB_LKUP_RET_SUCCESS) {
-		__u8 macs[12];
-
-		__builtin_memcpy(macs, fib.dmac, 6);
-		__builtin_memcpy(macs + 6, fib.smac, 6);
-		if (bpf_skb_store_bytes(skb, 0, macs, sizeof(macs), 0) < 0)
+		if (set_macs(skb, fib.dmac, fib.smac) < 0)
 			return TC_ACT_SHOT;
 		return bpf_redirect(fib.ifindex, 0);
 	}

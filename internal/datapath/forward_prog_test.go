@@ -46,6 +46,18 @@ func TestProgForwarding(t *testing.T) {
 			last.ttl = 1
 			e.expect(e.fromContainer, last.frame(t), actOK) // the stack sends time exceeded
 		}},
+		{"the hop count's checksum update holds for every TTL", envOpts{}, func(t *testing.T, e *env) {
+			// The incremental update must carry correctly whatever the
+			// checksum was; decoded recomputes and compares it.
+			for ttl := 2; ttl <= 255; ttl++ {
+				p := tcp(ipA, ipC, uint16(30000+ttl), 80, "S")
+				p.ttl = uint8(ttl)
+				out := e.expect(e.fromContainer, p.frame(t), actRedirect)
+				if ip, _ := decoded(t, out); int(ip.TTL) != ttl-1 {
+					t.Fatalf("TTL %d, want %d", ip.TTL, ttl-1)
+				}
+			}
+		}},
 		{"legacy routing hands the packet to the stack", envOpts{legacyRouting: true}, func(t *testing.T, e *env) {
 			e.expect(e.fromContainer, tcp(ipA, ipC, 40000, 80, "S").frame(t), actOK)
 		}},
