@@ -225,6 +225,25 @@ struct metrics_value {
 	__u64 bytes;
 };
 
+/* A FIB answer cached per CPU in a direct-mapped array (cilium_fib4),
+ * valid while the node's route generation (cilium_fib_gen, bumped by the
+ * agent on every route, neighbour and link change) is the one it was
+ * looked up under, and for FIB_CACHE_LIFETIME at most, which bounds
+ * staleness while no agent watches. */
+struct fib4_entry {
+	__u64 expires; /* coarse monotonic nanoseconds */
+	__u32 saddr;
+	__u32 daddr;
+	__u32 iif;
+	__u32 oif;
+	__u32 generation;
+	__u8 dmac[6];
+	__u8 smac[6];
+};
+
+#define FIB_CACHE_SLOTS 1024
+#define FIB_CACHE_LIFETIME 1000000000ULL
+
 struct event {
 	__u64 ktime;
 	__u32 ifindex;
@@ -297,6 +316,22 @@ struct {
 	__uint(max_entries, METRICS_ENTRIES);
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 } cilium_metrics SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__type(key, __u32);
+	__type(value, struct fib4_entry);
+	__uint(max_entries, FIB_CACHE_SLOTS);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} cilium_fib4 SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__type(key, __u32);
+	__type(value, __u32);
+	__uint(max_entries, 1);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} cilium_fib_gen SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);

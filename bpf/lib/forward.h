@@ -103,8 +103,34 @@ static __always_inline int dec_ttl(struct __sk_buff *skb)
 	return 0;
 }
 
+/* fib_slot spreads (source, destination) over the FIB cache. */
+static __always_inline __u32 fib_slot(__u32 saddr, __u32 daddr)
+{
+	__u32 h = (daddr * 0x9e3779b1) ^ saddr;
+
+	return (h ^ (h >> 16)) & (FIB_CACHE_SLOTS - 1);
+}
+
+static __always_inline __u32 fib_generation(void)
+{
+	__u32 zero = 0;
+	__u32 *gen = bpf_map_lookup_elem(&cilium_fib_gen, &zero);
+
+	return gen ? *gen : 0;
+}
+
+static __always_inline int fib_cached(const struct fib4_entry *c, const struct pkt *p, __u32 iif,
+				      __u32 gen, __u64 now)
+{
+	return c->expires > now && c->generation == gen && c->saddr == p->saddr &&
+	       c->daddr == p->daddr && c->iif == iif;
+}
+
 /* redirect_routed forwards by the kernel's FIB without a trip through the
- * stack; anything the FIB cannot answer goes to the stack. */
+ * stack; anything the FIB cannot answer goes to the stack. A resolved
+ * answer is cached (struct fib4_entry); the generation is read before
+ * the lookup, so an answer that may predate a route change is stored
+ * under the generation that change invalidates. */
 static __always_inline int redirect_routed(struct __sk_buff *skb, const struct pkt *p)
 {
 	struct bpf_fib_lookup fib = {
@@ -113,13 +139,35 @@ static __always_inline int redirect_routed(struct __sk_buff *skb, const struct p
 		.ipv4_src = p->saddr,
 		.ipv4_dst = p->daddr,
 	};
-	long rc = bpf_fib_lookup(skb, &fib, sizeof(fib), 0);
+	__u32 slot = fib_slot(p->saddr, p->daddr);
+	__u32 gen = fib_generation();
+	__u64 now = bpf_ktime_get_coarse_ns();
+	struct fib4_entry *c = bpf_map_lookup_elem(&cilium_fib4, &slot);
+	long rc;
 
+	if (c && fib_cached(c, p, skb->ifindex, gen, now)) {
+		if (dec_ttl(skb) < 0)
+			return TC_ACT_OK;
+		if (set_macs(skb, c->dmac, c->smac) < 0)
+			return TC_ACT_SHOT;
+		return bpf_redirect(c->oif, 0);
+	}
+	rc = bpf_fib_lookup(skb, &fib, sizeof(fib), 0);
 	if (rc != BPF_FIB_LKUP_RET_SUCCESS && rc != BPF_FIB_LKUP_RET_NO_NEIGH)
 		return TC_ACT_OK;
 	if (dec_ttl(skb) < 0)
 		return TC_ACT_OK;
 	if (rc == BPF_FIB_LKUP_RET_SUCCESS) {
+		if (c) {
+			c->expires = now + FIB_CACHE_LIFETIME;
+			c->saddr = p->saddr;
+			c->daddr = p->daddr;
+			c->iif = skb->ifindex;
+			c->oif = fib.ifindex;
+			c->generation = gen;
+			__builtin_memcpy(c->dmac, fib.dmac, 6);
+			__builtin_memcpy(c->smac, fib.smac, 6);
+		}
 		if (set_macs(skb, fib.dmac, fib.smac) < 0)
 			return TC_ACT_SHOT;
 		return bpf_redirect(fib.ifindex, 0);

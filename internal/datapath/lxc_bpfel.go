@@ -75,6 +75,18 @@ type lxcEvent struct {
 	Family      uint8
 }
 
+type lxcFib4Entry struct {
+	_          structs.HostLayout
+	Expires    uint64
+	Saddr      uint32
+	Daddr      uint32
+	Iif        uint32
+	Oif        uint32
+	Generation uint32
+	Dmac       [6]uint8
+	Smac       [6]uint8
+}
+
 type lxcFrag4Key struct {
 	_        structs.HostLayout
 	Saddr    uint32
@@ -154,6 +166,8 @@ type lxcPolicyKey struct {
 const (
 	lxcMapCiliumCt4         = "cilium_ct4"
 	lxcMapCiliumEvents      = "cilium_events"
+	lxcMapCiliumFib4        = "cilium_fib4"
+	lxcMapCiliumFibGen      = "cilium_fib_gen"
 	lxcMapCiliumFrag4       = "cilium_frag4"
 	lxcMapCiliumIpcache     = "cilium_ipcache"
 	lxcMapCiliumLxc         = "cilium_lxc"
@@ -229,6 +243,8 @@ type lxcProgramSpecs struct {
 type lxcMapSpecs struct {
 	CiliumCt4     *ebpf.MapSpec `ebpf:"cilium_ct4"`
 	CiliumEvents  *ebpf.MapSpec `ebpf:"cilium_events"`
+	CiliumFib4    *ebpf.MapSpec `ebpf:"cilium_fib4"`
+	CiliumFibGen  *ebpf.MapSpec `ebpf:"cilium_fib_gen"`
 	CiliumFrag4   *ebpf.MapSpec `ebpf:"cilium_frag4"`
 	CiliumIpcache *ebpf.MapSpec `ebpf:"cilium_ipcache"`
 	CiliumLxc     *ebpf.MapSpec `ebpf:"cilium_lxc"`
@@ -278,6 +294,8 @@ func (o *lxcObjects) Close() error {
 type lxcMaps struct {
 	CiliumCt4     *ebpf.Map `ebpf:"cilium_ct4"`
 	CiliumEvents  *ebpf.Map `ebpf:"cilium_events"`
+	CiliumFib4    *ebpf.Map `ebpf:"cilium_fib4"`
+	CiliumFibGen  *ebpf.Map `ebpf:"cilium_fib_gen"`
 	CiliumFrag4   *ebpf.Map `ebpf:"cilium_frag4"`
 	CiliumIpcache *ebpf.Map `ebpf:"cilium_ipcache"`
 	CiliumLxc     *ebpf.Map `ebpf:"cilium_lxc"`
@@ -290,6 +308,8 @@ func (m *lxcMaps) Close() error {
 	return _LxcClose(
 		m.CiliumCt4,
 		m.CiliumEvents,
+		m.CiliumFib4,
+		m.CiliumFibGen,
 		m.CiliumFrag4,
 		m.CiliumIpcache,
 		m.CiliumLxc,

@@ -22,11 +22,16 @@ type Maps struct {
 	SNAT4     *ebpf.Map
 	Metrics   *ebpf.Map
 	Events    *ebpf.Map
+	// FIB4 caches routing answers per CPU; FIBGen is the generation that
+	// invalidates them (InvalidateRoutes). Internal to the datapath: not
+	// in Summaries.
+	FIB4   *ebpf.Map
+	FIBGen *ebpf.Map
 }
 
 // disposable maps hold nothing the datapath cannot lose: a pin of an
 // older layout is replaced rather than refused.
-var disposable = map[string]bool{"cilium_metrics": true}
+var disposable = map[string]bool{"cilium_metrics": true, "cilium_fib4": true}
 
 // OpenMaps creates the maps, or opens them when already pinned in pinDir.
 // An empty pinDir gives unpinned maps, as BPF program tests want.
@@ -52,6 +57,8 @@ func OpenMaps(pinDir string) (*Maps, error) {
 		{specs.CiliumSnat4, &m.SNAT4},
 		{specs.CiliumMetrics, &m.Metrics},
 		{specs.CiliumEvents, &m.Events},
+		{specs.CiliumFib4, &m.FIB4},
+		{specs.CiliumFibGen, &m.FIBGen},
 	} {
 		s := x.spec.Copy()
 		if pinDir == "" {
@@ -77,7 +84,7 @@ func OpenMaps(pinDir string) (*Maps, error) {
 // Close releases the file descriptors; pinned maps stay.
 func (m *Maps) Close() error {
 	var errs []error
-	for _, mp := range m.all() {
+	for _, mp := range append(m.all(), m.FIB4, m.FIBGen) {
 		if mp != nil {
 			errs = append(errs, mp.Close())
 		}
@@ -100,6 +107,8 @@ func (m *Maps) replacements() map[string]*ebpf.Map {
 		"cilium_snat4":   m.SNAT4,
 		"cilium_metrics": m.Metrics,
 		"cilium_events":  m.Events,
+		"cilium_fib4":    m.FIB4,
+		"cilium_fib_gen": m.FIBGen,
 	}
 }
 

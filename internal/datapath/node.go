@@ -1,6 +1,7 @@
 package datapath
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -95,6 +96,8 @@ type Node struct {
 	nl     *netlink.Handle
 	maps   *Maps
 	consts NodeConstants
+	// stopWatch ends the route watch that keeps the FIB cache honest.
+	stopWatch context.CancelFunc
 }
 
 // NewNode checks cfg; it touches nothing in the kernel until Start.
@@ -135,6 +138,15 @@ func (n *Node) Start() error {
 	if n.maps, err = OpenMaps(n.mapsDir()); err != nil {
 		return err
 	}
+	if n.stopWatch != nil {
+		n.stopWatch()
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	if err := watchRoutes(ctx, n.cfg.NetNS, n.maps, n.log); err != nil {
+		cancel()
+		return err
+	}
+	n.stopWatch = cancel
 	uplink, err := n.nl.LinkByName(n.cfg.Uplink)
 	if err != nil {
 		return fmt.Errorf("uplink %s: %w", n.cfg.Uplink, err)
@@ -432,7 +444,9 @@ func (n *Node) UpsertRemoteNode(r RemoteNode) error {
 	if err := n.nl.RouteReplace(route); err != nil {
 		return fmt.Errorf("route to %s via %s: %w", r.PodCIDR, r.IPv4, err)
 	}
-	return nil
+	// The watch sees the change too, later: cached answers must not
+	// outlive this call.
+	return n.maps.InvalidateRoutes()
 }
 
 // DeleteRemoteNode removes the route to its pod CIDR.
@@ -445,13 +459,17 @@ func (n *Node) DeleteRemoteNode(r RemoteNode) error {
 	if err := n.nl.RouteDel(route); err != nil && !errors.Is(err, unix.ESRCH) {
 		return fmt.Errorf("delete route to %s: %w", r.PodCIDR, err)
 	}
-	return nil
+	return n.maps.InvalidateRoutes()
 }
 
 // Close releases file descriptors; pinned maps and links keep the
 // datapath running without the agent.
 func (n *Node) Close() error {
 	var err error
+	if n.stopWatch != nil {
+		n.stopWatch()
+		n.stopWatch = nil
+	}
 	if n.maps != nil {
 		err = n.maps.Close()
 		n.maps = nil

@@ -18,6 +18,8 @@ import (
 const (
 	nodeMapCiliumCt4       = "cilium_ct4"
 	nodeMapCiliumEvents    = "cilium_events"
+	nodeMapCiliumFib4      = "cilium_fib4"
+	nodeMapCiliumFibGen    = "cilium_fib_gen"
 	nodeMapCiliumFrag4     = "cilium_frag4"
 	nodeMapCiliumIpcache   = "cilium_ipcache"
 	nodeMapCiliumLxc       = "cilium_lxc"
@@ -91,6 +93,8 @@ type nodeProgramSpecs struct {
 type nodeMapSpecs struct {
 	CiliumCt4     *ebpf.MapSpec `ebpf:"cilium_ct4"`
 	CiliumEvents  *ebpf.MapSpec `ebpf:"cilium_events"`
+	CiliumFib4    *ebpf.MapSpec `ebpf:"cilium_fib4"`
+	CiliumFibGen  *ebpf.MapSpec `ebpf:"cilium_fib_gen"`
 	CiliumFrag4   *ebpf.MapSpec `ebpf:"cilium_frag4"`
 	CiliumIpcache *ebpf.MapSpec `ebpf:"cilium_ipcache"`
 	CiliumLxc     *ebpf.MapSpec `ebpf:"cilium_lxc"`
@@ -134,6 +138,8 @@ func (o *nodeObjects) Close() error {
 type nodeMaps struct {
 	CiliumCt4     *ebpf.Map `ebpf:"cilium_ct4"`
 	CiliumEvents  *ebpf.Map `ebpf:"cilium_events"`
+	CiliumFib4    *ebpf.Map `ebpf:"cilium_fib4"`
+	CiliumFibGen  *ebpf.Map `ebpf:"cilium_fib_gen"`
 	CiliumFrag4   *ebpf.Map `ebpf:"cilium_frag4"`
 	CiliumIpcache *ebpf.Map `ebpf:"cilium_ipcache"`
 	CiliumLxc     *ebpf.Map `ebpf:"cilium_lxc"`
@@ -146,6 +152,8 @@ func (m *nodeMaps) Close() error {
 	return _NodeClose(
 		m.CiliumCt4,
 		m.CiliumEvents,
+		m.CiliumFib4,
+		m.CiliumFibGen,
 		m.CiliumFrag4,
 		m.CiliumIpcache,
 		m.CiliumLxc,

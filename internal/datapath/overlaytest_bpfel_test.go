@@ -18,6 +18,8 @@ import (
 const (
 	overlaytestMapCiliumCt4        = "cilium_ct4"
 	overlaytestMapCiliumEvents     = "cilium_events"
+	overlaytestMapCiliumFib4       = "cilium_fib4"
+	overlaytestMapCiliumFibGen     = "cilium_fib_gen"
 	overlaytestMapCiliumFrag4      = "cilium_frag4"
 	overlaytestMapCiliumIpcache    = "cilium_ipcache"
 	overlaytestMapCiliumLxc        = "cilium_lxc"
@@ -95,6 +97,8 @@ type overlaytestProgramSpecs struct {
 type overlaytestMapSpecs struct {
 	CiliumCt4     *ebpf.MapSpec `ebpf:"cilium_ct4"`
 	CiliumEvents  *ebpf.MapSpec `ebpf:"cilium_events"`
+	CiliumFib4    *ebpf.MapSpec `ebpf:"cilium_fib4"`
+	CiliumFibGen  *ebpf.MapSpec `ebpf:"cilium_fib_gen"`
 	CiliumFrag4   *ebpf.MapSpec `ebpf:"cilium_frag4"`
 	CiliumIpcache *ebpf.MapSpec `ebpf:"cilium_ipcache"`
 	CiliumLxc     *ebpf.MapSpec `ebpf:"cilium_lxc"`
@@ -140,6 +144,8 @@ func (o *overlaytestObjects) Close() error {
 type overlaytestMaps struct {
 	CiliumCt4     *ebpf.Map `ebpf:"cilium_ct4"`
 	CiliumEvents  *ebpf.Map `ebpf:"cilium_events"`
+	CiliumFib4    *ebpf.Map `ebpf:"cilium_fib4"`
+	CiliumFibGen  *ebpf.Map `ebpf:"cilium_fib_gen"`
 	CiliumFrag4   *ebpf.Map `ebpf:"cilium_frag4"`
 	CiliumIpcache *ebpf.Map `ebpf:"cilium_ipcache"`
 	CiliumLxc     *ebpf.Map `ebpf:"cilium_lxc"`
@@ -152,6 +158,8 @@ func (m *overlaytestMaps) Close() error {
 	return _OverlaytestClose(
 		m.CiliumCt4,
 		m.CiliumEvents,
+		m.CiliumFib4,
+		m.CiliumFibGen,
 		m.CiliumFrag4,
 		m.CiliumIpcache,
 		m.CiliumLxc,
