@@ -42,6 +42,22 @@ static __always_inline int icmp_is_error(__u8 type)
 	       type == ICMP_PARAMETERPROB || type == ICMP_SOURCE_QUENCH;
 }
 
+/* l4_load copies the first n bytes of the L4 header into to: straight
+ * from the linear data when they are there (no helper call), by the
+ * helper when the header lies beyond it. n must be a constant. */
+static __always_inline int l4_load(struct __sk_buff *skb, const struct pkt *p, void *to, const __u32 n)
+{
+	void *data = (void *)(long)skb->data;
+	void *data_end = (void *)(long)skb->data_end;
+	__u32 off = p->l4_off;
+
+	if (off <= ETH_HLEN + 60 && data + off + n <= data_end) {
+		__builtin_memcpy(to, data + off, n);
+		return 0;
+	}
+	return bpf_skb_load_bytes(skb, off, to, n);
+}
+
 /* parse_l4 fills ports for the tuple. Non-first fragments carry no L4
  * header: their ports come from the first fragment, or they are dropped,
  * so a fragment can never reach a port that policy would not allow. */
@@ -69,7 +85,7 @@ static __always_inline int parse_l4(struct __sk_buff *skb, struct pkt *p)
 	case IPPROTO_TCP: {
 		__u8 hdr[14];
 
-		if (bpf_skb_load_bytes(skb, p->l4_off, hdr, sizeof(hdr)) < 0)
+		if (l4_load(skb, p, hdr, sizeof(hdr)) < 0)
 			return -DROP_INVALID;
 		__builtin_memcpy(&p->sport, &hdr[0], 2);
 		__builtin_memcpy(&p->dport, &hdr[2], 2);
@@ -79,7 +95,7 @@ static __always_inline int parse_l4(struct __sk_buff *skb, struct pkt *p)
 	case IPPROTO_UDP: {
 		__u16 ports[2];
 
-		if (bpf_skb_load_bytes(skb, p->l4_off, ports, sizeof(ports)) < 0)
+		if (l4_load(skb, p, ports, sizeof(ports)) < 0)
 			return -DROP_INVALID;
 		p->sport = ports[0];
 		p->dport = ports[1];
@@ -88,7 +104,7 @@ static __always_inline int parse_l4(struct __sk_buff *skb, struct pkt *p)
 	case IPPROTO_ICMP: {
 		struct icmphdr ic;
 
-		if (bpf_skb_load_bytes(skb, p->l4_off, &ic, sizeof(ic)) < 0)
+		if (l4_load(skb, p, &ic, sizeof(ic)) < 0)
 			return -DROP_INVALID;
 		p->icmp_type = ic.type;
 		p->policy_port = bpf_htons(ic.type);
