@@ -31,7 +31,7 @@ type Maps struct {
 
 // disposable maps hold nothing the datapath cannot lose: a pin of an
 // older layout is replaced rather than refused.
-var disposable = map[string]bool{"cilium_metrics": true, "cilium_fib4": true}
+var disposable = map[string]bool{"cilium_metrics": true, "cilium_fib4": true, "cilium_fib_gen": true}
 
 // OpenMaps creates the maps, or opens them when already pinned in pinDir.
 // An empty pinDir gives unpinned maps, as BPF program tests want.

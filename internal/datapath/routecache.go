@@ -4,20 +4,27 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
 )
 
-// InvalidateRoutes bumps the route generation: every FIB answer the
+// InvalidateRoutes moves the route generation: every FIB answer the
 // programs cached before is looked up again. Call it after changing
-// routes, neighbours or links of the node; one writer at a time.
+// routes, neighbours or links of the node. The new generation is random,
+// not the old one plus one: two writers (the route watch and a route
+// change, or two processes) that read the same old value must not write
+// the same new one, which a program may already have cached answers under.
 func (m *Maps) InvalidateRoutes() error {
-	var zero, gen uint32
-	if err := m.FIBGen.Lookup(&zero, &gen); err != nil {
+	var zero, old uint32
+	if err := m.FIBGen.Lookup(&zero, &old); err != nil {
 		return fmt.Errorf("read route generation: %w", err)
 	}
-	gen++
+	gen := rand.Uint32()
+	for gen == old {
+		gen = rand.Uint32()
+	}
 	if err := m.FIBGen.Update(&zero, &gen, 0); err != nil {
 		return fmt.Errorf("bump route generation: %w", err)
 	}
