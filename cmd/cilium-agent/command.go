@@ -25,21 +25,21 @@ func newCommand(cells ...cell.Cell) *cobra.Command {
 	level := new(slog.LevelVar)
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
 	h := newHive(level, cells...)
-	var configDir string
+	var applyConfigDir func() error
 	cmd := &cobra.Command{
 		Use:          "cilium-agent",
 		Short:        "Run the cilium-go agent of this node",
 		SilenceUsage: true,
 		Args:         cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := install.ApplyConfigDir(cmd.Flags(), configDir); err != nil {
+		RunE: func(*cobra.Command, []string) error {
+			if err := applyConfigDir(); err != nil {
 				return err
 			}
 			return h.Run(log)
 		},
 	}
 	h.RegisterFlags(cmd.Flags())
-	cmd.Flags().StringVar(&configDir, install.ConfigDirFlag, "", install.ConfigDirUsage)
+	applyConfigDir = install.AddConfigDirFlag(cmd.Flags())
 	cmd.AddCommand(h.Command())
 	return cmd
 }

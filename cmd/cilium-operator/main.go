@@ -28,21 +28,21 @@ func newCommand(cells ...cell.Cell) *cobra.Command {
 	klog.SetSlogLogger(log) // client-go's leader election and informers log through klog
 
 	h := hive.New(cells...)
-	var configDir string
+	var applyConfigDir func() error
 	cmd := &cobra.Command{
 		Use:          "cilium-operator",
 		Short:        "Run the cilium-go operator: CRDs, cluster-pool IPAM and garbage collection",
 		SilenceUsage: true,
 		Args:         cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := install.ApplyConfigDir(cmd.Flags(), configDir); err != nil {
+		RunE: func(*cobra.Command, []string) error {
+			if err := applyConfigDir(); err != nil {
 				return err
 			}
 			return h.Run(log)
 		},
 	}
 	h.RegisterFlags(cmd.Flags())
-	cmd.Flags().StringVar(&configDir, install.ConfigDirFlag, "", install.ConfigDirUsage)
+	applyConfigDir = install.AddConfigDirFlag(cmd.Flags())
 	cmd.AddCommand(h.Command())
 	return cmd
 }

@@ -13,8 +13,13 @@ import (
 // the directory ApplyConfigDir reads: where the pods mount cilium-config.
 const ConfigDirFlag = "config-dir"
 
-// ConfigDirUsage is the flag's help text.
-const ConfigDirUsage = "directory of files named after flags, each holding its flag's value (a mounted ConfigMap); flags on the command line win"
+// AddConfigDirFlag registers --config-dir on fs, the flag set of a whole
+// command, and returns what applies it once the command line is parsed.
+func AddConfigDirFlag(fs *pflag.FlagSet) (apply func() error) {
+	dir := fs.String(ConfigDirFlag, "",
+		"directory of files named after flags, each holding its flag's value (a mounted ConfigMap); flags on the command line win")
+	return func() error { return ApplyConfigDir(fs, *dir) }
+}
 
 // ApplyConfigDir sets every flag of fs named by a file in dir to the file's
 // content, unless the command line set it. Hive binds its flags to viper,
