@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/discovery/cached/memory"
@@ -48,12 +49,14 @@ func Decode(docs []byte) ([]*unstructured.Unstructured, error) {
 
 // Applier applies objects to one cluster.
 type Applier struct {
-	dyn    dynamic.Interface
-	mapper meta.ResettableRESTMapper
+	dyn     dynamic.Interface
+	mapper  meta.ResettableRESTMapper
+	manager string
 }
 
-// New returns an Applier for the cluster behind cfg.
-func New(cfg *rest.Config) (*Applier, error) {
+// New returns an Applier for the cluster behind cfg that owns what it
+// applies as fieldManager (FieldManager for the lab itself).
+func New(cfg *rest.Config, fieldManager string) (*Applier, error) {
 	dc, err := discovery.NewDiscoveryClientForConfig(cfg)
 	if err != nil {
 		return nil, err
@@ -62,7 +65,8 @@ func New(cfg *rest.Config) (*Applier, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Applier{dyn: dyn, mapper: restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(dc))}, nil
+	return &Applier{dyn: dyn, mapper: restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(dc)),
+		manager: fieldManager}, nil
 }
 
 // Apply applies every document in order.
@@ -77,14 +81,24 @@ func (a *Applier) Apply(ctx context.Context, docs []byte) error {
 // ApplyObjects applies decoded objects in order.
 func (a *Applier) ApplyObjects(ctx context.Context, objs []*unstructured.Unstructured) error {
 	for _, u := range objs {
-		if err := a.applyOne(ctx, u); err != nil {
-			return fmt.Errorf("apply %s %s: %w", u.GetKind(), u.GetName(), err)
+		if err := a.ApplyObject(ctx, u, false); err != nil {
+			return err
 		}
 	}
 	return nil
 }
 
-func (a *Applier) applyOne(ctx context.Context, u *unstructured.Unstructured) error {
+// ApplyObject applies one object, or only checks it with a server-side dry
+// run. Validation is strict: an unknown or duplicate field is an error,
+// not a warning the lab would never read.
+func (a *Applier) ApplyObject(ctx context.Context, u *unstructured.Unstructured, dryRun bool) error {
+	if err := a.applyObject(ctx, u, dryRun); err != nil {
+		return fmt.Errorf("apply %s %s/%s (dry run %v): %w", u.GetKind(), u.GetNamespace(), u.GetName(), dryRun, err)
+	}
+	return nil
+}
+
+func (a *Applier) applyObject(ctx context.Context, u *unstructured.Unstructured, dryRun bool) error {
 	gvk := u.GroupVersionKind()
 	m, err := a.mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
 	if meta.IsNoMatchError(err) {
@@ -103,6 +117,15 @@ func (a *Applier) applyOne(ctx context.Context, u *unstructured.Unstructured) er
 		}
 		ri = a.dyn.Resource(m.Resource).Namespace(ns)
 	}
-	_, err = ri.Apply(ctx, u.GetName(), u, metav1.ApplyOptions{FieldManager: FieldManager, Force: true})
+	body, err := u.MarshalJSON()
+	if err != nil {
+		return err
+	}
+	force := true
+	opts := metav1.PatchOptions{FieldManager: a.manager, FieldValidation: "Strict", Force: &force}
+	if dryRun {
+		opts.DryRun = []string{metav1.DryRunAll}
+	}
+	_, err = ri.Patch(ctx, u.GetName(), types.ApplyPatchType, body, opts)
 	return err
 }

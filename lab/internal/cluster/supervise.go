@@ -113,7 +113,7 @@ func Supervise(ctx context.Context, stateDir, binDir string, log *slog.Logger) e
 		if err != nil {
 			return err
 		}
-		applier, err := apply.New(cfg)
+		applier, err := apply.New(cfg, apply.FieldManager)
 		if err != nil {
 			return err
 		}

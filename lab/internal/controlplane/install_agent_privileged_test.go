@@ -81,7 +81,7 @@ func checkAgentAsServiceAccount(t *testing.T, ctx context.Context, cfg Config, i
 	}
 	seed[3].SetLabels(map[string]string{"app": "install-test"})
 	for _, o := range seed {
-		if err := ic.apply(ctx, o, false); err != nil {
+		if err := ic.ApplyObject(ctx, o, false); err != nil {
 			t.Fatal(err)
 		}
 	}

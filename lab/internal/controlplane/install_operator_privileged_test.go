@@ -54,7 +54,7 @@ func checkOperatorAsServiceAccount(t *testing.T, ctx context.Context, cfg Config
 	for _, n := range []string{"install-n1", "install-n2"} {
 		node := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "Node"}}
 		node.SetName(n)
-		if err := ic.apply(ctx, node, false); err != nil {
+		if err := ic.ApplyObject(ctx, node, false); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -65,7 +65,7 @@ func checkOperatorAsServiceAccount(t *testing.T, ctx context.Context, cfg Config
 	cep.SetName("gone")
 	cep.SetNamespace("default")
 	for _, o := range []*unstructured.Unstructured{id, cep} {
-		if err := ic.apply(ctx, o, false); err != nil {
+		if err := ic.ApplyObject(ctx, o, false); err != nil {
 			t.Fatal(err)
 		}
 	}

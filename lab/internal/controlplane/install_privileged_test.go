@@ -16,18 +16,16 @@ import (
 	"time"
 
 	authzv1 "k8s.io/api/authorization/v1"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/types"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
-	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/restmapper"
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/yaml"
+
+	"github.com/cilium-go/cilium/lab/internal/apply"
 )
 
 // installDir holds cilium-go's manifests, relative to this package.
@@ -74,7 +72,7 @@ func TestPrivilegedInstallManifests(t *testing.T) {
 		t.Fatalf("%d CRDs, %d other objects in %s", len(crds), len(rest), installDir)
 	}
 	for _, o := range crds {
-		if err := ic.apply(ctx, o, false); err != nil {
+		if err := ic.ApplyObject(ctx, o, false); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -84,7 +82,7 @@ func TestPrivilegedInstallManifests(t *testing.T) {
 
 	t.Run("dry run", func(t *testing.T) {
 		for _, o := range rest {
-			if err := ic.apply(ctx, o, true); err != nil {
+			if err := ic.ApplyObject(ctx, o, true); err != nil {
 				t.Error(err)
 			}
 		}
@@ -92,7 +90,7 @@ func TestPrivilegedInstallManifests(t *testing.T) {
 	t.Run("kubectl apply", func(t *testing.T) { kubectlApplyK(t, cfg) })
 
 	for _, o := range rest {
-		if err := ic.apply(ctx, o, false); err != nil {
+		if err := ic.ApplyObject(ctx, o, false); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -101,7 +99,7 @@ func TestPrivilegedInstallManifests(t *testing.T) {
 	t.Run("pods admitted", func(t *testing.T) {
 		for _, o := range rest {
 			if pod := podOf(t, o); pod != nil {
-				if err := ic.apply(ctx, pod, true); err != nil {
+				if err := ic.ApplyObject(ctx, pod, true); err != nil {
 					t.Error(err)
 				}
 			}
@@ -158,10 +156,11 @@ func readInstall(t *testing.T) []*unstructured.Unstructured {
 	return out
 }
 
-// installClient applies unstructured objects server-side.
+// installClient applies objects strictly (as the lab applies its add-ons)
+// and reads CRDs back.
 type installClient struct {
-	dyn    dynamic.Interface
-	mapper *restmapper.DeferredDiscoveryRESTMapper
+	*apply.Applier
+	dyn dynamic.Interface
 }
 
 func newInstallClient(t *testing.T, kubeconfig string, dial func(context.Context, string, string) (net.Conn, error)) *installClient {
@@ -172,45 +171,15 @@ func newInstallClient(t *testing.T, kubeconfig string, dial func(context.Context
 	}
 	rc.Dial = dial
 	rc.Timeout = 20 * time.Second
+	a, err := apply.New(rc, installFieldManager)
+	if err != nil {
+		t.Fatal(err)
+	}
 	dyn, err := dynamic.NewForConfig(rc)
 	if err != nil {
 		t.Fatal(err)
 	}
-	cs, err := kubernetes.NewForConfig(rc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &installClient{dyn: dyn, mapper: restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(cs.Discovery()))}
-}
-
-// apply server-side applies o, as a dry run when dryRun, with strict field
-// validation: an unknown or duplicate field is an error, not a warning.
-func (c *installClient) apply(ctx context.Context, o *unstructured.Unstructured, dryRun bool) error {
-	gvk := o.GroupVersionKind()
-	m, err := c.mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
-	if meta.IsNoMatchError(err) {
-		c.mapper.Reset() // a kind of a CRD created since the last discovery
-		m, err = c.mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
-	}
-	if err != nil {
-		return fmt.Errorf("%s %s: %w", gvk.Kind, o.GetName(), err)
-	}
-	body, err := o.MarshalJSON()
-	if err != nil {
-		return err
-	}
-	opts := metav1.PatchOptions{FieldManager: installFieldManager, FieldValidation: "Strict", Force: new(true)}
-	if dryRun {
-		opts.DryRun = []string{metav1.DryRunAll}
-	}
-	var ri dynamic.ResourceInterface = c.dyn.Resource(m.Resource)
-	if o.GetNamespace() != "" {
-		ri = c.dyn.Resource(m.Resource).Namespace(o.GetNamespace())
-	}
-	if _, err := ri.Patch(ctx, o.GetName(), types.ApplyPatchType, body, opts); err != nil {
-		return fmt.Errorf("apply %s %s/%s (dry run %v): %w", gvk.Kind, o.GetNamespace(), o.GetName(), dryRun, err)
-	}
-	return nil
+	return &installClient{Applier: a, dyn: dyn}
 }
 
 var crdResource = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
@@ -257,9 +226,9 @@ func checkDryRunRejects(t *testing.T, ctx context.Context, ic *installClient, ob
 		if err := unstructured.SetNestedField(bad.Object, tc.value, tc.path...); err != nil {
 			t.Fatal(err)
 		}
-		err := ic.apply(ctx, bad, true)
+		err := ic.ApplyObject(ctx, bad, true)
 		if err == nil {
-			err = ic.apply(ctx, podOf(t, bad), true)
+			err = ic.ApplyObject(ctx, podOf(t, bad), true)
 		}
 		if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 			t.Errorf("%s: error %v, want one naming %s", tc.name, err, tc.wantErr)
