@@ -22,7 +22,6 @@ import (
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/yaml"
 
 	"github.com/cilium-go/cilium/lab/internal/apply"
@@ -165,12 +164,7 @@ type installClient struct {
 
 func newInstallClient(t *testing.T, kubeconfig string, dial func(context.Context, string, string) (net.Conn, error)) *installClient {
 	t.Helper()
-	rc, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rc.Dial = dial
-	rc.Timeout = 20 * time.Second
+	rc := restConfig(t, kubeconfig, dial, 20*time.Second)
 	a, err := apply.New(rc, installFieldManager)
 	if err != nil {
 		t.Fatal(err)

@@ -167,13 +167,7 @@ func checkBootstrap(t *testing.T, ctx context.Context, admin, node, proxy kubern
 
 func clientset(t *testing.T, kubeconfigPath string, dial func(context.Context, string, string) (net.Conn, error)) *kubernetes.Clientset {
 	t.Helper()
-	rc, err := clientcmd.BuildConfigFromFlags("", kubeconfigPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rc.Dial = dial
-	rc.Timeout = 10 * time.Second
-	cs, err := kubernetes.NewForConfig(rc)
+	cs, err := kubernetes.NewForConfig(restConfig(t, kubeconfigPath, dial, 10*time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -381,4 +375,16 @@ func checkScheduling(t *testing.T, ctx context.Context, admin, node kubernetes.I
 	if _, err := node.CoreV1().Secrets("cltest").Get(ctx, "unrelated", metav1.GetOptions{}); !apierrors.IsForbidden(err) {
 		t.Errorf("node reads a secret no pod of it uses: err=%v, want Forbidden", err)
 	}
+}
+
+// restConfig reads a kubeconfig whose server is dialled through dial.
+func restConfig(t *testing.T, kubeconfigPath string, dial func(context.Context, string, string) (net.Conn, error), timeout time.Duration) *rest.Config {
+	t.Helper()
+	rc, err := clientcmd.BuildConfigFromFlags("", kubeconfigPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc.Dial = dial
+	rc.Timeout = timeout
+	return rc
 }
