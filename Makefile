@@ -47,10 +47,10 @@ generate:
 	$(GO) generate ./...
 
 # CI: the committed generated files must be what `make generate` produces: the
-# bpf2go output (internal/datapath/*_bpfel*) from bpf/ with the pinned Debian
+# bpf2go output (internal/datapath/*_bpfel*, bench/datapath/floor_bpfel*) from bpf/ with the pinned Debian
 # clang, deepcopy code (pkg/**/zz_generated.deepcopy.go) and CRD manifests
 # (install/kubernetes/crds, from hack/crdgen).
-GENERATED_PATHS := internal/datapath pkg install/kubernetes/crds
+GENERATED_PATHS := internal/datapath bench/datapath pkg install/kubernetes/crds
 check-generated: generate
 	@git diff --exit-code -- $(GENERATED_PATHS) || { echo "generated output is stale: run make generate" >&2; exit 1; }
 	@test -z "$$(git status --porcelain -- $(GENERATED_PATHS))" || { echo "untracked generated files: run make generate and commit" >&2; exit 1; }
@@ -82,7 +82,8 @@ e2e: prereqs build-lab build-cilium
 bench: prereqs build bench-datapath bench-cni
 
 # The datapath benchmark (root): node-to-node baseline, kernel routing,
-# our datapath native/tunnel, and native with 10k policy entries.
+# our datapath native/tunnel, native with 10k policy entries, and the floor
+# of any datapath on veth pods (bare redirects).
 bench-datapath: prereqs
 	$(GO) run ./bench/datapath
 

@@ -1,0 +1,3 @@
+package main
+
+//go:generate go tool bpf2go -cc clang -strip llvm-strip -target bpfel -cflags "-O2 -mcpu=v3 -Wall -Werror -I../../bpf/include" -no-global-types floor ../../bpf/bench/veth_floor.c
