@@ -108,6 +108,9 @@ func NewNode(cfg Config, log *slog.Logger) (*Node, error) {
 	return &Node{cfg: cfg, log: log}, nil
 }
 
+// PodDevice is the kind of pair new pods of this node get.
+func (n *Node) PodDevice() PodDevice { return n.cfg.PodDevice }
+
 // Maps are the node's maps; valid after Start.
 func (n *Node) Maps() *Maps { return n.maps }
 
@@ -124,6 +127,13 @@ func (n *Node) Start() error {
 	}
 	if st.Type != unix.BPF_FS_MAGIC {
 		return fmt.Errorf("%s is not on a bpf filesystem", n.cfg.BPFFSDir)
+	}
+	// Pods of a netkit node get netkit pairs from the CNI plugin: a
+	// kernel without them must stop the agent here, not every pod's ADD.
+	if n.cfg.PodDevice == PodDeviceNetkit {
+		if err := ProbeNetkit(n.cfg.NetNS); err != nil {
+			return fmt.Errorf("netkit pod devices: %w", err)
+		}
 	}
 	for _, d := range []string{n.mapsDir(), n.linksDir()} {
 		if err := os.MkdirAll(d, 0o700); err != nil {

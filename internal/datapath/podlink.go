@@ -124,6 +124,32 @@ func CreatePodLink(l PodLink) (PodLinkResult, error) {
 		HostIfindex: host.Attrs().Index}, nil
 }
 
+// ProbeNetkit makes a netkit pair in the node's namespace and removes it
+// again: ErrNetkitUnsupported says the kernel has no netkit (it is built
+// without CONFIG_NETKIT, or is older than 6.7).
+func ProbeNetkit(nodeNetNS string) error {
+	const name, peer = "cilium_nkprobe", "cilium_nkprobe1"
+	node, err := handleAt(nodeNetNS)
+	if err != nil {
+		return err
+	}
+	defer node.Close()
+	// A probe that crashed half way may have left its pair.
+	if err := deleteLink(node, name); err != nil {
+		return err
+	}
+	nk := &netlink.Netkit{LinkAttrs: netlink.LinkAttrs{Name: name}, Mode: netlink.NETKIT_MODE_L2,
+		Policy: netlink.NETKIT_POLICY_BLACKHOLE, PeerPolicy: netlink.NETKIT_POLICY_BLACKHOLE}
+	nk.SetPeerAttrs(&netlink.LinkAttrs{Name: peer})
+	if err := node.LinkAdd(nk); err != nil {
+		if errors.Is(err, unix.EOPNOTSUPP) {
+			err = fmt.Errorf("%w: %w", ErrNetkitUnsupported, err)
+		}
+		return fmt.Errorf("probe netkit: %w", err)
+	}
+	return deleteLink(node, name)
+}
+
 // newPair is the pair to create in the node. The peer is created directly
 // in the pod's namespace, so a name clash with the node's devices cannot
 // happen.

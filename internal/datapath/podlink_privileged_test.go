@@ -1,6 +1,12 @@
 package datapath_test
 
 import (
+	"errors"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/vishvananda/netlink"
@@ -8,6 +14,7 @@ import (
 
 	"github.com/cilium-go/cilium/internal/datapath"
 	"github.com/cilium-go/cilium/internal/datapath/dptest"
+	"github.com/cilium-go/cilium/internal/datapath/testnode"
 )
 
 // hostLink looks a pod's host-side device up in its node.
@@ -105,4 +112,77 @@ func TestPrivilegedPodLinkBeforePrograms(t *testing.T) {
 			}
 		})
 	}
+}
+
+// ProbeNetkit answers as creating a netkit pod pair does, leaves nothing
+// behind, and a netkit node on a kernel without netkit refuses to start
+// before it pins or attaches anything.
+func TestPrivilegedProbeNetkit(t *testing.T) {
+	c := newCluster(t, dptest.Options{Plain: true, Nodes: 1, PodsPerNode: 1})
+	n := c.Nodes[0]
+	probe := datapath.ProbeNetkit(n.NS)
+	if probe != nil && !errors.Is(probe, datapath.ErrNetkitUnsupported) {
+		t.Fatalf("probe: %v", probe)
+	}
+	nk, err := dptest.New(dptest.Options{Plain: true, Nodes: 1, PodsPerNode: 1, PodDevice: datapath.PodDeviceNetkit})
+	if err == nil {
+		err = nk.Close()
+	}
+	if errors.Is(err, datapath.ErrNetkitUnsupported) != (probe != nil) {
+		t.Fatalf("probe says %v, creating a netkit pod pair says %v", probe, err)
+	}
+	links := linkNames(t, n.NS)
+	if slices.ContainsFunc(links, func(name string) bool { return strings.HasPrefix(name, "cilium_nkprobe") }) {
+		t.Fatalf("the probe left its pair: %v", links)
+	}
+	if probe == nil {
+		t.Skip("this kernel has netkit: nothing refuses to start")
+	}
+	root, unmount, err := testnode.MountBPFFS(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := unmount(); err != nil {
+			t.Error(err)
+		}
+	})
+	dir := filepath.Join(filepath.Dir(root), "node")
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	node, err := datapath.NewNode(datapath.Config{BPFFSDir: dir, NetNS: n.NS, NodeIPv4: n.IP, Uplink: "eth0",
+		Mode: datapath.Native, PodDevice: datapath.PodDeviceNetkit}, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := node.Start(); !errors.Is(err, datapath.ErrNetkitUnsupported) {
+		t.Fatalf("start: %v, want %v", err, datapath.ErrNetkitUnsupported)
+	}
+	if left, err := os.ReadDir(dir); err != nil || len(left) != 0 {
+		t.Fatalf("a refused start left %v in %s (%v)", left, dir, err)
+	}
+}
+
+func linkNames(t *testing.T, nsPath string) []string {
+	t.Helper()
+	ns, err := netns.GetFromPath(nsPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ns.Close()
+	h, err := netlink.NewHandleAt(ns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	links, err := h.LinkList()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, l := range links {
+		names = append(names, l.Attrs().Name)
+	}
+	return names
 }

@@ -32,7 +32,7 @@ type Agent interface {
 	Endpoints(ctx context.Context) ([]models.Endpoint, error)
 }
 
-// Links makes the pod's veth; the datapath's functions by default.
+// Links makes the pod's device pair (veth or netkit); the datapath's functions by default.
 type Links struct {
 	Create func(datapath.PodLink) (datapath.PodLinkResult, error)
 	Delete func(nodeNetNS, hostIfName string) error
@@ -102,7 +102,7 @@ func (p *Plugin) Add(a *skel.CmdArgs) error {
 		return types.NewError(types.ErrInvalidNetNS, "CNI_NETNS is not usable", err.Error())
 	}
 	// An ADD for a container that has an endpoint already (the runtime
-	// lost our earlier answer) starts over: the old veth is replaced
+	// lost our earlier answer) starts over: the old pair is replaced
 	// below, and an endpoint pointing at it would be stale.
 	if _, err := agent.GetEndpoint(ctx, a.ContainerID); err == nil {
 		if err := agent.DeleteEndpoint(ctx, a.ContainerID); err != nil && !client.IsNotFound(err) {
@@ -138,24 +138,25 @@ func (p *Plugin) wire(ctx context.Context, agent Agent, conf *NetConf, a *skel.C
 	if err != nil || gwErr != nil {
 		return nil, types.NewError(types.ErrInternal, "agent returned a bad allocation", fmt.Sprintf("%+v", alloc))
 	}
+	// The agent knows the uplink, the routing mode and the kind of pair.
+	device, agentMTU, err := podDevice(ctx, agent)
+	if err != nil {
+		return nil, err
+	}
 	mtu := conf.MTU
 	if mtu == 0 {
-		// The agent knows the uplink and the routing mode.
-		cfg, err := agent.Config(ctx)
-		if err != nil {
-			return nil, agentError("read the agent's configuration", err)
-		}
-		mtu = cfg.PodMTU
+		mtu = agentMTU
 	}
 	host := HostIfName(a.ContainerID, a.IfName)
 	// A retried ADD may find the pair of the earlier attempt.
 	if err := p.Links.Delete("", host); err != nil {
-		return nil, types.NewError(types.ErrInternal, "remove stale veth", err.Error())
+		return nil, types.NewError(types.ErrInternal, "remove stale device pair", err.Error())
 	}
-	link := datapath.PodLink{PodNetNS: a.Netns, PodIfName: a.IfName, HostIfName: host, IPv4: ip, MTU: mtu}
+	link := datapath.PodLink{PodNetNS: a.Netns, PodIfName: a.IfName, HostIfName: host, IPv4: ip, MTU: mtu,
+		Device: device}
 	lr, err := p.Links.Create(link)
 	if err != nil {
-		return nil, types.NewError(types.ErrInternal, "create veth", err.Error())
+		return nil, types.NewError(types.ErrInternal, "create "+string(device)+" pair", err.Error())
 	}
 	_, err = agent.PutEndpoint(ctx, models.EndpointRequest{
 		ContainerID: a.ContainerID, PodName: string(pod.K8S_POD_NAME), PodNamespace: string(pod.K8S_POD_NAMESPACE),
@@ -178,7 +179,21 @@ func (p *Plugin) wire(ctx context.Context, agent Agent, conf *NetConf, a *skel.C
 	}, nil
 }
 
-// Del removes the container's endpoint, address and veth. Unknown
+// podDevice asks the agent which pair pods get (--datapath-mode) and
+// their MTU.
+func podDevice(ctx context.Context, agent Agent) (datapath.PodDevice, int, error) {
+	cfg, err := agent.Config(ctx)
+	if err != nil {
+		return "", 0, agentError("read the agent's configuration", err)
+	}
+	device, err := datapath.ParsePodDevice(cfg.PodDevice)
+	if err != nil {
+		return "", 0, types.NewError(types.ErrInternal, "agent asks for an unknown pod device", err.Error())
+	}
+	return device, cfg.PodMTU, nil
+}
+
+// Del removes the container's endpoint, address and device pair. Unknown
 // containers and vanished namespaces are no error: the runtime calls DEL
 // as often as it likes.
 func (p *Plugin) Del(a *skel.CmdArgs) error {
@@ -191,12 +206,12 @@ func (p *Plugin) Del(a *skel.CmdArgs) error {
 		return agentError("delete endpoint", err)
 	}
 	if err := p.Links.Delete("", HostIfName(a.ContainerID, a.IfName)); err != nil {
-		return types.NewError(types.ErrInternal, "delete veth", err.Error())
+		return types.NewError(types.ErrInternal, "delete device pair", err.Error())
 	}
 	return nil
 }
 
-// Check verifies the endpoint and the veth against the previous result.
+// Check verifies the endpoint and the device pair against the previous result.
 func (p *Plugin) Check(a *skel.CmdArgs) error {
 	conf, agent, ctx, cancel, err := p.setup(a, true)
 	if err != nil {
@@ -220,10 +235,16 @@ func (p *Plugin) Check(a *skel.CmdArgs) error {
 	if got := prev.IPs[0].Address.IP.String(); got != ep.IPv4 {
 		return types.NewError(types.ErrInternal, "address differs", fmt.Sprintf("prevResult %s, endpoint %s", got, ep.IPv4))
 	}
+	// A pod made before a change of --datapath-mode fails here until it
+	// is made again: its pair is not what the node now gives pods.
+	device, _, err := podDevice(ctx, agent)
+	if err != nil {
+		return err
+	}
 	ip, _ := netip.ParseAddr(ep.IPv4)
-	link := datapath.PodLink{PodNetNS: a.Netns, PodIfName: a.IfName, HostIfName: ep.HostIfName, IPv4: ip}
+	link := datapath.PodLink{PodNetNS: a.Netns, PodIfName: a.IfName, HostIfName: ep.HostIfName, IPv4: ip, Device: device}
 	if err := p.Links.Check(link, ep.HostIfindex); err != nil {
-		return types.NewError(types.ErrInternal, "veth is not as created", err.Error())
+		return types.NewError(types.ErrInternal, "device pair is not as created", err.Error())
 	}
 	return nil
 }
@@ -273,7 +294,7 @@ func (p *Plugin) GC(a *skel.CmdArgs) error {
 			errs = append(errs, fmt.Errorf("endpoint %d: %w", ep.ID, err))
 		}
 		if err := p.Links.Delete("", ep.HostIfName); err != nil {
-			errs = append(errs, fmt.Errorf("endpoint %d veth: %w", ep.ID, err))
+			errs = append(errs, fmt.Errorf("endpoint %d device pair: %w", ep.ID, err))
 		}
 	}
 	if err := errors.Join(errs...); err != nil {

@@ -76,6 +76,7 @@ type fakeAgent struct {
 	degraded  bool
 	putErr    error
 	mtu       int
+	device    string
 	allocated map[string]string // owner -> ip
 	eps       map[string]models.Endpoint
 }
@@ -109,7 +110,7 @@ func (f *fakeAgent) Config(context.Context) (models.Config, error) {
 	if f.down {
 		return models.Config{}, errDial
 	}
-	return models.Config{PodMTU: f.mtu}, nil
+	return models.Config{PodMTU: f.mtu, PodDevice: f.device}, nil
 }
 
 func (f *fakeAgent) ReleaseIP(context.Context, string) error { return nil }
@@ -257,6 +258,41 @@ func TestAddMTU(t *testing.T) {
 		if got := f.links.links[HostIfName("c1", "eth0")].MTU; got != tc.want {
 			t.Errorf("%s with agent MTU %d: link MTU %d, want %d", tc.conf, tc.agentMTU, got, tc.want)
 		}
+	}
+}
+
+// The pair is the kind the agent's --datapath-mode names; CHECK holds it
+// to that kind, and a kind the plugin does not know fails ADD cleanly.
+func TestAddPodDevice(t *testing.T) {
+	for _, tc := range []struct{ agent, want string }{
+		{"", "veth"}, // an agent that predates the field
+		{"veth", "veth"},
+		{"netkit", "netkit"},
+	} {
+		f := newPluginFixture(t)
+		f.agent.device = tc.agent
+		if err := f.p.Add(f.args("c1", testConf)); err != nil {
+			t.Fatal(err)
+		}
+		if got := f.links.links[HostIfName("c1", "eth0")].Device; string(got) != tc.want {
+			t.Errorf("agent device %q: pair %q, want %q", tc.agent, got, tc.want)
+		}
+		var checked datapath.PodDevice
+		check := f.p.Links.Check
+		f.p.Links.Check = func(l datapath.PodLink, idx int) error { checked = l.Device; return check(l, idx) }
+		prev := fmt.Sprintf(`{"cniVersion":"1.1.0","name":"cilium","type":"cilium-cni","prevResult":%s}`, f.out.String())
+		if err := f.p.Check(f.args("c1", prev)); err != nil || string(checked) != tc.want {
+			t.Errorf("agent device %q: CHECK %v as %q, want %q", tc.agent, err, checked, tc.want)
+		}
+	}
+	f := newPluginFixture(t)
+	f.agent.device = "netkit-l3"
+	err := f.p.Add(f.args("c1", testConf))
+	if cniCode(t, err) != types.ErrInternal || !strings.Contains(err.Error(), "netkit-l3") {
+		t.Fatalf("ADD with an unknown device: %v", err)
+	}
+	if len(f.links.links) != 0 || len(f.agent.allocated) != 0 {
+		t.Fatalf("left: links %v, addresses %v", f.links.links, f.agent.allocated)
 	}
 }
 

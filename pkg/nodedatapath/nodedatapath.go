@@ -5,6 +5,7 @@
 package nodedatapath
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/netip"
@@ -41,6 +42,10 @@ type Config struct {
 	// NodeNetNS lets the agent program a node whose network namespace
 	// it does not run in.
 	NodeNetNS string `mapstructure:"node-netns"`
+	// DatapathMode is the kind of device pair new pods get, as Cilium's
+	// flag of that name: veth, or netkit, whose pod side runs the
+	// datapath as the pod transmits (no crossing of the host's backlog).
+	DatapathMode string `mapstructure:"datapath-mode"`
 }
 
 // DefaultConfig follows Cilium's defaults: tunnel mode, masquerading on,
@@ -52,6 +57,7 @@ var DefaultConfig = Config{
 	TunnelPort:              datapath.DefaultTunnelPort,
 	EnableIPv4Masquerade:    true,
 	EnableHostLegacyRouting: true,
+	DatapathMode:            string(datapath.PodDeviceVeth),
 }
 
 // Flags implements cell.Flagger.
@@ -64,6 +70,8 @@ func (d Config) Flags(fs *pflag.FlagSet) {
 	fs.Bool("enable-host-legacy-routing", d.EnableHostLegacyRouting,
 		"route pod traffic through the node's network stack, so that netfilter (kube-proxy) sees it; off: the datapath forwards around the stack")
 	fs.String("node-netns", d.NodeNetNS, "path of the node's network namespace; empty for the agent's own")
+	fs.String("datapath-mode", d.DatapathMode,
+		"the device pair new pods get: veth, or netkit (a kernel with CONFIG_NETKIT, 6.7 or later; the agent refuses to start without it)")
 }
 
 // Datapath turns the flags into the datapath's configuration, naming the
@@ -91,9 +99,18 @@ func (c Config) Datapath(p paths.Config) (datapath.Config, error) {
 	if c.NodeNetNS != "" && !filepath.IsAbs(c.NodeNetNS) {
 		return datapath.Config{}, fmt.Errorf("--node-netns %q: an absolute path is required", c.NodeNetNS)
 	}
+	device, err := datapath.ParsePodDevice(c.DatapathMode)
+	if err != nil {
+		return datapath.Config{}, fmt.Errorf("--datapath-mode %q: want veth or netkit", c.DatapathMode)
+	}
+	if device == datapath.PodDeviceNetkit && c.EnableHostLegacyRouting {
+		// The pod side's program would hand every packet to the stack:
+		// netkit's gain is forwarding around it.
+		return datapath.Config{}, errors.New("--datapath-mode=netkit needs --enable-host-legacy-routing=false")
+	}
 	return datapath.Config{BPFFSDir: p.BPFRoot, NetNS: c.NodeNetNS, NodeIPv4: ip, Uplink: c.Uplink,
 		Mode: mode, TunnelPort: c.TunnelPort, Masquerade: c.EnableIPv4Masquerade,
-		LegacyRouting: c.EnableHostLegacyRouting}, nil
+		LegacyRouting: c.EnableHostLegacyRouting, PodDevice: device}, nil
 }
 
 type nodeParams struct {
@@ -138,12 +155,16 @@ func asEndpointDatapath(n *datapath.Node) endpoint.Datapath { return n }
 // nodeInfo answers the API's questions about the node; it reads the
 // kernel once, after the datapath started, because the datapath's node is
 // not safe for use from the API's goroutines.
-type nodeInfo struct{ mtu atomic.Int64 }
+type nodeInfo struct {
+	mtu    atomic.Int64
+	device datapath.PodDevice
+}
 
-func (i *nodeInfo) PodMTU() int { return int(i.mtu.Load()) }
+func (i *nodeInfo) PodMTU() int       { return int(i.mtu.Load()) }
+func (i *nodeInfo) PodDevice() string { return string(i.device) }
 
 func newNodeInfo(n *datapath.Node, lc cell.Lifecycle) server.NodeInfo {
-	i := &nodeInfo{}
+	i := &nodeInfo{device: n.PodDevice()}
 	lc.Append(cell.Hook{OnStart: func(cell.HookContext) error {
 		mtu, err := n.PodMTU()
 		if err != nil {

@@ -15,15 +15,24 @@ func TestConfigNamesFlag(t *testing.T) {
 	good := DefaultConfig
 	good.NodeIPv4 = "192.168.1.10"
 	dc, err := good.Datapath(paths.DefaultConfig)
-	if err != nil || dc.Mode != datapath.Tunnel || dc.BPFFSDir != "/sys/fs/bpf/cilium" || !dc.Masquerade || !dc.LegacyRouting {
+	if err != nil || dc.Mode != datapath.Tunnel || dc.BPFFSDir != "/sys/fs/bpf/cilium" || !dc.Masquerade || !dc.LegacyRouting ||
+		dc.PodDevice != datapath.PodDeviceVeth {
 		t.Fatalf("%+v %v", dc, err)
 	}
+	nk := good
+	nk.DatapathMode, nk.EnableHostLegacyRouting = "netkit", false
+	if dc, err := nk.Datapath(paths.DefaultConfig); err != nil || dc.PodDevice != datapath.PodDeviceNetkit {
+		t.Fatalf("netkit: %+v %v", dc, err)
+	}
 	for flag, tweak := range map[string]func(*Config){
-		"--node-ipv4":    func(c *Config) { c.NodeIPv4 = "fd00::1" },
-		"--uplink":       func(c *Config) { c.Uplink = "" },
-		"--routing-mode": func(c *Config) { c.RoutingMode = "vxlan" },
-		"--tunnel-port":  func(c *Config) { c.TunnelPort = 0 },
-		"--node-netns":   func(c *Config) { c.NodeNetNS = "netns/node1" },
+		"--node-ipv4":     func(c *Config) { c.NodeIPv4 = "fd00::1" },
+		"--uplink":        func(c *Config) { c.Uplink = "" },
+		"--routing-mode":  func(c *Config) { c.RoutingMode = "vxlan" },
+		"--tunnel-port":   func(c *Config) { c.TunnelPort = 0 },
+		"--node-netns":    func(c *Config) { c.NodeNetNS = "netns/node1" },
+		"--datapath-mode": func(c *Config) { c.DatapathMode = "netkit-l2" },
+		// netkit's gain is forwarding around the stack.
+		"--datapath-mode=netkit needs --enable-host-legacy-routing=false": func(c *Config) { c.DatapathMode = "netkit" },
 	} {
 		c := good
 		tweak(&c)

@@ -41,6 +41,9 @@ type Config struct {
 	Options map[string]string `json:"options"`
 	// PodMTU is the MTU pod interfaces should have; 0 when unknown.
 	PodMTU int `json:"podMTU,omitempty"`
+	// PodDevice is the kind of device pair pods get (--datapath-mode):
+	// "veth" or "netkit"; empty from an agent that predates it (veth).
+	PodDevice string `json:"podDevice,omitempty"`
 }
 
 // ConfigPatch is the body of PATCH /v1/config.

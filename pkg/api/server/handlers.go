@@ -49,6 +49,7 @@ func (s *Server) config() models.Config {
 	c := models.Config{Flags: map[string]string{}, Options: s.options()}
 	if s.p.Node != nil {
 		c.PodMTU = s.p.Node.PodMTU()
+		c.PodDevice = s.p.Node.PodDevice()
 	}
 	s.p.Flags.VisitAll(func(f *pflag.Flag) { c.Flags[f.Name] = f.Value.String() })
 	return c

@@ -52,6 +52,8 @@ type NodeLister interface {
 type NodeInfo interface {
 	// PodMTU is the MTU for pod interfaces; 0 when not known yet.
 	PodMTU() int
+	// PodDevice is the kind of device pair pods get: veth or netkit.
+	PodDevice() string
 }
 
 // Params are the server's dependencies.

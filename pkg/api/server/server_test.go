@@ -176,6 +176,26 @@ func TestConfigPatchDebug(t *testing.T) {
 	}
 }
 
+type nodeInfo struct{}
+
+func (nodeInfo) PodMTU() int       { return 1450 }
+func (nodeInfo) PodDevice() string { return "netkit" }
+
+// The CNI plugin sizes and chooses the pod's device pair by GET /v1/config.
+func TestConfigTellsPodDevice(t *testing.T) {
+	f := newFixture(t)
+	var c models.Config
+	f.do(t, "GET", "/v1/config", "", &c)
+	if c.PodMTU != 0 || c.PodDevice != "" {
+		t.Fatalf("without node info: %+v", c)
+	}
+	f.s.p.Node = nodeInfo{}
+	f.do(t, "GET", "/v1/config", "", &c)
+	if c.PodMTU != 1450 || c.PodDevice != "netkit" {
+		t.Fatalf("config %+v, want MTU 1450 and netkit pairs", c)
+	}
+}
+
 func TestHealthzReportsDegraded(t *testing.T) {
 	f := newFixture(t)
 	var h models.Health

@@ -1,0 +1,87 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/containernetworking/cni/libcni"
+	"github.com/vishvananda/netlink"
+
+	"github.com/cilium-go/cilium/internal/datapath"
+	"github.com/cilium-go/cilium/internal/datapath/dptest"
+)
+
+// TestPrivilegedNetkitMode: with --datapath-mode=netkit the agent either
+// refuses to start, naming netkit, on a kernel without it (pinning
+// nothing), or its pods get netkit pairs through the real cilium-cni and
+// talk through them.
+func TestPrivilegedNetkitMode(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: creates network namespaces and BPF programs")
+	}
+	dir := t.TempDir()
+	nodeNS := newNetNS(t, dir, "node")
+	addUplink(t, nodeNS, "192.168.78.1/24")
+	bpf := mountBPFFS(t, dir)
+	sock := filepath.Join(dir, "run", "cilium.sock")
+	args := []string{"--state-dir=" + filepath.Join(dir, "state"), "--socket-path=" + sock, "--bpf-root=" + bpf,
+		"--prometheus-serve-addr=", "--ipam-pod-cidr=10.200.0.0/24", "--node-ipv4=192.168.78.1", "--uplink=eth0",
+		"--routing-mode=native", "--node-netns=" + nodeNS, "--datapath-mode=netkit", "--enable-host-legacy-routing=false"}
+	probe := datapath.ProbeNetkit(nodeNS)
+	if probe != nil && !errors.Is(probe, datapath.ErrNetkitUnsupported) {
+		t.Fatal(probe)
+	}
+	h, err := startHive(t, newHive(newLevel(), Infrastructure, ControlPlane, Datapath), args)
+	if probe != nil {
+		if err == nil {
+			stopAgent(t, h)
+			t.Fatal("the agent started in netkit mode on a kernel without netkit")
+		}
+		if !strings.Contains(err.Error(), "netkit pod devices") || !errors.Is(err, datapath.ErrNetkitUnsupported) {
+			t.Fatalf("start: %v, want it to name netkit", err)
+		}
+		if pins, _ := filepath.Glob(filepath.Join(bpf, "*", "*")); len(pins) != 0 {
+			t.Fatalf("a refused start pinned %v", pins)
+		}
+		return
+	}
+	if err != nil {
+		t.Fatalf("start agent: %v", err)
+	}
+	t.Cleanup(func() { stopAgent(t, h) })
+	rt := &cniRuntime{t: t, nodeNS: nodeNS, cni: libcni.NewCNIConfigWithCacheDir([]string{filepath.Dir(buildPlugin(t, dir))},
+		filepath.Join(dir, "cni-cache"), nil)}
+	rt.list = mustConfList(t, fmt.Sprintf(`{"cniVersion":"1.1.0","name":"cilium","plugins":[
+		{"type":"cilium-cni","socket-path":%q}]}`, sock))
+	pods := []*cniPod{{id: "pod-a", ns: newNetNS(t, dir, "a")}, {id: "pod-b", ns: newNetNS(t, dir, "b")}}
+	for _, p := range pods {
+		rt.add(p)
+		t.Cleanup(func() { rt.del(p) })
+		var kind string
+		rt.inNode(func() error {
+			l, err := netlink.LinkByName(p.result.Interfaces[0].Name)
+			if err == nil {
+				kind = l.Type()
+			}
+			return err
+		})
+		if kind != "netkit" {
+			t.Fatalf("%s: host side is a %q, want netkit", p.id, kind)
+		}
+		if err := rt.check(p); err != nil {
+			t.Fatalf("CHECK %s: %v", p.id, err)
+		}
+	}
+	echo, err := dptest.ServeTCPEcho(pods[1].ns, pods[1].ip, 8080)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer echo.Close()
+	if err := dptest.TCPEcho(pods[0].ns, pods[1].ip, 8080); err != nil {
+		t.Fatalf("pod a -> pod b over netkit: %v", err)
+	}
+}
