@@ -13,6 +13,7 @@ import (
 	"github.com/containernetworking/cni/libcni"
 	"github.com/vishvananda/netlink"
 
+	"github.com/cilium-go/cilium/internal/datapath/testnode"
 	"github.com/cilium-go/cilium/pkg/client"
 )
 
@@ -30,7 +31,7 @@ func TestPrivilegedCNIConcurrentPods(t *testing.T) {
 	addUplink(t, nodeNS, "192.168.78.1/24")
 	sock := filepath.Join(dir, "run", "cilium.sock")
 	h := startRealAgent(t, []string{"--state-dir=" + filepath.Join(dir, "state"), "--socket-path=" + sock,
-		"--bpf-root=" + mountBPFFS(t, dir), "--prometheus-serve-addr=", "--ipam-pod-cidr=10.201.0.0/24",
+		"--bpf-root=" + testnode.TempBPFFS(t), "--prometheus-serve-addr=", "--ipam-pod-cidr=10.201.0.0/24",
 		"--node-ipv4=192.168.78.1", "--routing-mode=native", "--node-netns=" + nodeNS})
 	t.Cleanup(func() { stopAgent(t, h) })
 	rt := &cniRuntime{t: t, nodeNS: nodeNS, cni: libcni.NewCNIConfigWithCacheDir([]string{filepath.Dir(plugin)},

@@ -40,7 +40,7 @@ func TestPrivilegedCNIThroughLibcni(t *testing.T) {
 	plugin := buildPlugin(t, dir)
 	nodeNS := newNetNS(t, dir, "node")
 	addUplink(t, nodeNS, "192.168.77.1/24")
-	bpf := mountBPFFS(t, dir)
+	bpf := testnode.TempBPFFS(t)
 	sock := filepath.Join(dir, "run", "cilium.sock")
 	args := []string{"--state-dir=" + filepath.Join(dir, "state"), "--socket-path=" + sock, "--bpf-root=" + bpf,
 		"--prometheus-serve-addr=", "--ipam-pod-cidr=10.200.0.0/24", "--node-ipv4=192.168.77.1", "--uplink=eth0",
@@ -314,14 +314,4 @@ func addUplink(t *testing.T, ns, cidr string) {
 	if err := testnode.AddUplink(ns, cidr); err != nil {
 		t.Fatal(err)
 	}
-}
-
-func mountBPFFS(t *testing.T, dir string) string {
-	t.Helper()
-	root, unmount, err := testnode.MountBPFFS(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { unmount() })
-	return root
 }

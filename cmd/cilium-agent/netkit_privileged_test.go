@@ -13,6 +13,7 @@ import (
 
 	"github.com/cilium-go/cilium/internal/datapath"
 	"github.com/cilium-go/cilium/internal/datapath/dptest"
+	"github.com/cilium-go/cilium/internal/datapath/testnode"
 )
 
 // TestPrivilegedNetkitMode: with --datapath-mode=netkit the agent either
@@ -26,7 +27,7 @@ func TestPrivilegedNetkitMode(t *testing.T) {
 	dir := t.TempDir()
 	nodeNS := newNetNS(t, dir, "node")
 	addUplink(t, nodeNS, "192.168.78.1/24")
-	bpf := mountBPFFS(t, dir)
+	bpf := testnode.TempBPFFS(t)
 	sock := filepath.Join(dir, "run", "cilium.sock")
 	args := []string{"--state-dir=" + filepath.Join(dir, "state"), "--socket-path=" + sock, "--bpf-root=" + bpf,
 		"--prometheus-serve-addr=", "--ipam-pod-cidr=10.200.0.0/24", "--node-ipv4=192.168.78.1", "--uplink=eth0",

@@ -14,10 +14,9 @@ import (
 	"testing"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/cilium-go/cilium/internal/datapath"
 	"github.com/cilium-go/cilium/internal/datapath/dptest"
+	"github.com/cilium-go/cilium/internal/datapath/testnode"
 	"github.com/cilium-go/cilium/pkg/api/models"
 	"github.com/cilium-go/cilium/pkg/nodedatapath"
 )
@@ -27,21 +26,6 @@ func needRoot(t *testing.T, why string) {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root: " + why)
 	}
-}
-
-// mountBPFFS mounts a private bpffs for the test's pins.
-func mountBPFFS(t *testing.T) string {
-	t.Helper()
-	dir := t.TempDir()
-	if err := unix.Mount("bpffs", dir, "bpf", 0, ""); err != nil {
-		t.Fatalf("mount bpffs on %s: %v", dir, err)
-	}
-	t.Cleanup(func() {
-		if err := unix.Unmount(dir, unix.MNT_DETACH); err != nil {
-			t.Errorf("unmount %s: %v", dir, err)
-		}
-	})
-	return dir
 }
 
 // bpfJSON runs a bpf command with -o json on the pins under root and
@@ -63,7 +47,7 @@ func mustMAC(s string) net.HardwareAddr {
 // them as a stopped agent would, and reads them back with cilium-dbg.
 func TestPrivilegedPinnedMaps(t *testing.T) {
 	needRoot(t, "mounts a bpffs and creates BPF maps")
-	root := mountBPFFS(t)
+	root := testnode.TempBPFFS(t)
 	writePins(t, filepath.Join(root, "maps"))
 	for _, tc := range []struct {
 		args []string

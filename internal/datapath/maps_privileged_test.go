@@ -6,23 +6,9 @@ import (
 	"testing"
 
 	"github.com/cilium/ebpf"
-	"golang.org/x/sys/unix"
-)
 
-// tempBPFFS mounts a bpffs of the test's own, removed when it ends.
-func tempBPFFS(t *testing.T) string {
-	t.Helper()
-	dir := t.TempDir()
-	if err := unix.Mount("bpffs", dir, "bpf", 0, ""); err != nil {
-		t.Fatalf("mount bpffs: %v", err)
-	}
-	t.Cleanup(func() {
-		if err := unix.Unmount(dir, unix.MNT_DETACH); err != nil {
-			t.Errorf("unmount bpffs: %v", err)
-		}
-	})
-	return dir
-}
+	"github.com/cilium-go/cilium/internal/datapath/testnode"
+)
 
 // An agent upgraded over the pins of an older datapath replaces the
 // metrics map, whose layout changed (a per-CPU hash before), and keeps
@@ -40,7 +26,7 @@ func TestPrivilegedOpenMapsOverOldPins(t *testing.T) {
 			KeySize: 16, ValueSize: 8, MaxEntries: 16}, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			dir := tempBPFFS(t)
+			dir := testnode.TempBPFFS(t)
 			old, err := ebpf.NewMap(tc.old)
 			must(t, err)
 			defer old.Close()

@@ -17,10 +17,11 @@ import (
 	"github.com/cilium-go/cilium/internal/datapath/testnode"
 )
 
-// hostLink looks a pod's host-side device up in its node.
-func hostLink(t *testing.T, p *dptest.Pod) netlink.Link {
+// handleIn is a netlink handle in the namespace at nsPath, closed when
+// the test ends.
+func handleIn(t *testing.T, nsPath string) *netlink.Handle {
 	t.Helper()
-	ns, err := netns.GetFromPath(p.Node.NS)
+	ns, err := netns.GetFromPath(nsPath)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -29,7 +30,14 @@ func hostLink(t *testing.T, p *dptest.Pod) netlink.Link {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer h.Close()
+	t.Cleanup(h.Close)
+	return h
+}
+
+// hostLink looks a pod's host-side device up in its node.
+func hostLink(t *testing.T, p *dptest.Pod) netlink.Link {
+	t.Helper()
+	h := handleIn(t, p.Node.NS)
 	l, err := h.LinkByName(p.HostDevice)
 	if err != nil {
 		t.Fatal(err)
@@ -138,16 +146,8 @@ func TestPrivilegedProbeNetkit(t *testing.T) {
 	if probe == nil {
 		t.Skip("this kernel has netkit: nothing refuses to start")
 	}
-	root, unmount, err := testnode.MountBPFFS(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := unmount(); err != nil {
-			t.Error(err)
-		}
-	})
-	dir := filepath.Join(filepath.Dir(root), "node")
+	root := testnode.TempBPFFS(t)
+	dir := filepath.Join(root, "node")
 	if err := os.Mkdir(dir, 0o700); err != nil {
 		t.Fatal(err)
 	}
@@ -166,17 +166,7 @@ func TestPrivilegedProbeNetkit(t *testing.T) {
 
 func linkNames(t *testing.T, nsPath string) []string {
 	t.Helper()
-	ns, err := netns.GetFromPath(nsPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ns.Close()
-	h, err := netlink.NewHandleAt(ns)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer h.Close()
-	links, err := h.LinkList()
+	links, err := handleIn(t, nsPath).LinkList()
 	if err != nil {
 		t.Fatal(err)
 	}

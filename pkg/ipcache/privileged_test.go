@@ -14,20 +14,12 @@ import (
 // pinnedMaps opens the node's maps pinned in a bpffs of the test's own.
 func pinnedMaps(t *testing.T) (pinDir string, m *datapath.Maps) {
 	t.Helper()
-	root, unmount, err := testnode.MountBPFFS(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := unmount(); err != nil {
-			t.Error(err)
-		}
-	})
+	root := testnode.TempBPFFS(t)
 	pinDir = filepath.Join(root, "maps")
 	if err := os.MkdirAll(pinDir, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	m, err = datapath.OpenMaps(pinDir)
+	m, err := datapath.OpenMaps(pinDir)
 	if err != nil {
 		t.Fatal(err)
 	}

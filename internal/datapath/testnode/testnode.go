@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"testing"
 
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
@@ -113,4 +114,24 @@ func MountBPFFS(dir string) (root string, unmount func() error, err error) {
 		return os.Remove(mnt)
 	}
 	return filepath.Join(mnt, "cilium"), unmount, nil
+}
+
+// TempBPFFS mounts a bpffs of the test's own in a temporary directory,
+// unmounted when the test ends, and returns the bpf root inside it,
+// created.
+func TempBPFFS(t testing.TB) string {
+	t.Helper()
+	root, unmount, err := MountBPFFS(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := unmount(); err != nil {
+			t.Error(err)
+		}
+	})
+	if err := os.MkdirAll(root, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	return root
 }
