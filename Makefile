@@ -20,7 +20,7 @@ CNI_CMDS := github.com/containernetworking/plugins/plugins/main/bridge \
 LAB_FLAGS ?= --nodes 2
 
 .PHONY: all build build-cilium build-lab build-k8s build-cni build-coredns generate check-generated prereqs \
-	test test-unit test-lab test-e2e-smoke e2e bench bench-datapath bench-cni demo lab-up lab-down clean
+	test test-unit test-netkit-vm test-lab test-e2e-smoke e2e bench bench-datapath bench-cni demo lab-up lab-down clean
 
 all: build
 
@@ -58,7 +58,7 @@ check-generated: generate
 prereqs:
 	@./hack/prereqs.sh
 
-test: prereqs test-unit test-lab test-e2e-smoke
+test: prereqs test-unit test-netkit-vm test-lab test-e2e-smoke
 
 # Everything but the lab e2e suite, which needs the built binaries and a lab.
 UNIT_PKGS = $(shell $(GO) list ./... | grep -v /test/e2e)
@@ -66,6 +66,11 @@ UNIT_PKGS = $(shell $(GO) list ./... | grep -v /test/e2e)
 test-unit:
 	$(GO) vet ./...
 	$(GO) test -count=1 $(UNIT_PKGS)
+
+# The datapath's tests on a kernel with netkit pod devices (Debian's
+# backports kernel in qemu) when this machine's kernel has none.
+test-netkit-vm:
+	./hack/netkit-vm.sh
 
 # The lab's privileged tests run the built control plane, agnhost, CoreDNS
 # and, against the install manifests, cilium-operator.

@@ -5,7 +5,6 @@
 package nodedatapath
 
 import (
-	"errors"
 	"fmt"
 	"log/slog"
 	"net/netip"
@@ -102,11 +101,6 @@ func (c Config) Datapath(p paths.Config) (datapath.Config, error) {
 	device, err := datapath.ParsePodDevice(c.DatapathMode)
 	if err != nil {
 		return datapath.Config{}, fmt.Errorf("--datapath-mode %q: want veth or netkit", c.DatapathMode)
-	}
-	if device == datapath.PodDeviceNetkit && c.EnableHostLegacyRouting {
-		// The pod side's program would hand every packet to the stack:
-		// netkit's gain is forwarding around it.
-		return datapath.Config{}, errors.New("--datapath-mode=netkit needs --enable-host-legacy-routing=false")
 	}
 	return datapath.Config{BPFFSDir: p.BPFRoot, NetNS: c.NodeNetNS, NodeIPv4: ip, Uplink: c.Uplink,
 		Mode: mode, TunnelPort: c.TunnelPort, Masquerade: c.EnableIPv4Masquerade,

@@ -20,8 +20,8 @@ func TestConfigNamesFlag(t *testing.T) {
 		t.Fatalf("%+v %v", dc, err)
 	}
 	nk := good
-	nk.DatapathMode, nk.EnableHostLegacyRouting = "netkit", false
-	if dc, err := nk.Datapath(paths.DefaultConfig); err != nil || dc.PodDevice != datapath.PodDeviceNetkit {
+	nk.DatapathMode = "netkit"
+	if dc, err := nk.Datapath(paths.DefaultConfig); err != nil || dc.PodDevice != datapath.PodDeviceNetkit || !dc.LegacyRouting {
 		t.Fatalf("netkit: %+v %v", dc, err)
 	}
 	for flag, tweak := range map[string]func(*Config){
@@ -31,8 +31,6 @@ func TestConfigNamesFlag(t *testing.T) {
 		"--tunnel-port":   func(c *Config) { c.TunnelPort = 0 },
 		"--node-netns":    func(c *Config) { c.NodeNetNS = "netns/node1" },
 		"--datapath-mode": func(c *Config) { c.DatapathMode = "netkit-l2" },
-		// netkit's gain is forwarding around the stack.
-		"--datapath-mode=netkit needs --enable-host-legacy-routing=false": func(c *Config) { c.DatapathMode = "netkit" },
 	} {
 		c := good
 		tweak(&c)
