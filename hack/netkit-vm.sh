@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Runs the datapath's tests (go test ./internal/datapath: BPF programs and
-# the privileged netns tests, their netkit variants included) on a kernel
+# the privileged netns tests, their netkit variants included) and the
+# agent's netkit mode (its cells and cilium-cni through libcni) on a kernel
 # that has netkit pod devices, for machines whose own kernel lacks them:
 # Debian's backports cloud kernel (6.12, CONFIG_NETKIT=y) booted by qemu,
 # under software emulation when there is no /dev/kvm, with an initramfs of
@@ -73,6 +74,8 @@ for m in "${modules[@]}"; do
 	echo "$(basename "$m")" >>"$root/mod/order"
 done
 CGO_ENABLED=0 go test -c -o "$root/bin/datapath.test" ./internal/datapath
+CGO_ENABLED=0 go test -c -o "$root/bin/agent.test" ./cmd/cilium-agent
+CGO_ENABLED=0 go build -o "$root/bin/cilium-cni" ./cmd/cilium-cni
 cat >"$root/init" <<'EOF'
 #!/bin/sh
 mount -t proc proc /proc
@@ -86,7 +89,10 @@ ip link set lo up
 echo "netkit-vm: $(cat /proc/version)"
 cd /tmp
 /bin/datapath.test -test.count=1 -test.v $(sed -n 's/.*testargs=\([^ ]*\).*/\1/p' /proc/cmdline | tr ',' ' ')
-echo "netkit-vm: exit $?"
+status=$?
+# The agent's netkit mode end to end: its cells, cilium-cni through libcni.
+CILIUM_CNI_BIN=/bin/cilium-cni /bin/agent.test -test.count=1 -test.v -test.run 'TestPrivilegedNetkitMode$' || status=1
+echo "netkit-vm: exit $status"
 poweroff -f
 EOF
 chmod +x "$root/init"
@@ -110,8 +116,10 @@ if [ -z "$status" ]; then
 	tail -40 "$log" >&2
 	exit 1
 fi
-grep -q -- '--- PASS: TestPrivilegedConnectivity/native-netkit ' "$log" || {
-	echo "netkit-vm: the netkit connectivity test did not pass in the VM" >&2
-	exit 1
-}
+for test in 'TestPrivilegedConnectivity/native-netkit' 'TestPrivilegedNetkitMode'; do
+	grep -q -- "--- PASS: $test " "$log" || {
+		echo "netkit-vm: $test did not pass in the VM" >&2
+		exit 1
+	}
+done
 exit "$status"

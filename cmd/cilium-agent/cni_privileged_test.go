@@ -263,10 +263,21 @@ func mustConfList(t *testing.T, s string) *libcni.NetworkConfigList {
 	return l
 }
 
-// buildPlugin compiles cmd/cilium-cni into dir/bin/cilium-cni.
+// buildPlugin compiles cmd/cilium-cni into dir/bin/cilium-cni; with
+// CILIUM_CNI_BIN set (a machine without Go, such as make
+// test-netkit-vm's), it uses that binary instead.
 func buildPlugin(t *testing.T, dir string) string {
 	t.Helper()
 	out := filepath.Join(dir, "bin", "cilium-cni")
+	if bin := os.Getenv("CILIUM_CNI_BIN"); bin != "" {
+		if err := os.MkdirAll(filepath.Dir(out), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Symlink(bin, out); err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
 	gobin := filepath.Join(runtime.GOROOT(), "bin", "go")
 	cmd := exec.Command(gobin, "build", "-o", out, "../cilium-cni")
 	if b, err := cmd.CombinedOutput(); err != nil {

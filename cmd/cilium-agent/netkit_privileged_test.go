@@ -31,7 +31,7 @@ func TestPrivilegedNetkitMode(t *testing.T) {
 	sock := filepath.Join(dir, "run", "cilium.sock")
 	args := []string{"--state-dir=" + filepath.Join(dir, "state"), "--socket-path=" + sock, "--bpf-root=" + bpf,
 		"--prometheus-serve-addr=", "--ipam-pod-cidr=10.200.0.0/24", "--node-ipv4=192.168.78.1", "--uplink=eth0",
-		"--routing-mode=native", "--node-netns=" + nodeNS, "--datapath-mode=netkit", "--enable-host-legacy-routing=false"}
+		"--routing-mode=tunnel", "--node-netns=" + nodeNS, "--datapath-mode=netkit", "--enable-host-legacy-routing=false"}
 	probe := datapath.ProbeNetkit(nodeNS)
 	if probe != nil && !errors.Is(probe, datapath.ErrNetkitUnsupported) {
 		t.Fatal(probe)
