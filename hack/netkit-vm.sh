@@ -5,7 +5,7 @@
 # that has netkit pod devices, for machines whose own kernel lacks them:
 # Debian's backports cloud kernel (6.12, CONFIG_NETKIT=y) booted by qemu,
 # under software emulation when there is no /dev/kvm, with an initramfs of
-# busybox, the kernel modules the tests load and the static test binary.
+# busybox, the kernel modules the tests load and static test binaries.
 #
 # On a kernel with netkit there is nothing to do: the tests of `make test`
 # ran the netkit variants already. The machine's apt configuration is left
@@ -18,6 +18,11 @@ cd "$(dirname "$0")/.."
 if unshare --net ip link add nk0 type netkit 2>/dev/null; then
 	echo "netkit-vm: this kernel has netkit; the datapath tests ran its variants here"
 	exit 0
+fi
+
+if [ "$(uname -m)" != x86_64 ]; then
+	echo "netkit-vm: boots Debian's amd64 kernel: an x86_64 machine is needed (this is $(uname -m))" >&2
+	exit 1
 fi
 
 missing=()
