@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/containernetworking/cni/libcni"
 	"github.com/vishvananda/netlink"
 
 	"github.com/cilium-go/cilium/internal/datapath/testnode"
@@ -34,10 +33,7 @@ func TestPrivilegedCNIConcurrentPods(t *testing.T) {
 		"--bpf-root=" + testnode.TempBPFFS(t), "--prometheus-serve-addr=", "--ipam-pod-cidr=10.201.0.0/24",
 		"--node-ipv4=192.168.78.1", "--routing-mode=native", "--node-netns=" + nodeNS})
 	t.Cleanup(func() { stopAgent(t, h) })
-	rt := &cniRuntime{t: t, nodeNS: nodeNS, cni: libcni.NewCNIConfigWithCacheDir([]string{filepath.Dir(plugin)},
-		filepath.Join(dir, "cni-cache"), nil)}
-	rt.list = mustConfList(t, fmt.Sprintf(`{"cniVersion":"1.1.0","name":"cilium","plugins":[
-		{"type":"cilium-cni","socket-path":%q}]}`, sock))
+	rt := newCNIRuntime(t, dir, nodeNS, plugin, sock)
 
 	all := make([]*cniPod, pods)
 	for i := range all {

@@ -53,10 +53,7 @@ func TestPrivilegedCNIThroughLibcni(t *testing.T) {
 		}
 	})
 
-	rt := &cniRuntime{t: t, nodeNS: nodeNS, cni: libcni.NewCNIConfigWithCacheDir([]string{filepath.Dir(plugin)},
-		filepath.Join(dir, "cni-cache"), nil)}
-	rt.list = mustConfList(t, fmt.Sprintf(`{"cniVersion":"1.1.0","name":"cilium","plugins":[
-		{"type":"cilium-cni","socket-path":%q}]}`, sock))
+	rt := newCNIRuntime(t, dir, nodeNS, plugin, sock)
 	pods := []*cniPod{{id: "pod-a", ns: newNetNS(t, dir, "a")}, {id: "pod-b", ns: newNetNS(t, dir, "b")}}
 	for _, p := range pods {
 		rt.add(p)
@@ -153,6 +150,15 @@ func TestPrivilegedCNIThroughLibcni(t *testing.T) {
 	if !errors.As(err, &cniErr) || cniErr.Code != types.ErrPluginNotAvailable {
 		t.Fatalf("STATUS with the agent stopped: %v, want code %d", err, types.ErrPluginNotAvailable)
 	}
+}
+
+// newCNIRuntime is a runtime on the node that runs the cilium-cni binary
+// plugin with a conflist for the agent at sock, as a kubelet's would.
+func newCNIRuntime(t *testing.T, dir, nodeNS, plugin, sock string) *cniRuntime {
+	return &cniRuntime{t: t, nodeNS: nodeNS,
+		cni: libcni.NewCNIConfigWithCacheDir([]string{filepath.Dir(plugin)}, filepath.Join(dir, "cni-cache"), nil),
+		list: mustConfList(t, fmt.Sprintf(`{"cniVersion":"1.1.0","name":"cilium","plugins":[
+			{"type":"cilium-cni","socket-path":%q}]}`, sock))}
 }
 
 type cniRuntime struct {

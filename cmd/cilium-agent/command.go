@@ -24,22 +24,5 @@ func newHive(level *slog.LevelVar, cells ...cell.Cell) *hive.Hive {
 func newCommand(cells ...cell.Cell) *cobra.Command {
 	level := new(slog.LevelVar)
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
-	h := newHive(level, cells...)
-	var applyConfigDir func() error
-	cmd := &cobra.Command{
-		Use:          "cilium-agent",
-		Short:        "Run the cilium-go agent of this node",
-		SilenceUsage: true,
-		Args:         cobra.NoArgs,
-		RunE: func(*cobra.Command, []string) error {
-			if err := applyConfigDir(); err != nil {
-				return err
-			}
-			return h.Run(log)
-		},
-	}
-	h.RegisterFlags(cmd.Flags())
-	applyConfigDir = install.AddConfigDirFlag(cmd.Flags())
-	cmd.AddCommand(h.Command())
-	return cmd
+	return install.HiveCommand("cilium-agent", "Run the cilium-go agent of this node", newHive(level, cells...), log)
 }

@@ -2,13 +2,11 @@ package main
 
 import (
 	"errors"
-	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
-	"github.com/containernetworking/cni/libcni"
 	"github.com/vishvananda/netlink"
 
 	"github.com/cilium-go/cilium/internal/datapath"
@@ -54,10 +52,7 @@ func TestPrivilegedNetkitMode(t *testing.T) {
 		t.Fatalf("start agent: %v", err)
 	}
 	t.Cleanup(func() { stopAgent(t, h) })
-	rt := &cniRuntime{t: t, nodeNS: nodeNS, cni: libcni.NewCNIConfigWithCacheDir([]string{filepath.Dir(buildPlugin(t, dir))},
-		filepath.Join(dir, "cni-cache"), nil)}
-	rt.list = mustConfList(t, fmt.Sprintf(`{"cniVersion":"1.1.0","name":"cilium","plugins":[
-		{"type":"cilium-cni","socket-path":%q}]}`, sock))
+	rt := newCNIRuntime(t, dir, nodeNS, buildPlugin(t, dir), sock)
 	pods := []*cniPod{{id: "pod-a", ns: newNetNS(t, dir, "a")}, {id: "pod-b", ns: newNetNS(t, dir, "b")}}
 	for _, p := range pods {
 		rt.add(p)

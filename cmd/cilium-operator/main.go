@@ -27,22 +27,6 @@ func newCommand(cells ...cell.Cell) *cobra.Command {
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
 	klog.SetSlogLogger(log) // client-go's leader election and informers log through klog
 
-	h := hive.New(cells...)
-	var applyConfigDir func() error
-	cmd := &cobra.Command{
-		Use:          "cilium-operator",
-		Short:        "Run the cilium-go operator: CRDs, cluster-pool IPAM and garbage collection",
-		SilenceUsage: true,
-		Args:         cobra.NoArgs,
-		RunE: func(*cobra.Command, []string) error {
-			if err := applyConfigDir(); err != nil {
-				return err
-			}
-			return h.Run(log)
-		},
-	}
-	h.RegisterFlags(cmd.Flags())
-	applyConfigDir = install.AddConfigDirFlag(cmd.Flags())
-	cmd.AddCommand(h.Command())
-	return cmd
+	return install.HiveCommand("cilium-operator",
+		"Run the cilium-go operator: CRDs, cluster-pool IPAM and garbage collection", hive.New(cells...), log)
 }

@@ -2,10 +2,13 @@ package kubernetes
 
 import (
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
 
+	"github.com/cilium/hive"
+	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 )
 
@@ -13,12 +16,28 @@ import (
 // the directory ApplyConfigDir reads: where the pods mount cilium-config.
 const ConfigDirFlag = "config-dir"
 
-// AddConfigDirFlag registers --config-dir on fs, the flag set of a whole
-// command, and returns what applies it once the command line is parsed.
-func AddConfigDirFlag(fs *pflag.FlagSet) (apply func() error) {
-	dir := fs.String(ConfigDirFlag, "",
+// HiveCommand is the command line of a daemon made of hive cells, as
+// cilium-agent and cilium-operator are: the cells' flags and --config-dir,
+// applied before h runs, and hive's own subcommands.
+func HiveCommand(use, short string, h *hive.Hive, log *slog.Logger) *cobra.Command {
+	var dir *string
+	cmd := &cobra.Command{
+		Use:          use,
+		Short:        short,
+		SilenceUsage: true,
+		Args:         cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := ApplyConfigDir(cmd.Flags(), *dir); err != nil {
+				return err
+			}
+			return h.Run(log)
+		},
+	}
+	h.RegisterFlags(cmd.Flags())
+	dir = cmd.Flags().String(ConfigDirFlag, "",
 		"directory of files named after flags, each holding its flag's value (a mounted ConfigMap); flags on the command line win")
-	return func() error { return ApplyConfigDir(fs, *dir) }
+	cmd.AddCommand(h.Command())
+	return cmd
 }
 
 // ApplyConfigDir sets every flag of fs named by a file in dir to the file's
