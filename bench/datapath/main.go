@@ -294,7 +294,8 @@ func report(w io.Writer, scenarios []scenario, results [][][]float64, d time.Dur
 		fmt.Fprintln(w)
 	}
 	fmt.Fprintln(w, "targets: (c)/(a) >= 0.95 for stream and request/response; (c')/(c) >= 0.97")
-	fmt.Fprintln(w, "(f)/(a) bounds (c)/(a) on veth pods: the rest of the gap is the device crossing, which netkit removes")
+	fmt.Fprintln(w, "(f) is the least any datapath on veth pods does: (f)/(a) bounds what (c)/(a) can reach, and the rest")
+	fmt.Fprintln(w, "of (f)'s gap to (a) is the veth crossing, which netkit pods avoid")
 }
 
 func byKey(key string) func(scenario) bool {
