@@ -13,15 +13,14 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
-	"runtime"
 	"sync/atomic"
 
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
-	"golang.org/x/sys/unix"
 
 	"github.com/cilium-go/cilium/internal/datapath"
 	"github.com/cilium-go/cilium/internal/datapath/inns"
+	"github.com/cilium-go/cilium/internal/datapath/testnode"
 )
 
 // Options shape a cluster.
@@ -169,11 +168,12 @@ func (c *Cluster) mountBPFFS() error {
 		return fmt.Errorf("bpffs dir: %w", err)
 	}
 	c.onClose(func() error { return os.Remove(dir) })
-	if err := unix.Mount("bpffs", dir, "bpf", 0, ""); err != nil {
-		return fmt.Errorf("mount bpffs on %s: %w", dir, err)
+	root, unmount, err := testnode.MountBPFFS(dir)
+	if err != nil {
+		return err
 	}
-	c.onClose(func() error { return unix.Unmount(dir, unix.MNT_DETACH) })
-	c.bpffs = dir
+	c.onClose(unmount)
+	c.bpffs = root
 	return nil
 }
 
@@ -191,36 +191,11 @@ func (c *Cluster) newNS(short string) (string, error) {
 		c.nsDir = dir
 	}
 	path := filepath.Join(c.nsDir, fmt.Sprintf("%d-%s", seq.Add(1), short))
-	if err := os.WriteFile(path, nil, 0o444); err != nil {
-		return "", fmt.Errorf("netns file: %w", err)
-	}
-	c.onClose(func() error { return os.Remove(path) })
-	done := make(chan error, 1)
-	go func() {
-		// This thread ends in the new namespace; it is never unlocked, so
-		// the runtime discards it.
-		runtime.LockOSThread()
-		if err := unix.Unshare(unix.CLONE_NEWNET); err != nil {
-			done <- fmt.Errorf("unshare: %w", err)
-			return
-		}
-		self := fmt.Sprintf("/proc/self/task/%d/ns/net", unix.Gettid())
-		done <- unix.Mount(self, path, "", unix.MS_BIND, "")
-	}()
-	if err := <-done; err != nil {
-		return "", fmt.Errorf("create netns %s: %w", path, err)
-	}
-	c.onClose(func() error { return unix.Unmount(path, unix.MNT_DETACH) })
-	err := inns.Do(path, func() error {
-		lo, err := netlink.LinkByName("lo")
-		if err != nil {
-			return err
-		}
-		return netlink.LinkSetUp(lo)
-	})
+	remove, err := testnode.NewNetNS(path)
 	if err != nil {
-		return "", fmt.Errorf("lo up in %s: %w", path, err)
+		return "", err
 	}
+	c.onClose(remove)
 	return path, nil
 }
 

@@ -8,6 +8,7 @@
 package testnode
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -58,7 +59,7 @@ func NewNetNS(path string) (remove func() error, err error) {
 		return netlink.LinkSetUp(lo)
 	})
 	if err != nil {
-		return nil, fmt.Errorf("lo up in %s: %w", path, err)
+		return nil, errors.Join(fmt.Errorf("lo up in %s: %w", path, err), remove())
 	}
 	return remove, nil
 }

@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 	"net"
 	"os"
@@ -43,20 +42,7 @@ const installFieldManager = "cilium-go-install-test"
 // operator and agent run as their ServiceAccounts and do their jobs.
 func TestPrivilegedInstallManifests(t *testing.T) {
 	cfg, _, _ := prepareTestControlPlane(t)
-	specs := Processes(cfg)
-	start(t, specs[0], etcdChildEnv+"=1")
-	start(t, specs[1])
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	t.Cleanup(cancel)
-	dial := dialerIn(cfg.Namespaces.Net)
-	admin := clientset(t, AdminKubeconfig(cfg), dial)
-	eventually(t, 90*time.Second, "API server /readyz", func() error {
-		body, err := admin.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx)
-		if err == nil && string(body) != "ok" {
-			err = fmt.Errorf("readyz: %s", body)
-		}
-		return err
-	})
+	ctx, admin, dial := startAPI(t, cfg)
 	ic := newInstallClient(t, AdminKubeconfig(cfg), dial)
 
 	var crds, rest []*unstructured.Unstructured

@@ -41,23 +41,7 @@ func TestPrivilegedControlPlane(t *testing.T) {
 	// starts it and the scheduler once the API is ready, as a restart would.
 	specs := Processes(cfg)
 	begin := time.Now()
-	start(t, specs[0], etcdChildEnv+"=1")
-	start(t, specs[1])
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	t.Cleanup(cancel)
-	dial := dialerIn(cfg.Namespaces.Net)
-	admin := clientset(t, AdminKubeconfig(cfg), dial)
-
-	eventually(t, 90*time.Second, "API server /readyz", func() error {
-		body, err := admin.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx)
-		if err != nil {
-			return err
-		}
-		if string(body) != "ok" {
-			return fmt.Errorf("readyz: %s", body)
-		}
-		return nil
-	})
+	ctx, admin, dial := startAPI(t, cfg)
 	apiReady := time.Since(begin)
 	for _, spec := range specs[2:] {
 		start(t, spec)
@@ -102,6 +86,28 @@ func TestPrivilegedControlPlane(t *testing.T) {
 // prepareTestControlPlane skips unless root with the Kubernetes binaries built,
 // then creates the control-plane namespace (172.30.0.2) and runs Prepare and
 // NodeCredentials for lab-node1. etcd is the test binary itself (see TestMain).
+// startAPI starts etcd and the API server of cfg (the first two of
+// Processes) and waits for /readyz; it returns the test's context, the
+// admin clientset and the dialer into the control plane's namespace.
+func startAPI(t *testing.T, cfg Config) (context.Context, *kubernetes.Clientset, func(context.Context, string, string) (net.Conn, error)) {
+	t.Helper()
+	specs := Processes(cfg)
+	start(t, specs[0], etcdChildEnv+"=1")
+	start(t, specs[1])
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	t.Cleanup(cancel)
+	dial := dialerIn(cfg.Namespaces.Net)
+	admin := clientset(t, AdminKubeconfig(cfg), dial)
+	eventually(t, 90*time.Second, "API server /readyz", func() error {
+		body, err := admin.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx)
+		if err == nil && string(body) != "ok" {
+			err = fmt.Errorf("readyz: %s", body)
+		}
+		return err
+	})
+	return ctx, admin, dial
+}
+
 func prepareTestControlPlane(t *testing.T) (Config, *pki.CA, NodeFiles) {
 	t.Helper()
 	if os.Geteuid() != 0 {
