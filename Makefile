@@ -19,7 +19,7 @@ CNI_CMDS := github.com/containernetworking/plugins/plugins/main/bridge \
 
 LAB_FLAGS ?= --nodes 2
 
-.PHONY: all build build-cilium build-lab build-k8s build-cni build-coredns generate check-generated prereqs \
+.PHONY: all build build-cilium build-lab build-k8s build-cni build-coredns generate check-generated \
 	test test-unit test-netkit-vm test-lab test-e2e-smoke e2e bench bench-datapath bench-cni demo lab-up lab-down clean
 
 all: build
@@ -27,23 +27,29 @@ all: build
 build: build-lab build-cilium
 
 # cilium-go's own binaries, where the lab's image catalog takes them from.
+# hack/goinstall.sh is `go install` with a progress line: a cold build of
+# Kubernetes takes half an hour.
+GOINSTALL := $(CURDIR)/hack/goinstall.sh
+
 build-cilium:
-	GOBIN=$(BIN) $(GO) install ./cmd/cilium-agent ./cmd/cilium-cni ./cmd/cilium-operator ./cmd/cilium-dbg
+	GOBIN=$(BIN) $(GOINSTALL) cilium-go ./cmd/cilium-agent ./cmd/cilium-cni ./cmd/cilium-operator ./cmd/cilium-dbg
 
 # `go install` into bin/ relinks a binary only when it is stale.
 build-k8s:
-	cd lab && GOBIN=$(BIN) $(GO) install -ldflags '$(K8S_LDFLAGS)' $(K8S_CMDS)
+	cd lab && GOBIN=$(BIN) $(GOINSTALL) kubernetes -ldflags '$(K8S_LDFLAGS)' $(K8S_CMDS)
 
 build-cni:
-	cd lab && GOBIN=$(BIN)/cni $(GO) install $(CNI_CMDS)
+	cd lab && GOBIN=$(BIN)/cni $(GOINSTALL) cni-plugins $(CNI_CMDS)
 
 build-coredns:
-	cd lab/tools/coredns && GOBIN=$(BIN) $(GO) install .
+	cd lab/tools/coredns && GOBIN=$(BIN) $(GOINSTALL) coredns .
 
 build-lab: build-k8s build-cni build-coredns
-	cd lab && GOBIN=$(BIN) $(GO) install ./cmd/cilium-lab
+	cd lab && GOBIN=$(BIN) $(GOINSTALL) cilium-lab ./cmd/cilium-lab
 
+# bpf2go compiles bpf/ with the Debian clang that hack/deps.sh pins.
 generate:
+	./hack/deps.sh generate
 	$(GO) generate ./...
 
 # CI: the committed generated files must be what `make generate` produces: the
@@ -55,10 +61,13 @@ check-generated: generate
 	@git diff --exit-code -- $(GENERATED_PATHS) || { echo "generated output is stale: run make generate" >&2; exit 1; }
 	@test -z "$$(git status --porcelain -- $(GENERATED_PATHS))" || { echo "untracked generated files: run make generate and commit" >&2; exit 1; }
 
-prereqs:
+# Installs (as root on Debian) or names the packages a target needs, then
+# checks the kernel and tools.
+prereqs-%:
+	@./hack/deps.sh $*
 	@./hack/prereqs.sh
 
-test: prereqs test-unit test-netkit-vm test-lab test-e2e-smoke
+test: prereqs-test test-unit test-netkit-vm test-lab test-e2e-smoke
 
 # Everything but the lab e2e suite, which needs the built binaries and a lab.
 UNIT_PKGS = $(shell $(GO) list ./... | grep -v /test/e2e)
@@ -81,24 +90,24 @@ test-lab: build-lab build-cilium
 test-e2e-smoke: build-lab build-cilium
 	$(GO) test -count=1 -v -timeout 20m ./test/e2e -run 'TestSmoke' -args -bin $(BIN)
 
-e2e: prereqs build-lab build-cilium
+e2e: prereqs-test build-lab build-cilium
 	$(GO) test -count=1 -v -timeout 60m ./test/e2e -args -bin $(BIN)
 
-bench: prereqs build bench-datapath bench-cni
+bench: prereqs-test build bench-datapath bench-cni
 
 # The datapath benchmark (root): node-to-node baseline, kernel routing,
 # our datapath native/tunnel, native with 10k policy entries, and the floor
 # of any datapath on veth pods (bare redirects).
-bench-datapath: prereqs
+bench-datapath: prereqs-test
 	$(GO) run ./bench/datapath
 
 # The CNI benchmark (root): concurrent ADD latency through cilium-cni and a
 # real agent against bridge + host-local, and the agent's memory with 100
 # endpoints. BENCH_CNI_FLAGS passes e.g. -rounds 10.
-bench-cni: prereqs build-cilium build-cni
+bench-cni: prereqs-test build-cilium build-cni
 	$(GO) run ./bench/cni -bin $(BIN) $(BENCH_CNI_FLAGS)
 
-demo: prereqs build-lab build-cilium
+demo: prereqs-demo build-lab build-cilium
 	./hack/demo.sh
 
 lab-up: build-lab build-cilium

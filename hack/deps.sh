@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# Installs the Debian packages that a make target needs, or names them.
+#
+#   hack/deps.sh demo|test|generate ...
+#
+# As root on Debian, missing packages are installed with apt-get (the one
+# `apt-get update` first is shown); anywhere else the missing ones are
+# listed with the command that installs them, and the exit status is 1.
+# `make demo`, `make test` and `.ci/run` all go through this script, so a
+# fresh machine needs no manual step.
+set -euo pipefail
+
+# The clang that `make generate` compiles bpf/ with: pinned to one Debian
+# package version, so that check-generated fails only on real staleness.
+CLANG_PKG=clang-14
+CLANG_VERSION=1:14.0.6-12
+
+pkgs=()
+for target in "$@"; do
+	case $target in
+	demo) pkgs+=(iproute2 util-linux iptables nftables conntrack) ;;
+	# qemu, busybox-static, cpio, xz: make test-netkit-vm boots a kernel
+	# with netkit when this one has none.
+	test) pkgs+=(iproute2 util-linux iptables nftables conntrack qemu-system-x86 busybox-static cpio xz-utils) ;;
+	generate) pkgs+=("$CLANG_PKG" llvm-14 libbpf-dev) ;;
+	*) echo "deps: unknown target $target (demo, test, generate)" >&2; exit 2 ;;
+	esac
+done
+
+missing=()
+for pkg in "${pkgs[@]}"; do
+	dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q 'install ok installed' || missing+=("$pkg")
+done
+# Duplicates out, order kept.
+mapfile -t missing < <(printf '%s\n' "${missing[@]}" | awk 'NF && !seen[$0]++')
+
+if [ ${#missing[@]} -gt 0 ]; then
+	if [ "$(id -u)" != 0 ] || ! command -v apt-get >/dev/null; then
+		echo "deps: missing Debian packages: ${missing[*]} (apt-get install ${missing[*]})" >&2
+		exit 1
+	fi
+	echo "deps: installing ${missing[*]} (apt-get; about a minute)"
+	export DEBIAN_FRONTEND=noninteractive
+	apt-get update -qq
+	args=()
+	for pkg in "${missing[@]}"; do
+		[ "$pkg" = "$CLANG_PKG" ] && pkg="$CLANG_PKG=$CLANG_VERSION"
+		args+=("$pkg")
+	done
+	apt-get install -y -qq --no-install-recommends "${args[@]}" >/dev/null
+	echo "deps: installed ${missing[*]}"
+fi
+
+for target in "$@"; do
+	[ "$target" = generate ] || continue
+	have=$(dpkg-query -W -f='${Version}' "$CLANG_PKG")
+	if [ "$have" != "$CLANG_VERSION" ]; then
+		echo "deps: make generate needs $CLANG_PKG $CLANG_VERSION (installed: $have); other versions compile bpf/ differently" >&2
+		exit 1
+	fi
+done
