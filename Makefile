@@ -19,7 +19,7 @@ CNI_CMDS := github.com/containernetworking/plugins/plugins/main/bridge \
 
 LAB_FLAGS ?= --nodes 2
 
-.PHONY: all build build-cilium build-lab build-k8s build-cni build-coredns generate check-generated \
+.PHONY: all build build-cilium build-lab build-k8s build-cni build-coredns generate check-generated check-tidy \
 	test test-unit test-netkit-vm test-lab test-e2e-smoke e2e bench bench-datapath bench-cni demo lab-up lab-down clean
 
 all: build
@@ -60,6 +60,15 @@ GENERATED_PATHS := internal/datapath bench/datapath pkg install/kubernetes/crds
 check-generated: generate
 	@git diff --exit-code -- $(GENERATED_PATHS) || { echo "generated output is stale: run make generate" >&2; exit 1; }
 	@test -z "$$(git status --porcelain -- $(GENERATED_PATHS))" || { echo "untracked generated files: run make generate and commit" >&2; exit 1; }
+
+# CI: every module's go.mod and go.sum are what `go mod tidy` makes of them
+# (direct imports are not `// indirect`). -diff changes nothing, prints the
+# difference and fails.
+GO_MODULES := . lab lab/tools/coredns
+check-tidy:
+	@for m in $(GO_MODULES); do \
+		(cd $$m && $(GO) mod tidy -diff) || { echo "$$m/go.mod is not tidy: run go mod tidy in $$m" >&2; exit 1; }; \
+	done
 
 # Installs (as root on Debian) or names the packages a target needs, then
 # checks the kernel and tools.
