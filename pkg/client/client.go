@@ -120,6 +120,12 @@ func (c *Client) AllocateIP(ctx context.Context, owner string) (models.IPAMRespo
 	return out, c.do(ctx, http.MethodPost, "/v1/ipam", models.IPAMRequest{Owner: owner}, &out)
 }
 
+// Allocations lists the pod addresses handed out and their owners.
+func (c *Client) Allocations(ctx context.Context) ([]models.IPAMAllocation, error) {
+	var out []models.IPAMAllocation
+	return out, c.do(ctx, http.MethodGet, "/v1/ipam", nil, &out)
+}
+
 // ReleaseIP frees an address.
 func (c *Client) ReleaseIP(ctx context.Context, ip string) error {
 	return c.do(ctx, http.MethodDelete, "/v1/ipam/"+url.PathEscape(ip), nil, nil)

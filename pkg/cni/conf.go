@@ -90,3 +90,41 @@ func HostIfName(containerID, ifName string) string {
 	sum := sha256.Sum256([]byte(containerID + "/" + ifName))
 	return "lxc" + hex.EncodeToString(sum[:])[:11]
 }
+
+// ValidAttachmentsKey is the GC configuration's list of attachments the
+// runtime still has. The spec first named it "cni.dev/attachments", and
+// libcni sends both, so either is accepted.
+const (
+	ValidAttachmentsKey    = "cni.dev/valid-attachments"
+	oldValidAttachmentsKey = "cni.dev/attachments"
+)
+
+// ValidAttachments reads the attachments that GC must keep. A missing key
+// is refused rather than read as an empty list: GC would then delete
+// every endpoint of the node. An explicit empty list (or null, which
+// libcni sends for none) means that nothing is valid.
+func ValidAttachments(conf []byte) ([]types.GCAttachment, error) {
+	var raw map[string]json.RawMessage
+	if err := json.Unmarshal(conf, &raw); err != nil {
+		return nil, types.NewError(types.ErrDecodingFailure, "network configuration does not parse", err.Error())
+	}
+	b, ok := raw[ValidAttachmentsKey]
+	if !ok {
+		b, ok = raw[oldValidAttachmentsKey]
+	}
+	if !ok {
+		return nil, types.NewError(types.ErrInvalidNetworkConfig, "GC needs "+ValidAttachmentsKey,
+			ValidAttachmentsKey+": missing; a missing list is not an empty one, and GC would delete every attachment of the node")
+	}
+	var out []types.GCAttachment
+	if err := json.Unmarshal(b, &out); err != nil {
+		return nil, types.NewError(types.ErrDecodingFailure, ValidAttachmentsKey+" does not parse", err.Error())
+	}
+	for i, v := range out {
+		if v.ContainerID == "" || v.IfName == "" {
+			return nil, types.NewError(types.ErrInvalidNetworkConfig, "invalid network configuration",
+				fmt.Sprintf("%s[%d]: containerID and ifname are required", ValidAttachmentsKey, i))
+		}
+	}
+	return out, nil
+}

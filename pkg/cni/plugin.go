@@ -30,6 +30,7 @@ type Agent interface {
 	GetEndpoint(ctx context.Context, containerID string) (models.Endpoint, error)
 	DeleteEndpoint(ctx context.Context, containerID string) error
 	Endpoints(ctx context.Context) ([]models.Endpoint, error)
+	Allocations(ctx context.Context) ([]models.IPAMAllocation, error)
 }
 
 // Links makes the pod's device pair (veth or netkit); the datapath's functions by default.
@@ -268,9 +269,15 @@ func (p *Plugin) Status(a *skel.CmdArgs) error {
 	return types.NewError(types.ErrPluginNotAvailable, "cilium-agent is unreachable", err.Error())
 }
 
-// GC deletes the endpoints of attachments the runtime no longer has.
+// GC deletes the endpoints of attachments the runtime no longer has, and
+// frees the addresses of containers that have no valid attachment, such
+// as those an agent crash left between allocation and endpoint.
 func (p *Plugin) GC(a *skel.CmdArgs) error {
 	conf, err := ParseConf(a.StdinData)
+	if err != nil {
+		return err
+	}
+	validList, err := ValidAttachments(a.StdinData)
 	if err != nil {
 		return err
 	}
@@ -281,12 +288,20 @@ func (p *Plugin) GC(a *skel.CmdArgs) error {
 	if err != nil {
 		return agentError("list endpoints", err)
 	}
+	allocs, err := agent.Allocations(ctx)
+	if err != nil {
+		return agentError("list addresses", err)
+	}
 	valid := map[types.GCAttachment]bool{}
-	for _, v := range conf.ValidAttachments {
+	validContainer := map[string]bool{}
+	for _, v := range validList {
 		valid[v] = true
+		validContainer[v.ContainerID] = true
 	}
 	var errs []error
+	withEndpoint := map[string]bool{}
 	for _, ep := range eps {
+		withEndpoint[ep.ContainerID] = true
 		if valid[types.GCAttachment{ContainerID: ep.ContainerID, IfName: ep.IfName}] {
 			continue
 		}
@@ -295,6 +310,17 @@ func (p *Plugin) GC(a *skel.CmdArgs) error {
 		}
 		if err := p.Links.Delete("", ep.HostIfName); err != nil {
 			errs = append(errs, fmt.Errorf("endpoint %d device pair: %w", ep.ID, err))
+		}
+	}
+	// An address without an endpoint: deleting the endpoint of its owner
+	// frees it by owner, so an address handed to someone else meanwhile
+	// stays theirs.
+	for _, al := range allocs {
+		if validContainer[al.Owner] || withEndpoint[al.Owner] {
+			continue
+		}
+		if err := agent.DeleteEndpoint(ctx, al.Owner); err != nil && !client.IsNotFound(err) {
+			errs = append(errs, fmt.Errorf("address %s of %s: %w", al.IP, al.Owner, err))
 		}
 	}
 	if err := errors.Join(errs...); err != nil {

@@ -145,6 +145,17 @@ func (f *fakeAgent) DeleteEndpoint(_ context.Context, cid string) error {
 	return nil
 }
 
+func (f *fakeAgent) Allocations(context.Context) ([]models.IPAMAllocation, error) {
+	if f.down {
+		return nil, errDial
+	}
+	var out []models.IPAMAllocation
+	for owner, ip := range f.allocated {
+		out = append(out, models.IPAMAllocation{IP: ip, Owner: owner})
+	}
+	return out, nil
+}
+
 func (f *fakeAgent) Endpoints(context.Context) ([]models.Endpoint, error) {
 	var out []models.Endpoint
 	for _, e := range f.eps {
@@ -397,5 +408,64 @@ func TestGC(t *testing.T) {
 	}
 	if _, ok := f.links.links[HostIfName("drop", "eth0")]; ok || len(f.links.links) != 1 {
 		t.Fatalf("links after GC: %v", f.links.links)
+	}
+}
+
+// TestGCReleasesAddressesOfInvalidAttachments: an address whose container
+// has no valid attachment and no endpoint (an agent crash between the
+// allocation and the endpoint) is freed; one of a valid container stays.
+func TestGCReleasesAddressesOfInvalidAttachments(t *testing.T) {
+	f := newPluginFixture(t)
+	ctx := context.Background()
+	for _, owner := range []string{"leaked", "starting"} {
+		if _, err := f.agent.AllocateIP(ctx, owner); err != nil {
+			t.Fatal(err)
+		}
+	}
+	gc := `{"cniVersion":"1.1.0","name":"cilium","type":"cilium-cni",
+		"cni.dev/valid-attachments":[{"containerID":"starting","ifname":"eth0"}]}`
+	if err := f.p.GC(&skel.CmdArgs{StdinData: []byte(gc)}); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := f.agent.allocated["leaked"]; ok {
+		t.Fatalf("the address of an invalid attachment survived GC: %v", f.agent.allocated)
+	}
+	if _, ok := f.agent.allocated["starting"]; !ok {
+		t.Fatalf("the address of a valid attachment was freed: %v", f.agent.allocated)
+	}
+}
+
+// TestGCWithoutValidAttachments: a GC whose configuration lacks the list
+// is refused, naming the key, and deletes nothing; an explicit empty
+// list (or libcni's null) deletes everything.
+func TestGCWithoutValidAttachments(t *testing.T) {
+	f := newPluginFixture(t)
+	if err := f.p.Add(f.args("c1", testConf)); err != nil {
+		t.Fatal(err)
+	}
+	err := f.p.GC(&skel.CmdArgs{StdinData: []byte(testConf)})
+	var e *types.Error
+	if !errors.As(err, &e) || e.Code != types.ErrInvalidNetworkConfig ||
+		!strings.Contains(e.Msg, "cni.dev/valid-attachments") || !strings.Contains(e.Details, "cni.dev/valid-attachments") {
+		t.Fatalf("GC without the key: %v, want code %d naming cni.dev/valid-attachments", err, types.ErrInvalidNetworkConfig)
+	}
+	if len(f.agent.eps) != 1 || len(f.links.links) != 1 || len(f.agent.allocated) != 1 {
+		t.Fatalf("a refused GC deleted: endpoints %v links %v addresses %v", f.agent.eps, f.links.links, f.agent.allocated)
+	}
+	bad := `{"cniVersion":"1.1.0","name":"cilium","type":"cilium-cni","cni.dev/valid-attachments":[{"containerID":"c1"}]}`
+	if err := f.p.GC(&skel.CmdArgs{StdinData: []byte(bad)}); cniCode(t, err) != types.ErrInvalidNetworkConfig || len(f.agent.eps) != 1 {
+		t.Fatalf("GC with an attachment without ifname: %v, endpoints %v", err, f.agent.eps)
+	}
+	for _, list := range []string{`"cni.dev/valid-attachments":null`, `"cni.dev/valid-attachments":[]`, `"cni.dev/attachments":[]`} {
+		if err := f.p.Add(f.args("c1", testConf)); err != nil {
+			t.Fatal(err)
+		}
+		gc := `{"cniVersion":"1.1.0","name":"cilium","type":"cilium-cni",` + list + `}`
+		if err := f.p.GC(&skel.CmdArgs{StdinData: []byte(gc)}); err != nil {
+			t.Fatalf("%s: %v", list, err)
+		}
+		if len(f.agent.eps) != 0 || len(f.links.links) != 0 || len(f.agent.allocated) != 0 {
+			t.Fatalf("%s: left endpoints %v links %v addresses %v", list, f.agent.eps, f.links.links, f.agent.allocated)
+		}
 	}
 }

@@ -72,6 +72,13 @@ type IPAMResponse struct {
 	PodCIDR string `json:"podCIDR"`
 }
 
+// IPAMAllocation is one handed-out pod address and its owner, as GET
+// /v1/ipam lists them.
+type IPAMAllocation struct {
+	IP    string `json:"ip"`
+	Owner string `json:"owner"`
+}
+
 // EndpointRequest is the body of PUT /v1/endpoint/{id}.
 type EndpointRequest struct {
 	ContainerID  string `json:"containerID"`

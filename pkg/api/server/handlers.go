@@ -94,6 +94,14 @@ func (s *Server) patchConfig(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, s.config())
 }
 
+func (s *Server) getIPAM(w http.ResponseWriter, _ *http.Request) {
+	out := []models.IPAMAllocation{}
+	for _, a := range s.p.IPAM.List() {
+		out = append(out, models.IPAMAllocation{IP: a.IP.String(), Owner: a.Owner})
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
 func (s *Server) postIPAM(w http.ResponseWriter, r *http.Request) {
 	var req models.IPAMRequest
 	if err := Decode(r.Body, &req); err != nil {

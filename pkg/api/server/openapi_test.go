@@ -58,7 +58,7 @@ func TestModelsMatchOpenAPI(t *testing.T) {
 	for name, v := range map[string]any{
 		"Error": models.Error{}, "ModuleHealth": models.ModuleHealth{}, "Health": models.Health{},
 		"Config": models.Config{}, "ConfigPatch": models.ConfigPatch{}, "IPAMRequest": models.IPAMRequest{},
-		"IPAMResponse": models.IPAMResponse{}, "EndpointRequest": models.EndpointRequest{},
+		"IPAMResponse": models.IPAMResponse{}, "IPAMAllocation": models.IPAMAllocation{}, "EndpointRequest": models.EndpointRequest{},
 		"Endpoint": models.Endpoint{}, "Identity": models.Identity{}, "BPFMap": models.BPFMap{},
 		"IPCacheEntry": models.IPCacheEntry{}, "Node": models.Node{},
 	} {
@@ -81,7 +81,7 @@ func TestModelsMatchOpenAPI(t *testing.T) {
 			t.Errorf("schema %s has %v, model has %v", name, props, fields)
 		}
 	}
-	if len(doc.Components.Schemas) != 13 {
-		t.Errorf("%d schemas, the test knows 13", len(doc.Components.Schemas))
+	if len(doc.Components.Schemas) != 14 {
+		t.Errorf("%d schemas, the test knows 14", len(doc.Components.Schemas))
 	}
 }

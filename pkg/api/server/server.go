@@ -160,6 +160,7 @@ var routes = []route{
 	{"GET", "/v1/healthz", (*Server).getHealthz},
 	{"GET", "/v1/config", (*Server).getConfig},
 	{"PATCH", "/v1/config", (*Server).patchConfig},
+	{"GET", "/v1/ipam", (*Server).getIPAM},
 	{"POST", "/v1/ipam", (*Server).postIPAM},
 	{"DELETE", "/v1/ipam/{ip}", (*Server).deleteIPAM},
 	{"GET", "/v1/endpoint", (*Server).listEndpoints},
