@@ -19,8 +19,8 @@ var (
 	// Infrastructure: where files go, health, metrics.
 	Infrastructure = cell.Group(
 		paths.Cell,   // --state-dir, --socket-path, --bpf-root
-		health.Cell,  // every module's health, read by /healthz and the API
-		metrics.Cell, // --prometheus-serve-addr: /metrics and /healthz
+		health.Cell,  // every module's health, read by /readyz and the API
+		metrics.Cell, // --prometheus-serve-addr: /metrics, /healthz (liveness), /readyz (readiness)
 	)
 
 	// ControlPlane: what the agent decides, and the API to ask it.
@@ -39,6 +39,6 @@ var (
 		k8sagent.IPCacheCell, // ipcache and routes to other nodes' pods, from Kubernetes
 	)
 
-	// Started goes after every other cell: /healthz passes once all started.
+	// Started goes after every other cell: /healthz and /readyz pass once all started.
 	Started = metrics.MarkStarted
 )

@@ -135,9 +135,17 @@ func TestDaemonSetFlags(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for name, p := range map[string]*corev1.Probe{"startup": c.StartupProbe, "liveness": c.LivenessProbe, "readiness": c.ReadinessProbe} {
-		if p == nil || p.HTTPGet == nil || p.HTTPGet.Path != "/healthz" || strconv.Itoa(p.HTTPGet.Port.IntValue()) != port {
-			t.Errorf("%s probe %+v: want GET /healthz on port %s", name, p, port)
+	// Liveness (and startup) ask whether the agent is wedged; readiness
+	// whether a module is degraded. A degraded module must never restart
+	// the agent.
+	for _, probe := range []struct {
+		name string
+		p    *corev1.Probe
+		path string
+	}{{"startup", c.StartupProbe, "/healthz"}, {"liveness", c.LivenessProbe, "/healthz"}, {"readiness", c.ReadinessProbe, "/readyz"}} {
+		p := probe.p
+		if p == nil || p.HTTPGet == nil || p.HTTPGet.Path != probe.path || strconv.Itoa(p.HTTPGet.Port.IntValue()) != port {
+			t.Errorf("%s probe %+v: want GET %s on port %s", probe.name, p, probe.path, port)
 		}
 	}
 }

@@ -34,16 +34,24 @@ type managerParams struct {
 
 func newManagerCell(p managerParams) *Manager {
 	m := NewManager(p.Log, p.Datapath, p.IDs, p.IPAM, StateDir(p.Paths))
-	p.Lifecycle.Append(cell.Hook{OnStart: func(ctx cell.HookContext) error {
-		// A failed restore is reported, not fatal: the endpoints that
-		// did restore keep their pods working.
-		if err := m.Restore(context.Context(ctx)); err != nil {
-			p.Log.Warn("endpoint restore incomplete", "error", err)
-			p.Health.Degraded("restore incomplete", err)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	p.Lifecycle.Append(cell.Hook{
+		OnStart: func(hc cell.HookContext) error {
+			// A failed restore is reported, not fatal: the endpoints that
+			// did restore keep their pods working, and the others are
+			// retried in the background.
+			if err := m.Restore(context.Context(hc)); err != nil {
+				p.Log.Warn("endpoint restore incomplete", "error", err)
+				p.Health.Degraded("restore incomplete", err)
+			}
+			go func() {
+				defer close(done)
+				finishRestore(ctx, m, p.Health, p.Log, defaultRetry)
+			}()
 			return nil
-		}
-		p.Health.OK("endpoints restored")
-		return nil
-	}})
+		},
+		OnStop: func(cell.HookContext) error { cancel(); <-done; return nil },
+	})
 	return m
 }

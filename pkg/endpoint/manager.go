@@ -47,13 +47,17 @@ type Manager struct {
 	mu          sync.Mutex
 	byID        map[uint16]*Endpoint
 	byContainer map[string]*Endpoint
+	// unrestored are endpoints whose identity or datapath failed to
+	// restore; RetryRestore tries them again.
+	unrestored map[uint16]bool
+	skipped    error
 }
 
 // NewManager keeps its state files in dir. It touches nothing until
 // Restore or Create.
 func NewManager(log *slog.Logger, dp Datapath, ids IdentityAllocator, ipam AddressReleaser, dir string) *Manager {
 	return &Manager{log: log, dp: dp, ids: ids, ipam: ipam, dir: dir, now: time.Now,
-		byID: map[uint16]*Endpoint{}, byContainer: map[string]*Endpoint{}}
+		byID: map[uint16]*Endpoint{}, byContainer: map[string]*Endpoint{}, unrestored: map[uint16]bool{}}
 }
 
 // Create makes the endpoint for s, and returns once its datapath is live.
@@ -134,6 +138,7 @@ func (m *Manager) Delete(ctx context.Context, containerID string) (Endpoint, err
 	}
 	delete(m.byID, e.ID)
 	delete(m.byContainer, e.ContainerID)
+	delete(m.unrestored, e.ID)
 	err := errors.Join(
 		removeIfExists(m.stateFile(e.ID)),
 		m.ids.Release(ctx, e.pod(), e.Identity),
@@ -237,25 +242,20 @@ func (m *Manager) Restore(ctx context.Context) error {
 	}
 	var keep []datapath.Endpoint
 	for _, e := range loaded {
-		if id, err := m.ids.Allocate(ctx, e.pod()); err == nil {
-			e.Identity = id
-		} else {
-			errs = append(errs, fmt.Errorf("endpoint %d identity: %w", e.ID, err))
-		}
-		if err := m.dp.UpsertEndpoint(e.datapathEndpoint()); err != nil {
-			errs = append(errs, fmt.Errorf("restore endpoint %d: %w", e.ID, err))
-		}
-		if err := m.persist(e); err != nil {
-			errs = append(errs, err)
-		}
 		m.byID[e.ID] = e
 		m.byContainer[e.ContainerID] = e
+		if err := m.restoreLocked(ctx, e); err != nil {
+			errs = append(errs, err)
+			m.unrestored[e.ID] = true
+		}
 		keep = append(keep, e.datapathEndpoint())
 	}
 	if loadErr == nil {
 		// Pruning after a failed read would take live pods' state.
 		errs = append(errs, m.dp.PruneEndpoints(keep))
 	}
+	// What a retry cannot mend: state files that do not load.
+	m.skipped = loadErr
 	m.log.Info("endpoints restored", "count", len(loaded))
 	return errors.Join(errs...)
 }

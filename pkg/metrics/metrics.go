@@ -1,6 +1,13 @@
-// Package metrics serves the agent's Prometheus metrics and the /healthz
-// probe on one TCP address. Cells register their collectors on the
-// *prometheus.Registry this package provides.
+// Package metrics serves the agent's Prometheus metrics and its probes on
+// one TCP address: /healthz for liveness and /readyz for readiness. Cells
+// register their collectors on the *prometheus.Registry this package
+// provides.
+//
+// Liveness is not readiness. /healthz fails only while the agent has not
+// finished starting: a live agent whose module is degraded (the API server
+// gone, a full map, an incomplete restore) still programs its datapath,
+// and restarting it would only take that away. /readyz fails while any
+// module is degraded and names the modules, as `cilium-dbg status` does.
 package metrics
 
 import (
@@ -25,15 +32,15 @@ import (
 )
 
 // Cell provides the registry and runs the server.
-var Cell = cell.Module("metrics", "Prometheus metrics and the healthz probe",
+var Cell = cell.Module("metrics", "Prometheus metrics and the liveness and readiness probes",
 	cell.Config(DefaultConfig),
 	cell.Provide(newRegistry, func() *Started { return new(Started) }),
 	cell.Invoke(registerServer),
 )
 
-// Started says whether every start hook of the agent has run; /healthz
-// fails until then, so that a readiness probe does not pass while the
-// agent still restores endpoints or waits for its pod CIDR.
+// Started says whether every start hook of the agent has run; both probes
+// fail until then, so that neither passes while the agent still restores
+// endpoints or waits for its pod CIDR.
 type Started struct{ atomic.Bool }
 
 // MarkStarted goes last in the agent's cells: its start hook runs after
@@ -57,7 +64,7 @@ var DefaultConfig = Config{PrometheusServeAddr: ":9962"}
 // Flags implements cell.Flagger.
 func (d Config) Flags(fs *pflag.FlagSet) {
 	fs.String("prometheus-serve-addr", d.PrometheusServeAddr,
-		"host:port for /metrics and /healthz; empty disables")
+		"host:port for /metrics, /healthz (liveness) and /readyz (readiness); empty disables")
 }
 
 // Validate names the bad flag.
@@ -85,24 +92,36 @@ func newRegistry() *prometheus.Registry {
 	return r
 }
 
-// Handler serves /metrics from reg and /healthz from h and started.
+// Handler serves /metrics from reg, /healthz (liveness) from started and
+// /readyz (readiness) from h and started.
 func Handler(reg *prometheus.Registry, h *health.Registry, started *Started) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
-		bad := h.Degraded()
 		up := started.Load()
-		w.Header().Set("Content-Type", "application/json")
-		if len(bad) > 0 || !up {
-			w.WriteHeader(http.StatusServiceUnavailable)
-		}
-		json.NewEncoder(w).Encode(struct {
-			OK       bool            `json:"ok"`
-			Starting bool            `json:"starting,omitempty"`
-			Degraded []health.Status `json:"degraded,omitempty"`
-		}{len(bad) == 0 && up, !up, bad})
+		writeProbe(w, probe{OK: up, Starting: !up})
+	})
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
+		up := started.Load()
+		bad := h.Degraded()
+		writeProbe(w, probe{OK: up && len(bad) == 0, Starting: !up, Degraded: bad})
 	})
 	return mux
+}
+
+// probe is the body of both probes.
+type probe struct {
+	OK       bool            `json:"ok"`
+	Starting bool            `json:"starting,omitempty"`
+	Degraded []health.Status `json:"degraded,omitempty"`
+}
+
+func writeProbe(w http.ResponseWriter, p probe) {
+	w.Header().Set("Content-Type", "application/json")
+	if !p.OK {
+		w.WriteHeader(http.StatusServiceUnavailable)
+	}
+	json.NewEncoder(w).Encode(p)
 }
 
 type serverParams struct {

@@ -30,16 +30,45 @@ func TestHandler(t *testing.T) {
 		t.Fatalf("/metrics: %d\n%s", rec.Code, rec.Body)
 	}
 	h.Scope("ipam").OK("ready")
-	if rec := get("/healthz"); rec.Code != http.StatusServiceUnavailable || !strings.Contains(rec.Body.String(), `"starting":true`) {
-		t.Fatalf("/healthz before the agent started: %d %s", rec.Code, rec.Body)
+	for _, path := range []string{"/healthz", "/readyz"} {
+		if rec := get(path); rec.Code != http.StatusServiceUnavailable || !strings.Contains(rec.Body.String(), `"starting":true`) {
+			t.Fatalf("%s before the agent started: %d %s", path, rec.Code, rec.Body)
+		}
 	}
 	started.Store(true)
-	if rec := get("/healthz"); rec.Code != http.StatusOK {
-		t.Fatalf("/healthz healthy: %d %s", rec.Code, rec.Body)
+	for _, path := range []string{"/healthz", "/readyz"} {
+		if rec := get(path); rec.Code != http.StatusOK {
+			t.Fatalf("%s healthy: %d %s", path, rec.Code, rec.Body)
+		}
 	}
-	h.Scope("datapath").Degraded("start", errors.New("no bpffs"))
-	if rec := get("/healthz"); rec.Code != http.StatusServiceUnavailable || !strings.Contains(rec.Body.String(), "no bpffs") {
-		t.Fatalf("/healthz degraded: %d %s", rec.Code, rec.Body)
+}
+
+// TestLivenessIsNotReadiness: a degraded module (the API server gone, a
+// full map, an incomplete restore) makes the agent not ready, naming the
+// module, but never not live: a liveness failure restarts the agent.
+func TestLivenessIsNotReadiness(t *testing.T) {
+	h := health.NewRegistry()
+	started := new(Started)
+	started.Store(true)
+	srv := Handler(newRegistry(), h, started)
+	get := func(path string) *httptest.ResponseRecorder {
+		rec := httptest.NewRecorder()
+		srv.ServeHTTP(rec, httptest.NewRequest("GET", path, nil))
+		return rec
+	}
+	h.Scope("ipam").OK("ready")
+	h.Scope("k8s").Degraded("sync failed", errors.New("apiserver unreachable"))
+	if rec := get("/healthz"); rec.Code != http.StatusOK || !strings.Contains(rec.Body.String(), `"ok":true`) {
+		t.Fatalf("/healthz (liveness) with a degraded module: %d %s, want 200", rec.Code, rec.Body)
+	}
+	rec := get("/readyz")
+	if rec.Code != http.StatusServiceUnavailable || !strings.Contains(rec.Body.String(), `"scope":"k8s"`) ||
+		!strings.Contains(rec.Body.String(), "apiserver unreachable") || strings.Contains(rec.Body.String(), `"scope":"ipam"`) {
+		t.Fatalf("/readyz (readiness) with a degraded module: %d %s, want 503 naming k8s only", rec.Code, rec.Body)
+	}
+	h.Scope("k8s").OK("synced")
+	if rec := get("/readyz"); rec.Code != http.StatusOK {
+		t.Fatalf("/readyz once the module recovered: %d %s", rec.Code, rec.Body)
 	}
 }
 
