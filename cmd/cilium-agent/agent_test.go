@@ -19,6 +19,7 @@ import (
 
 	"github.com/cilium-go/cilium/internal/datapath"
 	"github.com/cilium-go/cilium/pkg/api/models"
+	"github.com/cilium-go/cilium/pkg/api/server"
 	"github.com/cilium-go/cilium/pkg/client"
 	"github.com/cilium-go/cilium/pkg/cni"
 	"github.com/cilium-go/cilium/pkg/endpoint"
@@ -53,9 +54,12 @@ func (m *memDatapath) identity(id uint16) uint32 {
 	return m.live[id].Identity
 }
 
+// CheckPodDevice takes any device: there is no kernel to ask.
+func (m *memDatapath) CheckPodDevice(string, int) error { return nil }
+
 func memDatapathCell(m *memDatapath) cell.Cell {
 	return cell.Module("mem-datapath", "Endpoints in memory",
-		cell.Provide(func() endpoint.Datapath { return m }))
+		cell.Provide(func() endpoint.Datapath { return m }, func() server.PodDeviceChecker { return m }))
 }
 
 // startAgent runs the agent's cells, with the datapath in memory, on

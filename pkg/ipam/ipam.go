@@ -236,6 +236,14 @@ func (a *Allocator) ReleaseOwner(owner string) error {
 	return err
 }
 
+// Owner is the container that holds ip, if any.
+func (a *Allocator) Owner(ip netip.Addr) (string, bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	o, ok := a.owner[ip]
+	return o, ok
+}
+
 // List is every allocation, by address.
 func (a *Allocator) List() []Allocation {
 	a.mu.Lock()

@@ -25,7 +25,7 @@ import (
 // Cell starts the datapath when the agent starts.
 var Cell = cell.Module("datapath", "The eBPF datapath of this node",
 	cell.Config(DefaultConfig),
-	cell.Provide(newNode, asEndpointDatapath, asMapLister, asIPCacheLister, newNodeInfo),
+	cell.Provide(newNode, asEndpointDatapath, asMapLister, asIPCacheLister, newNodeInfo, newPodDevices),
 )
 
 // Config is the node's datapath configuration.
@@ -168,6 +168,23 @@ func newNodeInfo(n *datapath.Node, lc cell.Lifecycle) server.NodeInfo {
 		return nil
 	}})
 	return i
+}
+
+// podDevices checks API requests' devices against the kernel, in the
+// node's namespace; the uplink and the tunnel device are never a pod's.
+type podDevices struct{ cfg datapath.Config }
+
+func newPodDevices(c Config, p paths.Config) (server.PodDeviceChecker, error) {
+	cfg, err := c.Datapath(p)
+	return podDevices{cfg: cfg}, err
+}
+
+func (d podDevices) CheckPodDevice(name string, ifindex int) error {
+	tunnel := d.cfg.TunnelDevice
+	if tunnel == "" {
+		tunnel = datapath.DefaultTunnelDevice
+	}
+	return datapath.CheckPodDevice(d.cfg.NetNS, name, ifindex, d.cfg.Uplink, tunnel)
 }
 
 type mapLister struct {

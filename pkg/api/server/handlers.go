@@ -183,6 +183,10 @@ func (s *Server) putEndpoint(w http.ResponseWriter, r *http.Request) {
 		fail(w, invalid(err))
 		return
 	}
+	if err := s.admit(spec); err != nil {
+		fail(w, invalid(err))
+		return
+	}
 	e, created, err := s.p.Endpoints.Create(r.Context(), spec)
 	if err != nil {
 		fail(w, err)
@@ -193,6 +197,27 @@ func (s *Server) putEndpoint(w http.ResponseWriter, r *http.Request) {
 		status = http.StatusCreated
 	}
 	writeJSON(w, status, toModel(e))
+}
+
+// admit lets an endpoint through only with an address that IPAM gave its
+// container and a device that is a pod's: the socket's callers could
+// otherwise attach pod programs and routes to the node's uplink, or take
+// another pod's address. It runs before anything changes.
+func (s *Server) admit(spec endpoint.Spec) error {
+	owner, ok := s.p.IPAM.Owner(spec.IPv4)
+	switch {
+	case !ok:
+		return fmt.Errorf("ipv4: %s is not allocated; POST /v1/ipam first", spec.IPv4)
+	case owner != spec.ContainerID:
+		return fmt.Errorf("ipv4: %s is allocated to another container", spec.IPv4)
+	}
+	if s.p.PodDevices == nil {
+		return errors.New("hostIfName: no way to check pod devices")
+	}
+	if err := s.p.PodDevices.CheckPodDevice(spec.HostIfName, spec.HostIfindex); err != nil {
+		return fmt.Errorf("hostIfName: %q: %w", spec.HostIfName, err)
+	}
+	return nil
 }
 
 func (s *Server) deleteEndpoint(w http.ResponseWriter, r *http.Request) {

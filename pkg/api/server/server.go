@@ -56,6 +56,14 @@ type NodeInfo interface {
 	PodDevice() string
 }
 
+// PodDeviceChecker tells whether a host device may carry a pod's
+// endpoint: the datapath provides one that asks the kernel.
+type PodDeviceChecker interface {
+	// CheckPodDevice fails unless hostIfName, with index hostIfindex, is
+	// the host side of a pod's device pair.
+	CheckPodDevice(hostIfName string, hostIfindex int) error
+}
+
 // Params are the server's dependencies.
 type Params struct {
 	cell.In
@@ -66,6 +74,8 @@ type Params struct {
 	Health    *health.Registry
 	IPAM      *ipam.Allocator
 	Endpoints *endpoint.Manager
+	// PodDevices is required: without it no request could be checked.
+	PodDevices PodDeviceChecker
 	Maps      MapLister            `optional:"true"`
 	Node      NodeInfo             `optional:"true"`
 	IPCache   IPCacheLister        `optional:"true"`
@@ -74,6 +84,16 @@ type Params struct {
 	Registry  *prometheus.Registry `optional:"true"`
 	Reporter  cell.Health          `optional:"true"`
 }
+
+// A client that trickles its request or holds idle connections must not
+// pin the agent's goroutines and sockets. There is no WriteTimeout: PUT
+// /v1/endpoint answers only once the datapath is live, which may take as
+// long as the identity allocation does.
+const (
+	readHeaderTimeout = 10 * time.Second
+	readTimeout       = 30 * time.Second
+	idleTimeout       = 2 * time.Minute
+)
 
 // Server is the API.
 type Server struct {
@@ -89,7 +109,8 @@ func New(p Params) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{p: p, metrics: m}
-	s.http = &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	s.http = &http.Server{Handler: s.Handler(), ReadHeaderTimeout: readHeaderTimeout,
+		ReadTimeout: readTimeout, IdleTimeout: idleTimeout}
 	p.Lifecycle.Append(cell.Hook{
 		OnStart: func(cell.HookContext) error {
 			ln, err := Listen(p.Paths.SocketPath)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -28,6 +29,18 @@ func (nopDatapath) UpsertEndpoint(datapath.Endpoint) error   { return nil }
 func (nopDatapath) DeleteEndpoint(datapath.Endpoint) error   { return nil }
 func (nopDatapath) PruneEndpoints([]datapath.Endpoint) error { return nil }
 
+// podDevices stands in for the kernel: the names in pods, with their
+// index, are pod devices; everything else is refused as the datapath
+// would refuse it.
+type podDevices map[string]int
+
+func (d podDevices) CheckPodDevice(name string, ifindex int) error {
+	if idx, ok := d[name]; !ok || idx != ifindex {
+		return fmt.Errorf("%s: %w", name, datapath.ErrNotPodDevice)
+	}
+	return nil
+}
+
 type fixture struct {
 	s     *Server
 	h     http.Handler
@@ -49,7 +62,8 @@ func newFixture(t *testing.T) *fixture {
 	fs := pflag.NewFlagSet("", pflag.ContinueOnError)
 	fs.String("ipam-pod-cidr", "10.0.1.0/24", "")
 	f := &fixture{ipam: a, eps: eps, level: new(slog.LevelVar), hr: health.NewRegistry()}
-	f.s = &Server{p: Params{Log: log, Flags: fs, Health: f.hr, IPAM: a, Endpoints: eps, LogLevel: f.level}}
+	devices := podDevices{"lxcabc": 7, "lxcother": 7}
+	f.s = &Server{p: Params{Log: log, Flags: fs, Health: f.hr, IPAM: a, Endpoints: eps, LogLevel: f.level, PodDevices: devices}}
 	f.h = f.s.Handler()
 	return f
 }
