@@ -20,7 +20,7 @@ CNI_CMDS := github.com/containernetworking/plugins/plugins/main/bridge \
 LAB_FLAGS ?= --nodes 2
 
 .PHONY: all build build-cilium build-lab build-k8s build-cni build-coredns generate check-generated check-tidy \
-	test test-unit test-netkit-vm test-lab test-e2e-smoke e2e bench bench-datapath bench-cni demo lab-up lab-down clean
+	test test-unit test-fuzz fuzz test-skips-reset test-netkit-vm test-lab test-e2e-smoke e2e bench bench-datapath bench-cni demo lab-up lab-down clean
 
 all: build
 
@@ -76,14 +76,40 @@ prereqs-%:
 	@./hack/deps.sh $*
 	@./hack/prereqs.sh
 
-test: prereqs-test test-unit test-netkit-vm test-lab test-e2e-smoke
+# Test output goes through hack/testreport: plain go test output (failures,
+# each package's ok/FAIL line; all of it for the e2e tests), then the tests
+# that skipped and why. With CI=true a skip whose reason matches no pattern
+# of hack/skip-allowlist.txt fails the run. `make test` lists every skip of
+# its runs again at its end.
+TESTREPORT := $(CURDIR)/.cache/bin/testreport
+SKIPS      := $(CURDIR)/.cache/test-skips.jsonl
+REPORT     := $(TESTREPORT) -allow $(CURDIR)/hack/skip-allowlist.txt -record $(SKIPS)
+
+$(TESTREPORT): $(wildcard hack/testreport/*.go)
+	$(GO) build -o $@ ./hack/testreport
+
+test: test-skips-reset prereqs-test test-unit test-fuzz test-netkit-vm test-lab test-e2e-smoke
+	@echo "== make test: skipped tests of all runs"
+	@$(TESTREPORT) -allow $(CURDIR)/hack/skip-allowlist.txt -summary $(SKIPS)
+
+test-skips-reset:
+	@rm -f $(SKIPS)
 
 # Everything but the lab e2e suite, which needs the built binaries and a lab.
 UNIT_PKGS = $(shell $(GO) list ./... | grep -v /test/e2e)
 
-test-unit:
+test-unit: $(TESTREPORT)
 	$(GO) vet ./...
-	$(GO) test -count=1 $(UNIT_PKGS)
+	set -o pipefail; $(GO) test -count=1 -json $(UNIT_PKGS) 2>&1 | $(REPORT)
+
+# Every fuzz target for FUZZTIME each (make fuzz FUZZTIME=5m); make test
+# runs each for 10 s.
+FUZZTIME ?= 1m
+fuzz: $(TESTREPORT)
+	FUZZTIME=$(FUZZTIME) TESTREPORT="$(REPORT) -v" ./hack/fuzz.sh
+
+test-fuzz: $(TESTREPORT)
+	FUZZTIME=10s TESTREPORT="$(REPORT) -v" ./hack/fuzz.sh
 
 # The datapath's tests on a kernel with netkit pod devices (Debian's
 # backports kernel in qemu) when this machine's kernel has none.
@@ -93,14 +119,15 @@ test-netkit-vm:
 # The lab's privileged tests run the built control plane, agnhost, CoreDNS
 # and, against the install manifests, cilium-operator.
 test-lab: build-lab build-cilium
-	cd lab && $(GO) vet ./... && $(GO) test -count=1 ./...
+	cd lab && $(GO) vet ./...
+	set -o pipefail; cd lab && $(GO) test -count=1 -json ./... 2>&1 | $(REPORT)
 
 # The lab runs cilium-go by default: its binaries and cilium-dbg too.
-test-e2e-smoke: build-lab build-cilium
-	$(GO) test -count=1 -v -timeout 20m ./test/e2e -run 'TestSmoke' -args -bin $(BIN)
+test-e2e-smoke: build-lab build-cilium $(TESTREPORT)
+	set -o pipefail; $(GO) test -count=1 -json -timeout 20m ./test/e2e -run 'TestSmoke' -args -bin $(BIN) 2>&1 | $(REPORT) -v
 
-e2e: prereqs-test build-lab build-cilium
-	$(GO) test -count=1 -v -timeout 60m ./test/e2e -args -bin $(BIN)
+e2e: prereqs-test build-lab build-cilium $(TESTREPORT)
+	set -o pipefail; $(GO) test -count=1 -json -timeout 60m ./test/e2e -args -bin $(BIN) 2>&1 | $(REPORT) -v
 
 bench: prereqs-test build bench-datapath bench-cni
 
