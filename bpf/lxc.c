@@ -77,6 +77,8 @@ int cil_from_container(struct __sk_buff *skb)
 		return drop(skb, &f, ret);
 
 	f.ct_status = ct_lookup(skb, &f.p, &ct);
+	if (f.ct_status == CT_INVALID)
+		return drop(skb, &f, DROP_UNKNOWN_CT);
 	/* Most packets go to remote pods or the world: a tracked connection
 	 * that says so saves the endpoint lookup. */
 	ep = ct && ct_remote_not_local(ct, f.ct_status) ? 0 : endpoint_lookup4(f.p.daddr);
@@ -152,6 +154,8 @@ int cil_to_container(struct __sk_buff *skb)
 		return drop(skb, &f, ret);
 	f.ct_status = ct_lookup(skb, &f.p, &ct);
 	f.src_id = ct ? ct_remote_identity(ct, f.ct_status) : identity_of4(f.p.saddr);
+	if (f.ct_status == CT_INVALID)
+		return drop(skb, &f, DROP_UNKNOWN_CT);
 	if (f.ct_status == CT_NEW) {
 		if (POLICY_INGRESS) {
 			ret = policy_check(skb, &f, ENDPOINT_ID, DIR_INGRESS, f.src_id);

@@ -56,24 +56,58 @@ int cil_from_netdev(struct __sk_buff *skb)
 	return from_network(skb, 0, 0, TRACE_FROM_NETWORK);
 }
 
-/* from_overlay takes the sender's identity from the VNI: the sending node
- * knew it, and it needs no ipcache entry here. */
-static __always_inline int from_overlay(struct __sk_buff *skb)
+/* tunnel_identity_allowed says whether a remote node may name id as a
+ * packet's source: not the unknown identity, and none that only the node
+ * itself assigns (host, unmanaged, init, node-local CIDR identities). The
+ * sending node presents its own traffic as remote-node. */
+static __always_inline int tunnel_identity_allowed(__u32 id)
 {
-	struct bpf_tunnel_key key = {};
-
-	if (bpf_skb_get_tunnel_key(skb, &key, sizeof(key), 0) < 0 || !key.tunnel_id) {
-		struct flow f = { .direction = DIR_INGRESS };
-
-		return drop(skb, &f, DROP_NO_TUNNEL_KEY);
+	switch (id) {
+	case IDENTITY_ANY:
+	case IDENTITY_HOST:
+	case IDENTITY_UNMANAGED:
+	case IDENTITY_INIT:
+		return 0;
 	}
-	return from_network(skb, key.tunnel_id, bpf_htonl(key.remote_ipv4), TRACE_FROM_OVERLAY);
+	return !(id & IDENTITY_SCOPE_LOCAL);
+}
+
+/* overlay_ingress takes the sender's identity from the VNI: the sending
+ * node knew it, and it needs no ipcache entry here. Only nodes of the
+ * cluster may send: anything can reach the VXLAN port (a pod can, through
+ * the node's address), and the VNI would otherwise let it claim any
+ * identity. key->tunnel_id is 0 when the packet had no tunnel key. */
+static __always_inline int overlay_ingress(struct __sk_buff *skb, const struct bpf_tunnel_key *key)
+{
+	struct flow f = { .direction = DIR_INGRESS };
+	struct ipcache_info *sender;
+	__u32 outer = bpf_htonl(key->remote_ipv4);
+	int ret = 0;
+
+	if (!key->tunnel_id)
+		return drop(skb, &f, DROP_NO_TUNNEL_KEY);
+	sender = ipcache_lookup4(outer);
+	if (!sender || sender->identity != IDENTITY_REMOTE_NODE)
+		ret = DROP_UNKNOWN_SENDER;
+	else if (!tunnel_identity_allowed(key->tunnel_id))
+		ret = DROP_INVALID_IDENTITY;
+	if (ret) {
+		/* The event names the inner packet and the claimed identity. */
+		f.src_id = key->tunnel_id;
+		parse_ipv4(skb, &f.p);
+		return drop(skb, &f, ret);
+	}
+	return from_network(skb, key->tunnel_id, outer, TRACE_FROM_OVERLAY);
 }
 
 SEC("tc")
 int cil_from_overlay(struct __sk_buff *skb)
 {
-	return from_overlay(skb);
+	struct bpf_tunnel_key key = {};
+
+	if (bpf_skb_get_tunnel_key(skb, &key, sizeof(key), 0) < 0)
+		key.tunnel_id = 0;
+	return overlay_ingress(skb, &key);
 }
 
 /* cil_to_netdev masquerades, with legacy routing, what local pods send to

@@ -43,7 +43,12 @@ struct icmphdr {
 #define IDENTITY_ANY 0 /* wildcard in policy keys */
 #define IDENTITY_HOST 1
 #define IDENTITY_WORLD 2
+#define IDENTITY_UNMANAGED 3
+#define IDENTITY_INIT 5
 #define IDENTITY_REMOTE_NODE 6
+/* Identities with this bit are node-local (CIDR identities): they never
+ * leave the node that allocated them. */
+#define IDENTITY_SCOPE_LOCAL (1 << 24)
 
 /* Event types and trace points keep the numbers of Cilium's monitor so
  * that a Hubble parser can map them one to one. */
@@ -70,7 +75,10 @@ struct icmphdr {
 #define DROP_NO_TUNNEL_KEY 147
 #define DROP_CT_CREATE 155
 #define DROP_FRAG_NOSUPPORT 157
+#define DROP_UNKNOWN_CT 163
 #define DROP_NAT_NO_MAPPING 167
+#define DROP_INVALID_IDENTITY 171
+#define DROP_UNKNOWN_SENDER 172
 #define DROP_FRAG_NOT_FOUND 175
 #define DROP_POLICY_DENY 181
 
@@ -86,6 +94,7 @@ struct icmphdr {
 #define CT_ESTABLISHED 1
 #define CT_REPLY 2
 #define CT_RELATED 3
+#define CT_INVALID 4 /* a TCP segment of no tracked connection, not a SYN */
 
 /* Endpoint flags (struct endpoint_info.flags). */
 #define EP_F_INGRESS_ENFORCE 1

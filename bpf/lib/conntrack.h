@@ -84,8 +84,13 @@ static __always_inline struct ct_entry *ct_find(struct ct4_key *k, __u64 now)
 	return 0;
 }
 
-/* ct_related reports whether an ICMP error quotes a packet of a tracked
- * connection, in either direction. */
+/* ct_related reports whether an ICMP error answers a packet of a tracked
+ * connection, in either direction, and travels between that connection's
+ * two ends: the quoted packet went from the error's destination to its
+ * source. Anything else could carry an arbitrary payload to an arbitrary
+ * address by quoting someone's flow; an error from a router on the path
+ * (time exceeded, fragmentation needed) is therefore not related and
+ * needs a policy that allows ICMP, as in Cilium. */
 static __always_inline int ct_related(struct __sk_buff *skb, const struct pkt *p, __u64 now)
 {
 	struct iphdr inner;
@@ -95,7 +100,7 @@ static __always_inline int ct_related(struct __sk_buff *skb, const struct pkt *p
 
 	if (bpf_skb_load_bytes(skb, off, &inner, sizeof(inner)) < 0)
 		return 0;
-	if (inner.ihl < 5)
+	if (inner.ihl < 5 || inner.saddr != p->daddr || inner.daddr != p->saddr)
 		return 0;
 	off += inner.ihl * 4;
 	k.protocol = inner.protocol;
@@ -140,6 +145,7 @@ static __always_inline int ct_reply_likely(const struct pkt *p)
 			return (p->tcp_flags & TCP_FLAG_ACK) != 0;
 		break;
 	case IPPROTO_UDP:
+	case IPPROTO_SCTP:
 		break;
 	case IPPROTO_ICMP:
 		return p->icmp_type == ICMP_ECHOREPLY;
@@ -150,7 +156,7 @@ static __always_inline int ct_reply_likely(const struct pkt *p)
 }
 
 /* ct_lookup classifies the packet; for established flows and replies it
- * also returns the connection's entry. */
+ * also returns the connection's entry. Callers drop CT_INVALID. */
 static __always_inline __u8 ct_lookup(struct __sk_buff *skb, const struct pkt *p, struct ct_entry **entry)
 {
 	struct ct4_key k = {};
@@ -174,6 +180,14 @@ static __always_inline __u8 ct_lookup(struct __sk_buff *skb, const struct pkt *p
 	if (p->protocol == IPPROTO_ICMP && icmp_is_error(p->icmp_type) && !p->later_frag &&
 	    ct_related(skb, p, now))
 		return CT_RELATED;
+	/* A TCP connection starts with a SYN. Any other segment without an
+	 * entry belongs to a connection this node does not track (expired, or
+	 * flushed because policy no longer allows it); taking it for a new
+	 * one would let either end reopen, in whichever direction policy
+	 * allows, a connection that policy has just closed. */
+	if (p->protocol == IPPROTO_TCP && !p->later_frag &&
+	    (p->tcp_flags & (TCP_FLAG_SYN | TCP_FLAG_ACK)) != TCP_FLAG_SYN)
+		return CT_INVALID;
 	return CT_NEW;
 }
 

@@ -8,8 +8,12 @@
 #include "common.h"
 #include "packet.h"
 
-#define NAT_PORT_MIN 32768
-#define NAT_PORT_COUNT 28232 /* up to 60999, the kernel's default range */
+/* The ports masquerading picks from. The agent sets a range disjoint from
+ * the node's ip_local_port_range (and from the NodePort range): the
+ * node's own sockets take their ports there, so a pod's translated flow
+ * never takes the tuple of a node connection to the same remote. */
+volatile const __u16 NAT_PORT_MIN = 1024;
+volatile const __u16 NAT_PORT_MAX = 29999;
 #define NAT_TRIES 16
 
 
@@ -106,7 +110,7 @@ static __always_inline int snat_egress(struct __sk_buff *skb, struct pkt *p)
 		if (p->protocol != IPPROTO_ICMP)
 			rk.sport = p->dport;
 		for (i = 0; i < NAT_TRIES; i++) {
-			port = bpf_htons(NAT_PORT_MIN + bpf_get_prandom_u32() % NAT_PORT_COUNT);
+			port = bpf_htons(NAT_PORT_MIN + bpf_get_prandom_u32() % (NAT_PORT_MAX - NAT_PORT_MIN + 1));
 			rk.dport = port;
 			if (bpf_map_update_elem(&cilium_snat4, &rk, &rv, BPF_NOEXIST) == 0) {
 				ok = 1;

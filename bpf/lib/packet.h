@@ -92,7 +92,9 @@ static __always_inline int parse_l4(struct __sk_buff *skb, struct pkt *p)
 		p->tcp_flags = hdr[13];
 		break;
 	}
-	case IPPROTO_UDP: {
+	case IPPROTO_UDP:
+	case IPPROTO_SCTP: {
+		/* SCTP's common header starts with the ports, as UDP's does. */
 		__u16 ports[2];
 
 		if (l4_load(skb, p, ports, sizeof(ports)) < 0)

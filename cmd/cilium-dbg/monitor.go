@@ -252,6 +252,8 @@ func ctName(c datapath.CTStatus) string {
 		return "reply"
 	case datapath.CTRelated:
 		return "related"
+	case datapath.CTInvalid:
+		return "invalid"
 	}
 	return fmt.Sprintf("ct(%d)", uint8(c))
 }

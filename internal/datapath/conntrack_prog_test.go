@@ -16,6 +16,16 @@ func (e *env) ctEntry(p pkt) (CTEntry, bool) {
 	return v, true
 }
 
+// track puts p's connection into conntrack, as another endpoint's
+// programs would have.
+func (e *env) track(p pkt, src, dst uint32) {
+	e.t.Helper()
+	now, err := Monotonic()
+	must(e.t, err)
+	k := CTKey{Saddr: be32(p.src), Daddr: be32(p.dst), Sport: htons(p.sport), Dport: htons(p.dport), Protocol: uint8(p.proto)}
+	must(e.t, e.maps.CT4.Put(&k, &CTEntry{Expires: uint64(now + time.Hour), SrcIdentity: src, DstIdentity: dst}))
+}
+
 func (e *env) lifetime(p pkt) time.Duration {
 	e.t.Helper()
 	v, ok := e.ctEntry(p)
@@ -36,13 +46,49 @@ func TestProgConntrack(t *testing.T) {
 			e.allowed(e.fromNetdev, tcp(ipC, ipA, 80, 40000, "SA"))
 			e.denied(e.fromNetdev, tcp(ipC, ipA, 80, 22, "S"), DropPolicy)
 		}},
-		{"established flows survive a policy change, new ones do not", both, func(t *testing.T, e *env) {
+		{"established flows the new policy allows survive a policy change", both, func(t *testing.T, e *env) {
 			e.setPolicy(epA, egress(idC, tcpProto, 80, 0))
 			e.allowed(e.fromContainer, tcp(ipA, ipC, 40000, 80, "S"))
-			e.setPolicy(epA)
+			e.setPolicy(epA, egress(idC, tcpProto, 80, 0), egress(idD, udpProto, 53, 0))
 			e.allowed(e.fromContainer, tcp(ipA, ipC, 40000, 80, "A"))
 			e.allowed(e.fromNetdev, tcp(ipC, ipA, 80, 40000, "A"))
-			e.denied(e.fromContainer, tcp(ipA, ipC, 40001, 80, "S"), DropPolicy)
+			e.denied(e.fromContainer, tcp(ipA, ipC, 40001, 81, "S"), DropPolicy)
+		}},
+		{"removing an egress allow stops its TCP and UDP flows", both, func(t *testing.T, e *env) {
+			e.setPolicy(epA, egress(idC, tcpProto, 80, 0), egress(idC, udpProto, 53, 0), egress(idD, tcpProto, 443, 0))
+			e.allowed(e.fromContainer, tcp(ipA, ipC, 40000, 80, "S"))
+			e.allowed(e.fromNetdev, tcp(ipC, ipA, 80, 40000, "SA"))
+			e.allowed(e.fromContainer, udp(ipA, ipC, 5000, 53))
+			e.allowed(e.fromNetdev, udp(ipC, ipA, 53, 5000))
+			e.allowed(e.fromContainer, tcp(ipA, ipD, 40001, 443, "S"))
+			e.setPolicy(epA, egress(idD, tcpProto, 443, 0))
+			// The next packets of the flows policy no longer allows drop,
+			// from either end; the one it still allows goes on.
+			e.denied(e.fromContainer, udp(ipA, ipC, 5000, 53), DropPolicy)
+			e.denied(e.fromContainer, tcp(ipA, ipC, 40000, 80, "A"), DropUnknownCT)
+			e.denied(e.fromNetdev, tcp(ipC, ipA, 80, 40000, "A"), DropUnknownCT)
+			e.allowed(e.fromContainer, tcp(ipA, ipD, 40001, 443, "A"))
+			if _, ok := e.ctEntry(tcp(ipA, ipD, 40001, 443, "")); !ok {
+				t.Fatal("the allowed connection lost its conntrack entry")
+			}
+		}},
+		{"removing an ingress allow stops its TCP and UDP flows", both, func(t *testing.T, e *env) {
+			e.setPolicy(epA, ingressRule(idC, tcpProto, 80, 0), ingressRule(idC, udpProto, 53, 0))
+			e.allowed(e.fromNetdev, tcp(ipC, ipA, 40000, 80, "S"))
+			e.allowed(e.fromNetdev, udp(ipC, ipA, 5000, 53))
+			e.allowed(e.fromContainer, udp(ipA, ipC, 53, 5000))
+			e.setPolicy(epA, ingressRule(idD, tcpProto, 80, 0))
+			e.denied(e.fromNetdev, tcp(ipC, ipA, 40000, 80, "A"), DropUnknownCT)
+			e.denied(e.fromNetdev, udp(ipC, ipA, 5000, 53), DropPolicy)
+			// The server's answer is no reply any more either: egress is
+			// default deny too.
+			e.denied(e.fromContainer, udp(ipA, ipC, 53, 5000), DropPolicy)
+		}},
+		{"a TCP segment of no tracked connection is dropped", envOpts{mode: Tunnel}, func(t *testing.T, e *env) {
+			e.denied(e.fromContainer, tcp(ipA, ipC, 40000, 80, "A"), DropUnknownCT)
+			e.denied(e.fromNetdev, tcp(ipC, ipA, 80, 40000, "SA"), DropUnknownCT)
+			e.denied(e.fromNetdev, tcp(ipC, ipA, 80, 40000, "R"), DropUnknownCT)
+			e.allowed(e.fromNetdev, tcp(ipC, ipA, 40001, 80, "S"))
 		}},
 		{"related ICMP errors pass, unrelated ones do not", both, func(t *testing.T, e *env) {
 			e.setPolicy(epA, egress(idC, udpProto, 53, 0))
@@ -52,22 +98,56 @@ func TestProgConntrack(t *testing.T) {
 			other := udp(ipA, ipC, 5001, 53)
 			e.denied(e.fromNetdev, unreachable(t, ipC, ipA, other), DropPolicy)
 		}},
-		{"an ICMP error from a router on the path is related", both, func(t *testing.T, e *env) {
-			e.setPolicy(epA, egress(idC, udpProto, 53, 0))
+		{"an ICMP error from a router on the path is not related", both, func(t *testing.T, e *env) {
+			e.setPolicy(epA, egress(idC, udpProto, 53, 0), ingressRule(IdentityRemoteNode, icmpProto, 11, 0))
 			sent := udp(ipA, ipC, 5000, 53)
 			e.allowed(e.fromContainer, sent)
-			e.allowed(e.fromNetdev, unreachable(t, remoteIP, ipA, sent))
-		}},
-		{"time exceeded for an echo request is related", both, func(t *testing.T, e *env) {
-			e.setPolicy(epA, egress(idC, icmpProto, 0, 0))
-			sent := echo(ipA, ipC, 5, false)
-			e.allowed(e.fromContainer, sent)
+			// Port unreachable from the router: ICMP type 3 is not allowed.
+			e.denied(e.fromNetdev, unreachable(t, remoteIP, ipA, sent), DropPolicy)
+			// Time exceeded (11) is, by policy alone.
 			exceeded := unreachable(t, remoteIP, ipA, sent)
 			exceeded.icmpType, exceeded.icmpCode = 11, 0
 			e.allowed(e.fromNetdev, exceeded)
-			other := unreachable(t, remoteIP, ipA, echo(ipA, ipC, 6, false))
+		}},
+		{"time exceeded from the peer for an echo request is related", both, func(t *testing.T, e *env) {
+			e.setPolicy(epA, egress(idC, icmpProto, 0, 0))
+			sent := echo(ipA, ipC, 5, false)
+			e.allowed(e.fromContainer, sent)
+			exceeded := unreachable(t, ipC, ipA, sent)
+			exceeded.icmpType, exceeded.icmpCode = 11, 0
+			e.allowed(e.fromNetdev, exceeded)
+			other := unreachable(t, ipC, ipA, echo(ipA, ipC, 6, false))
 			other.icmpType, other.icmpCode = 11, 0
 			e.denied(e.fromNetdev, other, DropPolicy)
+		}},
+		{"a pod cannot send ICMP errors quoting its flow to anyone else", both, func(t *testing.T, e *env) {
+			// A serves C on UDP 53; B has a flow with D. Egress is default deny.
+			e.setPolicy(epA, ingressRule(idC, udpProto, 53, 0))
+			query := udp(ipC, ipA, 5000, 53)
+			e.allowed(e.fromNetdev, query)
+			e.track(udp(ipD, ipB, 6000, 53), idD, idB)
+			// The answer to its own flow goes back to its peer.
+			e.allowed(e.fromContainer, unreachable(t, ipA, ipC, query))
+			// The same quote towards the world or another pod carries a
+			// payload past egress policy.
+			e.denied(e.fromContainer, unreachable(t, ipA, ipWorld, query), DropPolicy)
+			e.denied(e.fromContainer, unreachable(t, ipA, ipD, query), DropPolicy)
+			// Quoting B's flow, towards B's peer.
+			e.denied(e.fromContainer, unreachable(t, ipA, ipD, udp(ipD, ipB, 6000, 53)), DropPolicy)
+		}},
+		{"an ICMP error for another pod's flow does not enter a pod", envOpts{policyIngress: true, mode: Tunnel}, func(t *testing.T, e *env) {
+			// B has a flow with C, and so has A; ingress into A is default deny.
+			sentB := udp(ipB, ipC, 7000, 53)
+			e.track(udp(ipC, ipB, 53, 7000), idC, idB)
+			sentA := udp(ipA, ipC, 5000, 53)
+			e.allowed(e.fromContainer, sentA)
+			e.allowed(e.fromNetdev, unreachable(t, ipC, ipA, sentA))
+			// Quoting B's flow (either direction), addressed to A.
+			e.denied(e.fromNetdev, unreachable(t, ipC, ipA, sentB), DropPolicy)
+			e.denied(e.fromNetdev, unreachable(t, ipC, ipA, udp(ipC, ipB, 53, 7000)), DropPolicy)
+			// Quoting A's flow, from somebody who is not its peer.
+			e.denied(e.fromNetdev, unreachable(t, ipD, ipA, sentA), DropPolicy)
+			e.denied(e.fromNetdev, unreachable(t, ipWorld, ipA, sentA), DropPolicy)
 		}},
 		{"echo replies follow their request", both, func(t *testing.T, e *env) {
 			e.setPolicy(epA, egress(idC, icmpProto, 0, 0))
@@ -103,7 +183,7 @@ func TestProgConntrack(t *testing.T) {
 		{"an expired entry is no reply", both, func(t *testing.T, e *env) {
 			k := CTKey{Saddr: be32(ipA), Daddr: be32(ipC), Sport: htons(40000), Dport: htons(80), Protocol: tcpProto}
 			must(t, e.maps.CT4.Put(&k, &CTEntry{Expires: 1}))
-			e.denied(e.fromNetdev, tcp(ipC, ipA, 80, 40000, "SA"), DropPolicy)
+			e.denied(e.fromNetdev, tcp(ipC, ipA, 80, 40000, "SA"), DropUnknownCT)
 		}},
 		{"garbage collection removes expired entries only", envOpts{mode: Tunnel}, func(t *testing.T, e *env) {
 			live := udp(ipA, ipC, 5000, 53)

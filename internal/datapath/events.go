@@ -56,6 +56,8 @@ const (
 	CTEstablished CTStatus = 1
 	CTReply       CTStatus = 2
 	CTRelated     CTStatus = 3
+	// CTInvalid: a TCP segment that is no SYN, of no tracked connection.
+	CTInvalid CTStatus = 4
 )
 
 // Verdict of a policy lookup.

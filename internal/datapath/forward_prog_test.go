@@ -128,6 +128,40 @@ func TestProgForwarding(t *testing.T) {
 				t.Fatalf("events %+v, want an allow verdict for identity %d", evs, idC)
 			}
 		}},
+		{"the overlay accepts a node's own traffic", envOpts{vni: IdentityRemoteNode}, func(t *testing.T, e *env) {
+			e.allowed(e.fromOverlay, tcp(remoteIP, ipA, 40000, 80, "S"))
+		}},
+	})
+	// Anything can reach the VXLAN port: pods through the node's address,
+	// hosts outside the cluster. Only nodes may send, and never with an
+	// identity that only the receiving node assigns.
+	var forged []progCase
+	for _, c := range []struct {
+		name   string
+		src    netip.Addr
+		vni    uint32
+		reason Reason
+	}{
+		{"a remote pod's address", ipC, idC, DropUnknownSender},
+		{"a local pod's address", ipB, idB, DropUnknownSender},
+		{"an unknown address", netip.MustParseAddr("192.168.1.99"), idC, DropUnknownSender},
+		{"the world", ipWorld, idC, DropUnknownSender},
+		{"this node's own address", nodeIP, idC, DropUnknownSender},
+		{"a node claiming host", remoteIP, IdentityHost, DropInvalidIdentity},
+		{"a node claiming unmanaged", remoteIP, 3, DropInvalidIdentity},
+		{"a node claiming init", remoteIP, 5, DropInvalidIdentity},
+		{"a node claiming a node-local CIDR identity", remoteIP, 1<<24 | 7, DropInvalidIdentity},
+	} {
+		forged = append(forged, progCase{"the overlay drops tunnel packets from " + c.name,
+			envOpts{vni: c.vni, tunnelSrc: c.src}, func(t *testing.T, e *env) {
+				ev := e.denied(e.fromOverlay, tcp(ipC, ipA, 40000, 80, "S"), c.reason)
+				if ev.SrcIdentity != c.vni || ev.Src != ipC {
+					t.Fatalf("drop event %+v, want the inner source and the claimed identity", ev)
+				}
+			}})
+	}
+	runProgCases(t, forged)
+	runProgCases(t, []progCase{
 		{"the overlay denies by the VNI identity", envOpts{vni: idD, policyIngress: true}, func(t *testing.T, e *env) {
 			e.setPolicy(epA, PolicyEntry{Direction: Ingress, Identity: idC, Protocol: 6, Port: 80})
 			ev := e.denied(e.fromOverlay, tcp(ipC, ipA, 40000, 80, "S"), DropPolicy)

@@ -1,6 +1,7 @@
 package datapath
 
 import (
+	"encoding/binary"
 	"net"
 	"net/netip"
 	"os"
@@ -53,7 +54,8 @@ type envOpts struct {
 	policyIngress bool // for A
 	policyEgress  bool // for A
 	ingressB      bool
-	vni           uint32 // tunnel key the overlay harness sets, 0 for none
+	vni           uint32     // tunnel key the overlay harness sets, 0 for none
+	tunnelSrc     netip.Addr // the tunnel key's sender; remoteIP when unset
 	masquerade    bool
 	legacyRouting bool
 	netkit        bool // A's device is a netkit pair
@@ -176,7 +178,7 @@ func newEnv(t testing.TB, o envOpts) *env {
 	must(t, err)
 	t.Cleanup(func() { np.Close() })
 	e.fromNetdev, e.toNetdev = np.FromNetdev, np.ToNetdev
-	e.fromOverlay = loadOverlayHarness(t, maps, node, o.vni)
+	e.fromOverlay = loadOverlayHarness(t, maps, node, o.vni, o.tunnelSrc)
 
 	must(t, maps.UpsertEndpoint(EndpointEntry{ID: epA, Identity: idA, IPv4: ipA, MAC: macA, HostMAC: hostMacA,
 		HostIfindex: hostIfA, PolicyIngress: o.policyIngress, PolicyEgress: o.policyEgress}))
@@ -198,13 +200,16 @@ func newEnv(t testing.TB, o envOpts) *env {
 	return e
 }
 
-func loadOverlayHarness(t testing.TB, maps *Maps, node NodeConstants, vni uint32) *ebpf.Program {
+func loadOverlayHarness(t testing.TB, maps *Maps, node NodeConstants, vni uint32, src netip.Addr) *ebpf.Program {
 	t.Helper()
 	spec, err := loadOverlaytest()
 	must(t, err)
+	if !src.IsValid() {
+		src = remoteIP
+	}
 	vals := node.values()
 	vals["TEST_VNI"] = vni
-	vals["TEST_REMOTE_IPV4"] = uint32(0xc0a80102) // 192.168.1.2
+	vals["TEST_REMOTE_IPV4"] = binary.BigEndian.Uint32(src.AsSlice()) // host order
 	must(t, setConstants(spec, vals))
 	var objs overlaytestPrograms
 	must(t, spec.LoadAndAssign(&objs, &ebpf.CollectionOptions{MapReplacements: maps.replacements()}))

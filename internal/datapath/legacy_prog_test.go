@@ -43,7 +43,7 @@ func TestProgLegacyRouting(t *testing.T) {
 			frame := e.expect(e.toNetdev, out, actOK)
 			ip, p := decoded(t, frame)
 			sport, _ := ports(p)
-			if !ip.SrcIP.Equal(nodeIP.AsSlice()) || sport < 32768 || sport > 60999 {
+			if !ip.SrcIP.Equal(nodeIP.AsSlice()) || !MasqueradePortRange(DefaultEphemeralPorts).Contains(sport) {
 				t.Fatalf("leaves as %v:%d, want the node's address and a masquerade port", ip.SrcIP, sport)
 			}
 			// The reply is translated back and handed to the stack, whose

@@ -19,6 +19,9 @@ type NodeConstants struct {
 	// LegacyRouting hands routed pod traffic to the stack rather than
 	// redirecting it after a FIB lookup.
 	LegacyRouting bool
+	// MasqueradePorts are the ports masquerading picks from; the zero
+	// range means MasqueradePortRange(DefaultEphemeralPorts).
+	MasqueradePorts PortRange
 }
 
 // EndpointConstants are an endpoint program's load-time constants.
@@ -79,6 +82,10 @@ func setConstants(spec *ebpf.CollectionSpec, values map[string]any) error {
 }
 
 func (c NodeConstants) values() map[string]any {
+	ports := c.MasqueradePorts
+	if ports == (PortRange{}) {
+		ports = MasqueradePortRange(DefaultEphemeralPorts)
+	}
 	return map[string]any{
 		"NODE_IPV4":      as4(c.NodeIPv4),
 		"TUNNEL_MODE":    uint8(c.Mode),
@@ -86,6 +93,8 @@ func (c NodeConstants) values() map[string]any {
 		"TRACE_ENABLED":  boolU8(c.Trace),
 		"MASQUERADE":     boolU8(c.Masquerade),
 		"LEGACY_ROUTING": boolU8(c.LegacyRouting),
+		"NAT_PORT_MIN":   ports.Min,
+		"NAT_PORT_MAX":   ports.Max,
 	}
 }
 

@@ -181,6 +181,8 @@ const (
 	lxcVarENDPOINT_IPV4     = "ENDPOINT_IPV4"
 	lxcVarLEGACY_ROUTING    = "LEGACY_ROUTING"
 	lxcVarMASQUERADE        = "MASQUERADE"
+	lxcVarNAT_PORT_MAX      = "NAT_PORT_MAX"
+	lxcVarNAT_PORT_MIN      = "NAT_PORT_MIN"
 	lxcVarNETKIT            = "NETKIT"
 	lxcVarNODE_IPV4         = "NODE_IPV4"
 	lxcVarPOLICY_EGRESS     = "POLICY_EGRESS"
@@ -262,6 +264,8 @@ type lxcVariableSpecs struct {
 	ENDPOINT_IPV4     *ebpf.VariableSpec `ebpf:"ENDPOINT_IPV4"`
 	LEGACY_ROUTING    *ebpf.VariableSpec `ebpf:"LEGACY_ROUTING"`
 	MASQUERADE        *ebpf.VariableSpec `ebpf:"MASQUERADE"`
+	NAT_PORT_MAX      *ebpf.VariableSpec `ebpf:"NAT_PORT_MAX"`
+	NAT_PORT_MIN      *ebpf.VariableSpec `ebpf:"NAT_PORT_MIN"`
 	NETKIT            *ebpf.VariableSpec `ebpf:"NETKIT"`
 	NODE_IPV4         *ebpf.VariableSpec `ebpf:"NODE_IPV4"`
 	POLICY_EGRESS     *ebpf.VariableSpec `ebpf:"POLICY_EGRESS"`
@@ -328,6 +332,8 @@ type lxcVariables struct {
 	ENDPOINT_IPV4     *ebpf.Variable `ebpf:"ENDPOINT_IPV4"`
 	LEGACY_ROUTING    *ebpf.Variable `ebpf:"LEGACY_ROUTING"`
 	MASQUERADE        *ebpf.Variable `ebpf:"MASQUERADE"`
+	NAT_PORT_MAX      *ebpf.Variable `ebpf:"NAT_PORT_MAX"`
+	NAT_PORT_MIN      *ebpf.Variable `ebpf:"NAT_PORT_MIN"`
 	NETKIT            *ebpf.Variable `ebpf:"NETKIT"`
 	NODE_IPV4         *ebpf.Variable `ebpf:"NODE_IPV4"`
 	POLICY_EGRESS     *ebpf.Variable `ebpf:"POLICY_EGRESS"`

@@ -63,8 +63,8 @@ func (e *env) masqueraded(out pkt) uint16 {
 	if !ip.SrcIP.Equal(nodeIP.AsSlice()) || !ip.DstIP.Equal(out.dst.AsSlice()) {
 		e.t.Fatalf("translated to %v -> %v, want %v -> %v", ip.SrcIP, ip.DstIP, nodeIP, out.dst)
 	}
-	if sport < 32768 || sport > 60999 {
-		e.t.Fatalf("masquerade port %d outside 32768-60999", sport)
+	if want := MasqueradePortRange(DefaultEphemeralPorts); !want.Contains(sport) {
+		e.t.Fatalf("masquerade port %d outside %v", sport, want)
 	}
 	return sport
 }

@@ -163,6 +163,14 @@ func (n *Node) Start() error {
 	}
 	n.consts = NodeConstants{NodeIPv4: n.cfg.NodeIPv4, Mode: n.cfg.Mode, Trace: n.cfg.Trace,
 		Masquerade: n.cfg.Masquerade, LegacyRouting: n.cfg.LegacyRouting}
+	if n.cfg.Masquerade {
+		ephemeral, err := EphemeralPorts(n.cfg.NetNS)
+		if err != nil {
+			return err
+		}
+		n.consts.MasqueradePorts = MasqueradePortRange(ephemeral)
+		n.log.Info("masquerading", "ports", n.consts.MasqueradePorts, "nodeEphemeralPorts", ephemeral)
+	}
 	var tunnel netlink.Link
 	if n.cfg.Mode == Tunnel {
 		if tunnel, err = n.ensureVXLAN(uplink.Attrs().MTU - vxlanOverhead); err != nil {

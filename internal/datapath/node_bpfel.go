@@ -32,6 +32,8 @@ const (
 	nodeProgCilToOverlay   = "cil_to_overlay"
 	nodeVarLEGACY_ROUTING  = "LEGACY_ROUTING"
 	nodeVarMASQUERADE      = "MASQUERADE"
+	nodeVarNAT_PORT_MAX    = "NAT_PORT_MAX"
+	nodeVarNAT_PORT_MIN    = "NAT_PORT_MIN"
 	nodeVarNODE_IPV4       = "NODE_IPV4"
 	nodeVarTRACE_ENABLED   = "TRACE_ENABLED"
 	nodeVarTUNNEL_IFINDEX  = "TUNNEL_IFINDEX"
@@ -109,6 +111,8 @@ type nodeMapSpecs struct {
 type nodeVariableSpecs struct {
 	LEGACY_ROUTING *ebpf.VariableSpec `ebpf:"LEGACY_ROUTING"`
 	MASQUERADE     *ebpf.VariableSpec `ebpf:"MASQUERADE"`
+	NAT_PORT_MAX   *ebpf.VariableSpec `ebpf:"NAT_PORT_MAX"`
+	NAT_PORT_MIN   *ebpf.VariableSpec `ebpf:"NAT_PORT_MIN"`
 	NODE_IPV4      *ebpf.VariableSpec `ebpf:"NODE_IPV4"`
 	TRACE_ENABLED  *ebpf.VariableSpec `ebpf:"TRACE_ENABLED"`
 	TUNNEL_IFINDEX *ebpf.VariableSpec `ebpf:"TUNNEL_IFINDEX"`
@@ -169,6 +173,8 @@ func (m *nodeMaps) Close() error {
 type nodeVariables struct {
 	LEGACY_ROUTING *ebpf.Variable `ebpf:"LEGACY_ROUTING"`
 	MASQUERADE     *ebpf.Variable `ebpf:"MASQUERADE"`
+	NAT_PORT_MAX   *ebpf.Variable `ebpf:"NAT_PORT_MAX"`
+	NAT_PORT_MIN   *ebpf.Variable `ebpf:"NAT_PORT_MIN"`
 	NODE_IPV4      *ebpf.Variable `ebpf:"NODE_IPV4"`
 	TRACE_ENABLED  *ebpf.Variable `ebpf:"TRACE_ENABLED"`
 	TUNNEL_IFINDEX *ebpf.Variable `ebpf:"TUNNEL_IFINDEX"`

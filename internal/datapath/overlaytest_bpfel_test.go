@@ -33,6 +33,8 @@ const (
 	overlaytestProgTestFromOverlay = "test_from_overlay"
 	overlaytestVarLEGACY_ROUTING   = "LEGACY_ROUTING"
 	overlaytestVarMASQUERADE       = "MASQUERADE"
+	overlaytestVarNAT_PORT_MAX     = "NAT_PORT_MAX"
+	overlaytestVarNAT_PORT_MIN     = "NAT_PORT_MIN"
 	overlaytestVarNODE_IPV4        = "NODE_IPV4"
 	overlaytestVarTEST_REMOTE_IPV4 = "TEST_REMOTE_IPV4"
 	overlaytestVarTEST_VNI         = "TEST_VNI"
@@ -113,6 +115,8 @@ type overlaytestMapSpecs struct {
 type overlaytestVariableSpecs struct {
 	LEGACY_ROUTING   *ebpf.VariableSpec `ebpf:"LEGACY_ROUTING"`
 	MASQUERADE       *ebpf.VariableSpec `ebpf:"MASQUERADE"`
+	NAT_PORT_MAX     *ebpf.VariableSpec `ebpf:"NAT_PORT_MAX"`
+	NAT_PORT_MIN     *ebpf.VariableSpec `ebpf:"NAT_PORT_MIN"`
 	NODE_IPV4        *ebpf.VariableSpec `ebpf:"NODE_IPV4"`
 	TEST_REMOTE_IPV4 *ebpf.VariableSpec `ebpf:"TEST_REMOTE_IPV4"`
 	TEST_VNI         *ebpf.VariableSpec `ebpf:"TEST_VNI"`
@@ -175,6 +179,8 @@ func (m *overlaytestMaps) Close() error {
 type overlaytestVariables struct {
 	LEGACY_ROUTING   *ebpf.Variable `ebpf:"LEGACY_ROUTING"`
 	MASQUERADE       *ebpf.Variable `ebpf:"MASQUERADE"`
+	NAT_PORT_MAX     *ebpf.Variable `ebpf:"NAT_PORT_MAX"`
+	NAT_PORT_MIN     *ebpf.Variable `ebpf:"NAT_PORT_MIN"`
 	NODE_IPV4        *ebpf.Variable `ebpf:"NODE_IPV4"`
 	TEST_REMOTE_IPV4 *ebpf.Variable `ebpf:"TEST_REMOTE_IPV4"`
 	TEST_VNI         *ebpf.Variable `ebpf:"TEST_VNI"`

@@ -37,6 +37,10 @@ func udp(src, dst netip.Addr, sport, dport uint16) pkt {
 	return pkt{src: src, dst: dst, proto: layers.IPProtocolUDP, sport: sport, dport: dport}
 }
 
+func sctp(src, dst netip.Addr, sport, dport uint16) pkt {
+	return pkt{src: src, dst: dst, proto: layers.IPProtocolSCTP, sport: sport, dport: dport}
+}
+
 func echo(src, dst netip.Addr, id uint16, reply bool) pkt {
 	p := pkt{src: src, dst: dst, proto: layers.IPProtocolICMPv4, icmpType: layers.ICMPv4TypeEchoRequest, icmpID: id}
 	if reply {
@@ -96,6 +100,9 @@ func (p pkt) layers(t testing.TB) []gopacket.SerializableLayer {
 	case layers.IPProtocolUDP:
 		l := &layers.UDP{SrcPort: layers.UDPPort(p.sport), DstPort: layers.UDPPort(p.dport)}
 		must(t, l.SetNetworkLayerForChecksum(ip))
+		return []gopacket.SerializableLayer{ip, l, gopacket.Payload(payload)}
+	case layers.IPProtocolSCTP:
+		l := &layers.SCTP{SrcPort: layers.SCTPPort(p.sport), DstPort: layers.SCTPPort(p.dport)}
 		return []gopacket.SerializableLayer{ip, l, gopacket.Payload(payload)}
 	case layers.IPProtocolICMPv4:
 		l := &layers.ICMPv4{TypeCode: layers.CreateICMPv4TypeCode(p.icmpType, p.icmpCode), Id: p.icmpID, Seq: 1}

@@ -9,6 +9,7 @@ import (
 	"slices"
 
 	"github.com/cilium/ebpf"
+	"golang.org/x/sys/unix"
 )
 
 // PolicyEntry is one rule of an endpoint's policy as the datapath sees
@@ -29,17 +30,42 @@ type PolicyEntry struct {
 	ProxyPort uint16
 }
 
+func (e PolicyEntry) String() string {
+	verb := "allow"
+	if e.Deny {
+		verb = "deny"
+	}
+	return fmt.Sprintf("%s %s identity %d protocol %d ports %d-%d", verb, e.Direction, e.Identity, e.Protocol, e.Port, e.EndPort)
+}
+
 func (e PolicyEntry) validate() error {
 	if e.Direction != Ingress && e.Direction != Egress {
-		return fmt.Errorf("policy entry: bad direction %d", e.Direction)
+		return fmt.Errorf("bad direction %d", e.Direction)
 	}
 	if e.Protocol == 0 && (e.Port != 0 || e.EndPort != 0) {
-		return errors.New("policy entry: ports need a protocol")
+		return errors.New("ports need a protocol")
+	}
+	if e.EndPort != 0 && e.Port == 0 {
+		// Port 0 is every port: the range would cover them all.
+		return fmt.Errorf("end port %d without a start port", e.EndPort)
 	}
 	if e.EndPort != 0 && e.EndPort < e.Port {
-		return fmt.Errorf("policy entry: end port %d below port %d", e.EndPort, e.Port)
+		return fmt.Errorf("end port %d below port %d", e.EndPort, e.Port)
+	}
+	if e.Port != 0 && !portProtocol(e.Protocol) {
+		return fmt.Errorf("protocol %d has no ports the datapath can match", e.Protocol)
 	}
 	return nil
+}
+
+// portProtocol reports whether the datapath reads ports (or, for ICMP,
+// the type it matches as the port) of protocol p.
+func portProtocol(p uint8) bool {
+	switch p {
+	case protoTCP, protoUDP, protoSCTP, protoICMP:
+		return true
+	}
+	return false
 }
 
 // portPrefix is a block of 2^(16-bits) ports starting at port.
@@ -119,9 +145,9 @@ func covers(a, b PolicyKey) bool {
 func PolicyMapState(epID uint16, entries []PolicyEntry) (map[PolicyKey]PolicyValue, error) {
 	out := map[PolicyKey]PolicyValue{}
 	var denies []PolicyKey
-	for _, e := range entries {
+	for i, e := range entries {
 		if err := e.validate(); err != nil {
-			return nil, err
+			return nil, fmt.Errorf("policy entry %d (%s): %w", i, e, err)
 		}
 		v := PolicyValue{ProxyPort: e.ProxyPort}
 		if e.Deny {
@@ -148,39 +174,47 @@ func PolicyMapState(epID uint16, entries []PolicyEntry) (map[PolicyKey]PolicyVal
 	return out, nil
 }
 
+// ErrMapFull says that a map had no room for an update, which was then
+// not applied.
+var ErrMapFull = errors.New("map full")
+
 // SetPolicy makes the endpoint's policy entries in the map equal to
 // entries: it adds and changes what differs and removes the rest. Entries
 // are added before stale ones go, so an allowed flow never sees a gap.
+// An update that does not fit is undone, so the endpoint keeps its old
+// policy whole (the error wraps ErrMapFull). Then established connections
+// that the new policy no longer allows are forgotten: their next packet
+// is judged as new, and dropped.
 func (m *Maps) SetPolicy(epID uint16, entries []PolicyEntry) error {
 	desired, err := PolicyMapState(epID, entries)
 	if err != nil {
 		return err
 	}
-	current := map[PolicyKey]PolicyValue{}
-	var k PolicyKey
-	var v PolicyValue
-	it := m.Policy.Iterate()
-	for it.Next(&k, &v) {
-		if k.EpId == epID {
-			current[k] = v
-		}
+	current, err := m.PolicyState(epID)
+	if err != nil {
+		return err
 	}
-	if err := it.Err(); err != nil {
-		return fmt.Errorf("iterate policy: %w", err)
-	}
-	// Denies go in first: should the map fill up halfway, an allow
-	// must never be in without the deny that overrides it.
+	// Denies go in first: while the update is under way, an allow is
+	// never in without the deny that overrides it.
 	keys := slices.SortedFunc(maps.Keys(desired), func(a, b PolicyKey) int {
 		return cmp.Compare(desired[b].Flags&policyFlagDeny, desired[a].Flags&policyFlagDeny)
 	})
+	var written []PolicyKey
 	for _, k := range keys {
 		v := desired[k]
 		if cur, ok := current[k]; ok && cur == v {
 			continue
 		}
 		if err := m.Policy.Put(&k, &v); err != nil {
-			return fmt.Errorf("put policy entry for endpoint %d: %w", epID, err)
+			if uerr := m.undoPolicy(written, current); uerr != nil {
+				return fmt.Errorf("put policy entry for endpoint %d: %w (and undo: %w)", epID, err, uerr)
+			}
+			if errors.Is(err, unix.ENOSPC) || errors.Is(err, unix.E2BIG) {
+				err = fmt.Errorf("%w: %w", ErrMapFull, err)
+			}
+			return fmt.Errorf("put policy entry for endpoint %d (%d entries, old policy kept): %w", epID, len(desired), err)
 		}
+		written = append(written, k)
 	}
 	for k := range current {
 		if _, ok := desired[k]; ok {
@@ -190,5 +224,21 @@ func (m *Maps) SetPolicy(epID uint16, entries []PolicyEntry) error {
 			return fmt.Errorf("delete policy entry for endpoint %d: %w", epID, err)
 		}
 	}
+	if err := m.forgetDisallowed(epID, entries); err != nil {
+		return fmt.Errorf("endpoint %d: %w", epID, err)
+	}
 	return nil
+}
+
+// undoPolicy puts back what SetPolicy wrote over: old values, or nothing.
+func (m *Maps) undoPolicy(written []PolicyKey, old map[PolicyKey]PolicyValue) error {
+	var errs []error
+	for _, k := range written {
+		if v, ok := old[k]; ok {
+			errs = append(errs, m.Policy.Put(&k, &v))
+		} else if err := m.Policy.Delete(&k); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
 }

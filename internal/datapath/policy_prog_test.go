@@ -1,6 +1,10 @@
 package datapath
 
-import "testing"
+import (
+	"errors"
+	"maps"
+	"testing"
+)
 
 const (
 	tcpProto  = 6
@@ -10,6 +14,10 @@ const (
 
 func egress(id uint32, proto uint8, port, end uint16) PolicyEntry {
 	return PolicyEntry{Direction: Egress, Identity: id, Protocol: proto, Port: port, EndPort: end}
+}
+
+func ingressRule(id uint32, proto uint8, port, end uint16) PolicyEntry {
+	return PolicyEntry{Direction: Ingress, Identity: id, Protocol: proto, Port: port, EndPort: end}
 }
 
 func denyRule(e PolicyEntry) PolicyEntry {
@@ -23,6 +31,16 @@ func TestProgPolicy(t *testing.T) {
 		{"exact rule allows its port", enforce, func(t *testing.T, e *env) {
 			e.setPolicy(epA, egress(idC, tcpProto, 80, 0))
 			e.allowed(e.fromContainer, tcp(ipA, ipC, 40000, 80, "S"))
+		}},
+		{"SCTP ports are matched", enforce, func(t *testing.T, e *env) {
+			e.setPolicy(epA, egress(idC, protoSCTP, 0, 0), denyRule(egress(idC, protoSCTP, 80, 0)),
+				egress(idD, protoSCTP, 3868, 3870))
+			e.allowed(e.fromContainer, sctp(ipA, ipC, 5000, 81))
+			e.denied(e.fromContainer, sctp(ipA, ipC, 5000, 80), DropPolicyDeny)
+			e.allowed(e.fromContainer, sctp(ipA, ipD, 5000, 3869))
+			e.denied(e.fromContainer, sctp(ipA, ipD, 5000, 3871), DropPolicy)
+			// Replies follow the tracked association.
+			e.allowed(e.fromNetdev, sctp(ipC, ipA, 81, 5000))
 		}},
 		{"exact rule denies other ports", enforce, func(t *testing.T, e *env) {
 			e.setPolicy(epA, egress(idC, tcpProto, 80, 0))
@@ -118,6 +136,77 @@ func TestProgPolicy(t *testing.T) {
 			e.denied(e.toContainer, p, DropPolicy)
 			e.setPolicy(epA, PolicyEntry{Direction: Ingress, Identity: IdentityHost})
 			e.allowed(e.toContainer, p)
+		}},
+	})
+}
+
+// fillPolicy puts entries of another endpoint into the policy map until
+// only room entries are left, and returns a function that frees n of them.
+func (e *env) fillPolicy(room int) (free func(n int)) {
+	e.t.Helper()
+	const other = 999
+	var keys []PolicyKey
+	n := int(e.maps.Policy.MaxEntries()) - room - policyEntriesOf(e)
+	for i := range n {
+		k := PolicyKey{Prefixlen: policyPrefixFull, Identity: uint32(100000 + i), EpId: other, Direction: uint8(Ingress),
+			Protocol: tcpProto, Dport: htons(80)}
+		must(e.t, e.maps.Policy.Put(&k, &PolicyValue{}))
+		keys = append(keys, k)
+	}
+	return func(n int) {
+		for _, k := range keys[:n] {
+			must(e.t, e.maps.Policy.Delete(&k))
+		}
+		keys = keys[n:]
+	}
+}
+
+func policyEntriesOf(e *env) int {
+	n := 0
+	var k PolicyKey
+	var v PolicyValue
+	for it := e.maps.Policy.Iterate(); it.Next(&k, &v); {
+		n++
+	}
+	return n
+}
+
+func TestProgPolicyMapFull(t *testing.T) {
+	runProgCases(t, []progCase{
+		{"an update that does not fit leaves the old policy whole", envOpts{policyEgress: true, mode: Tunnel}, func(t *testing.T, e *env) {
+			old := []PolicyEntry{egress(idC, tcpProto, 80, 0), denyRule(egress(idD, tcpProto, 22, 0)), egress(idD, 0, 0, 0)}
+			e.setPolicy(epA, old...)
+			before, err := e.maps.PolicyState(epA)
+			must(t, err)
+			free := e.fillPolicy(5)
+			// Ten new keys, four of them denies, and the old ones gone.
+			var next []PolicyEntry
+			for port := uint16(1001); port < 1021; port += 2 {
+				if port > 1012 {
+					next = append(next, denyRule(egress(idC, tcpProto, port, 0)))
+				} else {
+					next = append(next, egress(idC, tcpProto, port, 0))
+				}
+			}
+			err = e.maps.SetPolicy(epA, next)
+			if !errors.Is(err, ErrMapFull) {
+				t.Fatalf("SetPolicy on a full map: %v, want ErrMapFull", err)
+			}
+			after, err := e.maps.PolicyState(epA)
+			must(t, err)
+			if !maps.Equal(before, after) {
+				t.Fatalf("policy after a failed update\n%+v, want the old one\n%+v", after, before)
+			}
+			e.allowed(e.fromContainer, tcp(ipA, ipC, 40000, 80, "S"))
+			e.denied(e.fromContainer, tcp(ipA, ipD, 40001, 22, "S"), DropPolicyDeny)
+			e.denied(e.fromContainer, tcp(ipA, ipC, 40002, 1001, "S"), DropPolicy)
+
+			// Room again: the same update goes through.
+			free(10)
+			e.setPolicy(epA, next...)
+			e.allowed(e.fromContainer, tcp(ipA, ipC, 40003, 1001, "S"))
+			e.denied(e.fromContainer, tcp(ipA, ipC, 40004, 1019, "S"), DropPolicyDeny)
+			e.denied(e.fromContainer, tcp(ipA, ipC, 40005, 80, "S"), DropPolicy)
 		}},
 	})
 }

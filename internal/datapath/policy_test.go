@@ -1,6 +1,9 @@
 package datapath
 
-import "testing"
+import (
+	"strings"
+	"testing"
+)
 
 func TestPortPrefixesCoverRangeExactly(t *testing.T) {
 	for _, r := range [][2]uint16{{0, 65535}, {1, 1}, {80, 80}, {8000, 8080}, {1, 1000}, {65535, 65535}, {1024, 65535}, {0, 0}} {
@@ -47,14 +50,27 @@ func TestPolicyMapStateDenyPropagation(t *testing.T) {
 }
 
 func TestPolicyEntryValidation(t *testing.T) {
-	for _, e := range []PolicyEntry{
-		{Direction: 0},
-		{Direction: Egress, Port: 80},
-		{Direction: Egress, Protocol: tcpProto, Port: 90, EndPort: 80},
+	for _, c := range []struct {
+		entry PolicyEntry
+		want  string
+	}{
+		{PolicyEntry{Direction: 0}, "bad direction"},
+		{PolicyEntry{Direction: Egress, Port: 80}, "ports need a protocol"},
+		{PolicyEntry{Direction: Egress, Protocol: tcpProto, Port: 90, EndPort: 80}, "end port 80 below port 90"},
+		// Port 0 is every port: {0, 1023} would allow 8080.
+		{PolicyEntry{Direction: Egress, Protocol: tcpProto, EndPort: 1023}, "end port 1023 without a start port"},
+		// GRE has no ports: such a rule could never match.
+		{PolicyEntry{Direction: Ingress, Protocol: 47, Port: 80}, "protocol 47 has no ports"},
 	} {
-		if _, err := PolicyMapState(1, []PolicyEntry{e}); err == nil {
-			t.Errorf("entry %+v accepted", e)
+		// The error names the offending entry among valid ones.
+		entries := []PolicyEntry{egress(idC, tcpProto, 80, 0), c.entry}
+		_, err := PolicyMapState(1, entries)
+		if err == nil || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), "policy entry 1 (") {
+			t.Errorf("entry %+v: error %v, want one naming entry 1 and %q", c.entry, err, c.want)
 		}
+	}
+	if _, err := PolicyMapState(1, []PolicyEntry{{Direction: Egress, Protocol: protoSCTP, Port: 80, EndPort: 90}}); err != nil {
+		t.Errorf("SCTP port range: %v", err)
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/netip"
 	"os"
 	"testing"
@@ -138,13 +139,19 @@ func TestPrivilegedConnectivity(t *testing.T) {
 // waitDrop reads events until a drop of a packet to dst:port shows up.
 func waitDrop(t *testing.T, r *datapath.EventReader, dst *dptest.Pod, port uint16) datapath.Event {
 	t.Helper()
+	return waitDropFor(t, r, dst, port, func(datapath.Event) bool { return true })
+}
+
+// waitDropFor waits for a drop towards dst:port that match accepts.
+func waitDropFor(t *testing.T, r *datapath.EventReader, dst *dptest.Pod, port uint16, match func(datapath.Event) bool) datapath.Event {
+	t.Helper()
 	r.SetDeadline(time.Now().Add(5 * time.Second))
 	for {
 		ev, err := r.Read()
 		if err != nil {
 			t.Fatalf("no drop event for %s:%d: %v", dst.IP, port, err)
 		}
-		if ev.Type == datapath.EventDrop && ev.Dst == dst.IP && ev.DstPort == port {
+		if ev.Type == datapath.EventDrop && ev.Dst == dst.IP && ev.DstPort == port && match(ev) {
 			return ev
 		}
 	}
@@ -196,21 +203,24 @@ func TestPrivilegedPolicy(t *testing.T) {
 				t.Fatalf("same-node drop event %+v", ev)
 			}
 
-			// Now the policy admits nobody: the established connection
-			// keeps working, a new one from the same client does not.
+			// Now the policy admits nobody: neither the established
+			// connection nor a new one from the same client gets through.
 			if err := maps.SetPolicy(server.ID, nil); err != nil {
 				t.Fatal(err)
 			}
-			for i := range 3 {
-				if err := dptest.RoundTrip(established, fmt.Sprintf("after %d", i)); err != nil {
-					t.Fatalf("established connection after the policy change: %v", err)
-				}
+			if err := dptest.RoundTrip(established, "after"); err == nil {
+				t.Fatal("established connection still open after its allow went away")
+			}
+			if ev := waitDrop(t, events, server, 8080); ev.Src != client.IP || ev.Reason != datapath.DropUnknownCT {
+				t.Fatalf("drop event %+v, want the established connection's segment dropped", ev)
 			}
 			if conn, err := dptest.DialTCP(client.NS, server.IP, 8080, 500*time.Millisecond); err == nil {
 				conn.Close()
 				t.Fatal("new connection allowed after the rule went away")
 			}
-			if ev := waitDrop(t, events, server, 8080); ev.Src != client.IP || ev.Reason != datapath.DropPolicy {
+			// The established connection's retransmissions drop too.
+			isNew := func(ev datapath.Event) bool { return ev.Reason != datapath.DropUnknownCT }
+			if ev := waitDropFor(t, events, server, 8080, isNew); ev.Src != client.IP || ev.Reason != datapath.DropPolicy {
 				t.Fatalf("drop event %+v", ev)
 			}
 		})
@@ -295,6 +305,61 @@ func TestPrivilegedMasquerade(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// Masquerading never takes a port the node's own sockets may take: a
+// node connection and pod connections to the same remote all work, and
+// the pods' translated ports lie outside the node's ephemeral range.
+func TestPrivilegedMasqueradeBesideNodeSockets(t *testing.T) {
+	c := newCluster(t, dptest.Options{Mode: datapath.Native, Masquerade: true, World: true})
+	serve(t)(dptest.ServeRemoteAddr(c.WorldNS, dptest.WorldIP, 8080))
+	n := c.Nodes[0]
+	ephemeral, err := datapath.EphemeralPorts(n.NS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var conns []net.Conn
+	t.Cleanup(func() {
+		for _, c := range conns {
+			c.Close()
+		}
+	})
+	seen := map[netip.AddrPort]string{}
+	dial := func(ns, who string) netip.AddrPort {
+		t.Helper()
+		conn, err := dptest.DialTCP(ns, dptest.WorldIP, 8080, dptest.ReplyWait)
+		if err != nil {
+			t.Fatalf("%s to the world: %v", who, err)
+		}
+		conns = append(conns, conn)
+		ap, err := dptest.ReadRemoteAddr(conn)
+		if err != nil {
+			t.Fatalf("%s: %v", who, err)
+		}
+		if other, ok := seen[ap]; ok {
+			t.Fatalf("%s and %s both reached the world as %s", who, other, ap)
+		}
+		seen[ap] = who
+		return ap
+	}
+	for i := range 20 {
+		node := dial(n.NS, fmt.Sprintf("node socket %d", i))
+		if node.Addr() != n.IP || !ephemeral.Contains(node.Port()) {
+			t.Fatalf("node socket seen as %s, want %s with a port in %v", node, n.IP, ephemeral)
+		}
+		for _, p := range n.Pods {
+			pod := dial(p.NS, fmt.Sprintf("%s flow %d", p.Name, i))
+			if pod.Addr() != n.IP || ephemeral.Contains(pod.Port()) {
+				t.Fatalf("%s seen as %s, want %s with a port outside the node's %v", p.Name, pod, n.IP, ephemeral)
+			}
+		}
+	}
+	// Every connection still answers on its own tuple.
+	for i, conn := range conns {
+		if err := dptest.RoundTrip(conn, "still mine"); err != nil {
+			t.Fatalf("connection %d: %v", i, err)
+		}
 	}
 }
 

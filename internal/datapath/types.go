@@ -40,6 +40,14 @@ const (
 	policyPrefixFull   = policyPrefixProto + 16
 )
 
+// IP protocols whose ports (for ICMP, the type) the datapath reads.
+const (
+	protoICMP = 1
+	protoTCP  = 6
+	protoUDP  = 17
+	protoSCTP = 132
+)
+
 // Reserved identities that the datapath itself uses.
 const (
 	IdentityAny        uint32 = 0
@@ -71,31 +79,37 @@ func (d Direction) String() string {
 type Reason uint8
 
 const (
-	Forwarded         Reason = 0
-	DropInvalidSource Reason = 132
-	DropPolicy        Reason = 133
-	DropInvalid       Reason = 134
-	DropUnsupportedL3 Reason = 139
-	DropNoTunnelKey   Reason = 147
-	DropCTCreate      Reason = 155
-	DropFragNoSupport Reason = 157
-	DropNATNoMapping  Reason = 167
-	DropFragNotFound  Reason = 175
-	DropPolicyDeny    Reason = 181
+	Forwarded           Reason = 0
+	DropInvalidSource   Reason = 132
+	DropPolicy          Reason = 133
+	DropInvalid         Reason = 134
+	DropUnsupportedL3   Reason = 139
+	DropNoTunnelKey     Reason = 147
+	DropCTCreate        Reason = 155
+	DropFragNoSupport   Reason = 157
+	DropUnknownCT       Reason = 163
+	DropNATNoMapping    Reason = 167
+	DropInvalidIdentity Reason = 171
+	DropUnknownSender   Reason = 172
+	DropFragNotFound    Reason = 175
+	DropPolicyDeny      Reason = 181
 )
 
 var reasonNames = map[Reason]string{
-	Forwarded:         "forwarded",
-	DropUnsupportedL3: "unsupported L3 protocol",
-	DropInvalidSource: "invalid source ip",
-	DropPolicy:        "policy denied",
-	DropInvalid:       "invalid packet",
-	DropCTCreate:      "conntrack entry not created",
-	DropNoTunnelKey:   "no tunnel key",
-	DropFragNoSupport: "fragment cannot be translated",
-	DropNATNoMapping:  "no free masquerade port",
-	DropFragNotFound:  "first fragment not seen",
-	DropPolicyDeny:    "policy deny rule",
+	Forwarded:           "forwarded",
+	DropUnsupportedL3:   "unsupported L3 protocol",
+	DropInvalidSource:   "invalid source ip",
+	DropPolicy:          "policy denied",
+	DropInvalid:         "invalid packet",
+	DropCTCreate:        "conntrack entry not created",
+	DropNoTunnelKey:     "no tunnel key",
+	DropFragNoSupport:   "fragment cannot be translated",
+	DropNATNoMapping:    "no free masquerade port",
+	DropUnknownCT:       "no connection for a TCP segment that starts none",
+	DropInvalidIdentity: "identity a remote node may not send",
+	DropUnknownSender:   "tunnel packet from no known node",
+	DropFragNotFound:    "first fragment not seen",
+	DropPolicyDeny:      "policy deny rule",
 }
 
 func (r Reason) String() string {

@@ -182,12 +182,14 @@ func Ping(ns string, to netip.Addr) error {
 	})
 }
 
-// ServeRemoteAddr answers every TCP connection with the address it came
-// from, to show what a server outside the cluster sees.
+// ServeRemoteAddr answers every TCP connection with the address and port
+// it came from, to show what a server outside the cluster sees, then
+// echoes what the connection sends.
 func ServeRemoteAddr(ns string, addr netip.Addr, port int) (io.Closer, error) {
 	return serveTCP(ns, addr, port, func(c net.Conn) {
-		ap, _ := netip.ParseAddrPort(c.RemoteAddr().String())
-		c.Write([]byte(ap.Addr().String() + "\n"))
+		if _, err := c.Write([]byte(c.RemoteAddr().String() + "\n")); err == nil {
+			io.Copy(c, c)
+		}
 	})
 }
 
@@ -199,12 +201,19 @@ func RemoteAddrSeen(ns string, to netip.Addr, port int) (netip.Addr, error) {
 		return netip.Addr{}, err
 	}
 	defer c.Close()
+	ap, err := ReadRemoteAddr(c)
+	return ap.Addr(), err
+}
+
+// ReadRemoteAddr reads what a ServeRemoteAddr server says on c: where c
+// came from, as the server saw it.
+func ReadRemoteAddr(c net.Conn) (netip.AddrPort, error) {
 	c.SetDeadline(time.Now().Add(ReplyWait))
 	line, err := bufio.NewReader(c).ReadString('\n')
 	if err != nil {
-		return netip.Addr{}, fmt.Errorf("read: %w", err)
+		return netip.AddrPort{}, fmt.Errorf("read: %w", err)
 	}
-	return netip.ParseAddr(strings.TrimSpace(line))
+	return netip.ParseAddrPort(strings.TrimSpace(line))
 }
 
 // UDPRefused sends a datagram to a port where nothing listens and

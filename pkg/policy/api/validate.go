@@ -212,6 +212,10 @@ func validatePorts(path *field.Path, ports []PortProtocol) field.ErrorList {
 		switch {
 		case named:
 			errs = append(errs, field.Invalid(p.Child("endPort"), pp.EndPort, "a range needs a numeric port"))
+		case port == 0:
+			// Port 0 means every port: a range from it would silently
+			// allow far more than the end port says.
+			errs = append(errs, field.Invalid(p.Child("endPort"), pp.EndPort, "a range needs a start port above 0"))
 		case pp.EndPort < 0 || pp.EndPort > 65535:
 			errs = append(errs, field.Invalid(p.Child("endPort"), pp.EndPort, "must be between 0 and 65535"))
 		case uint16(pp.EndPort) < port:
