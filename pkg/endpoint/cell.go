@@ -14,7 +14,7 @@ import (
 // Cell provides the *Manager and restores endpoints when the agent
 // starts. It needs a Datapath and an IdentityAllocator from other cells.
 var Cell = cell.Module("endpoint-manager", "Local endpoints created and programmed and persisted and restored",
-	cell.Provide(newManagerCell),
+	cell.Provide(newManagerCell, func(m *Manager) ipam.EndpointOwners { return m }),
 	cell.Invoke(registerMetrics),
 )
 

@@ -204,6 +204,15 @@ func (m *Manager) Get(name string) (Endpoint, error) {
 	return Endpoint{}, fmt.Errorf("%s: %w", name, ErrNotFound)
 }
 
+// HasEndpoint tells whether the container has an endpoint; IPAM asks it
+// to find the addresses that no endpoint holds.
+func (m *Manager) HasEndpoint(containerID string) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	_, ok := m.byContainer[containerID]
+	return ok
+}
+
 // List is every endpoint by id.
 func (m *Manager) List() []Endpoint {
 	m.mu.Lock()

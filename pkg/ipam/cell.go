@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net/netip"
 	"path/filepath"
+	"time"
 
 	"github.com/cilium/hive/cell"
 	"github.com/spf13/pflag"
@@ -18,21 +19,28 @@ import (
 var Cell = cell.Module("ipam", "Pod address allocation from the pod CIDR of this node",
 	cell.Config(DefaultConfig),
 	cell.Provide(newFromConfig),
-	cell.Invoke(registerMetrics),
+	cell.Invoke(registerMetrics, registerOrphanRelease),
 )
 
 // Config is the node's pool: a fixed pod CIDR, or (empty) the one the
 // operator's cluster-pool IPAM writes into this node's CiliumNode.
 type Config struct {
 	IPAMPodCIDR string `mapstructure:"ipam-pod-cidr"`
+	// IPAMOrphanGracePeriod is how long after a restore an address that
+	// no endpoint holds stays allocated, for the CNI ADD that a crash
+	// interrupted to finish or be retried.
+	IPAMOrphanGracePeriod time.Duration `mapstructure:"ipam-orphan-grace-period"`
 }
 
-// DefaultConfig takes the pod CIDR from the cluster.
-var DefaultConfig = Config{}
+// DefaultConfig takes the pod CIDR from the cluster, and waits longer
+// than cilium-cni's two-minute timeout before freeing orphans.
+var DefaultConfig = Config{IPAMOrphanGracePeriod: 5 * time.Minute}
 
 // Flags implements cell.Flagger.
 func (d Config) Flags(fs *pflag.FlagSet) {
 	fs.String("ipam-pod-cidr", d.IPAMPodCIDR, "this node's IPv4 pod CIDR, e.g. 10.0.1.0/24; empty: the one the operator writes into this node's CiliumNode")
+	fs.Duration("ipam-orphan-grace-period", d.IPAMOrphanGracePeriod,
+		"after a restart, how long an address that no restored endpoint holds stays allocated before it is freed")
 }
 
 // PodCIDR parses and checks the flag; invalid and no error when unset.
@@ -75,6 +83,9 @@ type params struct {
 func newFromConfig(p params) (*Allocator, error) {
 	cidr, err := p.Config.PodCIDR()
 	if err != nil {
+		return nil, err
+	}
+	if err := validGrace(p.Config.IPAMOrphanGracePeriod); err != nil {
 		return nil, err
 	}
 	if !cidr.IsValid() && p.Source == nil {

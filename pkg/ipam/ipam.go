@@ -12,6 +12,7 @@ import (
 	"os"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/cilium-go/cilium/pkg/paths"
 )
@@ -47,6 +48,10 @@ type Allocator struct {
 	mu    sync.Mutex
 	owner map[netip.Addr]string
 	next  netip.Addr // where the search for a free address starts
+	// asked is when each owner last asked for its address, in this
+	// process: an owner that asks again is alive, not an orphan.
+	asked map[string]time.Time
+	now   func() time.Time
 }
 
 // state is the file format.
@@ -74,7 +79,8 @@ func New(cidr netip.Prefix, gateway netip.Addr, file string) (*Allocator, []Allo
 // has not written it into the node's CiliumNode: Allocate fails with
 // ErrNoPodCIDR until Open.
 func NewPending(gateway netip.Addr, file string) *Allocator {
-	return &Allocator{gateway: gateway, file: file, owner: map[netip.Addr]string{}}
+	return &Allocator{gateway: gateway, file: file, owner: map[netip.Addr]string{},
+		asked: map[string]time.Time{}, now: time.Now}
 }
 
 // Open gives a pending pool its CIDR and loads what file holds, returning
@@ -160,6 +166,7 @@ func (a *Allocator) Allocate(owner string) (Result, error) {
 	if !a.cidr.IsValid() {
 		return Result{}, fmt.Errorf("allocate for %s: %w", owner, ErrNoPodCIDR)
 	}
+	a.asked[owner] = a.now()
 	for ip, o := range a.owner {
 		if o == owner {
 			return a.result(ip), nil

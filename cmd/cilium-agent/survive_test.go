@@ -1,0 +1,124 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"path/filepath"
+	"sync/atomic"
+	"testing"
+
+	"github.com/cilium/hive/cell"
+
+	"github.com/cilium-go/cilium/internal/datapath"
+	"github.com/cilium-go/cilium/pkg/api/models"
+	"github.com/cilium-go/cilium/pkg/api/server"
+	"github.com/cilium-go/cilium/pkg/client"
+	"github.com/cilium-go/cilium/pkg/endpoint"
+)
+
+// TestAgentReleasesOrphanedAddressesAfterRestore: an address allocated
+// by an ADD that the agent's crash cut short (no endpoint) is freed a
+// grace period after the restart; one whose ADD is retried, and one with
+// an endpoint, stay.
+func TestAgentReleasesOrphanedAddressesAfterRestore(t *testing.T) {
+	dir := t.TempDir()
+	h, err := startAgent(t, &memDatapath{live: map[uint16]datapath.Endpoint{}}, baseArgs(dir)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := client.New(filepath.Join(dir, "run", "cilium.sock"))
+	ctx := context.Background()
+	for _, owner := range []string{"crashed", "retried", "alive"} {
+		if _, err := c.AllocateIP(ctx, owner); err != nil {
+			t.Fatal(err)
+		}
+	}
+	alive, _ := c.Allocations(ctx)
+	if _, err := c.PutEndpoint(ctx, models.EndpointRequest{ContainerID: "alive", IPv4: alive[2].IP,
+		MAC: "02:00:00:00:00:01", IfName: "eth0", HostIfName: "lxc1", HostIfindex: 5, NetNSPath: "/proc/1/ns/net"}); err != nil {
+		t.Fatal(err)
+	}
+	stop(t, h)
+
+	h, err = startAgent(t, &memDatapath{live: map[uint16]datapath.Endpoint{}},
+		append(baseArgs(dir), "--ipam-orphan-grace-period=300ms")...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stop(t, h)
+	// The runtime retries the ADD that the crash cut short.
+	if _, err := c.AllocateIP(ctx, "retried"); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the orphaned address freed", func() bool {
+		als, err := c.Allocations(ctx)
+		return err == nil && len(als) == 2
+	})
+	als, _ := c.Allocations(ctx)
+	if als[0].Owner != "retried" || als[1].Owner != "alive" {
+		t.Fatalf("allocations %+v, want retried and alive", als)
+	}
+}
+
+// flakyDatapath fails every upsert while fail is set, as a datapath that
+// cannot program an endpoint for a while.
+type flakyDatapath struct {
+	*memDatapath
+	fail atomic.Bool
+}
+
+func (f *flakyDatapath) UpsertEndpoint(ep datapath.Endpoint) error {
+	if f.fail.Load() {
+		return errors.New("map busy")
+	}
+	return f.memDatapath.UpsertEndpoint(ep)
+}
+
+// TestAgentRestoreIncompleteClears: an endpoint that fails to restore
+// makes the agent not ready ("restore incomplete"), and that clears once
+// a retry programs it; it never stays for the agent's lifetime.
+func TestAgentRestoreIncompleteClears(t *testing.T) {
+	dir := t.TempDir()
+	h, err := startAgent(t, &memDatapath{live: map[uint16]datapath.Endpoint{}}, baseArgs(dir)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := client.New(filepath.Join(dir, "run", "cilium.sock"))
+	ctx := context.Background()
+	alloc, err := c.AllocateIP(ctx, "c1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.PutEndpoint(ctx, models.EndpointRequest{ContainerID: "c1", IPv4: alloc.Address,
+		MAC: "02:00:00:00:00:01", IfName: "eth0", HostIfName: "lxc1", HostIfindex: 5, NetNSPath: "/proc/1/ns/net"}); err != nil {
+		t.Fatal(err)
+	}
+	stop(t, h)
+
+	dp := &flakyDatapath{memDatapath: &memDatapath{live: map[uint16]datapath.Endpoint{}}}
+	dp.fail.Store(true)
+	cells := cell.Module("flaky-datapath", "Endpoints in memory that fail for a while",
+		cell.Provide(func() endpoint.Datapath { return dp }, func() server.PodDeviceChecker { return dp }))
+	h, err = startHive(t, newHive(newLevel(), Infrastructure, ControlPlane, cells), baseArgs(dir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stop(t, h)
+	level := func() string {
+		hz, _ := c.Healthz(ctx)
+		for _, m := range hz.Modules {
+			if m.Module == "endpoint-manager" {
+				return m.Level + ": " + m.Message
+			}
+		}
+		return ""
+	}
+	if l := level(); l != "Degraded: restore incomplete" && l != "Degraded: restore incomplete, retrying" {
+		t.Fatalf("endpoint-manager %q while its endpoint cannot be programmed", l)
+	}
+	dp.fail.Store(false)
+	waitFor(t, "restore incomplete to clear", func() bool { return level() == "OK: endpoints restored" })
+	if hz, err := c.Healthz(ctx); err != nil || !hz.OK {
+		t.Fatalf("healthz after the restore finished: %+v %v", hz, err)
+	}
+}
