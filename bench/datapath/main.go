@@ -7,8 +7,9 @@
 // (c-nk) and (c'-nk) as (c) and (c') with netkit pod devices, when the
 // kernel has them. Each is measured for a TCP stream, request/response on
 // one connection and connect/request/close, in interleaved repetitions; it
-// prints medians, their spread and each ratio to (a). It needs root:
-// `make bench`.
+// prints medians, their spread, each ratio to (a) with its 95% confidence
+// interval from the paired repetitions, and whether each target is met,
+// missed or undecided (README.md). It needs root: `make bench`.
 package main
 
 import (
@@ -16,7 +17,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/netip"
 	"os"
@@ -261,43 +261,4 @@ func measure(ctx context.Context, log *slog.Logger, scenarios []scenario, d time
 	}
 	report(os.Stdout, scenarios, results, d, reps)
 	return nil
-}
-
-func median(v []float64) float64 {
-	s := slices.Clone(v)
-	slices.Sort(s)
-	if len(s)%2 == 1 {
-		return s[len(s)/2]
-	}
-	return (s[len(s)/2-1] + s[len(s)/2]) / 2
-}
-
-func report(w io.Writer, scenarios []scenario, results [][][]float64, d time.Duration, reps int) {
-	fmt.Fprintf(w, "datapath benchmark: %d interleaved repetitions of %v; median, ratio to %s, spread (min-max)/median\n\n",
-		reps, d, strings.Fields(scenarios[0].name)[0])
-	for ti, t := range tests {
-		fmt.Fprintf(w, "%s (%s)\n", t.name, t.unit)
-		base := median(results[0][ti])
-		for si, s := range scenarios {
-			v := results[si][ti]
-			m := median(v)
-			fmt.Fprintf(w, "  %-34s %12.1f  %5.3f  ±%2.0f%%\n", s.name, m, m/base, 50*(slices.Max(v)-slices.Min(v))/m)
-		}
-		for _, pair := range [][2]string{{"c'", "c"}, {"c", "f"}, {"c-nk", "c"}, {"c'-nk", "c-nk"}} {
-			num, den := slices.IndexFunc(scenarios, byKey(pair[0])), slices.IndexFunc(scenarios, byKey(pair[1]))
-			if num < 0 || den < 0 {
-				continue
-			}
-			label := fmt.Sprintf("(%s) / (%s)", pair[0], pair[1])
-			fmt.Fprintf(w, "  %-34s %12s  %5.3f\n", label, "", median(results[num][ti])/median(results[den][ti]))
-		}
-		fmt.Fprintln(w)
-	}
-	fmt.Fprintln(w, "targets: (c)/(a) >= 0.95 for stream and request/response; (c')/(c) >= 0.97")
-	fmt.Fprintln(w, "(f) is the least any datapath on veth pods does: (f)/(a) bounds what (c)/(a) can reach, and the rest")
-	fmt.Fprintln(w, "of (f)'s gap to (a) is the veth crossing, which netkit pods avoid")
-}
-
-func byKey(key string) func(scenario) bool {
-	return func(s scenario) bool { return s.key == key }
 }
