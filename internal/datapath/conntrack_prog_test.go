@@ -344,3 +344,34 @@ func TestProgDumps(t *testing.T) {
 		}},
 	})
 }
+
+// A full conntrack table evicts its least recently used entries: new
+// connections are still tracked, and the map says it is full.
+func TestProgConntrackFull(t *testing.T) {
+	runProgCases(t, []progCase{
+		{"new connections get in", envOpts{policyEgress: true, mode: Tunnel}, func(t *testing.T, e *env) {
+			e.setPolicy(epA, egress(idC, tcpProto, 80, 0))
+			now, err := Monotonic()
+			must(t, err)
+			size := int(e.maps.CT4.MaxEntries())
+			for i := range size {
+				k := CTKey{Saddr: be32(ipB), Daddr: be32(ipD), Sport: htons(uint16(i)), Dport: htons(uint16(i >> 16)), Protocol: udpProto}
+				must(t, e.maps.CT4.Put(&k, &CTEntry{Expires: uint64(now + time.Hour)}))
+			}
+			sums, err := e.maps.Summaries()
+			must(t, err)
+			for _, s := range sums {
+				if s.Name == "cilium_ct4" && s.Entries < size*9/10 {
+					t.Fatalf("conntrack holds %d of %d after filling it", s.Entries, size)
+				}
+			}
+			syn := tcp(ipA, ipC, 40000, 80, "S")
+			e.allowed(e.fromContainer, syn)
+			if _, ok := e.ctEntry(syn); !ok {
+				t.Fatal("no conntrack entry for a new connection in a full table")
+			}
+			e.allowed(e.fromNetdev, tcp(ipC, ipA, 80, 40000, "SA"))
+			e.allowed(e.fromContainer, tcp(ipA, ipC, 40000, 80, "A"))
+		}},
+	})
+}

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 
 	"github.com/cilium/ebpf"
+	"golang.org/x/sys/unix"
 )
 
 // Maps are the node's shared BPF maps. Every program object of the node
@@ -179,7 +180,7 @@ func (m *Maps) UpsertIPCache(p netip.Prefix, e IPCacheEntry) error {
 	}
 	v := IPCacheInfo{Identity: e.Identity, TunnelIpv4: be32(e.TunnelEndpoint)}
 	if err := m.IPCache.Put(&k, &v); err != nil {
-		return fmt.Errorf("put ipcache %s: %w", p, err)
+		return fmt.Errorf("put ipcache %s: %w", p, markFull(err))
 	}
 	return nil
 }
@@ -223,4 +224,17 @@ func (m *Maps) SyncIPCache(desired map[netip.Prefix]IPCacheEntry) error {
 		errs = append(errs, m.UpsertIPCache(p, e))
 	}
 	return errors.Join(errs...)
+}
+
+// ErrMapFull says that a map had no room for an update, which was then
+// not applied.
+var ErrMapFull = errors.New("map full")
+
+// markFull wraps the kernel's "no room" errors (a hash or LPM map at
+// max_entries) so that callers can tell them apart with ErrMapFull.
+func markFull(err error) error {
+	if errors.Is(err, unix.ENOSPC) || errors.Is(err, unix.E2BIG) {
+		return fmt.Errorf("%w: %w", ErrMapFull, err)
+	}
+	return err
 }

@@ -9,7 +9,6 @@ import (
 	"slices"
 
 	"github.com/cilium/ebpf"
-	"golang.org/x/sys/unix"
 )
 
 // PolicyEntry is one rule of an endpoint's policy as the datapath sees
@@ -174,10 +173,6 @@ func PolicyMapState(epID uint16, entries []PolicyEntry) (map[PolicyKey]PolicyVal
 	return out, nil
 }
 
-// ErrMapFull says that a map had no room for an update, which was then
-// not applied.
-var ErrMapFull = errors.New("map full")
-
 // SetPolicy makes the endpoint's policy entries in the map equal to
 // entries: it adds and changes what differs and removes the rest. Entries
 // are added before stale ones go, so an allowed flow never sees a gap.
@@ -209,10 +204,7 @@ func (m *Maps) SetPolicy(epID uint16, entries []PolicyEntry) error {
 			if uerr := m.undoPolicy(written, current); uerr != nil {
 				return fmt.Errorf("put policy entry for endpoint %d: %w (and undo: %w)", epID, err, uerr)
 			}
-			if errors.Is(err, unix.ENOSPC) || errors.Is(err, unix.E2BIG) {
-				err = fmt.Errorf("%w: %w", ErrMapFull, err)
-			}
-			return fmt.Errorf("put policy entry for endpoint %d (%d entries, old policy kept): %w", epID, len(desired), err)
+			return fmt.Errorf("put policy entry for endpoint %d (%d entries, old policy kept): %w", epID, len(desired), markFull(err))
 		}
 		written = append(written, k)
 	}

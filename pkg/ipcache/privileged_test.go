@@ -5,7 +5,10 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
+
+	"github.com/cilium/hive/cell"
 
 	"github.com/cilium-go/cilium/internal/datapath"
 	"github.com/cilium-go/cilium/internal/datapath/testnode"
@@ -83,4 +86,57 @@ func TestPrivilegedReconcilerPinnedMap(t *testing.T) {
 		t.Fatal(err)
 	}
 	eventually(t, "the change in the pinned map", mapEquals(t, other, desired))
+}
+
+// A full ipcache map: the entries that do not fit are retried, the
+// module health says why, the ones that fit are in, and everything goes
+// in once there is room.
+func TestPrivilegedReconcilerFullMap(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: mounts a bpffs and creates BPF maps")
+	}
+	_, m := pinnedMaps(t)
+	h := startReconciler(t, func() Map { return m })
+	size := int(m.IPCache.MaxEntries())
+	desired := map[netip.Prefix]datapath.IPCacheEntry{}
+	for i := range size + 10 {
+		p := netip.PrefixFrom(netip.AddrFrom4([4]byte{10, byte(i >> 16), byte(i >> 8), byte(i)}), 32)
+		desired[p] = datapath.IPCacheEntry{Identity: uint32(256 + i%1000)}
+	}
+	if _, _, err := h.w.Replace(desired); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "reconciler health degraded for a full map", func() bool {
+		s, ok := h.reconcilerHealth()
+		return ok && s.Level == cell.StatusDegraded && strings.Contains(s.Error, datapath.ErrMapFull.Error())
+	})
+	got, err := m.IPCacheEntries()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != size {
+		t.Fatalf("%d entries in a map of %d", len(got), size)
+	}
+	for p, e := range got {
+		if desired[p] != e {
+			t.Fatalf("entry %s = %+v, want %+v", p, e, desired[p])
+		}
+	}
+
+	// Room again: the retries put the rest in and health recovers.
+	n := 0
+	for p := range desired {
+		if n == 20 {
+			break
+		}
+		delete(desired, p)
+		n++
+	}
+	if _, _, err := h.w.Replace(desired); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "every desired entry in the map and health OK", func() bool {
+		s, ok := h.reconcilerHealth()
+		return ok && s.Level == cell.StatusOK && mapEquals(t, m, desired)()
+	})
 }

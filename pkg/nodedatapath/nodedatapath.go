@@ -26,6 +26,7 @@ import (
 var Cell = cell.Module("datapath", "The eBPF datapath of this node",
 	cell.Config(DefaultConfig),
 	cell.Provide(newNode, asEndpointDatapath, asMapLister, asIPCacheLister, newNodeInfo, newPodDevices),
+	cell.Invoke(registerMetrics),
 )
 
 // Config is the node's datapath configuration.
