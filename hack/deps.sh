@@ -20,8 +20,9 @@ for target in "$@"; do
 	case $target in
 	demo) pkgs+=(iproute2 util-linux iptables nftables conntrack) ;;
 	# qemu, busybox-static, cpio, xz: make test-netkit-vm boots a kernel
-	# with netkit when this one has none.
-	test) pkgs+=(iproute2 util-linux iptables nftables conntrack qemu-system-x86 busybox-static cpio xz-utils) ;;
+	# with netkit when this one has none. python3: the e2e tests' stream
+	# client runs in a pod, whose root is this machine's filesystem.
+	test) pkgs+=(iproute2 util-linux iptables nftables conntrack qemu-system-x86 busybox-static cpio xz-utils python3) ;;
 	generate) pkgs+=("$CLANG_PKG" llvm-14 libbpf-dev) ;;
 	*) echo "deps: unknown target $target (demo, test, generate)" >&2; exit 2 ;;
 	esac
