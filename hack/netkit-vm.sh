@@ -7,15 +7,26 @@
 # under software emulation when there is no /dev/kvm, with an initramfs of
 # busybox, the kernel modules the tests load and static test binaries.
 #
+#   hack/netkit-vm.sh               the tests (make test-netkit-vm)
+#   hack/netkit-vm.sh bench [FLAGS] bench/datapath with FLAGS in the guest
+#                                   (make bench-datapath-netkit), only where
+#                                   KVM works: emulated timings mean nothing
+#
 # On a kernel with netkit there is nothing to do: the tests of `make test`
-# ran the netkit variants already. The machine's apt configuration is left
-# alone (the kernel package is fetched with a private sources list), and
-# the kernel package stays cached in .cache/netkit-vm. The exit status is
-# the tests'.
+# ran the netkit variants already, and the benchmark runs here. The
+# machine's apt configuration is left alone (the kernel package is fetched
+# with a private sources list), and the kernel package stays cached in
+# .cache/netkit-vm. The exit status is the tests' (the benchmark's).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+mode=${1:-test}
+[ $# -gt 0 ] && shift
+case $mode in test | bench) ;; *) echo "netkit-vm: unknown mode $mode (test, bench)" >&2; exit 2 ;; esac
 
 if unshare --net ip link add nk0 type netkit 2>/dev/null; then
+	if [ "$mode" = bench ]; then
+		exec go run ./bench/datapath "$@"
+	fi
 	echo "netkit-vm: this kernel has netkit; the datapath tests ran its variants here"
 	exit 0
 fi
@@ -41,6 +52,7 @@ fi
 cache=.cache/netkit-vm
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
+qemu=
 mkdir -p "$cache/apt/lists/partial" "$cache/apt/archives/partial"
 
 # The kernel: whatever the backports cloud metapackage depends on today.
@@ -78,10 +90,24 @@ for m in "${modules[@]}"; do
 	xz -dc "$mods/$m.ko.xz" >"$root/mod/$(basename "$m").ko"
 	echo "$(basename "$m")" >>"$root/mod/order"
 done
-CGO_ENABLED=0 go test -c -o "$root/bin/datapath.test" ./internal/datapath
-CGO_ENABLED=0 go test -c -o "$root/bin/agent.test" ./cmd/cilium-agent
-CGO_ENABLED=0 go build -o "$root/bin/cilium-cni" ./cmd/cilium-cni
-cat >"$root/init" <<'EOF'
+# What the guest runs, and its flags (in /args, one a line).
+if [ "$mode" = bench ]; then
+	CGO_ENABLED=0 go build -o "$root/bin/bench" ./bench/datapath
+	printf '%s\n' "$@" >"$root/args"
+	run='/bin/bench $(guestargs)
+status=$?'
+else
+	CGO_ENABLED=0 go test -c -o "$root/bin/datapath.test" ./internal/datapath
+	CGO_ENABLED=0 go test -c -o "$root/bin/agent.test" ./cmd/cilium-agent
+	CGO_ENABLED=0 go build -o "$root/bin/cilium-cni" ./cmd/cilium-cni
+	echo "${NETKIT_VM_TESTARGS:-}" | tr ',' '\n' >"$root/args"
+	run='/bin/datapath.test -test.count=1 -test.v $(guestargs)
+status=$?
+# The agent'"'"'s netkit mode end to end: its cells, cilium-cni through libcni.
+CILIUM_CNI_BIN=/bin/cilium-cni /bin/agent.test -test.count=1 -test.v -test.run '"'"'TestPrivilegedNetkitMode$'"'"' || status=1'
+fi
+{
+	cat <<'EOF'
 #!/bin/sh
 mount -t proc proc /proc
 mount -t sysfs sys /sys
@@ -93,43 +119,107 @@ for m in $(cat /mod/order); do insmod /mod/$m.ko || echo "netkit-vm: insmod $m f
 ip link set lo up
 echo "netkit-vm: $(cat /proc/version)"
 cd /tmp
-/bin/datapath.test -test.count=1 -test.v $(sed -n 's/.*testargs=\([^ ]*\).*/\1/p' /proc/cmdline | tr ',' ' ')
-status=$?
-# The agent's netkit mode end to end: its cells, cilium-cni through libcni.
-CILIUM_CNI_BIN=/bin/cilium-cni /bin/agent.test -test.count=1 -test.v -test.run 'TestPrivilegedNetkitMode$' || status=1
-echo "netkit-vm: exit $status"
-poweroff -f
+guestargs() { cat /args; }
 EOF
+	echo "$run"
+	echo 'echo "netkit-vm: exit $status"'
+	echo 'poweroff -f'
+} >"$root/init"
 chmod +x "$root/init"
 (cd "$root" && find . | cpio -o -H newc --quiet | gzip -1 >"$work/initramfs.gz")
 
-# Under emulation, one CPU without cmpxchg16b: with two, qemu 7.2's
-# multi-threaded emulation now and then crashed the guest kernel (in its
-# emulation of cmpxchg16b, and while the kernel patched its own code).
+# boot LOG LIMIT QEMU-ARGS...: runs qemu until it exits, and stops it when
+# it outlives LIMIT seconds, when its guest says nothing for SILENCE seconds
+# or when KVM fails inside it (qemu then pauses the guest instead of exiting).
+boot() {
+	local log=$1 limit=$2 t=0 size=0 quiet=0
+	shift 2
+	qemu-system-x86_64 -machine q35 -nic none -nographic -no-reboot -kernel "$vmlinuz" "$@" >"$log" 2>&1 &
+	qemu=$!
+	while kill -0 "$qemu" 2>/dev/null; do
+		if grep -aq 'KVM internal error' "$log"; then
+			echo "netkit-vm: KVM failed inside qemu: $(grep -a -m1 'KVM internal error' "$log" | tr -d '\r' | sed 's/.*KVM/KVM/')" >&2
+			stop_qemu
+			return 1
+		fi
+		local now
+		now=$(stat -c %s "$log")
+		if [ "$now" = "$size" ]; then quiet=$((quiet + 1)); else quiet=0 size=$now; fi
+		if [ "$t" -ge "$limit" ] || [ "$quiet" -ge "${SILENCE:-600}" ]; then
+			echo "netkit-vm: qemu stopped after ${t}s (${quiet}s without guest output)" >&2
+			stop_qemu
+			return 1
+		fi
+		sleep 1
+		t=$((t + 1))
+	done
+	wait "$qemu" || true
+	qemu=
+}
+stop_qemu() {
+	[ -n "${qemu:-}" ] || return 0
+	kill "$qemu" 2>/dev/null || true
+	wait "$qemu" 2>/dev/null || true
+	qemu=
+}
+trap 'stop_qemu; rm -rf "$work"' EXIT
+
+# KVM only when a probe boot proves it works: nested KVM on machines of this
+# kind may abort qemu at once or fail in the guest's first instructions.
+# The probe is a kernel and a shell that says so and powers off: seconds
+# with working KVM. Under emulation, one CPU without cmpxchg16b: with two,
+# qemu 7.2's multi-threaded emulation now and then crashed the guest kernel
+# (in its emulation of cmpxchg16b, and while the kernel patched its own code).
 accel=tcg cpu=qemu64,-cx16 cpus=1
-[ -w /dev/kvm ] && accel=kvm cpu=host cpus=2
+if [ -w /dev/kvm ] && [ -z "${NETKIT_VM_TCG:-}" ]; then
+	probe=$work/probe
+	mkdir -p "$probe/bin"
+	cp "$(command -v busybox)" "$probe/bin/busybox"
+	ln -s busybox "$probe/bin/sh"
+	ln -s busybox "$probe/bin/poweroff"
+	printf '#!/bin/sh\necho netkit-vm: probe ok\npoweroff -f\n' >"$probe/init"
+	chmod +x "$probe/init"
+	(cd "$probe" && find . | cpio -o -H newc --quiet | gzip -1 >"$work/probe.gz")
+	if SILENCE=30 boot "$work/probe.log" 60 -accel kvm -cpu host -smp 2 -m 256 -initrd "$work/probe.gz" \
+		-append "console=ttyS0 quiet panic=-1" && grep -aq 'netkit-vm: probe ok' "$work/probe.log"; then
+		accel=kvm cpu=host cpus=2
+	else
+		echo "netkit-vm: KVM does not work here (probe boot failed); emulating with TCG" >&2
+	fi
+fi
+if [ "$mode" = bench ] && [ "$accel" = tcg ] && [ -z "${NETKIT_VM_BENCH_TCG:-}" ]; then
+	echo "netkit-vm: no working KVM here: timings under emulation would mean nothing (NETKIT_VM_BENCH_TCG=1 runs the benchmark anyway, to see that it works)" >&2
+	exit 1
+fi
+
 log=$work/console.log
 # A guest kernel that panics before the tests report is the emulator's
-# fault, not the tests': it gets one more boot.
-for boot in 1 2; do
-	echo "netkit-vm: booting $image ($accel) with the datapath tests"
-	timeout 1200 qemu-system-x86_64 -machine q35 -accel "$accel" -cpu "$cpu" -smp "$cpus" -m 3072 -nic none \
-		-nographic -no-reboot -kernel "$vmlinuz" -initrd "$work/initramfs.gz" \
-		-append "console=ttyS0 quiet panic=-1 testargs=${NETKIT_VM_TESTARGS:-}" >"$log" 2>&1 || true
+# fault, not the tests': it gets one more boot. So does a KVM that fails
+# after its probe passed, under TCG.
+for try in 1 2 3; do
+	echo "netkit-vm: booting $image ($accel, $cpus CPUs) for the $mode"
+	boot "$log" 1500 -accel "$accel" -cpu "$cpu" -smp "$cpus" -m 3072 -initrd "$work/initramfs.gz" \
+		-append "console=ttyS0 quiet panic=-1" || true
+	if [ "$accel" = kvm ] && grep -aq 'KVM internal error' "$log"; then
+		echo "netkit-vm: KVM failed after its probe passed; emulating with TCG" >&2
+		accel=tcg cpu=qemu64,-cx16 cpus=1
+		continue
+	fi
 	if grep -q 'netkit-vm: exit' "$log" || ! grep -q 'Kernel panic' "$log"; then
 		break
 	fi
-	[ "$boot" = 2 ] || echo "netkit-vm: the guest kernel panicked before the tests reported; booting again" >&2
+	[ "$try" = 3 ] || echo "netkit-vm: the guest kernel panicked before the tests reported; booting again" >&2
 done
 # The console log from the test binary's first line on, without the
 # terminal escapes of the firmware.
 sed -n '/netkit-vm: Linux version/,$p' "$log" | tr -d '\r' | sed 's/^.*\(netkit-vm: Linux version\)/\1/'
 status=$(sed -n 's/.*netkit-vm: exit \([0-9]*\).*/\1/p' "$log" | tr -d '\r' | tail -1)
 if [ -z "$status" ]; then
-	echo "netkit-vm: the tests did not finish; the console said:" >&2
+	echo "netkit-vm: the $mode did not finish; the console said:" >&2
 	tail -40 "$log" >&2
 	exit 1
 fi
+[ "$mode" = test ] || exit "$status"
 for test in 'TestPrivilegedConnectivity/native-netkit' 'TestPrivilegedNetkitMode'; do
 	grep -q -- "--- PASS: $test " "$log" || {
 		echo "netkit-vm: $test did not pass in the VM" >&2

@@ -356,9 +356,8 @@ func policySeeds() [][]byte {
 		}(),
 
 		// An echo reply with no connection starts one (type 0). Under a
-		// new policy that allows only echo requests (type 8) in, D's next
-		// reply should be judged again and drop; SetPolicy keeps the
-		// connection, and the model copies that (flushedICMPType).
+		// new policy that allows only echo requests (type 8) in, SetPolicy
+		// forgets it, and D's next reply is judged again and drops.
 		seedInput(Tunnel,
 			[][]byte{seedFlow(false, ipD, protoICMP, 40001, 1)},
 			seedPolicy(seedRule(Ingress, allow, IdentityAny, protoICMP)),

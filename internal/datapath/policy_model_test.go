@@ -350,27 +350,11 @@ func (m *policyModel) packet(p pkt) modelVerdict {
 func (m *policyModel) setPolicy(rules []PolicyEntry) {
 	m.rules = rules
 	for k, c := range m.conns {
-		port := c.port
-		if k.proto == protoICMP {
-			port = flushedICMPType
-		}
-		if !judge(rules, c.dir, c.remote, k.proto, port).pass {
+		if !judge(rules, c.dir, c.remote, k.proto, c.port).pass {
 			delete(m.conns, k)
 		}
 	}
 }
-
-// flushedICMPType is a known disagreement that the model copies, so that
-// the fuzzer goes on to find others: SetPolicy judges every tracked ICMP
-// connection as an echo request's (type 8), but an echo reply that finds
-// no connection starts one too, judged by type 0 when it came. By the
-// semantics such a connection must be judged by type 0 again: after a
-// change from "ingress: all ICMP" to "ingress: ICMP type 8", a peer's
-// unsolicited echo replies that the first policy let start a connection
-// must drop, and they pass. The fix belongs in forgetDisallowed (the key
-// tells a reply's connection apart: source port 0, destination port the
-// id); then this constant goes and the model judges by c.port.
-const flushedICMPType = 8
 
 func (m *policyModel) String() string {
 	var b strings.Builder

@@ -31,9 +31,31 @@ func PolicyAllows(entries []PolicyEntry, dir Direction, remote uint32, proto uin
 	return allowed
 }
 
-// icmpEcho is the ICMP type that starts the only ICMP connections
-// conntrack keeps: an echo request's.
-const icmpEcho = 8
+// ICMP types that start the ICMP connections conntrack keeps.
+const (
+	icmpEchoReply = 0
+	icmpEcho      = 8
+)
+
+// disallowed reports whether entries no longer allow the connection k,
+// judged the way its first packet was.
+func disallowed(entries []PolicyEntry, dir Direction, remote uint32, k CTKey) bool {
+	if k.Protocol != protoICMP {
+		return !PolicyAllows(entries, dir, remote, k.Protocol, htons(k.Dport))
+	}
+	// An echo request names its id as the source port, an echo reply (one
+	// that found no connection started one) as the destination port. With
+	// id 0 the key cannot tell them apart: either type disallowed is enough.
+	request := PolicyAllows(entries, dir, remote, protoICMP, icmpEcho)
+	reply := PolicyAllows(entries, dir, remote, protoICMP, icmpEchoReply)
+	switch {
+	case k.Sport != 0:
+		return !request
+	case k.Dport != 0:
+		return !reply
+	}
+	return !request || !reply
+}
 
 // forgetDisallowed deletes the conntrack entries of the endpoint's
 // connections that entries no longer allow, in the directions the
@@ -54,13 +76,9 @@ func (m *Maps) forgetDisallowed(epID uint16, entries []PolicyEntry) error {
 	var v CTEntry
 	it := m.CT4.Iterate()
 	for it.Next(&k, &v) {
-		port := htons(k.Dport)
-		if k.Protocol == protoICMP {
-			port = icmpEcho
-		}
 		switch {
-		case k.Saddr == addr && ep.PolicyEgress && !PolicyAllows(entries, Egress, v.DstIdentity, k.Protocol, port),
-			k.Daddr == addr && ep.PolicyIngress && !PolicyAllows(entries, Ingress, v.SrcIdentity, k.Protocol, port):
+		case k.Saddr == addr && ep.PolicyEgress && disallowed(entries, Egress, v.DstIdentity, k),
+			k.Daddr == addr && ep.PolicyIngress && disallowed(entries, Ingress, v.SrcIdentity, k):
 			stale = append(stale, k)
 		}
 	}
