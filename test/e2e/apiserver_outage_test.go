@@ -95,23 +95,13 @@ func TestLabCiliumAPIServerOutage(t *testing.T) {
 // name files of the lab's state directory.
 func apiServerPID(t *testing.T, lab *Lab) int {
 	t.Helper()
-	entries, _ := os.ReadDir("/proc")
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
-		if err != nil {
-			continue
-		}
-		args := strings.Split(string(b), "\x00")
-		if filepath.Base(args[0]) == "kube-apiserver" && strings.Contains(string(b), lab.StateDir) {
-			return pid
-		}
+	pid := findProcess(func(args []string) bool {
+		return filepath.Base(args[0]) == "kube-apiserver" && strings.Contains(strings.Join(args, " "), lab.StateDir)
+	})
+	if pid == 0 {
+		t.Fatal("no kube-apiserver of the lab")
 	}
-	t.Fatal("no kube-apiserver of the lab")
-	return 0
+	return pid
 }
 
 // agentProbe asks the agent with process pid for path on its metrics

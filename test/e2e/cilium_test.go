@@ -266,7 +266,14 @@ func agentPID(t *testing.T, node string) int {
 
 // agentPIDOrZero finds the agent of node among the machine's processes.
 func agentPIDOrZero(node string) int {
-	binary, arg := "cilium-agent", "--k8s-node-name="+node
+	arg := "--k8s-node-name=" + node
+	return findProcess(func(args []string) bool {
+		return filepath.Base(args[0]) == "cilium-agent" && slices.Contains(args, arg)
+	})
+}
+
+// findProcess is the first process whose command line match accepts, or 0.
+func findProcess(match func(args []string) bool) int {
 	entries, _ := os.ReadDir("/proc")
 	for _, e := range entries {
 		pid, err := strconv.Atoi(e.Name())
@@ -277,8 +284,7 @@ func agentPIDOrZero(node string) int {
 		if err != nil {
 			continue
 		}
-		args := strings.Split(string(b), "\x00")
-		if filepath.Base(args[0]) == binary && slices.Contains(args, arg) {
+		if match(strings.Split(string(b), "\x00")) {
 			return pid
 		}
 	}
