@@ -9,9 +9,19 @@
 set -uo pipefail
 what=$1
 shift
+# The packages are the arguments that are neither flags nor flag values.
 pkgs=()
+value=
 for arg in "$@"; do
-	case $arg in -*) ;; *) pkgs+=("$arg") ;; esac
+	if [ -n "$value" ]; then
+		value=
+		continue
+	fi
+	case $arg in
+	-ldflags | -gcflags | -asmflags | -tags | -mod | -p | -pkgdir | -toolexec | -overlay) value=1 ;;
+	-*) ;;
+	*) pkgs+=("$arg") ;;
+	esac
 done
 
 filter() {
