@@ -28,7 +28,8 @@ import (
 
 	"github.com/cilium-go/cilium/internal/datapath"
 	"github.com/cilium-go/cilium/internal/datapath/dptest"
-	"github.com/cilium-go/cilium/internal/datapath/inns"
+	"github.com/cilium-go/cilium/internal/inns"
+	"github.com/cilium-go/cilium/internal/podlink"
 )
 
 const (
@@ -96,7 +97,7 @@ func run(ctx context.Context, log *slog.Logger, d time.Duration, reps int, want 
 	if err != nil {
 		return err
 	}
-	policy, err := buildPolicyScale(build, datapath.PodDeviceVeth)
+	policy, err := buildPolicyScale(build, podlink.DeviceVeth)
 	if err != nil {
 		return err
 	}
@@ -132,7 +133,7 @@ func run(ctx context.Context, log *slog.Logger, d time.Duration, reps int, want 
 	}
 	nk, nkPolicy, err := buildNetkit(build)
 	switch {
-	case errors.Is(err, datapath.ErrNetkitUnsupported):
+	case errors.Is(err, podlink.ErrNetkitUnsupported):
 		log.Warn("no (c-nk) and (c'-nk): this kernel cannot make netkit devices", "err", err)
 	case err != nil:
 		return err
@@ -183,7 +184,7 @@ func tuneClient(ns string) error {
 type builder func(dptest.Options) (*dptest.Cluster, error)
 
 // buildPolicyScale is (c') with the given pod device.
-func buildPolicyScale(build builder, device datapath.PodDevice) (*dptest.Cluster, error) {
+func buildPolicyScale(build builder, device podlink.Device) (*dptest.Cluster, error) {
 	c, err := build(dptest.Options{Mode: datapath.Native, PolicyIngress: true, PodDevice: device})
 	if err != nil {
 		return nil, err
@@ -191,13 +192,13 @@ func buildPolicyScale(build builder, device datapath.PodDevice) (*dptest.Cluster
 	return c, loadPolicyScale(c)
 }
 
-// buildNetkit builds (c-nk) and (c'-nk); datapath.ErrNetkitUnsupported
+// buildNetkit builds (c-nk) and (c'-nk); podlink.ErrNetkitUnsupported
 // says the kernel has no netkit.
 func buildNetkit(build builder) (nk, nkPolicy *dptest.Cluster, err error) {
-	if nk, err = build(dptest.Options{Mode: datapath.Native, PodDevice: datapath.PodDeviceNetkit}); err != nil {
+	if nk, err = build(dptest.Options{Mode: datapath.Native, PodDevice: podlink.DeviceNetkit}); err != nil {
 		return nil, nil, err
 	}
-	if nkPolicy, err = buildPolicyScale(build, datapath.PodDeviceNetkit); err != nil {
+	if nkPolicy, err = buildPolicyScale(build, podlink.DeviceNetkit); err != nil {
 		return nil, nil, err
 	}
 	return nk, nkPolicy, nil

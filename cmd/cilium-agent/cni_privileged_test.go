@@ -23,8 +23,8 @@ import (
 	"github.com/vishvananda/netlink"
 
 	"github.com/cilium-go/cilium/internal/datapath/dptest"
-	"github.com/cilium-go/cilium/internal/datapath/inns"
 	"github.com/cilium-go/cilium/internal/datapath/testnode"
+	"github.com/cilium-go/cilium/internal/inns"
 	"github.com/cilium-go/cilium/pkg/client"
 )
 

@@ -9,9 +9,9 @@ import (
 
 	"github.com/vishvananda/netlink"
 
-	"github.com/cilium-go/cilium/internal/datapath"
 	"github.com/cilium-go/cilium/internal/datapath/dptest"
 	"github.com/cilium-go/cilium/internal/datapath/testnode"
+	"github.com/cilium-go/cilium/internal/podlink"
 )
 
 // TestPrivilegedNetkitMode: with --datapath-mode=netkit the agent either
@@ -30,8 +30,8 @@ func TestPrivilegedNetkitMode(t *testing.T) {
 	args := []string{"--state-dir=" + filepath.Join(dir, "state"), "--socket-path=" + sock, "--bpf-root=" + bpf,
 		"--prometheus-serve-addr=", "--ipam-pod-cidr=10.200.0.0/24", "--node-ipv4=192.168.78.1", "--uplink=eth0",
 		"--routing-mode=tunnel", "--node-netns=" + nodeNS, "--datapath-mode=netkit", "--enable-host-legacy-routing=false"}
-	probe := datapath.ProbeNetkit(nodeNS)
-	if probe != nil && !errors.Is(probe, datapath.ErrNetkitUnsupported) {
+	probe := podlink.ProbeNetkit(nodeNS)
+	if probe != nil && !errors.Is(probe, podlink.ErrNetkitUnsupported) {
 		t.Fatal(probe)
 	}
 	h, err := startHive(t, newHive(newLevel(), Infrastructure, ControlPlane, Datapath), args)
@@ -40,7 +40,7 @@ func TestPrivilegedNetkitMode(t *testing.T) {
 			stopAgent(t, h)
 			t.Fatal("the agent started in netkit mode on a kernel without netkit")
 		}
-		if !strings.Contains(err.Error(), "netkit pod devices") || !errors.Is(err, datapath.ErrNetkitUnsupported) {
+		if !strings.Contains(err.Error(), "netkit pod devices") || !errors.Is(err, podlink.ErrNetkitUnsupported) {
 			t.Fatalf("start: %v, want it to name netkit", err)
 		}
 		if pins, _ := filepath.Glob(filepath.Join(bpf, "*", "*")); len(pins) != 0 {

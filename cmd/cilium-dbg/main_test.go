@@ -18,6 +18,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/cilium-go/cilium/internal/datapath"
+	"github.com/cilium-go/cilium/internal/podlink"
 	"github.com/cilium-go/cilium/pkg/api/models"
 	"github.com/cilium-go/cilium/pkg/api/server"
 	"github.com/cilium-go/cilium/pkg/endpoint"
@@ -57,7 +58,7 @@ func startAgent(t *testing.T, o agentOptions) *agent {
 	t.Helper()
 	dir := t.TempDir()
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	alloc, _, err := ipam.New(netip.MustParsePrefix("10.0.1.0/24"), datapath.GatewayIPv4, filepath.Join(dir, "ipam.json"))
+	alloc, _, err := ipam.New(netip.MustParsePrefix("10.0.1.0/24"), podlink.GatewayIPv4, filepath.Join(dir, "ipam.json"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,7 +5,7 @@ import (
 	"os"
 	"strings"
 
-	"github.com/cilium-go/cilium/internal/datapath/inns"
+	"github.com/cilium-go/cilium/internal/inns"
 )
 
 // PortRange is the ports Min..Max, both included.

@@ -14,7 +14,8 @@ import (
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 
-	"github.com/cilium-go/cilium/internal/datapath/inns"
+	"github.com/cilium-go/cilium/internal/inns"
+	"github.com/cilium-go/cilium/internal/podlink"
 )
 
 // Config is one node's datapath configuration.
@@ -47,7 +48,7 @@ type Config struct {
 	// PodDevice is the kind of pair new pods get ("" is veth); the CNI
 	// plugin creates it. Endpoints are programmed by the kind their
 	// device is, so pods made before a change keep working.
-	PodDevice PodDevice
+	PodDevice podlink.Device
 }
 
 // DefaultTunnelDevice and DefaultTunnelPort are Cilium's defaults.
@@ -70,12 +71,12 @@ func (c *Config) validate() error {
 	if c.Mode != Native && c.Mode != Tunnel {
 		return fmt.Errorf("datapath config: unknown routing mode %d", c.Mode)
 	}
-	d, err := ParsePodDevice(string(c.PodDevice))
+	d, err := podlink.ParseDevice(string(c.PodDevice))
 	if err != nil {
 		return fmt.Errorf("datapath config: %w", err)
 	}
 	c.PodDevice = d
-	if d == PodDeviceNetkit && c.LegacyTC {
+	if d == podlink.DeviceNetkit && c.LegacyTC {
 		return errors.New("datapath config: netkit pod devices need TCX, not legacy tc")
 	}
 	if c.TunnelDevice == "" {
@@ -109,7 +110,7 @@ func NewNode(cfg Config, log *slog.Logger) (*Node, error) {
 }
 
 // PodDevice is the kind of pair new pods of this node get.
-func (n *Node) PodDevice() PodDevice { return n.cfg.PodDevice }
+func (n *Node) PodDevice() podlink.Device { return n.cfg.PodDevice }
 
 // Maps are the node's maps; valid after Start.
 func (n *Node) Maps() *Maps { return n.maps }
@@ -130,8 +131,8 @@ func (n *Node) Start() error {
 	}
 	// Pods of a netkit node get netkit pairs from the CNI plugin: a
 	// kernel without them must stop the agent here, not every pod's ADD.
-	if n.cfg.PodDevice == PodDeviceNetkit {
-		if err := ProbeNetkit(n.cfg.NetNS); err != nil {
+	if n.cfg.PodDevice == podlink.DeviceNetkit {
+		if err := podlink.ProbeNetkit(n.cfg.NetNS); err != nil {
 			return fmt.Errorf("netkit pod devices: %w", err)
 		}
 	}
@@ -253,7 +254,7 @@ func (n *Node) linkPin(kind, name, dir string) string {
 }
 
 func (n *Node) netlinkHandle() (*netlink.Handle, error) {
-	return handleAt(n.cfg.NetNS)
+	return inns.Netlink(n.cfg.NetNS)
 }
 
 // ensureVXLAN creates the VXLAN device in external (collect metadata)

@@ -5,23 +5,25 @@ import (
 	"log/slog"
 	"net/netip"
 	"testing"
+
+	"github.com/cilium-go/cilium/internal/podlink"
 )
 
 func TestParsePodDevice(t *testing.T) {
 	for _, tc := range []struct {
 		in      string
-		want    PodDevice
+		want    podlink.Device
 		wantErr bool
 	}{
-		{"", PodDeviceVeth, false},
-		{"veth", PodDeviceVeth, false},
-		{"netkit", PodDeviceNetkit, false},
+		{"", podlink.DeviceVeth, false},
+		{"veth", podlink.DeviceVeth, false},
+		{"netkit", podlink.DeviceNetkit, false},
 		{"netkit-l2", "", true},
 		{"Veth", "", true},
 	} {
-		got, err := ParsePodDevice(tc.in)
+		got, err := podlink.ParseDevice(tc.in)
 		if (err != nil) != tc.wantErr || got != tc.want {
-			t.Errorf("ParsePodDevice(%q) = %q, %v; want %q, error %v", tc.in, got, err, tc.want, tc.wantErr)
+			t.Errorf("podlink.ParseDevice(%q) = %q, %v; want %q, error %v", tc.in, got, err, tc.want, tc.wantErr)
 		}
 	}
 }
@@ -33,15 +35,15 @@ func TestConfigPodDevice(t *testing.T) {
 	base := Config{BPFFSDir: "/sys/fs/bpf/x", NodeIPv4: netip.MustParseAddr("192.168.1.1"), Uplink: "eth0", Mode: Native}
 	for _, tc := range []struct {
 		name     string
-		device   PodDevice
+		device   podlink.Device
 		legacyTC bool
-		want     PodDevice
+		want     podlink.Device
 		wantErr  bool
 	}{
-		{"default", "", false, PodDeviceVeth, false},
-		{"netkit", PodDeviceNetkit, false, PodDeviceNetkit, false},
-		{"veth with tc filters", PodDeviceVeth, true, PodDeviceVeth, false},
-		{"netkit with tc filters", PodDeviceNetkit, true, "", true},
+		{"default", "", false, podlink.DeviceVeth, false},
+		{"netkit", podlink.DeviceNetkit, false, podlink.DeviceNetkit, false},
+		{"veth with tc filters", podlink.DeviceVeth, true, podlink.DeviceVeth, false},
+		{"netkit with tc filters", podlink.DeviceNetkit, true, "", true},
 		{"unknown", "macvlan", false, "", true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -15,6 +15,7 @@ import (
 	"github.com/cilium-go/cilium/internal/datapath"
 	"github.com/cilium-go/cilium/internal/datapath/dptest"
 	"github.com/cilium-go/cilium/internal/datapath/testnode"
+	"github.com/cilium-go/cilium/internal/podlink"
 )
 
 // handleIn is a netlink handle in the namespace at nsPath, closed when
@@ -50,11 +51,11 @@ func hostLink(t *testing.T, p *dptest.Pod) netlink.Link {
 // no error.
 func TestPrivilegedPodLink(t *testing.T) {
 	for _, tc := range []struct {
-		device, other datapath.PodDevice
+		device, other podlink.Device
 		kind          string
 	}{
-		{datapath.PodDeviceVeth, datapath.PodDeviceNetkit, "veth"},
-		{datapath.PodDeviceNetkit, datapath.PodDeviceVeth, "netkit"},
+		{podlink.DeviceVeth, podlink.DeviceNetkit, "veth"},
+		{podlink.DeviceNetkit, podlink.DeviceVeth, "netkit"},
 	} {
 		t.Run(string(tc.device), func(t *testing.T) {
 			c := newCluster(t, dptest.Options{Plain: true, Nodes: 1, PodsPerNode: 1, PodDevice: tc.device})
@@ -70,26 +71,26 @@ func TestPrivilegedPodLink(t *testing.T) {
 						nk.IsPrimary(), nk.Mode, nk.Policy, nk.PeerPolicy)
 				}
 			}
-			l := datapath.PodLink{NodeNetNS: p.Node.NS, PodNetNS: p.NS, PodIfName: "eth0",
+			l := podlink.Link{NodeNetNS: p.Node.NS, PodNetNS: p.NS, PodIfName: "eth0",
 				HostIfName: p.HostDevice, IPv4: p.IP, Device: tc.device}
 			idx := host.Attrs().Index
-			if err := datapath.CheckPodLink(l, idx); err != nil {
+			if err := podlink.Check(l, idx); err != nil {
 				t.Fatalf("check: %v", err)
 			}
 			wrong := l
 			wrong.Device = tc.other
-			if err := datapath.CheckPodLink(wrong, idx); err == nil {
+			if err := podlink.Check(wrong, idx); err == nil {
 				t.Fatalf("check as a %s passed", tc.other)
 			}
-			if err := datapath.CheckPodLink(l, idx+1000); err == nil {
+			if err := podlink.Check(l, idx+1000); err == nil {
 				t.Fatal("check with another ifindex passed")
 			}
 			for range 2 {
-				if err := datapath.DeletePodLink(p.Node.NS, p.HostDevice); err != nil {
+				if err := podlink.Delete(p.Node.NS, p.HostDevice); err != nil {
 					t.Fatalf("delete: %v", err)
 				}
 			}
-			if err := datapath.CheckPodLink(l, idx); err == nil {
+			if err := podlink.Check(l, idx); err == nil {
 				t.Fatal("check passed after delete")
 			}
 		})
@@ -102,11 +103,11 @@ func TestPrivilegedPodLink(t *testing.T) {
 // the topology itself is sound.
 func TestPrivilegedPodLinkBeforePrograms(t *testing.T) {
 	for _, tc := range []struct {
-		device datapath.PodDevice
+		device podlink.Device
 		passes bool
 	}{
-		{datapath.PodDeviceVeth, true},
-		{datapath.PodDeviceNetkit, false},
+		{podlink.DeviceVeth, true},
+		{podlink.DeviceNetkit, false},
 	} {
 		t.Run(string(tc.device), func(t *testing.T) {
 			c := newCluster(t, dptest.Options{Plain: true, Nodes: 1, PodsPerNode: 1, PodDevice: tc.device})
@@ -128,15 +129,15 @@ func TestPrivilegedPodLinkBeforePrograms(t *testing.T) {
 func TestPrivilegedProbeNetkit(t *testing.T) {
 	c := newCluster(t, dptest.Options{Plain: true, Nodes: 1, PodsPerNode: 1})
 	n := c.Nodes[0]
-	probe := datapath.ProbeNetkit(n.NS)
-	if probe != nil && !errors.Is(probe, datapath.ErrNetkitUnsupported) {
+	probe := podlink.ProbeNetkit(n.NS)
+	if probe != nil && !errors.Is(probe, podlink.ErrNetkitUnsupported) {
 		t.Fatalf("probe: %v", probe)
 	}
-	nk, err := dptest.New(dptest.Options{Plain: true, Nodes: 1, PodsPerNode: 1, PodDevice: datapath.PodDeviceNetkit})
+	nk, err := dptest.New(dptest.Options{Plain: true, Nodes: 1, PodsPerNode: 1, PodDevice: podlink.DeviceNetkit})
 	if err == nil {
 		err = nk.Close()
 	}
-	if errors.Is(err, datapath.ErrNetkitUnsupported) != (probe != nil) {
+	if errors.Is(err, podlink.ErrNetkitUnsupported) != (probe != nil) {
 		t.Fatalf("probe says %v, creating a netkit pod pair says %v", probe, err)
 	}
 	links := linkNames(t, n.NS)
@@ -152,12 +153,12 @@ func TestPrivilegedProbeNetkit(t *testing.T) {
 		t.Fatal(err)
 	}
 	node, err := datapath.NewNode(datapath.Config{BPFFSDir: dir, NetNS: n.NS, NodeIPv4: n.IP, Uplink: "eth0",
-		Mode: datapath.Native, PodDevice: datapath.PodDeviceNetkit}, slog.New(slog.DiscardHandler))
+		Mode: datapath.Native, PodDevice: podlink.DeviceNetkit}, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := node.Start(); !errors.Is(err, datapath.ErrNetkitUnsupported) {
-		t.Fatalf("start: %v, want %v", err, datapath.ErrNetkitUnsupported)
+	if err := node.Start(); !errors.Is(err, podlink.ErrNetkitUnsupported) {
+		t.Fatalf("start: %v, want %v", err, podlink.ErrNetkitUnsupported)
 	}
 	if left, err := os.ReadDir(dir); err != nil || len(left) != 0 {
 		t.Fatalf("a refused start left %v in %s (%v)", left, dir, err)

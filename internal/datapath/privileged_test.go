@@ -12,6 +12,7 @@ import (
 
 	"github.com/cilium-go/cilium/internal/datapath"
 	"github.com/cilium-go/cilium/internal/datapath/dptest"
+	"github.com/cilium-go/cilium/internal/podlink"
 )
 
 const tcpProto = 6
@@ -22,7 +23,7 @@ func newCluster(t *testing.T, o dptest.Options) *dptest.Cluster {
 		t.Skip("privileged datapath tests need root: they create namespaces, veths and BPF programs")
 	}
 	c, err := dptest.New(o)
-	if errors.Is(err, datapath.ErrNetkitUnsupported) {
+	if errors.Is(err, podlink.ErrNetkitUnsupported) {
 		t.Skipf("netkit pod devices: %v", err)
 	}
 	if err != nil {
@@ -51,12 +52,12 @@ func serve(t *testing.T) func(io.Closer, error) {
 var modes = []struct {
 	name   string
 	mode   datapath.RoutingMode
-	device datapath.PodDevice
+	device podlink.Device
 }{
-	{"native", datapath.Native, datapath.PodDeviceVeth},
-	{"tunnel", datapath.Tunnel, datapath.PodDeviceVeth},
-	{"native-netkit", datapath.Native, datapath.PodDeviceNetkit},
-	{"tunnel-netkit", datapath.Tunnel, datapath.PodDeviceNetkit},
+	{"native", datapath.Native, podlink.DeviceVeth},
+	{"tunnel", datapath.Tunnel, podlink.DeviceVeth},
+	{"native-netkit", datapath.Native, podlink.DeviceNetkit},
+	{"tunnel-netkit", datapath.Tunnel, podlink.DeviceNetkit},
 }
 
 func TestPrivilegedConnectivity(t *testing.T) {
@@ -68,10 +69,10 @@ func TestPrivilegedConnectivity(t *testing.T) {
 		{"tunnel", dptest.Options{Mode: datapath.Tunnel}},
 		{"native-legacy-tc", dptest.Options{Mode: datapath.Native, LegacyTC: true}},
 		{"native-legacy-routing", dptest.Options{Mode: datapath.Native, LegacyRouting: true}},
-		{"native-netkit", dptest.Options{Mode: datapath.Native, PodDevice: datapath.PodDeviceNetkit}},
-		{"tunnel-netkit", dptest.Options{Mode: datapath.Tunnel, PodDevice: datapath.PodDeviceNetkit}},
+		{"native-netkit", dptest.Options{Mode: datapath.Native, PodDevice: podlink.DeviceNetkit}},
+		{"tunnel-netkit", dptest.Options{Mode: datapath.Tunnel, PodDevice: podlink.DeviceNetkit}},
 		{"native-netkit-legacy-routing", dptest.Options{Mode: datapath.Native, LegacyRouting: true,
-			PodDevice: datapath.PodDeviceNetkit}},
+			PodDevice: podlink.DeviceNetkit}},
 	} {
 		t.Run(mode.name, func(t *testing.T) {
 			c := newCluster(t, mode.opts)
@@ -251,12 +252,12 @@ func TestPrivilegedTunnelIdentityFromVNI(t *testing.T) {
 // flowing while no Go process holds the datapath, and Start again reuses
 // the pins.
 func TestPrivilegedRestartKeepsTraffic(t *testing.T) {
-	for _, device := range []datapath.PodDevice{datapath.PodDeviceVeth, datapath.PodDeviceNetkit} {
+	for _, device := range []podlink.Device{podlink.DeviceVeth, podlink.DeviceNetkit} {
 		t.Run(string(device), func(t *testing.T) { testRestartKeepsTraffic(t, device) })
 	}
 }
 
-func testRestartKeepsTraffic(t *testing.T, device datapath.PodDevice) {
+func testRestartKeepsTraffic(t *testing.T, device podlink.Device) {
 	c := newCluster(t, dptest.Options{Mode: datapath.Tunnel, PodDevice: device})
 	n1, n2 := c.Nodes[0], c.Nodes[1]
 	serve(t)(dptest.ServeTCPEcho(n2.Pods[0].NS, n2.Pods[0].IP, 8080))
@@ -366,12 +367,12 @@ func TestPrivilegedMasqueradeBesideNodeSockets(t *testing.T) {
 // After a restart the agent keeps the endpoints it still has and prunes
 // the rest: their programs, map entries and routes go.
 func TestPrivilegedPruneEndpoints(t *testing.T) {
-	for _, device := range []datapath.PodDevice{datapath.PodDeviceVeth, datapath.PodDeviceNetkit} {
+	for _, device := range []podlink.Device{podlink.DeviceVeth, podlink.DeviceNetkit} {
 		t.Run(string(device), func(t *testing.T) { testPruneEndpoints(t, device) })
 	}
 }
 
-func testPruneEndpoints(t *testing.T, device datapath.PodDevice) {
+func testPruneEndpoints(t *testing.T, device podlink.Device) {
 	c := newCluster(t, dptest.Options{Mode: datapath.Native, PodDevice: device})
 	n1, n2 := c.Nodes[0], c.Nodes[1]
 	kept, gone := n2.Pods[0], n2.Pods[1]
@@ -404,7 +405,7 @@ func testPruneEndpoints(t *testing.T, device datapath.PodDevice) {
 		t.Errorf("%d endpoints in the map, want 1", n)
 	}
 	for range 2 {
-		if err := datapath.DeletePodLink(n2.NS, gone.HostDevice); err != nil {
+		if err := podlink.Delete(n2.NS, gone.HostDevice); err != nil {
 			t.Fatalf("delete pod link: %v", err)
 		}
 	}

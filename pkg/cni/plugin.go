@@ -14,7 +14,7 @@ import (
 	"github.com/containernetworking/cni/pkg/types"
 	current "github.com/containernetworking/cni/pkg/types/100"
 
-	"github.com/cilium-go/cilium/internal/datapath"
+	"github.com/cilium-go/cilium/internal/podlink"
 	"github.com/cilium-go/cilium/pkg/api/models"
 	"github.com/cilium-go/cilium/pkg/client"
 )
@@ -35,9 +35,9 @@ type Agent interface {
 
 // Links makes the pod's device pair (veth or netkit); the datapath's functions by default.
 type Links struct {
-	Create func(datapath.PodLink) (datapath.PodLinkResult, error)
+	Create func(podlink.Link) (podlink.Result, error)
 	Delete func(nodeNetNS, hostIfName string) error
-	Check  func(l datapath.PodLink, hostIfindex int) error
+	Check  func(l podlink.Link, hostIfindex int) error
 }
 
 // Plugin runs one CNI command.
@@ -54,7 +54,7 @@ type Plugin struct {
 func New() *Plugin {
 	return &Plugin{
 		NewAgent: func(s string) Agent { return client.New(s) },
-		Links:    Links{Create: datapath.CreatePodLink, Delete: datapath.DeletePodLink, Check: datapath.CheckPodLink},
+		Links:    Links{Create: podlink.Create, Delete: podlink.Delete, Check: podlink.Check},
 		Timeout:  2 * time.Minute,
 		Stdout:   os.Stdout,
 	}
@@ -153,7 +153,7 @@ func (p *Plugin) wire(ctx context.Context, agent Agent, conf *NetConf, a *skel.C
 	if err := p.Links.Delete("", host); err != nil {
 		return nil, types.NewError(types.ErrInternal, "remove stale device pair", err.Error())
 	}
-	link := datapath.PodLink{PodNetNS: a.Netns, PodIfName: a.IfName, HostIfName: host, IPv4: ip, MTU: mtu,
+	link := podlink.Link{PodNetNS: a.Netns, PodIfName: a.IfName, HostIfName: host, IPv4: ip, MTU: mtu,
 		Device: device}
 	lr, err := p.Links.Create(link)
 	if err != nil {
@@ -182,12 +182,12 @@ func (p *Plugin) wire(ctx context.Context, agent Agent, conf *NetConf, a *skel.C
 
 // podDevice asks the agent which pair pods get (--datapath-mode) and
 // their MTU.
-func podDevice(ctx context.Context, agent Agent) (datapath.PodDevice, int, error) {
+func podDevice(ctx context.Context, agent Agent) (podlink.Device, int, error) {
 	cfg, err := agent.Config(ctx)
 	if err != nil {
 		return "", 0, agentError("read the agent's configuration", err)
 	}
-	device, err := datapath.ParsePodDevice(cfg.PodDevice)
+	device, err := podlink.ParseDevice(cfg.PodDevice)
 	if err != nil {
 		return "", 0, types.NewError(types.ErrInternal, "agent asks for an unknown pod device", err.Error())
 	}
@@ -243,7 +243,7 @@ func (p *Plugin) Check(a *skel.CmdArgs) error {
 		return err
 	}
 	ip, _ := netip.ParseAddr(ep.IPv4)
-	link := datapath.PodLink{PodNetNS: a.Netns, PodIfName: a.IfName, HostIfName: ep.HostIfName, IPv4: ip, Device: device}
+	link := podlink.Link{PodNetNS: a.Netns, PodIfName: a.IfName, HostIfName: ep.HostIfName, IPv4: ip, Device: device}
 	if err := p.Links.Check(link, ep.HostIfindex); err != nil {
 		return types.NewError(types.ErrInternal, "device pair is not as created", err.Error())
 	}

@@ -18,7 +18,7 @@ import (
 	"github.com/containernetworking/cni/pkg/types"
 	current "github.com/containernetworking/cni/pkg/types/100"
 
-	"github.com/cilium-go/cilium/internal/datapath"
+	"github.com/cilium-go/cilium/internal/podlink"
 	"github.com/cilium-go/cilium/pkg/api/models"
 )
 
@@ -165,20 +165,20 @@ func (f *fakeAgent) Endpoints(context.Context) ([]models.Endpoint, error) {
 }
 
 // fakeLinks keeps veths as names.
-type fakeLinks struct{ links map[string]datapath.PodLink }
+type fakeLinks struct{ links map[string]podlink.Link }
 
 func (l *fakeLinks) funcs() Links {
 	return Links{
-		Create: func(p datapath.PodLink) (datapath.PodLinkResult, error) {
+		Create: func(p podlink.Link) (podlink.Result, error) {
 			if _, dup := l.links[p.HostIfName]; dup {
-				return datapath.PodLinkResult{}, errors.New("exists")
+				return podlink.Result{}, errors.New("exists")
 			}
 			l.links[p.HostIfName] = p
-			return datapath.PodLinkResult{PodMAC: net.HardwareAddr{2, 0, 0, 0, 0, 1},
+			return podlink.Result{PodMAC: net.HardwareAddr{2, 0, 0, 0, 0, 1},
 				HostMAC: net.HardwareAddr{2, 0, 0, 0, 0, 2}, HostIfindex: 9}, nil
 		},
 		Delete: func(_, name string) error { delete(l.links, name); return nil },
-		Check: func(p datapath.PodLink, idx int) error {
+		Check: func(p podlink.Link, idx int) error {
 			if _, ok := l.links[p.HostIfName]; !ok || idx != 9 {
 				return errors.New("gone")
 			}
@@ -196,7 +196,7 @@ type pluginFixture struct {
 }
 
 func newPluginFixture(t *testing.T) *pluginFixture {
-	f := &pluginFixture{agent: newFakeAgent(), links: &fakeLinks{links: map[string]datapath.PodLink{}},
+	f := &pluginFixture{agent: newFakeAgent(), links: &fakeLinks{links: map[string]podlink.Link{}},
 		out: &bytes.Buffer{}, netns: filepath.Join(t.TempDir(), "netns")}
 	os.WriteFile(f.netns, nil, 0o600)
 	f.p = &Plugin{NewAgent: func(string) Agent { return f.agent }, Links: f.links.funcs(), Timeout: time.Minute, Stdout: f.out}
@@ -288,9 +288,9 @@ func TestAddPodDevice(t *testing.T) {
 		if got := f.links.links[HostIfName("c1", "eth0")].Device; string(got) != tc.want {
 			t.Errorf("agent device %q: pair %q, want %q", tc.agent, got, tc.want)
 		}
-		var checked datapath.PodDevice
+		var checked podlink.Device
 		check := f.p.Links.Check
-		f.p.Links.Check = func(l datapath.PodLink, idx int) error { checked = l.Device; return check(l, idx) }
+		f.p.Links.Check = func(l podlink.Link, idx int) error { checked = l.Device; return check(l, idx) }
 		prev := fmt.Sprintf(`{"cniVersion":"1.1.0","name":"cilium","type":"cilium-cni","prevResult":%s}`, f.out.String())
 		if err := f.p.Check(f.args("c1", prev)); err != nil || string(checked) != tc.want {
 			t.Errorf("agent device %q: CHECK %v as %q, want %q", tc.agent, err, checked, tc.want)

@@ -11,7 +11,7 @@ import (
 	"github.com/cilium/hive/cell"
 	"github.com/spf13/pflag"
 
-	"github.com/cilium-go/cilium/internal/datapath"
+	"github.com/cilium-go/cilium/internal/podlink"
 	"github.com/cilium-go/cilium/pkg/paths"
 )
 
@@ -91,7 +91,7 @@ func newFromConfig(p params) (*Allocator, error) {
 	if !cidr.IsValid() && p.Source == nil {
 		return nil, fmt.Errorf("--ipam-pod-cidr: required without Kubernetes (--enable-k8s), which would supply it")
 	}
-	a := NewPending(datapath.GatewayIPv4, StateFile(p.Paths))
+	a := NewPending(podlink.GatewayIPv4, StateFile(p.Paths))
 	p.Lifecycle.Append(cell.Hook{OnStart: func(ctx cell.HookContext) error {
 		if !cidr.IsValid() {
 			p.Health.OK("waiting for this node's pod CIDR in its CiliumNode")

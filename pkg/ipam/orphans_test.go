@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cilium-go/cilium/internal/datapath"
+	"github.com/cilium-go/cilium/internal/podlink"
 )
 
 type owners map[string]bool
@@ -17,7 +17,7 @@ func (o owners) HasEndpoint(id string) bool { return o[id] }
 // is freed, unless its owner asked for it again (a retried CNI ADD), got
 // an endpoint meanwhile, or the address went to someone else.
 func TestReleaseOrphans(t *testing.T) {
-	a, _, err := New(netip.MustParsePrefix("10.0.3.0/24"), datapath.GatewayIPv4, filepath.Join(t.TempDir(), "ipam.json"))
+	a, _, err := New(netip.MustParsePrefix("10.0.3.0/24"), podlink.GatewayIPv4, filepath.Join(t.TempDir(), "ipam.json"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/cilium-go/cilium/internal/datapath"
+	"github.com/cilium-go/cilium/internal/podlink"
 	"github.com/cilium-go/cilium/pkg/api/models"
 	"github.com/cilium-go/cilium/pkg/api/server"
 	"github.com/cilium-go/cilium/pkg/endpoint"
@@ -57,7 +58,7 @@ var DefaultConfig = Config{
 	TunnelPort:              datapath.DefaultTunnelPort,
 	EnableIPv4Masquerade:    true,
 	EnableHostLegacyRouting: true,
-	DatapathMode:            string(datapath.PodDeviceVeth),
+	DatapathMode:            string(podlink.DeviceVeth),
 }
 
 // Flags implements cell.Flagger.
@@ -99,7 +100,7 @@ func (c Config) Datapath(p paths.Config) (datapath.Config, error) {
 	if c.NodeNetNS != "" && !filepath.IsAbs(c.NodeNetNS) {
 		return datapath.Config{}, fmt.Errorf("--node-netns %q: an absolute path is required", c.NodeNetNS)
 	}
-	device, err := datapath.ParsePodDevice(c.DatapathMode)
+	device, err := podlink.ParseDevice(c.DatapathMode)
 	if err != nil {
 		return datapath.Config{}, fmt.Errorf("--datapath-mode %q: want veth or netkit", c.DatapathMode)
 	}
@@ -152,7 +153,7 @@ func asEndpointDatapath(n *datapath.Node) endpoint.Datapath { return n }
 // not safe for use from the API's goroutines.
 type nodeInfo struct {
 	mtu    atomic.Int64
-	device datapath.PodDevice
+	device podlink.Device
 }
 
 func (i *nodeInfo) PodMTU() int       { return int(i.mtu.Load()) }
@@ -185,7 +186,7 @@ func (d podDevices) CheckPodDevice(name string, ifindex int) error {
 	if tunnel == "" {
 		tunnel = datapath.DefaultTunnelDevice
 	}
-	return datapath.CheckPodDevice(d.cfg.NetNS, name, ifindex, d.cfg.Uplink, tunnel)
+	return podlink.CheckPodDevice(d.cfg.NetNS, name, ifindex, d.cfg.Uplink, tunnel)
 }
 
 type mapLister struct {

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/cilium-go/cilium/internal/datapath"
+	"github.com/cilium-go/cilium/internal/podlink"
 	"github.com/cilium-go/cilium/pkg/api/models"
 	"github.com/cilium-go/cilium/pkg/paths"
 )
@@ -16,12 +17,12 @@ func TestConfigNamesFlag(t *testing.T) {
 	good.NodeIPv4 = "192.168.1.10"
 	dc, err := good.Datapath(paths.DefaultConfig)
 	if err != nil || dc.Mode != datapath.Tunnel || dc.BPFFSDir != "/sys/fs/bpf/cilium" || !dc.Masquerade || !dc.LegacyRouting ||
-		dc.PodDevice != datapath.PodDeviceVeth {
+		dc.PodDevice != podlink.DeviceVeth {
 		t.Fatalf("%+v %v", dc, err)
 	}
 	nk := good
 	nk.DatapathMode = "netkit"
-	if dc, err := nk.Datapath(paths.DefaultConfig); err != nil || dc.PodDevice != datapath.PodDeviceNetkit || !dc.LegacyRouting {
+	if dc, err := nk.Datapath(paths.DefaultConfig); err != nil || dc.PodDevice != podlink.DeviceNetkit || !dc.LegacyRouting {
 		t.Fatalf("netkit: %+v %v", dc, err)
 	}
 	for flag, tweak := range map[string]func(*Config){

@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cilium-go/cilium/internal/datapath/inns"
+	"github.com/cilium-go/cilium/internal/inns"
 )
 
 // apiOutage is how long the API server stays frozen: longer than the

@@ -19,8 +19,9 @@ import (
 	"github.com/vishvananda/netns"
 
 	"github.com/cilium-go/cilium/internal/datapath"
-	"github.com/cilium-go/cilium/internal/datapath/inns"
 	"github.com/cilium-go/cilium/internal/datapath/testnode"
+	"github.com/cilium-go/cilium/internal/inns"
+	"github.com/cilium-go/cilium/internal/podlink"
 )
 
 // Options shape a cluster.
@@ -39,7 +40,7 @@ type Options struct {
 	// LegacyRouting routes leaving pod traffic through the stack.
 	LegacyRouting bool
 	// PodDevice is the kind of pair pods get ("" is veth).
-	PodDevice   datapath.PodDevice
+	PodDevice   podlink.Device
 	Nodes       int // default 2
 	PodsPerNode int // default 2
 	Log         *slog.Logger
@@ -363,7 +364,7 @@ func (c *Cluster) addPod(n *Node, id, mtu int) (*Pod, error) {
 	if p.NS, err = c.newNS(p.Name); err != nil {
 		return nil, err
 	}
-	link, err := datapath.CreatePodLink(datapath.PodLink{
+	link, err := podlink.Create(podlink.Link{
 		NodeNetNS: n.NS, PodNetNS: p.NS, PodIfName: "eth0", HostIfName: p.HostDevice, IPv4: p.IP, MTU: mtu,
 		Device: c.opts.PodDevice,
 	})

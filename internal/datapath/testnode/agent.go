@@ -11,7 +11,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/cilium-go/cilium/internal/datapath/inns"
+	"github.com/cilium-go/cilium/internal/inns"
 	"github.com/cilium-go/cilium/pkg/client"
 )
 

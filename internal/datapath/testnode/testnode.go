@@ -19,7 +19,7 @@ import (
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 
-	"github.com/cilium-go/cilium/internal/datapath/inns"
+	"github.com/cilium-go/cilium/internal/inns"
 )
 
 // NewNetNS creates a network namespace with lo up, held by a bind mount

@@ -9,7 +9,7 @@ import (
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 
-	"github.com/cilium-go/cilium/internal/datapath/inns"
+	"github.com/cilium-go/cilium/internal/inns"
 )
 
 // TestPrivilegedNodePieces makes a namespace with an uplink and a bpffs

@@ -76,13 +76,13 @@ type Params struct {
 	Endpoints *endpoint.Manager
 	// PodDevices is required: without it no request could be checked.
 	PodDevices PodDeviceChecker
-	Maps      MapLister            `optional:"true"`
-	Node      NodeInfo             `optional:"true"`
-	IPCache   IPCacheLister        `optional:"true"`
-	Nodes     NodeLister           `optional:"true"`
-	LogLevel  *slog.LevelVar       `optional:"true"`
-	Registry  *prometheus.Registry `optional:"true"`
-	Reporter  cell.Health          `optional:"true"`
+	Maps       MapLister            `optional:"true"`
+	Node       NodeInfo             `optional:"true"`
+	IPCache    IPCacheLister        `optional:"true"`
+	Nodes      NodeLister           `optional:"true"`
+	LogLevel   *slog.LevelVar       `optional:"true"`
+	Registry   *prometheus.Registry `optional:"true"`
+	Reporter   cell.Health          `optional:"true"`
 }
 
 // A client that trickles its request or holds idle connections must not

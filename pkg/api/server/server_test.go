@@ -17,6 +17,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/cilium-go/cilium/internal/datapath"
+	"github.com/cilium-go/cilium/internal/podlink"
 	"github.com/cilium-go/cilium/pkg/api/models"
 	"github.com/cilium-go/cilium/pkg/endpoint"
 	"github.com/cilium-go/cilium/pkg/health"
@@ -36,7 +37,7 @@ type podDevices map[string]int
 
 func (d podDevices) CheckPodDevice(name string, ifindex int) error {
 	if idx, ok := d[name]; !ok || idx != ifindex {
-		return fmt.Errorf("%s: %w", name, datapath.ErrNotPodDevice)
+		return fmt.Errorf("%s: %w", name, podlink.ErrNotPodDevice)
 	}
 	return nil
 }
@@ -54,7 +55,7 @@ func newFixture(t *testing.T) *fixture {
 	t.Helper()
 	dir := t.TempDir()
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	a, _, err := ipam.New(netip.MustParsePrefix("10.0.1.0/24"), datapath.GatewayIPv4, filepath.Join(dir, "ipam.json"))
+	a, _, err := ipam.New(netip.MustParsePrefix("10.0.1.0/24"), podlink.GatewayIPv4, filepath.Join(dir, "ipam.json"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,9 @@
-package datapath
+// Package podlink makes, checks and deletes the device pair (veth or
+// netkit) between a pod and its node: the CNI plugin's half of a pod's
+// wiring, with netlink in network namespaces and no BPF, so that
+// cilium-cni links neither cilium/ebpf nor the datapath. The datapath
+// (internal/datapath) programs the pair afterwards.
+package podlink
 
 import (
 	"errors"
@@ -11,7 +16,7 @@ import (
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 
-	"github.com/cilium-go/cilium/internal/datapath/inns"
+	"github.com/cilium-go/cilium/internal/inns"
 )
 
 // GatewayIPv4 is every pod's next hop. It is a name only: the pod holds a
@@ -19,69 +24,69 @@ import (
 // device owns it and nothing answers ARP for it.
 var GatewayIPv4 = netip.MustParseAddr("169.254.1.1")
 
-// PodDevice is the kind of device pair that connects a pod to its node.
-type PodDevice string
+// Device is the kind of device pair that connects a pod to its node.
+type Device string
 
 const (
-	// PodDeviceVeth is a veth pair: the pod's packets cross the host
+	// DeviceVeth is a veth pair: the pod's packets cross the host
 	// side's backlog before the endpoint's programs see them.
-	PodDeviceVeth PodDevice = "veth"
-	// PodDeviceNetkit is a netkit pair in L2 mode, the primary in the
+	DeviceVeth Device = "veth"
+	// DeviceNetkit is a netkit pair in L2 mode, the primary in the
 	// node: the endpoint's programs run as the pod transmits, and
 	// nothing passes in either direction until they are attached.
-	PodDeviceNetkit PodDevice = "netkit"
+	DeviceNetkit Device = "netkit"
 )
 
 // ErrNetkitUnsupported is returned when the kernel cannot make netkit
 // pairs (built without CONFIG_NETKIT, or older than 6.7).
 var ErrNetkitUnsupported = errors.New("kernel without netkit devices")
 
-// ParsePodDevice accepts "veth", "netkit" and "" (veth).
-func ParsePodDevice(s string) (PodDevice, error) {
-	switch d := PodDevice(s); d {
-	case "", PodDeviceVeth:
-		return PodDeviceVeth, nil
-	case PodDeviceNetkit:
+// ParseDevice accepts "veth", "netkit" and "" (veth).
+func ParseDevice(s string) (Device, error) {
+	switch d := Device(s); d {
+	case "", DeviceVeth:
+		return DeviceVeth, nil
+	case DeviceNetkit:
 		return d, nil
 	}
 	return "", fmt.Errorf("unknown pod device %q (want veth or netkit)", s)
 }
 
-// PodLink is the device pair between a pod and its node.
-type PodLink struct {
+// Link is the device pair between a pod and its node.
+type Link struct {
 	NodeNetNS  string // path; empty for the caller's namespace
 	PodNetNS   string // path
 	PodIfName  string // in the pod, e.g. eth0
 	HostIfName string // in the node, e.g. lxc1a2b3c
 	IPv4       netip.Addr
-	MTU        int       // 0 for 1500
-	Device     PodDevice // "" for veth
+	MTU        int    // 0 for 1500
+	Device     Device // "" for veth
 }
 
-// PodLinkResult is what the endpoint needs from the link.
-type PodLinkResult struct {
+// Result is what the endpoint needs from the link.
+type Result struct {
 	PodMAC      net.HardwareAddr
 	HostMAC     net.HardwareAddr
 	HostIfindex int
 }
 
-// CreatePodLink makes the pair (a veth or a netkit pair, l.Device), moves one end into the pod, gives it the
+// Create makes the pair (a veth or a netkit pair, l.Device), moves one end into the pod, gives it the
 // address as a /32 and a default route through GatewayIPv4. This is the
 // CNI plugin's half of the wiring; Node.UpsertEndpoint does the rest.
-func CreatePodLink(l PodLink) (PodLinkResult, error) {
-	var res PodLinkResult
+func Create(l Link) (Result, error) {
+	var res Result
 	if !l.IPv4.Is4() {
 		return res, fmt.Errorf("pod link %s: IPv4 address required", l.HostIfName)
 	}
 	if l.MTU == 0 {
 		l.MTU = 1500
 	}
-	node, err := handleAt(l.NodeNetNS)
+	node, err := inns.Netlink(l.NodeNetNS)
 	if err != nil {
 		return res, err
 	}
 	defer node.Close()
-	pod, err := handleAt(l.PodNetNS)
+	pod, err := inns.Netlink(l.PodNetNS)
 	if err != nil {
 		return res, err
 	}
@@ -92,12 +97,12 @@ func CreatePodLink(l PodLink) (PodLinkResult, error) {
 	}
 	defer podNS.Close()
 
-	device, err := ParsePodDevice(string(l.Device))
+	device, err := ParseDevice(string(l.Device))
 	if err != nil {
 		return res, err
 	}
 	if err := node.LinkAdd(newPair(device, l, podNS)); err != nil {
-		if device == PodDeviceNetkit && errors.Is(err, unix.EOPNOTSUPP) {
+		if device == DeviceNetkit && errors.Is(err, unix.EOPNOTSUPP) {
 			err = fmt.Errorf("%w: %w", ErrNetkitUnsupported, err)
 		}
 		return res, fmt.Errorf("create %s %s: %w", device, l.HostIfName, err)
@@ -120,7 +125,7 @@ func CreatePodLink(l PodLink) (PodLinkResult, error) {
 			return res, errors.Join(err, deleteLink(node, l.HostIfName))
 		}
 	}
-	return PodLinkResult{PodMAC: peer.Attrs().HardwareAddr, HostMAC: host.Attrs().HardwareAddr,
+	return Result{PodMAC: peer.Attrs().HardwareAddr, HostMAC: host.Attrs().HardwareAddr,
 		HostIfindex: host.Attrs().Index}, nil
 }
 
@@ -129,7 +134,7 @@ func CreatePodLink(l PodLink) (PodLinkResult, error) {
 // without CONFIG_NETKIT, or is older than 6.7).
 func ProbeNetkit(nodeNetNS string) error {
 	const name, peer = "cilium_nkprobe", "cilium_nkprobe1"
-	node, err := handleAt(nodeNetNS)
+	node, err := inns.Netlink(nodeNetNS)
 	if err != nil {
 		return err
 	}
@@ -153,9 +158,9 @@ func ProbeNetkit(nodeNetNS string) error {
 // newPair is the pair to create in the node. The peer is created directly
 // in the pod's namespace, so a name clash with the node's devices cannot
 // happen.
-func newPair(device PodDevice, l PodLink, podNS netns.NsHandle) netlink.Link {
+func newPair(device Device, l Link, podNS netns.NsHandle) netlink.Link {
 	attrs := netlink.LinkAttrs{Name: l.HostIfName, MTU: l.MTU}
-	if device == PodDeviceVeth {
+	if device == DeviceVeth {
 		return &netlink.Veth{LinkAttrs: attrs, PeerName: l.PodIfName, PeerNamespace: netlink.NsFd(podNS)}
 	}
 	// L2, because the programs write MACs and the pod resolves its
@@ -170,7 +175,7 @@ func newPair(device PodDevice, l PodLink, podNS netns.NsHandle) netlink.Link {
 	return nk
 }
 
-func configurePodSide(pod *netlink.Handle, l PodLink, hostMAC net.HardwareAddr) (netlink.Link, error) {
+func configurePodSide(pod *netlink.Handle, l Link, hostMAC net.HardwareAddr) (netlink.Link, error) {
 	peer, err := pod.LinkByName(l.PodIfName)
 	if err != nil {
 		return nil, fmt.Errorf("pod side %s: %w", l.PodIfName, err)
@@ -200,10 +205,10 @@ func configurePodSide(pod *netlink.Handle, l PodLink, hostMAC net.HardwareAddr) 
 	return pod.LinkByName(l.PodIfName)
 }
 
-// DeletePodLink removes the pair by its host side; a missing link is no
+// Delete removes the pair by its host side; a missing link is no
 // error.
-func DeletePodLink(nodeNetNS, hostIfName string) error {
-	node, err := handleAt(nodeNetNS)
+func Delete(nodeNetNS, hostIfName string) error {
+	node, err := inns.Netlink(nodeNetNS)
 	if err != nil {
 		return err
 	}
@@ -226,27 +231,6 @@ func deleteLink(h *netlink.Handle, name string) error {
 	return nil
 }
 
-// handleAt is a netlink handle in the namespace at path ("" = caller's).
-func handleAt(path string) (*netlink.Handle, error) {
-	if path == "" {
-		h, err := netlink.NewHandle()
-		if err != nil {
-			return nil, fmt.Errorf("netlink: %w", err)
-		}
-		return h, nil
-	}
-	ns, err := netns.GetFromPath(path)
-	if err != nil {
-		return nil, fmt.Errorf("open netns %s: %w", path, err)
-	}
-	defer ns.Close()
-	h, err := netlink.NewHandleAt(ns)
-	if err != nil {
-		return nil, fmt.Errorf("netlink in %s: %w", path, err)
-	}
-	return h, nil
-}
-
 func disableIPv6(ns, dev string) error {
 	return inns.Do(ns, func() error {
 		err := os.WriteFile("/proc/sys/net/ipv6/conf/"+dev+"/disable_ipv6", []byte("1"), 0o644)
@@ -255,4 +239,9 @@ func disableIPv6(ns, dev string) error {
 		}
 		return nil
 	})
+}
+
+// hostPrefix is a as a host route's destination.
+func hostPrefix(a netip.Addr) *net.IPNet {
+	return &net.IPNet{IP: a.AsSlice(), Mask: net.CIDRMask(a.BitLen(), a.BitLen())}
 }

@@ -1,10 +1,12 @@
-// Package inns runs code inside a network namespace on a thread of its own.
+// Package inns runs code inside a network namespace on a thread of its
+// own, and opens netlink handles there.
 package inns
 
 import (
 	"fmt"
 	"runtime"
 
+	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
 )
 
@@ -49,4 +51,26 @@ func Do(path string, fn func() error) error {
 		done <- fnErr
 	}()
 	return <-done
+}
+
+// Netlink is a netlink handle in the namespace at path ("" = the
+// caller's). The caller closes it.
+func Netlink(path string) (*netlink.Handle, error) {
+	if path == "" {
+		h, err := netlink.NewHandle()
+		if err != nil {
+			return nil, fmt.Errorf("netlink: %w", err)
+		}
+		return h, nil
+	}
+	ns, err := netns.GetFromPath(path)
+	if err != nil {
+		return nil, fmt.Errorf("open netns %s: %w", path, err)
+	}
+	defer ns.Close()
+	h, err := netlink.NewHandleAt(ns)
+	if err != nil {
+		return nil, fmt.Errorf("netlink in %s: %w", path, err)
+	}
+	return h, nil
 }

@@ -1,9 +1,11 @@
-package datapath
+package podlink
 
 import (
 	"errors"
 	"fmt"
 	"slices"
+
+	"github.com/cilium-go/cilium/internal/inns"
 )
 
 // ErrNotPodDevice: the device named for an endpoint is not a pod's.
@@ -20,7 +22,7 @@ func CheckPodDevice(nodeNetNS, name string, ifindex int, notPod ...string) error
 	if name == "lo" || slices.Contains(notPod, name) {
 		return fmt.Errorf("%s is a device of the node: %w", name, ErrNotPodDevice)
 	}
-	h, err := handleAt(nodeNetNS)
+	h, err := inns.Netlink(nodeNetNS)
 	if err != nil {
 		return err
 	}
@@ -33,7 +35,7 @@ func CheckPodDevice(nodeNetNS, name string, ifindex int, notPod ...string) error
 	if a.Index != ifindex {
 		return fmt.Errorf("%s has ifindex %d, not %d: %w", name, a.Index, ifindex, ErrNotPodDevice)
 	}
-	if kind := link.Type(); kind != string(PodDeviceVeth) && kind != string(PodDeviceNetkit) {
+	if kind := link.Type(); kind != string(DeviceVeth) && kind != string(DeviceNetkit) {
 		return fmt.Errorf("%s is a %s, not a veth or netkit: %w", name, kind, ErrNotPodDevice)
 	}
 	// The kernel names the peer's namespace only when it differs from

@@ -1,4 +1,4 @@
-package datapath
+package podlink
 
 import (
 	"fmt"
@@ -6,13 +6,15 @@ import (
 	"slices"
 
 	"github.com/vishvananda/netlink"
+
+	"github.com/cilium-go/cilium/internal/inns"
 )
 
-// CheckPodLink verifies that the pair CreatePodLink made is still as it
+// Check verifies that the pair Create made is still as it
 // made it: the host side of the right kind with its ifindex, the pod side up with the /32
 // and the default route through GatewayIPv4. It backs the CNI CHECK.
-func CheckPodLink(l PodLink, hostIfindex int) error {
-	node, err := handleAt(l.NodeNetNS)
+func Check(l Link, hostIfindex int) error {
+	node, err := inns.Netlink(l.NodeNetNS)
 	if err != nil {
 		return err
 	}
@@ -21,7 +23,7 @@ func CheckPodLink(l PodLink, hostIfindex int) error {
 	if err != nil {
 		return fmt.Errorf("host side %s: %w", l.HostIfName, err)
 	}
-	device, err := ParsePodDevice(string(l.Device))
+	device, err := ParseDevice(string(l.Device))
 	if err != nil {
 		return err
 	}
@@ -31,7 +33,7 @@ func CheckPodLink(l PodLink, hostIfindex int) error {
 	if host.Attrs().Index != hostIfindex {
 		return fmt.Errorf("host side %s: ifindex %d, endpoint has %d", l.HostIfName, host.Attrs().Index, hostIfindex)
 	}
-	pod, err := handleAt(l.PodNetNS)
+	pod, err := inns.Netlink(l.PodNetNS)
 	if err != nil {
 		return err
 	}
