@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync/atomic"
+	"time"
 
 	"github.com/cilium/hive/cell"
 	"github.com/spf13/pflag"
@@ -27,7 +28,8 @@ import (
 var Cell = cell.Module("datapath", "The eBPF datapath of this node",
 	cell.Config(DefaultConfig),
 	cell.Provide(newNode, asEndpointDatapath, asMapLister, asIPCacheLister, newNodeInfo, newPodDevices),
-	cell.Invoke(registerMetrics),
+	cell.ProvidePrivate(newJobGroup),
+	cell.Invoke(registerMetrics, registerConntrackGC),
 )
 
 // Config is the node's datapath configuration.
@@ -47,6 +49,9 @@ type Config struct {
 	// flag of that name: veth, or netkit, whose pod side runs the
 	// datapath as the pod transmits (no crossing of the host's backlog).
 	DatapathMode string `mapstructure:"datapath-mode"`
+	// ConntrackGCInterval is how often expired conntrack entries are
+	// deleted.
+	ConntrackGCInterval time.Duration `mapstructure:"conntrack-gc-interval"`
 }
 
 // DefaultConfig follows Cilium's defaults: tunnel mode, masquerading on,
@@ -59,6 +64,7 @@ var DefaultConfig = Config{
 	EnableIPv4Masquerade:    true,
 	EnableHostLegacyRouting: true,
 	DatapathMode:            string(podlink.DeviceVeth),
+	ConntrackGCInterval:     DefaultConntrackGCInterval,
 }
 
 // Flags implements cell.Flagger.
@@ -73,6 +79,7 @@ func (d Config) Flags(fs *pflag.FlagSet) {
 	fs.String("node-netns", d.NodeNetNS, "path of the node's network namespace; empty for the agent's own")
 	fs.String("datapath-mode", d.DatapathMode,
 		"the device pair new pods get: veth, or netkit (a kernel with CONFIG_NETKIT, 6.7 or later; the agent refuses to start without it)")
+	fs.Duration("conntrack-gc-interval", d.ConntrackGCInterval, "how often expired connection tracking entries are deleted")
 }
 
 // Datapath turns the flags into the datapath's configuration, naming the
@@ -96,6 +103,9 @@ func (c Config) Datapath(p paths.Config) (datapath.Config, error) {
 	}
 	if c.TunnelPort < 1 || c.TunnelPort > 65535 {
 		return datapath.Config{}, fmt.Errorf("--tunnel-port %d: want 1-65535", c.TunnelPort)
+	}
+	if c.ConntrackGCInterval <= 0 {
+		return datapath.Config{}, fmt.Errorf("--conntrack-gc-interval %s: want a positive duration", c.ConntrackGCInterval)
 	}
 	if c.NodeNetNS != "" && !filepath.IsAbs(c.NodeNetNS) {
 		return datapath.Config{}, fmt.Errorf("--node-netns %q: an absolute path is required", c.NodeNetNS)
