@@ -255,10 +255,35 @@ func (rt *Runtime) GetPods(ctx context.Context) ([]*corev1.Pod, error) {
 	return out, nil
 }
 
+// statusResync is how often every pod's status goes to the callback again,
+// changed or not, as the kubelet's status manager resyncs. virtual-kubelet
+// skips an unchanged status, and remembers that it did: when somebody else
+// then changes the status in the API server (the node lifecycle controller
+// marks pods not ready after the node looked unreachable, say after an
+// API server outage), it puts the pod's own status back. Without a skipped
+// resend it never would, and the pod stayed not ready for good.
+const statusResync = 10 * time.Second
+
 // NotifyPods registers the callback that receives every status change. It does not
 // block: deliveries run on their own goroutine until ctx ends.
 func (rt *Runtime) NotifyPods(ctx context.Context, cb func(*corev1.Pod)) {
 	go rt.notifier.run(ctx, cb)
+	go func() {
+		t := time.NewTicker(statusResync)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+			rt.mu.Lock()
+			for _, p := range rt.pods {
+				rt.notifier.add(p)
+			}
+			rt.mu.Unlock()
+		}
+	}()
 }
 
 // podDir is where a pod's state lives on the node.
