@@ -10,11 +10,11 @@ import (
 	"testing"
 
 	"github.com/vishvananda/netlink"
-	"github.com/vishvananda/netns"
 
 	"github.com/cilium-go/cilium/internal/datapath"
 	"github.com/cilium-go/cilium/internal/datapath/dptest"
 	"github.com/cilium-go/cilium/internal/datapath/testnode"
+	"github.com/cilium-go/cilium/internal/inns"
 	"github.com/cilium-go/cilium/internal/podlink"
 )
 
@@ -22,12 +22,7 @@ import (
 // the test ends.
 func handleIn(t *testing.T, nsPath string) *netlink.Handle {
 	t.Helper()
-	ns, err := netns.GetFromPath(nsPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ns.Close()
-	h, err := netlink.NewHandleAt(ns)
+	h, err := inns.Netlink(nsPath)
 	if err != nil {
 		t.Fatal(err)
 	}

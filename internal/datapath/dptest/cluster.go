@@ -201,14 +201,9 @@ func (c *Cluster) newNS(short string) (string, error) {
 }
 
 func (c *Cluster) handle(path string) (*netlink.Handle, error) {
-	ns, err := netns.GetFromPath(path)
+	h, err := inns.Netlink(path)
 	if err != nil {
-		return nil, fmt.Errorf("open netns %s: %w", path, err)
-	}
-	defer ns.Close()
-	h, err := netlink.NewHandleAt(ns)
-	if err != nil {
-		return nil, fmt.Errorf("netlink in %s: %w", path, err)
+		return nil, err
 	}
 	c.onClose(func() error { h.Close(); return nil })
 	return h, nil

@@ -16,7 +16,6 @@ import (
 	"testing"
 
 	"github.com/vishvananda/netlink"
-	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 
 	"github.com/cilium-go/cilium/internal/inns"
@@ -72,14 +71,9 @@ func AddUplink(ns, cidr string) error {
 	if err != nil {
 		return fmt.Errorf("uplink address: %w", err)
 	}
-	h, err := netns.GetFromPath(ns)
+	nl, err := inns.Netlink(ns)
 	if err != nil {
-		return fmt.Errorf("open netns %s: %w", ns, err)
-	}
-	defer h.Close()
-	nl, err := netlink.NewHandleAt(h)
-	if err != nil {
-		return fmt.Errorf("netlink in %s: %w", ns, err)
+		return err
 	}
 	defer nl.Close()
 	d := &netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: "eth0"}, PeerName: "eth0peer"}
