@@ -2,6 +2,8 @@ package main
 
 import (
 	"github.com/cilium/hive/cell"
+	"github.com/cilium/hive/job"
+	"github.com/cilium/statedb"
 
 	"github.com/cilium-go/cilium/pkg/api/server"
 	"github.com/cilium-go/cilium/pkg/cniconf"
@@ -21,6 +23,8 @@ var (
 		paths.Cell,   // --state-dir, --socket-path, --bpf-root
 		health.Cell,  // every module's health, read by /readyz and the API
 		metrics.Cell, // --prometheus-serve-addr: /metrics, /healthz (liveness), /readyz (readiness)
+		job.Cell,     // long-running work: each module's jobs, under its health
+		statedb.Cell, // desired state in tables, for the reconcilers
 	)
 
 	// ControlPlane: what the agent decides, and the API to ask it.

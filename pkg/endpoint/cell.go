@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 
 	"github.com/cilium/hive/cell"
+	"github.com/cilium/hive/job"
 
 	"github.com/cilium-go/cilium/pkg/ipam"
 	"github.com/cilium-go/cilium/pkg/paths"
@@ -25,6 +26,7 @@ type managerParams struct {
 	cell.In
 	Log       *slog.Logger
 	Lifecycle cell.Lifecycle
+	Jobs      job.Registry
 	Health    cell.Health
 	Paths     paths.Config
 	Datapath  Datapath
@@ -34,8 +36,6 @@ type managerParams struct {
 
 func newManagerCell(p managerParams) *Manager {
 	m := NewManager(p.Log, p.Datapath, p.IDs, p.IPAM, StateDir(p.Paths))
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
 	p.Lifecycle.Append(cell.Hook{
 		OnStart: func(hc cell.HookContext) error {
 			// A failed restore is reported, not fatal: the endpoints that
@@ -45,13 +45,14 @@ func newManagerCell(p managerParams) *Manager {
 				p.Log.Warn("endpoint restore incomplete", "error", err)
 				p.Health.Degraded("restore incomplete", err)
 			}
-			go func() {
-				defer close(done)
-				finishRestore(ctx, m, p.Health, p.Log, defaultRetry)
-			}()
 			return nil
 		},
-		OnStop: func(cell.HookContext) error { cancel(); <-done; return nil },
 	})
+	// Added after the hook above, so it starts after the restore.
+	g := p.Jobs.NewGroup(p.Health, job.WithLogger(p.Log))
+	g.Add(job.OneShot("finish-restore", func(ctx context.Context, _ cell.Health) error {
+		finishRestore(ctx, m, p.Health, p.Log, defaultRetry)
+		return nil
+	}))
 	return m
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/cilium/hive/cell"
+	"github.com/cilium/hive/job"
 )
 
 // EndpointOwners tells whether a container has an endpoint; the endpoint
@@ -59,14 +60,15 @@ func (a *Allocator) ReleaseOrphans(orphans []Allocation, since time.Time, owners
 type orphanParams struct {
 	cell.In
 	Config    Config
-	Lifecycle cell.Lifecycle
+	Jobs      job.Registry
+	Health    cell.Health
 	Log       *slog.Logger
 	Allocator *Allocator
 	Owners    EndpointOwners `optional:"true"`
 }
 
 // registerOrphanRelease frees, a grace period after the endpoints are
-// restored, the addresses that no endpoint holds. Its hook runs after the
+// restored, the addresses that no endpoint holds. Its job starts after the
 // endpoint manager's restore, which it depends on. The grace period lets
 // a CNI ADD that the crash interrupted finish or be retried; it should
 // exceed the plugin's timeout.
@@ -74,40 +76,31 @@ func registerOrphanRelease(p orphanParams) {
 	if p.Owners == nil {
 		return
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	close(done)
-	p.Lifecycle.Append(cell.Hook{
-		OnStart: func(cell.HookContext) error {
-			since := p.Allocator.now()
-			orphans := p.Allocator.Orphans(p.Owners)
-			if len(orphans) == 0 {
-				return nil
-			}
-			for _, o := range orphans {
-				p.Log.Info("address without an endpoint after restore; released unless claimed",
-					"ip", o.IP, "owner", o.Owner, "in", p.Config.IPAMOrphanGracePeriod)
-			}
-			done = make(chan struct{})
-			go func() {
-				defer close(done)
-				select {
-				case <-ctx.Done():
-					return
-				case <-time.After(p.Config.IPAMOrphanGracePeriod):
-				}
-				freed, err := p.Allocator.ReleaseOrphans(orphans, since, p.Owners)
-				for _, o := range freed {
-					p.Log.Info("released an address no endpoint claimed", "ip", o.IP, "owner", o.Owner)
-				}
-				if err != nil {
-					p.Log.Warn("release orphaned addresses", "error", err)
-				}
-			}()
+	g := p.Jobs.NewGroup(p.Health, job.WithLogger(p.Log))
+	g.Add(job.OneShot("release-orphans", func(ctx context.Context, _ cell.Health) error {
+		since := p.Allocator.now()
+		orphans := p.Allocator.Orphans(p.Owners)
+		if len(orphans) == 0 {
 			return nil
-		},
-		OnStop: func(cell.HookContext) error { cancel(); <-done; return nil },
-	})
+		}
+		for _, o := range orphans {
+			p.Log.Info("address without an endpoint after restore; released unless claimed",
+				"ip", o.IP, "owner", o.Owner, "in", p.Config.IPAMOrphanGracePeriod)
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(p.Config.IPAMOrphanGracePeriod):
+		}
+		freed, err := p.Allocator.ReleaseOrphans(orphans, since, p.Owners)
+		for _, o := range freed {
+			p.Log.Info("released an address no endpoint claimed", "ip", o.IP, "owner", o.Owner)
+		}
+		if err != nil {
+			p.Log.Warn("release orphaned addresses", "error", err)
+		}
+		return nil
+	}))
 }
 
 func validGrace(d time.Duration) error {

@@ -24,8 +24,6 @@ import (
 // the agent's only table; they move to the agent's infrastructure cells
 // when a second table arrives (a hive may hold them only once).
 var IPCacheCell = cell.Module("ipcache", "The ipcache and remote node routes from Kubernetes",
-	statedb.Cell,
-	job.Cell,
 	ipcache.Cell,
 	cell.ProvidePrivate(newJobGroup),
 	cell.Invoke(registerIPCache),
