@@ -30,7 +30,8 @@ func MasqueradePortRange(ephemeral PortRange) PortRange {
 	var best PortRange
 	bestLen, start := 0, 1024
 	for port := 1024; port <= 65536; port++ {
-		if port < 65536 && !ephemeral.contains(port) && !nodePorts.contains(port) {
+		// 65536 ends the last block.
+		if port < 65536 && !ephemeral.Contains(uint16(port)) && !nodePorts.Contains(uint16(port)) {
 			continue
 		}
 		// port ends the free block start..port-1.
@@ -42,10 +43,8 @@ func MasqueradePortRange(ephemeral PortRange) PortRange {
 	return best
 }
 
-func (r PortRange) contains(port int) bool { return port >= int(r.Min) && port <= int(r.Max) }
-
 // Contains reports whether port is in the range.
-func (r PortRange) Contains(port uint16) bool { return r.contains(int(port)) }
+func (r PortRange) Contains(port uint16) bool { return port >= r.Min && port <= r.Max }
 
 // EphemeralPorts reads net.ipv4.ip_local_port_range in the network
 // namespace at netns ("" for the current one).
