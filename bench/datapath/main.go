@@ -26,10 +26,11 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/cilium-go/cilium/internal/datapath"
 	"github.com/cilium-go/cilium/internal/datapath/dptest"
+	"github.com/cilium-go/cilium/internal/datapath/spec"
 	"github.com/cilium-go/cilium/internal/inns"
 	"github.com/cilium-go/cilium/internal/podlink"
+	"github.com/cilium-go/cilium/pkg/identity"
 )
 
 const (
@@ -93,7 +94,7 @@ func run(ctx context.Context, log *slog.Logger, d time.Duration, reps int, want 
 	if err != nil {
 		return err
 	}
-	native, err := build(dptest.Options{Mode: datapath.Native})
+	native, err := build(dptest.Options{Mode: spec.Native})
 	if err != nil {
 		return err
 	}
@@ -101,11 +102,11 @@ func run(ctx context.Context, log *slog.Logger, d time.Duration, reps int, want 
 	if err != nil {
 		return err
 	}
-	tunnel, err := build(dptest.Options{Mode: datapath.Tunnel})
+	tunnel, err := build(dptest.Options{Mode: spec.Tunnel})
 	if err != nil {
 		return err
 	}
-	legacy, err := build(dptest.Options{Mode: datapath.Native, LegacyRouting: true})
+	legacy, err := build(dptest.Options{Mode: spec.Native, LegacyRouting: true})
 	if err != nil {
 		return err
 	}
@@ -185,7 +186,7 @@ type builder func(dptest.Options) (*dptest.Cluster, error)
 
 // buildPolicyScale is (c') with the given pod device.
 func buildPolicyScale(build builder, device podlink.Device) (*dptest.Cluster, error) {
-	c, err := build(dptest.Options{Mode: datapath.Native, PolicyIngress: true, PodDevice: device})
+	c, err := build(dptest.Options{Mode: spec.Native, PolicyIngress: true, PodDevice: device})
 	if err != nil {
 		return nil, err
 	}
@@ -195,7 +196,7 @@ func buildPolicyScale(build builder, device podlink.Device) (*dptest.Cluster, er
 // buildNetkit builds (c-nk) and (c'-nk); podlink.ErrNetkitUnsupported
 // says the kernel has no netkit.
 func buildNetkit(build builder) (nk, nkPolicy *dptest.Cluster, err error) {
-	if nk, err = build(dptest.Options{Mode: datapath.Native, PodDevice: podlink.DeviceNetkit}); err != nil {
+	if nk, err = build(dptest.Options{Mode: spec.Native, PodDevice: podlink.DeviceNetkit}); err != nil {
 		return nil, nil, err
 	}
 	if nkPolicy, err = buildPolicyScale(build, podlink.DeviceNetkit); err != nil {
@@ -210,12 +211,12 @@ func loadPolicyScale(c *dptest.Cluster) error {
 	client, server := c.Nodes[0].Pods[0], c.Nodes[1].Pods[0]
 	maps := c.Nodes[1].DP.Maps()
 	desired := c.IPCacheFor(c.Nodes[1])
-	entries := []datapath.PolicyEntry{{Direction: datapath.Ingress, Identity: client.Identity, Protocol: 6}}
+	entries := []spec.PolicyEntry{{Direction: spec.Ingress, Identity: client.Identity, Protocol: 6}}
 	for i := range policyScale - 1 {
-		id := uint32(20000 + i)
+		id := identity.NumericIdentity(20000 + i)
 		a := netip.AddrFrom4([4]byte{10, 200, byte(i >> 8), byte(i)})
-		desired[netip.PrefixFrom(a, 32)] = datapath.IPCacheEntry{Identity: id, TunnelEndpoint: c.Nodes[0].IP}
-		entries = append(entries, datapath.PolicyEntry{Direction: datapath.Ingress, Identity: id, Protocol: 6,
+		desired[netip.PrefixFrom(a, 32)] = spec.IPCacheEntry{Identity: id, TunnelEndpoint: c.Nodes[0].IP}
+		entries = append(entries, spec.PolicyEntry{Direction: spec.Ingress, Identity: id, Protocol: 6,
 			Port: uint16(1000 + i%5000)})
 	}
 	if err := maps.SyncIPCache(desired); err != nil {

@@ -17,38 +17,39 @@ import (
 	"github.com/containernetworking/cni/libcni"
 	"github.com/spf13/pflag"
 
-	"github.com/cilium-go/cilium/internal/datapath"
+	"github.com/cilium-go/cilium/internal/datapath/spec"
 	"github.com/cilium-go/cilium/pkg/api/models"
 	"github.com/cilium-go/cilium/pkg/api/server"
 	"github.com/cilium-go/cilium/pkg/client"
 	"github.com/cilium-go/cilium/pkg/cni"
 	"github.com/cilium-go/cilium/pkg/endpoint"
+	"github.com/cilium-go/cilium/pkg/identity"
 )
 
 // memDatapath stands in for the kernel in unprivileged tests.
 type memDatapath struct {
 	mu   sync.Mutex
-	live map[uint16]datapath.Endpoint
+	live map[uint16]spec.Endpoint
 }
 
-func (m *memDatapath) UpsertEndpoint(ep datapath.Endpoint) error {
+func (m *memDatapath) UpsertEndpoint(ep spec.Endpoint) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.live[ep.ID] = ep
 	return nil
 }
 
-func (m *memDatapath) DeleteEndpoint(ep datapath.Endpoint) error {
+func (m *memDatapath) DeleteEndpoint(ep spec.Endpoint) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	delete(m.live, ep.ID)
 	return nil
 }
 
-func (m *memDatapath) PruneEndpoints([]datapath.Endpoint) error { return nil }
+func (m *memDatapath) PruneEndpoints([]spec.Endpoint) error { return nil }
 
 // identity is what the datapath holds for endpoint id.
-func (m *memDatapath) identity(id uint16) uint32 {
+func (m *memDatapath) identity(id uint16) identity.NumericIdentity {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return m.live[id].Identity
@@ -107,7 +108,7 @@ func TestBadFlagStopsStartupNamingIt(t *testing.T) {
 		{"--prometheus-serve-addr=nonsense", "--prometheus-serve-addr"},
 	} {
 		args := append(baseArgs(t.TempDir()), tc.arg)
-		h, err := startAgent(t, &memDatapath{live: map[uint16]datapath.Endpoint{}}, args...)
+		h, err := startAgent(t, &memDatapath{live: map[uint16]spec.Endpoint{}}, args...)
 		if err == nil {
 			stop(t, h)
 			t.Errorf("%s: agent started", tc.arg)
@@ -121,7 +122,7 @@ func TestBadFlagStopsStartupNamingIt(t *testing.T) {
 
 func TestAgentServesAPIAndRestoresAfterRestart(t *testing.T) {
 	dir := t.TempDir()
-	dp := &memDatapath{live: map[uint16]datapath.Endpoint{}}
+	dp := &memDatapath{live: map[uint16]spec.Endpoint{}}
 	h, err := startAgent(t, dp, baseArgs(dir)...)
 	if err != nil {
 		t.Fatal(err)
@@ -151,7 +152,7 @@ func TestAgentServesAPIAndRestoresAfterRestart(t *testing.T) {
 	}
 	ep, err := c.PutEndpoint(ctx, models.EndpointRequest{ContainerID: "c1", IPv4: alloc.Address,
 		MAC: "02:00:00:00:00:01", IfName: "eth0", HostIfName: "lxc1", HostIfindex: 5, NetNSPath: "/proc/1/ns/net"})
-	if err != nil || ep.ID != 1 || ep.Identity != endpoint.InitIdentity {
+	if err != nil || ep.ID != 1 || ep.Identity != identity.Init {
 		t.Fatalf("put endpoint: %+v %v", ep, err)
 	}
 	cfg, err := c.Config(ctx)
@@ -164,7 +165,7 @@ func TestAgentServesAPIAndRestoresAfterRestart(t *testing.T) {
 	}
 
 	// A new agent on the same state dir has the endpoint and the address.
-	dp2 := &memDatapath{live: map[uint16]datapath.Endpoint{}}
+	dp2 := &memDatapath{live: map[uint16]spec.Endpoint{}}
 	h2, err := startAgent(t, dp2, baseArgs(dir)...)
 	if err != nil {
 		t.Fatal(err)
@@ -188,7 +189,7 @@ func TestAgentServesAPIAndRestoresAfterRestart(t *testing.T) {
 
 // TestCommandRejectsBadFlag runs the command line as main does.
 func TestCommandRejectsBadFlag(t *testing.T) {
-	cmd := newCommand(Infrastructure, ControlPlane, memDatapathCell(&memDatapath{live: map[uint16]datapath.Endpoint{}}))
+	cmd := newCommand(Infrastructure, ControlPlane, memDatapathCell(&memDatapath{live: map[uint16]spec.Endpoint{}}))
 	var out strings.Builder
 	cmd.SetOut(&out)
 	cmd.SetErr(&out)
@@ -208,7 +209,7 @@ func TestCommandRejectsBadFlag(t *testing.T) {
 func TestAgentWritesCNIConfWhenReady(t *testing.T) {
 	dir := t.TempDir()
 	conf := filepath.Join(dir, "net.d", "05-cilium.conflist")
-	h, err := startAgent(t, &memDatapath{live: map[uint16]datapath.Endpoint{}},
+	h, err := startAgent(t, &memDatapath{live: map[uint16]spec.Endpoint{}},
 		append(baseArgs(dir), "--write-cni-conf-when-ready="+conf)...)
 	if err != nil {
 		t.Fatal(err)
@@ -231,7 +232,7 @@ func TestAgentWritesCNIConfWhenReady(t *testing.T) {
 		t.Fatalf("the socket the configuration names does not answer: %v", err)
 	}
 
-	_, err = startAgent(t, &memDatapath{live: map[uint16]datapath.Endpoint{}},
+	_, err = startAgent(t, &memDatapath{live: map[uint16]spec.Endpoint{}},
 		append(baseArgs(t.TempDir()), "--write-cni-conf-when-ready=net.d/x.conflist")...)
 	if err == nil || !strings.Contains(err.Error(), "--write-cni-conf-when-ready") {
 		t.Fatalf("relative path: %v, want an error naming the flag", err)

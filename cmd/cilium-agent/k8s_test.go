@@ -12,7 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	kubefake "k8s.io/client-go/kubernetes/fake"
 
-	"github.com/cilium-go/cilium/internal/datapath"
+	"github.com/cilium-go/cilium/internal/datapath/spec"
 	"github.com/cilium-go/cilium/pkg/api/models"
 	"github.com/cilium-go/cilium/pkg/client"
 	"github.com/cilium-go/cilium/pkg/identity"
@@ -37,7 +37,7 @@ func TestAgentWithKubernetes(t *testing.T) {
 	withFakes := cell.Decorate(func(*k8sagent.Clients) *k8sagent.Clients { return clients }, ControlPlane)
 
 	dir := t.TempDir()
-	dp := &memDatapath{live: map[uint16]datapath.Endpoint{}}
+	dp := &memDatapath{live: map[uint16]spec.Endpoint{}}
 	h, err := startHive(t, newHive(newLevel(), Infrastructure, withFakes, memDatapathCell(dp)),
 		append(baseArgs(dir), "--k8s-node-name=a"))
 	if err != nil {
@@ -57,7 +57,7 @@ func TestAgentWithKubernetes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if ep.Identity < uint32(identity.MinClusterIdentity) || dp.live[ep.ID].Identity != ep.Identity {
+	if ep.Identity < identity.MinClusterIdentity || dp.live[ep.ID].Identity != ep.Identity {
 		t.Fatalf("endpoint identity %d, datapath %+v: want a cluster identity", ep.Identity, dp.live[ep.ID])
 	}
 	ids, err := cilium.CiliumV2().CiliumIdentities().List(ctx, metav1.ListOptions{})
@@ -130,7 +130,7 @@ func TestKubernetesFlags(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			dp := &memDatapath{live: map[uint16]datapath.Endpoint{}}
+			dp := &memDatapath{live: map[uint16]spec.Endpoint{}}
 			h, err := startAgent(t, dp, append(baseArgs(t.TempDir()), tt.args...)...)
 			if err == nil {
 				stop(t, h)
@@ -164,7 +164,7 @@ func TestAgentPodCIDRFromCiliumNode(t *testing.T) {
 			args = append(args, a)
 		}
 	}
-	dp := &memDatapath{live: map[uint16]datapath.Endpoint{}}
+	dp := &memDatapath{live: map[uint16]spec.Endpoint{}}
 	h, err := startHive(t, newHive(newLevel(), Infrastructure, withFakes, memDatapathCell(dp)),
 		append(args, "--k8s-node-name=a"))
 	if err != nil {

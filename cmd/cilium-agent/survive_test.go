@@ -9,7 +9,7 @@ import (
 
 	"github.com/cilium/hive/cell"
 
-	"github.com/cilium-go/cilium/internal/datapath"
+	"github.com/cilium-go/cilium/internal/datapath/spec"
 	"github.com/cilium-go/cilium/pkg/api/models"
 	"github.com/cilium-go/cilium/pkg/api/server"
 	"github.com/cilium-go/cilium/pkg/client"
@@ -22,7 +22,7 @@ import (
 // an endpoint, stay.
 func TestAgentReleasesOrphanedAddressesAfterRestore(t *testing.T) {
 	dir := t.TempDir()
-	h, err := startAgent(t, &memDatapath{live: map[uint16]datapath.Endpoint{}}, baseArgs(dir)...)
+	h, err := startAgent(t, &memDatapath{live: map[uint16]spec.Endpoint{}}, baseArgs(dir)...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -40,7 +40,7 @@ func TestAgentReleasesOrphanedAddressesAfterRestore(t *testing.T) {
 	}
 	stop(t, h)
 
-	h, err = startAgent(t, &memDatapath{live: map[uint16]datapath.Endpoint{}},
+	h, err = startAgent(t, &memDatapath{live: map[uint16]spec.Endpoint{}},
 		append(baseArgs(dir), "--ipam-orphan-grace-period=300ms")...)
 	if err != nil {
 		t.Fatal(err)
@@ -67,7 +67,7 @@ type flakyDatapath struct {
 	fail atomic.Bool
 }
 
-func (f *flakyDatapath) UpsertEndpoint(ep datapath.Endpoint) error {
+func (f *flakyDatapath) UpsertEndpoint(ep spec.Endpoint) error {
 	if f.fail.Load() {
 		return errors.New("map busy")
 	}
@@ -79,7 +79,7 @@ func (f *flakyDatapath) UpsertEndpoint(ep datapath.Endpoint) error {
 // a retry programs it; it never stays for the agent's lifetime.
 func TestAgentRestoreIncompleteClears(t *testing.T) {
 	dir := t.TempDir()
-	h, err := startAgent(t, &memDatapath{live: map[uint16]datapath.Endpoint{}}, baseArgs(dir)...)
+	h, err := startAgent(t, &memDatapath{live: map[uint16]spec.Endpoint{}}, baseArgs(dir)...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -95,7 +95,7 @@ func TestAgentRestoreIncompleteClears(t *testing.T) {
 	}
 	stop(t, h)
 
-	dp := &flakyDatapath{memDatapath: &memDatapath{live: map[uint16]datapath.Endpoint{}}}
+	dp := &flakyDatapath{memDatapath: &memDatapath{live: map[uint16]spec.Endpoint{}}}
 	dp.fail.Store(true)
 	cells := cell.Module("flaky-datapath", "Endpoints in memory that fail for a while",
 		cell.Provide(func() endpoint.Datapath { return dp }, func() server.PodDeviceChecker { return dp }))

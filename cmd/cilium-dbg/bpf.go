@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/cilium-go/cilium/internal/datapath"
+	"github.com/cilium-go/cilium/pkg/identity"
 	"github.com/cilium-go/cilium/pkg/nodedatapath"
 )
 
@@ -67,14 +68,14 @@ func (o *options) bpfIPCache(m *datapath.Maps) error {
 
 // bpfEndpoint is one entry of the endpoint map.
 type bpfEndpoint struct {
-	ID            uint16 `json:"id"`
-	IPv4          string `json:"ipv4"`
-	Identity      uint32 `json:"identity"`
-	MAC           string `json:"mac"`
-	HostMAC       string `json:"hostMAC"`
-	HostIfindex   int    `json:"hostIfindex"`
-	PolicyIngress bool   `json:"policyIngress"`
-	PolicyEgress  bool   `json:"policyEgress"`
+	ID            uint16                   `json:"id"`
+	IPv4          string                   `json:"ipv4"`
+	Identity      identity.NumericIdentity `json:"identity"`
+	MAC           string                   `json:"mac"`
+	HostMAC       string                   `json:"hostMAC"`
+	HostIfindex   int                      `json:"hostIfindex"`
+	PolicyIngress bool                     `json:"policyIngress"`
+	PolicyEgress  bool                     `json:"policyEgress"`
 }
 
 func (o *options) bpfEndpoints(m *datapath.Maps) error {
@@ -110,8 +111,8 @@ func enforcement(ingress, egress bool) string {
 
 // bpfPolicyEntry is one key of an endpoint's policy map.
 type bpfPolicyEntry struct {
-	Direction string `json:"direction"`
-	Identity  uint32 `json:"identity"`
+	Direction string                   `json:"direction"`
+	Identity  identity.NumericIdentity `json:"identity"`
 	// Protocol 0 is any; Port 0 any port; EndPort is set for a range.
 	Protocol  uint8  `json:"protocol"`
 	Port      uint16 `json:"port"`
@@ -138,7 +139,7 @@ func (o *options) bpfPolicy(m *datapath.Maps, epID uint16) error {
 		row(w, "DIRECTION", "IDENTITY", "PROTOCOL", "PORT", "VERDICT", "PROXY PORT")
 		for _, e := range out {
 			id := strconv.FormatUint(uint64(e.Identity), 10)
-			if e.Identity == datapath.IdentityAny {
+			if e.Identity == identity.Unknown {
 				id = "any"
 			}
 			port := "any"

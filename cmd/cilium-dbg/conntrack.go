@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/cilium-go/cilium/internal/datapath"
+	"github.com/cilium-go/cilium/pkg/identity"
 )
 
 // bpfConnection is one conntrack entry.
@@ -21,15 +22,15 @@ type bpfConnection struct {
 	DstPort  uint16 `json:"dstPort"`
 	// ExpiresIn is in seconds; 0 for an entry that expired and waits
 	// for garbage collection.
-	ExpiresIn   int64  `json:"expiresIn"`
-	Packets     uint64 `json:"packets"`
-	Bytes       uint64 `json:"bytes"`
-	SrcIdentity uint32 `json:"srcIdentity"`
-	DstIdentity uint32 `json:"dstIdentity"`
-	Tunnel      string `json:"tunnel,omitempty"`
-	SeenReply   bool   `json:"seenReply"`
-	Closing     bool   `json:"closing"`
-	Masqueraded bool   `json:"masqueraded"`
+	ExpiresIn   int64                    `json:"expiresIn"`
+	Packets     uint64                   `json:"packets"`
+	Bytes       uint64                   `json:"bytes"`
+	SrcIdentity identity.NumericIdentity `json:"srcIdentity"`
+	DstIdentity identity.NumericIdentity `json:"dstIdentity"`
+	Tunnel      string                   `json:"tunnel,omitempty"`
+	SeenReply   bool                     `json:"seenReply"`
+	Closing     bool                     `json:"closing"`
+	Masqueraded bool                     `json:"masqueraded"`
 }
 
 func (o *options) bpfConntrack(m *datapath.Maps) error {

@@ -17,7 +17,7 @@ import (
 	"github.com/cilium/hive/cell"
 	"github.com/spf13/pflag"
 
-	"github.com/cilium-go/cilium/internal/datapath"
+	"github.com/cilium-go/cilium/internal/datapath/spec"
 	"github.com/cilium-go/cilium/internal/podlink"
 	"github.com/cilium-go/cilium/pkg/api/models"
 	"github.com/cilium-go/cilium/pkg/api/server"
@@ -29,9 +29,9 @@ import (
 
 type nopDatapath struct{}
 
-func (nopDatapath) UpsertEndpoint(datapath.Endpoint) error   { return nil }
-func (nopDatapath) DeleteEndpoint(datapath.Endpoint) error   { return nil }
-func (nopDatapath) PruneEndpoints([]datapath.Endpoint) error { return nil }
+func (nopDatapath) UpsertEndpoint(spec.Endpoint) error   { return nil }
+func (nopDatapath) DeleteEndpoint(spec.Endpoint) error   { return nil }
+func (nopDatapath) PruneEndpoints([]spec.Endpoint) error { return nil }
 
 type fakeIPCache []models.IPCacheEntry
 

@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/cilium-go/cilium/internal/datapath"
+	"github.com/cilium-go/cilium/pkg/identity"
 )
 
 // eventSource is the datapath's event reader; tests feed their own.
@@ -111,24 +112,24 @@ func (o *options) monitor(ctx context.Context, r eventSource, keep map[datapath.
 
 // eventView is an event for -o json: one object per line.
 type eventView struct {
-	Type        string `json:"type"`
-	Reason      string `json:"reason,omitempty"`
-	ReasonCode  uint8  `json:"reasonCode,omitempty"`
-	Point       string `json:"point,omitempty"`
-	Verdict     string `json:"verdict,omitempty"`
-	Direction   string `json:"direction,omitempty"`
-	CT          string `json:"ct,omitempty"`
-	Protocol    string `json:"protocol"`
-	Src         string `json:"src"`
-	SrcPort     uint16 `json:"srcPort"`
-	Dst         string `json:"dst"`
-	DstPort     uint16 `json:"dstPort"`
-	SrcIdentity uint32 `json:"srcIdentity"`
-	DstIdentity uint32 `json:"dstIdentity"`
-	SrcEndpoint uint16 `json:"srcEndpoint,omitempty"`
-	DstEndpoint uint16 `json:"dstEndpoint,omitempty"`
-	Ifindex     uint32 `json:"ifindex"`
-	Length      uint32 `json:"length"`
+	Type        string                   `json:"type"`
+	Reason      string                   `json:"reason,omitempty"`
+	ReasonCode  uint8                    `json:"reasonCode,omitempty"`
+	Point       string                   `json:"point,omitempty"`
+	Verdict     string                   `json:"verdict,omitempty"`
+	Direction   string                   `json:"direction,omitempty"`
+	CT          string                   `json:"ct,omitempty"`
+	Protocol    string                   `json:"protocol"`
+	Src         string                   `json:"src"`
+	SrcPort     uint16                   `json:"srcPort"`
+	Dst         string                   `json:"dst"`
+	DstPort     uint16                   `json:"dstPort"`
+	SrcIdentity identity.NumericIdentity `json:"srcIdentity"`
+	DstIdentity identity.NumericIdentity `json:"dstIdentity"`
+	SrcEndpoint uint16                   `json:"srcEndpoint,omitempty"`
+	DstEndpoint uint16                   `json:"dstEndpoint,omitempty"`
+	Ifindex     uint32                   `json:"ifindex"`
+	Length      uint32                   `json:"length"`
 }
 
 func viewOf(ev datapath.Event) eventView {

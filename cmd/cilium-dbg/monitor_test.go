@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/cilium-go/cilium/internal/datapath"
+	"github.com/cilium-go/cilium/internal/datapath/spec"
 )
 
 // fakeEvents hands out its events, then blocks until closed, as the ring
@@ -45,14 +46,14 @@ func (f *fakeEvents) SetDeadline(time.Time) {}
 func (f *fakeEvents) Close() error { f.once.Do(func() { close(f.closed) }); return nil }
 
 var (
-	policyDrop = datapath.Event{Type: datapath.EventDrop, Reason: datapath.DropPolicy, Direction: datapath.Ingress,
+	policyDrop = datapath.Event{Type: datapath.EventDrop, Reason: datapath.DropPolicy, Direction: spec.Ingress,
 		Src: netip.MustParseAddr("10.0.1.5"), Dst: netip.MustParseAddr("10.0.2.7"), SrcPort: 40000, DstPort: 8080,
 		Protocol: 6, SrcIdentity: 1234, DstIdentity: 5678, DstEndpoint: 12, Ifindex: 7, Length: 60}
 	trace = datapath.Event{Type: datapath.EventTrace, Point: datapath.TraceToOverlay,
 		Src: netip.MustParseAddr("10.0.1.5"), Dst: netip.MustParseAddr("10.0.2.7"), Protocol: 1, SrcPort: 9,
 		SrcIdentity: 1234, DstIdentity: 5678, SrcEndpoint: 3, Ifindex: 4, Length: 84}
 	verdict = datapath.Event{Type: datapath.EventPolicyVerdict, Verdict: datapath.VerdictAllow, CT: datapath.CTNew,
-		Direction: datapath.Egress, Src: netip.MustParseAddr("10.0.1.5"), Dst: netip.MustParseAddr("10.0.2.7"),
+		Direction: spec.Egress, Src: netip.MustParseAddr("10.0.1.5"), Dst: netip.MustParseAddr("10.0.2.7"),
 		SrcPort: 40001, DstPort: 53, Protocol: 17, SrcIdentity: 1234, DstIdentity: 2, Ifindex: 7, Length: 70}
 )
 

@@ -16,8 +16,10 @@ import (
 
 	"github.com/cilium-go/cilium/internal/datapath"
 	"github.com/cilium-go/cilium/internal/datapath/dptest"
+	"github.com/cilium-go/cilium/internal/datapath/spec"
 	"github.com/cilium-go/cilium/internal/datapath/testnode"
 	"github.com/cilium-go/cilium/pkg/api/models"
+	"github.com/cilium-go/cilium/pkg/identity"
 	"github.com/cilium-go/cilium/pkg/nodedatapath"
 )
 
@@ -134,19 +136,19 @@ func writePins(t *testing.T, dir string) {
 		}
 	}
 	tunnel := netip.MustParseAddr("192.168.50.2")
-	err = m.SyncIPCache(map[netip.Prefix]datapath.IPCacheEntry{
+	err = m.SyncIPCache(map[netip.Prefix]spec.IPCacheEntry{
 		netip.MustParsePrefix("10.10.1.12/32"):   {Identity: 1012},
 		netip.MustParsePrefix("10.10.2.21/32"):   {Identity: 1021, TunnelEndpoint: tunnel},
-		netip.MustParsePrefix("192.168.50.2/32"): {Identity: datapath.IdentityRemoteNode},
+		netip.MustParsePrefix("192.168.50.2/32"): {Identity: identity.RemoteNode},
 		netip.MustParsePrefix("10.10.2.0/24"):    {Identity: 1020, TunnelEndpoint: tunnel},
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	err = m.SetPolicy(12, []datapath.PolicyEntry{
-		{Direction: datapath.Ingress, Identity: 1021, Protocol: 6, Port: 8080},
-		{Direction: datapath.Ingress, Identity: datapath.IdentityAny, Protocol: 17, Deny: true},
-		{Direction: datapath.Egress, Identity: 1021, Protocol: 6, Port: 9000, EndPort: 9003},
+	err = m.SetPolicy(12, []spec.PolicyEntry{
+		{Direction: spec.Ingress, Identity: 1021, Protocol: 6, Port: 8080},
+		{Direction: spec.Ingress, Identity: identity.Unknown, Protocol: 17, Deny: true},
+		{Direction: spec.Egress, Identity: 1021, Protocol: 6, Port: 9000, EndPort: 9003},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -182,7 +184,7 @@ func (s *syncBuffer) String() string {
 // it: the connection, the counters, the policy, and the drop in monitor.
 func TestPrivilegedLiveDatapath(t *testing.T) {
 	needRoot(t, "creates namespaces, veths and BPF programs")
-	c, err := dptest.New(dptest.Options{Mode: datapath.Tunnel, PolicyIngress: true})
+	c, err := dptest.New(dptest.Options{Mode: spec.Tunnel, PolicyIngress: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -198,8 +200,8 @@ func TestPrivilegedLiveDatapath(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { srv.Close() })
-	allow := datapath.PolicyEntry{Direction: datapath.Ingress, Identity: client.Identity, Protocol: 6, Port: 8080}
-	if err := n2.DP.Maps().SetPolicy(server.ID, []datapath.PolicyEntry{allow}); err != nil {
+	allow := spec.PolicyEntry{Direction: spec.Ingress, Identity: client.Identity, Protocol: 6, Port: 8080}
+	if err := n2.DP.Maps().SetPolicy(server.ID, []spec.PolicyEntry{allow}); err != nil {
 		t.Fatal(err)
 	}
 

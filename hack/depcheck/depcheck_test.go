@@ -8,12 +8,18 @@ import (
 	"testing"
 )
 
-const module = "github.com/cilium-go/cilium"
+const (
+	module   = "github.com/cilium-go/cilium"
+	datapath = module + "/internal/datapath"
+	// spec holds the datapath's values (endpoints, ipcache entries, ...):
+	// what the control plane computes, with no kernel behind it.
+	spec = datapath + "/spec"
+)
 
 // kernelFacing may import the kernel libraries: the datapath, the CNI's
 // pod link code and the namespace helper they share.
 var kernelFacing = []string{
-	module + "/internal/datapath",
+	datapath,
 	module + "/internal/podlink",
 	module + "/internal/inns",
 	// The benchmark loads its own floor program (bpf/bench).
@@ -48,7 +54,7 @@ func TestOnlyTheDatapathImportsTheKernel(t *testing.T) {
 	for _, line := range goList(t, "-f", "{{.ImportPath}} {{join .Imports \" \"}}", module+"/...") {
 		fields := strings.Fields(line)
 		pkg, imports := fields[0], fields[1:]
-		if under(pkg, kernelFacing...) {
+		if under(pkg, kernelFacing...) && pkg != spec {
 			continue
 		}
 		for _, imp := range imports {
@@ -63,6 +69,35 @@ func TestCNIPluginLinksNoDatapath(t *testing.T) {
 	for _, dep := range goList(t, "-deps", module+"/cmd/cilium-cni") {
 		if under(dep, "github.com/cilium/ebpf", module+"/internal/datapath") {
 			t.Errorf("cilium-cni depends on %s", dep)
+		}
+	}
+}
+
+// datapathUsers may hold the kernel datapath itself: the agent cell that
+// runs it, the debug tool that reads its pinned maps, and the benchmarks.
+// Everyone else describes desired state with internal/datapath/spec and
+// reaches the kernel through reconcilers that these packages provide.
+var datapathUsers = []string{datapath, module + "/pkg/nodedatapath", module + "/cmd/cilium-dbg", module + "/bench"}
+
+func TestControlPlaneHoldsOnlyDatapathValues(t *testing.T) {
+	for _, line := range goList(t, "-f", "{{.ImportPath}} {{join .Imports \" \"}}", module+"/...") {
+		fields := strings.Fields(line)
+		pkg, imports := fields[0], fields[1:]
+		if under(pkg, datapathUsers...) {
+			continue
+		}
+		for _, imp := range imports {
+			if under(imp, datapath) && imp != spec {
+				t.Errorf("%s imports %s: only %v may; values are in %s", pkg, imp, datapathUsers, spec)
+			}
+		}
+	}
+}
+
+func TestDatapathValuesHaveNoKernelNorKubernetes(t *testing.T) {
+	for _, dep := range goList(t, "-deps", spec) {
+		if under(dep, kernelLibraries...) || under(dep, "k8s.io", "github.com/cilium/ebpf") || (under(dep, datapath) && dep != spec) {
+			t.Errorf("%s depends on %s", spec, dep)
 		}
 	}
 }

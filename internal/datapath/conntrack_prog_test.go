@@ -4,6 +4,9 @@ import (
 	"net/netip"
 	"testing"
 	"time"
+
+	"github.com/cilium-go/cilium/internal/datapath/spec"
+	"github.com/cilium-go/cilium/pkg/identity"
 )
 
 func (e *env) ctEntry(p pkt) (CTEntry, bool) {
@@ -38,7 +41,7 @@ func (e *env) lifetime(p pkt) time.Duration {
 }
 
 func TestProgConntrack(t *testing.T) {
-	both := envOpts{policyEgress: true, policyIngress: true, mode: Tunnel}
+	both := envOpts{policyEgress: true, policyIngress: true, mode: spec.Tunnel}
 	runProgCases(t, []progCase{
 		{"replies pass without an ingress rule", both, func(t *testing.T, e *env) {
 			e.setPolicy(epA, egress(idC, tcpProto, 80, 0))
@@ -84,7 +87,7 @@ func TestProgConntrack(t *testing.T) {
 			// default deny too.
 			e.denied(e.fromContainer, udp(ipA, ipC, 53, 5000), DropPolicy)
 		}},
-		{"a TCP segment of no tracked connection is dropped", envOpts{mode: Tunnel}, func(t *testing.T, e *env) {
+		{"a TCP segment of no tracked connection is dropped", envOpts{mode: spec.Tunnel}, func(t *testing.T, e *env) {
 			e.denied(e.fromContainer, tcp(ipA, ipC, 40000, 80, "A"), DropUnknownCT)
 			e.denied(e.fromNetdev, tcp(ipC, ipA, 80, 40000, "SA"), DropUnknownCT)
 			e.denied(e.fromNetdev, tcp(ipC, ipA, 80, 40000, "R"), DropUnknownCT)
@@ -99,7 +102,7 @@ func TestProgConntrack(t *testing.T) {
 			e.denied(e.fromNetdev, unreachable(t, ipC, ipA, other), DropPolicy)
 		}},
 		{"an ICMP error from a router on the path is not related", both, func(t *testing.T, e *env) {
-			e.setPolicy(epA, egress(idC, udpProto, 53, 0), ingressRule(IdentityRemoteNode, icmpProto, 11, 0))
+			e.setPolicy(epA, egress(idC, udpProto, 53, 0), ingressRule(uint32(identity.RemoteNode), icmpProto, 11, 0))
 			sent := udp(ipA, ipC, 5000, 53)
 			e.allowed(e.fromContainer, sent)
 			// Port unreachable from the router: ICMP type 3 is not allowed.
@@ -135,7 +138,7 @@ func TestProgConntrack(t *testing.T) {
 			// Quoting B's flow, towards B's peer.
 			e.denied(e.fromContainer, unreachable(t, ipA, ipD, udp(ipD, ipB, 6000, 53)), DropPolicy)
 		}},
-		{"an ICMP error for another pod's flow does not enter a pod", envOpts{policyIngress: true, mode: Tunnel}, func(t *testing.T, e *env) {
+		{"an ICMP error for another pod's flow does not enter a pod", envOpts{policyIngress: true, mode: spec.Tunnel}, func(t *testing.T, e *env) {
 			// B has a flow with C, and so has A; ingress into A is default deny.
 			sentB := udp(ipB, ipC, 7000, 53)
 			e.track(udp(ipC, ipB, 53, 7000), idC, idB)
@@ -155,7 +158,7 @@ func TestProgConntrack(t *testing.T) {
 			e.allowed(e.fromNetdev, echo(ipC, ipA, 7, true))
 			e.denied(e.fromNetdev, echo(ipC, ipA, 8, true), DropPolicy)
 		}},
-		{"TCP lifetimes: SYN short, established long, closing shortest", envOpts{mode: Tunnel}, func(t *testing.T, e *env) {
+		{"TCP lifetimes: SYN short, established long, closing shortest", envOpts{mode: spec.Tunnel}, func(t *testing.T, e *env) {
 			syn := tcp(ipA, ipC, 40000, 80, "S")
 			e.allowed(e.fromContainer, syn)
 			if l := e.lifetime(syn); l > 60*time.Second || l < 50*time.Second {
@@ -170,7 +173,7 @@ func TestProgConntrack(t *testing.T) {
 				t.Fatalf("closing lifetime %v, want at most 10s", l)
 			}
 		}},
-		{"UDP entries count packets and bytes", envOpts{mode: Tunnel}, func(t *testing.T, e *env) {
+		{"UDP entries count packets and bytes", envOpts{mode: spec.Tunnel}, func(t *testing.T, e *env) {
 			p := udp(ipA, ipC, 5000, 53)
 			e.allowed(e.fromContainer, p)
 			e.allowed(e.fromContainer, p)
@@ -185,7 +188,7 @@ func TestProgConntrack(t *testing.T) {
 			must(t, e.maps.CT4.Put(&k, &CTEntry{Expires: 1}))
 			e.denied(e.fromNetdev, tcp(ipC, ipA, 80, 40000, "SA"), DropUnknownCT)
 		}},
-		{"garbage collection removes expired entries only", envOpts{mode: Tunnel}, func(t *testing.T, e *env) {
+		{"garbage collection removes expired entries only", envOpts{mode: spec.Tunnel}, func(t *testing.T, e *env) {
 			live := udp(ipA, ipC, 5000, 53)
 			e.allowed(e.fromContainer, live)
 			k := CTKey{Saddr: be32(ipA), Daddr: be32(ipD), Sport: htons(1), Dport: htons(2), Protocol: udpProto}
@@ -202,7 +205,7 @@ func TestProgConntrack(t *testing.T) {
 }
 
 func TestProgFragments(t *testing.T) {
-	enforce := envOpts{policyEgress: true, mode: Tunnel}
+	enforce := envOpts{policyEgress: true, mode: spec.Tunnel}
 	first := func(dport uint16, id uint16) pkt {
 		p := udp(ipA, ipC, 5000, dport)
 		p.ipID, p.moreFrags = id, true
@@ -240,18 +243,18 @@ func TestProgEvents(t *testing.T) {
 	runProgCases(t, []progCase{
 		{"a drop event carries tuple, identities and direction", envOpts{policyEgress: true}, func(t *testing.T, e *env) {
 			ev := e.denied(e.fromContainer, tcp(ipA, ipC, 40000, 80, "S"), DropPolicy)
-			want := Event{Type: EventDrop, Reason: DropPolicy, Direction: Egress, Src: ipA, Dst: ipC,
+			want := Event{Type: EventDrop, Reason: DropPolicy, Direction: spec.Egress, Src: ipA, Dst: ipC,
 				SrcPort: 40000, DstPort: 80, Protocol: tcpProto, TCPFlags: 0x02, SrcIdentity: idA,
 				DstIdentity: idC, SrcEndpoint: epA, Length: ev.Length, Monotonic: ev.Monotonic, Ifindex: ev.Ifindex}
 			if ev != want || ev.Length == 0 || ev.Monotonic == 0 {
 				t.Fatalf("event\n%+v, want\n%+v", ev, want)
 			}
 		}},
-		{"policy verdicts only for new connections", envOpts{policyEgress: true, mode: Tunnel}, func(t *testing.T, e *env) {
+		{"policy verdicts only for new connections", envOpts{policyEgress: true, mode: spec.Tunnel}, func(t *testing.T, e *env) {
 			e.setPolicy(epA, egress(idC, tcpProto, 80, 0))
 			e.allowed(e.fromContainer, tcp(ipA, ipC, 40000, 80, "S"))
 			evs := e.drain()
-			if len(evs) != 1 || evs[0].Type != EventPolicyVerdict || evs[0].Verdict != VerdictAllow || evs[0].Direction != Egress {
+			if len(evs) != 1 || evs[0].Type != EventPolicyVerdict || evs[0].Verdict != VerdictAllow || evs[0].Direction != spec.Egress {
 				t.Fatalf("events %+v, want one allow verdict", evs)
 			}
 			e.allowed(e.fromContainer, tcp(ipA, ipC, 40000, 80, "A"))
@@ -282,7 +285,7 @@ func TestProgEvents(t *testing.T) {
 				t.Fatalf("events %+v", evs)
 			}
 		}},
-		{"counters by reason and direction", envOpts{policyEgress: true, mode: Tunnel}, func(t *testing.T, e *env) {
+		{"counters by reason and direction", envOpts{policyEgress: true, mode: spec.Tunnel}, func(t *testing.T, e *env) {
 			e.setPolicy(epA, egress(idC, tcpProto, 80, 0))
 			p := tcp(ipA, ipC, 40000, 80, "S")
 			e.allowed(e.fromContainer, p)
@@ -290,13 +293,13 @@ func TestProgEvents(t *testing.T) {
 			e.denied(e.fromContainer, tcp(ipA, ipC, 40000, 81, "S"), DropPolicy)
 			e.allowed(e.fromNetdev, tcp(ipC, ipA, 80, 40000, "SA"))
 			size := uint64(len(p.frame(t)))
-			if c := e.counter(Forwarded, Egress); c.Packets != 2 || c.Bytes != 2*size {
+			if c := e.counter(Forwarded, spec.Egress); c.Packets != 2 || c.Bytes != 2*size {
 				t.Fatalf("forwarded egress %+v, want 2 packets of %d bytes", c, size)
 			}
-			if c := e.counter(DropPolicy, Egress); c.Packets != 1 {
+			if c := e.counter(DropPolicy, spec.Egress); c.Packets != 1 {
 				t.Fatalf("policy drops %+v, want 1", c)
 			}
-			if c := e.counter(Forwarded, Ingress); c.Packets != 1 {
+			if c := e.counter(Forwarded, spec.Ingress); c.Packets != 1 {
 				t.Fatalf("forwarded ingress %+v, want 1", c)
 			}
 			// Untouched slots of the metrics array are not reported.
@@ -309,7 +312,7 @@ func TestProgEvents(t *testing.T) {
 
 func TestProgDumps(t *testing.T) {
 	runProgCases(t, []progCase{
-		{"maps read back as typed values", envOpts{mode: Tunnel, masquerade: true}, func(t *testing.T, e *env) {
+		{"maps read back as typed values", envOpts{mode: spec.Tunnel, masquerade: true}, func(t *testing.T, e *env) {
 			e.allowed(e.fromContainer, tcp(ipA, ipC, 40000, 80, "S"))
 			e.allowed(e.fromContainer, tcp(ipA, ipWorld, 40001, 443, "S"))
 			e.allowed(e.fromNetdev, tcp(ipC, ipA, 80, 40000, "SA"))
@@ -323,7 +326,7 @@ func TestProgDumps(t *testing.T) {
 			toC := Connection{Src: ipA, Dst: ipC, SrcPort: 40000, DstPort: 80, Protocol: tcpProto, Packets: 2,
 				SrcIdentity: idA, DstIdentity: idC, Tunnel: remoteIP, SeenReply: true}
 			toWorld := Connection{Src: ipA, Dst: ipWorld, SrcPort: 40001, DstPort: 443, Protocol: tcpProto, Packets: 1,
-				SrcIdentity: idA, DstIdentity: IdentityWorld, Masqueraded: true}
+				SrcIdentity: idA, DstIdentity: identity.World, Masqueraded: true}
 			if len(conns) != 2 || !want[toC] || !want[toWorld] {
 				t.Fatalf("connections %+v", conns)
 			}
@@ -334,7 +337,7 @@ func TestProgDumps(t *testing.T) {
 			}
 			ipc, err := e.maps.IPCacheEntries()
 			must(t, err)
-			if got := ipc[netip.MustParsePrefix("10.2.0.30/32")]; got != (IPCacheEntry{Identity: idC, TunnelEndpoint: remoteIP}) {
+			if got := ipc[netip.MustParsePrefix("10.2.0.30/32")]; got != (spec.IPCacheEntry{Identity: idC, TunnelEndpoint: remoteIP}) {
 				t.Fatalf("ipcache entry %+v", got)
 			}
 			e.setPolicy(epA, egress(idC, tcpProto, 80, 0))
@@ -349,7 +352,7 @@ func TestProgDumps(t *testing.T) {
 // connections are still tracked, and the map says it is full.
 func TestProgConntrackFull(t *testing.T) {
 	runProgCases(t, []progCase{
-		{"new connections get in", envOpts{policyEgress: true, mode: Tunnel}, func(t *testing.T, e *env) {
+		{"new connections get in", envOpts{policyEgress: true, mode: spec.Tunnel}, func(t *testing.T, e *env) {
 			e.setPolicy(epA, egress(idC, tcpProto, 80, 0))
 			now, err := Monotonic()
 			must(t, err)

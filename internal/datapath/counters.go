@@ -7,13 +7,15 @@ import (
 
 	"github.com/cilium/ebpf"
 	"golang.org/x/sys/unix"
+
+	"github.com/cilium-go/cilium/internal/datapath/spec"
 )
 
 // Counter is the per-reason, per-direction packet and byte count,
 // summed over CPUs.
 type Counter struct {
 	Reason    Reason
-	Direction Direction
+	Direction spec.Direction
 	Packets   uint64
 	Bytes     uint64
 }
@@ -27,7 +29,7 @@ func (m *Maps) Counters() ([]Counter, error) {
 	var per []MetricsValue
 	it := m.Metrics.Iterate()
 	for it.Next(&k, &per) {
-		c := Counter{Reason: Reason(k >> 2), Direction: Direction(k & 3)}
+		c := Counter{Reason: Reason(k >> 2), Direction: spec.Direction(k & 3)}
 		for _, v := range per {
 			c.Packets += v.Packets
 			c.Bytes += v.Bytes

@@ -4,6 +4,8 @@ import (
 	"testing"
 
 	"github.com/cilium/ebpf"
+
+	"github.com/cilium-go/cilium/internal/datapath/spec"
 )
 
 // Conntrack looks up the key of the direction a packet probably has
@@ -51,7 +53,7 @@ func TestProgConntrackLookupOrder(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			requireRoot(t)
-			e := newEnv(t, envOpts{mode: Native, trace: true})
+			e := newEnv(t, envOpts{mode: spec.Native, trace: true})
 			for i, s := range tc.steps {
 				e.allowed(s.prog(e), s.p)
 				evs := e.drain()
@@ -68,7 +70,7 @@ func TestProgConntrackLookupOrder(t *testing.T) {
 // a pod's packets towards that side skip the endpoint lookup.
 func TestProgConntrackRemembersLocalSides(t *testing.T) {
 	runProgCases(t, []progCase{
-		{"flags by who created the entry", envOpts{mode: Native}, func(t *testing.T, e *env) {
+		{"flags by who created the entry", envOpts{mode: spec.Native}, func(t *testing.T, e *env) {
 			for _, c := range []struct {
 				prog func(e *env) *ebpf.Program
 				p    pkt
@@ -90,7 +92,7 @@ func TestProgConntrackRemembersLocalSides(t *testing.T) {
 				}
 			}
 		}},
-		{"a pod's reply to a remote client is routed", envOpts{mode: Native, trace: true}, func(t *testing.T, e *env) {
+		{"a pod's reply to a remote client is routed", envOpts{mode: spec.Native, trace: true}, func(t *testing.T, e *env) {
 			e.allowed(e.fromNetdev, tcp(ipC, ipA, 40000, 80, "S"))
 			e.drain()
 			e.expect(e.fromContainer, tcp(ipA, ipC, 80, 40000, "SA").frame(t), actRedirect)
@@ -99,7 +101,7 @@ func TestProgConntrackRemembersLocalSides(t *testing.T) {
 				t.Fatalf("events %+v, want one reply traced to the stack from identity %d", evs, idC)
 			}
 		}},
-		{"an established flow to a remote side does not ask the endpoint map", envOpts{mode: Native, trace: true}, func(t *testing.T, e *env) {
+		{"an established flow to a remote side does not ask the endpoint map", envOpts{mode: spec.Native, trace: true}, func(t *testing.T, e *env) {
 			p := tcp(ipA, ipC, 40000, 80, "S")
 			e.allowed(e.fromContainer, p)
 			// Were the endpoint map asked, C would now be a local peer.

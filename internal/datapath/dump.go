@@ -6,6 +6,9 @@ import (
 	"net/netip"
 	"slices"
 	"time"
+
+	"github.com/cilium-go/cilium/internal/datapath/spec"
+	"github.com/cilium-go/cilium/pkg/identity"
 )
 
 // Typed views of the maps, for restore after a restart and for the agent's
@@ -22,7 +25,7 @@ func (m *Maps) EndpointEntries() ([]EndpointEntry, error) {
 			continue
 		}
 		out = append(out, EndpointEntry{
-			ID: v.EpId, Identity: v.Identity, IPv4: netip.AddrFrom4([4]byte(k.Addr[:4])),
+			ID: v.EpId, Identity: identity.NumericIdentity(v.Identity), IPv4: netip.AddrFrom4([4]byte(k.Addr[:4])),
 			// Copies: v is overwritten by the next entry.
 			MAC: net.HardwareAddr(slices.Clone(v.Mac[:])), HostMAC: net.HardwareAddr(slices.Clone(v.NodeMac[:])),
 			HostIfindex:   int(v.Ifindex),
@@ -37,13 +40,13 @@ func (m *Maps) EndpointEntries() ([]EndpointEntry, error) {
 }
 
 // IPCacheEntries lists the ipcache.
-func (m *Maps) IPCacheEntries() (map[netip.Prefix]IPCacheEntry, error) {
-	out := map[netip.Prefix]IPCacheEntry{}
+func (m *Maps) IPCacheEntries() (map[netip.Prefix]spec.IPCacheEntry, error) {
+	out := map[netip.Prefix]spec.IPCacheEntry{}
 	var k IPCacheKey
 	var v IPCacheInfo
 	it := m.IPCache.Iterate()
 	for it.Next(&k, &v) {
-		e := IPCacheEntry{Identity: v.Identity}
+		e := spec.IPCacheEntry{Identity: identity.NumericIdentity(v.Identity)}
 		if v.TunnelIpv4 != 0 {
 			e.TunnelEndpoint = addrOfBE32(v.TunnelIpv4)
 		}
@@ -80,7 +83,7 @@ type Connection struct {
 	// Expires is on the monotonic clock (see Monotonic).
 	Expires                  time.Duration
 	Packets, Bytes           uint64
-	SrcIdentity, DstIdentity uint32
+	SrcIdentity, DstIdentity identity.NumericIdentity
 	// Tunnel is the node behind the remote side, if tunnelled.
 	Tunnel      netip.Addr
 	SeenReply   bool
@@ -110,7 +113,7 @@ func (m *Maps) Connections() ([]Connection, error) {
 			Src: addrOfBE32(k.Saddr), Dst: addrOfBE32(k.Daddr),
 			SrcPort: htons(k.Sport), DstPort: htons(k.Dport), Protocol: k.Protocol,
 			Expires: time.Duration(v.Expires), Packets: v.Packets, Bytes: v.Bytes,
-			SrcIdentity: v.SrcIdentity, DstIdentity: v.DstIdentity,
+			SrcIdentity: identity.NumericIdentity(v.SrcIdentity), DstIdentity: identity.NumericIdentity(v.DstIdentity),
 			SeenReply:   v.Flags&ctFlagSeenReply != 0,
 			Closing:     v.Flags&(ctFlagTxClosing|ctFlagRxClosing) != 0,
 			Masqueraded: v.Flags&ctFlagSNAT != 0,

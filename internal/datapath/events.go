@@ -10,6 +10,9 @@ import (
 	"time"
 
 	"github.com/cilium/ebpf/ringbuf"
+
+	"github.com/cilium-go/cilium/internal/datapath/spec"
+	"github.com/cilium-go/cilium/pkg/identity"
 )
 
 // EventType says what an Event records. The numbers are Cilium's monitor
@@ -76,15 +79,15 @@ type Event struct {
 	// Point is set on traces.
 	Point       TracePoint
 	Verdict     Verdict
-	Direction   Direction
+	Direction   spec.Direction
 	CT          CTStatus
 	Src, Dst    netip.Addr
 	SrcPort     uint16 // ICMP echo: the id on requests
 	DstPort     uint16 // ICMP echo: the id on replies
 	Protocol    uint8
 	TCPFlags    uint8
-	SrcIdentity uint32
-	DstIdentity uint32
+	SrcIdentity identity.NumericIdentity
+	DstIdentity identity.NumericIdentity
 	// SrcEndpoint and DstEndpoint are local endpoint ids, 0 if none.
 	SrcEndpoint uint16
 	DstEndpoint uint16
@@ -102,14 +105,14 @@ func decodeEvent(b []byte) (Event, error) {
 	e := Event{
 		Type:        EventType(r.Type),
 		Verdict:     Verdict(r.Verdict),
-		Direction:   Direction(r.Direction),
+		Direction:   spec.Direction(r.Direction),
 		CT:          CTStatus(r.CtStatus),
 		SrcPort:     htons(r.Sport),
 		DstPort:     htons(r.Dport),
 		Protocol:    r.Protocol,
 		TCPFlags:    r.TcpFlags,
-		SrcIdentity: r.SrcIdentity,
-		DstIdentity: r.DstIdentity,
+		SrcIdentity: identity.NumericIdentity(r.SrcIdentity),
+		DstIdentity: identity.NumericIdentity(r.DstIdentity),
 		SrcEndpoint: r.SourceEp,
 		DstEndpoint: r.DstEp,
 		Ifindex:     r.Ifindex,

@@ -4,6 +4,9 @@ import (
 	"bytes"
 	"net/netip"
 	"testing"
+
+	"github.com/cilium-go/cilium/internal/datapath/spec"
+	"github.com/cilium-go/cilium/pkg/identity"
 )
 
 func TestProgForwarding(t *testing.T) {
@@ -18,20 +21,20 @@ func TestProgForwarding(t *testing.T) {
 			// B's ingress policy is judged here, as without netkit; no
 			// entry admits A, so the SYN is dropped.
 			e.denied(e.fromContainer, tcp(ipA, ipB, 40000, 80, "S"), DropPolicy)
-			must(t, e.maps.SetPolicy(epB, []PolicyEntry{{Direction: Ingress, Identity: idA}}))
+			must(t, e.maps.SetPolicy(epB, []spec.PolicyEntry{{Direction: spec.Ingress, Identity: idA}}))
 			out := e.expect(e.fromContainer, tcp(ipA, ipB, 40001, 80, "S").frame(t), actRedirect)
 			if !bytes.Equal(out[0:6], macB) || !bytes.Equal(out[6:12], hostMacB) {
 				t.Fatalf("MACs %x %x, want %x %x", out[0:6], out[6:12], macB, hostMacB)
 			}
 		}},
-		{"remote pod in tunnel mode goes to the overlay", envOpts{mode: Tunnel, trace: true}, func(t *testing.T, e *env) {
+		{"remote pod in tunnel mode goes to the overlay", envOpts{mode: spec.Tunnel, trace: true}, func(t *testing.T, e *env) {
 			e.expect(e.fromContainer, tcp(ipA, ipC, 40000, 80, "S").frame(t), actRedirect)
 			evs := e.drain()
 			if len(evs) != 1 || evs[0].Point != TraceToOverlay || evs[0].DstIdentity != idC {
 				t.Fatalf("events %+v, want one trace to overlay", evs)
 			}
 		}},
-		{"remote pod in native mode is routed by the FIB", envOpts{mode: Native}, func(t *testing.T, e *env) {
+		{"remote pod in native mode is routed by the FIB", envOpts{mode: spec.Native}, func(t *testing.T, e *env) {
 			out := e.expect(e.fromContainer, tcp(ipA, ipC, 40000, 80, "S").frame(t), actRedirect)
 			if !bytes.Equal(out[0:6], macNext) {
 				t.Fatalf("next hop MAC %x, want %x", out[0:6], macNext)
@@ -61,7 +64,7 @@ func TestProgForwarding(t *testing.T) {
 		{"legacy routing hands the packet to the stack", envOpts{legacyRouting: true}, func(t *testing.T, e *env) {
 			e.expect(e.fromContainer, tcp(ipA, ipC, 40000, 80, "S").frame(t), actOK)
 		}},
-		{"native mode ignores the tunnel endpoint", envOpts{mode: Native, trace: true}, func(t *testing.T, e *env) {
+		{"native mode ignores the tunnel endpoint", envOpts{mode: spec.Native, trace: true}, func(t *testing.T, e *env) {
 			e.expect(e.fromContainer, tcp(ipA, ipC, 40000, 80, "S").frame(t), actRedirect)
 			if evs := e.drain(); len(evs) != 1 || evs[0].Point != TraceToStack {
 				t.Fatalf("events %+v, want one trace to stack", evs)
@@ -69,7 +72,7 @@ func TestProgForwarding(t *testing.T) {
 		}},
 		{"the world is routed by the FIB", envOpts{trace: true}, func(t *testing.T, e *env) {
 			e.expect(e.fromContainer, udp(ipA, ipWorld, 5000, 53).frame(t), actRedirect)
-			if evs := e.drain(); len(evs) != 1 || evs[0].DstIdentity != IdentityWorld {
+			if evs := e.drain(); len(evs) != 1 || evs[0].DstIdentity != identity.World {
 				t.Fatalf("events %+v, want a trace to world", evs)
 			}
 		}},
@@ -121,14 +124,14 @@ func TestProgForwarding(t *testing.T) {
 		}},
 		{"the overlay takes the source identity from the VNI", envOpts{vni: idC, policyIngress: true}, func(t *testing.T, e *env) {
 			// The ipcache says ipD is idD; the VNI says idC, and the VNI wins.
-			e.setPolicy(epA, PolicyEntry{Direction: Ingress, Identity: idC, Protocol: 6, Port: 80})
+			e.setPolicy(epA, spec.PolicyEntry{Direction: spec.Ingress, Identity: idC, Protocol: 6, Port: 80})
 			e.allowed(e.fromOverlay, tcp(ipD, ipA, 40000, 80, "S"))
 			evs := e.drain()
 			if len(evs) != 1 || evs[0].Type != EventPolicyVerdict || evs[0].SrcIdentity != idC {
 				t.Fatalf("events %+v, want an allow verdict for identity %d", evs, idC)
 			}
 		}},
-		{"the overlay accepts a node's own traffic", envOpts{vni: IdentityRemoteNode}, func(t *testing.T, e *env) {
+		{"the overlay accepts a node's own traffic", envOpts{vni: uint32(identity.RemoteNode)}, func(t *testing.T, e *env) {
 			e.allowed(e.fromOverlay, tcp(remoteIP, ipA, 40000, 80, "S"))
 		}},
 	})
@@ -147,7 +150,7 @@ func TestProgForwarding(t *testing.T) {
 		{"an unknown address", netip.MustParseAddr("192.168.1.99"), idC, DropUnknownSender},
 		{"the world", ipWorld, idC, DropUnknownSender},
 		{"this node's own address", nodeIP, idC, DropUnknownSender},
-		{"a node claiming host", remoteIP, IdentityHost, DropInvalidIdentity},
+		{"a node claiming host", remoteIP, uint32(identity.Host), DropInvalidIdentity},
 		{"a node claiming unmanaged", remoteIP, 3, DropInvalidIdentity},
 		{"a node claiming init", remoteIP, 5, DropInvalidIdentity},
 		{"a node claiming a node-local CIDR identity", remoteIP, 1<<24 | 7, DropInvalidIdentity},
@@ -155,7 +158,7 @@ func TestProgForwarding(t *testing.T) {
 		forged = append(forged, progCase{"the overlay drops tunnel packets from " + c.name,
 			envOpts{vni: c.vni, tunnelSrc: c.src}, func(t *testing.T, e *env) {
 				ev := e.denied(e.fromOverlay, tcp(ipC, ipA, 40000, 80, "S"), c.reason)
-				if ev.SrcIdentity != c.vni || ev.Src != ipC {
+				if ev.SrcIdentity != identity.NumericIdentity(c.vni) || ev.Src != ipC {
 					t.Fatalf("drop event %+v, want the inner source and the claimed identity", ev)
 				}
 			}})
@@ -163,9 +166,9 @@ func TestProgForwarding(t *testing.T) {
 	runProgCases(t, forged)
 	runProgCases(t, []progCase{
 		{"the overlay denies by the VNI identity", envOpts{vni: idD, policyIngress: true}, func(t *testing.T, e *env) {
-			e.setPolicy(epA, PolicyEntry{Direction: Ingress, Identity: idC, Protocol: 6, Port: 80})
+			e.setPolicy(epA, spec.PolicyEntry{Direction: spec.Ingress, Identity: idC, Protocol: 6, Port: 80})
 			ev := e.denied(e.fromOverlay, tcp(ipC, ipA, 40000, 80, "S"), DropPolicy)
-			if ev.SrcIdentity != idD || ev.Direction != Ingress || ev.DstEndpoint != epA {
+			if ev.SrcIdentity != idD || ev.Direction != spec.Ingress || ev.DstEndpoint != epA {
 				t.Fatalf("drop event %+v", ev)
 			}
 		}},

@@ -12,6 +12,9 @@ import (
 	"github.com/cilium/ebpf"
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
+
+	"github.com/cilium-go/cilium/internal/datapath/spec"
+	"github.com/cilium-go/cilium/pkg/identity"
 )
 
 // The topology every BPF program test shares: endpoint A runs the
@@ -49,7 +52,7 @@ const (
 )
 
 type envOpts struct {
-	mode          RoutingMode
+	mode          spec.RoutingMode
 	trace         bool
 	policyIngress bool // for A
 	policyEgress  bool // for A
@@ -184,11 +187,11 @@ func newEnv(t testing.TB, o envOpts) *env {
 		HostIfindex: hostIfA, PolicyIngress: o.policyIngress, PolicyEgress: o.policyEgress}))
 	must(t, maps.UpsertEndpoint(EndpointEntry{ID: epB, Identity: idB, IPv4: ipB, MAC: macB, HostMAC: hostMacB,
 		HostIfindex: hostIfB, PolicyIngress: o.ingressB}))
-	for p, v := range map[string]IPCacheEntry{
+	for p, v := range map[string]spec.IPCacheEntry{
 		"10.2.0.30/32":   {Identity: idC, TunnelEndpoint: remoteIP},
 		"10.2.0.40/32":   {Identity: idD, TunnelEndpoint: remoteIP},
-		"192.168.1.1/32": {Identity: IdentityHost},
-		"192.168.1.2/32": {Identity: IdentityRemoteNode},
+		"192.168.1.1/32": {Identity: identity.Host},
+		"192.168.1.2/32": {Identity: identity.RemoteNode},
 		"10.1.0.10/32":   {Identity: idA},
 		"10.1.0.20/32":   {Identity: idB},
 	} {
@@ -257,12 +260,12 @@ func (e *env) drain() []Event {
 	}
 }
 
-func (e *env) setPolicy(ep uint16, entries ...PolicyEntry) {
+func (e *env) setPolicy(ep uint16, entries ...spec.PolicyEntry) {
 	e.t.Helper()
 	must(e.t, e.maps.SetPolicy(ep, entries))
 }
 
-func (e *env) counter(r Reason, d Direction) Counter {
+func (e *env) counter(r Reason, d spec.Direction) Counter {
 	e.t.Helper()
 	cs, err := e.maps.Counters()
 	must(e.t, err)

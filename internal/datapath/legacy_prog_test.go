@@ -3,6 +3,8 @@ package datapath
 import (
 	"bytes"
 	"testing"
+
+	"github.com/cilium-go/cilium/internal/datapath/spec"
 )
 
 // With legacy routing the stack carries every unencapsulated packet, so
@@ -23,7 +25,7 @@ func TestProgLegacyRouting(t *testing.T) {
 				t.Fatalf("connections %+v, want one A -> B", conns)
 			}
 		}},
-		{"a remote pod in tunnel mode is reached through the stack", envOpts{mode: Tunnel, legacyRouting: true}, func(t *testing.T, e *env) {
+		{"a remote pod in tunnel mode is reached through the stack", envOpts{mode: spec.Tunnel, legacyRouting: true}, func(t *testing.T, e *env) {
 			in := tcp(ipA, ipC, 40000, 80, "S").frame(t)
 			if out := e.expect(e.fromContainer, in, actOK); !bytes.Equal(out, in) {
 				t.Fatal("the packet was changed on its way to the stack")

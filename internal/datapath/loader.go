@@ -6,12 +6,15 @@ import (
 	"net/netip"
 
 	"github.com/cilium/ebpf"
+
+	"github.com/cilium-go/cilium/internal/datapath/spec"
+	"github.com/cilium-go/cilium/pkg/identity"
 )
 
 // NodeConstants are the load-time constants every program family shares.
 type NodeConstants struct {
 	NodeIPv4      netip.Addr
-	Mode          RoutingMode
+	Mode          spec.RoutingMode
 	TunnelIfindex int
 	Trace         bool
 	// Masquerade translates pod traffic to the world to NodeIPv4.
@@ -28,7 +31,7 @@ type NodeConstants struct {
 type EndpointConstants struct {
 	NodeConstants
 	ID            uint16
-	Identity      uint32
+	Identity      identity.NumericIdentity
 	IPv4          netip.Addr
 	PolicyIngress bool
 	PolicyEgress  bool

@@ -10,6 +10,9 @@ import (
 
 	"github.com/cilium/ebpf"
 	"golang.org/x/sys/unix"
+
+	"github.com/cilium-go/cilium/internal/datapath/spec"
+	"github.com/cilium-go/cilium/pkg/identity"
 )
 
 // Maps are the node's shared BPF maps. Every program object of the node
@@ -116,7 +119,7 @@ func (m *Maps) replacements() map[string]*ebpf.Map {
 // EndpointEntry is what the datapath knows about a local endpoint.
 type EndpointEntry struct {
 	ID       uint16
-	Identity uint32
+	Identity identity.NumericIdentity
 	IPv4     netip.Addr
 	// MAC is the pod's own interface; HostMAC and HostIfindex belong to
 	// the host-side veth that packets for the pod are redirected to.
@@ -128,7 +131,7 @@ type EndpointEntry struct {
 }
 
 func (e EndpointEntry) info() EndpointInfo {
-	v := EndpointInfo{Ifindex: uint32(e.HostIfindex), Identity: e.Identity, EpId: e.ID}
+	v := EndpointInfo{Ifindex: uint32(e.HostIfindex), Identity: uint32(e.Identity), EpId: e.ID}
 	if e.PolicyIngress {
 		v.Flags |= epFlagIngressEnforce
 	}
@@ -165,20 +168,13 @@ func (m *Maps) DeleteEndpoint(addr netip.Addr) error {
 	return nil
 }
 
-// IPCacheEntry maps a prefix to its identity and, for pods on other
-// nodes, the node that hosts them.
-type IPCacheEntry struct {
-	Identity       uint32
-	TunnelEndpoint netip.Addr // invalid when not behind a tunnel
-}
-
 // UpsertIPCache writes one prefix.
-func (m *Maps) UpsertIPCache(p netip.Prefix, e IPCacheEntry) error {
+func (m *Maps) UpsertIPCache(p netip.Prefix, e spec.IPCacheEntry) error {
 	k, err := ipcacheKey(p)
 	if err != nil {
 		return err
 	}
-	v := IPCacheInfo{Identity: e.Identity, TunnelIpv4: be32(e.TunnelEndpoint)}
+	v := IPCacheInfo{Identity: uint32(e.Identity), TunnelIpv4: be32(e.TunnelEndpoint)}
 	if err := m.IPCache.Put(&k, &v); err != nil {
 		return fmt.Errorf("put ipcache %s: %w", p, markFull(err))
 	}
@@ -199,7 +195,7 @@ func (m *Maps) DeleteIPCache(p netip.Prefix) error {
 
 // SyncIPCache makes the ipcache equal to desired: it writes what differs
 // and prunes what is not desired. Running it twice changes nothing.
-func (m *Maps) SyncIPCache(desired map[netip.Prefix]IPCacheEntry) error {
+func (m *Maps) SyncIPCache(desired map[netip.Prefix]spec.IPCacheEntry) error {
 	current := map[netip.Prefix]IPCacheInfo{}
 	var k IPCacheKey
 	var v IPCacheInfo
@@ -217,7 +213,7 @@ func (m *Maps) SyncIPCache(desired map[netip.Prefix]IPCacheEntry) error {
 		}
 	}
 	for p, e := range desired {
-		want := IPCacheInfo{Identity: e.Identity, TunnelIpv4: be32(e.TunnelEndpoint)}
+		want := IPCacheInfo{Identity: uint32(e.Identity), TunnelIpv4: be32(e.TunnelEndpoint)}
 		if cur, ok := current[p.Masked()]; ok && cur == want {
 			continue
 		}

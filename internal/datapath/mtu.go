@@ -1,6 +1,10 @@
 package datapath
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/cilium-go/cilium/internal/datapath/spec"
+)
 
 // PodMTU is the MTU pods of this node should use: the uplink's, less
 // the VXLAN header in tunnel mode. Valid after Start.
@@ -13,7 +17,7 @@ func (n *Node) PodMTU() (int, error) {
 		return 0, fmt.Errorf("uplink %s: %w", n.cfg.Uplink, err)
 	}
 	mtu := l.Attrs().MTU
-	if n.cfg.Mode == Tunnel {
+	if n.cfg.Mode == spec.Tunnel {
 		mtu -= vxlanOverhead
 	}
 	return mtu, nil

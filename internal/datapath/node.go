@@ -14,6 +14,7 @@ import (
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 
+	"github.com/cilium-go/cilium/internal/datapath/spec"
 	"github.com/cilium-go/cilium/internal/inns"
 	"github.com/cilium-go/cilium/internal/podlink"
 )
@@ -30,7 +31,7 @@ type Config struct {
 	NodeIPv4 netip.Addr
 	// Uplink is the device that connects the node to the other nodes.
 	Uplink string
-	Mode   RoutingMode
+	Mode   spec.RoutingMode
 	// TunnelDevice and TunnelPort name the VXLAN device in tunnel mode.
 	TunnelDevice string
 	TunnelPort   int
@@ -68,7 +69,7 @@ func (c *Config) validate() error {
 	if c.Uplink == "" {
 		return errors.New("datapath config: Uplink is required")
 	}
-	if c.Mode != Native && c.Mode != Tunnel {
+	if c.Mode != spec.Native && c.Mode != spec.Tunnel {
 		return fmt.Errorf("datapath config: unknown routing mode %d", c.Mode)
 	}
 	d, err := podlink.ParseDevice(string(c.PodDevice))
@@ -173,7 +174,7 @@ func (n *Node) Start() error {
 		n.log.Info("masquerading", "ports", n.consts.MasqueradePorts, "nodeEphemeralPorts", ephemeral)
 	}
 	var tunnel netlink.Link
-	if n.cfg.Mode == Tunnel {
+	if n.cfg.Mode == spec.Tunnel {
 		if tunnel, err = n.ensureVXLAN(uplink.Attrs().MTU - vxlanOverhead); err != nil {
 			return err
 		}
@@ -285,26 +286,13 @@ func (n *Node) ensureVXLAN(mtu int) (netlink.Link, error) {
 	return l, nil
 }
 
-// Endpoint is a local pod as the datapath needs it. The pair exists
-// already (the CNI plugin made it); HostDevice is its end in the node:
-// a veth, or a netkit primary.
-type Endpoint struct {
-	ID            uint16
-	Identity      uint32
-	IPv4          netip.Addr
-	MAC           net.HardwareAddr
-	HostDevice    string
-	PolicyIngress bool
-	PolicyEgress  bool
-}
-
 // UpsertEndpoint loads the endpoint's programs with its constants,
 // attaches them to its host device (replacing older ones atomically),
 // publishes it in the endpoint map and routes its address to it. On a
 // veth, from-container runs at the host side's ingress and to-container
 // at its egress; on a netkit pair, from-container runs as the pod's side
 // transmits and to-container as the node's side does.
-func (n *Node) UpsertEndpoint(ep Endpoint) error {
+func (n *Node) UpsertEndpoint(ep spec.Endpoint) error {
 	host, err := n.nl.LinkByName(ep.HostDevice)
 	if err != nil {
 		return fmt.Errorf("endpoint %d device %s: %w", ep.ID, ep.HostDevice, err)
@@ -349,7 +337,7 @@ func (n *Node) UpsertEndpoint(ep Endpoint) error {
 
 // DeleteEndpoint detaches the endpoint's programs and forgets it and its
 // policy. The host device may be gone already (CNI DEL removed it).
-func (n *Node) DeleteEndpoint(ep Endpoint) error {
+func (n *Node) DeleteEndpoint(ep spec.Endpoint) error {
 	errs := []error{
 		n.detach(n.endpointPin(ep.ID, "ingress"), ep.HostDevice, ebpf.AttachTCXIngress),
 		n.detach(n.endpointPin(ep.ID, "egress"), ep.HostDevice, ebpf.AttachTCXEgress),
@@ -367,18 +355,18 @@ func (n *Node) DeleteEndpoint(ep Endpoint) error {
 // PruneEndpoints forgets every endpoint that is not in keep: their
 // links, map entries and policy. An agent calls it after a restart, once
 // it has programmed the endpoints it still has.
-func (n *Node) PruneEndpoints(keep []Endpoint) error {
+func (n *Node) PruneEndpoints(keep []spec.Endpoint) error {
 	kept := map[uint16]bool{}
 	for _, ep := range keep {
 		kept[ep.ID] = true
 	}
-	var stale []Endpoint
+	var stale []spec.Endpoint
 	var k EndpointKey
 	var v EndpointInfo
 	it := n.maps.Endpoints.Iterate()
 	for it.Next(&k, &v) {
 		if !kept[v.EpId] && k.Family == afInet {
-			stale = append(stale, Endpoint{ID: v.EpId, IPv4: netip.AddrFrom4([4]byte(k.Addr[:4]))})
+			stale = append(stale, spec.Endpoint{ID: v.EpId, IPv4: netip.AddrFrom4([4]byte(k.Addr[:4]))})
 		}
 	}
 	if err := it.Err(); err != nil {
@@ -436,20 +424,14 @@ func hostPrefix(a netip.Addr) *net.IPNet {
 	return &net.IPNet{IP: a.AsSlice(), Mask: net.CIDRMask(a.BitLen(), a.BitLen())}
 }
 
-// RemoteNode is another node of the cluster.
-type RemoteNode struct {
-	IPv4    netip.Addr
-	PodCIDR netip.Prefix
-}
-
 // UpsertRemoteNode routes the node's pod CIDR: via the node in native
 // mode, into the VXLAN device in tunnel mode (where the node's own traffic
 // gets its tunnel key from the ipcache). Pod traffic does not need these
 // routes in tunnel mode; the node's own does.
-func (n *Node) UpsertRemoteNode(r RemoteNode) error {
+func (n *Node) UpsertRemoteNode(r spec.RemoteNode) error {
 	dst := &net.IPNet{IP: r.PodCIDR.Masked().Addr().AsSlice(), Mask: net.CIDRMask(r.PodCIDR.Bits(), 32)}
 	route := &netlink.Route{Dst: dst}
-	if n.cfg.Mode == Tunnel {
+	if n.cfg.Mode == spec.Tunnel {
 		route.LinkIndex = n.consts.TunnelIfindex
 		route.Scope = netlink.SCOPE_LINK
 	} else {
@@ -469,10 +451,10 @@ func (n *Node) UpsertRemoteNode(r RemoteNode) error {
 }
 
 // DeleteRemoteNode removes the route to its pod CIDR.
-func (n *Node) DeleteRemoteNode(r RemoteNode) error {
+func (n *Node) DeleteRemoteNode(r spec.RemoteNode) error {
 	dst := &net.IPNet{IP: r.PodCIDR.Masked().Addr().AsSlice(), Mask: net.CIDRMask(r.PodCIDR.Bits(), 32)}
 	route := &netlink.Route{Dst: dst, Scope: netlink.SCOPE_UNIVERSE}
-	if n.cfg.Mode == Tunnel {
+	if n.cfg.Mode == spec.Tunnel {
 		route.Scope = netlink.SCOPE_LINK
 	}
 	if err := n.nl.RouteDel(route); err != nil && !errors.Is(err, unix.ESRCH) {
@@ -508,7 +490,7 @@ func (n *Node) Teardown() error {
 		errs = append(errs, n.detach("", n.cfg.Uplink, ebpf.AttachTCXIngress),
 			n.detach("", n.cfg.Uplink, ebpf.AttachTCXEgress))
 	}
-	if n.nl != nil && n.cfg.Mode == Tunnel {
+	if n.nl != nil && n.cfg.Mode == spec.Tunnel {
 		if l, err := n.nl.LinkByName(n.cfg.TunnelDevice); err == nil {
 			errs = append(errs, n.nl.LinkDel(l))
 		}

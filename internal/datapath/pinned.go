@@ -8,6 +8,9 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+
+	"github.com/cilium-go/cilium/internal/datapath/spec"
+	"github.com/cilium-go/cilium/pkg/identity"
 )
 
 // ErrNotPinned is returned by OpenPinnedMaps when a map is not pinned.
@@ -33,16 +36,16 @@ func OpenPinnedMaps(pinDir string) (*Maps, error) {
 // PolicyEntries reads one endpoint's policy back as entries, one per map
 // key: a port range that SetPolicy split into aligned blocks comes back as
 // those blocks.
-func (m *Maps) PolicyEntries(epID uint16) ([]PolicyEntry, error) {
+func (m *Maps) PolicyEntries(epID uint16) ([]spec.PolicyEntry, error) {
 	state, err := m.PolicyState(epID)
 	if err != nil {
 		return nil, err
 	}
-	out := make([]PolicyEntry, 0, len(state))
+	out := make([]spec.PolicyEntry, 0, len(state))
 	for k, v := range state {
 		out = append(out, policyEntryOf(k, v))
 	}
-	slices.SortFunc(out, func(a, b PolicyEntry) int {
+	slices.SortFunc(out, func(a, b spec.PolicyEntry) int {
 		return cmp.Or(cmp.Compare(a.Direction, b.Direction), cmp.Compare(a.Identity, b.Identity),
 			cmp.Compare(a.Protocol, b.Protocol), cmp.Compare(a.Port, b.Port), cmp.Compare(a.EndPort, b.EndPort))
 	})
@@ -50,8 +53,8 @@ func (m *Maps) PolicyEntries(epID uint16) ([]PolicyEntry, error) {
 }
 
 // policyEntryOf undoes PolicyEntry.keys for one key.
-func policyEntryOf(k PolicyKey, v PolicyValue) PolicyEntry {
-	e := PolicyEntry{Direction: Direction(k.Direction), Identity: k.Identity,
+func policyEntryOf(k PolicyKey, v PolicyValue) spec.PolicyEntry {
+	e := spec.PolicyEntry{Direction: spec.Direction(k.Direction), Identity: identity.NumericIdentity(k.Identity),
 		Deny: v.Flags&policyFlagDeny != 0, ProxyPort: v.ProxyPort}
 	if k.Prefixlen < policyPrefixProto {
 		return e

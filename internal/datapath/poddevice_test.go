@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"testing"
 
+	"github.com/cilium-go/cilium/internal/datapath/spec"
 	"github.com/cilium-go/cilium/internal/podlink"
 )
 
@@ -32,7 +33,7 @@ func TestParsePodDevice(t *testing.T) {
 // which cannot attach to a netkit pair's pod side.
 func TestConfigPodDevice(t *testing.T) {
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	base := Config{BPFFSDir: "/sys/fs/bpf/x", NodeIPv4: netip.MustParseAddr("192.168.1.1"), Uplink: "eth0", Mode: Native}
+	base := Config{BPFFSDir: "/sys/fs/bpf/x", NodeIPv4: netip.MustParseAddr("192.168.1.1"), Uplink: "eth0", Mode: spec.Native}
 	for _, tc := range []struct {
 		name     string
 		device   podlink.Device

@@ -13,6 +13,7 @@ import (
 
 	"github.com/cilium-go/cilium/internal/datapath"
 	"github.com/cilium-go/cilium/internal/datapath/dptest"
+	"github.com/cilium-go/cilium/internal/datapath/spec"
 	"github.com/cilium-go/cilium/internal/datapath/testnode"
 	"github.com/cilium-go/cilium/internal/inns"
 	"github.com/cilium-go/cilium/internal/podlink"
@@ -148,7 +149,7 @@ func TestPrivilegedProbeNetkit(t *testing.T) {
 		t.Fatal(err)
 	}
 	node, err := datapath.NewNode(datapath.Config{BPFFSDir: dir, NetNS: n.NS, NodeIPv4: n.IP, Uplink: "eth0",
-		Mode: datapath.Native, PodDevice: podlink.DeviceNetkit}, slog.New(slog.DiscardHandler))
+		Mode: spec.Native, PodDevice: podlink.DeviceNetkit}, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}

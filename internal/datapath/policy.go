@@ -9,63 +9,9 @@ import (
 	"slices"
 
 	"github.com/cilium/ebpf"
+
+	"github.com/cilium-go/cilium/internal/datapath/spec"
 )
-
-// PolicyEntry is one rule of an endpoint's policy as the datapath sees
-// it: who (remote identity), which way, and what (protocol and ports).
-type PolicyEntry struct {
-	Direction Direction
-	// Identity is the remote identity; IdentityAny matches every identity.
-	Identity uint32
-	// Protocol is an IP protocol number; 0 matches every protocol (and
-	// then the ports must be 0).
-	Protocol uint8
-	// Port is the destination port (the type for ICMP); 0 matches every
-	// port. EndPort, when above Port, makes the rule cover Port..EndPort.
-	Port    uint16
-	EndPort uint16
-	Deny    bool
-	// ProxyPort is kept in the entry for the L7 proxy to come.
-	ProxyPort uint16
-}
-
-func (e PolicyEntry) String() string {
-	verb := "allow"
-	if e.Deny {
-		verb = "deny"
-	}
-	return fmt.Sprintf("%s %s identity %d protocol %d ports %d-%d", verb, e.Direction, e.Identity, e.Protocol, e.Port, e.EndPort)
-}
-
-func (e PolicyEntry) validate() error {
-	if e.Direction != Ingress && e.Direction != Egress {
-		return fmt.Errorf("bad direction %d", e.Direction)
-	}
-	if e.Protocol == 0 && (e.Port != 0 || e.EndPort != 0) {
-		return errors.New("ports need a protocol")
-	}
-	if e.EndPort != 0 && e.Port == 0 {
-		// Port 0 is every port: the range would cover them all.
-		return fmt.Errorf("end port %d without a start port", e.EndPort)
-	}
-	if e.EndPort != 0 && e.EndPort < e.Port {
-		return fmt.Errorf("end port %d below port %d", e.EndPort, e.Port)
-	}
-	if e.Port != 0 && !portProtocol(e.Protocol) {
-		return fmt.Errorf("protocol %d has no ports the datapath can match", e.Protocol)
-	}
-	return nil
-}
-
-// portProtocol reports whether the datapath reads ports (or, for ICMP,
-// the type it matches as the port) of protocol p.
-func portProtocol(p uint8) bool {
-	switch p {
-	case protoTCP, protoUDP, protoSCTP, protoICMP:
-		return true
-	}
-	return false
-}
 
 // portPrefix is a block of 2^(16-bits) ports starting at port.
 type portPrefix struct {
@@ -91,8 +37,8 @@ func portPrefixes(lo, hi uint16) []portPrefix {
 	return out
 }
 
-func (e PolicyEntry) keys(epID uint16) []PolicyKey {
-	base := PolicyKey{Identity: e.Identity, EpId: epID, Direction: uint8(e.Direction)}
+func policyKeys(epID uint16, e spec.PolicyEntry) []PolicyKey {
+	base := PolicyKey{Identity: uint32(e.Identity), EpId: epID, Direction: uint8(e.Direction)}
 	switch {
 	case e.Protocol == 0:
 		base.Prefixlen = policyPrefixStatic
@@ -141,18 +87,18 @@ func covers(a, b PolicyKey) bool {
 // PolicyMapState computes the map entries for one endpoint. An allow key
 // nested inside a deny of the same identity becomes a deny: the kernel's
 // longest-prefix match would otherwise pick the narrower allow.
-func PolicyMapState(epID uint16, entries []PolicyEntry) (map[PolicyKey]PolicyValue, error) {
+func PolicyMapState(epID uint16, entries []spec.PolicyEntry) (map[PolicyKey]PolicyValue, error) {
 	out := map[PolicyKey]PolicyValue{}
 	var denies []PolicyKey
 	for i, e := range entries {
-		if err := e.validate(); err != nil {
+		if err := e.Validate(); err != nil {
 			return nil, fmt.Errorf("policy entry %d (%s): %w", i, e, err)
 		}
 		v := PolicyValue{ProxyPort: e.ProxyPort}
 		if e.Deny {
 			v.Flags = policyFlagDeny
 		}
-		for _, k := range e.keys(epID) {
+		for _, k := range policyKeys(epID, e) {
 			if old, ok := out[k]; ok && old.Flags&policyFlagDeny != 0 {
 				continue // deny wins over an allow with the same key
 			}
@@ -180,7 +126,7 @@ func PolicyMapState(epID uint16, entries []PolicyEntry) (map[PolicyKey]PolicyVal
 // policy whole (the error wraps ErrMapFull). Then established connections
 // that the new policy no longer allows are forgotten: their next packet
 // is judged as new, and dropped.
-func (m *Maps) SetPolicy(epID uint16, entries []PolicyEntry) error {
+func (m *Maps) SetPolicy(epID uint16, entries []spec.PolicyEntry) error {
 	desired, err := PolicyMapState(epID, entries)
 	if err != nil {
 		return err

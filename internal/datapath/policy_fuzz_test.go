@@ -9,6 +9,9 @@ import (
 	"testing"
 
 	"github.com/vishvananda/netns"
+
+	"github.com/cilium-go/cilium/internal/datapath/spec"
+	"github.com/cilium-go/cilium/pkg/identity"
 )
 
 // FuzzPolicy runs random packets of a few flows through endpoint A's
@@ -25,9 +28,9 @@ func FuzzPolicy(f *testing.F) {
 	for _, s := range policySeeds() {
 		f.Add(s)
 	}
-	envs := map[RoutingMode]policyFuzzEnv{
-		Tunnel: newPolicyFuzzEnv(f, Tunnel),
-		Native: newPolicyFuzzEnv(f, Native),
+	envs := map[spec.RoutingMode]policyFuzzEnv{
+		spec.Tunnel: newPolicyFuzzEnv(f, spec.Tunnel),
+		spec.Native: newPolicyFuzzEnv(f, spec.Native),
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		s := decodePolicyScenario(data)
@@ -42,7 +45,7 @@ type policyFuzzEnv struct {
 	ns  netns.NsHandle // the env's namespace, whose routes the programs see
 }
 
-func newPolicyFuzzEnv(f *testing.F, mode RoutingMode) policyFuzzEnv {
+func newPolicyFuzzEnv(f *testing.F, mode spec.RoutingMode) policyFuzzEnv {
 	e := newEnv(f, envOpts{mode: mode, policyEgress: true, policyIngress: true})
 	ns, err := netns.Get()
 	must(f, err)
@@ -133,9 +136,9 @@ func clearConntrack(t *testing.T, m *Maps) {
 
 // The seed builders write what decodePolicyScenario reads.
 
-func seedInput(mode RoutingMode, flows [][]byte, policy []byte, steps ...[]byte) []byte {
+func seedInput(mode spec.RoutingMode, flows [][]byte, policy []byte, steps ...[]byte) []byte {
 	out := []byte{0, byte(len(flows) - 1)}
-	if mode == Native {
+	if mode == spec.Native {
 		out[0] = 1
 	}
 	out = append(out, slices.Concat(flows...)...)
@@ -156,16 +159,16 @@ func seedPolicy(rules ...[]byte) []byte {
 }
 
 // seedRule is a rule for all ports with no port, one port, or a range.
-func seedRule(dir Direction, deny bool, id uint32, proto uint8, ports ...uint16) []byte {
-	a := byte(mustIndex(fuzzRuleIdentities[:], id))<<2 | byte(mustIndex(fuzzRuleProtocols[:], proto))<<4
-	if dir == Ingress {
+func seedRule(dir spec.Direction, deny bool, id uint32, proto uint8, ports ...uint16) []byte {
+	a := byte(mustIndex(fuzzRuleIdentities[:], identity.NumericIdentity(id)))<<2 | byte(mustIndex(fuzzRuleProtocols[:], proto))<<4
+	if dir == spec.Ingress {
 		a |= 1
 	}
 	if deny {
 		a |= 2
 	}
 	list := fuzzPorts[:]
-	if proto == protoICMP {
+	if proto == spec.ProtoICMP {
 		list = fuzzICMPTypes[:]
 	}
 	var b, c byte
@@ -215,20 +218,20 @@ func policySeeds() [][]byte {
 		// 1-1023: dropped), an allow nested in a deny of the same identity
 		// (D 81 in D 81-88: dropped, although any identity may use 79-96),
 		// and a block edge (96) allowed only by the rule for any identity.
-		seedInput(Tunnel,
+		seedInput(spec.Tunnel,
 			[][]byte{
-				seedFlow(false, ipC, protoTCP, 40000, 80),
-				seedFlow(false, ipC, protoTCP, 40001, 81),
-				seedFlow(false, ipD, protoTCP, 40000, 81),
-				seedFlow(false, ipWorld, protoTCP, 40001, 95),
-				seedFlow(false, ipD, protoTCP, 40000, 96),
+				seedFlow(false, ipC, spec.ProtoTCP, 40000, 80),
+				seedFlow(false, ipC, spec.ProtoTCP, 40001, 81),
+				seedFlow(false, ipD, spec.ProtoTCP, 40000, 81),
+				seedFlow(false, ipWorld, spec.ProtoTCP, 40001, 95),
+				seedFlow(false, ipD, spec.ProtoTCP, 40000, 96),
 			},
 			seedPolicy(
-				seedRule(Egress, allow, idC, protoTCP, 1, 1023),
-				seedRule(Egress, deny, idC, protoTCP, 80),
-				seedRule(Egress, allow, IdentityAny, protoTCP, 79, 96),
-				seedRule(Egress, deny, idD, protoTCP, 81, 88),
-				seedRule(Egress, allow, idD, protoTCP, 81),
+				seedRule(spec.Egress, allow, idC, spec.ProtoTCP, 1, 1023),
+				seedRule(spec.Egress, deny, idC, spec.ProtoTCP, 80),
+				seedRule(spec.Egress, allow, uint32(identity.Unknown), spec.ProtoTCP, 79, 96),
+				seedRule(spec.Egress, deny, idD, spec.ProtoTCP, 81, 88),
+				seedRule(spec.Egress, allow, idD, spec.ProtoTCP, 81),
 			),
 			handshake(0), handshake(1), handshake(2), handshake(3), handshake(4)),
 
@@ -236,22 +239,22 @@ func policySeeds() [][]byte {
 		// denied, C's 8080 allowed; D may send anything in; the world's
 		// 1024 is denied inside an allowed range; C's packets towards A's
 		// port 5000 are new ingress connections, whichever flow sends them.
-		seedInput(Native,
+		seedInput(spec.Native,
 			[][]byte{
-				seedFlow(false, ipC, protoUDP, 5000, 53),
-				seedFlow(false, ipC, protoUDP, 5000, 8080),
-				seedFlow(true, ipD, protoUDP, 40000, 53),
-				seedFlow(true, ipWorld, protoUDP, 40000, 1024),
-				seedFlow(true, ipC, protoUDP, 53, 5000),
+				seedFlow(false, ipC, spec.ProtoUDP, 5000, 53),
+				seedFlow(false, ipC, spec.ProtoUDP, 5000, 8080),
+				seedFlow(true, ipD, spec.ProtoUDP, 40000, 53),
+				seedFlow(true, ipWorld, spec.ProtoUDP, 40000, 1024),
+				seedFlow(true, ipC, spec.ProtoUDP, 53, 5000),
 			},
 			seedPolicy(
-				seedRule(Egress, deny, IdentityAny, protoUDP, 1, 1023),
-				seedRule(Egress, allow, idC, protoUDP),
-				seedRule(Egress, allow, idC, protoUDP, 53),
-				seedRule(Ingress, allow, IdentityAny, protoUDP, 1023, 1024),
-				seedRule(Ingress, deny, IdentityWorld, protoUDP, 1024),
-				seedRule(Ingress, allow, idD, 0),
-				seedRule(Ingress, deny, idD, protoUDP, 40000, 65535),
+				seedRule(spec.Egress, deny, uint32(identity.Unknown), spec.ProtoUDP, 1, 1023),
+				seedRule(spec.Egress, allow, idC, spec.ProtoUDP),
+				seedRule(spec.Egress, allow, idC, spec.ProtoUDP, 53),
+				seedRule(spec.Ingress, allow, uint32(identity.Unknown), spec.ProtoUDP, 1023, 1024),
+				seedRule(spec.Ingress, deny, uint32(identity.World), spec.ProtoUDP, 1024),
+				seedRule(spec.Ingress, allow, idD, 0),
+				seedRule(spec.Ingress, deny, idD, spec.ProtoUDP, 40000, 65535),
 			),
 			seedSend(0, client, natural), exchange(1), exchange(2), seedSend(3, client, natural),
 			seedSend(4, client, natural), seedSend(0, server, natural)),
@@ -263,25 +266,25 @@ func policySeeds() [][]byte {
 		// reopens them.
 		func() []byte {
 			flows := [][]byte{
-				seedFlow(false, ipC, protoTCP, 40000, 80),
-				seedFlow(false, ipC, protoUDP, 5000, 53),
-				seedFlow(true, ipD, protoTCP, 40001, 443),
-				seedFlow(true, ipD, protoUDP, 40000, 53),
-				seedFlow(false, ipWorld, protoICMP, 40000, 1),
+				seedFlow(false, ipC, spec.ProtoTCP, 40000, 80),
+				seedFlow(false, ipC, spec.ProtoUDP, 5000, 53),
+				seedFlow(true, ipD, spec.ProtoTCP, 40001, 443),
+				seedFlow(true, ipD, spec.ProtoUDP, 40000, 53),
+				seedFlow(false, ipWorld, spec.ProtoICMP, 40000, 1),
 			}
 			before := seedPolicy(
-				seedRule(Egress, allow, idC, protoTCP, 80),
-				seedRule(Egress, allow, idC, protoUDP, 53),
-				seedRule(Ingress, allow, idD, protoTCP, 443),
-				seedRule(Ingress, allow, idD, protoUDP, 1, 1023),
-				seedRule(Egress, allow, IdentityWorld, protoICMP, 8),
+				seedRule(spec.Egress, allow, idC, spec.ProtoTCP, 80),
+				seedRule(spec.Egress, allow, idC, spec.ProtoUDP, 53),
+				seedRule(spec.Ingress, allow, idD, spec.ProtoTCP, 443),
+				seedRule(spec.Ingress, allow, idD, spec.ProtoUDP, 1, 1023),
+				seedRule(spec.Egress, allow, uint32(identity.World), spec.ProtoICMP, 8),
 			)
 			after := seedPolicy(
-				seedRule(Egress, allow, idC, protoTCP, 80),
-				seedRule(Ingress, allow, idD, protoUDP, 53),
-				seedRule(Ingress, deny, idD, protoTCP, 443),
+				seedRule(spec.Egress, allow, idC, spec.ProtoTCP, 80),
+				seedRule(spec.Ingress, allow, idD, spec.ProtoUDP, 53),
+				seedRule(spec.Ingress, deny, idD, spec.ProtoTCP, 443),
 			)
-			return seedInput(Tunnel, flows, before,
+			return seedInput(spec.Tunnel, flows, before,
 				handshake(0), exchange(1), handshake(2), exchange(3), exchange(4),
 				seedChange(after),
 				exchange(0), exchange(1), exchange(2), seedSend(2, client, flagsSYN), exchange(3), exchange(4),
@@ -296,27 +299,27 @@ func policySeeds() [][]byte {
 		// no longer tracked, starts an ingress connection (type 0).
 		func() []byte {
 			flows := [][]byte{
-				seedFlow(false, ipC, protoSCTP, 5000, 80),
-				seedFlow(false, ipC, protoSCTP, 5000, 81),
-				seedFlow(true, ipD, protoICMP, 40000, 1),
-				seedFlow(false, ipD, protoICMP, 40001, 1),
-				seedFlow(true, ipWorld, protoSCTP, 40000, 1024),
+				seedFlow(false, ipC, spec.ProtoSCTP, 5000, 80),
+				seedFlow(false, ipC, spec.ProtoSCTP, 5000, 81),
+				seedFlow(true, ipD, spec.ProtoICMP, 40000, 1),
+				seedFlow(false, ipD, spec.ProtoICMP, 40001, 1),
+				seedFlow(true, ipWorld, spec.ProtoSCTP, 40000, 1024),
 			}
 			before := seedPolicy(
-				seedRule(Egress, allow, idC, protoSCTP),
-				seedRule(Egress, deny, idC, protoSCTP, 80),
-				seedRule(Ingress, allow, IdentityAny, protoICMP),
-				seedRule(Ingress, deny, idD, protoICMP, 3, 11),
-				seedRule(Egress, allow, idD, protoICMP, 7, 9),
-				seedRule(Egress, deny, IdentityAny, protoICMP, 9, 255),
-				seedRule(Ingress, allow, IdentityWorld, protoSCTP, 1023, 1024),
-				seedRule(Ingress, deny, IdentityAny, protoSCTP, 5000, 8080),
+				seedRule(spec.Egress, allow, idC, spec.ProtoSCTP),
+				seedRule(spec.Egress, deny, idC, spec.ProtoSCTP, 80),
+				seedRule(spec.Ingress, allow, uint32(identity.Unknown), spec.ProtoICMP),
+				seedRule(spec.Ingress, deny, idD, spec.ProtoICMP, 3, 11),
+				seedRule(spec.Egress, allow, idD, spec.ProtoICMP, 7, 9),
+				seedRule(spec.Egress, deny, uint32(identity.Unknown), spec.ProtoICMP, 9, 255),
+				seedRule(spec.Ingress, allow, uint32(identity.World), spec.ProtoSCTP, 1023, 1024),
+				seedRule(spec.Ingress, deny, uint32(identity.Unknown), spec.ProtoSCTP, 5000, 8080),
 			)
 			after := seedPolicy(
-				seedRule(Ingress, allow, IdentityAny, protoICMP),
-				seedRule(Egress, allow, idC, protoSCTP, 81),
+				seedRule(spec.Ingress, allow, uint32(identity.Unknown), spec.ProtoICMP),
+				seedRule(spec.Egress, allow, idC, spec.ProtoSCTP, 81),
 			)
-			return seedInput(Tunnel, flows, before,
+			return seedInput(spec.Tunnel, flows, before,
 				seedSend(0, client, natural), exchange(1), seedSend(2, client, natural), exchange(3), exchange(4),
 				seedChange(after),
 				seedSend(3, server, natural), seedSend(3, client, natural), exchange(2), exchange(1), exchange(0),
@@ -332,24 +335,24 @@ func policySeeds() [][]byte {
 		// judged by egress policy.
 		func() []byte {
 			flows := [][]byte{
-				seedFlow(true, ipWorld, protoTCP, 40000, 443),
-				seedFlow(true, ipWorld, protoTCP, 40000, 1024),
-				seedFlow(false, ipWorld, protoUDP, 5000, 53),
-				seedFlow(true, ipC, protoTCP, 80, 8080),
-				seedFlow(false, ipC, protoTCP, 8080, 80),
+				seedFlow(true, ipWorld, spec.ProtoTCP, 40000, 443),
+				seedFlow(true, ipWorld, spec.ProtoTCP, 40000, 1024),
+				seedFlow(false, ipWorld, spec.ProtoUDP, 5000, 53),
+				seedFlow(true, ipC, spec.ProtoTCP, 80, 8080),
+				seedFlow(false, ipC, spec.ProtoTCP, 8080, 80),
 			}
-			return seedInput(Native, flows,
+			return seedInput(spec.Native, flows,
 				seedPolicy(
-					seedRule(Ingress, allow, IdentityWorld, 0),
-					seedRule(Ingress, deny, IdentityWorld, protoTCP, 1023, 1024),
-					seedRule(Egress, allow, IdentityWorld, protoUDP, 53),
-					seedRule(Ingress, allow, idC, protoTCP, 8080),
+					seedRule(spec.Ingress, allow, uint32(identity.World), 0),
+					seedRule(spec.Ingress, deny, uint32(identity.World), spec.ProtoTCP, 1023, 1024),
+					seedRule(spec.Egress, allow, uint32(identity.World), spec.ProtoUDP, 53),
+					seedRule(spec.Ingress, allow, idC, spec.ProtoTCP, 8080),
 				),
 				handshake(0), seedSend(1, client, natural), exchange(2),
 				seedSend(3, client, natural), seedSend(4, client, natural), seedSend(3, client, natural), seedSend(4, server, natural),
 				seedChange(seedPolicy(
-					seedRule(Ingress, deny, IdentityAny, 0),
-					seedRule(Egress, allow, IdentityWorld, protoUDP, 53),
+					seedRule(spec.Ingress, deny, uint32(identity.Unknown), 0),
+					seedRule(spec.Egress, allow, uint32(identity.World), spec.ProtoUDP, 53),
 				)),
 				seedSend(0, client, natural), seedSend(4, client, natural), seedSend(4, client, flagsSYN),
 				exchange(2), seedSend(0, server, flagsRST))
@@ -358,28 +361,28 @@ func policySeeds() [][]byte {
 		// An echo reply with no connection starts one (type 0). Under a
 		// new policy that allows only echo requests (type 8) in, SetPolicy
 		// forgets it, and D's next reply is judged again and drops.
-		seedInput(Tunnel,
-			[][]byte{seedFlow(false, ipD, protoICMP, 40001, 1)},
-			seedPolicy(seedRule(Ingress, allow, IdentityAny, protoICMP)),
+		seedInput(spec.Tunnel,
+			[][]byte{seedFlow(false, ipD, spec.ProtoICMP, 40001, 1)},
+			seedPolicy(seedRule(spec.Ingress, allow, uint32(identity.Unknown), spec.ProtoICMP)),
 			seedSend(0, server, natural),
-			seedChange(seedPolicy(seedRule(Ingress, allow, IdentityAny, protoICMP, 8))),
+			seedChange(seedPolicy(seedRule(spec.Ingress, allow, uint32(identity.Unknown), spec.ProtoICMP, 8))),
 			seedSend(0, server, natural), seedSend(0, client, natural)),
 
 		// The ends of the port space: a range to 65535 with a deny at its
 		// top, a range from 1, ports at block edges, FIN and RST.
-		seedInput(Tunnel,
+		seedInput(spec.Tunnel,
 			[][]byte{
-				seedFlow(false, ipC, protoTCP, 80, 65535),
-				seedFlow(false, ipC, protoTCP, 40000, 1),
-				seedFlow(true, ipC, protoUDP, 5000, 1023),
-				seedFlow(true, ipC, protoUDP, 5000, 1024),
-				seedFlow(true, ipC, protoUDP, 5000, 1),
+				seedFlow(false, ipC, spec.ProtoTCP, 80, 65535),
+				seedFlow(false, ipC, spec.ProtoTCP, 40000, 1),
+				seedFlow(true, ipC, spec.ProtoUDP, 5000, 1023),
+				seedFlow(true, ipC, spec.ProtoUDP, 5000, 1024),
+				seedFlow(true, ipC, spec.ProtoUDP, 5000, 1),
 			},
 			seedPolicy(
-				seedRule(Egress, allow, idC, protoTCP, 1, 65535),
-				seedRule(Egress, deny, idC, protoTCP, 40000, 65535),
-				seedRule(Ingress, allow, idC, protoUDP, 1023, 1024),
-				seedRule(Ingress, deny, IdentityAny, protoUDP, 1, 53),
+				seedRule(spec.Egress, allow, idC, spec.ProtoTCP, 1, 65535),
+				seedRule(spec.Egress, deny, idC, spec.ProtoTCP, 40000, 65535),
+				seedRule(spec.Ingress, allow, idC, spec.ProtoUDP, 1023, 1024),
+				seedRule(spec.Ingress, deny, uint32(identity.Unknown), spec.ProtoUDP, 1, 53),
 			),
 			handshake(0), handshake(1), seedSend(1, client, flagsFINACK), seedSend(1, server, flagsFINACK),
 			seedSend(1, client, natural), seedSend(1, server, flagsRST),

@@ -6,6 +6,9 @@ import (
 	"strings"
 
 	"github.com/gopacket/gopacket/layers"
+
+	"github.com/cilium-go/cilium/internal/datapath/spec"
+	"github.com/cilium-go/cilium/pkg/identity"
 )
 
 // This file holds what FuzzPolicy checks the programs against: how fuzz
@@ -22,9 +25,9 @@ import (
 var (
 	fuzzPorts          = [16]uint16{1, 53, 79, 80, 81, 88, 95, 96, 443, 1023, 1024, 5000, 8080, 40000, 40001, 65535}
 	fuzzICMPTypes      = [8]uint16{1, 3, 7, 8, 9, 11, 13, 255}
-	fuzzRuleIdentities = [4]uint32{idC, idD, IdentityAny, IdentityWorld}
-	fuzzRuleProtocols  = [5]uint8{0, protoTCP, protoUDP, protoSCTP, protoICMP}
-	fuzzFlowProtocols  = [4]uint8{protoTCP, protoUDP, protoSCTP, protoICMP}
+	fuzzRuleIdentities = [4]identity.NumericIdentity{idC, idD, identity.Unknown, identity.World}
+	fuzzRuleProtocols  = [5]uint8{0, spec.ProtoTCP, spec.ProtoUDP, spec.ProtoSCTP, spec.ProtoICMP}
+	fuzzFlowProtocols  = [4]uint8{spec.ProtoTCP, spec.ProtoUDP, spec.ProtoSCTP, spec.ProtoICMP}
 	fuzzPeers          = [3]netip.Addr{ipC, ipD, ipWorld}
 )
 
@@ -56,16 +59,16 @@ type policyFlow struct {
 
 // policyStep is a packet of a flow, or a policy change when policy is set.
 type policyStep struct {
-	policy     []PolicyEntry
+	policy     []spec.PolicyEntry
 	flow       int
 	fromServer bool
 	flags      byte
 }
 
 type policyScenario struct {
-	mode   RoutingMode
+	mode   spec.RoutingMode
 	flows  []policyFlow
-	policy []PolicyEntry
+	policy []spec.PolicyEntry
 	steps  []policyStep
 }
 
@@ -87,9 +90,9 @@ func (r *fuzzBytes) next() byte {
 // policyChangeOp followed by the new policy.
 func decodePolicyScenario(data []byte) policyScenario {
 	r := fuzzBytes(data)
-	s := policyScenario{mode: Tunnel}
+	s := policyScenario{mode: spec.Tunnel}
 	if r.next()&1 != 0 {
-		s.mode = Native
+		s.mode = spec.Native
 	}
 	for range 1 + int(r.next()%6) {
 		s.flows = append(s.flows, decodeFlow(&r))
@@ -122,8 +125,8 @@ func decodeFlow(r *fuzzBytes) policyFlow {
 }
 
 // decodePolicy reads a rule count (1 to 8) and three bytes per rule.
-func decodePolicy(r *fuzzBytes) []PolicyEntry {
-	out := make([]PolicyEntry, 1+int(r.next()%8))
+func decodePolicy(r *fuzzBytes) []spec.PolicyEntry {
+	out := make([]spec.PolicyEntry, 1+int(r.next()%8))
 	for i := range out {
 		out[i] = decodeRule(r)
 	}
@@ -134,22 +137,22 @@ func decodePolicy(r *fuzzBytes) []PolicyEntry {
 // protocol (high nibble); b = port form (bits 0-1: all, single, range,
 // all), first port index (high nibble); c = last port index (low nibble).
 // Only rules that the policy writer must accept come out.
-func decodeRule(r *fuzzBytes) PolicyEntry {
+func decodeRule(r *fuzzBytes) spec.PolicyEntry {
 	a, b, c := r.next(), r.next(), r.next()
-	e := PolicyEntry{
-		Direction: Egress,
+	e := spec.PolicyEntry{
+		Direction: spec.Egress,
 		Identity:  fuzzRuleIdentities[a>>2&3],
 		Protocol:  fuzzRuleProtocols[int(a>>4)%len(fuzzRuleProtocols)],
 		Deny:      a&2 != 0,
 	}
 	if a&1 != 0 {
-		e.Direction = Ingress
+		e.Direction = spec.Ingress
 	}
 	if e.Protocol == 0 {
 		return e
 	}
 	ports := fuzzPorts[:]
-	if e.Protocol == protoICMP {
+	if e.Protocol == spec.ProtoICMP {
 		ports = fuzzICMPTypes[:]
 	}
 	lo, hi := ports[int(b>>4)%len(ports)], ports[int(c&15)%len(ports)]
@@ -176,7 +179,7 @@ func (s policyScenario) packet(st policyStep, sent map[[2]int]bool) pkt {
 	}
 	first := !sent[side]
 	sent[side] = true
-	if fl.proto == protoICMP {
+	if fl.proto == spec.ProtoICMP {
 		if st.fromServer {
 			return echo(server, client, fl.clientPort, true)
 		}
@@ -186,7 +189,7 @@ func (s policyScenario) packet(st policyStep, sent map[[2]int]bool) pkt {
 	if st.fromServer {
 		p.src, p.dst, p.sport, p.dport = server, client, fl.serverPort, fl.clientPort
 	}
-	if fl.proto == protoTCP {
+	if fl.proto == spec.ProtoTCP {
 		p.flags = tcpFlagsOf(st.flags, st.fromServer, first)
 	}
 	return p
@@ -252,7 +255,7 @@ func peerIdentity(a netip.Addr) uint32 {
 	case ipD:
 		return idD
 	}
-	return IdentityWorld
+	return uint32(identity.World)
 }
 
 // modelVerdict is what the model expects: a pass, or a drop for reason.
@@ -272,10 +275,10 @@ func (v modelVerdict) String() string {
 // to port, from or to remote, in direction dir. A rule without protocol
 // covers every protocol, a rule without port every port; otherwise the
 // port lies in Port..EndPort (just Port when EndPort is not above it).
-func ruleMatches(r PolicyEntry, dir Direction, remote uint32, proto uint8, port uint16) bool {
+func ruleMatches(r spec.PolicyEntry, dir spec.Direction, remote identity.NumericIdentity, proto uint8, port uint16) bool {
 	last := max(r.Port, r.EndPort)
 	return r.Direction == dir &&
-		(r.Identity == IdentityAny || r.Identity == remote) &&
+		(r.Identity == identity.Unknown || r.Identity == remote) &&
 		(r.Protocol == 0 || r.Protocol == proto) &&
 		(r.Port == 0 || (r.Port <= port && port <= last))
 }
@@ -283,7 +286,7 @@ func ruleMatches(r PolicyEntry, dir Direction, remote uint32, proto uint8, port 
 // judge is the policy semantics for a new connection: a deny that matches
 // drops it whatever allows match too, an allow that matches passes it,
 // and with neither it is dropped.
-func judge(rules []PolicyEntry, dir Direction, remote uint32, proto uint8, port uint16) modelVerdict {
+func judge(rules []spec.PolicyEntry, dir spec.Direction, remote identity.NumericIdentity, proto uint8, port uint16) modelVerdict {
 	var denied, allowed bool
 	for _, r := range rules {
 		if ruleMatches(r, dir, remote, proto, port) {
@@ -303,19 +306,19 @@ func judge(rules []PolicyEntry, dir Direction, remote uint32, proto uint8, port 
 // modelConn is what the model remembers of a connection: how endpoint A
 // judged its first packet.
 type modelConn struct {
-	dir    Direction
-	remote uint32
+	dir    spec.Direction
+	remote identity.NumericIdentity
 	port   uint16
 }
 
 // policyModel is endpoint A, enforcing both directions, with its
 // conntrack.
 type policyModel struct {
-	rules []PolicyEntry
+	rules []spec.PolicyEntry
 	conns map[ctTuple]modelConn
 }
 
-func newPolicyModel(rules []PolicyEntry) *policyModel {
+func newPolicyModel(rules []spec.PolicyEntry) *policyModel {
 	return &policyModel{rules: rules, conns: map[ctTuple]modelConn{}}
 }
 
@@ -334,9 +337,9 @@ func (m *policyModel) packet(p pkt) modelVerdict {
 	if p.proto == layers.IPProtocolTCP && (!strings.Contains(p.flags, "S") || strings.Contains(p.flags, "A")) {
 		return modelVerdict{reason: DropUnknownCT}
 	}
-	c := modelConn{dir: Egress, remote: peerIdentity(p.dst), port: policyPort(p)}
+	c := modelConn{dir: spec.Egress, remote: identity.NumericIdentity(peerIdentity(p.dst)), port: policyPort(p)}
 	if p.dst == ipA {
-		c.dir, c.remote = Ingress, peerIdentity(p.src)
+		c.dir, c.remote = spec.Ingress, identity.NumericIdentity(peerIdentity(p.src))
 	}
 	v := judge(m.rules, c.dir, c.remote, k.proto, c.port)
 	if v.pass {
@@ -347,7 +350,7 @@ func (m *policyModel) packet(p pkt) modelVerdict {
 
 // setPolicy replaces the rules and forgets the connections whose first
 // packet the new rules would not let through.
-func (m *policyModel) setPolicy(rules []PolicyEntry) {
+func (m *policyModel) setPolicy(rules []spec.PolicyEntry) {
 	m.rules = rules
 	for k, c := range m.conns {
 		if !judge(rules, c.dir, c.remote, k.proto, c.port).pass {

@@ -4,6 +4,9 @@ import (
 	"errors"
 	"maps"
 	"testing"
+
+	"github.com/cilium-go/cilium/internal/datapath/spec"
+	"github.com/cilium-go/cilium/pkg/identity"
 )
 
 const (
@@ -12,29 +15,29 @@ const (
 	icmpProto = 1
 )
 
-func egress(id uint32, proto uint8, port, end uint16) PolicyEntry {
-	return PolicyEntry{Direction: Egress, Identity: id, Protocol: proto, Port: port, EndPort: end}
+func egress(id uint32, proto uint8, port, end uint16) spec.PolicyEntry {
+	return spec.PolicyEntry{Direction: spec.Egress, Identity: identity.NumericIdentity(id), Protocol: proto, Port: port, EndPort: end}
 }
 
-func ingressRule(id uint32, proto uint8, port, end uint16) PolicyEntry {
-	return PolicyEntry{Direction: Ingress, Identity: id, Protocol: proto, Port: port, EndPort: end}
+func ingressRule(id uint32, proto uint8, port, end uint16) spec.PolicyEntry {
+	return spec.PolicyEntry{Direction: spec.Ingress, Identity: identity.NumericIdentity(id), Protocol: proto, Port: port, EndPort: end}
 }
 
-func denyRule(e PolicyEntry) PolicyEntry {
+func denyRule(e spec.PolicyEntry) spec.PolicyEntry {
 	e.Deny = true
 	return e
 }
 
 func TestProgPolicy(t *testing.T) {
-	enforce := envOpts{policyEgress: true, mode: Tunnel}
+	enforce := envOpts{policyEgress: true, mode: spec.Tunnel}
 	runProgCases(t, []progCase{
 		{"exact rule allows its port", enforce, func(t *testing.T, e *env) {
 			e.setPolicy(epA, egress(idC, tcpProto, 80, 0))
 			e.allowed(e.fromContainer, tcp(ipA, ipC, 40000, 80, "S"))
 		}},
 		{"SCTP ports are matched", enforce, func(t *testing.T, e *env) {
-			e.setPolicy(epA, egress(idC, protoSCTP, 0, 0), denyRule(egress(idC, protoSCTP, 80, 0)),
-				egress(idD, protoSCTP, 3868, 3870))
+			e.setPolicy(epA, egress(idC, spec.ProtoSCTP, 0, 0), denyRule(egress(idC, spec.ProtoSCTP, 80, 0)),
+				egress(idD, spec.ProtoSCTP, 3868, 3870))
 			e.allowed(e.fromContainer, sctp(ipA, ipC, 5000, 81))
 			e.denied(e.fromContainer, sctp(ipA, ipC, 5000, 80), DropPolicyDeny)
 			e.allowed(e.fromContainer, sctp(ipA, ipD, 5000, 3869))
@@ -51,7 +54,7 @@ func TestProgPolicy(t *testing.T) {
 			e.denied(e.fromContainer, tcp(ipA, ipD, 40000, 80, "S"), DropPolicy)
 		}},
 		{"wildcard identity", enforce, func(t *testing.T, e *env) {
-			e.setPolicy(epA, egress(IdentityAny, tcpProto, 80, 0))
+			e.setPolicy(epA, egress(uint32(identity.Unknown), tcpProto, 80, 0))
 			e.allowed(e.fromContainer, tcp(ipA, ipC, 40000, 80, "S"))
 			e.allowed(e.fromContainer, tcp(ipA, ipD, 40000, 80, "S"))
 			e.allowed(e.fromContainer, tcp(ipA, ipWorld, 40000, 80, "S"))
@@ -97,7 +100,7 @@ func TestProgPolicy(t *testing.T) {
 			e.denied(e.fromContainer, p, DropPolicy)
 		}},
 		{"a wildcard-identity deny beats an exact allow", enforce, func(t *testing.T, e *env) {
-			e.setPolicy(epA, egress(idC, tcpProto, 80, 0), denyRule(egress(IdentityAny, 0, 0, 0)))
+			e.setPolicy(epA, egress(idC, tcpProto, 80, 0), denyRule(egress(uint32(identity.Unknown), 0, 0, 0)))
 			e.denied(e.fromContainer, tcp(ipA, ipC, 40000, 80, "S"), DropPolicyDeny)
 		}},
 		{"a broad deny beats a narrower allow", enforce, func(t *testing.T, e *env) {
@@ -113,28 +116,28 @@ func TestProgPolicy(t *testing.T) {
 		{"enforcement with no entry drops", enforce, func(t *testing.T, e *env) {
 			e.denied(e.fromContainer, tcp(ipA, ipC, 40000, 80, "S"), DropPolicy)
 		}},
-		{"enforcement off allows everything", envOpts{mode: Tunnel}, func(t *testing.T, e *env) {
+		{"enforcement off allows everything", envOpts{mode: spec.Tunnel}, func(t *testing.T, e *env) {
 			e.setPolicy(epA, denyRule(egress(idD, 0, 0, 0))) // entries do not matter when off
 			e.allowed(e.fromContainer, tcp(ipA, ipC, 40000, 80, "S"))
 			e.allowed(e.fromContainer, udp(ipA, ipD, 40000, 53))
 		}},
 		{"a local peer's ingress policy applies on the sender's node", envOpts{ingressB: true}, func(t *testing.T, e *env) {
 			ev := e.denied(e.fromContainer, tcp(ipA, ipB, 40000, 80, "S"), DropPolicy)
-			if ev.Direction != Ingress || ev.DstEndpoint != epB {
+			if ev.Direction != spec.Ingress || ev.DstEndpoint != epB {
 				t.Fatalf("drop event %+v, want ingress of endpoint %d", ev, epB)
 			}
-			e.setPolicy(epB, PolicyEntry{Direction: Ingress, Identity: idA, Protocol: tcpProto, Port: 80})
+			e.setPolicy(epB, spec.PolicyEntry{Direction: spec.Ingress, Identity: idA, Protocol: tcpProto, Port: 80})
 			e.allowed(e.fromContainer, tcp(ipA, ipB, 40001, 80, "S"))
 		}},
 		{"ingress from the network uses the ipcache identity", envOpts{policyIngress: true}, func(t *testing.T, e *env) {
-			e.setPolicy(epA, PolicyEntry{Direction: Ingress, Identity: idC, Protocol: udpProto, Port: 53})
+			e.setPolicy(epA, spec.PolicyEntry{Direction: spec.Ingress, Identity: idC, Protocol: udpProto, Port: 53})
 			e.allowed(e.fromNetdev, udp(ipC, ipA, 5000, 53))
 			e.denied(e.fromNetdev, udp(ipD, ipA, 5000, 53), DropPolicy)
 		}},
 		{"ingress from the host is judged by to-container", envOpts{policyIngress: true}, func(t *testing.T, e *env) {
 			p := tcp(nodeIP, ipA, 40000, 80, "S")
 			e.denied(e.toContainer, p, DropPolicy)
-			e.setPolicy(epA, PolicyEntry{Direction: Ingress, Identity: IdentityHost})
+			e.setPolicy(epA, spec.PolicyEntry{Direction: spec.Ingress, Identity: identity.Host})
 			e.allowed(e.toContainer, p)
 		}},
 	})
@@ -148,7 +151,7 @@ func (e *env) fillPolicy(room int) (free func(n int)) {
 	var keys []PolicyKey
 	n := int(e.maps.Policy.MaxEntries()) - room - policyEntriesOf(e)
 	for i := range n {
-		k := PolicyKey{Prefixlen: policyPrefixFull, Identity: uint32(100000 + i), EpId: other, Direction: uint8(Ingress),
+		k := PolicyKey{Prefixlen: policyPrefixFull, Identity: uint32(100000 + i), EpId: other, Direction: uint8(spec.Ingress),
 			Protocol: tcpProto, Dport: htons(80)}
 		must(e.t, e.maps.Policy.Put(&k, &PolicyValue{}))
 		keys = append(keys, k)
@@ -173,14 +176,14 @@ func policyEntriesOf(e *env) int {
 
 func TestProgPolicyMapFull(t *testing.T) {
 	runProgCases(t, []progCase{
-		{"an update that does not fit leaves the old policy whole", envOpts{policyEgress: true, mode: Tunnel}, func(t *testing.T, e *env) {
-			old := []PolicyEntry{egress(idC, tcpProto, 80, 0), denyRule(egress(idD, tcpProto, 22, 0)), egress(idD, 0, 0, 0)}
+		{"an update that does not fit leaves the old policy whole", envOpts{policyEgress: true, mode: spec.Tunnel}, func(t *testing.T, e *env) {
+			old := []spec.PolicyEntry{egress(idC, tcpProto, 80, 0), denyRule(egress(idD, tcpProto, 22, 0)), egress(idD, 0, 0, 0)}
 			e.setPolicy(epA, old...)
 			before, err := e.maps.PolicyState(epA)
 			must(t, err)
 			free := e.fillPolicy(5)
 			// Ten new keys, four of them denies, and the old ones gone.
-			var next []PolicyEntry
+			var next []spec.PolicyEntry
 			for port := uint16(1001); port < 1021; port += 2 {
 				if port > 1012 {
 					next = append(next, denyRule(egress(idC, tcpProto, port, 0)))

@@ -3,6 +3,8 @@ package datapath
 import (
 	"strings"
 	"testing"
+
+	"github.com/cilium-go/cilium/internal/datapath/spec"
 )
 
 func TestPortPrefixesCoverRangeExactly(t *testing.T) {
@@ -27,7 +29,7 @@ func TestPortPrefixesCoverRangeExactly(t *testing.T) {
 }
 
 func TestPolicyMapStateDenyPropagation(t *testing.T) {
-	state, err := PolicyMapState(5, []PolicyEntry{
+	state, err := PolicyMapState(5, []spec.PolicyEntry{
 		egress(1000, tcpProto, 80, 0),
 		egress(1000, tcpProto, 443, 0),
 		denyRule(egress(1000, tcpProto, 0, 0)),
@@ -51,25 +53,25 @@ func TestPolicyMapStateDenyPropagation(t *testing.T) {
 
 func TestPolicyEntryValidation(t *testing.T) {
 	for _, c := range []struct {
-		entry PolicyEntry
+		entry spec.PolicyEntry
 		want  string
 	}{
-		{PolicyEntry{Direction: 0}, "bad direction"},
-		{PolicyEntry{Direction: Egress, Port: 80}, "ports need a protocol"},
-		{PolicyEntry{Direction: Egress, Protocol: tcpProto, Port: 90, EndPort: 80}, "end port 80 below port 90"},
+		{spec.PolicyEntry{Direction: 0}, "bad direction"},
+		{spec.PolicyEntry{Direction: spec.Egress, Port: 80}, "ports need a protocol"},
+		{spec.PolicyEntry{Direction: spec.Egress, Protocol: tcpProto, Port: 90, EndPort: 80}, "end port 80 below port 90"},
 		// Port 0 is every port: {0, 1023} would allow 8080.
-		{PolicyEntry{Direction: Egress, Protocol: tcpProto, EndPort: 1023}, "end port 1023 without a start port"},
+		{spec.PolicyEntry{Direction: spec.Egress, Protocol: tcpProto, EndPort: 1023}, "end port 1023 without a start port"},
 		// GRE has no ports: such a rule could never match.
-		{PolicyEntry{Direction: Ingress, Protocol: 47, Port: 80}, "protocol 47 has no ports"},
+		{spec.PolicyEntry{Direction: spec.Ingress, Protocol: 47, Port: 80}, "protocol 47 has no ports"},
 	} {
 		// The error names the offending entry among valid ones.
-		entries := []PolicyEntry{egress(idC, tcpProto, 80, 0), c.entry}
+		entries := []spec.PolicyEntry{egress(idC, tcpProto, 80, 0), c.entry}
 		_, err := PolicyMapState(1, entries)
 		if err == nil || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), "policy entry 1 (") {
 			t.Errorf("entry %+v: error %v, want one naming entry 1 and %q", c.entry, err, c.want)
 		}
 	}
-	if _, err := PolicyMapState(1, []PolicyEntry{{Direction: Egress, Protocol: protoSCTP, Port: 80, EndPort: 90}}); err != nil {
+	if _, err := PolicyMapState(1, []spec.PolicyEntry{{Direction: spec.Egress, Protocol: spec.ProtoSCTP, Port: 80, EndPort: 90}}); err != nil {
 		t.Errorf("SCTP port range: %v", err)
 	}
 }
@@ -79,7 +81,7 @@ func TestPrivilegedSetPolicyIsIdempotent(t *testing.T) {
 	m, err := OpenMaps("")
 	must(t, err)
 	t.Cleanup(func() { m.Close() })
-	entries := []PolicyEntry{egress(1000, tcpProto, 1, 1000), egress(2000, 0, 0, 0)}
+	entries := []spec.PolicyEntry{egress(1000, tcpProto, 1, 1000), egress(2000, 0, 0, 0)}
 	must(t, m.SetPolicy(1, entries))
 	must(t, m.SetPolicy(2, entries[:1]))
 	count := func() (n int) {
@@ -107,17 +109,17 @@ func TestPrivilegedSetPolicyIsIdempotent(t *testing.T) {
 }
 
 func TestPolicyEntryOfUndoesKeys(t *testing.T) {
-	for _, e := range []PolicyEntry{
-		{Direction: Ingress, Identity: 1234},
-		{Direction: Egress, Identity: 7, Protocol: 17},
-		{Direction: Ingress, Identity: 9, Protocol: 6, Port: 8080, Deny: true},
-		{Direction: Ingress, Identity: 9, Protocol: 6, Port: 8080, EndPort: 8087, ProxyPort: 15001},
+	for _, e := range []spec.PolicyEntry{
+		{Direction: spec.Ingress, Identity: 1234},
+		{Direction: spec.Egress, Identity: 7, Protocol: 17},
+		{Direction: spec.Ingress, Identity: 9, Protocol: 6, Port: 8080, Deny: true},
+		{Direction: spec.Ingress, Identity: 9, Protocol: 6, Port: 8080, EndPort: 8087, ProxyPort: 15001},
 	} {
-		keys := e.keys(3)
+		keys := policyKeys(3, e)
 		if len(keys) != 1 {
 			t.Fatalf("%+v: %d keys, the case wants one", e, len(keys))
 		}
-		state, err := PolicyMapState(3, []PolicyEntry{e})
+		state, err := PolicyMapState(3, []spec.PolicyEntry{e})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -5,16 +5,19 @@ import (
 	"fmt"
 
 	"github.com/cilium/ebpf"
+
+	"github.com/cilium-go/cilium/internal/datapath/spec"
+	"github.com/cilium-go/cilium/pkg/identity"
 )
 
 // PolicyAllows is what entries say about one packet of a new connection:
 // a matching deny drops it, else a matching allow lets it through, else
 // it is dropped. port is the destination port, or the ICMP type. This is
 // the meaning that PolicyMapState encodes into longest-prefix-match keys.
-func PolicyAllows(entries []PolicyEntry, dir Direction, remote uint32, proto uint8, port uint16) bool {
+func PolicyAllows(entries []spec.PolicyEntry, dir spec.Direction, remote identity.NumericIdentity, proto uint8, port uint16) bool {
 	allowed := false
 	for _, e := range entries {
-		if e.Direction != dir || (e.Identity != IdentityAny && e.Identity != remote) {
+		if e.Direction != dir || (e.Identity != identity.Unknown && e.Identity != remote) {
 			continue
 		}
 		if e.Protocol != 0 && e.Protocol != proto {
@@ -39,15 +42,15 @@ const (
 
 // disallowed reports whether entries no longer allow the connection k,
 // judged the way its first packet was.
-func disallowed(entries []PolicyEntry, dir Direction, remote uint32, k CTKey) bool {
-	if k.Protocol != protoICMP {
+func disallowed(entries []spec.PolicyEntry, dir spec.Direction, remote identity.NumericIdentity, k CTKey) bool {
+	if k.Protocol != spec.ProtoICMP {
 		return !PolicyAllows(entries, dir, remote, k.Protocol, htons(k.Dport))
 	}
 	// An echo request names its id as the source port, an echo reply (one
 	// that found no connection started one) as the destination port. With
 	// id 0 the key cannot tell them apart: either type disallowed is enough.
-	request := PolicyAllows(entries, dir, remote, protoICMP, icmpEcho)
-	reply := PolicyAllows(entries, dir, remote, protoICMP, icmpEchoReply)
+	request := PolicyAllows(entries, dir, remote, spec.ProtoICMP, icmpEcho)
+	reply := PolicyAllows(entries, dir, remote, spec.ProtoICMP, icmpEchoReply)
 	switch {
 	case k.Sport != 0:
 		return !request
@@ -62,7 +65,7 @@ func disallowed(entries []PolicyEntry, dir Direction, remote uint32, k CTKey) bo
 // endpoint enforces. Conntrack answers for established connections
 // without asking policy again; without this, a removed allow would leave
 // a connection open for hours (UDP: as long as it is busy).
-func (m *Maps) forgetDisallowed(epID uint16, entries []PolicyEntry) error {
+func (m *Maps) forgetDisallowed(epID uint16, entries []spec.PolicyEntry) error {
 	ep, ok, err := m.endpointByID(epID)
 	if err != nil || !ok {
 		return err
@@ -77,8 +80,8 @@ func (m *Maps) forgetDisallowed(epID uint16, entries []PolicyEntry) error {
 	it := m.CT4.Iterate()
 	for it.Next(&k, &v) {
 		switch {
-		case k.Saddr == addr && ep.PolicyEgress && disallowed(entries, Egress, v.DstIdentity, k),
-			k.Daddr == addr && ep.PolicyIngress && disallowed(entries, Ingress, v.SrcIdentity, k):
+		case k.Saddr == addr && ep.PolicyEgress && disallowed(entries, spec.Egress, identity.NumericIdentity(v.DstIdentity), k),
+			k.Daddr == addr && ep.PolicyIngress && disallowed(entries, spec.Ingress, identity.NumericIdentity(v.SrcIdentity), k):
 			stale = append(stale, k)
 		}
 	}

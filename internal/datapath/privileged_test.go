@@ -12,6 +12,7 @@ import (
 
 	"github.com/cilium-go/cilium/internal/datapath"
 	"github.com/cilium-go/cilium/internal/datapath/dptest"
+	"github.com/cilium-go/cilium/internal/datapath/spec"
 	"github.com/cilium-go/cilium/internal/podlink"
 )
 
@@ -51,13 +52,13 @@ func serve(t *testing.T) func(io.Closer, error) {
 // modes are the routing modes, each with both kinds of pod device.
 var modes = []struct {
 	name   string
-	mode   datapath.RoutingMode
+	mode   spec.RoutingMode
 	device podlink.Device
 }{
-	{"native", datapath.Native, podlink.DeviceVeth},
-	{"tunnel", datapath.Tunnel, podlink.DeviceVeth},
-	{"native-netkit", datapath.Native, podlink.DeviceNetkit},
-	{"tunnel-netkit", datapath.Tunnel, podlink.DeviceNetkit},
+	{"native", spec.Native, podlink.DeviceVeth},
+	{"tunnel", spec.Tunnel, podlink.DeviceVeth},
+	{"native-netkit", spec.Native, podlink.DeviceNetkit},
+	{"tunnel-netkit", spec.Tunnel, podlink.DeviceNetkit},
 }
 
 func TestPrivilegedConnectivity(t *testing.T) {
@@ -65,13 +66,13 @@ func TestPrivilegedConnectivity(t *testing.T) {
 		name string
 		opts dptest.Options
 	}{
-		{"native", dptest.Options{Mode: datapath.Native}},
-		{"tunnel", dptest.Options{Mode: datapath.Tunnel}},
-		{"native-legacy-tc", dptest.Options{Mode: datapath.Native, LegacyTC: true}},
-		{"native-legacy-routing", dptest.Options{Mode: datapath.Native, LegacyRouting: true}},
-		{"native-netkit", dptest.Options{Mode: datapath.Native, PodDevice: podlink.DeviceNetkit}},
-		{"tunnel-netkit", dptest.Options{Mode: datapath.Tunnel, PodDevice: podlink.DeviceNetkit}},
-		{"native-netkit-legacy-routing", dptest.Options{Mode: datapath.Native, LegacyRouting: true,
+		{"native", dptest.Options{Mode: spec.Native}},
+		{"tunnel", dptest.Options{Mode: spec.Tunnel}},
+		{"native-legacy-tc", dptest.Options{Mode: spec.Native, LegacyTC: true}},
+		{"native-legacy-routing", dptest.Options{Mode: spec.Native, LegacyRouting: true}},
+		{"native-netkit", dptest.Options{Mode: spec.Native, PodDevice: podlink.DeviceNetkit}},
+		{"tunnel-netkit", dptest.Options{Mode: spec.Tunnel, PodDevice: podlink.DeviceNetkit}},
+		{"native-netkit-legacy-routing", dptest.Options{Mode: spec.Native, LegacyRouting: true,
 			PodDevice: podlink.DeviceNetkit}},
 	} {
 		t.Run(mode.name, func(t *testing.T) {
@@ -172,8 +173,8 @@ func TestPrivilegedPolicy(t *testing.T) {
 			t.Cleanup(func() { events.Close() })
 			maps := n2.DP.Maps()
 
-			allow := datapath.PolicyEntry{Direction: datapath.Ingress, Identity: client.Identity, Protocol: tcpProto, Port: 8080}
-			if err := maps.SetPolicy(server.ID, []datapath.PolicyEntry{allow}); err != nil {
+			allow := spec.PolicyEntry{Direction: spec.Ingress, Identity: client.Identity, Protocol: tcpProto, Port: 8080}
+			if err := maps.SetPolicy(server.ID, []spec.PolicyEntry{allow}); err != nil {
 				t.Fatal(err)
 			}
 			established, err := dptest.DialTCP(client.NS, server.IP, 8080, dptest.ReplyWait)
@@ -189,7 +190,7 @@ func TestPrivilegedPolicy(t *testing.T) {
 				t.Fatalf("%s reached %s without a rule", other.Name, server.Name)
 			}
 			ev := waitDrop(t, events, server, 8080)
-			if ev.Reason != datapath.DropPolicy || ev.Src != other.IP || ev.SrcIdentity != other.Identity || ev.Direction != datapath.Ingress {
+			if ev.Reason != datapath.DropPolicy || ev.Src != other.IP || ev.SrcIdentity != other.Identity || ev.Direction != spec.Ingress {
 				t.Fatalf("drop event %+v", ev)
 			}
 			// A neighbour on the server's node takes the same-node path,
@@ -200,7 +201,7 @@ func TestPrivilegedPolicy(t *testing.T) {
 				t.Fatalf("%s reached %s without a rule", neighbour.Name, server.Name)
 			}
 			ev = waitDrop(t, events, server, 8080)
-			if ev.Reason != datapath.DropPolicy || ev.Src != neighbour.IP || ev.Direction != datapath.Ingress {
+			if ev.Reason != datapath.DropPolicy || ev.Src != neighbour.IP || ev.Direction != spec.Ingress {
 				t.Fatalf("same-node drop event %+v", ev)
 			}
 
@@ -232,15 +233,15 @@ func TestPrivilegedPolicy(t *testing.T) {
 // VNI: here its ipcache is wrong on purpose and policy still admits the
 // client by its real identity.
 func TestPrivilegedTunnelIdentityFromVNI(t *testing.T) {
-	c := newCluster(t, dptest.Options{Mode: datapath.Tunnel, PolicyIngress: true})
+	c := newCluster(t, dptest.Options{Mode: spec.Tunnel, PolicyIngress: true})
 	n1, n2 := c.Nodes[0], c.Nodes[1]
 	client, server := n1.Pods[0], n2.Pods[0]
 	serve(t)(dptest.ServeTCPEcho(server.NS, server.IP, 8080))
 	maps := n2.DP.Maps()
-	if err := maps.UpsertIPCache(netip.PrefixFrom(client.IP, 32), datapath.IPCacheEntry{Identity: 4242, TunnelEndpoint: n1.IP}); err != nil {
+	if err := maps.UpsertIPCache(netip.PrefixFrom(client.IP, 32), spec.IPCacheEntry{Identity: 4242, TunnelEndpoint: n1.IP}); err != nil {
 		t.Fatal(err)
 	}
-	if err := maps.SetPolicy(server.ID, []datapath.PolicyEntry{{Direction: datapath.Ingress, Identity: client.Identity}}); err != nil {
+	if err := maps.SetPolicy(server.ID, []spec.PolicyEntry{{Direction: spec.Ingress, Identity: client.Identity}}); err != nil {
 		t.Fatal(err)
 	}
 	if err := dptest.TCPEcho(client.NS, server.IP, 8080); err != nil {
@@ -258,7 +259,7 @@ func TestPrivilegedRestartKeepsTraffic(t *testing.T) {
 }
 
 func testRestartKeepsTraffic(t *testing.T, device podlink.Device) {
-	c := newCluster(t, dptest.Options{Mode: datapath.Tunnel, PodDevice: device})
+	c := newCluster(t, dptest.Options{Mode: spec.Tunnel, PodDevice: device})
 	n1, n2 := c.Nodes[0], c.Nodes[1]
 	serve(t)(dptest.ServeTCPEcho(n2.Pods[0].NS, n2.Pods[0].IP, 8080))
 	for _, n := range c.Nodes {
@@ -273,7 +274,7 @@ func testRestartKeepsTraffic(t *testing.T, device podlink.Device) {
 		if err := n.DP.Start(); err != nil {
 			t.Fatalf("restart %s: %v", n.Name, err)
 		}
-		if err := n.DP.UpsertEndpoint(datapath.Endpoint{ID: n.Pods[0].ID, Identity: n.Pods[0].Identity,
+		if err := n.DP.UpsertEndpoint(spec.Endpoint{ID: n.Pods[0].ID, Identity: n.Pods[0].Identity,
 			IPv4: n.Pods[0].IP, MAC: n.Pods[0].MAC, HostDevice: n.Pods[0].HostDevice}); err != nil {
 			t.Fatalf("re-program endpoint on %s: %v", n.Name, err)
 		}
@@ -313,7 +314,7 @@ func TestPrivilegedMasquerade(t *testing.T) {
 // node connection and pod connections to the same remote all work, and
 // the pods' translated ports lie outside the node's ephemeral range.
 func TestPrivilegedMasqueradeBesideNodeSockets(t *testing.T) {
-	c := newCluster(t, dptest.Options{Mode: datapath.Native, Masquerade: true, World: true})
+	c := newCluster(t, dptest.Options{Mode: spec.Native, Masquerade: true, World: true})
 	serve(t)(dptest.ServeRemoteAddr(c.WorldNS, dptest.WorldIP, 8080))
 	n := c.Nodes[0]
 	ephemeral, err := datapath.EphemeralPorts(n.NS)
@@ -373,17 +374,17 @@ func TestPrivilegedPruneEndpoints(t *testing.T) {
 }
 
 func testPruneEndpoints(t *testing.T, device podlink.Device) {
-	c := newCluster(t, dptest.Options{Mode: datapath.Native, PodDevice: device})
+	c := newCluster(t, dptest.Options{Mode: spec.Native, PodDevice: device})
 	n1, n2 := c.Nodes[0], c.Nodes[1]
 	kept, gone := n2.Pods[0], n2.Pods[1]
 	for _, p := range []*dptest.Pod{kept, gone} {
 		serve(t)(dptest.ServeTCPEcho(p.NS, p.IP, 8080))
 	}
-	keep := datapath.Endpoint{ID: kept.ID, Identity: kept.Identity, IPv4: kept.IP, MAC: kept.MAC, HostDevice: kept.HostDevice}
-	if err := n2.DP.PruneEndpoints([]datapath.Endpoint{keep}); err != nil {
+	keep := spec.Endpoint{ID: kept.ID, Identity: kept.Identity, IPv4: kept.IP, MAC: kept.MAC, HostDevice: kept.HostDevice}
+	if err := n2.DP.PruneEndpoints([]spec.Endpoint{keep}); err != nil {
 		t.Fatal(err)
 	}
-	if err := n2.DP.PruneEndpoints([]datapath.Endpoint{keep}); err != nil {
+	if err := n2.DP.PruneEndpoints([]spec.Endpoint{keep}); err != nil {
 		t.Fatalf("second prune: %v", err)
 	}
 	if err := dptest.TCPEcho(n1.Pods[0].NS, kept.IP, 8080); err != nil {

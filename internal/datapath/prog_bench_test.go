@@ -7,6 +7,9 @@ import (
 	"time"
 
 	"github.com/cilium/ebpf"
+
+	"github.com/cilium-go/cilium/internal/datapath/spec"
+	"github.com/cilium-go/cilium/pkg/identity"
 )
 
 // BenchmarkProg reports the kernel's own time per packet for the hot
@@ -46,16 +49,16 @@ func BenchmarkProg(b *testing.B) {
 // newBenchEnv is the test topology with, at scale > 0, enforcement on and
 // scale identities in the ipcache and scale policy entries for A.
 func newBenchEnv(b *testing.B, scale int) *env {
-	e := newEnv(b, envOpts{mode: Native, policyEgress: scale > 0, policyIngress: scale > 0})
+	e := newEnv(b, envOpts{mode: spec.Native, policyEgress: scale > 0, policyIngress: scale > 0})
 	if scale == 0 {
 		return e
 	}
-	entries := []PolicyEntry{egress(idC, tcpProto, 80, 0), {Direction: Ingress, Identity: idC}}
+	entries := []spec.PolicyEntry{egress(idC, tcpProto, 80, 0), {Direction: spec.Ingress, Identity: idC}}
 	for i := range scale {
 		id := uint32(20000 + i)
 		a := netip.AddrFrom4([4]byte{10, 200, byte(i >> 8), byte(i)})
-		must(b, e.maps.UpsertIPCache(netip.PrefixFrom(a, 32), IPCacheEntry{Identity: id, TunnelEndpoint: remoteIP}))
-		entries = append(entries, PolicyEntry{Direction: Ingress, Identity: id, Protocol: tcpProto, Port: uint16(1000 + i%5000)})
+		must(b, e.maps.UpsertIPCache(netip.PrefixFrom(a, 32), spec.IPCacheEntry{Identity: identity.NumericIdentity(id), TunnelEndpoint: remoteIP}))
+		entries = append(entries, spec.PolicyEntry{Direction: spec.Ingress, Identity: identity.NumericIdentity(id), Protocol: tcpProto, Port: uint16(1000 + i%5000)})
 	}
 	must(b, e.maps.SetPolicy(epA, entries))
 	if n := len(entries); n < scale {

@@ -10,6 +10,8 @@ import (
 
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
+
+	"github.com/cilium-go/cilium/internal/datapath/spec"
 )
 
 var macNext2 = net.HardwareAddr{2, 0, 0, 0, 0, 3}
@@ -63,7 +65,7 @@ func (e *env) pollMAC(t *testing.T, want net.HardwareAddr, deadline time.Duratio
 
 func TestProgRouteCache(t *testing.T) {
 	cases := []progCase{
-		{"a cached answer serves until the generation moves", envOpts{mode: Native}, func(t *testing.T, e *env) {
+		{"a cached answer serves until the generation moves", envOpts{mode: spec.Native}, func(t *testing.T, e *env) {
 			if got := e.routedMAC(t, 40000); !bytes.Equal(got, macNext) {
 				t.Fatalf("next hop MAC %v, want %v", got, macNext)
 			}
@@ -77,12 +79,12 @@ func TestProgRouteCache(t *testing.T) {
 				t.Fatalf("next hop MAC %v after invalidation, want %v", got, macNext2)
 			}
 		}},
-		{"a cached answer expires without invalidation", envOpts{mode: Native}, func(t *testing.T, e *env) {
+		{"a cached answer expires without invalidation", envOpts{mode: spec.Native}, func(t *testing.T, e *env) {
 			e.routedMAC(t, 40000)
 			e.moveNextHop(t)
 			e.pollMAC(t, macNext2, 3*time.Second)
 		}},
-		{"the route watch invalidates on neighbour and route changes", envOpts{mode: Native}, func(t *testing.T, e *env) {
+		{"the route watch invalidates on neighbour and route changes", envOpts{mode: spec.Native}, func(t *testing.T, e *env) {
 			ctx, cancel := context.WithCancel(context.Background())
 			t.Cleanup(cancel)
 			must(t, watchRoutes(ctx, "", e.maps, slog.New(slog.DiscardHandler)))
@@ -106,7 +108,7 @@ func TestProgRouteCache(t *testing.T) {
 				t.Fatalf("next hop MAC %v, want %v", got, macNext2)
 			}
 		}},
-		{"the cache is keyed by source and destination", envOpts{mode: Native}, func(t *testing.T, e *env) {
+		{"the cache is keyed by source and destination", envOpts{mode: spec.Native}, func(t *testing.T, e *env) {
 			e.routedMAC(t, 40000)
 			// The world is routed too, and must not take C's answer.
 			out := e.expect(e.fromContainer, udp(ipA, ipWorld, 5000, 53).frame(t), actRedirect)

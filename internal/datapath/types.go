@@ -40,40 +40,6 @@ const (
 	policyPrefixFull   = policyPrefixProto + 16
 )
 
-// IP protocols whose ports (for ICMP, the type) the datapath reads.
-const (
-	protoICMP = 1
-	protoTCP  = 6
-	protoUDP  = 17
-	protoSCTP = 132
-)
-
-// Reserved identities that the datapath itself uses.
-const (
-	IdentityAny        uint32 = 0
-	IdentityHost       uint32 = 1
-	IdentityWorld      uint32 = 2
-	IdentityRemoteNode uint32 = 6
-)
-
-// Direction of traffic as seen by an endpoint.
-type Direction uint8
-
-const (
-	Ingress Direction = 1
-	Egress  Direction = 2
-)
-
-func (d Direction) String() string {
-	switch d {
-	case Ingress:
-		return "ingress"
-	case Egress:
-		return "egress"
-	}
-	return fmt.Sprintf("direction(%d)", uint8(d))
-}
-
 // Reason is why a packet was dropped, or Forwarded. The numbers are
 // Cilium's drop reasons so that Hubble can report them unchanged.
 type Reason uint8
@@ -118,16 +84,6 @@ func (r Reason) String() string {
 	}
 	return fmt.Sprintf("reason(%d)", uint8(r))
 }
-
-// RoutingMode says how pod traffic crosses nodes.
-type RoutingMode uint8
-
-const (
-	// Native routes pod traffic between nodes by the kernel's routes.
-	Native RoutingMode = 0
-	// Tunnel encapsulates pod traffic in VXLAN with the source identity as VNI.
-	Tunnel RoutingMode = 1
-)
 
 func endpointKey4(a netip.Addr) (EndpointKey, error) {
 	if !a.Is4() {

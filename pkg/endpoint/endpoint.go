@@ -12,7 +12,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/cilium-go/cilium/internal/datapath"
+	"github.com/cilium-go/cilium/internal/datapath/spec"
+	"github.com/cilium-go/cilium/pkg/identity"
 )
 
 // ContainerIDPrefix names an endpoint by its container in the API.
@@ -35,12 +36,12 @@ type Endpoint struct {
 	// MAC is the pod's own interface address.
 	MAC string `json:"mac"`
 	// IfName is the pod-side name, e.g. eth0.
-	IfName      string    `json:"ifName"`
-	HostIfName  string    `json:"hostIfName"`
-	HostIfindex int       `json:"hostIfindex"`
-	NetNSPath   string    `json:"netnsPath"`
-	Identity    uint32    `json:"identity"`
-	Created     time.Time `json:"created"`
+	IfName      string                   `json:"ifName"`
+	HostIfName  string                   `json:"hostIfName"`
+	HostIfindex int                      `json:"hostIfindex"`
+	NetNSPath   string                   `json:"netnsPath"`
+	Identity    identity.NumericIdentity `json:"identity"`
+	Created     time.Time                `json:"created"`
 }
 
 // Spec is what the CNI plugin knows when it asks for an endpoint.
@@ -85,7 +86,7 @@ func (e *Endpoint) spec() Spec {
 }
 
 // datapathEndpoint is the endpoint as the datapath programs it.
-func (e *Endpoint) datapathEndpoint() datapath.Endpoint {
+func (e *Endpoint) datapathEndpoint() spec.Endpoint {
 	mac, _ := net.ParseMAC(e.MAC) // validated on creation
-	return datapath.Endpoint{ID: e.ID, Identity: e.Identity, IPv4: e.IPv4, MAC: mac, HostDevice: e.HostIfName}
+	return spec.Endpoint{ID: e.ID, Identity: e.Identity, IPv4: e.IPv4, MAC: mac, HostDevice: e.HostIfName}
 }

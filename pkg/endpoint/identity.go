@@ -4,11 +4,9 @@ import (
 	"context"
 
 	"github.com/cilium/hive/cell"
-)
 
-// InitIdentity is the reserved identity of an endpoint whose labels are
-// not known yet.
-const InitIdentity uint32 = 5
+	"github.com/cilium-go/cilium/pkg/identity"
+)
 
 // Pod names the pod behind an endpoint.
 type Pod struct {
@@ -20,11 +18,11 @@ type Pod struct {
 // label-based allocator (pkg/identity, with labels from the pod) plugs in
 // here by providing this interface instead of InitIdentityAllocator.
 type IdentityAllocator interface {
-	Allocate(ctx context.Context, pod Pod) (uint32, error)
-	Release(ctx context.Context, pod Pod, id uint32) error
+	Allocate(ctx context.Context, pod Pod) (identity.NumericIdentity, error)
+	Release(ctx context.Context, pod Pod, id identity.NumericIdentity) error
 }
 
-// InitIdentityAllocator gives every endpoint InitIdentity: without label
+// InitIdentityAllocator gives every endpoint the init identity: without label
 // resolution, that is the truth about every pod.
 type InitIdentityAllocator struct{}
 
@@ -33,12 +31,14 @@ type InitIdentityAllocator struct{}
 func NewInitIdentityAllocator() IdentityAllocator { return InitIdentityAllocator{} }
 
 // Allocate implements IdentityAllocator.
-func (InitIdentityAllocator) Allocate(context.Context, Pod) (uint32, error) {
-	return InitIdentity, nil
+func (InitIdentityAllocator) Allocate(context.Context, Pod) (identity.NumericIdentity, error) {
+	return identity.Init, nil
 }
 
 // Release implements IdentityAllocator.
-func (InitIdentityAllocator) Release(context.Context, Pod, uint32) error { return nil }
+func (InitIdentityAllocator) Release(context.Context, Pod, identity.NumericIdentity) error {
+	return nil
+}
 
 // InitIdentityCell provides InitIdentityAllocator. The agent lists it in
 // its cells until the label-based identity cell takes its place.

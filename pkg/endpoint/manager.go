@@ -15,15 +15,15 @@ import (
 	"sync"
 	"time"
 
-	"github.com/cilium-go/cilium/internal/datapath"
+	"github.com/cilium-go/cilium/internal/datapath/spec"
 	"github.com/cilium-go/cilium/pkg/paths"
 )
 
 // Datapath programs endpoints into the kernel; *datapath.Node is one.
 type Datapath interface {
-	UpsertEndpoint(datapath.Endpoint) error
-	DeleteEndpoint(datapath.Endpoint) error
-	PruneEndpoints(keep []datapath.Endpoint) error
+	UpsertEndpoint(spec.Endpoint) error
+	DeleteEndpoint(spec.Endpoint) error
+	PruneEndpoints(keep []spec.Endpoint) error
 }
 
 // AddressReleaser frees the pod address of a deleted endpoint.
@@ -249,7 +249,7 @@ func (m *Manager) Restore(ctx context.Context) error {
 	if loadErr != nil {
 		errs = append(errs, loadErr)
 	}
-	var keep []datapath.Endpoint
+	var keep []spec.Endpoint
 	for _, e := range loaded {
 		m.byID[e.ID] = e
 		m.byContainer[e.ContainerID] = e

@@ -14,21 +14,22 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/cilium-go/cilium/internal/datapath"
+	"github.com/cilium-go/cilium/internal/datapath/spec"
+	"github.com/cilium-go/cilium/pkg/identity"
 )
 
 // fakeDatapath records what the manager programs.
 type fakeDatapath struct {
 	mu       sync.Mutex
-	live     map[uint16]datapath.Endpoint
+	live     map[uint16]spec.Endpoint
 	upserts  int
 	pruned   [][]uint16
 	failNext error
 }
 
-func newFakeDatapath() *fakeDatapath { return &fakeDatapath{live: map[uint16]datapath.Endpoint{}} }
+func newFakeDatapath() *fakeDatapath { return &fakeDatapath{live: map[uint16]spec.Endpoint{}} }
 
-func (f *fakeDatapath) UpsertEndpoint(ep datapath.Endpoint) error {
+func (f *fakeDatapath) UpsertEndpoint(ep spec.Endpoint) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.upserts++
@@ -40,14 +41,14 @@ func (f *fakeDatapath) UpsertEndpoint(ep datapath.Endpoint) error {
 	return nil
 }
 
-func (f *fakeDatapath) DeleteEndpoint(ep datapath.Endpoint) error {
+func (f *fakeDatapath) DeleteEndpoint(ep spec.Endpoint) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	delete(f.live, ep.ID)
 	return nil
 }
 
-func (f *fakeDatapath) PruneEndpoints(keep []datapath.Endpoint) error {
+func (f *fakeDatapath) PruneEndpoints(keep []spec.Endpoint) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	var ids []uint16
@@ -66,17 +67,17 @@ func (f *fakeIPAM) ReleaseOwner(o string) error { f.released = append(f.released
 type countingIDs struct {
 	mu       sync.Mutex
 	held     int
-	identity uint32
+	identity identity.NumericIdentity
 }
 
-func (c *countingIDs) Allocate(context.Context, Pod) (uint32, error) {
+func (c *countingIDs) Allocate(context.Context, Pod) (identity.NumericIdentity, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.held++
 	return c.identity, nil
 }
 
-func (c *countingIDs) Release(context.Context, Pod, uint32) error {
+func (c *countingIDs) Release(context.Context, Pod, identity.NumericIdentity) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.held--
@@ -85,7 +86,7 @@ func (c *countingIDs) Release(context.Context, Pod, uint32) error {
 
 func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
 
-func spec(n int) Spec {
+func podSpec(n int) Spec {
 	return Spec{
 		ContainerID: fmt.Sprintf("c%d", n), PodName: fmt.Sprintf("pod%d", n), PodNamespace: "default",
 		IPv4: netip.AddrFrom4([4]byte{10, 0, 0, byte(n)}), MAC: fmt.Sprintf("02:00:00:00:00:%02x", n),
@@ -112,15 +113,15 @@ func newFixture(t *testing.T, dir string, ids IdentityAllocator) *fixture {
 
 func TestCreateProgramsWithInitIdentityAndPersists(t *testing.T) {
 	f := newFixture(t, t.TempDir(), nil)
-	ep, created, err := f.m.Create(context.Background(), spec(1))
+	ep, created, err := f.m.Create(context.Background(), podSpec(1))
 	if err != nil || !created {
 		t.Fatalf("Create: %v created=%v", err, created)
 	}
-	if ep.ID != 1 || ep.Identity != InitIdentity {
-		t.Fatalf("endpoint %+v: want id 1 with identity %d", ep, InitIdentity)
+	if ep.ID != 1 || ep.Identity != identity.Init {
+		t.Fatalf("endpoint %+v: want id 1 with identity %d", ep, identity.Init)
 	}
 	live := f.dp.live[1]
-	if live.IPv4 != spec(1).IPv4 || live.HostDevice != "lxc1" || live.Identity != InitIdentity || live.MAC.String() != spec(1).MAC {
+	if live.IPv4 != podSpec(1).IPv4 || live.HostDevice != "lxc1" || live.Identity != identity.Init || live.MAC.String() != podSpec(1).MAC {
 		t.Fatalf("datapath got %+v", live)
 	}
 	if _, err := os.Stat(filepath.Join(f.dir, "1.json")); err != nil {
@@ -138,10 +139,10 @@ func TestCreateProgramsWithInitIdentityAndPersists(t *testing.T) {
 func TestCreateIdempotentAndConflicts(t *testing.T) {
 	f := newFixture(t, t.TempDir(), nil)
 	ctx := context.Background()
-	if _, _, err := f.m.Create(ctx, spec(1)); err != nil {
+	if _, _, err := f.m.Create(ctx, podSpec(1)); err != nil {
 		t.Fatal(err)
 	}
-	again, created, err := f.m.Create(ctx, spec(1))
+	again, created, err := f.m.Create(ctx, podSpec(1))
 	if err != nil || created || again.ID != 1 {
 		t.Fatalf("same spec again: %+v created=%v %v", again, created, err)
 	}
@@ -150,7 +151,7 @@ func TestCreateIdempotentAndConflicts(t *testing.T) {
 		"other container, same address": func(s *Spec) { s.ContainerID = "other"; s.HostIfName = "lxcother" },
 		"other container, same device":  func(s *Spec) { s.ContainerID = "other"; s.IPv4 = netip.MustParseAddr("10.0.0.98") },
 	} {
-		s := spec(1)
+		s := podSpec(1)
 		tweak(&s)
 		if _, _, err := f.m.Create(ctx, s); !errors.Is(err, ErrConflict) {
 			t.Errorf("%s: %v, want ErrConflict", name, err)
@@ -171,7 +172,7 @@ func TestCreateRejectsBadSpec(t *testing.T) {
 		"mac":         func(s *Spec) { s.MAC = "zz" },
 		"netnsPath":   func(s *Spec) { s.NetNSPath = "" },
 	} {
-		s := spec(1)
+		s := podSpec(1)
 		tweak(&s)
 		_, _, err := f.m.Create(context.Background(), s)
 		if err == nil || !strings.HasPrefix(err.Error(), field+":") {
@@ -187,7 +188,7 @@ func TestCreateRollsBackWhenDatapathFails(t *testing.T) {
 	ids := &countingIDs{identity: 1234}
 	f := newFixture(t, t.TempDir(), ids)
 	f.dp.failNext = errors.New("verifier says no")
-	if _, _, err := f.m.Create(context.Background(), spec(1)); err == nil {
+	if _, _, err := f.m.Create(context.Background(), podSpec(1)); err == nil {
 		t.Fatal("Create succeeded with a failing datapath")
 	}
 	if len(f.m.List()) != 0 || ids.held != 0 || len(f.dp.live) != 0 {
@@ -197,7 +198,7 @@ func TestCreateRollsBackWhenDatapathFails(t *testing.T) {
 		t.Fatalf("state files left: %v", entries)
 	}
 	// The id is free again.
-	ep, _, err := f.m.Create(context.Background(), spec(1))
+	ep, _, err := f.m.Create(context.Background(), podSpec(1))
 	if err != nil || ep.ID != 1 || ep.Identity != 1234 {
 		t.Fatalf("retry: %+v %v", ep, err)
 	}
@@ -207,8 +208,8 @@ func TestDeleteRemovesEverything(t *testing.T) {
 	ids := &countingIDs{identity: 300}
 	f := newFixture(t, t.TempDir(), ids)
 	ctx := context.Background()
-	f.m.Create(ctx, spec(1))
-	f.m.Create(ctx, spec(2))
+	f.m.Create(ctx, podSpec(1))
+	f.m.Create(ctx, podSpec(2))
 	ep, err := f.m.Delete(ctx, "c1")
 	if err != nil || ep.ID != 1 {
 		t.Fatalf("Delete: %+v %v", ep, err)
@@ -239,7 +240,7 @@ func TestRestoreAfterRestart(t *testing.T) {
 	f := newFixture(t, dir, nil)
 	ctx := context.Background()
 	for i := 1; i <= 3; i++ {
-		if _, _, err := f.m.Create(ctx, spec(i)); err != nil {
+		if _, _, err := f.m.Create(ctx, podSpec(i)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -272,7 +273,7 @@ func TestRestoreAfterRestart(t *testing.T) {
 		t.Fatalf("prune kept %v, want [1 3]", h.dp.pruned)
 	}
 	// New endpoints take free ids, never a restored one.
-	ep, _, err := h.m.Create(ctx, spec(4))
+	ep, _, err := h.m.Create(ctx, podSpec(4))
 	if err != nil || ep.ID != 2 {
 		t.Fatalf("new endpoint after restore: %+v %v", ep, err)
 	}
@@ -282,7 +283,7 @@ func TestRefreshIdentityReprogramsOnChange(t *testing.T) {
 	ids := &countingIDs{identity: 300}
 	f := newFixture(t, t.TempDir(), ids)
 	ctx := context.Background()
-	if _, _, err := f.m.Create(ctx, spec(1)); err != nil {
+	if _, _, err := f.m.Create(ctx, podSpec(1)); err != nil {
 		t.Fatal(err)
 	}
 	upserts := f.dp.upserts

@@ -12,7 +12,7 @@ import (
 
 	"github.com/cilium/hive/cell"
 
-	"github.com/cilium-go/cilium/internal/datapath"
+	"github.com/cilium-go/cilium/internal/datapath/spec"
 )
 
 // healthLog records the last report of a cell.Health.
@@ -48,7 +48,7 @@ type failingDatapath struct {
 	fail error
 }
 
-func (f *failingDatapath) UpsertEndpoint(ep datapath.Endpoint) error {
+func (f *failingDatapath) UpsertEndpoint(ep spec.Endpoint) error {
 	f.mu.Lock()
 	err := f.fail
 	f.mu.Unlock()
@@ -69,7 +69,7 @@ func restoredWith(t *testing.T, dp Datapath) (*Manager, error) {
 	dir := t.TempDir()
 	f := newFixture(t, dir, nil)
 	for i := 1; i <= 2; i++ {
-		if _, _, err := f.m.Create(context.Background(), spec(i)); err != nil {
+		if _, _, err := f.m.Create(context.Background(), podSpec(i)); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -1,7 +1,8 @@
 // Package identity maps security label sets to numeric identities, the numbers
 // the datapath carries in packets and policy maps. Reserved identities have fixed
 // numbers; cluster identities are allocated through CiliumIdentity objects so
-// every node agrees on them (see Allocator).
+// every node agrees on them (pkg/identity/allocator). This package is
+// only numbers and labels, so the datapath's values can carry them.
 package identity
 
 import (
@@ -103,8 +104,6 @@ type IdentityAllocator interface {
 	Lookup(ctx context.Context, num NumericIdentity) (*Identity, error)
 }
 
-var _ IdentityAllocator = (*Allocator)(nil)
-
 // Identity is a number and the security labels it stands for.
 type Identity struct {
 	ID     NumericIdentity
@@ -120,9 +119,9 @@ func ReservedIdentity(id NumericIdentity) (*Identity, bool) {
 	return &Identity{ID: id, Labels: labels.Reserved(n)}, true
 }
 
-// reservedFor returns the reserved identity a label set maps to without
+// ReservedFor returns the reserved identity a label set maps to without
 // allocation: exactly one reserved label, or reserved:init with anything.
-func reservedFor(ls labels.Labels) (*Identity, bool) {
+func ReservedFor(ls labels.Labels) (*Identity, bool) {
 	if name, ok := ls.ReservedName(); ok {
 		if id, ok := reservedByName[name]; ok {
 			return &Identity{ID: id, Labels: ls}, true

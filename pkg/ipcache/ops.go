@@ -9,14 +9,14 @@ import (
 	"github.com/cilium/statedb"
 	"github.com/cilium/statedb/reconciler"
 
-	"github.com/cilium-go/cilium/internal/datapath"
+	"github.com/cilium-go/cilium/internal/datapath/spec"
 )
 
 // Map is the datapath's ipcache map; *datapath.Maps is one.
 type Map interface {
-	UpsertIPCache(netip.Prefix, datapath.IPCacheEntry) error
+	UpsertIPCache(netip.Prefix, spec.IPCacheEntry) error
 	DeleteIPCache(netip.Prefix) error
-	IPCacheEntries() (map[netip.Prefix]datapath.IPCacheEntry, error)
+	IPCacheEntries() (map[netip.Prefix]spec.IPCacheEntry, error)
 }
 
 // errNoMap is returned while the datapath has not opened its maps yet;
@@ -87,5 +87,3 @@ func (o ops) Prune(_ context.Context, _ statedb.ReadTxn, desired iter.Seq2[*Entr
 	}
 	return errors.Join(errs...)
 }
-
-var _ Map = (*datapath.Maps)(nil)

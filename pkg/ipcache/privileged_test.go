@@ -11,7 +11,9 @@ import (
 	"github.com/cilium/hive/cell"
 
 	"github.com/cilium-go/cilium/internal/datapath"
+	"github.com/cilium-go/cilium/internal/datapath/spec"
 	"github.com/cilium-go/cilium/internal/datapath/testnode"
+	"github.com/cilium-go/cilium/pkg/identity"
 )
 
 // pinnedMaps opens the node's maps pinned in a bpffs of the test's own.
@@ -30,7 +32,7 @@ func pinnedMaps(t *testing.T) (pinDir string, m *datapath.Maps) {
 	return pinDir, m
 }
 
-func mapEquals(t *testing.T, m Map, want map[netip.Prefix]datapath.IPCacheEntry) func() bool {
+func mapEquals(t *testing.T, m Map, want map[netip.Prefix]spec.IPCacheEntry) func() bool {
 	return func() bool {
 		got, err := m.IPCacheEntries()
 		if err != nil {
@@ -50,12 +52,12 @@ func TestPrivilegedReconcilerPinnedMap(t *testing.T) {
 	pinDir, agentMaps := pinnedMaps(t)
 	tunnel := netip.MustParseAddr("192.168.0.3")
 	a, b, stray := pfx("10.0.1.5/32"), pfx("10.0.2.7/32"), pfx("10.9.9.9/32")
-	if err := agentMaps.UpsertIPCache(stray, datapath.IPCacheEntry{Identity: 999}); err != nil {
+	if err := agentMaps.UpsertIPCache(stray, spec.IPCacheEntry{Identity: 999}); err != nil {
 		t.Fatal(err)
 	}
 
 	h := startReconciler(t, func() Map { return agentMaps })
-	desired := map[netip.Prefix]datapath.IPCacheEntry{a: {Identity: 300}, b: {Identity: 400, TunnelEndpoint: tunnel}}
+	desired := map[netip.Prefix]spec.IPCacheEntry{a: {Identity: 300}, b: {Identity: 400, TunnelEndpoint: tunnel}}
 	if _, _, err := h.w.Replace(desired); err != nil {
 		t.Fatal(err)
 	}
@@ -70,17 +72,17 @@ func TestPrivilegedReconcilerPinnedMap(t *testing.T) {
 	if err := other.DeleteIPCache(b); err != nil {
 		t.Fatal(err)
 	}
-	if err := other.UpsertIPCache(stray, datapath.IPCacheEntry{Identity: 999}); err != nil {
+	if err := other.UpsertIPCache(stray, spec.IPCacheEntry{Identity: 999}); err != nil {
 		t.Fatal(err)
 	}
-	if err := other.UpsertIPCache(a, datapath.IPCacheEntry{Identity: 301}); err != nil {
+	if err := other.UpsertIPCache(a, spec.IPCacheEntry{Identity: 301}); err != nil {
 		t.Fatal(err)
 	}
 	h.rec.Prune() // what the prune interval does every minute
 	eventually(t, "b back, a repaired, the stray pruned", mapEquals(t, other, desired))
 
 	// A change of desired state is incremental and reaches the pins.
-	desired[a] = datapath.IPCacheEntry{Identity: 302}
+	desired[a] = spec.IPCacheEntry{Identity: 302}
 	delete(desired, b)
 	if _, _, err := h.w.Replace(desired); err != nil {
 		t.Fatal(err)
@@ -98,10 +100,10 @@ func TestPrivilegedReconcilerFullMap(t *testing.T) {
 	_, m := pinnedMaps(t)
 	h := startReconciler(t, func() Map { return m })
 	size := int(m.IPCache.MaxEntries())
-	desired := map[netip.Prefix]datapath.IPCacheEntry{}
+	desired := map[netip.Prefix]spec.IPCacheEntry{}
 	for i := range size + 10 {
 		p := netip.PrefixFrom(netip.AddrFrom4([4]byte{10, byte(i >> 16), byte(i >> 8), byte(i)}), 32)
-		desired[p] = datapath.IPCacheEntry{Identity: uint32(256 + i%1000)}
+		desired[p] = spec.IPCacheEntry{Identity: identity.NumericIdentity(256 + i%1000)}
 	}
 	if _, _, err := h.w.Replace(desired); err != nil {
 		t.Fatal(err)

@@ -17,7 +17,7 @@ import (
 	"github.com/cilium/statedb"
 	"github.com/cilium/statedb/reconciler"
 
-	"github.com/cilium-go/cilium/internal/datapath"
+	"github.com/cilium-go/cilium/internal/datapath/spec"
 	"github.com/cilium-go/cilium/pkg/health"
 )
 
@@ -25,19 +25,19 @@ import (
 // is positive (each failed write counts it down).
 type fakeMap struct {
 	mu       sync.Mutex
-	entries  map[netip.Prefix]datapath.IPCacheEntry
+	entries  map[netip.Prefix]spec.IPCacheEntry
 	failures int
 	upserts  map[netip.Prefix]int
 	lists    int // how often it was listed: once per prune
 }
 
 func newFakeMap() *fakeMap {
-	return &fakeMap{entries: map[netip.Prefix]datapath.IPCacheEntry{}, upserts: map[netip.Prefix]int{}}
+	return &fakeMap{entries: map[netip.Prefix]spec.IPCacheEntry{}, upserts: map[netip.Prefix]int{}}
 }
 
 var errInjected = errors.New("injected map failure")
 
-func (m *fakeMap) UpsertIPCache(p netip.Prefix, e datapath.IPCacheEntry) error {
+func (m *fakeMap) UpsertIPCache(p netip.Prefix, e spec.IPCacheEntry) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.upserts[p]++
@@ -56,7 +56,7 @@ func (m *fakeMap) DeleteIPCache(p netip.Prefix) error {
 	return nil
 }
 
-func (m *fakeMap) IPCacheEntries() (map[netip.Prefix]datapath.IPCacheEntry, error) {
+func (m *fakeMap) IPCacheEntries() (map[netip.Prefix]spec.IPCacheEntry, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.lists++
@@ -162,8 +162,8 @@ func TestReconcilerRetriesFailedUpdate(t *testing.T) {
 	eventually(t, "the first prune", func() bool { return m.get(func(m *fakeMap) bool { return m.lists > 0 }) })
 	m.set(func(m *fakeMap) { m.failures = 1 })
 	p := pfx("10.0.1.5/32")
-	want := datapath.IPCacheEntry{Identity: 300}
-	if _, _, err := h.w.Replace(map[netip.Prefix]datapath.IPCacheEntry{p: want}); err != nil {
+	want := spec.IPCacheEntry{Identity: 300}
+	if _, _, err := h.w.Replace(map[netip.Prefix]spec.IPCacheEntry{p: want}); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, "the entry in the map and Done", func() bool {
@@ -179,7 +179,7 @@ func TestReconcilerRetriesFailedUpdate(t *testing.T) {
 
 	// A failing map shows in the module health until the retry succeeds.
 	m.set(func(m *fakeMap) { m.failures = 1 << 30 })
-	if _, _, err := h.w.Replace(map[netip.Prefix]datapath.IPCacheEntry{p: {Identity: 301}}); err != nil {
+	if _, _, err := h.w.Replace(map[netip.Prefix]spec.IPCacheEntry{p: {Identity: 301}}); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, "reconciler health degraded", func() bool {
@@ -201,12 +201,12 @@ func TestReconcilerDeletesAndPrunes(t *testing.T) {
 	m := newFakeMap()
 	a, b, stray := pfx("10.0.1.5/32"), pfx("10.0.2.7/32"), pfx("10.9.9.9/32")
 	// Left by a previous run: kept until the first sync, then pruned.
-	m.entries[stray] = datapath.IPCacheEntry{Identity: 999}
+	m.entries[stray] = spec.IPCacheEntry{Identity: 999}
 	h := startReconciler(t, func() Map { return m })
 	if !m.get(func(m *fakeMap) bool { _, ok := m.entries[stray]; return ok }) {
 		t.Fatal("pruned before the first sync")
 	}
-	desired := map[netip.Prefix]datapath.IPCacheEntry{a: {Identity: 300}, b: {Identity: 400}}
+	desired := map[netip.Prefix]spec.IPCacheEntry{a: {Identity: 300}, b: {Identity: 400}}
 	if _, _, err := h.w.Replace(desired); err != nil {
 		t.Fatal(err)
 	}
@@ -226,7 +226,7 @@ func TestReconcilerDeletesAndPrunes(t *testing.T) {
 	// Changed behind the agent's back: the next prune repairs it.
 	m.set(func(m *fakeMap) {
 		delete(m.entries, a)
-		m.entries[stray] = datapath.IPCacheEntry{Identity: 999}
+		m.entries[stray] = spec.IPCacheEntry{Identity: 999}
 	})
 	h.rec.Prune()
 	eventually(t, "a restored and the stray pruned", func() bool {
@@ -244,7 +244,7 @@ func TestReconcilerWaitsForMap(t *testing.T) {
 	}
 	h := startReconciler(t, getMap)
 	p := pfx("10.0.1.5/32")
-	if _, _, err := h.w.Replace(map[netip.Prefix]datapath.IPCacheEntry{p: {Identity: 300}}); err != nil {
+	if _, _, err := h.w.Replace(map[netip.Prefix]spec.IPCacheEntry{p: {Identity: 300}}); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, "an error status while there is no map", func() bool {

@@ -12,7 +12,8 @@ import (
 	"github.com/cilium/statedb/index"
 	"github.com/cilium/statedb/reconciler"
 
-	"github.com/cilium-go/cilium/internal/datapath"
+	"github.com/cilium-go/cilium/internal/datapath/spec"
+	"github.com/cilium-go/cilium/pkg/identity"
 )
 
 // TableName is the table's name in statedb (and in its script commands).
@@ -22,14 +23,14 @@ const TableName = "ipcache"
 // changed in place: a writer inserts a changed copy.
 type Entry struct {
 	Prefix         netip.Prefix
-	Identity       uint32
+	Identity       identity.NumericIdentity
 	TunnelEndpoint netip.Addr // invalid when not behind a tunnel
 	Status         reconciler.Status
 }
 
 // Value is what the datapath map holds for the entry.
-func (e *Entry) Value() datapath.IPCacheEntry {
-	return datapath.IPCacheEntry{Identity: e.Identity, TunnelEndpoint: e.TunnelEndpoint}
+func (e *Entry) Value() spec.IPCacheEntry {
+	return spec.IPCacheEntry{Identity: e.Identity, TunnelEndpoint: e.TunnelEndpoint}
 }
 
 // TableHeader implements statedb.TableWritable.

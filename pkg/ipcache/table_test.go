@@ -8,7 +8,7 @@ import (
 	"github.com/cilium/statedb"
 	"github.com/cilium/statedb/reconciler"
 
-	"github.com/cilium-go/cilium/internal/datapath"
+	"github.com/cilium-go/cilium/internal/datapath/spec"
 )
 
 var (
@@ -51,55 +51,55 @@ func TestWriterReplace(t *testing.T) {
 
 	steps := []struct {
 		name                 string
-		desired              map[netip.Prefix]datapath.IPCacheEntry
+		desired              map[netip.Prefix]spec.IPCacheEntry
 		changed, deleted     int
 		rewritten, untouched []netip.Prefix
 	}{
 		{
 			name: "first sync writes everything",
-			desired: map[netip.Prefix]datapath.IPCacheEntry{
+			desired: map[netip.Prefix]spec.IPCacheEntry{
 				a: {Identity: 300}, b: {Identity: 400, TunnelEndpoint: tunnel}, c: {Identity: 6},
 			},
 			changed: 3, rewritten: []netip.Prefix{a, b, c},
 		},
 		{
 			name: "same desired state writes nothing",
-			desired: map[netip.Prefix]datapath.IPCacheEntry{
+			desired: map[netip.Prefix]spec.IPCacheEntry{
 				a: {Identity: 300}, b: {Identity: 400, TunnelEndpoint: tunnel}, c: {Identity: 6},
 			},
 			untouched: []netip.Prefix{a, b, c},
 		},
 		{
 			name: "one identity changes: only that entry is written",
-			desired: map[netip.Prefix]datapath.IPCacheEntry{
+			desired: map[netip.Prefix]spec.IPCacheEntry{
 				a: {Identity: 301}, b: {Identity: 400, TunnelEndpoint: tunnel}, c: {Identity: 6},
 			},
 			changed: 1, rewritten: []netip.Prefix{a}, untouched: []netip.Prefix{b, c},
 		},
 		{
 			name: "a tunnel endpoint change is a change",
-			desired: map[netip.Prefix]datapath.IPCacheEntry{
+			desired: map[netip.Prefix]spec.IPCacheEntry{
 				a: {Identity: 301}, b: {Identity: 400, TunnelEndpoint: addr("192.168.0.4")}, c: {Identity: 6},
 			},
 			changed: 1, rewritten: []netip.Prefix{b}, untouched: []netip.Prefix{a, c},
 		},
 		{
 			name: "an entry no longer desired is deleted, the rest untouched",
-			desired: map[netip.Prefix]datapath.IPCacheEntry{
+			desired: map[netip.Prefix]spec.IPCacheEntry{
 				a: {Identity: 301}, c: {Identity: 6},
 			},
 			deleted: 1, untouched: []netip.Prefix{a, c},
 		},
 		{
 			name: "unmasked prefixes are stored masked",
-			desired: map[netip.Prefix]datapath.IPCacheEntry{
+			desired: map[netip.Prefix]spec.IPCacheEntry{
 				a: {Identity: 301}, c: {Identity: 6}, pfx("10.9.1.2/16"): {Identity: 7},
 			},
 			changed: 1, rewritten: []netip.Prefix{pfx("10.9.0.0/16")}, untouched: []netip.Prefix{a, c},
 		},
 		{
 			name:    "nothing desired deletes all",
-			desired: map[netip.Prefix]datapath.IPCacheEntry{},
+			desired: map[netip.Prefix]spec.IPCacheEntry{},
 			deleted: 3,
 		},
 	}
@@ -124,14 +124,14 @@ func TestWriterReplace(t *testing.T) {
 					t.Errorf("%s rewritten: revision %d -> %d", p, before[p], after[p])
 				}
 			}
-			got := map[netip.Prefix]datapath.IPCacheEntry{}
+			got := map[netip.Prefix]spec.IPCacheEntry{}
 			for e := range tbl.All(db.ReadTxn()) {
 				got[e.Prefix] = e.Value()
 				if after[e.Prefix] > before[e.Prefix] && e.Status.Kind != reconciler.StatusKindPending {
 					t.Errorf("%s written with status %s, want Pending", e.Prefix, e.Status.Kind)
 				}
 			}
-			want := map[netip.Prefix]datapath.IPCacheEntry{}
+			want := map[netip.Prefix]spec.IPCacheEntry{}
 			for p, v := range st.desired {
 				want[p.Masked()] = v
 			}

@@ -8,7 +8,7 @@ import (
 	"github.com/cilium/statedb"
 	"github.com/cilium/statedb/reconciler"
 
-	"github.com/cilium-go/cilium/internal/datapath"
+	"github.com/cilium-go/cilium/internal/datapath/spec"
 )
 
 // Writer replaces the table's contents with the desired ipcache. It is
@@ -38,10 +38,10 @@ func NewWriter(db *statedb.DB, tbl statedb.RWTable[*Entry]) *Writer {
 // Entries whose value did not change are not rewritten, so the reconciler
 // does not touch them again. It returns how many entries it inserted or
 // changed and how many it deleted.
-func (w *Writer) Replace(desired map[netip.Prefix]datapath.IPCacheEntry) (changed, deleted int, err error) {
+func (w *Writer) Replace(desired map[netip.Prefix]spec.IPCacheEntry) (changed, deleted int, err error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	want := make(map[netip.Prefix]datapath.IPCacheEntry, len(desired))
+	want := make(map[netip.Prefix]spec.IPCacheEntry, len(desired))
 	for p, v := range desired {
 		want[p.Masked()] = v
 	}

@@ -6,8 +6,10 @@ import (
 	"slices"
 
 	"github.com/cilium-go/cilium/internal/datapath"
+	"github.com/cilium-go/cilium/internal/datapath/spec"
 	"github.com/cilium-go/cilium/pkg/api/models"
 	"github.com/cilium-go/cilium/pkg/api/server"
+	"github.com/cilium-go/cilium/pkg/ipcache"
 )
 
 // ipcacheLister answers GET /v1/ipcache from the map itself: what the
@@ -30,7 +32,7 @@ func (l ipcacheLister) ListIPCache() ([]models.IPCacheEntry, error) {
 
 // IPCacheModels converts ipcache entries for the API, sorted by address
 // and then prefix length so that lists compare and read well.
-func IPCacheModels(entries map[netip.Prefix]datapath.IPCacheEntry) []models.IPCacheEntry {
+func IPCacheModels(entries map[netip.Prefix]spec.IPCacheEntry) []models.IPCacheEntry {
 	prefixes := make([]netip.Prefix, 0, len(entries))
 	for p := range entries {
 		prefixes = append(prefixes, p)
@@ -49,3 +51,5 @@ func IPCacheModels(entries map[netip.Prefix]datapath.IPCacheEntry) []models.IPCa
 	}
 	return out
 }
+
+var _ ipcache.Map = (*datapath.Maps)(nil)

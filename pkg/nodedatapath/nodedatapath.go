@@ -17,6 +17,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/cilium-go/cilium/internal/datapath"
+	"github.com/cilium-go/cilium/internal/datapath/spec"
 	"github.com/cilium-go/cilium/internal/podlink"
 	"github.com/cilium-go/cilium/pkg/api/models"
 	"github.com/cilium-go/cilium/pkg/api/server"
@@ -92,12 +93,12 @@ func (c Config) Datapath(p paths.Config) (datapath.Config, error) {
 	if c.Uplink == "" {
 		return datapath.Config{}, fmt.Errorf("--uplink: required")
 	}
-	var mode datapath.RoutingMode
+	var mode spec.RoutingMode
 	switch c.RoutingMode {
 	case "tunnel":
-		mode = datapath.Tunnel
+		mode = spec.Tunnel
 	case "native":
-		mode = datapath.Native
+		mode = spec.Native
 	default:
 		return datapath.Config{}, fmt.Errorf("--routing-mode %q: want tunnel or native", c.RoutingMode)
 	}

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/cilium-go/cilium/internal/datapath"
+	"github.com/cilium-go/cilium/internal/datapath/spec"
 	"github.com/cilium-go/cilium/internal/podlink"
 	"github.com/cilium-go/cilium/pkg/api/models"
 	"github.com/cilium-go/cilium/pkg/paths"
@@ -16,7 +16,7 @@ func TestConfigNamesFlag(t *testing.T) {
 	good := DefaultConfig
 	good.NodeIPv4 = "192.168.1.10"
 	dc, err := good.Datapath(paths.DefaultConfig)
-	if err != nil || dc.Mode != datapath.Tunnel || dc.BPFFSDir != "/sys/fs/bpf/cilium" || !dc.Masquerade || !dc.LegacyRouting ||
+	if err != nil || dc.Mode != spec.Tunnel || dc.BPFFSDir != "/sys/fs/bpf/cilium" || !dc.Masquerade || !dc.LegacyRouting ||
 		dc.PodDevice != podlink.DeviceVeth {
 		t.Fatalf("%+v %v", dc, err)
 	}
@@ -42,7 +42,7 @@ func TestConfigNamesFlag(t *testing.T) {
 }
 
 func TestIPCacheModelsSorted(t *testing.T) {
-	got := IPCacheModels(map[netip.Prefix]datapath.IPCacheEntry{
+	got := IPCacheModels(map[netip.Prefix]spec.IPCacheEntry{
 		netip.MustParsePrefix("10.0.2.0/24"): {Identity: 6},
 		netip.MustParsePrefix("10.0.1.7/32"): {Identity: 4242, TunnelEndpoint: netip.MustParseAddr("192.168.1.2")},
 		netip.MustParsePrefix("10.0.2.0/32"): {Identity: 1},

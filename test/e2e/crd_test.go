@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/cilium-go/cilium/pkg/identity"
+	"github.com/cilium-go/cilium/pkg/identity/allocator"
 	v2 "github.com/cilium-go/cilium/pkg/k8s/apis/cilium.io/v2"
 	"github.com/cilium-go/cilium/pkg/k8s/apis/cilium.io/v2alpha1"
 	"github.com/cilium-go/cilium/pkg/k8s/client"
@@ -206,15 +207,15 @@ func testKinds(t *testing.T, cs *client.Clientset) {
 // server, in a narrow range so label sets compete for numbers.
 func testIdentityRace(t *testing.T, cfg *rest.Config) {
 	const sets, workers = 12, 4
-	allocCfg := identity.AllocatorConfig{Min: 40000, Max: 40000 + 23}
+	allocCfg := allocator.AllocatorConfig{Min: 40000, Max: 40000 + 23}
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	var agents []*identity.Allocator
+	var agents []*allocator.Allocator
 	for range 2 {
 		cs, err := client.NewForConfig(cfg)
 		if err != nil {
 			t.Fatal(err)
 		}
-		a, err := identity.NewAllocator(cs.CiliumV2().CiliumIdentities(), log, allocCfg)
+		a, err := allocator.NewAllocator(cs.CiliumV2().CiliumIdentities(), log, allocCfg)
 		if err != nil {
 			t.Fatal(err)
 		}

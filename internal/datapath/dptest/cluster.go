@@ -19,14 +19,16 @@ import (
 	"github.com/vishvananda/netns"
 
 	"github.com/cilium-go/cilium/internal/datapath"
+	"github.com/cilium-go/cilium/internal/datapath/spec"
 	"github.com/cilium-go/cilium/internal/datapath/testnode"
 	"github.com/cilium-go/cilium/internal/inns"
 	"github.com/cilium-go/cilium/internal/podlink"
+	"github.com/cilium-go/cilium/pkg/identity"
 )
 
 // Options shape a cluster.
 type Options struct {
-	Mode datapath.RoutingMode
+	Mode spec.RoutingMode
 	// Plain wires pods by kernel routing only, with no BPF at all.
 	Plain bool
 	// PolicyIngress turns on ingress enforcement for every pod.
@@ -80,7 +82,7 @@ type Pod struct {
 	NS         string
 	IP         netip.Addr
 	ID         uint16
-	Identity   uint32
+	Identity   identity.NumericIdentity
 	Node       *Node
 	HostDevice string
 	MAC        net.HardwareAddr
@@ -315,7 +317,7 @@ func (c *Cluster) addNode(u *netlink.Handle, br *netlink.Bridge, i int) (*Node, 
 		return nil, err
 	}
 	mtu := 1500
-	if c.opts.Mode == datapath.Tunnel && !c.opts.Plain {
+	if c.opts.Mode == spec.Tunnel && !c.opts.Plain {
 		mtu -= vxlanOverhead
 	}
 	for j := 1; j <= c.opts.PodsPerNode; j++ {
@@ -351,7 +353,7 @@ func (c *Cluster) startDatapath(n *Node) error {
 
 func (c *Cluster) addPod(n *Node, id, mtu int) (*Pod, error) {
 	p := &Pod{
-		Name: fmt.Sprintf("pod%d", id), ID: uint16(id), Identity: uint32(1000 + id), Node: n,
+		Name: fmt.Sprintf("pod%d", id), ID: uint16(id), Identity: identity.NumericIdentity(1000 + id), Node: n,
 		IP:         netip.AddrFrom4([4]byte{10, 10, byte(id / 10), byte(id)}),
 		HostDevice: fmt.Sprintf("lxc%d", id),
 	}
@@ -374,7 +376,7 @@ func (c *Cluster) addPod(n *Node, id, mtu int) (*Pod, error) {
 		}
 		return p, nil
 	}
-	return p, n.DP.UpsertEndpoint(datapath.Endpoint{ID: p.ID, Identity: p.Identity, IPv4: p.IP, MAC: p.MAC,
+	return p, n.DP.UpsertEndpoint(spec.Endpoint{ID: p.ID, Identity: p.Identity, IPv4: p.IP, MAC: p.MAC,
 		HostDevice: p.HostDevice, PolicyIngress: c.opts.PolicyIngress})
 }
 
@@ -393,7 +395,7 @@ func (c *Cluster) wire() error {
 				}
 				continue
 			}
-			if err := n.DP.UpsertRemoteNode(datapath.RemoteNode{IPv4: o.IP, PodCIDR: o.CIDR}); err != nil {
+			if err := n.DP.UpsertRemoteNode(spec.RemoteNode{IPv4: o.IP, PodCIDR: o.CIDR}); err != nil {
 				return err
 			}
 		}
@@ -407,16 +409,16 @@ func (c *Cluster) wire() error {
 }
 
 // IPCacheFor is the ipcache node n should hold.
-func (c *Cluster) IPCacheFor(n *Node) map[netip.Prefix]datapath.IPCacheEntry {
-	desired := map[netip.Prefix]datapath.IPCacheEntry{}
+func (c *Cluster) IPCacheFor(n *Node) map[netip.Prefix]spec.IPCacheEntry {
+	desired := map[netip.Prefix]spec.IPCacheEntry{}
 	for _, o := range c.Nodes {
-		nodeID := datapath.IdentityRemoteNode
+		nodeID := identity.RemoteNode
 		if o == n {
-			nodeID = datapath.IdentityHost
+			nodeID = identity.Host
 		}
-		desired[netip.PrefixFrom(o.IP, 32)] = datapath.IPCacheEntry{Identity: nodeID}
+		desired[netip.PrefixFrom(o.IP, 32)] = spec.IPCacheEntry{Identity: nodeID}
 		for _, p := range o.Pods {
-			e := datapath.IPCacheEntry{Identity: p.Identity}
+			e := spec.IPCacheEntry{Identity: p.Identity}
 			if o != n {
 				e.TunnelEndpoint = o.IP
 			}

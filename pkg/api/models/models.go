@@ -8,6 +8,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/cilium-go/cilium/pkg/identity"
 )
 
 // Error is every error response.
@@ -94,26 +96,26 @@ type EndpointRequest struct {
 
 // Endpoint is a local pod's endpoint.
 type Endpoint struct {
-	ID           uint16    `json:"id"`
-	ContainerID  string    `json:"containerID"`
-	PodName      string    `json:"podName,omitempty"`
-	PodNamespace string    `json:"podNamespace,omitempty"`
-	IPv4         string    `json:"ipv4"`
-	MAC          string    `json:"mac"`
-	IfName       string    `json:"ifName"`
-	HostIfName   string    `json:"hostIfName"`
-	HostIfindex  int       `json:"hostIfindex"`
-	NetNSPath    string    `json:"netnsPath"`
-	Identity     uint32    `json:"identity"`
-	State        string    `json:"state"`
-	Created      time.Time `json:"created"`
+	ID           uint16                   `json:"id"`
+	ContainerID  string                   `json:"containerID"`
+	PodName      string                   `json:"podName,omitempty"`
+	PodNamespace string                   `json:"podNamespace,omitempty"`
+	IPv4         string                   `json:"ipv4"`
+	MAC          string                   `json:"mac"`
+	IfName       string                   `json:"ifName"`
+	HostIfName   string                   `json:"hostIfName"`
+	HostIfindex  int                      `json:"hostIfindex"`
+	NetNSPath    string                   `json:"netnsPath"`
+	Identity     identity.NumericIdentity `json:"identity"`
+	State        string                   `json:"state"`
+	Created      time.Time                `json:"created"`
 }
 
 // Identity is a security identity in use on this node.
 type Identity struct {
-	ID        uint32   `json:"id"`
-	Labels    []string `json:"labels"`
-	Endpoints int      `json:"endpoints"`
+	ID        identity.NumericIdentity `json:"id"`
+	Labels    []string                 `json:"labels"`
+	Endpoints int                      `json:"endpoints"`
 }
 
 // BPFMap is one of the node's pinned maps.
@@ -129,9 +131,9 @@ type BPFMap struct {
 // IPCacheEntry is one prefix of the node's ipcache: the identity of the
 // addresses in it and, for pods behind a tunnel, the node hosting them.
 type IPCacheEntry struct {
-	Prefix         string `json:"prefix"`
-	Identity       uint32 `json:"identity"`
-	TunnelEndpoint string `json:"tunnelEndpoint,omitempty"`
+	Prefix         string                   `json:"prefix"`
+	Identity       identity.NumericIdentity `json:"identity"`
+	TunnelEndpoint string                   `json:"tunnelEndpoint,omitempty"`
 }
 
 // Node is a node of the cluster as the agent knows it.

@@ -254,10 +254,10 @@ func toModel(e endpoint.Endpoint) models.Endpoint {
 }
 
 func (s *Server) getIdentity(w http.ResponseWriter, _ *http.Request) {
-	byID := map[uint32]*models.Identity{}
+	byID := map[identity.NumericIdentity]*models.Identity{}
 	for id := identity.Host; id <= identity.WorldIPv6; id++ {
 		if r, ok := identity.ReservedIdentity(id); ok {
-			byID[uint32(id)] = &models.Identity{ID: uint32(id), Labels: r.Labels.Strings()}
+			byID[id] = &models.Identity{ID: id, Labels: r.Labels.Strings()}
 		}
 	}
 	for _, e := range s.p.Endpoints.List() {

@@ -16,19 +16,20 @@ import (
 
 	"github.com/spf13/pflag"
 
-	"github.com/cilium-go/cilium/internal/datapath"
+	"github.com/cilium-go/cilium/internal/datapath/spec"
 	"github.com/cilium-go/cilium/internal/podlink"
 	"github.com/cilium-go/cilium/pkg/api/models"
 	"github.com/cilium-go/cilium/pkg/endpoint"
 	"github.com/cilium-go/cilium/pkg/health"
+	"github.com/cilium-go/cilium/pkg/identity"
 	"github.com/cilium-go/cilium/pkg/ipam"
 )
 
 type nopDatapath struct{}
 
-func (nopDatapath) UpsertEndpoint(datapath.Endpoint) error   { return nil }
-func (nopDatapath) DeleteEndpoint(datapath.Endpoint) error   { return nil }
-func (nopDatapath) PruneEndpoints([]datapath.Endpoint) error { return nil }
+func (nopDatapath) UpsertEndpoint(spec.Endpoint) error   { return nil }
+func (nopDatapath) DeleteEndpoint(spec.Endpoint) error   { return nil }
+func (nopDatapath) PruneEndpoints([]spec.Endpoint) error { return nil }
 
 // podDevices stands in for the kernel: the names in pods, with their
 // index, are pod devices; everything else is refused as the datapath
@@ -101,7 +102,7 @@ func TestEndpointLifecycle(t *testing.T) {
 	if code := f.do(t, "PUT", "/v1/endpoint/container-id:abc", endpointBody("abc", alloc.Address), &ep); code != http.StatusCreated {
 		t.Fatalf("PUT: %d", code)
 	}
-	if ep.ID != 1 || ep.Identity != endpoint.InitIdentity || ep.IPv4 != alloc.Address || ep.State != "ready" {
+	if ep.ID != 1 || ep.Identity != identity.Init || ep.IPv4 != alloc.Address || ep.State != "ready" {
 		t.Fatalf("endpoint %+v", ep)
 	}
 	if code := f.do(t, "PUT", "/v1/endpoint/container-id:abc", endpointBody("abc", alloc.Address), &ep); code != http.StatusOK {

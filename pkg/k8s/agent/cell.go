@@ -7,9 +7,9 @@ import (
 
 	"github.com/cilium/hive/cell"
 
-	"github.com/cilium-go/cilium/internal/datapath"
+	"github.com/cilium-go/cilium/internal/datapath/spec"
 	"github.com/cilium-go/cilium/pkg/endpoint"
-	"github.com/cilium-go/cilium/pkg/identity"
+	"github.com/cilium-go/cilium/pkg/identity/allocator"
 	v2 "github.com/cilium-go/cilium/pkg/k8s/apis/cilium.io/v2"
 	"github.com/cilium-go/cilium/pkg/k8s/client"
 	"github.com/cilium-go/cilium/pkg/labels"
@@ -41,17 +41,17 @@ type notifyingDatapath struct {
 	w *Watchers
 }
 
-func (d notifyingDatapath) UpsertEndpoint(ep datapath.Endpoint) error {
+func (d notifyingDatapath) UpsertEndpoint(ep spec.Endpoint) error {
 	defer d.w.Notify()
 	return d.Datapath.UpsertEndpoint(ep)
 }
 
-func (d notifyingDatapath) DeleteEndpoint(ep datapath.Endpoint) error {
+func (d notifyingDatapath) DeleteEndpoint(ep spec.Endpoint) error {
 	defer d.w.Notify()
 	return d.Datapath.DeleteEndpoint(ep)
 }
 
-func (d notifyingDatapath) PruneEndpoints(keep []datapath.Endpoint) error {
+func (d notifyingDatapath) PruneEndpoints(keep []spec.Endpoint) error {
 	defer d.w.Notify()
 	return d.Datapath.PruneEndpoints(keep)
 }
@@ -97,7 +97,7 @@ func newIdentities(log *slog.Logger, c *Clients, w *Watchers) (identityOut, erro
 	if c == nil {
 		return identityOut{Allocator: endpoint.NewInitIdentityAllocator()}, nil
 	}
-	ids, err := identity.NewAllocator(c.Cilium.CiliumV2().CiliumIdentities(), log, identity.AllocatorConfig{
+	ids, err := allocator.NewAllocator(c.Cilium.CiliumV2().CiliumIdentities(), log, allocator.AllocatorConfig{
 		Cache: client.NewLister[*v2.CiliumIdentity](w.CiliumIdentities, "ciliumidentities"),
 	})
 	if err != nil {

@@ -37,7 +37,7 @@ func CiliumEndpoint(pod *corev1.Pod, ep endpoint.Endpoint, id *identity.Identity
 			},
 		},
 	}
-	if id != nil && uint32(id.ID) == ep.Identity {
+	if id != nil && id.ID == ep.Identity {
 		cep.Status.Identity.Labels = id.Labels.Strings()
 	}
 	if nodeIP.IsValid() {

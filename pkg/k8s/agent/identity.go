@@ -56,9 +56,9 @@ func PodLabels(ctx context.Context, kube kubernetes.Interface, pod endpoint.Pod)
 
 // Allocate implements endpoint.IdentityAllocator. An endpoint without a
 // pod name (a CNI call outside Kubernetes) keeps the init identity.
-func (a *PodIdentities) Allocate(ctx context.Context, pod endpoint.Pod) (uint32, error) {
+func (a *PodIdentities) Allocate(ctx context.Context, pod endpoint.Pod) (identity.NumericIdentity, error) {
 	if pod.Name == "" || pod.Namespace == "" {
-		return endpoint.InitIdentity, nil
+		return identity.Init, nil
 	}
 	in, err := PodLabels(ctx, a.kube, pod)
 	if err != nil {
@@ -77,18 +77,18 @@ func (a *PodIdentities) Allocate(ctx context.Context, pod endpoint.Pod) (uint32,
 		// reference per pod.
 		a.ids.Release(old)
 	}
-	return uint32(id.ID), nil
+	return id.ID, nil
 }
 
 // Release implements endpoint.IdentityAllocator.
-func (a *PodIdentities) Release(_ context.Context, pod endpoint.Pod, num uint32) error {
+func (a *PodIdentities) Release(_ context.Context, pod endpoint.Pod, num identity.NumericIdentity) error {
 	a.mu.Lock()
 	id, ok := a.byPod[pod]
-	if ok && uint32(id.ID) == num {
+	if ok && id.ID == num {
 		delete(a.byPod, pod)
 	}
 	a.mu.Unlock()
-	if ok && uint32(id.ID) == num {
+	if ok && id.ID == num {
 		a.ids.Release(id)
 	}
 	return nil

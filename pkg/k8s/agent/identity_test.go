@@ -14,6 +14,7 @@ import (
 
 	"github.com/cilium-go/cilium/pkg/endpoint"
 	"github.com/cilium-go/cilium/pkg/identity"
+	"github.com/cilium-go/cilium/pkg/identity/allocator"
 	"github.com/cilium-go/cilium/pkg/k8s/client"
 	"github.com/cilium-go/cilium/pkg/labels"
 )
@@ -38,7 +39,7 @@ func makeNamespace(name string, ls map[string]string) *corev1.Namespace {
 
 func newPodIdentities(t *testing.T, cilium *client.Fake, objs ...runtime.Object) *PodIdentities {
 	t.Helper()
-	alloc, err := identity.NewAllocator(cilium.CiliumV2().CiliumIdentities(), discard, identity.AllocatorConfig{})
+	alloc, err := allocator.NewAllocator(cilium.CiliumV2().CiliumIdentities(), discard, allocator.AllocatorConfig{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -57,11 +58,11 @@ func TestPodIdentityLabels(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if num < uint32(identity.MinClusterIdentity) {
+	if num < identity.MinClusterIdentity {
 		t.Fatalf("identity %d: want a cluster identity", num)
 	}
 	id, ok := a.Identity(endpoint.Pod{Namespace: "shop", Name: "web"})
-	if !ok || uint32(id.ID) != num {
+	if !ok || id.ID != num {
 		t.Fatalf("Identity() = %v, %v; want %d", id, ok, num)
 	}
 	for _, want := range []string{
@@ -140,10 +141,10 @@ func TestPodIdentityErrors(t *testing.T) {
 		name    string
 		objs    []runtime.Object
 		pod     endpoint.Pod
-		want    uint32
+		want    identity.NumericIdentity
 		wantErr bool
 	}{
-		{name: "no pod name keeps init", pod: endpoint.Pod{}, want: endpoint.InitIdentity},
+		{name: "no pod name keeps init", pod: endpoint.Pod{}, want: identity.Init},
 		{name: "missing pod", objs: []runtime.Object{makeNamespace("shop", nil)},
 			pod: endpoint.Pod{Namespace: "shop", Name: "gone"}, wantErr: true},
 		{name: "missing namespace", objs: []runtime.Object{makePod("shop", "web")},

@@ -7,7 +7,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/cilium-go/cilium/internal/datapath"
+	"github.com/cilium-go/cilium/internal/datapath/spec"
 	"github.com/cilium-go/cilium/pkg/endpoint"
 	"github.com/cilium-go/cilium/pkg/identity"
 	v2 "github.com/cilium-go/cilium/pkg/k8s/apis/cilium.io/v2"
@@ -35,8 +35,8 @@ type nodeAddr struct {
 // sources name the same address, the more trusted wins: a local endpoint
 // over a node, a node over a CiliumEndpoint (which any pod's namespace
 // can hold and so must not take over a node's address).
-func DesiredIPCache(c Cluster) map[netip.Prefix]datapath.IPCacheEntry {
-	out := map[netip.Prefix]datapath.IPCacheEntry{}
+func DesiredIPCache(c Cluster) map[netip.Prefix]spec.IPCacheEntry {
+	out := map[netip.Prefix]spec.IPCacheEntry{}
 	self := map[netip.Addr]bool{}
 	for _, n := range nodeAddrs(c) {
 		if n.name == c.NodeName {
@@ -49,29 +49,29 @@ func DesiredIPCache(c Cluster) map[netip.Prefix]datapath.IPCacheEntry {
 			// Our own CiliumEndpoints: the local endpoints are the truth.
 			continue
 		}
-		out[netip.PrefixFrom(ip, 32)] = datapath.IPCacheEntry{Identity: num, TunnelEndpoint: node}
+		out[netip.PrefixFrom(ip, 32)] = spec.IPCacheEntry{Identity: identity.NumericIdentity(num), TunnelEndpoint: node}
 	}
 	for _, n := range nodeAddrs(c) {
 		num := uint32(identity.RemoteNode)
 		if n.name == c.NodeName {
 			num = uint32(identity.Host)
 		}
-		out[netip.PrefixFrom(n.ipv4, 32)] = datapath.IPCacheEntry{Identity: num}
+		out[netip.PrefixFrom(n.ipv4, 32)] = spec.IPCacheEntry{Identity: identity.NumericIdentity(num)}
 	}
 	for _, ep := range c.Local {
 		if ep.IPv4.Is4() {
-			out[netip.PrefixFrom(ep.IPv4, 32)] = datapath.IPCacheEntry{Identity: ep.Identity}
+			out[netip.PrefixFrom(ep.IPv4, 32)] = spec.IPCacheEntry{Identity: ep.Identity}
 		}
 	}
 	return out
 }
 
 // RemoteNodes are the other nodes with a pod CIDR, for routes to their pods.
-func RemoteNodes(c Cluster) []datapath.RemoteNode {
-	var out []datapath.RemoteNode
+func RemoteNodes(c Cluster) []spec.RemoteNode {
+	var out []spec.RemoteNode
 	for _, n := range nodeAddrs(c) {
 		if n.name != c.NodeName && n.podCIDR.IsValid() {
-			out = append(out, datapath.RemoteNode{IPv4: n.ipv4, PodCIDR: n.podCIDR})
+			out = append(out, spec.RemoteNode{IPv4: n.ipv4, PodCIDR: n.podCIDR})
 		}
 	}
 	return out

@@ -8,8 +8,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/cilium-go/cilium/internal/datapath"
+	"github.com/cilium-go/cilium/internal/datapath/spec"
 	"github.com/cilium-go/cilium/pkg/endpoint"
+	"github.com/cilium-go/cilium/pkg/identity"
 	v2 "github.com/cilium-go/cilium/pkg/k8s/apis/cilium.io/v2"
 )
 
@@ -45,12 +46,12 @@ func makeCEP(ns, name, ip, node string, id int64) *v2.CiliumEndpoint {
 	}
 }
 
-func local(ip string, id uint32) endpoint.Endpoint {
+func local(ip string, id identity.NumericIdentity) endpoint.Endpoint {
 	return endpoint.Endpoint{IPv4: netip.MustParseAddr(ip), Identity: id}
 }
 
-func entry(id uint32, tunnel string) datapath.IPCacheEntry {
-	e := datapath.IPCacheEntry{Identity: id}
+func entry(id identity.NumericIdentity, tunnel string) spec.IPCacheEntry {
+	e := spec.IPCacheEntry{Identity: id}
 	if tunnel != "" {
 		e.TunnelEndpoint = netip.MustParseAddr(tunnel)
 	}
@@ -63,10 +64,10 @@ func TestDesiredIPCache(t *testing.T) {
 	tests := []struct {
 		name      string
 		in        Cluster
-		want      map[netip.Prefix]datapath.IPCacheEntry
-		wantNodes []datapath.RemoteNode
+		want      map[netip.Prefix]spec.IPCacheEntry
+		wantNodes []spec.RemoteNode
 	}{
-		{name: "empty", in: Cluster{NodeName: "a"}, want: map[netip.Prefix]datapath.IPCacheEntry{}},
+		{name: "empty", in: Cluster{NodeName: "a"}, want: map[netip.Prefix]spec.IPCacheEntry{}},
 		{
 			name: "two nodes, local and remote pods",
 			in: Cluster{
@@ -82,14 +83,14 @@ func TestDesiredIPCache(t *testing.T) {
 					makeCEP("shop", "db-b", "10.0.2.8", "192.168.0.3", 301),
 				},
 			},
-			want: map[netip.Prefix]datapath.IPCacheEntry{
+			want: map[netip.Prefix]spec.IPCacheEntry{
 				pfx("10.0.1.5/32"):    entry(300, ""),
 				pfx("10.0.2.7/32"):    entry(300, "192.168.0.3"),
 				pfx("10.0.2.8/32"):    entry(301, "192.168.0.3"),
 				pfx("192.168.0.2/32"): entry(1, ""),
 				pfx("192.168.0.3/32"): entry(6, ""),
 			},
-			wantNodes: []datapath.RemoteNode{{IPv4: netip.MustParseAddr("192.168.0.3"), PodCIDR: pfx("10.0.2.0/24")}},
+			wantNodes: []spec.RemoteNode{{IPv4: netip.MustParseAddr("192.168.0.3"), PodCIDR: pfx("10.0.2.0/24")}},
 		},
 		{
 			name: "CiliumNode fills the pod CIDR and the address of a Node not seen yet",
@@ -98,12 +99,12 @@ func TestDesiredIPCache(t *testing.T) {
 				Nodes:       []*corev1.Node{makeNode("a", "192.168.0.2", ""), makeNode("b", "192.168.0.3", "")},
 				CiliumNodes: []*v2.CiliumNode{makeCiliumNode("b", "192.168.0.3", "10.0.2.0/24"), makeCiliumNode("c", "192.168.0.4", "10.0.3.0/24")},
 			},
-			want: map[netip.Prefix]datapath.IPCacheEntry{
+			want: map[netip.Prefix]spec.IPCacheEntry{
 				pfx("192.168.0.2/32"): entry(1, ""),
 				pfx("192.168.0.3/32"): entry(6, ""),
 				pfx("192.168.0.4/32"): entry(6, ""),
 			},
-			wantNodes: []datapath.RemoteNode{
+			wantNodes: []spec.RemoteNode{
 				{IPv4: netip.MustParseAddr("192.168.0.3"), PodCIDR: pfx("10.0.2.0/24")},
 				{IPv4: netip.MustParseAddr("192.168.0.4"), PodCIDR: pfx("10.0.3.0/24")},
 			},
@@ -115,11 +116,11 @@ func TestDesiredIPCache(t *testing.T) {
 				Nodes:       []*corev1.Node{makeNode("a", "192.168.0.2", ""), makeNode("b", "192.168.0.3", "10.1.0.0/24")},
 				CiliumNodes: []*v2.CiliumNode{makeCiliumNode("b", "192.168.0.3", "10.0.2.0/24")},
 			},
-			want: map[netip.Prefix]datapath.IPCacheEntry{
+			want: map[netip.Prefix]spec.IPCacheEntry{
 				pfx("192.168.0.2/32"): entry(1, ""),
 				pfx("192.168.0.3/32"): entry(6, ""),
 			},
-			wantNodes: []datapath.RemoteNode{{IPv4: netip.MustParseAddr("192.168.0.3"), PodCIDR: pfx("10.0.2.0/24")}},
+			wantNodes: []spec.RemoteNode{{IPv4: netip.MustParseAddr("192.168.0.3"), PodCIDR: pfx("10.0.2.0/24")}},
 		},
 		{
 			name: "a CiliumEndpoint cannot take over a node address",
@@ -128,7 +129,7 @@ func TestDesiredIPCache(t *testing.T) {
 				Nodes:           []*corev1.Node{makeNode("a", "192.168.0.2", ""), makeNode("b", "192.168.0.3", "")},
 				CiliumEndpoints: []*v2.CiliumEndpoint{makeCEP("evil", "x", "192.168.0.2", "192.168.0.3", 400)},
 			},
-			want: map[netip.Prefix]datapath.IPCacheEntry{
+			want: map[netip.Prefix]spec.IPCacheEntry{
 				pfx("192.168.0.2/32"): entry(1, ""),
 				pfx("192.168.0.3/32"): entry(6, ""),
 			},
@@ -145,7 +146,7 @@ func TestDesiredIPCache(t *testing.T) {
 					{ObjectMeta: metav1.ObjectMeta{Name: "no-status"}},
 				},
 			},
-			want: map[netip.Prefix]datapath.IPCacheEntry{},
+			want: map[netip.Prefix]spec.IPCacheEntry{},
 		},
 	}
 	for _, tt := range tests {

@@ -11,6 +11,7 @@ import (
 	"github.com/cilium/statedb/reconciler"
 
 	"github.com/cilium-go/cilium/internal/datapath"
+	"github.com/cilium-go/cilium/internal/datapath/spec"
 	"github.com/cilium-go/cilium/pkg/endpoint"
 	"github.com/cilium-go/cilium/pkg/ipcache"
 )
@@ -73,8 +74,8 @@ func registerIPCache(p ipcacheParams) error {
 
 // RemoteNodeDatapath routes other nodes' pod CIDRs; *datapath.Node is one.
 type RemoteNodeDatapath interface {
-	UpsertRemoteNode(datapath.RemoteNode) error
-	DeleteRemoteNode(datapath.RemoteNode) error
+	UpsertRemoteNode(spec.RemoteNode) error
+	DeleteRemoteNode(spec.RemoteNode) error
 }
 
 // ipcacheSync writes the desired ipcache into its table and keeps the
@@ -83,11 +84,11 @@ type ipcacheSync struct {
 	table  *ipcache.Writer
 	routes RemoteNodeDatapath
 	// routed is what the last sync routed, to remove what went away.
-	routed map[datapath.RemoteNode]bool
+	routed map[spec.RemoteNode]bool
 }
 
 func newIPCacheSync(table *ipcache.Writer, routes RemoteNodeDatapath) *ipcacheSync {
-	return &ipcacheSync{table: table, routes: routes, routed: map[datapath.RemoteNode]bool{}}
+	return &ipcacheSync{table: table, routes: routes, routed: map[spec.RemoteNode]bool{}}
 }
 
 func (s *ipcacheSync) sync(c Cluster) error {
@@ -95,7 +96,7 @@ func (s *ipcacheSync) sync(c Cluster) error {
 	if _, _, err := s.table.Replace(DesiredIPCache(c)); err != nil {
 		errs = append(errs, err)
 	}
-	want := map[datapath.RemoteNode]bool{}
+	want := map[spec.RemoteNode]bool{}
 	for _, r := range RemoteNodes(c) {
 		want[r] = true
 	}

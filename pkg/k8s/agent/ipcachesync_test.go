@@ -9,13 +9,13 @@ import (
 	"github.com/cilium/statedb"
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/cilium-go/cilium/internal/datapath"
+	"github.com/cilium-go/cilium/internal/datapath/spec"
 	"github.com/cilium-go/cilium/pkg/endpoint"
 	"github.com/cilium-go/cilium/pkg/ipcache"
 )
 
 // memIPCache is the desired ipcache as the table holds it.
-type memIPCache map[netip.Prefix]datapath.IPCacheEntry
+type memIPCache map[netip.Prefix]spec.IPCacheEntry
 
 // newIPCacheTable is an empty ipcache table and its writer.
 func newIPCacheTable(t *testing.T) (*statedb.DB, statedb.Table[*ipcache.Entry], *ipcache.Writer) {
@@ -42,7 +42,7 @@ type memRoutes struct {
 	fail   error
 }
 
-func (m *memRoutes) UpsertRemoteNode(r datapath.RemoteNode) error {
+func (m *memRoutes) UpsertRemoteNode(r spec.RemoteNode) error {
 	if m.fail != nil {
 		return m.fail
 	}
@@ -50,7 +50,7 @@ func (m *memRoutes) UpsertRemoteNode(r datapath.RemoteNode) error {
 	return nil
 }
 
-func (m *memRoutes) DeleteRemoteNode(r datapath.RemoteNode) error {
+func (m *memRoutes) DeleteRemoteNode(r spec.RemoteNode) error {
 	if m.fail != nil {
 		return m.fail
 	}

@@ -12,7 +12,7 @@ import (
 	kubefake "k8s.io/client-go/kubernetes/fake"
 
 	"github.com/cilium-go/cilium/pkg/endpoint"
-	"github.com/cilium-go/cilium/pkg/identity"
+	"github.com/cilium-go/cilium/pkg/identity/allocator"
 	v2 "github.com/cilium-go/cilium/pkg/k8s/apis/cilium.io/v2"
 	"github.com/cilium-go/cilium/pkg/k8s/client"
 	"github.com/cilium-go/cilium/pkg/labels"
@@ -56,7 +56,7 @@ func TestPublisherSync(t *testing.T) {
 	// Another node's CiliumEndpoint must survive this node's sync.
 	foreign := makeCEP("shop", "db", "10.0.2.8", "192.168.0.3", 301)
 	c, w := startWatchers(t, "a", kubeObjs, foreign)
-	alloc, err := identity.NewAllocator(c.Cilium.CiliumV2().CiliumIdentities(), discard, identity.AllocatorConfig{})
+	alloc, err := allocator.NewAllocator(c.Cilium.CiliumV2().CiliumIdentities(), discard, allocator.AllocatorConfig{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,6 @@
-package identity
+// Package allocator gives label sets their cluster-wide identity numbers
+// through CiliumIdentity objects.
+package allocator
 
 import (
 	"context"
@@ -11,6 +13,7 @@ import (
 	k8serrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/cilium-go/cilium/pkg/identity"
 	v2 "github.com/cilium-go/cilium/pkg/k8s/apis/cilium.io/v2"
 	"github.com/cilium-go/cilium/pkg/k8s/client"
 	"github.com/cilium-go/cilium/pkg/labels"
@@ -37,22 +40,22 @@ type Allocator struct {
 	client   client.CiliumIdentityInterface
 	cache    IdentityCache
 	log      *slog.Logger
-	min, max NumericIdentity
+	min, max identity.NumericIdentity
 
 	mu    sync.Mutex
 	byKey map[string]*entry
-	byID  map[NumericIdentity]*entry
+	byID  map[identity.NumericIdentity]*entry
 }
 
 type entry struct {
-	id   *Identity
+	id   *identity.Identity
 	refs int
 }
 
 // AllocatorConfig tunes the allocator; zero values take the defaults.
 type AllocatorConfig struct {
 	// Min and Max bound the numbers handed out; default 256..65535.
-	Min, Max NumericIdentity
+	Min, Max identity.NumericIdentity
 	// Cache, when set, is a CiliumIdentity informer's lister. A cached object
 	// with the wanted labels is used without an API round trip; everything
 	// else (free or foreign numbers) is still decided by the API server, since
@@ -69,17 +72,17 @@ type IdentityCache interface {
 // NewAllocator returns an allocator writing CiliumIdentity objects through c.
 func NewAllocator(c client.CiliumIdentityInterface, log *slog.Logger, cfg AllocatorConfig) (*Allocator, error) {
 	if cfg.Min == 0 {
-		cfg.Min = MinClusterIdentity
+		cfg.Min = identity.MinClusterIdentity
 	}
 	if cfg.Max == 0 {
-		cfg.Max = MaxClusterIdentity
+		cfg.Max = identity.MaxClusterIdentity
 	}
-	if cfg.Min < MinClusterIdentity || cfg.Max > MaxClusterIdentity || cfg.Min > cfg.Max {
-		return nil, fmt.Errorf("identity range %d..%d: outside %d..%d", cfg.Min, cfg.Max, MinClusterIdentity, MaxClusterIdentity)
+	if cfg.Min < identity.MinClusterIdentity || cfg.Max > identity.MaxClusterIdentity || cfg.Min > cfg.Max {
+		return nil, fmt.Errorf("identity range %d..%d: outside %d..%d", cfg.Min, cfg.Max, identity.MinClusterIdentity, identity.MaxClusterIdentity)
 	}
 	return &Allocator{
 		client: c, cache: cfg.Cache, log: log, min: cfg.Min, max: cfg.Max,
-		byKey: map[string]*entry{}, byID: map[NumericIdentity]*entry{},
+		byKey: map[string]*entry{}, byID: map[identity.NumericIdentity]*entry{},
 	}, nil
 }
 
@@ -87,14 +90,14 @@ func NewAllocator(c client.CiliumIdentityInterface, log *slog.Logger, cfg Alloca
 // agent has yet, and takes a reference. Reserved label sets (reserved:host,
 // reserved:init, ...) return their fixed identity without touching the API.
 // isNew reports whether this call created the object.
-func (a *Allocator) Allocate(ctx context.Context, ls labels.Labels) (id *Identity, isNew bool, err error) {
+func (a *Allocator) Allocate(ctx context.Context, ls labels.Labels) (id *identity.Identity, isNew bool, err error) {
 	if err := ls.Validate(); err != nil {
 		return nil, false, err
 	}
 	if len(ls) == 0 {
 		return nil, false, errors.New("allocate identity: empty label set")
 	}
-	if r, ok := reservedFor(ls); ok {
+	if r, ok := identity.ReservedFor(ls); ok {
 		return r, false, nil
 	}
 	key := ls.Key()
@@ -118,7 +121,7 @@ func (a *Allocator) Allocate(ctx context.Context, ls labels.Labels) (id *Identit
 		e.refs++
 		return e.id, created, nil
 	}
-	e := &entry{id: &Identity{ID: num, Labels: ls}, refs: 1}
+	e := &entry{id: &identity.Identity{ID: num, Labels: ls}, refs: 1}
 	a.byKey[key] = e
 	a.byID[num] = e
 	if created {
@@ -128,13 +131,13 @@ func (a *Allocator) Allocate(ctx context.Context, ls labels.Labels) (id *Identit
 }
 
 // claim walks ls's probe sequence until it finds or creates its object.
-func (a *Allocator) claim(ctx context.Context, ls labels.Labels, key string) (NumericIdentity, bool, error) {
+func (a *Allocator) claim(ctx context.Context, ls labels.Labels, key string) (identity.NumericIdentity, bool, error) {
 	size := uint64(a.max-a.min) + 1
 	start := hashKey(key) % size
 	want := ls.SecurityLabels()
 	retries := 0
 	for i := uint64(0); i < size; i++ {
-		num := a.min + NumericIdentity((start+i)%size)
+		num := a.min + identity.NumericIdentity((start+i)%size)
 		if a.cached(num, key) {
 			return num, false, nil
 		}
@@ -170,7 +173,7 @@ func (a *Allocator) claim(ctx context.Context, ls labels.Labels, key string) (Nu
 }
 
 // cached reports whether the cache holds num with labels key.
-func (a *Allocator) cached(num NumericIdentity, key string) bool {
+func (a *Allocator) cached(num identity.NumericIdentity, key string) bool {
 	if a.cache == nil {
 		return false
 	}
@@ -197,7 +200,7 @@ func objectLabels(ls labels.Labels) map[string]string {
 
 // Release drops one reference to id taken by Allocate. It reports whether this
 // was the last local reference. Reserved identities are never released.
-func (a *Allocator) Release(id *Identity) bool {
+func (a *Allocator) Release(id *identity.Identity) bool {
 	if id == nil || id.ID.IsReserved() {
 		return false
 	}
@@ -217,7 +220,7 @@ func (a *Allocator) Release(id *Identity) bool {
 }
 
 // RefCount returns the number of local references to num.
-func (a *Allocator) RefCount(num NumericIdentity) int {
+func (a *Allocator) RefCount(num identity.NumericIdentity) int {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if e, ok := a.byID[num]; ok {
@@ -228,8 +231,8 @@ func (a *Allocator) RefCount(num NumericIdentity) int {
 
 // Lookup returns the identity with number num: reserved identities directly,
 // locally held ones from memory, others from their CiliumIdentity object.
-func (a *Allocator) Lookup(ctx context.Context, num NumericIdentity) (*Identity, error) {
-	if r, ok := ReservedIdentity(num); ok {
+func (a *Allocator) Lookup(ctx context.Context, num identity.NumericIdentity) (*identity.Identity, error) {
+	if r, ok := identity.ReservedIdentity(num); ok {
 		return r, nil
 	}
 	a.mu.Lock()
@@ -246,10 +249,12 @@ func (a *Allocator) Lookup(ctx context.Context, num NumericIdentity) (*Identity,
 }
 
 // FromObject reads an identity from its CiliumIdentity object.
-func FromObject(obj *v2.CiliumIdentity) (*Identity, error) {
-	num, err := ParseNumeric(obj.Name)
+func FromObject(obj *v2.CiliumIdentity) (*identity.Identity, error) {
+	num, err := identity.ParseNumeric(obj.Name)
 	if err != nil {
 		return nil, err
 	}
-	return &Identity{ID: num, Labels: labels.FromSecurityLabels(obj.SecurityLabels)}, nil
+	return &identity.Identity{ID: num, Labels: labels.FromSecurityLabels(obj.SecurityLabels)}, nil
 }
+
+var _ identity.IdentityAllocator = (*Allocator)(nil)

@@ -1,4 +1,4 @@
-package identity
+package allocator
 
 import (
 	"context"
@@ -15,6 +15,7 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/cilium-go/cilium/pkg/identity"
 	v2 "github.com/cilium-go/cilium/pkg/k8s/apis/cilium.io/v2"
 	"github.com/cilium-go/cilium/pkg/k8s/client"
 	"github.com/cilium-go/cilium/pkg/labels"
@@ -34,24 +35,24 @@ func podLabels(app string) labels.Labels {
 }
 
 func TestReservedNumbers(t *testing.T) {
-	want := map[string]NumericIdentity{"host": 1, "world": 2, "unmanaged": 3, "health": 4, "init": 5,
+	want := map[string]identity.NumericIdentity{"host": 1, "world": 2, "unmanaged": 3, "health": 4, "init": 5,
 		"remote-node": 6, "kube-apiserver": 7, "ingress": 8, "world-ipv4": 9, "world-ipv6": 10}
 	for name, num := range want {
-		got, ok := LookupReservedName(name)
+		got, ok := identity.LookupReservedName(name)
 		if !ok || got != num {
 			t.Errorf("%s = %d, want %d", name, got, num)
 		}
 	}
 	a := newAllocator(t, client.NewFake(), AllocatorConfig{})
 	id, isNew, err := a.Allocate(t.Context(), labels.Reserved("host"))
-	if err != nil || id.ID != Host || isNew {
+	if err != nil || id.ID != identity.Host || isNew {
 		t.Fatalf("reserved:host = %v, %v, %v", id, isNew, err)
 	}
 	id, _, err = a.Allocate(t.Context(), labels.FromStrings("reserved:init", "k8s:app=x"))
-	if err != nil || id.ID != Init {
+	if err != nil || id.ID != identity.Init {
 		t.Fatalf("init labels = %v, %v", id, err)
 	}
-	got, err := a.Lookup(t.Context(), World)
+	got, err := a.Lookup(t.Context(), identity.World)
 	if err != nil || !got.Labels.Has(labels.New(labels.SourceReserved, "world", "")) {
 		t.Fatalf("lookup world = %v, %v", got, err)
 	}
@@ -101,7 +102,7 @@ func TestAllocateRace(t *testing.T) {
 	const sets, workers = 20, 8
 	type result struct {
 		set int
-		id  NumericIdentity
+		id  identity.NumericIdentity
 	}
 	results := make(chan result, len(agents)*workers*sets)
 	var wg sync.WaitGroup
@@ -122,7 +123,7 @@ func TestAllocateRace(t *testing.T) {
 	}
 	wg.Wait()
 	close(results)
-	bySet := map[int]NumericIdentity{}
+	bySet := map[int]identity.NumericIdentity{}
 	for r := range results {
 		if prev, ok := bySet[r.set]; ok && prev != r.id {
 			t.Fatalf("label set %d got identities %d and %d", r.set, prev, r.id)
@@ -136,7 +137,7 @@ func TestAllocateRace(t *testing.T) {
 	if len(list.Items) != sets {
 		t.Fatalf("%d CiliumIdentity objects, want %d", len(list.Items), sets)
 	}
-	seen := map[NumericIdentity]bool{}
+	seen := map[identity.NumericIdentity]bool{}
 	for set, id := range bySet {
 		if seen[id] {
 			t.Fatalf("identity %d given to two label sets", id)
@@ -174,7 +175,7 @@ func TestReleaseAndReuse(t *testing.T) {
 	if err != nil || other.ID == first.ID {
 		t.Fatalf("different labels: %v, %v", other, err)
 	}
-	if a.Release(&Identity{ID: Host}) {
+	if a.Release(&identity.Identity{ID: identity.Host}) {
 		t.Fatal("released a reserved identity")
 	}
 }

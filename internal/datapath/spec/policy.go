@@ -1,0 +1,92 @@
+package spec
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/cilium-go/cilium/pkg/identity"
+)
+
+// Direction of traffic as seen by an endpoint.
+type Direction uint8
+
+const (
+	Ingress Direction = 1
+	Egress  Direction = 2
+)
+
+func (d Direction) String() string {
+	switch d {
+	case Ingress:
+		return "ingress"
+	case Egress:
+		return "egress"
+	}
+	return fmt.Sprintf("direction(%d)", uint8(d))
+}
+
+// IP protocols whose ports (for ICMP, the type) the datapath reads.
+const (
+	ProtoICMP = 1
+	ProtoTCP  = 6
+	ProtoUDP  = 17
+	ProtoSCTP = 132
+)
+
+// PolicyEntry is one rule of an endpoint's policy as the datapath sees
+// it: who (remote identity), which way, and what (protocol and ports).
+type PolicyEntry struct {
+	Direction Direction
+	// Identity is the remote identity; identity.Unknown (0) matches every
+	// identity.
+	Identity identity.NumericIdentity
+	// Protocol is an IP protocol number; 0 matches every protocol (and
+	// then the ports must be 0).
+	Protocol uint8
+	// Port is the destination port (the type for ICMP); 0 matches every
+	// port. EndPort, when above Port, makes the rule cover Port..EndPort.
+	Port    uint16
+	EndPort uint16
+	Deny    bool
+	// ProxyPort is kept in the entry for the L7 proxy to come.
+	ProxyPort uint16
+}
+
+func (e PolicyEntry) String() string {
+	verb := "allow"
+	if e.Deny {
+		verb = "deny"
+	}
+	return fmt.Sprintf("%s %s identity %d protocol %d ports %d-%d", verb, e.Direction, e.Identity, e.Protocol, e.Port, e.EndPort)
+}
+
+// Validate names what the datapath cannot express about e.
+func (e PolicyEntry) Validate() error {
+	if e.Direction != Ingress && e.Direction != Egress {
+		return fmt.Errorf("bad direction %d", e.Direction)
+	}
+	if e.Protocol == 0 && (e.Port != 0 || e.EndPort != 0) {
+		return errors.New("ports need a protocol")
+	}
+	if e.EndPort != 0 && e.Port == 0 {
+		// Port 0 is every port: the range would cover them all.
+		return fmt.Errorf("end port %d without a start port", e.EndPort)
+	}
+	if e.EndPort != 0 && e.EndPort < e.Port {
+		return fmt.Errorf("end port %d below port %d", e.EndPort, e.Port)
+	}
+	if e.Port != 0 && !PortProtocol(e.Protocol) {
+		return fmt.Errorf("protocol %d has no ports the datapath can match", e.Protocol)
+	}
+	return nil
+}
+
+// PortProtocol reports whether the datapath reads ports (or, for ICMP,
+// the type it matches as the port) of protocol p.
+func PortProtocol(p uint8) bool {
+	switch p {
+	case ProtoTCP, ProtoUDP, ProtoSCTP, ProtoICMP:
+		return true
+	}
+	return false
+}
