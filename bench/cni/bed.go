@@ -15,8 +15,8 @@ import (
 	"github.com/containernetworking/cni/pkg/types"
 	current "github.com/containernetworking/cni/pkg/types/100"
 
-	"github.com/cilium-go/cilium/internal/inns"
 	"github.com/cilium-go/cilium/internal/datapath/testnode"
+	"github.com/cilium-go/cilium/internal/inns"
 )
 
 // node is a node namespace with one CNI network and pod namespaces to
