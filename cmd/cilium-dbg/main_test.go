@@ -17,21 +17,15 @@ import (
 	"github.com/cilium/hive/cell"
 	"github.com/spf13/pflag"
 
-	"github.com/cilium-go/cilium/internal/datapath/spec"
 	"github.com/cilium-go/cilium/internal/podlink"
 	"github.com/cilium-go/cilium/pkg/api/models"
 	"github.com/cilium-go/cilium/pkg/api/server"
 	"github.com/cilium-go/cilium/pkg/endpoint"
+	"github.com/cilium-go/cilium/pkg/endpoint/endpointtest"
 	"github.com/cilium-go/cilium/pkg/health"
 	"github.com/cilium-go/cilium/pkg/ipam"
 	"github.com/cilium-go/cilium/pkg/paths"
 )
-
-type nopDatapath struct{}
-
-func (nopDatapath) UpsertEndpoint(spec.Endpoint) error   { return nil }
-func (nopDatapath) DeleteEndpoint(spec.Endpoint) error   { return nil }
-func (nopDatapath) PruneEndpoints([]spec.Endpoint) error { return nil }
 
 type fakeIPCache []models.IPCacheEntry
 
@@ -62,7 +56,7 @@ func startAgent(t *testing.T, o agentOptions) *agent {
 	if err != nil {
 		t.Fatal(err)
 	}
-	eps := endpoint.NewManager(log, nopDatapath{}, endpoint.NewInitIdentityAllocator(), alloc, filepath.Join(dir, "endpoints"))
+	eps := endpointtest.Start(t, endpointtest.NewDatapath(), endpoint.NewInitIdentityAllocator(), alloc, filepath.Join(dir, "endpoints"))
 	for i, cid := range []string{"0123456789abcdef0123", "fedcba9876543210fedc"} {
 		_, _, err := eps.Create(context.Background(), endpoint.Spec{ContainerID: cid, PodName: []string{"web", "db"}[i],
 			PodNamespace: "prod", IPv4: netip.AddrFrom4([4]byte{10, 0, 1, byte(10 + i)}), MAC: "02:00:00:00:00:0" + string('1'+rune(i)),

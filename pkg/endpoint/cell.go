@@ -7,35 +7,54 @@ import (
 
 	"github.com/cilium/hive/cell"
 	"github.com/cilium/hive/job"
+	"github.com/cilium/statedb"
+	"github.com/cilium/statedb/reconciler"
 
 	"github.com/cilium-go/cilium/pkg/ipam"
 	"github.com/cilium-go/cilium/pkg/paths"
 )
 
-// Cell provides the *Manager and restores endpoints when the agent
-// starts. It needs a Datapath and an IdentityAllocator from other cells.
+// Cell provides the *Manager and the endpoints table (statedb.Table[*Desired]
+// for readers), reconciles the table into the Datapath, and restores
+// endpoints when the agent starts. It needs a Datapath and an
+// IdentityAllocator from other cells.
 var Cell = cell.Module("endpoint-manager", "Local endpoints created and programmed and persisted and restored",
-	cell.Provide(newManagerCell, func(m *Manager) ipam.EndpointOwners { return m }),
+	cell.ProvidePrivate(NewTable, newJobGroup),
+	cell.Provide(newManagerCell, func(m *Manager) ipam.EndpointOwners { return m },
+		func(m *Manager) statedb.Table[*Desired] { return m.tbl }),
 	cell.Invoke(registerMetrics),
 )
 
 // StateDir is where endpoints persist under the state directory.
 func StateDir(p paths.Config) string { return filepath.Join(p.StateDir, "endpoints") }
 
-type managerParams struct {
-	cell.In
-	Log       *slog.Logger
-	Lifecycle cell.Lifecycle
-	Jobs      job.Registry
-	Health    cell.Health
-	Paths     paths.Config
-	Datapath  Datapath
-	IDs       IdentityAllocator
-	IPAM      *ipam.Allocator
+// newJobGroup runs the module's jobs (the reconciler's, the restore's)
+// under its health.
+func newJobGroup(r job.Registry, h cell.Health, log *slog.Logger) job.Group {
+	return r.NewGroup(h, job.WithLogger(log))
 }
 
-func newManagerCell(p managerParams) *Manager {
-	m := NewManager(p.Log, p.Datapath, p.IDs, p.IPAM, StateDir(p.Paths))
+type managerParams struct {
+	cell.In
+	Log        *slog.Logger
+	Lifecycle  cell.Lifecycle
+	Jobs       job.Group
+	Health     cell.Health
+	Paths      paths.Config
+	Datapath   Datapath
+	IDs        IdentityAllocator
+	IPAM       *ipam.Allocator
+	Table      statedb.RWTable[*Desired]
+	Reconciler reconciler.Params
+}
+
+func newManagerCell(p managerParams) (*Manager, error) {
+	m := NewManager(p.Log, p.Reconciler.DB, p.Table, p.IDs, p.IPAM, StateDir(p.Paths))
+	// The reconciler starts before the restore hook below, so that
+	// Restore can wait for it.
+	if err := RegisterReconciler(p.Reconciler, m, p.Datapath); err != nil {
+		return nil, err
+	}
 	p.Lifecycle.Append(cell.Hook{
 		OnStart: func(hc cell.HookContext) error {
 			// A failed restore is reported, not fatal: the endpoints that
@@ -49,10 +68,9 @@ func newManagerCell(p managerParams) *Manager {
 		},
 	})
 	// Added after the hook above, so it starts after the restore.
-	g := p.Jobs.NewGroup(p.Health, job.WithLogger(p.Log))
-	g.Add(job.OneShot("finish-restore", func(ctx context.Context, _ cell.Health) error {
-		finishRestore(ctx, m, p.Health, p.Log, defaultRetry)
+	p.Jobs.Add(job.OneShot("finish-restore", func(ctx context.Context, _ cell.Health) error {
+		m.FinishRestore(ctx, p.Health, DefaultRetry)
 		return nil
 	}))
-	return m
+	return m, nil
 }

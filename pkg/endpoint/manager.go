@@ -15,16 +15,10 @@ import (
 	"sync"
 	"time"
 
-	"github.com/cilium-go/cilium/internal/datapath/spec"
+	"github.com/cilium/statedb"
+
 	"github.com/cilium-go/cilium/pkg/paths"
 )
-
-// Datapath programs endpoints into the kernel; *datapath.Node is one.
-type Datapath interface {
-	UpsertEndpoint(spec.Endpoint) error
-	DeleteEndpoint(spec.Endpoint) error
-	PruneEndpoints(keep []spec.Endpoint) error
-}
 
 // AddressReleaser frees the pod address of a deleted endpoint.
 type AddressReleaser interface {
@@ -35,29 +29,50 @@ type AddressReleaser interface {
 const MaxID = 4095
 
 // Manager owns the node's endpoints. It is safe for concurrent use; one
-// lock serializes changes because the datapath's node is not.
+// lock serializes changes. It writes what the datapath should hold into
+// the endpoints table and waits for the endpoint reconciler (see
+// RegisterReconciler) to program it; it never calls the kernel itself.
 type Manager struct {
 	log  *slog.Logger
-	dp   Datapath
+	db   *statedb.DB
+	tbl  statedb.RWTable[*Desired]
 	ids  IdentityAllocator
 	ipam AddressReleaser
 	dir  string
 	now  func() time.Time
+	// initDone marks the table initialized once Restore wrote it: the
+	// reconciler prunes nothing before, so that a restarting agent does
+	// not unprogram the pods it is about to restore.
+	initDone func(statedb.WriteTxn)
 
 	mu          sync.Mutex
 	byID        map[uint16]*Endpoint
 	byContainer map[string]*Endpoint
-	// unrestored are endpoints whose identity or datapath failed to
-	// restore; RetryRestore tries them again.
+	// unrestored are endpoints whose identity failed to restore;
+	// RetryRestore tries them again.
 	unrestored map[uint16]bool
 	skipped    error
+
+	// draining are ids whose row is gone but whose programs may not be:
+	// they are not given out again until the reconciler removed them.
+	drainMu  sync.Mutex
+	draining map[uint16]*drain
 }
 
-// NewManager keeps its state files in dir. It touches nothing until
-// Restore or Create.
-func NewManager(log *slog.Logger, dp Datapath, ids IdentityAllocator, ipam AddressReleaser, dir string) *Manager {
-	return &Manager{log: log, dp: dp, ids: ids, ipam: ipam, dir: dir, now: time.Now,
-		byID: map[uint16]*Endpoint{}, byContainer: map[string]*Endpoint{}, unrestored: map[uint16]bool{}}
+type drain struct {
+	done chan struct{}
+	err  error // the last failed attempt
+}
+
+// NewManager keeps its state files in dir and its rows in tbl. It touches
+// nothing until Restore or Create.
+func NewManager(log *slog.Logger, db *statedb.DB, tbl statedb.RWTable[*Desired], ids IdentityAllocator, ipam AddressReleaser, dir string) *Manager {
+	txn := db.WriteTxn(tbl)
+	done := tbl.RegisterInitializer(txn, "endpoint-restore")
+	txn.Commit()
+	return &Manager{log: log, db: db, tbl: tbl, ids: ids, ipam: ipam, dir: dir, now: time.Now, initDone: done,
+		byID: map[uint16]*Endpoint{}, byContainer: map[string]*Endpoint{}, unrestored: map[uint16]bool{},
+		draining: map[uint16]*drain{}}
 }
 
 // Create makes the endpoint for s, and returns once its datapath is live.
@@ -92,10 +107,12 @@ func (m *Manager) Create(ctx context.Context, s Spec) (ep Endpoint, created bool
 		return Endpoint{}, false, fmt.Errorf("endpoint %d identity: %w", id, err)
 	}
 	undo := func(err error) (Endpoint, bool, error) {
-		return Endpoint{}, false, errors.Join(err, m.dp.DeleteEndpoint(e.datapathEndpoint()),
-			m.ids.Release(ctx, e.pod(), e.Identity))
+		// The reconciler unprograms what it managed to program; the
+		// id is free again once it has.
+		err = errors.Join(err, m.unwant(e.ID))
+		return Endpoint{}, false, errors.Join(err, m.awaitUnprogrammed(ctx, e.ID), m.ids.Release(ctx, e.pod(), e.Identity))
 	}
-	if err := m.dp.UpsertEndpoint(e.datapathEndpoint()); err != nil {
+	if err := m.program(ctx, e); err != nil {
 		return undo(fmt.Errorf("program endpoint %d: %w", id, err))
 	}
 	if err := m.persist(e); err != nil {
@@ -111,8 +128,10 @@ func (m *Manager) Create(ctx context.Context, s Spec) (ep Endpoint, created bool
 func (e *Endpoint) pod() Pod { return Pod{Namespace: e.PodNamespace, Name: e.PodName} }
 
 func (m *Manager) freeIDLocked() (uint16, bool) {
+	m.drainMu.Lock()
+	defer m.drainMu.Unlock()
 	for id := uint16(1); id <= MaxID; id++ {
-		if _, taken := m.byID[id]; !taken {
+		if _, taken := m.byID[id]; !taken && m.draining[id] == nil {
 			return id, true
 		}
 	}
@@ -131,10 +150,8 @@ func (m *Manager) Delete(ctx context.Context, containerID string) (Endpoint, err
 		return Endpoint{}, errors.Join(fmt.Errorf("container %s: %w", containerID, ErrNotFound),
 			m.ipam.ReleaseOwner(containerID))
 	}
-	// Keep the endpoint while its datapath is not clean, so a retried
-	// delete finds it.
-	if err := m.dp.DeleteEndpoint(e.datapathEndpoint()); err != nil {
-		return Endpoint{}, fmt.Errorf("unprogram endpoint %d: %w", e.ID, err)
+	if err := m.unwant(e.ID); err != nil {
+		return Endpoint{}, err
 	}
 	delete(m.byID, e.ID)
 	delete(m.byContainer, e.ContainerID)
@@ -144,6 +161,9 @@ func (m *Manager) Delete(ctx context.Context, containerID string) (Endpoint, err
 		m.ids.Release(ctx, e.pod(), e.Identity),
 		m.ipam.ReleaseOwner(e.ContainerID),
 	)
+	// The reconciler keeps retrying a failed unprogramming, and the id
+	// stays taken until it succeeds; the caller hears of the failure.
+	err = errors.Join(err, m.awaitUnprogrammed(ctx, e.ID))
 	m.log.Info("endpoint deleted", "id", e.ID, "container", e.ContainerID, "error", err)
 	return *e, err
 }
@@ -165,17 +185,16 @@ func (m *Manager) RefreshIdentity(ctx context.Context, containerID string) (Endp
 	if num == e.Identity {
 		return *e, nil
 	}
-	next := *e
-	next.Identity = num
-	if err := m.dp.UpsertEndpoint(next.datapathEndpoint()); err != nil {
-		// The allocator now holds the new identity for the pod; the
-		// next refresh retries the datapath.
-		return *e, fmt.Errorf("reprogram endpoint %d: %w", e.ID, err)
-	}
 	old := e.Identity
-	*e = next
+	e.Identity = num
+	// The new identity is what the datapath should hold from now on,
+	// even while the reconciler retries programming it.
+	err = m.program(ctx, e)
+	if err != nil {
+		err = fmt.Errorf("reprogram endpoint %d: %w", e.ID, err)
+	}
 	m.log.Info("endpoint identity changed", "id", e.ID, "pod", e.PodNamespace+"/"+e.PodName, "from", old, "to", num)
-	return *e, m.persist(e)
+	return *e, errors.Join(err, m.persist(e))
 }
 
 func removeIfExists(path string) error {
@@ -236,11 +255,13 @@ func (m *Manager) persist(e *Endpoint) error {
 	return paths.WriteFileAtomic(m.stateFile(e.ID), b)
 }
 
-// Restore loads the endpoints persisted by an earlier agent and programs
-// them again. Their veths are the pods' and stay as they are; their
-// programs are swapped in place. Datapath state of endpoints that are
-// not restored is pruned. An endpoint that cannot be programmed is kept,
-// so that its pod's CNI DEL still finds it, and reported in the error.
+// Restore loads the endpoints persisted by an earlier agent into the
+// table, and waits for the reconciler to program them again. Their veths
+// are the pods' and stay as they are; their programs are swapped in place.
+// Once the table holds them, the reconciler prunes the datapath state of
+// every other endpoint. An endpoint that cannot be programmed is kept (the
+// reconciler retries it, and its pod's CNI DEL still finds it) and
+// reported in the error.
 func (m *Manager) Restore(ctx context.Context) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -249,7 +270,6 @@ func (m *Manager) Restore(ctx context.Context) error {
 	if loadErr != nil {
 		errs = append(errs, loadErr)
 	}
-	var keep []spec.Endpoint
 	for _, e := range loaded {
 		m.byID[e.ID] = e
 		m.byContainer[e.ContainerID] = e
@@ -257,11 +277,19 @@ func (m *Manager) Restore(ctx context.Context) error {
 			errs = append(errs, err)
 			m.unrestored[e.ID] = true
 		}
-		keep = append(keep, e.datapathEndpoint())
 	}
 	if loadErr == nil {
-		// Pruning after a failed read would take live pods' state.
-		errs = append(errs, m.dp.PruneEndpoints(keep))
+		// Pruning after a failed read would take live pods' state: the
+		// table stays uninitialized and the reconciler prunes nothing.
+		txn := m.db.WriteTxn(m.tbl)
+		m.initDone(txn)
+		txn.Commit()
+	}
+	for _, e := range loaded {
+		if err := m.awaitProgrammed(ctx, e.ID); err != nil {
+			errs = append(errs, fmt.Errorf("restore endpoint %d: %w", e.ID, err))
+			m.unrestored[e.ID] = true
+		}
 	}
 	// What a retry cannot mend: state files that do not load.
 	m.skipped = loadErr

@@ -1,4 +1,4 @@
-package endpoint
+package endpoint_test
 
 import (
 	"context"
@@ -14,50 +14,10 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/cilium-go/cilium/internal/datapath/spec"
+	"github.com/cilium-go/cilium/pkg/endpoint"
+	"github.com/cilium-go/cilium/pkg/endpoint/endpointtest"
 	"github.com/cilium-go/cilium/pkg/identity"
 )
-
-// fakeDatapath records what the manager programs.
-type fakeDatapath struct {
-	mu       sync.Mutex
-	live     map[uint16]spec.Endpoint
-	upserts  int
-	pruned   [][]uint16
-	failNext error
-}
-
-func newFakeDatapath() *fakeDatapath { return &fakeDatapath{live: map[uint16]spec.Endpoint{}} }
-
-func (f *fakeDatapath) UpsertEndpoint(ep spec.Endpoint) error {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.upserts++
-	if err := f.failNext; err != nil {
-		f.failNext = nil
-		return err
-	}
-	f.live[ep.ID] = ep
-	return nil
-}
-
-func (f *fakeDatapath) DeleteEndpoint(ep spec.Endpoint) error {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	delete(f.live, ep.ID)
-	return nil
-}
-
-func (f *fakeDatapath) PruneEndpoints(keep []spec.Endpoint) error {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	var ids []uint16
-	for _, k := range keep {
-		ids = append(ids, k.ID)
-	}
-	f.pruned = append(f.pruned, ids)
-	return nil
-}
 
 type fakeIPAM struct{ released []string }
 
@@ -70,14 +30,14 @@ type countingIDs struct {
 	identity identity.NumericIdentity
 }
 
-func (c *countingIDs) Allocate(context.Context, Pod) (identity.NumericIdentity, error) {
+func (c *countingIDs) Allocate(context.Context, endpoint.Pod) (identity.NumericIdentity, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.held++
 	return c.identity, nil
 }
 
-func (c *countingIDs) Release(context.Context, Pod, identity.NumericIdentity) error {
+func (c *countingIDs) Release(context.Context, endpoint.Pod, identity.NumericIdentity) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.held--
@@ -86,8 +46,8 @@ func (c *countingIDs) Release(context.Context, Pod, identity.NumericIdentity) er
 
 func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
 
-func podSpec(n int) Spec {
-	return Spec{
+func podSpec(n int) endpoint.Spec {
+	return endpoint.Spec{
 		ContainerID: fmt.Sprintf("c%d", n), PodName: fmt.Sprintf("pod%d", n), PodNamespace: "default",
 		IPv4: netip.AddrFrom4([4]byte{10, 0, 0, byte(n)}), MAC: fmt.Sprintf("02:00:00:00:00:%02x", n),
 		IfName: "eth0", HostIfName: fmt.Sprintf("lxc%d", n), HostIfindex: 100 + n, NetNSPath: "/run/netns/x",
@@ -95,19 +55,19 @@ func podSpec(n int) Spec {
 }
 
 type fixture struct {
-	m    *Manager
-	dp   *fakeDatapath
+	m    *endpoint.Manager
+	dp   *endpointtest.Datapath
 	ipam *fakeIPAM
-	ids  IdentityAllocator
+	ids  endpoint.IdentityAllocator
 	dir  string
 }
 
-func newFixture(t *testing.T, dir string, ids IdentityAllocator) *fixture {
+func newFixture(t *testing.T, dir string, ids endpoint.IdentityAllocator) *fixture {
 	if ids == nil {
-		ids = NewInitIdentityAllocator()
+		ids = endpoint.NewInitIdentityAllocator()
 	}
-	f := &fixture{dp: newFakeDatapath(), ipam: &fakeIPAM{}, ids: ids, dir: dir}
-	f.m = NewManager(quiet(), f.dp, ids, f.ipam, dir)
+	f := &fixture{dp: endpointtest.NewDatapath(), ipam: &fakeIPAM{}, ids: ids, dir: dir}
+	f.m = endpointtest.Start(t, f.dp, ids, f.ipam, dir)
 	return f
 }
 
@@ -120,7 +80,7 @@ func TestCreateProgramsWithInitIdentityAndPersists(t *testing.T) {
 	if ep.ID != 1 || ep.Identity != identity.Init {
 		t.Fatalf("endpoint %+v: want id 1 with identity %d", ep, identity.Init)
 	}
-	live := f.dp.live[1]
+	live, _ := f.dp.Live(1)
 	if live.IPv4 != podSpec(1).IPv4 || live.HostDevice != "lxc1" || live.Identity != identity.Init || live.MAC.String() != podSpec(1).MAC {
 		t.Fatalf("datapath got %+v", live)
 	}
@@ -146,14 +106,14 @@ func TestCreateIdempotentAndConflicts(t *testing.T) {
 	if err != nil || created || again.ID != 1 {
 		t.Fatalf("same spec again: %+v created=%v %v", again, created, err)
 	}
-	for name, tweak := range map[string]func(*Spec){
-		"same container, other address": func(s *Spec) { s.IPv4 = netip.MustParseAddr("10.0.0.99") },
-		"other container, same address": func(s *Spec) { s.ContainerID = "other"; s.HostIfName = "lxcother" },
-		"other container, same device":  func(s *Spec) { s.ContainerID = "other"; s.IPv4 = netip.MustParseAddr("10.0.0.98") },
+	for name, tweak := range map[string]func(*endpoint.Spec){
+		"same container, other address": func(s *endpoint.Spec) { s.IPv4 = netip.MustParseAddr("10.0.0.99") },
+		"other container, same address": func(s *endpoint.Spec) { s.ContainerID = "other"; s.HostIfName = "lxcother" },
+		"other container, same device":  func(s *endpoint.Spec) { s.ContainerID = "other"; s.IPv4 = netip.MustParseAddr("10.0.0.98") },
 	} {
 		s := podSpec(1)
 		tweak(&s)
-		if _, _, err := f.m.Create(ctx, s); !errors.Is(err, ErrConflict) {
+		if _, _, err := f.m.Create(ctx, s); !errors.Is(err, endpoint.ErrConflict) {
 			t.Errorf("%s: %v, want ErrConflict", name, err)
 		}
 	}
@@ -164,13 +124,13 @@ func TestCreateIdempotentAndConflicts(t *testing.T) {
 
 func TestCreateRejectsBadSpec(t *testing.T) {
 	f := newFixture(t, t.TempDir(), nil)
-	for field, tweak := range map[string]func(*Spec){
-		"containerID": func(s *Spec) { s.ContainerID = "" },
-		"ipv4":        func(s *Spec) { s.IPv4 = netip.Addr{} },
-		"hostIfName":  func(s *Spec) { s.HostIfName = "a-name-far-too-long" },
-		"hostIfindex": func(s *Spec) { s.HostIfindex = 0 },
-		"mac":         func(s *Spec) { s.MAC = "zz" },
-		"netnsPath":   func(s *Spec) { s.NetNSPath = "" },
+	for field, tweak := range map[string]func(*endpoint.Spec){
+		"containerID": func(s *endpoint.Spec) { s.ContainerID = "" },
+		"ipv4":        func(s *endpoint.Spec) { s.IPv4 = netip.Addr{} },
+		"hostIfName":  func(s *endpoint.Spec) { s.HostIfName = "a-name-far-too-long" },
+		"hostIfindex": func(s *endpoint.Spec) { s.HostIfindex = 0 },
+		"mac":         func(s *endpoint.Spec) { s.MAC = "zz" },
+		"netnsPath":   func(s *endpoint.Spec) { s.NetNSPath = "" },
 	} {
 		s := podSpec(1)
 		tweak(&s)
@@ -179,7 +139,7 @@ func TestCreateRejectsBadSpec(t *testing.T) {
 			t.Errorf("bad %s: %v", field, err)
 		}
 	}
-	if f.dp.upserts != 0 {
+	if f.dp.Upserts() != 0 {
 		t.Fatal("datapath touched by invalid specs")
 	}
 }
@@ -187,12 +147,13 @@ func TestCreateRejectsBadSpec(t *testing.T) {
 func TestCreateRollsBackWhenDatapathFails(t *testing.T) {
 	ids := &countingIDs{identity: 1234}
 	f := newFixture(t, t.TempDir(), ids)
-	f.dp.failNext = errors.New("verifier says no")
-	if _, _, err := f.m.Create(context.Background(), podSpec(1)); err == nil {
-		t.Fatal("Create succeeded with a failing datapath")
+	f.dp.Fail(errors.New("verifier says no"))
+	if _, _, err := f.m.Create(context.Background(), podSpec(1)); err == nil || !strings.Contains(err.Error(), "verifier says no") {
+		t.Fatalf("Create with a failing datapath: %v, want the datapath's error", err)
 	}
-	if len(f.m.List()) != 0 || ids.held != 0 || len(f.dp.live) != 0 {
-		t.Fatalf("left behind: endpoints %v, identities %d, datapath %v", f.m.List(), ids.held, f.dp.live)
+	f.dp.Fail(nil)
+	if len(f.m.List()) != 0 || ids.held != 0 || f.dp.Count() != 0 {
+		t.Fatalf("left behind: endpoints %v, identities %d, datapath %d", f.m.List(), ids.held, f.dp.Count())
 	}
 	if entries, _ := os.ReadDir(f.dir); len(entries) != 0 {
 		t.Fatalf("state files left: %v", entries)
@@ -214,7 +175,7 @@ func TestDeleteRemovesEverything(t *testing.T) {
 	if err != nil || ep.ID != 1 {
 		t.Fatalf("Delete: %+v %v", ep, err)
 	}
-	if _, ok := f.dp.live[1]; ok {
+	if _, ok := f.dp.Live(1); ok {
 		t.Fatal("datapath still has endpoint 1")
 	}
 	if _, err := os.Stat(filepath.Join(f.dir, "1.json")); !errors.Is(err, os.ErrNotExist) {
@@ -223,7 +184,7 @@ func TestDeleteRemovesEverything(t *testing.T) {
 	if ids.held != 1 || !slices.Equal(f.ipam.released, []string{"c1"}) {
 		t.Fatalf("identities held %d, released addresses %v", ids.held, f.ipam.released)
 	}
-	if _, err := f.m.Delete(ctx, "c1"); !errors.Is(err, ErrNotFound) {
+	if _, err := f.m.Delete(ctx, "c1"); !errors.Is(err, endpoint.ErrNotFound) {
 		t.Fatalf("second Delete: %v, want ErrNotFound", err)
 	}
 	// An unknown container's address is freed all the same.
@@ -257,21 +218,25 @@ func TestRestoreAfterRestart(t *testing.T) {
 	if len(got) != 2 || got[0].ContainerID != "c1" || got[1].ContainerID != "c3" {
 		t.Fatalf("restored %+v", got)
 	}
-	if len(g.dp.live) != 2 || g.dp.live[3].HostDevice != "lxc3" {
-		t.Fatalf("datapath after restore %+v", g.dp.live)
+	if ep3, _ := g.dp.Live(3); g.dp.Count() != 2 || ep3.HostDevice != "lxc3" {
+		t.Fatalf("datapath after restore: %d endpoints, 3 is %+v", g.dp.Count(), ep3)
 	}
-	// Pruning after a partial read would drop live pods: it waits.
-	if len(g.dp.pruned) != 0 {
-		t.Fatalf("pruned despite a read error: %v", g.dp.pruned)
+	// Pruning after a partial read would drop live pods: the table stays
+	// uninitialized, and the reconciler never prunes.
+	if p := g.dp.Pruned(); len(p) != 0 {
+		t.Fatalf("pruned despite a read error: %v", p)
 	}
 	os.Remove(filepath.Join(dir, "77.json"))
 	h := newFixture(t, dir, nil)
 	if err := h.m.Restore(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if len(h.dp.pruned) != 1 || !slices.Equal(h.dp.pruned[0], []uint16{1, 3}) {
-		t.Fatalf("prune kept %v, want [1 3]", h.dp.pruned)
-	}
+	eventually(t, func() error {
+		if p := h.dp.Pruned(); len(p) == 0 || !slices.Equal(p[0], []uint16{1, 3}) {
+			return fmt.Errorf("prunes kept %v, want [1 3] first", p)
+		}
+		return nil
+	})
 	// New endpoints take free ids, never a restored one.
 	ep, _, err := h.m.Create(ctx, podSpec(4))
 	if err != nil || ep.ID != 2 {
@@ -286,14 +251,14 @@ func TestRefreshIdentityReprogramsOnChange(t *testing.T) {
 	if _, _, err := f.m.Create(ctx, podSpec(1)); err != nil {
 		t.Fatal(err)
 	}
-	upserts := f.dp.upserts
-	if ep, err := f.m.RefreshIdentity(ctx, "c1"); err != nil || ep.Identity != 300 || f.dp.upserts != upserts {
-		t.Fatalf("unchanged labels: %+v %v, %d upserts: want no reprogramming", ep, err, f.dp.upserts-upserts)
+	upserts := f.dp.Upserts()
+	if ep, err := f.m.RefreshIdentity(ctx, "c1"); err != nil || ep.Identity != 300 || f.dp.Upserts() != upserts {
+		t.Fatalf("unchanged labels: %+v %v, %d upserts: want no reprogramming", ep, err, f.dp.Upserts()-upserts)
 	}
 	ids.identity = 400 // the pod's labels changed
 	ep, err := f.m.RefreshIdentity(ctx, "c1")
-	if err != nil || ep.Identity != 400 || f.dp.live[1].Identity != 400 {
-		t.Fatalf("after relabel: %+v %v, datapath %+v", ep, err, f.dp.live[1])
+	if live, _ := f.dp.Live(1); err != nil || ep.Identity != 400 || live.Identity != 400 {
+		t.Fatalf("after relabel: %+v %v, datapath %+v", ep, err, live)
 	}
 	if got, _ := f.m.Get("1"); got.Identity != 400 {
 		t.Fatalf("manager holds identity %d", got.Identity)
@@ -306,7 +271,7 @@ func TestRefreshIdentityReprogramsOnChange(t *testing.T) {
 	if got, _ := g.m.Get("1"); got.Identity != 400 {
 		t.Fatalf("restored identity %d, want 400", got.Identity)
 	}
-	if _, err := f.m.RefreshIdentity(ctx, "nope"); !errors.Is(err, ErrNotFound) {
+	if _, err := f.m.RefreshIdentity(ctx, "nope"); !errors.Is(err, endpoint.ErrNotFound) {
 		t.Fatalf("unknown container: %v", err)
 	}
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"maps"
 	"slices"
 	"time"
@@ -12,8 +11,8 @@ import (
 	"github.com/cilium/hive/cell"
 )
 
-// restoreLocked gives a loaded endpoint its identity again and programs
-// it. When the identity cannot be had (the API server is away), the
+// restoreLocked gives a loaded endpoint its identity again and writes its
+// row. When the identity cannot be had (the API server is away), the
 // endpoint keeps the one it had, and its datapath is programmed with it.
 func (m *Manager) restoreLocked(ctx context.Context, e *Endpoint) error {
 	var errs []error
@@ -22,7 +21,7 @@ func (m *Manager) restoreLocked(ctx context.Context, e *Endpoint) error {
 	} else {
 		errs = append(errs, fmt.Errorf("endpoint %d identity: %w", e.ID, err))
 	}
-	if err := m.dp.UpsertEndpoint(e.datapathEndpoint()); err != nil {
+	if err := m.want(e); err != nil {
 		errs = append(errs, fmt.Errorf("restore endpoint %d: %w", e.ID, err))
 	}
 	if err := m.persist(e); err != nil {
@@ -31,13 +30,14 @@ func (m *Manager) restoreLocked(ctx context.Context, e *Endpoint) error {
 	return errors.Join(errs...)
 }
 
-// RetryRestore tries again the endpoints whose identity or datapath failed
-// to restore, and returns what still fails; nil once every restored
-// endpoint is whole. Endpoints deleted meanwhile are forgotten.
+// RetryRestore tries again the endpoints whose identity failed to
+// restore, or whose datapath the reconciler has not programmed yet, and
+// returns what still fails; nil once every restored endpoint is whole.
+// Endpoints deleted meanwhile are forgotten.
 func (m *Manager) RetryRestore(ctx context.Context) error {
-	m.mu.Lock()
-	defer m.mu.Unlock()
 	var errs []error
+	var retried []uint16
+	m.mu.Lock()
 	for _, id := range slices.Sorted(maps.Keys(m.unrestored)) {
 		e, ok := m.byID[id]
 		if !ok {
@@ -48,8 +48,20 @@ func (m *Manager) RetryRestore(ctx context.Context) error {
 			errs = append(errs, err)
 			continue
 		}
+		retried = append(retried, id)
+	}
+	m.mu.Unlock()
+	// The reconciler retries by itself; wait for its verdict without
+	// holding up Create and Delete.
+	for _, id := range retried {
+		if err := m.awaitProgrammed(ctx, id); err != nil {
+			errs = append(errs, fmt.Errorf("restore endpoint %d: %w", id, err))
+			continue
+		}
+		m.mu.Lock()
 		delete(m.unrestored, id)
-		m.log.Info("endpoint restored on retry", "id", id, "container", e.ContainerID, "identity", e.Identity)
+		m.mu.Unlock()
+		m.log.Info("endpoint restored on retry", "id", id)
 	}
 	return errors.Join(errs...)
 }
@@ -69,19 +81,19 @@ func (m *Manager) RestoreSkipped() error {
 	return m.skipped
 }
 
-// retryPolicy paces RetryRestore: backoff from Min to Max, until GiveUp.
-type retryPolicy struct {
+// RetryPolicy paces RetryRestore: backoff from Min to Max, until GiveUp.
+type RetryPolicy struct {
 	Min, Max, GiveUp time.Duration
 }
 
-// defaultRetry retries long enough for an API server to come back.
-var defaultRetry = retryPolicy{Min: time.Second, Max: time.Minute, GiveUp: 10 * time.Minute}
+// DefaultRetry retries long enough for an API server to come back.
+var DefaultRetry = RetryPolicy{Min: time.Second, Max: time.Minute, GiveUp: 10 * time.Minute}
 
-// finishRestore reports the restore as done, or retries the endpoints
-// that failed until they are whole or the policy gives up. Either way
-// "restore incomplete" does not stay: it clears, or gives way to the
-// reason the restore gave up.
-func finishRestore(ctx context.Context, m *Manager, h cell.Health, log *slog.Logger, p retryPolicy) {
+// FinishRestore reports the restore as done on h, or retries the
+// endpoints whose identity failed until they are whole or the policy
+// gives up. Either way "restore incomplete" does not stay: it clears, or
+// gives way to the reason the restore gave up. The cell runs it as a job.
+func (m *Manager) FinishRestore(ctx context.Context, h cell.Health, p RetryPolicy) {
 	report := func() {
 		if err := m.RestoreSkipped(); err != nil {
 			h.OK("endpoints restored; skipped what does not load: " + err.Error())
@@ -103,12 +115,12 @@ func finishRestore(ctx context.Context, m *Manager, h cell.Health, log *slog.Log
 		}
 		err := m.RetryRestore(ctx)
 		if err == nil {
-			log.Info("endpoint restore complete")
+			m.log.Info("endpoint restore complete")
 			report()
 			return
 		}
 		if !time.Now().Before(deadline) {
-			log.Error("endpoint restore gave up", "after", p.GiveUp, "error", err)
+			m.log.Error("endpoint restore gave up", "after", p.GiveUp, "error", err)
 			h.Stopped(fmt.Sprintf("restore gave up after %s: %v", p.GiveUp, err))
 			return
 		}

@@ -1,8 +1,9 @@
-package endpoint
+package endpoint_test
 
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -12,7 +13,9 @@ import (
 
 	"github.com/cilium/hive/cell"
 
-	"github.com/cilium-go/cilium/internal/datapath/spec"
+	"github.com/cilium-go/cilium/pkg/endpoint"
+	"github.com/cilium-go/cilium/pkg/endpoint/endpointtest"
+	"github.com/cilium-go/cilium/pkg/identity"
 )
 
 // healthLog records the last report of a cell.Health.
@@ -20,14 +23,12 @@ type healthLog struct {
 	mu    sync.Mutex
 	level cell.Level
 	msg   string
-	seen  []cell.Level
 }
 
 func (h *healthLog) set(l cell.Level, msg string) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.level, h.msg = l, msg
-	h.seen = append(h.seen, l)
 }
 
 func (h *healthLog) OK(msg string)                  { h.set(cell.StatusOK, msg) }
@@ -41,30 +42,31 @@ func (h *healthLog) last() (cell.Level, string) {
 	return h.level, h.msg
 }
 
-// failingDatapath fails every upsert while fail is set.
-type failingDatapath struct {
-	*fakeDatapath
+// awayIDs is an identity allocator whose API server is away while fail
+// is set; it then gives identity 777.
+type awayIDs struct {
 	mu   sync.Mutex
 	fail error
 }
 
-func (f *failingDatapath) UpsertEndpoint(ep spec.Endpoint) error {
-	f.mu.Lock()
-	err := f.fail
-	f.mu.Unlock()
-	if err != nil {
-		return err
+func (a *awayIDs) Allocate(context.Context, endpoint.Pod) (identity.NumericIdentity, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.fail != nil {
+		return 0, a.fail
 	}
-	return f.fakeDatapath.UpsertEndpoint(ep)
+	return 777, nil
 }
 
-func (f *failingDatapath) heal() { f.mu.Lock(); f.fail = nil; f.mu.Unlock() }
+func (a *awayIDs) Release(context.Context, endpoint.Pod, identity.NumericIdentity) error { return nil }
 
-var fastRetry = retryPolicy{Min: time.Millisecond, Max: 5 * time.Millisecond, GiveUp: time.Minute}
+func (a *awayIDs) heal() { a.mu.Lock(); a.fail = nil; a.mu.Unlock() }
+
+var fastRetry = endpoint.RetryPolicy{Min: time.Millisecond, Max: 5 * time.Millisecond, GiveUp: time.Minute}
 
 // restoredWith restores the endpoints of dir, persisted by an earlier
-// manager, through dp.
-func restoredWith(t *testing.T, dp Datapath) (*Manager, error) {
+// manager, with identities from ids.
+func restoredWith(t *testing.T, ids endpoint.IdentityAllocator) (*endpoint.Manager, *endpointtest.Datapath, error) {
 	t.Helper()
 	dir := t.TempDir()
 	f := newFixture(t, dir, nil)
@@ -73,42 +75,78 @@ func restoredWith(t *testing.T, dp Datapath) (*Manager, error) {
 			t.Fatal(err)
 		}
 	}
-	m := NewManager(quiet(), dp, NewInitIdentityAllocator(), &fakeIPAM{}, dir)
-	return m, m.Restore(context.Background())
+	dp := endpointtest.NewDatapath()
+	m := endpointtest.Start(t, dp, ids, &fakeIPAM{}, dir)
+	return m, dp, m.Restore(context.Background())
 }
 
-// TestRestoreIncompleteClears: endpoints whose datapath failed to restore
-// are retried, and "restore incomplete" clears once they are whole.
+// TestRestoreIncompleteClears: endpoints whose identity failed to restore
+// keep working with the identity they had, are retried, and "restore
+// incomplete" clears once they have their identity again.
 func TestRestoreIncompleteClears(t *testing.T) {
-	dp := &failingDatapath{fakeDatapath: newFakeDatapath(), fail: errors.New("map busy")}
-	m, err := restoredWith(t, dp)
+	ids := &awayIDs{fail: errors.New("api server away")}
+	m, dp, err := restoredWith(t, ids)
 	if err == nil || m.Unrestored() != 2 {
-		t.Fatalf("restore through a failing datapath: %v, %d unrestored", err, m.Unrestored())
+		t.Fatalf("restore without identities: %v, %d unrestored", err, m.Unrestored())
+	}
+	if ep, _ := dp.Live(2); dp.Count() != 2 || ep.Identity != identity.Init || ep.HostDevice != "lxc2" {
+		t.Fatalf("datapath %d endpoints, 2 is %+v: want both programmed with their old identity", dp.Count(), ep)
 	}
 	h := &healthLog{}
 	done := make(chan struct{})
-	go func() { defer close(done); finishRestore(context.Background(), m, h, quiet(), fastRetry) }()
-	waitUntil(t, "a retry reports degraded", func() bool { l, _ := h.last(); return l == cell.StatusDegraded })
-	dp.heal()
+	go func() { defer close(done); m.FinishRestore(context.Background(), h, fastRetry) }()
+	eventually(t, func() error {
+		if l, msg := h.last(); l != cell.StatusDegraded {
+			return fmt.Errorf("health %s %q, want degraded by a retry", l, msg)
+		}
+		return nil
+	})
+	ids.heal()
 	<-done
 	if l, msg := h.last(); l != cell.StatusOK || msg != "endpoints restored" {
-		t.Fatalf("after the datapath healed: %s %q", l, msg)
+		t.Fatalf("after the API server came back: %s %q", l, msg)
 	}
-	if m.Unrestored() != 0 || len(dp.live) != 2 || dp.live[2].HostDevice != "lxc2" {
-		t.Fatalf("unrestored %d, datapath %+v", m.Unrestored(), dp.live)
+	if ep, _ := dp.Live(2); m.Unrestored() != 0 || ep.Identity != 777 {
+		t.Fatalf("unrestored %d, endpoint 2 %+v: want identity 777 programmed", m.Unrestored(), ep)
 	}
 }
 
 // TestRestoreGivesUpWithReason: a restore that cannot finish stops
 // retrying and says why, instead of staying degraded for ever.
 func TestRestoreGivesUpWithReason(t *testing.T) {
-	dp := &failingDatapath{fakeDatapath: newFakeDatapath(), fail: errors.New("map busy")}
-	m, _ := restoredWith(t, dp)
+	m, _, _ := restoredWith(t, &awayIDs{fail: errors.New("api server away")})
 	h := &healthLog{}
-	finishRestore(context.Background(), m, h, quiet(), retryPolicy{Min: time.Millisecond, Max: time.Millisecond, GiveUp: 20 * time.Millisecond})
-	if l, msg := h.last(); l != cell.StatusStopped || !strings.Contains(msg, "gave up") || !strings.Contains(msg, "map busy") {
+	m.FinishRestore(context.Background(), h, endpoint.RetryPolicy{Min: time.Millisecond, Max: time.Millisecond, GiveUp: 20 * time.Millisecond})
+	if l, msg := h.last(); l != cell.StatusStopped || !strings.Contains(msg, "gave up") || !strings.Contains(msg, "api server away") {
 		t.Fatalf("after giving up: %s %q, want Stopped with the reason", l, msg)
 	}
+}
+
+// TestRestoreReportsTheDatapath: an endpoint the datapath refuses is
+// restored all the same (its pod's CNI DEL finds it), reported, and
+// programmed by the reconciler once the datapath takes it.
+func TestRestoreReportsTheDatapath(t *testing.T) {
+	dir := t.TempDir()
+	f := newFixture(t, dir, nil)
+	if _, _, err := f.m.Create(context.Background(), podSpec(1)); err != nil {
+		t.Fatal(err)
+	}
+	dp := endpointtest.NewDatapath()
+	dp.Fail(errors.New("map busy"))
+	m := endpointtest.Start(t, dp, endpoint.NewInitIdentityAllocator(), &fakeIPAM{}, dir)
+	if err := m.Restore(context.Background()); err == nil || !strings.Contains(err.Error(), "map busy") {
+		t.Fatalf("restore through a failing datapath: %v, want its error", err)
+	}
+	if _, err := m.Get("container-id:c1"); err != nil {
+		t.Fatalf("endpoint not restored: %v", err)
+	}
+	dp.Fail(nil)
+	eventually(t, func() error {
+		if _, ok := dp.Live(1); !ok {
+			return errors.New("endpoint 1 not programmed")
+		}
+		return nil
+	})
 }
 
 // TestRestoreSkipsWhatDoesNotLoad: a state file that does not parse is no
@@ -116,12 +154,12 @@ func TestRestoreGivesUpWithReason(t *testing.T) {
 func TestRestoreSkipsWhatDoesNotLoad(t *testing.T) {
 	dir := t.TempDir()
 	os.WriteFile(filepath.Join(dir, "9.json"), []byte("not json"), 0o600)
-	m := NewManager(quiet(), newFakeDatapath(), NewInitIdentityAllocator(), &fakeIPAM{}, dir)
+	m := endpointtest.Start(t, endpointtest.NewDatapath(), endpoint.NewInitIdentityAllocator(), &fakeIPAM{}, dir)
 	if err := m.Restore(context.Background()); err == nil || m.Unrestored() != 0 {
 		t.Fatalf("restore of a broken file: %v, %d unrestored", err, m.Unrestored())
 	}
 	h := &healthLog{}
-	finishRestore(context.Background(), m, h, quiet(), fastRetry)
+	m.FinishRestore(context.Background(), h, fastRetry)
 	if l, msg := h.last(); l != cell.StatusOK || !strings.Contains(msg, "9.json") {
 		t.Fatalf("report %s %q, want OK naming 9.json", l, msg)
 	}
@@ -130,26 +168,30 @@ func TestRestoreSkipsWhatDoesNotLoad(t *testing.T) {
 // TestRetryRestoreForgetsDeleted: an endpoint deleted while it waited
 // for its retry is not programmed again.
 func TestRetryRestoreForgetsDeleted(t *testing.T) {
-	dp := &failingDatapath{fakeDatapath: newFakeDatapath(), fail: errors.New("map busy")}
-	m, _ := restoredWith(t, dp)
-	dp.heal()
+	ids := &awayIDs{fail: errors.New("api server away")}
+	m, dp, _ := restoredWith(t, ids)
+	ids.heal()
 	if _, err := m.Delete(context.Background(), "c1"); err != nil {
 		t.Fatal(err)
 	}
 	if err := m.RetryRestore(context.Background()); err != nil || m.Unrestored() != 0 {
 		t.Fatalf("retry: %v, %d unrestored", err, m.Unrestored())
 	}
-	if _, ok := dp.live[1]; ok || len(dp.live) != 1 {
-		t.Fatalf("datapath %+v: the deleted endpoint came back", dp.live)
+	if _, ok := dp.Live(1); ok || dp.Count() != 1 {
+		t.Fatalf("datapath holds %d endpoints: the deleted endpoint came back", dp.Count())
 	}
 }
 
-func waitUntil(t *testing.T, what string, ok func() bool) {
+func eventually(t *testing.T, cond func() error) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
-	for !ok() {
+	for {
+		err := cond()
+		if err == nil {
+			return
+		}
 		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting until %s", what)
+			t.Fatalf("timed out: %v", err)
 		}
 		time.Sleep(time.Millisecond)
 	}

@@ -16,20 +16,14 @@ import (
 
 	"github.com/spf13/pflag"
 
-	"github.com/cilium-go/cilium/internal/datapath/spec"
 	"github.com/cilium-go/cilium/internal/podlink"
 	"github.com/cilium-go/cilium/pkg/api/models"
 	"github.com/cilium-go/cilium/pkg/endpoint"
+	"github.com/cilium-go/cilium/pkg/endpoint/endpointtest"
 	"github.com/cilium-go/cilium/pkg/health"
 	"github.com/cilium-go/cilium/pkg/identity"
 	"github.com/cilium-go/cilium/pkg/ipam"
 )
-
-type nopDatapath struct{}
-
-func (nopDatapath) UpsertEndpoint(spec.Endpoint) error   { return nil }
-func (nopDatapath) DeleteEndpoint(spec.Endpoint) error   { return nil }
-func (nopDatapath) PruneEndpoints([]spec.Endpoint) error { return nil }
 
 // podDevices stands in for the kernel: the names in pods, with their
 // index, are pod devices; everything else is refused as the datapath
@@ -60,7 +54,7 @@ func newFixture(t *testing.T) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	eps := endpoint.NewManager(log, nopDatapath{}, endpoint.NewInitIdentityAllocator(), a, filepath.Join(dir, "endpoints"))
+	eps := endpointtest.Start(t, endpointtest.NewDatapath(), endpoint.NewInitIdentityAllocator(), a, filepath.Join(dir, "endpoints"))
 	fs := pflag.NewFlagSet("", pflag.ContinueOnError)
 	fs.String("ipam-pod-cidr", "10.0.1.0/24", "")
 	f := &fixture{ipam: a, eps: eps, level: new(slog.LevelVar), hr: health.NewRegistry()}

@@ -1,0 +1,81 @@
+package endpoint
+
+import (
+	"context"
+	"fmt"
+	"iter"
+	"time"
+
+	"github.com/cilium/statedb"
+	"github.com/cilium/statedb/reconciler"
+
+	"github.com/cilium-go/cilium/internal/datapath/spec"
+)
+
+// Datapath programs endpoints into the kernel; *datapath.Node is one. Only
+// the endpoint reconciler calls it.
+type Datapath interface {
+	UpsertEndpoint(spec.Endpoint) error
+	DeleteEndpoint(spec.Endpoint) error
+	// PruneEndpoints forgets every endpoint not in keep.
+	PruneEndpoints(keep []spec.Endpoint) error
+}
+
+// PruneInterval is how often the reconciler removes from the kernel the
+// endpoints that no row asks for (left by an earlier agent, or deleted
+// while a delete failed).
+const PruneInterval = time.Minute
+
+// RegisterReconciler makes dp hold what m's table says: every row
+// programmed, every removed row unprogrammed, the rest pruned once the
+// table is initialized (after Restore) and every PruneInterval. Register
+// it before the hook that calls Restore, so that Restore can wait for it.
+func RegisterReconciler(p reconciler.Params, m *Manager, dp Datapath) error {
+	_, err := reconciler.Register(p, m.tbl,
+		(*Desired).clone, (*Desired).setStatus, (*Desired).getStatus,
+		ops{dp: dp, m: m}, nil,
+		reconciler.WithName(TableName),
+		reconciler.WithPruning(PruneInterval),
+		reconciler.WithRetry(100*time.Millisecond, time.Minute),
+	)
+	if err != nil {
+		return fmt.Errorf("register endpoint reconciler: %w", err)
+	}
+	return nil
+}
+
+type ops struct {
+	dp Datapath
+	m  *Manager
+}
+
+// Update implements reconciler.Operations.
+func (o ops) Update(_ context.Context, _ statedb.ReadTxn, _ statedb.Revision, d *Desired) error {
+	return o.dp.UpsertEndpoint(d.datapathEndpoint())
+}
+
+// Delete implements reconciler.Operations. The endpoint's id is free for
+// a new endpoint only once its old programs are gone.
+func (o ops) Delete(_ context.Context, _ statedb.ReadTxn, _ statedb.Revision, d *Desired) error {
+	if err := o.dp.DeleteEndpoint(d.datapathEndpoint()); err != nil {
+		o.m.unprogramFailed(d.ID, err)
+		return err
+	}
+	o.m.unprogrammed(d.ID)
+	return nil
+}
+
+// Prune implements reconciler.Operations.
+func (o ops) Prune(_ context.Context, _ statedb.ReadTxn, rows iter.Seq2[*Desired, statedb.Revision]) error {
+	var keep []spec.Endpoint
+	ids := map[uint16]bool{}
+	for d := range rows {
+		keep = append(keep, d.datapathEndpoint())
+		ids[d.ID] = true
+	}
+	if err := o.dp.PruneEndpoints(keep); err != nil {
+		return err
+	}
+	o.m.prunedExcept(ids)
+	return nil
+}

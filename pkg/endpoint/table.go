@@ -1,0 +1,65 @@
+package endpoint
+
+import (
+	"strconv"
+
+	"github.com/cilium/statedb"
+	"github.com/cilium/statedb/index"
+	"github.com/cilium/statedb/reconciler"
+)
+
+// TableName is the endpoints table's name in statedb.
+const TableName = "endpoints"
+
+// Desired is an endpoint as the datapath should hold it: the row of the
+// endpoints table, which the endpoint reconciler programs into the kernel.
+// Rows are never changed in place: the manager inserts a changed copy.
+type Desired struct {
+	Endpoint
+	Status reconciler.Status
+}
+
+// TableHeader implements statedb.TableWritable.
+func (*Desired) TableHeader() []string {
+	return []string{"ID", "Container", "Pod", "IPv4", "Identity", "Device", "Status"}
+}
+
+// TableRow implements statedb.TableWritable.
+func (d *Desired) TableRow() []string {
+	pod := ""
+	if d.PodName != "" {
+		pod = d.PodNamespace + "/" + d.PodName
+	}
+	return []string{strconv.Itoa(int(d.ID)), d.ContainerID, pod, d.IPv4.String(), d.Identity.String(),
+		d.HostIfName, d.Status.String()}
+}
+
+func (d *Desired) clone() *Desired {
+	c := *d
+	return &c
+}
+
+func (d *Desired) getStatus() reconciler.Status { return d.Status }
+
+func (d *Desired) setStatus(s reconciler.Status) *Desired {
+	d.Status = s
+	return d
+}
+
+// IDIndex is the primary index: one row per endpoint id.
+var IDIndex = statedb.Index[*Desired, uint16]{
+	Name: "id",
+	FromObject: func(d *Desired) index.KeySet {
+		return index.NewKeySet(index.Uint16(d.ID))
+	},
+	FromKey:    index.Uint16,
+	FromString: index.Uint16String,
+	Unique:     true,
+}
+
+// NewTable creates the endpoints table and registers it with db.
+func NewTable(db *statedb.DB) (statedb.RWTable[*Desired], error) {
+	return statedb.NewTable(db, TableName, IDIndex)
+}
+
+var _ statedb.TableWritable = (*Desired)(nil)
