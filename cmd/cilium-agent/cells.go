@@ -31,16 +31,15 @@ var (
 	ControlPlane = cell.Group(
 		ipam.Cell,     // --ipam-pod-cidr: pod addresses
 		k8sagent.Cell, // --enable-k8s, --kubeconfig, --k8s-node-name: watchers, identities from pod labels, CiliumEndpoints
-		// endpoints: create, program, persist, restore; each change wakes the Kubernetes side
-		cell.Decorate(k8sagent.NotifyEndpoints, endpoint.Cell),
-		server.Cell,  // REST API on the unix socket
-		cniconf.Cell, // --write-cni-conf-when-ready: the node's CNI configuration, last
+		endpoint.Cell, // endpoints: create, persist, restore; a table that a reconciler programs
+		server.Cell,   // REST API on the unix socket
+		cniconf.Cell,  // --write-cni-conf-when-ready: the node's CNI configuration, last
 	)
 
 	// Datapath: the kernel side.
 	Datapath = cell.Group(
 		nodedatapath.Cell,    // --node-ipv4, --uplink, --routing-mode, ...
-		k8sagent.IPCacheCell, // ipcache and routes to other nodes' pods, from Kubernetes
+		k8sagent.IPCacheCell, // ipcache and routes to other nodes' pods: tables that reconcilers program
 	)
 
 	// Started goes after every other cell: /healthz and /readyz pass once all started.

@@ -19,6 +19,10 @@ type Map interface {
 	IPCacheEntries() (map[netip.Prefix]spec.IPCacheEntry, error)
 }
 
+// MapSource returns the datapath's ipcache map, or nil while the datapath
+// has not opened its maps yet.
+type MapSource func() Map
+
 // errNoMap is returned while the datapath has not opened its maps yet;
 // the reconciler retries.
 var errNoMap = errors.New("ipcache map not open yet")
@@ -27,12 +31,12 @@ var errNoMap = errors.New("ipcache map not open yet")
 // getter because the datapath opens its maps only when it starts, after
 // the reconciler was registered.
 type ops struct {
-	getMap func() Map
+	getMap MapSource
 }
 
 // NewOps gives the reconciler operations for the map getMap returns
 // (nil while there is none yet).
-func NewOps(getMap func() Map) reconciler.Operations[*Entry] {
+func NewOps(getMap MapSource) reconciler.Operations[*Entry] {
 	return ops{getMap: getMap}
 }
 

@@ -15,7 +15,7 @@ const PruneInterval = time.Minute
 // RegisterReconciler registers the statedb reconciler of tbl against the
 // map getMap returns; its jobs start with p's job group and report to
 // that group's health.
-func RegisterReconciler(p reconciler.Params, tbl statedb.RWTable[*Entry], getMap func() Map) (reconciler.Reconciler[*Entry], error) {
+func RegisterReconciler(p reconciler.Params, tbl statedb.RWTable[*Entry], getMap MapSource) (reconciler.Reconciler[*Entry], error) {
 	r, err := reconciler.Register(p, tbl,
 		(*Entry).clone, (*Entry).setStatus, (*Entry).getStatus,
 		NewOps(getMap), nil,

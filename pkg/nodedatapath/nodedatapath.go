@@ -22,13 +22,15 @@ import (
 	"github.com/cilium-go/cilium/pkg/api/models"
 	"github.com/cilium-go/cilium/pkg/api/server"
 	"github.com/cilium-go/cilium/pkg/endpoint"
+	"github.com/cilium-go/cilium/pkg/ipcache"
+	"github.com/cilium-go/cilium/pkg/node"
 	"github.com/cilium-go/cilium/pkg/paths"
 )
 
 // Cell starts the datapath when the agent starts.
 var Cell = cell.Module("datapath", "The eBPF datapath of this node",
 	cell.Config(DefaultConfig),
-	cell.Provide(newNode, asEndpointDatapath, asMapLister, asIPCacheLister, newNodeInfo, newPodDevices),
+	cell.Provide(newNode, asEndpointDatapath, asIPCacheMap, asRoutes, asMapLister, asIPCacheLister, newNodeInfo, newPodDevices),
 	cell.ProvidePrivate(newJobGroup),
 	cell.Invoke(registerMetrics, registerConntrackGC),
 )
@@ -157,7 +159,22 @@ func newNode(p nodeParams) (*datapath.Node, error) {
 	return n, nil
 }
 
+// The reconcilers' targets: the endpoint manager's, the ipcache's and
+// the remote nodes'.
 func asEndpointDatapath(n *datapath.Node) endpoint.Datapath { return n }
+
+func asRoutes(n *datapath.Node) node.Routes { return n }
+
+// asIPCacheMap: the datapath opens its maps when it starts, after the
+// ipcache reconciler was registered.
+func asIPCacheMap(n *datapath.Node) ipcache.MapSource {
+	return func() ipcache.Map {
+		if m := n.Maps(); m != nil {
+			return m
+		}
+		return nil
+	}
+}
 
 // nodeInfo answers the API's questions about the node; it reads the
 // kernel once, after the datapath started, because the datapath's node is

@@ -3,11 +3,11 @@ package agent
 import (
 	"context"
 	"log/slog"
-	"time"
 
 	"github.com/cilium/hive/cell"
+	"github.com/cilium/hive/job"
+	"github.com/cilium/statedb"
 
-	"github.com/cilium-go/cilium/internal/datapath/spec"
 	"github.com/cilium-go/cilium/pkg/endpoint"
 	"github.com/cilium-go/cilium/pkg/identity/allocator"
 	v2 "github.com/cilium-go/cilium/pkg/k8s/apis/cilium.io/v2"
@@ -22,39 +22,9 @@ import (
 var Cell = cell.Module("k8s", "Kubernetes watchers and pod identities and CiliumEndpoints",
 	cell.Config(DefaultConfig),
 	cell.Provide(newClients, newWatchers, newIdentities, newPodCIDRSource, newNodeLister),
+	cell.ProvidePrivate(newJobGroup),
 	cell.Invoke(registerPublisher),
 )
-
-// NotifyEndpoints decorates the endpoint manager's datapath so that every
-// endpoint change wakes the watchers' subscribers (the CiliumEndpoint
-// publisher and the ipcache). The manager calls it under its lock, so a
-// subscriber's List sees the change.
-func NotifyEndpoints(dp endpoint.Datapath, w *Watchers) endpoint.Datapath {
-	if w == nil {
-		return dp
-	}
-	return notifyingDatapath{Datapath: dp, w: w}
-}
-
-type notifyingDatapath struct {
-	endpoint.Datapath
-	w *Watchers
-}
-
-func (d notifyingDatapath) UpsertEndpoint(ep spec.Endpoint) error {
-	defer d.w.Notify()
-	return d.Datapath.UpsertEndpoint(ep)
-}
-
-func (d notifyingDatapath) DeleteEndpoint(ep spec.Endpoint) error {
-	defer d.w.Notify()
-	return d.Datapath.DeleteEndpoint(ep)
-}
-
-func (d notifyingDatapath) PruneEndpoints(keep []spec.Endpoint) error {
-	defer d.w.Notify()
-	return d.Datapath.PruneEndpoints(keep)
-}
 
 func newClients(cfg Config) (*Clients, error) {
 	if err := cfg.Validate(); err != nil {
@@ -65,9 +35,6 @@ func newClients(cfg Config) (*Clients, error) {
 	}
 	return NewClients(cfg)
 }
-
-// resync repairs what events missed.
-const resync = 10 * time.Minute
 
 func newWatchers(lc cell.Lifecycle, cfg Config, c *Clients) *Watchers {
 	if c == nil {
@@ -109,13 +76,13 @@ func newIdentities(log *slog.Logger, c *Clients, w *Watchers) (identityOut, erro
 
 type publisherParams struct {
 	cell.In
-	Log       *slog.Logger
-	Lifecycle cell.Lifecycle
-	Health    cell.Health
+	Jobs      job.Group
 	Clients   *Clients
 	Watchers  *Watchers
 	IDs       *PodIdentities
-	Endpoints *endpoint.Manager
+	Manager   *endpoint.Manager
+	DB        *statedb.DB
+	Endpoints statedb.Table[*endpoint.Desired]
 }
 
 func registerPublisher(p publisherParams) {
@@ -123,53 +90,9 @@ func registerPublisher(p publisherParams) {
 		return
 	}
 	pub := NewPublisher(p.Clients, p.Watchers, p.IDs)
-	runLoop(p.Lifecycle, p.Log, p.Health, p.Watchers.Subscribe(), "CiliumEndpoints published",
-		func(ctx context.Context) error { return pub.Sync(ctx, p.Endpoints.List()) })
+	syncJobs(p.Jobs, "ciliumendpoints", p.DB, p.Endpoints, p.Watchers, pub.Sync)
 	// Identities follow labels: a relabelled pod or namespace moves its
 	// endpoints to the identity of their new labels.
-	relabel := Relabeler{w: p.Watchers, ids: p.IDs, eps: p.Endpoints}
-	runLoop(p.Lifecycle, p.Log, p.Health, p.Watchers.Subscribe(), "identities follow labels", relabel.Sync)
-}
-
-// runLoop calls sync after every change signal and every resync, and
-// retries a failed sync with backoff, from start to stop.
-func runLoop(lc cell.Lifecycle, log *slog.Logger, health cell.Health, changes <-chan struct{}, ok string, sync func(context.Context) error) {
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	lc.Append(cell.Hook{
-		OnStart: func(cell.HookContext) error {
-			go func() {
-				defer close(done)
-				loop(ctx, log, health, changes, ok, sync)
-			}()
-			return nil
-		},
-		OnStop: func(cell.HookContext) error { cancel(); <-done; return nil },
-	})
-}
-
-func loop(ctx context.Context, log *slog.Logger, health cell.Health, changes <-chan struct{}, ok string, sync func(context.Context) error) {
-	const minRetry = time.Second
-	retry := minRetry
-	timer := time.NewTimer(0)
-	defer timer.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-changes:
-		case <-timer.C:
-		}
-		timer.Stop()
-		if err := sync(ctx); err != nil {
-			log.Warn("sync failed, retrying", "error", err, "in", retry)
-			health.Degraded("sync failed", err)
-			timer.Reset(retry)
-			retry = min(2*retry, time.Minute)
-			continue
-		}
-		health.OK(ok)
-		retry = minRetry
-		timer.Reset(resync)
-	}
+	relabel := Relabeler{w: p.Watchers, ids: p.IDs, eps: p.Manager}
+	syncJobs(p.Jobs, "relabel", p.DB, p.Endpoints, p.Watchers, relabel.Sync)
 }

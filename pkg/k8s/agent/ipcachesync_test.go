@@ -1,7 +1,7 @@
 package agent
 
 import (
-	"errors"
+	"context"
 	"net/netip"
 	"reflect"
 	"testing"
@@ -12,6 +12,7 @@ import (
 	"github.com/cilium-go/cilium/internal/datapath/spec"
 	"github.com/cilium-go/cilium/pkg/endpoint"
 	"github.com/cilium-go/cilium/pkg/ipcache"
+	"github.com/cilium-go/cilium/pkg/node"
 )
 
 // memIPCache is the desired ipcache as the table holds it.
@@ -36,42 +37,29 @@ func tableContents(db *statedb.DB, tbl statedb.Table[*ipcache.Entry]) memIPCache
 	return out
 }
 
-// memRoutes are routes by destination, as the kernel keeps them.
-type memRoutes struct {
-	routes map[netip.Prefix]netip.Addr
-	fail   error
-}
-
-func (m *memRoutes) UpsertRemoteNode(r spec.RemoteNode) error {
-	if m.fail != nil {
-		return m.fail
+func nodesContents(db *statedb.DB, tbl statedb.Table[*node.Remote]) map[netip.Prefix]netip.Addr {
+	out := map[netip.Prefix]netip.Addr{}
+	for r := range tbl.All(db.ReadTxn()) {
+		out[r.PodCIDR] = r.IPv4
 	}
-	m.routes[r.PodCIDR] = r.IPv4
-	return nil
-}
-
-func (m *memRoutes) DeleteRemoteNode(r spec.RemoteNode) error {
-	if m.fail != nil {
-		return m.fail
-	}
-	delete(m.routes, r.PodCIDR)
-	return nil
+	return out
 }
 
 func TestIPCacheSync(t *testing.T) {
 	db, tbl, w := newIPCacheTable(t)
-	routes := &memRoutes{routes: map[netip.Prefix]netip.Addr{}}
-	s := newIPCacheSync(w, routes)
+	nodes, err := node.NewTable(db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &ipcacheSync{ipcache: w, nodes: node.NewWriter(db, nodes)}
 	addr := netip.MustParseAddr
 
 	steps := []struct {
 		name       string
 		nodes      []*corev1.Node
 		local      []endpoint.Endpoint
-		fail       error
 		wantIPC    memIPCache
 		wantRoutes map[netip.Prefix]netip.Addr
-		wantErr    bool
 	}{
 		{
 			name:  "two nodes",
@@ -89,15 +77,7 @@ func TestIPCacheSync(t *testing.T) {
 			wantRoutes: map[netip.Prefix]netip.Addr{pfx("10.0.2.0/24"): addr("192.168.0.4")},
 		},
 		{
-			name:       "route errors are returned and retried",
-			nodes:      []*corev1.Node{makeNode("a", "192.168.0.2", "10.0.1.0/24"), makeNode("c", "192.168.0.5", "10.0.3.0/24")},
-			fail:       errors.New("netlink down"),
-			wantIPC:    memIPCache{pfx("192.168.0.2/32"): entry(1, ""), pfx("192.168.0.5/32"): entry(6, "")},
-			wantRoutes: map[netip.Prefix]netip.Addr{pfx("10.0.2.0/24"): addr("192.168.0.4")},
-			wantErr:    true,
-		},
-		{
-			name:       "retry succeeds",
+			name:       "node b leaves, c joins",
 			nodes:      []*corev1.Node{makeNode("a", "192.168.0.2", "10.0.1.0/24"), makeNode("c", "192.168.0.5", "10.0.3.0/24")},
 			wantIPC:    memIPCache{pfx("192.168.0.2/32"): entry(1, ""), pfx("192.168.0.5/32"): entry(6, "")},
 			wantRoutes: map[netip.Prefix]netip.Addr{pfx("10.0.3.0/24"): addr("192.168.0.5")},
@@ -105,16 +85,17 @@ func TestIPCacheSync(t *testing.T) {
 	}
 	for _, st := range steps {
 		t.Run(st.name, func(t *testing.T) {
-			routes.fail = st.fail
-			err := s.sync(Cluster{NodeName: "a", Nodes: st.nodes, Local: st.local})
-			if (err != nil) != st.wantErr {
-				t.Fatalf("sync: %v, wantErr %v", err, st.wantErr)
+			s.cluster = func(local []endpoint.Endpoint) Cluster {
+				return Cluster{NodeName: "a", Nodes: st.nodes, Local: local}
+			}
+			if err := s.sync(context.Background(), st.local); err != nil {
+				t.Fatalf("sync: %v", err)
 			}
 			if got := tableContents(db, tbl); !reflect.DeepEqual(got, st.wantIPC) {
 				t.Errorf("ipcache\n got %v\nwant %v", got, st.wantIPC)
 			}
-			if !reflect.DeepEqual(routes.routes, st.wantRoutes) {
-				t.Errorf("routes\n got %v\nwant %v", routes.routes, st.wantRoutes)
+			if got := nodesContents(db, nodes); !reflect.DeepEqual(got, st.wantRoutes) {
+				t.Errorf("remote nodes\n got %v\nwant %v", got, st.wantRoutes)
 			}
 		})
 	}

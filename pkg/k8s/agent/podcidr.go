@@ -23,7 +23,13 @@ type podCIDRSource struct{ w *Watchers }
 // WaitPodCIDR returns the first IPv4 CIDR of spec.ipam.podCIDRs of this
 // node's CiliumNode, waiting for the operator to write one.
 func (s podCIDRSource) WaitPodCIDR(ctx context.Context) (netip.Prefix, error) {
-	changes := s.w.Subscribe()
+	changes := make(chan struct{}, 1)
+	s.w.OnChange(func() {
+		select {
+		case changes <- struct{}{}:
+		default:
+		}
+	})
 	for {
 		if p := s.w.ownPodCIDR(); p.IsValid() {
 			return p, nil

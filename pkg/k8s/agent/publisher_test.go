@@ -117,7 +117,13 @@ func TestPublisherSync(t *testing.T) {
 func TestWatchersCluster(t *testing.T) {
 	kubeObjs := []runtime.Object{makeNode("a", "192.168.0.2", ""), makeNode("b", "192.168.0.3", "10.0.2.0/24")}
 	c, w := startWatchers(t, "a", kubeObjs)
-	changes := w.Subscribe()
+	changes := make(chan struct{}, 1)
+	w.OnChange(func() {
+		select {
+		case changes <- struct{}{}:
+		default:
+		}
+	})
 	if _, err := c.Cilium.CiliumV2().CiliumEndpoints("shop").Create(context.Background(),
 		makeCEP("shop", "db", "10.0.2.8", "192.168.0.3", 301), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)

@@ -47,9 +47,9 @@ type Relabeler struct {
 }
 
 // Sync refreshes the identity of every local endpoint whose labels moved.
-func (r Relabeler) Sync(ctx context.Context) error {
+func (r Relabeler) Sync(ctx context.Context, local []endpoint.Endpoint) error {
 	var errs []error
-	for _, ep := range r.eps.List() {
+	for _, ep := range local {
 		pod := endpoint.Pod{Namespace: ep.PodNamespace, Name: ep.PodName}
 		in, ok := r.w.podInput(pod)
 		if !ok || !r.ids.Stale(pod, in) {

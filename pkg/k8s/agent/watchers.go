@@ -3,7 +3,6 @@ package agent
 import (
 	"context"
 	"errors"
-	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -19,7 +18,6 @@ import (
 
 // Watchers hold the agent's view of the cluster: this node's pods, all
 // namespaces, nodes, CiliumNodes, CiliumEndpoints and CiliumIdentities.
-// Subscribers hear of every change, coalesced.
 type Watchers struct {
 	NodeName         string
 	Pods             cache.SharedIndexInformer
@@ -28,9 +26,6 @@ type Watchers struct {
 	CiliumNodes      cache.SharedIndexInformer
 	CiliumEndpoints  cache.SharedIndexInformer
 	CiliumIdentities cache.SharedIndexInformer
-
-	mu   sync.Mutex
-	subs []chan struct{}
 }
 
 // NewWatchers builds the informers; Run starts them.
@@ -48,15 +43,6 @@ func NewWatchers(c *Clients, nodeName string, resync time.Duration) *Watchers {
 		CiliumNodes:      client.NewCiliumNodeInformer(c.Cilium, resync, nil),
 		CiliumEndpoints:  client.NewCiliumEndpointInformer(c.Cilium, "", resync, nil),
 		CiliumIdentities: client.NewCiliumIdentityInformer(c.Cilium, resync, nil),
-	}
-	notify := cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(any) { w.Notify() },
-		UpdateFunc: func(any, any) { w.Notify() },
-		DeleteFunc: func(any) { w.Notify() },
-	}
-	for _, inf := range w.informers() {
-		// Only fails once the informer runs; these are fresh.
-		_, _ = inf.AddEventHandler(notify)
 	}
 	return w
 }
@@ -85,26 +71,17 @@ func (w *Watchers) WaitForSync(ctx context.Context) error {
 	return nil
 }
 
-// Subscribe returns a channel that receives after every change; changes
-// that arrive while the subscriber is busy are merged into one.
-func (w *Watchers) Subscribe() <-chan struct{} {
-	ch := make(chan struct{}, 1)
-	w.mu.Lock()
-	w.subs = append(w.subs, ch)
-	w.mu.Unlock()
-	return ch
-}
-
-// Notify tells subscribers that something changed; local endpoint changes
-// come through here too.
-func (w *Watchers) Notify() {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	for _, ch := range w.subs {
-		select {
-		case ch <- struct{}{}:
-		default:
-		}
+// OnChange calls fn after every change of the watched objects. fn must
+// not block: it is called from the informers' goroutines.
+func (w *Watchers) OnChange(fn func()) {
+	h := cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(any) { fn() },
+		UpdateFunc: func(any, any) { fn() },
+		DeleteFunc: func(any) { fn() },
+	}
+	for _, inf := range w.informers() {
+		// Fails only once the informer stopped.
+		_, _ = inf.AddEventHandler(h)
 	}
 }
 
