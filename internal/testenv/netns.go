@@ -88,6 +88,7 @@ func createNetNS(path string) error {
 		done <- mountErr
 	}()
 	if err := <-done; err != nil {
+		unix.Unmount(path, unix.MNT_DETACH) // if only the return failed
 		os.Remove(path)
 		return fmt.Errorf("create netns %s: %w", path, err)
 	}
