@@ -134,7 +134,7 @@ test-lab: build-lab build-cilium
 # smoke subset runs the cilium lab in tunnel and native routing mode; -short
 # trims the native one to what depends on the mode.
 test-e2e-smoke: build-lab build-cilium $(TESTREPORT)
-	set -o pipefail; $(GO) test -count=1 -json -short -timeout 20m ./test/e2e -run 'TestSmoke' -args -bin $(BIN) 2>&1 | $(REPORT) -v
+	set -o pipefail; $(GO) test -count=1 -json -short -timeout 20m ./test/e2e -run 'TestPrivilegedSmoke' -args -bin $(BIN) 2>&1 | $(REPORT) -v
 
 e2e: prereqs-test build-lab build-cilium $(TESTREPORT)
 	set -o pipefail; $(GO) test -count=1 -json -timeout 60m ./test/e2e -args -bin $(BIN) 2>&1 | $(REPORT) -v

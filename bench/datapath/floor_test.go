@@ -1,18 +1,16 @@
 package main
 
 import (
-	"os"
 	"testing"
 
 	"github.com/cilium-go/cilium/internal/datapath/dptest"
+	"github.com/cilium-go/cilium/internal/testenv"
 )
 
-// TestFloorCarriesTraffic: the floor's programs are the only way between
+// TestPrivilegedFloorCarriesTraffic: the floor's programs are the only way between
 // its measured pods, and it works both ways.
-func TestFloorCarriesTraffic(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: namespaces and BPF programs")
-	}
+func TestPrivilegedFloorCarriesTraffic(t *testing.T) {
+	testenv.Privileged(t) // namespaces and BPF programs
 	c, err := dptest.New(dptest.Options{Plain: true})
 	if err != nil {
 		t.Fatal(err)

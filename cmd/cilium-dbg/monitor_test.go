@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/netip"
 	"strings"
 	"sync"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/cilium-go/cilium/internal/datapath"
 	"github.com/cilium-go/cilium/internal/datapath/spec"
+	"github.com/cilium-go/cilium/internal/testenv"
 )
 
 // fakeEvents hands out its events, then blocks until closed, as the ring
@@ -128,27 +130,21 @@ func TestMonitorStopsOnCancel(t *testing.T) {
 	src := newFakeEvents(trace)
 	done := make(chan error, 1)
 	go func() { done <- o.monitor(ctx, src, nil, 0) }()
-	deadline := time.After(10 * time.Second)
-	for {
+	testenv.Eventually(t, 10*time.Second, func() error {
 		src.mu.Lock()
-		left := len(src.events)
-		src.mu.Unlock()
-		if left == 0 {
-			break
+		defer src.mu.Unlock()
+		if left := len(src.events); left > 0 {
+			return fmt.Errorf("monitor did not read the event: %d left", left)
 		}
-		select {
-		case <-deadline:
-			t.Fatal("monitor did not read the event")
-		case <-time.After(time.Millisecond):
-		}
-	}
+		return nil
+	})
 	cancel()
 	select {
 	case err := <-done:
 		if err != nil {
 			t.Fatalf("monitor ended with %v", err)
 		}
-	case <-deadline:
+	case <-time.After(10 * time.Second):
 		t.Fatal("monitor still running after cancel")
 	}
 	if !strings.HasPrefix(out.String(), "trace to-overlay") {

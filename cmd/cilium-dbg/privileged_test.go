@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"net"
 	"net/netip"
 	"os"
@@ -18,17 +19,11 @@ import (
 	"github.com/cilium-go/cilium/internal/datapath/dptest"
 	"github.com/cilium-go/cilium/internal/datapath/spec"
 	"github.com/cilium-go/cilium/internal/datapath/testnode"
+	"github.com/cilium-go/cilium/internal/testenv"
 	"github.com/cilium-go/cilium/pkg/api/models"
 	"github.com/cilium-go/cilium/pkg/identity"
 	"github.com/cilium-go/cilium/pkg/nodedatapath"
 )
-
-func needRoot(t *testing.T, why string) {
-	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: " + why)
-	}
-}
 
 // bpfJSON runs a bpf command with -o json on the pins under root and
 // decodes its answer strictly into v.
@@ -48,7 +43,7 @@ func mustMAC(s string) net.HardwareAddr {
 // TestPrivilegedPinnedMaps writes entries into real pinned maps, closes
 // them as a stopped agent would, and reads them back with cilium-dbg.
 func TestPrivilegedPinnedMaps(t *testing.T) {
-	needRoot(t, "mounts a bpffs and creates BPF maps")
+	testenv.Privileged(t) // mounts a bpffs and creates BPF maps
 	root := testnode.TempBPFFS(t)
 	writePins(t, filepath.Join(root, "maps"))
 	for _, tc := range []struct {
@@ -183,7 +178,7 @@ func (s *syncBuffer) String() string {
 // sends allowed and denied traffic and checks what cilium-dbg shows of
 // it: the connection, the counters, the policy, and the drop in monitor.
 func TestPrivilegedLiveDatapath(t *testing.T) {
-	needRoot(t, "creates namespaces, veths and BPF programs")
+	testenv.Privileged(t) // creates namespaces, veths and BPF programs
 	c, err := dptest.New(dptest.Options{Mode: spec.Tunnel, PolicyIngress: true})
 	if err != nil {
 		t.Fatal(err)
@@ -301,18 +296,18 @@ func checkLiveMaps(t *testing.T, c *dptest.Cluster, client, server *dptest.Pod) 
 // waitForEvent polls the monitor's JSON lines until one matches.
 func waitForEvent(t *testing.T, out *syncBuffer, match func(eventView) bool) eventView {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for time.Now().Before(deadline) {
+	var found eventView
+	testenv.Eventually(t, 10*time.Second, func() error {
 		for _, l := range strings.Split(out.String(), "\n") {
 			var v eventView
 			if l != "" && json.Unmarshal([]byte(l), &v) == nil && match(v) {
-				return v
+				found = v
+				return nil
 			}
 		}
-		time.Sleep(10 * time.Millisecond) // polling the output, bounded by the deadline
-	}
-	t.Fatalf("no matching event in monitor output:\n%s", out.String())
-	return eventView{}
+		return fmt.Errorf("no matching event in monitor output:\n%s", out.String())
+	})
+	return found
 }
 
 func itoa(id uint16) string { return strconv.Itoa(int(id)) }

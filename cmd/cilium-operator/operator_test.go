@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -18,6 +19,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 
+	"github.com/cilium-go/cilium/internal/testenv"
 	"github.com/cilium-go/cilium/operator/k8s"
 	"github.com/cilium-go/cilium/operator/leader"
 	ciliumclient "github.com/cilium-go/cilium/pkg/k8s/client"
@@ -70,17 +72,16 @@ func TestOperatorInstallsCRDsAndAllocates(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
+	testenv.Eventually(t, 20*time.Second, func() error {
 		cn, err := c.Cilium.CiliumV2().CiliumNodes().Get(ctx, "n1", metav1.GetOptions{})
-		if err == nil && strings.Join(cn.Spec.IPAM.PodCIDRs, ",") == "10.20.0.0/26" {
-			break
+		if err != nil {
+			return fmt.Errorf("CiliumNode n1: %w", err)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("CiliumNode n1: %+v %v", cn, err)
+		if got := strings.Join(cn.Spec.IPAM.PodCIDRs, ","); got != "10.20.0.0/26" {
+			return fmt.Errorf("CiliumNode n1 pod CIDRs %q, want 10.20.0.0/26", got)
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return nil
+	})
 	crds, err := c.APIExts.ApiextensionsV1().CustomResourceDefinitions().List(ctx, metav1.ListOptions{})
 	if err != nil || len(crds.Items) == 0 {
 		t.Fatalf("CRDs: %v %v", crds, err)

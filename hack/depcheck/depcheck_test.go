@@ -14,14 +14,17 @@ const (
 	// spec holds the datapath's values (endpoints, ipcache entries, ...):
 	// what the control plane computes, with no kernel behind it.
 	spec = datapath + "/spec"
+	// testenv is the privileged tests' infrastructure.
+	testenv = module + "/internal/testenv"
 )
 
 // kernelFacing may import the kernel libraries: the datapath, the CNI's
-// pod link code and the namespace helper they share.
+// pod link code, the namespace helper they share, and the tests' namespaces.
 var kernelFacing = []string{
 	datapath,
 	module + "/internal/podlink",
 	module + "/internal/inns",
+	testenv,
 	// The benchmark loads its own floor program (bpf/bench).
 	module + "/bench/datapath",
 }
@@ -60,6 +63,20 @@ func TestOnlyTheDatapathImportsTheKernel(t *testing.T) {
 		for _, imp := range imports {
 			if under(imp, kernelLibraries...) {
 				t.Errorf("%s imports %s: only %v may", pkg, imp, kernelFacing)
+			}
+		}
+	}
+}
+
+// TestOnlyTestsImportTestenv: what a test needs (root, throwaway
+// namespaces) stays out of the binaries.
+func TestOnlyTestsImportTestenv(t *testing.T) {
+	for _, line := range goList(t, "-f", "{{.ImportPath}} {{join .Imports \" \"}}", module+"/...") {
+		fields := strings.Fields(line)
+		pkg, imports := fields[0], fields[1:]
+		for _, imp := range imports {
+			if imp == testenv {
+				t.Errorf("%s imports %s outside its tests", pkg, testenv)
 			}
 		}
 	}

@@ -23,13 +23,13 @@ import (
 // sampled all along and must pass at every sample.
 const apiOutage = 310 * time.Second
 
-// TestLabCiliumAPIServerOutage freezes the lab's API server (SIGSTOP: it
+// TestPrivilegedLabCiliumAPIServerOutage freezes the lab's API server (SIGSTOP: it
 // answers nothing and the supervisor does not restart it) while pods talk
 // across nodes. The agents stay live (/healthz 200 at every sample) and
 // are not restarted, pod traffic keeps flowing, and once the API server
 // returns the agents catch up: a new pod gets its network and its
 // CiliumEndpoint, and /readyz passes.
-func TestLabCiliumAPIServerOutage(t *testing.T) {
+func TestPrivilegedLabCiliumAPIServerOutage(t *testing.T) {
 	lab := StartLab(t, "e2eapi", "--nodes", "2", "--cni=cilium", "--kube-proxy=iptables")
 	node1, node2 := "e2eapi-node1", "e2eapi-node2"
 	lab.KubectlApply(smokeManifest)

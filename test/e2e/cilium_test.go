@@ -15,15 +15,17 @@ import (
 	v2 "github.com/cilium-go/cilium/pkg/k8s/apis/cilium.io/v2"
 )
 
-// TestSmokeCilium is cilium-go networking a two-node lab in tunnel mode,
+// TestPrivilegedSmokeCilium is cilium-go networking a two-node lab in tunnel mode,
 // with kube-proxy beside it for Services.
-func TestSmokeCilium(t *testing.T) { testCiliumLab(t, "e2ecil", "tunnel", true) }
+func TestPrivilegedSmokeCilium(t *testing.T) { testCiliumLab(t, "e2ecil", "tunnel", true) }
 
-// TestSmokeCiliumNative is the same in native routing mode. With -short
+// TestPrivilegedSmokeCiliumNative is the same in native routing mode. With -short
 // (make test) it stops after the agent restart: pod replacement and
 // operator failover do not depend on the routing mode, and the tunnel
 // smoke covers them; make e2e runs it whole.
-func TestSmokeCiliumNative(t *testing.T) { testCiliumLab(t, "e2ecn", "native", !testing.Short()) }
+func TestPrivilegedSmokeCiliumNative(t *testing.T) {
+	testCiliumLab(t, "e2ecn", "native", !testing.Short())
+}
 
 type echoPod struct{ name, node, ip string }
 

@@ -71,12 +71,12 @@ specs:
     - matchLabels: {"k8s:io.kubernetes.pod.namespace": kube-system}
 `
 
-// TestSmokeCRDs applies the generated CRDs to a real API server, checks a
+// TestPrivilegedSmokeCRDs applies the generated CRDs to a real API server, checks a
 // Cilium policy round-trips unchanged (nothing pruned by the schemas), that
 // the schemas reject invalid values, that every kind works through the typed
 // client, and that two identity allocators racing on the real API server
 // converge on one identity per label set.
-func TestSmokeCRDs(t *testing.T) {
+func TestPrivilegedSmokeCRDs(t *testing.T) {
 	lab := StartLab(t, "e2ecrd", "--nodes", "1", "--cni=bridge", "--kube-proxy=iptables")
 	crdDir, err := filepath.Abs("../../install/kubernetes/crds")
 	if err != nil {

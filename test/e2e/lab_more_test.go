@@ -10,9 +10,9 @@ import (
 	"time"
 )
 
-// TestLabKubeProxyNftables runs kube-proxy in nftables mode: a ClusterIP Service and
+// TestPrivilegedLabKubeProxyNftables runs kube-proxy in nftables mode: a ClusterIP Service and
 // cluster DNS work through it.
-func TestLabKubeProxyNftables(t *testing.T) {
+func TestPrivilegedLabKubeProxyNftables(t *testing.T) {
 	lab := StartLab(t, "e2enft", "--nodes", "1", "--kube-proxy=nftables")
 	lab.KubectlApply(smokeManifest)
 	lab.Kubectl("rollout", "status", "deployment/echo", "--timeout=180s")
@@ -91,10 +91,10 @@ spec:
     command: ["sh", "-c", "echo crashing; exit 3"]
 `
 
-// TestLabWorkloads checks what ordinary workloads rely on: volumes of every common kind,
+// TestPrivilegedLabWorkloads checks what ordinary workloads rely on: volumes of every common kind,
 // init containers, shared pod namespaces, downward-API and ConfigMap env, the service
 // account token, in-cluster API access and restarts.
-func TestLabWorkloads(t *testing.T) {
+func TestPrivilegedLabWorkloads(t *testing.T) {
 	lab := StartLab(t, "e2ewl", "--nodes", "1")
 	lab.KubectlApply(workloadManifest)
 	lab.Kubectl("wait", "--for=condition=Ready", "pod/volumes", "--timeout=120s")
@@ -178,9 +178,9 @@ func TestLabWorkloads(t *testing.T) {
 	lab.Kubectl("delete", "pod", "volumes", "--wait=true", "--timeout=60s")
 }
 
-// TestLabDownAfterCrash kills the lab's supervisor with SIGKILL, as a crash would, and
+// TestPrivilegedLabDownAfterCrash kills the lab's supervisor with SIGKILL, as a crash would, and
 // checks that down still removes everything.
-func TestLabDownAfterCrash(t *testing.T) {
+func TestPrivilegedLabDownAfterCrash(t *testing.T) {
 	lab := StartLab(t, "e2ecr", "--nodes", "1")
 	b, err := os.ReadFile(lab.StateDir + "/status.json")
 	if err != nil {

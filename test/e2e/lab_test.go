@@ -16,6 +16,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/cilium-go/cilium/internal/testenv"
 )
 
 var binDir = flag.String("bin", "../../bin", "directory of cilium-lab, kubectl and the other binaries")
@@ -32,9 +34,7 @@ type Lab struct {
 // that nothing is left, when the test ends.
 func StartLab(t *testing.T, name string, args ...string) *Lab {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("the e2e tests need root: they start a lab cluster")
-	}
+	testenv.Privileged(t) // a lab is namespaces, mounts and processes of a cluster
 	bin, err := filepath.Abs(*binDir)
 	if err != nil {
 		t.Fatal(err)
@@ -98,17 +98,12 @@ func (l *Lab) KubectlJSON(v any, args ...string) {
 // Eventually polls fn until it returns nil or the timeout passes.
 func (l *Lab) Eventually(what string, timeout time.Duration, fn func() error) {
 	l.t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		err := fn()
-		if err == nil {
-			return
+	testenv.Eventually(l.t, timeout, func() error {
+		if err := fn(); err != nil {
+			return fmt.Errorf("%s: %w", what, err)
 		}
-		if time.Now().After(deadline) {
-			l.t.Fatalf("%s: not true after %s: %v", what, timeout, err)
-		}
-		time.Sleep(500 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 // down removes the lab, runs down a second time (it must be a no-op) and checks that

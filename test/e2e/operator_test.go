@@ -58,11 +58,11 @@ func startOperator(t *testing.T, bin, kubeconfig, id string) (*exec.Cmd, *syncBu
 	return cmd, log
 }
 
-// TestSmokeOperator runs the operator binary against a 1-node lab: it
+// TestPrivilegedSmokeOperator runs the operator binary against a 1-node lab: it
 // installs the CRDs and gives the node a pod CIDR from the pool; a second
 // replica stands by and, when the first is killed without releasing its
 // lease, takes over with the node's CIDR unchanged.
-func TestSmokeOperator(t *testing.T) {
+func TestPrivilegedSmokeOperator(t *testing.T) {
 	lab := StartLab(t, "e2eop", "--nodes", "1", "--cni=bridge", "--kube-proxy=iptables")
 	gobin, err := exec.LookPath("go")
 	if err != nil {

@@ -51,10 +51,10 @@ spec:
     targetPort: 8080
 `
 
-// TestSmokeLab is the lab's smoke test: a two-node cluster on the reference bridge
+// TestPrivilegedSmokeLab is the lab's smoke test: a two-node cluster on the reference bridge
 // plugins and kube-proxy, pods across nodes talking directly, through a ClusterIP
 // Service and by DNS name, exec and logs, and a clean teardown.
-func TestSmokeLab(t *testing.T) {
+func TestPrivilegedSmokeLab(t *testing.T) {
 	lab := StartLab(t, "e2e", "--nodes", "2", "--cni=bridge", "--kube-proxy=iptables")
 
 	var version struct {
