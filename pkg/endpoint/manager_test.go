@@ -13,7 +13,9 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
+	"github.com/cilium-go/cilium/internal/testenv"
 	"github.com/cilium-go/cilium/pkg/endpoint"
 	"github.com/cilium-go/cilium/pkg/endpoint/endpointtest"
 	"github.com/cilium-go/cilium/pkg/identity"
@@ -231,7 +233,7 @@ func TestRestoreAfterRestart(t *testing.T) {
 	if err := h.m.Restore(ctx); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, func() error {
+	testenv.Eventually(t, 10*time.Second, func() error {
 		if p := h.dp.Pruned(); len(p) == 0 || !slices.Equal(p[0], []uint16{1, 3}) {
 			return fmt.Errorf("prunes kept %v, want [1 3] first", p)
 		}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/cilium/hive/cell"
 
+	"github.com/cilium-go/cilium/internal/testenv"
 	"github.com/cilium-go/cilium/pkg/endpoint"
 	"github.com/cilium-go/cilium/pkg/endpoint/endpointtest"
 	"github.com/cilium-go/cilium/pkg/identity"
@@ -95,7 +96,7 @@ func TestRestoreIncompleteClears(t *testing.T) {
 	h := &healthLog{}
 	done := make(chan struct{})
 	go func() { defer close(done); m.FinishRestore(context.Background(), h, fastRetry) }()
-	eventually(t, func() error {
+	testenv.Eventually(t, 10*time.Second, func() error {
 		if l, msg := h.last(); l != cell.StatusDegraded {
 			return fmt.Errorf("health %s %q, want degraded by a retry", l, msg)
 		}
@@ -141,7 +142,7 @@ func TestRestoreReportsTheDatapath(t *testing.T) {
 		t.Fatalf("endpoint not restored: %v", err)
 	}
 	dp.Fail(nil)
-	eventually(t, func() error {
+	testenv.Eventually(t, 10*time.Second, func() error {
 		if _, ok := dp.Live(1); !ok {
 			return errors.New("endpoint 1 not programmed")
 		}
@@ -179,20 +180,5 @@ func TestRetryRestoreForgetsDeleted(t *testing.T) {
 	}
 	if _, ok := dp.Live(1); ok || dp.Count() != 1 {
 		t.Fatalf("datapath holds %d endpoints: the deleted endpoint came back", dp.Count())
-	}
-}
-
-func eventually(t *testing.T, cond func() error) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		err := cond()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out: %v", err)
-		}
-		time.Sleep(time.Millisecond)
 	}
 }
