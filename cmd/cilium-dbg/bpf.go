@@ -10,8 +10,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/cilium-go/cilium/internal/datapath"
+	"github.com/cilium-go/cilium/pkg/api/models"
 	"github.com/cilium-go/cilium/pkg/identity"
-	"github.com/cilium-go/cilium/pkg/nodedatapath"
 )
 
 func newBPFCommand(o *options) *cobra.Command {
@@ -57,7 +57,7 @@ func (o *options) bpfIPCache(m *datapath.Maps) error {
 	if err != nil {
 		return err
 	}
-	out := nodedatapath.IPCacheModels(entries)
+	out := models.IPCacheEntries(entries)
 	return o.render(out, func(w *tabwriter.Writer) {
 		row(w, "PREFIX", "IDENTITY", "TUNNEL ENDPOINT")
 		for _, e := range out {

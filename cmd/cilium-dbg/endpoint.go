@@ -9,7 +9,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/cilium-go/cilium/pkg/api/models"
-	"github.com/cilium-go/cilium/pkg/endpoint"
 )
 
 func newEndpointCommand(o *options) *cobra.Command {
@@ -71,7 +70,7 @@ func (o *options) getEndpoint(ctx context.Context, arg string) (models.Endpoint,
 	if id, err := strconv.ParseUint(arg, 10, 16); err == nil {
 		return o.client().GetEndpointByID(ctx, uint16(id))
 	}
-	return o.client().GetEndpoint(ctx, strings.TrimPrefix(arg, endpoint.ContainerIDPrefix))
+	return o.client().GetEndpoint(ctx, strings.TrimPrefix(arg, models.ContainerIDPrefix))
 }
 
 func podName(e models.Endpoint) string {

@@ -22,7 +22,6 @@ import (
 	"github.com/cilium-go/cilium/internal/testenv"
 	"github.com/cilium-go/cilium/pkg/api/models"
 	"github.com/cilium-go/cilium/pkg/identity"
-	"github.com/cilium-go/cilium/pkg/nodedatapath"
 )
 
 // bpfJSON runs a bpf command with -o json on the pins under root and
@@ -288,7 +287,7 @@ func checkLiveMaps(t *testing.T, c *dptest.Cluster, client, server *dptest.Pod) 
 
 	var ipcache []models.IPCacheEntry
 	bpfJSON(t, n2.BPFFSDir, &ipcache, "bpf", "ipcache", "list")
-	if want := nodedatapath.IPCacheModels(c.IPCacheFor(n2)); len(ipcache) == 0 || !equalJSON(ipcache, want) {
+	if want := models.IPCacheEntries(c.IPCacheFor(n2)); len(ipcache) == 0 || !equalJSON(ipcache, want) {
 		t.Errorf("bpf ipcache list: %+v\nwant %+v", ipcache, want)
 	}
 }

@@ -16,9 +16,6 @@ import (
 	"github.com/cilium-go/cilium/pkg/identity"
 )
 
-// ContainerIDPrefix names an endpoint by its container in the API.
-const ContainerIDPrefix = "container-id:"
-
 // ErrNotFound: no endpoint by that name.
 var ErrNotFound = errors.New("endpoint not found")
 

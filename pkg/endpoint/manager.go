@@ -17,6 +17,7 @@ import (
 
 	"github.com/cilium/statedb"
 
+	"github.com/cilium-go/cilium/pkg/api/models"
 	"github.com/cilium-go/cilium/pkg/paths"
 )
 
@@ -208,7 +209,7 @@ func removeIfExists(path string) error {
 func (m *Manager) Get(name string) (Endpoint, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if cid, ok := strings.CutPrefix(name, ContainerIDPrefix); ok {
+	if cid, ok := strings.CutPrefix(name, models.ContainerIDPrefix); ok {
 		if e, ok := m.byContainer[cid]; ok {
 			return *e, nil
 		}

@@ -42,7 +42,7 @@ func TestConfigNamesFlag(t *testing.T) {
 }
 
 func TestIPCacheModelsSorted(t *testing.T) {
-	got := IPCacheModels(map[netip.Prefix]spec.IPCacheEntry{
+	got := models.IPCacheEntries(map[netip.Prefix]spec.IPCacheEntry{
 		netip.MustParsePrefix("10.0.2.0/24"): {Identity: 6},
 		netip.MustParsePrefix("10.0.1.7/32"): {Identity: 4242, TunnelEndpoint: netip.MustParseAddr("192.168.1.2")},
 		netip.MustParsePrefix("10.0.2.0/32"): {Identity: 1},

@@ -1,16 +1,24 @@
 // Package models holds the JSON bodies of the agent's REST API, as
 // described by api/v1/openapi.yaml. The agent's server and pkg/client
-// share them; the package has no dependencies so that small clients (the
-// CNI plugin) stay small.
+// share them; the package depends only on value packages (identities, the
+// datapath's values) so that small clients (the CNI plugin) stay small.
 package models
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
+	"net/netip"
+	"slices"
 	"time"
 
+	"github.com/cilium-go/cilium/internal/datapath/spec"
 	"github.com/cilium-go/cilium/pkg/identity"
 )
+
+// ContainerIDPrefix names an endpoint by its container in the API
+// (GET /v1/endpoint/container-id:<id>).
+const ContainerIDPrefix = "container-id:"
 
 // Error is every error response.
 type Error struct {
@@ -144,4 +152,26 @@ type Node struct {
 	PodCIDR string `json:"podCIDR,omitempty"`
 	// Local is the agent's own node.
 	Local bool `json:"local"`
+}
+
+// IPCacheEntries converts the datapath's ipcache entries for the API, sorted by address
+// and then prefix length so that lists compare and read well.
+func IPCacheEntries(entries map[netip.Prefix]spec.IPCacheEntry) []IPCacheEntry {
+	prefixes := make([]netip.Prefix, 0, len(entries))
+	for p := range entries {
+		prefixes = append(prefixes, p)
+	}
+	slices.SortFunc(prefixes, func(a, b netip.Prefix) int {
+		return cmp.Or(a.Addr().Compare(b.Addr()), cmp.Compare(a.Bits(), b.Bits()))
+	})
+	out := make([]IPCacheEntry, 0, len(prefixes))
+	for _, p := range prefixes {
+		e := entries[p]
+		m := IPCacheEntry{Prefix: p.String(), Identity: e.Identity}
+		if e.TunnelEndpoint.IsValid() {
+			m.TunnelEndpoint = e.TunnelEndpoint.String()
+		}
+		out = append(out, m)
+	}
+	return out
 }

@@ -153,9 +153,9 @@ func (s *Server) getEndpoint(w http.ResponseWriter, r *http.Request) {
 
 // containerID is the container named by a "container-id:<id>" path.
 func containerID(r *http.Request) (string, error) {
-	id, ok := strings.CutPrefix(r.PathValue("id"), endpoint.ContainerIDPrefix)
+	id, ok := strings.CutPrefix(r.PathValue("id"), models.ContainerIDPrefix)
 	if !ok || id == "" {
-		return "", invalid(fmt.Errorf("id: %q is not %s<container id>", r.PathValue("id"), endpoint.ContainerIDPrefix))
+		return "", invalid(fmt.Errorf("id: %q is not %s<container id>", r.PathValue("id"), models.ContainerIDPrefix))
 	}
 	return id, nil
 }
