@@ -72,12 +72,17 @@ func (c *Config) validate() error {
 	if c.Mode != spec.Native && c.Mode != spec.Tunnel {
 		return fmt.Errorf("datapath config: unknown routing mode %d", c.Mode)
 	}
-	d, err := podlink.ParseDevice(string(c.PodDevice))
-	if err != nil {
-		return fmt.Errorf("datapath config: %w", err)
+	// The field is typed already: an empty value means veth, anything
+	// else must be one of podlink's constants.
+	switch c.PodDevice {
+	case "":
+		c.PodDevice = podlink.DeviceVeth
+	case podlink.DeviceVeth, podlink.DeviceNetkit:
+	default:
+		return fmt.Errorf("datapath config: unknown pod device %q (want %s or %s)",
+			c.PodDevice, podlink.DeviceVeth, podlink.DeviceNetkit)
 	}
-	c.PodDevice = d
-	if d == podlink.DeviceNetkit && c.LegacyTC {
+	if c.PodDevice == podlink.DeviceNetkit && c.LegacyTC {
 		return errors.New("datapath config: netkit pod devices need TCX, not legacy tc")
 	}
 	if c.TunnelDevice == "" {
