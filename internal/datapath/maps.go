@@ -3,20 +3,20 @@ package datapath
 import (
 	"errors"
 	"fmt"
-	"net"
-	"net/netip"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 
 	"github.com/cilium/ebpf"
 	"golang.org/x/sys/unix"
-
-	"github.com/cilium-go/cilium/internal/datapath/spec"
-	"github.com/cilium-go/cilium/pkg/identity"
 )
 
 // Maps are the node's shared BPF maps. Every program object of the node
-// is loaded against these same maps.
+// is loaded against these same maps. Each map family has its own file
+// (endpoints, ipcache, policy, conntrack, nat, metrics, events,
+// routecache); their listing methods read the kernel's state, not the
+// desired one, for restore after a restart and for the debugging CLI.
 type Maps struct {
 	Endpoints *ebpf.Map
 	IPCache   *ebpf.Map
@@ -116,112 +116,6 @@ func (m *Maps) replacements() map[string]*ebpf.Map {
 	}
 }
 
-// EndpointEntry is what the datapath knows about a local endpoint.
-type EndpointEntry struct {
-	ID       uint16
-	Identity identity.NumericIdentity
-	IPv4     netip.Addr
-	// MAC is the pod's own interface; HostMAC and HostIfindex belong to
-	// the host-side veth that packets for the pod are redirected to.
-	MAC           net.HardwareAddr
-	HostMAC       net.HardwareAddr
-	HostIfindex   int
-	PolicyIngress bool
-	PolicyEgress  bool
-}
-
-func (e EndpointEntry) info() EndpointInfo {
-	v := EndpointInfo{Ifindex: uint32(e.HostIfindex), Identity: uint32(e.Identity), EpId: e.ID}
-	if e.PolicyIngress {
-		v.Flags |= epFlagIngressEnforce
-	}
-	if e.PolicyEgress {
-		v.Flags |= epFlagEgressEnforce
-	}
-	copy(v.Mac[:], e.MAC)
-	copy(v.NodeMac[:], e.HostMAC)
-	return v
-}
-
-// UpsertEndpoint writes the endpoint's entry.
-func (m *Maps) UpsertEndpoint(e EndpointEntry) error {
-	k, err := endpointKey4(e.IPv4)
-	if err != nil {
-		return err
-	}
-	v := e.info()
-	if err := m.Endpoints.Put(&k, &v); err != nil {
-		return fmt.Errorf("put endpoint %s: %w", e.IPv4, err)
-	}
-	return nil
-}
-
-// DeleteEndpoint removes the endpoint's entry; a missing one is no error.
-func (m *Maps) DeleteEndpoint(addr netip.Addr) error {
-	k, err := endpointKey4(addr)
-	if err != nil {
-		return err
-	}
-	if err := m.Endpoints.Delete(&k); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
-		return fmt.Errorf("delete endpoint %s: %w", addr, err)
-	}
-	return nil
-}
-
-// UpsertIPCache writes one prefix.
-func (m *Maps) UpsertIPCache(p netip.Prefix, e spec.IPCacheEntry) error {
-	k, err := ipcacheKey(p)
-	if err != nil {
-		return err
-	}
-	v := IPCacheInfo{Identity: uint32(e.Identity), TunnelIpv4: be32(e.TunnelEndpoint)}
-	if err := m.IPCache.Put(&k, &v); err != nil {
-		return fmt.Errorf("put ipcache %s: %w", p, markFull(err))
-	}
-	return nil
-}
-
-// DeleteIPCache removes one prefix; a missing one is no error.
-func (m *Maps) DeleteIPCache(p netip.Prefix) error {
-	k, err := ipcacheKey(p)
-	if err != nil {
-		return err
-	}
-	if err := m.IPCache.Delete(&k); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
-		return fmt.Errorf("delete ipcache %s: %w", p, err)
-	}
-	return nil
-}
-
-// SyncIPCache makes the ipcache equal to desired: it writes what differs
-// and prunes what is not desired. Running it twice changes nothing.
-func (m *Maps) SyncIPCache(desired map[netip.Prefix]spec.IPCacheEntry) error {
-	current := map[netip.Prefix]IPCacheInfo{}
-	var k IPCacheKey
-	var v IPCacheInfo
-	it := m.IPCache.Iterate()
-	for it.Next(&k, &v) {
-		current[prefixOfIPCacheKey(k)] = v
-	}
-	if err := it.Err(); err != nil {
-		return fmt.Errorf("iterate ipcache: %w", err)
-	}
-	var errs []error
-	for p := range current {
-		if _, ok := desired[p.Masked()]; !ok {
-			errs = append(errs, m.DeleteIPCache(p))
-		}
-	}
-	for p, e := range desired {
-		want := IPCacheInfo{Identity: uint32(e.Identity), TunnelIpv4: be32(e.TunnelEndpoint)}
-		if cur, ok := current[p.Masked()]; ok && cur == want {
-			continue
-		}
-		errs = append(errs, m.UpsertIPCache(p, e))
-	}
-	return errors.Join(errs...)
-}
-
 // ErrMapFull says that a map had no room for an update, which was then
 // not applied.
 var ErrMapFull = errors.New("map full")
@@ -233,4 +127,24 @@ func markFull(err error) error {
 		return fmt.Errorf("%w: %w", ErrMapFull, err)
 	}
 	return err
+}
+
+// ErrNotPinned is returned by OpenPinnedMaps when a map is not pinned.
+var ErrNotPinned = errors.New("map not pinned")
+
+// OpenPinnedMaps opens the maps a running (or stopped) node pinned in
+// pinDir, for tools that read the datapath beside the agent. Unlike
+// OpenMaps it creates nothing: a tool pointed at the wrong directory must
+// not leave empty maps there that a starting agent would then adopt.
+func OpenPinnedMaps(pinDir string) (*Maps, error) {
+	var m Maps
+	for _, name := range slices.Sorted(maps.Keys(m.replacements())) {
+		if _, err := os.Stat(filepath.Join(pinDir, name)); err != nil {
+			if errors.Is(err, os.ErrNotExist) {
+				return nil, fmt.Errorf("%s in %s: %w", name, pinDir, ErrNotPinned)
+			}
+			return nil, fmt.Errorf("pinned map %s: %w", name, err)
+		}
+	}
+	return OpenMaps(pinDir)
 }

@@ -85,33 +85,6 @@ func (r Reason) String() string {
 	return fmt.Sprintf("reason(%d)", uint8(r))
 }
 
-func endpointKey4(a netip.Addr) (EndpointKey, error) {
-	if !a.Is4() {
-		return EndpointKey{}, fmt.Errorf("endpoint address %s: only IPv4 is supported", a)
-	}
-	k := EndpointKey{Family: afInet}
-	a4 := a.As4()
-	copy(k.Addr[:], a4[:])
-	return k, nil
-}
-
-func ipcacheKey(p netip.Prefix) (IPCacheKey, error) {
-	if !p.Addr().Is4() {
-		return IPCacheKey{}, fmt.Errorf("ipcache prefix %s: only IPv4 is supported", p)
-	}
-	p = p.Masked()
-	k := IPCacheKey{Prefixlen: 32 + uint32(p.Bits()), Family: afInet}
-	a4 := p.Addr().As4()
-	copy(k.Addr[:], a4[:])
-	return k, nil
-}
-
-func prefixOfIPCacheKey(k IPCacheKey) netip.Prefix {
-	var a [4]byte
-	copy(a[:], k.Addr[:4])
-	return netip.PrefixFrom(netip.AddrFrom4(a), int(k.Prefixlen)-32)
-}
-
 // be32 is the uint32 whose in-memory bytes are the address, as the C side
 // stores addresses in network order.
 func be32(a netip.Addr) uint32 {
