@@ -3,10 +3,8 @@ package datapath
 import (
 	"errors"
 	"fmt"
-	"maps"
 	"os"
 	"path/filepath"
-	"slices"
 
 	"github.com/cilium/ebpf"
 	"golang.org/x/sys/unix"
@@ -33,87 +31,127 @@ type Maps struct {
 	FIBGen *ebpf.Map
 }
 
-// disposable maps hold nothing the datapath cannot lose: a pin of an
-// older layout is replaced rather than refused.
-var disposable = map[string]bool{"cilium_metrics": true, "cilium_fib4": true, "cilium_fib_gen": true}
+// mapDef is one row of mapTable.
+type mapDef struct {
+	// name is the map's name in C, which is also its pin's.
+	name string
+	// spec picks the map from the generated specs: a map renamed in C
+	// fails to compile here rather than to load.
+	spec  func(*lxcMapSpecs) *ebpf.MapSpec
+	field func(*Maps) **ebpf.Map
+	// disposable maps hold nothing the datapath cannot lose: a pin of an
+	// older layout is replaced rather than refused.
+	disposable bool
+	// internal maps are the datapath's own business, not in Summaries.
+	internal bool
+}
+
+// mapTable is the one list of the node's maps: opening, closing, the
+// pinned-map check, Summaries and the programs' map replacements all
+// walk it, so a new map is added in one place.
+var mapTable = []mapDef{
+	{name: "cilium_lxc", spec: func(s *lxcMapSpecs) *ebpf.MapSpec { return s.CiliumLxc },
+		field: func(m *Maps) **ebpf.Map { return &m.Endpoints }},
+	{name: "cilium_ipcache", spec: func(s *lxcMapSpecs) *ebpf.MapSpec { return s.CiliumIpcache },
+		field: func(m *Maps) **ebpf.Map { return &m.IPCache }},
+	{name: "cilium_policy", spec: func(s *lxcMapSpecs) *ebpf.MapSpec { return s.CiliumPolicy },
+		field: func(m *Maps) **ebpf.Map { return &m.Policy }},
+	{name: "cilium_ct4", spec: func(s *lxcMapSpecs) *ebpf.MapSpec { return s.CiliumCt4 },
+		field: func(m *Maps) **ebpf.Map { return &m.CT4 }},
+	{name: "cilium_frag4", spec: func(s *lxcMapSpecs) *ebpf.MapSpec { return s.CiliumFrag4 },
+		field: func(m *Maps) **ebpf.Map { return &m.Frag4 }},
+	{name: "cilium_snat4", spec: func(s *lxcMapSpecs) *ebpf.MapSpec { return s.CiliumSnat4 },
+		field: func(m *Maps) **ebpf.Map { return &m.SNAT4 }},
+	{name: "cilium_metrics", spec: func(s *lxcMapSpecs) *ebpf.MapSpec { return s.CiliumMetrics },
+		field: func(m *Maps) **ebpf.Map { return &m.Metrics }, disposable: true},
+	{name: "cilium_events", spec: func(s *lxcMapSpecs) *ebpf.MapSpec { return s.CiliumEvents },
+		field: func(m *Maps) **ebpf.Map { return &m.Events }},
+	{name: "cilium_fib4", spec: func(s *lxcMapSpecs) *ebpf.MapSpec { return s.CiliumFib4 },
+		field: func(m *Maps) **ebpf.Map { return &m.FIB4 }, disposable: true, internal: true},
+	{name: "cilium_fib_gen", spec: func(s *lxcMapSpecs) *ebpf.MapSpec { return s.CiliumFibGen },
+		field: func(m *Maps) **ebpf.Map { return &m.FIBGen }, disposable: true, internal: true},
+}
 
 // OpenMaps creates the maps, or opens them when already pinned in pinDir.
 // An empty pinDir gives unpinned maps, as BPF program tests want.
 func OpenMaps(pinDir string) (*Maps, error) {
-	spec, err := loadLxc()
+	var specs lxcMapSpecs
+	cs, err := loadLxc()
 	if err != nil {
 		return nil, fmt.Errorf("load lxc spec: %w", err)
 	}
-	var specs lxcMapSpecs
-	if err := spec.Assign(&specs); err != nil {
+	if err := cs.Assign(&specs); err != nil {
 		return nil, fmt.Errorf("assign map specs: %w", err)
 	}
 	m := &Maps{}
-	for _, x := range []struct {
-		spec *ebpf.MapSpec
-		dst  **ebpf.Map
-	}{
-		{specs.CiliumLxc, &m.Endpoints},
-		{specs.CiliumIpcache, &m.IPCache},
-		{specs.CiliumPolicy, &m.Policy},
-		{specs.CiliumCt4, &m.CT4},
-		{specs.CiliumFrag4, &m.Frag4},
-		{specs.CiliumSnat4, &m.SNAT4},
-		{specs.CiliumMetrics, &m.Metrics},
-		{specs.CiliumEvents, &m.Events},
-		{specs.CiliumFib4, &m.FIB4},
-		{specs.CiliumFibGen, &m.FIBGen},
-	} {
-		s := x.spec.Copy()
-		if pinDir == "" {
-			s.Pinning = ebpf.PinNone
-		}
-		mp, err := ebpf.NewMapWithOptions(s, ebpf.MapOptions{PinPath: pinDir})
-		if errors.Is(err, ebpf.ErrMapIncompatible) && disposable[s.Name] {
-			// Pinned by an older datapath with another layout: its
-			// content may be lost, so a new map replaces it.
-			if err = os.Remove(filepath.Join(pinDir, s.Name)); err == nil {
-				mp, err = ebpf.NewMapWithOptions(s, ebpf.MapOptions{PinPath: pinDir})
-			}
-		}
+	for _, d := range mapTable {
+		mp, err := openMap(d, d.spec(&specs), pinDir)
 		if err != nil {
 			m.Close()
-			return nil, fmt.Errorf("map %s: %w", s.Name, err)
+			return nil, err
 		}
-		*x.dst = mp
+		*d.field(m) = mp
 	}
 	return m, nil
+}
+
+func openMap(d mapDef, s *ebpf.MapSpec, pinDir string) (*ebpf.Map, error) {
+	s = s.Copy()
+	if pinDir == "" {
+		s.Pinning = ebpf.PinNone
+	}
+	mp, err := ebpf.NewMapWithOptions(s, ebpf.MapOptions{PinPath: pinDir})
+	if errors.Is(err, ebpf.ErrMapIncompatible) && d.disposable {
+		// Pinned by an older datapath with another layout: its
+		// content may be lost, so a new map replaces it.
+		if err = os.Remove(filepath.Join(pinDir, s.Name)); err == nil {
+			mp, err = ebpf.NewMapWithOptions(s, ebpf.MapOptions{PinPath: pinDir})
+		}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("map %s: %w", s.Name, err)
+	}
+	return mp, nil
 }
 
 // Close releases the file descriptors; pinned maps stay.
 func (m *Maps) Close() error {
 	var errs []error
-	for _, mp := range append(m.all(), m.FIB4, m.FIBGen) {
-		if mp != nil {
+	for _, d := range mapTable {
+		if mp := *d.field(m); mp != nil {
 			errs = append(errs, mp.Close())
 		}
 	}
 	return errors.Join(errs...)
 }
 
-func (m *Maps) all() []*ebpf.Map {
-	return []*ebpf.Map{m.Endpoints, m.IPCache, m.Policy, m.CT4, m.Frag4, m.SNAT4, m.Metrics, m.Events}
-}
-
 // replacements lets a program object use these maps instead of its own.
 func (m *Maps) replacements() map[string]*ebpf.Map {
-	return map[string]*ebpf.Map{
-		"cilium_lxc":     m.Endpoints,
-		"cilium_ipcache": m.IPCache,
-		"cilium_policy":  m.Policy,
-		"cilium_ct4":     m.CT4,
-		"cilium_frag4":   m.Frag4,
-		"cilium_snat4":   m.SNAT4,
-		"cilium_metrics": m.Metrics,
-		"cilium_events":  m.Events,
-		"cilium_fib4":    m.FIB4,
-		"cilium_fib_gen": m.FIBGen,
+	r := make(map[string]*ebpf.Map, len(mapTable))
+	for _, d := range mapTable {
+		r[d.name] = *d.field(m)
 	}
+	return r
+}
+
+// ErrNotPinned is returned by OpenPinnedMaps when a map is not pinned.
+var ErrNotPinned = errors.New("map not pinned")
+
+// OpenPinnedMaps opens the maps a running (or stopped) node pinned in
+// pinDir, for tools that read the datapath beside the agent. Unlike
+// OpenMaps it creates nothing: a tool pointed at the wrong directory must
+// not leave empty maps there that a starting agent would then adopt.
+func OpenPinnedMaps(pinDir string) (*Maps, error) {
+	for _, d := range mapTable {
+		name := d.name
+		if _, err := os.Stat(filepath.Join(pinDir, name)); err != nil {
+			if errors.Is(err, os.ErrNotExist) {
+				return nil, fmt.Errorf("%s in %s: %w", name, pinDir, ErrNotPinned)
+			}
+			return nil, fmt.Errorf("pinned map %s: %w", name, err)
+		}
+	}
+	return OpenMaps(pinDir)
 }
 
 // ErrMapFull says that a map had no room for an update, which was then
@@ -127,24 +165,4 @@ func markFull(err error) error {
 		return fmt.Errorf("%w: %w", ErrMapFull, err)
 	}
 	return err
-}
-
-// ErrNotPinned is returned by OpenPinnedMaps when a map is not pinned.
-var ErrNotPinned = errors.New("map not pinned")
-
-// OpenPinnedMaps opens the maps a running (or stopped) node pinned in
-// pinDir, for tools that read the datapath beside the agent. Unlike
-// OpenMaps it creates nothing: a tool pointed at the wrong directory must
-// not leave empty maps there that a starting agent would then adopt.
-func OpenPinnedMaps(pinDir string) (*Maps, error) {
-	var m Maps
-	for _, name := range slices.Sorted(maps.Keys(m.replacements())) {
-		if _, err := os.Stat(filepath.Join(pinDir, name)); err != nil {
-			if errors.Is(err, os.ErrNotExist) {
-				return nil, fmt.Errorf("%s in %s: %w", name, pinDir, ErrNotPinned)
-			}
-			return nil, fmt.Errorf("pinned map %s: %w", name, err)
-		}
-	}
-	return OpenMaps(pinDir)
 }
