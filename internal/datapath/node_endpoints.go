@@ -55,7 +55,8 @@ func (n *Node) UpsertEndpoint(ep spec.Endpoint) error {
 	}); err != nil {
 		return err
 	}
-	route := &netlink.Route{LinkIndex: idx, Dst: hostPrefix(ep.IPv4), Scope: netlink.SCOPE_LINK}
+	route := &netlink.Route{LinkIndex: idx, Dst: hostPrefix(ep.IPv4), Scope: netlink.SCOPE_LINK,
+		Protocol: RouteProtocol}
 	if err := n.nl.RouteReplace(route); err != nil {
 		return fmt.Errorf("route to endpoint %d: %w", ep.ID, err)
 	}
