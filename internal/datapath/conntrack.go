@@ -28,14 +28,14 @@ type Connection struct {
 }
 
 const (
-	ctFlagSeenReply = 1
-	ctFlagTxClosing = 2
-	ctFlagRxClosing = 4
-	ctFlagSNAT      = 8
+	ctFlagSeenReply = uint16(lxcCtFlagsCT_F_SEEN_REPLY)
+	ctFlagTxClosing = uint16(lxcCtFlagsCT_F_TX_CLOSING)
+	ctFlagRxClosing = uint16(lxcCtFlagsCT_F_RX_CLOSING)
+	ctFlagSNAT      = uint16(lxcCtFlagsCT_F_SNAT)
 	// Lookup hints of the datapath, not shown: the originator or the
 	// responder has no local endpoint.
-	ctFlagNoSrcEP = 16
-	ctFlagNoDstEP = 32
+	ctFlagNoSrcEP = uint16(lxcCtFlagsCT_F_NO_SRC_EP)
+	ctFlagNoDstEP = uint16(lxcCtFlagsCT_F_NO_DST_EP)
 )
 
 // Connections lists the conntrack table.

@@ -55,7 +55,7 @@ func policyKeys(epID uint16, e spec.PolicyEntry) []PolicyKey {
 		k := base
 		k.Protocol = e.Protocol
 		k.Dport = htons(pp.port)
-		k.Prefixlen = uint32(policyPrefixProto + pp.bits)
+		k.Prefixlen = policyPrefixProto + uint32(pp.bits)
 		out = append(out, k)
 	}
 	return out
@@ -65,7 +65,7 @@ func policyKeys(epID uint16, e spec.PolicyEntry) []PolicyKey {
 // aligned in 24 bits, so that prefix containment is a mask comparison.
 func policyBits(k PolicyKey) (uint32, int) {
 	v := uint32(k.Protocol)<<16 | uint32(htons(k.Dport))
-	return v, int(k.Prefixlen) - policyPrefixStatic
+	return v, int(k.Prefixlen) - int(policyPrefixStatic)
 }
 
 // covers reports whether every packet matching b also matches a.
@@ -226,7 +226,7 @@ func policyEntryOf(k PolicyKey, v PolicyValue) spec.PolicyEntry {
 		return e
 	}
 	e.Protocol = k.Protocol
-	bits := int(k.Prefixlen) - policyPrefixProto
+	bits := int(k.Prefixlen) - int(policyPrefixProto)
 	if bits <= 0 {
 		return e
 	}
