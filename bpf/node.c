@@ -12,7 +12,8 @@
  * to the node's stack. src_id is the sender's identity when the VNI
  * carried it, tunnel the sending node; both are 0 in native routing, where
  * replies to masqueraded pods are also translated back here. */
-static __always_inline int from_network(struct __sk_buff *skb, __u32 src_id, __u32 tunnel, __u8 point)
+static __always_inline int from_network(struct __sk_buff *skb, __u32 src_id, __u32 tunnel,
+					enum trace_point point)
 {
 	struct flow f = { .src_id = src_id, .direction = DIR_INGRESS };
 	struct endpoint_info *ep;

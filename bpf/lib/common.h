@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* Shared definitions of the datapath: numbers the Go side mirrors, map key and
- * value layouts (bpf2go turns them into Go types) and the maps themselves.
+/* Shared definitions of the datapath: the numbers and the map key and value
+ * layouts that the Go side takes from BTF (bpf2go turns them into Go types
+ * and constants), and the maps themselves.
  * Every map is pinned by name so that all programs of one node share it. */
 #pragma once
 
@@ -35,83 +36,112 @@ struct icmphdr {
 
 #define PACKET_HOST 0 /* linux/if_packet.h */
 
-#ifndef AF_INET
-#define AF_INET 2
-#endif
+/* The address family of keys and events: AF_INET's number, named apart
+ * from the libc macro so that it can be an enum that bpf2go exports. */
+enum addr_family {
+	FAMILY_INET = 2,
+};
 
 /* Reserved identities keep Cilium's numbers. */
-#define IDENTITY_ANY 0 /* wildcard in policy keys */
-#define IDENTITY_HOST 1
-#define IDENTITY_WORLD 2
-#define IDENTITY_UNMANAGED 3
-#define IDENTITY_INIT 5
-#define IDENTITY_REMOTE_NODE 6
-/* Identities with this bit are node-local (CIDR identities): they never
- * leave the node that allocated them. */
-#define IDENTITY_SCOPE_LOCAL (1 << 24)
+enum reserved_identity {
+	IDENTITY_ANY = 0, /* wildcard in policy keys */
+	IDENTITY_HOST = 1,
+	IDENTITY_WORLD = 2,
+	IDENTITY_UNMANAGED = 3,
+	IDENTITY_INIT = 5,
+	IDENTITY_REMOTE_NODE = 6,
+	/* Identities with this bit are node-local (CIDR identities): they
+	 * never leave the node that allocated them. */
+	IDENTITY_SCOPE_LOCAL = 1 << 24,
+};
+
+/* The numbers the Go side shares are enums, not macros: bpf2go exports
+ * them from BTF (generate.go's -type list), so Go has no copy to keep in
+ * step. Struct fields and constants stay __u8 and __u32 where the layout
+ * wants that size; enums only name the values. */
 
 /* Event types and trace points keep the numbers of Cilium's monitor so
  * that a Hubble parser can map them one to one. */
-#define EVENT_DROP 1
-#define EVENT_TRACE 4
-#define EVENT_POLICY_VERDICT 5
+enum event_type {
+	EVENT_DROP = 1,
+	EVENT_TRACE = 4,
+	EVENT_POLICY_VERDICT = 5,
+};
 
-#define TRACE_TO_LXC 0
-#define TRACE_TO_HOST 2
-#define TRACE_TO_STACK 3
-#define TRACE_TO_OVERLAY 4
-#define TRACE_FROM_LXC 5
-#define TRACE_FROM_HOST 7
-#define TRACE_FROM_OVERLAY 9
-#define TRACE_FROM_NETWORK 10
+enum trace_point {
+	TRACE_TO_LXC = 0,
+	TRACE_TO_HOST = 2,
+	TRACE_TO_STACK = 3,
+	TRACE_TO_OVERLAY = 4,
+	TRACE_FROM_LXC = 5,
+	TRACE_FROM_HOST = 7,
+	TRACE_FROM_OVERLAY = 9,
+	TRACE_FROM_NETWORK = 10,
+};
 
 /* Metric reasons: 0 means forwarded, drops use their drop reason. The
  * numbers are Cilium's, so that Hubble reports them unchanged. */
-#define REASON_FORWARDED 0
-#define DROP_INVALID_SIP 132
-#define DROP_POLICY 133
-#define DROP_INVALID 134
-#define DROP_UNSUPPORTED_L3 139
-#define DROP_NO_TUNNEL_KEY 147
-#define DROP_CT_CREATE 155
-#define DROP_FRAG_NOSUPPORT 157
-#define DROP_UNKNOWN_CT 163
-#define DROP_NAT_NO_MAPPING 167
-#define DROP_INVALID_IDENTITY 171
-#define DROP_UNKNOWN_SENDER 172
-#define DROP_FRAG_NOT_FOUND 175
-#define DROP_POLICY_DENY 181
+enum drop_reason {
+	REASON_FORWARDED = 0,
+	DROP_INVALID_SIP = 132,
+	DROP_POLICY = 133,
+	DROP_INVALID = 134,
+	DROP_UNSUPPORTED_L3 = 139,
+	DROP_NO_TUNNEL_KEY = 147,
+	DROP_CT_CREATE = 155,
+	DROP_FRAG_NOSUPPORT = 157,
+	DROP_UNKNOWN_CT = 163,
+	DROP_NAT_NO_MAPPING = 167,
+	DROP_INVALID_IDENTITY = 171,
+	DROP_UNKNOWN_SENDER = 172,
+	DROP_FRAG_NOT_FOUND = 175,
+	DROP_POLICY_DENY = 181,
+};
 
-#define DIR_INGRESS 1
-#define DIR_EGRESS 2
+enum traffic_direction {
+	DIR_INGRESS = 1,
+	DIR_EGRESS = 2,
+};
 
 /* Policy verdicts in events. */
-#define VERDICT_ALLOW 1
-#define VERDICT_DENY 2
+enum policy_verdict {
+	VERDICT_ALLOW = 1,
+	VERDICT_DENY = 2,
+};
 
 /* Connection tracking results. */
-#define CT_NEW 0
-#define CT_ESTABLISHED 1
-#define CT_REPLY 2
-#define CT_RELATED 3
-#define CT_INVALID 4 /* a TCP segment of no tracked connection, not a SYN */
+enum ct_status {
+	CT_NEW = 0,
+	CT_ESTABLISHED = 1,
+	CT_REPLY = 2,
+	CT_RELATED = 3,
+	CT_INVALID = 4, /* a TCP segment of no tracked connection, not a SYN */
+};
 
 /* Endpoint flags (struct endpoint_info.flags). */
-#define EP_F_INGRESS_ENFORCE 1
-#define EP_F_EGRESS_ENFORCE 2
+enum endpoint_flags {
+	EP_F_INGRESS_ENFORCE = 1,
+	EP_F_EGRESS_ENFORCE = 2,
+};
 
 /* Policy entry flags. */
-#define POLICY_F_DENY 1
+enum policy_flags {
+	POLICY_F_DENY = 1,
+};
 
 /* Policy key prefix lengths: identity, endpoint and direction are always
  * matched; protocol and port may be wildcarded, ports also by range. */
-#define POLICY_PREFIX_STATIC (8 * 7)
-#define POLICY_PREFIX_PROTO (POLICY_PREFIX_STATIC + 8)
-#define POLICY_PREFIX_FULL (POLICY_PREFIX_PROTO + 16)
+enum policy_prefix {
+	POLICY_PREFIX_STATIC = 8 * 7,
+	POLICY_PREFIX_PROTO = POLICY_PREFIX_STATIC + 8,
+	POLICY_PREFIX_FULL = POLICY_PREFIX_PROTO + 16,
+};
 
 /* Routing modes (const TUNNEL_MODE). */
-#define ROUTING_NATIVE 0
-#define ROUTING_TUNNEL 1
+enum routing_mode {
+	ROUTING_NATIVE = 0,
+	ROUTING_TUNNEL = 1,
+};
 
 /* Set on packets this datapath already encapsulated so that the overlay
  * egress program leaves their tunnel key alone. */
@@ -171,16 +201,18 @@ struct ct4_key {
 	__u8 pad[3];
 };
 
-#define CT_F_SEEN_REPLY 1
-#define CT_F_TX_CLOSING 2
-#define CT_F_RX_CLOSING 4
-#define CT_F_SNAT 8 /* the originator is masqueraded to the node */
-/* The originator, or the responder, is no local endpoint: a pod's packet
- * towards it needs no endpoint lookup. Addresses of local endpoints come
- * from the node's own pod CIDR, so a remote one does not become local
- * while its connections live. */
-#define CT_F_NO_SRC_EP 16
-#define CT_F_NO_DST_EP 32
+enum ct_flags {
+	CT_F_SEEN_REPLY = 1,
+	CT_F_TX_CLOSING = 2,
+	CT_F_RX_CLOSING = 4,
+	CT_F_SNAT = 8, /* the originator is masqueraded to the node */
+	/* The originator, or the responder, is no local endpoint: a pod's
+	 * packet towards it needs no endpoint lookup. Addresses of local
+	 * endpoints come from the node's own pod CIDR, so a remote one does
+	 * not become local while its connections live. */
+	CT_F_NO_SRC_EP = 16,
+	CT_F_NO_DST_EP = 32,
+};
 
 /* A connection remembers what its first packet needed from the ipcache,
  * so that later packets need no longest-prefix lookup. */
@@ -225,7 +257,9 @@ struct frag_ports {
 };
 
 /* The metrics map is an array indexed by reason and direction: no hashing,
- * and the verifier inlines the lookup. Directions fit in two bits. */
+ * and the verifier inlines the lookup. Directions fit in two bits. These
+ * stay macros: METRICS_INDEX takes arguments, and the Go side reads the
+ * map's size from the map, not from a copy of the number. */
 #define METRICS_INDEX(reason, dir) (((__u32)(reason) << 2) | ((dir) & 3))
 #define METRICS_ENTRIES (256 << 2)
 
@@ -250,6 +284,8 @@ struct fib4_entry {
 	__u8 smac[6];
 };
 
+/* Macros, not enums: the lifetime needs 64 bits, which a C enum before
+ * C23 cannot hold, and neither number is shared with Go. */
 #define FIB_CACHE_SLOTS 1024
 #define FIB_CACHE_LIFETIME 1000000000ULL
 
@@ -362,3 +398,23 @@ volatile const __u8 LEGACY_ROUTING = 0;
 /* Keeps the event layout in BTF for bpf2go: ring buffer records are not
  * map values, so nothing else would name the type. */
 struct event *const __event_type __attribute__((unused)) = 0;
+
+/* Keeps the enums the Go side shares in BTF for bpf2go (generate.go's
+ * -type list): an enum that only names values of __u8 fields and of
+ * inlined functions' arguments leaves no type behind. Never used. */
+struct go_contract {
+	enum addr_family family;
+	enum reserved_identity identity;
+	enum event_type event_type;
+	enum trace_point trace_point;
+	enum drop_reason drop_reason;
+	enum traffic_direction direction;
+	enum policy_verdict verdict;
+	enum ct_status ct_status;
+	enum ct_flags ct_flags;
+	enum endpoint_flags endpoint_flags;
+	enum policy_flags policy_flags;
+	enum policy_prefix policy_prefix;
+	enum routing_mode routing_mode;
+};
+struct go_contract *const __go_contract __attribute__((unused)) = 0;

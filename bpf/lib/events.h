@@ -12,11 +12,11 @@ struct flow {
 	__u32 dst_id;
 	__u16 src_ep;
 	__u16 dst_ep;
-	__u8 ct_status;
-	__u8 direction;
+	__u8 ct_status; /* enum ct_status */
+	__u8 direction; /* enum traffic_direction */
 };
 
-static __always_inline void metrics_add(__u8 reason, __u8 dir, __u32 len)
+static __always_inline void metrics_add(enum drop_reason reason, __u8 dir, __u32 len)
 {
 	__u32 k = METRICS_INDEX(reason, dir);
 	struct metrics_value *v = bpf_map_lookup_elem(&cilium_metrics, &k);
@@ -28,7 +28,8 @@ static __always_inline void metrics_add(__u8 reason, __u8 dir, __u32 len)
 }
 
 static __always_inline void emit_event(struct __sk_buff *skb, const struct flow *f,
-				       __u8 type, __u8 subtype, __u8 verdict)
+				       enum event_type type, __u8 subtype,
+				       enum policy_verdict verdict)
 {
 	struct event *e = bpf_ringbuf_reserve(&cilium_events, sizeof(*e), 0);
 
@@ -53,7 +54,7 @@ static __always_inline void emit_event(struct __sk_buff *skb, const struct flow 
 	e->verdict = verdict;
 	e->ct_status = f->ct_status;
 	e->tcp_flags = f->p.tcp_flags;
-	e->family = AF_INET;
+	e->family = FAMILY_INET;
 	bpf_ringbuf_submit(e, 0);
 }
 
@@ -67,7 +68,8 @@ static __always_inline int drop(struct __sk_buff *skb, const struct flow *f, int
 }
 
 /* forwarded counts a packet let through and traces it when asked to. */
-static __always_inline void forwarded(struct __sk_buff *skb, const struct flow *f, __u8 point)
+static __always_inline void forwarded(struct __sk_buff *skb, const struct flow *f,
+				      enum trace_point point)
 {
 	if (TRACE_ENABLED)
 		emit_event(skb, f, EVENT_TRACE, point, 0);

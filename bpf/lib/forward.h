@@ -8,7 +8,7 @@
 
 static __always_inline struct endpoint_info *endpoint_lookup4(__u32 addr)
 {
-	struct endpoint_key k = { .family = AF_INET };
+	struct endpoint_key k = { .family = FAMILY_INET };
 
 	__builtin_memcpy(k.addr, &addr, 4);
 	return bpf_map_lookup_elem(&cilium_lxc, &k);
@@ -16,7 +16,7 @@ static __always_inline struct endpoint_info *endpoint_lookup4(__u32 addr)
 
 static __always_inline struct ipcache_info *ipcache_lookup4(__u32 addr)
 {
-	struct ipcache_key k = { .prefixlen = 32 + 32, .family = AF_INET };
+	struct ipcache_key k = { .prefixlen = 32 + 32, .family = FAMILY_INET };
 
 	__builtin_memcpy(k.addr, &addr, 4);
 	return bpf_map_lookup_elem(&cilium_ipcache, &k);
@@ -134,7 +134,7 @@ static __always_inline int fib_cached(const struct fib4_entry *c, const struct p
 static __always_inline int redirect_routed(struct __sk_buff *skb, const struct pkt *p)
 {
 	struct bpf_fib_lookup fib = {
-		.family = AF_INET,
+		.family = FAMILY_INET,
 		.ifindex = skb->ifindex, /* at tc ingress: the receiving device */
 		.ipv4_src = p->saddr,
 		.ipv4_dst = p->daddr,

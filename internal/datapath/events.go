@@ -20,9 +20,9 @@ import (
 type EventType uint8
 
 const (
-	EventDrop          EventType = 1
-	EventTrace         EventType = 4
-	EventPolicyVerdict EventType = 5
+	EventDrop          = EventType(lxcEventTypeEVENT_DROP)
+	EventTrace         = EventType(lxcEventTypeEVENT_TRACE)
+	EventPolicyVerdict = EventType(lxcEventTypeEVENT_POLICY_VERDICT)
 )
 
 func (t EventType) String() string {
@@ -41,34 +41,52 @@ func (t EventType) String() string {
 type TracePoint uint8
 
 const (
-	TraceToLXC       TracePoint = 0
-	TraceToHost      TracePoint = 2
-	TraceToStack     TracePoint = 3
-	TraceToOverlay   TracePoint = 4
-	TraceFromLXC     TracePoint = 5
-	TraceFromHost    TracePoint = 7
-	TraceFromOverlay TracePoint = 9
-	TraceFromNetwork TracePoint = 10
+	TraceToLXC       = TracePoint(lxcTracePointTRACE_TO_LXC)
+	TraceToHost      = TracePoint(lxcTracePointTRACE_TO_HOST)
+	TraceToStack     = TracePoint(lxcTracePointTRACE_TO_STACK)
+	TraceToOverlay   = TracePoint(lxcTracePointTRACE_TO_OVERLAY)
+	TraceFromLXC     = TracePoint(lxcTracePointTRACE_FROM_LXC)
+	TraceFromHost    = TracePoint(lxcTracePointTRACE_FROM_HOST)
+	TraceFromOverlay = TracePoint(lxcTracePointTRACE_FROM_OVERLAY)
+	TraceFromNetwork = TracePoint(lxcTracePointTRACE_FROM_NETWORK)
 )
+
+var tracePointNames = map[TracePoint]string{
+	TraceToLXC:       "to-endpoint",
+	TraceToHost:      "to-host",
+	TraceToStack:     "to-stack",
+	TraceToOverlay:   "to-overlay",
+	TraceFromLXC:     "from-endpoint",
+	TraceFromHost:    "from-host",
+	TraceFromOverlay: "from-overlay",
+	TraceFromNetwork: "from-network",
+}
+
+func (p TracePoint) String() string {
+	if s, ok := tracePointNames[p]; ok {
+		return s
+	}
+	return fmt.Sprintf("point(%d)", uint8(p))
+}
 
 // CTStatus is the connection tracking result for a packet.
 type CTStatus uint8
 
 const (
-	CTNew         CTStatus = 0
-	CTEstablished CTStatus = 1
-	CTReply       CTStatus = 2
-	CTRelated     CTStatus = 3
+	CTNew         = CTStatus(lxcCtStatusCT_NEW)
+	CTEstablished = CTStatus(lxcCtStatusCT_ESTABLISHED)
+	CTReply       = CTStatus(lxcCtStatusCT_REPLY)
+	CTRelated     = CTStatus(lxcCtStatusCT_RELATED)
 	// CTInvalid: a TCP segment that is no SYN, of no tracked connection.
-	CTInvalid CTStatus = 4
+	CTInvalid = CTStatus(lxcCtStatusCT_INVALID)
 )
 
 // Verdict of a policy lookup.
 type Verdict uint8
 
 const (
-	VerdictAllow Verdict = 1
-	VerdictDeny  Verdict = 2
+	VerdictAllow = Verdict(lxcPolicyVerdictVERDICT_ALLOW)
+	VerdictDeny  = Verdict(lxcPolicyVerdictVERDICT_DENY)
 )
 
 // Event is one decoded ring buffer record.

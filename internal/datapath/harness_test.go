@@ -205,17 +205,24 @@ func newEnv(t testing.TB, o envOpts) *env {
 
 func loadOverlayHarness(t testing.TB, maps *Maps, node NodeConstants, vni uint32, src netip.Addr) *ebpf.Program {
 	t.Helper()
-	spec, err := loadOverlaytest()
+	cs, err := loadOverlaytest()
 	must(t, err)
 	if !src.IsValid() {
 		src = remoteIP
 	}
-	vals := node.values()
-	vals["TEST_VNI"] = vni
-	vals["TEST_REMOTE_IPV4"] = binary.BigEndian.Uint32(src.AsSlice()) // host order
-	must(t, setConstants(spec, vals))
+	var vs overlaytestVariableSpecs
+	must(t, cs.Assign(&vs))
+	must(t, node.set(nodeVars{
+		nodeIPv4: vs.NODE_IPV4, tunnelMode: vs.TUNNEL_MODE, tunnelIfindex: vs.TUNNEL_IFINDEX,
+		trace: vs.TRACE_ENABLED, masquerade: vs.MASQUERADE, legacyRouting: vs.LEGACY_ROUTING,
+		natPortMin: vs.NAT_PORT_MIN, natPortMax: vs.NAT_PORT_MAX,
+	}))
+	must(t, setAll(
+		setVar(vs.TEST_VNI, vni),
+		setVar(vs.TEST_REMOTE_IPV4, binary.BigEndian.Uint32(src.AsSlice())), // host order
+	))
 	var objs overlaytestPrograms
-	must(t, spec.LoadAndAssign(&objs, &ebpf.CollectionOptions{MapReplacements: maps.replacements()}))
+	must(t, cs.LoadAndAssign(&objs, &ebpf.CollectionOptions{MapReplacements: maps.replacements()}))
 	t.Cleanup(func() { objs.Close() })
 	return objs.TestFromOverlay
 }

@@ -71,34 +71,49 @@ func boolU8(b bool) uint8 {
 	return 0
 }
 
-func setConstants(spec *ebpf.CollectionSpec, values map[string]any) error {
-	for name, v := range values {
-		vs, ok := spec.Variables[name]
-		if !ok {
-			return fmt.Errorf("constant %s: not in object", name)
-		}
-		if err := vs.Set(v); err != nil {
-			return fmt.Errorf("set constant %s: %w", name, err)
-		}
-	}
-	return nil
+// nodeVars are the constants every program family shares, picked from an
+// object's generated variable specs by field: a constant renamed in C is
+// a compile error in the loader, not a load error at run time.
+type nodeVars struct {
+	nodeIPv4, tunnelMode, tunnelIfindex, trace, masquerade, legacyRouting,
+	natPortMin, natPortMax *ebpf.VariableSpec
 }
 
-func (c NodeConstants) values() map[string]any {
+func (c NodeConstants) set(v nodeVars) error {
 	ports := c.MasqueradePorts
 	if ports == (PortRange{}) {
 		ports = MasqueradePortRange(DefaultEphemeralPorts)
 	}
-	return map[string]any{
-		"NODE_IPV4":      as4(c.NodeIPv4),
-		"TUNNEL_MODE":    uint8(c.Mode),
-		"TUNNEL_IFINDEX": uint32(c.TunnelIfindex),
-		"TRACE_ENABLED":  boolU8(c.Trace),
-		"MASQUERADE":     boolU8(c.Masquerade),
-		"LEGACY_ROUTING": boolU8(c.LegacyRouting),
-		"NAT_PORT_MIN":   ports.Min,
-		"NAT_PORT_MAX":   ports.Max,
+	return setAll(
+		setVar(v.nodeIPv4, as4(c.NodeIPv4)),
+		setVar(v.tunnelMode, uint8(c.Mode)),
+		setVar(v.tunnelIfindex, uint32(c.TunnelIfindex)),
+		setVar(v.trace, boolU8(c.Trace)),
+		setVar(v.masquerade, boolU8(c.Masquerade)),
+		setVar(v.legacyRouting, boolU8(c.LegacyRouting)),
+		setVar(v.natPortMin, ports.Min),
+		setVar(v.natPortMax, ports.Max),
+	)
+}
+
+// setVar is a deferred VariableSpec.Set, so that a list of them reads as
+// a table of constant and value.
+func setVar(vs *ebpf.VariableSpec, v any) func() error {
+	return func() error {
+		if err := vs.Set(v); err != nil {
+			return fmt.Errorf("set constant %s: %w", vs.Name, err)
+		}
+		return nil
 	}
+}
+
+func setAll(sets ...func() error) error {
+	for _, set := range sets {
+		if err := set(); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // LoadEndpointPrograms loads the endpoint template with c substituted,
@@ -107,23 +122,35 @@ func LoadEndpointPrograms(maps *Maps, c EndpointConstants) (*EndpointPrograms, e
 	if !c.IPv4.Is4() {
 		return nil, fmt.Errorf("endpoint %d: IPv4 address required", c.ID)
 	}
-	spec, err := loadLxc()
+	cs, err := loadLxc()
 	if err != nil {
 		return nil, fmt.Errorf("load lxc spec: %w", err)
 	}
-	vals := c.NodeConstants.values()
-	vals["ENDPOINT_ID"] = c.ID
-	vals["ENDPOINT_IDENTITY"] = c.Identity
-	vals["ENDPOINT_IPV4"] = as4(c.IPv4)
-	vals["POLICY_INGRESS"] = boolU8(c.PolicyIngress)
-	vals["POLICY_EGRESS"] = boolU8(c.PolicyEgress)
-	vals["NETKIT"] = boolU8(c.Netkit)
-	if err := setConstants(spec, vals); err != nil {
-		return nil, err
+	var vs lxcVariableSpecs
+	if err := cs.Assign(&vs); err != nil {
+		return nil, fmt.Errorf("lxc constants: %w", err)
+	}
+	err = c.NodeConstants.set(nodeVars{
+		nodeIPv4: vs.NODE_IPV4, tunnelMode: vs.TUNNEL_MODE, tunnelIfindex: vs.TUNNEL_IFINDEX,
+		trace: vs.TRACE_ENABLED, masquerade: vs.MASQUERADE, legacyRouting: vs.LEGACY_ROUTING,
+		natPortMin: vs.NAT_PORT_MIN, natPortMax: vs.NAT_PORT_MAX,
+	})
+	if err == nil {
+		err = setAll(
+			setVar(vs.ENDPOINT_ID, c.ID),
+			setVar(vs.ENDPOINT_IDENTITY, uint32(c.Identity)),
+			setVar(vs.ENDPOINT_IPV4, as4(c.IPv4)),
+			setVar(vs.POLICY_INGRESS, boolU8(c.PolicyIngress)),
+			setVar(vs.POLICY_EGRESS, boolU8(c.PolicyEgress)),
+			setVar(vs.NETKIT, boolU8(c.Netkit)),
+		)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("endpoint %d: %w", c.ID, err)
 	}
 	var objs lxcPrograms
 	opts := &ebpf.CollectionOptions{MapReplacements: maps.replacements()}
-	if err := spec.LoadAndAssign(&objs, opts); err != nil {
+	if err := cs.LoadAndAssign(&objs, opts); err != nil {
 		return nil, fmt.Errorf("load endpoint %d programs: %w", c.ID, err)
 	}
 	return &EndpointPrograms{FromContainer: objs.CilFromContainer, ToContainer: objs.CilToContainer}, nil
@@ -131,16 +158,24 @@ func LoadEndpointPrograms(maps *Maps, c EndpointConstants) (*EndpointPrograms, e
 
 // LoadNodePrograms loads the node's device programs against its maps.
 func LoadNodePrograms(maps *Maps, c NodeConstants) (*NodePrograms, error) {
-	spec, err := loadNode()
+	cs, err := loadNode()
 	if err != nil {
 		return nil, fmt.Errorf("load node spec: %w", err)
 	}
-	if err := setConstants(spec, c.values()); err != nil {
-		return nil, err
+	var vs nodeVariableSpecs
+	if err := cs.Assign(&vs); err != nil {
+		return nil, fmt.Errorf("node constants: %w", err)
+	}
+	if err := c.set(nodeVars{
+		nodeIPv4: vs.NODE_IPV4, tunnelMode: vs.TUNNEL_MODE, tunnelIfindex: vs.TUNNEL_IFINDEX,
+		trace: vs.TRACE_ENABLED, masquerade: vs.MASQUERADE, legacyRouting: vs.LEGACY_ROUTING,
+		natPortMin: vs.NAT_PORT_MIN, natPortMax: vs.NAT_PORT_MAX,
+	}); err != nil {
+		return nil, fmt.Errorf("node programs: %w", err)
 	}
 	var objs nodePrograms
 	opts := &ebpf.CollectionOptions{MapReplacements: maps.replacements()}
-	if err := spec.LoadAndAssign(&objs, opts); err != nil {
+	if err := cs.LoadAndAssign(&objs, opts); err != nil {
 		return nil, fmt.Errorf("load node programs: %w", err)
 	}
 	return &NodePrograms{FromNetdev: objs.CilFromNetdev, ToNetdev: objs.CilToNetdev,

@@ -13,6 +13,12 @@ import (
 	"github.com/cilium/ebpf"
 )
 
+type lxcAddrFamily uint32
+
+const (
+	lxcAddrFamilyFAMILY_INET lxcAddrFamily = 2
+)
+
 type lxcCt4Key struct {
 	_        structs.HostLayout
 	Saddr    uint32
@@ -34,6 +40,53 @@ type lxcCtEntry struct {
 	Flags       uint16
 	Pad         uint16
 }
+
+type lxcCtFlags uint32
+
+const (
+	lxcCtFlagsCT_F_SEEN_REPLY lxcCtFlags = 1
+	lxcCtFlagsCT_F_TX_CLOSING lxcCtFlags = 2
+	lxcCtFlagsCT_F_RX_CLOSING lxcCtFlags = 4
+	lxcCtFlagsCT_F_SNAT       lxcCtFlags = 8
+	lxcCtFlagsCT_F_NO_SRC_EP  lxcCtFlags = 16
+	lxcCtFlagsCT_F_NO_DST_EP  lxcCtFlags = 32
+)
+
+type lxcCtStatus uint32
+
+const (
+	lxcCtStatusCT_NEW         lxcCtStatus = 0
+	lxcCtStatusCT_ESTABLISHED lxcCtStatus = 1
+	lxcCtStatusCT_REPLY       lxcCtStatus = 2
+	lxcCtStatusCT_RELATED     lxcCtStatus = 3
+	lxcCtStatusCT_INVALID     lxcCtStatus = 4
+)
+
+type lxcDropReason uint32
+
+const (
+	lxcDropReasonREASON_FORWARDED      lxcDropReason = 0
+	lxcDropReasonDROP_INVALID_SIP      lxcDropReason = 132
+	lxcDropReasonDROP_POLICY           lxcDropReason = 133
+	lxcDropReasonDROP_INVALID          lxcDropReason = 134
+	lxcDropReasonDROP_UNSUPPORTED_L3   lxcDropReason = 139
+	lxcDropReasonDROP_NO_TUNNEL_KEY    lxcDropReason = 147
+	lxcDropReasonDROP_CT_CREATE        lxcDropReason = 155
+	lxcDropReasonDROP_FRAG_NOSUPPORT   lxcDropReason = 157
+	lxcDropReasonDROP_UNKNOWN_CT       lxcDropReason = 163
+	lxcDropReasonDROP_NAT_NO_MAPPING   lxcDropReason = 167
+	lxcDropReasonDROP_INVALID_IDENTITY lxcDropReason = 171
+	lxcDropReasonDROP_UNKNOWN_SENDER   lxcDropReason = 172
+	lxcDropReasonDROP_FRAG_NOT_FOUND   lxcDropReason = 175
+	lxcDropReasonDROP_POLICY_DENY      lxcDropReason = 181
+)
+
+type lxcEndpointFlags uint32
+
+const (
+	lxcEndpointFlagsEP_F_INGRESS_ENFORCE lxcEndpointFlags = 1
+	lxcEndpointFlagsEP_F_EGRESS_ENFORCE  lxcEndpointFlags = 2
+)
 
 type lxcEndpointInfo struct {
 	_        structs.HostLayout
@@ -74,6 +127,14 @@ type lxcEvent struct {
 	TcpFlags    uint8
 	Family      uint8
 }
+
+type lxcEventType uint32
+
+const (
+	lxcEventTypeEVENT_DROP           lxcEventType = 1
+	lxcEventTypeEVENT_TRACE          lxcEventType = 4
+	lxcEventTypeEVENT_POLICY_VERDICT lxcEventType = 5
+)
 
 type lxcFib4Entry struct {
 	_          structs.HostLayout
@@ -149,6 +210,12 @@ type lxcPolicyEntry struct {
 	Pad       uint8
 }
 
+type lxcPolicyFlags uint32
+
+const (
+	lxcPolicyFlagsPOLICY_F_DENY lxcPolicyFlags = 1
+)
+
 type lxcPolicyKey struct {
 	_         structs.HostLayout
 	Prefixlen uint32
@@ -159,6 +226,60 @@ type lxcPolicyKey struct {
 	Dport     uint16
 	Pad       [2]uint8
 }
+
+type lxcPolicyPrefix uint32
+
+const (
+	lxcPolicyPrefixPOLICY_PREFIX_STATIC lxcPolicyPrefix = 56
+	lxcPolicyPrefixPOLICY_PREFIX_PROTO  lxcPolicyPrefix = 64
+	lxcPolicyPrefixPOLICY_PREFIX_FULL   lxcPolicyPrefix = 80
+)
+
+type lxcPolicyVerdict uint32
+
+const (
+	lxcPolicyVerdictVERDICT_ALLOW lxcPolicyVerdict = 1
+	lxcPolicyVerdictVERDICT_DENY  lxcPolicyVerdict = 2
+)
+
+type lxcReservedIdentity uint32
+
+const (
+	lxcReservedIdentityIDENTITY_ANY         lxcReservedIdentity = 0
+	lxcReservedIdentityIDENTITY_HOST        lxcReservedIdentity = 1
+	lxcReservedIdentityIDENTITY_WORLD       lxcReservedIdentity = 2
+	lxcReservedIdentityIDENTITY_UNMANAGED   lxcReservedIdentity = 3
+	lxcReservedIdentityIDENTITY_INIT        lxcReservedIdentity = 5
+	lxcReservedIdentityIDENTITY_REMOTE_NODE lxcReservedIdentity = 6
+	lxcReservedIdentityIDENTITY_SCOPE_LOCAL lxcReservedIdentity = 16777216
+)
+
+type lxcRoutingMode uint32
+
+const (
+	lxcRoutingModeROUTING_NATIVE lxcRoutingMode = 0
+	lxcRoutingModeROUTING_TUNNEL lxcRoutingMode = 1
+)
+
+type lxcTracePoint uint32
+
+const (
+	lxcTracePointTRACE_TO_LXC       lxcTracePoint = 0
+	lxcTracePointTRACE_TO_HOST      lxcTracePoint = 2
+	lxcTracePointTRACE_TO_STACK     lxcTracePoint = 3
+	lxcTracePointTRACE_TO_OVERLAY   lxcTracePoint = 4
+	lxcTracePointTRACE_FROM_LXC     lxcTracePoint = 5
+	lxcTracePointTRACE_FROM_HOST    lxcTracePoint = 7
+	lxcTracePointTRACE_FROM_OVERLAY lxcTracePoint = 9
+	lxcTracePointTRACE_FROM_NETWORK lxcTracePoint = 10
+)
+
+type lxcTrafficDirection uint32
+
+const (
+	lxcTrafficDirectionDIR_INGRESS lxcTrafficDirection = 1
+	lxcTrafficDirectionDIR_EGRESS  lxcTrafficDirection = 2
+)
 
 // Names of all BPF objects in the ELF.
 //
@@ -191,6 +312,7 @@ const (
 	lxcVarTUNNEL_IFINDEX    = "TUNNEL_IFINDEX"
 	lxcVarTUNNEL_MODE       = "TUNNEL_MODE"
 	lxcVarEventType         = "__event_type"
+	lxcVarGoContract        = "__go_contract"
 )
 
 // loadLxc returns the embedded CollectionSpec for lxc.
@@ -274,6 +396,7 @@ type lxcVariableSpecs struct {
 	TUNNEL_IFINDEX    *ebpf.VariableSpec `ebpf:"TUNNEL_IFINDEX"`
 	TUNNEL_MODE       *ebpf.VariableSpec `ebpf:"TUNNEL_MODE"`
 	EventType         *ebpf.VariableSpec `ebpf:"__event_type"`
+	GoContract        *ebpf.VariableSpec `ebpf:"__go_contract"`
 }
 
 // lxcObjects contains all objects after they have been loaded into the kernel.
@@ -342,6 +465,7 @@ type lxcVariables struct {
 	TUNNEL_IFINDEX    *ebpf.Variable `ebpf:"TUNNEL_IFINDEX"`
 	TUNNEL_MODE       *ebpf.Variable `ebpf:"TUNNEL_MODE"`
 	EventType         *ebpf.Variable `ebpf:"__event_type"`
+	GoContract        *ebpf.Variable `ebpf:"__go_contract"`
 }
 
 // lxcPrograms contains all programs after they have been loaded into the kernel.

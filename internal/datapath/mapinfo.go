@@ -18,11 +18,13 @@ type MapSummary struct {
 // Summaries lists the node's maps with their entry counts. The counts are
 // a snapshot: the kernel changes the maps while they are walked.
 func (m *Maps) Summaries() ([]MapSummary, error) {
-	names := []string{"cilium_lxc", "cilium_ipcache", "cilium_policy", "cilium_ct4", "cilium_frag4",
-		"cilium_snat4", "cilium_metrics", "cilium_events"}
 	var out []MapSummary
-	for i, mp := range m.all() {
-		s := MapSummary{Name: names[i], Type: mp.Type().String(), MaxEntries: mp.MaxEntries(), Entries: -1}
+	for _, d := range mapTable {
+		if d.internal {
+			continue
+		}
+		mp := *d.field(m)
+		s := MapSummary{Name: d.name, Type: mp.Type().String(), MaxEntries: mp.MaxEntries(), Entries: -1}
 		if mp.Type() != ebpf.RingBuf {
 			n, err := countKeys(mp)
 			if err != nil {

@@ -3,20 +3,18 @@ package datapath
 import (
 	"errors"
 	"fmt"
-	"net"
-	"net/netip"
 	"os"
 	"path/filepath"
 
 	"github.com/cilium/ebpf"
 	"golang.org/x/sys/unix"
-
-	"github.com/cilium-go/cilium/internal/datapath/spec"
-	"github.com/cilium-go/cilium/pkg/identity"
 )
 
 // Maps are the node's shared BPF maps. Every program object of the node
-// is loaded against these same maps.
+// is loaded against these same maps. Each map family has its own file
+// (endpoints, ipcache, policy, conntrack, nat, metrics, events,
+// routecache); their listing methods read the kernel's state, not the
+// desired one, for restore after a restart and for the debugging CLI.
 type Maps struct {
 	Endpoints *ebpf.Map
 	IPCache   *ebpf.Map
@@ -33,193 +31,127 @@ type Maps struct {
 	FIBGen *ebpf.Map
 }
 
-// disposable maps hold nothing the datapath cannot lose: a pin of an
-// older layout is replaced rather than refused.
-var disposable = map[string]bool{"cilium_metrics": true, "cilium_fib4": true, "cilium_fib_gen": true}
+// mapDef is one row of mapTable.
+type mapDef struct {
+	// name is the map's name in C, which is also its pin's.
+	name string
+	// spec picks the map from the generated specs: a map renamed in C
+	// fails to compile here rather than to load.
+	spec  func(*lxcMapSpecs) *ebpf.MapSpec
+	field func(*Maps) **ebpf.Map
+	// disposable maps hold nothing the datapath cannot lose: a pin of an
+	// older layout is replaced rather than refused.
+	disposable bool
+	// internal maps are the datapath's own business, not in Summaries.
+	internal bool
+}
+
+// mapTable is the one list of the node's maps: opening, closing, the
+// pinned-map check, Summaries and the programs' map replacements all
+// walk it, so a new map is added in one place.
+var mapTable = []mapDef{
+	{name: "cilium_lxc", spec: func(s *lxcMapSpecs) *ebpf.MapSpec { return s.CiliumLxc },
+		field: func(m *Maps) **ebpf.Map { return &m.Endpoints }},
+	{name: "cilium_ipcache", spec: func(s *lxcMapSpecs) *ebpf.MapSpec { return s.CiliumIpcache },
+		field: func(m *Maps) **ebpf.Map { return &m.IPCache }},
+	{name: "cilium_policy", spec: func(s *lxcMapSpecs) *ebpf.MapSpec { return s.CiliumPolicy },
+		field: func(m *Maps) **ebpf.Map { return &m.Policy }},
+	{name: "cilium_ct4", spec: func(s *lxcMapSpecs) *ebpf.MapSpec { return s.CiliumCt4 },
+		field: func(m *Maps) **ebpf.Map { return &m.CT4 }},
+	{name: "cilium_frag4", spec: func(s *lxcMapSpecs) *ebpf.MapSpec { return s.CiliumFrag4 },
+		field: func(m *Maps) **ebpf.Map { return &m.Frag4 }},
+	{name: "cilium_snat4", spec: func(s *lxcMapSpecs) *ebpf.MapSpec { return s.CiliumSnat4 },
+		field: func(m *Maps) **ebpf.Map { return &m.SNAT4 }},
+	{name: "cilium_metrics", spec: func(s *lxcMapSpecs) *ebpf.MapSpec { return s.CiliumMetrics },
+		field: func(m *Maps) **ebpf.Map { return &m.Metrics }, disposable: true},
+	{name: "cilium_events", spec: func(s *lxcMapSpecs) *ebpf.MapSpec { return s.CiliumEvents },
+		field: func(m *Maps) **ebpf.Map { return &m.Events }},
+	{name: "cilium_fib4", spec: func(s *lxcMapSpecs) *ebpf.MapSpec { return s.CiliumFib4 },
+		field: func(m *Maps) **ebpf.Map { return &m.FIB4 }, disposable: true, internal: true},
+	{name: "cilium_fib_gen", spec: func(s *lxcMapSpecs) *ebpf.MapSpec { return s.CiliumFibGen },
+		field: func(m *Maps) **ebpf.Map { return &m.FIBGen }, disposable: true, internal: true},
+}
 
 // OpenMaps creates the maps, or opens them when already pinned in pinDir.
 // An empty pinDir gives unpinned maps, as BPF program tests want.
 func OpenMaps(pinDir string) (*Maps, error) {
-	spec, err := loadLxc()
+	var specs lxcMapSpecs
+	cs, err := loadLxc()
 	if err != nil {
 		return nil, fmt.Errorf("load lxc spec: %w", err)
 	}
-	var specs lxcMapSpecs
-	if err := spec.Assign(&specs); err != nil {
+	if err := cs.Assign(&specs); err != nil {
 		return nil, fmt.Errorf("assign map specs: %w", err)
 	}
 	m := &Maps{}
-	for _, x := range []struct {
-		spec *ebpf.MapSpec
-		dst  **ebpf.Map
-	}{
-		{specs.CiliumLxc, &m.Endpoints},
-		{specs.CiliumIpcache, &m.IPCache},
-		{specs.CiliumPolicy, &m.Policy},
-		{specs.CiliumCt4, &m.CT4},
-		{specs.CiliumFrag4, &m.Frag4},
-		{specs.CiliumSnat4, &m.SNAT4},
-		{specs.CiliumMetrics, &m.Metrics},
-		{specs.CiliumEvents, &m.Events},
-		{specs.CiliumFib4, &m.FIB4},
-		{specs.CiliumFibGen, &m.FIBGen},
-	} {
-		s := x.spec.Copy()
-		if pinDir == "" {
-			s.Pinning = ebpf.PinNone
-		}
-		mp, err := ebpf.NewMapWithOptions(s, ebpf.MapOptions{PinPath: pinDir})
-		if errors.Is(err, ebpf.ErrMapIncompatible) && disposable[s.Name] {
-			// Pinned by an older datapath with another layout: its
-			// content may be lost, so a new map replaces it.
-			if err = os.Remove(filepath.Join(pinDir, s.Name)); err == nil {
-				mp, err = ebpf.NewMapWithOptions(s, ebpf.MapOptions{PinPath: pinDir})
-			}
-		}
+	for _, d := range mapTable {
+		mp, err := openMap(d, d.spec(&specs), pinDir)
 		if err != nil {
 			m.Close()
-			return nil, fmt.Errorf("map %s: %w", s.Name, err)
+			return nil, err
 		}
-		*x.dst = mp
+		*d.field(m) = mp
 	}
 	return m, nil
+}
+
+func openMap(d mapDef, s *ebpf.MapSpec, pinDir string) (*ebpf.Map, error) {
+	s = s.Copy()
+	if pinDir == "" {
+		s.Pinning = ebpf.PinNone
+	}
+	mp, err := ebpf.NewMapWithOptions(s, ebpf.MapOptions{PinPath: pinDir})
+	if errors.Is(err, ebpf.ErrMapIncompatible) && d.disposable {
+		// Pinned by an older datapath with another layout: its
+		// content may be lost, so a new map replaces it.
+		if err = os.Remove(filepath.Join(pinDir, s.Name)); err == nil {
+			mp, err = ebpf.NewMapWithOptions(s, ebpf.MapOptions{PinPath: pinDir})
+		}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("map %s: %w", s.Name, err)
+	}
+	return mp, nil
 }
 
 // Close releases the file descriptors; pinned maps stay.
 func (m *Maps) Close() error {
 	var errs []error
-	for _, mp := range append(m.all(), m.FIB4, m.FIBGen) {
-		if mp != nil {
+	for _, d := range mapTable {
+		if mp := *d.field(m); mp != nil {
 			errs = append(errs, mp.Close())
 		}
 	}
 	return errors.Join(errs...)
 }
 
-func (m *Maps) all() []*ebpf.Map {
-	return []*ebpf.Map{m.Endpoints, m.IPCache, m.Policy, m.CT4, m.Frag4, m.SNAT4, m.Metrics, m.Events}
-}
-
 // replacements lets a program object use these maps instead of its own.
 func (m *Maps) replacements() map[string]*ebpf.Map {
-	return map[string]*ebpf.Map{
-		"cilium_lxc":     m.Endpoints,
-		"cilium_ipcache": m.IPCache,
-		"cilium_policy":  m.Policy,
-		"cilium_ct4":     m.CT4,
-		"cilium_frag4":   m.Frag4,
-		"cilium_snat4":   m.SNAT4,
-		"cilium_metrics": m.Metrics,
-		"cilium_events":  m.Events,
-		"cilium_fib4":    m.FIB4,
-		"cilium_fib_gen": m.FIBGen,
+	r := make(map[string]*ebpf.Map, len(mapTable))
+	for _, d := range mapTable {
+		r[d.name] = *d.field(m)
 	}
+	return r
 }
 
-// EndpointEntry is what the datapath knows about a local endpoint.
-type EndpointEntry struct {
-	ID       uint16
-	Identity identity.NumericIdentity
-	IPv4     netip.Addr
-	// MAC is the pod's own interface; HostMAC and HostIfindex belong to
-	// the host-side veth that packets for the pod are redirected to.
-	MAC           net.HardwareAddr
-	HostMAC       net.HardwareAddr
-	HostIfindex   int
-	PolicyIngress bool
-	PolicyEgress  bool
-}
+// ErrNotPinned is returned by OpenPinnedMaps when a map is not pinned.
+var ErrNotPinned = errors.New("map not pinned")
 
-func (e EndpointEntry) info() EndpointInfo {
-	v := EndpointInfo{Ifindex: uint32(e.HostIfindex), Identity: uint32(e.Identity), EpId: e.ID}
-	if e.PolicyIngress {
-		v.Flags |= epFlagIngressEnforce
-	}
-	if e.PolicyEgress {
-		v.Flags |= epFlagEgressEnforce
-	}
-	copy(v.Mac[:], e.MAC)
-	copy(v.NodeMac[:], e.HostMAC)
-	return v
-}
-
-// UpsertEndpoint writes the endpoint's entry.
-func (m *Maps) UpsertEndpoint(e EndpointEntry) error {
-	k, err := endpointKey4(e.IPv4)
-	if err != nil {
-		return err
-	}
-	v := e.info()
-	if err := m.Endpoints.Put(&k, &v); err != nil {
-		return fmt.Errorf("put endpoint %s: %w", e.IPv4, err)
-	}
-	return nil
-}
-
-// DeleteEndpoint removes the endpoint's entry; a missing one is no error.
-func (m *Maps) DeleteEndpoint(addr netip.Addr) error {
-	k, err := endpointKey4(addr)
-	if err != nil {
-		return err
-	}
-	if err := m.Endpoints.Delete(&k); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
-		return fmt.Errorf("delete endpoint %s: %w", addr, err)
-	}
-	return nil
-}
-
-// UpsertIPCache writes one prefix.
-func (m *Maps) UpsertIPCache(p netip.Prefix, e spec.IPCacheEntry) error {
-	k, err := ipcacheKey(p)
-	if err != nil {
-		return err
-	}
-	v := IPCacheInfo{Identity: uint32(e.Identity), TunnelIpv4: be32(e.TunnelEndpoint)}
-	if err := m.IPCache.Put(&k, &v); err != nil {
-		return fmt.Errorf("put ipcache %s: %w", p, markFull(err))
-	}
-	return nil
-}
-
-// DeleteIPCache removes one prefix; a missing one is no error.
-func (m *Maps) DeleteIPCache(p netip.Prefix) error {
-	k, err := ipcacheKey(p)
-	if err != nil {
-		return err
-	}
-	if err := m.IPCache.Delete(&k); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
-		return fmt.Errorf("delete ipcache %s: %w", p, err)
-	}
-	return nil
-}
-
-// SyncIPCache makes the ipcache equal to desired: it writes what differs
-// and prunes what is not desired. Running it twice changes nothing.
-func (m *Maps) SyncIPCache(desired map[netip.Prefix]spec.IPCacheEntry) error {
-	current := map[netip.Prefix]IPCacheInfo{}
-	var k IPCacheKey
-	var v IPCacheInfo
-	it := m.IPCache.Iterate()
-	for it.Next(&k, &v) {
-		current[prefixOfIPCacheKey(k)] = v
-	}
-	if err := it.Err(); err != nil {
-		return fmt.Errorf("iterate ipcache: %w", err)
-	}
-	var errs []error
-	for p := range current {
-		if _, ok := desired[p.Masked()]; !ok {
-			errs = append(errs, m.DeleteIPCache(p))
+// OpenPinnedMaps opens the maps a running (or stopped) node pinned in
+// pinDir, for tools that read the datapath beside the agent. Unlike
+// OpenMaps it creates nothing: a tool pointed at the wrong directory must
+// not leave empty maps there that a starting agent would then adopt.
+func OpenPinnedMaps(pinDir string) (*Maps, error) {
+	for _, d := range mapTable {
+		name := d.name
+		if _, err := os.Stat(filepath.Join(pinDir, name)); err != nil {
+			if errors.Is(err, os.ErrNotExist) {
+				return nil, fmt.Errorf("%s in %s: %w", name, pinDir, ErrNotPinned)
+			}
+			return nil, fmt.Errorf("pinned map %s: %w", name, err)
 		}
 	}
-	for p, e := range desired {
-		want := IPCacheInfo{Identity: uint32(e.Identity), TunnelIpv4: be32(e.TunnelEndpoint)}
-		if cur, ok := current[p.Masked()]; ok && cur == want {
-			continue
-		}
-		errs = append(errs, m.UpsertIPCache(p, e))
-	}
-	return errors.Join(errs...)
+	return OpenMaps(pinDir)
 }
 
 // ErrMapFull says that a map had no room for an update, which was then

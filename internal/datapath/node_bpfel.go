@@ -39,6 +39,7 @@ const (
 	nodeVarTUNNEL_IFINDEX  = "TUNNEL_IFINDEX"
 	nodeVarTUNNEL_MODE     = "TUNNEL_MODE"
 	nodeVarEventType       = "__event_type"
+	nodeVarGoContract      = "__go_contract"
 )
 
 // loadNode returns the embedded CollectionSpec for node.
@@ -118,6 +119,7 @@ type nodeVariableSpecs struct {
 	TUNNEL_IFINDEX *ebpf.VariableSpec `ebpf:"TUNNEL_IFINDEX"`
 	TUNNEL_MODE    *ebpf.VariableSpec `ebpf:"TUNNEL_MODE"`
 	EventType      *ebpf.VariableSpec `ebpf:"__event_type"`
+	GoContract     *ebpf.VariableSpec `ebpf:"__go_contract"`
 }
 
 // nodeObjects contains all objects after they have been loaded into the kernel.
@@ -180,6 +182,7 @@ type nodeVariables struct {
 	TUNNEL_IFINDEX *ebpf.Variable `ebpf:"TUNNEL_IFINDEX"`
 	TUNNEL_MODE    *ebpf.Variable `ebpf:"TUNNEL_MODE"`
 	EventType      *ebpf.Variable `ebpf:"__event_type"`
+	GoContract     *ebpf.Variable `ebpf:"__go_contract"`
 }
 
 // nodePrograms contains all programs after they have been loaded into the kernel.

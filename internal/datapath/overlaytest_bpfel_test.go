@@ -42,6 +42,7 @@ const (
 	overlaytestVarTUNNEL_IFINDEX   = "TUNNEL_IFINDEX"
 	overlaytestVarTUNNEL_MODE      = "TUNNEL_MODE"
 	overlaytestVarEventType        = "__event_type"
+	overlaytestVarGoContract       = "__go_contract"
 )
 
 // loadOverlaytest returns the embedded CollectionSpec for overlaytest.
@@ -124,6 +125,7 @@ type overlaytestVariableSpecs struct {
 	TUNNEL_IFINDEX   *ebpf.VariableSpec `ebpf:"TUNNEL_IFINDEX"`
 	TUNNEL_MODE      *ebpf.VariableSpec `ebpf:"TUNNEL_MODE"`
 	EventType        *ebpf.VariableSpec `ebpf:"__event_type"`
+	GoContract       *ebpf.VariableSpec `ebpf:"__go_contract"`
 }
 
 // overlaytestObjects contains all objects after they have been loaded into the kernel.
@@ -188,6 +190,7 @@ type overlaytestVariables struct {
 	TUNNEL_IFINDEX   *ebpf.Variable `ebpf:"TUNNEL_IFINDEX"`
 	TUNNEL_MODE      *ebpf.Variable `ebpf:"TUNNEL_MODE"`
 	EventType        *ebpf.Variable `ebpf:"__event_type"`
+	GoContract       *ebpf.Variable `ebpf:"__go_contract"`
 }
 
 // overlaytestPrograms contains all programs after they have been loaded into the kernel.

@@ -11,6 +11,7 @@ import (
 	"github.com/cilium/ebpf"
 
 	"github.com/cilium-go/cilium/internal/datapath/spec"
+	"github.com/cilium-go/cilium/pkg/identity"
 )
 
 // portPrefix is a block of 2^(16-bits) ports starting at port.
@@ -54,7 +55,7 @@ func policyKeys(epID uint16, e spec.PolicyEntry) []PolicyKey {
 		k := base
 		k.Protocol = e.Protocol
 		k.Dport = htons(pp.port)
-		k.Prefixlen = uint32(policyPrefixProto + pp.bits)
+		k.Prefixlen = policyPrefixProto + uint32(pp.bits)
 		out = append(out, k)
 	}
 	return out
@@ -64,7 +65,7 @@ func policyKeys(epID uint16, e spec.PolicyEntry) []PolicyKey {
 // aligned in 24 bits, so that prefix containment is a mask comparison.
 func policyBits(k PolicyKey) (uint32, int) {
 	v := uint32(k.Protocol)<<16 | uint32(htons(k.Dport))
-	return v, int(k.Prefixlen) - policyPrefixStatic
+	return v, int(k.Prefixlen) - int(policyPrefixStatic)
 }
 
 // covers reports whether every packet matching b also matches a.
@@ -179,4 +180,59 @@ func (m *Maps) undoPolicy(written []PolicyKey, old map[PolicyKey]PolicyValue) er
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// PolicyState lists one endpoint's policy map entries.
+func (m *Maps) PolicyState(epID uint16) (map[PolicyKey]PolicyValue, error) {
+	out := map[PolicyKey]PolicyValue{}
+	var k PolicyKey
+	var v PolicyValue
+	it := m.Policy.Iterate()
+	for it.Next(&k, &v) {
+		if k.EpId == epID {
+			out[k] = v
+		}
+	}
+	if err := it.Err(); err != nil {
+		return nil, fmt.Errorf("iterate policy: %w", err)
+	}
+	return out, nil
+}
+
+// PolicyEntries reads one endpoint's policy back as entries, one per map
+// key: a port range that SetPolicy split into aligned blocks comes back as
+// those blocks.
+func (m *Maps) PolicyEntries(epID uint16) ([]spec.PolicyEntry, error) {
+	state, err := m.PolicyState(epID)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]spec.PolicyEntry, 0, len(state))
+	for k, v := range state {
+		out = append(out, policyEntryOf(k, v))
+	}
+	slices.SortFunc(out, func(a, b spec.PolicyEntry) int {
+		return cmp.Or(cmp.Compare(a.Direction, b.Direction), cmp.Compare(a.Identity, b.Identity),
+			cmp.Compare(a.Protocol, b.Protocol), cmp.Compare(a.Port, b.Port), cmp.Compare(a.EndPort, b.EndPort))
+	})
+	return out, nil
+}
+
+// policyEntryOf undoes PolicyEntry.keys for one key.
+func policyEntryOf(k PolicyKey, v PolicyValue) spec.PolicyEntry {
+	e := spec.PolicyEntry{Direction: spec.Direction(k.Direction), Identity: identity.NumericIdentity(k.Identity),
+		Deny: v.Flags&policyFlagDeny != 0, ProxyPort: v.ProxyPort}
+	if k.Prefixlen < policyPrefixProto {
+		return e
+	}
+	e.Protocol = k.Protocol
+	bits := int(k.Prefixlen) - int(policyPrefixProto)
+	if bits <= 0 {
+		return e
+	}
+	e.Port = htons(k.Dport)
+	if bits < 16 {
+		e.EndPort = e.Port + uint16(1)<<(16-bits) - 1
+	}
+	return e
 }

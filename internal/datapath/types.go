@@ -26,18 +26,22 @@ type (
 	rawEvent     = lxcEvent
 )
 
-// Numbers shared with bpf/lib/common.h.
+// Numbers shared with bpf/lib/common.h come from its enums, which bpf2go
+// generates (generate.go's -type list): a number changed in C changes
+// here, and a name dropped there fails to compile. The conversions give
+// them the width of the fields they fill; a C value too wide for it is a
+// compile error too.
 const (
-	afInet = 2
+	afInet = uint8(lxcAddrFamilyFAMILY_INET)
 
-	epFlagIngressEnforce = 1
-	epFlagEgressEnforce  = 2
+	epFlagIngressEnforce = uint16(lxcEndpointFlagsEP_F_INGRESS_ENFORCE)
+	epFlagEgressEnforce  = uint16(lxcEndpointFlagsEP_F_EGRESS_ENFORCE)
 
-	policyFlagDeny = 1
+	policyFlagDeny = uint8(lxcPolicyFlagsPOLICY_F_DENY)
 
-	policyPrefixStatic = 8 * 7
-	policyPrefixProto  = policyPrefixStatic + 8
-	policyPrefixFull   = policyPrefixProto + 16
+	policyPrefixStatic = uint32(lxcPolicyPrefixPOLICY_PREFIX_STATIC)
+	policyPrefixProto  = uint32(lxcPolicyPrefixPOLICY_PREFIX_PROTO)
+	policyPrefixFull   = uint32(lxcPolicyPrefixPOLICY_PREFIX_FULL)
 )
 
 // Reason is why a packet was dropped, or Forwarded. The numbers are
@@ -45,20 +49,20 @@ const (
 type Reason uint8
 
 const (
-	Forwarded           Reason = 0
-	DropInvalidSource   Reason = 132
-	DropPolicy          Reason = 133
-	DropInvalid         Reason = 134
-	DropUnsupportedL3   Reason = 139
-	DropNoTunnelKey     Reason = 147
-	DropCTCreate        Reason = 155
-	DropFragNoSupport   Reason = 157
-	DropUnknownCT       Reason = 163
-	DropNATNoMapping    Reason = 167
-	DropInvalidIdentity Reason = 171
-	DropUnknownSender   Reason = 172
-	DropFragNotFound    Reason = 175
-	DropPolicyDeny      Reason = 181
+	Forwarded           = Reason(lxcDropReasonREASON_FORWARDED)
+	DropInvalidSource   = Reason(lxcDropReasonDROP_INVALID_SIP)
+	DropPolicy          = Reason(lxcDropReasonDROP_POLICY)
+	DropInvalid         = Reason(lxcDropReasonDROP_INVALID)
+	DropUnsupportedL3   = Reason(lxcDropReasonDROP_UNSUPPORTED_L3)
+	DropNoTunnelKey     = Reason(lxcDropReasonDROP_NO_TUNNEL_KEY)
+	DropCTCreate        = Reason(lxcDropReasonDROP_CT_CREATE)
+	DropFragNoSupport   = Reason(lxcDropReasonDROP_FRAG_NOSUPPORT)
+	DropUnknownCT       = Reason(lxcDropReasonDROP_UNKNOWN_CT)
+	DropNATNoMapping    = Reason(lxcDropReasonDROP_NAT_NO_MAPPING)
+	DropInvalidIdentity = Reason(lxcDropReasonDROP_INVALID_IDENTITY)
+	DropUnknownSender   = Reason(lxcDropReasonDROP_UNKNOWN_SENDER)
+	DropFragNotFound    = Reason(lxcDropReasonDROP_FRAG_NOT_FOUND)
+	DropPolicyDeny      = Reason(lxcDropReasonDROP_POLICY_DENY)
 )
 
 var reasonNames = map[Reason]string{
@@ -83,33 +87,6 @@ func (r Reason) String() string {
 		return s
 	}
 	return fmt.Sprintf("reason(%d)", uint8(r))
-}
-
-func endpointKey4(a netip.Addr) (EndpointKey, error) {
-	if !a.Is4() {
-		return EndpointKey{}, fmt.Errorf("endpoint address %s: only IPv4 is supported", a)
-	}
-	k := EndpointKey{Family: afInet}
-	a4 := a.As4()
-	copy(k.Addr[:], a4[:])
-	return k, nil
-}
-
-func ipcacheKey(p netip.Prefix) (IPCacheKey, error) {
-	if !p.Addr().Is4() {
-		return IPCacheKey{}, fmt.Errorf("ipcache prefix %s: only IPv4 is supported", p)
-	}
-	p = p.Masked()
-	k := IPCacheKey{Prefixlen: 32 + uint32(p.Bits()), Family: afInet}
-	a4 := p.Addr().As4()
-	copy(k.Addr[:], a4[:])
-	return k, nil
-}
-
-func prefixOfIPCacheKey(k IPCacheKey) netip.Prefix {
-	var a [4]byte
-	copy(a[:], k.Addr[:4])
-	return netip.PrefixFrom(netip.AddrFrom4(a), int(k.Prefixlen)-32)
 }
 
 // be32 is the uint32 whose in-memory bytes are the address, as the C side

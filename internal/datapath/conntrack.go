@@ -1,0 +1,103 @@
+package datapath
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"time"
+
+	"github.com/cilium-go/cilium/pkg/identity"
+	"github.com/cilium/ebpf"
+	"golang.org/x/sys/unix"
+)
+
+// Connection is one conntrack entry, named by its first packet.
+type Connection struct {
+	Src, Dst         netip.Addr
+	SrcPort, DstPort uint16 // ICMP echo: the id as SrcPort
+	Protocol         uint8
+	// Expires is on the monotonic clock (see Monotonic).
+	Expires                  time.Duration
+	Packets, Bytes           uint64
+	SrcIdentity, DstIdentity identity.NumericIdentity
+	// Tunnel is the node behind the remote side, if tunnelled.
+	Tunnel      netip.Addr
+	SeenReply   bool
+	Closing     bool
+	Masqueraded bool
+}
+
+const (
+	ctFlagSeenReply = uint16(lxcCtFlagsCT_F_SEEN_REPLY)
+	ctFlagTxClosing = uint16(lxcCtFlagsCT_F_TX_CLOSING)
+	ctFlagRxClosing = uint16(lxcCtFlagsCT_F_RX_CLOSING)
+	ctFlagSNAT      = uint16(lxcCtFlagsCT_F_SNAT)
+	// Lookup hints of the datapath, not shown: the originator or the
+	// responder has no local endpoint.
+	ctFlagNoSrcEP = uint16(lxcCtFlagsCT_F_NO_SRC_EP)
+	ctFlagNoDstEP = uint16(lxcCtFlagsCT_F_NO_DST_EP)
+)
+
+// Connections lists the conntrack table.
+func (m *Maps) Connections() ([]Connection, error) {
+	var out []Connection
+	var k CTKey
+	var v CTEntry
+	it := m.CT4.Iterate()
+	for it.Next(&k, &v) {
+		c := Connection{
+			Src: addrOfBE32(k.Saddr), Dst: addrOfBE32(k.Daddr),
+			SrcPort: htons(k.Sport), DstPort: htons(k.Dport), Protocol: k.Protocol,
+			Expires: time.Duration(v.Expires), Packets: v.Packets, Bytes: v.Bytes,
+			SrcIdentity: identity.NumericIdentity(v.SrcIdentity), DstIdentity: identity.NumericIdentity(v.DstIdentity),
+			SeenReply:   v.Flags&ctFlagSeenReply != 0,
+			Closing:     v.Flags&(ctFlagTxClosing|ctFlagRxClosing) != 0,
+			Masqueraded: v.Flags&ctFlagSNAT != 0,
+		}
+		if v.TunnelIpv4 != 0 {
+			c.Tunnel = addrOfBE32(v.TunnelIpv4)
+		}
+		out = append(out, c)
+	}
+	if err := it.Err(); err != nil {
+		return nil, fmt.Errorf("iterate conntrack: %w", err)
+	}
+	return out, nil
+}
+
+// Monotonic is the clock conntrack lifetimes are measured on.
+func Monotonic() (time.Duration, error) {
+	var ts unix.Timespec
+	if err := unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts); err != nil {
+		return 0, fmt.Errorf("read monotonic clock: %w", err)
+	}
+	return time.Duration(ts.Nano()), nil
+}
+
+// CollectConntrack deletes the entries that expired before now (on the
+// monotonic clock) and returns how many went.
+func (m *Maps) CollectConntrack(now time.Duration) (int, error) {
+	var stale []CTKey
+	var k CTKey
+	var v CTEntry
+	it := m.CT4.Iterate()
+	for it.Next(&k, &v) {
+		if time.Duration(v.Expires) <= now {
+			stale = append(stale, k)
+		}
+	}
+	if err := it.Err(); err != nil {
+		return 0, fmt.Errorf("iterate conntrack: %w", err)
+	}
+	n := 0
+	for i := range stale {
+		err := m.CT4.Delete(&stale[i])
+		if err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+			return n, fmt.Errorf("delete conntrack entry: %w", err)
+		}
+		if err == nil {
+			n++
+		}
+	}
+	return n, nil
+}

@@ -1,0 +1,75 @@
+package datapath
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/cilium/ebpf/btf"
+
+	"github.com/cilium-go/cilium/internal/datapath/spec"
+	"github.com/cilium-go/cilium/pkg/identity"
+)
+
+// TestEnumsHaveGoNames reads the enums from the object's BTF, not from the
+// generated Go, so that a value added in C without a Go name (or one the
+// Go side spells differently) fails here rather than showing up as
+// "reason(200)" in Hubble.
+func TestEnumsHaveGoNames(t *testing.T) {
+	cs, err := loadLxc()
+	must(t, err)
+	// String falls back to "prefix(n)" for numbers it has no name for.
+	named := func(s fmt.Stringer, unnamedPrefix string) bool {
+		return !strings.HasPrefix(s.String(), unnamedPrefix)
+	}
+	for _, tc := range []struct {
+		enum string
+		// name reports whether the C value has a Go counterpart.
+		name func(name string, v uint64) bool
+	}{
+		{"drop_reason", func(_ string, v uint64) bool { return named(Reason(v), "reason(") }},
+		{"event_type", func(_ string, v uint64) bool { return named(EventType(v), "event(") }},
+		{"trace_point", func(_ string, v uint64) bool { return named(TracePoint(v), "point(") }},
+		{"ct_status", func(_ string, v uint64) bool {
+			switch CTStatus(v) {
+			case CTNew, CTEstablished, CTReply, CTRelated, CTInvalid:
+				return true
+			}
+			return false
+		}},
+		{"policy_verdict", func(_ string, v uint64) bool {
+			return Verdict(v) == VerdictAllow || Verdict(v) == VerdictDeny
+		}},
+		// Values the control plane's packages define on their own: the
+		// numbers must agree name by name.
+		{"traffic_direction", func(name string, v uint64) bool {
+			return map[string]spec.Direction{"DIR_INGRESS": spec.Ingress, "DIR_EGRESS": spec.Egress}[name] == spec.Direction(v)
+		}},
+		{"routing_mode", func(name string, v uint64) bool {
+			m, ok := map[string]spec.RoutingMode{"ROUTING_NATIVE": spec.Native, "ROUTING_TUNNEL": spec.Tunnel}[name]
+			return ok && m == spec.RoutingMode(v)
+		}},
+		{"reserved_identity", func(name string, v uint64) bool {
+			id, ok := map[string]identity.NumericIdentity{
+				"IDENTITY_ANY": identity.Unknown, "IDENTITY_HOST": identity.Host, "IDENTITY_WORLD": identity.World,
+				"IDENTITY_UNMANAGED": identity.Unmanaged, "IDENTITY_INIT": identity.Init,
+				"IDENTITY_REMOTE_NODE": identity.RemoteNode, "IDENTITY_SCOPE_LOCAL": identity.LocalIdentityFlag,
+			}[name]
+			return ok && id == identity.NumericIdentity(v)
+		}},
+	} {
+		var e *btf.Enum
+		if err := cs.Types.TypeByName(tc.enum, &e); err != nil {
+			t.Errorf("enum %s: %v", tc.enum, err)
+			continue
+		}
+		if len(e.Values) == 0 {
+			t.Errorf("enum %s has no values", tc.enum)
+		}
+		for _, v := range e.Values {
+			if !tc.name(v.Name, v.Value) {
+				t.Errorf("enum %s: %s = %d has no Go counterpart", tc.enum, v.Name, v.Value)
+			}
+		}
+	}
+}

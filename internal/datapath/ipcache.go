@@ -1,0 +1,101 @@
+package datapath
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+
+	"github.com/cilium-go/cilium/internal/datapath/spec"
+	"github.com/cilium-go/cilium/pkg/identity"
+	"github.com/cilium/ebpf"
+)
+
+// UpsertIPCache writes one prefix.
+func (m *Maps) UpsertIPCache(p netip.Prefix, e spec.IPCacheEntry) error {
+	k, err := ipcacheKey(p)
+	if err != nil {
+		return err
+	}
+	v := IPCacheInfo{Identity: uint32(e.Identity), TunnelIpv4: be32(e.TunnelEndpoint)}
+	if err := m.IPCache.Put(&k, &v); err != nil {
+		return fmt.Errorf("put ipcache %s: %w", p, markFull(err))
+	}
+	return nil
+}
+
+// DeleteIPCache removes one prefix; a missing one is no error.
+func (m *Maps) DeleteIPCache(p netip.Prefix) error {
+	k, err := ipcacheKey(p)
+	if err != nil {
+		return err
+	}
+	if err := m.IPCache.Delete(&k); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+		return fmt.Errorf("delete ipcache %s: %w", p, err)
+	}
+	return nil
+}
+
+// SyncIPCache makes the ipcache equal to desired: it writes what differs
+// and prunes what is not desired. Running it twice changes nothing.
+func (m *Maps) SyncIPCache(desired map[netip.Prefix]spec.IPCacheEntry) error {
+	current := map[netip.Prefix]IPCacheInfo{}
+	var k IPCacheKey
+	var v IPCacheInfo
+	it := m.IPCache.Iterate()
+	for it.Next(&k, &v) {
+		current[prefixOfIPCacheKey(k)] = v
+	}
+	if err := it.Err(); err != nil {
+		return fmt.Errorf("iterate ipcache: %w", err)
+	}
+	var errs []error
+	for p := range current {
+		if _, ok := desired[p.Masked()]; !ok {
+			errs = append(errs, m.DeleteIPCache(p))
+		}
+	}
+	for p, e := range desired {
+		want := IPCacheInfo{Identity: uint32(e.Identity), TunnelIpv4: be32(e.TunnelEndpoint)}
+		if cur, ok := current[p.Masked()]; ok && cur == want {
+			continue
+		}
+		errs = append(errs, m.UpsertIPCache(p, e))
+	}
+	return errors.Join(errs...)
+}
+
+func ipcacheKey(p netip.Prefix) (IPCacheKey, error) {
+	if !p.Addr().Is4() {
+		return IPCacheKey{}, fmt.Errorf("ipcache prefix %s: only IPv4 is supported", p)
+	}
+	p = p.Masked()
+	k := IPCacheKey{Prefixlen: 32 + uint32(p.Bits()), Family: afInet}
+	a4 := p.Addr().As4()
+	copy(k.Addr[:], a4[:])
+	return k, nil
+}
+
+func prefixOfIPCacheKey(k IPCacheKey) netip.Prefix {
+	var a [4]byte
+	copy(a[:], k.Addr[:4])
+	return netip.PrefixFrom(netip.AddrFrom4(a), int(k.Prefixlen)-32)
+}
+
+// IPCacheEntries lists the ipcache.
+func (m *Maps) IPCacheEntries() (map[netip.Prefix]spec.IPCacheEntry, error) {
+	out := map[netip.Prefix]spec.IPCacheEntry{}
+	var k IPCacheKey
+	var v IPCacheInfo
+	it := m.IPCache.Iterate()
+	for it.Next(&k, &v) {
+		e := spec.IPCacheEntry{Identity: identity.NumericIdentity(v.Identity)}
+		if v.TunnelIpv4 != 0 {
+			e.TunnelEndpoint = addrOfBE32(v.TunnelIpv4)
+		}
+		out[prefixOfIPCacheKey(k)] = e
+	}
+	if err := it.Err(); err != nil {
+		return nil, fmt.Errorf("iterate ipcache: %w", err)
+	}
+	return out, nil
+}

@@ -1,0 +1,110 @@
+package datapath
+
+import (
+	"errors"
+	"fmt"
+	"path/filepath"
+
+	"github.com/cilium-go/cilium/internal/inns"
+	"github.com/cilium/ebpf"
+	"github.com/vishvananda/netlink"
+)
+
+// attach hooks prog to a device of the node: a pinned TCX or netkit link,
+// or a tc filter when configured or when the kernel has no TCX.
+func (n *Node) attach(pin string, ifindex int, prog *ebpf.Program, at ebpf.AttachType) error {
+	if isNetkit(at) {
+		return inns.Do(n.cfg.NetNS, func() error { return attachTCX(pin, ifindex, prog, at) })
+	}
+	if !n.cfg.LegacyTC {
+		err := inns.Do(n.cfg.NetNS, func() error { return attachTCX(pin, ifindex, prog, at) })
+		if !errors.Is(err, ebpf.ErrNotSupported) {
+			return err
+		}
+		n.log.Info("kernel without TCX: attaching with tc filters")
+		n.cfg.LegacyTC = true
+	}
+	return attachLegacyTC(n.nl, ifindex, prog, at)
+}
+
+// detach undoes attach; a device already gone is no error. The pin goes
+// in any case: netkit devices are attached by links even with tc filters
+// elsewhere.
+func (n *Node) detach(pin string, device string, at ebpf.AttachType) error {
+	err := detachTCX(pin)
+	if !n.cfg.LegacyTC || err != nil {
+		return err
+	}
+	l, err := n.nl.LinkByName(device)
+	if err != nil {
+		return nil // the filter went with its device
+	}
+	return detachLegacyTC(n.nl, l.Attrs().Index, at)
+}
+
+func (n *Node) linkPin(kind, name, dir string) string {
+	return filepath.Join(n.linksDir(), kind+"_"+name+"_"+dir)
+}
+
+func (n *Node) netlinkHandle() (*netlink.Handle, error) {
+	return inns.Netlink(n.cfg.NetNS)
+}
+
+// ensureVXLAN creates the VXLAN device in external (collect metadata)
+// mode: one device for all peers, the tunnel key chosen per packet. It
+// does not resolve neighbours: programs write the MACs.
+func (n *Node) ensureVXLAN(mtu int) (netlink.Link, error) {
+	name := n.cfg.TunnelDevice
+	l, err := n.nl.LinkByName(name)
+	if err != nil {
+		var notFound netlink.LinkNotFoundError
+		if !errors.As(err, &notFound) {
+			return nil, fmt.Errorf("look up %s: %w", name, err)
+		}
+		vx := &netlink.Vxlan{LinkAttrs: netlink.LinkAttrs{Name: name, MTU: mtu}, FlowBased: true, Port: n.cfg.TunnelPort}
+		if err := n.nl.LinkAdd(vx); err != nil {
+			return nil, fmt.Errorf("create %s: %w", name, err)
+		}
+		if l, err = n.nl.LinkByName(name); err != nil {
+			return nil, fmt.Errorf("look up %s: %w", name, err)
+		}
+	}
+	if err := n.nl.LinkSetARPOff(l); err != nil {
+		return nil, fmt.Errorf("arp off on %s: %w", name, err)
+	}
+	if err := n.nl.LinkSetUp(l); err != nil {
+		return nil, fmt.Errorf("set %s up: %w", name, err)
+	}
+	return l, nil
+}
+
+// attachDevices hooks the node programs to the uplink and, in tunnel
+// mode, to the VXLAN device.
+func (n *Node) attachDevices(progs *NodePrograms, uplink, tunnel netlink.Link) error {
+	if err := n.attach(n.linkPin("netdev", n.cfg.Uplink, "ingress"), uplink.Attrs().Index,
+		progs.FromNetdev, ebpf.AttachTCXIngress); err != nil {
+		return err
+	}
+	// Only legacy routing masquerades at the uplink; a previous run's
+	// link goes when the configuration changed.
+	egressPin := n.linkPin("netdev", n.cfg.Uplink, "egress")
+	var err error
+	if n.cfg.Masquerade && n.cfg.LegacyRouting {
+		err = n.attach(egressPin, uplink.Attrs().Index, progs.ToNetdev, ebpf.AttachTCXEgress)
+	} else {
+		err = n.detach(egressPin, n.cfg.Uplink, ebpf.AttachTCXEgress)
+	}
+	if err != nil {
+		return err
+	}
+	if tunnel == nil {
+		return nil
+	}
+	idx := tunnel.Attrs().Index
+	if err := n.attach(n.linkPin("overlay", n.cfg.TunnelDevice, "ingress"), idx,
+		progs.FromOverlay, ebpf.AttachTCXIngress); err != nil {
+		return err
+	}
+	return n.attach(n.linkPin("overlay", n.cfg.TunnelDevice, "egress"), idx,
+		progs.ToOverlay, ebpf.AttachTCXEgress)
+}

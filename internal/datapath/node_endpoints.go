@@ -1,0 +1,154 @@
+package datapath
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"path/filepath"
+
+	"github.com/cilium-go/cilium/internal/datapath/spec"
+	"github.com/cilium/ebpf"
+	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
+)
+
+// UpsertEndpoint loads the endpoint's programs with its constants,
+// attaches them to its host device (replacing older ones atomically),
+// publishes it in the endpoint map and routes its address to it. On a
+// veth, from-container runs at the host side's ingress and to-container
+// at its egress; on a netkit pair, from-container runs as the pod's side
+// transmits and to-container as the node's side does.
+func (n *Node) UpsertEndpoint(ep spec.Endpoint) error {
+	host, err := n.nl.LinkByName(ep.HostDevice)
+	if err != nil {
+		return fmt.Errorf("endpoint %d device %s: %w", ep.ID, ep.HostDevice, err)
+	}
+	fromAt, toAt := ebpf.AttachTCXIngress, ebpf.AttachTCXEgress
+	nk, netkit := host.(*netlink.Netkit)
+	if netkit {
+		if !nk.IsPrimary() {
+			return fmt.Errorf("endpoint %d device %s: a netkit peer, want the primary", ep.ID, ep.HostDevice)
+		}
+		fromAt, toAt = ebpf.AttachNetkitPeer, ebpf.AttachNetkitPrimary
+	}
+	progs, err := LoadEndpointPrograms(n.maps, EndpointConstants{
+		NodeConstants: n.consts, ID: ep.ID, Identity: ep.Identity, IPv4: ep.IPv4,
+		PolicyIngress: ep.PolicyIngress, PolicyEgress: ep.PolicyEgress, Netkit: netkit,
+	})
+	if err != nil {
+		return err
+	}
+	defer progs.Close()
+	idx := host.Attrs().Index
+	if err := n.attach(n.endpointPin(ep.ID, "ingress"), idx, progs.FromContainer, fromAt); err != nil {
+		return fmt.Errorf("endpoint %d: %w", ep.ID, err)
+	}
+	if err := n.attach(n.endpointPin(ep.ID, "egress"), idx, progs.ToContainer, toAt); err != nil {
+		return fmt.Errorf("endpoint %d: %w", ep.ID, err)
+	}
+	if err := n.maps.UpsertEndpoint(EndpointEntry{
+		ID: ep.ID, Identity: ep.Identity, IPv4: ep.IPv4, MAC: ep.MAC,
+		HostMAC: host.Attrs().HardwareAddr, HostIfindex: idx,
+		PolicyIngress: ep.PolicyIngress, PolicyEgress: ep.PolicyEgress,
+	}); err != nil {
+		return err
+	}
+	route := &netlink.Route{LinkIndex: idx, Dst: hostPrefix(ep.IPv4), Scope: netlink.SCOPE_LINK,
+		Protocol: RouteProtocol}
+	if err := n.nl.RouteReplace(route); err != nil {
+		return fmt.Errorf("route to endpoint %d: %w", ep.ID, err)
+	}
+	n.log.Debug("endpoint programmed", "id", ep.ID, "identity", ep.Identity, "ipv4", ep.IPv4)
+	return nil
+}
+
+// DeleteEndpoint detaches the endpoint's programs and forgets it and its
+// policy. The host device may be gone already (CNI DEL removed it).
+func (n *Node) DeleteEndpoint(ep spec.Endpoint) error {
+	errs := []error{
+		n.detach(n.endpointPin(ep.ID, "ingress"), ep.HostDevice, ebpf.AttachTCXIngress),
+		n.detach(n.endpointPin(ep.ID, "egress"), ep.HostDevice, ebpf.AttachTCXEgress),
+		n.maps.DeleteEndpoint(ep.IPv4),
+		n.maps.SetPolicy(ep.ID, nil),
+	}
+	// The scope must match the route's, or the kernel finds nothing.
+	route := &netlink.Route{Dst: hostPrefix(ep.IPv4), Scope: netlink.SCOPE_LINK}
+	if err := n.nl.RouteDel(route); err != nil && !errors.Is(err, unix.ESRCH) {
+		errs = append(errs, fmt.Errorf("delete route to endpoint %d: %w", ep.ID, err))
+	}
+	return errors.Join(errs...)
+}
+
+// PruneEndpoints forgets every endpoint that is not in keep: their
+// links, map entries and policy. An agent calls it after a restart, once
+// it has programmed the endpoints it still has.
+func (n *Node) PruneEndpoints(keep []spec.Endpoint) error {
+	kept := map[uint16]bool{}
+	for _, ep := range keep {
+		kept[ep.ID] = true
+	}
+	var stale []spec.Endpoint
+	var k EndpointKey
+	var v EndpointInfo
+	it := n.maps.Endpoints.Iterate()
+	for it.Next(&k, &v) {
+		if !kept[v.EpId] && k.Family == afInet {
+			stale = append(stale, spec.Endpoint{ID: v.EpId, IPv4: netip.AddrFrom4([4]byte(k.Addr[:4]))})
+		}
+	}
+	if err := it.Err(); err != nil {
+		return fmt.Errorf("iterate endpoints: %w", err)
+	}
+	var errs []error
+	for _, ep := range stale {
+		if l, err := n.nl.LinkByIndex(int(n.endpointIfindex(ep.IPv4))); err == nil {
+			ep.HostDevice = l.Attrs().Name
+		}
+		errs = append(errs, n.DeleteEndpoint(ep))
+	}
+	if !n.cfg.LegacyTC {
+		errs = append(errs, n.pruneLinkPins(kept))
+	}
+	return errors.Join(errs...)
+}
+
+func (n *Node) endpointIfindex(a netip.Addr) uint32 {
+	k, err := endpointKey4(a)
+	if err != nil {
+		return 0
+	}
+	var v EndpointInfo
+	if n.maps.Endpoints.Lookup(&k, &v) != nil {
+		return 0
+	}
+	return v.Ifindex
+}
+
+// pruneLinkPins removes endpoint links whose endpoint is not kept, even
+// those whose map entry is already gone.
+func (n *Node) pruneLinkPins(kept map[uint16]bool) error {
+	entries, err := os.ReadDir(n.linksDir())
+	if err != nil {
+		return fmt.Errorf("read %s: %w", n.linksDir(), err)
+	}
+	var errs []error
+	for _, e := range entries {
+		var id uint16
+		var dir string
+		if _, err := fmt.Sscanf(e.Name(), "lxc_%d_%s", &id, &dir); err != nil || kept[id] {
+			continue
+		}
+		errs = append(errs, detachTCX(filepath.Join(n.linksDir(), e.Name())))
+	}
+	return errors.Join(errs...)
+}
+
+func (n *Node) endpointPin(id uint16, dir string) string {
+	return filepath.Join(n.linksDir(), fmt.Sprintf("lxc_%d_%s", id, dir))
+}
+
+func hostPrefix(a netip.Addr) *net.IPNet {
+	return &net.IPNet{IP: a.AsSlice(), Mask: net.CIDRMask(a.BitLen(), a.BitLen())}
+}

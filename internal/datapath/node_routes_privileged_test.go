@@ -1,0 +1,89 @@
+package datapath
+
+import (
+	"io"
+	"log/slog"
+	"net"
+	"net/netip"
+	"path/filepath"
+	"slices"
+	"testing"
+
+	"github.com/vishvananda/netlink"
+
+	"github.com/cilium-go/cilium/internal/datapath/spec"
+	"github.com/cilium-go/cilium/internal/datapath/testnode"
+	"github.com/cilium-go/cilium/internal/inns"
+)
+
+// A reconciler prunes remote-node routes by what RemoteNodes lists: it
+// must see the routes UpsertRemoteNode made, only those, and accept its
+// own answer back in DeleteRemoteNode.
+func TestPrivilegedRemoteNodeRoutes(t *testing.T) {
+	requireRoot(t)
+	n1 := spec.RemoteNode{IPv4: netip.MustParseAddr("192.168.77.2"), PodCIDR: netip.MustParsePrefix("10.2.0.0/24")}
+	n2 := spec.RemoteNode{IPv4: netip.MustParseAddr("192.168.77.3"), PodCIDR: netip.MustParsePrefix("10.3.0.0/24")}
+	for _, mode := range []struct {
+		name string
+		mode spec.RoutingMode
+	}{{"native", spec.Native}, {"tunnel", spec.Tunnel}} {
+		t.Run(mode.name, func(t *testing.T) {
+			ns := filepath.Join(t.TempDir(), "node")
+			remove, err := testnode.NewNetNS(ns)
+			must(t, err)
+			t.Cleanup(func() {
+				if err := remove(); err != nil {
+					t.Errorf("remove netns: %v", err)
+				}
+			})
+			must(t, testnode.AddUplink(ns, "192.168.77.1/24"))
+			node, err := NewNode(Config{BPFFSDir: testnode.TempBPFFS(t), NetNS: ns,
+				NodeIPv4: netip.MustParseAddr("192.168.77.1"), Uplink: "eth0", Mode: mode.mode},
+				slog.New(slog.NewTextHandler(io.Discard, nil)))
+			must(t, err)
+			t.Cleanup(func() {
+				if err := node.Teardown(); err != nil {
+					t.Errorf("teardown: %v", err)
+				}
+			})
+			must(t, node.Start())
+
+			// Someone else's route through the same device is not ours.
+			nl, err := inns.Netlink(ns)
+			must(t, err)
+			t.Cleanup(nl.Close)
+			up, err := nl.LinkByName("eth0")
+			must(t, err)
+			must(t, nl.RouteAdd(&netlink.Route{LinkIndex: up.Attrs().Index, Gw: net.IP{192, 168, 77, 9},
+				Dst: &net.IPNet{IP: net.IP{10, 9, 0, 0}, Mask: net.CIDRMask(24, 32)}, Protocol: netlink.RouteProtocol(4)}))
+
+			want := func(nodes ...spec.RemoteNode) []spec.RemoteNode {
+				out := slices.Clone(nodes)
+				for i := range out {
+					if mode.mode == spec.Tunnel {
+						out[i].IPv4 = netip.Addr{} // a tunnel route has no gateway
+					}
+				}
+				return out
+			}
+			list := func() []spec.RemoteNode {
+				t.Helper()
+				got, err := node.RemoteNodes()
+				must(t, err)
+				slices.SortFunc(got, func(a, b spec.RemoteNode) int { return a.PodCIDR.Addr().Compare(b.PodCIDR.Addr()) })
+				return got
+			}
+
+			must(t, node.UpsertRemoteNode(n1))
+			must(t, node.UpsertRemoteNode(n2))
+			if got := list(); !slices.Equal(got, want(n1, n2)) {
+				t.Fatalf("remote nodes %v, want %v", got, want(n1, n2))
+			}
+			listed := list()
+			must(t, node.DeleteRemoteNode(listed[0]))
+			if got := list(); !slices.Equal(got, want(n2)) {
+				t.Fatalf("after delete: remote nodes %v, want %v", got, want(n2))
+			}
+		})
+	}
+}
