@@ -2,14 +2,13 @@ package endpoint
 
 import (
 	"context"
-	"fmt"
 	"iter"
-	"time"
 
 	"github.com/cilium/statedb"
 	"github.com/cilium/statedb/reconciler"
 
 	"github.com/cilium-go/cilium/internal/datapath/spec"
+	"github.com/cilium-go/cilium/pkg/desired"
 )
 
 // Datapath programs endpoints into the kernel; *datapath.Node is one. Only
@@ -21,27 +20,14 @@ type Datapath interface {
 	PruneEndpoints(keep []spec.Endpoint) error
 }
 
-// PruneInterval is how often the reconciler removes from the kernel the
-// endpoints that no row asks for (left by an earlier agent, or deleted
-// while a delete failed).
-const PruneInterval = time.Minute
-
 // RegisterReconciler makes dp hold what m's table says: every row
 // programmed, every removed row unprogrammed, the rest pruned once the
-// table is initialized (after Restore) and every PruneInterval. Register
-// it before the hook that calls Restore, so that Restore can wait for it.
+// table is initialized (after Restore) and every desired.PruneInterval.
+// Register it before the hook that calls Restore, so that Restore can
+// wait for it.
 func RegisterReconciler(p reconciler.Params, m *Manager, dp Datapath) error {
-	_, err := reconciler.Register(p, m.tbl,
-		(*Desired).clone, (*Desired).setStatus, (*Desired).getStatus,
-		ops{dp: dp, m: m}, nil,
-		reconciler.WithName(TableName),
-		reconciler.WithPruning(PruneInterval),
-		reconciler.WithRetry(100*time.Millisecond, time.Minute),
-	)
-	if err != nil {
-		return fmt.Errorf("register endpoint reconciler: %w", err)
-	}
-	return nil
+	_, err := desired.Register(p, m.tbl, ops{dp: dp, m: m})
+	return err
 }
 
 type ops struct {

@@ -34,14 +34,17 @@ func (d *Desired) TableRow() []string {
 		d.HostIfName, d.Status.String()}
 }
 
-func (d *Desired) clone() *Desired {
+// Clone implements desired.Row.
+func (d *Desired) Clone() *Desired {
 	c := *d
 	return &c
 }
 
-func (d *Desired) getStatus() reconciler.Status { return d.Status }
+// GetStatus implements desired.Row.
+func (d *Desired) GetStatus() reconciler.Status { return d.Status }
 
-func (d *Desired) setStatus(s reconciler.Status) *Desired {
+// WithStatus implements desired.Row.
+func (d *Desired) WithStatus(s reconciler.Status) *Desired {
 	d.Status = s
 	return d
 }

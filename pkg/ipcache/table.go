@@ -47,14 +47,17 @@ func (e *Entry) TableRow() []string {
 	return []string{e.Prefix.String(), strconv.FormatUint(uint64(e.Identity), 10), tunnel, e.Status.String()}
 }
 
-func (e *Entry) clone() *Entry {
+// Clone implements desired.Row.
+func (e *Entry) Clone() *Entry {
 	c := *e
 	return &c
 }
 
-func (e *Entry) getStatus() reconciler.Status { return e.Status }
+// GetStatus implements desired.Row.
+func (e *Entry) GetStatus() reconciler.Status { return e.Status }
 
-func (e *Entry) setStatus(s reconciler.Status) *Entry {
+// WithStatus implements desired.Row.
+func (e *Entry) WithStatus(s reconciler.Status) *Entry {
 	e.Status = s
 	return e
 }

@@ -7,11 +7,8 @@ package node
 import (
 	"context"
 	"errors"
-	"fmt"
 	"iter"
 	"net/netip"
-	"sync"
-	"time"
 
 	"github.com/cilium/hive/cell"
 	"github.com/cilium/statedb"
@@ -19,6 +16,7 @@ import (
 	"github.com/cilium/statedb/reconciler"
 
 	"github.com/cilium-go/cilium/internal/datapath/spec"
+	"github.com/cilium-go/cilium/pkg/desired"
 )
 
 // TableName is the table's name in statedb.
@@ -38,14 +36,17 @@ func (r *Remote) TableRow() []string {
 	return []string{r.PodCIDR.String(), r.IPv4.String(), r.Status.String()}
 }
 
-func (r *Remote) clone() *Remote {
+// Clone implements desired.Row.
+func (r *Remote) Clone() *Remote {
 	c := *r
 	return &c
 }
 
-func (r *Remote) getStatus() reconciler.Status { return r.Status }
+// GetStatus implements desired.Row.
+func (r *Remote) GetStatus() reconciler.Status { return r.Status }
 
-func (r *Remote) setStatus(s reconciler.Status) *Remote {
+// WithStatus implements desired.Row.
+func (r *Remote) WithStatus(s reconciler.Status) *Remote {
 	r.Status = s
 	return r
 }
@@ -78,23 +79,10 @@ type Routes interface {
 	RemoteNodes() ([]spec.RemoteNode, error)
 }
 
-// PruneInterval is how often the reconciler compares the kernel's routes
-// with the table, removing routes nobody wants and restoring missing ones.
-const PruneInterval = time.Minute
-
 // RegisterReconciler makes routes hold what tbl says.
 func RegisterReconciler(p reconciler.Params, tbl statedb.RWTable[*Remote], routes Routes) error {
-	_, err := reconciler.Register(p, tbl,
-		(*Remote).clone, (*Remote).setStatus, (*Remote).getStatus,
-		ops{routes}, nil,
-		reconciler.WithName(TableName),
-		reconciler.WithPruning(PruneInterval),
-		reconciler.WithRetry(100*time.Millisecond, time.Minute),
-	)
-	if err != nil {
-		return fmt.Errorf("register remote node reconciler: %w", err)
-	}
-	return nil
+	_, err := desired.Register(p, tbl, ops{routes})
+	return err
 }
 
 type ops struct{ routes Routes }
@@ -140,54 +128,26 @@ func (o ops) Prune(_ context.Context, _ statedb.ReadTxn, rows iter.Seq2[*Remote,
 // Writer replaces the table's contents with the remote nodes wanted now.
 // It is the table's only writer.
 type Writer struct {
-	db  *statedb.DB
-	tbl statedb.RWTable[*Remote]
-
-	mu       sync.Mutex
-	initDone func(statedb.WriteTxn)
+	w *desired.Writer[netip.Prefix, *Remote]
 }
 
 // NewWriter registers the writer as the table's initializer, so that
 // nothing is pruned before its first Replace. Call it before the
 // reconciler starts.
 func NewWriter(db *statedb.DB, tbl statedb.RWTable[*Remote]) *Writer {
-	txn := db.WriteTxn(tbl)
-	done := tbl.RegisterInitializer(txn, "remote-node-writer")
-	txn.Commit()
-	return &Writer{db: db, tbl: tbl, initDone: done}
+	return &Writer{w: desired.NewWriter(db, tbl, PodCIDRIndex,
+		func(r *Remote) netip.Prefix { return r.PodCIDR },
+		func(a, b *Remote) bool { return a.RemoteNode == b.RemoteNode })}
 }
 
 // Replace makes the table hold exactly nodes, in one transaction; rows
 // that did not change are left alone.
 func (w *Writer) Replace(nodes []spec.RemoteNode) error {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	want := make(map[netip.Prefix]spec.RemoteNode, len(nodes))
+	want := make(map[netip.Prefix]*Remote, len(nodes))
 	for _, n := range nodes {
 		n.PodCIDR = n.PodCIDR.Masked()
-		want[n.PodCIDR] = n
+		want[n.PodCIDR] = &Remote{RemoteNode: n}
 	}
-	txn := w.db.WriteTxn(w.tbl)
-	defer txn.Abort()
-	for r := range w.tbl.All(txn) {
-		if _, ok := want[r.PodCIDR]; !ok {
-			if _, _, err := w.tbl.Delete(txn, r); err != nil {
-				return fmt.Errorf("delete %s: %w", r.PodCIDR, err)
-			}
-		}
-	}
-	for p, n := range want {
-		if cur, _, ok := w.tbl.Get(txn, PodCIDRIndex.Query(p)); ok && cur.RemoteNode == n {
-			continue
-		}
-		if _, _, err := w.tbl.Insert(txn, &Remote{RemoteNode: n, Status: reconciler.StatusPending()}); err != nil {
-			return fmt.Errorf("insert %s: %w", p, err)
-		}
-	}
-	if w.initDone != nil {
-		w.initDone(txn)
-		w.initDone = nil
-	}
-	txn.Commit()
-	return nil
+	_, _, err := w.w.Replace(want)
+	return err
 }

@@ -1,0 +1,114 @@
+// Package desired is what the agent's desired-state tables share: each
+// table holds rows the kernel should hold, one Writer replaces its
+// contents, and a statedb reconciler, registered with the agent's
+// defaults, makes the kernel match it.
+package desired
+
+import (
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/cilium/statedb"
+	"github.com/cilium/statedb/reconciler"
+)
+
+// Row is a table row the reconciler writes its status into. Clone
+// returns a copy that the reconciler may change; WithStatus sets the
+// status on the row it is called on and returns it.
+type Row[Obj any] interface {
+	comparable
+	Clone() Obj
+	GetStatus() reconciler.Status
+	WithStatus(reconciler.Status) Obj
+}
+
+// PruneInterval is how often a reconciler compares the kernel with its
+// whole table, removing what nobody wants and restoring what is missing.
+const PruneInterval = time.Minute
+
+// Register registers the reconciler of tbl with ops, named after the
+// table, pruning every PruneInterval (once the table is initialized) and
+// retrying failures with backoff.
+func Register[Obj Row[Obj]](p reconciler.Params, tbl statedb.RWTable[Obj], ops reconciler.Operations[Obj]) (reconciler.Reconciler[Obj], error) {
+	r, err := reconciler.Register(p, tbl,
+		Obj.Clone, Obj.WithStatus, Obj.GetStatus,
+		ops, nil,
+		reconciler.WithName(tbl.Name()),
+		reconciler.WithPruning(PruneInterval),
+		reconciler.WithRetry(100*time.Millisecond, time.Minute),
+	)
+	if err != nil {
+		return nil, fmt.Errorf("register %s reconciler: %w", tbl.Name(), err)
+	}
+	return r, nil
+}
+
+// Writer replaces a table's contents. It is the table's only writer.
+type Writer[K comparable, Obj Row[Obj]] struct {
+	db  *statedb.DB
+	tbl statedb.RWTable[Obj]
+	// get finds the row with key k; same tells whether two rows want the
+	// same of the kernel (status aside).
+	get  func(statedb.ReadTxn, K) (Obj, bool)
+	key  func(Obj) K
+	same func(a, b Obj) bool
+
+	mu sync.Mutex
+	// initDone marks the table initialized after the first Replace, so
+	// that the reconciler prunes nothing before the desired state is
+	// known (what a previous agent run left keeps working until then).
+	initDone func(statedb.WriteTxn)
+}
+
+// NewWriter registers the writer as the table's initializer. Call it
+// before the reconciler starts.
+func NewWriter[K comparable, Obj Row[Obj]](db *statedb.DB, tbl statedb.RWTable[Obj], primary statedb.Index[Obj, K],
+	key func(Obj) K, same func(a, b Obj) bool) *Writer[K, Obj] {
+	txn := db.WriteTxn(tbl)
+	done := tbl.RegisterInitializer(txn, tbl.Name()+"-writer")
+	txn.Commit()
+	get := func(txn statedb.ReadTxn, k K) (Obj, bool) {
+		o, _, ok := tbl.Get(txn, primary.Query(k))
+		return o, ok
+	}
+	return &Writer[K, Obj]{db: db, tbl: tbl, get: get, key: key, same: same, initDone: done}
+}
+
+// Replace makes the table hold exactly want, in one transaction. Rows
+// that want the same as before are not rewritten, so the reconciler does
+// not touch them again; new and changed rows go in pending. It returns
+// how many rows it inserted or changed and how many it deleted.
+func (w *Writer[K, Obj]) Replace(want map[K]Obj) (changed, deleted int, err error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	txn := w.db.WriteTxn(w.tbl)
+	defer txn.Abort() // a no-op after Commit
+	var stale []Obj
+	for o := range w.tbl.All(txn) {
+		if _, ok := want[w.key(o)]; !ok {
+			stale = append(stale, o)
+		}
+	}
+	for _, o := range stale {
+		if _, _, err := w.tbl.Delete(txn, o); err != nil {
+			return 0, 0, fmt.Errorf("delete %v: %w", w.key(o), err)
+		}
+		deleted++
+	}
+	for k, o := range want {
+		if cur, ok := w.get(txn, k); ok && w.same(cur, o) {
+			continue
+		}
+		if _, _, err := w.tbl.Insert(txn, o.WithStatus(reconciler.StatusPending())); err != nil {
+			return 0, 0, fmt.Errorf("insert %v: %w", k, err)
+		}
+		changed++
+	}
+	if w.initDone != nil {
+		w.initDone(txn)
+		w.initDone = nil
+	}
+	txn.Commit()
+	return changed, deleted, nil
+}
