@@ -7,7 +7,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -17,55 +16,29 @@ import (
 	"github.com/containernetworking/cni/libcni"
 	"github.com/spf13/pflag"
 
-	"github.com/cilium-go/cilium/internal/datapath/spec"
 	"github.com/cilium-go/cilium/pkg/api/models"
 	"github.com/cilium-go/cilium/pkg/api/server"
 	"github.com/cilium-go/cilium/pkg/client"
 	"github.com/cilium-go/cilium/pkg/cni"
 	"github.com/cilium-go/cilium/pkg/endpoint"
+	"github.com/cilium-go/cilium/pkg/endpoint/endpointtest"
 	"github.com/cilium-go/cilium/pkg/identity"
 )
 
-// memDatapath stands in for the kernel in unprivileged tests.
-type memDatapath struct {
-	mu   sync.Mutex
-	live map[uint16]spec.Endpoint
-}
+// anyDevice takes any pod device: there is no kernel to ask.
+type anyDevice struct{}
 
-func (m *memDatapath) UpsertEndpoint(ep spec.Endpoint) error {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.live[ep.ID] = ep
-	return nil
-}
+func (anyDevice) CheckPodDevice(string, int) error { return nil }
 
-func (m *memDatapath) DeleteEndpoint(ep spec.Endpoint) error {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	delete(m.live, ep.ID)
-	return nil
-}
-
-func (m *memDatapath) PruneEndpoints([]spec.Endpoint) error { return nil }
-
-// identity is what the datapath holds for endpoint id.
-func (m *memDatapath) identity(id uint16) identity.NumericIdentity {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return m.live[id].Identity
-}
-
-// CheckPodDevice takes any device: there is no kernel to ask.
-func (m *memDatapath) CheckPodDevice(string, int) error { return nil }
-
-func memDatapathCell(m *memDatapath) cell.Cell {
+// memDatapathCell stands in for the kernel in unprivileged tests.
+func memDatapathCell(dp endpoint.Datapath) cell.Cell {
 	return cell.Module("mem-datapath", "Endpoints in memory",
-		cell.Provide(func() endpoint.Datapath { return m }, func() server.PodDeviceChecker { return m }))
+		cell.Provide(func() endpoint.Datapath { return dp }, func() server.PodDeviceChecker { return anyDevice{} }))
 }
 
 // startAgent runs the agent's cells, with the datapath in memory, on
 // flags args.
-func startAgent(t *testing.T, dp *memDatapath, args ...string) (*hive.Hive, error) {
+func startAgent(t *testing.T, dp endpoint.Datapath, args ...string) (*hive.Hive, error) {
 	t.Helper()
 	return startHive(t, newHive(newLevel(), Infrastructure, ControlPlane, memDatapathCell(dp)), args)
 }
@@ -108,7 +81,7 @@ func TestBadFlagStopsStartupNamingIt(t *testing.T) {
 		{"--prometheus-serve-addr=nonsense", "--prometheus-serve-addr"},
 	} {
 		args := append(baseArgs(t.TempDir()), tc.arg)
-		h, err := startAgent(t, &memDatapath{live: map[uint16]spec.Endpoint{}}, args...)
+		h, err := startAgent(t, endpointtest.NewDatapath(), args...)
 		if err == nil {
 			stop(t, h)
 			t.Errorf("%s: agent started", tc.arg)
@@ -122,7 +95,7 @@ func TestBadFlagStopsStartupNamingIt(t *testing.T) {
 
 func TestAgentServesAPIAndRestoresAfterRestart(t *testing.T) {
 	dir := t.TempDir()
-	dp := &memDatapath{live: map[uint16]spec.Endpoint{}}
+	dp := endpointtest.NewDatapath()
 	h, err := startAgent(t, dp, baseArgs(dir)...)
 	if err != nil {
 		t.Fatal(err)
@@ -165,15 +138,15 @@ func TestAgentServesAPIAndRestoresAfterRestart(t *testing.T) {
 	}
 
 	// A new agent on the same state dir has the endpoint and the address.
-	dp2 := &memDatapath{live: map[uint16]spec.Endpoint{}}
+	dp2 := endpointtest.NewDatapath()
 	h2, err := startAgent(t, dp2, baseArgs(dir)...)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer stop(t, h2)
 	got, err := c.GetEndpoint(ctx, "c1")
-	if err != nil || got.IPv4 != "10.0.7.1" || dp2.live[1].HostDevice != "lxc1" {
-		t.Fatalf("after restart: %+v %v, datapath %+v", got, err, dp2.live)
+	if err != nil || got.IPv4 != "10.0.7.1" || dp2.Endpoint(1).HostDevice != "lxc1" {
+		t.Fatalf("after restart: %+v %v, datapath %+v", got, err, dp2.Endpoint(1))
 	}
 	next, err := c.AllocateIP(ctx, "c2")
 	if err != nil || next.Address == alloc.Address {
@@ -189,7 +162,7 @@ func TestAgentServesAPIAndRestoresAfterRestart(t *testing.T) {
 
 // TestCommandRejectsBadFlag runs the command line as main does.
 func TestCommandRejectsBadFlag(t *testing.T) {
-	cmd := newCommand(Infrastructure, ControlPlane, memDatapathCell(&memDatapath{live: map[uint16]spec.Endpoint{}}))
+	cmd := newCommand(Infrastructure, ControlPlane, memDatapathCell(endpointtest.NewDatapath()))
 	var out strings.Builder
 	cmd.SetOut(&out)
 	cmd.SetErr(&out)
@@ -209,7 +182,7 @@ func TestCommandRejectsBadFlag(t *testing.T) {
 func TestAgentWritesCNIConfWhenReady(t *testing.T) {
 	dir := t.TempDir()
 	conf := filepath.Join(dir, "net.d", "05-cilium.conflist")
-	h, err := startAgent(t, &memDatapath{live: map[uint16]spec.Endpoint{}},
+	h, err := startAgent(t, endpointtest.NewDatapath(),
 		append(baseArgs(dir), "--write-cni-conf-when-ready="+conf)...)
 	if err != nil {
 		t.Fatal(err)
@@ -232,7 +205,7 @@ func TestAgentWritesCNIConfWhenReady(t *testing.T) {
 		t.Fatalf("the socket the configuration names does not answer: %v", err)
 	}
 
-	_, err = startAgent(t, &memDatapath{live: map[uint16]spec.Endpoint{}},
+	_, err = startAgent(t, endpointtest.NewDatapath(),
 		append(baseArgs(t.TempDir()), "--write-cni-conf-when-ready=net.d/x.conflist")...)
 	if err == nil || !strings.Contains(err.Error(), "--write-cni-conf-when-ready") {
 		t.Fatalf("relative path: %v, want an error naming the flag", err)

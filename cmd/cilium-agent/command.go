@@ -15,10 +15,8 @@ import (
 // newHive assembles the agent from cells; level is the log level that
 // PATCH /v1/config changes.
 func newHive(level *slog.LevelVar, cells ...cell.Cell) *hive.Hive {
-	opts := hive.DefaultOptions()
-	opts.ModulePrivateProviders = health.ModuleProviders
 	all := append([]cell.Cell{cell.Provide(func() *slog.LevelVar { return level })}, cells...)
-	return hive.NewWithOptions(opts, all...)
+	return health.NewHive(all...)
 }
 
 func newCommand(cells ...cell.Cell) *cobra.Command {

@@ -14,9 +14,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	install "github.com/cilium-go/cilium/install/kubernetes"
-	"github.com/cilium-go/cilium/internal/datapath/spec"
 	"github.com/cilium-go/cilium/pkg/cni"
 	"github.com/cilium-go/cilium/pkg/cniconf"
+	"github.com/cilium-go/cilium/pkg/endpoint/endpointtest"
 )
 
 // fieldValues stand in for what the kubelet puts into env fieldRefs.
@@ -165,7 +165,7 @@ func TestCommandReadsConfigDir(t *testing.T) {
 			args := slices.DeleteFunc(baseArgs(t.TempDir()), func(a string) bool {
 				return strings.HasPrefix(a, "--prometheus-serve-addr")
 			})
-			cmd := newCommand(Infrastructure, ControlPlane, memDatapathCell(&memDatapath{live: map[uint16]spec.Endpoint{}}))
+			cmd := newCommand(Infrastructure, ControlPlane, memDatapathCell(endpointtest.NewDatapath()))
 			var out strings.Builder
 			cmd.SetOut(&out)
 			cmd.SetErr(&out)

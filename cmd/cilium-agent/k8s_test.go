@@ -12,9 +12,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	kubefake "k8s.io/client-go/kubernetes/fake"
 
-	"github.com/cilium-go/cilium/internal/datapath/spec"
 	"github.com/cilium-go/cilium/pkg/api/models"
 	"github.com/cilium-go/cilium/pkg/client"
+	"github.com/cilium-go/cilium/pkg/endpoint/endpointtest"
 	"github.com/cilium-go/cilium/pkg/identity"
 	k8sagent "github.com/cilium-go/cilium/pkg/k8s/agent"
 	v2 "github.com/cilium-go/cilium/pkg/k8s/apis/cilium.io/v2"
@@ -37,7 +37,7 @@ func TestAgentWithKubernetes(t *testing.T) {
 	withFakes := cell.Decorate(func(*k8sagent.Clients) *k8sagent.Clients { return clients }, ControlPlane)
 
 	dir := t.TempDir()
-	dp := &memDatapath{live: map[uint16]spec.Endpoint{}}
+	dp := endpointtest.NewDatapath()
 	h, err := startHive(t, newHive(newLevel(), Infrastructure, withFakes, memDatapathCell(dp)),
 		append(baseArgs(dir), "--k8s-node-name=a"))
 	if err != nil {
@@ -57,8 +57,8 @@ func TestAgentWithKubernetes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if ep.Identity < identity.MinClusterIdentity || dp.live[ep.ID].Identity != ep.Identity {
-		t.Fatalf("endpoint identity %d, datapath %+v: want a cluster identity", ep.Identity, dp.live[ep.ID])
+	if ep.Identity < identity.MinClusterIdentity || dp.Endpoint(ep.ID).Identity != ep.Identity {
+		t.Fatalf("endpoint identity %d, datapath %+v: want a cluster identity", ep.Identity, dp.Endpoint(ep.ID))
 	}
 	ids, err := cilium.CiliumV2().CiliumIdentities().List(ctx, metav1.ListOptions{})
 	if err != nil || len(ids.Items) != 1 || ids.Items[0].SecurityLabels["k8s:io.cilium.k8s.namespace.labels.team"] != "blue" {
@@ -85,7 +85,7 @@ func TestAgentWithKubernetes(t *testing.T) {
 	var relabelled models.Endpoint
 	waitFor(t, "a new identity after the relabel", func() bool {
 		relabelled, err = c.GetEndpoint(ctx, "c1")
-		return err == nil && relabelled.Identity != ep.Identity && dp.identity(ep.ID) == relabelled.Identity
+		return err == nil && relabelled.Identity != ep.Identity && dp.Endpoint(ep.ID).Identity == relabelled.Identity
 	})
 	waitFor(t, "the CiliumEndpoint to carry the new identity", func() bool {
 		cep, err := ceps.Get(ctx, "web", metav1.GetOptions{})
@@ -130,7 +130,7 @@ func TestKubernetesFlags(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			dp := &memDatapath{live: map[uint16]spec.Endpoint{}}
+			dp := endpointtest.NewDatapath()
 			h, err := startAgent(t, dp, append(baseArgs(t.TempDir()), tt.args...)...)
 			if err == nil {
 				stop(t, h)
@@ -164,7 +164,7 @@ func TestAgentPodCIDRFromCiliumNode(t *testing.T) {
 			args = append(args, a)
 		}
 	}
-	dp := &memDatapath{live: map[uint16]spec.Endpoint{}}
+	dp := endpointtest.NewDatapath()
 	h, err := startHive(t, newHive(newLevel(), Infrastructure, withFakes, memDatapathCell(dp)),
 		append(args, "--k8s-node-name=a"))
 	if err != nil {

@@ -4,16 +4,11 @@ import (
 	"context"
 	"errors"
 	"path/filepath"
-	"sync/atomic"
 	"testing"
 
-	"github.com/cilium/hive/cell"
-
-	"github.com/cilium-go/cilium/internal/datapath/spec"
 	"github.com/cilium-go/cilium/pkg/api/models"
-	"github.com/cilium-go/cilium/pkg/api/server"
 	"github.com/cilium-go/cilium/pkg/client"
-	"github.com/cilium-go/cilium/pkg/endpoint"
+	"github.com/cilium-go/cilium/pkg/endpoint/endpointtest"
 )
 
 // TestAgentReleasesOrphanedAddressesAfterRestore: an address allocated
@@ -22,7 +17,7 @@ import (
 // an endpoint, stay.
 func TestAgentReleasesOrphanedAddressesAfterRestore(t *testing.T) {
 	dir := t.TempDir()
-	h, err := startAgent(t, &memDatapath{live: map[uint16]spec.Endpoint{}}, baseArgs(dir)...)
+	h, err := startAgent(t, endpointtest.NewDatapath(), baseArgs(dir)...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -40,7 +35,7 @@ func TestAgentReleasesOrphanedAddressesAfterRestore(t *testing.T) {
 	}
 	stop(t, h)
 
-	h, err = startAgent(t, &memDatapath{live: map[uint16]spec.Endpoint{}},
+	h, err = startAgent(t, endpointtest.NewDatapath(),
 		append(baseArgs(dir), "--ipam-orphan-grace-period=300ms")...)
 	if err != nil {
 		t.Fatal(err)
@@ -60,26 +55,12 @@ func TestAgentReleasesOrphanedAddressesAfterRestore(t *testing.T) {
 	}
 }
 
-// flakyDatapath fails every upsert while fail is set, as a datapath that
-// cannot program an endpoint for a while.
-type flakyDatapath struct {
-	*memDatapath
-	fail atomic.Bool
-}
-
-func (f *flakyDatapath) UpsertEndpoint(ep spec.Endpoint) error {
-	if f.fail.Load() {
-		return errors.New("map busy")
-	}
-	return f.memDatapath.UpsertEndpoint(ep)
-}
-
 // TestAgentRestoreIncompleteClears: an endpoint that fails to restore
 // makes the agent not ready ("restore incomplete"), and that clears once
 // a retry programs it; it never stays for the agent's lifetime.
 func TestAgentRestoreIncompleteClears(t *testing.T) {
 	dir := t.TempDir()
-	h, err := startAgent(t, &memDatapath{live: map[uint16]spec.Endpoint{}}, baseArgs(dir)...)
+	h, err := startAgent(t, endpointtest.NewDatapath(), baseArgs(dir)...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -95,11 +76,10 @@ func TestAgentRestoreIncompleteClears(t *testing.T) {
 	}
 	stop(t, h)
 
-	dp := &flakyDatapath{memDatapath: &memDatapath{live: map[uint16]spec.Endpoint{}}}
-	dp.fail.Store(true)
-	cells := cell.Module("flaky-datapath", "Endpoints in memory that fail for a while",
-		cell.Provide(func() endpoint.Datapath { return dp }, func() server.PodDeviceChecker { return dp }))
-	h, err = startHive(t, newHive(newLevel(), Infrastructure, ControlPlane, cells), baseArgs(dir))
+	// A datapath that cannot program the endpoint for a while.
+	dp := endpointtest.NewDatapath()
+	dp.Fail(errors.New("map busy"))
+	h, err = startAgent(t, dp, baseArgs(dir)...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -116,7 +96,7 @@ func TestAgentRestoreIncompleteClears(t *testing.T) {
 	if l := level(); l != "Degraded: restore incomplete" && l != "Degraded: restore incomplete, retrying" {
 		t.Fatalf("endpoint-manager %q while its endpoint cannot be programmed", l)
 	}
-	dp.fail.Store(false)
+	dp.Fail(nil)
 	waitFor(t, "restore incomplete to clear", func() bool { return level() == "OK: endpoints restored" })
 	if hz, err := c.Healthz(ctx); err != nil || !hz.OK {
 		t.Fatalf("healthz after the restore finished: %+v %v", hz, err)

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/cilium/hive"
 	"github.com/cilium/hive/cell"
 )
 
@@ -18,10 +19,17 @@ var Cell = cell.Module("health", "Health of every module",
 	cell.Provide(NewRegistry),
 )
 
-// ModuleProviders gives every module a cell.Health named after it; pass
-// it as hive.Options.ModulePrivateProviders.
+// ModuleProviders gives every module a cell.Health named after it.
 var ModuleProviders = cell.ModulePrivateProviders{
 	func(r *Registry, id cell.FullModuleID) cell.Health { return r.Scope(id.String()) },
+}
+
+// NewHive is a hive whose modules report their health to the Registry;
+// Cell must be among cells.
+func NewHive(cells ...cell.Cell) *hive.Hive {
+	opts := hive.DefaultOptions()
+	opts.ModulePrivateProviders = ModuleProviders
+	return hive.NewWithOptions(opts, cells...)
 }
 
 // Status is one scope's last report.

@@ -43,9 +43,7 @@ func newTestHive(t *testing.T, cfg Config, src PodCIDRSource, a **Allocator) *hi
 	if src != nil {
 		cells = append(cells, cell.Provide(func() PodCIDRSource { return src }))
 	}
-	opts := hive.DefaultOptions()
-	opts.ModulePrivateProviders = health.ModuleProviders
-	return hive.NewWithOptions(opts, cells...)
+	return health.NewHive(cells...)
 }
 
 func TestCellWaitsForTheClusterPodCIDR(t *testing.T) {

@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cilium/hive"
 	"github.com/cilium/hive/cell"
 	"github.com/cilium/hive/hivetest"
 	"github.com/cilium/hive/job"
@@ -90,9 +89,7 @@ type recHarness struct {
 func startReconciler(t *testing.T, getMap func() Map) *recHarness {
 	t.Helper()
 	var h recHarness
-	opts := hive.DefaultOptions()
-	opts.ModulePrivateProviders = health.ModuleProviders
-	hv := hive.NewWithOptions(opts,
+	hv := health.NewHive(
 		statedb.Cell, job.Cell, health.Cell, Cell,
 		cell.Module("ipcache", "test module",
 			cell.ProvidePrivate(func(r job.Registry, h cell.Health) job.Group { return r.NewGroup(h) }),

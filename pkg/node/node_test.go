@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cilium/hive"
 	"github.com/cilium/hive/cell"
 	"github.com/cilium/hive/hivetest"
 	"github.com/cilium/hive/job"
@@ -69,9 +68,7 @@ func TestReconcilerFollowsTheTable(t *testing.T) {
 	stale := pfx("10.0.9.0/24")
 	routes := &memRoutes{routes: map[netip.Prefix]netip.Addr{stale: addr("192.168.0.9")}}
 	var w *node.Writer
-	opts := hive.DefaultOptions()
-	opts.ModulePrivateProviders = health.ModuleProviders
-	h := hive.NewWithOptions(opts, job.Cell, statedb.Cell, health.Cell, node.Cell,
+	h := health.NewHive(job.Cell, statedb.Cell, health.Cell, node.Cell,
 		cell.Module("node-test", "Remote node reconciler under test",
 			cell.ProvidePrivate(func(r job.Registry, h cell.Health) job.Group { return r.NewGroup(h) }),
 			cell.Invoke(func(p reconciler.Params, tbl statedb.RWTable[*node.Remote]) error {

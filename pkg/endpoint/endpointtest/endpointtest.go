@@ -8,7 +8,6 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/cilium/hive"
 	"github.com/cilium/hive/cell"
 	"github.com/cilium/hive/hivetest"
 	"github.com/cilium/hive/job"
@@ -89,6 +88,12 @@ func (d *Datapath) Live(id uint16) (spec.Endpoint, bool) {
 	return ep, ok
 }
 
+// Endpoint is the programmed endpoint of id; zero when there is none.
+func (d *Datapath) Endpoint(id uint16) spec.Endpoint {
+	ep, _ := d.Live(id)
+	return ep
+}
+
 // Count is how many endpoints are programmed.
 func (d *Datapath) Count() int {
 	d.mu.Lock()
@@ -115,9 +120,7 @@ func (d *Datapath) Pruned() [][]uint16 {
 func Start(t testing.TB, dp endpoint.Datapath, ids endpoint.IdentityAllocator, ipam endpoint.AddressReleaser, dir string) *endpoint.Manager {
 	t.Helper()
 	var m *endpoint.Manager
-	opts := hive.DefaultOptions()
-	opts.ModulePrivateProviders = health.ModuleProviders
-	h := hive.NewWithOptions(opts, job.Cell, statedb.Cell, health.Cell,
+	h := health.NewHive(job.Cell, statedb.Cell, health.Cell,
 		cell.Module("endpoint-test", "Endpoint manager under test",
 			cell.Provide(endpoint.NewTable, func(r job.Registry, h cell.Health) job.Group { return r.NewGroup(h) }),
 			cell.Invoke(func(p reconciler.Params, tbl statedb.RWTable[*endpoint.Desired]) error {
