@@ -53,7 +53,7 @@ func newBed(ctx context.Context, dir, bin string, o options, onClose func(func()
 	}
 	newNS := func(name string) (string, error) {
 		path := filepath.Join(nsDir, name)
-		remove, err := testnode.NewNetNS(path)
+		remove, err := inns.Create(path)
 		if err != nil {
 			return "", err
 		}

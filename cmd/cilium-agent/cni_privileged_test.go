@@ -316,7 +316,7 @@ var nsSeq atomic.Int64
 func newNetNS(t *testing.T, dir, name string) string {
 	t.Helper()
 	path := filepath.Join(dir, fmt.Sprintf("netns-%d-%s", nsSeq.Add(1), name))
-	remove, err := testnode.NewNetNS(path)
+	remove, err := inns.Create(path)
 	if err != nil {
 		t.Fatal(err)
 	}

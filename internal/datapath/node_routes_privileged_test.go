@@ -29,7 +29,7 @@ func TestPrivilegedRemoteNodeRoutes(t *testing.T) {
 	}{{"native", spec.Native}, {"tunnel", spec.Tunnel}} {
 		t.Run(mode.name, func(t *testing.T) {
 			ns := filepath.Join(t.TempDir(), "node")
-			remove, err := testnode.NewNetNS(ns)
+			remove, err := inns.Create(ns)
 			must(t, err)
 			t.Cleanup(func() {
 				if err := remove(); err != nil {

@@ -194,7 +194,7 @@ func (c *Cluster) newNS(short string) (string, error) {
 		c.nsDir = dir
 	}
 	path := filepath.Join(c.nsDir, fmt.Sprintf("%d-%s", seq.Add(1), short))
-	remove, err := testnode.NewNetNS(path)
+	remove, err := inns.Create(path)
 	if err != nil {
 		return "", err
 	}

@@ -8,11 +8,9 @@
 package testnode
 
 import (
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
-	"runtime"
 	"testing"
 
 	"github.com/vishvananda/netlink"
@@ -20,48 +18,6 @@ import (
 
 	"github.com/cilium-go/cilium/internal/inns"
 )
-
-// NewNetNS creates a network namespace with lo up, held by a bind mount
-// on the file path (which it creates), and returns how to remove it. The
-// namespace goes away once nothing else holds it: stop processes that run
-// inside it before calling remove.
-func NewNetNS(path string) (remove func() error, err error) {
-	if err := os.WriteFile(path, nil, 0o444); err != nil {
-		return nil, fmt.Errorf("netns file: %w", err)
-	}
-	done := make(chan error, 1)
-	go func() {
-		// The thread ends in the new namespace and is never unlocked, so
-		// the runtime discards it instead of reusing it elsewhere.
-		runtime.LockOSThread()
-		if err := unix.Unshare(unix.CLONE_NEWNET); err != nil {
-			done <- fmt.Errorf("unshare: %w", err)
-			return
-		}
-		done <- unix.Mount(fmt.Sprintf("/proc/self/task/%d/ns/net", unix.Gettid()), path, "", unix.MS_BIND, "")
-	}()
-	if err := <-done; err != nil {
-		os.Remove(path)
-		return nil, fmt.Errorf("create netns %s: %w", path, err)
-	}
-	remove = func() error {
-		if err := unix.Unmount(path, unix.MNT_DETACH); err != nil {
-			return fmt.Errorf("unmount netns %s: %w", path, err)
-		}
-		return os.Remove(path)
-	}
-	err = inns.Do(path, func() error {
-		lo, err := netlink.LinkByName("lo")
-		if err != nil {
-			return err
-		}
-		return netlink.LinkSetUp(lo)
-	})
-	if err != nil {
-		return nil, errors.Join(fmt.Errorf("lo up in %s: %w", path, err), remove())
-	}
-	return remove, nil
-}
 
 // AddUplink gives the node namespace ns an eth0 with the address cidr
 // (e.g. "192.168.77.1/24"): the datapath wants an uplink. The veth's peer

@@ -20,7 +20,7 @@ func TestPrivilegedNodePieces(t *testing.T) {
 	}
 	dir := t.TempDir()
 	ns := filepath.Join(dir, "node")
-	remove, err := NewNetNS(ns)
+	remove, err := inns.Create(ns)
 	if err != nil {
 		t.Fatal(err)
 	}
