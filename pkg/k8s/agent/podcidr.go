@@ -24,12 +24,13 @@ type podCIDRSource struct{ w *Watchers }
 // node's CiliumNode, waiting for the operator to write one.
 func (s podCIDRSource) WaitPodCIDR(ctx context.Context) (netip.Prefix, error) {
 	changes := make(chan struct{}, 1)
-	s.w.OnChange(func() {
+	stop := s.w.OnChange(func() {
 		select {
 		case changes <- struct{}{}:
 		default:
 		}
 	})
+	defer stop()
 	for {
 		if p := s.w.ownPodCIDR(); p.IsValid() {
 			return p, nil

@@ -71,17 +71,26 @@ func (w *Watchers) WaitForSync(ctx context.Context) error {
 	return nil
 }
 
-// OnChange calls fn after every change of the watched objects. fn must
-// not block: it is called from the informers' goroutines.
-func (w *Watchers) OnChange(fn func()) {
+// OnChange calls fn after every change of the watched objects, until
+// stop. fn must not block: it is called from the informers' goroutines.
+func (w *Watchers) OnChange(fn func()) (stop func()) {
 	h := cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(any) { fn() },
 		UpdateFunc: func(any, any) { fn() },
 		DeleteFunc: func(any) { fn() },
 	}
+	var regs []func()
 	for _, inf := range w.informers() {
-		// Fails only once the informer stopped.
-		_, _ = inf.AddEventHandler(h)
+		// Fails only once the informer stopped, when there is nothing
+		// left to hear.
+		if reg, err := inf.AddEventHandler(h); err == nil {
+			regs = append(regs, func() { _ = inf.RemoveEventHandler(reg) })
+		}
+	}
+	return func() {
+		for _, r := range regs {
+			r()
+		}
 	}
 }
 
