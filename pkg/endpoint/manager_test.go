@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"log/slog"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -45,8 +43,6 @@ func (c *countingIDs) Release(context.Context, endpoint.Pod, identity.NumericIde
 	c.held--
 	return nil
 }
-
-func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
 
 func podSpec(n int) endpoint.Spec {
 	return endpoint.Spec{

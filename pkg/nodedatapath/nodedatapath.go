@@ -95,13 +95,8 @@ func (c Config) Datapath(p paths.Config) (datapath.Config, error) {
 	if c.Uplink == "" {
 		return datapath.Config{}, fmt.Errorf("--uplink: required")
 	}
-	var mode spec.RoutingMode
-	switch c.RoutingMode {
-	case "tunnel":
-		mode = spec.Tunnel
-	case "native":
-		mode = spec.Native
-	default:
+	mode, err := spec.ParseRoutingMode(c.RoutingMode)
+	if err != nil {
 		return datapath.Config{}, fmt.Errorf("--routing-mode %q: want tunnel or native", c.RoutingMode)
 	}
 	if c.TunnelPort < 1 || c.TunnelPort > 65535 {
