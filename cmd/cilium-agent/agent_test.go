@@ -23,6 +23,10 @@ import (
 	"github.com/cilium-go/cilium/pkg/endpoint"
 	"github.com/cilium-go/cilium/pkg/endpoint/endpointtest"
 	"github.com/cilium-go/cilium/pkg/identity"
+	"github.com/cilium-go/cilium/pkg/ipcache"
+	"github.com/cilium-go/cilium/pkg/ipcache/ipcachetest"
+	"github.com/cilium-go/cilium/pkg/node"
+	"github.com/cilium-go/cilium/pkg/node/nodetest"
 )
 
 // anyDevice takes any pod device: there is no kernel to ask.
@@ -30,10 +34,17 @@ type anyDevice struct{}
 
 func (anyDevice) CheckPodDevice(string, int) error { return nil }
 
-// memDatapathCell stands in for the kernel in unprivileged tests.
+// memDatapathCell stands in for the kernel in unprivileged tests: the
+// endpoints in dp, the ipcache and the routes to other nodes in memory.
 func memDatapathCell(dp endpoint.Datapath) cell.Cell {
-	return cell.Module("mem-datapath", "Endpoints in memory",
-		cell.Provide(func() endpoint.Datapath { return dp }, func() server.PodDeviceChecker { return anyDevice{} }))
+	ipc, routes := ipcachetest.New(nil), nodetest.New(nil)
+	return cell.Module("mem-datapath", "The datapath in memory",
+		cell.Provide(
+			func() endpoint.Datapath { return dp },
+			func() server.PodDeviceChecker { return anyDevice{} },
+			func() ipcache.MapSource { return func() ipcache.Map { return ipc } },
+			func() node.Routes { return routes },
+		))
 }
 
 // startAgent runs the agent's cells, with the datapath in memory, on

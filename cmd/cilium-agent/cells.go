@@ -8,8 +8,11 @@ import (
 	"github.com/cilium-go/cilium/pkg/api/server"
 	"github.com/cilium-go/cilium/pkg/cniconf"
 	"github.com/cilium-go/cilium/pkg/endpoint"
+	"github.com/cilium-go/cilium/pkg/endpoint/ciliumendpoint"
 	"github.com/cilium-go/cilium/pkg/health"
+	"github.com/cilium-go/cilium/pkg/identity/allocator"
 	"github.com/cilium-go/cilium/pkg/ipam"
+	"github.com/cilium-go/cilium/pkg/ipam/clusterpool"
 	k8sagent "github.com/cilium-go/cilium/pkg/k8s/agent"
 	"github.com/cilium-go/cilium/pkg/metrics"
 	"github.com/cilium-go/cilium/pkg/nodedatapath"
@@ -29,17 +32,20 @@ var (
 
 	// ControlPlane: what the agent decides, and the API to ask it.
 	ControlPlane = cell.Group(
-		ipam.Cell,     // --ipam-pod-cidr: pod addresses
-		k8sagent.Cell, // --enable-k8s, --kubeconfig, --k8s-node-name: watchers, identities from pod labels, CiliumEndpoints
-		endpoint.Cell, // endpoints: create, persist, restore; a table that a reconciler programs
-		server.Cell,   // REST API on the unix socket
-		cniconf.Cell,  // --write-cni-conf-when-ready: the node's CNI configuration, last
+		k8sagent.Cell,        // --enable-k8s, --kubeconfig, --k8s-node-name: clients and watchers (none with Kubernetes off)
+		ipam.Cell,            // --ipam-pod-cidr: pod addresses
+		clusterpool.Cell,     // the pod CIDR from this node's CiliumNode
+		allocator.Cell,       // identities of pods from their labels, following relabels
+		endpoint.Cell,        // endpoints: create, persist, restore; a table that a reconciler programs
+		ciliumendpoint.Cell,  // a CiliumEndpoint for every local endpoint
+		k8sagent.IPCacheCell, // ipcache and routes to other nodes' pods: tables that reconcilers program
+		server.Cell,          // REST API on the unix socket
+		cniconf.Cell,         // --write-cni-conf-when-ready: the node's CNI configuration, last
 	)
 
 	// Datapath: the kernel side.
 	Datapath = cell.Group(
-		nodedatapath.Cell,    // --node-ipv4, --uplink, --routing-mode, ...
-		k8sagent.IPCacheCell, // ipcache and routes to other nodes' pods: tables that reconcilers program
+		nodedatapath.Cell, // --node-ipv4, --uplink, --routing-mode, ...: the kernel's side of every reconciler
 	)
 
 	// Started goes after every other cell: /healthz and /readyz pass once all started.

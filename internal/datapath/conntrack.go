@@ -6,9 +6,10 @@ import (
 	"net/netip"
 	"time"
 
-	"github.com/cilium-go/cilium/pkg/identity"
 	"github.com/cilium/ebpf"
 	"golang.org/x/sys/unix"
+
+	"github.com/cilium-go/cilium/pkg/identity"
 )
 
 // Connection is one conntrack entry, named by its first packet.

@@ -7,8 +7,9 @@ import (
 	"net/netip"
 	"slices"
 
-	"github.com/cilium-go/cilium/pkg/identity"
 	"github.com/cilium/ebpf"
+
+	"github.com/cilium-go/cilium/pkg/identity"
 )
 
 // EndpointEntry is what the datapath knows about a local endpoint.

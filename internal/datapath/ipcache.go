@@ -5,9 +5,10 @@ import (
 	"fmt"
 	"net/netip"
 
+	"github.com/cilium/ebpf"
+
 	"github.com/cilium-go/cilium/internal/datapath/spec"
 	"github.com/cilium-go/cilium/pkg/identity"
-	"github.com/cilium/ebpf"
 )
 
 // UpsertIPCache writes one prefix.

@@ -5,9 +5,10 @@ import (
 	"fmt"
 	"path/filepath"
 
-	"github.com/cilium-go/cilium/internal/inns"
 	"github.com/cilium/ebpf"
 	"github.com/vishvananda/netlink"
+
+	"github.com/cilium-go/cilium/internal/inns"
 )
 
 // attach hooks prog to a device of the node: a pinned TCX or netkit link,

@@ -8,10 +8,11 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/cilium-go/cilium/internal/datapath/spec"
 	"github.com/cilium/ebpf"
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
+
+	"github.com/cilium-go/cilium/internal/datapath/spec"
 )
 
 // UpsertEndpoint loads the endpoint's programs with its constants,

@@ -10,6 +10,7 @@ import (
 	"github.com/cilium/statedb"
 	"github.com/cilium/statedb/reconciler"
 
+	"github.com/cilium-go/cilium/pkg/health"
 	"github.com/cilium-go/cilium/pkg/ipam"
 	"github.com/cilium-go/cilium/pkg/paths"
 )
@@ -19,7 +20,8 @@ import (
 // endpoints when the agent starts. It needs a Datapath and an
 // IdentityAllocator from other cells.
 var Cell = cell.Module("endpoint-manager", "Local endpoints created and programmed and persisted and restored",
-	cell.ProvidePrivate(NewTable, newJobGroup),
+	cell.ProvidePrivate(NewTable),
+	health.JobGroup,
 	cell.Provide(newManagerCell, func(m *Manager) ipam.EndpointOwners { return m },
 		func(m *Manager) statedb.Table[*Desired] { return m.tbl }),
 	cell.Invoke(registerMetrics),
@@ -27,12 +29,6 @@ var Cell = cell.Module("endpoint-manager", "Local endpoints created and programm
 
 // StateDir is where endpoints persist under the state directory.
 func StateDir(p paths.Config) string { return filepath.Join(p.StateDir, "endpoints") }
-
-// newJobGroup runs the module's jobs (the reconciler's, the restore's)
-// under its health.
-func newJobGroup(r job.Registry, h cell.Health, log *slog.Logger) job.Group {
-	return r.NewGroup(h, job.WithLogger(log))
-}
 
 type managerParams struct {
 	cell.In

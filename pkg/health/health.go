@@ -4,6 +4,7 @@
 package health
 
 import (
+	"log/slog"
 	"maps"
 	"slices"
 	"strings"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/cilium/hive"
 	"github.com/cilium/hive/cell"
+	"github.com/cilium/hive/job"
 )
 
 // Cell provides the Registry.
@@ -23,6 +25,12 @@ var Cell = cell.Module("health", "Health of every module",
 var ModuleProviders = cell.ModulePrivateProviders{
 	func(r *Registry, id cell.FullModuleID) cell.Health { return r.Scope(id.String()) },
 }
+
+// JobGroup gives the module it is listed in a job.Group whose jobs report
+// to the module's health.
+var JobGroup = cell.ProvidePrivate(func(r job.Registry, h cell.Health, log *slog.Logger) job.Group {
+	return r.NewGroup(h, job.WithLogger(log))
+})
 
 // NewHive is a hive whose modules report their health to the Registry;
 // Cell must be among cells.

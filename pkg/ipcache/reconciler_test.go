@@ -2,7 +2,6 @@ package ipcache
 
 import (
 	"context"
-	"errors"
 	"maps"
 	"net/netip"
 	"strings"
@@ -18,61 +17,8 @@ import (
 
 	"github.com/cilium-go/cilium/internal/datapath/spec"
 	"github.com/cilium-go/cilium/pkg/health"
+	"github.com/cilium-go/cilium/pkg/ipcache/ipcachetest"
 )
-
-// fakeMap is an ipcache map in memory whose writes fail while failures
-// is positive (each failed write counts it down).
-type fakeMap struct {
-	mu       sync.Mutex
-	entries  map[netip.Prefix]spec.IPCacheEntry
-	failures int
-	upserts  map[netip.Prefix]int
-	lists    int // how often it was listed: once per prune
-}
-
-func newFakeMap() *fakeMap {
-	return &fakeMap{entries: map[netip.Prefix]spec.IPCacheEntry{}, upserts: map[netip.Prefix]int{}}
-}
-
-var errInjected = errors.New("injected map failure")
-
-func (m *fakeMap) UpsertIPCache(p netip.Prefix, e spec.IPCacheEntry) error {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.upserts[p]++
-	if m.failures > 0 {
-		m.failures--
-		return errInjected
-	}
-	m.entries[p] = e
-	return nil
-}
-
-func (m *fakeMap) DeleteIPCache(p netip.Prefix) error {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	delete(m.entries, p)
-	return nil
-}
-
-func (m *fakeMap) IPCacheEntries() (map[netip.Prefix]spec.IPCacheEntry, error) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.lists++
-	return maps.Clone(m.entries), nil
-}
-
-func (m *fakeMap) set(f func(*fakeMap)) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	f(m)
-}
-
-func (m *fakeMap) get(f func(*fakeMap) bool) bool {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return f(m)
-}
 
 // recHarness is a hive with the table, its writer and its reconciler
 // against a map, the way the agent wires them.
@@ -149,25 +95,25 @@ func (h *recHarness) status(p netip.Prefix) reconciler.StatusKind {
 }
 
 func TestReconcilerRetriesFailedUpdate(t *testing.T) {
-	m := newFakeMap()
+	m := ipcachetest.New(nil)
 	h := startReconciler(t, func() Map { return m })
 	// The first sync initializes the table and the reconciler prunes
 	// once; after that only the incremental update and its retry write.
 	if _, _, err := h.w.Replace(nil); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the first prune", func() bool { return m.get(func(m *fakeMap) bool { return m.lists > 0 }) })
-	m.set(func(m *fakeMap) { m.failures = 1 })
+	eventually(t, "the first prune", func() bool { return m.Lists() > 0 })
+	m.Fail(1)
 	p := pfx("10.0.1.5/32")
 	want := spec.IPCacheEntry{Identity: 300}
 	if _, _, err := h.w.Replace(map[netip.Prefix]spec.IPCacheEntry{p: want}); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, "the entry in the map and Done", func() bool {
-		return m.get(func(m *fakeMap) bool { return m.entries[p] == want }) && h.status(p) == reconciler.StatusKindDone
+		return m.Entries()[p] == want && h.status(p) == reconciler.StatusKindDone
 	})
-	if n := m.get(func(m *fakeMap) bool { return m.upserts[p] == 2 }); !n {
-		t.Errorf("upserts %v, want one failure and one retry", m.upserts)
+	if n := m.Upserts(p); n != 2 {
+		t.Errorf("%d upserts, want one failure and one retry", n)
 	}
 	eventually(t, "reconciler health OK", func() bool {
 		s, ok := h.reconcilerHealth()
@@ -175,32 +121,32 @@ func TestReconcilerRetriesFailedUpdate(t *testing.T) {
 	})
 
 	// A failing map shows in the module health until the retry succeeds.
-	m.set(func(m *fakeMap) { m.failures = 1 << 30 })
+	m.Fail(1 << 30)
 	if _, _, err := h.w.Replace(map[netip.Prefix]spec.IPCacheEntry{p: {Identity: 301}}); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, "reconciler health degraded", func() bool {
 		s, ok := h.reconcilerHealth()
-		return ok && s.Level == cell.StatusDegraded && strings.Contains(s.Error, errInjected.Error())
+		return ok && s.Level == cell.StatusDegraded && strings.Contains(s.Error, ipcachetest.ErrInjected.Error())
 	})
 	if got := h.status(p); got != reconciler.StatusKindError {
 		t.Errorf("status %s, want Error", got)
 	}
-	m.set(func(m *fakeMap) { m.failures = 0 })
+	m.Fail(0)
 	eventually(t, "the retry succeeds", func() bool {
 		s, ok := h.reconcilerHealth()
-		return m.get(func(m *fakeMap) bool { return m.entries[p].Identity == 301 }) &&
+		return m.Entries()[p].Identity == 301 &&
 			h.status(p) == reconciler.StatusKindDone && ok && s.Level == cell.StatusOK
 	})
 }
 
 func TestReconcilerDeletesAndPrunes(t *testing.T) {
-	m := newFakeMap()
+	m := ipcachetest.New(nil)
 	a, b, stray := pfx("10.0.1.5/32"), pfx("10.0.2.7/32"), pfx("10.9.9.9/32")
 	// Left by a previous run: kept until the first sync, then pruned.
-	m.entries[stray] = spec.IPCacheEntry{Identity: 999}
+	m.Put(stray, spec.IPCacheEntry{Identity: 999})
 	h := startReconciler(t, func() Map { return m })
-	if !m.get(func(m *fakeMap) bool { _, ok := m.entries[stray]; return ok }) {
+	if _, ok := m.Entries()[stray]; !ok {
 		t.Fatal("pruned before the first sync")
 	}
 	desired := map[netip.Prefix]spec.IPCacheEntry{a: {Identity: 300}, b: {Identity: 400}}
@@ -208,7 +154,7 @@ func TestReconcilerDeletesAndPrunes(t *testing.T) {
 		t.Fatal(err)
 	}
 	eventually(t, "map equal to desired, stray pruned", func() bool {
-		return m.get(func(m *fakeMap) bool { return maps.Equal(m.entries, desired) })
+		return maps.Equal(m.Entries(), desired)
 	})
 
 	// Deleted from the table: deleted from the map.
@@ -217,17 +163,15 @@ func TestReconcilerDeletesAndPrunes(t *testing.T) {
 		t.Fatal(err)
 	}
 	eventually(t, "b deleted", func() bool {
-		return m.get(func(m *fakeMap) bool { return maps.Equal(m.entries, desired) })
+		return maps.Equal(m.Entries(), desired)
 	})
 
 	// Changed behind the agent's back: the next prune repairs it.
-	m.set(func(m *fakeMap) {
-		delete(m.entries, a)
-		m.entries[stray] = spec.IPCacheEntry{Identity: 999}
-	})
+	m.Remove(a)
+	m.Put(stray, spec.IPCacheEntry{Identity: 999})
 	h.rec.Prune()
 	eventually(t, "a restored and the stray pruned", func() bool {
-		return m.get(func(m *fakeMap) bool { return maps.Equal(m.entries, desired) })
+		return maps.Equal(m.Entries(), desired)
 	})
 }
 
@@ -248,12 +192,12 @@ func TestReconcilerWaitsForMap(t *testing.T) {
 		s, ok := h.reconcilerHealth()
 		return h.status(p) == reconciler.StatusKindError && ok && strings.Contains(s.Error, errNoMap.Error())
 	})
-	m := newFakeMap()
+	m := ipcachetest.New(nil)
 	mu.Lock()
 	current = m
 	mu.Unlock()
 	eventually(t, "the entry once the map exists", func() bool {
 		return h.status(p) == reconciler.StatusKindDone &&
-			m.get(func(m *fakeMap) bool { return m.entries[p].Identity == 300 })
+			m.Entries()[p].Identity == 300
 	})
 }

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"maps"
 	"net/netip"
-	"sync"
 	"testing"
 	"time"
 
@@ -19,43 +18,13 @@ import (
 	"github.com/cilium-go/cilium/internal/testenv"
 	"github.com/cilium-go/cilium/pkg/health"
 	"github.com/cilium-go/cilium/pkg/node"
+	"github.com/cilium-go/cilium/pkg/node/nodetest"
 )
 
-// memRoutes are routes by destination, as the kernel keeps them.
-type memRoutes struct {
-	mu     sync.Mutex
-	routes map[netip.Prefix]netip.Addr
-}
-
-func (m *memRoutes) UpsertRemoteNode(r spec.RemoteNode) error {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.routes[r.PodCIDR] = r.IPv4
-	return nil
-}
-
-func (m *memRoutes) DeleteRemoteNode(r spec.RemoteNode) error {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	delete(m.routes, r.PodCIDR)
-	return nil
-}
-
-func (m *memRoutes) RemoteNodes() ([]spec.RemoteNode, error) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	var out []spec.RemoteNode
-	for p, a := range m.routes {
-		out = append(out, spec.RemoteNode{IPv4: a, PodCIDR: p})
-	}
-	return out, nil
-}
-
-func (m *memRoutes) equal(want map[netip.Prefix]netip.Addr) error {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if !maps.Equal(m.routes, want) {
-		return fmt.Errorf("routes %v, want %v", m.routes, want)
+// equal compares routes with want.
+func equal(r *nodetest.Routes, want map[netip.Prefix]netip.Addr) error {
+	if got := r.Routes(); !maps.Equal(got, want) {
+		return fmt.Errorf("routes %v, want %v", got, want)
 	}
 	return nil
 }
@@ -66,7 +35,7 @@ func (m *memRoutes) equal(want map[netip.Prefix]netip.Addr) error {
 func TestReconcilerFollowsTheTable(t *testing.T) {
 	pfx, addr := netip.MustParsePrefix, netip.MustParseAddr
 	stale := pfx("10.0.9.0/24")
-	routes := &memRoutes{routes: map[netip.Prefix]netip.Addr{stale: addr("192.168.0.9")}}
+	routes := nodetest.New(map[netip.Prefix]netip.Addr{stale: addr("192.168.0.9")})
 	var w *node.Writer
 	h := health.NewHive(job.Cell, statedb.Cell, health.Cell, node.Cell,
 		cell.Module("node-test", "Remote node reconciler under test",
@@ -82,7 +51,7 @@ func TestReconcilerFollowsTheTable(t *testing.T) {
 	t.Cleanup(func() { h.Stop(log, context.Background()) })
 
 	// Before the first Replace, nothing is pruned.
-	if err := routes.equal(map[netip.Prefix]netip.Addr{stale: addr("192.168.0.9")}); err != nil {
+	if err := equal(routes, map[netip.Prefix]netip.Addr{stale: addr("192.168.0.9")}); err != nil {
 		t.Fatalf("before the table is initialized: %v", err)
 	}
 	b := spec.RemoteNode{IPv4: addr("192.168.0.3"), PodCIDR: pfx("10.0.2.0/24")}
@@ -91,13 +60,13 @@ func TestReconcilerFollowsTheTable(t *testing.T) {
 		t.Fatal(err)
 	}
 	testenv.Eventually(t, 10*time.Second, func() error {
-		return routes.equal(map[netip.Prefix]netip.Addr{b.PodCIDR: b.IPv4, c.PodCIDR: c.IPv4})
+		return equal(routes, map[netip.Prefix]netip.Addr{b.PodCIDR: b.IPv4, c.PodCIDR: c.IPv4})
 	})
 	b.IPv4 = addr("192.168.0.5") // node b moved
 	if err := w.Replace([]spec.RemoteNode{b}); err != nil {
 		t.Fatal(err)
 	}
 	testenv.Eventually(t, 10*time.Second, func() error {
-		return routes.equal(map[netip.Prefix]netip.Addr{b.PodCIDR: b.IPv4})
+		return equal(routes, map[netip.Prefix]netip.Addr{b.PodCIDR: b.IPv4})
 	})
 }

@@ -6,16 +6,10 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/cilium/hive/cell"
 	"github.com/cilium/hive/job"
 
 	"github.com/cilium-go/cilium/internal/datapath"
 )
-
-// newJobGroup runs the module's jobs under its health.
-func newJobGroup(r job.Registry, h cell.Health, log *slog.Logger) job.Group {
-	return r.NewGroup(h, job.WithLogger(log))
-}
 
 // registerConntrackGC deletes expired conntrack entries every
 // --conntrack-gc-interval. The LRU map evicts under pressure anyway;

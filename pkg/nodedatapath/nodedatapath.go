@@ -22,6 +22,7 @@ import (
 	"github.com/cilium-go/cilium/pkg/api/models"
 	"github.com/cilium-go/cilium/pkg/api/server"
 	"github.com/cilium-go/cilium/pkg/endpoint"
+	"github.com/cilium-go/cilium/pkg/health"
 	"github.com/cilium-go/cilium/pkg/ipcache"
 	"github.com/cilium-go/cilium/pkg/node"
 	"github.com/cilium-go/cilium/pkg/paths"
@@ -31,7 +32,7 @@ import (
 var Cell = cell.Module("datapath", "The eBPF datapath of this node",
 	cell.Config(DefaultConfig),
 	cell.Provide(newNode, asEndpointDatapath, asIPCacheMap, asRoutes, asMapLister, asIPCacheLister, newNodeInfo, newPodDevices),
-	cell.ProvidePrivate(newJobGroup),
+	health.JobGroup,
 	cell.Invoke(registerMetrics, registerConntrackGC),
 )
 

@@ -44,7 +44,7 @@ func DesiredIPCache(c Cluster) map[netip.Prefix]spec.IPCacheEntry {
 		}
 	}
 	for _, cep := range c.CiliumEndpoints {
-		ip, node, num, ok := remoteEndpoint(cep)
+		ip, node, num, ok := RemoteEndpoint(cep)
 		if !ok || self[node] {
 			// Our own CiliumEndpoints: the local endpoints are the truth.
 			continue
@@ -140,9 +140,9 @@ func firstIPv4Prefix(ss []string) netip.Prefix {
 	return netip.Prefix{}
 }
 
-// remoteEndpoint reads the IPv4 address, node and identity of a
+// RemoteEndpoint reads the IPv4 address, node and identity of a
 // CiliumEndpoint; ok is false when it lacks any of them.
-func remoteEndpoint(cep *v2.CiliumEndpoint) (ip, node netip.Addr, num uint32, ok bool) {
+func RemoteEndpoint(cep *v2.CiliumEndpoint) (ip, node netip.Addr, num uint32, ok bool) {
 	s := cep.Status
 	if s.Identity == nil || s.Identity.ID <= 0 || s.Identity.ID > 1<<32-1 || s.Networking == nil {
 		return ip, node, 0, false

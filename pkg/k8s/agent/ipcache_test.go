@@ -12,39 +12,8 @@ import (
 	"github.com/cilium-go/cilium/pkg/endpoint"
 	"github.com/cilium-go/cilium/pkg/identity"
 	v2 "github.com/cilium-go/cilium/pkg/k8s/apis/cilium.io/v2"
+	"github.com/cilium-go/cilium/pkg/k8s/k8stest"
 )
-
-func makeNode(name, ip, podCIDR string) *corev1.Node {
-	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}}
-	if ip != "" {
-		n.Status.Addresses = []corev1.NodeAddress{
-			{Type: corev1.NodeHostName, Address: name},
-			{Type: corev1.NodeInternalIP, Address: ip},
-		}
-	}
-	if podCIDR != "" {
-		n.Spec.PodCIDR = podCIDR
-		n.Spec.PodCIDRs = []string{podCIDR}
-	}
-	return n
-}
-
-func makeCiliumNode(name, ip string, podCIDRs ...string) *v2.CiliumNode {
-	n := &v2.CiliumNode{ObjectMeta: metav1.ObjectMeta{Name: name}}
-	n.Spec.Addresses = []v2.NodeAddress{{Type: v2.NodeInternalIP, IP: ip}}
-	n.Spec.IPAM.PodCIDRs = podCIDRs
-	return n
-}
-
-func makeCEP(ns, name, ip, node string, id int64) *v2.CiliumEndpoint {
-	return &v2.CiliumEndpoint{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
-		Status: v2.EndpointStatus{
-			Identity:   &v2.EndpointIdentity{ID: id},
-			Networking: &v2.EndpointNetworking{Addressing: v2.AddressPairList{{IPV4: ip}}, NodeIP: node},
-		},
-	}
-}
 
 func local(ip string, id identity.NumericIdentity) endpoint.Endpoint {
 	return endpoint.Endpoint{IPv4: netip.MustParseAddr(ip), Identity: id}
@@ -74,13 +43,13 @@ func TestDesiredIPCache(t *testing.T) {
 				NodeName: "a",
 				Local:    []endpoint.Endpoint{local("10.0.1.5", 300)},
 				Nodes: []*corev1.Node{
-					makeNode("a", "192.168.0.2", "10.0.1.0/24"),
-					makeNode("b", "192.168.0.3", "10.0.2.0/24"),
+					k8stest.Node("a", "192.168.0.2", "10.0.1.0/24"),
+					k8stest.Node("b", "192.168.0.3", "10.0.2.0/24"),
 				},
 				CiliumEndpoints: []*v2.CiliumEndpoint{
-					makeCEP("shop", "web-a", "10.0.1.5", "192.168.0.2", 300), // ours: local wins
-					makeCEP("shop", "web-b", "10.0.2.7", "192.168.0.3", 300),
-					makeCEP("shop", "db-b", "10.0.2.8", "192.168.0.3", 301),
+					k8stest.CiliumEndpoint("shop", "web-a", "10.0.1.5", "192.168.0.2", 300), // ours: local wins
+					k8stest.CiliumEndpoint("shop", "web-b", "10.0.2.7", "192.168.0.3", 300),
+					k8stest.CiliumEndpoint("shop", "db-b", "10.0.2.8", "192.168.0.3", 301),
 				},
 			},
 			want: map[netip.Prefix]spec.IPCacheEntry{
@@ -96,8 +65,8 @@ func TestDesiredIPCache(t *testing.T) {
 			name: "CiliumNode fills the pod CIDR and the address of a Node not seen yet",
 			in: Cluster{
 				NodeName:    "a",
-				Nodes:       []*corev1.Node{makeNode("a", "192.168.0.2", ""), makeNode("b", "192.168.0.3", "")},
-				CiliumNodes: []*v2.CiliumNode{makeCiliumNode("b", "192.168.0.3", "10.0.2.0/24"), makeCiliumNode("c", "192.168.0.4", "10.0.3.0/24")},
+				Nodes:       []*corev1.Node{k8stest.Node("a", "192.168.0.2", ""), k8stest.Node("b", "192.168.0.3", "")},
+				CiliumNodes: []*v2.CiliumNode{k8stest.CiliumNode("b", "192.168.0.3", "10.0.2.0/24"), k8stest.CiliumNode("c", "192.168.0.4", "10.0.3.0/24")},
 			},
 			want: map[netip.Prefix]spec.IPCacheEntry{
 				pfx("192.168.0.2/32"): entry(1, ""),
@@ -113,8 +82,8 @@ func TestDesiredIPCache(t *testing.T) {
 			name: "the cluster-pool CIDR in the CiliumNode wins over the Node's",
 			in: Cluster{
 				NodeName:    "a",
-				Nodes:       []*corev1.Node{makeNode("a", "192.168.0.2", ""), makeNode("b", "192.168.0.3", "10.1.0.0/24")},
-				CiliumNodes: []*v2.CiliumNode{makeCiliumNode("b", "192.168.0.3", "10.0.2.0/24")},
+				Nodes:       []*corev1.Node{k8stest.Node("a", "192.168.0.2", ""), k8stest.Node("b", "192.168.0.3", "10.1.0.0/24")},
+				CiliumNodes: []*v2.CiliumNode{k8stest.CiliumNode("b", "192.168.0.3", "10.0.2.0/24")},
 			},
 			want: map[netip.Prefix]spec.IPCacheEntry{
 				pfx("192.168.0.2/32"): entry(1, ""),
@@ -126,8 +95,8 @@ func TestDesiredIPCache(t *testing.T) {
 			name: "a CiliumEndpoint cannot take over a node address",
 			in: Cluster{
 				NodeName:        "a",
-				Nodes:           []*corev1.Node{makeNode("a", "192.168.0.2", ""), makeNode("b", "192.168.0.3", "")},
-				CiliumEndpoints: []*v2.CiliumEndpoint{makeCEP("evil", "x", "192.168.0.2", "192.168.0.3", 400)},
+				Nodes:           []*corev1.Node{k8stest.Node("a", "192.168.0.2", ""), k8stest.Node("b", "192.168.0.3", "")},
+				CiliumEndpoints: []*v2.CiliumEndpoint{k8stest.CiliumEndpoint("evil", "x", "192.168.0.2", "192.168.0.3", 400)},
 			},
 			want: map[netip.Prefix]spec.IPCacheEntry{
 				pfx("192.168.0.2/32"): entry(1, ""),
@@ -138,11 +107,11 @@ func TestDesiredIPCache(t *testing.T) {
 			name: "incomplete objects are skipped",
 			in: Cluster{
 				NodeName: "a",
-				Nodes:    []*corev1.Node{makeNode("nameless-ip", "", "10.0.9.0/24")},
+				Nodes:    []*corev1.Node{k8stest.Node("nameless-ip", "", "10.0.9.0/24")},
 				CiliumEndpoints: []*v2.CiliumEndpoint{
-					makeCEP("shop", "no-node", "10.0.2.9", "", 300),
-					makeCEP("shop", "no-id", "10.0.2.10", "192.168.0.3", 0),
-					makeCEP("shop", "v6-only", "fd00::1", "192.168.0.3", 300),
+					k8stest.CiliumEndpoint("shop", "no-node", "10.0.2.9", "", 300),
+					k8stest.CiliumEndpoint("shop", "no-id", "10.0.2.10", "192.168.0.3", 0),
+					k8stest.CiliumEndpoint("shop", "v6-only", "fd00::1", "192.168.0.3", 300),
 					{ObjectMeta: metav1.ObjectMeta{Name: "no-status"}},
 				},
 			},

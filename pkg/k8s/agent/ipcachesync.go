@@ -3,7 +3,6 @@ package agent
 import (
 	"context"
 	"errors"
-	"log/slog"
 
 	"github.com/cilium/hive/cell"
 	"github.com/cilium/hive/job"
@@ -11,6 +10,7 @@ import (
 	"github.com/cilium/statedb/reconciler"
 
 	"github.com/cilium-go/cilium/pkg/endpoint"
+	"github.com/cilium-go/cilium/pkg/health"
 	"github.com/cilium-go/cilium/pkg/ipcache"
 	"github.com/cilium-go/cilium/pkg/node"
 )
@@ -23,14 +23,9 @@ import (
 var IPCacheCell = cell.Module("ipcache", "The ipcache and remote node routes",
 	ipcache.Cell,
 	node.Cell,
-	cell.ProvidePrivate(newJobGroup),
+	health.JobGroup,
 	cell.Invoke(registerIPCache),
 )
-
-// newJobGroup runs a module's jobs under its health.
-func newJobGroup(r job.Registry, h cell.Health, log *slog.Logger) job.Group {
-	return r.NewGroup(h, job.WithLogger(log))
-}
 
 type ipcacheParams struct {
 	cell.In
@@ -61,7 +56,7 @@ func registerIPCache(p ipcacheParams) error {
 	if err := node.RegisterReconciler(p.Reconciler, p.Nodes, p.Routes); err != nil {
 		return err
 	}
-	syncJobs(p.Jobs, "ipcache", p.Reconciler.DB, p.Endpoints, p.Watchers, s.sync)
+	SyncJobs(p.Jobs, "ipcache", p.Reconciler.DB, p.Endpoints, p.Watchers, s.sync)
 	return nil
 }
 

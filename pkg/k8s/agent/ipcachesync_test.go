@@ -12,6 +12,7 @@ import (
 	"github.com/cilium-go/cilium/internal/datapath/spec"
 	"github.com/cilium-go/cilium/pkg/endpoint"
 	"github.com/cilium-go/cilium/pkg/ipcache"
+	"github.com/cilium-go/cilium/pkg/k8s/k8stest"
 	"github.com/cilium-go/cilium/pkg/node"
 )
 
@@ -63,7 +64,7 @@ func TestIPCacheSync(t *testing.T) {
 	}{
 		{
 			name:  "two nodes",
-			nodes: []*corev1.Node{makeNode("a", "192.168.0.2", "10.0.1.0/24"), makeNode("b", "192.168.0.3", "10.0.2.0/24")},
+			nodes: []*corev1.Node{k8stest.Node("a", "192.168.0.2", "10.0.1.0/24"), k8stest.Node("b", "192.168.0.3", "10.0.2.0/24")},
 			local: []endpoint.Endpoint{local("10.0.1.5", 300)},
 			wantIPC: memIPCache{pfx("192.168.0.2/32"): entry(1, ""), pfx("192.168.0.3/32"): entry(6, ""),
 				pfx("10.0.1.5/32"): entry(300, "")},
@@ -72,13 +73,13 @@ func TestIPCacheSync(t *testing.T) {
 		{
 			// The route is replaced, not deleted after the new one is made.
 			name:       "node b moves to another address",
-			nodes:      []*corev1.Node{makeNode("a", "192.168.0.2", "10.0.1.0/24"), makeNode("b", "192.168.0.4", "10.0.2.0/24")},
+			nodes:      []*corev1.Node{k8stest.Node("a", "192.168.0.2", "10.0.1.0/24"), k8stest.Node("b", "192.168.0.4", "10.0.2.0/24")},
 			wantIPC:    memIPCache{pfx("192.168.0.2/32"): entry(1, ""), pfx("192.168.0.4/32"): entry(6, "")},
 			wantRoutes: map[netip.Prefix]netip.Addr{pfx("10.0.2.0/24"): addr("192.168.0.4")},
 		},
 		{
 			name:       "node b leaves, c joins",
-			nodes:      []*corev1.Node{makeNode("a", "192.168.0.2", "10.0.1.0/24"), makeNode("c", "192.168.0.5", "10.0.3.0/24")},
+			nodes:      []*corev1.Node{k8stest.Node("a", "192.168.0.2", "10.0.1.0/24"), k8stest.Node("c", "192.168.0.5", "10.0.3.0/24")},
 			wantIPC:    memIPCache{pfx("192.168.0.2/32"): entry(1, ""), pfx("192.168.0.5/32"): entry(6, "")},
 			wantRoutes: map[netip.Prefix]netip.Addr{pfx("10.0.3.0/24"): addr("192.168.0.5")},
 		},

@@ -14,11 +14,11 @@ import (
 // resync repairs what events missed.
 const resync = 10 * time.Minute
 
-// syncJobs adds to g a job that calls sync once at start, after every
+// SyncJobs adds to g a job that calls sync once at start, after every
 // change of the watchers' objects (w may be nil: Kubernetes off) or of
 // the local endpoints, every resync, and again with backoff after a
 // failure. Changes that arrive while sync runs are merged into one call.
-func syncJobs(g job.Group, name string, db *statedb.DB, eps statedb.Table[*endpoint.Desired], w *Watchers,
+func SyncJobs(g job.Group, name string, db *statedb.DB, eps statedb.Table[*endpoint.Desired], w *Watchers,
 	sync func(context.Context, []endpoint.Endpoint) error) {
 	wake := job.NewTrigger()
 	if w != nil {

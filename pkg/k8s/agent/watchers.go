@@ -1,8 +1,14 @@
+// Package agent is the agent's Kubernetes side: the API clients and the
+// watchers of pods, namespaces, nodes and Cilium objects, and the desired
+// ipcache and remote nodes computed from them. Identities, CiliumEndpoints
+// and the pod CIDR take what they need from the watchers in their own
+// packages.
 package agent
 
 import (
 	"context"
 	"errors"
+	"net/netip"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -14,6 +20,7 @@ import (
 	"github.com/cilium-go/cilium/pkg/endpoint"
 	v2 "github.com/cilium-go/cilium/pkg/k8s/apis/cilium.io/v2"
 	"github.com/cilium-go/cilium/pkg/k8s/client"
+	"github.com/cilium-go/cilium/pkg/labels"
 )
 
 // Watchers hold the agent's view of the cluster: this node's pods, all
@@ -124,4 +131,37 @@ func listAs[T any](inf cache.SharedIndexInformer) []T {
 		}
 	}
 	return out
+}
+
+// OwnPodCIDR is the first IPv4 CIDR of spec.ipam.podCIDRs of this node's
+// CiliumNode, invalid while there is none.
+func (w *Watchers) OwnPodCIDR() netip.Prefix {
+	obj, ok, err := w.CiliumNodes.GetStore().GetByKey(w.NodeName)
+	if err != nil || !ok {
+		return netip.Prefix{}
+	}
+	n, ok := obj.(*v2.CiliumNode)
+	if !ok {
+		return netip.Prefix{}
+	}
+	return firstIPv4Prefix(n.Spec.IPAM.PodCIDRs)
+}
+
+// PodInput reads a local pod and its namespace from the caches: what
+// bears on the pod's identity.
+func (w *Watchers) PodInput(namespace, name string) (labels.PodInput, bool) {
+	p, ok := w.Pod(namespace, name)
+	if !ok {
+		return labels.PodInput{}, false
+	}
+	obj, ok, err := w.Namespaces.GetStore().GetByKey(namespace)
+	if err != nil || !ok {
+		return labels.PodInput{}, false
+	}
+	ns, ok := obj.(*corev1.Namespace)
+	if !ok {
+		return labels.PodInput{}, false
+	}
+	return labels.PodInput{PodLabels: p.Labels, Namespace: p.Namespace, NamespaceLabels: ns.Labels,
+		ServiceAccount: p.Spec.ServiceAccountName}, true
 }

@@ -1,4 +1,4 @@
-package agent
+package ciliumendpoint
 
 import (
 	"net/netip"

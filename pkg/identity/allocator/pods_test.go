@@ -1,4 +1,4 @@
-package agent
+package allocator
 
 import (
 	"context"
@@ -9,37 +9,20 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/types"
 	kubefake "k8s.io/client-go/kubernetes/fake"
 
 	"github.com/cilium-go/cilium/pkg/endpoint"
 	"github.com/cilium-go/cilium/pkg/identity"
-	"github.com/cilium-go/cilium/pkg/identity/allocator"
 	"github.com/cilium-go/cilium/pkg/k8s/client"
+	"github.com/cilium-go/cilium/pkg/k8s/k8stest"
 	"github.com/cilium-go/cilium/pkg/labels"
 )
 
 var discard = slog.New(slog.NewTextHandler(io.Discard, nil))
 
-func makePod(ns, name string, tweaks ...func(*corev1.Pod)) *corev1.Pod {
-	p := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, UID: types.UID("uid-" + ns + "-" + name),
-			Labels: map[string]string{"app": name}},
-		Spec: corev1.PodSpec{ServiceAccountName: "default", NodeName: "node-a"},
-	}
-	for _, t := range tweaks {
-		t(p)
-	}
-	return p
-}
-
-func makeNamespace(name string, ls map[string]string) *corev1.Namespace {
-	return &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: ls}}
-}
-
 func newPodIdentities(t *testing.T, cilium *client.Fake, objs ...runtime.Object) *PodIdentities {
 	t.Helper()
-	alloc, err := allocator.NewAllocator(cilium.CiliumV2().CiliumIdentities(), discard, allocator.AllocatorConfig{})
+	alloc, err := NewAllocator(cilium.CiliumV2().CiliumIdentities(), discard, AllocatorConfig{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -49,8 +32,8 @@ func newPodIdentities(t *testing.T, cilium *client.Fake, objs ...runtime.Object)
 func TestPodIdentityLabels(t *testing.T) {
 	ctx := context.Background()
 	objs := []runtime.Object{
-		makeNamespace("shop", map[string]string{"team": "blue"}),
-		makePod("shop", "web", func(p *corev1.Pod) { p.Spec.ServiceAccountName = "web-sa" }),
+		k8stest.Namespace("shop", map[string]string{"team": "blue"}),
+		k8stest.Pod("shop", "web", func(p *corev1.Pod) { p.Spec.ServiceAccountName = "web-sa" }),
 	}
 	cilium := client.NewFake()
 	a := newPodIdentities(t, cilium, objs...)
@@ -96,13 +79,13 @@ func TestPodIdentityLabels(t *testing.T) {
 func TestPodIdentitySharedAcrossAgents(t *testing.T) {
 	ctx := context.Background()
 	objs := []runtime.Object{
-		makeNamespace("shop", nil),
-		makePod("shop", "web-1", func(p *corev1.Pod) { p.Labels = map[string]string{"app": "web"} }),
-		makePod("shop", "web-2", func(p *corev1.Pod) {
+		k8stest.Namespace("shop", nil),
+		k8stest.Pod("shop", "web-1", func(p *corev1.Pod) { p.Labels = map[string]string{"app": "web"} }),
+		k8stest.Pod("shop", "web-2", func(p *corev1.Pod) {
 			p.Labels = map[string]string{"app": "web"}
 			p.Spec.NodeName = "node-b"
 		}),
-		makePod("shop", "db", func(p *corev1.Pod) { p.Labels = map[string]string{"app": "db"} }),
+		k8stest.Pod("shop", "db", func(p *corev1.Pod) { p.Labels = map[string]string{"app": "db"} }),
 	}
 	cilium := client.NewFake()
 	agentA := newPodIdentities(t, cilium, objs...)
@@ -145,9 +128,9 @@ func TestPodIdentityErrors(t *testing.T) {
 		wantErr bool
 	}{
 		{name: "no pod name keeps init", pod: endpoint.Pod{}, want: identity.Init},
-		{name: "missing pod", objs: []runtime.Object{makeNamespace("shop", nil)},
+		{name: "missing pod", objs: []runtime.Object{k8stest.Namespace("shop", nil)},
 			pod: endpoint.Pod{Namespace: "shop", Name: "gone"}, wantErr: true},
-		{name: "missing namespace", objs: []runtime.Object{makePod("shop", "web")},
+		{name: "missing namespace", objs: []runtime.Object{k8stest.Pod("shop", "web")},
 			pod: endpoint.Pod{Namespace: "shop", Name: "web"}, wantErr: true},
 	}
 	for _, tt := range tests {

@@ -1,4 +1,7 @@
-package agent
+// Package ciliumendpoint publishes a CiliumEndpoint for every local
+// endpoint, for the other nodes' ipcaches, and removes the ones of this
+// node whose endpoint is gone.
+package ciliumendpoint
 
 import (
 	"context"
@@ -12,19 +15,21 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/cilium-go/cilium/pkg/endpoint"
+	"github.com/cilium-go/cilium/pkg/identity/allocator"
+	"github.com/cilium-go/cilium/pkg/k8s/agent"
 	v2 "github.com/cilium-go/cilium/pkg/k8s/apis/cilium.io/v2"
 )
 
 // Publisher keeps one CiliumEndpoint per local endpoint and removes the
 // ones of this node whose endpoint is gone.
 type Publisher struct {
-	clients *Clients
-	w       *Watchers
-	ids     *PodIdentities
+	clients *agent.Clients
+	w       *agent.Watchers
+	ids     *allocator.PodIdentities
 }
 
 // NewPublisher writes through c what w and ids say.
-func NewPublisher(c *Clients, w *Watchers, ids *PodIdentities) *Publisher {
+func NewPublisher(c *agent.Clients, w *agent.Watchers, ids *allocator.PodIdentities) *Publisher {
 	return &Publisher{clients: c, w: w, ids: ids}
 }
 
@@ -32,9 +37,10 @@ func NewPublisher(c *Clients, w *Watchers, ids *PodIdentities) *Publisher {
 // existing objects from the watcher's cache, so a write the cache has not
 // seen yet may conflict; the next Sync fixes that.
 func (p *Publisher) Sync(ctx context.Context, local []endpoint.Endpoint) error {
-	nodeIP, _ := NodeIPv4(p.w.Cluster(nil), p.w.NodeName)
+	cluster := p.w.Cluster(nil)
+	nodeIP, _ := agent.NodeIPv4(cluster, p.w.NodeName)
 	existing := map[string]*v2.CiliumEndpoint{}
-	for _, cep := range listAs[*v2.CiliumEndpoint](p.w.CiliumEndpoints) {
+	for _, cep := range cluster.CiliumEndpoints {
 		existing[cep.Namespace+"/"+cep.Name] = cep
 	}
 	var errs []error

@@ -1,4 +1,4 @@
-package agent
+package ciliumendpoint
 
 import (
 	"net/netip"
@@ -7,12 +7,14 @@ import (
 
 	"github.com/cilium-go/cilium/pkg/endpoint"
 	"github.com/cilium-go/cilium/pkg/identity"
+	"github.com/cilium-go/cilium/pkg/k8s/agent"
 	v2 "github.com/cilium-go/cilium/pkg/k8s/apis/cilium.io/v2"
+	"github.com/cilium-go/cilium/pkg/k8s/k8stest"
 	"github.com/cilium-go/cilium/pkg/labels"
 )
 
 func TestCiliumEndpoint(t *testing.T) {
-	pod := makePod("shop", "web")
+	pod := k8stest.Pod("shop", "web")
 	ep := endpoint.Endpoint{ID: 7, PodNamespace: "shop", PodName: "web",
 		IPv4: netip.MustParseAddr("10.0.1.5"), Identity: 300}
 	id := &identity.Identity{ID: 300, Labels: labels.FromStrings("k8s:app=web", "k8s:io.kubernetes.pod.namespace=shop")}
@@ -62,7 +64,7 @@ func TestCiliumEndpoint(t *testing.T) {
 					cep.Status.Networking, want, want.Identity, want.Networking)
 			}
 			// What this node publishes, another node reads back.
-			ip, node, num, ok := remoteEndpoint(cep)
+			ip, node, num, ok := agent.RemoteEndpoint(cep)
 			if tt.nodeIP.IsValid() && (!ok || ip != ep.IPv4 || node != tt.nodeIP || num != 300) {
 				t.Errorf("read back %v %v %d %v", ip, node, num, ok)
 			}

@@ -1,12 +1,11 @@
-package agent
+package allocator
 
 import (
 	"context"
 	"errors"
 
-	corev1 "k8s.io/api/core/v1"
-
 	"github.com/cilium-go/cilium/pkg/endpoint"
+	"github.com/cilium-go/cilium/pkg/k8s/agent"
 	"github.com/cilium-go/cilium/pkg/labels"
 )
 
@@ -20,28 +19,10 @@ func (a *PodIdentities) Stale(pod endpoint.Pod, in labels.PodInput) bool {
 	return ok && !id.Labels.Equal(a.filter.SecurityLabels(in))
 }
 
-// podInput reads a local pod and its namespace from the watchers' caches.
-func (w *Watchers) podInput(pod endpoint.Pod) (labels.PodInput, bool) {
-	p, ok := w.Pod(pod.Namespace, pod.Name)
-	if !ok {
-		return labels.PodInput{}, false
-	}
-	obj, ok, err := w.Namespaces.GetStore().GetByKey(pod.Namespace)
-	if err != nil || !ok {
-		return labels.PodInput{}, false
-	}
-	ns, ok := obj.(*corev1.Namespace)
-	if !ok {
-		return labels.PodInput{}, false
-	}
-	return labels.PodInput{PodLabels: p.Labels, Namespace: p.Namespace, NamespaceLabels: ns.Labels,
-		ServiceAccount: p.Spec.ServiceAccountName}, true
-}
-
 // Relabeler gives local endpoints a new identity when their pod's
 // security labels change.
 type Relabeler struct {
-	w   *Watchers
+	w   *agent.Watchers
 	ids *PodIdentities
 	eps *endpoint.Manager
 }
@@ -51,7 +32,7 @@ func (r Relabeler) Sync(ctx context.Context, local []endpoint.Endpoint) error {
 	var errs []error
 	for _, ep := range local {
 		pod := endpoint.Pod{Namespace: ep.PodNamespace, Name: ep.PodName}
-		in, ok := r.w.podInput(pod)
+		in, ok := r.w.PodInput(pod.Namespace, pod.Name)
 		if !ok || !r.ids.Stale(pod, in) {
 			continue
 		}

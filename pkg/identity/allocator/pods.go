@@ -1,8 +1,4 @@
-// Package agent is the agent's Kubernetes side: the API clients, the
-// watchers of pods, namespaces, nodes and Cilium objects, identities from
-// pod labels, the CiliumEndpoint of every local endpoint, and the ipcache
-// computed from all of them.
-package agent
+package allocator
 
 import (
 	"context"
