@@ -13,6 +13,7 @@ import (
 	"github.com/cilium-go/cilium/pkg/identity/allocator"
 	"github.com/cilium-go/cilium/pkg/ipam"
 	"github.com/cilium-go/cilium/pkg/ipam/clusterpool"
+	"github.com/cilium-go/cilium/pkg/ipcache"
 	k8sagent "github.com/cilium-go/cilium/pkg/k8s/agent"
 	"github.com/cilium-go/cilium/pkg/metrics"
 	"github.com/cilium-go/cilium/pkg/nodedatapath"
@@ -32,15 +33,15 @@ var (
 
 	// ControlPlane: what the agent decides, and the API to ask it.
 	ControlPlane = cell.Group(
-		k8sagent.Cell,        // --enable-k8s, --kubeconfig, --k8s-node-name: clients and watchers (none with Kubernetes off)
-		ipam.Cell,            // --ipam-pod-cidr: pod addresses
-		clusterpool.Cell,     // the pod CIDR from this node's CiliumNode
-		allocator.Cell,       // identities of pods from their labels, following relabels
-		endpoint.Cell,        // endpoints: create, persist, restore; a table that a reconciler programs
-		ciliumendpoint.Cell,  // a CiliumEndpoint for every local endpoint
-		k8sagent.IPCacheCell, // ipcache and routes to other nodes' pods: tables that reconcilers program
-		server.Cell,          // REST API on the unix socket
-		cniconf.Cell,         // --write-cni-conf-when-ready: the node's CNI configuration, last
+		k8sagent.Cell,       // --enable-k8s, --kubeconfig, --k8s-node-name: clients and watchers (none with Kubernetes off)
+		ipam.Cell,           // --ipam-pod-cidr: pod addresses
+		clusterpool.Cell,    // the pod CIDR from this node's CiliumNode
+		allocator.Cell,      // identities of pods from their labels, following relabels
+		endpoint.Cell,       // endpoints: create, persist, restore; a table that a reconciler programs
+		ciliumendpoint.Cell, // a CiliumEndpoint for every local endpoint
+		ipcache.Cell,        // the ipcache and routes to other nodes' pods: tables that reconcilers program
+		server.Cell,         // REST API on the unix socket
+		cniconf.Cell,        // --write-cni-conf-when-ready: the node's CNI configuration, last
 	)
 
 	// Datapath: the kernel side.

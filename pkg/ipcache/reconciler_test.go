@@ -36,7 +36,7 @@ func startReconciler(t *testing.T, getMap func() Map) *recHarness {
 	t.Helper()
 	var h recHarness
 	hv := health.NewHive(
-		statedb.Cell, job.Cell, health.Cell, Cell,
+		statedb.Cell, job.Cell, health.Cell, TableCell,
 		cell.Module("ipcache", "test module",
 			cell.ProvidePrivate(func(r job.Registry, h cell.Health) job.Group { return r.NewGroup(h) }),
 			cell.Invoke(func(p reconciler.Params, tbl statedb.RWTable[*Entry], reg *health.Registry) error {

@@ -1,6 +1,8 @@
-// Package ipcache holds the agent's desired ipcache (prefix -> identity
-// and tunnel endpoint) in a statedb table, and registers the statedb
-// reconciler that makes the datapath's ipcache map match it.
+// Package ipcache computes the agent's desired ipcache (prefix ->
+// identity and tunnel endpoint) and the routes to other nodes' pods from
+// the local endpoints and the cluster, holds them in statedb tables, and
+// registers the statedb reconcilers that make the datapath's ipcache map
+// and routes match them.
 package ipcache
 
 import (
@@ -78,6 +80,6 @@ func NewTable(db *statedb.DB) (statedb.RWTable[*Entry], error) {
 	return statedb.NewTable(db, TableName, PrefixIndex)
 }
 
-// Cell provides the table: statedb.RWTable[*Entry] for its one writer
+// TableCell provides the table: statedb.RWTable[*Entry] for its one writer
 // and statedb.Table[*Entry] for readers. It needs a *statedb.DB.
-var Cell = cell.Provide(NewTable, statedb.RWTable[*Entry].ToTable)
+var TableCell = cell.Provide(NewTable, statedb.RWTable[*Entry].ToTable)

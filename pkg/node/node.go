@@ -1,7 +1,7 @@
 // Package node holds the routes to other nodes' pods: a statedb table of
 // the remote nodes this node should route to, and the reconciler that
-// makes the datapath's routes match it. Whoever knows the cluster (the
-// Kubernetes watchers) writes the table with a Writer.
+// makes the datapath's routes match it. The ipcache's cell, which knows
+// the cluster, writes the table with a Writer.
 package node
 
 import (
@@ -67,9 +67,9 @@ func NewTable(db *statedb.DB) (statedb.RWTable[*Remote], error) {
 	return statedb.NewTable(db, TableName, PodCIDRIndex)
 }
 
-// Cell provides the table: statedb.RWTable[*Remote] for its one writer
+// TableCell provides the table: statedb.RWTable[*Remote] for its one writer
 // and statedb.Table[*Remote] for readers. It needs a *statedb.DB.
-var Cell = cell.Provide(NewTable, statedb.RWTable[*Remote].ToTable)
+var TableCell = cell.Provide(NewTable, statedb.RWTable[*Remote].ToTable)
 
 // Routes is the datapath's side; *datapath.Node is one.
 type Routes interface {

@@ -37,7 +37,7 @@ func TestReconcilerFollowsTheTable(t *testing.T) {
 	stale := pfx("10.0.9.0/24")
 	routes := nodetest.New(map[netip.Prefix]netip.Addr{stale: addr("192.168.0.9")})
 	var w *node.Writer
-	h := health.NewHive(job.Cell, statedb.Cell, health.Cell, node.Cell,
+	h := health.NewHive(job.Cell, statedb.Cell, health.Cell, node.TableCell,
 		cell.Module("node-test", "Remote node reconciler under test",
 			cell.ProvidePrivate(func(r job.Registry, h cell.Health) job.Group { return r.NewGroup(h) }),
 			cell.Invoke(func(p reconciler.Params, tbl statedb.RWTable[*node.Remote]) error {

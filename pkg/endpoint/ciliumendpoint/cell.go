@@ -33,5 +33,5 @@ func registerPublisher(p publisherParams) {
 		return
 	}
 	pub := NewPublisher(p.Clients, p.Watchers, p.IDs)
-	agent.SyncJobs(p.Jobs, "ciliumendpoints", p.DB, p.Endpoints, p.Watchers, pub.Sync)
+	endpoint.SyncJobs(p.Jobs, "ciliumendpoints", p.DB, p.Endpoints, p.Watchers, pub.Sync)
 }

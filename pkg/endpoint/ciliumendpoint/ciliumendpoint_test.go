@@ -7,6 +7,7 @@ import (
 
 	"github.com/cilium-go/cilium/pkg/endpoint"
 	"github.com/cilium-go/cilium/pkg/identity"
+	"github.com/cilium-go/cilium/pkg/ipcache"
 	"github.com/cilium-go/cilium/pkg/k8s/agent"
 	v2 "github.com/cilium-go/cilium/pkg/k8s/apis/cilium.io/v2"
 	"github.com/cilium-go/cilium/pkg/k8s/k8stest"
@@ -64,9 +65,9 @@ func TestCiliumEndpoint(t *testing.T) {
 					cep.Status.Networking, want, want.Identity, want.Networking)
 			}
 			// What this node publishes, another node reads back.
-			ip, node, num, ok := agent.RemoteEndpoint(cep)
-			if tt.nodeIP.IsValid() && (!ok || ip != ep.IPv4 || node != tt.nodeIP || num != 300) {
-				t.Errorf("read back %v %v %d %v", ip, node, num, ok)
+			got, ok := agent.RemoteEndpoint(cep)
+			if tt.nodeIP.IsValid() && (!ok || got != ipcache.RemoteEndpoint{IP: ep.IPv4, Node: tt.nodeIP, Identity: 300}) {
+				t.Errorf("read back %+v %v", got, ok)
 			}
 		})
 	}

@@ -37,10 +37,9 @@ func NewPublisher(c *agent.Clients, w *agent.Watchers, ids *allocator.PodIdentit
 // existing objects from the watcher's cache, so a write the cache has not
 // seen yet may conflict; the next Sync fixes that.
 func (p *Publisher) Sync(ctx context.Context, local []endpoint.Endpoint) error {
-	cluster := p.w.Cluster(nil)
-	nodeIP, _ := agent.NodeIPv4(cluster, p.w.NodeName)
+	nodeIP, _ := p.w.NodeIPv4()
 	existing := map[string]*v2.CiliumEndpoint{}
-	for _, cep := range cluster.CiliumEndpoints {
+	for _, cep := range p.w.ListCiliumEndpoints() {
 		existing[cep.Namespace+"/"+cep.Name] = cep
 	}
 	var errs []error

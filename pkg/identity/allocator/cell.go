@@ -61,5 +61,5 @@ func registerRelabel(p relabelParams) {
 		return
 	}
 	relabel := Relabeler{w: p.Watchers, ids: p.IDs, eps: p.Manager}
-	agent.SyncJobs(p.Jobs, "relabel", p.DB, p.Endpoints, p.Watchers, relabel.Sync)
+	endpoint.SyncJobs(p.Jobs, "relabel", p.DB, p.Endpoints, p.Watchers, relabel.Sync)
 }

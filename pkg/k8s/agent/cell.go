@@ -2,16 +2,24 @@ package agent
 
 import (
 	"context"
+	"time"
 
 	"github.com/cilium/hive/cell"
+
+	"github.com/cilium-go/cilium/pkg/ipcache"
 )
 
-// Cell connects to Kubernetes and provides *Clients and *Watchers (both
-// nil with Kubernetes off) and the API's node list.
+// Cell connects to Kubernetes and provides *Clients and *Watchers, the
+// ipcache's ClusterSource and the API's node list (all nil with
+// Kubernetes off).
 var Cell = cell.Module("k8s", "Kubernetes clients and watchers",
 	cell.Config(DefaultConfig),
-	cell.Provide(newClients, newWatchers, newNodeLister),
+	cell.Provide(newClients, newWatchers, newClusterSource, newNodeLister),
 )
+
+// resync is how often the informers replay their caches, which repairs
+// what a handler missed.
+const resync = 10 * time.Minute
 
 func newClients(cfg Config) (*Clients, error) {
 	if err := cfg.Validate(); err != nil {
@@ -38,5 +46,12 @@ func newWatchers(lc cell.Lifecycle, cfg Config, c *Clients) *Watchers {
 		},
 		OnStop: func(cell.HookContext) error { cancel(); return nil },
 	})
+	return w
+}
+
+func newClusterSource(w *Watchers) ipcache.ClusterSource {
+	if w == nil {
+		return nil
+	}
 	return w
 }

@@ -19,12 +19,11 @@ type nodeLister struct{ w *Watchers }
 // ListNodes is every node with an address, as the ipcache and routes see
 // it: the same merge of Nodes and CiliumNodes.
 func (l nodeLister) ListNodes() ([]models.Node, error) {
-	c := l.w.Cluster(nil)
 	out := []models.Node{}
-	for _, n := range nodeAddrs(c) {
-		m := models.Node{Name: n.name, IPv4: n.ipv4.String(), Local: n.name == c.NodeName}
-		if n.podCIDR.IsValid() {
-			m.PodCIDR = n.podCIDR.String()
+	for _, n := range l.w.Cluster(nil).Nodes {
+		m := models.Node{Name: n.Name, IPv4: n.IPv4.String(), Local: n.Self}
+		if n.PodCIDR.IsValid() {
+			m.PodCIDR = n.PodCIDR.String()
 		}
 		out = append(out, m)
 	}

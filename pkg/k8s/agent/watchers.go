@@ -1,8 +1,7 @@
 // Package agent is the agent's Kubernetes side: the API clients and the
-// watchers of pods, namespaces, nodes and Cilium objects, and the desired
-// ipcache and remote nodes computed from them. Identities, CiliumEndpoints
-// and the pod CIDR take what they need from the watchers in their own
-// packages.
+// watchers of pods, namespaces, nodes and Cilium objects. They feed the
+// ipcache (as its ClusterSource), identities, CiliumEndpoints and the pod
+// CIDR, which take what they need in their own packages.
 package agent
 
 import (
@@ -17,7 +16,6 @@ import (
 	kubeinformers "k8s.io/client-go/informers"
 	"k8s.io/client-go/tools/cache"
 
-	"github.com/cilium-go/cilium/pkg/endpoint"
 	v2 "github.com/cilium-go/cilium/pkg/k8s/apis/cilium.io/v2"
 	"github.com/cilium-go/cilium/pkg/k8s/client"
 	"github.com/cilium-go/cilium/pkg/labels"
@@ -98,17 +96,6 @@ func (w *Watchers) OnChange(fn func()) (stop func()) {
 		for _, r := range regs {
 			r()
 		}
-	}
-}
-
-// Cluster is the current view, with local as this node's endpoints.
-func (w *Watchers) Cluster(local []endpoint.Endpoint) Cluster {
-	return Cluster{
-		NodeName:        w.NodeName,
-		Local:           local,
-		CiliumEndpoints: listAs[*v2.CiliumEndpoint](w.CiliumEndpoints),
-		Nodes:           listAs[*corev1.Node](w.Nodes),
-		CiliumNodes:     listAs[*v2.CiliumNode](w.CiliumNodes),
 	}
 }
 

@@ -14,7 +14,7 @@ import (
 	"github.com/cilium-go/cilium/internal/testenv"
 	"github.com/cilium-go/cilium/pkg/endpoint"
 	"github.com/cilium-go/cilium/pkg/identity"
-	"github.com/cilium-go/cilium/pkg/k8s/agent"
+	"github.com/cilium-go/cilium/pkg/ipcache"
 	"github.com/cilium-go/cilium/pkg/k8s/agent/agenttest"
 	"github.com/cilium-go/cilium/pkg/k8s/k8stest"
 )
@@ -51,13 +51,13 @@ func TestWatchersCluster(t *testing.T) {
 		t.Fatal("no change signalled for a new CiliumEndpoint")
 	}
 	testenv.Eventually(t, 30*time.Second, func() error {
-		e, ok := agent.DesiredIPCache(w.Cluster(nil))[pfx("10.0.2.8/32")]
+		e, ok := ipcache.DesiredIPCache(w.Cluster(nil))[pfx("10.0.2.8/32")]
 		if !ok || e != entry(301, "192.168.0.3") {
 			return fmt.Errorf("10.0.2.8 in the ipcache: %+v %v", e, ok)
 		}
 		return nil
 	})
-	got := agent.DesiredIPCache(w.Cluster([]endpoint.Endpoint{{IPv4: netip.MustParseAddr("10.0.1.5"), Identity: 300}}))
+	got := ipcache.DesiredIPCache(w.Cluster([]endpoint.Endpoint{{IPv4: netip.MustParseAddr("10.0.1.5"), Identity: 300}}))
 	if got[pfx("192.168.0.2/32")] != entry(1, "") || got[pfx("192.168.0.3/32")] != entry(6, "") ||
 		got[pfx("10.0.1.5/32")] != entry(300, "") {
 		t.Errorf("ipcache %v", got)

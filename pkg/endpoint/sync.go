@@ -1,4 +1,4 @@
-package agent
+package endpoint
 
 import (
 	"context"
@@ -7,22 +7,26 @@ import (
 	"github.com/cilium/hive/cell"
 	"github.com/cilium/hive/job"
 	"github.com/cilium/statedb"
-
-	"github.com/cilium-go/cilium/pkg/endpoint"
 )
 
 // resync repairs what events missed.
 const resync = 10 * time.Minute
 
-// SyncJobs adds to g a job that calls sync once at start, after every
-// change of the watchers' objects (w may be nil: Kubernetes off) or of
-// the local endpoints, every resync, and again with backoff after a
-// failure. Changes that arrive while sync runs are merged into one call.
-func SyncJobs(g job.Group, name string, db *statedb.DB, eps statedb.Table[*endpoint.Desired], w *Watchers,
-	sync func(context.Context, []endpoint.Endpoint) error) {
+// Changes wakes a sync job when something it reads besides the endpoints
+// changed; the Kubernetes watchers are one.
+type Changes interface {
+	OnChange(fn func()) (stop func())
+}
+
+// SyncJobs adds to g a job that calls sync with the local endpoints once
+// at start, after every change of the endpoints table or of changes (nil:
+// none), every resync, and again with backoff after a failure. Changes
+// that arrive while sync runs are merged into one call.
+func SyncJobs(g job.Group, name string, db *statedb.DB, eps statedb.Table[*Desired], changes Changes,
+	sync func(context.Context, []Endpoint) error) {
 	wake := job.NewTrigger()
-	if w != nil {
-		w.OnChange(wake.Trigger)
+	if changes != nil {
+		changes.OnChange(wake.Trigger)
 	}
 	g.Add(job.OneShot(name+"-endpoints", func(ctx context.Context, _ cell.Health) error {
 		for {
@@ -37,7 +41,7 @@ func SyncJobs(g job.Group, name string, db *statedb.DB, eps statedb.Table[*endpo
 	}))
 	retry := time.Second
 	g.Add(job.Timer(name, func(ctx context.Context) error {
-		var local []endpoint.Endpoint
+		var local []Endpoint
 		for d := range eps.All(db.ReadTxn()) {
 			local = append(local, d.Endpoint)
 		}

@@ -11,6 +11,7 @@ import (
 	"github.com/cilium-go/cilium/internal/datapath/spec"
 	"github.com/cilium-go/cilium/pkg/endpoint"
 	"github.com/cilium-go/cilium/pkg/identity"
+	"github.com/cilium-go/cilium/pkg/ipcache"
 	v2 "github.com/cilium-go/cilium/pkg/k8s/apis/cilium.io/v2"
 	"github.com/cilium-go/cilium/pkg/k8s/k8stest"
 )
@@ -29,17 +30,28 @@ func entry(id identity.NumericIdentity, tunnel string) spec.IPCacheEntry {
 
 func pfx(s string) netip.Prefix { return netip.MustParsePrefix(s) }
 
-func TestDesiredIPCache(t *testing.T) {
+// objects are what the watchers hold.
+type objects struct {
+	NodeName        string
+	Local           []endpoint.Endpoint
+	CiliumEndpoints []*v2.CiliumEndpoint
+	Nodes           []*corev1.Node
+	CiliumNodes     []*v2.CiliumNode
+}
+
+// TestClusterFromObjects: the ipcache and the routes as the watchers'
+// objects make them.
+func TestClusterFromObjects(t *testing.T) {
 	tests := []struct {
 		name      string
-		in        Cluster
+		in        objects
 		want      map[netip.Prefix]spec.IPCacheEntry
 		wantNodes []spec.RemoteNode
 	}{
-		{name: "empty", in: Cluster{NodeName: "a"}, want: map[netip.Prefix]spec.IPCacheEntry{}},
+		{name: "empty", in: objects{NodeName: "a"}, want: map[netip.Prefix]spec.IPCacheEntry{}},
 		{
 			name: "two nodes, local and remote pods",
-			in: Cluster{
+			in: objects{
 				NodeName: "a",
 				Local:    []endpoint.Endpoint{local("10.0.1.5", 300)},
 				Nodes: []*corev1.Node{
@@ -63,7 +75,7 @@ func TestDesiredIPCache(t *testing.T) {
 		},
 		{
 			name: "CiliumNode fills the pod CIDR and the address of a Node not seen yet",
-			in: Cluster{
+			in: objects{
 				NodeName:    "a",
 				Nodes:       []*corev1.Node{k8stest.Node("a", "192.168.0.2", ""), k8stest.Node("b", "192.168.0.3", "")},
 				CiliumNodes: []*v2.CiliumNode{k8stest.CiliumNode("b", "192.168.0.3", "10.0.2.0/24"), k8stest.CiliumNode("c", "192.168.0.4", "10.0.3.0/24")},
@@ -80,7 +92,7 @@ func TestDesiredIPCache(t *testing.T) {
 		},
 		{
 			name: "the cluster-pool CIDR in the CiliumNode wins over the Node's",
-			in: Cluster{
+			in: objects{
 				NodeName:    "a",
 				Nodes:       []*corev1.Node{k8stest.Node("a", "192.168.0.2", ""), k8stest.Node("b", "192.168.0.3", "10.1.0.0/24")},
 				CiliumNodes: []*v2.CiliumNode{k8stest.CiliumNode("b", "192.168.0.3", "10.0.2.0/24")},
@@ -93,7 +105,7 @@ func TestDesiredIPCache(t *testing.T) {
 		},
 		{
 			name: "a CiliumEndpoint cannot take over a node address",
-			in: Cluster{
+			in: objects{
 				NodeName:        "a",
 				Nodes:           []*corev1.Node{k8stest.Node("a", "192.168.0.2", ""), k8stest.Node("b", "192.168.0.3", "")},
 				CiliumEndpoints: []*v2.CiliumEndpoint{k8stest.CiliumEndpoint("evil", "x", "192.168.0.2", "192.168.0.3", 400)},
@@ -105,7 +117,7 @@ func TestDesiredIPCache(t *testing.T) {
 		},
 		{
 			name: "incomplete objects are skipped",
-			in: Cluster{
+			in: objects{
 				NodeName: "a",
 				Nodes:    []*corev1.Node{k8stest.Node("nameless-ip", "", "10.0.9.0/24")},
 				CiliumEndpoints: []*v2.CiliumEndpoint{
@@ -120,10 +132,11 @@ func TestDesiredIPCache(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := DesiredIPCache(tt.in); !reflect.DeepEqual(got, tt.want) {
+			c := clusterOf(tt.in.NodeName, tt.in.Local, tt.in.CiliumEndpoints, tt.in.Nodes, tt.in.CiliumNodes)
+			if got := ipcache.DesiredIPCache(c); !reflect.DeepEqual(got, tt.want) {
 				t.Errorf("DesiredIPCache()\n got %v\nwant %v", got, tt.want)
 			}
-			if got := RemoteNodes(tt.in); !reflect.DeepEqual(got, tt.wantNodes) {
+			if got := ipcache.RemoteNodes(c); !reflect.DeepEqual(got, tt.wantNodes) {
 				t.Errorf("RemoteNodes()\n got %v\nwant %v", got, tt.wantNodes)
 			}
 		})

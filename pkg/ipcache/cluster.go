@@ -1,0 +1,86 @@
+package ipcache
+
+import (
+	"net/netip"
+
+	"github.com/cilium-go/cilium/internal/datapath/spec"
+	"github.com/cilium-go/cilium/pkg/endpoint"
+	"github.com/cilium-go/cilium/pkg/identity"
+)
+
+// Cluster is what the ipcache and the routes to other nodes are computed
+// from: this node's endpoints and what a ClusterSource knows of the rest.
+type Cluster struct {
+	Local  []endpoint.Endpoint
+	Remote []RemoteEndpoint
+	Nodes  []Node // sorted by name
+}
+
+// RemoteEndpoint is an endpoint that another node published.
+type RemoteEndpoint struct {
+	IP       netip.Addr
+	Node     netip.Addr // the node that published it
+	Identity identity.NumericIdentity
+}
+
+// Node is a node of the cluster, this one included.
+type Node struct {
+	Name    string
+	IPv4    netip.Addr
+	PodCIDR netip.Prefix // invalid when it has none
+	Self    bool         // this node
+}
+
+// ClusterSource tells the rest of the cluster (the Kubernetes watchers do)
+// and wakes OnChange's callbacks when it changes.
+type ClusterSource interface {
+	Cluster(local []endpoint.Endpoint) Cluster
+	endpoint.Changes
+}
+
+// DesiredIPCache is the ipcache the datapath should hold for c. When two
+// sources name the same address, the more trusted wins: a local endpoint
+// over a node, a node over a remote endpoint (which any pod's namespace
+// can publish and so must not take over a node's address).
+func DesiredIPCache(c Cluster) map[netip.Prefix]spec.IPCacheEntry {
+	out := map[netip.Prefix]spec.IPCacheEntry{}
+	self := map[netip.Addr]bool{}
+	for _, n := range c.Nodes {
+		if n.Self {
+			self[n.IPv4] = true
+		}
+	}
+	for _, ep := range c.Remote {
+		if !ep.IP.Is4() || self[ep.Node] {
+			// Published from here: the local endpoints are the truth.
+			continue
+		}
+		out[netip.PrefixFrom(ep.IP, 32)] = spec.IPCacheEntry{Identity: ep.Identity, TunnelEndpoint: ep.Node}
+	}
+	for _, n := range c.Nodes {
+		id := identity.RemoteNode
+		if n.Self {
+			id = identity.Host
+		}
+		if n.IPv4.Is4() {
+			out[netip.PrefixFrom(n.IPv4, 32)] = spec.IPCacheEntry{Identity: id}
+		}
+	}
+	for _, ep := range c.Local {
+		if ep.IPv4.Is4() {
+			out[netip.PrefixFrom(ep.IPv4, 32)] = spec.IPCacheEntry{Identity: ep.Identity}
+		}
+	}
+	return out
+}
+
+// RemoteNodes are the other nodes with a pod CIDR, for routes to their pods.
+func RemoteNodes(c Cluster) []spec.RemoteNode {
+	var out []spec.RemoteNode
+	for _, n := range c.Nodes {
+		if !n.Self && n.IPv4.Is4() && n.PodCIDR.IsValid() {
+			out = append(out, spec.RemoteNode{IPv4: n.IPv4, PodCIDR: n.PodCIDR})
+		}
+	}
+	return out
+}
