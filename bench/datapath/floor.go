@@ -94,15 +94,21 @@ func attachFloor(ns string, at int, prog string, v floorVars) (func() error, err
 	if err != nil {
 		return nil, err
 	}
-	set := map[string]any{
-		"OUT_IFINDEX": uint32(v.ifindex),
-		"POD_IPV4":    v.pod,
-		"DST_MAC":     [6]byte(v.dst),
-		"SRC_MAC":     [6]byte(v.src),
+	var vs floorVariableSpecs
+	if err := spec.Assign(&vs); err != nil {
+		return nil, fmt.Errorf("floor constants: %w", err)
 	}
-	for name, value := range set {
-		if err := spec.Variables[name].Set(value); err != nil {
-			return nil, fmt.Errorf("floor constant %s: %w", name, err)
+	for _, c := range []struct {
+		v     *ebpf.VariableSpec
+		value any
+	}{
+		{vs.OUT_IFINDEX, uint32(v.ifindex)},
+		{vs.POD_IPV4, v.pod},
+		{vs.DST_MAC, [6]byte(v.dst)},
+		{vs.SRC_MAC, [6]byte(v.src)},
+	} {
+		if err := c.v.Set(c.value); err != nil {
+			return nil, fmt.Errorf("floor constant %s: %w", c.v.Name, err)
 		}
 	}
 	var objs floorObjects

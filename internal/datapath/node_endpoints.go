@@ -74,8 +74,9 @@ func (n *Node) DeleteEndpoint(ep spec.Endpoint) error {
 		n.maps.DeleteEndpoint(ep.IPv4),
 		n.maps.SetPolicy(ep.ID, nil),
 	}
-	// The scope must match the route's, or the kernel finds nothing.
-	route := &netlink.Route{Dst: hostPrefix(ep.IPv4), Scope: netlink.SCOPE_LINK}
+	// The scope must match the route's, or the kernel finds nothing; the
+	// protocol makes it delete only a route this node made.
+	route := &netlink.Route{Dst: hostPrefix(ep.IPv4), Scope: netlink.SCOPE_LINK, Protocol: RouteProtocol}
 	if err := n.nl.RouteDel(route); err != nil && !errors.Is(err, unix.ESRCH) {
 		errs = append(errs, fmt.Errorf("delete route to endpoint %d: %w", ep.ID, err))
 	}

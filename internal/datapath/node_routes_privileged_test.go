@@ -28,25 +28,7 @@ func TestPrivilegedRemoteNodeRoutes(t *testing.T) {
 		mode spec.RoutingMode
 	}{{"native", spec.Native}, {"tunnel", spec.Tunnel}} {
 		t.Run(mode.name, func(t *testing.T) {
-			ns := filepath.Join(t.TempDir(), "node")
-			remove, err := inns.Create(ns)
-			must(t, err)
-			t.Cleanup(func() {
-				if err := remove(); err != nil {
-					t.Errorf("remove netns: %v", err)
-				}
-			})
-			must(t, testnode.AddUplink(ns, "192.168.77.1/24"))
-			node, err := NewNode(Config{BPFFSDir: testnode.TempBPFFS(t), NetNS: ns,
-				NodeIPv4: netip.MustParseAddr("192.168.77.1"), Uplink: "eth0", Mode: mode.mode},
-				slog.New(slog.NewTextHandler(io.Discard, nil)))
-			must(t, err)
-			t.Cleanup(func() {
-				if err := node.Teardown(); err != nil {
-					t.Errorf("teardown: %v", err)
-				}
-			})
-			must(t, node.Start())
+			node, ns := startRouteTestNode(t, mode.mode)
 
 			// Someone else's route through the same device is not ours.
 			nl, err := inns.Netlink(ns)
@@ -85,5 +67,54 @@ func TestPrivilegedRemoteNodeRoutes(t *testing.T) {
 				t.Fatalf("after delete: remote nodes %v, want %v", got, want(n2))
 			}
 		})
+	}
+}
+
+// startRouteTestNode starts a Node in a throwaway namespace whose uplink
+// eth0 holds 192.168.77.1/24.
+func startRouteTestNode(t *testing.T, mode spec.RoutingMode) (*Node, string) {
+	t.Helper()
+	ns := filepath.Join(t.TempDir(), "node")
+	remove, err := inns.Create(ns)
+	must(t, err)
+	t.Cleanup(func() {
+		if err := remove(); err != nil {
+			t.Errorf("remove netns: %v", err)
+		}
+	})
+	must(t, testnode.AddUplink(ns, "192.168.77.1/24"))
+	node, err := NewNode(Config{BPFFSDir: testnode.TempBPFFS(t), NetNS: ns,
+		NodeIPv4: netip.MustParseAddr("192.168.77.1"), Uplink: "eth0", Mode: mode},
+		slog.New(slog.NewTextHandler(io.Discard, nil)))
+	must(t, err)
+	t.Cleanup(func() {
+		if err := node.Teardown(); err != nil {
+			t.Errorf("teardown: %v", err)
+		}
+	})
+	must(t, node.Start())
+	return node, ns
+}
+
+// Deleting an endpoint removes the route to it that the node made, never
+// a route of the same shape that someone else made.
+func TestPrivilegedEndpointRouteDeleteLeavesOthers(t *testing.T) {
+	requireRoot(t)
+	node, ns := startRouteTestNode(t, spec.Native)
+	nl, err := inns.Netlink(ns)
+	must(t, err)
+	t.Cleanup(nl.Close)
+	lo, err := nl.LinkByName("lo")
+	must(t, err)
+	theirs := &netlink.Route{LinkIndex: lo.Attrs().Index, Dst: &net.IPNet{IP: net.IP{10, 9, 0, 7}, Mask: net.CIDRMask(32, 32)},
+		Scope: netlink.SCOPE_LINK, Protocol: netlink.RouteProtocol(4)}
+	must(t, nl.RouteAdd(theirs))
+	if err := node.DeleteEndpoint(spec.Endpoint{ID: 9, IPv4: netip.MustParseAddr("10.9.0.7"), HostDevice: "lo"}); err != nil {
+		t.Logf("delete endpoint 9: %v", err)
+	}
+	routes, err := nl.RouteListFiltered(netlink.FAMILY_V4, &netlink.Route{Dst: theirs.Dst}, netlink.RT_FILTER_DST)
+	must(t, err)
+	if len(routes) != 1 || routes[0].Protocol != theirs.Protocol {
+		t.Fatalf("routes to 10.9.0.7 after deleting an endpoint there: %v, want the other owner's", routes)
 	}
 }
