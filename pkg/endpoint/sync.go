@@ -24,7 +24,9 @@ type Changes interface {
 // that arrive while sync runs are merged into one call.
 func SyncJobs(g job.Group, name string, db *statedb.DB, eps statedb.Table[*Desired], changes Changes,
 	sync func(context.Context, []Endpoint) error) {
+	// The timer runs only when woken: once at start, then on changes.
 	wake := job.NewTrigger()
+	wake.Trigger()
 	if changes != nil {
 		changes.OnChange(wake.Trigger)
 	}

@@ -69,9 +69,30 @@ func TestDesiredIPCache(t *testing.T) {
 			in: Cluster{
 				Remote: []RemoteEndpoint{{IP: addr("10.0.1.6"), Node: addr("192.168.0.2"), Identity: 300},
 					{IP: addr("10.0.2.6"), Node: addr("192.168.0.3"), Identity: 301}},
-				Nodes: []Node{node4("a", "192.168.0.2", "", true)},
+				Nodes: []Node{node4("a", "192.168.0.2", "", true), node4("b", "192.168.0.3", "", false)},
 			},
-			want: map[netip.Prefix]spec.IPCacheEntry{pfx("192.168.0.2/32"): entry(1, ""), pfx("10.0.2.6/32"): entry(301, "192.168.0.3")},
+			want: map[netip.Prefix]spec.IPCacheEntry{pfx("192.168.0.2/32"): entry(1, ""), pfx("192.168.0.3/32"): entry(6, ""),
+				pfx("10.0.2.6/32"): entry(301, "192.168.0.3")},
+		},
+		{
+			name: "an endpoint behind an address that is no node is left out",
+			in: Cluster{
+				Remote: []RemoteEndpoint{{IP: addr("10.9.0.1"), Node: addr("203.0.113.7"), Identity: 301}},
+				Nodes:  []Node{node4("a", "192.168.0.2", "", true)},
+			},
+			want: map[netip.Prefix]spec.IPCacheEntry{pfx("192.168.0.2/32"): entry(1, "")},
+		},
+		{
+			name: "an address in a node's pod CIDR is only that node's to publish",
+			in: Cluster{
+				Remote: []RemoteEndpoint{{IP: addr("10.0.1.9"), Node: addr("192.168.0.3"), Identity: 400},
+					{IP: addr("10.0.3.9"), Node: addr("192.168.0.3"), Identity: 400},
+					{IP: addr("10.0.2.9"), Node: addr("192.168.0.3"), Identity: 301}},
+				Nodes: []Node{node4("a", "192.168.0.2", "10.0.1.0/24", true), node4("b", "192.168.0.3", "10.0.2.0/24", false),
+					node4("c", "192.168.0.4", "10.0.3.0/24", false)},
+			},
+			want: map[netip.Prefix]spec.IPCacheEntry{pfx("192.168.0.2/32"): entry(1, ""), pfx("192.168.0.3/32"): entry(6, ""),
+				pfx("192.168.0.4/32"): entry(6, ""), pfx("10.0.2.9/32"): entry(301, "192.168.0.3")},
 		},
 	}
 	for _, tt := range tests {

@@ -40,19 +40,29 @@ type ClusterSource interface {
 
 // DesiredIPCache is the ipcache the datapath should hold for c. When two
 // sources name the same address, the more trusted wins: a local endpoint
-// over a node, a node over a remote endpoint (which any pod's namespace
-// can publish and so must not take over a node's address).
+// over a node, a node over a remote endpoint (which is only as trusted as
+// whoever wrote its object, and so must not take over a node's address).
+// A remote endpoint is left out unless it is behind a node of the cluster
+// (else traffic to it would tunnel to any address its object names), and
+// when its address is in another node's pod CIDR: that belongs to the
+// other node.
 func DesiredIPCache(c Cluster) map[netip.Prefix]spec.IPCacheEntry {
 	out := map[netip.Prefix]spec.IPCacheEntry{}
-	self := map[netip.Addr]bool{}
+	self, remote := map[netip.Addr]bool{}, map[netip.Addr]bool{}
 	for _, n := range c.Nodes {
 		if n.Self {
 			self[n.IPv4] = true
+		} else {
+			remote[n.IPv4] = true
 		}
 	}
 	for _, ep := range c.Remote {
-		if !ep.IP.Is4() || self[ep.Node] {
-			// Published from here: the local endpoints are the truth.
+		if !ep.IP.Is4() || !remote[ep.Node] || self[ep.Node] {
+			// Published from here (the local endpoints are the truth), or
+			// from no node.
+			continue
+		}
+		if owner, ok := podCIDROwner(c.Nodes, ep.IP); ok && owner != ep.Node {
 			continue
 		}
 		out[netip.PrefixFrom(ep.IP, 32)] = spec.IPCacheEntry{Identity: ep.Identity, TunnelEndpoint: ep.Node}
@@ -83,4 +93,14 @@ func RemoteNodes(c Cluster) []spec.RemoteNode {
 		}
 	}
 	return out
+}
+
+// podCIDROwner is the address of the node whose pod CIDR holds ip.
+func podCIDROwner(nodes []Node, ip netip.Addr) (netip.Addr, bool) {
+	for _, n := range nodes {
+		if n.PodCIDR.Contains(ip) {
+			return n.IPv4, true
+		}
+	}
+	return netip.Addr{}, false
 }
