@@ -12,7 +12,7 @@ import (
 	"github.com/vishvananda/netlink"
 
 	"github.com/cilium-go/cilium/internal/datapath/testnode"
-	"github.com/cilium-go/cilium/internal/inns"
+	"github.com/cilium-go/cilium/internal/testenv"
 	"github.com/cilium-go/cilium/pkg/api/models"
 	"github.com/cilium-go/cilium/pkg/client"
 )
@@ -24,13 +24,11 @@ import (
 // the container, is refused whole with a 400 naming the field, and no
 // program, route or endpoint appears.
 func TestPrivilegedAPIRefusesNodeDevicesAndForeignAddresses(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: creates network namespaces, veths and BPF programs")
-	}
+	testenv.Privileged(t) // creates network namespaces, veths and BPF programs
 	dir := t.TempDir()
-	nodeNS := newNetNS(t, dir, "node")
+	nodeNS := testenv.NewNetNS(t)
 	addUplink(t, nodeNS, "192.168.78.1/24")
-	podNS := newNetNS(t, dir, "pod")
+	podNS := testenv.NewNetNS(t)
 	sock := filepath.Join(dir, "run", "cilium.sock")
 	h := startRealAgent(t, []string{"--state-dir=" + filepath.Join(dir, "state"), "--socket-path=" + sock,
 		"--bpf-root=" + testnode.TempBPFFS(t), "--prometheus-serve-addr=", "--ipam-pod-cidr=10.201.0.0/24",
@@ -41,9 +39,7 @@ func TestPrivilegedAPIRefusesNodeDevicesAndForeignAddresses(t *testing.T) {
 	// the node (no pod behind it).
 	inNode := func(fn func() error) {
 		t.Helper()
-		if err := inns.Do(nodeNS, fn); err != nil {
-			t.Fatal(err)
-		}
+		testenv.InNetNS(t, nodeNS, fn)
 	}
 	inNode(func() error {
 		pod, err := os.Open(podNS)

@@ -13,6 +13,7 @@ import (
 	"github.com/vishvananda/netlink"
 
 	"github.com/cilium-go/cilium/internal/datapath/testnode"
+	"github.com/cilium-go/cilium/internal/testenv"
 	"github.com/cilium-go/cilium/pkg/client"
 )
 
@@ -20,13 +21,11 @@ import (
 // a node does when a Deployment scales: every pod gets its own address
 // and endpoint, and afterwards nothing is left behind.
 func TestPrivilegedCNIConcurrentPods(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: creates network namespaces, veths and BPF programs")
-	}
+	testenv.Privileged(t) // creates network namespaces, veths and BPF programs
 	const pods = 20
 	dir := t.TempDir()
 	plugin := buildPlugin(t, dir)
-	nodeNS := newNetNS(t, dir, "node")
+	nodeNS := testenv.NewNetNS(t)
 	addUplink(t, nodeNS, "192.168.78.1/24")
 	sock := filepath.Join(dir, "run", "cilium.sock")
 	h := startRealAgent(t, []string{"--state-dir=" + filepath.Join(dir, "state"), "--socket-path=" + sock,
@@ -37,7 +36,7 @@ func TestPrivilegedCNIConcurrentPods(t *testing.T) {
 
 	all := make([]*cniPod, pods)
 	for i := range all {
-		all[i] = &cniPod{id: fmt.Sprintf("pod-%d", i), ns: newNetNS(t, dir, fmt.Sprint(i))}
+		all[i] = &cniPod{id: fmt.Sprintf("pod-%d", i), ns: testenv.NewNetNS(t)}
 	}
 	// t.Fatal must not run off the test's goroutine: collect errors.
 	run := func(op func(*cniPod) error) []error {

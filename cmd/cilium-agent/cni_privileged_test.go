@@ -12,7 +12,6 @@ import (
 	"runtime"
 	"slices"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -25,6 +24,7 @@ import (
 	"github.com/cilium-go/cilium/internal/datapath/dptest"
 	"github.com/cilium-go/cilium/internal/datapath/testnode"
 	"github.com/cilium-go/cilium/internal/inns"
+	"github.com/cilium-go/cilium/internal/testenv"
 	"github.com/cilium-go/cilium/pkg/client"
 )
 
@@ -33,12 +33,10 @@ import (
 // datapath included) programming a node that is a test-created network
 // namespace; the pods are namespaces too.
 func TestPrivilegedCNIThroughLibcni(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: creates network namespaces, veths and BPF programs")
-	}
+	testenv.Privileged(t) // creates network namespaces, veths and BPF programs
 	dir := t.TempDir()
 	plugin := buildPlugin(t, dir)
-	nodeNS := newNetNS(t, dir, "node")
+	nodeNS := testenv.NewNetNS(t)
 	addUplink(t, nodeNS, "192.168.77.1/24")
 	bpf := testnode.TempBPFFS(t)
 	sock := filepath.Join(dir, "run", "cilium.sock")
@@ -54,7 +52,7 @@ func TestPrivilegedCNIThroughLibcni(t *testing.T) {
 	})
 
 	rt := newCNIRuntime(t, dir, nodeNS, plugin, sock)
-	pods := []*cniPod{{id: "pod-a", ns: newNetNS(t, dir, "a")}, {id: "pod-b", ns: newNetNS(t, dir, "b")}}
+	pods := []*cniPod{{id: "pod-a", ns: testenv.NewNetNS(t)}, {id: "pod-b", ns: testenv.NewNetNS(t)}}
 	for _, p := range pods {
 		rt.add(p)
 		t.Cleanup(func() { // even when the test fails half way
@@ -239,8 +237,9 @@ func (r *cniRuntime) hostLinkExists(p *cniPod) bool {
 }
 
 func podEth0(t *testing.T, ns string) (addrs string, mtu int) {
+	t.Helper()
 	var out []string
-	err := inns.Do(ns, func() error {
+	testenv.InNetNS(t, ns, func() error {
 		l, err := netlink.LinkByName("eth0")
 		if err != nil {
 			return err
@@ -252,9 +251,6 @@ func podEth0(t *testing.T, ns string) (addrs string, mtu int) {
 		}
 		return err
 	})
-	if err != nil {
-		t.Fatalf("pod addresses: %v", err)
-	}
 	return strings.Join(out, " "), mtu
 }
 
@@ -307,21 +303,6 @@ func stopAgent(t *testing.T, h *hive.Hive) {
 	if err := h.Stop(testLogger(t), ctx); err != nil {
 		t.Errorf("stop agent: %v", err)
 	}
-}
-
-var nsSeq atomic.Int64
-
-// newNetNS creates a network namespace held by a bind mount on a file in
-// dir, and removes it when the test ends.
-func newNetNS(t *testing.T, dir, name string) string {
-	t.Helper()
-	path := filepath.Join(dir, fmt.Sprintf("netns-%d-%s", nsSeq.Add(1), name))
-	remove, err := inns.Create(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { remove() })
-	return path
 }
 
 // addUplink gives the node an eth0 with its address: the datapath wants

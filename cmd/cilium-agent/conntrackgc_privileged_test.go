@@ -1,24 +1,23 @@
 package main
 
 import (
+	"errors"
 	"net/netip"
-	"os"
 	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/cilium-go/cilium/internal/datapath"
 	"github.com/cilium-go/cilium/internal/datapath/testnode"
+	"github.com/cilium-go/cilium/internal/testenv"
 )
 
 // The agent collects expired conntrack entries on its own, every
 // --conntrack-gc-interval, and leaves live ones.
 func TestPrivilegedAgentCollectsConntrack(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: creates a network namespace and BPF maps")
-	}
+	testenv.Privileged(t) // creates a network namespace and BPF maps
 	dir := t.TempDir()
-	nodeNS := newNetNS(t, dir, "node")
+	nodeNS := testenv.NewNetNS(t)
 	addUplink(t, nodeNS, "192.168.78.1/24")
 	bpf := testnode.TempBPFFS(t)
 	args := []string{"--state-dir=" + filepath.Join(dir, "state"), "--socket-path=" + filepath.Join(dir, "run", "cilium.sock"),
@@ -48,13 +47,12 @@ func TestPrivilegedAgentCollectsConntrack(t *testing.T) {
 		t.Fatal(err)
 	}
 	var v datapath.CTEntry
-	deadline := time.Now().Add(10 * time.Second)
-	for maps.CT4.Lookup(expired, &v) == nil {
-		if time.Now().After(deadline) {
-			t.Fatal("the expired conntrack entry is still there")
+	testenv.Eventually(t, 10*time.Second, func() error {
+		if maps.CT4.Lookup(expired, &v) == nil {
+			return errors.New("the expired conntrack entry is still there")
 		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return nil
+	})
 	if err := maps.CT4.Lookup(live, &v); err != nil {
 		t.Fatalf("the live entry went too: %v", err)
 	}

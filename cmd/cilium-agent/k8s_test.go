@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -12,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	kubefake "k8s.io/client-go/kubernetes/fake"
 
+	"github.com/cilium-go/cilium/internal/testenv"
 	"github.com/cilium-go/cilium/pkg/api/models"
 	"github.com/cilium-go/cilium/pkg/client"
 	"github.com/cilium-go/cilium/pkg/endpoint/endpointtest"
@@ -66,10 +69,18 @@ func TestAgentWithKubernetes(t *testing.T) {
 	}
 
 	ceps := cilium.CiliumV2().CiliumEndpoints("shop")
-	waitFor(t, "the CiliumEndpoint", func() bool {
+	testenv.Eventually(t, 30*time.Second, func() error {
 		cep, err := ceps.Get(ctx, "web", metav1.GetOptions{})
-		return err == nil && cep.Status.Identity != nil && cep.Status.Identity.ID == int64(ep.Identity) &&
-			cep.Status.Networking.NodeIP == "192.168.0.2" && cep.Status.Networking.Addressing[0].IPV4 == alloc.Address
+		if err != nil {
+			return err
+		}
+		if cep.Status.Identity == nil || cep.Status.Identity.ID != int64(ep.Identity) {
+			return fmt.Errorf("CiliumEndpoint identity %+v, want %d", cep.Status.Identity, ep.Identity)
+		}
+		if n := cep.Status.Networking; n.NodeIP != "192.168.0.2" || n.Addressing[0].IPV4 != alloc.Address {
+			return fmt.Errorf("CiliumEndpoint networking %+v, want node IP 192.168.0.2 and address %s", n, alloc.Address)
+		}
+		return nil
 	})
 
 	// A relabelled pod moves to the identity of its new labels, in the
@@ -83,13 +94,28 @@ func TestAgentWithKubernetes(t *testing.T) {
 		t.Fatal(err)
 	}
 	var relabelled models.Endpoint
-	waitFor(t, "a new identity after the relabel", func() bool {
+	testenv.Eventually(t, 30*time.Second, func() error {
 		relabelled, err = c.GetEndpoint(ctx, "c1")
-		return err == nil && relabelled.Identity != ep.Identity && dp.Endpoint(ep.ID).Identity == relabelled.Identity
+		if err != nil {
+			return err
+		}
+		if relabelled.Identity == ep.Identity {
+			return fmt.Errorf("endpoint identity still %d after the relabel", ep.Identity)
+		}
+		if got := dp.Endpoint(ep.ID).Identity; got != relabelled.Identity {
+			return fmt.Errorf("datapath identity %d, the relabelled endpoint's %d", got, relabelled.Identity)
+		}
+		return nil
 	})
-	waitFor(t, "the CiliumEndpoint to carry the new identity", func() bool {
+	testenv.Eventually(t, 30*time.Second, func() error {
 		cep, err := ceps.Get(ctx, "web", metav1.GetOptions{})
-		return err == nil && cep.Status.Identity != nil && cep.Status.Identity.ID == int64(relabelled.Identity)
+		if err != nil {
+			return err
+		}
+		if cep.Status.Identity == nil || cep.Status.Identity.ID != int64(relabelled.Identity) {
+			return fmt.Errorf("CiliumEndpoint identity %+v, want the new %d", cep.Status.Identity, relabelled.Identity)
+		}
+		return nil
 	})
 
 	nodes, err := c.Nodes(ctx)
@@ -100,21 +126,12 @@ func TestAgentWithKubernetes(t *testing.T) {
 	if err := c.DeleteEndpoint(ctx, "c1"); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the CiliumEndpoint to go", func() bool {
-		_, err := ceps.Get(ctx, "web", metav1.GetOptions{})
-		return err != nil
-	})
-}
-
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
+	testenv.Eventually(t, 30*time.Second, func() error {
+		if _, err := ceps.Get(ctx, "web", metav1.GetOptions{}); err == nil {
+			return errors.New("the CiliumEndpoint of a deleted endpoint is still there")
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 func TestKubernetesFlags(t *testing.T) {

@@ -2,7 +2,6 @@ package main
 
 import (
 	"errors"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -12,6 +11,7 @@ import (
 	"github.com/cilium-go/cilium/internal/datapath/dptest"
 	"github.com/cilium-go/cilium/internal/datapath/testnode"
 	"github.com/cilium-go/cilium/internal/podlink"
+	"github.com/cilium-go/cilium/internal/testenv"
 )
 
 // TestPrivilegedNetkitMode: with --datapath-mode=netkit the agent either
@@ -19,11 +19,9 @@ import (
 // nothing), or its pods get netkit pairs through the real cilium-cni and
 // talk through them.
 func TestPrivilegedNetkitMode(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: creates network namespaces and BPF programs")
-	}
+	testenv.Privileged(t) // creates network namespaces and BPF programs
 	dir := t.TempDir()
-	nodeNS := newNetNS(t, dir, "node")
+	nodeNS := testenv.NewNetNS(t)
 	addUplink(t, nodeNS, "192.168.78.1/24")
 	bpf := testnode.TempBPFFS(t)
 	sock := filepath.Join(dir, "run", "cilium.sock")
@@ -53,7 +51,7 @@ func TestPrivilegedNetkitMode(t *testing.T) {
 	}
 	t.Cleanup(func() { stopAgent(t, h) })
 	rt := newCNIRuntime(t, dir, nodeNS, buildPlugin(t, dir), sock)
-	pods := []*cniPod{{id: "pod-a", ns: newNetNS(t, dir, "a")}, {id: "pod-b", ns: newNetNS(t, dir, "b")}}
+	pods := []*cniPod{{id: "pod-a", ns: testenv.NewNetNS(t)}, {id: "pod-b", ns: testenv.NewNetNS(t)}}
 	for _, p := range pods {
 		rt.add(p)
 		t.Cleanup(func() { rt.del(p) })

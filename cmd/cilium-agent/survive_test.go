@@ -3,9 +3,12 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
 	"path/filepath"
 	"testing"
+	"time"
 
+	"github.com/cilium-go/cilium/internal/testenv"
 	"github.com/cilium-go/cilium/pkg/api/models"
 	"github.com/cilium-go/cilium/pkg/client"
 	"github.com/cilium-go/cilium/pkg/endpoint/endpointtest"
@@ -45,9 +48,15 @@ func TestAgentReleasesOrphanedAddressesAfterRestore(t *testing.T) {
 	if _, err := c.AllocateIP(ctx, "retried"); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the orphaned address freed", func() bool {
+	testenv.Eventually(t, 30*time.Second, func() error { // the orphaned address freed
 		als, err := c.Allocations(ctx)
-		return err == nil && len(als) == 2
+		if err != nil {
+			return err
+		}
+		if len(als) != 2 {
+			return fmt.Errorf("allocations %+v, want the crashed ADD's freed", als)
+		}
+		return nil
 	})
 	als, _ := c.Allocations(ctx)
 	if als[0].Owner != "retried" || als[1].Owner != "alive" {
@@ -97,7 +106,12 @@ func TestAgentRestoreIncompleteClears(t *testing.T) {
 		t.Fatalf("endpoint-manager %q while its endpoint cannot be programmed", l)
 	}
 	dp.Fail(nil)
-	waitFor(t, "restore incomplete to clear", func() bool { return level() == "OK: endpoints restored" })
+	testenv.Eventually(t, 30*time.Second, func() error {
+		if l := level(); l != "OK: endpoints restored" {
+			return fmt.Errorf("endpoint-manager %q, want %q: restore incomplete has not cleared", l, "OK: endpoints restored")
+		}
+		return nil
+	})
 	if hz, err := c.Healthz(ctx); err != nil || !hz.OK {
 		t.Fatalf("healthz after the restore finished: %+v %v", hz, err)
 	}

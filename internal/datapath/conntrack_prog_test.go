@@ -40,7 +40,7 @@ func (e *env) lifetime(p pkt) time.Duration {
 	return time.Duration(v.Expires) - now
 }
 
-func TestProgConntrack(t *testing.T) {
+func TestPrivilegedProgConntrack(t *testing.T) {
 	both := envOpts{policyEgress: true, policyIngress: true, mode: spec.Tunnel}
 	runProgCases(t, []progCase{
 		{"replies pass without an ingress rule", both, func(t *testing.T, e *env) {
@@ -204,7 +204,7 @@ func TestProgConntrack(t *testing.T) {
 	})
 }
 
-func TestProgFragments(t *testing.T) {
+func TestPrivilegedProgFragments(t *testing.T) {
 	enforce := envOpts{policyEgress: true, mode: spec.Tunnel}
 	first := func(dport uint16, id uint16) pkt {
 		p := udp(ipA, ipC, 5000, dport)
@@ -239,7 +239,7 @@ func TestProgFragments(t *testing.T) {
 	})
 }
 
-func TestProgEvents(t *testing.T) {
+func TestPrivilegedProgEvents(t *testing.T) {
 	runProgCases(t, []progCase{
 		{"a drop event carries tuple, identities and direction", envOpts{policyEgress: true}, func(t *testing.T, e *env) {
 			ev := e.denied(e.fromContainer, tcp(ipA, ipC, 40000, 80, "S"), DropPolicy)
@@ -310,7 +310,7 @@ func TestProgEvents(t *testing.T) {
 	})
 }
 
-func TestProgDumps(t *testing.T) {
+func TestPrivilegedProgDumps(t *testing.T) {
 	runProgCases(t, []progCase{
 		{"maps read back as typed values", envOpts{mode: spec.Tunnel, masquerade: true}, func(t *testing.T, e *env) {
 			e.allowed(e.fromContainer, tcp(ipA, ipC, 40000, 80, "S"))
@@ -350,7 +350,7 @@ func TestProgDumps(t *testing.T) {
 
 // A full conntrack table evicts its least recently used entries: new
 // connections are still tracked, and the map says it is full.
-func TestProgConntrackFull(t *testing.T) {
+func TestPrivilegedProgConntrackFull(t *testing.T) {
 	runProgCases(t, []progCase{
 		{"new connections get in", envOpts{policyEgress: true, mode: spec.Tunnel}, func(t *testing.T, e *env) {
 			e.setPolicy(epA, egress(idC, tcpProto, 80, 0))

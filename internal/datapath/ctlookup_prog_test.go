@@ -11,7 +11,7 @@ import (
 // Conntrack looks up the key of the direction a packet probably has
 // first (see ct_reply_likely); these cases pin that the answer never
 // depends on the guess.
-func TestProgConntrackLookupOrder(t *testing.T) {
+func TestPrivilegedProgConntrackLookupOrder(t *testing.T) {
 	type step struct {
 		prog func(e *env) *ebpf.Program
 		p    pkt
@@ -52,7 +52,6 @@ func TestProgConntrackLookupOrder(t *testing.T) {
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			requireRoot(t)
 			e := newEnv(t, envOpts{mode: spec.Native, trace: true})
 			for i, s := range tc.steps {
 				e.allowed(s.prog(e), s.p)
@@ -68,7 +67,7 @@ func TestProgConntrackLookupOrder(t *testing.T) {
 
 // A connection remembers which of its sides has no local endpoint, so that
 // a pod's packets towards that side skip the endpoint lookup.
-func TestProgConntrackRemembersLocalSides(t *testing.T) {
+func TestPrivilegedProgConntrackRemembersLocalSides(t *testing.T) {
 	runProgCases(t, []progCase{
 		{"flags by who created the entry", envOpts{mode: spec.Native}, func(t *testing.T, e *env) {
 			for _, c := range []struct {

@@ -9,7 +9,7 @@ import (
 	"github.com/cilium-go/cilium/pkg/identity"
 )
 
-func TestProgForwarding(t *testing.T) {
+func TestPrivilegedProgForwarding(t *testing.T) {
 	runProgCases(t, []progCase{
 		{"local pod is redirected into its peer", envOpts{}, func(t *testing.T, e *env) {
 			out := e.expect(e.fromContainer, tcp(ipA, ipB, 40000, 80, "S").frame(t), actRedirect)

@@ -7,11 +7,11 @@ import (
 	"github.com/cilium/ebpf"
 )
 
-// FuzzFromContainerDefaultDeny throws arbitrary frames at an endpoint
+// FuzzPrivilegedFromContainerDefaultDeny throws arbitrary frames at an endpoint
 // whose egress is enforced with no rule at all. Whatever the bytes, the
 // only thing that may pass is ARP: no malformed header, fragment, ICMP
 // error or protocol trick may get a packet out.
-func FuzzFromContainerDefaultDeny(f *testing.F) {
+func FuzzPrivilegedFromContainerDefaultDeny(f *testing.F) {
 	for _, p := range []pkt{
 		tcp(ipA, ipC, 40000, 80, "S"),
 		udp(ipA, ipWorld, 5000, 53),

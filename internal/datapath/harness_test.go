@@ -14,6 +14,7 @@ import (
 	"github.com/vishvananda/netns"
 
 	"github.com/cilium-go/cilium/internal/datapath/spec"
+	"github.com/cilium-go/cilium/internal/testenv"
 	"github.com/cilium-go/cilium/pkg/identity"
 )
 
@@ -74,13 +75,6 @@ type env struct {
 	fromOverlay   *ebpf.Program
 	events        *EventReader
 	uplinkIfindex int
-}
-
-func requireRoot(t testing.TB) {
-	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("BPF program tests need root (CAP_BPF and CAP_NET_ADMIN)")
-	}
 }
 
 // freshNetNS moves the test's goroutine, locked to its thread, into a new
@@ -156,10 +150,12 @@ func must(t testing.TB, err error) {
 }
 
 // newEnv loads a fresh collection: new maps, the endpoint programs for A,
-// the node programs and the overlay harness, all sharing the maps.
+// the node programs and the overlay harness, all sharing the maps. It is
+// the gate of the program tests (testenv.Privileged): loading programs
+// and making a namespace need root.
 func newEnv(t testing.TB, o envOpts) *env {
 	t.Helper()
-	requireRoot(t)
+	testenv.Privileged(t)
 	freshNetNS(t)
 	e := &env{t: t, uplinkIfindex: setupRoutes(t)}
 	maps, err := OpenMaps("")

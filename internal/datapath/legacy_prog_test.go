@@ -9,7 +9,7 @@ import (
 
 // With legacy routing the stack carries every unencapsulated packet, so
 // that netfilter (kube-proxy) sees both directions of what it translates.
-func TestProgLegacyRouting(t *testing.T) {
+func TestPrivilegedProgLegacyRouting(t *testing.T) {
 	legacy := envOpts{legacyRouting: true}
 	legacyMasq := envOpts{legacyRouting: true, masquerade: true}
 	runProgCases(t, []progCase{

@@ -8,13 +8,14 @@ import (
 	"github.com/cilium/ebpf"
 
 	"github.com/cilium-go/cilium/internal/datapath/testnode"
+	"github.com/cilium-go/cilium/internal/testenv"
 )
 
 // An agent upgraded over the pins of an older datapath replaces the
 // metrics map, whose layout changed (a per-CPU hash before), and keeps
 // refusing maps whose content matters.
 func TestPrivilegedOpenMapsOverOldPins(t *testing.T) {
-	requireRoot(t)
+	testenv.Privileged(t) // mounts a bpffs and creates BPF maps
 	for _, tc := range []struct {
 		name    string
 		old     *ebpf.MapSpec

@@ -81,7 +81,7 @@ func (e *env) translatedBack(reply pkt, wantPort uint16) {
 	}
 }
 
-func TestProgMasquerade(t *testing.T) {
+func TestPrivilegedProgMasquerade(t *testing.T) {
 	masq := envOpts{masquerade: true}
 	runProgCases(t, []progCase{
 		{"TCP to the world leaves with the node's address and comes back", masq, func(t *testing.T, e *env) {

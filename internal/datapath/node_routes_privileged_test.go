@@ -5,7 +5,6 @@ import (
 	"log/slog"
 	"net"
 	"net/netip"
-	"path/filepath"
 	"slices"
 	"testing"
 
@@ -14,13 +13,14 @@ import (
 	"github.com/cilium-go/cilium/internal/datapath/spec"
 	"github.com/cilium-go/cilium/internal/datapath/testnode"
 	"github.com/cilium-go/cilium/internal/inns"
+	"github.com/cilium-go/cilium/internal/testenv"
 )
 
 // A reconciler prunes remote-node routes by what RemoteNodes lists: it
 // must see the routes UpsertRemoteNode made, only those, and accept its
 // own answer back in DeleteRemoteNode.
 func TestPrivilegedRemoteNodeRoutes(t *testing.T) {
-	requireRoot(t)
+	testenv.Privileged(t) // creates namespaces, links, routes and BPF programs
 	n1 := spec.RemoteNode{IPv4: netip.MustParseAddr("192.168.77.2"), PodCIDR: netip.MustParsePrefix("10.2.0.0/24")}
 	n2 := spec.RemoteNode{IPv4: netip.MustParseAddr("192.168.77.3"), PodCIDR: netip.MustParsePrefix("10.3.0.0/24")}
 	for _, mode := range []struct {
@@ -74,14 +74,7 @@ func TestPrivilegedRemoteNodeRoutes(t *testing.T) {
 // eth0 holds 192.168.77.1/24.
 func startRouteTestNode(t *testing.T, mode spec.RoutingMode) (*Node, string) {
 	t.Helper()
-	ns := filepath.Join(t.TempDir(), "node")
-	remove, err := inns.Create(ns)
-	must(t, err)
-	t.Cleanup(func() {
-		if err := remove(); err != nil {
-			t.Errorf("remove netns: %v", err)
-		}
-	})
+	ns := testenv.NewNetNS(t)
 	must(t, testnode.AddUplink(ns, "192.168.77.1/24"))
 	node, err := NewNode(Config{BPFFSDir: testnode.TempBPFFS(t), NetNS: ns,
 		NodeIPv4: netip.MustParseAddr("192.168.77.1"), Uplink: "eth0", Mode: mode},
@@ -99,7 +92,7 @@ func startRouteTestNode(t *testing.T, mode spec.RoutingMode) (*Node, string) {
 // Deleting an endpoint removes the route to it that the node made, never
 // a route of the same shape that someone else made.
 func TestPrivilegedEndpointRouteDeleteLeavesOthers(t *testing.T) {
-	requireRoot(t)
+	testenv.Privileged(t) // creates a namespace, links, routes and BPF programs
 	node, ns := startRouteTestNode(t, spec.Native)
 	nl, err := inns.Netlink(ns)
 	must(t, err)

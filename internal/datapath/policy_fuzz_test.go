@@ -14,7 +14,7 @@ import (
 	"github.com/cilium-go/cilium/pkg/identity"
 )
 
-// FuzzPolicy runs random packets of a few flows through endpoint A's
+// FuzzPrivilegedPolicy runs random packets of a few flows through endpoint A's
 // programs (from-container for what A sends, from-netdev for what remote
 // pods and the world send it) under random policies that change while
 // connections are open, and checks every verdict, and every drop's
@@ -24,7 +24,7 @@ import (
 // connections the new policy no longer allows and keep the others, TCP
 // segments of forgotten connections, overlapping ranges, and denies and
 // allows nested in each other across identities.
-func FuzzPolicy(f *testing.F) {
+func FuzzPrivilegedPolicy(f *testing.F) {
 	for _, s := range policySeeds() {
 		f.Add(s)
 	}

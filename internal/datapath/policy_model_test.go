@@ -11,7 +11,7 @@ import (
 	"github.com/cilium-go/cilium/pkg/identity"
 )
 
-// This file holds what FuzzPolicy checks the programs against: how fuzz
+// This file holds what FuzzPrivilegedPolicy checks the programs against: how fuzz
 // bytes become a scenario (a policy for endpoint A, a few flows, and
 // packets interleaved with policy changes), and a Go model of what the
 // datapath must do with each packet. The model is written from the policy

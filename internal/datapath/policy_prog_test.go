@@ -28,7 +28,7 @@ func denyRule(e spec.PolicyEntry) spec.PolicyEntry {
 	return e
 }
 
-func TestProgPolicy(t *testing.T) {
+func TestPrivilegedProgPolicy(t *testing.T) {
 	enforce := envOpts{policyEgress: true, mode: spec.Tunnel}
 	runProgCases(t, []progCase{
 		{"exact rule allows its port", enforce, func(t *testing.T, e *env) {
@@ -174,7 +174,7 @@ func policyEntriesOf(e *env) int {
 	return n
 }
 
-func TestProgPolicyMapFull(t *testing.T) {
+func TestPrivilegedProgPolicyMapFull(t *testing.T) {
 	runProgCases(t, []progCase{
 		{"an update that does not fit leaves the old policy whole", envOpts{policyEgress: true, mode: spec.Tunnel}, func(t *testing.T, e *env) {
 			old := []spec.PolicyEntry{egress(idC, tcpProto, 80, 0), denyRule(egress(idD, tcpProto, 22, 0)), egress(idD, 0, 0, 0)}

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/cilium-go/cilium/internal/datapath/spec"
+	"github.com/cilium-go/cilium/internal/testenv"
 )
 
 func TestPortPrefixesCoverRangeExactly(t *testing.T) {
@@ -77,7 +78,7 @@ func TestPolicyEntryValidation(t *testing.T) {
 }
 
 func TestPrivilegedSetPolicyIsIdempotent(t *testing.T) {
-	requireRoot(t)
+	testenv.Privileged(t) // creates BPF maps
 	m, err := OpenMaps("")
 	must(t, err)
 	t.Cleanup(func() { m.Close() })

@@ -6,7 +6,6 @@ import (
 	"io"
 	"net"
 	"net/netip"
-	"os"
 	"testing"
 	"time"
 
@@ -14,15 +13,14 @@ import (
 	"github.com/cilium-go/cilium/internal/datapath/dptest"
 	"github.com/cilium-go/cilium/internal/datapath/spec"
 	"github.com/cilium-go/cilium/internal/podlink"
+	"github.com/cilium-go/cilium/internal/testenv"
 )
 
 const tcpProto = 6
 
 func newCluster(t *testing.T, o dptest.Options) *dptest.Cluster {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("privileged datapath tests need root: they create namespaces, veths and BPF programs")
-	}
+	testenv.Privileged(t) // creates namespaces, veths and BPF programs
 	c, err := dptest.New(o)
 	if errors.Is(err, podlink.ErrNetkitUnsupported) {
 		t.Skipf("netkit pod devices: %v", err)

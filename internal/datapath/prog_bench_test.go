@@ -12,10 +12,10 @@ import (
 	"github.com/cilium-go/cilium/pkg/identity"
 )
 
-// BenchmarkProg reports the kernel's own time per packet for the hot
+// BenchmarkPrivilegedProg reports the kernel's own time per packet for the hot
 // paths: established flows through each program, with and without a large
-// ipcache and policy. Run with `go test -bench Prog -run '^$'` as root.
-func BenchmarkProg(b *testing.B) {
+// ipcache and policy. Run with `go test -bench PrivilegedProg -run '^$'` as root.
+func BenchmarkPrivilegedProg(b *testing.B) {
 	for _, bc := range []struct {
 		name  string
 		scale int

@@ -63,7 +63,7 @@ func (e *env) pollMAC(t *testing.T, want net.HardwareAddr, deadline time.Duratio
 	}
 }
 
-func TestProgRouteCache(t *testing.T) {
+func TestPrivilegedProgRouteCache(t *testing.T) {
 	cases := []progCase{
 		{"a cached answer serves until the generation moves", envOpts{mode: spec.Native}, func(t *testing.T, e *env) {
 			if got := e.routedMAC(t, 40000); !bytes.Equal(got, macNext) {

@@ -2,6 +2,7 @@ package ipam
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -13,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/fake"
 
+	"github.com/cilium-go/cilium/internal/testenv"
 	"github.com/cilium-go/cilium/operator/k8s"
 	v2 "github.com/cilium-go/cilium/pkg/k8s/apis/cilium.io/v2"
 	ciliumclient "github.com/cilium-go/cilium/pkg/k8s/client"
@@ -81,19 +83,15 @@ func (e *env) cidrs(t *testing.T) map[string]string {
 	return out
 }
 
+// waitFor waits until the CiliumNodes' pod CIDRs are want.
 func (e *env) waitFor(t *testing.T, want map[string]string) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		got := e.cidrs(t)
-		if equal(got, want) {
-			return
+	testenv.Eventually(t, 10*time.Second, func() error {
+		if got := e.cidrs(t); !equal(got, want) {
+			return fmt.Errorf("CiliumNodes %v, want %v", got, want)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("CiliumNodes %v, want %v", got, want)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 func equal(a, b map[string]string) bool {

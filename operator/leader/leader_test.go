@@ -2,6 +2,8 @@ package leader
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -13,6 +15,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/utils/ptr"
 
+	"github.com/cilium-go/cilium/internal/testenv"
 	"github.com/cilium-go/cilium/operator/k8s"
 )
 
@@ -24,16 +27,30 @@ func fastConfig(id string) Config {
 	return c
 }
 
-// journal records controller starts and stops in order.
+// journal records controller starts and stops in order, and when.
 type journal struct {
 	mu     sync.Mutex
 	events []string
+	times  []time.Time
 }
 
 func (j *journal) add(e string) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	j.events = append(j.events, e)
+	j.times = append(j.times, time.Now())
+}
+
+// when is the time of the first event e.
+func (j *journal) when(e string) (time.Time, bool) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	for i, got := range j.events {
+		if got == e {
+			return j.times[i], true
+		}
+	}
+	return time.Time{}, false
 }
 
 func (j *journal) String() string {
@@ -51,15 +68,27 @@ func (j *journal) controller(id string) Controller {
 	}}
 }
 
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
+// failover bounds every wait for a leader: fastConfig's lease lapses
+// in two seconds.
+const failover = 20 * time.Second
+
+// leads is nil once e leads and the controller runs are want.
+func leads(e *Elector, id string, j *journal, want string) error {
+	if !e.IsLeader() {
+		return fmt.Errorf("%s does not lead (controller runs %q)", id, j)
 	}
+	if got := j.String(); got != want {
+		return fmt.Errorf("%s leads, controller runs %q, want %q", id, got, want)
+	}
+	return nil
+}
+
+// holds is nil once the lease names id as its holder.
+func holds(cs *fake.Clientset, id string) error {
+	if got := holder(cs); got != id {
+		return fmt.Errorf("lease held by %q, want %q", got, id)
+	}
+	return nil
 }
 
 func start(t *testing.T, cs *fake.Clientset, id string, j *journal) *Elector {
@@ -73,7 +102,7 @@ func start(t *testing.T, cs *fake.Clientset, id string, j *journal) *Elector {
 	return e
 }
 
-func holder(t *testing.T, cs *fake.Clientset) string {
+func holder(cs *fake.Clientset) string {
 	l, err := cs.CoordinationV1().Leases("kube-system").Get(context.Background(), DefaultConfig.LeaseName, metav1.GetOptions{})
 	if err != nil {
 		return ""
@@ -85,17 +114,22 @@ func TestStandbyTakesOverWhenLeaderStops(t *testing.T) {
 	cs := fake.NewClientset()
 	j := &journal{}
 	a := start(t, cs, "a", j)
-	waitFor(t, "a leads", func() bool { return a.IsLeader() && j.String() == "a+" })
+	testenv.Eventually(t, failover, func() error { return leads(a, "a", j, "a+") })
 	b := start(t, cs, "b", j)
 	// b has seen a's lease once it logged a as leader; it must not lead.
-	waitFor(t, "b campaigns", func() bool { return holder(t, cs) == "a" })
+	testenv.Eventually(t, failover, func() error { return holds(cs, "a") })
 	if b.IsLeader() {
 		t.Fatal("b leads while a holds the lease")
 	}
 	if err := a.Stop(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "b leads", func() bool { return b.IsLeader() && holder(t, cs) == "b" })
+	testenv.Eventually(t, failover, func() error {
+		if !b.IsLeader() {
+			return errors.New("b does not lead")
+		}
+		return holds(cs, "b")
+	})
 	if got := j.String(); got != "a+ a- b+" {
 		t.Fatalf("controller runs %q, want a's to end before b's starts", got)
 	}
@@ -113,8 +147,11 @@ func TestStandbyTakesOverWhenLeaseLapses(t *testing.T) {
 	j := &journal{}
 	begin := time.Now()
 	b := start(t, cs, "b", j)
-	waitFor(t, "b leads", func() bool { return b.IsLeader() && j.String() == "b+" })
-	if waited := time.Since(begin); waited < time.Second {
+	testenv.Eventually(t, failover, func() error { return leads(b, "b", j, "b+") })
+	// When b's controller started, not when the poll saw it: the poll's
+	// interval must not hide an early takeover.
+	started, _ := j.when("b+")
+	if waited := started.Sub(begin); waited < time.Second {
 		t.Fatalf("b took over after %s, before the lease lapsed", waited)
 	}
 }

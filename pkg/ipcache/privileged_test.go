@@ -1,18 +1,19 @@
 package ipcache
 
 import (
-	"maps"
+	"errors"
 	"net/netip"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
+	"time"
 
 	"github.com/cilium/hive/cell"
 
 	"github.com/cilium-go/cilium/internal/datapath"
 	"github.com/cilium-go/cilium/internal/datapath/spec"
 	"github.com/cilium-go/cilium/internal/datapath/testnode"
+	"github.com/cilium-go/cilium/internal/testenv"
 	"github.com/cilium-go/cilium/pkg/identity"
 )
 
@@ -32,13 +33,15 @@ func pinnedMaps(t *testing.T) (pinDir string, m *datapath.Maps) {
 	return pinDir, m
 }
 
-func mapEquals(t *testing.T, m Map, want map[netip.Prefix]spec.IPCacheEntry) func() bool {
-	return func() bool {
+// mapHolds is a condition for testenv.Eventually: nil once m holds
+// exactly want. It fails the test at once when m cannot be read.
+func mapHolds(t *testing.T, m Map, want map[netip.Prefix]spec.IPCacheEntry) func() error {
+	return func() error {
 		got, err := m.IPCacheEntries()
 		if err != nil {
 			t.Fatal(err)
 		}
-		return maps.Equal(got, want)
+		return sameEntries(got, want)
 	}
 }
 
@@ -46,9 +49,7 @@ func mapEquals(t *testing.T, m Map, want map[netip.Prefix]spec.IPCacheEntry) fun
 // previous run left, and repairs entries another process (cilium-dbg, an
 // operator by hand) deletes or adds behind its back.
 func TestPrivilegedReconcilerPinnedMap(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: mounts a bpffs and creates BPF maps")
-	}
+	testenv.Privileged(t) // mounts a bpffs and creates BPF maps
 	pinDir, agentMaps := pinnedMaps(t)
 	tunnel := netip.MustParseAddr("192.168.0.3")
 	a, b, stray := pfx("10.0.1.5/32"), pfx("10.0.2.7/32"), pfx("10.9.9.9/32")
@@ -61,7 +62,8 @@ func TestPrivilegedReconcilerPinnedMap(t *testing.T) {
 	if _, _, err := h.w.Replace(desired); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the map equal to the table, the previous run's entry pruned", mapEquals(t, agentMaps, desired))
+	// The map equal to the table: the previous run's entry pruned.
+	testenv.Eventually(t, 10*time.Second, mapHolds(t, agentMaps, desired))
 
 	// Another process opens the pins and meddles.
 	other, err := datapath.OpenMaps(pinDir)
@@ -79,7 +81,8 @@ func TestPrivilegedReconcilerPinnedMap(t *testing.T) {
 		t.Fatal(err)
 	}
 	h.rec.Prune() // what the prune interval does every minute
-	eventually(t, "b back, a repaired, the stray pruned", mapEquals(t, other, desired))
+	// b back, a repaired, the stray pruned.
+	testenv.Eventually(t, 10*time.Second, mapHolds(t, other, desired))
 
 	// A change of desired state is incremental and reaches the pins.
 	desired[a] = spec.IPCacheEntry{Identity: 302}
@@ -87,16 +90,14 @@ func TestPrivilegedReconcilerPinnedMap(t *testing.T) {
 	if _, _, err := h.w.Replace(desired); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the change in the pinned map", mapEquals(t, other, desired))
+	testenv.Eventually(t, 10*time.Second, mapHolds(t, other, desired))
 }
 
 // A full ipcache map: the entries that do not fit are retried, the
 // module health says why, the ones that fit are in, and everything goes
 // in once there is room.
 func TestPrivilegedReconcilerFullMap(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: mounts a bpffs and creates BPF maps")
-	}
+	testenv.Privileged(t) // mounts a bpffs and creates BPF maps
 	_, m := pinnedMaps(t)
 	h := startReconciler(t, func() Map { return m })
 	size := int(m.IPCache.MaxEntries())
@@ -108,9 +109,8 @@ func TestPrivilegedReconcilerFullMap(t *testing.T) {
 	if _, _, err := h.w.Replace(desired); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "reconciler health degraded for a full map", func() bool {
-		s, ok := h.reconcilerHealth()
-		return ok && s.Level == cell.StatusDegraded && strings.Contains(s.Error, datapath.ErrMapFull.Error())
+	testenv.Eventually(t, 10*time.Second, func() error {
+		return h.healthIs(cell.StatusDegraded, datapath.ErrMapFull.Error())
 	})
 	got, err := m.IPCacheEntries()
 	if err != nil {
@@ -137,8 +137,7 @@ func TestPrivilegedReconcilerFullMap(t *testing.T) {
 	if _, _, err := h.w.Replace(desired); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "every desired entry in the map and health OK", func() bool {
-		s, ok := h.reconcilerHealth()
-		return ok && s.Level == cell.StatusOK && mapEquals(t, m, desired)()
+	testenv.Eventually(t, 10*time.Second, func() error {
+		return errors.Join(h.healthIs(cell.StatusOK, ""), mapHolds(t, m, desired)())
 	})
 }

@@ -2,8 +2,10 @@ package ipcache
 
 import (
 	"context"
-	"maps"
+	"errors"
+	"fmt"
 	"net/netip"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -16,6 +18,7 @@ import (
 	"github.com/cilium/statedb/reconciler"
 
 	"github.com/cilium-go/cilium/internal/datapath/spec"
+	"github.com/cilium-go/cilium/internal/testenv"
 	"github.com/cilium-go/cilium/pkg/health"
 	"github.com/cilium-go/cilium/pkg/ipcache/ipcachetest"
 )
@@ -64,18 +67,6 @@ func startReconciler(t *testing.T, getMap func() Map) *recHarness {
 	return &h
 }
 
-// eventually polls cond until it holds or the deadline passes.
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 // reconcilerHealth is the reconciler job's status in the module health.
 func (h *recHarness) reconcilerHealth() (health.Status, bool) {
 	for _, s := range h.health.All() {
@@ -94,6 +85,54 @@ func (h *recHarness) status(p netip.Prefix) reconciler.StatusKind {
 	return e.Status.Kind
 }
 
+// statusIs is nil when p's reconciliation status in the table is want.
+func (h *recHarness) statusIs(p netip.Prefix, want reconciler.StatusKind) error {
+	if got := h.status(p); got != want {
+		return fmt.Errorf("status of %s %s, want %s", p, got, want)
+	}
+	return nil
+}
+
+// healthIs is nil when the reconciler's health is at level with an error
+// that contains errPart ("" for any error, none included).
+func (h *recHarness) healthIs(level cell.Level, errPart string) error {
+	s, ok := h.reconcilerHealth()
+	if !ok {
+		return errors.New("no reconciler health yet")
+	}
+	if s.Level != level || !strings.Contains(s.Error, errPart) {
+		return fmt.Errorf("reconciler health %s (error %q), want %s with an error containing %q", s.Level, s.Error, level, errPart)
+	}
+	return nil
+}
+
+// sameEntries is nil when got holds exactly the entries of want, and
+// otherwise names the first few differences.
+func sameEntries(got, want map[netip.Prefix]spec.IPCacheEntry) error {
+	var diffs []string
+	for p, w := range want {
+		if g, ok := got[p]; !ok {
+			diffs = append(diffs, fmt.Sprintf("%s missing", p))
+		} else if g != w {
+			diffs = append(diffs, fmt.Sprintf("%s is %+v, want %+v", p, g, w))
+		}
+	}
+	for p, g := range got {
+		if _, ok := want[p]; !ok {
+			diffs = append(diffs, fmt.Sprintf("%s is %+v, want none", p, g))
+		}
+	}
+	if len(diffs) == 0 {
+		return nil
+	}
+	slices.Sort(diffs)
+	const shown = 5
+	if len(diffs) > shown {
+		diffs = append(diffs[:shown], fmt.Sprintf("%d more", len(diffs)-shown))
+	}
+	return fmt.Errorf("map of %d entries, want %d: %s", len(got), len(want), strings.Join(diffs, "; "))
+}
+
 func TestReconcilerRetriesFailedUpdate(t *testing.T) {
 	m := ipcachetest.New(nil)
 	h := startReconciler(t, func() Map { return m })
@@ -102,41 +141,48 @@ func TestReconcilerRetriesFailedUpdate(t *testing.T) {
 	if _, _, err := h.w.Replace(nil); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the first prune", func() bool { return m.Lists() > 0 })
+	testenv.Eventually(t, 10*time.Second, func() error {
+		if m.Lists() == 0 {
+			return errors.New("the reconciler has not pruned (listed the map) yet")
+		}
+		return nil
+	})
 	m.Fail(1)
 	p := pfx("10.0.1.5/32")
 	want := spec.IPCacheEntry{Identity: 300}
 	if _, _, err := h.w.Replace(map[netip.Prefix]spec.IPCacheEntry{p: want}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the entry in the map and Done", func() bool {
-		return m.Entries()[p] == want && h.status(p) == reconciler.StatusKindDone
+	testenv.Eventually(t, 10*time.Second, func() error {
+		var inMap error
+		if got := m.Entries()[p]; got != want {
+			inMap = fmt.Errorf("map entry of %s %+v, want %+v", p, got, want)
+		}
+		return errors.Join(inMap, h.statusIs(p, reconciler.StatusKindDone))
 	})
 	if n := m.Upserts(p); n != 2 {
 		t.Errorf("%d upserts, want one failure and one retry", n)
 	}
-	eventually(t, "reconciler health OK", func() bool {
-		s, ok := h.reconcilerHealth()
-		return ok && s.Level == cell.StatusOK
-	})
+	testenv.Eventually(t, 10*time.Second, func() error { return h.healthIs(cell.StatusOK, "") })
 
 	// A failing map shows in the module health until the retry succeeds.
 	m.Fail(1 << 30)
 	if _, _, err := h.w.Replace(map[netip.Prefix]spec.IPCacheEntry{p: {Identity: 301}}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "reconciler health degraded", func() bool {
-		s, ok := h.reconcilerHealth()
-		return ok && s.Level == cell.StatusDegraded && strings.Contains(s.Error, ipcachetest.ErrInjected.Error())
+	testenv.Eventually(t, 10*time.Second, func() error {
+		return h.healthIs(cell.StatusDegraded, ipcachetest.ErrInjected.Error())
 	})
 	if got := h.status(p); got != reconciler.StatusKindError {
 		t.Errorf("status %s, want Error", got)
 	}
 	m.Fail(0)
-	eventually(t, "the retry succeeds", func() bool {
-		s, ok := h.reconcilerHealth()
-		return m.Entries()[p].Identity == 301 &&
-			h.status(p) == reconciler.StatusKindDone && ok && s.Level == cell.StatusOK
+	testenv.Eventually(t, 10*time.Second, func() error { // the retry succeeds
+		var inMap error
+		if got := m.Entries()[p]; got.Identity != 301 {
+			inMap = fmt.Errorf("map entry of %s %+v, want identity 301", p, got)
+		}
+		return errors.Join(inMap, h.statusIs(p, reconciler.StatusKindDone), h.healthIs(cell.StatusOK, ""))
 	})
 }
 
@@ -153,26 +199,21 @@ func TestReconcilerDeletesAndPrunes(t *testing.T) {
 	if _, _, err := h.w.Replace(desired); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "map equal to desired, stray pruned", func() bool {
-		return maps.Equal(m.Entries(), desired)
-	})
+	// Equal to desired: the stray pruned.
+	testenv.Eventually(t, 10*time.Second, func() error { return sameEntries(m.Entries(), desired) })
 
 	// Deleted from the table: deleted from the map.
 	delete(desired, b)
 	if _, _, err := h.w.Replace(desired); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "b deleted", func() bool {
-		return maps.Equal(m.Entries(), desired)
-	})
+	testenv.Eventually(t, 10*time.Second, func() error { return sameEntries(m.Entries(), desired) })
 
 	// Changed behind the agent's back: the next prune repairs it.
 	m.Remove(a)
 	m.Put(stray, spec.IPCacheEntry{Identity: 999})
 	h.rec.Prune()
-	eventually(t, "a restored and the stray pruned", func() bool {
-		return maps.Equal(m.Entries(), desired)
-	})
+	testenv.Eventually(t, 10*time.Second, func() error { return sameEntries(m.Entries(), desired) })
 }
 
 func TestReconcilerWaitsForMap(t *testing.T) {
@@ -188,16 +229,22 @@ func TestReconcilerWaitsForMap(t *testing.T) {
 	if _, _, err := h.w.Replace(map[netip.Prefix]spec.IPCacheEntry{p: {Identity: 300}}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "an error status while there is no map", func() bool {
-		s, ok := h.reconcilerHealth()
-		return h.status(p) == reconciler.StatusKindError && ok && strings.Contains(s.Error, errNoMap.Error())
+	testenv.Eventually(t, 10*time.Second, func() error { // an error status while there is no map
+		var noMap error
+		if s, ok := h.reconcilerHealth(); !ok || !strings.Contains(s.Error, errNoMap.Error()) {
+			noMap = fmt.Errorf("reconciler health %+v (found %v), want an error containing %q", s, ok, errNoMap)
+		}
+		return errors.Join(h.statusIs(p, reconciler.StatusKindError), noMap)
 	})
 	m := ipcachetest.New(nil)
 	mu.Lock()
 	current = m
 	mu.Unlock()
-	eventually(t, "the entry once the map exists", func() bool {
-		return h.status(p) == reconciler.StatusKindDone &&
-			m.Entries()[p].Identity == 300
+	testenv.Eventually(t, 10*time.Second, func() error { // the entry once the map exists
+		var inMap error
+		if got := m.Entries()[p]; got.Identity != 300 {
+			inMap = fmt.Errorf("map entry of %s %+v, want identity 300", p, got)
+		}
+		return errors.Join(h.statusIs(p, reconciler.StatusKindDone), inMap)
 	})
 }

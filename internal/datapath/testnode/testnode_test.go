@@ -10,14 +10,13 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/cilium-go/cilium/internal/inns"
+	"github.com/cilium-go/cilium/internal/testenv"
 )
 
 // TestPrivilegedNodePieces makes a namespace with an uplink and a bpffs
 // and checks that their undo leaves nothing mounted or on disk.
 func TestPrivilegedNodePieces(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: creates a network namespace and mounts a bpffs")
-	}
+	testenv.Privileged(t) // creates a network namespace and mounts a bpffs
 	dir := t.TempDir()
 	ns := filepath.Join(dir, "node")
 	remove, err := inns.Create(ns)
@@ -33,7 +32,7 @@ func TestPrivilegedNodePieces(t *testing.T) {
 	if err := AddUplink(ns, "192.168.76.1/24"); err != nil {
 		t.Fatal(err)
 	}
-	err = inns.Do(ns, func() error {
+	testenv.InNetNS(t, ns, func() error {
 		for _, name := range []string{"lo", "eth0", "eth0peer"} {
 			l, err := netlink.LinkByName(name)
 			if err != nil {
@@ -49,9 +48,6 @@ func TestPrivilegedNodePieces(t *testing.T) {
 		}
 		return err
 	})
-	if err != nil {
-		t.Fatalf("inside the node: %v", err)
-	}
 
 	root, unmount, err := MountBPFFS(dir)
 	if err != nil {
