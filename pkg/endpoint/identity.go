@@ -3,8 +3,6 @@ package endpoint
 import (
 	"context"
 
-	"github.com/cilium/hive/cell"
-
 	"github.com/cilium-go/cilium/pkg/identity"
 )
 
@@ -39,9 +37,3 @@ func (InitIdentityAllocator) Allocate(context.Context, Pod) (identity.NumericIde
 func (InitIdentityAllocator) Release(context.Context, Pod, identity.NumericIdentity) error {
 	return nil
 }
-
-// InitIdentityCell provides InitIdentityAllocator. The agent lists it in
-// its cells until the label-based identity cell takes its place.
-var InitIdentityCell = cell.Module("identity-init", "Every endpoint gets the init identity",
-	cell.Provide(NewInitIdentityAllocator),
-)

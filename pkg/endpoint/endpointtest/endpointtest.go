@@ -4,7 +4,10 @@
 package endpointtest
 
 import (
+	"cmp"
 	"context"
+	"maps"
+	"slices"
 	"sync"
 	"testing"
 
@@ -92,6 +95,20 @@ func (d *Datapath) Live(id uint16) (spec.Endpoint, bool) {
 func (d *Datapath) Endpoint(id uint16) spec.Endpoint {
 	ep, _ := d.Live(id)
 	return ep
+}
+
+// Put programs ep behind the manager's back, as an earlier agent left it.
+func (d *Datapath) Put(ep spec.Endpoint) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.live[ep.ID] = ep
+}
+
+// All is every programmed endpoint, by id.
+func (d *Datapath) All() []spec.Endpoint {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return slices.SortedFunc(maps.Values(d.live), func(a, b spec.Endpoint) int { return cmp.Compare(a.ID, b.ID) })
 }
 
 // Count is how many endpoints are programmed.
