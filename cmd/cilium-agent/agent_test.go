@@ -27,6 +27,8 @@ import (
 	"github.com/cilium-go/cilium/pkg/ipcache/ipcachetest"
 	"github.com/cilium-go/cilium/pkg/node"
 	"github.com/cilium-go/cilium/pkg/node/nodetest"
+	"github.com/cilium-go/cilium/pkg/policy"
+	"github.com/cilium-go/cilium/pkg/policy/policytest"
 )
 
 // anyDevice takes any pod device: there is no kernel to ask.
@@ -35,15 +37,17 @@ type anyDevice struct{}
 func (anyDevice) CheckPodDevice(string, int) error { return nil }
 
 // memDatapathCell stands in for the kernel in unprivileged tests: the
-// endpoints in dp, the ipcache and the routes to other nodes in memory.
+// endpoints in dp, the ipcache, the routes to other nodes and the policy
+// map in memory.
 func memDatapathCell(dp endpoint.Datapath) cell.Cell {
-	ipc, routes := ipcachetest.New(nil), nodetest.New(nil)
+	ipc, routes, pol := ipcachetest.New(nil), nodetest.New(nil), policytest.New()
 	return cell.Module("mem-datapath", "The datapath in memory",
 		cell.Provide(
 			func() endpoint.Datapath { return dp },
 			func() server.PodDeviceChecker { return anyDevice{} },
 			func() ipcache.MapSource { return func() ipcache.Map { return ipc } },
 			func() node.Routes { return routes },
+			func() policy.MapSource { return func() policy.Map { return pol } },
 		))
 }
 

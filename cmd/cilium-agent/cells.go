@@ -18,6 +18,7 @@ import (
 	"github.com/cilium-go/cilium/pkg/metrics"
 	"github.com/cilium-go/cilium/pkg/nodedatapath"
 	"github.com/cilium-go/cilium/pkg/paths"
+	"github.com/cilium-go/cilium/pkg/policy"
 )
 
 // The agent, module by module. Each module owns its flags.
@@ -40,6 +41,7 @@ var (
 		endpoint.Cell,       // endpoints: create, persist, restore; a table that a reconciler programs
 		ciliumendpoint.Cell, // a CiliumEndpoint for every local endpoint
 		ipcache.Cell,        // the ipcache and routes to other nodes' pods: tables that reconcilers program
+		policy.Cell,         // endpoints' policies: a table that a reconciler programs (empty until the policy engine)
 		server.Cell,         // REST API on the unix socket
 		cniconf.Cell,        // --write-cni-conf-when-ready: the node's CNI configuration, last
 	)

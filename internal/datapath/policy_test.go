@@ -1,6 +1,7 @@
 package datapath
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
@@ -85,6 +86,9 @@ func TestPrivilegedSetPolicyIsIdempotent(t *testing.T) {
 	entries := []spec.PolicyEntry{egress(1000, tcpProto, 1, 1000), egress(2000, 0, 0, 0)}
 	must(t, m.SetPolicy(1, entries))
 	must(t, m.SetPolicy(2, entries[:1]))
+	if ids, err := m.PolicyEndpoints(); err != nil || !slices.Equal(ids, []uint16{1, 2}) {
+		t.Fatalf("endpoints with policy %v (%v), want [1 2]", ids, err)
+	}
 	count := func() (n int) {
 		var k PolicyKey
 		var v PolicyValue
@@ -106,6 +110,9 @@ func TestPrivilegedSetPolicyIsIdempotent(t *testing.T) {
 	must(t, m.SetPolicy(1, nil))
 	if n := count(); n != want-len(portPrefixes(1, 1000))-1 {
 		t.Fatalf("after clearing endpoint 1: %d entries", n)
+	}
+	if ids, err := m.PolicyEndpoints(); err != nil || !slices.Equal(ids, []uint16{2}) {
+		t.Fatalf("endpoints with policy after clearing 1: %v (%v), want [2]", ids, err)
 	}
 }
 

@@ -26,12 +26,13 @@ import (
 	"github.com/cilium-go/cilium/pkg/ipcache"
 	"github.com/cilium-go/cilium/pkg/node"
 	"github.com/cilium-go/cilium/pkg/paths"
+	"github.com/cilium-go/cilium/pkg/policy"
 )
 
 // Cell starts the datapath when the agent starts.
 var Cell = cell.Module("datapath", "The eBPF datapath of this node",
 	cell.Config(DefaultConfig),
-	cell.Provide(newNode, asEndpointDatapath, asIPCacheMap, asRoutes, asMapLister, asIPCacheLister, newNodeInfo, newPodDevices),
+	cell.Provide(newNode, asEndpointDatapath, asIPCacheMap, asPolicyMap, asRoutes, asMapLister, asIPCacheLister, newNodeInfo, newPodDevices),
 	health.JobGroup,
 	cell.Invoke(registerMetrics, registerConntrackGC),
 )
@@ -165,6 +166,16 @@ func asRoutes(n *datapath.Node) node.Routes { return n }
 // ipcache reconciler was registered.
 func asIPCacheMap(n *datapath.Node) ipcache.MapSource {
 	return func() ipcache.Map {
+		if m := n.Maps(); m != nil {
+			return m
+		}
+		return nil
+	}
+}
+
+// asPolicyMap: as asIPCacheMap, for the policy reconciler.
+func asPolicyMap(n *datapath.Node) policy.MapSource {
+	return func() policy.Map {
 		if m := n.Maps(); m != nil {
 			return m
 		}
