@@ -2,11 +2,7 @@ package endpoint_test
 
 import (
 	"cmp"
-	"context"
 	"fmt"
-	"io"
-	"log/slog"
-	"maps"
 	"net"
 	"net/netip"
 	"os"
@@ -15,20 +11,17 @@ import (
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
+	"github.com/cilium/hive"
 	"github.com/cilium/hive/cell"
-	"github.com/cilium/hive/hivetest"
 	"github.com/cilium/hive/job"
 	"github.com/cilium/hive/script"
-	"github.com/cilium/hive/script/scripttest"
 	"github.com/cilium/statedb"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/pflag"
 
-	"github.com/cilium-go/cilium/internal/datapath"
+	"github.com/cilium-go/cilium/internal/datapath/dptest"
 	"github.com/cilium-go/cilium/internal/datapath/spec"
-	"github.com/cilium-go/cilium/internal/datapath/testnode"
 	"github.com/cilium-go/cilium/internal/inns"
 	"github.com/cilium-go/cilium/internal/podlink"
 	"github.com/cilium-go/cilium/internal/testenv"
@@ -93,23 +86,7 @@ type podLink struct {
 // pod gets a namespace and a veth pair.
 func realDatapath(t testing.TB) scriptDatapath {
 	ns := testenv.NewNetNS(t)
-	if err := testnode.AddUplink(ns, "192.168.77.1/24"); err != nil {
-		t.Fatal(err)
-	}
-	n, err := datapath.NewNode(datapath.Config{BPFFSDir: testnode.TempBPFFS(t), NetNS: ns,
-		NodeIPv4: netip.MustParseAddr("192.168.77.1"), Uplink: "eth0", Mode: spec.Native},
-		slog.New(slog.NewTextHandler(io.Discard, nil)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := n.Teardown(); err != nil {
-			t.Errorf("teardown: %v", err)
-		}
-	})
-	if err := n.Start(); err != nil {
-		t.Fatal(err)
-	}
+	n := dptest.StartNode(t, ns)
 	link := func(host string, ip netip.Addr) (podLink, error) {
 		pod := testenv.NewNetNS(t)
 		res, err := podlink.Create(podlink.Link{NodeNetNS: ns, PodNetNS: pod, PodIfName: "eth0", HostIfName: host, IPv4: ip})
@@ -151,9 +128,7 @@ func realDatapath(t testing.TB) scriptDatapath {
 }
 
 func runScripts(t *testing.T, newDatapath func(testing.TB) scriptDatapath) {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	t.Cleanup(cancel)
-	scripttest.Test(t, ctx, func(t testing.TB, args []string) *script.Engine {
+	testenv.RunHiveScripts(t, func(t testing.TB, args []string) (*hive.Hive, map[string]script.Cmd) {
 		dp := newDatapath(t)
 		var mgr *endpoint.Manager
 		var cfg paths.Config
@@ -165,21 +140,8 @@ func runScripts(t *testing.T, newDatapath func(testing.TB) scriptDatapath) {
 		if err := fs.Parse(append([]string{"--state-dir=" + t.TempDir()}, args...)); err != nil {
 			t.Fatal(err)
 		}
-		log := hivetest.Logger(t)
-		cmds, err := h.ScriptCommands(log)
-		if err != nil {
-			t.Fatal(err)
-		}
-		maps.Copy(cmds, scripttest.DefaultCmds())
-		maps.Copy(cmds, endpointCmds(func() *endpoint.Manager { return mgr }, dp, func() string { return endpoint.StateDir(cfg) }))
-		t.Cleanup(func() {
-			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-			defer cancel()
-			_ = h.Stop(log, ctx) // stopping a hive the script never started fails, harmlessly
-		})
-		return &script.Engine{Cmds: cmds, Conds: scripttest.DefaultConds(), RetryInterval: 10 * time.Millisecond,
-			MaxRetryInterval: 200 * time.Millisecond}
-	}, nil, "testdata/*.txtar")
+		return h, endpointCmds(func() *endpoint.Manager { return mgr }, dp, func() string { return endpoint.StateDir(cfg) })
+	})
 }
 
 func endpointCmds(mgr func() *endpoint.Manager, dp scriptDatapath, stateDir func() string) map[string]script.Cmd {

@@ -1,29 +1,23 @@
 package ipcache_test
 
 import (
-	"context"
 	"fmt"
-	"io"
-	"log/slog"
 	"maps"
 	"net/netip"
 	"slices"
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
+	"github.com/cilium/hive"
 	"github.com/cilium/hive/cell"
-	"github.com/cilium/hive/hivetest"
 	"github.com/cilium/hive/job"
 	"github.com/cilium/hive/script"
-	"github.com/cilium/hive/script/scripttest"
 	"github.com/cilium/statedb"
 	kubefake "k8s.io/client-go/kubernetes/fake"
 
-	"github.com/cilium-go/cilium/internal/datapath"
+	"github.com/cilium-go/cilium/internal/datapath/dptest"
 	"github.com/cilium-go/cilium/internal/datapath/spec"
-	"github.com/cilium-go/cilium/internal/datapath/testnode"
 	"github.com/cilium-go/cilium/internal/testenv"
 	"github.com/cilium-go/cilium/pkg/endpoint"
 	"github.com/cilium-go/cilium/pkg/health"
@@ -56,32 +50,12 @@ func TestPrivilegedScript(t *testing.T) {
 // realDatapath starts a datapath node in a namespace of its own, its
 // uplink on 192.168.77.0/24, where the scripts' nodes live.
 func realDatapath(t testing.TB) (ipcache.Map, node.Routes) {
-	ns := testenv.NewNetNS(t)
-	if err := testnode.AddUplink(ns, "192.168.77.1/24"); err != nil {
-		t.Fatal(err)
-	}
-	n, err := datapath.NewNode(datapath.Config{BPFFSDir: testnode.TempBPFFS(t), NetNS: ns,
-		NodeIPv4: netip.MustParseAddr("192.168.77.1"), Uplink: "eth0", Mode: spec.Native},
-		slog.New(slog.NewTextHandler(io.Discard, nil)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := n.Teardown(); err != nil {
-			t.Errorf("teardown: %v", err)
-		}
-	})
-	if err := n.Start(); err != nil {
-		t.Fatal(err)
-	}
+	n := dptest.StartNode(t, testenv.NewNetNS(t))
 	return n.Maps(), n
 }
 
 func runScripts(t *testing.T, newDatapath func(testing.TB) (ipcache.Map, node.Routes)) {
-	// A script waits for the datapath with retries; this bounds them.
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	t.Cleanup(cancel)
-	scripttest.Test(t, ctx, func(t testing.TB, args []string) *script.Engine {
+	testenv.RunHiveScripts(t, func(t testing.TB, args []string) (*hive.Hive, map[string]script.Cmd) {
 		m, routes := newDatapath(t)
 		cells := []cell.Cell{
 			job.Cell, statedb.Cell, health.Cell,
@@ -92,7 +66,7 @@ func runScripts(t *testing.T, newDatapath func(testing.TB) (ipcache.Map, node.Ro
 				func() node.Routes { return routes },
 			),
 		}
-		cmds := scripttest.DefaultCmds()
+		cmds := map[string]script.Cmd{}
 		// "#! --k8s=false" runs a script with Kubernetes off: no source.
 		if !slices.Contains(args, "--k8s=false") {
 			c, w := agenttest.StartWatchers(t, "node-a", nil)
@@ -100,13 +74,6 @@ func runScripts(t *testing.T, newDatapath func(testing.TB) (ipcache.Map, node.Ro
 			maps.Copy(cmds, k8stest.ScriptCmds(k8stest.Trackers{
 				Kube: c.Kube.(*kubefake.Clientset).Tracker(), Cilium: c.Cilium.(*client.Fake).Tracker}))
 		}
-		h := health.NewHive(cells...)
-		log := hivetest.Logger(t)
-		hiveCmds, err := h.ScriptCommands(log)
-		if err != nil {
-			t.Fatal(err)
-		}
-		maps.Copy(cmds, hiveCmds)
 		cmds["ipcache/map"] = listCmd("the datapath's ipcache map: prefix, identity, tunnel endpoint", func() ([]string, error) {
 			entries, err := m.IPCacheEntries()
 			var out []string
@@ -153,14 +120,8 @@ func runScripts(t *testing.T, newDatapath func(testing.TB) (ipcache.Map, node.Ro
 			}
 			return nil, routes.UpsertRemoteNode(spec.RemoteNode{IPv4: a, PodCIDR: p})
 		})
-		t.Cleanup(func() {
-			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-			defer cancel()
-			_ = h.Stop(log, ctx) // stopping a hive the script never started fails, harmlessly
-		})
-		return &script.Engine{Cmds: cmds, Conds: scripttest.DefaultConds(), RetryInterval: 10 * time.Millisecond,
-			MaxRetryInterval: 200 * time.Millisecond}
-	}, nil, "testdata/*.txtar")
+		return health.NewHive(cells...), cmds
+	})
 }
 
 // listCmd prints list's lines sorted, one a line, for cmp.
