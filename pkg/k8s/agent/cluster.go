@@ -16,8 +16,14 @@ import (
 // Cluster is the watchers' view of the cluster for the ipcache, with local
 // as this node's endpoints: *Watchers is the ipcache's ClusterSource.
 func (w *Watchers) Cluster(local []endpoint.Endpoint) ipcache.Cluster {
-	return clusterOf(w.NodeName, local, listAs[*v2.CiliumEndpoint](w.CiliumEndpoints),
+	return clusterOf(w.NodeName, local, w.ListCiliumEndpoints(),
 		listAs[*corev1.Node](w.Nodes), listAs[*v2.CiliumNode](w.CiliumNodes))
+}
+
+// ListNodes is every node with an IPv4 address, from Nodes and
+// CiliumNodes merged, sorted by name.
+func (w *Watchers) ListNodes() []ipcache.Node {
+	return mergeNodes(w.NodeName, listAs[*corev1.Node](w.Nodes), listAs[*v2.CiliumNode](w.CiliumNodes))
 }
 
 // ListCiliumEndpoints lists the CiliumEndpoints of the cluster from the cache.
@@ -27,7 +33,7 @@ func (w *Watchers) ListCiliumEndpoints() []*v2.CiliumEndpoint {
 
 // NodeIPv4 is the IPv4 address of this node, once the watchers know it.
 func (w *Watchers) NodeIPv4() (netip.Addr, bool) {
-	for _, n := range w.Cluster(nil).Nodes {
+	for _, n := range w.ListNodes() {
 		if n.Self {
 			return n.IPv4, true
 		}

@@ -20,7 +20,7 @@ type nodeLister struct{ w *Watchers }
 // it: the same merge of Nodes and CiliumNodes.
 func (l nodeLister) ListNodes() ([]models.Node, error) {
 	out := []models.Node{}
-	for _, n := range l.w.Cluster(nil).Nodes {
+	for _, n := range l.w.ListNodes() {
 		m := models.Node{Name: n.Name, IPv4: n.IPv4.String(), Local: n.Self}
 		if n.PodCIDR.IsValid() {
 			m.PodCIDR = n.PodCIDR.String()
