@@ -34,9 +34,9 @@ type ops struct {
 	getMap MapSource
 }
 
-// NewOps gives the reconciler operations for the map getMap returns
+// newOps gives the reconciler operations for the map getMap returns
 // (nil while there is none yet).
-func NewOps(getMap MapSource) reconciler.Operations[*Entry] {
+func newOps(getMap MapSource) reconciler.Operations[*Entry] {
 	return ops{getMap: getMap}
 }
 

@@ -12,5 +12,5 @@ import (
 // that group's health. Its prune also repairs what was changed in the map
 // behind its back.
 func RegisterReconciler(p reconciler.Params, tbl statedb.RWTable[*Entry], getMap MapSource) (reconciler.Reconciler[*Entry], error) {
-	return desired.Register(p, tbl, NewOps(getMap))
+	return desired.Register(p, tbl, newOps(getMap))
 }
