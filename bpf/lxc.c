@@ -7,6 +7,7 @@
 #include "lib/conntrack.h"
 #include "lib/events.h"
 #include "lib/forward.h"
+#include "lib/lb.h"
 #include "lib/ingress.h"
 #include "lib/nat.h"
 #include "lib/packet.h"

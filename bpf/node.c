@@ -4,6 +4,7 @@
 #include "lib/common.h"
 #include "lib/events.h"
 #include "lib/forward.h"
+#include "lib/lb.h"
 #include "lib/ingress.h"
 #include "lib/nat.h"
 #include "lib/packet.h"

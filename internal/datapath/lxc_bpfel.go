@@ -179,6 +179,82 @@ type lxcIpcacheKey struct {
 	Addr      [16]uint8
 }
 
+type lxcLb4Backend struct {
+	_       structs.HostLayout
+	Address uint32
+	Port    uint16
+	Proto   uint8
+	State   uint8
+}
+
+type lxcLb4Key struct {
+	_           structs.HostLayout
+	Address     uint32
+	Dport       uint16
+	BackendSlot uint16
+	Proto       uint8
+	Scope       uint8
+	Pad         [2]uint8
+}
+
+type lxcLb4ReverseNat struct {
+	_       structs.HostLayout
+	Address uint32
+	Port    uint16
+	Pad     uint16
+}
+
+type lxcLb4Service struct {
+	_               structs.HostLayout
+	BackendId       uint32
+	Count           uint16
+	RevNatIndex     uint16
+	AffinityTimeout uint32
+	Flags           uint16
+	Pad             uint16
+}
+
+type lxcLbAffinityKey struct {
+	_           structs.HostLayout
+	Client      uint64
+	RevNatIndex uint16
+	ByCookie    uint8
+	Pad         [5]uint8
+}
+
+type lxcLbAffinityValue struct {
+	_         structs.HostLayout
+	LastUsed  uint64
+	BackendId uint32
+	Pad       uint32
+}
+
+type lxcLbBackendState uint32
+
+const (
+	lxcLbBackendStateLB_BACKEND_ACTIVE      lxcLbBackendState = 0
+	lxcLbBackendStateLB_BACKEND_TERMINATING lxcLbBackendState = 1
+)
+
+type lxcLbFlags uint32
+
+const (
+	lxcLbFlagsLB_F_NODEPORT     lxcLbFlags = 1
+	lxcLbFlagsLB_F_EXTERNAL_IP  lxcLbFlags = 2
+	lxcLbFlagsLB_F_HOSTPORT     lxcLbFlags = 4
+	lxcLbFlagsLB_F_LOADBALANCER lxcLbFlags = 8
+	lxcLbFlagsLB_F_AFFINITY     lxcLbFlags = 16
+	lxcLbFlagsLB_F_TWO_SCOPES   lxcLbFlags = 32
+	lxcLbFlagsLB_F_LOCAL        lxcLbFlags = 64
+)
+
+type lxcLbScope uint32
+
+const (
+	lxcLbScopeLB_SCOPE_EXT lxcLbScope = 0
+	lxcLbScopeLB_SCOPE_INT lxcLbScope = 1
+)
+
 type lxcMetricsValue struct {
 	_       structs.HostLayout
 	Packets uint64
@@ -285,34 +361,39 @@ const (
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
-	lxcMapCiliumCt4         = "cilium_ct4"
-	lxcMapCiliumEvents      = "cilium_events"
-	lxcMapCiliumFib4        = "cilium_fib4"
-	lxcMapCiliumFibGen      = "cilium_fib_gen"
-	lxcMapCiliumFrag4       = "cilium_frag4"
-	lxcMapCiliumIpcache     = "cilium_ipcache"
-	lxcMapCiliumLxc         = "cilium_lxc"
-	lxcMapCiliumMetrics     = "cilium_metrics"
-	lxcMapCiliumPolicy      = "cilium_policy"
-	lxcMapCiliumSnat4       = "cilium_snat4"
-	lxcProgCilFromContainer = "cil_from_container"
-	lxcProgCilToContainer   = "cil_to_container"
-	lxcVarENDPOINT_ID       = "ENDPOINT_ID"
-	lxcVarENDPOINT_IDENTITY = "ENDPOINT_IDENTITY"
-	lxcVarENDPOINT_IPV4     = "ENDPOINT_IPV4"
-	lxcVarLEGACY_ROUTING    = "LEGACY_ROUTING"
-	lxcVarMASQUERADE        = "MASQUERADE"
-	lxcVarNAT_PORT_MAX      = "NAT_PORT_MAX"
-	lxcVarNAT_PORT_MIN      = "NAT_PORT_MIN"
-	lxcVarNETKIT            = "NETKIT"
-	lxcVarNODE_IPV4         = "NODE_IPV4"
-	lxcVarPOLICY_EGRESS     = "POLICY_EGRESS"
-	lxcVarPOLICY_INGRESS    = "POLICY_INGRESS"
-	lxcVarTRACE_ENABLED     = "TRACE_ENABLED"
-	lxcVarTUNNEL_IFINDEX    = "TUNNEL_IFINDEX"
-	lxcVarTUNNEL_MODE       = "TUNNEL_MODE"
-	lxcVarEventType         = "__event_type"
-	lxcVarGoContract        = "__go_contract"
+	lxcMapCiliumCt4           = "cilium_ct4"
+	lxcMapCiliumEvents        = "cilium_events"
+	lxcMapCiliumFib4          = "cilium_fib4"
+	lxcMapCiliumFibGen        = "cilium_fib_gen"
+	lxcMapCiliumFrag4         = "cilium_frag4"
+	lxcMapCiliumIpcache       = "cilium_ipcache"
+	lxcMapCiliumLb4Backends   = "cilium_lb4_backends"
+	lxcMapCiliumLb4ReverseNat = "cilium_lb4_reverse_nat"
+	lxcMapCiliumLb4Services   = "cilium_lb4_services"
+	lxcMapCiliumLbAffinity    = "cilium_lb_affinity"
+	lxcMapCiliumLxc           = "cilium_lxc"
+	lxcMapCiliumMetrics       = "cilium_metrics"
+	lxcMapCiliumPolicy        = "cilium_policy"
+	lxcMapCiliumSnat4         = "cilium_snat4"
+	lxcProgCilFromContainer   = "cil_from_container"
+	lxcProgCilToContainer     = "cil_to_container"
+	lxcVarENDPOINT_ID         = "ENDPOINT_ID"
+	lxcVarENDPOINT_IDENTITY   = "ENDPOINT_IDENTITY"
+	lxcVarENDPOINT_IPV4       = "ENDPOINT_IPV4"
+	lxcVarLEGACY_ROUTING      = "LEGACY_ROUTING"
+	lxcVarMASQUERADE          = "MASQUERADE"
+	lxcVarNAT_PORT_MAX        = "NAT_PORT_MAX"
+	lxcVarNAT_PORT_MIN        = "NAT_PORT_MIN"
+	lxcVarNETKIT              = "NETKIT"
+	lxcVarNODE_IPV4           = "NODE_IPV4"
+	lxcVarPOLICY_EGRESS       = "POLICY_EGRESS"
+	lxcVarPOLICY_INGRESS      = "POLICY_INGRESS"
+	lxcVarTRACE_ENABLED       = "TRACE_ENABLED"
+	lxcVarTUNNEL_IFINDEX      = "TUNNEL_IFINDEX"
+	lxcVarTUNNEL_MODE         = "TUNNEL_MODE"
+	lxcVarEventType           = "__event_type"
+	lxcVarGoContract          = "__go_contract"
+	lxcVarLbContract          = "__lb_contract"
 )
 
 // loadLxc returns the embedded CollectionSpec for lxc.
@@ -365,16 +446,20 @@ type lxcProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type lxcMapSpecs struct {
-	CiliumCt4     *ebpf.MapSpec `ebpf:"cilium_ct4"`
-	CiliumEvents  *ebpf.MapSpec `ebpf:"cilium_events"`
-	CiliumFib4    *ebpf.MapSpec `ebpf:"cilium_fib4"`
-	CiliumFibGen  *ebpf.MapSpec `ebpf:"cilium_fib_gen"`
-	CiliumFrag4   *ebpf.MapSpec `ebpf:"cilium_frag4"`
-	CiliumIpcache *ebpf.MapSpec `ebpf:"cilium_ipcache"`
-	CiliumLxc     *ebpf.MapSpec `ebpf:"cilium_lxc"`
-	CiliumMetrics *ebpf.MapSpec `ebpf:"cilium_metrics"`
-	CiliumPolicy  *ebpf.MapSpec `ebpf:"cilium_policy"`
-	CiliumSnat4   *ebpf.MapSpec `ebpf:"cilium_snat4"`
+	CiliumCt4           *ebpf.MapSpec `ebpf:"cilium_ct4"`
+	CiliumEvents        *ebpf.MapSpec `ebpf:"cilium_events"`
+	CiliumFib4          *ebpf.MapSpec `ebpf:"cilium_fib4"`
+	CiliumFibGen        *ebpf.MapSpec `ebpf:"cilium_fib_gen"`
+	CiliumFrag4         *ebpf.MapSpec `ebpf:"cilium_frag4"`
+	CiliumIpcache       *ebpf.MapSpec `ebpf:"cilium_ipcache"`
+	CiliumLb4Backends   *ebpf.MapSpec `ebpf:"cilium_lb4_backends"`
+	CiliumLb4ReverseNat *ebpf.MapSpec `ebpf:"cilium_lb4_reverse_nat"`
+	CiliumLb4Services   *ebpf.MapSpec `ebpf:"cilium_lb4_services"`
+	CiliumLbAffinity    *ebpf.MapSpec `ebpf:"cilium_lb_affinity"`
+	CiliumLxc           *ebpf.MapSpec `ebpf:"cilium_lxc"`
+	CiliumMetrics       *ebpf.MapSpec `ebpf:"cilium_metrics"`
+	CiliumPolicy        *ebpf.MapSpec `ebpf:"cilium_policy"`
+	CiliumSnat4         *ebpf.MapSpec `ebpf:"cilium_snat4"`
 }
 
 // lxcVariableSpecs contains global variables before they are loaded into the kernel.
@@ -397,6 +482,7 @@ type lxcVariableSpecs struct {
 	TUNNEL_MODE       *ebpf.VariableSpec `ebpf:"TUNNEL_MODE"`
 	EventType         *ebpf.VariableSpec `ebpf:"__event_type"`
 	GoContract        *ebpf.VariableSpec `ebpf:"__go_contract"`
+	LbContract        *ebpf.VariableSpec `ebpf:"__lb_contract"`
 }
 
 // lxcObjects contains all objects after they have been loaded into the kernel.
@@ -419,16 +505,20 @@ func (o *lxcObjects) Close() error {
 //
 // It can be passed to loadLxcObjects or ebpf.CollectionSpec.LoadAndAssign.
 type lxcMaps struct {
-	CiliumCt4     *ebpf.Map `ebpf:"cilium_ct4"`
-	CiliumEvents  *ebpf.Map `ebpf:"cilium_events"`
-	CiliumFib4    *ebpf.Map `ebpf:"cilium_fib4"`
-	CiliumFibGen  *ebpf.Map `ebpf:"cilium_fib_gen"`
-	CiliumFrag4   *ebpf.Map `ebpf:"cilium_frag4"`
-	CiliumIpcache *ebpf.Map `ebpf:"cilium_ipcache"`
-	CiliumLxc     *ebpf.Map `ebpf:"cilium_lxc"`
-	CiliumMetrics *ebpf.Map `ebpf:"cilium_metrics"`
-	CiliumPolicy  *ebpf.Map `ebpf:"cilium_policy"`
-	CiliumSnat4   *ebpf.Map `ebpf:"cilium_snat4"`
+	CiliumCt4           *ebpf.Map `ebpf:"cilium_ct4"`
+	CiliumEvents        *ebpf.Map `ebpf:"cilium_events"`
+	CiliumFib4          *ebpf.Map `ebpf:"cilium_fib4"`
+	CiliumFibGen        *ebpf.Map `ebpf:"cilium_fib_gen"`
+	CiliumFrag4         *ebpf.Map `ebpf:"cilium_frag4"`
+	CiliumIpcache       *ebpf.Map `ebpf:"cilium_ipcache"`
+	CiliumLb4Backends   *ebpf.Map `ebpf:"cilium_lb4_backends"`
+	CiliumLb4ReverseNat *ebpf.Map `ebpf:"cilium_lb4_reverse_nat"`
+	CiliumLb4Services   *ebpf.Map `ebpf:"cilium_lb4_services"`
+	CiliumLbAffinity    *ebpf.Map `ebpf:"cilium_lb_affinity"`
+	CiliumLxc           *ebpf.Map `ebpf:"cilium_lxc"`
+	CiliumMetrics       *ebpf.Map `ebpf:"cilium_metrics"`
+	CiliumPolicy        *ebpf.Map `ebpf:"cilium_policy"`
+	CiliumSnat4         *ebpf.Map `ebpf:"cilium_snat4"`
 }
 
 func (m *lxcMaps) Close() error {
@@ -439,6 +529,10 @@ func (m *lxcMaps) Close() error {
 		m.CiliumFibGen,
 		m.CiliumFrag4,
 		m.CiliumIpcache,
+		m.CiliumLb4Backends,
+		m.CiliumLb4ReverseNat,
+		m.CiliumLb4Services,
+		m.CiliumLbAffinity,
 		m.CiliumLxc,
 		m.CiliumMetrics,
 		m.CiliumPolicy,
@@ -466,6 +560,7 @@ type lxcVariables struct {
 	TUNNEL_MODE       *ebpf.Variable `ebpf:"TUNNEL_MODE"`
 	EventType         *ebpf.Variable `ebpf:"__event_type"`
 	GoContract        *ebpf.Variable `ebpf:"__go_contract"`
+	LbContract        *ebpf.Variable `ebpf:"__lb_contract"`
 }
 
 // lxcPrograms contains all programs after they have been loaded into the kernel.

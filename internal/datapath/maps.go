@@ -29,6 +29,12 @@ type Maps struct {
 	// in Summaries.
 	FIB4   *ebpf.Map
 	FIBGen *ebpf.Map
+	// Services: frontends with their backend slots, backends, the
+	// reverse translation of replies, and client affinity.
+	LB4Services   *ebpf.Map
+	LB4Backends   *ebpf.Map
+	LB4ReverseNAT *ebpf.Map
+	LBAffinity    *ebpf.Map
 }
 
 // mapDef is one row of mapTable.
@@ -70,6 +76,14 @@ var mapTable = []mapDef{
 		field: func(m *Maps) **ebpf.Map { return &m.FIB4 }, disposable: true, internal: true},
 	{name: "cilium_fib_gen", spec: func(s *lxcMapSpecs) *ebpf.MapSpec { return s.CiliumFibGen },
 		field: func(m *Maps) **ebpf.Map { return &m.FIBGen }, disposable: true, internal: true},
+	{name: "cilium_lb4_services", spec: func(s *lxcMapSpecs) *ebpf.MapSpec { return s.CiliumLb4Services },
+		field: func(m *Maps) **ebpf.Map { return &m.LB4Services }},
+	{name: "cilium_lb4_backends", spec: func(s *lxcMapSpecs) *ebpf.MapSpec { return s.CiliumLb4Backends },
+		field: func(m *Maps) **ebpf.Map { return &m.LB4Backends }},
+	{name: "cilium_lb4_reverse_nat", spec: func(s *lxcMapSpecs) *ebpf.MapSpec { return s.CiliumLb4ReverseNat },
+		field: func(m *Maps) **ebpf.Map { return &m.LB4ReverseNAT }},
+	{name: "cilium_lb_affinity", spec: func(s *lxcMapSpecs) *ebpf.MapSpec { return s.CiliumLbAffinity },
+		field: func(m *Maps) **ebpf.Map { return &m.LBAffinity }, disposable: true},
 }
 
 // OpenMaps creates the maps, or opens them when already pinned in pinDir.

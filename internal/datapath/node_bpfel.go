@@ -16,30 +16,35 @@ import (
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
-	nodeMapCiliumCt4       = "cilium_ct4"
-	nodeMapCiliumEvents    = "cilium_events"
-	nodeMapCiliumFib4      = "cilium_fib4"
-	nodeMapCiliumFibGen    = "cilium_fib_gen"
-	nodeMapCiliumFrag4     = "cilium_frag4"
-	nodeMapCiliumIpcache   = "cilium_ipcache"
-	nodeMapCiliumLxc       = "cilium_lxc"
-	nodeMapCiliumMetrics   = "cilium_metrics"
-	nodeMapCiliumPolicy    = "cilium_policy"
-	nodeMapCiliumSnat4     = "cilium_snat4"
-	nodeProgCilFromNetdev  = "cil_from_netdev"
-	nodeProgCilFromOverlay = "cil_from_overlay"
-	nodeProgCilToNetdev    = "cil_to_netdev"
-	nodeProgCilToOverlay   = "cil_to_overlay"
-	nodeVarLEGACY_ROUTING  = "LEGACY_ROUTING"
-	nodeVarMASQUERADE      = "MASQUERADE"
-	nodeVarNAT_PORT_MAX    = "NAT_PORT_MAX"
-	nodeVarNAT_PORT_MIN    = "NAT_PORT_MIN"
-	nodeVarNODE_IPV4       = "NODE_IPV4"
-	nodeVarTRACE_ENABLED   = "TRACE_ENABLED"
-	nodeVarTUNNEL_IFINDEX  = "TUNNEL_IFINDEX"
-	nodeVarTUNNEL_MODE     = "TUNNEL_MODE"
-	nodeVarEventType       = "__event_type"
-	nodeVarGoContract      = "__go_contract"
+	nodeMapCiliumCt4           = "cilium_ct4"
+	nodeMapCiliumEvents        = "cilium_events"
+	nodeMapCiliumFib4          = "cilium_fib4"
+	nodeMapCiliumFibGen        = "cilium_fib_gen"
+	nodeMapCiliumFrag4         = "cilium_frag4"
+	nodeMapCiliumIpcache       = "cilium_ipcache"
+	nodeMapCiliumLb4Backends   = "cilium_lb4_backends"
+	nodeMapCiliumLb4ReverseNat = "cilium_lb4_reverse_nat"
+	nodeMapCiliumLb4Services   = "cilium_lb4_services"
+	nodeMapCiliumLbAffinity    = "cilium_lb_affinity"
+	nodeMapCiliumLxc           = "cilium_lxc"
+	nodeMapCiliumMetrics       = "cilium_metrics"
+	nodeMapCiliumPolicy        = "cilium_policy"
+	nodeMapCiliumSnat4         = "cilium_snat4"
+	nodeProgCilFromNetdev      = "cil_from_netdev"
+	nodeProgCilFromOverlay     = "cil_from_overlay"
+	nodeProgCilToNetdev        = "cil_to_netdev"
+	nodeProgCilToOverlay       = "cil_to_overlay"
+	nodeVarLEGACY_ROUTING      = "LEGACY_ROUTING"
+	nodeVarMASQUERADE          = "MASQUERADE"
+	nodeVarNAT_PORT_MAX        = "NAT_PORT_MAX"
+	nodeVarNAT_PORT_MIN        = "NAT_PORT_MIN"
+	nodeVarNODE_IPV4           = "NODE_IPV4"
+	nodeVarTRACE_ENABLED       = "TRACE_ENABLED"
+	nodeVarTUNNEL_IFINDEX      = "TUNNEL_IFINDEX"
+	nodeVarTUNNEL_MODE         = "TUNNEL_MODE"
+	nodeVarEventType           = "__event_type"
+	nodeVarGoContract          = "__go_contract"
+	nodeVarLbContract          = "__lb_contract"
 )
 
 // loadNode returns the embedded CollectionSpec for node.
@@ -94,16 +99,20 @@ type nodeProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type nodeMapSpecs struct {
-	CiliumCt4     *ebpf.MapSpec `ebpf:"cilium_ct4"`
-	CiliumEvents  *ebpf.MapSpec `ebpf:"cilium_events"`
-	CiliumFib4    *ebpf.MapSpec `ebpf:"cilium_fib4"`
-	CiliumFibGen  *ebpf.MapSpec `ebpf:"cilium_fib_gen"`
-	CiliumFrag4   *ebpf.MapSpec `ebpf:"cilium_frag4"`
-	CiliumIpcache *ebpf.MapSpec `ebpf:"cilium_ipcache"`
-	CiliumLxc     *ebpf.MapSpec `ebpf:"cilium_lxc"`
-	CiliumMetrics *ebpf.MapSpec `ebpf:"cilium_metrics"`
-	CiliumPolicy  *ebpf.MapSpec `ebpf:"cilium_policy"`
-	CiliumSnat4   *ebpf.MapSpec `ebpf:"cilium_snat4"`
+	CiliumCt4           *ebpf.MapSpec `ebpf:"cilium_ct4"`
+	CiliumEvents        *ebpf.MapSpec `ebpf:"cilium_events"`
+	CiliumFib4          *ebpf.MapSpec `ebpf:"cilium_fib4"`
+	CiliumFibGen        *ebpf.MapSpec `ebpf:"cilium_fib_gen"`
+	CiliumFrag4         *ebpf.MapSpec `ebpf:"cilium_frag4"`
+	CiliumIpcache       *ebpf.MapSpec `ebpf:"cilium_ipcache"`
+	CiliumLb4Backends   *ebpf.MapSpec `ebpf:"cilium_lb4_backends"`
+	CiliumLb4ReverseNat *ebpf.MapSpec `ebpf:"cilium_lb4_reverse_nat"`
+	CiliumLb4Services   *ebpf.MapSpec `ebpf:"cilium_lb4_services"`
+	CiliumLbAffinity    *ebpf.MapSpec `ebpf:"cilium_lb_affinity"`
+	CiliumLxc           *ebpf.MapSpec `ebpf:"cilium_lxc"`
+	CiliumMetrics       *ebpf.MapSpec `ebpf:"cilium_metrics"`
+	CiliumPolicy        *ebpf.MapSpec `ebpf:"cilium_policy"`
+	CiliumSnat4         *ebpf.MapSpec `ebpf:"cilium_snat4"`
 }
 
 // nodeVariableSpecs contains global variables before they are loaded into the kernel.
@@ -120,6 +129,7 @@ type nodeVariableSpecs struct {
 	TUNNEL_MODE    *ebpf.VariableSpec `ebpf:"TUNNEL_MODE"`
 	EventType      *ebpf.VariableSpec `ebpf:"__event_type"`
 	GoContract     *ebpf.VariableSpec `ebpf:"__go_contract"`
+	LbContract     *ebpf.VariableSpec `ebpf:"__lb_contract"`
 }
 
 // nodeObjects contains all objects after they have been loaded into the kernel.
@@ -142,16 +152,20 @@ func (o *nodeObjects) Close() error {
 //
 // It can be passed to loadNodeObjects or ebpf.CollectionSpec.LoadAndAssign.
 type nodeMaps struct {
-	CiliumCt4     *ebpf.Map `ebpf:"cilium_ct4"`
-	CiliumEvents  *ebpf.Map `ebpf:"cilium_events"`
-	CiliumFib4    *ebpf.Map `ebpf:"cilium_fib4"`
-	CiliumFibGen  *ebpf.Map `ebpf:"cilium_fib_gen"`
-	CiliumFrag4   *ebpf.Map `ebpf:"cilium_frag4"`
-	CiliumIpcache *ebpf.Map `ebpf:"cilium_ipcache"`
-	CiliumLxc     *ebpf.Map `ebpf:"cilium_lxc"`
-	CiliumMetrics *ebpf.Map `ebpf:"cilium_metrics"`
-	CiliumPolicy  *ebpf.Map `ebpf:"cilium_policy"`
-	CiliumSnat4   *ebpf.Map `ebpf:"cilium_snat4"`
+	CiliumCt4           *ebpf.Map `ebpf:"cilium_ct4"`
+	CiliumEvents        *ebpf.Map `ebpf:"cilium_events"`
+	CiliumFib4          *ebpf.Map `ebpf:"cilium_fib4"`
+	CiliumFibGen        *ebpf.Map `ebpf:"cilium_fib_gen"`
+	CiliumFrag4         *ebpf.Map `ebpf:"cilium_frag4"`
+	CiliumIpcache       *ebpf.Map `ebpf:"cilium_ipcache"`
+	CiliumLb4Backends   *ebpf.Map `ebpf:"cilium_lb4_backends"`
+	CiliumLb4ReverseNat *ebpf.Map `ebpf:"cilium_lb4_reverse_nat"`
+	CiliumLb4Services   *ebpf.Map `ebpf:"cilium_lb4_services"`
+	CiliumLbAffinity    *ebpf.Map `ebpf:"cilium_lb_affinity"`
+	CiliumLxc           *ebpf.Map `ebpf:"cilium_lxc"`
+	CiliumMetrics       *ebpf.Map `ebpf:"cilium_metrics"`
+	CiliumPolicy        *ebpf.Map `ebpf:"cilium_policy"`
+	CiliumSnat4         *ebpf.Map `ebpf:"cilium_snat4"`
 }
 
 func (m *nodeMaps) Close() error {
@@ -162,6 +176,10 @@ func (m *nodeMaps) Close() error {
 		m.CiliumFibGen,
 		m.CiliumFrag4,
 		m.CiliumIpcache,
+		m.CiliumLb4Backends,
+		m.CiliumLb4ReverseNat,
+		m.CiliumLb4Services,
+		m.CiliumLbAffinity,
 		m.CiliumLxc,
 		m.CiliumMetrics,
 		m.CiliumPolicy,
@@ -183,6 +201,7 @@ type nodeVariables struct {
 	TUNNEL_MODE    *ebpf.Variable `ebpf:"TUNNEL_MODE"`
 	EventType      *ebpf.Variable `ebpf:"__event_type"`
 	GoContract     *ebpf.Variable `ebpf:"__go_contract"`
+	LbContract     *ebpf.Variable `ebpf:"__lb_contract"`
 }
 
 // nodePrograms contains all programs after they have been loaded into the kernel.

@@ -16,33 +16,38 @@ import (
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
-	overlaytestMapCiliumCt4        = "cilium_ct4"
-	overlaytestMapCiliumEvents     = "cilium_events"
-	overlaytestMapCiliumFib4       = "cilium_fib4"
-	overlaytestMapCiliumFibGen     = "cilium_fib_gen"
-	overlaytestMapCiliumFrag4      = "cilium_frag4"
-	overlaytestMapCiliumIpcache    = "cilium_ipcache"
-	overlaytestMapCiliumLxc        = "cilium_lxc"
-	overlaytestMapCiliumMetrics    = "cilium_metrics"
-	overlaytestMapCiliumPolicy     = "cilium_policy"
-	overlaytestMapCiliumSnat4      = "cilium_snat4"
-	overlaytestProgCilFromNetdev   = "cil_from_netdev"
-	overlaytestProgCilFromOverlay  = "cil_from_overlay"
-	overlaytestProgCilToNetdev     = "cil_to_netdev"
-	overlaytestProgCilToOverlay    = "cil_to_overlay"
-	overlaytestProgTestFromOverlay = "test_from_overlay"
-	overlaytestVarLEGACY_ROUTING   = "LEGACY_ROUTING"
-	overlaytestVarMASQUERADE       = "MASQUERADE"
-	overlaytestVarNAT_PORT_MAX     = "NAT_PORT_MAX"
-	overlaytestVarNAT_PORT_MIN     = "NAT_PORT_MIN"
-	overlaytestVarNODE_IPV4        = "NODE_IPV4"
-	overlaytestVarTEST_REMOTE_IPV4 = "TEST_REMOTE_IPV4"
-	overlaytestVarTEST_VNI         = "TEST_VNI"
-	overlaytestVarTRACE_ENABLED    = "TRACE_ENABLED"
-	overlaytestVarTUNNEL_IFINDEX   = "TUNNEL_IFINDEX"
-	overlaytestVarTUNNEL_MODE      = "TUNNEL_MODE"
-	overlaytestVarEventType        = "__event_type"
-	overlaytestVarGoContract       = "__go_contract"
+	overlaytestMapCiliumCt4           = "cilium_ct4"
+	overlaytestMapCiliumEvents        = "cilium_events"
+	overlaytestMapCiliumFib4          = "cilium_fib4"
+	overlaytestMapCiliumFibGen        = "cilium_fib_gen"
+	overlaytestMapCiliumFrag4         = "cilium_frag4"
+	overlaytestMapCiliumIpcache       = "cilium_ipcache"
+	overlaytestMapCiliumLb4Backends   = "cilium_lb4_backends"
+	overlaytestMapCiliumLb4ReverseNat = "cilium_lb4_reverse_nat"
+	overlaytestMapCiliumLb4Services   = "cilium_lb4_services"
+	overlaytestMapCiliumLbAffinity    = "cilium_lb_affinity"
+	overlaytestMapCiliumLxc           = "cilium_lxc"
+	overlaytestMapCiliumMetrics       = "cilium_metrics"
+	overlaytestMapCiliumPolicy        = "cilium_policy"
+	overlaytestMapCiliumSnat4         = "cilium_snat4"
+	overlaytestProgCilFromNetdev      = "cil_from_netdev"
+	overlaytestProgCilFromOverlay     = "cil_from_overlay"
+	overlaytestProgCilToNetdev        = "cil_to_netdev"
+	overlaytestProgCilToOverlay       = "cil_to_overlay"
+	overlaytestProgTestFromOverlay    = "test_from_overlay"
+	overlaytestVarLEGACY_ROUTING      = "LEGACY_ROUTING"
+	overlaytestVarMASQUERADE          = "MASQUERADE"
+	overlaytestVarNAT_PORT_MAX        = "NAT_PORT_MAX"
+	overlaytestVarNAT_PORT_MIN        = "NAT_PORT_MIN"
+	overlaytestVarNODE_IPV4           = "NODE_IPV4"
+	overlaytestVarTEST_REMOTE_IPV4    = "TEST_REMOTE_IPV4"
+	overlaytestVarTEST_VNI            = "TEST_VNI"
+	overlaytestVarTRACE_ENABLED       = "TRACE_ENABLED"
+	overlaytestVarTUNNEL_IFINDEX      = "TUNNEL_IFINDEX"
+	overlaytestVarTUNNEL_MODE         = "TUNNEL_MODE"
+	overlaytestVarEventType           = "__event_type"
+	overlaytestVarGoContract          = "__go_contract"
+	overlaytestVarLbContract          = "__lb_contract"
 )
 
 // loadOverlaytest returns the embedded CollectionSpec for overlaytest.
@@ -98,16 +103,20 @@ type overlaytestProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type overlaytestMapSpecs struct {
-	CiliumCt4     *ebpf.MapSpec `ebpf:"cilium_ct4"`
-	CiliumEvents  *ebpf.MapSpec `ebpf:"cilium_events"`
-	CiliumFib4    *ebpf.MapSpec `ebpf:"cilium_fib4"`
-	CiliumFibGen  *ebpf.MapSpec `ebpf:"cilium_fib_gen"`
-	CiliumFrag4   *ebpf.MapSpec `ebpf:"cilium_frag4"`
-	CiliumIpcache *ebpf.MapSpec `ebpf:"cilium_ipcache"`
-	CiliumLxc     *ebpf.MapSpec `ebpf:"cilium_lxc"`
-	CiliumMetrics *ebpf.MapSpec `ebpf:"cilium_metrics"`
-	CiliumPolicy  *ebpf.MapSpec `ebpf:"cilium_policy"`
-	CiliumSnat4   *ebpf.MapSpec `ebpf:"cilium_snat4"`
+	CiliumCt4           *ebpf.MapSpec `ebpf:"cilium_ct4"`
+	CiliumEvents        *ebpf.MapSpec `ebpf:"cilium_events"`
+	CiliumFib4          *ebpf.MapSpec `ebpf:"cilium_fib4"`
+	CiliumFibGen        *ebpf.MapSpec `ebpf:"cilium_fib_gen"`
+	CiliumFrag4         *ebpf.MapSpec `ebpf:"cilium_frag4"`
+	CiliumIpcache       *ebpf.MapSpec `ebpf:"cilium_ipcache"`
+	CiliumLb4Backends   *ebpf.MapSpec `ebpf:"cilium_lb4_backends"`
+	CiliumLb4ReverseNat *ebpf.MapSpec `ebpf:"cilium_lb4_reverse_nat"`
+	CiliumLb4Services   *ebpf.MapSpec `ebpf:"cilium_lb4_services"`
+	CiliumLbAffinity    *ebpf.MapSpec `ebpf:"cilium_lb_affinity"`
+	CiliumLxc           *ebpf.MapSpec `ebpf:"cilium_lxc"`
+	CiliumMetrics       *ebpf.MapSpec `ebpf:"cilium_metrics"`
+	CiliumPolicy        *ebpf.MapSpec `ebpf:"cilium_policy"`
+	CiliumSnat4         *ebpf.MapSpec `ebpf:"cilium_snat4"`
 }
 
 // overlaytestVariableSpecs contains global variables before they are loaded into the kernel.
@@ -126,6 +135,7 @@ type overlaytestVariableSpecs struct {
 	TUNNEL_MODE      *ebpf.VariableSpec `ebpf:"TUNNEL_MODE"`
 	EventType        *ebpf.VariableSpec `ebpf:"__event_type"`
 	GoContract       *ebpf.VariableSpec `ebpf:"__go_contract"`
+	LbContract       *ebpf.VariableSpec `ebpf:"__lb_contract"`
 }
 
 // overlaytestObjects contains all objects after they have been loaded into the kernel.
@@ -148,16 +158,20 @@ func (o *overlaytestObjects) Close() error {
 //
 // It can be passed to loadOverlaytestObjects or ebpf.CollectionSpec.LoadAndAssign.
 type overlaytestMaps struct {
-	CiliumCt4     *ebpf.Map `ebpf:"cilium_ct4"`
-	CiliumEvents  *ebpf.Map `ebpf:"cilium_events"`
-	CiliumFib4    *ebpf.Map `ebpf:"cilium_fib4"`
-	CiliumFibGen  *ebpf.Map `ebpf:"cilium_fib_gen"`
-	CiliumFrag4   *ebpf.Map `ebpf:"cilium_frag4"`
-	CiliumIpcache *ebpf.Map `ebpf:"cilium_ipcache"`
-	CiliumLxc     *ebpf.Map `ebpf:"cilium_lxc"`
-	CiliumMetrics *ebpf.Map `ebpf:"cilium_metrics"`
-	CiliumPolicy  *ebpf.Map `ebpf:"cilium_policy"`
-	CiliumSnat4   *ebpf.Map `ebpf:"cilium_snat4"`
+	CiliumCt4           *ebpf.Map `ebpf:"cilium_ct4"`
+	CiliumEvents        *ebpf.Map `ebpf:"cilium_events"`
+	CiliumFib4          *ebpf.Map `ebpf:"cilium_fib4"`
+	CiliumFibGen        *ebpf.Map `ebpf:"cilium_fib_gen"`
+	CiliumFrag4         *ebpf.Map `ebpf:"cilium_frag4"`
+	CiliumIpcache       *ebpf.Map `ebpf:"cilium_ipcache"`
+	CiliumLb4Backends   *ebpf.Map `ebpf:"cilium_lb4_backends"`
+	CiliumLb4ReverseNat *ebpf.Map `ebpf:"cilium_lb4_reverse_nat"`
+	CiliumLb4Services   *ebpf.Map `ebpf:"cilium_lb4_services"`
+	CiliumLbAffinity    *ebpf.Map `ebpf:"cilium_lb_affinity"`
+	CiliumLxc           *ebpf.Map `ebpf:"cilium_lxc"`
+	CiliumMetrics       *ebpf.Map `ebpf:"cilium_metrics"`
+	CiliumPolicy        *ebpf.Map `ebpf:"cilium_policy"`
+	CiliumSnat4         *ebpf.Map `ebpf:"cilium_snat4"`
 }
 
 func (m *overlaytestMaps) Close() error {
@@ -168,6 +182,10 @@ func (m *overlaytestMaps) Close() error {
 		m.CiliumFibGen,
 		m.CiliumFrag4,
 		m.CiliumIpcache,
+		m.CiliumLb4Backends,
+		m.CiliumLb4ReverseNat,
+		m.CiliumLb4Services,
+		m.CiliumLbAffinity,
 		m.CiliumLxc,
 		m.CiliumMetrics,
 		m.CiliumPolicy,
@@ -191,6 +209,7 @@ type overlaytestVariables struct {
 	TUNNEL_MODE      *ebpf.Variable `ebpf:"TUNNEL_MODE"`
 	EventType        *ebpf.Variable `ebpf:"__event_type"`
 	GoContract       *ebpf.Variable `ebpf:"__go_contract"`
+	LbContract       *ebpf.Variable `ebpf:"__lb_contract"`
 }
 
 // overlaytestPrograms contains all programs after they have been loaded into the kernel.

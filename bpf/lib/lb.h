@@ -1,0 +1,228 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Services: frontends (address, port, protocol) and their backends, the
+ * reverse translation of replies, and client affinity. The agent writes
+ * the maps; the programs on pods' devices, on the node's devices and on
+ * the sockets of the node's cgroup translate with them.
+ *
+ * A frontend is a set of entries in cilium_lb4_services that share the
+ * key's address, port, protocol and scope: slot 0 describes the service
+ * (how many backends, its reverse-translation index, affinity, flags),
+ * slots 1..count name one backend each. A new connection picks a slot;
+ * the backend's address and port come from cilium_lb4_backends. Backends
+ * that may take no new connection (terminating ones while others serve)
+ * are in no slot, but keep their backend entry while connections to
+ * them live. */
+#pragma once
+
+#include "common.h"
+
+/* A frontend has two scopes when its external clients and its internal
+ * ones (local pods and the node itself) are served by different backends:
+ * externalTrafficPolicy: Local gives the external scope the node's own
+ * backends only, internalTrafficPolicy: Local the internal scope. */
+enum lb_scope {
+	LB_SCOPE_EXT = 0,
+	LB_SCOPE_INT = 1,
+};
+
+/* Service flags (slot 0's lb4_service.flags). */
+enum lb_flags {
+	LB_F_NODEPORT = 1,     /* a NodePort frontend (node addresses) */
+	LB_F_EXTERNAL_IP = 2,  /* an ExternalIP frontend */
+	LB_F_HOSTPORT = 4,     /* a pod's HostPort */
+	LB_F_LOADBALANCER = 8, /* a LoadBalancer ingress address */
+	LB_F_AFFINITY = 16,    /* sessionAffinity: ClientIP */
+	LB_F_TWO_SCOPES = 32,  /* internal clients look up the LB_SCOPE_INT entries */
+	/* Only the node's own backends serve this scope: a client source
+	 * address is kept (externalTrafficPolicy: Local), never masqueraded. */
+	LB_F_LOCAL = 64,
+};
+
+/* Backend states (lb4_backend.state). */
+enum lb_backend_state {
+	LB_BACKEND_ACTIVE = 0,
+	/* Terminating: connections it has go on; it takes a new one only
+	 * from a slot, which it holds only while nothing else serves. */
+	LB_BACKEND_TERMINATING = 1,
+};
+
+struct lb4_key {
+	__u32 address; /* network order */
+	__u16 dport;   /* network order */
+	__u16 backend_slot; /* 0: the service; 1..count: its backends */
+	__u8 proto;
+	__u8 scope; /* enum lb_scope */
+	__u8 pad[2];
+};
+
+struct lb4_service {
+	__u32 backend_id; /* slot > 0: the backend in this slot */
+	__u16 count;      /* slot 0: backends in slots 1..count */
+	__u16 rev_nat_index;
+	__u32 affinity_timeout; /* slot 0: seconds, with LB_F_AFFINITY */
+	__u16 flags;            /* slot 0: enum lb_flags */
+	__u16 pad;
+};
+
+struct lb4_backend {
+	__u32 address; /* network order */
+	__u16 port;    /* network order */
+	__u8 proto;
+	__u8 state; /* enum lb_backend_state */
+};
+
+/* What a reply's source is translated back to. */
+struct lb4_reverse_nat {
+	__u32 address; /* network order */
+	__u16 port;    /* network order */
+	__u16 pad;
+};
+
+/* A client's backend for one service under sessionAffinity: ClientIP.
+ * Clients are named by address in tc programs and by their socket's
+ * network namespace cookie in socket programs. */
+struct lb_affinity_key {
+	__u64 client;
+	__u16 rev_nat_index;
+	__u8 by_cookie;
+	__u8 pad[5];
+};
+
+struct lb_affinity_value {
+	__u64 last_used; /* coarse monotonic nanoseconds */
+	__u32 backend_id;
+	__u32 pad;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__type(key, struct lb4_key);
+	__type(value, struct lb4_service);
+	__uint(max_entries, 65536);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} cilium_lb4_services SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__type(key, __u32);
+	__type(value, struct lb4_backend);
+	__uint(max_entries, 65536);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} cilium_lb4_backends SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__type(key, __u16);
+	__type(value, struct lb4_reverse_nat);
+	__uint(max_entries, 65536);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} cilium_lb4_reverse_nat SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__type(key, struct lb_affinity_key);
+	__type(value, struct lb_affinity_value);
+	__uint(max_entries, 65536);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} cilium_lb_affinity SEC(".maps");
+
+/* lb4_lookup_service finds the frontend of (address, port, proto) and
+ * leaves its key, with the scope that serves the client, in k. internal
+ * says the client is a local pod or the node itself. */
+static __always_inline struct lb4_service *lb4_lookup_service(struct lb4_key *k, __u32 address, __u16 dport,
+							      __u8 proto, int internal)
+{
+	struct lb4_service *svc;
+
+	__builtin_memset(k, 0, sizeof(*k));
+	k->address = address;
+	k->dport = dport;
+	k->proto = proto;
+	k->scope = LB_SCOPE_EXT;
+	svc = bpf_map_lookup_elem(&cilium_lb4_services, k);
+	if (svc && internal && (svc->flags & LB_F_TWO_SCOPES)) {
+		k->scope = LB_SCOPE_INT;
+		svc = bpf_map_lookup_elem(&cilium_lb4_services, k);
+	}
+	return svc;
+}
+
+static __always_inline struct lb4_backend *lb4_lookup_backend(__u32 backend_id)
+{
+	return bpf_map_lookup_elem(&cilium_lb4_backends, &backend_id);
+}
+
+/* lb4_select_slot returns the backend of slot (hash % count) + 1, 0 when
+ * the service has none or its slots are being rewritten. */
+static __always_inline __u32 lb4_select_slot(const struct lb4_key *svc_key, const struct lb4_service *svc,
+					     __u32 hash)
+{
+	struct lb4_key k = *svc_key;
+	struct lb4_service *slot;
+
+	if (!svc->count)
+		return 0;
+	k.backend_slot = (hash % svc->count) + 1;
+	slot = bpf_map_lookup_elem(&cilium_lb4_services, &k);
+	return slot ? slot->backend_id : 0;
+}
+
+/* lb_affinity_backend returns the client's backend for the service while
+ * its affinity lasts and the backend takes new connections, else 0. */
+static __always_inline __u32 lb_affinity_backend(const struct lb4_service *svc, __u64 client, __u8 by_cookie,
+						 __u64 now)
+{
+	struct lb_affinity_key k = { .client = client, .rev_nat_index = svc->rev_nat_index, .by_cookie = by_cookie };
+	struct lb_affinity_value *v;
+	struct lb4_backend *be;
+
+	if (!(svc->flags & LB_F_AFFINITY))
+		return 0;
+	v = bpf_map_lookup_elem(&cilium_lb_affinity, &k);
+	if (!v || now - v->last_used > (__u64)svc->affinity_timeout * 1000000000ULL)
+		return 0;
+	be = lb4_lookup_backend(v->backend_id);
+	if (!be || be->state != LB_BACKEND_ACTIVE)
+		return 0;
+	v->last_used = now;
+	return v->backend_id;
+}
+
+/* lb_affinity_record remembers the client's backend for the service. */
+static __always_inline void lb_affinity_record(const struct lb4_service *svc, __u64 client, __u8 by_cookie,
+					       __u32 backend_id, __u64 now)
+{
+	struct lb_affinity_key k = { .client = client, .rev_nat_index = svc->rev_nat_index, .by_cookie = by_cookie };
+	struct lb_affinity_value v = { .last_used = now, .backend_id = backend_id };
+
+	if (svc->flags & LB_F_AFFINITY)
+		bpf_map_update_elem(&cilium_lb_affinity, &k, &v, BPF_ANY);
+}
+
+/* lb4_select picks the backend of a new connection: the client's by
+ * affinity, else one at random. 0: no backend serves. */
+static __always_inline __u32 lb4_select(const struct lb4_key *svc_key, const struct lb4_service *svc,
+					__u64 client, __u8 by_cookie)
+{
+	__u64 now = bpf_ktime_get_coarse_ns();
+	__u32 id = lb_affinity_backend(svc, client, by_cookie, now);
+
+	if (id)
+		return id;
+	id = lb4_select_slot(svc_key, svc, bpf_get_prandom_u32());
+	if (id)
+		lb_affinity_record(svc, client, by_cookie, id, now);
+	return id;
+}
+
+/* Keeps the enums the Go side shares in BTF for bpf2go (as go_contract
+ * in common.h). Never used. */
+struct lb_contract {
+	enum lb_scope scope;
+	enum lb_flags flags;
+	enum lb_backend_state state;
+};
+struct lb_contract *const __lb_contract __attribute__((unused)) = 0;
