@@ -49,6 +49,15 @@ func TestEnumsHaveGoNames(t *testing.T) {
 			m, ok := map[string]spec.RoutingMode{"ROUTING_NATIVE": spec.Native, "ROUTING_TUNNEL": spec.Tunnel}[name]
 			return ok && m == spec.RoutingMode(v)
 		}},
+		{"lb_scope", func(name string, v uint64) bool {
+			return map[string]spec.LBScope{"LB_SCOPE_EXT": spec.ScopeExternal, "LB_SCOPE_INT": spec.ScopeInternal}[name] == spec.LBScope(v)
+		}},
+		{"lb_flags", func(name string, v uint64) bool {
+			f, ok := map[string]spec.LBFlags{"LB_F_NODEPORT": spec.LBNodePort, "LB_F_EXTERNAL_IP": spec.LBExternalIP,
+				"LB_F_HOSTPORT": spec.LBHostPort, "LB_F_LOADBALANCER": spec.LBLoadBalancer, "LB_F_AFFINITY": spec.LBAffinity,
+				"LB_F_TWO_SCOPES": spec.LBTwoScopes, "LB_F_LOCAL": spec.LBLocal}[name]
+			return ok && f == spec.LBFlags(v)
+		}},
 		{"reserved_identity", func(name string, v uint64) bool {
 			id, ok := map[string]identity.NumericIdentity{
 				"IDENTITY_ANY": identity.Unknown, "IDENTITY_HOST": identity.Host, "IDENTITY_WORLD": identity.World,

@@ -1,0 +1,132 @@
+package spec
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+)
+
+// BackendID names a backend in the datapath. The control plane gives
+// one to every distinct (address, port, protocol) that some service uses;
+// 0 is no backend.
+type BackendID uint32
+
+// Backend is an address a service's connections may be sent to.
+type Backend struct {
+	ID       BackendID
+	Address  netip.Addr
+	Port     uint16
+	Protocol uint8
+	// Terminating backends keep the connections they have; the control
+	// plane gives them slots only when nothing else serves.
+	Terminating bool
+}
+
+// Validate says what is wrong with b, naming the field.
+func (b Backend) Validate() error {
+	switch {
+	case b.ID == 0:
+		return errors.New("backend: id 0 is reserved")
+	case !b.Address.Is4():
+		return fmt.Errorf("backend %d: address %s: only IPv4 is supported", b.ID, b.Address)
+	case b.Port == 0:
+		return fmt.Errorf("backend %d: port 0", b.ID)
+	case b.Protocol != ProtoTCP && b.Protocol != ProtoUDP && b.Protocol != ProtoSCTP:
+		return fmt.Errorf("backend %d: protocol %d: want TCP, UDP or SCTP", b.ID, b.Protocol)
+	}
+	return nil
+}
+
+// LBScope says which clients a frontend's entries serve; see LBTwoScopes.
+type LBScope uint8
+
+const (
+	// ScopeExternal serves every client, or with LBTwoScopes only the
+	// clients from outside the node.
+	ScopeExternal LBScope = 0
+	// ScopeInternal serves local pods and the node itself when the
+	// external entry has LBTwoScopes.
+	ScopeInternal LBScope = 1
+)
+
+// LBFlags describe a frontend. The numbers are bpf/lib/lb.h's enum lb_flags.
+type LBFlags uint16
+
+const (
+	LBNodePort     LBFlags = 1
+	LBExternalIP   LBFlags = 2
+	LBHostPort     LBFlags = 4
+	LBLoadBalancer LBFlags = 8
+	LBAffinity     LBFlags = 16
+	// LBTwoScopes: internal clients are served by the ScopeInternal
+	// entries of the same frontend.
+	LBTwoScopes LBFlags = 32
+	// LBLocal: only this node's backends serve the scope, and the
+	// client's address is kept.
+	LBLocal LBFlags = 64
+)
+
+// Frontend is what a client connects to.
+type Frontend struct {
+	Address  netip.Addr
+	Port     uint16
+	Protocol uint8
+	Scope    LBScope
+}
+
+func (f Frontend) String() string {
+	proto := map[uint8]string{ProtoTCP: "TCP", ProtoUDP: "UDP", ProtoSCTP: "SCTP"}[f.Protocol]
+	if proto == "" {
+		proto = fmt.Sprintf("proto-%d", f.Protocol)
+	}
+	s := fmt.Sprintf("%s/%s", netip.AddrPortFrom(f.Address, f.Port), proto)
+	if f.Scope == ScopeInternal {
+		s += "/i"
+	}
+	return s
+}
+
+// Service is one frontend as the datapath holds it: the backends new
+// connections are spread over, in slot order, and how replies are
+// translated back (RevNATIndex names the frontend's address and port).
+type Service struct {
+	Frontend    Frontend
+	Backends    []BackendID
+	RevNATIndex uint16
+	Flags       LBFlags
+	// AffinityTimeout is how long, in seconds, a client sticks to its
+	// backend with LBAffinity.
+	AffinityTimeout uint32
+}
+
+// Validate says what is wrong with s, naming the field.
+func (s Service) Validate() error {
+	f := s.Frontend
+	switch {
+	case !f.Address.Is4():
+		return fmt.Errorf("service %s: only IPv4 frontends are supported", f)
+	case f.Port == 0:
+		return fmt.Errorf("service %s: port 0", f)
+	case f.Protocol != ProtoTCP && f.Protocol != ProtoUDP && f.Protocol != ProtoSCTP:
+		return fmt.Errorf("service %s: protocol %d: want TCP, UDP or SCTP", f, f.Protocol)
+	case f.Scope != ScopeExternal && f.Scope != ScopeInternal:
+		return fmt.Errorf("service %s: scope %d", f, f.Scope)
+	case s.RevNATIndex == 0:
+		return fmt.Errorf("service %s: reverse NAT index 0 is reserved", f)
+	case len(s.Backends) > 0xffff:
+		return fmt.Errorf("service %s: %d backends, at most 65535", f, len(s.Backends))
+	}
+	for i, b := range s.Backends {
+		if b == 0 {
+			return fmt.Errorf("service %s: slot %d: backend id 0", f, i+1)
+		}
+	}
+	return nil
+}
+
+// RevNAT is what replies of a frontend's connections are translated back to.
+type RevNAT struct {
+	Index   uint16
+	Address netip.Addr
+	Port    uint16
+}
