@@ -206,4 +206,3 @@ func (m *Maps) RevNATs() (map[uint16]spec.RevNAT, error) {
 	}
 	return out, nil
 }
-
