@@ -15,6 +15,7 @@ import (
 	"github.com/cilium-go/cilium/pkg/ipam/clusterpool"
 	"github.com/cilium-go/cilium/pkg/ipcache"
 	k8sagent "github.com/cilium-go/cilium/pkg/k8s/agent"
+	"github.com/cilium-go/cilium/pkg/loadbalancer"
 	"github.com/cilium-go/cilium/pkg/metrics"
 	"github.com/cilium-go/cilium/pkg/nodedatapath"
 	"github.com/cilium-go/cilium/pkg/paths"
@@ -42,6 +43,7 @@ var (
 		ciliumendpoint.Cell, // a CiliumEndpoint for every local endpoint
 		ipcache.Cell,        // the ipcache and routes to other nodes' pods: tables that reconcilers program
 		policy.Cell,         // endpoints' policies: a table that a reconciler programs (empty until the policy engine)
+		loadbalancer.Cell,   // --kube-proxy-replacement: Services as frontends and backends, tables that reconcilers program
 		server.Cell,         // REST API on the unix socket
 		cniconf.Cell,        // --write-cni-conf-when-ready: the node's CNI configuration, last
 	)

@@ -24,6 +24,7 @@ import (
 	"github.com/cilium-go/cilium/pkg/endpoint"
 	"github.com/cilium-go/cilium/pkg/health"
 	"github.com/cilium-go/cilium/pkg/ipcache"
+	"github.com/cilium-go/cilium/pkg/loadbalancer"
 	"github.com/cilium-go/cilium/pkg/node"
 	"github.com/cilium-go/cilium/pkg/paths"
 	"github.com/cilium-go/cilium/pkg/policy"
@@ -32,7 +33,7 @@ import (
 // Cell starts the datapath when the agent starts.
 var Cell = cell.Module("datapath", "The eBPF datapath of this node",
 	cell.Config(DefaultConfig),
-	cell.Provide(newNode, asEndpointDatapath, asIPCacheMap, asPolicyMap, asRoutes, asMapLister, asIPCacheLister, newNodeInfo, newPodDevices),
+	cell.Provide(newNode, asEndpointDatapath, asIPCacheMap, asPolicyMap, asServiceMaps, newNodeAddresses, asRoutes, asMapLister, asIPCacheLister, newNodeInfo, newPodDevices),
 	health.JobGroup,
 	cell.Invoke(registerMetrics, registerConntrackGC),
 )
@@ -181,6 +182,24 @@ func asPolicyMap(n *datapath.Node) policy.MapSource {
 		}
 		return nil
 	}
+}
+
+// asServiceMaps: as asIPCacheMap, for the load balancer's reconcilers.
+func asServiceMaps(n *datapath.Node) loadbalancer.MapSource {
+	return func() loadbalancer.Map {
+		if m := n.Maps(); m != nil {
+			return m
+		}
+		return nil
+	}
+}
+
+// newNodeAddresses: NodePorts listen on the node's address.
+func newNodeAddresses(c Config) loadbalancer.NodeAddresses {
+	if ip, err := netip.ParseAddr(c.NodeIPv4); err == nil && ip.Is4() {
+		return loadbalancer.NodeAddresses{ip}
+	}
+	return nil
 }
 
 // nodeInfo answers the API's questions about the node; it reads the

@@ -74,12 +74,21 @@ type Frontend struct {
 	Scope    LBScope
 }
 
-func (f Frontend) String() string {
-	proto := map[uint8]string{ProtoTCP: "TCP", ProtoUDP: "UDP", ProtoSCTP: "SCTP"}[f.Protocol]
-	if proto == "" {
-		proto = fmt.Sprintf("proto-%d", f.Protocol)
+// ProtocolName is TCP, UDP or SCTP, as Kubernetes spells them.
+func ProtocolName(p uint8) string {
+	switch p {
+	case ProtoTCP:
+		return "TCP"
+	case ProtoUDP:
+		return "UDP"
+	case ProtoSCTP:
+		return "SCTP"
 	}
-	s := fmt.Sprintf("%s/%s", netip.AddrPortFrom(f.Address, f.Port), proto)
+	return fmt.Sprintf("proto-%d", p)
+}
+
+func (f Frontend) String() string {
+	s := fmt.Sprintf("%s/%s", netip.AddrPortFrom(f.Address, f.Port), ProtocolName(f.Protocol))
 	if f.Scope == ScopeInternal {
 		s += "/i"
 	}

@@ -10,11 +10,11 @@ import (
 )
 
 // Cell connects to Kubernetes and provides *Clients and *Watchers, the
-// ipcache's ClusterSource and the API's node list (all nil with
-// Kubernetes off).
+// ipcache's ClusterSource, the API's node list and the load balancer's
+// Source (all nil with Kubernetes off).
 var Cell = cell.Module("k8s", "Kubernetes clients and watchers",
 	cell.Config(DefaultConfig),
-	cell.Provide(newClients, newWatchers, newClusterSource, newNodeLister),
+	cell.Provide(newClients, newWatchers, newClusterSource, newNodeLister, newServiceSource),
 )
 
 // resync is how often the informers replay their caches, which repairs

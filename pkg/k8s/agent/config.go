@@ -3,6 +3,8 @@ package agent
 import (
 	"errors"
 	"fmt"
+	"net"
+	"strconv"
 
 	"github.com/spf13/pflag"
 	"k8s.io/client-go/kubernetes"
@@ -17,6 +19,11 @@ type Config struct {
 	EnableK8s   bool   `mapstructure:"enable-k8s"`
 	Kubeconfig  string `mapstructure:"kubeconfig"`
 	K8sNodeName string `mapstructure:"k8s-node-name"`
+	// K8sServiceHost and K8sServicePort reach the API server directly,
+	// as Cilium's flags do: without kube-proxy, the kubernetes
+	// Service's ClusterIP works only once the agent runs.
+	K8sServiceHost string `mapstructure:"k8s-service-host"`
+	K8sServicePort int    `mapstructure:"k8s-service-port"`
 }
 
 // DefaultConfig leaves Kubernetes off: an agent without an API server
@@ -28,6 +35,8 @@ func (c Config) Flags(fs *pflag.FlagSet) {
 	fs.Bool("enable-k8s", c.EnableK8s, "watch Kubernetes: identities from pod labels, CiliumEndpoints, ipcache (implied by --kubeconfig)")
 	fs.String("kubeconfig", c.Kubeconfig, "kubeconfig of the API server; empty: the in-cluster service account")
 	fs.String("k8s-node-name", c.K8sNodeName, "this node's name in Kubernetes (required with Kubernetes)")
+	fs.String("k8s-service-host", c.K8sServiceHost, "the API server's address, instead of the kubeconfig's or the in-cluster kubernetes Service")
+	fs.Int("k8s-service-port", c.K8sServicePort, "the API server's port with --k8s-service-host (default 443)")
 }
 
 // Enabled: Kubernetes is on when asked for or when a kubeconfig is given.
@@ -38,8 +47,17 @@ func (c Config) Validate() error {
 	if c.Enabled() && c.K8sNodeName == "" {
 		return errors.New("--k8s-node-name: required when Kubernetes is enabled")
 	}
+	if c.K8sServicePort < 0 || c.K8sServicePort > 65535 {
+		return fmt.Errorf("--k8s-service-port %d: want 1-65535", c.K8sServicePort)
+	}
+	if c.K8sServicePort != 0 && c.K8sServiceHost == "" {
+		return errors.New("--k8s-service-port: needs --k8s-service-host")
+	}
 	return nil
 }
+
+// serviceAccountDir holds a pod's service account credentials.
+const serviceAccountDir = "/var/run/secrets/kubernetes.io/serviceaccount"
 
 // Clients reach the API server: Kubernetes' own kinds and Cilium's.
 type Clients struct {
@@ -52,13 +70,26 @@ type Clients struct {
 func NewClients(c Config) (*Clients, error) {
 	var rc *rest.Config
 	var err error
-	if c.Kubeconfig != "" {
+	switch {
+	case c.Kubeconfig != "":
 		rc, err = clientcmd.BuildConfigFromFlags("", c.Kubeconfig)
-	} else {
+	case c.K8sServiceHost != "":
+		// The service account's credentials, as in-cluster, but
+		// not the kubernetes Service's address.
+		rc = &rest.Config{BearerTokenFile: serviceAccountDir + "/token",
+			TLSClientConfig: rest.TLSClientConfig{CAFile: serviceAccountDir + "/ca.crt"}}
+	default:
 		rc, err = rest.InClusterConfig()
 	}
 	if err != nil {
 		return nil, fmt.Errorf("kubernetes client config: %w", err)
+	}
+	if c.K8sServiceHost != "" {
+		port := c.K8sServicePort
+		if port == 0 {
+			port = 443
+		}
+		rc.Host = "https://" + net.JoinHostPort(c.K8sServiceHost, strconv.Itoa(port))
 	}
 	rc.UserAgent = "cilium-agent"
 	kube, err := kubernetes.NewForConfig(rc)

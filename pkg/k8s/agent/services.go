@@ -1,0 +1,245 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"net/netip"
+	"sync"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	kubeinformers "k8s.io/client-go/informers"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/cilium-go/cilium/internal/datapath/spec"
+	"github.com/cilium-go/cilium/pkg/loadbalancer"
+)
+
+// serviceNameIndex indexes EndpointSlices by the Service they belong to.
+const serviceNameIndex = "service"
+
+// ServiceSource is the load balancer's Source: Services and their
+// EndpointSlices, watched only once the load balancer starts it.
+type ServiceSource struct {
+	nodeName  string
+	services  cache.SharedIndexInformer
+	slices    cache.SharedIndexInformer
+	mu        sync.Mutex
+	listeners []func(loadbalancer.ServiceName)
+}
+
+// NewServiceSource builds the informers; nothing is watched before Start.
+func NewServiceSource(c *Clients, nodeName string) *ServiceSource {
+	f := kubeinformers.NewSharedInformerFactory(c.Kube, resync)
+	s := &ServiceSource{nodeName: nodeName, services: f.Core().V1().Services().Informer(),
+		slices: f.Discovery().V1().EndpointSlices().Informer()}
+	_ = s.slices.AddIndexers(cache.Indexers{serviceNameIndex: func(obj any) ([]string, error) {
+		if es, ok := obj.(*discoveryv1.EndpointSlice); ok {
+			if n := es.Labels[discoveryv1.LabelServiceName]; n != "" {
+				return []string{es.Namespace + "/" + n}, nil
+			}
+		}
+		return nil, nil
+	}})
+	return s
+}
+
+func newServiceSource(cfg Config, c *Clients) loadbalancer.Source {
+	if c == nil {
+		return nil
+	}
+	return NewServiceSource(c, cfg.K8sNodeName)
+}
+
+// NodeName implements loadbalancer.Source.
+func (s *ServiceSource) NodeName() string { return s.nodeName }
+
+// OnChange implements loadbalancer.Source.
+func (s *ServiceSource) OnChange(fn func(loadbalancer.ServiceName)) {
+	s.mu.Lock()
+	s.listeners = append(s.listeners, fn)
+	s.mu.Unlock()
+}
+
+func (s *ServiceSource) notify(n loadbalancer.ServiceName) {
+	s.mu.Lock()
+	ls := s.listeners
+	s.mu.Unlock()
+	for _, fn := range ls {
+		fn(n)
+	}
+}
+
+// Start implements loadbalancer.Source: the informers run until ctx ends.
+func (s *ServiceSource) Start(ctx context.Context) error {
+	svcName := func(obj any) (loadbalancer.ServiceName, bool) {
+		if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+			obj = d.Obj
+		}
+		switch o := obj.(type) {
+		case *corev1.Service:
+			return loadbalancer.ServiceName{Namespace: o.Namespace, Name: o.Name}, true
+		case *discoveryv1.EndpointSlice:
+			n := o.Labels[discoveryv1.LabelServiceName]
+			return loadbalancer.ServiceName{Namespace: o.Namespace, Name: n}, n != ""
+		}
+		return loadbalancer.ServiceName{}, false
+	}
+	changed := func(obj any) {
+		if n, ok := svcName(obj); ok {
+			s.notify(n)
+		}
+	}
+	h := cache.ResourceEventHandlerFuncs{
+		AddFunc: changed,
+		UpdateFunc: func(old, cur any) {
+			// A slice that moves to another service changes both.
+			if on, ok := svcName(old); ok {
+				if cn, _ := svcName(cur); cn != on {
+					s.notify(on)
+				}
+			}
+			changed(cur)
+		},
+		DeleteFunc: changed,
+	}
+	for _, inf := range []cache.SharedIndexInformer{s.services, s.slices} {
+		if _, err := inf.AddEventHandler(h); err != nil {
+			return err
+		}
+		go inf.RunWithContext(ctx)
+	}
+	if !cache.WaitForCacheSync(ctx.Done(), s.services.HasSynced, s.slices.HasSynced) {
+		return errors.New("services and endpoint slices not synced")
+	}
+	return nil
+}
+
+// Services implements loadbalancer.Source.
+func (s *ServiceSource) Services() []loadbalancer.ServiceName {
+	var out []loadbalancer.ServiceName
+	for _, o := range listAs[*corev1.Service](s.services) {
+		out = append(out, loadbalancer.ServiceName{Namespace: o.Namespace, Name: o.Name})
+	}
+	return out
+}
+
+// Service implements loadbalancer.Source.
+func (s *ServiceSource) Service(n loadbalancer.ServiceName) (loadbalancer.Service, []loadbalancer.Endpoint, bool) {
+	obj, ok, err := s.services.GetStore().GetByKey(n.String())
+	if err != nil || !ok {
+		return loadbalancer.Service{}, nil, false
+	}
+	svc, ok := obj.(*corev1.Service)
+	if !ok {
+		return loadbalancer.Service{}, nil, false
+	}
+	objs, _ := s.slices.GetIndexer().ByIndex(serviceNameIndex, n.String())
+	var eps []loadbalancer.Endpoint
+	for _, o := range objs {
+		if es, ok := o.(*discoveryv1.EndpointSlice); ok {
+			eps = append(eps, Endpoints(es)...)
+		}
+	}
+	return ServiceOf(svc), eps, true
+}
+
+// ServiceOf reads what the load balancer needs of a Service.
+func ServiceOf(svc *corev1.Service) loadbalancer.Service {
+	s := loadbalancer.Service{
+		Name:      loadbalancer.ServiceName{Namespace: svc.Namespace, Name: svc.Name},
+		Type:      loadbalancer.ServiceType(svc.Spec.Type),
+		ProxyName: svc.Labels["service.kubernetes.io/service-proxy-name"],
+		Headless:  svc.Spec.ClusterIP == corev1.ClusterIPNone,
+	}
+	if s.Type == "" {
+		s.Type = loadbalancer.TypeClusterIP
+	}
+	ips := svc.Spec.ClusterIPs
+	if len(ips) == 0 && svc.Spec.ClusterIP != "" {
+		ips = []string{svc.Spec.ClusterIP}
+	}
+	s.ClusterIPs = addrs(ips)
+	s.ExternalIPs = addrs(svc.Spec.ExternalIPs)
+	for _, p := range svc.Spec.Ports {
+		s.Ports = append(s.Ports, loadbalancer.Port{Name: p.Name, Protocol: protocol(p.Protocol),
+			Port: uint16(p.Port), NodePort: uint16(p.NodePort)})
+	}
+	if svc.Spec.SessionAffinity == corev1.ServiceAffinityClientIP {
+		s.AffinityTimeout = uint32(corev1.DefaultClientIPServiceAffinitySeconds)
+		if c := svc.Spec.SessionAffinityConfig; c != nil && c.ClientIP != nil && c.ClientIP.TimeoutSeconds != nil {
+			s.AffinityTimeout = uint32(*c.ClientIP.TimeoutSeconds)
+		}
+	}
+	s.ExternalLocal = svc.Spec.ExternalTrafficPolicy == corev1.ServiceExternalTrafficPolicyLocal &&
+		(s.Type == loadbalancer.TypeNodePort || s.Type == loadbalancer.TypeLoadBalancer || len(s.ExternalIPs) > 0)
+	s.InternalLocal = svc.Spec.InternalTrafficPolicy != nil && *svc.Spec.InternalTrafficPolicy == corev1.ServiceInternalTrafficPolicyLocal
+	s.PreferSameNode = svc.Spec.TrafficDistribution != nil &&
+		(*svc.Spec.TrafficDistribution == corev1.ServiceTrafficDistributionPreferSameNode)
+	s.HealthCheckNodePort = uint16(svc.Spec.HealthCheckNodePort)
+	return s
+}
+
+// Endpoints reads an EndpointSlice's IPv4 endpoints.
+func Endpoints(es *discoveryv1.EndpointSlice) []loadbalancer.Endpoint {
+	if es.AddressType != discoveryv1.AddressTypeIPv4 {
+		return nil
+	}
+	ports := map[loadbalancer.PortKey]uint16{}
+	for _, p := range es.Ports {
+		if p.Port == nil {
+			continue
+		}
+		k := loadbalancer.PortKey{Protocol: spec.ProtoTCP}
+		if p.Name != nil {
+			k.Name = *p.Name
+		}
+		if p.Protocol != nil {
+			k.Protocol = protocol(*p.Protocol)
+		}
+		ports[k] = uint16(*p.Port)
+	}
+	var out []loadbalancer.Endpoint
+	for _, e := range es.Endpoints {
+		c := e.Conditions
+		ep := loadbalancer.Endpoint{Ports: ports,
+			// A nil condition counts as true for ready and serving.
+			Ready:       c.Ready == nil || *c.Ready,
+			Serving:     c.Serving == nil || *c.Serving,
+			Terminating: c.Terminating != nil && *c.Terminating,
+		}
+		if e.NodeName != nil {
+			ep.NodeName = *e.NodeName
+		}
+		if e.Hints != nil {
+			for _, n := range e.Hints.ForNodes {
+				ep.ForNodes = append(ep.ForNodes, n.Name)
+			}
+		}
+		for _, a := range addrs(e.Addresses) {
+			ep.Address = a
+			out = append(out, ep)
+		}
+	}
+	return out
+}
+
+func addrs(ss []string) []netip.Addr {
+	var out []netip.Addr
+	for _, s := range ss {
+		if a, err := netip.ParseAddr(s); err == nil && a.Is4() {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+func protocol(p corev1.Protocol) uint8 {
+	switch p {
+	case corev1.ProtocolUDP:
+		return spec.ProtoUDP
+	case corev1.ProtocolSCTP:
+		return spec.ProtoSCTP
+	}
+	return spec.ProtoTCP
+}

@@ -1,0 +1,214 @@
+package loadbalancer
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/netip"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/cilium/hive/cell"
+	"github.com/cilium/hive/job"
+	"github.com/cilium/statedb"
+	"github.com/cilium/statedb/reconciler"
+	"github.com/spf13/pflag"
+
+	"github.com/cilium-go/cilium/pkg/health"
+)
+
+// Config holds Cilium's flags for the kube-proxy replacement.
+type Config struct {
+	// KubeProxyReplacement balances Services in the datapath; off,
+	// kube-proxy does it beside the agent.
+	KubeProxyReplacement bool `mapstructure:"kube-proxy-replacement"`
+	// BPFLBSock translates at the socket (connect, sendmsg), once per
+	// connection, for the processes of the node's cgroup.
+	BPFLBSock bool `mapstructure:"bpf-lb-sock"`
+	// BPFLBMode is how NodePort traffic reaches remote backends: snat.
+	BPFLBMode string `mapstructure:"bpf-lb-mode"`
+	// NodePortRange is the range NodePorts are allocated from.
+	NodePortRange string `mapstructure:"node-port-range"`
+	// BPFLBMapMax is the size of the service and backend maps.
+	BPFLBMapMax int `mapstructure:"bpf-lb-map-max"`
+}
+
+// DefaultConfig follows Cilium's defaults, with kube-proxy beside.
+var DefaultConfig = Config{
+	BPFLBSock:     true,
+	BPFLBMode:     "snat",
+	NodePortRange: "30000-32767",
+	BPFLBMapMax:   65536,
+}
+
+// Flags implements cell.Flagger.
+func (c Config) Flags(fs *pflag.FlagSet) {
+	fs.Bool("kube-proxy-replacement", c.KubeProxyReplacement,
+		"balance Services (ClusterIP, NodePort, ExternalIPs) in the datapath; off: kube-proxy runs beside")
+	fs.Bool("bpf-lb-sock", c.BPFLBSock,
+		"with the kube-proxy replacement, translate Service addresses at the socket (connect, sendmsg) for the processes of --cgroup-root")
+	fs.String("bpf-lb-mode", c.BPFLBMode, "how NodePort traffic reaches a backend on another node: snat")
+	fs.String("node-port-range", c.NodePortRange, "the NodePort range, as the API server's --service-node-port-range: min-max")
+	fs.Int("bpf-lb-map-max", c.BPFLBMapMax, "entries of the service and backend maps")
+}
+
+// PortRange is a range of ports, both ends included.
+type PortRange struct{ Min, Max uint16 }
+
+// Validate names the first bad flag.
+func (c Config) Validate() error {
+	if c.BPFLBMode != "snat" {
+		return fmt.Errorf("--bpf-lb-mode %q: only snat is supported", c.BPFLBMode)
+	}
+	if _, err := c.NodePorts(); err != nil {
+		return err
+	}
+	if c.BPFLBMapMax < 1024 || c.BPFLBMapMax > 1<<24 {
+		return fmt.Errorf("--bpf-lb-map-max %d: want 1024 to %d", c.BPFLBMapMax, 1<<24)
+	}
+	return nil
+}
+
+// NodePorts parses --node-port-range ("30000-32767"; Cilium's
+// "30000,32767" is accepted too).
+func (c Config) NodePorts() (PortRange, error) {
+	lo, hi, ok := strings.Cut(c.NodePortRange, "-")
+	if !ok {
+		lo, hi, ok = strings.Cut(c.NodePortRange, ",")
+	}
+	l, err1 := strconv.ParseUint(strings.TrimSpace(lo), 10, 16)
+	h, err2 := strconv.ParseUint(strings.TrimSpace(hi), 10, 16)
+	if !ok || err1 != nil || err2 != nil || l == 0 || l > h {
+		return PortRange{}, fmt.Errorf("--node-port-range %q: want min-max, 1 <= min <= max <= 65535", c.NodePortRange)
+	}
+	return PortRange{Min: uint16(l), Max: uint16(h)}, nil
+}
+
+// NodeAddresses are the node's addresses that NodePorts listen on; the
+// datapath provides them.
+type NodeAddresses []netip.Addr
+
+// Cell provides the tables (statedb.Table for readers) and, with
+// --kube-proxy-replacement, fills them from the Source; their
+// reconcilers write the service maps. Without it the tables stay empty,
+// and the maps too.
+var Cell = cell.Module("loadbalancer", "Services balanced in the datapath - the kube-proxy replacement",
+	cell.Config(DefaultConfig),
+	cell.Provide(NewTables, Tables.readers),
+	health.JobGroup,
+	cell.Invoke(register),
+)
+
+// Readers are the tables for those who only read them.
+type Readers struct {
+	cell.Out
+	Services  statedb.Table[*ServiceRow]
+	Frontends statedb.Table[*FrontendRow]
+	Backends  statedb.Table[*BackendRow]
+}
+
+func (t Tables) readers() Readers {
+	return Readers{Services: t.Services, Frontends: t.Frontends, Backends: t.Backends}
+}
+
+type params struct {
+	cell.In
+	Config     Config
+	Jobs       job.Group
+	Log        *slog.Logger
+	Tables     Tables
+	Map        MapSource
+	Addresses  NodeAddresses
+	Source     Source `optional:"true"`
+	Reconciler reconciler.Params
+}
+
+func register(p params) error {
+	if err := p.Config.Validate(); err != nil {
+		return err
+	}
+	source := p.Source
+	if !p.Config.KubeProxyReplacement {
+		source = nil
+	}
+	local := Local{Addresses: p.Addresses}
+	if source != nil {
+		local.NodeName = source.NodeName()
+	}
+	c := newController(p.Reconciler.DB, p.Tables, local, source, p.Log)
+	if err := registerReconcilers(p.Reconciler, p.Tables, p.Map); err != nil {
+		return err
+	}
+	p.Jobs.Add(job.OneShot("loadbalancer", func(ctx context.Context, h cell.Health) error {
+		return c.run(ctx, h, p.Map)
+	}))
+	return nil
+}
+
+// run starts the source, makes the first pass once the datapath's maps
+// are open, then rewrites the services that change.
+func (c *controller) run(ctx context.Context, h cell.Health, source MapSource) error {
+	wake := make(chan struct{}, 1)
+	trigger := func() {
+		select {
+		case wake <- struct{}{}:
+		default:
+		}
+	}
+	if c.source != nil {
+		c.source.OnChange(func(n ServiceName) { c.markDirty(n); trigger() })
+		if err := c.source.Start(ctx); err != nil {
+			return err
+		}
+	}
+	retry := 100 * time.Millisecond
+	backoff := func(err error) bool {
+		h.Degraded("services not written", err)
+		select {
+		case <-ctx.Done():
+			return false
+		case <-time.After(retry):
+		}
+		retry = min(2*retry, 10*time.Second)
+		return true
+	}
+	for {
+		m := source()
+		if m == nil {
+			if !backoff(errNoMap) {
+				return nil
+			}
+			continue
+		}
+		if err := c.first(m); err != nil {
+			if !backoff(err) {
+				return nil
+			}
+			continue
+		}
+		break
+	}
+	retry = 100 * time.Millisecond
+	h.OK("services written")
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-wake:
+		}
+		names := c.takeDirty()
+		if err := c.process(names, false); err != nil {
+			for _, n := range names {
+				c.markDirty(n)
+			}
+			if !backoff(err) {
+				return nil
+			}
+			trigger()
+			continue
+		}
+		retry = 100 * time.Millisecond
+		h.OK("services written")
+	}
+}

@@ -1,0 +1,233 @@
+package loadbalancer
+
+import (
+	"cmp"
+	"fmt"
+	"net/netip"
+	"slices"
+
+	"github.com/cilium-go/cilium/internal/datapath/spec"
+)
+
+// Addr is an address, port and protocol: a frontend's or a backend's.
+type Addr struct {
+	Address  netip.Addr
+	Port     uint16
+	Protocol uint8
+}
+
+func (a Addr) String() string {
+	return spec.Frontend{Address: a.Address, Port: a.Port, Protocol: a.Protocol}.String()
+}
+
+func compareAddrs(a, b Addr) int {
+	return cmp.Or(a.Address.Compare(b.Address), cmp.Compare(a.Port, b.Port), cmp.Compare(a.Protocol, b.Protocol))
+}
+
+// Backend is an endpoint's address and port as a frontend uses it.
+type Backend struct {
+	Addr
+	NodeName string
+	// Terminating backends keep their connections; they are in a
+	// frontend's slots only when nothing else serves.
+	Terminating bool
+}
+
+// Frontend is an address:port/protocol that clients connect to, and the
+// backends that serve it.
+type Frontend struct {
+	Addr
+	Service  ServiceName
+	PortName string
+	// Flags: the frontend's kind (spec.LBNodePort, spec.LBExternalIP;
+	// none for a ClusterIP), spec.LBAffinity, and with two scopes
+	// spec.LBTwoScopes and spec.LBLocal.
+	Flags           spec.LBFlags
+	AffinityTimeout uint32
+	// Slots are the backends new connections go to: every client's, or
+	// with spec.LBTwoScopes the external clients'. InternalSlots are the
+	// local pods' and the node's with spec.LBTwoScopes.
+	Slots         []Backend
+	InternalSlots []Backend
+	// Backends are all the frontend's backends in the datapath: those of
+	// its slots and the terminating ones that finish their connections.
+	Backends []Backend
+}
+
+// Kind names the frontend's type for people.
+func (f Frontend) Kind() string {
+	switch {
+	case f.Flags&spec.LBNodePort != 0:
+		return "NodePort"
+	case f.Flags&spec.LBExternalIP != 0:
+		return "ExternalIP"
+	case f.Flags&spec.LBHostPort != 0:
+		return "HostPort"
+	case f.Flags&spec.LBLoadBalancer != 0:
+		return "LoadBalancer"
+	}
+	return "ClusterIP"
+}
+
+// Ours says whether this load balancer serves s: kube-proxy leaves alone
+// headless and ExternalName services and those that name another proxy.
+func Ours(s Service) bool {
+	return s.Type != TypeExternalName && !s.Headless && s.ProxyName == ""
+}
+
+// Frontends computes s's frontends from its endpoints, as kube-proxy
+// would on the node local:
+//   - a port's backends are the endpoints that give it a port number and
+//     are ready, or when none is, those serving while they terminate;
+//   - trafficDistribution PreferSameNode narrows them to those hinted
+//     for this node, when there are any;
+//   - ClusterIPs serve local clients: internalTrafficPolicy Local
+//     narrows them to this node's backends;
+//   - ExternalIPs and NodePorts (on every node address) also serve
+//     clients from outside: externalTrafficPolicy Local narrows those to
+//     this node's backends, and then, as whenever the two policies
+//     differ, local clients have their own scope.
+func Frontends(s Service, eps []Endpoint, local Local) []Frontend {
+	if !Ours(s) {
+		return nil
+	}
+	var out []Frontend
+	for _, p := range s.Ports {
+		cands := candidates(p, eps)
+		all := usable(cands)
+		if s.PreferSameNode {
+			if same := usable(filter(cands, func(b candidate) bool { return slices.Contains(b.forNodes, local.NodeName) })); len(same) > 0 {
+				all = same
+			}
+		}
+		onNode := usable(filter(cands, func(b candidate) bool { return b.NodeName == local.NodeName }))
+		internal, external := all, all
+		if s.InternalLocal {
+			internal = onNode
+		}
+		if s.ExternalLocal {
+			external = onNode
+		}
+		kept := kept(cands)
+		base := Frontend{Service: s.Name, PortName: p.Name, Backends: kept}
+		if s.AffinityTimeout > 0 {
+			base.Flags |= spec.LBAffinity
+			base.AffinityTimeout = s.AffinityTimeout
+		}
+		add := func(addr netip.Addr, port uint16, kind spec.LBFlags, slots, internalSlots []Backend) {
+			if !addr.Is4() || port == 0 {
+				return
+			}
+			f := base
+			f.Addr = Addr{Address: addr, Port: port, Protocol: p.Protocol}
+			f.Flags |= kind
+			f.Slots = slots
+			if internalSlots != nil {
+				f.Flags |= spec.LBTwoScopes
+				f.InternalSlots = internalSlots
+				if s.ExternalLocal {
+					f.Flags |= spec.LBLocal
+				}
+			}
+			out = append(out, f)
+		}
+		// Outside clients and local ones differ only when one policy
+		// is Local and the other is not.
+		var twoScopes []Backend
+		if s.ExternalLocal != s.InternalLocal {
+			twoScopes = orEmpty(internal)
+		}
+		for _, ip := range s.ClusterIPs {
+			add(ip, p.Port, 0, internal, nil)
+		}
+		for _, ip := range s.ExternalIPs {
+			add(ip, p.Port, spec.LBExternalIP, external, twoScopes)
+		}
+		if p.NodePort != 0 && (s.Type == TypeNodePort || s.Type == TypeLoadBalancer) {
+			for _, ip := range local.Addresses {
+				add(ip, p.NodePort, spec.LBNodePort, external, twoScopes)
+			}
+		}
+	}
+	slices.SortFunc(out, func(a, b Frontend) int { return compareAddrs(a.Addr, b.Addr) })
+	return slices.CompactFunc(out, func(a, b Frontend) bool { return a.Addr == b.Addr })
+}
+
+// orEmpty keeps an empty scope apart from no scope.
+func orEmpty(b []Backend) []Backend {
+	if b == nil {
+		return []Backend{}
+	}
+	return b
+}
+
+type candidate struct {
+	Backend
+	ready, serving bool
+	forNodes       []string
+}
+
+// candidates are the endpoints that give port p a number, once each.
+func candidates(p Port, eps []Endpoint) []candidate {
+	var out []candidate
+	seen := map[Addr]bool{}
+	for _, e := range eps {
+		port, ok := e.Ports[PortKey{Name: p.Name, Protocol: p.Protocol}]
+		if !ok || port == 0 || !e.Address.Is4() {
+			continue
+		}
+		a := Addr{Address: e.Address, Port: port, Protocol: p.Protocol}
+		if seen[a] {
+			continue
+		}
+		seen[a] = true
+		out = append(out, candidate{Backend: Backend{Addr: a, NodeName: e.NodeName, Terminating: e.Terminating},
+			ready: e.Ready, serving: e.Serving, forNodes: e.ForNodes})
+	}
+	slices.SortFunc(out, func(a, b candidate) int { return compareAddrs(a.Addr, b.Addr) })
+	return out
+}
+
+func filter(cs []candidate, keep func(candidate) bool) []candidate {
+	var out []candidate
+	for _, c := range cs {
+		if keep(c) {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// usable are the ready candidates, or when none is ready, the ones that
+// serve while terminating: kube-proxy's choice.
+func usable(cs []candidate) []Backend {
+	var ready, terminating []Backend
+	for _, c := range cs {
+		switch {
+		case c.ready: // publishNotReadyAddresses: ready while terminating
+			ready = append(ready, c.Backend)
+		case c.serving && c.Terminating:
+			terminating = append(terminating, c.Backend)
+		}
+	}
+	if len(ready) > 0 {
+		return ready
+	}
+	return terminating
+}
+
+// kept are the candidates the datapath keeps: ready ones and those still
+// serving, whose connections go on.
+func kept(cs []candidate) []Backend {
+	var out []Backend
+	for _, c := range cs {
+		if c.ready || c.serving {
+			out = append(out, c.Backend)
+		}
+	}
+	return out
+}
+
+func (f Frontend) String() string {
+	return fmt.Sprintf("%s %s %s", f.Addr, f.Kind(), f.Service)
+}

@@ -1,0 +1,179 @@
+package loadbalancer
+
+import (
+	"context"
+	"errors"
+	"iter"
+
+	"github.com/cilium/statedb"
+	"github.com/cilium/statedb/reconciler"
+
+	"github.com/cilium-go/cilium/internal/datapath/spec"
+	"github.com/cilium-go/cilium/pkg/desired"
+)
+
+// Map is the datapath's service maps; *datapath.Maps is one.
+type Map interface {
+	UpsertService(spec.Service) error
+	DeleteService(spec.Frontend) error
+	Services() ([]spec.Service, error)
+	UpsertBackend(spec.Backend) error
+	DeleteBackend(spec.BackendID) error
+	Backends() (map[spec.BackendID]spec.Backend, error)
+	UpsertRevNAT(spec.RevNAT) error
+	DeleteRevNAT(index uint16) error
+	RevNATs() (map[uint16]spec.RevNAT, error)
+}
+
+// MapSource returns the datapath's service maps, or nil while the
+// datapath has not opened them yet.
+type MapSource func() Map
+
+var errNoMap = errors.New("service maps not open yet")
+
+func mapOf(source MapSource) (Map, error) {
+	if m := source(); m != nil {
+		return m, nil
+	}
+	return nil, errNoMap
+}
+
+// registerReconcilers makes the service maps hold what the frontends and
+// backends tables say.
+func registerReconcilers(p reconciler.Params, t Tables, source MapSource) error {
+	if _, err := desired.Register(p, t.Frontends, frontendOps{source}); err != nil {
+		return err
+	}
+	_, err := desired.Register(p, t.Backends, backendOps{source})
+	return err
+}
+
+type frontendOps struct{ source MapSource }
+
+// Update implements reconciler.Operations: the frontend's backends, its
+// reverse translation, then its entries (the internal scope first, so
+// that the external one never announces a scope that is not there).
+func (o frontendOps) Update(_ context.Context, _ statedb.ReadTxn, _ statedb.Revision, r *FrontendRow) error {
+	m, err := mapOf(o.source)
+	if err != nil {
+		return err
+	}
+	for _, b := range r.BackendSpecs {
+		if err := m.UpsertBackend(b); err != nil {
+			return err
+		}
+	}
+	if err := m.UpsertRevNAT(spec.RevNAT{Index: r.RevNATIndex, Address: r.Address, Port: r.Port}); err != nil {
+		return err
+	}
+	svcs := r.Services()
+	for _, s := range svcs {
+		if err := m.UpsertService(s); err != nil {
+			return err
+		}
+	}
+	if len(svcs) == 1 {
+		// One scope now: an internal scope of before goes.
+		f := svcs[0].Frontend
+		f.Scope = spec.ScopeInternal
+		return m.DeleteService(f)
+	}
+	return nil
+}
+
+// Delete implements reconciler.Operations.
+func (o frontendOps) Delete(_ context.Context, _ statedb.ReadTxn, _ statedb.Revision, r *FrontendRow) error {
+	m, err := mapOf(o.source)
+	if err != nil {
+		return err
+	}
+	f := spec.Frontend{Address: r.Address, Port: r.Port, Protocol: r.Protocol}
+	errs := []error{m.DeleteService(f)}
+	f.Scope = spec.ScopeInternal
+	errs = append(errs, m.DeleteService(f), m.DeleteRevNAT(r.RevNATIndex))
+	return errors.Join(errs...)
+}
+
+// Prune implements reconciler.Operations: frontends and reverse
+// translations no row names go, and every row is written again.
+func (o frontendOps) Prune(ctx context.Context, txn statedb.ReadTxn, rows iter.Seq2[*FrontendRow, statedb.Revision]) error {
+	m, err := mapOf(o.source)
+	if err != nil {
+		return err
+	}
+	held, err := m.Services()
+	if err != nil {
+		return err
+	}
+	revs, err := m.RevNATs()
+	if err != nil {
+		return err
+	}
+	var errs []error
+	wantFrontends := map[spec.Frontend]bool{}
+	wantRevs := map[uint16]bool{}
+	for r := range rows {
+		for _, s := range r.Services() {
+			wantFrontends[s.Frontend] = true
+		}
+		wantRevs[r.RevNATIndex] = true
+		errs = append(errs, o.Update(ctx, txn, 0, r))
+	}
+	for _, s := range held {
+		if !wantFrontends[s.Frontend] {
+			errs = append(errs, m.DeleteService(s.Frontend))
+		}
+	}
+	for idx := range revs {
+		if !wantRevs[idx] {
+			errs = append(errs, m.DeleteRevNAT(idx))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+type backendOps struct{ source MapSource }
+
+// Update implements reconciler.Operations.
+func (o backendOps) Update(_ context.Context, _ statedb.ReadTxn, _ statedb.Revision, r *BackendRow) error {
+	m, err := mapOf(o.source)
+	if err != nil {
+		return err
+	}
+	return m.UpsertBackend(r.Backend)
+}
+
+// Delete implements reconciler.Operations.
+func (o backendOps) Delete(_ context.Context, _ statedb.ReadTxn, _ statedb.Revision, r *BackendRow) error {
+	m, err := mapOf(o.source)
+	if err != nil {
+		return err
+	}
+	return m.DeleteBackend(r.ID)
+}
+
+// Prune implements reconciler.Operations: backends no row names go.
+func (o backendOps) Prune(_ context.Context, _ statedb.ReadTxn, rows iter.Seq2[*BackendRow, statedb.Revision]) error {
+	m, err := mapOf(o.source)
+	if err != nil {
+		return err
+	}
+	held, err := m.Backends()
+	if err != nil {
+		return err
+	}
+	var errs []error
+	want := map[spec.BackendID]bool{}
+	for r := range rows {
+		want[r.ID] = true
+		if held[r.ID] != r.Backend {
+			errs = append(errs, m.UpsertBackend(r.Backend))
+		}
+	}
+	for id := range held {
+		if !want[id] {
+			errs = append(errs, m.DeleteBackend(id))
+		}
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,155 @@
+package loadbalancer_test
+
+import (
+	"fmt"
+	"maps"
+	"net/netip"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/cilium/hive"
+	"github.com/cilium/hive/cell"
+	"github.com/cilium/hive/job"
+	"github.com/cilium/hive/script"
+	"github.com/cilium/statedb"
+	kubefake "k8s.io/client-go/kubernetes/fake"
+
+	"github.com/cilium-go/cilium/internal/datapath/dptest"
+	"github.com/cilium-go/cilium/internal/datapath/spec"
+	"github.com/cilium-go/cilium/internal/testenv"
+	"github.com/cilium-go/cilium/pkg/health"
+	"github.com/cilium-go/cilium/pkg/k8s/agent"
+	"github.com/cilium-go/cilium/pkg/k8s/k8stest"
+	"github.com/cilium-go/cilium/pkg/loadbalancer"
+	"github.com/cilium-go/cilium/pkg/loadbalancer/lbtest"
+)
+
+// The scripts in testdata put Services and EndpointSlices in and read
+// the services, frontends and backends tables and the service maps out.
+// TestScript runs them against maps in memory, TestPrivilegedScript
+// against a real datapath's: the same scripts, the same output.
+func TestScript(t *testing.T) {
+	runScripts(t, func(testing.TB) loadbalancer.Map { return lbtest.New() })
+}
+
+func TestPrivilegedScript(t *testing.T) {
+	testenv.Privileged(t)
+	runScripts(t, func(t testing.TB) loadbalancer.Map {
+		return dptest.StartNode(t, testenv.NewNetNS(t)).Maps()
+	})
+}
+
+// nodeIP is node-a's address, where its NodePorts listen.
+var nodeIP = netip.MustParseAddr("192.168.77.1")
+
+func runScripts(t *testing.T, newMap func(testing.TB) loadbalancer.Map) {
+	testenv.RunHiveScripts(t, func(t testing.TB, args []string) (*hive.Hive, map[string]script.Cmd) {
+		m := newMap(t)
+		kube := kubefake.NewClientset()
+		cells := []cell.Cell{
+			job.Cell, statedb.Cell, health.Cell,
+			loadbalancer.Cell,
+			cell.Provide(
+				func() loadbalancer.MapSource { return func() loadbalancer.Map { return m } },
+				func() loadbalancer.NodeAddresses { return loadbalancer.NodeAddresses{nodeIP} },
+				func() loadbalancer.Source { return agent.NewServiceSource(&agent.Clients{Kube: kube}, "node-a") },
+			),
+		}
+		cmds := k8stest.ScriptCmds(k8stest.Trackers{Kube: kube.Tracker()})
+		cmds["lb/maps"] = script.Command(script.CmdUsage{
+			Summary: "the datapath's service maps: frontend, flags, affinity, reverse NAT and backends by slot",
+		}, func(*script.State, ...string) (script.WaitFunc, error) {
+			lines, err := dumpMaps(m)
+			if err != nil {
+				return nil, err
+			}
+			return func(*script.State) (string, string, error) {
+				if len(lines) == 0 {
+					return "", "", nil
+				}
+				return strings.Join(lines, "\n") + "\n", "", nil
+			}, nil
+		})
+		h := health.NewHive(cells...)
+		// "#! --flag=value" lines set the load balancer's flags.
+		for _, a := range args {
+			k, v, _ := strings.Cut(strings.TrimPrefix(a, "--"), "=")
+			h.Viper().Set(k, v)
+		}
+		return h, cmds
+	})
+}
+
+// dumpMaps prints each frontend with its backends by address, so that
+// the output says what a client gets whatever the ids are; a slot naming
+// no backend, or a reverse translation that names another frontend,
+// shows as an error in the line.
+func dumpMaps(m loadbalancer.Map) ([]string, error) {
+	svcs, err := m.Services()
+	if err != nil {
+		return nil, err
+	}
+	backends, err := m.Backends()
+	if err != nil {
+		return nil, err
+	}
+	revs, err := m.RevNATs()
+	if err != nil {
+		return nil, err
+	}
+	used := map[spec.BackendID]bool{}
+	var lines []string
+	for _, s := range svcs {
+		var bs []string
+		for _, id := range s.Backends {
+			used[id] = true
+			b, ok := backends[id]
+			if !ok {
+				bs = append(bs, fmt.Sprintf("MISSING(%d)", id))
+				continue
+			}
+			bs = append(bs, backendString(b))
+		}
+		line := s.Frontend.String()
+		if fl := flagNames(s.Flags); fl != "" {
+			line += " " + fl
+		}
+		if s.Flags&spec.LBAffinity != 0 {
+			line += fmt.Sprintf(" affinity=%ds", s.AffinityTimeout)
+		}
+		if r, ok := revs[s.RevNATIndex]; !ok || r.Address != s.Frontend.Address || r.Port != s.Frontend.Port {
+			line += fmt.Sprintf(" BAD-REVNAT(%d)", s.RevNATIndex)
+		}
+		lines = append(lines, line+" -> "+strings.Join(bs, " "))
+	}
+	// Backends that no slot names are there for the connections they have.
+	for id, b := range backends {
+		if !used[id] {
+			lines = append(lines, "backend "+backendString(b))
+		}
+	}
+	slices.Sort(lines)
+	return lines, nil
+}
+
+func backendString(b spec.Backend) string {
+	s := loadbalancer.Addr{Address: b.Address, Port: b.Port, Protocol: b.Protocol}.String()
+	if b.Terminating {
+		s += "(terminating)"
+	}
+	return s
+}
+
+func flagNames(f spec.LBFlags) string {
+	var out []string
+	names := map[spec.LBFlags]string{spec.LBNodePort: "nodeport", spec.LBExternalIP: "externalip",
+		spec.LBHostPort: "hostport", spec.LBLoadBalancer: "loadbalancer", spec.LBAffinity: "affinity",
+		spec.LBTwoScopes: "two-scopes", spec.LBLocal: "local"}
+	for _, bit := range slices.Sorted(maps.Keys(names)) {
+		if f&bit != 0 {
+			out = append(out, names[bit])
+		}
+	}
+	return strings.Join(out, ",")
+}

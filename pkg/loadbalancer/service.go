@@ -1,0 +1,108 @@
+// Package loadbalancer is the agent's kube-proxy replacement: it turns
+// Services and their endpoints into the frontends and backends the
+// datapath balances connections over, keeps them in statedb tables, and
+// registers the reconcilers that write them into the service maps.
+//
+// Services come in as plain values (Service, Endpoint) from a Source,
+// which the Kubernetes side implements; what Kubernetes defines about
+// them (which endpoints serve, traffic policies, affinity) is decided
+// here, in Frontends, a pure function.
+package loadbalancer
+
+import (
+	"fmt"
+	"net/netip"
+
+	"github.com/cilium-go/cilium/internal/datapath/spec"
+)
+
+// ServiceName names a Service: namespace/name.
+type ServiceName struct {
+	Namespace, Name string
+}
+
+func (n ServiceName) String() string { return n.Namespace + "/" + n.Name }
+
+// ServiceType is a Service's spec.type.
+type ServiceType string
+
+const (
+	TypeClusterIP    ServiceType = "ClusterIP"
+	TypeNodePort     ServiceType = "NodePort"
+	TypeLoadBalancer ServiceType = "LoadBalancer"
+	TypeExternalName ServiceType = "ExternalName"
+)
+
+// Service is what the load balancer needs of a Kubernetes Service.
+type Service struct {
+	Name ServiceName
+	Type ServiceType
+	// ClusterIPs are the service's cluster addresses; none for a
+	// headless service.
+	ClusterIPs  []netip.Addr
+	Headless    bool
+	ExternalIPs []netip.Addr
+	Ports       []Port
+	// AffinityTimeout is sessionAffinity ClientIP's timeout in seconds;
+	// 0: no affinity.
+	AffinityTimeout uint32
+	// ExternalLocal: externalTrafficPolicy Local. InternalLocal:
+	// internalTrafficPolicy Local.
+	ExternalLocal bool
+	InternalLocal bool
+	// PreferSameNode: trafficDistribution PreferSameNode.
+	PreferSameNode      bool
+	HealthCheckNodePort uint16
+	// ProxyName is the service.kubernetes.io/service-proxy-name label:
+	// a service that names a proxy is that proxy's, not ours.
+	ProxyName string
+}
+
+// Port is one of a Service's ports.
+type Port struct {
+	Name     string
+	Protocol uint8 // spec.ProtoTCP, ...
+	Port     uint16
+	NodePort uint16
+}
+
+// String is "name:port/protocol", with ">nodePort" when there is one.
+func (p Port) String() string {
+	s := fmt.Sprintf("%d/%s", p.Port, spec.ProtocolName(p.Protocol))
+	if p.Name != "" {
+		s = p.Name + ":" + s
+	}
+	if p.NodePort != 0 {
+		s += fmt.Sprintf(">%d", p.NodePort)
+	}
+	return s
+}
+
+// Endpoint is one address of a Service's EndpointSlices, with the ports
+// the slice gives it by port name.
+type Endpoint struct {
+	Address  netip.Addr
+	NodeName string
+	// Ports by the Service port's name, with protocol.
+	Ports map[PortKey]uint16
+	// Conditions as EndpointSlices define them: Ready (nil counts as
+	// true), Serving, Terminating.
+	Ready, Serving, Terminating bool
+	// ForNodes are the topology hints' node names.
+	ForNodes []string
+}
+
+// PortKey names an endpoint port: the Service port's name and protocol.
+type PortKey struct {
+	Name     string
+	Protocol uint8
+}
+
+// Local is what the load balancer knows of its own node.
+type Local struct {
+	NodeName string
+	// Addresses are the node's addresses that NodePorts listen on.
+	Addresses []netip.Addr
+}
+
+func (s Service) String() string { return fmt.Sprintf("%s (%s)", s.Name, s.Type) }
