@@ -191,6 +191,9 @@ func (c *controller) run(ctx context.Context, h cell.Health, source MapSource) e
 	}
 	retry = 100 * time.Millisecond
 	h.OK("services written")
+	if c.hasDirty() {
+		trigger()
+	}
 	for {
 		select {
 		case <-ctx.Done():
@@ -210,5 +213,9 @@ func (c *controller) run(ctx context.Context, h cell.Health, source MapSource) e
 		}
 		retry = 100 * time.Millisecond
 		h.OK("services written")
+		// A frontend let go goes to a service that wanted it.
+		if c.hasDirty() {
+			trigger()
+		}
 	}
 }

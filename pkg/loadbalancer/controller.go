@@ -75,6 +75,12 @@ func (c *controller) markDirty(n ServiceName) {
 	c.mu.Unlock()
 }
 
+func (c *controller) hasDirty() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.dirty) > 0
+}
+
 func (c *controller) takeDirty() []ServiceName {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -169,6 +175,7 @@ func (c *controller) processOne(txn statedb.WriteTxn, n ServiceName) error {
 
 	wanted := map[Addr]bool{}
 	for _, f := range want {
+		wanted[f.Addr] = true
 		cur, _, held := c.tables.Frontends.Get(txn, FrontendAddrIndex.Query(f.Addr))
 		if held && cur.Service != n {
 			// Another service holds the frontend: the first one keeps it.
@@ -181,10 +188,7 @@ func (c *controller) processOne(txn statedb.WriteTxn, n ServiceName) error {
 			c.contenders[f.Addr][n] = true
 			continue
 		}
-		if cs := c.contenders[f.Addr]; cs != nil {
-			delete(cs, n)
-		}
-		wanted[f.Addr] = true
+		delete(c.contenders[f.Addr], n)
 		row, err := c.row(f)
 		if err != nil {
 			return err
@@ -204,6 +208,15 @@ func (c *controller) processOne(txn statedb.WriteTxn, n ServiceName) error {
 			}
 		}
 	}
+	// What the service no longer wants it no longer contends for.
+	for a, cs := range c.contenders {
+		if !wanted[a] {
+			delete(cs, n)
+		}
+		if len(cs) == 0 {
+			delete(c.contenders, a)
+		}
+	}
 	var gone []*FrontendRow
 	for r := range c.tables.Frontends.List(txn, FrontendServiceIndex.Query(n)) {
 		if !wanted[r.Addr] {
@@ -221,12 +234,6 @@ func (c *controller) processOne(txn statedb.WriteTxn, n ServiceName) error {
 		// A service that wanted it may have it now.
 		for other := range c.contenders[r.Addr] {
 			c.markDirty(other)
-		}
-		delete(c.contenders, r.Addr)
-	}
-	for a, cs := range c.contenders {
-		if !wanted[a] {
-			delete(cs, n)
 		}
 	}
 	return nil

@@ -108,8 +108,7 @@ func Frontends(s Service, eps []Endpoint, local Local) []Frontend {
 		if s.ExternalLocal {
 			external = onNode
 		}
-		kept := kept(cands)
-		base := Frontend{Service: s.Name, PortName: p.Name, Backends: kept}
+		base := Frontend{Service: s.Name, PortName: p.Name, Backends: kept(cands, internal, external)}
 		if s.AffinityTimeout > 0 {
 			base.Flags |= spec.LBAffinity
 			base.AffinityTimeout = s.AffinityTimeout
@@ -216,12 +215,18 @@ func usable(cs []candidate) []Backend {
 	return terminating
 }
 
-// kept are the candidates the datapath keeps: ready ones and those still
-// serving, whose connections go on.
-func kept(cs []candidate) []Backend {
+// kept are the backends the datapath keeps: those in slots, and those
+// serving while they terminate, whose connections go on.
+func kept(cs []candidate, slots ...[]Backend) []Backend {
+	in := map[Addr]bool{}
+	for _, s := range slots {
+		for _, b := range s {
+			in[b.Addr] = true
+		}
+	}
 	var out []Backend
 	for _, c := range cs {
-		if c.ready || c.serving {
+		if in[c.Addr] || (c.serving && c.Terminating) {
 			out = append(out, c.Backend)
 		}
 	}

@@ -144,7 +144,7 @@ func backendString(b spec.Backend) string {
 func flagNames(f spec.LBFlags) string {
 	var out []string
 	names := map[spec.LBFlags]string{spec.LBNodePort: "nodeport", spec.LBExternalIP: "externalip",
-		spec.LBHostPort: "hostport", spec.LBLoadBalancer: "loadbalancer", spec.LBAffinity: "affinity",
+		spec.LBHostPort: "hostport", spec.LBLoadBalancer: "loadbalancer",
 		spec.LBTwoScopes: "two-scopes", spec.LBLocal: "local"}
 	for _, bit := range slices.Sorted(maps.Keys(names)) {
 		if f&bit != 0 {
