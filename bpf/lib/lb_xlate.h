@@ -322,10 +322,15 @@ static __always_inline int lb4_no_service(struct __sk_buff *skb, const struct pk
 	} h = {};
 	struct ethhdr eth, back;
 	__u32 len = skb->len - ETH_HLEN, q;
+	__u16 tot_len;
 	__s64 csum;
 
-	if (p->later_frag || bpf_skb_load_bytes(skb, 0, &eth, sizeof(eth)) < 0)
+	if (p->later_frag || bpf_skb_load_bytes(skb, 0, &eth, sizeof(eth)) < 0 ||
+	    bpf_skb_load_bytes(skb, ETH_HLEN + 2, &tot_len, 2) < 0)
 		return -DROP_NO_SERVICE;
+	/* The datagram, without what pads a short frame. */
+	if (bpf_ntohs(tot_len) < len)
+		len = bpf_ntohs(tot_len);
 	q = len < LB_ICMP_QUOTE_MAX ? len : LB_ICMP_QUOTE_MAX;
 	if (q < sizeof(struct iphdr) || bpf_skb_load_bytes(skb, ETH_HLEN, quote, q) < 0)
 		return -DROP_INVALID;
@@ -349,7 +354,7 @@ static __always_inline int lb4_no_service(struct __sk_buff *skb, const struct pk
 	h.icmp.code = ICMP_PORT_UNREACH;
 	h.icmp.checksum = lb_csum_fold(bpf_csum_diff(0, 0, (__be32 *)&h.icmp, sizeof(h.icmp), csum));
 
-	if (len > q && bpf_skb_change_tail(skb, ETH_HLEN + q, 0) < 0)
+	if (skb->len > ETH_HLEN + q && bpf_skb_change_tail(skb, ETH_HLEN + q, 0) < 0)
 		return -DROP_INVALID;
 	if (bpf_skb_adjust_room(skb, sizeof(h), BPF_ADJ_ROOM_MAC, 0) < 0)
 		return -DROP_INVALID;
