@@ -55,17 +55,21 @@ static __always_inline int egress_new(struct __sk_buff *skb, struct flow *f,
 
 /* no_service answers a packet to a frontend without backends with an ICMP
  * port unreachable, sent straight back into the pod, and counts it as a
- * drop. On netkit this program runs in the pod's transmit, from where
- * the only way back in is the host side's transmit, whose to-container
- * would judge the error as a new packet from the frontend: the packet is
- * dropped there, without the error. */
+ * drop. On netkit, where this program runs in the pod's transmit, the
+ * way back in is the host side's transmit, whose to-container knows the
+ * answer for what it is (lb4_is_refusal). */
 static __always_inline int no_service(struct __sk_buff *skb, struct flow *f)
 {
+	struct endpoint_info *self;
+
 	emit_event(skb, f, EVENT_DROP, DROP_NO_SERVICE, 0);
 	metrics_add(DROP_NO_SERVICE, f->direction, skb->len);
-	if (NETKIT || lb4_no_service(skb, &f->p) < 0)
+	self = endpoint_lookup4(ENDPOINT_IPV4);
+	if (!self || lb4_no_service(skb, &f->p) < 0)
 		return TC_ACT_SHOT;
-	return bpf_redirect_peer(skb->ifindex, 0);
+	if (NETKIT)
+		return redirect_to_endpoint_egress(skb, self);
+	return redirect_to_endpoint(skb, self);
 }
 
 /* cil_from_container sees every packet the pod sends. */
@@ -205,7 +209,8 @@ int cil_to_container(struct __sk_buff *skb)
 	f.src_id = ct ? ct_remote_identity(ct, f.ct_status) : identity_of4(f.p.saddr);
 	if (f.ct_status == CT_INVALID)
 		return drop(skb, &f, DROP_UNKNOWN_CT);
-	if (f.ct_status == CT_NEW) {
+	/* A netkit pod's own packet refused for want of a backend. */
+	if (f.ct_status == CT_NEW && !(NETKIT && lb4_is_refusal(skb, &f.p, ENDPOINT_IPV4))) {
 		if (POLICY_INGRESS) {
 			ret = policy_check(skb, &f, ENDPOINT_ID, DIR_INGRESS, f.src_id);
 			if (ret < 0)

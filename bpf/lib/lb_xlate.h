@@ -364,6 +364,31 @@ static __always_inline int lb4_no_service(struct __sk_buff *skb, const struct pk
 	return 0;
 }
 
+/* lb4_is_refusal reports whether an ICMP error is what lb4_no_service
+ * made of this endpoint's packet: a port unreachable from a frontend
+ * without backends, quoting the endpoint's packet to it. A netkit pod
+ * gets it through its to-container, which lets it in as a related error.
+ * Whoever else forges one tells the pod only what is true: the service
+ * has no backend. */
+static __always_inline int lb4_is_refusal(struct __sk_buff *skb, const struct pkt *p, __u32 endpoint)
+{
+	__u32 inner = p->l4_off + sizeof(struct icmphdr);
+	struct lb4_service *svc;
+	struct icmphdr ic;
+	struct iphdr ip;
+	struct lb4_key k;
+	__u16 ports[2];
+
+	if (p->protocol != IPPROTO_ICMP || p->icmp_type != ICMP_DEST_UNREACH || p->later_frag ||
+	    p->daddr != endpoint || bpf_skb_load_bytes(skb, p->l4_off, &ic, sizeof(ic)) < 0 ||
+	    ic.code != ICMP_PORT_UNREACH || bpf_skb_load_bytes(skb, inner, &ip, sizeof(ip)) < 0 ||
+	    ip.ihl < 5 || ip.saddr != endpoint || ip.daddr != p->saddr || !lb_l4_proto(ip.protocol) ||
+	    bpf_skb_load_bytes(skb, inner + ip.ihl * 4, ports, sizeof(ports)) < 0)
+		return 0;
+	svc = lb4_lookup_service(&k, ip.daddr, ports[1], ip.protocol, 1);
+	return svc && !svc->count;
+}
+
 /* Keeps the enum the Go side shares in BTF for bpf2go. Never used. */
 struct lb_xlate_contract {
 	enum lb_hairpin hairpin;

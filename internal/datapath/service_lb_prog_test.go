@@ -75,12 +75,19 @@ func TestPrivilegedProgServiceNoBackend(t *testing.T) {
 			p := toFront(ipA, 40000, tcpFront, "S")
 			e.refused(p, len(p.ipBytes(t)))
 		}},
-		{"netkit: dropped without an answer", envOpts{netkit: true}, func(t *testing.T, e *env) {
+		// On netkit the answer reaches the pod through its to-container,
+		// which must let it in although no policy allows it; a forged
+		// refusal of a service that has backends gets no such pass.
+		{"netkit: the answer passes the pod's to-container", envOpts{netkit: true, policyIngress: true}, func(t *testing.T, e *env) {
 			e.serve(tcpFront, 0)
-			ev := e.denied(e.fromContainer, toFront(ipA, 40000, tcpFront, "S"), DropNoService)
-			if ev.Dst != svcIP || ev.DstPort != 80 {
-				t.Fatalf("drop event %+v", ev)
-			}
+			p := toFront(ipA, 40000, tcpFront, "S")
+			e.refused(p, len(p.ipBytes(t)))
+			e.expect(e.toContainer, e.expect(e.fromContainer, p.frame(t), actRedirect), actOK)
+			e.drain()
+			e.serve(tcpFront, 0, beC)
+			forged := unreachable(t, svcIP, ipA, p)
+			forged.srcMAC, forged.dstMAC = hostMacA, macA
+			e.denied(e.toContainer, forged, DropPolicy)
 		}},
 	})
 }

@@ -90,8 +90,6 @@ func TestPrivilegedServiceConnectivity(t *testing.T) {
 			for _, tc := range cases {
 				var err error
 				switch {
-				case tc.to == nil && mode.opts.PodDevice == podlink.DeviceNetkit:
-					continue // dropped without an answer: see no_service in bpf/lxc.c
 				case tc.to == nil && tc.front.Protocol == spec.ProtoTCP:
 					start := time.Now()
 					conn, derr := dptest.DialTCP(client.NS, tc.front.Address, int(tc.front.Port), 2*time.Second)
