@@ -98,7 +98,9 @@ static __always_inline int lb_client_established(const struct pkt *p)
 /* lb4_backend_of returns the backend of the client's connection to the
  * frontend: the one its service entry names while that backend exists
  * (terminating or not), else a new pick, which the entry then records.
- * 0: no backend serves. */
+ * 0: no backend serves. Only the client's packets refresh the entry: a
+ * UDP client silent for CT_LIFETIME_NONTCP picks again on its next
+ * datagram, though its backend may still be sending. */
 static __always_inline struct lb4_backend *lb4_backend_of(const struct pkt *p, const struct lb4_key *k,
 							  const struct lb4_service *svc, int *err)
 {
