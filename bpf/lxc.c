@@ -8,6 +8,7 @@
 #include "lib/events.h"
 #include "lib/forward.h"
 #include "lib/lb.h"
+#include "lib/lb_xlate.h"
 #include "lib/ingress.h"
 #include "lib/nat.h"
 #include "lib/packet.h"
@@ -49,7 +50,26 @@ static __always_inline int egress_new(struct __sk_buff *skb, struct flow *f,
 		flags |= CT_F_SNAT;
 	if (!ep)
 		flags |= CT_F_NO_DST_EP;
-	return ct_create(&f->p, ENDPOINT_IDENTITY, f->dst_id, tunnel, flags);
+	return ct_create(&f->p, ENDPOINT_IDENTITY, f->dst_id, tunnel, flags, f->rev_nat);
+}
+
+/* no_service answers a packet to a frontend without backends with an ICMP
+ * port unreachable, sent straight back into the pod, and counts it as a
+ * drop. On netkit, where this program runs in the pod's transmit, the
+ * way back in is the host side's transmit, whose to-container knows the
+ * answer for what it is (lb4_is_refusal). */
+static __always_inline int no_service(struct __sk_buff *skb, struct flow *f)
+{
+	struct endpoint_info *self;
+
+	emit_event(skb, f, EVENT_DROP, DROP_NO_SERVICE, 0);
+	metrics_add(DROP_NO_SERVICE, f->direction, skb->len);
+	self = endpoint_lookup4(ENDPOINT_IPV4);
+	if (!self || lb4_no_service(skb, &f->p) < 0)
+		return TC_ACT_SHOT;
+	if (NETKIT)
+		return redirect_to_endpoint_egress(skb, self);
+	return redirect_to_endpoint(skb, self);
 }
 
 /* cil_from_container sees every packet the pod sends. */
@@ -64,7 +84,7 @@ int cil_from_container(struct __sk_buff *skb)
 	struct endpoint_info *ep;
 	struct ct_entry *ct;
 	__u32 tunnel = 0;
-	int ret, snat = 0;
+	int ret, snat = 0, hairpin, to_client;
 
 	ret = parse_ipv4(skb, &f.p);
 	if (ret == PARSE_NOT_IPV4) {
@@ -77,12 +97,29 @@ int cil_from_container(struct __sk_buff *skb)
 	if (ret < 0)
 		return drop(skb, &f, ret);
 
+	/* A service's frontend becomes its backend before anything judges
+	 * the packet: policy, conntrack, routing and events see the backend. */
+	ret = lb4_local(skb, &f.p, &f.rev_nat);
+	if (ret == -DROP_NO_SERVICE)
+		return no_service(skb, &f);
+	if (ret < 0)
+		return drop(skb, &f, ret);
+	hairpin = ret == LB_HAIRPIN;
+
 	f.ct_status = ct_lookup(skb, &f.p, &ct);
 	if (f.ct_status == CT_INVALID)
 		return drop(skb, &f, DROP_UNKNOWN_CT);
+	/* What this pod sends back to a client of a service it backs (a
+	 * reply, or an ICMP error about the client's packet) is translated
+	 * back where it enters the client. A hairpin client is this pod,
+	 * behind the hairpin address. */
+	to_client = f.ct_status == CT_RELATED || (f.ct_status == CT_REPLY && ct->rev_nat_index);
+	if (to_client && f.p.daddr == HAIRPIN_IPV4)
+		hairpin = 1;
 	/* Most packets go to remote pods or the world: a tracked connection
 	 * that says so saves the endpoint lookup. */
-	ep = ct && ct_remote_not_local(ct, f.ct_status) ? 0 : endpoint_lookup4(f.p.daddr);
+	ep = ct && ct_remote_not_local(ct, f.ct_status) ? 0 :
+	     endpoint_lookup4(hairpin && to_client ? f.p.saddr : f.p.daddr);
 	if (ep) {
 		f.dst_ep = ep->ep_id;
 		f.dst_id = ep->identity;
@@ -91,6 +128,11 @@ int cil_from_container(struct __sk_buff *skb)
 		f.dst_id = ct_remote_identity(ct, f.ct_status);
 		tunnel = ct->tunnel_ipv4;
 		snat = f.ct_status == CT_ESTABLISHED && (ct->flags & CT_F_SNAT);
+		/* A tuple used directly and then through a service (or the
+		 * other way round) has its replies translated as its last
+		 * packet was. */
+		if (f.ct_status == CT_ESTABLISHED && ct->rev_nat_index != f.rev_nat)
+			ct->rev_nat_index = f.rev_nat;
 	} else if (!ep) {
 		struct ipcache_info *info = ipcache_lookup4(f.p.daddr);
 
@@ -109,17 +151,27 @@ int cil_from_container(struct __sk_buff *skb)
 	 * it drops what it has not seen start. A local peer's to-container
 	 * finds the connection this program tracked; the VXLAN device's
 	 * to-overlay encapsulates; masquerading happens at the uplink's
-	 * egress, after the stack's own translations. */
-	if (LEGACY_ROUTING) {
+	 * egress, after the stack's own translations. A hairpin packet goes
+	 * straight back into this pod: the stack has no route for the
+	 * hairpin address. */
+	if (LEGACY_ROUTING && !hairpin) {
 		forwarded(skb, &f, TRACE_TO_STACK);
 		return TC_ACT_OK;
 	}
 	if (ep) {
-		forwarded(skb, &f, TRACE_TO_LXC);
 		/* Not at a tc ingress on netkit: the peer's to-container finds
-		 * the connection tracked above and netkit crosses into the pod. */
-		if (NETKIT)
+		 * the connection tracked above, translates what goes back to a
+		 * client, and netkit crosses into the pod. */
+		if (NETKIT) {
+			forwarded(skb, &f, TRACE_TO_LXC);
 			return redirect_to_endpoint_egress(skb, ep);
+		}
+		if (to_client) {
+			ret = lb4_to_client(skb, &f.p, ct, f.ct_status);
+			if (ret < 0)
+				return drop(skb, &f, ret);
+		}
+		forwarded(skb, &f, TRACE_TO_LXC);
 		return redirect_to_endpoint(skb, ep);
 	}
 	if (TUNNEL_MODE == ROUTING_TUNNEL && tunnel) {
@@ -157,16 +209,22 @@ int cil_to_container(struct __sk_buff *skb)
 	f.src_id = ct ? ct_remote_identity(ct, f.ct_status) : identity_of4(f.p.saddr);
 	if (f.ct_status == CT_INVALID)
 		return drop(skb, &f, DROP_UNKNOWN_CT);
-	if (f.ct_status == CT_NEW) {
+	/* A netkit pod's own packet refused for want of a backend. */
+	if (f.ct_status == CT_NEW && !(NETKIT && lb4_is_refusal(skb, &f.p, ENDPOINT_IPV4))) {
 		if (POLICY_INGRESS) {
 			ret = policy_check(skb, &f, ENDPOINT_ID, DIR_INGRESS, f.src_id);
 			if (ret < 0)
 				return drop(skb, &f, ret);
 		}
-		ret = ct_create(&f.p, f.src_id, ENDPOINT_IDENTITY, 0, 0);
+		ret = ct_create(&f.p, f.src_id, ENDPOINT_IDENTITY, 0, 0, 0);
 		if (ret < 0)
 			return drop(skb, &f, ret);
 	}
+	/* A service's reply that crossed the stack (legacy routing), or came
+	 * from a netkit pod's transmit, is translated back here. */
+	ret = lb4_to_client(skb, &f.p, ct, f.ct_status);
+	if (ret < 0)
+		return drop(skb, &f, ret);
 	forwarded(skb, &f, TRACE_TO_LXC);
 	return TC_ACT_OK;
 }

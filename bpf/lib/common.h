@@ -90,6 +90,7 @@ enum drop_reason {
 	DROP_NO_TUNNEL_KEY = 147,
 	DROP_CT_CREATE = 155,
 	DROP_FRAG_NOSUPPORT = 157,
+	DROP_NO_SERVICE = 158, /* a service frontend without a backend */
 	DROP_UNKNOWN_CT = 163,
 	DROP_NAT_NO_MAPPING = 167,
 	DROP_INVALID_IDENTITY = 171,
@@ -192,13 +193,20 @@ struct policy_entry {
 	__u8 pad;
 };
 
+/* Kinds of conntrack keys (ct4_key.flags): a service entry has the same
+ * tuple as a connection to the frontend would, and never matches one. */
+enum ct_key_flags {
+	CT_KEY_SERVICE = 1, /* a client's tuple to a frontend: names its backend */
+};
+
 struct ct4_key {
 	__u32 saddr;
 	__u32 daddr;
 	__u16 sport;
 	__u16 dport;
 	__u8 protocol;
-	__u8 pad[3];
+	__u8 flags; /* enum ct_key_flags */
+	__u8 pad[2];
 };
 
 enum ct_flags {
@@ -224,7 +232,11 @@ struct ct_entry {
 	__u32 dst_identity;
 	__u32 tunnel_ipv4; /* network order: the node behind the remote side */
 	__u16 flags;
-	__u16 pad;
+	/* A connection a service translated: the reverse NAT entry that its
+	 * replies' source is translated back with. 0: none. */
+	__u16 rev_nat_index;
+	__u32 backend_id; /* service entries (CT_KEY_SERVICE): the backend */
+	__u32 pad;
 };
 
 struct nat4_key {
@@ -412,6 +424,7 @@ struct go_contract {
 	enum policy_verdict verdict;
 	enum ct_status ct_status;
 	enum ct_flags ct_flags;
+	enum ct_key_flags ct_key_flags;
 	enum endpoint_flags endpoint_flags;
 	enum policy_flags policy_flags;
 	enum policy_prefix policy_prefix;

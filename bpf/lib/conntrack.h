@@ -205,8 +205,10 @@ static __always_inline int ct_remote_not_local(const struct ct_entry *e, __u8 st
 	return e->flags & (status == CT_REPLY ? CT_F_NO_SRC_EP : CT_F_NO_DST_EP);
 }
 
+/* ct_create tracks p's connection. rev_nat_index names the service that
+ * translated it, 0 for none. */
 static __always_inline int ct_create(const struct pkt *p, __u32 src_identity, __u32 dst_identity,
-				     __u32 tunnel_ipv4, __u16 flags)
+				     __u32 tunnel_ipv4, __u16 flags, __u16 rev_nat_index)
 {
 	struct ct4_key k = {};
 	struct ct_entry e = {
@@ -216,6 +218,7 @@ static __always_inline int ct_create(const struct pkt *p, __u32 src_identity, __
 		.dst_identity = dst_identity,
 		.tunnel_ipv4 = tunnel_ipv4,
 		.flags = ct_closing_flag(p, 0) | flags,
+		.rev_nat_index = rev_nat_index,
 	};
 
 	e.expires = ct_now() + ct_lifetime(p->protocol, e.flags);

@@ -12,6 +12,7 @@ struct flow {
 	__u32 dst_id;
 	__u16 src_ep;
 	__u16 dst_ep;
+	__u16 rev_nat; /* the service that translated the packet, 0: none */
 	__u8 ct_status; /* enum ct_status */
 	__u8 direction; /* enum traffic_direction */
 };

@@ -7,6 +7,7 @@
 #include "conntrack.h"
 #include "events.h"
 #include "forward.h"
+#include "lb_xlate.h"
 #include "policy.h"
 
 /* deliver_ingress delivers to ep. f->src_id is the sender's identity when
@@ -37,12 +38,16 @@ static __always_inline int deliver_ingress(struct __sk_buff *skb, struct flow *f
 				return drop(skb, f, ret);
 		}
 		/* The sender came from the network: no local endpoint. */
-		ret = ct_create(&f->p, f->src_id, f->dst_id, tunnel, CT_F_NO_SRC_EP);
+		ret = ct_create(&f->p, f->src_id, f->dst_id, tunnel, CT_F_NO_SRC_EP, 0);
 		if (ret < 0)
 			return drop(skb, f, ret);
 	} else if (TRACE_ENABLED && !f->src_id) {
 		f->src_id = ct ? ct_remote_identity(ct, f->ct_status) : identity_of4(f->p.saddr);
 	}
+	/* A remote backend's reply to a local client of its service. */
+	ret = lb4_to_client(skb, &f->p, ct, f->ct_status);
+	if (ret < 0)
+		return drop(skb, f, ret);
 	forwarded(skb, f, TRACE_TO_LXC);
 	return redirect_to_endpoint(skb, ep);
 }

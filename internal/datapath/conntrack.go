@@ -9,6 +9,7 @@ import (
 	"github.com/cilium/ebpf"
 	"golang.org/x/sys/unix"
 
+	"github.com/cilium-go/cilium/internal/datapath/spec"
 	"github.com/cilium-go/cilium/pkg/identity"
 )
 
@@ -26,6 +27,13 @@ type Connection struct {
 	SeenReply   bool
 	Closing     bool
 	Masqueraded bool
+	// RevNATIndex names the service that translated the connection: its
+	// replies leave with the frontend's address (0: none).
+	RevNATIndex uint16
+	// Service marks a service entry: the client's tuple to a frontend,
+	// which names the connection's backend (BackendID) and RevNATIndex.
+	Service   bool
+	BackendID spec.BackendID
 }
 
 const (
@@ -37,6 +45,8 @@ const (
 	// responder has no local endpoint.
 	ctFlagNoSrcEP = uint16(lxcCtFlagsCT_F_NO_SRC_EP)
 	ctFlagNoDstEP = uint16(lxcCtFlagsCT_F_NO_DST_EP)
+
+	ctKeyService = uint8(lxcCtKeyFlagsCT_KEY_SERVICE)
 )
 
 // Connections lists the conntrack table.
@@ -54,6 +64,9 @@ func (m *Maps) Connections() ([]Connection, error) {
 			SeenReply:   v.Flags&ctFlagSeenReply != 0,
 			Closing:     v.Flags&(ctFlagTxClosing|ctFlagRxClosing) != 0,
 			Masqueraded: v.Flags&ctFlagSNAT != 0,
+			RevNATIndex: v.RevNatIndex,
+			Service:     k.Flags&ctKeyService != 0,
+			BackendID:   spec.BackendID(v.BackendId),
 		}
 		if v.TunnelIpv4 != 0 {
 			c.Tunnel = addrOfBE32(v.TunnelIpv4)

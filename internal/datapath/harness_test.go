@@ -75,6 +75,7 @@ type env struct {
 	fromOverlay   *ebpf.Program
 	events        *EventReader
 	uplinkIfindex int
+	node          NodeConstants // what the programs were loaded with
 }
 
 // freshNetNS moves the test's goroutine, locked to its thread, into a new
@@ -165,6 +166,7 @@ func newEnv(t testing.TB, o envOpts) *env {
 
 	node := NodeConstants{NodeIPv4: nodeIP, Mode: o.mode, TunnelIfindex: tunnelIfindex, Trace: o.trace,
 		Masquerade: o.masquerade, LegacyRouting: o.legacyRouting}
+	e.node = node
 	lxc, err := LoadEndpointPrograms(maps, EndpointConstants{
 		NodeConstants: node, ID: epA, Identity: idA, IPv4: ipA,
 		PolicyIngress: o.policyIngress, PolicyEgress: o.policyEgress, Netkit: o.netkit,

@@ -18,6 +18,11 @@ type (
 	LB4ReverseNAT = lxcLb4ReverseNat
 )
 
+// HairpinIPv4 is the source a pod's packets to itself through a service
+// arrive from (bpf/lib/lb_xlate.h): a link-local address no pod may send
+// from, and which the control plane must give to nothing else.
+var HairpinIPv4 = addrOfBE32(htonl(uint32(lxcLbHairpinLB_HAIRPIN_IPV4)))
+
 const (
 	lbBackendActive      = uint8(lxcLbBackendStateLB_BACKEND_ACTIVE)
 	lbBackendTerminating = uint8(lxcLbBackendStateLB_BACKEND_TERMINATING)

@@ -26,7 +26,8 @@ type lxcCt4Key struct {
 	Sport    uint16
 	Dport    uint16
 	Protocol uint8
-	Pad      [3]uint8
+	Flags    uint8
+	Pad      [2]uint8
 }
 
 type lxcCtEntry struct {
@@ -38,7 +39,9 @@ type lxcCtEntry struct {
 	DstIdentity uint32
 	TunnelIpv4  uint32
 	Flags       uint16
-	Pad         uint16
+	RevNatIndex uint16
+	BackendId   uint32
+	Pad         uint32
 }
 
 type lxcCtFlags uint32
@@ -50,6 +53,12 @@ const (
 	lxcCtFlagsCT_F_SNAT       lxcCtFlags = 8
 	lxcCtFlagsCT_F_NO_SRC_EP  lxcCtFlags = 16
 	lxcCtFlagsCT_F_NO_DST_EP  lxcCtFlags = 32
+)
+
+type lxcCtKeyFlags uint32
+
+const (
+	lxcCtKeyFlagsCT_KEY_SERVICE lxcCtKeyFlags = 1
 )
 
 type lxcCtStatus uint32
@@ -73,6 +82,7 @@ const (
 	lxcDropReasonDROP_NO_TUNNEL_KEY    lxcDropReason = 147
 	lxcDropReasonDROP_CT_CREATE        lxcDropReason = 155
 	lxcDropReasonDROP_FRAG_NOSUPPORT   lxcDropReason = 157
+	lxcDropReasonDROP_NO_SERVICE       lxcDropReason = 158
 	lxcDropReasonDROP_UNKNOWN_CT       lxcDropReason = 163
 	lxcDropReasonDROP_NAT_NO_MAPPING   lxcDropReason = 167
 	lxcDropReasonDROP_INVALID_IDENTITY lxcDropReason = 171
@@ -248,6 +258,12 @@ const (
 	lxcLbFlagsLB_F_LOCAL        lxcLbFlags = 64
 )
 
+type lxcLbHairpin uint32
+
+const (
+	lxcLbHairpinLB_HAIRPIN_IPV4 lxcLbHairpin = 2852006401
+)
+
 type lxcLbScope uint32
 
 const (
@@ -394,6 +410,7 @@ const (
 	lxcVarEventType           = "__event_type"
 	lxcVarGoContract          = "__go_contract"
 	lxcVarLbContract          = "__lb_contract"
+	lxcVarLbXlateContract     = "__lb_xlate_contract"
 )
 
 // loadLxc returns the embedded CollectionSpec for lxc.
@@ -483,6 +500,7 @@ type lxcVariableSpecs struct {
 	EventType         *ebpf.VariableSpec `ebpf:"__event_type"`
 	GoContract        *ebpf.VariableSpec `ebpf:"__go_contract"`
 	LbContract        *ebpf.VariableSpec `ebpf:"__lb_contract"`
+	LbXlateContract   *ebpf.VariableSpec `ebpf:"__lb_xlate_contract"`
 }
 
 // lxcObjects contains all objects after they have been loaded into the kernel.
@@ -561,6 +579,7 @@ type lxcVariables struct {
 	EventType         *ebpf.Variable `ebpf:"__event_type"`
 	GoContract        *ebpf.Variable `ebpf:"__go_contract"`
 	LbContract        *ebpf.Variable `ebpf:"__lb_contract"`
+	LbXlateContract   *ebpf.Variable `ebpf:"__lb_xlate_contract"`
 }
 
 // lxcPrograms contains all programs after they have been loaded into the kernel.

@@ -48,6 +48,7 @@ const (
 	overlaytestVarEventType           = "__event_type"
 	overlaytestVarGoContract          = "__go_contract"
 	overlaytestVarLbContract          = "__lb_contract"
+	overlaytestVarLbXlateContract     = "__lb_xlate_contract"
 )
 
 // loadOverlaytest returns the embedded CollectionSpec for overlaytest.
@@ -136,6 +137,7 @@ type overlaytestVariableSpecs struct {
 	EventType        *ebpf.VariableSpec `ebpf:"__event_type"`
 	GoContract       *ebpf.VariableSpec `ebpf:"__go_contract"`
 	LbContract       *ebpf.VariableSpec `ebpf:"__lb_contract"`
+	LbXlateContract  *ebpf.VariableSpec `ebpf:"__lb_xlate_contract"`
 }
 
 // overlaytestObjects contains all objects after they have been loaded into the kernel.
@@ -210,6 +212,7 @@ type overlaytestVariables struct {
 	EventType        *ebpf.Variable `ebpf:"__event_type"`
 	GoContract       *ebpf.Variable `ebpf:"__go_contract"`
 	LbContract       *ebpf.Variable `ebpf:"__lb_contract"`
+	LbXlateContract  *ebpf.Variable `ebpf:"__lb_xlate_contract"`
 }
 
 // overlaytestPrograms contains all programs after they have been loaded into the kernel.

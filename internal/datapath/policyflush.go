@@ -79,6 +79,11 @@ func (m *Maps) forgetDisallowed(epID uint16, entries []spec.PolicyEntry) error {
 	var v CTEntry
 	it := m.CT4.Iterate()
 	for it.Next(&k, &v) {
+		// A service entry only names a backend; policy judged the
+		// connection's own entry, the translated tuple.
+		if k.Flags&ctKeyService != 0 {
+			continue
+		}
 		switch {
 		case k.Saddr == addr && ep.PolicyEgress && disallowed(entries, spec.Egress, identity.NumericIdentity(v.DstIdentity), k),
 			k.Daddr == addr && ep.PolicyIngress && disallowed(entries, spec.Ingress, identity.NumericIdentity(v.SrcIdentity), k):

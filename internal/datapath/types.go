@@ -57,6 +57,7 @@ const (
 	DropNoTunnelKey     = Reason(lxcDropReasonDROP_NO_TUNNEL_KEY)
 	DropCTCreate        = Reason(lxcDropReasonDROP_CT_CREATE)
 	DropFragNoSupport   = Reason(lxcDropReasonDROP_FRAG_NOSUPPORT)
+	DropNoService       = Reason(lxcDropReasonDROP_NO_SERVICE)
 	DropUnknownCT       = Reason(lxcDropReasonDROP_UNKNOWN_CT)
 	DropNATNoMapping    = Reason(lxcDropReasonDROP_NAT_NO_MAPPING)
 	DropInvalidIdentity = Reason(lxcDropReasonDROP_INVALID_IDENTITY)
@@ -74,6 +75,7 @@ var reasonNames = map[Reason]string{
 	DropCTCreate:        "conntrack entry not created",
 	DropNoTunnelKey:     "no tunnel key",
 	DropFragNoSupport:   "fragment cannot be translated",
+	DropNoService:       "service has no backend",
 	DropNATNoMapping:    "no free masquerade port",
 	DropUnknownCT:       "no connection for a TCP segment that starts none",
 	DropInvalidIdentity: "identity a remote node may not send",
@@ -106,3 +108,10 @@ func addrOfBE32(v uint32) netip.Addr {
 }
 
 func htons(v uint16) uint16 { return v<<8 | v>>8 }
+
+// htonl is the uint32 whose in-memory bytes are v's, most significant first.
+func htonl(v uint32) uint32 {
+	var b [4]byte
+	binary.BigEndian.PutUint32(b[:], v)
+	return nativeEndian.Uint32(b[:])
+}
