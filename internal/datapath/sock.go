@@ -142,7 +142,13 @@ func attachCgroup(pin, cgroupPath string, cgroupID uint64, prog *ebpf.Program, a
 				return nil
 			}
 		} else {
+			// Another cgroup's (the configuration changed): its
+			// processes must not keep being translated.
+			err := l.Detach()
 			l.Close()
+			if err != nil && !errors.Is(err, ebpf.ErrNotSupported) {
+				return fmt.Errorf("detach stale link %s: %w", pin, err)
+			}
 		}
 		if err := os.Remove(pin); err != nil && !errors.Is(err, os.ErrNotExist) {
 			return fmt.Errorf("remove stale link %s: %w", pin, err)

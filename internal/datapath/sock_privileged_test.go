@@ -273,8 +273,21 @@ func TestPrivilegedSocketLBReattach(t *testing.T) {
 	}
 	wantResult(t, runSockClient(t, w.ns, w.cgroup, "tcp:10.96.0.1:80")[0], "10.96.0.1:80", "b1")
 
-	must(t, DetachSocketLB(w.linksDir))
+	// Another cgroup configured: the programs move there.
+	other := newTestCgroup(t)
+	must(t, AttachSocketLB(w.maps, w.linksDir, other))
 	for at, ids := range cgroupPrograms(t, w.cgroup) {
+		t.Errorf("%s: programs %v left on the old cgroup", at, ids)
+	}
+	moved := cgroupPrograms(t, other)
+	for _, h := range socketHooks {
+		if len(moved[h.at]) != 1 {
+			t.Errorf("%s: programs %v on the new cgroup, want one", h.pin, moved[h.at])
+		}
+	}
+
+	must(t, DetachSocketLB(w.linksDir))
+	for at, ids := range cgroupPrograms(t, other) {
 		t.Errorf("%s: programs %v left after detach", at, ids)
 	}
 	must(t, DetachSocketLB(w.linksDir)) // twice: no error
@@ -357,17 +370,17 @@ func TestPrivilegedNodeSocketLB(t *testing.T) {
 	must(t, m.UpsertRevNAT(spec.RevNAT{Index: 1, Address: netip.MustParseAddr("10.96.0.9"), Port: 80}))
 	wantResult(t, runSockClient(t, ns, cgroup, "tcp:10.96.0.9:80")[0], "10.96.0.9:80", "node")
 
+	// A start without SocketLB takes away what an earlier one attached.
+	node.cfg.SocketLB = false
+	must(t, node.Start())
+	for at, ids := range cgroupPrograms(t, cgroup) {
+		t.Errorf("%s: programs %v left after a start without SocketLB", at, ids)
+	}
+
+	node.cfg.SocketLB = true
+	must(t, node.Start())
 	must(t, node.Teardown())
 	for at, ids := range cgroupPrograms(t, cgroup) {
 		t.Errorf("%s: programs %v left after teardown", at, ids)
-	}
-
-	if _, err := NewNode(Config{BPFFSDir: "/sys/fs/bpf/x", NodeIPv4: netip.MustParseAddr("192.168.77.1"), Uplink: "eth0",
-		Mode: spec.Native, SocketLB: true}, nil); err == nil {
-		t.Error("SocketLB without CgroupRoot accepted")
-	}
-	if _, err := NewNode(Config{BPFFSDir: "/sys/fs/bpf/x", NodeIPv4: netip.MustParseAddr("192.168.77.1"), Uplink: "eth0",
-		Mode: spec.Native, SocketLB: true, CgroupRoot: "relative"}, nil); err == nil {
-		t.Error("a relative CgroupRoot accepted")
 	}
 }
