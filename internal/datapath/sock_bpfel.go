@@ -8,25 +8,9 @@ import (
 	_ "embed"
 	"fmt"
 	"io"
-	"structs"
 
 	"github.com/cilium/ebpf"
 )
-
-type sockLb4SockRev struct {
-	_           structs.HostLayout
-	Address     uint32
-	Port        uint16
-	RevNatIndex uint16
-}
-
-type sockLb4SockRevKey struct {
-	_       structs.HostLayout
-	Cookie  uint64
-	Address uint32
-	Port    uint16
-	Pad     uint16
-}
 
 // Names of all BPF objects in the ELF.
 //
