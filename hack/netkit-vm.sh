@@ -115,6 +115,8 @@ mount -t devtmpfs dev /dev
 mount -t tmpfs tmp /tmp
 mount -t tmpfs run /run
 mount -t bpf bpf /sys/fs/bpf
+# Socket-level balancing's tests attach to a cgroup of their own.
+mount -t cgroup2 cgroup2 /sys/fs/cgroup
 for m in $(cat /mod/order); do insmod /mod/$m.ko || echo "netkit-vm: insmod $m failed"; done
 ip link set lo up
 echo "netkit-vm: $(cat /proc/version)"

@@ -129,6 +129,32 @@ struct {
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 } cilium_lb_affinity SEC(".maps");
 
+/* What a socket that socket-level balancing sent to a backend must see as
+ * its peer: the programs on the node's cgroup (sock.c) record it when they
+ * translate, and translate back when the socket reads its peer or a
+ * datagram's source. Keyed by the socket, so that two sockets of one
+ * process may reach the same backend through different frontends. */
+struct lb4_sock_rev_key {
+	__u64 cookie;  /* bpf_get_socket_cookie */
+	__u32 address; /* the backend, network order */
+	__u16 port;    /* network order */
+	__u16 pad;
+};
+
+struct lb4_sock_rev {
+	__u32 address; /* the frontend, network order */
+	__u16 port;    /* network order */
+	__u16 rev_nat_index;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__type(key, struct lb4_sock_rev_key);
+	__type(value, struct lb4_sock_rev);
+	__uint(max_entries, 65536);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} cilium_lb4_reverse_sk SEC(".maps");
+
 /* lb4_lookup_service finds the frontend of (address, port, proto) and
  * leaves its key, with the scope that serves the client, in k. internal
  * says the client is a local pod or the node itself. */

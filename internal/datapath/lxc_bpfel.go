@@ -224,6 +224,21 @@ type lxcLb4Service struct {
 	Pad             uint16
 }
 
+type lxcLb4SockRev struct {
+	_           structs.HostLayout
+	Address     uint32
+	Port        uint16
+	RevNatIndex uint16
+}
+
+type lxcLb4SockRevKey struct {
+	_       structs.HostLayout
+	Cookie  uint64
+	Address uint32
+	Port    uint16
+	Pad     uint16
+}
+
 type lxcLbAffinityKey struct {
 	_           structs.HostLayout
 	Client      uint64
@@ -385,6 +400,7 @@ const (
 	lxcMapCiliumIpcache       = "cilium_ipcache"
 	lxcMapCiliumLb4Backends   = "cilium_lb4_backends"
 	lxcMapCiliumLb4ReverseNat = "cilium_lb4_reverse_nat"
+	lxcMapCiliumLb4ReverseSk  = "cilium_lb4_reverse_sk"
 	lxcMapCiliumLb4Services   = "cilium_lb4_services"
 	lxcMapCiliumLbAffinity    = "cilium_lb_affinity"
 	lxcMapCiliumLxc           = "cilium_lxc"
@@ -471,6 +487,7 @@ type lxcMapSpecs struct {
 	CiliumIpcache       *ebpf.MapSpec `ebpf:"cilium_ipcache"`
 	CiliumLb4Backends   *ebpf.MapSpec `ebpf:"cilium_lb4_backends"`
 	CiliumLb4ReverseNat *ebpf.MapSpec `ebpf:"cilium_lb4_reverse_nat"`
+	CiliumLb4ReverseSk  *ebpf.MapSpec `ebpf:"cilium_lb4_reverse_sk"`
 	CiliumLb4Services   *ebpf.MapSpec `ebpf:"cilium_lb4_services"`
 	CiliumLbAffinity    *ebpf.MapSpec `ebpf:"cilium_lb_affinity"`
 	CiliumLxc           *ebpf.MapSpec `ebpf:"cilium_lxc"`
@@ -531,6 +548,7 @@ type lxcMaps struct {
 	CiliumIpcache       *ebpf.Map `ebpf:"cilium_ipcache"`
 	CiliumLb4Backends   *ebpf.Map `ebpf:"cilium_lb4_backends"`
 	CiliumLb4ReverseNat *ebpf.Map `ebpf:"cilium_lb4_reverse_nat"`
+	CiliumLb4ReverseSk  *ebpf.Map `ebpf:"cilium_lb4_reverse_sk"`
 	CiliumLb4Services   *ebpf.Map `ebpf:"cilium_lb4_services"`
 	CiliumLbAffinity    *ebpf.Map `ebpf:"cilium_lb_affinity"`
 	CiliumLxc           *ebpf.Map `ebpf:"cilium_lxc"`
@@ -549,6 +567,7 @@ func (m *lxcMaps) Close() error {
 		m.CiliumIpcache,
 		m.CiliumLb4Backends,
 		m.CiliumLb4ReverseNat,
+		m.CiliumLb4ReverseSk,
 		m.CiliumLb4Services,
 		m.CiliumLbAffinity,
 		m.CiliumLxc,

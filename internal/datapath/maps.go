@@ -35,6 +35,9 @@ type Maps struct {
 	LB4Backends   *ebpf.Map
 	LB4ReverseNAT *ebpf.Map
 	LBAffinity    *ebpf.Map
+	// LB4ReverseSock is what sockets that socket-level balancing
+	// translated see as their peer (sock.go).
+	LB4ReverseSock *ebpf.Map
 }
 
 // mapDef is one row of mapTable.
@@ -84,6 +87,8 @@ var mapTable = []mapDef{
 		field: func(m *Maps) **ebpf.Map { return &m.LB4ReverseNAT }},
 	{name: "cilium_lb_affinity", spec: func(s *lxcMapSpecs) *ebpf.MapSpec { return s.CiliumLbAffinity },
 		field: func(m *Maps) **ebpf.Map { return &m.LBAffinity }, disposable: true},
+	{name: "cilium_lb4_reverse_sk", spec: func(s *lxcMapSpecs) *ebpf.MapSpec { return s.CiliumLb4ReverseSk },
+		field: func(m *Maps) **ebpf.Map { return &m.LB4ReverseSock }, disposable: true},
 }
 
 // OpenMaps creates the maps, or opens them when already pinned in pinDir.
@@ -144,6 +149,18 @@ func (m *Maps) replacements() map[string]*ebpf.Map {
 	r := make(map[string]*ebpf.Map, len(mapTable))
 	for _, d := range mapTable {
 		r[d.name] = *d.field(m)
+	}
+	return r
+}
+
+// replacementsFor is replacements restricted to the maps cs declares,
+// for objects that include only some of the headers that declare maps.
+func (m *Maps) replacementsFor(cs *ebpf.CollectionSpec) map[string]*ebpf.Map {
+	r := m.replacements()
+	for name := range r {
+		if _, ok := cs.Maps[name]; !ok {
+			delete(r, name)
+		}
 	}
 	return r
 }

@@ -26,6 +26,7 @@ func TestMapTableCoversObjects(t *testing.T) {
 		"lxc":         func() (map[string]bool, error) { return specMaps(loadLxc) },
 		"node":        func() (map[string]bool, error) { return specMaps(loadNode) },
 		"overlaytest": func() (map[string]bool, error) { return specMaps(loadOverlaytest) },
+		"sock":        func() (map[string]bool, error) { return specMaps(loadSock) },
 	} {
 		names, err := load()
 		must(t, err)

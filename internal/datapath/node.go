@@ -49,6 +49,13 @@ type Config struct {
 	// plugin creates it. Endpoints are programmed by the kind their
 	// device is, so pods made before a change keep working.
 	PodDevice podlink.Device
+	// SocketLB balances the services of the processes in CgroupRoot at
+	// their sockets (connect, sendmsg): Cilium's bpf-lb-sock.
+	SocketLB bool
+	// CgroupRoot is the cgroup v2 directory whose processes SocketLB
+	// serves: the node's own. Its programs reach the processes of its
+	// whole subtree, in whatever network namespace they run.
+	CgroupRoot string
 }
 
 // DefaultTunnelDevice and DefaultTunnelPort are Cilium's defaults.
@@ -83,6 +90,12 @@ func (c *Config) validate() error {
 	}
 	if c.PodDevice == podlink.DeviceNetkit && c.LegacyTC {
 		return errors.New("datapath config: netkit pod devices need TCX, not legacy tc")
+	}
+	if c.SocketLB && c.CgroupRoot == "" {
+		return errors.New("datapath config: SocketLB needs CgroupRoot")
+	}
+	if c.CgroupRoot != "" && !filepath.IsAbs(c.CgroupRoot) {
+		return fmt.Errorf("datapath config: CgroupRoot %q is not an absolute path", c.CgroupRoot)
 	}
 	if c.TunnelDevice == "" {
 		c.TunnelDevice = DefaultTunnelDevice
@@ -195,7 +208,15 @@ func (n *Node) Start() error {
 	if err != nil {
 		return fmt.Errorf("enable forwarding: %w", err)
 	}
-	return n.attachDevices(progs, uplink, tunnel)
+	if err := n.attachDevices(progs, uplink, tunnel); err != nil {
+		return err
+	}
+	// A previous run's socket programs go when the configuration no
+	// longer asks for them.
+	if n.cfg.SocketLB {
+		return n.AttachSocketLB(n.cfg.CgroupRoot)
+	}
+	return n.DetachSocketLB()
 }
 
 // Close releases file descriptors; pinned maps and links keep the
@@ -230,7 +251,7 @@ func (n *Node) Teardown() error {
 			errs = append(errs, n.nl.LinkDel(l))
 		}
 	}
-	errs = append(errs, n.Close())
+	errs = append(errs, n.DetachSocketLB(), n.Close())
 	for _, d := range []string{n.linksDir(), n.mapsDir()} {
 		if err := os.RemoveAll(d); err != nil {
 			errs = append(errs, fmt.Errorf("remove %s: %w", d, err))

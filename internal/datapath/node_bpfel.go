@@ -24,6 +24,7 @@ const (
 	nodeMapCiliumIpcache       = "cilium_ipcache"
 	nodeMapCiliumLb4Backends   = "cilium_lb4_backends"
 	nodeMapCiliumLb4ReverseNat = "cilium_lb4_reverse_nat"
+	nodeMapCiliumLb4ReverseSk  = "cilium_lb4_reverse_sk"
 	nodeMapCiliumLb4Services   = "cilium_lb4_services"
 	nodeMapCiliumLbAffinity    = "cilium_lb_affinity"
 	nodeMapCiliumLxc           = "cilium_lxc"
@@ -108,6 +109,7 @@ type nodeMapSpecs struct {
 	CiliumIpcache       *ebpf.MapSpec `ebpf:"cilium_ipcache"`
 	CiliumLb4Backends   *ebpf.MapSpec `ebpf:"cilium_lb4_backends"`
 	CiliumLb4ReverseNat *ebpf.MapSpec `ebpf:"cilium_lb4_reverse_nat"`
+	CiliumLb4ReverseSk  *ebpf.MapSpec `ebpf:"cilium_lb4_reverse_sk"`
 	CiliumLb4Services   *ebpf.MapSpec `ebpf:"cilium_lb4_services"`
 	CiliumLbAffinity    *ebpf.MapSpec `ebpf:"cilium_lb_affinity"`
 	CiliumLxc           *ebpf.MapSpec `ebpf:"cilium_lxc"`
@@ -162,6 +164,7 @@ type nodeMaps struct {
 	CiliumIpcache       *ebpf.Map `ebpf:"cilium_ipcache"`
 	CiliumLb4Backends   *ebpf.Map `ebpf:"cilium_lb4_backends"`
 	CiliumLb4ReverseNat *ebpf.Map `ebpf:"cilium_lb4_reverse_nat"`
+	CiliumLb4ReverseSk  *ebpf.Map `ebpf:"cilium_lb4_reverse_sk"`
 	CiliumLb4Services   *ebpf.Map `ebpf:"cilium_lb4_services"`
 	CiliumLbAffinity    *ebpf.Map `ebpf:"cilium_lb_affinity"`
 	CiliumLxc           *ebpf.Map `ebpf:"cilium_lxc"`
@@ -180,6 +183,7 @@ func (m *nodeMaps) Close() error {
 		m.CiliumIpcache,
 		m.CiliumLb4Backends,
 		m.CiliumLb4ReverseNat,
+		m.CiliumLb4ReverseSk,
 		m.CiliumLb4Services,
 		m.CiliumLbAffinity,
 		m.CiliumLxc,

@@ -24,6 +24,7 @@ const (
 	overlaytestMapCiliumIpcache       = "cilium_ipcache"
 	overlaytestMapCiliumLb4Backends   = "cilium_lb4_backends"
 	overlaytestMapCiliumLb4ReverseNat = "cilium_lb4_reverse_nat"
+	overlaytestMapCiliumLb4ReverseSk  = "cilium_lb4_reverse_sk"
 	overlaytestMapCiliumLb4Services   = "cilium_lb4_services"
 	overlaytestMapCiliumLbAffinity    = "cilium_lb_affinity"
 	overlaytestMapCiliumLxc           = "cilium_lxc"
@@ -112,6 +113,7 @@ type overlaytestMapSpecs struct {
 	CiliumIpcache       *ebpf.MapSpec `ebpf:"cilium_ipcache"`
 	CiliumLb4Backends   *ebpf.MapSpec `ebpf:"cilium_lb4_backends"`
 	CiliumLb4ReverseNat *ebpf.MapSpec `ebpf:"cilium_lb4_reverse_nat"`
+	CiliumLb4ReverseSk  *ebpf.MapSpec `ebpf:"cilium_lb4_reverse_sk"`
 	CiliumLb4Services   *ebpf.MapSpec `ebpf:"cilium_lb4_services"`
 	CiliumLbAffinity    *ebpf.MapSpec `ebpf:"cilium_lb_affinity"`
 	CiliumLxc           *ebpf.MapSpec `ebpf:"cilium_lxc"`
@@ -168,6 +170,7 @@ type overlaytestMaps struct {
 	CiliumIpcache       *ebpf.Map `ebpf:"cilium_ipcache"`
 	CiliumLb4Backends   *ebpf.Map `ebpf:"cilium_lb4_backends"`
 	CiliumLb4ReverseNat *ebpf.Map `ebpf:"cilium_lb4_reverse_nat"`
+	CiliumLb4ReverseSk  *ebpf.Map `ebpf:"cilium_lb4_reverse_sk"`
 	CiliumLb4Services   *ebpf.Map `ebpf:"cilium_lb4_services"`
 	CiliumLbAffinity    *ebpf.Map `ebpf:"cilium_lb_affinity"`
 	CiliumLxc           *ebpf.Map `ebpf:"cilium_lxc"`
@@ -186,6 +189,7 @@ func (m *overlaytestMaps) Close() error {
 		m.CiliumIpcache,
 		m.CiliumLb4Backends,
 		m.CiliumLb4ReverseNat,
+		m.CiliumLb4ReverseSk,
 		m.CiliumLb4Services,
 		m.CiliumLbAffinity,
 		m.CiliumLxc,
