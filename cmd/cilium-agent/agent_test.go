@@ -25,6 +25,8 @@ import (
 	"github.com/cilium-go/cilium/pkg/identity"
 	"github.com/cilium-go/cilium/pkg/ipcache"
 	"github.com/cilium-go/cilium/pkg/ipcache/ipcachetest"
+	"github.com/cilium-go/cilium/pkg/loadbalancer"
+	"github.com/cilium-go/cilium/pkg/loadbalancer/lbtest"
 	"github.com/cilium-go/cilium/pkg/node"
 	"github.com/cilium-go/cilium/pkg/node/nodetest"
 	"github.com/cilium-go/cilium/pkg/policy"
@@ -37,10 +39,10 @@ type anyDevice struct{}
 func (anyDevice) CheckPodDevice(string, int) error { return nil }
 
 // memDatapathCell stands in for the kernel in unprivileged tests: the
-// endpoints in dp, the ipcache, the routes to other nodes and the policy
-// map in memory.
+// endpoints in dp, the ipcache, the routes to other nodes, the policy
+// map and the service maps in memory.
 func memDatapathCell(dp endpoint.Datapath) cell.Cell {
-	ipc, routes, pol := ipcachetest.New(nil), nodetest.New(nil), policytest.New()
+	ipc, routes, pol, lb := ipcachetest.New(nil), nodetest.New(nil), policytest.New(), lbtest.New()
 	return cell.Module("mem-datapath", "The datapath in memory",
 		cell.Provide(
 			func() endpoint.Datapath { return dp },
@@ -48,6 +50,8 @@ func memDatapathCell(dp endpoint.Datapath) cell.Cell {
 			func() ipcache.MapSource { return func() ipcache.Map { return ipc } },
 			func() node.Routes { return routes },
 			func() policy.MapSource { return func() policy.Map { return pol } },
+			func() loadbalancer.MapSource { return func() loadbalancer.Map { return lb } },
+			func() loadbalancer.NodeAddresses { return nil },
 		))
 }
 

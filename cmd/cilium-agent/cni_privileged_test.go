@@ -89,7 +89,7 @@ func TestPrivilegedCNIThroughLibcni(t *testing.T) {
 		t.Fatalf("endpoints: %+v %v", before, err)
 	}
 	maps, err := c.Maps(ctx)
-	if err != nil || len(maps) != 8 || maps[0].Name != "cilium_lxc" || maps[0].Entries != 2 {
+	if err != nil || len(maps) != 13 || maps[0].Name != "cilium_lxc" || maps[0].Entries != 2 {
 		t.Fatalf("maps: %+v %v", maps, err)
 	}
 	stopAgent(t, h)

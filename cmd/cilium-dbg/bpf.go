@@ -24,6 +24,7 @@ func newBPFCommand(o *options) *cobra.Command {
 		{"endpoint", "List the local endpoints the datapath serves", o.bpfEndpoints},
 		{"ct", "List the connection tracking table", o.bpfConntrack},
 		{"metrics", "List the datapath's packet counters by reason and direction", o.bpfMetrics},
+		{"lb", "List the service maps: frontends, their backends by slot and reverse translation", o.bpfLB},
 	} {
 		group := &cobra.Command{Use: sub.name, Short: sub.short}
 		group.AddCommand(&cobra.Command{

@@ -31,6 +31,10 @@ type fakeIPCache []models.IPCacheEntry
 
 func (f fakeIPCache) ListIPCache() ([]models.IPCacheEntry, error) { return f, nil }
 
+type fakeServices []models.Service
+
+func (f fakeServices) ListServices() []models.Service { return f }
+
 type fakeNodes []models.Node
 
 func (f fakeNodes) ListNodes() ([]models.Node, error) { return f, nil }
@@ -80,7 +84,15 @@ func startAgent(t *testing.T, o agentOptions) *agent {
 	}
 	a := &agent{socket: filepath.Join(dir, "cilium.sock"), health: hr}
 	s, err := server.New(server.Params{Log: log, Lifecycle: &cell.DefaultLifecycle{}, Paths: paths.Config{SocketPath: a.socket},
-		Flags: fs, Health: hr, IPAM: alloc, Endpoints: eps, Nodes: o.nodes,
+		Flags: fs, Health: hr, IPAM: alloc, Endpoints: eps, Nodes: o.nodes, Services: fakeServices{
+			{Frontend: "10.96.0.10:53/UDP", Type: "ClusterIP", Service: "kube-system/dns", Port: "dns", Status: "Done",
+				ExternalTrafficPolicy: "Cluster", InternalTrafficPolicy: "Cluster", SessionAffinityTimeout: 60,
+				Backends: []models.ServiceBackend{{Address: "10.0.1.10:53", State: "active"}, {Address: "10.0.2.7:53", State: "draining"}}},
+			{Frontend: "192.168.1.1:30080/TCP", Type: "NodePort", Service: "prod/web", Status: "Pending",
+				ExternalTrafficPolicy: "Local", InternalTrafficPolicy: "Cluster",
+				Backends:         []models.ServiceBackend{},
+				InternalBackends: []models.ServiceBackend{{Address: "10.0.2.8:80", State: "active"}}},
+		},
 		IPCache: fakeIPCache{{Prefix: "10.0.2.7/32", Identity: 4242, TunnelEndpoint: "192.168.1.2"}}})
 	if err != nil {
 		t.Fatal(err)
@@ -135,6 +147,13 @@ func TestTables(t *testing.T) {
 			{"NAME", "IPV4", "POD", "CIDR", "LOCAL"},
 			{"node1", "192.168.1.1", "10.0.1.0/24", "true"},
 			{"node2", "192.168.1.2", "-", "false"},
+		}},
+		{[]string{"service", "list"}, [][]string{
+			{"FRONTEND", "TYPE", "SERVICE", "BACKENDS", "AFFINITY", "TRAFFIC", "POLICY", "STATUS"},
+			{"10.96.0.10:53/UDP", "ClusterIP", "kube-system/dns:dns", "10.0.1.10:53,", "10.0.2.7:53", "(draining)", "ClientIP", "60s",
+				"ext=Cluster", "int=Cluster", "Done"},
+			{"192.168.1.1:30080/TCP", "NodePort", "prod/web", "external:", "(none);", "internal:", "10.0.2.8:80", "-",
+				"ext=Local", "int=Cluster", "Pending"},
 		}},
 		{[]string{"identity", "get", "5"}, [][]string{
 			{"ID:", "5"}, {"Endpoints:", "2"}, {"Labels:", "reserved:init"},

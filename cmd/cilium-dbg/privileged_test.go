@@ -68,6 +68,12 @@ func TestPrivilegedPinnedMaps(t *testing.T) {
 		}},
 		{[]string{"bpf", "policy", "get", "11"}, &[]bpfPolicyEntry{}, []bpfPolicyEntry{}},
 		{[]string{"bpf", "ct", "list"}, &[]bpfConnection{}, []bpfConnection{}},
+		{[]string{"bpf", "lb", "list"}, &[]bpfLBEntry{}, []bpfLBEntry{
+			{Frontend: "10.96.0.10:53/UDP", Scope: "external", Flags: []string{"affinity"}, AffinityTimeout: 60, RevNAT: 3,
+				RevNATAddress: "10.96.0.10:53", Backends: []string{"10.10.1.11:5353", "10.10.2.21:5353 (terminating)"}},
+			{Frontend: "192.168.50.1:30053/UDP", Scope: "external", Flags: []string{"nodeport"}, RevNAT: 4,
+				RevNATAddress: "192.168.50.1:30053", Backends: []string{}},
+		}},
 		{[]string{"bpf", "metrics", "list"}, &[]bpfCounter{}, []bpfCounter{}},
 	} {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
@@ -114,11 +120,28 @@ func writePins(t *testing.T, dir string) {
 	if err := os.Mkdir(dir, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	m, err := datapath.OpenMaps(dir)
+	m, err := datapath.OpenMaps(dir, datapath.WithLBMapMax(4096))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer m.Close()
+	// A service with a live and a terminating backend, and a NodePort
+	// without backends; the maps are smaller than compiled, as with
+	// --bpf-lb-map-max, and still open for cilium-dbg.
+	dns := spec.Frontend{Address: netip.MustParseAddr("10.96.0.10"), Port: 53, Protocol: spec.ProtoUDP}
+	np := spec.Frontend{Address: netip.MustParseAddr("192.168.50.1"), Port: 30053, Protocol: spec.ProtoUDP}
+	for _, err := range []error{
+		m.UpsertBackend(spec.Backend{ID: 1, Address: netip.MustParseAddr("10.10.1.11"), Port: 5353, Protocol: spec.ProtoUDP}),
+		m.UpsertBackend(spec.Backend{ID: 2, Address: netip.MustParseAddr("10.10.2.21"), Port: 5353, Protocol: spec.ProtoUDP, Terminating: true}),
+		m.UpsertService(spec.Service{Frontend: dns, Backends: []spec.BackendID{1, 2}, RevNATIndex: 3, Flags: spec.LBAffinity, AffinityTimeout: 60}),
+		m.UpsertRevNAT(spec.RevNAT{Index: 3, Address: dns.Address, Port: 53}),
+		m.UpsertService(spec.Service{Frontend: np, RevNATIndex: 4, Flags: spec.LBNodePort}),
+		m.UpsertRevNAT(spec.RevNAT{Index: 4, Address: np.Address, Port: 30053}),
+	} {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
 	for _, e := range []datapath.EndpointEntry{
 		{ID: 12, Identity: 1012, IPv4: netip.MustParseAddr("10.10.1.12"), MAC: mustMAC("02:00:00:00:01:12"),
 			HostMAC: mustMAC("02:00:00:00:02:12"), HostIfindex: 33, PolicyIngress: true},

@@ -46,7 +46,7 @@ func newRootCommand(out io.Writer) *cobra.Command {
 	fs.StringVar(&o.socket, "socket-path", paths.DefaultConfig.SocketPath, "the agent's API socket")
 	fs.StringVar(&o.bpfRoot, "bpf-root", paths.DefaultConfig.BPFRoot, "the agent's bpffs directory (its --bpf-root), for bpf and monitor")
 	fs.StringVarP(&o.output, "output", "o", outputTable, "output format: table or json")
-	root.AddCommand(newStatusCommand(o), newEndpointCommand(o), newIdentityCommand(o), newNodeCommand(o),
+	root.AddCommand(newStatusCommand(o), newEndpointCommand(o), newIdentityCommand(o), newNodeCommand(o), newServiceCommand(o),
 		newBPFCommand(o), newMonitorCommand(o))
 	return root
 }

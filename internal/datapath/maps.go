@@ -53,6 +53,8 @@ type mapDef struct {
 	disposable bool
 	// internal maps are the datapath's own business, not in Summaries.
 	internal bool
+	// lbSized maps take their size from WithLBMapMax.
+	lbSized bool
 }
 
 // mapTable is the one list of the node's maps: opening, closing, the
@@ -80,20 +82,33 @@ var mapTable = []mapDef{
 	{name: "cilium_fib_gen", spec: func(s *lxcMapSpecs) *ebpf.MapSpec { return s.CiliumFibGen },
 		field: func(m *Maps) **ebpf.Map { return &m.FIBGen }, disposable: true, internal: true},
 	{name: "cilium_lb4_services", spec: func(s *lxcMapSpecs) *ebpf.MapSpec { return s.CiliumLb4Services },
-		field: func(m *Maps) **ebpf.Map { return &m.LB4Services }},
+		field: func(m *Maps) **ebpf.Map { return &m.LB4Services }, lbSized: true},
 	{name: "cilium_lb4_backends", spec: func(s *lxcMapSpecs) *ebpf.MapSpec { return s.CiliumLb4Backends },
-		field: func(m *Maps) **ebpf.Map { return &m.LB4Backends }},
+		field: func(m *Maps) **ebpf.Map { return &m.LB4Backends }, lbSized: true},
 	{name: "cilium_lb4_reverse_nat", spec: func(s *lxcMapSpecs) *ebpf.MapSpec { return s.CiliumLb4ReverseNat },
-		field: func(m *Maps) **ebpf.Map { return &m.LB4ReverseNAT }},
+		field: func(m *Maps) **ebpf.Map { return &m.LB4ReverseNAT }, lbSized: true},
 	{name: "cilium_lb_affinity", spec: func(s *lxcMapSpecs) *ebpf.MapSpec { return s.CiliumLbAffinity },
-		field: func(m *Maps) **ebpf.Map { return &m.LBAffinity }, disposable: true},
+		field: func(m *Maps) **ebpf.Map { return &m.LBAffinity }, disposable: true, lbSized: true},
 	{name: "cilium_lb4_reverse_sk", spec: func(s *lxcMapSpecs) *ebpf.MapSpec { return s.CiliumLb4ReverseSk },
-		field: func(m *Maps) **ebpf.Map { return &m.LB4ReverseSock }, disposable: true},
+		field: func(m *Maps) **ebpf.Map { return &m.LB4ReverseSock }, disposable: true, lbSized: true},
 }
+
+// MapOption changes how OpenMaps creates maps.
+type MapOption func(*mapOptions)
+
+type mapOptions struct{ lbMapMax uint32 }
+
+// WithLBMapMax sizes the service maps (Cilium's --bpf-lb-map-max); 0
+// keeps the compiled size.
+func WithLBMapMax(n uint32) MapOption { return func(o *mapOptions) { o.lbMapMax = n } }
 
 // OpenMaps creates the maps, or opens them when already pinned in pinDir.
 // An empty pinDir gives unpinned maps, as BPF program tests want.
-func OpenMaps(pinDir string) (*Maps, error) {
+func OpenMaps(pinDir string, opts ...MapOption) (*Maps, error) {
+	var o mapOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
 	var specs lxcMapSpecs
 	cs, err := loadLxc()
 	if err != nil {
@@ -104,7 +119,12 @@ func OpenMaps(pinDir string) (*Maps, error) {
 	}
 	m := &Maps{}
 	for _, d := range mapTable {
-		mp, err := openMap(d, d.spec(&specs), pinDir)
+		spec := d.spec(&specs)
+		if d.lbSized && o.lbMapMax != 0 {
+			spec = spec.Copy()
+			spec.MaxEntries = o.lbMapMax
+		}
+		mp, err := openMap(d, spec, pinDir)
 		if err != nil {
 			m.Close()
 			return nil, err
@@ -182,7 +202,13 @@ func OpenPinnedMaps(pinDir string) (*Maps, error) {
 			return nil, fmt.Errorf("pinned map %s: %w", name, err)
 		}
 	}
-	return OpenMaps(pinDir)
+	// The service maps are as large as the agent made them.
+	svc, err := ebpf.LoadPinnedMap(filepath.Join(pinDir, "cilium_lb4_services"), nil)
+	if err != nil {
+		return nil, fmt.Errorf("pinned map cilium_lb4_services: %w", err)
+	}
+	defer svc.Close()
+	return OpenMaps(pinDir, WithLBMapMax(svc.MaxEntries()))
 }
 
 // ErrMapFull says that a map had no room for an update, which was then

@@ -56,6 +56,8 @@ type Config struct {
 	// serves: the node's own. Its programs reach the processes of its
 	// whole subtree, in whatever network namespace they run.
 	CgroupRoot string
+	// LBMapMax sizes the service maps; 0 keeps the compiled size.
+	LBMapMax uint32
 }
 
 // DefaultTunnelDevice and DefaultTunnelPort are Cilium's defaults.
@@ -164,7 +166,7 @@ func (n *Node) Start() error {
 		return err
 	}
 	n.nl = nl
-	if n.maps, err = OpenMaps(n.mapsDir()); err != nil {
+	if n.maps, err = OpenMaps(n.mapsDir(), WithLBMapMax(n.cfg.LBMapMax)); err != nil {
 		return err
 	}
 	if n.stopWatch != nil {

@@ -184,6 +184,12 @@ func (c *Client) Nodes(ctx context.Context) ([]models.Node, error) {
 	return out, c.do(ctx, http.MethodGet, "/v1/node", nil, &out)
 }
 
+// Services lists the frontends the agent balances.
+func (c *Client) Services(ctx context.Context) ([]models.Service, error) {
+	var out []models.Service
+	return out, c.do(ctx, http.MethodGet, "/v1/service", nil, &out)
+}
+
 // GetEndpointByID finds an endpoint by its numeric id.
 func (c *Client) GetEndpointByID(ctx context.Context, id uint16) (models.Endpoint, error) {
 	var out models.Endpoint

@@ -95,7 +95,7 @@ type NodeAddresses []netip.Addr
 // and the maps too.
 var Cell = cell.Module("loadbalancer", "Services balanced in the datapath - the kube-proxy replacement",
 	cell.Config(DefaultConfig),
-	cell.Provide(NewTables, Tables.readers),
+	cell.Provide(NewTables, Tables.readers, newLister),
 	health.JobGroup,
 	cell.Invoke(register),
 )

@@ -2,7 +2,6 @@ package loadbalancer_test
 
 import (
 	"fmt"
-	"maps"
 	"net/netip"
 	"slices"
 	"strings"
@@ -112,7 +111,7 @@ func dumpMaps(m loadbalancer.Map) ([]string, error) {
 			bs = append(bs, backendString(b))
 		}
 		line := s.Frontend.String()
-		if fl := flagNames(s.Flags); fl != "" {
+		if fl := strings.Join((s.Flags &^ spec.LBAffinity).Names(), ","); fl != "" {
 			line += " " + fl
 		}
 		if s.Flags&spec.LBAffinity != 0 {
@@ -139,17 +138,4 @@ func backendString(b spec.Backend) string {
 		s += "(terminating)"
 	}
 	return s
-}
-
-func flagNames(f spec.LBFlags) string {
-	var out []string
-	names := map[spec.LBFlags]string{spec.LBNodePort: "nodeport", spec.LBExternalIP: "externalip",
-		spec.LBHostPort: "hostport", spec.LBLoadBalancer: "loadbalancer",
-		spec.LBTwoScopes: "two-scopes", spec.LBLocal: "local"}
-	for _, bit := range slices.Sorted(maps.Keys(names)) {
-		if f&bit != 0 {
-			out = append(out, names[bit])
-		}
-	}
-	return strings.Join(out, ",")
 }

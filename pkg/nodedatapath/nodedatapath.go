@@ -58,6 +58,9 @@ type Config struct {
 	// ConntrackGCInterval is how often expired conntrack entries are
 	// deleted.
 	ConntrackGCInterval time.Duration `mapstructure:"conntrack-gc-interval"`
+	// CgroupRoot is the cgroup v2 directory whose processes get
+	// socket-level service balancing (--bpf-lb-sock), as Cilium's flag.
+	CgroupRoot string `mapstructure:"cgroup-root"`
 }
 
 // DefaultConfig follows Cilium's defaults: tunnel mode, masquerading on,
@@ -86,11 +89,13 @@ func (d Config) Flags(fs *pflag.FlagSet) {
 	fs.String("datapath-mode", d.DatapathMode,
 		"the device pair new pods get: veth, or netkit (a kernel with CONFIG_NETKIT, 6.7 or later; the agent refuses to start without it)")
 	fs.Duration("conntrack-gc-interval", d.ConntrackGCInterval, "how often expired connection tracking entries are deleted")
+	fs.String("cgroup-root", d.CgroupRoot,
+		"the cgroup v2 directory whose processes (the node's, its pods') get socket-level service balancing with --bpf-lb-sock")
 }
 
 // Datapath turns the flags into the datapath's configuration, naming the
 // first bad flag.
-func (c Config) Datapath(p paths.Config) (datapath.Config, error) {
+func (c Config) Datapath(p paths.Config, lb loadbalancer.Config) (datapath.Config, error) {
 	ip, err := netip.ParseAddr(c.NodeIPv4)
 	if err != nil || !ip.Is4() {
 		return datapath.Config{}, fmt.Errorf("--node-ipv4 %q: an IPv4 address is required", c.NodeIPv4)
@@ -115,14 +120,27 @@ func (c Config) Datapath(p paths.Config) (datapath.Config, error) {
 	if err != nil {
 		return datapath.Config{}, fmt.Errorf("--datapath-mode %q: want veth or netkit", c.DatapathMode)
 	}
+	if err := lb.Validate(); err != nil {
+		return datapath.Config{}, err
+	}
+	socketLB := lb.KubeProxyReplacement && lb.BPFLBSock
+	if socketLB && c.CgroupRoot == "" {
+		return datapath.Config{}, fmt.Errorf("--bpf-lb-sock: needs --cgroup-root, the cgroup v2 directory of the processes to balance" +
+			" (/sys/fs/cgroup for the whole machine), or --bpf-lb-sock=false")
+	}
+	if c.CgroupRoot != "" && !filepath.IsAbs(c.CgroupRoot) {
+		return datapath.Config{}, fmt.Errorf("--cgroup-root %q: an absolute path is required", c.CgroupRoot)
+	}
 	return datapath.Config{BPFFSDir: p.BPFRoot, NetNS: c.NodeNetNS, NodeIPv4: ip, Uplink: c.Uplink,
 		Mode: mode, TunnelPort: c.TunnelPort, Masquerade: c.EnableIPv4Masquerade,
-		LegacyRouting: c.EnableHostLegacyRouting, PodDevice: device}, nil
+		LegacyRouting: c.EnableHostLegacyRouting, PodDevice: device,
+		SocketLB: socketLB, CgroupRoot: c.CgroupRoot, LBMapMax: uint32(lb.BPFLBMapMax)}, nil
 }
 
 type nodeParams struct {
 	cell.In
 	Config    Config
+	LB        loadbalancer.Config
 	Paths     paths.Config
 	Log       *slog.Logger
 	Lifecycle cell.Lifecycle
@@ -130,7 +148,7 @@ type nodeParams struct {
 }
 
 func newNode(p nodeParams) (*datapath.Node, error) {
-	cfg, err := p.Config.Datapath(p.Paths)
+	cfg, err := p.Config.Datapath(p.Paths, p.LB)
 	if err != nil {
 		return nil, err
 	}
@@ -230,8 +248,8 @@ func newNodeInfo(n *datapath.Node, lc cell.Lifecycle) server.NodeInfo {
 // node's namespace; the uplink and the tunnel device are never a pod's.
 type podDevices struct{ cfg datapath.Config }
 
-func newPodDevices(c Config, p paths.Config) (server.PodDeviceChecker, error) {
-	cfg, err := c.Datapath(p)
+func newPodDevices(c Config, p paths.Config, lb loadbalancer.Config) (server.PodDeviceChecker, error) {
+	cfg, err := c.Datapath(p, lb)
 	return podDevices{cfg: cfg}, err
 }
 

@@ -66,6 +66,24 @@ const (
 	LBLocal LBFlags = 64
 )
 
+// Names are the flags' names: nodeport, externalip, hostport,
+// loadbalancer, affinity, two-scopes, local.
+func (f LBFlags) Names() []string {
+	out := []string{}
+	for _, n := range []struct {
+		bit  LBFlags
+		name string
+	}{
+		{LBNodePort, "nodeport"}, {LBExternalIP, "externalip"}, {LBHostPort, "hostport"},
+		{LBLoadBalancer, "loadbalancer"}, {LBAffinity, "affinity"}, {LBTwoScopes, "two-scopes"}, {LBLocal, "local"},
+	} {
+		if f&n.bit != 0 {
+			out = append(out, n.name)
+		}
+	}
+	return out
+}
+
 // Frontend is what a client connects to.
 type Frontend struct {
 	Address  netip.Addr

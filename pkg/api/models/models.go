@@ -136,6 +136,37 @@ type BPFMap struct {
 	Entries int `json:"entries"`
 }
 
+// Service is one frontend the agent balances: what a client connects to
+// and the backends that serve it.
+type Service struct {
+	Frontend string `json:"frontend"` // address:port/protocol
+	// Type is ClusterIP, NodePort, ExternalIP, HostPort or LoadBalancer.
+	Type    string `json:"type"`
+	Service string `json:"service"` // namespace/name
+	Port    string `json:"port,omitempty"`
+	// Backends serve every client, or with internal backends the
+	// clients from outside the node.
+	Backends         []ServiceBackend `json:"backends"`
+	InternalBackends []ServiceBackend `json:"internalBackends,omitempty"`
+	// SessionAffinityTimeout is ClientIP affinity's, in seconds; 0: none.
+	SessionAffinityTimeout uint32 `json:"sessionAffinityTimeout,omitempty"`
+	ExternalTrafficPolicy  string `json:"externalTrafficPolicy"`
+	InternalTrafficPolicy  string `json:"internalTrafficPolicy"`
+	// Status is the datapath's: Done once the maps hold it, else
+	// Pending or the error of the last try.
+	Status string `json:"status"`
+}
+
+// ServiceBackend is one backend of a frontend.
+type ServiceBackend struct {
+	Address string `json:"address"` // address:port
+	// State is active (new connections come), terminating (in the slots
+	// only because nothing else serves) or draining (no new connections;
+	// those it has go on).
+	State    string `json:"state"`
+	NodeName string `json:"nodeName,omitempty"`
+}
+
 // IPCacheEntry is one prefix of the node's ipcache: the identity of the
 // addresses in it and, for pods behind a tunnel, the node hosting them.
 type IPCacheEntry struct {

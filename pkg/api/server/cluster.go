@@ -28,6 +28,14 @@ func (s *Server) getIPCache(w http.ResponseWriter, _ *http.Request) {
 	writeJSON(w, http.StatusOK, out)
 }
 
+func (s *Server) getService(w http.ResponseWriter, _ *http.Request) {
+	out := []models.Service{}
+	if s.p.Services != nil {
+		out = append(out, s.p.Services.ListServices()...)
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
 func (s *Server) getNode(w http.ResponseWriter, _ *http.Request) {
 	if s.p.Nodes == nil {
 		writeError(w, http.StatusNotImplemented, errors.New("nodes: the agent runs without Kubernetes"))

@@ -60,7 +60,8 @@ func TestModelsMatchOpenAPI(t *testing.T) {
 		"Config": models.Config{}, "ConfigPatch": models.ConfigPatch{}, "IPAMRequest": models.IPAMRequest{},
 		"IPAMResponse": models.IPAMResponse{}, "IPAMAllocation": models.IPAMAllocation{}, "EndpointRequest": models.EndpointRequest{},
 		"Endpoint": models.Endpoint{}, "Identity": models.Identity{}, "BPFMap": models.BPFMap{},
-		"IPCacheEntry": models.IPCacheEntry{}, "Node": models.Node{},
+		"IPCacheEntry": models.IPCacheEntry{}, "Node": models.Node{}, "Service": models.Service{},
+		"ServiceBackend": models.ServiceBackend{},
 	} {
 		schema, ok := doc.Components.Schemas[name]
 		if !ok {
@@ -81,7 +82,7 @@ func TestModelsMatchOpenAPI(t *testing.T) {
 			t.Errorf("schema %s has %v, model has %v", name, props, fields)
 		}
 	}
-	if len(doc.Components.Schemas) != 14 {
-		t.Errorf("%d schemas, the test knows 14", len(doc.Components.Schemas))
+	if len(doc.Components.Schemas) != 16 {
+		t.Errorf("%d schemas, the test knows 16", len(doc.Components.Schemas))
 	}
 }

@@ -42,6 +42,11 @@ type IPCacheLister interface {
 	ListIPCache() ([]models.IPCacheEntry, error)
 }
 
+// ServiceLister lists the frontends the agent balances, for GET /v1/service.
+type ServiceLister interface {
+	ListServices() []models.Service
+}
+
 // NodeLister lists the nodes of the cluster that the agent knows, for GET
 // /v1/node. Without one (Kubernetes off) the API answers 501.
 type NodeLister interface {
@@ -80,6 +85,7 @@ type Params struct {
 	Node       NodeInfo             `optional:"true"`
 	IPCache    IPCacheLister        `optional:"true"`
 	Nodes      NodeLister           `optional:"true"`
+	Services   ServiceLister        `optional:"true"`
 	LogLevel   *slog.LevelVar       `optional:"true"`
 	Registry   *prometheus.Registry `optional:"true"`
 	Reporter   cell.Health          `optional:"true"`
@@ -192,6 +198,7 @@ var routes = []route{
 	{"GET", "/v1/map", (*Server).getMap},
 	{"GET", "/v1/ipcache", (*Server).getIPCache},
 	{"GET", "/v1/node", (*Server).getNode},
+	{"GET", "/v1/service", (*Server).getService},
 	{"GET", "/v1/openapi.yaml", (*Server).getOpenAPI},
 }
 
