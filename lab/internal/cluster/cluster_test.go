@@ -10,6 +10,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/cilium-go/cilium/lab/internal/plan"
+	"github.com/cilium-go/cilium/lab/internal/proc"
 )
 
 func TestPodRoutes(t *testing.T) {
@@ -91,5 +92,35 @@ func TestFirstLineNamesFailingChecks(t *testing.T) {
 	}
 	if got := firstLine("0 of 2 nodes Ready\nmore"); got != "0 of 2 nodes Ready" {
 		t.Errorf("got %q", got)
+	}
+}
+
+func TestMachineNamespaces(t *testing.T) {
+	o := plan.DefaultOptions()
+	o.CNI = plan.CNIBridge
+	p, err := plan.New(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		want proc.Namespaces
+	}{
+		{"outside", proc.Namespaces{Net: "/run/netns/lab-outside"}},
+		{"lab-outside", proc.Namespaces{Net: "/run/netns/lab-outside"}},
+		{"control-plane", proc.Namespaces{Net: "/run/netns/lab-control-plane"}},
+		{"lab-node2", nodeNamespaces(p.Nodes[1])},
+	} {
+		got, err := machineNamespaces(p, tc.name)
+		if err != nil || got != tc.want {
+			t.Errorf("%s: %+v, %v; want %+v", tc.name, got, err, tc.want)
+		}
+	}
+	if _, err := machineNamespaces(p, "lab-node9"); err == nil || !strings.Contains(err.Error(), "outside, control-plane, lab-node1, lab-node2") {
+		t.Errorf("unknown machine: %v", err)
+	}
+	p.Outside = plan.Outside{} // a plan saved before the outside client existed
+	if _, err := machineNamespaces(p, "outside"); err == nil {
+		t.Error("outside on an old plan: want an error")
 	}
 }

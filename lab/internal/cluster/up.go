@@ -75,7 +75,7 @@ func checkFree(p plan.Plan, binDir string) error {
 	if entries, _ := record.Read(filepath.Join(p.StateDir, "record.json")); len(entries) > 0 {
 		return fmt.Errorf("%s holds the remains of a lab: run `cilium-lab down` first", p.StateDir)
 	}
-	names := []string{p.UnderlayNetns, p.ControlPlaneNS}
+	names := []string{p.UnderlayNetns, p.ControlPlaneNS, p.Outside.Netns}
 	for _, n := range p.Nodes {
 		names = append(names, n.Netns)
 	}

@@ -76,6 +76,19 @@ type Node struct {
 	Uplink string `json:"uplink"`
 }
 
+// Outside is a machine on the underlay that is not part of the cluster: the "rest of
+// the world" a real node reaches through its default route. Every node and the control
+// plane route by default through it; it does not forward, so whatever it receives for
+// another address dies there and nothing leaves the lab. It knows no route to pods or
+// Services, as a client outside the cluster would not.
+type Outside struct {
+	Name  string     `json:"name"`
+	IP    netip.Addr `json:"ip"`
+	Netns string     `json:"netns"`
+	// Uplink is its interface on the underlay.
+	Uplink string `json:"uplink"`
+}
+
 // Plan is the full layout of one lab.
 type Plan struct {
 	Name     string `json:"name"`
@@ -93,6 +106,8 @@ type Plan struct {
 	ControlPlaneIP  netip.Addr   `json:"controlPlaneIP"`
 	ControlPlaneNS  string       `json:"controlPlaneNetns"`
 	ControlPlaneDir string       `json:"controlPlaneDir"`
+	// Outside is the underlay's client outside the cluster and every machine's gateway.
+	Outside Outside `json:"outside"`
 	APIPort         int          `json:"apiPort"`
 	// HostAPIPort is the port on the host's 127.0.0.1 where the user's kubectl connects.
 	HostAPIPort int `json:"hostAPIPort"`
@@ -164,6 +179,13 @@ func New(o Options) (Plan, error) {
 	}
 	base := p.Underlay.Addr()
 	p.ControlPlaneIP = nth(base, 2)
+	// The last usable address, far from the nodes counted up from the start.
+	p.Outside = Outside{
+		Name:   o.Name + "-outside",
+		IP:     nth(base, 1<<(32-p.Underlay.Bits())-2),
+		Netns:  "/run/netns/" + o.Name + "-outside",
+		Uplink: "eth0",
+	}
 	p.APIServiceIP = nth(p.ServiceCIDR.Addr(), 1)
 	p.ClusterDNS = nth(p.ServiceCIDR.Addr(), 10)
 	for i := 1; i <= o.Nodes; i++ {
@@ -185,7 +207,8 @@ func checkPrefixes(o Options) error {
 	if !o.Underlay.IsValid() || !o.Underlay.Addr().Is4() || o.Underlay.Bits() > 24 {
 		return fmt.Errorf("underlay %s: want an IPv4 prefix of /24 or larger", o.Underlay)
 	}
-	if o.Nodes+10 >= 1<<(32-o.Underlay.Bits())-1 {
+	// Nodes count up from .11; the outside client takes the last usable address.
+	if o.Nodes+10 >= 1<<(32-o.Underlay.Bits())-2 {
 		return fmt.Errorf("underlay %s: too small for %d nodes", o.Underlay, o.Nodes)
 	}
 	if !o.ClusterCIDR.IsValid() || !o.ClusterCIDR.Addr().Is4() {

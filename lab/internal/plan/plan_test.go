@@ -41,6 +41,16 @@ func TestNewDefault(t *testing.T) {
 			t.Errorf("node %d namespace files %s %s", i, n.Netns, n.MntNS)
 		}
 	}
+	out := p.Outside
+	if out.IP != netip.MustParseAddr("172.30.0.254") || seen[out.IP] || out.Name != "lab-outside" ||
+		out.Netns != "/run/netns/lab-outside" {
+		t.Errorf("outside client %+v: want the underlay's last usable address, in its own namespace", out)
+	}
+	for _, pfx := range []netip.Prefix{p.ClusterCIDR, p.ServiceCIDR} {
+		if pfx.Contains(out.IP) {
+			t.Errorf("outside client %s inside %s", out.IP, pfx)
+		}
+	}
 	if _, ok := p.Node("lab-node3"); !ok {
 		t.Error("lab-node3 not found")
 	}
@@ -102,7 +112,7 @@ func TestSaveLoad(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if q.Nodes[1] != p.Nodes[1] || q.ClusterDNS != p.ClusterDNS || q.HostAPIPort != p.HostAPIPort {
+	if q.Nodes[1] != p.Nodes[1] || q.ClusterDNS != p.ClusterDNS || q.HostAPIPort != p.HostAPIPort || q.Outside != p.Outside {
 		t.Fatalf("reloaded plan differs: %+v vs %+v", q, p)
 	}
 }
