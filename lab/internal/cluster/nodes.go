@@ -27,7 +27,8 @@ import (
 
 func kubeProxyConfigPath(n plan.Node) string { return filepath.Join(n.Dir, "kube-proxy.yaml") }
 
-// nodeProcesses are the daemons of one node: its agent and, if chosen, kube-proxy.
+// nodeProcesses are the daemons of one node: its agent and, if chosen, kube-proxy,
+// both in the node's cgroup, as are the pods the agent starts.
 func nodeProcesses(p plan.Plan, n plan.Node, cp controlplane.Config, binDir string) []proc.Spec {
 	f := controlplane.NodePaths(cp, n.Name)
 	specs := []proc.Spec{{
@@ -48,6 +49,7 @@ func nodeProcesses(p plan.Plan, n plan.Node, cp controlplane.Config, binDir stri
 		},
 		Namespaces: nodeNamespaces(n),
 		LogFile:    filepath.Join(n.Dir, "node-agent.log"),
+		Cgroup:     n.Cgroup,
 	}}
 	if p.KubeProxy != "none" {
 		specs = append(specs, proc.Spec{
@@ -56,6 +58,7 @@ func nodeProcesses(p plan.Plan, n plan.Node, cp controlplane.Config, binDir stri
 			Args:       []string{"--config=" + kubeProxyConfigPath(n)},
 			Namespaces: nodeNamespaces(n),
 			LogFile:    filepath.Join(n.Dir, "kube-proxy.log"),
+			Cgroup:     n.Cgroup,
 		})
 	}
 	return specs
@@ -224,7 +227,9 @@ func syncRoutes(nsPath string, p plan.Plan, want map[netip.Prefix]netip.Addr) er
 		ones, _ := r.Dst.Mask.Size()
 		dst, _ := netip.AddrFromSlice(r.Dst.IP)
 		pfx := netip.PrefixFrom(dst.Unmap(), ones)
-		if p.ClusterCIDR.Overlaps(pfx) {
+		// Only routes into the cluster CIDR are ours: the default route (0.0.0.0/0,
+		// which overlaps everything) is not.
+		if inside(p.ClusterCIDR, pfx) {
 			have[pfx] = r
 		}
 	}
@@ -252,4 +257,9 @@ func syncRoutes(nsPath string, p plan.Plan, want map[netip.Prefix]netip.Addr) er
 		}
 	}
 	return nil
+}
+
+// inside says whether the prefix inner lies within outer.
+func inside(outer, inner netip.Prefix) bool {
+	return inner.Bits() >= outer.Bits() && outer.Contains(inner.Addr())
 }
