@@ -68,6 +68,12 @@ func TestCiliumProcesses(t *testing.T) {
 	if a.Namespaces != nodeNamespaces(n) {
 		t.Errorf("agent runs in %+v, want the node's namespaces", a.Namespaces)
 	}
+	if a.Cgroup != n.Cgroup || n.Cgroup == "" {
+		t.Errorf("agent in cgroup %q, want the node's %q", a.Cgroup, n.Cgroup)
+	}
+	if strings.Contains(args, "cgroup") {
+		t.Errorf("agent args %q: the agent does not take a cgroup root yet", args)
+	}
 	ops := operatorProcesses(p, "/b")
 	if len(ops) != 2 || ops[0].Name == ops[1].Name || ops[0].Namespaces.Net != p.ControlPlaneNS {
 		t.Fatalf("operators %+v: want two distinct replicas in the control plane", ops)

@@ -72,6 +72,14 @@ func TestNodeProcesses(t *testing.T) {
 	o.CNI = plan.CNIBridge
 	o.KubeProxy = "none"
 	p, _ := plan.New(o)
+	for _, mode := range []string{"iptables", "none"} {
+		p.KubeProxy = mode
+		for _, s := range nodeProcesses(p, p.Nodes[1], controlPlaneConfig(p, "/bin-dir"), "/bin-dir") {
+			if s.Cgroup != p.Nodes[1].Cgroup || s.Cgroup == "" {
+				t.Errorf("%s in cgroup %q, want the node's %q", s.Name, s.Cgroup, p.Nodes[1].Cgroup)
+			}
+		}
+	}
 	specs := nodeProcesses(p, p.Nodes[0], controlPlaneConfig(p, "/bin-dir"), "/bin-dir")
 	if len(specs) != 1 || specs[0].Name != "node-agent/lab-node1" {
 		t.Fatalf("with --kube-proxy=none: %+v", specs)
@@ -122,5 +130,20 @@ func TestMachineNamespaces(t *testing.T) {
 	p.Outside = plan.Outside{} // a plan saved before the outside client existed
 	if _, err := machineNamespaces(p, "outside"); err == nil {
 		t.Error("outside on an old plan: want an error")
+	}
+}
+
+func TestInsideClusterCIDR(t *testing.T) {
+	cluster := netip.MustParsePrefix("10.244.0.0/16")
+	for _, tc := range []struct {
+		pfx  string
+		want bool
+	}{
+		{"10.244.1.0/24", true}, {"10.244.0.0/16", true},
+		{"0.0.0.0/0", false}, {"10.0.0.0/8", false}, {"10.245.0.0/24", false},
+	} {
+		if got := inside(cluster, netip.MustParsePrefix(tc.pfx)); got != tc.want {
+			t.Errorf("inside(%s, %s) = %v, want %v", cluster, tc.pfx, got, tc.want)
+		}
 	}
 }

@@ -134,6 +134,17 @@ func Exec(stateDir, machine string, argv []string) error {
 	cmd := proc.Command(proc.Spec{Path: argv[0], Args: argv[1:], Namespaces: ns, Env: os.Environ()})
 	cmd.SysProcAttr = nil // interactive: stay in the caller's process group
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
+	// On a node, the command runs in the node's cgroup like its other processes, so
+	// it sees the node's socket-level load balancing.
+	if n, ok := p.Node(machine); ok && n.Cgroup != "" {
+		if _, err := os.Stat(n.Cgroup); err == nil {
+			cg, err := proc.IntoCgroup(cmd, n.Cgroup)
+			if err != nil {
+				return err
+			}
+			defer cg.Close()
+		}
+	}
 	return cmd.Run()
 }
 

@@ -42,6 +42,8 @@ type Options struct {
 	NodeMask    int
 	ServiceCIDR netip.Prefix
 	APIPort     int // on the host's loopback, held open by the supervisor
+	// CgroupRoot is where the machine's cgroup v2 hierarchy is mounted.
+	CgroupRoot string
 }
 
 // DefaultOptions returns the options of a plain `cilium-lab up`.
@@ -58,6 +60,7 @@ func DefaultOptions() Options {
 		NodeMask:    24,
 		ServiceCIDR: netip.MustParsePrefix("10.96.0.0/16"),
 		APIPort:     16443,
+		CgroupRoot:  "/sys/fs/cgroup",
 	}
 }
 
@@ -74,6 +77,11 @@ type Node struct {
 	Dir string `json:"dir"`
 	// Uplink is the node's interface on the underlay.
 	Uplink string `json:"uplink"`
+	// Cgroup is the node's cgroup v2 directory, below the lab's: every process the
+	// node runs (node agent, cilium-agent, kube-proxy, pods) lives in it or below,
+	// as a real node's processes live below its root cgroup. Socket-level load
+	// balancing attaches here (cilium's --cgroup-root).
+	Cgroup string `json:"cgroup,omitempty"`
 }
 
 // Outside is a machine on the underlay that is not part of the cluster: the "rest of
@@ -106,6 +114,9 @@ type Plan struct {
 	ControlPlaneIP  netip.Addr   `json:"controlPlaneIP"`
 	ControlPlaneNS  string       `json:"controlPlaneNetns"`
 	ControlPlaneDir string       `json:"controlPlaneDir"`
+	// Cgroup is the lab's cgroup v2 directory: the supervisor and every process it
+	// starts, the nodes' cgroups below it.
+	Cgroup string `json:"cgroup,omitempty"`
 	// Outside is the underlay's client outside the cluster and every machine's gateway.
 	Outside Outside `json:"outside"`
 	APIPort         int          `json:"apiPort"`
@@ -151,6 +162,9 @@ func New(o Options) (Plan, error) {
 	if !kubeProxyModes[o.KubeProxy] {
 		return Plan{}, fmt.Errorf("kube-proxy %q: want iptables, nftables or none", o.KubeProxy)
 	}
+	if !filepath.IsAbs(o.CgroupRoot) {
+		return Plan{}, fmt.Errorf("cgroup root %q: must be an absolute path", o.CgroupRoot)
+	}
 	if o.APIPort < 1 || o.APIPort > 65535 {
 		return Plan{}, fmt.Errorf("api port %d: out of range", o.APIPort)
 	}
@@ -176,6 +190,7 @@ func New(o Options) (Plan, error) {
 		NodeMask:        o.NodeMask,
 		ServiceCIDR:     o.ServiceCIDR.Masked(),
 		ClusterDomain:   "cluster.local",
+		Cgroup:          filepath.Join(o.CgroupRoot, "cilium-lab-"+o.Name),
 	}
 	base := p.Underlay.Addr()
 	p.ControlPlaneIP = nth(base, 2)
@@ -198,6 +213,7 @@ func New(o Options) (Plan, error) {
 			UTSNS:  filepath.Join(o.StateDir, "ns", name+".uts"),
 			Dir:    filepath.Join(o.StateDir, "nodes", name),
 			Uplink: "eth0",
+			Cgroup: filepath.Join(p.Cgroup, name),
 		})
 	}
 	return p, nil

@@ -41,6 +41,9 @@ func TestNewDefault(t *testing.T) {
 			t.Errorf("node %d namespace files %s %s", i, n.Netns, n.MntNS)
 		}
 	}
+	if p.Cgroup != "/sys/fs/cgroup/cilium-lab-lab" || p.Nodes[2].Cgroup != "/sys/fs/cgroup/cilium-lab-lab/lab-node3" {
+		t.Errorf("cgroups: lab %s, node %s", p.Cgroup, p.Nodes[2].Cgroup)
+	}
 	out := p.Outside
 	if out.IP != netip.MustParseAddr("172.30.0.254") || seen[out.IP] || out.Name != "lab-outside" ||
 		out.Netns != "/run/netns/lab-outside" {
@@ -82,6 +85,7 @@ func TestNewRejects(t *testing.T) {
 			o.ClusterCIDR = netip.MustParsePrefix("10.244.0.0/23")
 			o.Nodes = 3
 		}, "holds 2 nodes"},
+		{"cgroup root", func(o *Options) { o.CgroupRoot = "sys/fs/cgroup" }, "cgroup root"},
 		{"ipv6 underlay", func(o *Options) { o.Underlay = netip.MustParsePrefix("fd00::/64") }, "underlay"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
