@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -184,11 +185,29 @@ func (p *podState) probeOnce(ctx context.Context, c *container, probe *corev1.Pr
 	var err error
 	switch {
 	case probe.Exec != nil:
+		// No output pipes: with them, Wait would also wait for any process the
+		// probe left behind holding them (`sh -c "daemon & check"`), and the
+		// probe would neither time out nor run again until that one ended.
 		cmd := p.nsenterCmd(sandboxPID, &c.spec, env, probe.Exec.Command)
-		cmd.Stdout, cmd.Stderr = io.Discard, io.Discard
+		cmd.Stdin, cmd.Stdout, cmd.Stderr = nil, nil, nil
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 		if err = cmd.Start(); err == nil {
-			go func() { <-ctx.Done(); cmd.Process.Kill() }()
+			exited := make(chan struct{})
+			go func() {
+				select {
+				case <-ctx.Done(): // timed out: the command and what it started
+					unix.Kill(-cmd.Process.Pid, unix.SIGKILL)
+				case <-exited:
+				}
+			}()
 			err = cmd.Wait()
+			close(exited)
+			// What the probe left behind goes with it: there is no container
+			// cgroup here to end it with the container.
+			unix.Kill(-cmd.Process.Pid, unix.SIGKILL)
+			if ctx.Err() != nil {
+				err = fmt.Errorf("exec probe timed out: %w", ctx.Err())
+			}
 		}
 	case probe.TCPSocket != nil:
 		var addr string
