@@ -169,7 +169,7 @@ func (p *podState) runOnce(c *container) (exitCode int, ran time.Duration, err e
 	if err != nil {
 		return 0, 0, err
 	}
-	probeCtx, stopProbes := context.WithCancel(p.ctx)
+	probeCtx, stopProbes := context.WithCancel(p.alive)
 	probesDone := p.startProbes(probeCtx, c, a.pid, a.env)
 
 	waitErr := a.cmd.Wait()
@@ -340,25 +340,6 @@ func (p *podState) markFinal(c *container) {
 	p.mu.Lock()
 	c.stop = true
 	p.mu.Unlock()
-}
-
-// stopContainer sends SIGTERM to the container's process group, and SIGKILL once the
-// grace period is over. It returns when the attempt has exited.
-func (p *podState) stopContainer(c *container, grace time.Duration) {
-	p.mu.Lock()
-	proc, exited := c.proc, c.exited
-	p.mu.Unlock()
-	if proc == nil {
-		return
-	}
-	unix.Kill(-proc.Pid, unix.SIGTERM)
-	select {
-	case <-exited:
-		return
-	case <-time.After(grace):
-	}
-	unix.Kill(-proc.Pid, unix.SIGKILL)
-	<-exited
 }
 
 // terminationMessage returns what the container left in /dev/termination-log (the
