@@ -730,3 +730,37 @@ func TestPrivilegedHTTPReadinessFails(t *testing.T) {
 		t.Errorf("container %+v: want running and unready", cs)
 	}
 }
+
+// TestPrivilegedAgnhostTools: an agnhost container has the tools the real image
+// carries for network tests, from the host's /usr (hack/deps.sh installs them).
+func TestPrivilegedAgnhostTools(t *testing.T) {
+	if !inTestNamespaces(t) {
+		return
+	}
+	env := newTestEnv(t)
+	rt := env.rt
+	pod := newPod("tools", func(p *corev1.Pod) {
+		p.Spec.Containers = []corev1.Container{{Name: "c", Image: agnhostImage}}
+	})
+	if err := rt.CreatePod(context.Background(), pod); err != nil {
+		t.Fatal(err)
+	}
+	waitPod(t, rt, pod, "running", func(p *corev1.Pod) bool { return containerStatus(p, "c").State.Running != nil })
+	for _, tc := range []struct {
+		argv []string
+		want string // in the output
+	}{
+		{[]string{"sh", "-c", "echo shell"}, "shell"},
+		{[]string{"sh", "-c", "nc -h 2>&1; true"}, "OpenBSD netcat"},
+		{[]string{"curl", "--version"}, "curl "},
+		{[]string{"wget", "--version"}, "GNU Wget"},
+		{[]string{"dig", "-v"}, "DiG"},
+		{[]string{"sh", "-c", "nslookup -version 2>&1; true"}, "nslookup"},
+		{[]string{"ss", "-V"}, "iproute2"},
+	} {
+		out, err := execIn(t, rt, pod, "c", tc.argv...)
+		if err != nil || !strings.Contains(out, tc.want) {
+			t.Errorf("%q in an agnhost container: %v\n%s(hack/deps.sh test installs the tools of the agnhost image)", tc.argv, err, out)
+		}
+	}
+}
