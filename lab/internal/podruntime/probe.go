@@ -210,7 +210,7 @@ func (p *podState) probeOnce(ctx context.Context, c *container, probe *corev1.Pr
 // its own process group, killed when ctx ends and once the command has exited:
 // there is no container cgroup here to end leftovers with the container.
 func (p *podState) execCheck(ctx context.Context, sandboxPID int, c *container, env []corev1.EnvVar, argv []string) error {
-	cmd := p.nsenterCmd(sandboxPID, &c.spec, env, argv)
+	cmd := p.nsenterCmd(sandboxPID, c, env, argv)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = nil, nil, nil
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {
