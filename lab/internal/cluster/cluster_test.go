@@ -28,10 +28,16 @@ func TestPodRoutes(t *testing.T) {
 		node("n1", "10.244.0.0/24", "172.30.0.11"),
 		node("n2", "10.244.1.0/24", "172.30.0.12"),
 		node("n3", "", "172.30.0.13"), // no CIDR yet: no route
+		func() corev1.Node {
+			n := node("n4", "10.244.3.0/24", "172.30.0.14")
+			n.Spec.PodCIDRs = []string{"10.244.3.0/24", "fd00:3::/64"}
+			return n
+		}(),
 	})
 	want := map[netip.Prefix]netip.Addr{
 		netip.MustParsePrefix("10.244.0.0/24"): netip.MustParseAddr("172.30.0.11"),
 		netip.MustParsePrefix("10.244.1.0/24"): netip.MustParseAddr("172.30.0.12"),
+		netip.MustParsePrefix("10.244.3.0/24"): netip.MustParseAddr("172.30.0.14"),
 	}
 	if len(got) != len(want) {
 		t.Fatalf("routes %v, want %v", got, want)

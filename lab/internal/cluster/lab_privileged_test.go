@@ -289,4 +289,32 @@ func TestPrivilegedLab(t *testing.T) {
 			t.Errorf("pod of %s in %s's cgroup", n.Name, other.Name)
 		}
 	})
+
+	t.Run("API server pod proxy", func(t *testing.T) {
+		// The control plane reaches pods on every node, as kubectl's
+		// /api/v1/namespaces/NS/pods/NAME:PORT/proxy/ needs.
+		for i, n := range p.Nodes {
+			name := fmt.Sprintf("proxied-%d", i+1)
+			l.runPod(t, &corev1.Pod{
+				ObjectMeta: metav1.ObjectMeta{Name: name},
+				Spec: corev1.PodSpec{
+					NodeName: n.Name,
+					Containers: []corev1.Container{{Name: "c", Image: "registry.k8s.io/e2e-test-images/agnhost:2.53",
+						Args: []string{"netexec", "--http-port=8080", "--udp-port=-1"}}},
+				},
+			})
+			eventually(t, 30*time.Second, "pod proxy to "+name, func() error {
+				body, err := l.cs.CoreV1().RESTClient().Get().
+					AbsPath("/api/v1/namespaces/default/pods/" + name + ":8080/proxy/hostname").
+					Timeout(5 * time.Second).DoRaw(t.Context())
+				if err != nil {
+					return err
+				}
+				if string(body) != name {
+					return fmt.Errorf("answered %q", body)
+				}
+				return nil
+			})
+		}
+	})
 }
