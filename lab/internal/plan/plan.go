@@ -114,14 +114,14 @@ type Plan struct {
 	ControlPlaneIP  netip.Addr   `json:"controlPlaneIP"`
 	ControlPlaneNS  string       `json:"controlPlaneNetns"`
 	ControlPlaneDir string       `json:"controlPlaneDir"`
-	// Cgroup is the lab's cgroup v2 directory: the supervisor and every process it
-	// starts, the nodes' cgroups below it.
-	Cgroup string `json:"cgroup,omitempty"`
-	// Outside is the underlay's client outside the cluster and every machine's gateway.
-	Outside Outside `json:"outside"`
 	APIPort         int          `json:"apiPort"`
 	// HostAPIPort is the port on the host's 127.0.0.1 where the user's kubectl connects.
 	HostAPIPort int `json:"hostAPIPort"`
+	// Outside is the underlay's client outside the cluster and every machine's gateway.
+	Outside Outside `json:"outside"`
+	// Cgroup is the lab's cgroup v2 directory: the supervisor and every process it
+	// starts, the nodes' cgroups below it.
+	Cgroup string `json:"cgroup,omitempty"`
 
 	ClusterCIDR   netip.Prefix `json:"clusterCIDR"`
 	NodeMask      int          `json:"nodeMask"`
