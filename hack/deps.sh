@@ -15,14 +15,19 @@ set -euo pipefail
 CLANG_PKG=clang-14
 CLANG_VERSION=1:14.0.6-12
 
+# A lab pod's root is this machine's /usr: the tools the real agnhost image
+# carries for network tests (sh, nc of netcat-openbsd, curl, wget, dig and
+# nslookup, ss) come from these packages.
+podtools=(netcat-openbsd curl wget dnsutils iproute2)
+
 pkgs=()
 for target in "$@"; do
 	case $target in
-	demo) pkgs+=(iproute2 util-linux iptables nftables conntrack) ;;
+	demo) pkgs+=(iproute2 util-linux iptables nftables conntrack "${podtools[@]}") ;;
 	# qemu, busybox-static, cpio, xz: make test-netkit-vm boots a kernel
 	# with netkit when this one has none. python3: the e2e tests' stream
 	# client runs in a pod, whose root is this machine's filesystem.
-	test) pkgs+=(iproute2 util-linux iptables nftables conntrack qemu-system-x86 busybox-static cpio xz-utils python3) ;;
+	test) pkgs+=(iproute2 util-linux iptables nftables conntrack qemu-system-x86 busybox-static cpio xz-utils python3 "${podtools[@]}") ;;
 	generate) pkgs+=("$CLANG_PKG" llvm-14 libbpf-dev) ;;
 	*) echo "deps: unknown target $target (demo, test, generate)" >&2; exit 2 ;;
 	esac

@@ -150,8 +150,8 @@ func kubeconfigCommand(stateDir *string) *cobra.Command {
 
 func execCommand(stateDir *string) *cobra.Command {
 	return &cobra.Command{
-		Use:   "exec NODE -- COMMAND [ARG...]",
-		Short: "Run a command on a node (in its network, mount and UTS namespaces)",
+		Use:   "exec NODE|outside|control-plane -- COMMAND [ARG...]",
+		Short: "Run a command on a node (in its network, mount and UTS namespaces), on the outside client or in the control plane's network",
 		Args:  cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			err := cluster.Exec(*stateDir, args[0], args[1:])

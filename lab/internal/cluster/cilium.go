@@ -172,6 +172,7 @@ func agentProcess(p plan.Plan, n plan.Node, binDir string) proc.Spec {
 		},
 		Namespaces: nodeNamespaces(n),
 		LogFile:    filepath.Join(n.Dir, "cilium-agent.log"),
+		Cgroup:     n.Cgroup,
 	}
 }
 

@@ -68,6 +68,12 @@ func TestCiliumProcesses(t *testing.T) {
 	if a.Namespaces != nodeNamespaces(n) {
 		t.Errorf("agent runs in %+v, want the node's namespaces", a.Namespaces)
 	}
+	if a.Cgroup != n.Cgroup || n.Cgroup == "" {
+		t.Errorf("agent in cgroup %q, want the node's %q", a.Cgroup, n.Cgroup)
+	}
+	if strings.Contains(args, "cgroup") {
+		t.Errorf("agent args %q: the agent does not take a cgroup root yet", args)
+	}
 	ops := operatorProcesses(p, "/b")
 	if len(ops) != 2 || ops[0].Name == ops[1].Name || ops[0].Namespaces.Net != p.ControlPlaneNS {
 		t.Fatalf("operators %+v: want two distinct replicas in the control plane", ops)
@@ -90,12 +96,18 @@ func TestCiliumNodePodRoutes(t *testing.T) {
 		},
 		"ipam": map[string]any{"podCIDRs": []any{"10.244.1.0/24", "fd00::/64", "junk"}},
 	}}
-	got := ciliumNodePodRoutes(obj)
+	got := ciliumNodePodRoutes(obj, netip.MustParseAddr("172.30.0.99"))
 	want := map[netip.Prefix]netip.Addr{netip.MustParsePrefix("10.244.1.0/24"): netip.MustParseAddr("172.30.0.12")}
 	if len(got) != 1 || got[netip.MustParsePrefix("10.244.1.0/24")] != want[netip.MustParsePrefix("10.244.1.0/24")] {
 		t.Fatalf("routes %v, want %v", got, want)
 	}
-	if r := ciliumNodePodRoutes(map[string]any{"spec": map[string]any{"ipam": map[string]any{"podCIDRs": []any{"10.244.2.0/24"}}}}); len(r) != 0 {
-		t.Fatalf("a CiliumNode without an address gave routes %v", r)
+	noAddr := map[string]any{"spec": map[string]any{"ipam": map[string]any{"podCIDRs": []any{"10.244.2.0/24"}}}}
+	if r := ciliumNodePodRoutes(noAddr, netip.Addr{}); len(r) != 0 {
+		t.Fatalf("a CiliumNode without an address, and no Node's, gave routes %v", r)
+	}
+	// cilium-go's CiliumNodes carry no addresses: the Node's InternalIP stands in.
+	r := ciliumNodePodRoutes(noAddr, netip.MustParseAddr("172.30.0.13"))
+	if len(r) != 1 || r[netip.MustParsePrefix("10.244.2.0/24")] != netip.MustParseAddr("172.30.0.13") {
+		t.Fatalf("a CiliumNode without an address, with its Node's: routes %v", r)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/cilium-go/cilium/lab/internal/plan"
+	"github.com/cilium-go/cilium/lab/internal/proc"
 )
 
 func TestPodRoutes(t *testing.T) {
@@ -27,10 +28,16 @@ func TestPodRoutes(t *testing.T) {
 		node("n1", "10.244.0.0/24", "172.30.0.11"),
 		node("n2", "10.244.1.0/24", "172.30.0.12"),
 		node("n3", "", "172.30.0.13"), // no CIDR yet: no route
+		func() corev1.Node {
+			n := node("n4", "10.244.3.0/24", "172.30.0.14")
+			n.Spec.PodCIDRs = []string{"10.244.3.0/24", "fd00:3::/64"}
+			return n
+		}(),
 	})
 	want := map[netip.Prefix]netip.Addr{
 		netip.MustParsePrefix("10.244.0.0/24"): netip.MustParseAddr("172.30.0.11"),
 		netip.MustParsePrefix("10.244.1.0/24"): netip.MustParseAddr("172.30.0.12"),
+		netip.MustParsePrefix("10.244.3.0/24"): netip.MustParseAddr("172.30.0.14"),
 	}
 	if len(got) != len(want) {
 		t.Fatalf("routes %v, want %v", got, want)
@@ -71,6 +78,14 @@ func TestNodeProcesses(t *testing.T) {
 	o.CNI = plan.CNIBridge
 	o.KubeProxy = "none"
 	p, _ := plan.New(o)
+	for _, mode := range []string{"iptables", "none"} {
+		p.KubeProxy = mode
+		for _, s := range nodeProcesses(p, p.Nodes[1], controlPlaneConfig(p, "/bin-dir"), "/bin-dir") {
+			if s.Cgroup != p.Nodes[1].Cgroup || s.Cgroup == "" {
+				t.Errorf("%s in cgroup %q, want the node's %q", s.Name, s.Cgroup, p.Nodes[1].Cgroup)
+			}
+		}
+	}
 	specs := nodeProcesses(p, p.Nodes[0], controlPlaneConfig(p, "/bin-dir"), "/bin-dir")
 	if len(specs) != 1 || specs[0].Name != "node-agent/lab-node1" {
 		t.Fatalf("with --kube-proxy=none: %+v", specs)
@@ -91,5 +106,50 @@ func TestFirstLineNamesFailingChecks(t *testing.T) {
 	}
 	if got := firstLine("0 of 2 nodes Ready\nmore"); got != "0 of 2 nodes Ready" {
 		t.Errorf("got %q", got)
+	}
+}
+
+func TestMachineNamespaces(t *testing.T) {
+	o := plan.DefaultOptions()
+	o.CNI = plan.CNIBridge
+	p, err := plan.New(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		want proc.Namespaces
+	}{
+		{"outside", proc.Namespaces{Net: "/run/netns/lab-outside"}},
+		{"lab-outside", proc.Namespaces{Net: "/run/netns/lab-outside"}},
+		{"control-plane", proc.Namespaces{Net: "/run/netns/lab-control-plane"}},
+		{"lab-node2", nodeNamespaces(p.Nodes[1])},
+	} {
+		got, err := machineNamespaces(p, tc.name)
+		if err != nil || got != tc.want {
+			t.Errorf("%s: %+v, %v; want %+v", tc.name, got, err, tc.want)
+		}
+	}
+	if _, err := machineNamespaces(p, "lab-node9"); err == nil || !strings.Contains(err.Error(), "outside, control-plane, lab-node1, lab-node2") {
+		t.Errorf("unknown machine: %v", err)
+	}
+	p.Outside = plan.Outside{} // a plan saved before the outside client existed
+	if _, err := machineNamespaces(p, "outside"); err == nil {
+		t.Error("outside on an old plan: want an error")
+	}
+}
+
+func TestInsideClusterCIDR(t *testing.T) {
+	cluster := netip.MustParsePrefix("10.244.0.0/16")
+	for _, tc := range []struct {
+		pfx  string
+		want bool
+	}{
+		{"10.244.1.0/24", true}, {"10.244.0.0/16", true},
+		{"0.0.0.0/0", false}, {"10.0.0.0/8", false}, {"10.245.0.0/24", false},
+	} {
+		if got := inside(cluster, netip.MustParsePrefix(tc.pfx)); got != tc.want {
+			t.Errorf("inside(%s, %s) = %v, want %v", cluster, tc.pfx, got, tc.want)
+		}
 	}
 }

@@ -27,7 +27,8 @@ import (
 
 func kubeProxyConfigPath(n plan.Node) string { return filepath.Join(n.Dir, "kube-proxy.yaml") }
 
-// nodeProcesses are the daemons of one node: its agent and, if chosen, kube-proxy.
+// nodeProcesses are the daemons of one node: its agent and, if chosen, kube-proxy,
+// both in the node's cgroup, as are the pods the agent starts.
 func nodeProcesses(p plan.Plan, n plan.Node, cp controlplane.Config, binDir string) []proc.Spec {
 	f := controlplane.NodePaths(cp, n.Name)
 	specs := []proc.Spec{{
@@ -48,6 +49,7 @@ func nodeProcesses(p plan.Plan, n plan.Node, cp controlplane.Config, binDir stri
 		},
 		Namespaces: nodeNamespaces(n),
 		LogFile:    filepath.Join(n.Dir, "node-agent.log"),
+		Cgroup:     n.Cgroup,
 	}}
 	if p.KubeProxy != "none" {
 		specs = append(specs, proc.Spec{
@@ -56,6 +58,7 @@ func nodeProcesses(p plan.Plan, n plan.Node, cp controlplane.Config, binDir stri
 			Args:       []string{"--config=" + kubeProxyConfigPath(n)},
 			Namespaces: nodeNamespaces(n),
 			LogFile:    filepath.Join(n.Dir, "kube-proxy.log"),
+			Cgroup:     n.Cgroup,
 		})
 	}
 	return specs
@@ -113,7 +116,7 @@ func routeNodes(ctx context.Context, cs kubernetes.Interface, dyn dynamic.Interf
 		if err == nil {
 			want := podRoutes(nodes.Items)
 			if p.CNI == plan.CNICilium {
-				err = ciliumNodeRoutes(ctx, dyn, want)
+				err = ciliumNodeRoutes(ctx, dyn, nodeIPs(nodes.Items), want)
 			}
 			if err != nil {
 				log.Warn("pod CIDR routes", "err", err)
@@ -132,17 +135,36 @@ func routeNodes(ctx context.Context, cs kubernetes.Interface, dyn dynamic.Interf
 	}
 }
 
-// podRoutes maps each node's pod CIDR to its internal IP.
+// podRoutes maps each node's pod CIDRs (spec.podCIDRs, or spec.podCIDR) to its
+// InternalIP.
 func podRoutes(nodes []corev1.Node) map[netip.Prefix]netip.Addr {
 	out := map[netip.Prefix]netip.Addr{}
+	ips := nodeIPs(nodes)
 	for _, n := range nodes {
-		cidr, err := netip.ParsePrefix(n.Spec.PodCIDR)
-		if err != nil {
+		ip, ok := ips[n.Name]
+		if !ok {
 			continue
 		}
+		cidrs := n.Spec.PodCIDRs
+		if len(cidrs) == 0 {
+			cidrs = []string{n.Spec.PodCIDR}
+		}
+		for _, c := range cidrs {
+			if cidr, err := netip.ParsePrefix(c); err == nil && cidr.Addr().Is4() {
+				out[cidr.Masked()] = ip
+			}
+		}
+	}
+	return out
+}
+
+// nodeIPs maps node names to their IPv4 InternalIP.
+func nodeIPs(nodes []corev1.Node) map[string]netip.Addr {
+	out := map[string]netip.Addr{}
+	for _, n := range nodes {
 		for _, a := range n.Status.Addresses {
-			if ip, err := netip.ParseAddr(a.Address); err == nil && a.Type == corev1.NodeInternalIP {
-				out[cidr] = ip
+			if ip, err := netip.ParseAddr(a.Address); err == nil && a.Type == corev1.NodeInternalIP && ip.Is4() {
+				out[n.Name] = ip
 			}
 		}
 	}
@@ -152,24 +174,26 @@ func podRoutes(nodes []corev1.Node) map[netip.Prefix]netip.Addr {
 var ciliumNodes = schema.GroupVersionResource{Group: "cilium.io", Version: "v2", Resource: "ciliumnodes"}
 
 // ciliumNodeRoutes adds the pod CIDRs cilium-go's operator wrote into the
-// CiliumNodes (spec.ipam.podCIDRs), each via the node's InternalIP.
-func ciliumNodeRoutes(ctx context.Context, dyn dynamic.Interface, out map[netip.Prefix]netip.Addr) error {
+// CiliumNodes (spec.ipam.podCIDRs), each via the node's InternalIP: the
+// CiliumNode's own (spec.addresses), else its Node's, of the same name.
+func ciliumNodeRoutes(ctx context.Context, dyn dynamic.Interface, nodeIPs map[string]netip.Addr, out map[netip.Prefix]netip.Addr) error {
 	list, err := dyn.Resource(ciliumNodes).List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return err
 	}
 	for _, cn := range list.Items {
-		maps.Copy(out, ciliumNodePodRoutes(cn.Object))
+		maps.Copy(out, ciliumNodePodRoutes(cn.Object, nodeIPs[cn.GetName()]))
 	}
 	return nil
 }
 
-// ciliumNodePodRoutes reads one CiliumNode.
-func ciliumNodePodRoutes(obj map[string]any) map[netip.Prefix]netip.Addr {
+// ciliumNodePodRoutes reads one CiliumNode; nodeIP (may be invalid) stands in for
+// an address the CiliumNode does not list.
+func ciliumNodePodRoutes(obj map[string]any, nodeIP netip.Addr) map[netip.Prefix]netip.Addr {
 	out := map[netip.Prefix]netip.Addr{}
 	cidrs, _, _ := unstructured.NestedStringSlice(obj, "spec", "ipam", "podCIDRs")
 	addrs, _, _ := unstructured.NestedSlice(obj, "spec", "addresses")
-	var ip netip.Addr
+	ip := nodeIP
 	for _, a := range addrs {
 		m, _ := a.(map[string]any)
 		if m["type"] != "InternalIP" {
@@ -224,7 +248,9 @@ func syncRoutes(nsPath string, p plan.Plan, want map[netip.Prefix]netip.Addr) er
 		ones, _ := r.Dst.Mask.Size()
 		dst, _ := netip.AddrFromSlice(r.Dst.IP)
 		pfx := netip.PrefixFrom(dst.Unmap(), ones)
-		if p.ClusterCIDR.Overlaps(pfx) {
+		// Only routes into the cluster CIDR are ours: the default route (0.0.0.0/0,
+		// which overlaps everything) is not.
+		if inside(p.ClusterCIDR, pfx) {
 			have[pfx] = r
 		}
 	}
@@ -252,4 +278,9 @@ func syncRoutes(nsPath string, p plan.Plan, want map[netip.Prefix]netip.Addr) er
 		}
 	}
 	return nil
+}
+
+// inside says whether the prefix inner lies within outer.
+func inside(outer, inner netip.Prefix) bool {
+	return inner.Bits() >= outer.Bits() && outer.Contains(inner.Addr())
 }

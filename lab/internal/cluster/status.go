@@ -116,26 +116,55 @@ func PrintStatus(ctx context.Context, w io.Writer, stateDir string) error {
 	return nil
 }
 
-// Exec runs argv on a node, inside its network, mount and UTS namespaces, wired to the
-// caller's terminal.
-func Exec(stateDir, node string, argv []string) error {
+// Exec runs argv on a machine of the lab, wired to the caller's terminal: on a node
+// inside its network, mount and UTS namespaces; on "outside" (or its full name) in
+// the outside client's network namespace; on "control-plane" in the control plane's.
+func Exec(stateDir, machine string, argv []string) error {
 	p, err := plan.Load(stateDir)
 	if err != nil {
 		return err
 	}
-	n, ok := p.Node(node)
-	if !ok {
-		names := make([]string, len(p.Nodes))
-		for i, n := range p.Nodes {
-			names[i] = n.Name
-		}
-		return fmt.Errorf("no node %q (nodes: %v)", node, names)
+	ns, err := machineNamespaces(p, machine)
+	if err != nil {
+		return err
 	}
 	if len(argv) == 0 {
 		argv = []string{"/bin/sh"}
 	}
-	cmd := proc.Command(proc.Spec{Path: argv[0], Args: argv[1:], Namespaces: nodeNamespaces(n), Env: os.Environ()})
+	cmd := proc.Command(proc.Spec{Path: argv[0], Args: argv[1:], Namespaces: ns, Env: os.Environ()})
 	cmd.SysProcAttr = nil // interactive: stay in the caller's process group
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
+	// On a node, the command runs in the node's cgroup like its other processes, so
+	// it sees the node's socket-level load balancing.
+	if n, ok := p.Node(machine); ok && n.Cgroup != "" {
+		if _, err := os.Stat(n.Cgroup); err == nil {
+			cg, err := proc.IntoCgroup(cmd, n.Cgroup)
+			if err != nil {
+				return err
+			}
+			defer cg.Close()
+		}
+	}
 	return cmd.Run()
+}
+
+// machineNamespaces names the namespaces of the machine called name.
+func machineNamespaces(p plan.Plan, name string) (proc.Namespaces, error) {
+	switch {
+	case name == "outside" || (name == p.Outside.Name && name != ""):
+		if p.Outside.Netns == "" {
+			return proc.Namespaces{}, fmt.Errorf("the lab in %s has no outside client: it was made by an older cilium-lab", p.StateDir)
+		}
+		return proc.Namespaces{Net: p.Outside.Netns}, nil
+	case name == "control-plane":
+		return proc.Namespaces{Net: p.ControlPlaneNS}, nil
+	}
+	if n, ok := p.Node(name); ok {
+		return nodeNamespaces(n), nil
+	}
+	names := []string{"outside", "control-plane"}
+	for _, n := range p.Nodes {
+		names = append(names, n.Name)
+	}
+	return proc.Namespaces{}, fmt.Errorf("no machine %q (machines: %s)", name, strings.Join(names, ", "))
 }

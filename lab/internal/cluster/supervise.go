@@ -47,7 +47,7 @@ func Supervise(ctx context.Context, stateDir, binDir string, log *slog.Logger) e
 	}
 	l := layout{stateDir}
 	rec := record.Open(l.record())
-	if err := joinCgroup(rec, p.Name); err != nil {
+	if err := joinCgroup(rec, p); err != nil {
 		return err
 	}
 
@@ -240,22 +240,45 @@ func forwardAPI(ctx context.Context, p plan.Plan, log *slog.Logger) error {
 	return nil
 }
 
-// joinCgroup moves the supervisor into the lab's cgroup v2 directory. Every process of
-// the lab descends from the supervisor, so teardown can kill them all at once, even
-// after a crash, with cgroup.kill.
-func joinCgroup(rec *record.Record, name string) error {
-	root, err := cgroup2Root()
-	if err != nil {
+// joinCgroup moves the supervisor into the lab's cgroup v2 directory and makes each
+// node's cgroup below it. Every process of the lab descends from the supervisor, so
+// teardown can kill them all at once, even after a crash, with cgroup.kill.
+func joinCgroup(rec *record.Record, p plan.Plan) error {
+	dir := p.Cgroup
+	if dir == "" { // a plan from before the lab kept its cgroup in the plan
+		root, err := cgroup2Root()
+		if err != nil {
+			return err
+		}
+		dir = filepath.Join(root, "cilium-lab-"+p.Name)
+	}
+	if err := makeCgroup(rec, dir); err != nil {
 		return err
 	}
-	dir := filepath.Join(root, "cilium-lab-"+name)
+	if err := os.WriteFile(filepath.Join(dir, "cgroup.procs"), []byte(strconv.Itoa(os.Getpid())), 0); err != nil {
+		return fmt.Errorf("cgroup: %w", err)
+	}
+	for _, n := range p.Nodes {
+		if n.Cgroup == "" {
+			continue
+		}
+		if err := makeCgroup(rec, n.Cgroup); err != nil {
+			return fmt.Errorf("node %s: %w", n.Name, err)
+		}
+	}
+	return nil
+}
+
+// makeCgroup records and creates a cgroup directory; one left by an earlier
+// supervisor of the same lab is taken over.
+func makeCgroup(rec *record.Record, dir string) error {
 	if err := rec.Add(record.Entry{Kind: record.Cgroup, Path: dir}); err != nil {
 		return err
 	}
 	if err := os.Mkdir(dir, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
 		return fmt.Errorf("cgroup: %w", err)
 	}
-	return os.WriteFile(filepath.Join(dir, "cgroup.procs"), []byte(strconv.Itoa(os.Getpid())), 0)
+	return nil
 }
 
 // cgroup2Root finds where the cgroup v2 hierarchy is mounted (alone, or beside v1).

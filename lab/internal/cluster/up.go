@@ -40,6 +40,11 @@ type UpOptions struct {
 // anything fails, everything created so far is removed again (unless KeepOnFailure).
 func Up(ctx context.Context, o UpOptions) error {
 	start := time.Now()
+	root, err := cgroup2Root()
+	if err != nil {
+		return err
+	}
+	o.Plan.CgroupRoot = root
 	p, err := plan.New(o.Plan)
 	if err != nil {
 		return err
@@ -75,7 +80,7 @@ func checkFree(p plan.Plan, binDir string) error {
 	if entries, _ := record.Read(filepath.Join(p.StateDir, "record.json")); len(entries) > 0 {
 		return fmt.Errorf("%s holds the remains of a lab: run `cilium-lab down` first", p.StateDir)
 	}
-	names := []string{p.UnderlayNetns, p.ControlPlaneNS}
+	names := []string{p.UnderlayNetns, p.ControlPlaneNS, p.Outside.Netns}
 	for _, n := range p.Nodes {
 		names = append(names, n.Netns)
 	}
@@ -204,6 +209,12 @@ func up(ctx context.Context, p plan.Plan, o UpOptions, pr *progress) error {
 	if err := pr.waitFor(ctx, func() error { return errors.Join(alive(), nodesReady(ctx, cs, len(p.Nodes))) }); err != nil {
 		return err
 	}
+	if !servicesImplemented(p) {
+		// CoreDNS reaches the API server through its Service: it cannot get ready.
+		pr.done()
+		fmt.Fprintf(o.Out, "No Service load-balancing (--cni=%s, --kube-proxy=none): cluster DNS is not waited for.\n", p.CNI)
+		return nil
+	}
 	pr.step("cluster DNS")
 	if err := pr.waitFor(ctx, func() error {
 		return errors.Join(alive(), deploymentAvailable(ctx, cs, "kube-system", "coredns"))
@@ -212,6 +223,13 @@ func up(ctx context.Context, p plan.Plan, o UpOptions, pr *progress) error {
 	}
 	pr.done()
 	return nil
+}
+
+// servicesImplemented says whether anything in the lab load-balances Services:
+// kube-proxy, or cilium-go, which is to replace it. The reference bridge CNI
+// without kube-proxy has no Services at all.
+func servicesImplemented(p plan.Plan) bool {
+	return p.KubeProxy != "none" || p.CNI == plan.CNICilium
 }
 
 // installCNIPlugins copies the reference plugins into every node's /opt/cni/bin.

@@ -38,6 +38,9 @@ type Image struct {
 	// Entrypoint, its args replace Cmd.
 	Entrypoint []string
 	Cmd        []string
+	// User is the image's numeric USER, if it sets one: a container without
+	// runAsUser runs as it.
+	User *int64
 	// ID is what the runtime reports as the container's imageID.
 	ID string
 }
@@ -50,6 +53,7 @@ type Spec struct {
 	Extras     map[string]string
 	Entrypoint []string
 	Cmd        []string
+	User       *int64
 }
 
 // Rule maps the repositories it matches to a Spec.
@@ -95,13 +99,18 @@ func (c *Catalog) BinDir() string { return c.binDir }
 // Register adds a rule that takes precedence over every rule registered before it.
 func (c *Catalog) Register(r Rule) { c.rules = append(c.rules, r) }
 
+// e2e is the registry of Kubernetes' e2e test images.
+const e2e = "registry.k8s.io/e2e-test-images/"
+
 // DefaultRules are the images every lab knows: agnhost (and pause, served by
-// agnhost), CoreDNS, shell images whose shell comes from the host, and cilium-go's
-// own images laid out like Cilium's (binaries in /usr/bin, no entrypoint for the
-// agent image, whose DaemonSet names the command).
+// agnhost), CoreDNS, shell images whose shell comes from the host, cilium-go's own
+// images laid out like Cilium's (binaries in /usr/bin, no entrypoint for the agent
+// image, whose DaemonSet names the command), and the images of Kubernetes' e2e
+// tests (test/utils/image/manifest.go) whose behaviour agnhost or the host's tools
+// provide; see e2eRules.
 func DefaultRules() []Rule {
 	agnhost := map[string]string{"agnhost": "/agnhost"}
-	return []Rule{
+	return append([]Rule{
 		{
 			Repositories: []string{"ghcr.io/cilium-go/cilium"},
 			Spec: Spec{
@@ -123,15 +132,17 @@ func DefaultRules() []Rule {
 		{
 			Repositories: []string{"docker.io/library/busybox", "docker.io/library/alpine",
 				"docker.io/library/debian", "docker.io/library/ubuntu",
-				"registry.k8s.io/e2e-test-images/busybox", "registry.k8s.io/busybox",
+				e2e + "busybox", "registry.k8s.io/busybox",
 				"quay.io/prometheus/busybox"},
 			// The shell is the host's /bin/sh, visible through the pod root's overlays.
 			Spec: Spec{Cmd: []string{"sh"}},
 		},
 		{
-			Repositories: []string{"registry.k8s.io/e2e-test-images/agnhost",
+			Repositories: []string{e2e + "agnhost",
 				"k8s.gcr.io/e2e-test-images/agnhost", "gcr.io/kubernetes-e2e-test-images/agnhost"},
-			Spec: Spec{Binaries: agnhost, Entrypoint: []string{"/agnhost"}, Cmd: []string{"pause"}},
+			// The real image also carries CoreDNS at /coredns, which DNS tests run.
+			Spec: Spec{Binaries: agnhost, Extras: map[string]string{"coredns": "/coredns"},
+				Entrypoint: []string{"/agnhost"}, Cmd: []string{"pause"}},
 		},
 		{
 			Repositories: []string{"registry.k8s.io/pause", "k8s.gcr.io/pause"},
@@ -142,8 +153,61 @@ func DefaultRules() []Rule {
 				"k8s.gcr.io/coredns/coredns"},
 			Spec: Spec{Binaries: map[string]string{"coredns": "/coredns"}, Entrypoint: []string{"/coredns"}},
 		},
+	}, e2eRules()...)
+}
+
+// e2eRules serve the e2e test images (k8s.io/kubernetes test/images, at the lab's
+// release) that agnhost or the host's tools stand in for, each with the entrypoint
+// and command its Dockerfile gives. Left out on purpose: images of programs the lab
+// does not build (nonewprivs, resource-consumer, sample-apiserver, volume servers,
+// node-perf, sample-device-plugin, apparmor-loader, etcd, distroless-iptables), and
+// the private and invalid registries' images, which tests expect to fail to pull.
+func e2eRules() []Rule {
+	agnhost := map[string]string{"agnhost": "/agnhost"}
+	return []Rule{
+		{
+			// agnhost with pictures to serve, CMD ["test-webserver"] (port 80, files
+			// from /; the pictures themselves are not in the lab).
+			Repositories: []string{e2e + "kitten", e2e + "nautilus"},
+			Spec:         Spec{Binaries: agnhost, Entrypoint: []string{"/agnhost"}, Cmd: []string{"test-webserver"}},
+		},
+		{
+			// nginx as e2e tests use it: an HTTP server on port 80. agnhost's
+			// test-webserver is one; nginx's configuration is not.
+			Repositories: []string{e2e + "nginx"},
+			Spec:         Spec{Binaries: agnhost, Entrypoint: []string{"/agnhost", "test-webserver", "--port=80"}},
+		},
+		{
+			// Debian with USER 1234 and no entrypoint: tests run their own commands.
+			Repositories: []string{e2e + "nonroot"},
+			Spec:         Spec{User: ptr(int64(1234))},
+		},
+		{
+			// Alpine with util-linux's IPC tools (ipcmk, ipcs): the host's util-linux.
+			Repositories: []string{e2e + "ipc-utils"},
+			Spec:         Spec{Cmd: []string{"sh"}},
+		},
+		{
+			// Debian with dnsutils and CoreDNS at /coredns; CMD bash.
+			Repositories: []string{e2e + "glibc-dns-testing"},
+			Spec:         Spec{Extras: map[string]string{"coredns": "/coredns"}, Cmd: []string{"bash"}},
+		},
+		{
+			// perl's image: CMD perl -de0. Debian's perl-base is always installed.
+			Repositories: []string{e2e + "perl"},
+			Spec:         Spec{Cmd: []string{"perl", "-de0"}},
+		},
+		{
+			// A program of its own (test/images/regression-issue-74839), built
+			// into the lab's bin directory like agnhost.
+			Repositories: []string{e2e + "regression-issue-74839"},
+			Spec: Spec{Binaries: map[string]string{"regression-issue-74839": "/regression-issue-74839"},
+				Entrypoint: []string{"/regression-issue-74839"}},
+		},
 	}
 }
+
+func ptr[T any](v T) *T { return &v }
 
 // Resolve returns what a container of image ref runs, or an error wrapping ErrUnknown.
 func (c *Catalog) Resolve(ref string) (Image, error) {
@@ -161,6 +225,7 @@ func (c *Catalog) Resolve(ref string) (Image, error) {
 			Repository: repo,
 			Entrypoint: append([]string(nil), r.Spec.Entrypoint...),
 			Cmd:        append([]string(nil), r.Spec.Cmd...),
+			User:       r.Spec.User,
 			ID:         "lab://" + repo,
 		}
 		for _, name := range slices.Sorted(maps.Keys(r.Spec.Binaries)) {

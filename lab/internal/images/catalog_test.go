@@ -41,8 +41,8 @@ func TestResolveDefaults(t *testing.T) {
 		entrypoint []string
 		cmd        []string
 	}{
-		{"registry.k8s.io/e2e-test-images/agnhost:2.53", []File{{"/lab/bin/agnhost", "/agnhost", false}}, []string{"/agnhost"}, []string{"pause"}},
-		{"registry.k8s.io/e2e-test-images/agnhost:any-tag", []File{{"/lab/bin/agnhost", "/agnhost", false}}, []string{"/agnhost"}, []string{"pause"}},
+		{"registry.k8s.io/e2e-test-images/agnhost:2.53", agnhostFiles, []string{"/agnhost"}, []string{"pause"}},
+		{"registry.k8s.io/e2e-test-images/agnhost:any-tag", agnhostFiles, []string{"/agnhost"}, []string{"pause"}},
 		{"registry.k8s.io/pause:3.10", []File{{"/lab/bin/agnhost", "/agnhost", false}}, []string{"/agnhost", "pause"}, nil},
 		{"registry.k8s.io/coredns/coredns:v1.12.0", []File{{"/lab/bin/coredns", "/coredns", false}}, []string{"/coredns"}, nil},
 		{"busybox", nil, nil, []string{"sh"}},
@@ -61,6 +61,61 @@ func TestResolveDefaults(t *testing.T) {
 		if img.Ref != tc.ref || !slices.Equal(img.Files, tc.files) ||
 			!slices.Equal(img.Entrypoint, tc.entrypoint) || !slices.Equal(img.Cmd, tc.cmd) {
 			t.Errorf("Resolve(%q) = %+v", tc.ref, img)
+		}
+	}
+}
+
+var agnhostFiles = []File{{"/lab/bin/agnhost", "/agnhost", false}, {"/lab/bin/coredns", "/coredns", true}}
+
+// Every image of the pinned release's e2e manifest (test/utils/image/manifest.go)
+// is either served, as its Dockerfile runs it, or left out on purpose.
+func TestResolveE2EImages(t *testing.T) {
+	c := New("/lab/bin")
+	agnhost := []File{{"/lab/bin/agnhost", "/agnhost", false}}
+	for _, tc := range []struct {
+		ref        string
+		files      []File
+		entrypoint []string
+		cmd        []string
+		user       int64 // 0: none
+	}{
+		{ref: "registry.k8s.io/e2e-test-images/agnhost:2.66.1", files: agnhostFiles, entrypoint: []string{"/agnhost"}, cmd: []string{"pause"}},
+		{ref: "registry.k8s.io/e2e-test-images/agnhost:2.55", files: agnhostFiles, entrypoint: []string{"/agnhost"}, cmd: []string{"pause"}},
+		{ref: "registry.k8s.io/e2e-test-images/busybox:1.37.0-2", cmd: []string{"sh"}},
+		{ref: "registry.k8s.io/pause:3.10.2", files: agnhost, entrypoint: []string{"/agnhost", "pause"}},
+		{ref: "registry.k8s.io/e2e-test-images/kitten:1.8", files: agnhost, entrypoint: []string{"/agnhost"}, cmd: []string{"test-webserver"}},
+		{ref: "registry.k8s.io/e2e-test-images/nautilus:1.8", files: agnhost, entrypoint: []string{"/agnhost"}, cmd: []string{"test-webserver"}},
+		{ref: "registry.k8s.io/e2e-test-images/nginx:1.27.0-2", files: agnhost, entrypoint: []string{"/agnhost", "test-webserver", "--port=80"}},
+		{ref: "registry.k8s.io/e2e-test-images/nginx:1.28.0-2", files: agnhost, entrypoint: []string{"/agnhost", "test-webserver", "--port=80"}},
+		{ref: "registry.k8s.io/e2e-test-images/nonroot:1.5", user: 1234},
+		{ref: "registry.k8s.io/e2e-test-images/ipc-utils:1.4", cmd: []string{"sh"}},
+		{ref: "registry.k8s.io/e2e-test-images/glibc-dns-testing:2.1.1", files: []File{{"/lab/bin/coredns", "/coredns", true}}, cmd: []string{"bash"}},
+		{ref: "registry.k8s.io/e2e-test-images/perl:5.26", cmd: []string{"perl", "-de0"}},
+		{ref: "registry.k8s.io/e2e-test-images/regression-issue-74839:1.5",
+			files: []File{{"/lab/bin/regression-issue-74839", "/regression-issue-74839", false}}, entrypoint: []string{"/regression-issue-74839"}},
+	} {
+		t.Run(tc.ref, func(t *testing.T) {
+			img, err := c.Resolve(tc.ref)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(img.Files, tc.files) || !slices.Equal(img.Entrypoint, tc.entrypoint) || !slices.Equal(img.Cmd, tc.cmd) {
+				t.Errorf("got files %v entrypoint %q cmd %q; want %v %q %q", img.Files, img.Entrypoint, img.Cmd, tc.files, tc.entrypoint, tc.cmd)
+			}
+			if (tc.user == 0) != (img.User == nil) || (img.User != nil && *img.User != tc.user) {
+				t.Errorf("user %v, want %d", img.User, tc.user)
+			}
+		})
+	}
+	for _, ref := range []string{
+		// Tests expect these to fail to pull.
+		"gcr.io/k8s-authenticated-test/agnhost:2.6", "invalid.registry.k8s.io/invalid/alpine:3.1",
+		// Programs the lab does not build.
+		"registry.k8s.io/e2e-test-images/nonewprivs:1.4", "registry.k8s.io/e2e-test-images/resource-consumer:1.14",
+		"registry.k8s.io/e2e-test-images/sample-apiserver:1.29.2", "registry.k8s.io/etcd:3.7.0-0",
+	} {
+		if _, err := c.Resolve(ref); !errors.Is(err, ErrUnknown) {
+			t.Errorf("Resolve(%q): %v, want ErrUnknown", ref, err)
 		}
 	}
 }

@@ -39,7 +39,7 @@ type Builder struct {
 	Self string
 }
 
-// Create makes the underlay, the control plane and every node.
+// Create makes the underlay, the outside client, the control plane and every node.
 func (b Builder) Create() error {
 	p := b.Plan
 	if err := b.newNetns(p.UnderlayNetns); err != nil {
@@ -55,10 +55,17 @@ func (b Builder) Create() error {
 		return fmt.Errorf("underlay: %w", err)
 	}
 
+	if err := b.createOutside(); err != nil {
+		return fmt.Errorf("outside client: %w", err)
+	}
+
 	if err := b.newNetns(p.ControlPlaneNS); err != nil {
 		return err
 	}
 	if err := b.uplink(p.ControlPlaneNS, "eth0", "control-plane", p.ControlPlaneIP); err != nil {
+		return fmt.Errorf("control plane: %w", err)
+	}
+	if err := b.defaultRoute(p.ControlPlaneNS, "eth0"); err != nil {
 		return fmt.Errorf("control plane: %w", err)
 	}
 
@@ -81,6 +88,9 @@ func (b Builder) createNode(n plan.Node) error {
 	if err := b.uplink(n.Netns, n.Uplink, n.Name, n.IP); err != nil {
 		return err
 	}
+	if err := b.defaultRoute(n.Netns, n.Uplink); err != nil {
+		return err
+	}
 	if err := netns.Do(n.Netns, func() error {
 		// A node routes for its pods; kube-proxy and bridged pods need netfilter on bridges.
 		for _, s := range []string{"net/ipv4/ip_forward", "net/bridge/bridge-nf-call-iptables"} {
@@ -101,6 +111,42 @@ func (b Builder) createNode(n plan.Node) error {
 		}
 	}
 	return b.nodeNamespaces(n)
+}
+
+// createOutside makes the outside client: an address on the underlay, no route beyond
+// it, and forwarding off, so it answers for itself only and forwards nothing.
+func (b Builder) createOutside() error {
+	o := b.Plan.Outside
+	if err := b.newNetns(o.Netns); err != nil {
+		return err
+	}
+	if err := b.uplink(o.Netns, o.Uplink, "outside", o.IP); err != nil {
+		return err
+	}
+	return netns.Do(o.Netns, func() error {
+		if err := os.WriteFile("/proc/sys/net/ipv4/ip_forward", []byte("0"), 0); err != nil {
+			return fmt.Errorf("sysctl ip_forward: %w", err)
+		}
+		return nil
+	})
+}
+
+// defaultRoute gives the machine in nsPath the default route a real machine has, via
+// the outside client: a destination nothing else covers (a Service address with no
+// load balancer, the world) is sent there and dropped, instead of failing at once
+// with "network is unreachable".
+func (b Builder) defaultRoute(nsPath, ifname string) error {
+	return inNS(nsPath, func(h *netlink.Handle) error {
+		l, err := h.LinkByName(ifname)
+		if err != nil {
+			return err
+		}
+		r := &netlink.Route{LinkIndex: l.Attrs().Index, Gw: b.Plan.Outside.IP.AsSlice()}
+		if err := h.RouteReplace(r); err != nil {
+			return fmt.Errorf("default route via %s: %w", b.Plan.Outside.IP, err)
+		}
+		return nil
+	})
 }
 
 // newNetns records and creates a network namespace file.

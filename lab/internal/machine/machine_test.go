@@ -2,13 +2,17 @@ package machine
 
 import (
 	"bytes"
+	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -59,7 +63,7 @@ func TestPrivilegedMachines(t *testing.T) {
 		if err := record.Teardown(entries, record.System{}); err != nil {
 			t.Errorf("teardown: %v", err)
 		}
-		for _, f := range append([]string{p.UnderlayNetns, p.ControlPlaneNS}, p.Nodes[0].Netns, p.Nodes[1].Netns, p.Nodes[0].MntNS) {
+		for _, f := range append([]string{p.UnderlayNetns, p.ControlPlaneNS, p.Outside.Netns}, p.Nodes[0].Netns, p.Nodes[1].Netns, p.Nodes[0].MntNS) {
 			if _, err := os.Stat(f); err == nil {
 				t.Errorf("%s left behind", f)
 			}
@@ -102,6 +106,8 @@ func TestPrivilegedMachines(t *testing.T) {
 	if string(got) != "hello from "+n2.Name {
 		t.Fatalf("node2 answered %q", got)
 	}
+	checkOutside(t, p)
+
 	// The root namespace is exactly as it was: no link, address or route was added.
 	if after := rootNetwork(t); after != before {
 		t.Errorf("the root network namespace changed:\nbefore:\n%s\nafter:\n%s", before, after)
@@ -135,6 +141,85 @@ func TestPrivilegedMachines(t *testing.T) {
 	if b, _ := os.ReadFile("/proc/self/mountinfo"); bytes.Contains(b, []byte(n1.Dir)) {
 		t.Error("a node's bind mount propagated to the host")
 	}
+}
+
+// checkOutside: the outside client is on the underlay, every machine reaches it and
+// routes by default through it, and it has no way into the cluster.
+func checkOutside(t *testing.T, p plan.Plan) {
+	t.Helper()
+	out := p.Outside
+	ln, err := netns.Listen(out.Netns, "tcp", net.JoinHostPort(out.IP.String(), "7001"))
+	if err != nil {
+		t.Fatalf("listen on the outside client: %v", err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			io.WriteString(c, "outside")
+			c.Close()
+		}
+	}()
+	for _, m := range []struct{ name, ns string }{{"control plane", p.ControlPlaneNS}, {p.Nodes[0].Name, p.Nodes[0].Netns}} {
+		conn, err := netns.Dialer(m.ns)(t.Context(), "tcp", net.JoinHostPort(out.IP.String(), "7001"))
+		if err != nil {
+			t.Fatalf("%s -> outside client: %v", m.name, err)
+		}
+		conn.SetDeadline(time.Now().Add(5 * time.Second))
+		got, _ := io.ReadAll(conn)
+		conn.Close()
+		if string(got) != "outside" {
+			t.Errorf("%s: the outside client answered %q", m.name, got)
+		}
+		if r := ipIn(t, m.ns, "route", "show", "default"); !strings.Contains(r, "via "+out.IP.String()) {
+			t.Errorf("%s: default route %q, want one via %s", m.name, r, out.IP)
+		}
+	}
+
+	// From a node, a Service address with nothing behind it is routed (to the outside
+	// client, which drops it): connect times out instead of ENETUNREACH.
+	ctx, cancel := context.WithTimeout(t.Context(), 500*time.Millisecond)
+	defer cancel()
+	svc := net.JoinHostPort(p.ClusterDNS.String(), "53")
+	conn, err := netns.Dialer(p.Nodes[0].Netns)(ctx, "tcp", svc)
+	if err == nil {
+		conn.Close()
+		t.Fatalf("connect %s from a node succeeded: nothing should answer", svc)
+	}
+	if errors.Is(err, syscall.ENETUNREACH) {
+		t.Errorf("connect %s from a node: %v; want it routed, like a node with a default route", svc, err)
+	}
+
+	// The outside client itself knows no way to pods or Services and forwards nothing.
+	for _, dst := range []netip.Addr{p.ClusterDNS, p.ClusterCIDR.Addr().Next()} {
+		if r, err := exec.Command("nsenter", "--net="+out.Netns, "--", "ip", "route", "get", dst.String()).CombinedOutput(); err == nil {
+			t.Errorf("the outside client has a route to %s: %s", dst, r)
+		}
+	}
+	if r := ipIn(t, out.Netns, "route", "show"); strings.Contains(r, "default") {
+		t.Errorf("the outside client has a default route:\n%s", r)
+	}
+	var fwd []byte
+	netns.Do(out.Netns, func() error {
+		fwd, err = os.ReadFile("/proc/sys/net/ipv4/ip_forward")
+		return err
+	})
+	if strings.TrimSpace(string(fwd)) != "0" {
+		t.Errorf("the outside client forwards: ip_forward=%q (%v)", fwd, err)
+	}
+}
+
+// ipIn runs `ip ARGS...` in the network namespace at nsPath.
+func ipIn(t *testing.T, nsPath string, args ...string) string {
+	t.Helper()
+	out, err := exec.Command("nsenter", append([]string{"--net=" + nsPath, "--", "ip"}, args...)...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("ip %v in %s: %v\n%s", args, nsPath, err, out)
+	}
+	return string(out)
 }
 
 // rootNetwork describes the links, addresses and routes of the root network namespace.

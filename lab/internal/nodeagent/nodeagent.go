@@ -107,6 +107,12 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 			return nil
 		},
 		nodeutil.AttachProviderRoutes(mux),
+		// Like the kubelet, the node keeps the pod conditions it does not own
+		// (readiness gates) and counts the gates in the pod's Ready condition.
+		nodeutil.WithPodControllerConfigOverrides(func(c *node.PodControllerConfig) error {
+			c.PodClient = podruntime.PreserveForeignConditions(c.PodClient)
+			return rt.WatchAPIPods(c.PodInformer)
+		}),
 	)
 	if err != nil {
 		return err

@@ -42,6 +42,8 @@ type Options struct {
 	NodeMask    int
 	ServiceCIDR netip.Prefix
 	APIPort     int // on the host's loopback, held open by the supervisor
+	// CgroupRoot is where the machine's cgroup v2 hierarchy is mounted.
+	CgroupRoot string
 }
 
 // DefaultOptions returns the options of a plain `cilium-lab up`.
@@ -58,6 +60,7 @@ func DefaultOptions() Options {
 		NodeMask:    24,
 		ServiceCIDR: netip.MustParsePrefix("10.96.0.0/16"),
 		APIPort:     16443,
+		CgroupRoot:  "/sys/fs/cgroup",
 	}
 }
 
@@ -73,6 +76,24 @@ type Node struct {
 	// Dir holds the node's directories that are bind-mounted into its mount namespace.
 	Dir string `json:"dir"`
 	// Uplink is the node's interface on the underlay.
+	Uplink string `json:"uplink"`
+	// Cgroup is the node's cgroup v2 directory, below the lab's: every process the
+	// node runs (node agent, cilium-agent, kube-proxy, pods) lives in it or below,
+	// as a real node's processes live below its root cgroup. Socket-level load
+	// balancing attaches here (cilium's --cgroup-root).
+	Cgroup string `json:"cgroup,omitempty"`
+}
+
+// Outside is a machine on the underlay that is not part of the cluster: the "rest of
+// the world" a real node reaches through its default route. Every node and the control
+// plane route by default through it; it does not forward, so whatever it receives for
+// another address dies there and nothing leaves the lab. It knows no route to pods or
+// Services, as a client outside the cluster would not.
+type Outside struct {
+	Name  string     `json:"name"`
+	IP    netip.Addr `json:"ip"`
+	Netns string     `json:"netns"`
+	// Uplink is its interface on the underlay.
 	Uplink string `json:"uplink"`
 }
 
@@ -96,6 +117,11 @@ type Plan struct {
 	APIPort         int          `json:"apiPort"`
 	// HostAPIPort is the port on the host's 127.0.0.1 where the user's kubectl connects.
 	HostAPIPort int `json:"hostAPIPort"`
+	// Outside is the underlay's client outside the cluster and every machine's gateway.
+	Outside Outside `json:"outside"`
+	// Cgroup is the lab's cgroup v2 directory: the supervisor and every process it
+	// starts, the nodes' cgroups below it.
+	Cgroup string `json:"cgroup,omitempty"`
 
 	ClusterCIDR   netip.Prefix `json:"clusterCIDR"`
 	NodeMask      int          `json:"nodeMask"`
@@ -136,6 +162,9 @@ func New(o Options) (Plan, error) {
 	if !kubeProxyModes[o.KubeProxy] {
 		return Plan{}, fmt.Errorf("kube-proxy %q: want iptables, nftables or none", o.KubeProxy)
 	}
+	if !filepath.IsAbs(o.CgroupRoot) {
+		return Plan{}, fmt.Errorf("cgroup root %q: must be an absolute path", o.CgroupRoot)
+	}
 	if o.APIPort < 1 || o.APIPort > 65535 {
 		return Plan{}, fmt.Errorf("api port %d: out of range", o.APIPort)
 	}
@@ -161,9 +190,17 @@ func New(o Options) (Plan, error) {
 		NodeMask:        o.NodeMask,
 		ServiceCIDR:     o.ServiceCIDR.Masked(),
 		ClusterDomain:   "cluster.local",
+		Cgroup:          filepath.Join(o.CgroupRoot, "cilium-lab-"+o.Name),
 	}
 	base := p.Underlay.Addr()
 	p.ControlPlaneIP = nth(base, 2)
+	// The last usable address, far from the nodes counted up from the start.
+	p.Outside = Outside{
+		Name:   o.Name + "-outside",
+		IP:     nth(base, 1<<(32-p.Underlay.Bits())-2),
+		Netns:  "/run/netns/" + o.Name + "-outside",
+		Uplink: "eth0",
+	}
 	p.APIServiceIP = nth(p.ServiceCIDR.Addr(), 1)
 	p.ClusterDNS = nth(p.ServiceCIDR.Addr(), 10)
 	for i := 1; i <= o.Nodes; i++ {
@@ -176,6 +213,7 @@ func New(o Options) (Plan, error) {
 			UTSNS:  filepath.Join(o.StateDir, "ns", name+".uts"),
 			Dir:    filepath.Join(o.StateDir, "nodes", name),
 			Uplink: "eth0",
+			Cgroup: filepath.Join(p.Cgroup, name),
 		})
 	}
 	return p, nil
@@ -185,7 +223,8 @@ func checkPrefixes(o Options) error {
 	if !o.Underlay.IsValid() || !o.Underlay.Addr().Is4() || o.Underlay.Bits() > 24 {
 		return fmt.Errorf("underlay %s: want an IPv4 prefix of /24 or larger", o.Underlay)
 	}
-	if o.Nodes+10 >= 1<<(32-o.Underlay.Bits())-1 {
+	// Nodes count up from .11; the outside client takes the last usable address.
+	if o.Nodes+10 >= 1<<(32-o.Underlay.Bits())-2 {
 		return fmt.Errorf("underlay %s: too small for %d nodes", o.Underlay, o.Nodes)
 	}
 	if !o.ClusterCIDR.IsValid() || !o.ClusterCIDR.Addr().Is4() {

@@ -41,6 +41,19 @@ func TestNewDefault(t *testing.T) {
 			t.Errorf("node %d namespace files %s %s", i, n.Netns, n.MntNS)
 		}
 	}
+	if p.Cgroup != "/sys/fs/cgroup/cilium-lab-lab" || p.Nodes[2].Cgroup != "/sys/fs/cgroup/cilium-lab-lab/lab-node3" {
+		t.Errorf("cgroups: lab %s, node %s", p.Cgroup, p.Nodes[2].Cgroup)
+	}
+	out := p.Outside
+	if out.IP != netip.MustParseAddr("172.30.0.254") || seen[out.IP] || out.Name != "lab-outside" ||
+		out.Netns != "/run/netns/lab-outside" {
+		t.Errorf("outside client %+v: want the underlay's last usable address, in its own namespace", out)
+	}
+	for _, pfx := range []netip.Prefix{p.ClusterCIDR, p.ServiceCIDR} {
+		if pfx.Contains(out.IP) {
+			t.Errorf("outside client %s inside %s", out.IP, pfx)
+		}
+	}
 	if _, ok := p.Node("lab-node3"); !ok {
 		t.Error("lab-node3 not found")
 	}
@@ -72,6 +85,7 @@ func TestNewRejects(t *testing.T) {
 			o.ClusterCIDR = netip.MustParsePrefix("10.244.0.0/23")
 			o.Nodes = 3
 		}, "holds 2 nodes"},
+		{"cgroup root", func(o *Options) { o.CgroupRoot = "sys/fs/cgroup" }, "cgroup root"},
 		{"ipv6 underlay", func(o *Options) { o.Underlay = netip.MustParsePrefix("fd00::/64") }, "underlay"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -102,7 +116,7 @@ func TestSaveLoad(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if q.Nodes[1] != p.Nodes[1] || q.ClusterDNS != p.ClusterDNS || q.HostAPIPort != p.HostAPIPort {
+	if q.Nodes[1] != p.Nodes[1] || q.ClusterDNS != p.ClusterDNS || q.HostAPIPort != p.HostAPIPort || q.Outside != p.Outside {
 		t.Fatalf("reloaded plan differs: %+v vs %+v", q, p)
 	}
 }

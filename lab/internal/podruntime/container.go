@@ -169,7 +169,7 @@ func (p *podState) runOnce(c *container) (exitCode int, ran time.Duration, err e
 	if err != nil {
 		return 0, 0, err
 	}
-	probeCtx, stopProbes := context.WithCancel(p.ctx)
+	probeCtx, stopProbes := context.WithCancel(p.alive)
 	probesDone := p.startProbes(probeCtx, c, a.pid, a.env)
 
 	waitErr := a.cmd.Wait()
@@ -237,7 +237,7 @@ func (p *podState) startAttempt(c *container) (*attempt, error) {
 	if a.logs, err = openLog(a.logPath); err != nil {
 		return nil, err
 	}
-	a.cmd = p.nsenterCmd(sb.pid, &c.spec, env, argv)
+	a.cmd = p.nsenterCmd(sb.pid, c, env, argv)
 	a.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	stdout, stderr, err := a.logs.pipes(a.cmd)
 	if err != nil {
@@ -293,7 +293,8 @@ func exitStatus(ps *os.ProcessState, err error) int {
 
 // nsenterCmd builds the command that runs argv inside the sandbox's namespaces with
 // the container's working directory, user and environment.
-func (p *podState) nsenterCmd(sandboxPID int, spec *corev1.Container, env []corev1.EnvVar, argv []string) *exec.Cmd {
+func (p *podState) nsenterCmd(sandboxPID int, c *container, env []corev1.EnvVar, argv []string) *exec.Cmd {
+	spec := &c.spec
 	args := []string{"-t", strconv.Itoa(sandboxPID), "-n", "-m", "-u", "-i", "-r"}
 	// nsenter opens --wd before it enters the namespaces, so the directory is named
 	// through the sandbox's root, resolved inside it.
@@ -303,7 +304,7 @@ func (p *podState) nsenterCmd(sandboxPID int, spec *corev1.Container, env []core
 		wd = podRoot
 	}
 	args = append(args, "--wd="+wd)
-	uid, gid := runAs(p.pod, spec)
+	uid, gid := runAs(p.pod, spec, c.image.User)
 	if gid != nil {
 		args = append(args, "-G", strconv.FormatInt(*gid, 10))
 	}
@@ -320,9 +321,15 @@ func (p *podState) nsenterCmd(sandboxPID int, spec *corev1.Container, env []core
 	return cmd
 }
 
-func runAs(pod *corev1.Pod, c *corev1.Container) (uid, gid *int64) {
+// runAs returns the user and group a container runs as: its securityContext's,
+// else the pod's, else the image's user (imageUser, may be nil), else root.
+func runAs(pod *corev1.Pod, c *corev1.Container, imageUser *int64) (uid, gid *int64) {
+	uid = imageUser
 	if psc := pod.Spec.SecurityContext; psc != nil {
-		uid, gid = psc.RunAsUser, psc.RunAsGroup
+		if psc.RunAsUser != nil {
+			uid = psc.RunAsUser
+		}
+		gid = psc.RunAsGroup
 	}
 	if sc := c.SecurityContext; sc != nil {
 		if sc.RunAsUser != nil {
@@ -340,25 +347,6 @@ func (p *podState) markFinal(c *container) {
 	p.mu.Lock()
 	c.stop = true
 	p.mu.Unlock()
-}
-
-// stopContainer sends SIGTERM to the container's process group, and SIGKILL once the
-// grace period is over. It returns when the attempt has exited.
-func (p *podState) stopContainer(c *container, grace time.Duration) {
-	p.mu.Lock()
-	proc, exited := c.proc, c.exited
-	p.mu.Unlock()
-	if proc == nil {
-		return
-	}
-	unix.Kill(-proc.Pid, unix.SIGTERM)
-	select {
-	case <-exited:
-		return
-	case <-time.After(grace):
-	}
-	unix.Kill(-proc.Pid, unix.SIGKILL)
-	<-exited
 }
 
 // terminationMessage returns what the container left in /dev/termination-log (the

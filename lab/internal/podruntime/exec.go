@@ -54,7 +54,7 @@ func (rt *Runtime) RunInContainer(ctx context.Context, namespace, podName, conta
 	p.mu.Lock()
 	env := c.env
 	p.mu.Unlock()
-	ex := p.nsenterCmd(pid, &c.spec, env, cmd)
+	ex := p.nsenterCmd(pid, c, env, cmd)
 	if attach.TTY() {
 		err = runWithTTY(ctx, ex, attach)
 	} else {

@@ -26,10 +26,14 @@ import (
 
 // podState is one pod on the node: its sandbox, network and containers.
 type podState struct {
-	rt      *Runtime
-	dir     string
-	ctx     context.Context // ends when the pod is being deleted
-	cancel  context.CancelFunc
+	rt     *Runtime
+	dir    string
+	ctx    context.Context // ends when the pod is being deleted
+	cancel context.CancelFunc
+	// alive ends once every container of a deleted pod has stopped: readiness
+	// probes go on while containers run their preStop hooks and shut down.
+	alive   context.Context
+	killed  context.CancelFunc
 	runDone chan struct{}
 	wg      sync.WaitGroup // container supervisors
 
@@ -67,11 +71,14 @@ type sandboxProc struct {
 
 func newPodState(rt *Runtime, pod *corev1.Pod) *podState {
 	ctx, cancel := context.WithCancel(context.Background())
+	alive, killed := context.WithCancel(context.Background())
 	p := &podState{
 		rt:        rt,
 		dir:       rt.podDir(string(pod.UID)),
 		ctx:       ctx,
 		cancel:    cancel,
+		alive:     alive,
+		killed:    killed,
 		runDone:   make(chan struct{}),
 		pod:       pod,
 		startTime: metav1.Now(),
@@ -552,10 +559,17 @@ func (p *podState) killSandbox() {
 	}
 }
 
-// terminate stops everything of the pod; the runtime forgets it afterwards.
+// terminate stops everything of the pod, as the kubelet stops a deleted pod: from
+// now on nothing restarts and liveness and startup probes stop; every running
+// container runs its preStop hook while it keeps serving, then gets SIGTERM, and
+// SIGKILL when the grace period is over (stopContainer). Readiness probes go on
+// until its container has stopped, so the pod's Ready condition says whether it
+// still serves while terminating. The network goes last. The runtime forgets the
+// pod afterwards.
 func (p *podState) terminate(ctx context.Context, grace time.Duration) error {
 	p.termOnce.Do(func() {
 		p.cancel()
+		defer p.killed()
 		all := append(append([]*container(nil), p.initCtrs...), p.containers...)
 		stopAll := func() {
 			var stops sync.WaitGroup
@@ -569,6 +583,7 @@ func (p *podState) terminate(ctx context.Context, grace time.Duration) error {
 		// run may be waiting for an init container: stop the containers first, then
 		// wait for run, and stop again whatever started in between.
 		stopAll()
+		p.killed()
 		<-p.runDone
 		stopAll()
 		p.wg.Wait()

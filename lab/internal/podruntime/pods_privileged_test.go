@@ -22,6 +22,7 @@ import (
 
 	"github.com/virtual-kubelet/virtual-kubelet/node/api"
 	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -640,5 +641,126 @@ func TestPrivilegedGRPCAndTCPProbes(t *testing.T) {
 	p = waitPod(t, env.rt, pod, "not Ready", func(p *corev1.Pod) bool { return !podReady(p) })
 	if cs := containerStatus(p, "health"); cs.RestartCount != 0 || cs.State.Running == nil {
 		t.Errorf("the TCP liveness probe killed a listening container: %+v", cs)
+	}
+}
+
+// TestPrivilegedReadinessProbeFlips: a readiness probe that starts failing after it
+// passed makes the container unready after failureThreshold failures, and ready
+// again after successThreshold successes; the container keeps running throughout.
+// Also a probe command that leaves a process behind does not hold up the probe.
+func TestPrivilegedReadinessProbeFlips(t *testing.T) {
+	if !inTestNamespaces(t) {
+		return
+	}
+	env := newTestEnv(t)
+	ctx := env.startPodController(t)
+	rt := env.rt
+	pod := newPod("flip", func(p *corev1.Pod) {
+		p.Spec.Containers = []corev1.Container{{
+			Name: "c", Image: agnhostImage,
+			Command: []string{"sh", "-c", "touch /tmp/ready; exec /agnhost pause"},
+			ReadinessProbe: &corev1.Probe{
+				// The probe leaves a child behind holding its output: the probe's
+				// result is its command's exit status, whatever outlives it.
+				ProbeHandler:  corev1.ProbeHandler{Exec: &corev1.ExecAction{Command: []string{"sh", "-c", "sleep 120 & cat /tmp/ready"}}},
+				PeriodSeconds: 1, FailureThreshold: 2, SuccessThreshold: 2,
+			},
+		}}
+	})
+	if _, err := env.client.CoreV1().Pods("default").Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// In the API, where EndpointSlices take readiness from.
+	waitAPIPod(t, env, "flip", "Ready", podReady)
+
+	mustExec(t, rt, pod, "c", "rm", "/tmp/ready")
+	removed := time.Now()
+	p := waitAPIPod(t, env, "flip", "not Ready", func(p *corev1.Pod) bool { return !podReady(p) })
+	// Two failures a second apart: not before the second one.
+	if d := time.Since(removed); d < time.Second {
+		t.Errorf("unready %s after the probe started failing: failureThreshold 2 not honoured", d)
+	}
+	if cs := containerStatus(p, "c"); cs.Ready || cs.State.Running == nil || cs.RestartCount != 0 {
+		t.Errorf("container %+v: want running and unready", cs)
+	}
+	if c := podCondition(p, corev1.ContainersReady); c.Status != corev1.ConditionFalse {
+		t.Errorf("ContainersReady %+v", c)
+	}
+
+	mustExec(t, rt, pod, "c", "touch", "/tmp/ready")
+	back := time.Now()
+	waitAPIPod(t, env, "flip", "Ready again", podReady)
+	if d := time.Since(back); d < time.Second {
+		t.Errorf("ready %s after the probe passed again: successThreshold 2 not honoured", d)
+	}
+}
+
+// TestPrivilegedHTTPReadinessFails: an HTTP readiness probe that passed and then
+// fails (agnhost netexec's /readyz after SIGTERM, while --delay-shutdown keeps
+// the server up) makes the pod unready although the container still runs.
+func TestPrivilegedHTTPReadinessFails(t *testing.T) {
+	if !inTestNamespaces(t) {
+		return
+	}
+	env := newTestEnv(t)
+	rt := env.rt
+	pod := newPod("readyz", func(p *corev1.Pod) {
+		p.Spec.Containers = []corev1.Container{{
+			Name: "c", Image: agnhostImage,
+			Args: []string{"netexec", "--http-port=8080", "--udp-port=8081", "--delay-shutdown=30"},
+			ReadinessProbe: &corev1.Probe{
+				ProbeHandler:  corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/readyz", Port: intstr.FromInt32(8080)}},
+				PeriodSeconds: 1, FailureThreshold: 1,
+			},
+		}}
+	})
+	if err := rt.CreatePod(context.Background(), pod); err != nil {
+		t.Fatal(err)
+	}
+	waitPod(t, rt, pod, "Ready", podReady)
+	p := rt.lookup("default", "readyz")
+	p.mu.Lock()
+	proc := p.containers[0].proc
+	p.mu.Unlock()
+	if err := proc.Signal(unix.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	got := waitPod(t, rt, pod, "not Ready", func(p *corev1.Pod) bool { return !podReady(p) })
+	if cs := containerStatus(got, "c"); cs.State.Running == nil || cs.Ready {
+		t.Errorf("container %+v: want running and unready", cs)
+	}
+}
+
+// TestPrivilegedAgnhostTools: an agnhost container has the tools the real image
+// carries for network tests, from the host's /usr (hack/deps.sh installs them).
+func TestPrivilegedAgnhostTools(t *testing.T) {
+	if !inTestNamespaces(t) {
+		return
+	}
+	env := newTestEnv(t)
+	rt := env.rt
+	pod := newPod("tools", func(p *corev1.Pod) {
+		p.Spec.Containers = []corev1.Container{{Name: "c", Image: agnhostImage}}
+	})
+	if err := rt.CreatePod(context.Background(), pod); err != nil {
+		t.Fatal(err)
+	}
+	waitPod(t, rt, pod, "running", func(p *corev1.Pod) bool { return containerStatus(p, "c").State.Running != nil })
+	for _, tc := range []struct {
+		argv []string
+		want string // in the output
+	}{
+		{[]string{"sh", "-c", "echo shell"}, "shell"},
+		{[]string{"sh", "-c", "nc -h 2>&1; true"}, "OpenBSD netcat"},
+		{[]string{"curl", "--version"}, "curl "},
+		{[]string{"wget", "--version"}, "GNU Wget"},
+		{[]string{"dig", "-v"}, "DiG"},
+		{[]string{"sh", "-c", "nslookup -version 2>&1; true"}, "nslookup"},
+		{[]string{"ss", "-V"}, "iproute2"},
+	} {
+		out, err := execIn(t, rt, pod, "c", tc.argv...)
+		if err != nil || !strings.Contains(out, tc.want) {
+			t.Errorf("%q in an agnhost container: %v\n%s(hack/deps.sh test installs the tools of the agnhost image)", tc.argv, err, out)
+		}
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -80,17 +81,28 @@ func (p *podState) startProbes(ctx context.Context, c *container, sandboxPID int
 	run := func(ctx context.Context, probe *corev1.Probe) bool {
 		return p.probeOnce(ctx, c, probe, sandboxPID, env)
 	}
+	// Liveness and startup probes stop when the pod is being deleted, as the
+	// kubelet's do; readiness probes go on until the container has stopped.
+	untilDeleted := func() (context.Context, context.CancelFunc) {
+		lctx, cancel := context.WithCancel(ctx)
+		stop := context.AfterFunc(p.ctx, cancel)
+		return lctx, func() { stop(); cancel() }
+	}
 	go func() {
 		defer close(done)
 		if sp := c.spec.StartupProbe; sp != nil {
-			ok := probeLoop(ctx, sp, start, false, run, func(res, _ bool) bool { return res })
-			if !ok {
-				if ctx.Err() == nil {
-					p.rt.log.Info("startup probe failed", "pod", p.key(), "container", c.spec.Name)
-					p.killAsync(c)
-				}
+			sctx, cancel := untilDeleted()
+			ok := probeLoop(sctx, sp, start, false, run, func(res, _ bool) bool { return res })
+			cancel()
+			switch {
+			case ctx.Err() != nil:
+				return
+			case !ok && p.ctx.Err() == nil:
+				p.rt.log.Info("startup probe failed", "pod", p.key(), "container", c.spec.Name)
+				p.killAsync(c)
 				return
 			}
+			// Passed, or the pod is being deleted, which counts as started.
 			p.mu.Lock()
 			c.started = true
 			p.mu.Unlock()
@@ -101,8 +113,10 @@ func (p *podState) startProbes(ctx context.Context, c *container, sandboxPID int
 		go func() {
 			defer close(liveDone)
 			if lp := c.spec.LivenessProbe; lp != nil {
-				probeLoop(ctx, lp, start, true, run, func(res, _ bool) bool {
-					if !res && ctx.Err() == nil {
+				lctx, cancel := untilDeleted()
+				defer cancel()
+				probeLoop(lctx, lp, start, true, run, func(res, _ bool) bool {
+					if !res && lctx.Err() == nil {
 						p.rt.log.Info("liveness probe failed", "pod", p.key(), "container", c.spec.Name)
 						p.killAsync(c)
 						return true
@@ -160,21 +174,7 @@ func probeLoop(ctx context.Context, probe *corev1.Probe, start time.Time, initia
 // killAsync stops a container whose probe failed without waiting for it: the
 // supervisor sees the exit and applies the restart policy.
 func (p *podState) killAsync(c *container) {
-	p.mu.Lock()
-	proc, exited := c.proc, c.exited
-	p.mu.Unlock()
-	if proc == nil {
-		return
-	}
-	unix.Kill(-proc.Pid, unix.SIGTERM)
-	grace := p.gracePeriod()
-	go func() {
-		select {
-		case <-exited:
-		case <-time.After(grace):
-			unix.Kill(-proc.Pid, unix.SIGKILL)
-		}
-	}()
+	go p.stopContainer(c, p.gracePeriod())
 }
 
 func (p *podState) probeOnce(ctx context.Context, c *container, probe *corev1.Probe, sandboxPID int, env []corev1.EnvVar) bool {
@@ -184,12 +184,7 @@ func (p *podState) probeOnce(ctx context.Context, c *container, probe *corev1.Pr
 	var err error
 	switch {
 	case probe.Exec != nil:
-		cmd := p.nsenterCmd(sandboxPID, &c.spec, env, probe.Exec.Command)
-		cmd.Stdout, cmd.Stderr = io.Discard, io.Discard
-		if err = cmd.Start(); err == nil {
-			go func() { <-ctx.Done(); cmd.Process.Kill() }()
-			err = cmd.Wait()
-		}
+		err = p.execCheck(ctx, sandboxPID, c, env, probe.Exec.Command)
 	case probe.TCPSocket != nil:
 		var addr string
 		if addr, err = p.probeAddr(c, probe.TCPSocket.Host, probe.TCPSocket.Port); err == nil {
@@ -206,6 +201,36 @@ func (p *podState) probeOnce(ctx context.Context, c *container, probe *corev1.Pr
 		err = fmt.Errorf("probe has no handler")
 	}
 	return err == nil
+}
+
+// execCheck runs argv in the container until it exits or ctx ends, and says how it
+// ended. It has no output pipes: with them, Wait would also wait for any process
+// the command left behind holding them (`sh -c "daemon & check"`), and a probe
+// would neither time out nor run again until that one ended. The command runs in
+// its own process group, killed when ctx ends and once the command has exited:
+// there is no container cgroup here to end leftovers with the container.
+func (p *podState) execCheck(ctx context.Context, sandboxPID int, c *container, env []corev1.EnvVar, argv []string) error {
+	cmd := p.nsenterCmd(sandboxPID, c, env, argv)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = nil, nil, nil
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	exited := make(chan struct{})
+	go func() {
+		select {
+		case <-ctx.Done():
+			unix.Kill(-cmd.Process.Pid, unix.SIGKILL)
+		case <-exited:
+		}
+	}()
+	err := cmd.Wait()
+	close(exited)
+	unix.Kill(-cmd.Process.Pid, unix.SIGKILL)
+	if ctx.Err() != nil {
+		return fmt.Errorf("timed out: %w", ctx.Err())
+	}
+	return err
 }
 
 // probeAddr resolves a probe's host (default: the pod IP) and port, which may name a

@@ -14,6 +14,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/cilium-go/cilium/lab/internal/images"
@@ -98,6 +99,10 @@ type Runtime struct {
 
 	mu   sync.Mutex
 	pods map[string]*podState // by namespace/name
+
+	// apiPods, a corev1listers.PodLister, has the node's pods as the API server has
+	// them, once WatchAPIPods was called.
+	apiPods atomic.Value
 
 	notifier *notifier
 }

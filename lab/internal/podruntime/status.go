@@ -109,11 +109,20 @@ func (p *podState) statusLocked() corev1.PodStatus {
 		}
 	}
 	p.setCond(corev1.ContainersReady, allReady, readyReason)
-	p.setCond(corev1.PodReady, allReady, readyReason)
+	// Ready also waits for the readiness gates, whose conditions others set in the
+	// API server; they go out with the status unchanged.
+	foreign := p.apiConditionsLocked()
+	ready, reason, msg := gatedReady(p.pod.Spec.ReadinessGates, allReady, readyReason, foreign)
+	p.setCond(corev1.PodReady, ready, reason)
+	if c := p.conds[corev1.PodReady]; msg != "" {
+		c.Message = msg
+		p.conds[corev1.PodReady] = c
+	}
 	for _, t := range []corev1.PodConditionType{corev1.PodReadyToStartContainers, corev1.PodInitialized,
 		corev1.PodReady, corev1.ContainersReady, corev1.PodScheduled} {
 		st.Conditions = append(st.Conditions, p.conds[t])
 	}
+	st.Conditions = append(st.Conditions, foreign...)
 	return st
 }
 

@@ -445,3 +445,28 @@ func TestImageFilesOnTheHost(t *testing.T) {
 		t.Errorf("unknown image: %v", c.imageErr)
 	}
 }
+
+func TestRunAsImageUser(t *testing.T) {
+	image := ptr(int64(1234))
+	for _, tc := range []struct {
+		name     string
+		pod, ctr *int64
+		want     *int64
+	}{
+		{"image user", nil, nil, image},
+		{"pod overrides", ptr(int64(1)), nil, ptr(int64(1))},
+		{"container overrides", ptr(int64(1)), ptr(int64(2)), ptr(int64(2))},
+	} {
+		pod := testPod(func(p *corev1.Pod) {
+			p.Spec.SecurityContext = &corev1.PodSecurityContext{RunAsUser: tc.pod}
+			p.Spec.Containers[0].SecurityContext = &corev1.SecurityContext{RunAsUser: tc.ctr}
+		})
+		uid, _ := runAs(pod, &pod.Spec.Containers[0], image)
+		if uid == nil || *uid != *tc.want {
+			t.Errorf("%s: uid %v, want %d", tc.name, uid, *tc.want)
+		}
+	}
+	if uid, _ := runAs(testPod(func(*corev1.Pod) {}), &corev1.Container{}, nil); uid != nil {
+		t.Errorf("no user anywhere: %d, want root (nil)", *uid)
+	}
+}

@@ -44,6 +44,22 @@ func Command(spec Spec) *exec.Cmd {
 	return cmd
 }
 
+// IntoCgroup makes cmd start inside the cgroup v2 directory dir (clone3 with
+// CLONE_INTO_CGROUP), so not even its first instruction runs elsewhere and nothing
+// it forks can escape. The caller closes the returned directory after Start.
+func IntoCgroup(cmd *exec.Cmd, dir string) (*os.File, error) {
+	f, err := os.Open(dir)
+	if err != nil {
+		return nil, fmt.Errorf("cgroup: %w", err)
+	}
+	if cmd.SysProcAttr == nil {
+		cmd.SysProcAttr = &syscall.SysProcAttr{}
+	}
+	cmd.SysProcAttr.UseCgroupFD = true
+	cmd.SysProcAttr.CgroupFD = int(f.Fd())
+	return f, nil
+}
+
 // State is what a supervised process is doing.
 type State struct {
 	Name     string    `json:"name"`
@@ -111,6 +127,14 @@ func (s *Supervisor) runOnce(ctx context.Context, spec Spec, st *State, grace ti
 		defer f.Close()
 		fmt.Fprintf(f, "--- %s starting %s\n", time.Now().Format(time.RFC3339), spec.Name)
 		cmd.Stdout, cmd.Stderr = f, f
+	}
+	if spec.Cgroup != "" {
+		cg, err := IntoCgroup(cmd, spec.Cgroup)
+		if err != nil {
+			s.update(st, func(st *State) { st.LastExit = err.Error() })
+			return err
+		}
+		defer cg.Close()
 	}
 	if err := cmd.Start(); err != nil {
 		s.update(st, func(st *State) { st.LastExit = err.Error() })

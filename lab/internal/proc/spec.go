@@ -27,4 +27,7 @@ type Spec struct {
 	Namespaces Namespaces
 	// LogFile receives stdout and stderr, appended.
 	LogFile string
+	// Cgroup is a cgroup v2 directory the process is born in (with everything it
+	// starts); empty means the supervisor's own.
+	Cgroup string
 }
