@@ -11,7 +11,8 @@ K8S_LDFLAGS := $(foreach p,k8s.io/component-base/version k8s.io/client-go/pkg/ve
 
 K8S_CMDS := k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager \
 	k8s.io/kubernetes/cmd/kube-scheduler k8s.io/kubernetes/cmd/kube-proxy \
-	k8s.io/kubernetes/cmd/kubectl k8s.io/kubernetes/test/images/agnhost
+	k8s.io/kubernetes/cmd/kubectl k8s.io/kubernetes/test/images/agnhost \
+	k8s.io/kubernetes/test/images/regression-issue-74839
 CNI_CMDS := github.com/containernetworking/plugins/plugins/main/bridge \
 	github.com/containernetworking/plugins/plugins/main/loopback \
 	github.com/containernetworking/plugins/plugins/ipam/host-local \
