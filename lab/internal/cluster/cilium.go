@@ -158,18 +158,32 @@ func operatorProcesses(p plan.Plan, binDir string) []proc.Spec {
 // agentProcess is a node's cilium-agent. It runs in all of the node's
 // namespaces, so its default paths (/var/run/cilium, /var/lib/cilium,
 // /sys/fs/bpf, /etc/cni/net.d) are the node's own.
+//
+// Without kube-proxy the agent balances Services: in BPF from pods, at
+// the socket for the node's own processes (the node's cgroup, never the
+// machine's), and forwards around the node's stack, which no longer needs
+// to see pod traffic for netfilter.
 func agentProcess(p plan.Plan, n plan.Node, binDir string) proc.Spec {
+	args := []string{
+		"--kubeconfig=" + agentKubeconfig(n),
+		"--k8s-node-name=" + n.Name,
+		"--node-ipv4=" + n.IP.String(),
+		"--uplink=" + n.Uplink,
+		"--routing-mode=" + p.RoutingMode,
+		"--write-cni-conf-when-ready=" + ciliumCNIConf,
+	}
+	if p.KubeProxy == "none" {
+		args = append(args, "--kube-proxy-replacement=true", "--enable-host-legacy-routing=false")
+		if n.Cgroup != "" {
+			args = append(args, "--cgroup-root="+n.Cgroup)
+		} else {
+			args = append(args, "--bpf-lb-sock=false")
+		}
+	}
 	return proc.Spec{
 		Name: agentName(n),
 		Path: filepath.Join(binDir, "cilium-agent"),
-		Args: []string{
-			"--kubeconfig=" + agentKubeconfig(n),
-			"--k8s-node-name=" + n.Name,
-			"--node-ipv4=" + n.IP.String(),
-			"--uplink=" + n.Uplink,
-			"--routing-mode=" + p.RoutingMode,
-			"--write-cni-conf-when-ready=" + ciliumCNIConf,
-		},
+		Args: args,
 		Namespaces: nodeNamespaces(n),
 		LogFile:    filepath.Join(n.Dir, "cilium-agent.log"),
 		Cgroup:     n.Cgroup,

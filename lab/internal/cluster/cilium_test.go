@@ -71,8 +71,18 @@ func TestCiliumProcesses(t *testing.T) {
 	if a.Cgroup != n.Cgroup || n.Cgroup == "" {
 		t.Errorf("agent in cgroup %q, want the node's %q", a.Cgroup, n.Cgroup)
 	}
-	if strings.Contains(args, "cgroup") {
-		t.Errorf("agent args %q: the agent does not take a cgroup root yet", args)
+	// Without kube-proxy (the default), the agent replaces it, balancing
+	// the sockets of its own node's cgroup only; beside kube-proxy it
+	// routes through the node's stack as before.
+	for _, want := range []string{"--kube-proxy-replacement=true", "--enable-host-legacy-routing=false", "--cgroup-root=" + n.Cgroup} {
+		if !slices.Contains(a.Args, want) {
+			t.Errorf("agent args %q lack %s", args, want)
+		}
+	}
+	p.KubeProxy = "iptables"
+	if beside := strings.Join(agentProcess(p, n, "/b").Args, " "); strings.Contains(beside, "kube-proxy-replacement") ||
+		strings.Contains(beside, "cgroup") {
+		t.Errorf("agent args beside kube-proxy %q", beside)
 	}
 	ops := operatorProcesses(p, "/b")
 	if len(ops) != 2 || ops[0].Name == ops[1].Name || ops[0].Namespaces.Net != p.ControlPlaneNS {

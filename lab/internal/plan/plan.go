@@ -22,7 +22,9 @@ const (
 // How cilium-go carries pod traffic between nodes.
 var routingModes = map[string]bool{"tunnel": true, "native": true}
 
-// kube-proxy modes; "none" runs no kube-proxy.
+// kube-proxy modes; "none" runs no kube-proxy: with cilium-go, the agent
+// balances Services (its kube-proxy replacement). Empty picks none for
+// cilium-go and iptables for the bridge baseline.
 var kubeProxyModes = map[string]bool{"iptables": true, "nftables": true, "none": true}
 
 // Options are what a user chooses on `cilium-lab up`.
@@ -54,7 +56,7 @@ func DefaultOptions() Options {
 		Nodes:       2,
 		CNI:         CNICilium,
 		RoutingMode: "tunnel",
-		KubeProxy:   "iptables",
+		KubeProxy:   "",
 		Underlay:    netip.MustParsePrefix("172.30.0.0/24"),
 		ClusterCIDR: netip.MustParsePrefix("10.244.0.0/16"),
 		NodeMask:    24,
@@ -158,6 +160,13 @@ func New(o Options) (Plan, error) {
 		}
 	default:
 		return Plan{}, fmt.Errorf("cni %q: want %q or %q", o.CNI, CNICilium, CNIBridge)
+	}
+	if o.KubeProxy == "" {
+		// cilium-go replaces kube-proxy; the bridge baseline needs one.
+		o.KubeProxy = "none"
+		if o.CNI == CNIBridge {
+			o.KubeProxy = "iptables"
+		}
 	}
 	if !kubeProxyModes[o.KubeProxy] {
 		return Plan{}, fmt.Errorf("kube-proxy %q: want iptables, nftables or none", o.KubeProxy)

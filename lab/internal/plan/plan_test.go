@@ -120,3 +120,17 @@ func TestSaveLoad(t *testing.T) {
 		t.Fatalf("reloaded plan differs: %+v vs %+v", q, p)
 	}
 }
+
+// cilium-go replaces kube-proxy unless asked for one; the bridge baseline
+// gets iptables.
+func TestKubeProxyDefault(t *testing.T) {
+	for cni, want := range map[string]string{CNICilium: "none", CNIBridge: "iptables"} {
+		o := DefaultOptions()
+		o.CNI = cni
+		o.InstallDir = "/src/install/kubernetes"
+		p, err := New(o)
+		if err != nil || p.KubeProxy != want {
+			t.Errorf("--cni=%s: kube-proxy %q (%v), want %s", cni, p.KubeProxy, err, want)
+		}
+	}
+}
