@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/netip"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -70,6 +71,51 @@ func runScripts(t *testing.T, newMap func(testing.TB) loadbalancer.Map) {
 				return strings.Join(lines, "\n") + "\n", "", nil
 			}, nil
 		})
+		cmds["lb/put-backend"] = script.Command(script.CmdUsage{
+			Summary: "write a backend into the maps behind the reconciler's back, as an earlier agent did",
+			Args:    "id address:port/protocol",
+		}, func(_ *script.State, args ...string) (script.WaitFunc, error) {
+			if len(args) != 2 {
+				return nil, script.ErrUsage
+			}
+			id, err := strconv.ParseUint(args[0], 10, 32)
+			if err != nil {
+				return nil, err
+			}
+			a, err := parseAddr(args[1])
+			if err != nil {
+				return nil, err
+			}
+			return nil, m.UpsertBackend(spec.Backend{ID: spec.BackendID(id), Address: a.Address, Port: a.Port, Protocol: a.Protocol})
+		})
+		cmds["lb/put-service"] = script.Command(script.CmdUsage{
+			Summary: "write a frontend and its reverse translation into the maps behind the reconciler's back",
+			Args:    "address:port/protocol rev-nat-index backend-id...",
+		}, func(_ *script.State, args ...string) (script.WaitFunc, error) {
+			if len(args) < 2 {
+				return nil, script.ErrUsage
+			}
+			a, err := parseAddr(args[0])
+			if err != nil {
+				return nil, err
+			}
+			idx, err := strconv.ParseUint(args[1], 10, 16)
+			if err != nil {
+				return nil, err
+			}
+			svc := spec.Service{Frontend: spec.Frontend{Address: a.Address, Port: a.Port, Protocol: a.Protocol}, RevNATIndex: uint16(idx)}
+			for _, arg := range args[2:] {
+				id, err := strconv.ParseUint(arg, 10, 32)
+				if err != nil {
+					return nil, err
+				}
+				svc.Backends = append(svc.Backends, spec.BackendID(id))
+			}
+			if err := m.UpsertService(svc); err != nil {
+				return nil, err
+			}
+			return nil, m.UpsertRevNAT(spec.RevNAT{Index: uint16(idx), Address: a.Address, Port: a.Port})
+		})
 		h := health.NewHive(cells...)
 		// "#! --flag=value" lines set the load balancer's flags.
 		for _, a := range args {
@@ -130,6 +176,17 @@ func dumpMaps(m loadbalancer.Map) ([]string, error) {
 	}
 	slices.Sort(lines)
 	return lines, nil
+}
+
+// parseAddr reads "address:port/protocol".
+func parseAddr(s string) (loadbalancer.Addr, error) {
+	ap, proto, ok := strings.Cut(s, "/")
+	a, err := netip.ParseAddrPort(ap)
+	p, known := map[string]uint8{"TCP": spec.ProtoTCP, "UDP": spec.ProtoUDP, "SCTP": spec.ProtoSCTP}[proto]
+	if !ok || err != nil || !known {
+		return loadbalancer.Addr{}, fmt.Errorf("%q: want address:port/TCP|UDP|SCTP", s)
+	}
+	return loadbalancer.Addr{Address: a.Addr(), Port: a.Port(), Protocol: p}, nil
 }
 
 func backendString(b spec.Backend) string {
