@@ -66,9 +66,10 @@ echo; echo "== cilium-go: an endpoint per pod, one identity per set of labels, o
 k get ciliumendpoints -A
 k get ciliumidentities
 k get ciliumnodes -o custom-columns=NODE:.metadata.name,POD-CIDR:.spec.ipam.podCIDRs
-echo; echo "== On $node1: the agent, its endpoints, and the connections (flows) its datapath tracked"
+echo; echo "== On $node1: the agent, its endpoints, the Services it balances (no kube-proxy), and the connections (flows) its datapath tracked"
 dbg status || true
 dbg endpoint list || true
+dbg service list || true
 dbg bpf ct list || true
 dbg bpf metrics list || true
 

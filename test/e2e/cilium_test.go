@@ -16,21 +16,22 @@ import (
 )
 
 // TestPrivilegedSmokeCilium is cilium-go networking a two-node lab in tunnel mode,
-// with kube-proxy beside it for Services.
-func TestPrivilegedSmokeCilium(t *testing.T) { testCiliumLab(t, "e2ecil", "tunnel", true) }
+// balancing Services itself: the lab runs no kube-proxy.
+func TestPrivilegedSmokeCilium(t *testing.T) { testCiliumLab(t, "e2ecil", "tunnel", "none", true) }
 
-// TestPrivilegedSmokeCiliumNative is the same in native routing mode. With -short
+// TestPrivilegedSmokeCiliumNative is the same in native routing mode, beside
+// kube-proxy (iptables), as before the kube-proxy replacement. With -short
 // (make test) it stops after the agent restart: pod replacement and
 // operator failover do not depend on the routing mode, and the tunnel
 // smoke covers them; make e2e runs it whole.
 func TestPrivilegedSmokeCiliumNative(t *testing.T) {
-	testCiliumLab(t, "e2ecn", "native", !testing.Short())
+	testCiliumLab(t, "e2ecn", "native", "iptables", !testing.Short())
 }
 
 type echoPod struct{ name, node, ip string }
 
-func testCiliumLab(t *testing.T, name, mode string, full bool) {
-	lab := StartLab(t, name, "--nodes", "2", "--cni=cilium", "--routing-mode="+mode, "--kube-proxy=iptables")
+func testCiliumLab(t *testing.T, name, mode, kubeProxy string, full bool) {
+	lab := StartLab(t, name, "--nodes", "2", "--cni=cilium", "--routing-mode="+mode, "--kube-proxy="+kubeProxy)
 	node1, node2 := name+"-node1", name+"-node2"
 
 	cidrs := ciliumNodeCIDRs(lab)
@@ -53,11 +54,15 @@ func testCiliumLab(t *testing.T, name, mode string, full bool) {
 		}
 	}
 	client := onNode(pods, node1)[0]
-	lab.Eventually("the Service answers through kube-proxy", time.Minute, func() error {
-		_, err := lab.run("kubectl", "exec", client.name, "--", "/agnhost", "connect", "echo:80", "--timeout=3s")
-		return err
-	})
-	lab.connect(client.name, "echo.default.svc.cluster.local:80")
+	if kubeProxy == "none" {
+		checkServices(t, lab, client, node1, node2)
+	} else {
+		lab.Eventually("the Service answers through kube-proxy", time.Minute, func() error {
+			_, err := lab.run("kubectl", "exec", client.name, "--", "/agnhost", "connect", "echo:80", "--timeout=3s")
+			return err
+		})
+		lab.connect(client.name, "echo.default.svc.cluster.local:80")
+	}
 
 	checkEndpointsAndIdentity(t, lab, pods)
 	server := onNode(pods, node2)[0]

@@ -1,0 +1,122 @@
+package e2e
+
+import (
+	"fmt"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// servicesManifest adds what the Service checks need beside the echo
+// Deployment: a hostNetwork client on each node, a pod that reaches
+// itself through its own Service, and a Service without endpoints.
+const servicesManifest = `apiVersion: v1
+kind: Pod
+metadata:
+  name: hostnet
+  namespace: default
+spec:
+  hostNetwork: true
+  containers:
+  - name: agnhost
+    image: ` + agnhost + `
+    args: ["pause"]
+---
+apiVersion: v1
+kind: Pod
+metadata:
+  name: hairpin
+  namespace: default
+  labels: {app: hairpin}
+spec:
+  containers:
+  - name: agnhost
+    image: ` + agnhost + `
+    args: ["netexec", "--http-port=8080"]
+---
+apiVersion: v1
+kind: Service
+metadata:
+  name: hairpin
+  namespace: default
+spec:
+  selector: {app: hairpin}
+  ports:
+  - port: 80
+    targetPort: 8080
+---
+apiVersion: v1
+kind: Service
+metadata:
+  name: empty
+  namespace: default
+spec:
+  selector: {app: nothing-has-this-label}
+  ports:
+  - port: 80
+`
+
+// checkServices proves cilium-go's kube-proxy replacement in a lab that
+// runs no kube-proxy: no kube-proxy rules on any node, and Services that
+// answer from a pod (the echo Service, the API server's kubernetes
+// Service), from a node's own process and from a hostNetwork pod (socket
+// balancing in the node's cgroup), to a pod through its own Service
+// (hairpin), and a Service without endpoints that refuses at once.
+func checkServices(t *testing.T, lab *Lab, client echoPod, nodes ...string) {
+	t.Helper()
+	for _, node := range nodes {
+		for _, tool := range [][]string{{"iptables-save"}, {"nft", "list", "ruleset"}} {
+			out, _ := lab.run("cilium-lab", append([]string{"exec", "--state-dir", lab.StateDir, node, "--"}, tool...)...)
+			if strings.Contains(out, "KUBE-") || strings.Contains(out, "kube-proxy") {
+				t.Errorf("%s on %s shows kube-proxy's rules:\n%s", tool[0], node, out)
+			}
+		}
+	}
+	lab.KubectlApply(servicesManifest)
+	echoIP := strings.TrimSpace(lab.Kubectl("get", "service", "echo", "-o", "jsonpath={.spec.clusterIP}"))
+	emptyIP := strings.TrimSpace(lab.Kubectl("get", "service", "empty", "-o", "jsonpath={.spec.clusterIP}"))
+
+	lab.Eventually("the echo Service answers a pod", time.Minute, func() error {
+		_, err := lab.run("kubectl", "exec", client.name, "--", "/agnhost", "connect", "echo:80", "--timeout=3s")
+		return err
+	})
+	lab.connect(client.name, "echo.default.svc.cluster.local:80")
+	lab.connect(client.name, "kubernetes.default.svc.cluster.local:443")
+
+	// A node's own process, outside any pod.
+	agnhost := filepath.Join(*binDir, "agnhost")
+	if out, err := lab.run("cilium-lab", "exec", "--state-dir", lab.StateDir, client.node, "--",
+		agnhost, "connect", echoIP+":80", "--timeout=5s"); err != nil {
+		t.Errorf("%s's own process -> echo %s:80: %v\n%s", client.node, echoIP, err, out)
+	}
+	lab.Eventually("the hostNetwork and hairpin pods Ready", 2*time.Minute, func() error {
+		for _, p := range []string{"hostnet", "hairpin"} {
+			if _, err := lab.run("kubectl", "wait", "--for=condition=Ready", "pod/"+p, "--timeout=5s"); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	lab.connect("hostnet", echoIP+":80")
+	lab.connect("hostnet", "10.96.0.10:53")
+	// Through its own Service, the hairpin pod is its only backend.
+	lab.Eventually("the hairpin pod reaches itself through its Service", time.Minute, func() error {
+		out, err := lab.run("kubectl", "exec", "hairpin", "--", "/agnhost", "connect", "hairpin:80", "--timeout=3s")
+		if err != nil {
+			return fmt.Errorf("%v: %s", err, out)
+		}
+		return nil
+	})
+
+	// No endpoints: refused, not a timeout (agnhost says which).
+	for _, from := range []string{client.name, "hostnet"} {
+		out, err := lab.run("kubectl", "exec", from, "--", "/agnhost", "connect", emptyIP+":80", "--timeout=10s")
+		if err == nil || !strings.Contains(out, "REFUSED") {
+			t.Errorf("%s -> the Service without endpoints: %v %q, want REFUSED", from, err, out)
+		}
+	}
+	if out, err := lab.dbg(client.node, "service", "list"); err != nil || !strings.Contains(out, echoIP+":80/TCP") {
+		t.Errorf("cilium-dbg service list on %s: %v\n%s", client.node, err, out)
+	}
+}
