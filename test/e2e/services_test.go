@@ -100,9 +100,11 @@ func checkServices(t *testing.T, lab *Lab, client echoPod, nodes ...string) {
 	})
 	lab.connect("hostnet", echoIP+":80")
 	lab.connect("hostnet", "10.96.0.10:53")
-	// Through its own Service, the hairpin pod is its only backend.
+	// Through its own Service, the hairpin pod is its only backend. (Its
+	// own name is its hostname in /etc/hosts: the Service's is spelled
+	// out.)
 	lab.Eventually("the hairpin pod reaches itself through its Service", time.Minute, func() error {
-		out, err := lab.run("kubectl", "exec", "hairpin", "--", "/agnhost", "connect", "hairpin:80", "--timeout=3s")
+		out, err := lab.run("kubectl", "exec", "hairpin", "--", "/agnhost", "connect", "hairpin.default.svc.cluster.local:80", "--timeout=3s")
 		if err != nil {
 			return fmt.Errorf("%v: %s", err, out)
 		}
