@@ -120,7 +120,8 @@ type params struct {
 	Tables     Tables
 	Map        MapSource
 	Addresses  NodeAddresses
-	Source     Source `optional:"true"`
+	Source     Source  `optional:"true"`
+	Sockets    Sockets `optional:"true"`
 	Reconciler reconciler.Params
 }
 
@@ -137,7 +138,11 @@ func register(p params) error {
 		local.NodeName = source.NodeName()
 	}
 	c := newController(p.Reconciler.DB, p.Tables, local, source, p.Log)
-	if err := registerReconcilers(p.Reconciler, p.Tables, p.Map); err != nil {
+	sockets := p.Sockets
+	if !p.Config.BPFLBSock {
+		sockets = nil
+	}
+	if err := registerReconcilers(p.Reconciler, p.Tables, p.Map, sockets); err != nil {
 		return err
 	}
 	p.Jobs.Add(job.OneShot("loadbalancer", func(ctx context.Context, h cell.Health) error {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"iter"
+	"net/netip"
 
 	"github.com/cilium/statedb"
 	"github.com/cilium/statedb/reconciler"
@@ -25,6 +26,15 @@ type Map interface {
 	RevNATs() (map[uint16]spec.RevNAT, error)
 }
 
+// Sockets ends the connected UDP sockets of the node's processes and
+// pods that aim at a backend that is gone. Socket-level balancing chose
+// their backend once, at connect: without this a DNS client would keep
+// sending to a dead server. (TCP needs nothing: its connection fails and
+// the next connect is balanced.)
+type Sockets interface {
+	TerminateUDP(backend netip.AddrPort) error
+}
+
 // MapSource returns the datapath's service maps, or nil while the
 // datapath has not opened them yet.
 type MapSource func() Map
@@ -40,11 +50,11 @@ func mapOf(source MapSource) (Map, error) {
 
 // registerReconcilers makes the service maps hold what the frontends and
 // backends tables say.
-func registerReconcilers(p reconciler.Params, t Tables, source MapSource) error {
+func registerReconcilers(p reconciler.Params, t Tables, source MapSource, sockets Sockets) error {
 	if _, err := desired.Register(p, t.Frontends, frontendOps{source}); err != nil {
 		return err
 	}
-	_, err := desired.Register(p, t.Backends, backendOps{source})
+	_, err := desired.Register(p, t.Backends, backendOps{source: source, sockets: sockets})
 	return err
 }
 
@@ -132,7 +142,10 @@ func (o frontendOps) Prune(ctx context.Context, txn statedb.ReadTxn, rows iter.S
 	return errors.Join(errs...)
 }
 
-type backendOps struct{ source MapSource }
+type backendOps struct {
+	source  MapSource
+	sockets Sockets // nil: no socket-level balancing
+}
 
 // Update implements reconciler.Operations.
 func (o backendOps) Update(_ context.Context, _ statedb.ReadTxn, _ statedb.Revision, r *BackendRow) error {
@@ -143,13 +156,20 @@ func (o backendOps) Update(_ context.Context, _ statedb.ReadTxn, _ statedb.Revis
 	return m.UpsertBackend(r.Backend)
 }
 
-// Delete implements reconciler.Operations.
+// Delete implements reconciler.Operations: the backend leaves the map,
+// then the UDP sockets connected to it end.
 func (o backendOps) Delete(_ context.Context, _ statedb.ReadTxn, _ statedb.Revision, r *BackendRow) error {
 	m, err := mapOf(o.source)
 	if err != nil {
 		return err
 	}
-	return m.DeleteBackend(r.ID)
+	if err := m.DeleteBackend(r.ID); err != nil {
+		return err
+	}
+	if o.sockets != nil && r.Protocol == spec.ProtoUDP {
+		return o.sockets.TerminateUDP(netip.AddrPortFrom(r.Address, r.Port))
+	}
+	return nil
 }
 
 // Prune implements reconciler.Operations: backends no row names go.

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/cilium/hive"
@@ -47,6 +48,7 @@ func runScripts(t *testing.T, newMap func(testing.TB) loadbalancer.Map) {
 	testenv.RunHiveScripts(t, func(t testing.TB, args []string) (*hive.Hive, map[string]script.Cmd) {
 		m := newMap(t)
 		kube := kubefake.NewClientset()
+		socks := &fakeSockets{}
 		cells := []cell.Cell{
 			job.Cell, statedb.Cell, health.Cell,
 			loadbalancer.Cell,
@@ -54,6 +56,7 @@ func runScripts(t *testing.T, newMap func(testing.TB) loadbalancer.Map) {
 				func() loadbalancer.MapSource { return func() loadbalancer.Map { return m } },
 				func() loadbalancer.NodeAddresses { return loadbalancer.NodeAddresses{nodeIP} },
 				func() loadbalancer.Source { return agent.NewServiceSource(&agent.Clients{Kube: kube}, "node-a") },
+				func() loadbalancer.Sockets { return socks },
 			),
 		}
 		cmds := k8stest.ScriptCmds(k8stest.Trackers{Kube: kube.Tracker()})
@@ -64,6 +67,17 @@ func runScripts(t *testing.T, newMap func(testing.TB) loadbalancer.Map) {
 			if err != nil {
 				return nil, err
 			}
+			return func(*script.State) (string, string, error) {
+				if len(lines) == 0 {
+					return "", "", nil
+				}
+				return strings.Join(lines, "\n") + "\n", "", nil
+			}, nil
+		})
+		cmds["lb/terminated"] = script.Command(script.CmdUsage{
+			Summary: "the UDP backends whose connected sockets were ended, in order",
+		}, func(*script.State, ...string) (script.WaitFunc, error) {
+			lines := socks.list()
 			return func(*script.State) (string, string, error) {
 				if len(lines) == 0 {
 					return "", "", nil
@@ -176,6 +190,25 @@ func dumpMaps(m loadbalancer.Map) ([]string, error) {
 	}
 	slices.Sort(lines)
 	return lines, nil
+}
+
+// fakeSockets records which backends' UDP sockets the reconciler ended.
+type fakeSockets struct {
+	mu         sync.Mutex
+	terminated []string
+}
+
+func (f *fakeSockets) TerminateUDP(b netip.AddrPort) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.terminated = append(f.terminated, b.String())
+	return nil
+}
+
+func (f *fakeSockets) list() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.terminated)
 }
 
 // parseAddr reads "address:port/protocol".
