@@ -34,12 +34,14 @@ func pinnedMaps(t *testing.T) (pinDir string, m *datapath.Maps) {
 }
 
 // mapHolds is a condition for testenv.Eventually: nil once m holds
-// exactly want. It fails the test at once when m cannot be read.
-func mapHolds(t *testing.T, m Map, want map[netip.Prefix]spec.IPCacheEntry) func() error {
+// exactly want. A read that fails is tried again: iterating the trie
+// while the reconciler writes it may be aborted by the kernel's
+// concurrent changes.
+func mapHolds(m Map, want map[netip.Prefix]spec.IPCacheEntry) func() error {
 	return func() error {
 		got, err := m.IPCacheEntries()
 		if err != nil {
-			t.Fatal(err)
+			return err
 		}
 		return sameEntries(got, want)
 	}
@@ -63,7 +65,7 @@ func TestPrivilegedReconcilerPinnedMap(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The map equal to the table: the previous run's entry pruned.
-	testenv.Eventually(t, 10*time.Second, mapHolds(t, agentMaps, desired))
+	testenv.Eventually(t, 10*time.Second, mapHolds(agentMaps, desired))
 
 	// Another process opens the pins and meddles.
 	other, err := datapath.OpenMaps(pinDir)
@@ -82,7 +84,7 @@ func TestPrivilegedReconcilerPinnedMap(t *testing.T) {
 	}
 	h.rec.Prune() // what the prune interval does every minute
 	// b back, a repaired, the stray pruned.
-	testenv.Eventually(t, 10*time.Second, mapHolds(t, other, desired))
+	testenv.Eventually(t, 10*time.Second, mapHolds(other, desired))
 
 	// A change of desired state is incremental and reaches the pins.
 	desired[a] = spec.IPCacheEntry{Identity: 302}
@@ -90,7 +92,7 @@ func TestPrivilegedReconcilerPinnedMap(t *testing.T) {
 	if _, _, err := h.w.Replace(desired); err != nil {
 		t.Fatal(err)
 	}
-	testenv.Eventually(t, 10*time.Second, mapHolds(t, other, desired))
+	testenv.Eventually(t, 10*time.Second, mapHolds(other, desired))
 }
 
 // A full ipcache map: the entries that do not fit are retried, the
@@ -138,6 +140,6 @@ func TestPrivilegedReconcilerFullMap(t *testing.T) {
 		t.Fatal(err)
 	}
 	testenv.Eventually(t, 10*time.Second, func() error {
-		return errors.Join(h.healthIs(cell.StatusOK, ""), mapHolds(t, m, desired)())
+		return errors.Join(h.healthIs(cell.StatusOK, ""), mapHolds(m, desired)())
 	})
 }
