@@ -66,7 +66,15 @@ func testCiliumLab(t *testing.T, name, mode, kubeProxy string, full bool) {
 
 	checkEndpointsAndIdentity(t, lab, pods)
 	server := onNode(pods, node2)[0]
-	agentRestartKeepsTCP(t, lab, node1, client, server)
+	if kubeProxy == "none" {
+		// Through the Service too, and a Service made while the agent
+		// is away works once it is back.
+		echoIP := strings.TrimSpace(lab.Kubectl("get", "service", "echo", "-o", "jsonpath={.spec.clusterIP}"))
+		agentRestartKeepsTCP(t, lab, node1, client, func() { lab.KubectlApply(lateService) }, server.ip, echoIP+":80")
+		lab.connect(client.name, "late.default.svc.cluster.local:80")
+	} else {
+		agentRestartKeepsTCP(t, lab, node1, client, nil, server.ip)
+	}
 	if !full {
 		return
 	}
@@ -207,16 +215,21 @@ func (l nodeAddrList) internalIPs() map[string]string {
 }
 
 // agentRestartKeepsTCP kills the agent of node while a client pod sends a
-// request every 50 ms to server on one keep-alive connection, through the
-// kill, the restart and the restarted agent's restore: no request may fail,
-// and the longest gap between two answers is reported.
-func agentRestartKeepsTCP(t *testing.T, lab *Lab, node string, client, server echoPod) {
+// request every 50 ms on one keep-alive connection to each target
+// (address:port; 8080 when no port), through the kill, the restart and
+// the restarted agent's restore: no request may fail, and the longest
+// gap between two answers is reported. whileDown, if not nil, runs right
+// after the kill, while the agent is away.
+func agentRestartKeepsTCP(t *testing.T, lab *Lab, node string, client echoPod, whileDown func(), targets ...string) {
 	t.Helper()
-	s := lab.startStream(client.name, server.ip)
-	lab.Eventually("the connection in the node's conntrack map", 30*time.Second, func() error {
+	var streams []*stream
+	for _, target := range targets {
+		streams = append(streams, lab.startStream(client.name, target))
+	}
+	lab.Eventually("the connections in the node's conntrack map", 30*time.Second, func() error {
 		ct, err := lab.dbg(node, "bpf", "ct", "list", "-o", "json")
-		if err != nil || !strings.Contains(ct, `"`+client.ip+`"`) || !strings.Contains(ct, `"`+server.ip+`"`) {
-			return fmt.Errorf("no %s -> %s entry: %v", client.ip, server.ip, err)
+		if err != nil || !strings.Contains(ct, `"`+client.ip+`"`) {
+			return fmt.Errorf("no connection of %s: %v", client.ip, err)
 		}
 		return nil
 	})
@@ -224,6 +237,9 @@ func agentRestartKeepsTCP(t *testing.T, lab *Lab, node string, client, server ec
 	killed := time.Now()
 	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
+	}
+	if whileDown != nil {
+		whileDown()
 	}
 	lab.Eventually("the agent back and healthy", time.Minute, func() error {
 		if p := agentPIDOrZero(node); p == 0 || p == pid {
@@ -234,25 +250,27 @@ func agentRestartKeepsTCP(t *testing.T, lab *Lab, node string, client, server ec
 	})
 	healthy := time.Now()
 	// A healthy agent still restores endpoints and prunes stale map entries:
-	// the stream goes on for a while after.
+	// the streams go on for a while after.
 	until := healthy.Add(5 * time.Second)
-	lab.Eventually("answers on the stream 5s after the agent is healthy", time.Minute, func() error {
-		if !s.progressAfter(until) {
-			return fmt.Errorf("no answer after %s yet", until.Format(time.TimeOnly))
+	for i, s := range streams {
+		lab.Eventually(targets[i]+": answers on the stream 5s after the agent is healthy", time.Minute, func() error {
+			if !s.progressAfter(until) {
+				return fmt.Errorf("no answer after %s yet", until.Format(time.TimeOnly))
+			}
+			return nil
+		})
+		sum := s.stop(t)
+		t.Logf("one connection to %s (client port %d) across the agent restart: %d requests every %v, %d failed; "+
+			"longest gap %.0f ms, at kill%+.1fs; %d gaps over %v; the agent took %v to be healthy again", targets[i],
+			sum.Port, sum.OK+sum.Failed, streamInterval, sum.Failed, sum.Longest*1000,
+			fromUnix(sum.LongestAt).Sub(killed).Seconds(), sum.Gaps, 2*streamInterval, healthy.Sub(killed).Round(time.Millisecond))
+		if sum.Failed > 0 {
+			t.Fatalf("a request to %s failed across the agent restart: %s\n%s", targets[i], sum.Error, s.output())
 		}
-		return nil
-	})
-	sum := s.stop(t)
-	t.Logf("one connection (client port %d) across the agent restart: %d requests every %v, %d failed; "+
-		"longest gap %.0f ms, at kill%+.1fs; %d gaps over %v; the agent took %v to be healthy again",
-		sum.Port, sum.OK+sum.Failed, streamInterval, sum.Failed, sum.Longest*1000,
-		fromUnix(sum.LongestAt).Sub(killed).Seconds(), sum.Gaps, 2*streamInterval, healthy.Sub(killed).Round(time.Millisecond))
-	if sum.Failed > 0 {
-		t.Fatalf("a request on the connection failed across the agent restart: %s\n%s", sum.Error, s.output())
-	}
-	if first, last := fromUnix(sum.First), fromUnix(sum.Last); first.After(killed) || last.Before(until) {
-		t.Fatalf("the stream ran from %s to %s: it does not cover the kill at %s and the restart until %s",
-			first.Format(time.TimeOnly), last.Format(time.TimeOnly), killed.Format(time.TimeOnly), until.Format(time.TimeOnly))
+		if first, last := fromUnix(sum.First), fromUnix(sum.Last); first.After(killed) || last.Before(until) {
+			t.Fatalf("the stream to %s ran from %s to %s: it does not cover the kill at %s and the restart until %s", targets[i],
+				first.Format(time.TimeOnly), last.Format(time.TimeOnly), killed.Format(time.TimeOnly), until.Format(time.TimeOnly))
+		}
 	}
 }
 

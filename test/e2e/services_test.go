@@ -57,6 +57,19 @@ spec:
   - port: 80
 `
 
+// lateService is made while an agent is down.
+const lateService = `apiVersion: v1
+kind: Service
+metadata:
+  name: late
+  namespace: default
+spec:
+  selector: {app: echo}
+  ports:
+  - port: 80
+    targetPort: 8080
+`
+
 // checkServices proves cilium-go's kube-proxy replacement in a lab that
 // runs no kube-proxy: no kube-proxy rules on any node, and Services that
 // answer from a pod (the echo Service, the API server's kubernetes

@@ -23,12 +23,13 @@ import (
 const streamClient = `
 import http.client, json, sys, threading, time
 host, interval, limit = sys.argv[1], float(sys.argv[2]), float(sys.argv[3])
+host, _, port = host.partition(":")
 stop = threading.Event()
 def watch():
     sys.stdin.readline()
     stop.set()
 threading.Thread(target=watch, daemon=True).start()
-c = http.client.HTTPConnection(host, 8080, timeout=2)
+c = http.client.HTTPConnection(host, int(port or 8080), timeout=2)
 c.connect()
 port = c.sock.getsockname()[1]
 print("streaming from port", port, flush=True)
