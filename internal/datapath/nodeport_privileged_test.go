@@ -11,6 +11,7 @@ import (
 	"github.com/cilium-go/cilium/internal/datapath/dptest"
 	"github.com/cilium-go/cilium/internal/datapath/spec"
 	"github.com/cilium-go/cilium/internal/podlink"
+	"github.com/cilium-go/cilium/pkg/identity"
 )
 
 // nodePortOn writes one external frontend into node n's maps only, as
@@ -119,4 +120,61 @@ func seenAs(ns string, to netip.Addr, port int, want netip.Addr) error {
 		return errors.New("the backend saw " + seen.String() + ", want " + want.String())
 	}
 	return nil
+}
+
+// Policy judges a client from outside by what reaches the backend: a
+// local backend sees the world; a remote one, behind the node's
+// translation, sees the world through the tunnel (the VNI, as in Cilium)
+// and the node (remote-node, from its ipcache) in native routing.
+func TestPrivilegedNodePortPolicy(t *testing.T) {
+	for _, mode := range []struct {
+		name   string
+		mode   spec.RoutingMode
+		remote identity.NumericIdentity // what the remote backend sees
+	}{
+		{"native", spec.Native, identity.RemoteNode},
+		{"tunnel", spec.Tunnel, identity.World},
+	} {
+		t.Run(mode.name, func(t *testing.T) {
+			c := newCluster(t, dptest.Options{Mode: mode.mode, PolicyIngress: true, World: true})
+			n1 := c.Nodes[0]
+			local, remote := n1.Pods[0], c.Nodes[1].Pods[0]
+			for _, p := range []*dptest.Pod{local, remote} {
+				serve(t)(dptest.ServeTCPEcho(p.NS, p.IP, 8080))
+			}
+			front := func(port uint16) spec.Frontend {
+				return spec.Frontend{Address: n1.IP, Port: port, Protocol: spec.ProtoTCP}
+			}
+			nodePortOn(t, n1, front(30001), spec.LBNodePort, 1, spec.Backend{ID: 1, Address: local.IP, Port: 8080, Protocol: spec.ProtoTCP})
+			nodePortOn(t, n1, front(30002), spec.LBNodePort, 2, spec.Backend{ID: 2, Address: remote.IP, Port: 8080, Protocol: spec.ProtoTCP})
+			allow := func(p *dptest.Pod, id identity.NumericIdentity) {
+				t.Helper()
+				e := spec.PolicyEntry{Direction: spec.Ingress, Identity: id, Protocol: tcpProto, Port: 8080}
+				if err := p.Node.DP.Maps().SetPolicy(p.ID, []spec.PolicyEntry{e}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			refusedBy := func(port int, who string) {
+				t.Helper()
+				if conn, err := dptest.DialTCP(c.WorldNS, n1.IP, port, 500*time.Millisecond); err == nil {
+					conn.Close()
+					t.Fatalf("the world reached the %s backend without a rule for it", who)
+				}
+			}
+			other := identity.World
+			if mode.remote == identity.World {
+				other = identity.RemoteNode
+			}
+			allow(remote, other)
+			refusedBy(30001, "local")
+			refusedBy(30002, "remote")
+			allow(local, identity.World)
+			allow(remote, mode.remote)
+			for _, port := range []int{30001, 30002} {
+				if err := dptest.TCPEcho(c.WorldNS, n1.IP, port); err != nil {
+					t.Errorf("NodePort %d once allowed: %v", port, err)
+				}
+			}
+		})
+	}
 }
