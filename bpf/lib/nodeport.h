@@ -34,7 +34,9 @@
  *   (the client's host, a router) about the node's replies towards the
  *   backend. An error that quotes no translated flow is left alone.
  * - SCTP reaches local backends only: its CRC32c covers the ports that
- *   the source translation would change.
+ *   the source translation would change. So do the later fragments of a
+ *   datagram, which the source translation cannot follow
+ *   (DROP_FRAG_NOSUPPORT, as for masquerading).
  *
  * North-south flows bypass the stack in every routing mode: after
  * translation their packets carry the node's own address as source or
