@@ -42,8 +42,9 @@ static __always_inline int from_network(struct __sk_buff *skb, __u32 src_id, __u
 		if (rev_nat)
 			return nodeport_reply(skb, &f, rev_nat);
 		/* Clients from outside arrive on the uplink, never through
-		 * the tunnel. */
-		if (!tunnel) {
+		 * the tunnel: point, a constant, keeps the code out of
+		 * cil_from_overlay. */
+		if (point == TRACE_FROM_NETWORK) {
 			ret = nodeport_ingress(skb, &f);
 			if (ret != NP_CONTINUE)
 				return ret;
