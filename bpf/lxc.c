@@ -11,6 +11,7 @@
 #include "lib/lb_xlate.h"
 #include "lib/ingress.h"
 #include "lib/nat.h"
+#include "lib/nodeport.h"
 #include "lib/packet.h"
 #include "lib/policy.h"
 
@@ -144,6 +145,20 @@ int cil_from_container(struct __sk_buff *skb)
 		if (ret < 0)
 			return drop(skb, &f, ret);
 		snat = MASQUERADE && f.dst_id == IDENTITY_WORLD;
+	}
+
+	/* What this pod sends back to a client from outside, which reached
+	 * it through an external frontend, leaves translated for the
+	 * uplink: no client node translates it. Not through the stack, in
+	 * any mode: its source is now the node's own address. */
+	if (!ep && to_client) {
+		ret = nodeport_to_client(skb, &f.p, ct, f.ct_status);
+		if (ret < 0)
+			return drop(skb, &f, ret);
+		if (ret) {
+			forwarded(skb, &f, TRACE_TO_STACK);
+			return redirect_routed(skb, &f.p);
+		}
 	}
 
 	/* With legacy routing every packet crosses the stack, so that

@@ -7,26 +7,48 @@
 #include "lib/lb.h"
 #include "lib/ingress.h"
 #include "lib/nat.h"
+#include "lib/nodeport.h"
 #include "lib/packet.h"
 
-/* from_network delivers packets for local pods; everything else belongs
- * to the node's stack. src_id is the sender's identity when the VNI
- * carried it, tunnel the sending node; both are 0 in native routing, where
- * replies to masqueraded pods are also translated back here. */
+/* from_network delivers packets for local pods and serves clients from
+ * outside of north-south frontends (lib/nodeport.h); everything else
+ * belongs to the node's stack. src_id is the sender's identity when the
+ * VNI carried it, tunnel the sending node; both are 0 in native routing,
+ * where replies to masqueraded pods are also translated back here.
+ * Replies of remote backends to clients from outside come back either
+ * way. */
 static __always_inline int from_network(struct __sk_buff *skb, __u32 src_id, __u32 tunnel,
 					enum trace_point point)
 {
 	struct flow f = { .src_id = src_id, .direction = DIR_INGRESS };
 	struct endpoint_info *ep;
+	__u16 rev_nat = 0;
 	int ret;
 
 	ret = parse_ipv4(skb, &f.p);
 	if (ret == PARSE_NOT_IPV4)
 		return TC_ACT_OK;
-	if (MASQUERADE && ret == 0 && !tunnel) {
-		ret = snat_ingress(skb, &f.p);
+	/* Only a pod reaching itself through a service sends from the
+	 * hairpin address, and such a packet never leaves its node. */
+	if (f.p.saddr == HAIRPIN_IPV4) {
+		if (!f.src_id)
+			f.src_id = identity_of4(f.p.saddr);
+		return drop(skb, &f, DROP_INVALID_SIP);
+	}
+	if (ret == 0) {
+		ret = snat_ingress(skb, &f.p, !MASQUERADE || tunnel, &rev_nat);
 		if (ret < 0)
 			return drop(skb, &f, ret);
+		if (rev_nat)
+			return nodeport_reply(skb, &f, rev_nat);
+		/* Clients from outside arrive on the uplink, never through
+		 * the tunnel: point, a constant, keeps the code out of
+		 * cil_from_overlay. */
+		if (point == TRACE_FROM_NETWORK) {
+			ret = nodeport_ingress(skb, &f);
+			if (ret != NP_CONTINUE)
+				return ret;
+		}
 		ret = 0;
 	}
 	ep = endpoint_lookup4(f.p.daddr);

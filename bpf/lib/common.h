@@ -220,6 +220,11 @@ enum ct_flags {
 	 * not become local while its connections live. */
 	CT_F_NO_SRC_EP = 16,
 	CT_F_NO_DST_EP = 32,
+	/* A connection from outside the node that a frontend of its external
+	 * scope sent to a local backend (lib/nodeport.h): the backend's
+	 * replies are translated back where they leave the pod, since no
+	 * client node will. */
+	CT_F_NODEPORT = 64,
 };
 
 /* A connection remembers what its first packet needed from the ipcache,
@@ -245,14 +250,17 @@ struct nat4_key {
 	__u16 sport;
 	__u16 dport;
 	__u8 protocol;
-	__u8 dir; /* DIR_EGRESS: the pod's tuple; DIR_INGRESS: the reply's */
+	__u8 dir; /* DIR_EGRESS: the original tuple; DIR_INGRESS: the reply's */
 	__u8 pad[2];
 };
 
 struct nat4_entry {
 	__u32 addr; /* network order */
 	__u16 port; /* network order */
-	__u16 pad;
+	/* A flow from outside sent to a remote backend (lib/nodeport.h):
+	 * the service whose reverse NAT entry its replies' source goes back
+	 * to. 0: a masqueraded pod flow. */
+	__u16 rev_nat_index;
 };
 
 struct frag4_key {

@@ -13,7 +13,10 @@
 /* deliver_ingress delivers to ep. f->src_id is the sender's identity when
  * the caller knows it (the VNI); otherwise the ipcache is asked, and only
  * for what needs it: a new connection or an event. tunnel is the node
- * the packet came from, 0 in native routing. */
+ * the packet came from, 0 in native routing. f->rev_nat names the
+ * service whose external frontend sent a packet from outside to ep
+ * (lib/nodeport.h): its connection then says so (CT_F_NODEPORT), so that
+ * ep's replies are translated back as they leave ep. */
 static __always_inline int deliver_ingress(struct __sk_buff *skb, struct flow *f,
 					   const struct endpoint_info *ep, __u32 tunnel)
 {
@@ -38,11 +41,18 @@ static __always_inline int deliver_ingress(struct __sk_buff *skb, struct flow *f
 				return drop(skb, f, ret);
 		}
 		/* The sender came from the network: no local endpoint. */
-		ret = ct_create(&f->p, f->src_id, f->dst_id, tunnel, CT_F_NO_SRC_EP, 0);
+		ret = ct_create(&f->p, f->src_id, f->dst_id, tunnel,
+				CT_F_NO_SRC_EP | (f->rev_nat ? CT_F_NODEPORT : 0), f->rev_nat);
 		if (ret < 0)
 			return drop(skb, f, ret);
 	} else if (TRACE_ENABLED && !f->src_id) {
 		f->src_id = ct ? ct_remote_identity(ct, f->ct_status) : identity_of4(f->p.saddr);
+	}
+	/* A tuple reused through another frontend has its replies
+	 * translated as its last packet was. */
+	if (f->rev_nat && ct && f->ct_status == CT_ESTABLISHED && ct->rev_nat_index != f->rev_nat) {
+		ct->rev_nat_index = f->rev_nat;
+		ct->flags |= CT_F_NODEPORT;
 	}
 	/* A remote backend's reply to a local client of its service. */
 	ret = lb4_to_client(skb, &f->p, ct, f->ct_status);

@@ -221,40 +221,41 @@ static __always_inline int lb4_quote_addr(struct __sk_buff *skb, __u32 icmp_csum
 	return 0;
 }
 
-/* lb4_rev_nat_icmp translates an ICMP error about a client's translated
- * packet, so that the client matches it to its socket: the quoted
- * destination back to the frontend (a hairpin connection's quoted source
- * back to the client), the outer source too when the backend sent the
- * error, and a hairpin error's destination. Only a quoted packet of a
- * tracked connection with a reverse NAT index is translated. The quoted
- * L4 checksum stays stale, as in snat_icmp_error. Returns 1 when
- * translated. */
-static __always_inline int lb4_rev_nat_icmp(struct __sk_buff *skb, struct pkt *p)
+/* lb4_icmp_quoted loads the IP header and the ports an ICMP error quotes
+ * from a TCP, UDP or SCTP packet; it returns the quoted L4 header's
+ * offset, 0 when there is none such. */
+static __always_inline __u32 lb4_icmp_quoted(struct __sk_buff *skb, const struct pkt *p, struct iphdr *ip,
+					     __u16 ports[2])
+{
+	__u32 inner = p->l4_off + sizeof(struct icmphdr), inner_l4;
+
+	if (p->later_frag || bpf_skb_load_bytes(skb, inner, ip, sizeof(*ip)) < 0 || ip->ihl < 5 ||
+	    !lb_l4_proto(ip->protocol))
+		return 0;
+	inner_l4 = inner + ip->ihl * 4;
+	if (bpf_skb_load_bytes(skb, inner_l4, ports, 2 * sizeof(__u16)) < 0)
+		return 0;
+	return inner_l4;
+}
+
+/* lb4_rev_nat_icmp_index translates an ICMP error that quotes a client's
+ * packet sent to a backend of the service index: the quoted destination
+ * back to the frontend (a hairpin connection's quoted source back to the
+ * client), the outer source too when the backend sent the error, and a
+ * hairpin error's destination. The quoted L4 checksum stays stale, as in
+ * snat_icmp_error. Returns 1 when translated, 0 when the service is gone. */
+static __always_inline int lb4_rev_nat_icmp_index(struct __sk_buff *skb, struct pkt *p, __u16 index)
 {
 	__u32 inner = p->l4_off + sizeof(struct icmphdr), inner_l4, icmp_csum = p->l4_off + 2;
 	__u32 hairpin = HAIRPIN_IPV4, backend;
 	struct lb4_reverse_nat *rn;
-	struct ct4_key k = {};
-	struct ct_entry *e;
 	struct iphdr ip;
-	__u16 ports[2], index;
+	__u16 ports[2];
 	int ret;
 
-	if (p->later_frag || bpf_skb_load_bytes(skb, inner, &ip, sizeof(ip)) < 0 || ip.ihl < 5 ||
-	    !lb_l4_proto(ip.protocol))
+	inner_l4 = lb4_icmp_quoted(skb, p, &ip, ports);
+	if (!inner_l4)
 		return 0;
-	inner_l4 = inner + ip.ihl * 4;
-	if (bpf_skb_load_bytes(skb, inner_l4, ports, sizeof(ports)) < 0)
-		return 0;
-	k.saddr = ip.saddr;
-	k.daddr = ip.daddr;
-	k.sport = ports[0];
-	k.dport = ports[1];
-	k.protocol = ip.protocol;
-	e = ct_find(&k, ct_now());
-	if (!e || !e->rev_nat_index)
-		return 0;
-	index = e->rev_nat_index;
 	rn = bpf_map_lookup_elem(&cilium_lb4_reverse_nat, &index);
 	if (!rn)
 		return 0;
@@ -283,6 +284,30 @@ static __always_inline int lb4_rev_nat_icmp(struct __sk_buff *skb, struct pkt *p
 	return 1;
 }
 
+/* lb4_rev_nat_icmp translates an ICMP error about a client's translated
+ * packet, so that the client matches it to its socket. Only a quoted
+ * packet of a tracked connection with a reverse NAT index and every flag
+ * of need is translated. Returns 1 when translated. */
+static __always_inline int lb4_rev_nat_icmp(struct __sk_buff *skb, struct pkt *p, __u16 need)
+{
+	struct ct4_key k = {};
+	struct ct_entry *e;
+	struct iphdr ip;
+	__u16 ports[2];
+
+	if (!lb4_icmp_quoted(skb, p, &ip, ports))
+		return 0;
+	k.saddr = ip.saddr;
+	k.daddr = ip.daddr;
+	k.sport = ports[0];
+	k.dport = ports[1];
+	k.protocol = ip.protocol;
+	e = ct_find(&k, ct_now());
+	if (!e || !e->rev_nat_index || (e->flags & need) != need)
+		return 0;
+	return lb4_rev_nat_icmp_index(skb, p, e->rev_nat_index);
+}
+
 /* lb4_to_client translates what reaches a client from a service's
  * backend: a reply of a translated connection, or an ICMP error that
  * quotes one of its packets. Call it where the packet is delivered into
@@ -294,7 +319,7 @@ static __always_inline int lb4_to_client(struct __sk_buff *skb, struct pkt *p, c
 		return lb4_rev_nat(skb, p, ct->rev_nat_index);
 	if ((status == CT_RELATED || status == CT_NEW) && p->protocol == IPPROTO_ICMP &&
 	    icmp_is_error(p->icmp_type))
-		return lb4_rev_nat_icmp(skb, p);
+		return lb4_rev_nat_icmp(skb, p, 0);
 	return 0;
 }
 

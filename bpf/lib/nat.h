@@ -1,17 +1,23 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* Masquerading of pod traffic to the world behind the node's address.
- * One LRU map holds both directions of every translation: the egress key
- * is the pod's original tuple, the ingress key the reply as it arrives at
- * the node. */
+/* Source translation to the node's address: masquerading of pod traffic
+ * to the world, and the flows from outside that a NodePort, ExternalIP or
+ * LoadBalancer frontend sends to a backend on another node
+ * (lib/nodeport.h), whose replies must come back through this node. One
+ * LRU map holds both directions of every translation: the egress key is
+ * the original tuple, the ingress key the reply as it arrives at the
+ * node. Both kinds take their ports from one range and claim the reply's
+ * key with BPF_NOEXIST, so that neither can take a tuple the other holds;
+ * the entries of a NodePort flow carry its reverse NAT index. */
 #pragma once
 
 #include "common.h"
 #include "packet.h"
 
-/* The ports masquerading picks from. The agent sets a range disjoint from
- * the node's ip_local_port_range (and from the NodePort range): the
- * node's own sockets take their ports there, so a pod's translated flow
- * never takes the tuple of a node connection to the same remote. */
+/* The ports translation picks from. The agent sets a range disjoint from
+ * the node's ip_local_port_range and from the NodePort range: the node's
+ * own sockets take their ports there, so a translated flow never takes
+ * the tuple of a node connection to the same remote, and a reply to a
+ * translated flow never looks like a client of a NodePort. */
 volatile const __u16 NAT_PORT_MIN = 1024;
 volatile const __u16 NAT_PORT_MAX = 29999;
 #define NAT_TRIES 16
@@ -82,9 +88,10 @@ static __always_inline __u16 nat_orig_port(const struct pkt *p)
 	return p->sport;
 }
 
-/* snat_egress translates a pod's packet to the world to the node's
- * address, allocating a port for a new flow. */
-static __always_inline int snat_egress(struct __sk_buff *skb, struct pkt *p)
+/* snat_egress_rev translates a packet's source to the node's address,
+ * allocating a port for a new flow. rev_nat_index marks a NodePort flow
+ * (0: masquerading); an existing flow keeps the mapping it has. */
+static __always_inline int snat_egress_rev(struct __sk_buff *skb, struct pkt *p, __u16 rev_nat_index)
 {
 	struct nat4_key k = {
 		.saddr = p->saddr, .daddr = p->daddr, .sport = p->sport,
@@ -102,8 +109,8 @@ static __always_inline int snat_egress(struct __sk_buff *skb, struct pkt *p)
 			.saddr = p->daddr, .daddr = NODE_IPV4, .dport = 0,
 			.protocol = p->protocol, .dir = DIR_INGRESS,
 		};
-		struct nat4_entry rv = { .addr = p->saddr, .port = nat_orig_port(p) };
-		struct nat4_entry fv = { .addr = NODE_IPV4 };
+		struct nat4_entry rv = { .addr = p->saddr, .port = nat_orig_port(p), .rev_nat_index = rev_nat_index };
+		struct nat4_entry fv = { .addr = NODE_IPV4, .rev_nat_index = rev_nat_index };
 		int i, ok = 0;
 
 		/* An echo reply names the id as its destination port. */
@@ -133,11 +140,20 @@ static __always_inline int snat_egress(struct __sk_buff *skb, struct pkt *p)
 	return 0;
 }
 
-/* snat_icmp_error translates an ICMP error about a masqueraded packet
- * back to the pod, so that path MTU discovery and unreachables reach it:
- * the outer destination and the quoted source address and port. Only the
- * quoted L4 checksum stays stale; receivers do not check it. */
-static __always_inline int snat_icmp_error(struct __sk_buff *skb, struct pkt *p)
+/* snat_egress masquerades a pod's packet to the world. */
+static __always_inline int snat_egress(struct __sk_buff *skb, struct pkt *p)
+{
+	return snat_egress_rev(skb, p, 0);
+}
+
+/* snat_icmp_error translates an ICMP error about a translated packet
+ * back to its sender, so that path MTU discovery and unreachables reach
+ * it: the outer destination and the quoted source address and port. Only
+ * the quoted L4 checksum stays stale; receivers do not check it.
+ * nodeport_only leaves masqueraded flows alone; *rev_nat is a NodePort
+ * flow's reverse NAT index. */
+static __always_inline int snat_icmp_error(struct __sk_buff *skb, struct pkt *p, int nodeport_only,
+					   __u16 *rev_nat)
 {
 	__u32 inner = p->l4_off + sizeof(struct icmphdr), inner_l4, icmp_csum = p->l4_off + 2;
 	struct nat4_key k = { .daddr = NODE_IPV4, .dir = DIR_INGRESS };
@@ -165,8 +181,9 @@ static __always_inline int snat_icmp_error(struct __sk_buff *skb, struct pkt *p)
 		return 0;
 	}
 	e = bpf_map_lookup_elem(&cilium_snat4, &k);
-	if (!e)
+	if (!e || (nodeport_only && !e->rev_nat_index))
 		return 0;
+	*rev_nat = e->rev_nat_index;
 
 	/* Quoted source port, then address and the quoted header checksum:
 	 * each change also moves the ICMP checksum that covers them. */
@@ -189,8 +206,11 @@ static __always_inline int snat_icmp_error(struct __sk_buff *skb, struct pkt *p)
 }
 
 /* snat_ingress undoes the translation of a reply; it returns 1 when the
- * packet was translated, 0 when it was not ours. */
-static __always_inline int snat_ingress(struct __sk_buff *skb, struct pkt *p)
+ * packet was translated, 0 when it was not ours. nodeport_only leaves
+ * masqueraded flows alone (the tunnel carries no replies from the world,
+ * and without MASQUERADE there are none); *rev_nat is set to a NodePort
+ * flow's reverse NAT index, whose source the caller translates back. */
+static __always_inline int snat_ingress(struct __sk_buff *skb, struct pkt *p, int nodeport_only, __u16 *rev_nat)
 {
 	struct nat4_key k = {
 		.saddr = p->saddr, .daddr = p->daddr, .sport = p->sport,
@@ -202,10 +222,11 @@ static __always_inline int snat_ingress(struct __sk_buff *skb, struct pkt *p)
 	if (p->daddr != NODE_IPV4 || p->later_frag)
 		return 0;
 	if (p->protocol == IPPROTO_ICMP && icmp_is_error(p->icmp_type))
-		return snat_icmp_error(skb, p);
+		return snat_icmp_error(skb, p, nodeport_only, rev_nat);
 	e = bpf_map_lookup_elem(&cilium_snat4, &k);
-	if (!e)
+	if (!e || (nodeport_only && !e->rev_nat_index))
 		return 0;
+	*rev_nat = e->rev_nat_index;
 	ret = nat_rewrite(skb, p, 0, p->daddr, e->addr, p->dport, e->port);
 	if (ret < 0)
 		return ret;

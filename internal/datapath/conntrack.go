@@ -30,6 +30,11 @@ type Connection struct {
 	// RevNATIndex names the service that translated the connection: its
 	// replies leave with the frontend's address (0: none).
 	RevNATIndex uint16
+	// NorthSouth marks a connection from outside the node that an
+	// external frontend (NodePort, ExternalIP, LoadBalancer, HostPort)
+	// sent to a local backend: its replies are translated back as they
+	// leave the backend.
+	NorthSouth bool
 	// Service marks a service entry: the client's tuple to a frontend,
 	// which names the connection's backend (BackendID) and RevNATIndex.
 	Service   bool
@@ -41,6 +46,7 @@ const (
 	ctFlagTxClosing = uint16(lxcCtFlagsCT_F_TX_CLOSING)
 	ctFlagRxClosing = uint16(lxcCtFlagsCT_F_RX_CLOSING)
 	ctFlagSNAT      = uint16(lxcCtFlagsCT_F_SNAT)
+	ctFlagNodePort  = uint16(lxcCtFlagsCT_F_NODEPORT)
 	// Lookup hints of the datapath, not shown: the originator or the
 	// responder has no local endpoint.
 	ctFlagNoSrcEP = uint16(lxcCtFlagsCT_F_NO_SRC_EP)
@@ -65,6 +71,7 @@ func (m *Maps) Connections() ([]Connection, error) {
 			Closing:     v.Flags&(ctFlagTxClosing|ctFlagRxClosing) != 0,
 			Masqueraded: v.Flags&ctFlagSNAT != 0,
 			RevNATIndex: v.RevNatIndex,
+			NorthSouth:  v.Flags&ctFlagNodePort != 0,
 			Service:     k.Flags&ctKeyService != 0,
 			BackendID:   spec.BackendID(v.BackendId),
 		}

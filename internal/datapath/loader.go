@@ -22,8 +22,10 @@ type NodeConstants struct {
 	// LegacyRouting hands routed pod traffic to the stack rather than
 	// redirecting it after a FIB lookup.
 	LegacyRouting bool
-	// MasqueradePorts are the ports masquerading picks from; the zero
-	// range means MasqueradePortRange(DefaultEphemeralPorts).
+	// MasqueradePorts are the ports source translation picks from: the
+	// masquerading of pods, and the SNAT of flows from outside that a
+	// NodePort sends to another node's backend. The zero range means
+	// MasqueradePortRange(DefaultEphemeralPorts).
 	MasqueradePorts PortRange
 }
 

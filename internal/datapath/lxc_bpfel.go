@@ -53,6 +53,7 @@ const (
 	lxcCtFlagsCT_F_SNAT       lxcCtFlags = 8
 	lxcCtFlagsCT_F_NO_SRC_EP  lxcCtFlags = 16
 	lxcCtFlagsCT_F_NO_DST_EP  lxcCtFlags = 32
+	lxcCtFlagsCT_F_NODEPORT   lxcCtFlags = 64
 )
 
 type lxcCtKeyFlags uint32
@@ -293,10 +294,10 @@ type lxcMetricsValue struct {
 }
 
 type lxcNat4Entry struct {
-	_    structs.HostLayout
-	Addr uint32
-	Port uint16
-	Pad  uint16
+	_           structs.HostLayout
+	Addr        uint32
+	Port        uint16
+	RevNatIndex uint16
 }
 
 type lxcNat4Key struct {

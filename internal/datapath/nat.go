@@ -22,10 +22,13 @@ var nodePorts = PortRange{30000, 32767}
 
 // MasqueradePortRange is the largest block of ports from 1024 up that
 // overlaps neither the node's ephemeral ports nor the NodePort range.
-// Masquerading takes ports the kernel does not know about: taken from the
-// ephemeral range, a pod's translated flow could get the very tuple of a
+// Source translation (masquerading, and the SNAT of NodePort flows to
+// remote backends) takes ports the kernel does not know about: taken from
+// the ephemeral range, a translated flow could get the very tuple of a
 // node socket's connection to the same remote, and the replies of one
-// would go to the other. With Linux's defaults it is 1024-29999.
+// would go to the other; taken from the NodePort range, a reply to a
+// translated flow would look like a client of a NodePort. With Linux's
+// defaults it is 1024-29999.
 func MasqueradePortRange(ephemeral PortRange) PortRange {
 	var best PortRange
 	bestLen, start := 0, 1024

@@ -184,14 +184,15 @@ func (n *Node) Start() error {
 	}
 	n.consts = NodeConstants{NodeIPv4: n.cfg.NodeIPv4, Mode: n.cfg.Mode, Trace: n.cfg.Trace,
 		Masquerade: n.cfg.Masquerade, LegacyRouting: n.cfg.LegacyRouting}
-	if n.cfg.Masquerade {
-		ephemeral, err := EphemeralPorts(n.cfg.NetNS)
-		if err != nil {
-			return err
-		}
-		n.consts.MasqueradePorts = MasqueradePortRange(ephemeral)
-		n.log.Info("masquerading", "ports", n.consts.MasqueradePorts, "nodeEphemeralPorts", ephemeral)
+	// Masquerading and the SNAT of NodePort flows to remote backends
+	// (which runs whether or not pods are masqueraded) share the range.
+	ephemeral, err := EphemeralPorts(n.cfg.NetNS)
+	if err != nil {
+		return err
 	}
+	n.consts.MasqueradePorts = MasqueradePortRange(ephemeral)
+	n.log.Info("source translation", "masquerade", n.cfg.Masquerade, "ports", n.consts.MasqueradePorts,
+		"nodeEphemeralPorts", ephemeral)
 	var tunnel netlink.Link
 	if n.cfg.Mode == spec.Tunnel {
 		if tunnel, err = n.ensureVXLAN(uplink.Attrs().MTU - vxlanOverhead); err != nil {

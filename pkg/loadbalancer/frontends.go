@@ -40,8 +40,9 @@ type Frontend struct {
 	Service  ServiceName
 	PortName string
 	// Flags: the frontend's kind (spec.LBNodePort, spec.LBExternalIP;
-	// none for a ClusterIP), spec.LBAffinity, and with two scopes
-	// spec.LBTwoScopes and spec.LBLocal.
+	// none for a ClusterIP), spec.LBAffinity, spec.LBLocal for an
+	// external kind with externalTrafficPolicy Local, and with two
+	// scopes spec.LBTwoScopes.
 	Flags           spec.LBFlags
 	AffinityTimeout uint32
 	// Slots are the backends new connections go to: every client's, or
@@ -121,12 +122,14 @@ func Frontends(s Service, eps []Endpoint, local Local) []Frontend {
 			f.Addr = Addr{Address: addr, Port: port, Protocol: p.Protocol}
 			f.Flags |= kind
 			f.Slots = slots
+			// The datapath keeps a Local scope's clients' addresses and
+			// drops, rather than refuses, when it has no backend.
+			if kind != 0 && s.ExternalLocal {
+				f.Flags |= spec.LBLocal
+			}
 			if internalSlots != nil {
 				f.Flags |= spec.LBTwoScopes
 				f.InternalSlots = internalSlots
-				if s.ExternalLocal {
-					f.Flags |= spec.LBLocal
-				}
 			}
 			out = append(out, f)
 		}

@@ -1,0 +1,283 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* North-south services: a client outside the node reaching a NodePort, an
+ * ExternalIP, a LoadBalancer address or a pod's HostPort on the uplink.
+ * The frontend is looked up in its external scope; only frontends of
+ * those kinds serve from outside (a ClusterIP does not, as behind
+ * kube-proxy), and the backend is picked as for a local client
+ * (lb4_backend_of: the service entry in conntrack, affinity by the
+ * client's address).
+ *
+ * - A local backend gets the packet with only its destination translated:
+ *   the client's address is kept, so that ingress policy judges the
+ *   client. Its connection is marked CT_F_NODEPORT: the backend's replies
+ *   and ICMP errors are translated back as they leave the pod, and routed
+ *   out to the client, since no client node will translate them.
+ * - A remote backend gets the packet with the source translated too, to
+ *   the node's address and a port of the translation range (nat.h), so
+ *   that its replies come back here: Cilium's SNAT mode. The translation
+ *   is held in cilium_snat4 beside masquerading's, marked with the
+ *   service's reverse NAT index; a reply is translated back on both
+ *   addresses and routed out to the client. In tunnel mode the packet is
+ *   encapsulated with the world identity, as in Cilium: a policy that
+ *   keeps the world out of a backend keeps it out through a NodePort of
+ *   another node too. In native routing the backend's node sees the
+ *   node's address and takes its identity from its ipcache (remote-node).
+ * - externalTrafficPolicy: Local (LB_F_LOCAL) and HostPorts serve from
+ *   local backends only, never translating the source; without one the
+ *   packet drops (DROP_NO_SERVICE), as kube-proxy drops for a Local
+ *   service without local endpoints so that a load balancer's health
+ *   check moves traffic elsewhere.
+ * - Without any backend the client gets an ICMP port unreachable out of
+ *   the device the packet came in by, as behind kube-proxy's REJECT.
+ * - ICMP errors of a translated flow are translated like the flow in both
+ *   directions: from the backend towards the client, and from outside
+ *   (the client's host, a router) about the node's replies towards the
+ *   backend. An error that quotes no translated flow is left alone.
+ * - SCTP reaches local backends only: its CRC32c covers the ports that
+ *   the source translation would change. So do the later fragments of a
+ *   datagram, which the source translation cannot follow
+ *   (DROP_FRAG_NOSUPPORT, as for masquerading).
+ *
+ * North-south flows bypass the stack in every routing mode: after
+ * translation their packets carry the node's own address as source or
+ * destination, which the stack would take for a martian. */
+#pragma once
+
+#include "common.h"
+#include "conntrack.h"
+#include "events.h"
+#include "forward.h"
+#include "ingress.h"
+#include "lb.h"
+#include "lb_xlate.h"
+#include "nat.h"
+#include "packet.h"
+
+/* The kinds of frontends that serve clients from outside the node. */
+#define LB_F_FROM_OUTSIDE (LB_F_NODEPORT | LB_F_EXTERNAL_IP | LB_F_HOSTPORT | LB_F_LOADBALANCER)
+
+/* nodeport_ingress's answer when the packet is not for a north-south
+ * frontend: not a verdict, the caller goes on. */
+#define NP_CONTINUE (-1)
+
+/* nodeport_to_remote sends a translated packet towards its remote
+ * backend: through the tunnel as the world, or routed. */
+static __always_inline int nodeport_to_remote(struct __sk_buff *skb, struct flow *f)
+{
+	struct ipcache_info *info = ipcache_lookup4(f->p.daddr);
+
+	f->dst_id = info ? info->identity : IDENTITY_WORLD;
+	if (TUNNEL_MODE == ROUTING_TUNNEL && info && info->tunnel_ipv4) {
+		forwarded(skb, f, TRACE_TO_OVERLAY);
+		return redirect_to_tunnel(skb, info->tunnel_ipv4, IDENTITY_WORLD);
+	}
+	forwarded(skb, f, TRACE_TO_STACK);
+	return redirect_routed(skb, &f->p);
+}
+
+static __always_inline int nodeport_drop(struct __sk_buff *skb, struct flow *f, int reason)
+{
+	if (!f->src_id)
+		f->src_id = identity_of4(f->p.saddr);
+	return drop(skb, f, reason);
+}
+
+/* nodeport_refuse answers a client of a frontend without backends with
+ * an ICMP port unreachable out of the receiving device, and counts the
+ * packet as DROP_NO_SERVICE. */
+static __always_inline int nodeport_refuse(struct __sk_buff *skb, struct flow *f)
+{
+	if (!f->src_id)
+		f->src_id = identity_of4(f->p.saddr);
+	emit_event(skb, f, EVENT_DROP, DROP_NO_SERVICE, 0);
+	metrics_add(DROP_NO_SERVICE, f->direction, skb->len);
+	if (lb4_no_service(skb, &f->p) < 0)
+		return TC_ACT_SHOT;
+	return bpf_redirect(skb->ifindex, 0);
+}
+
+/* nodeport_icmp_addr replaces an outer address of an ICMP packet, which
+ * has no pseudo-header. */
+static __always_inline int nodeport_icmp_addr(struct __sk_buff *skb, __u32 off, __u32 old_addr, __u32 new_addr)
+{
+	if (bpf_l3_csum_replace(skb, IP_CSUM_OFF, old_addr, new_addr, 4) < 0 ||
+	    bpf_skb_store_bytes(skb, off, &new_addr, 4, 0) < 0)
+		return -DROP_INVALID;
+	return 0;
+}
+
+/* nodeport_quote_port replaces a quoted port, moving the ICMP checksum. */
+static __always_inline int nodeport_quote_port(struct __sk_buff *skb, __u32 icmp_csum, __u32 off, __u16 old_port,
+					       __u16 new_port)
+{
+	if (bpf_l4_csum_replace(skb, icmp_csum, old_port, new_port, 2) < 0 ||
+	    bpf_skb_store_bytes(skb, off, &new_port, 2, 0) < 0)
+		return -DROP_INVALID;
+	return 0;
+}
+
+/* nodeport_icmp_in translates an ICMP error from outside about a reply
+ * this node sent a client of an external frontend (the quoted packet
+ * went from the frontend to the client) into an error about the
+ * backend's packet, and sends it to the backend: the quoted source
+ * becomes the backend, the outer destination too, and for a remote
+ * backend the quoted destination and the outer source become the node's
+ * translation. The service entry names the backend; the flow must be
+ * north-south (a NodePort translation, or a local connection marked
+ * CT_F_NODEPORT), else the error is left alone. */
+static __always_inline int nodeport_icmp_in(struct __sk_buff *skb, struct flow *f)
+{
+	struct pkt *p = &f->p;
+	__u32 inner = p->l4_off + sizeof(struct icmphdr), inner_l4, icmp_csum = p->l4_off + 2;
+	__u32 front, client, node = NODE_IPV4;
+	struct endpoint_info *ep;
+	struct nat4_entry *nat;
+	struct lb4_backend *be;
+	struct ct4_key ck = {};
+	struct nat4_key nk = {};
+	struct ct_entry *e;
+	struct iphdr ip;
+	__u16 ports[2];
+	int ret;
+
+	inner_l4 = lb4_icmp_quoted(skb, p, &ip, ports);
+	/* An error goes to the quoted packet's sender: the frontend. */
+	if (!inner_l4 || ip.saddr != p->daddr)
+		return NP_CONTINUE;
+	front = ip.saddr;
+	client = ip.daddr;
+	ck.saddr = client;
+	ck.daddr = front;
+	ck.sport = ports[1];
+	ck.dport = ports[0];
+	ck.protocol = ip.protocol;
+	ck.flags = CT_KEY_SERVICE;
+	e = ct_find(&ck, ct_now());
+	be = e ? lb4_lookup_backend(e->backend_id) : 0;
+	if (!be)
+		return NP_CONTINUE;
+	nk.saddr = client;
+	nk.daddr = be->address;
+	nk.sport = ports[1];
+	nk.dport = be->port;
+	nk.protocol = ip.protocol;
+	nk.dir = DIR_EGRESS;
+	nat = bpf_map_lookup_elem(&cilium_snat4, &nk);
+	if (nat && !nat->rev_nat_index)
+		nat = 0;
+	if (!nat) {
+		ck.daddr = be->address;
+		ck.dport = be->port;
+		ck.flags = 0;
+		e = ct_find(&ck, ct_now());
+		if (!e || !(e->flags & CT_F_NODEPORT))
+			return NP_CONTINUE;
+	}
+	ret = nodeport_quote_port(skb, icmp_csum, inner_l4, ports[0], be->port);
+	if (ret == 0)
+		ret = lb4_quote_addr(skb, icmp_csum, inner, 12, front, be->address);
+	if (ret == 0 && nat) {
+		ret = nodeport_quote_port(skb, icmp_csum, inner_l4 + 2, ports[1], nat->port);
+		if (ret == 0)
+			ret = lb4_quote_addr(skb, icmp_csum, inner, 16, client, node);
+		if (ret == 0)
+			ret = nodeport_icmp_addr(skb, IP_SADDR_OFF, p->saddr, node);
+		p->saddr = node;
+	}
+	if (ret == 0)
+		ret = nodeport_icmp_addr(skb, IP_DADDR_OFF, front, be->address);
+	if (ret < 0)
+		return nodeport_drop(skb, f, ret);
+	p->daddr = be->address;
+	if (nat)
+		return nodeport_to_remote(skb, f);
+	ep = endpoint_lookup4(p->daddr);
+	if (!ep)
+		return nodeport_drop(skb, f, DROP_NO_SERVICE);
+	return deliver_ingress(skb, f, ep, 0);
+}
+
+/* nodeport_ingress serves a packet from outside the node to a frontend
+ * of its external scope. It returns a verdict, or NP_CONTINUE when the
+ * packet is for no such frontend. */
+static __always_inline int nodeport_ingress(struct __sk_buff *skb, struct flow *f)
+{
+	struct pkt *p = &f->p;
+	struct endpoint_info *ep;
+	struct lb4_service *svc;
+	struct lb4_backend *be;
+	struct lb4_key k;
+	int ret = 0;
+
+	if (p->protocol == IPPROTO_ICMP && icmp_is_error(p->icmp_type))
+		return nodeport_icmp_in(skb, f);
+	if (!lb_l4_proto(p->protocol))
+		return NP_CONTINUE;
+	svc = lb4_lookup_service(&k, p->daddr, p->dport, p->protocol, 0);
+	if (!svc || !(svc->flags & LB_F_FROM_OUTSIDE))
+		return NP_CONTINUE;
+	be = lb4_backend_of(p, &k, svc, &ret);
+	if (!be) {
+		if (svc->flags & LB_F_LOCAL)
+			return nodeport_drop(skb, f, DROP_NO_SERVICE);
+		return nodeport_refuse(skb, f);
+	}
+	if (ret < 0)
+		return nodeport_drop(skb, f, ret);
+	ret = lb4_rewrite(skb, p, 1, p->daddr, be->address, p->dport, be->port);
+	if (ret < 0)
+		return nodeport_drop(skb, f, ret);
+	p->daddr = be->address;
+	p->dport = be->port;
+	p->policy_port = be->port;
+	f->rev_nat = svc->rev_nat_index;
+	ep = endpoint_lookup4(p->daddr);
+	if (ep)
+		return deliver_ingress(skb, f, ep, 0);
+	/* Local only: the client's address must reach the backend, and a
+	 * HostPort is a local pod's by definition. */
+	if (svc->flags & (LB_F_LOCAL | LB_F_HOSTPORT))
+		return nodeport_drop(skb, f, DROP_NO_SERVICE);
+	if (TRACE_ENABLED && !f->src_id)
+		f->src_id = identity_of4(p->saddr);
+	ret = snat_egress_rev(skb, p, f->rev_nat);
+	if (ret < 0)
+		return nodeport_drop(skb, f, ret);
+	return nodeport_to_remote(skb, f);
+}
+
+/* nodeport_reply finishes a remote backend's reply, or ICMP error, that
+ * snat_ingress translated back to the client: its source becomes the
+ * frontend, and it is routed out. A reply whose service is gone drops
+ * rather than show the client the backend's address. */
+static __always_inline int nodeport_reply(struct __sk_buff *skb, struct flow *f, __u16 rev_nat)
+{
+	int ret;
+
+	if (f->p.protocol == IPPROTO_ICMP)
+		ret = lb4_rev_nat_icmp_index(skb, &f->p, rev_nat);
+	else
+		ret = lb4_rev_nat(skb, &f->p, rev_nat);
+	if (ret == 0)
+		ret = -DROP_NAT_NO_MAPPING;
+	if (ret < 0)
+		return nodeport_drop(skb, f, ret);
+	f->rev_nat = rev_nat;
+	f->dst_id = IDENTITY_WORLD;
+	forwarded(skb, f, TRACE_TO_STACK);
+	return redirect_routed(skb, &f->p);
+}
+
+/* nodeport_to_client translates what a local backend sends back to a
+ * client from outside: a reply of a connection marked CT_F_NODEPORT, or
+ * an ICMP error quoting one of its packets. Returns 1 when translated;
+ * the caller then routes the packet out. */
+static __always_inline int nodeport_to_client(struct __sk_buff *skb, struct pkt *p, const struct ct_entry *ct,
+					      __u8 status)
+{
+	if (status == CT_REPLY && ct && ct->rev_nat_index && (ct->flags & CT_F_NODEPORT))
+		return lb4_rev_nat(skb, p, ct->rev_nat_index);
+	if (status == CT_RELATED && p->protocol == IPPROTO_ICMP)
+		return lb4_rev_nat_icmp(skb, p, CT_F_NODEPORT);
+	return 0;
+}
