@@ -136,7 +136,10 @@ int cil_from_overlay(struct __sk_buff *skb)
 
 /* cil_to_netdev masquerades, with legacy routing, what local pods send to
  * the world: here, after netfilter, the destination is final (a Service
- * address is already translated to its backend). */
+ * address is already translated to its backend). Only connections the
+ * pod opened: a reply to a connection from the world (the API server's
+ * pod proxy, a NodePort through kube-proxy) keeps the pod's address, or
+ * its client would see an answer from someone it never called. */
 SEC("tc")
 int cil_to_netdev(struct __sk_buff *skb)
 {
@@ -147,7 +150,7 @@ int cil_to_netdev(struct __sk_buff *skb)
 	if (!MASQUERADE || !LEGACY_ROUTING || parse_ipv4(skb, &f.p) != 0)
 		return TC_ACT_OK;
 	ep = endpoint_lookup4(f.p.saddr);
-	if (!ep || identity_of4(f.p.daddr) != IDENTITY_WORLD)
+	if (!ep || identity_of4(f.p.daddr) != IDENTITY_WORLD || ct_is_reply(&f.p))
 		return TC_ACT_OK;
 	ret = snat_egress(skb, &f.p);
 	if (ret < 0) {

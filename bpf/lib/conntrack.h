@@ -191,6 +191,16 @@ static __always_inline __u8 ct_lookup(struct __sk_buff *skb, const struct pkt *p
 	return CT_NEW;
 }
 
+/* ct_is_reply says that p answers a tracked connection its destination
+ * opened; unlike ct_lookup it changes nothing. */
+static __always_inline int ct_is_reply(const struct pkt *p)
+{
+	struct ct4_key k = {};
+
+	ct_key_of(p, &k, 1);
+	return ct_find(&k, ct_now()) != 0;
+}
+
 /* ct_remote_identity is the identity on the far side of the connection,
  * seen from the packet's sender. */
 static __always_inline __u32 ct_remote_identity(const struct ct_entry *e, __u8 status)

@@ -45,7 +45,7 @@ func TestPrivilegedProgLegacyRouting(t *testing.T) {
 			frame := e.expect(e.toNetdev, out, actOK)
 			ip, p := decoded(t, frame)
 			sport, _ := ports(p)
-			if !ip.SrcIP.Equal(nodeIP.AsSlice()) || !MasqueradePortRange(DefaultEphemeralPorts).Contains(sport) {
+			if !ip.SrcIP.Equal(nodeIP.AsSlice()) || !MasqueradePortRange(DefaultEphemeralPorts, DefaultNodePorts).Contains(sport) {
 				t.Fatalf("leaves as %v:%d, want the node's address and a masquerade port", ip.SrcIP, sport)
 			}
 			// The reply is translated back and handed to the stack, whose
@@ -66,6 +66,19 @@ func TestPrivilegedProgLegacyRouting(t *testing.T) {
 				if out := e.expect(e.toNetdev, in, actOK); !bytes.Equal(out, in) {
 					t.Fatalf("%v -> %v was translated", p.src, p.dst)
 				}
+			}
+		}},
+		{"a reply to a connection from the world is not masqueraded", legacyMasq, func(t *testing.T, e *env) {
+			// The API server's pod proxy, say: it connects to the pod,
+			// whose to-container tracks the connection; the pod's reply
+			// must leave with its own address, or the client resets it.
+			e.expect(e.toContainer, tcp(ipWorld, ipA, 40102, 8080, "S").frame(t), actOK)
+			reply := tcp(ipA, ipWorld, 8080, 40102, "SA").frame(t)
+			out := e.expect(e.fromContainer, reply, actOK)
+			if out := e.expect(e.toNetdev, out, actOK); !bytes.Equal(out, reply) {
+				ip, p := decoded(t, out)
+				sport, _ := ports(p)
+				t.Fatalf("the reply leaves as %v:%d, want %v:8080 untouched", ip.SrcIP, sport, ipA)
 			}
 		}},
 		{"a local pod's packet from the network goes to the stack", legacy, func(t *testing.T, e *env) {

@@ -25,7 +25,7 @@ type NodeConstants struct {
 	// MasqueradePorts are the ports source translation picks from: the
 	// masquerading of pods, and the SNAT of flows from outside that a
 	// NodePort sends to another node's backend. The zero range means
-	// MasqueradePortRange(DefaultEphemeralPorts).
+	// MasqueradePortRange(DefaultEphemeralPorts, DefaultNodePorts).
 	MasqueradePorts PortRange
 }
 
@@ -84,7 +84,7 @@ type nodeVars struct {
 func (c NodeConstants) set(v nodeVars) error {
 	ports := c.MasqueradePorts
 	if ports == (PortRange{}) {
-		ports = MasqueradePortRange(DefaultEphemeralPorts)
+		ports = MasqueradePortRange(DefaultEphemeralPorts, DefaultNodePorts)
 	}
 	return setAll(
 		setVar(v.nodeIPv4, as4(c.NodeIPv4)),

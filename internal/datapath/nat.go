@@ -16,9 +16,9 @@ func (r PortRange) String() string { return fmt.Sprintf("%d-%d", r.Min, r.Max) }
 // DefaultEphemeralPorts is Linux's default net.ipv4.ip_local_port_range.
 var DefaultEphemeralPorts = PortRange{32768, 60999}
 
-// nodePorts is Kubernetes' default NodePort range: Services listen there
-// on every node.
-var nodePorts = PortRange{30000, 32767}
+// DefaultNodePorts is Kubernetes' default NodePort range: Services
+// listen there on every node.
+var DefaultNodePorts = PortRange{30000, 32767}
 
 // MasqueradePortRange is the largest block of ports from 1024 up that
 // overlaps neither the node's ephemeral ports nor the NodePort range.
@@ -29,7 +29,7 @@ var nodePorts = PortRange{30000, 32767}
 // would go to the other; taken from the NodePort range, a reply to a
 // translated flow would look like a client of a NodePort. With Linux's
 // defaults it is 1024-29999.
-func MasqueradePortRange(ephemeral PortRange) PortRange {
+func MasqueradePortRange(ephemeral, nodePorts PortRange) PortRange {
 	var best PortRange
 	bestLen, start := 0, 1024
 	for port := 1024; port <= 65536; port++ {

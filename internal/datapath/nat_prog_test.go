@@ -63,7 +63,7 @@ func (e *env) masqueraded(out pkt) uint16 {
 	if !ip.SrcIP.Equal(nodeIP.AsSlice()) || !ip.DstIP.Equal(out.dst.AsSlice()) {
 		e.t.Fatalf("translated to %v -> %v, want %v -> %v", ip.SrcIP, ip.DstIP, nodeIP, out.dst)
 	}
-	if want := MasqueradePortRange(DefaultEphemeralPorts); !want.Contains(sport) {
+	if want := MasqueradePortRange(DefaultEphemeralPorts, DefaultNodePorts); !want.Contains(sport) {
 		e.t.Fatalf("masquerade port %d outside %v", sport, want)
 	}
 	return sport

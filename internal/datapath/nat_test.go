@@ -10,9 +10,13 @@ func TestMasqueradePortRange(t *testing.T) {
 		{PortRange{40000, 40000}, PortRange{1024, 29999}},
 		{PortRange{20000, 29999}, PortRange{32768, 65535}},
 	} {
-		got := MasqueradePortRange(c.ephemeral)
+		got := MasqueradePortRange(c.ephemeral, DefaultNodePorts)
 		if got != c.want {
 			t.Errorf("ephemeral %v: masquerade ports %v, want %v", c.ephemeral, got, c.want)
 		}
+	}
+	// --node-port-range moves the hole.
+	if got := MasqueradePortRange(DefaultEphemeralPorts, PortRange{2000, 2999}); got != (PortRange{3000, 32767}) {
+		t.Errorf("NodePorts 2000-2999: masquerade ports %v, want 3000-32767", got)
 	}
 }

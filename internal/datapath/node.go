@@ -58,6 +58,9 @@ type Config struct {
 	CgroupRoot string
 	// LBMapMax sizes the service maps; 0 keeps the compiled size.
 	LBMapMax uint32
+	// NodePorts is the NodePort range, which source translation keeps
+	// out of its ports; zero: DefaultNodePorts.
+	NodePorts PortRange
 }
 
 // DefaultTunnelDevice and DefaultTunnelPort are Cilium's defaults.
@@ -104,6 +107,9 @@ func (c *Config) validate() error {
 	}
 	if c.TunnelPort == 0 {
 		c.TunnelPort = DefaultTunnelPort
+	}
+	if c.NodePorts == (PortRange{}) {
+		c.NodePorts = DefaultNodePorts
 	}
 	return nil
 }
@@ -190,7 +196,7 @@ func (n *Node) Start() error {
 	if err != nil {
 		return err
 	}
-	n.consts.MasqueradePorts = MasqueradePortRange(ephemeral)
+	n.consts.MasqueradePorts = MasqueradePortRange(ephemeral, n.cfg.NodePorts)
 	n.log.Info("source translation", "masquerade", n.cfg.Masquerade, "ports", n.consts.MasqueradePorts,
 		"nodeEphemeralPorts", ephemeral)
 	var tunnel netlink.Link

@@ -54,8 +54,8 @@ func (e *env) forwardedRemote(f spec.Frontend, be spec.Backend, sport uint16, wa
 	if src.Addr() != nodeIP || dst != ap(be.Address, be.Port) {
 		e.t.Fatalf("sent on as %v -> %v, want %v -> %v", src, dst, nodeIP, ap(be.Address, be.Port))
 	}
-	if !MasqueradePortRange(DefaultEphemeralPorts).Contains(src.Port()) {
-		e.t.Fatalf("node port %d outside the translation range %v", src.Port(), MasqueradePortRange(DefaultEphemeralPorts))
+	if !MasqueradePortRange(DefaultEphemeralPorts, DefaultNodePorts).Contains(src.Port()) {
+		e.t.Fatalf("node port %d outside the translation range %v", src.Port(), MasqueradePortRange(DefaultEphemeralPorts, DefaultNodePorts))
 	}
 	if want == actRedirect && e.node.Mode == spec.Native && !bytes.Equal(frame[0:6], macNext) {
 		e.t.Fatalf("next hop MAC %x, want %x", frame[0:6], macNext)

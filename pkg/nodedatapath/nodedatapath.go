@@ -123,6 +123,7 @@ func (c Config) Datapath(p paths.Config, lb loadbalancer.Config) (datapath.Confi
 	if err := lb.Validate(); err != nil {
 		return datapath.Config{}, err
 	}
+	nodePorts, _ := lb.NodePorts() // valid: Validate checked it
 	socketLB := lb.KubeProxyReplacement && lb.BPFLBSock
 	if socketLB && c.CgroupRoot == "" {
 		return datapath.Config{}, fmt.Errorf("--bpf-lb-sock: needs --cgroup-root, the cgroup v2 directory of the processes to balance" +
@@ -134,7 +135,8 @@ func (c Config) Datapath(p paths.Config, lb loadbalancer.Config) (datapath.Confi
 	return datapath.Config{BPFFSDir: p.BPFRoot, NetNS: c.NodeNetNS, NodeIPv4: ip, Uplink: c.Uplink,
 		Mode: mode, TunnelPort: c.TunnelPort, Masquerade: c.EnableIPv4Masquerade,
 		LegacyRouting: c.EnableHostLegacyRouting, PodDevice: device,
-		SocketLB: socketLB, CgroupRoot: c.CgroupRoot, LBMapMax: uint32(lb.BPFLBMapMax)}, nil
+		SocketLB: socketLB, CgroupRoot: c.CgroupRoot, LBMapMax: uint32(lb.BPFLBMapMax),
+		NodePorts: datapath.PortRange{Min: nodePorts.Min, Max: nodePorts.Max}}, nil
 }
 
 type nodeParams struct {

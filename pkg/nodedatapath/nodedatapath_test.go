@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/cilium-go/cilium/internal/datapath"
 	"github.com/cilium-go/cilium/internal/datapath/spec"
 	"github.com/cilium-go/cilium/internal/podlink"
 	"github.com/cilium-go/cilium/pkg/api/models"
@@ -46,12 +47,14 @@ func TestConfigNamesFlag(t *testing.T) {
 	kpr := loadbalancer.DefaultConfig
 	kpr.KubeProxyReplacement = true
 	kpr.BPFLBMapMax = 4096
+	kpr.NodePortRange = "20000-22767"
 	if _, err := good.Datapath(paths.DefaultConfig, kpr); err == nil || !strings.HasPrefix(err.Error(), "--bpf-lb-sock") {
 		t.Errorf("socket LB without --cgroup-root: %v", err)
 	}
 	withCgroup := good
 	withCgroup.CgroupRoot = "/sys/fs/cgroup/lab/node1"
-	if dc, err := withCgroup.Datapath(paths.DefaultConfig, kpr); err != nil || !dc.SocketLB || dc.CgroupRoot != withCgroup.CgroupRoot || dc.LBMapMax != 4096 {
+	if dc, err := withCgroup.Datapath(paths.DefaultConfig, kpr); err != nil || !dc.SocketLB || dc.CgroupRoot != withCgroup.CgroupRoot || dc.LBMapMax != 4096 ||
+		dc.NodePorts != (datapath.PortRange{Min: 20000, Max: 22767}) {
 		t.Errorf("socket LB: %+v %v", dc, err)
 	}
 	kpr.BPFLBSock = false
