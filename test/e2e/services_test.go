@@ -49,6 +49,29 @@ spec:
 apiVersion: v1
 kind: Service
 metadata:
+  name: echo-nodeport
+  namespace: default
+spec:
+  type: NodePort
+  selector: {app: echo}
+  ports:
+  - {port: 80, targetPort: 8080, nodePort: 30080}
+---
+apiVersion: v1
+kind: Service
+metadata:
+  name: echo-local
+  namespace: default
+spec:
+  type: NodePort
+  externalTrafficPolicy: Local
+  selector: {app: echo}
+  ports:
+  - {port: 80, targetPort: 8080, nodePort: 30081}
+---
+apiVersion: v1
+kind: Service
+metadata:
   name: empty
   namespace: default
 spec:
@@ -134,4 +157,42 @@ func checkServices(t *testing.T, lab *Lab, client echoPod, nodes ...string) {
 	if out, err := lab.dbg(client.node, "service", "list"); err != nil || !strings.Contains(out, echoIP+":80/TCP") {
 		t.Errorf("cilium-dbg service list on %s: %v\n%s", client.node, err, out)
 	}
+	checkNodePorts(t, lab, nodes...)
+}
+
+// checkNodePorts connects from the lab's outside client, a machine on the
+// underlay with no route to pods or Services, to the NodePorts of every
+// node: with externalTrafficPolicy Cluster any backend answers, and with
+// Local the node's own backend sees the client's address.
+func checkNodePorts(t *testing.T, lab *Lab, nodes ...string) {
+	t.Helper()
+	var list nodeAddrList
+	lab.KubectlJSON(&list, "get", "nodes")
+	ips := list.internalIPs()
+	var outsideIP string
+	for _, node := range nodes {
+		url := func(port int, path string) string { return fmt.Sprintf("http://%s:%d/%s", ips[node], port, path) }
+		lab.Eventually("the NodePort of "+node+" answers the outside client", time.Minute, func() error {
+			out, err := lab.run("cilium-lab", "exec", "--state-dir", lab.StateDir, "outside", "--",
+				"curl", "-sS", "-m", "3", url(30080, "hostname"))
+			if err != nil {
+				return fmt.Errorf("%v: %s", err, out)
+			}
+			return nil
+		})
+		out, err := lab.run("cilium-lab", "exec", "--state-dir", lab.StateDir, "outside", "--",
+			"curl", "-sS", "-m", "3", url(30081, "clientip"))
+		if err != nil {
+			t.Errorf("outside -> %s's Local NodePort: %v: %s", node, err, out)
+			continue
+		}
+		client, _, _ := strings.Cut(strings.TrimSpace(out), ":")
+		if outsideIP == "" {
+			outsideIP = client
+		}
+		if strings.HasPrefix(client, "10.") || client == ips[node] || client != outsideIP {
+			t.Errorf("outside -> %s's Local NodePort: the backend saw %q, want the outside client's address", node, out)
+		}
+	}
+	t.Logf("the outside client (%s) reached every node's NodePorts; with externalTrafficPolicy Local the backends saw its address", outsideIP)
 }
