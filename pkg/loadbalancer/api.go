@@ -66,4 +66,3 @@ func backendModels(slots, all []Backend) []models.ServiceBackend {
 func backendModel(b Backend, state string) models.ServiceBackend {
 	return models.ServiceBackend{Address: netip.AddrPortFrom(b.Address, b.Port).String(), State: state, NodeName: b.NodeName}
 }
-

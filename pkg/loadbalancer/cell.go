@@ -114,13 +114,15 @@ func (t Tables) readers() Readers {
 
 type params struct {
 	cell.In
-	Config     Config
-	Jobs       job.Group
-	Log        *slog.Logger
-	Tables     Tables
-	Map        MapSource
-	Addresses  NodeAddresses
-	Source     Source `optional:"true"`
+	Config    Config
+	Jobs      job.Group
+	Log       *slog.Logger
+	Tables    Tables
+	Map       MapSource
+	Addresses NodeAddresses
+	Source    Source `optional:"true"`
+	// Listen opens the healthCheckNodePorts; tests give their own.
+	Listen     ListenFunc `optional:"true"`
 	Reconciler reconciler.Params
 }
 
@@ -143,6 +145,15 @@ func register(p params) error {
 	p.Jobs.Add(job.OneShot("loadbalancer", func(ctx context.Context, h cell.Health) error {
 		return c.run(ctx, h, p.Map)
 	}))
+	if source != nil {
+		// Replacing kube-proxy, the agent answers the load balancers'
+		// health checks too.
+		hc := newHealthChecks(p.Reconciler.DB, p.Tables.Services, p.Addresses, p.Log)
+		if p.Listen != nil {
+			hc.listen = p.Listen
+		}
+		p.Jobs.Add(job.OneShot("healthcheck-node-ports", hc.run))
+	}
 	return nil
 }
 
