@@ -45,7 +45,7 @@ var DefaultConfig = Config{
 // Flags implements cell.Flagger.
 func (c Config) Flags(fs *pflag.FlagSet) {
 	fs.Bool("kube-proxy-replacement", c.KubeProxyReplacement,
-		"balance Services (ClusterIP, NodePort, ExternalIPs) in the datapath; off: kube-proxy runs beside")
+		"balance Services (ClusterIP, NodePort, ExternalIPs) and pods' hostPorts in the datapath and answer healthCheckNodePorts; off: kube-proxy runs beside, and hostPorts are not mapped")
 	fs.Bool("bpf-lb-sock", c.BPFLBSock,
 		"with the kube-proxy replacement, translate Service addresses at the socket (connect, sendmsg) for the processes of --cgroup-root")
 	fs.String("bpf-lb-mode", c.BPFLBMode, "how NodePort traffic reaches a backend on another node: snat")
@@ -90,7 +90,8 @@ func (c Config) NodePorts() (PortRange, error) {
 type NodeAddresses []netip.Addr
 
 // Cell provides the tables (statedb.Table for readers) and, with
-// --kube-proxy-replacement, fills them from the Source; their
+// --kube-proxy-replacement, fills them from the Source (Services and this
+// node's pods' hostPorts) and serves the healthCheckNodePorts; their
 // reconcilers write the service maps. Without it the tables stay empty,
 // and the maps too.
 var Cell = cell.Module("loadbalancer", "Services balanced in the datapath - the kube-proxy replacement",
@@ -114,14 +115,16 @@ func (t Tables) readers() Readers {
 
 type params struct {
 	cell.In
-	Config     Config
-	Jobs       job.Group
-	Log        *slog.Logger
-	Tables     Tables
-	Map        MapSource
-	Addresses  NodeAddresses
-	Source     Source  `optional:"true"`
-	Sockets    Sockets `optional:"true"`
+	Config    Config
+	Jobs      job.Group
+	Log       *slog.Logger
+	Tables    Tables
+	Map       MapSource
+	Addresses NodeAddresses
+	Source    Source  `optional:"true"`
+	Sockets   Sockets `optional:"true"`
+	// Listen opens the healthCheckNodePorts; tests give their own.
+	Listen     ListenFunc `optional:"true"`
 	Reconciler reconciler.Params
 }
 
@@ -148,6 +151,15 @@ func register(p params) error {
 	p.Jobs.Add(job.OneShot("loadbalancer", func(ctx context.Context, h cell.Health) error {
 		return c.run(ctx, h, p.Map)
 	}))
+	if source != nil {
+		// Replacing kube-proxy, the agent answers the load balancers'
+		// health checks too.
+		hc := newHealthChecks(p.Reconciler.DB, p.Tables.Services, p.Addresses, p.Log)
+		if p.Listen != nil {
+			hc.listen = p.Listen
+		}
+		p.Jobs.Add(job.OneShot("healthcheck-node-ports", hc.run))
+	}
 	return nil
 }
 

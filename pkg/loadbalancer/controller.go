@@ -14,7 +14,8 @@ import (
 )
 
 // Source gives the load balancer the cluster's Services; the Kubernetes
-// side implements it from Services and EndpointSlices.
+// side implements it from Services and EndpointSlices, and presents this
+// node's pods that map hostPorts as services of type HostPort.
 type Source interface {
 	// Start begins watching and returns once the source holds the
 	// cluster (every Service and EndpointSlice listed).
@@ -165,7 +166,8 @@ func (c *controller) processOne(txn statedb.WriteTxn, n ServiceName) error {
 		svc, eps, ok = c.source.Service(n)
 	}
 	if ok {
-		if _, _, err := c.tables.Services.Insert(txn, &ServiceRow{Service: svc}); err != nil {
+		row := &ServiceRow{Service: svc, LocalReady: LocalReady(svc, eps, c.local.NodeName)}
+		if _, _, err := c.tables.Services.Insert(txn, row); err != nil {
 			return err
 		}
 		want = Frontends(svc, eps, c.local)

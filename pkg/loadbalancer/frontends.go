@@ -87,7 +87,12 @@ func Ours(s Service) bool {
 //   - ExternalIPs and NodePorts (on every node address) also serve
 //     clients from outside: externalTrafficPolicy Local narrows those to
 //     this node's backends, and then, as whenever the two policies
-//     differ, local clients have their own scope.
+//     differ, local clients have their own scope;
+//   - a pod's HostPorts (TypeHostPort) are at the node's addresses, or
+//     at the hostIP when it is one of them; the pod, their one endpoint,
+//     serves them whatever its readiness (the source presents it as
+//     ready while it has an address, as portmap maps a pod's ports for
+//     as long as its sandbox has a network).
 func Frontends(s Service, eps []Endpoint, local Local) []Frontend {
 	if !Ours(s) {
 		return nil
@@ -150,9 +155,31 @@ func Frontends(s Service, eps []Endpoint, local Local) []Frontend {
 				add(ip, p.NodePort, spec.LBNodePort, external, twoScopes)
 			}
 		}
+		if s.Type == TypeHostPort {
+			for _, ip := range hostPortAddrs(p.HostIP, local.Addresses) {
+				add(ip, p.Port, spec.LBHostPort, all, nil)
+			}
+		}
 	}
-	slices.SortFunc(out, func(a, b Frontend) int { return compareAddrs(a.Addr, b.Addr) })
+	// Of two ports at the same address the first one declared serves, as
+	// the first of portmap's rules that matches does.
+	slices.SortStableFunc(out, func(a, b Frontend) int { return compareAddrs(a.Addr, b.Addr) })
 	return slices.CompactFunc(out, func(a, b Frontend) bool { return a.Addr == b.Addr })
+}
+
+// hostPortAddrs are the addresses a hostPort bound to hostIP listens on:
+// every node address when hostIP is unset or unspecified, else hostIP if
+// it is the node's. (portmap matches any local destination, and
+// hostIP's when it is set; an address that is not the node's receives
+// nothing for it.)
+func hostPortAddrs(hostIP netip.Addr, node []netip.Addr) []netip.Addr {
+	if !hostIP.IsValid() || hostIP.IsUnspecified() {
+		return node
+	}
+	if slices.Contains(node, hostIP) {
+		return []netip.Addr{hostIP}
+	}
+	return nil
 }
 
 // orEmpty keeps an empty scope apart from no scope.

@@ -1,13 +1,19 @@
 package loadbalancer_test
 
 import (
+	"context"
+	"errors"
 	"fmt"
+	"io"
+	"net"
+	"net/http"
 	"net/netip"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/cilium/hive"
 	"github.com/cilium/hive/cell"
@@ -49,6 +55,8 @@ func runScripts(t *testing.T, newMap func(testing.TB) loadbalancer.Map) {
 		m := newMap(t)
 		kube := kubefake.NewClientset()
 		socks := &fakeSockets{}
+		// healthCheckNodePorts listen in memory, not on the machine.
+		hcNet := lbtest.NewNet()
 		cells := []cell.Cell{
 			job.Cell, statedb.Cell, health.Cell,
 			loadbalancer.Cell,
@@ -57,6 +65,7 @@ func runScripts(t *testing.T, newMap func(testing.TB) loadbalancer.Map) {
 				func() loadbalancer.NodeAddresses { return loadbalancer.NodeAddresses{nodeIP} },
 				func() loadbalancer.Source { return agent.NewServiceSource(&agent.Clients{Kube: kube}, "node-a") },
 				func() loadbalancer.Sockets { return socks },
+				func() loadbalancer.ListenFunc { return hcNet.Listen },
 			),
 		}
 		cmds := k8stest.ScriptCmds(k8stest.Trackers{Kube: kube.Tracker()})
@@ -129,6 +138,16 @@ func runScripts(t *testing.T, newMap func(testing.TB) loadbalancer.Map) {
 				return nil, err
 			}
 			return nil, m.UpsertRevNAT(spec.RevNAT{Index: uint16(idx), Address: a.Address, Port: a.Port})
+		})
+		cmds["lb/healthcheck"] = script.Command(script.CmdUsage{
+			Summary: "ask a healthCheckNodePort: status, endpoint weight and body, or refused",
+			Args:    "address:port",
+		}, func(_ *script.State, args ...string) (script.WaitFunc, error) {
+			if len(args) != 1 {
+				return nil, script.ErrUsage
+			}
+			out, err := healthCheck(hcNet, args[0])
+			return func(*script.State) (string, string, error) { return out, "", err }, nil
 		})
 		h := health.NewHive(cells...)
 		// "#! --flag=value" lines set the load balancer's flags.
@@ -228,4 +247,28 @@ func backendString(b spec.Backend) string {
 		s += "(terminating)"
 	}
 	return s
+}
+
+// healthCheck asks the healthCheckNodePort at addr of the network n.
+func healthCheck(n *lbtest.Net, addr string) (string, error) {
+	a, err := netip.ParseAddrPort(addr)
+	if err != nil {
+		return "", err
+	}
+	c := http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{DisableKeepAlives: true,
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) { return n.Dial(ctx, a) }}}
+	resp, err := c.Get("http://" + addr + "/")
+	if errors.Is(err, lbtest.ErrRefused) {
+		return "refused\n", nil
+	}
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return "", err
+	}
+	return fmt.Sprintf("%d weight=%s %s\n%s\n", resp.StatusCode, resp.Header.Get("X-Load-Balancing-Endpoint-Weight"),
+		resp.Header.Get("Content-Type"), body), nil
 }

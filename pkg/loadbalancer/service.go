@@ -12,6 +12,7 @@ package loadbalancer
 import (
 	"fmt"
 	"net/netip"
+	"strings"
 
 	"github.com/cilium-go/cilium/internal/datapath/spec"
 )
@@ -31,7 +32,27 @@ const (
 	TypeNodePort     ServiceType = "NodePort"
 	TypeLoadBalancer ServiceType = "LoadBalancer"
 	TypeExternalName ServiceType = "ExternalName"
+	// TypeHostPort is no Kubernetes type: it is a pod's hostPorts, which
+	// the load balancer serves as the portmap CNI plugin would, as a
+	// service of its own named by HostPortName.
+	TypeHostPort ServiceType = "HostPort"
 )
+
+// hostPortPrefix starts the name of a pod's HostPort service. A
+// Service's name is a DNS label, which has no colon, so the two can
+// never meet.
+const hostPortPrefix = "hostport:"
+
+// HostPortName names the HostPort service of the pod namespace/pod.
+func HostPortName(namespace, pod string) ServiceName {
+	return ServiceName{Namespace: namespace, Name: hostPortPrefix + pod}
+}
+
+// HostPortPod is the pod whose HostPort service n names; false when n
+// names a Service.
+func (n ServiceName) HostPortPod() (string, bool) {
+	return strings.CutPrefix(n.Name, hostPortPrefix)
+}
 
 // Service is what the load balancer needs of a Kubernetes Service.
 type Service struct {
@@ -64,6 +85,9 @@ type Port struct {
 	Protocol uint8 // spec.ProtoTCP, ...
 	Port     uint16
 	NodePort uint16
+	// HostIP is the address a HostPort is bound to (Port is the
+	// hostPort); invalid: every node address.
+	HostIP netip.Addr
 }
 
 // String is "name:port/protocol", with ">nodePort" when there is one.

@@ -23,6 +23,9 @@ const (
 // ServiceRow is a Service the load balancer knows, ours or not.
 type ServiceRow struct {
 	Service
+	// LocalReady is the number of the node's ready endpoints of the
+	// service (see LocalReady), which its healthCheckNodePort reports.
+	LocalReady int
 }
 
 // TableHeader implements statedb.TableWritable.

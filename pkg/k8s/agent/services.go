@@ -8,6 +8,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
 	kubeinformers "k8s.io/client-go/informers"
 	"k8s.io/client-go/tools/cache"
 
@@ -19,11 +21,14 @@ import (
 const serviceNameIndex = "service"
 
 // ServiceSource is the load balancer's Source: Services and their
-// EndpointSlices, watched only once the load balancer starts it.
+// EndpointSlices, and this node's pods that name hostPorts, each as a
+// service of type HostPort (see HostPortService); watched only once the
+// load balancer starts it.
 type ServiceSource struct {
 	nodeName  string
 	services  cache.SharedIndexInformer
 	slices    cache.SharedIndexInformer
+	pods      cache.SharedIndexInformer
 	mu        sync.Mutex
 	listeners []func(loadbalancer.ServiceName)
 }
@@ -31,8 +36,12 @@ type ServiceSource struct {
 // NewServiceSource builds the informers; nothing is watched before Start.
 func NewServiceSource(c *Clients, nodeName string) *ServiceSource {
 	f := kubeinformers.NewSharedInformerFactory(c.Kube, resync)
+	local := kubeinformers.NewSharedInformerFactoryWithOptions(c.Kube, resync,
+		kubeinformers.WithTweakListOptions(func(o *metav1.ListOptions) {
+			o.FieldSelector = fields.OneTermEqualSelector("spec.nodeName", nodeName).String()
+		}))
 	s := &ServiceSource{nodeName: nodeName, services: f.Core().V1().Services().Informer(),
-		slices: f.Discovery().V1().EndpointSlices().Informer()}
+		slices: f.Discovery().V1().EndpointSlices().Informer(), pods: local.Core().V1().Pods().Informer()}
 	_ = s.slices.AddIndexers(cache.Indexers{serviceNameIndex: func(obj any) ([]string, error) {
 		if es, ok := obj.(*discoveryv1.EndpointSlice); ok {
 			if n := es.Labels[discoveryv1.LabelServiceName]; n != "" {
@@ -82,6 +91,10 @@ func (s *ServiceSource) Start(ctx context.Context) error {
 		case *discoveryv1.EndpointSlice:
 			n := o.Labels[discoveryv1.LabelServiceName]
 			return loadbalancer.ServiceName{Namespace: o.Namespace, Name: n}, n != ""
+		case *corev1.Pod:
+			// Only pods that name hostPorts are services; a pod that
+			// stops naming them changes its service too (see UpdateFunc).
+			return loadbalancer.HostPortName(o.Namespace, o.Name), hasHostPorts(o)
 		}
 		return loadbalancer.ServiceName{}, false
 	}
@@ -94,23 +107,24 @@ func (s *ServiceSource) Start(ctx context.Context) error {
 		AddFunc: changed,
 		UpdateFunc: func(old, cur any) {
 			// A slice that moves to another service changes both.
-			if on, ok := svcName(old); ok {
-				if cn, _ := svcName(cur); cn != on {
-					s.notify(on)
-				}
+			// A pod that drops its hostPorts changes its service.
+			on, oldOK := svcName(old)
+			cn, curOK := svcName(cur)
+			if oldOK && (cn != on || !curOK) {
+				s.notify(on)
 			}
 			changed(cur)
 		},
 		DeleteFunc: changed,
 	}
-	for _, inf := range []cache.SharedIndexInformer{s.services, s.slices} {
+	for _, inf := range []cache.SharedIndexInformer{s.services, s.slices, s.pods} {
 		if _, err := inf.AddEventHandler(h); err != nil {
 			return err
 		}
 		go inf.RunWithContext(ctx)
 	}
-	if !cache.WaitForCacheSync(ctx.Done(), s.services.HasSynced, s.slices.HasSynced) {
-		return errors.New("services and endpoint slices not synced")
+	if !cache.WaitForCacheSync(ctx.Done(), s.services.HasSynced, s.slices.HasSynced, s.pods.HasSynced) {
+		return errors.New("services, endpoint slices and pods not synced")
 	}
 	return nil
 }
@@ -121,11 +135,27 @@ func (s *ServiceSource) Services() []loadbalancer.ServiceName {
 	for _, o := range listAs[*corev1.Service](s.services) {
 		out = append(out, loadbalancer.ServiceName{Namespace: o.Namespace, Name: o.Name})
 	}
+	for _, p := range listAs[*corev1.Pod](s.pods) {
+		if hasHostPorts(p) {
+			out = append(out, loadbalancer.HostPortName(p.Namespace, p.Name))
+		}
+	}
 	return out
 }
 
 // Service implements loadbalancer.Source.
 func (s *ServiceSource) Service(n loadbalancer.ServiceName) (loadbalancer.Service, []loadbalancer.Endpoint, bool) {
+	if pod, ok := n.HostPortPod(); ok {
+		obj, ok, err := s.pods.GetStore().GetByKey(n.Namespace + "/" + pod)
+		if err != nil || !ok {
+			return loadbalancer.Service{}, nil, false
+		}
+		p, ok := obj.(*corev1.Pod)
+		if !ok {
+			return loadbalancer.Service{}, nil, false
+		}
+		return HostPortService(p, s.nodeName)
+	}
 	obj, ok, err := s.services.GetStore().GetByKey(n.String())
 	if err != nil || !ok {
 		return loadbalancer.Service{}, nil, false

@@ -1,5 +1,5 @@
-// Package lbtest is the service maps in memory, for tests that have no
-// kernel.
+// Package lbtest is the service maps and a TCP network in memory, for
+// tests that have no kernel or must not listen on the machine.
 package lbtest
 
 import (
