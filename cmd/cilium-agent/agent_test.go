@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -16,6 +17,7 @@ import (
 	"github.com/containernetworking/cni/libcni"
 	"github.com/spf13/pflag"
 
+	"github.com/cilium-go/cilium/internal/testenv"
 	"github.com/cilium-go/cilium/pkg/api/models"
 	"github.com/cilium-go/cilium/pkg/api/server"
 	"github.com/cilium-go/cilium/pkg/client"
@@ -125,19 +127,23 @@ func TestAgentServesAPIAndRestoresAfterRestart(t *testing.T) {
 	}
 	c := client.New(sock)
 	ctx := context.Background()
-	hz, err := c.Healthz(ctx)
-	if err != nil || !hz.OK {
-		t.Fatalf("healthz: %+v %v", hz, err)
-	}
-	levels := map[string]string{}
-	for _, m := range hz.Modules {
-		levels[m.Module] = m.Level
-	}
-	for _, m := range []string{"ipam", "endpoint-manager", "api-server"} {
-		if levels[m] != "OK" {
-			t.Errorf("module %s: %q, want OK (all: %v)", m, levels[m], levels)
+	// Modules report their health from their own jobs, soon after start.
+	testenv.Eventually(t, 10*time.Second, func() error {
+		hz, err := c.Healthz(ctx)
+		if err != nil || !hz.OK {
+			return fmt.Errorf("healthz: %+v %v", hz, err)
 		}
-	}
+		levels := map[string]string{}
+		for _, m := range hz.Modules {
+			levels[m.Module] = m.Level
+		}
+		for _, m := range []string{"ipam", "endpoint-manager", "api-server"} {
+			if levels[m] != "OK" {
+				return fmt.Errorf("module %s: %q, want OK (all: %v)", m, levels[m], levels)
+			}
+		}
+		return nil
+	})
 	alloc, err := c.AllocateIP(ctx, "c1")
 	if err != nil || alloc.Address != "10.0.7.1" {
 		t.Fatalf("allocate: %+v %v", alloc, err)

@@ -14,8 +14,9 @@ import (
 	"github.com/cilium-go/cilium/pkg/identity"
 )
 
-// nodePortOn writes one external frontend into node n's maps only, as
-// n's control plane does for its own addresses.
+// nodePortOn writes one frontend with flags, its reverse NAT and its
+// backends into node n's maps only, as n's control plane does for its own
+// addresses.
 func nodePortOn(t *testing.T, n *dptest.Node, f spec.Frontend, flags spec.LBFlags, rev uint16, backends ...spec.Backend) {
 	t.Helper()
 	m := n.DP.Maps()

@@ -18,20 +18,7 @@ import (
 func serviceFor(t *testing.T, c *dptest.Cluster, f spec.Frontend, rev uint16, backends ...spec.Backend) {
 	t.Helper()
 	for _, n := range c.Nodes {
-		m := n.DP.Maps()
-		ids := []spec.BackendID{}
-		for _, b := range backends {
-			if err := m.UpsertBackend(b); err != nil {
-				t.Fatal(err)
-			}
-			ids = append(ids, b.ID)
-		}
-		if err := m.UpsertRevNAT(spec.RevNAT{Index: rev, Address: f.Address, Port: f.Port}); err != nil {
-			t.Fatal(err)
-		}
-		if err := m.UpsertService(spec.Service{Frontend: f, Backends: ids, RevNATIndex: rev}); err != nil {
-			t.Fatal(err)
-		}
+		nodePortOn(t, n, f, 0, rev, backends...)
 	}
 }
 

@@ -109,15 +109,15 @@ func (c *controller) first(m Map) error {
 		return err
 	}
 	// Numbers restored for what no row wants any more are free again.
-	for a := range c.ids.backends {
+	for a := range c.ids.backends.byAddr {
 		if c.backendRefs[a] == 0 {
-			c.ids.releaseBackend(a)
+			c.ids.backends.release(a)
 		}
 	}
 	txn := c.db.WriteTxn(c.tables.Frontends)
-	for a := range c.ids.revNATs {
+	for a := range c.ids.revNATs.byAddr {
 		if _, _, ok := c.tables.Frontends.Get(txn, FrontendAddrIndex.Query(a)); !ok {
-			c.ids.releaseRevNAT(a)
+			c.ids.revNATs.release(a)
 		}
 	}
 	txn.Abort()
@@ -229,7 +229,7 @@ func (c *controller) processOne(txn statedb.WriteTxn, n ServiceName) error {
 		if _, _, err := c.tables.Frontends.Delete(txn, r); err != nil {
 			return err
 		}
-		c.ids.releaseRevNAT(r.Addr)
+		c.ids.revNATs.release(r.Addr)
 		if err := c.refBackends(txn, r.Backends, -1); err != nil {
 			return err
 		}
@@ -243,13 +243,13 @@ func (c *controller) processOne(txn statedb.WriteTxn, n ServiceName) error {
 
 // row numbers a frontend's backends and its reverse translation.
 func (c *controller) row(f Frontend) (*FrontendRow, error) {
-	idx, err := c.ids.revNAT(f.Addr)
+	idx, err := c.ids.revNATs.get(f.Addr)
 	if err != nil {
 		return nil, err
 	}
 	r := &FrontendRow{Frontend: f, RevNATIndex: idx}
 	for _, b := range f.Backends {
-		id, err := c.ids.backend(b.Addr)
+		id, err := c.ids.backends.get(b.Addr)
 		if err != nil {
 			return nil, err
 		}
@@ -259,7 +259,7 @@ func (c *controller) row(f Frontend) (*FrontendRow, error) {
 	slot := func(bs []Backend) ([]spec.BackendID, error) {
 		out := make([]spec.BackendID, 0, len(bs))
 		for _, b := range bs {
-			id, err := c.ids.backend(b.Addr)
+			id, err := c.ids.backends.get(b.Addr)
 			if err != nil {
 				return nil, err
 			}
@@ -282,7 +282,7 @@ func (c *controller) row(f Frontend) (*FrontendRow, error) {
 func (c *controller) refBackends(txn statedb.WriteTxn, bs []Backend, delta int) error {
 	for _, b := range bs {
 		c.backendRefs[b.Addr] += delta
-		id, err := c.ids.backend(b.Addr)
+		id, err := c.ids.backends.get(b.Addr)
 		if err != nil {
 			return err
 		}
@@ -293,7 +293,7 @@ func (c *controller) refBackends(txn statedb.WriteTxn, bs []Backend, delta int) 
 			if _, _, err := c.tables.Backends.Delete(txn, row); err != nil {
 				return err
 			}
-			c.ids.releaseBackend(b.Addr)
+			c.ids.backends.release(b.Addr)
 			continue
 		}
 		if delta < 0 {

@@ -7,24 +7,15 @@ import (
 )
 
 // ids hands out the numbers the datapath names backends and reverse
-// translations by. A number freed is not handed out again until the
-// counter comes round: connections of a removed backend may still carry
-// its id in conntrack, and must not reach whichever backend took it next.
-// After a restart, the numbers the maps hold are taken over, so that
-// established connections keep theirs.
+// translations by. After a restart, the numbers the maps hold are taken
+// over, so that established connections keep theirs.
 type ids struct {
-	backends    map[Addr]spec.BackendID
-	backendUsed map[spec.BackendID]bool
-	nextBackend spec.BackendID
-
-	revNATs    map[Addr]uint16
-	revNATUsed map[uint16]bool
-	nextRevNAT uint16
+	backends pool[spec.BackendID]
+	revNATs  pool[uint16]
 }
 
 func newIDs() *ids {
-	return &ids{backends: map[Addr]spec.BackendID{}, backendUsed: map[spec.BackendID]bool{}, nextBackend: 1,
-		revNATs: map[Addr]uint16{}, revNATUsed: map[uint16]bool{}, nextRevNAT: 1}
+	return &ids{backends: newPool[spec.BackendID](), revNATs: newPool[uint16]()}
 }
 
 // restore takes over the numbers the datapath holds.
@@ -34,88 +25,66 @@ func (i *ids) restore(m Map) error {
 		return err
 	}
 	for id, b := range backends {
-		i.takeBackend(Addr{Address: b.Address, Port: b.Port, Protocol: b.Protocol}, id)
+		i.backends.take(Addr{Address: b.Address, Port: b.Port, Protocol: b.Protocol}, id)
 	}
 	services, err := m.Services()
 	if err != nil {
 		return err
 	}
 	for _, s := range services {
-		i.takeRevNAT(Addr{Address: s.Frontend.Address, Port: s.Frontend.Port, Protocol: s.Frontend.Protocol}, s.RevNATIndex)
+		i.revNATs.take(Addr{Address: s.Frontend.Address, Port: s.Frontend.Port, Protocol: s.Frontend.Protocol}, s.RevNATIndex)
 	}
 	return nil
 }
 
-func (i *ids) takeBackend(a Addr, id spec.BackendID) {
-	if _, ok := i.backends[a]; ok || i.backendUsed[id] || id == 0 {
+// pool gives each Addr a number of its own. A number freed is not handed
+// out again until the counter comes round: connections of a removed
+// backend may still carry its id in conntrack, and must not reach
+// whichever backend took it next. 0 is never handed out.
+type pool[N spec.BackendID | uint16] struct {
+	byAddr map[Addr]N
+	used   map[N]bool
+	next   N
+}
+
+func newPool[N spec.BackendID | uint16]() pool[N] {
+	return pool[N]{byAddr: map[Addr]N{}, used: map[N]bool{}, next: 1}
+}
+
+// take gives a the number n, unless either is taken.
+func (p *pool[N]) take(a Addr, n N) {
+	if _, ok := p.byAddr[a]; ok || p.used[n] || n == 0 {
 		return
 	}
-	i.backends[a] = id
-	i.backendUsed[id] = true
-	if id >= i.nextBackend {
-		i.nextBackend = id + 1
+	p.byAddr[a] = n
+	p.used[n] = true
+	if n >= p.next {
+		p.next = n + 1
 	}
 }
 
-func (i *ids) takeRevNAT(a Addr, idx uint16) {
-	if _, ok := i.revNATs[a]; ok || i.revNATUsed[idx] || idx == 0 {
-		return
+// get returns a's number, giving it one when it has none.
+func (p *pool[N]) get(a Addr) (N, error) {
+	if n, ok := p.byAddr[a]; ok {
+		return n, nil
 	}
-	i.revNATs[a] = idx
-	i.revNATUsed[idx] = true
-	if idx >= i.nextRevNAT {
-		i.nextRevNAT = idx + 1
-	}
-}
-
-// backend returns a's id, giving it one when it has none.
-func (i *ids) backend(a Addr) (spec.BackendID, error) {
-	if id, ok := i.backends[a]; ok {
-		return id, nil
-	}
-	for range len(i.backendUsed) + 1 {
-		id := i.nextBackend
-		i.nextBackend++
-		if i.nextBackend == 0 {
-			i.nextBackend = 1
-		}
-		if id != 0 && !i.backendUsed[id] {
-			i.backends[a] = id
-			i.backendUsed[id] = true
-			return id, nil
+	// Among len(used)+2 numbers in a row, at most one of them 0, one is free.
+	for range len(p.used) + 2 {
+		n := p.next
+		p.next++
+		if n != 0 && !p.used[n] {
+			p.byAddr[a] = n
+			p.used[n] = true
+			return n, nil
 		}
 	}
-	return 0, fmt.Errorf("backend %s: no backend id left", a)
+	return 0, fmt.Errorf("%s: no number left", a)
 }
 
-func (i *ids) releaseBackend(a Addr) {
-	if id, ok := i.backends[a]; ok {
-		delete(i.backends, a)
-		delete(i.backendUsed, id)
-	}
-}
-
-// revNAT returns frontend a's reverse translation index, giving it one
-// when it has none.
-func (i *ids) revNAT(a Addr) (uint16, error) {
-	if idx, ok := i.revNATs[a]; ok {
-		return idx, nil
-	}
-	for range 1 << 16 {
-		idx := i.nextRevNAT
-		i.nextRevNAT++
-		if idx != 0 && !i.revNATUsed[idx] {
-			i.revNATs[a] = idx
-			i.revNATUsed[idx] = true
-			return idx, nil
-		}
-	}
-	return 0, fmt.Errorf("frontend %s: all 65535 reverse NAT indexes are in use", a)
-}
-
-func (i *ids) releaseRevNAT(a Addr) {
-	if idx, ok := i.revNATs[a]; ok {
-		delete(i.revNATs, a)
-		delete(i.revNATUsed, idx)
+// release frees a's number.
+func (p *pool[N]) release(a Addr) {
+	if n, ok := p.byAddr[a]; ok {
+		delete(p.byAddr, a)
+		delete(p.used, n)
 	}
 }
