@@ -26,6 +26,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/cilium-go/cilium/bench/internal/traffic"
 	"github.com/cilium-go/cilium/internal/datapath/dptest"
 	"github.com/cilium-go/cilium/internal/datapath/spec"
 	"github.com/cilium-go/cilium/internal/inns"
@@ -47,7 +48,7 @@ type scenario struct {
 	srcNS    string
 	dstNS    string
 	dst      netip.Addr
-	servers  *servers
+	servers  *traffic.Servers
 	baseline bool
 }
 

@@ -3,10 +3,11 @@ package main
 import (
 	"fmt"
 	"io"
-	"math"
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/cilium-go/cilium/bench/internal/stats"
 )
 
 // target is a ratio the datapath must reach in one test.
@@ -37,13 +38,13 @@ func report(w io.Writer, scenarios []scenario, results [][][]float64, d time.Dur
 		fmt.Fprintf(w, "%s (%s)\n", t.name, t.unit)
 		for si, s := range scenarios {
 			v := results[si][ti]
-			m := median(v)
+			m := stats.Median(v)
 			fmt.Fprintf(w, "  %-36s %12.1f  ±%2.0f%%  %s\n", s.name, m, 50*(slices.Max(v)-slices.Min(v))/m,
-				formatRatio(pairedRatio(v, results[0][ti])))
+				stats.PairedRatio(v, results[0][ti]))
 		}
 		for _, pair := range ratioPairs {
 			if r, ok := ratioOf(scenarios, results, pair[0], pair[1], ti); ok {
-				fmt.Fprintf(w, "  %-36s %12s  %4s  %s\n", fmt.Sprintf("(%s) / (%s)", pair[0], pair[1]), "", "", formatRatio(r))
+				fmt.Fprintf(w, "  %-36s %12s  %4s  %s\n", fmt.Sprintf("(%s) / (%s)", pair[0], pair[1]), "", "", r)
 			}
 		}
 		fmt.Fprintln(w)
@@ -55,8 +56,9 @@ func report(w io.Writer, scenarios []scenario, results [][][]float64, d time.Dur
 		if ti < 0 || !ok {
 			continue
 		}
-		label := fmt.Sprintf("(%s)/(%s) >= %.2f, %s", tg.num, tg.den, tg.min, tests[ti].name)
-		fmt.Fprintf(w, "  %-50s %s  %s\n", label, formatRatio(r), judge(r, tg.min))
+		bound := stats.Target{Value: tg.min}
+		label := fmt.Sprintf("(%s)/(%s) %s, %s", tg.num, tg.den, bound, tests[ti].name)
+		fmt.Fprintf(w, "  %-50s %s  %s\n", label, r, bound.Judge(r))
 	}
 	fmt.Fprintln(w, "(c')/(c) is judged by connect/request/close: policy is looked up only on a connection's first packet,")
 	fmt.Fprintln(w, "so stream and request/response meet it by construction and do not measure the lookup.")
@@ -65,32 +67,12 @@ func report(w io.Writer, scenarios []scenario, results [][][]float64, d time.Dur
 }
 
 // ratioOf is the paired ratio of two scenarios in test ti, when both ran.
-func ratioOf(scenarios []scenario, results [][][]float64, num, den string, ti int) (ratio, bool) {
+func ratioOf(scenarios []scenario, results [][][]float64, num, den string, ti int) (stats.Ratio, bool) {
 	n, d := slices.IndexFunc(scenarios, byKey(num)), slices.IndexFunc(scenarios, byKey(den))
 	if n < 0 || d < 0 || ti < 0 {
-		return ratio{}, false
+		return stats.Ratio{}, false
 	}
-	return pairedRatio(results[n][ti], results[d][ti]), true
-}
-
-func formatRatio(r ratio) string {
-	if math.IsNaN(r.Lo) {
-		return fmt.Sprintf("%5.3f  [one repetition: no interval]", r.Est)
-	}
-	return fmt.Sprintf("%5.3f  [%5.3f, %5.3f]", r.Est, r.Lo, r.Hi)
-}
-
-func judge(r ratio, min float64) string {
-	switch r.against(min) {
-	case met:
-		return "met"
-	case missed:
-		return "missed"
-	}
-	if n := r.repsToDecide(min); n > 0 {
-		return fmt.Sprintf("undecided: the interval holds %.2f; about %d repetitions would decide (-reps %d)", min, n, n)
-	}
-	return fmt.Sprintf("undecided: the interval holds %.2f", min)
+	return stats.PairedRatio(results[n][ti], results[d][ti]), true
 }
 
 func byKey(key string) func(scenario) bool {
