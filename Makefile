@@ -21,7 +21,7 @@ CNI_CMDS := github.com/containernetworking/plugins/plugins/main/bridge \
 LAB_FLAGS ?= --nodes 2
 
 .PHONY: all build build-cilium build-lab build-k8s build-cni build-coredns generate check-generated check-tidy \
-	test test-unit test-fuzz fuzz test-skips-reset test-netkit-vm test-lab test-e2e-smoke e2e bench bench-datapath bench-datapath-netkit bench-cni demo lab-up lab-down clean
+	test test-unit test-fuzz fuzz test-skips-reset test-netkit-vm test-lab test-e2e-smoke e2e bench bench-datapath bench-datapath-netkit bench-cni bench-services demo lab-up lab-down clean
 
 all: build
 
@@ -140,13 +140,21 @@ test-e2e-smoke: build-lab build-cilium $(TESTREPORT)
 e2e: prereqs-test build-lab build-cilium $(TESTREPORT)
 	set -o pipefail; $(GO) test -count=1 -json -timeout 60m ./test/e2e -args -bin $(BIN) 2>&1 | $(REPORT) -v
 
-bench: prereqs-test build bench-datapath bench-cni
+bench: prereqs-test build bench-datapath bench-cni bench-services
 
 # The datapath benchmark (root): node-to-node baseline, kernel routing,
 # our datapath native/tunnel, native with 10k policy entries, and the floor
 # of any datapath on veth pods (bare redirects).
 bench-datapath: prereqs-test
 	$(GO) run ./bench/datapath
+
+# The Services benchmark (root): connect latency through a ClusterIP with
+# 10 to 10,000 services in the maps (tc and socket LB) against the pod IP,
+# a stream through it, and the control plane's EndpointSlice-to-map
+# latency and heap with 10,000 Services. BENCH_SERVICES_FLAGS passes e.g.
+# -quick or -reps 10.
+bench-services: prereqs-test
+	$(GO) run ./bench/services $(BENCH_SERVICES_FLAGS)
 
 # The CNI benchmark (root): concurrent ADD latency through cilium-cni and a
 # real agent against bridge + host-local, and the agent's memory with 100

@@ -1,0 +1,175 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/netip"
+	"slices"
+	"time"
+
+	"github.com/cilium-go/cilium/bench/internal/stats"
+	"github.com/cilium-go/cilium/bench/internal/traffic"
+)
+
+// A path is how the client reaches the backends.
+type path string
+
+const (
+	podTC   path = "pod"     // the backends' addresses, from the tc-translated pod (the baseline)
+	cipTC   path = "cip"     // the ClusterIP, translated by the client pod's tc program
+	podSock path = "sockpod" // the backends' addresses, from a process in the socket-LB cgroup
+	cipSock path = "sockcip" // the ClusterIP, translated at connect by the socket programs
+)
+
+var pathNames = map[path]string{
+	podTC:   "pod IP (baseline)",
+	cipTC:   "ClusterIP, tc",
+	podSock: "pod IP, socket-LB process",
+	cipSock: "ClusterIP, socket LB",
+}
+
+// series is one measurement's value in each repetition.
+type series struct {
+	p50, p99 []float64 // connect + first request, µs
+	rate     []float64 // conn/s, or Mbit/s for the stream
+	samples  int
+}
+
+type crrKey struct {
+	path  path
+	scale int
+}
+
+type dpResults struct {
+	crr    map[crrKey]*series
+	stream map[path]*series // podTC and cipTC
+	// streamScale is the scale the stream ran at.
+	streamScale int
+}
+
+func (r *dpResults) crrAt(p path, scale int) *series {
+	k := crrKey{p, scale}
+	if r.crr[k] == nil {
+		r.crr[k] = &series{}
+	}
+	return r.crr[k]
+}
+
+// measure runs the datapath parts in interleaved repetitions: each
+// repetition visits every scale (ascending, then descending in the next,
+// so that neither end always runs first), and at each scale every path
+// back to back, in alternating order.
+func (b *bed) measure(ctx context.Context, log *slog.Logger, o options) (*dpResults, error) {
+	res := &dpResults{crr: map[crrKey]*series{}, stream: map[path]*series{podTC: {}, cipTC: {}},
+		streamScale: slices.Max(o.scales)}
+	for r := range o.reps {
+		log.Info("repetition", "n", r+1, "of", o.reps)
+		scales := slices.Clone(o.scales)
+		slices.Sort(scales)
+		if r%2 == 1 {
+			slices.Reverse(scales)
+		}
+		for _, n := range scales {
+			t0 := time.Now()
+			if err := b.scaleTo(n); err != nil {
+				return nil, err
+			}
+			log.Info("services in the maps", "n", n, "written in", time.Since(t0).Round(time.Millisecond))
+			var paths []path
+			if o.want("crr") {
+				paths = append(paths, podTC, cipTC)
+			}
+			if o.want("sock") && slices.Contains(o.sockScales, n) {
+				paths = append(paths, podSock, cipSock)
+			}
+			if r%2 == 1 {
+				slices.Reverse(paths)
+			}
+			for _, p := range paths {
+				if err := ctx.Err(); err != nil {
+					return nil, fmt.Errorf("interrupted: %w", err)
+				}
+				c, err := b.crr(ctx, p, o.duration)
+				if err != nil {
+					return nil, fmt.Errorf("%s at %d services: %w", pathNames[p], n, err)
+				}
+				s := res.crrAt(p, n)
+				lat := make([]int64, len(c.Latencies))
+				for i, l := range c.Latencies {
+					lat[i] = int64(l)
+				}
+				slices.Sort(lat)
+				s.p50 = append(s.p50, float64(stats.Quantile(lat, 0.5))/1e3)
+				s.p99 = append(s.p99, float64(stats.Quantile(lat, 0.99))/1e3)
+				s.rate = append(s.rate, c.Rate())
+				s.samples += len(lat)
+			}
+			if o.want("stream") && n == res.streamScale {
+				streams := []path{podTC, cipTC}
+				if r%2 == 1 {
+					slices.Reverse(streams)
+				}
+				for _, p := range streams {
+					if err := ctx.Err(); err != nil {
+						return nil, fmt.Errorf("interrupted: %w", err)
+					}
+					v, err := b.stream(p, o.duration)
+					if err != nil {
+						return nil, fmt.Errorf("stream to the %s: %w", pathNames[p], err)
+					}
+					res.stream[p].rate = append(res.stream[p].rate, v)
+				}
+			}
+		}
+	}
+	return res, nil
+}
+
+// crr measures connect/request/close on p from a child process.
+func (b *bed) crr(ctx context.Context, p path, d time.Duration) (traffic.CRR, error) {
+	cip := []netip.AddrPort{netip.AddrPortFrom(clusterIP, 80)}
+	switch p {
+	case podTC:
+		return crrInProcess(ctx, "", b.client.NS, b.echoAddrs(), d)
+	case cipTC:
+		return crrInProcess(ctx, "", b.client.NS, cip, d)
+	case podSock:
+		return crrInProcess(ctx, b.cgroup, b.client.NS, b.echoAddrs(), d)
+	case cipSock:
+		r, err := crrInProcess(ctx, b.cgroup, b.client.NS, cip, d)
+		if err == nil {
+			err = b.sockTranslated()
+		}
+		return r, err
+	}
+	return traffic.CRR{}, fmt.Errorf("unknown path %q", p)
+}
+
+// sockTranslated checks that the socket programs translated the
+// connections, not the client pod's tc program behind them (which would
+// reach the backends too): each socket they translate leaves an entry in
+// the reverse map.
+func (b *bed) sockTranslated() error {
+	m := b.c.Nodes[0].DP.Maps().LB4ReverseSock
+	k, v := make([]byte, m.KeySize()), make([]byte, m.ValueSize())
+	it := m.Iterate()
+	if it.Next(k, v) {
+		return nil
+	}
+	if err := it.Err(); err != nil {
+		return fmt.Errorf("socket reverse map: %w", err)
+	}
+	return errors.New("the socket reverse map is empty: the socket programs translated nothing")
+}
+
+// stream writes for d to one backend's sink: directly, or through the
+// ClusterIP (which picks one).
+func (b *bed) stream(p path, d time.Duration) (float64, error) {
+	to := netip.AddrPortFrom(clusterIP, streamPort)
+	if p == podTC {
+		to = netip.AddrPortFrom(b.backends[0].IP, streamPort)
+	}
+	return traffic.StreamRate(traffic.DialFrom(b.client.NS, to), b.received, d)
+}
