@@ -70,10 +70,14 @@ func testCiliumLab(t *testing.T, name, mode, kubeProxy string, full bool) {
 		// Through the Service too, and a Service made while the agent
 		// is away works once it is back.
 		echoIP := strings.TrimSpace(lab.Kubectl("get", "service", "echo", "-o", "jsonpath={.spec.clusterIP}"))
-		agentRestartKeepsTCP(t, lab, node1, client, func() { lab.KubectlApply(lateService) }, server.ip, echoIP+":80")
+		var nodes nodeAddrList
+		lab.KubectlJSON(&nodes, "get", "nodes")
+		agentRestartKeepsTCP(t, lab, node1, client.ip, func() { lab.KubectlApply(lateService) },
+			flow{client.name, server.ip}, flow{client.name, echoIP + ":80"},
+			flow{outsideClient, nodes.internalIPs()[node1] + ":30080"})
 		lab.connect(client.name, "late.default.svc.cluster.local:80")
 	} else {
-		agentRestartKeepsTCP(t, lab, node1, client, nil, server.ip)
+		agentRestartKeepsTCP(t, lab, node1, client.ip, nil, flow{client.name, server.ip})
 	}
 	if !full {
 		return
@@ -214,22 +218,29 @@ func (l nodeAddrList) internalIPs() map[string]string {
 	return out
 }
 
-// agentRestartKeepsTCP kills the agent of node while a client pod sends a
-// request every 50 ms on one keep-alive connection to each target
-// (address:port; 8080 when no port), through the kill, the restart and
-// the restarted agent's restore: no request may fail, and the longest
-// gap between two answers is reported. whileDown, if not nil, runs right
-// after the kill, while the agent is away.
-func agentRestartKeepsTCP(t *testing.T, lab *Lab, node string, client echoPod, whileDown func(), targets ...string) {
+// flow is a stream's client (a pod's name, or outsideClient) and server
+// (address[:port], 8080 when no port).
+type flow struct{ from, to string }
+
+// agentRestartKeepsTCP kills the agent of node while each flow's client
+// sends a request every 50 ms on one keep-alive connection, through the
+// kill, the restart and the restarted agent's restore: no request may
+// fail, and the longest gap between two answers is reported. tracked is
+// an address the node's conntrack map must hold a connection of before
+// the kill. whileDown, if not nil, runs right after the kill, while the
+// agent is away.
+func agentRestartKeepsTCP(t *testing.T, lab *Lab, node, tracked string, whileDown func(), flows ...flow) {
 	t.Helper()
 	var streams []*stream
-	for _, target := range targets {
-		streams = append(streams, lab.startStream(client.name, target))
+	targets := make([]string, 0, len(flows))
+	for _, f := range flows {
+		streams = append(streams, lab.startStream(f.from, f.to))
+		targets = append(targets, f.from+" -> "+f.to)
 	}
 	lab.Eventually("the connections in the node's conntrack map", 30*time.Second, func() error {
 		ct, err := lab.dbg(node, "bpf", "ct", "list", "-o", "json")
-		if err != nil || !strings.Contains(ct, `"`+client.ip+`"`) {
-			return fmt.Errorf("no connection of %s: %v", client.ip, err)
+		if err != nil || !strings.Contains(ct, `"`+tracked+`"`) {
+			return fmt.Errorf("no connection of %s: %v", tracked, err)
 		}
 		return nil
 	})

@@ -72,6 +72,17 @@ spec:
 apiVersion: v1
 kind: Service
 metadata:
+  name: echo-external
+  namespace: default
+spec:
+  selector: {app: echo}
+  externalIPs: [203.0.113.10]
+  ports:
+  - {port: 80, targetPort: 8080}
+---
+apiVersion: v1
+kind: Service
+metadata:
   name: empty
   namespace: default
 spec:
@@ -119,6 +130,11 @@ func checkServices(t *testing.T, lab *Lab, client echoPod, nodes ...string) {
 	})
 	lab.connect(client.name, "echo.default.svc.cluster.local:80")
 	lab.connect(client.name, "kubernetes.default.svc.cluster.local:443")
+	// The backend sees the pod's own address, whichever backend it is.
+	if out, err := lab.run("kubectl", "exec", client.name, "--", "curl", "-sS", "-m", "5", "http://"+echoIP+"/clientip"); err != nil ||
+		!strings.HasPrefix(strings.TrimSpace(out), client.ip+":") {
+		t.Errorf("%s -> echo's /clientip: %v %q, want its own address %s", client.name, err, out, client.ip)
+	}
 
 	// A node's own process, outside any pod.
 	agnhost := filepath.Join(*binDir, "agnhost")
@@ -195,4 +211,20 @@ func checkNodePorts(t *testing.T, lab *Lab, nodes ...string) {
 		}
 	}
 	t.Logf("the outside client (%s) reached every node's NodePorts; with externalTrafficPolicy Local the backends saw its address", outsideIP)
+
+	// An ExternalIP, routed to the first node as a router outside the
+	// cluster would.
+	exec := func(args ...string) (string, error) {
+		return lab.run("cilium-lab", append([]string{"exec", "--state-dir", lab.StateDir, "outside", "--"}, args...)...)
+	}
+	if out, err := exec("ip", "route", "replace", "203.0.113.10/32", "via", ips[nodes[0]]); err != nil {
+		t.Fatalf("route the ExternalIP on the outside client: %v: %s", err, out)
+	}
+	lab.Eventually("the ExternalIP answers the outside client", time.Minute, func() error {
+		out, err := exec("curl", "-sS", "-m", "3", "http://203.0.113.10/hostname")
+		if err != nil {
+			return fmt.Errorf("%v: %s", err, out)
+		}
+		return nil
+	})
 }

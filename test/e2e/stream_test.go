@@ -93,10 +93,19 @@ type stream struct {
 	out   strings.Builder
 }
 
+// outsideClient names the lab's client outside the cluster as a stream's
+// origin.
+const outsideClient = "outside"
+
+// startStream runs the stream client in pod from, or on the outside
+// client, towards to (address[:port]).
 func (l *Lab) startStream(from, to string) *stream {
 	l.t.Helper()
-	cmd := exec.Command(filepath.Join(*binDir, "kubectl"), "exec", "-i", from, "--",
-		"python3", "-u", "-c", streamClient, to, fmt.Sprint(streamInterval.Seconds()), "600")
+	client := []string{"python3", "-u", "-c", streamClient, to, fmt.Sprint(streamInterval.Seconds()), "600"}
+	cmd := exec.Command(filepath.Join(*binDir, "kubectl"), append([]string{"exec", "-i", from, "--"}, client...)...)
+	if from == outsideClient {
+		cmd = exec.Command(filepath.Join(*binDir, "cilium-lab"), append([]string{"exec", "--state-dir", l.StateDir, outsideClient, "--"}, client...)...)
+	}
 	cmd.Env = append(os.Environ(), "KUBECONFIG="+l.Kubeconfig)
 	s := &stream{cmd: cmd, lines: make(chan string, 16)}
 	var err error
