@@ -271,7 +271,7 @@ func agentRestartKeepsTCP(t *testing.T, lab *Lab, node, tracked string, whileDow
 			return nil
 		})
 		sum := s.stop(t)
-		t.Logf("one connection to %s (client port %d) across the agent restart: %d requests every %v, %d failed; "+
+		t.Logf("one connection %s (client port %d) across the agent restart: %d requests every %v, %d failed; "+
 			"longest gap %.0f ms, at kill%+.1fs; %d gaps over %v; the agent took %v to be healthy again", targets[i],
 			sum.Port, sum.OK+sum.Failed, streamInterval, sum.Failed, sum.Longest*1000,
 			fromUnix(sum.LongestAt).Sub(killed).Seconds(), sum.Gaps, 2*streamInterval, healthy.Sub(killed).Round(time.Millisecond))
