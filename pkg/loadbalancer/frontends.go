@@ -70,6 +70,15 @@ func (f Frontend) Kind() string {
 	return "ClusterIP"
 }
 
+// FrontendAddress says whether a may be a frontend. A Service's
+// ExternalIPs are whatever its author wrote: the loopback, link-local
+// (the datapath's hairpin source, 169.254.42.1, among them), multicast,
+// broadcast and unspecified addresses would let it take over traffic no
+// Service may own, so they never become frontends.
+func FrontendAddress(a netip.Addr) bool {
+	return a.Is4() && a.IsGlobalUnicast() && a != netip.AddrFrom4([4]byte{255, 255, 255, 255})
+}
+
 // Ours says whether this load balancer serves s: kube-proxy leaves alone
 // headless and ExternalName services and those that name another proxy.
 func Ours(s Service) bool {
@@ -120,7 +129,7 @@ func Frontends(s Service, eps []Endpoint, local Local) []Frontend {
 			base.AffinityTimeout = s.AffinityTimeout
 		}
 		add := func(addr netip.Addr, port uint16, kind spec.LBFlags, slots, internalSlots []Backend) {
-			if !addr.Is4() || port == 0 {
+			if !FrontendAddress(addr) || port == 0 {
 				return
 			}
 			f := base
