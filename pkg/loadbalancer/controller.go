@@ -114,13 +114,12 @@ func (c *controller) first(m Map) error {
 			c.ids.backends.release(a)
 		}
 	}
-	txn := c.db.WriteTxn(c.tables.Frontends)
+	txn := c.db.ReadTxn()
 	for a := range c.ids.revNATs.byAddr {
 		if _, _, ok := c.tables.Frontends.Get(txn, FrontendAddrIndex.Query(a)); !ok {
 			c.ids.revNATs.release(a)
 		}
 	}
-	txn.Abort()
 	return nil
 }
 
@@ -131,6 +130,10 @@ func (c *controller) process(names []ServiceName, initialize bool) error {
 	defer txn.Abort()
 	for _, n := range names {
 		if err := c.processOne(txn, n); err != nil {
+			// Nothing of the transaction lands: count the backends
+			// of what the table holds again.
+			txn.Abort()
+			c.recount()
 			return err
 		}
 	}
@@ -141,6 +144,16 @@ func (c *controller) process(names []ServiceName, initialize bool) error {
 	}
 	txn.Commit()
 	return nil
+}
+
+// recount makes backendRefs what the frontends table says.
+func (c *controller) recount() {
+	clear(c.backendRefs)
+	for r := range c.tables.Frontends.All(c.db.ReadTxn()) {
+		for _, b := range r.Backends {
+			c.backendRefs[b.Addr]++
+		}
+	}
 }
 
 func cmpNames(a, b ServiceName) int {
