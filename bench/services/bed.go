@@ -8,9 +8,8 @@ import (
 	"os"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/cilium-go/cilium/bench/internal/traffic"
+	"github.com/cilium-go/cilium/internal/datapath"
 	"github.com/cilium-go/cilium/internal/datapath/dptest"
 	"github.com/cilium-go/cilium/internal/datapath/spec"
 	"github.com/cilium-go/cilium/internal/inns"
@@ -198,16 +197,9 @@ func (b *bed) scaleTo(n int) error {
 // wherever cgroup2 is mounted, and removes it at the end (its processes
 // have ended by then).
 func newCgroup(onClose func(func() error)) (string, error) {
-	root := ""
-	for _, dir := range []string{"/sys/fs/cgroup", "/sys/fs/cgroup/unified"} {
-		var fs unix.Statfs_t
-		if unix.Statfs(dir, &fs) == nil && fs.Type == unix.CGROUP2_SUPER_MAGIC {
-			root = dir
-			break
-		}
-	}
-	if root == "" {
-		return "", errors.New("socket LB: no cgroup v2 hierarchy at /sys/fs/cgroup or /sys/fs/cgroup/unified (-parts without sock)")
+	root, err := datapath.Cgroup2Root()
+	if err != nil {
+		return "", fmt.Errorf("socket LB: %w (-parts without sock)", err)
 	}
 	dir, err := os.MkdirTemp(root, "cilium-go-bench-services-")
 	if err != nil {

@@ -27,9 +27,6 @@ var kernelFacing = []string{
 	testenv,
 	// The benchmark loads its own floor program (bpf/bench).
 	module + "/bench/datapath",
-	// The Services benchmark starts its socket-balanced client in a
-	// cgroup of its own.
-	module + "/bench/services",
 }
 
 // kernelLibraries are what only kernelFacing packages import.

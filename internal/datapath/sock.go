@@ -112,6 +112,18 @@ func DetachSocketLB(linksDir string) error {
 	return errors.Join(errs...)
 }
 
+// Cgroup2Root is where the cgroup v2 hierarchy is mounted: alone at
+// /sys/fs/cgroup, or beside v1 at /sys/fs/cgroup/unified.
+func Cgroup2Root() (string, error) {
+	for _, dir := range []string{"/sys/fs/cgroup", "/sys/fs/cgroup/unified"} {
+		var fs unix.Statfs_t
+		if unix.Statfs(dir, &fs) == nil && fs.Type == unix.CGROUP2_SUPER_MAGIC {
+			return dir, nil
+		}
+	}
+	return "", errors.New("no cgroup v2 hierarchy at /sys/fs/cgroup or /sys/fs/cgroup/unified")
+}
+
 // cgroup2ID is the id of the cgroup v2 directory at path, which is its
 // inode number on cgroupfs.
 func cgroup2ID(path string) (uint64, error) {

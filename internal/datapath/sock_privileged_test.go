@@ -15,7 +15,6 @@ import (
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
 	"github.com/vishvananda/netlink"
-	"golang.org/x/sys/unix"
 
 	"github.com/cilium-go/cilium/internal/datapath/spec"
 	"github.com/cilium-go/cilium/internal/datapath/testnode"
@@ -72,16 +71,9 @@ func newSockWorld(t *testing.T) *sockWorld {
 // must have ended by then).
 func newTestCgroup(t *testing.T) string {
 	t.Helper()
-	root := ""
-	for _, dir := range []string{"/sys/fs/cgroup", "/sys/fs/cgroup/unified"} {
-		var fs unix.Statfs_t
-		if unix.Statfs(dir, &fs) == nil && fs.Type == unix.CGROUP2_SUPER_MAGIC {
-			root = dir
-			break
-		}
-	}
-	if root == "" {
-		t.Skip("no cgroup v2 hierarchy at /sys/fs/cgroup or /sys/fs/cgroup/unified")
+	root, err := Cgroup2Root()
+	if err != nil {
+		t.Skip(err)
 	}
 	dir, err := os.MkdirTemp(root, "cilium-go-socktest-")
 	must(t, err)
