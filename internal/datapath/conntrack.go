@@ -110,9 +110,27 @@ func (m *Maps) CollectConntrack(now time.Duration) (int, error) {
 	if err := it.Err(); err != nil {
 		return 0, fmt.Errorf("iterate conntrack: %w", err)
 	}
+	return m.deleteExpired(stale, now)
+}
+
+// deleteExpired deletes the entries of keys that are still expired. The
+// walk that found them takes a while, and meanwhile a new connection may
+// have taken an expired entry's tuple (a client's port comes round
+// again): its fresh entry must stay, or its next segment, which starts
+// no connection, is dropped. Reading each entry again right before its
+// delete leaves a window of two system calls instead of the whole walk.
+func (m *Maps) deleteExpired(keys []CTKey, now time.Duration) (int, error) {
 	n := 0
-	for i := range stale {
-		err := m.CT4.Delete(&stale[i])
+	for i := range keys {
+		var v CTEntry
+		err := m.CT4.Lookup(&keys[i], &v)
+		if errors.Is(err, ebpf.ErrKeyNotExist) || (err == nil && time.Duration(v.Expires) > now) {
+			continue
+		}
+		if err != nil {
+			return n, fmt.Errorf("lookup conntrack entry: %w", err)
+		}
+		err = m.CT4.Delete(&keys[i])
 		if err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
 			return n, fmt.Errorf("delete conntrack entry: %w", err)
 		}

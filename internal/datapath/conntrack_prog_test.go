@@ -201,6 +201,24 @@ func TestPrivilegedProgConntrack(t *testing.T) {
 				t.Fatalf("collected %d (want 1); live entry kept: %v", n, ok)
 			}
 		}},
+		{"garbage collection keeps an expired tuple a new connection took meanwhile", envOpts{mode: spec.Tunnel}, func(t *testing.T, e *env) {
+			// The walk found the old connection's entry expired; before
+			// its delete, a client's port came round and the same tuple
+			// started a new connection.
+			syn := tcp(ipA, ipC, 40000, 80, "S")
+			k := CTKey{Saddr: be32(ipA), Daddr: be32(ipC), Sport: htons(40000), Dport: htons(80), Protocol: tcpProto}
+			must(t, e.maps.CT4.Put(&k, &CTEntry{Expires: 1}))
+			now, err := Monotonic()
+			must(t, err)
+			e.allowed(e.fromContainer, syn)
+			n, err := e.maps.deleteExpired([]CTKey{k}, now)
+			must(t, err)
+			if _, ok := e.ctEntry(syn); n != 0 || !ok {
+				t.Fatalf("deleted %d; the new connection's entry kept: %v", n, ok)
+			}
+			// Its answer still finds it.
+			e.allowed(e.fromNetdev, tcp(ipC, ipA, 80, 40000, "SA"))
+		}},
 	})
 }
 

@@ -55,8 +55,8 @@ type Config struct {
 	// flag of that name: veth, or netkit, whose pod side runs the
 	// datapath as the pod transmits (no crossing of the host's backlog).
 	DatapathMode string `mapstructure:"datapath-mode"`
-	// ConntrackGCInterval is how often expired conntrack entries are
-	// deleted.
+	// ConntrackGCInterval is the longest wait between two collections of
+	// expired conntrack entries; busy tables are collected more often.
 	ConntrackGCInterval time.Duration `mapstructure:"conntrack-gc-interval"`
 	// CgroupRoot is the cgroup v2 directory whose processes get
 	// socket-level service balancing (--bpf-lb-sock), as Cilium's flag.
@@ -88,7 +88,7 @@ func (d Config) Flags(fs *pflag.FlagSet) {
 	fs.String("node-netns", d.NodeNetNS, "path of the node's network namespace; empty for the agent's own")
 	fs.String("datapath-mode", d.DatapathMode,
 		"the device pair new pods get: veth, or netkit (a kernel with CONFIG_NETKIT, 6.7 or later; the agent refuses to start without it)")
-	fs.Duration("conntrack-gc-interval", d.ConntrackGCInterval, "how often expired connection tracking entries are deleted")
+	fs.Duration("conntrack-gc-interval", d.ConntrackGCInterval, "the longest wait between two collections of expired connection tracking entries (busy tables are collected more often, down to 5s)")
 	fs.String("cgroup-root", d.CgroupRoot,
 		"the cgroup v2 directory whose processes (the node's, its pods') get socket-level service balancing with --bpf-lb-sock")
 }

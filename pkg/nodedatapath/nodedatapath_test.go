@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/cilium-go/cilium/internal/datapath"
 	"github.com/cilium-go/cilium/internal/datapath/spec"
@@ -85,5 +86,29 @@ func TestIPCacheModelsSorted(t *testing.T) {
 	}
 	if !slices.Equal(got, want) {
 		t.Fatalf("got %+v\nwant %+v", got, want)
+	}
+}
+
+// A table whose connections come and go fast is collected sooner, so that
+// expired entries never fill the LRU map; a quiet one waits longer again,
+// up to the flag.
+func TestNextConntrackGC(t *testing.T) {
+	const capacity = 65536
+	for _, c := range []struct {
+		name          string
+		last, longest time.Duration
+		deleted       int
+		want          time.Duration
+	}{
+		{"nothing expired: twice the wait", 10 * time.Second, time.Minute, 0, 20 * time.Second},
+		{"up to the flag", 40 * time.Second, time.Minute, 0, time.Minute},
+		{"a quarter of the table expired: same wait", 20 * time.Second, time.Minute, capacity / 4, 20 * time.Second},
+		{"the whole table expired: a quarter of the wait", 20 * time.Second, time.Minute, capacity, 5 * time.Second},
+		{"never below the floor", 10 * time.Second, time.Minute, capacity, 5 * time.Second},
+		{"a flag below the floor wins", 100 * time.Millisecond, 100 * time.Millisecond, capacity, 100 * time.Millisecond},
+	} {
+		if got := nextConntrackGC(c.last, c.longest, c.deleted, capacity); got != c.want {
+			t.Errorf("%s: %v, want %v", c.name, got, c.want)
+		}
 	}
 }
