@@ -150,11 +150,12 @@ bench-datapath: prereqs-test
 
 # The Services benchmark (root): connect latency through a ClusterIP with
 # 10 to 10,000 services in the maps (tc and socket LB) against the pod IP,
-# a stream through it, and the control plane's EndpointSlice-to-map
-# latency and heap with 10,000 Services. BENCH_SERVICES_FLAGS passes e.g.
-# -quick or -reps 10.
-bench-services: prereqs-test
-	$(GO) run ./bench/services $(BENCH_SERVICES_FLAGS)
+# a stream through it, the control plane's EndpointSlice-to-map latency
+# and heap with 10,000 Services, and, in labs running at once, cilium-go
+# side by side with kube-proxy iptables and nftables at 10 to 10,000
+# Services. BENCH_SERVICES_FLAGS passes e.g. -quick or -reps 10.
+bench-services: prereqs-test build-lab build-cilium
+	$(GO) run ./bench/services -bin $(BIN) $(BENCH_SERVICES_FLAGS)
 
 # The CNI benchmark (root): concurrent ADD latency through cilium-cni and a
 # real agent against bridge + host-local, and the agent's memory with 100

@@ -4,12 +4,14 @@
 // the maps, against the backend pod's address directly; (2) the same
 // through socket-level balancing, from a client process in a cgroup with
 // the socket programs; (3) a TCP stream through the ClusterIP against one
-// to the pod; and (4) the control plane: pkg/loadbalancer with 10,000
+// to the pod; (4) the control plane: pkg/loadbalancer with 10,000
 // Services and 40,000 backends from a fake clientset, the latency from an
 // EndpointSlice update to the backend in the BPF map, and the Go heap it
-// takes. Datapath figures come from interleaved repetitions, as
-// bench/datapath's, with each ratio's 95% confidence interval and the
-// targets' verdicts (README.md). It needs root: `make bench-services`.
+// takes; and (5) side by side with kube-proxy in iptables and nftables
+// mode, in labs running at once (lab.go). Datapath figures come from
+// interleaved repetitions, as bench/datapath's, with each ratio's 95%
+// confidence interval and the targets' verdicts (README.md). It needs
+// root: `make bench-services`.
 package main
 
 import (
@@ -38,6 +40,9 @@ type options struct {
 	cpBackends int // per service
 	cpRate     int // EndpointSlice changes per second
 	cpDuration time.Duration
+	bin        string // cilium-lab and the lab's binaries
+	labModes   string
+	labScales  []int
 }
 
 func main() {
@@ -51,17 +56,20 @@ func main() {
 	flag.IntVar(&o.reps, "reps", 5, "interleaved repetitions of every datapath measurement")
 	scales := flag.String("scales", "10,1000,10000", "services in the maps for the ClusterIP measurements (comma separated)")
 	sockScales := flag.String("sock-scales", "10,10000", "the scales the socket-LB client is measured at (among -scales)")
-	flag.StringVar(&o.parts, "parts", "crr,sock,stream,cp", "what to run: crr (ClusterIP connect latency), sock (socket LB), stream, cp (control plane)")
+	flag.StringVar(&o.parts, "parts", "crr,sock,stream,cp,lab", "what to run: crr (ClusterIP connect latency), sock (socket LB), stream, cp (control plane), lab (side by side with kube-proxy in labs)")
 	flag.IntVar(&o.cpServices, "cp-services", 10000, "Services the control plane holds")
 	flag.IntVar(&o.cpBackends, "cp-backends", 4, "backends of each of those Services")
 	flag.IntVar(&o.cpRate, "cp-rate", 100, "EndpointSlice changes per second")
 	flag.DurationVar(&o.cpDuration, "cp-duration", 10*time.Second, "how long EndpointSlices change")
+	flag.StringVar(&o.bin, "bin", "bin", "directory of cilium-lab and the binaries it runs (make build)")
+	flag.StringVar(&o.labModes, "lab-modes", "cilium-go,iptables,nftables", "the proxies the lab part compares")
+	labScales := flag.String("lab-scales", "10,1000,10000", "Services in each lab, in the lab part (comma separated)")
 	flag.Parse()
 	if *quick {
 		set := map[string]bool{}
 		flag.Visit(func(f *flag.Flag) { set[f.Name] = true })
 		for name, v := range map[string]string{"reps": "3", "duration": "500ms", "scales": "10,10000",
-			"cp-services": "2000", "cp-duration": "3s"} {
+			"cp-services": "2000", "cp-duration": "3s", "lab-scales": "10,2000"} {
 			if !set[name] {
 				if err := flag.Set(name, v); err != nil {
 					panic(err)
@@ -72,6 +80,9 @@ func main() {
 	var err error
 	if o.scales, err = parseInts(*scales); err == nil {
 		o.sockScales, err = parseInts(*sockScales)
+	}
+	if err == nil {
+		o.labScales, err = parseInts(*labScales)
 	}
 	if err == nil {
 		err = o.validate()
@@ -118,6 +129,16 @@ func (o options) validate() error {
 			return fmt.Errorf("-sock-scales %d: not among -scales", n)
 		}
 	}
+	for _, n := range o.labScales {
+		if n < 5 || n > maxScale {
+			return fmt.Errorf("-lab-scales %d: each must be 5..%d", n, maxScale)
+		}
+	}
+	for m := range strings.SplitSeq(o.labModes, ",") {
+		if !slices.ContainsFunc(labModes, func(l labMode) bool { return l.key == m }) {
+			return fmt.Errorf("-lab-modes %q: want some of cilium-go, iptables, nftables", m)
+		}
+	}
 	switch {
 	case o.reps < 1:
 		return fmt.Errorf("-reps %d: at least 1", o.reps)
@@ -160,6 +181,12 @@ func run(ctx context.Context, log *slog.Logger, o options) (err error) {
 			return err
 		}
 	}
-	report(os.Stdout, o, dp, cp)
+	var lr *labResults
+	if o.want("lab") {
+		if lr, err = measureLabs(ctx, log, o, onClose); err != nil {
+			return err
+		}
+	}
+	report(os.Stdout, o, dp, cp, lr)
 	return nil
 }

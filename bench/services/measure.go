@@ -11,6 +11,7 @@ import (
 
 	"github.com/cilium-go/cilium/bench/internal/stats"
 	"github.com/cilium-go/cilium/bench/internal/traffic"
+	"github.com/cilium-go/cilium/internal/datapath"
 )
 
 // A path is how the client reaches the backends.
@@ -35,6 +36,21 @@ type series struct {
 	p50, p99 []float64 // connect + first request, µs
 	rate     []float64 // conn/s, or Mbit/s for the stream
 	samples  int
+	failed   int // connections that failed (the lab part counts them)
+}
+
+// add appends one repetition's connect/request/close figures.
+func (s *series) add(c traffic.CRR) {
+	lat := make([]int64, len(c.Latencies))
+	for i, l := range c.Latencies {
+		lat[i] = int64(l)
+	}
+	slices.Sort(lat)
+	s.p50 = append(s.p50, float64(stats.Quantile(lat, 0.5))/1e3)
+	s.p99 = append(s.p99, float64(stats.Quantile(lat, 0.99))/1e3)
+	s.rate = append(s.rate, c.Rate())
+	s.samples += len(lat)
+	s.failed += c.Failed
 }
 
 type crrKey struct {
@@ -95,31 +111,11 @@ func (b *bed) measure(ctx context.Context, log *slog.Logger, o options) (*dpResu
 				if err != nil {
 					return nil, fmt.Errorf("%s at %d services: %w", pathNames[p], n, err)
 				}
-				s := res.crrAt(p, n)
-				lat := make([]int64, len(c.Latencies))
-				for i, l := range c.Latencies {
-					lat[i] = int64(l)
-				}
-				slices.Sort(lat)
-				s.p50 = append(s.p50, float64(stats.Quantile(lat, 0.5))/1e3)
-				s.p99 = append(s.p99, float64(stats.Quantile(lat, 0.99))/1e3)
-				s.rate = append(s.rate, c.Rate())
-				s.samples += len(lat)
+				res.crrAt(p, n).add(c)
 			}
 			if o.want("stream") && n == res.streamScale {
-				streams := []path{podTC, cipTC}
-				if r%2 == 1 {
-					slices.Reverse(streams)
-				}
-				for _, p := range streams {
-					if err := ctx.Err(); err != nil {
-						return nil, fmt.Errorf("interrupted: %w", err)
-					}
-					v, err := b.stream(p, o.duration)
-					if err != nil {
-						return nil, fmt.Errorf("stream to the %s: %w", pathNames[p], err)
-					}
-					res.stream[p].rate = append(res.stream[p].rate, v)
+				if err := b.streams(ctx, r, o.duration, res); err != nil {
+					return nil, err
 				}
 			}
 		}
@@ -127,20 +123,51 @@ func (b *bed) measure(ctx context.Context, log *slog.Logger, o options) (*dpResu
 	return res, nil
 }
 
+// streamSegments: a repetition's stream alternates the two paths in this
+// many short streams each, so that the machine's drift within the
+// repetition cancels as well as between repetitions.
+const streamSegments = 4
+
+// streams measures repetition r's stream on both paths: the mean rate of
+// each path's segments.
+func (b *bed) streams(ctx context.Context, r int, d time.Duration, res *dpResults) error {
+	sum := map[path]float64{}
+	for seg := range streamSegments {
+		streams := []path{podTC, cipTC}
+		if (r+seg)%2 == 1 {
+			slices.Reverse(streams)
+		}
+		for _, p := range streams {
+			if err := ctx.Err(); err != nil {
+				return fmt.Errorf("interrupted: %w", err)
+			}
+			v, err := b.stream(p, d/streamSegments)
+			if err != nil {
+				return fmt.Errorf("stream to the %s: %w", pathNames[p], err)
+			}
+			sum[p] += v
+		}
+	}
+	for p, v := range sum {
+		res.stream[p].rate = append(res.stream[p].rate, v/streamSegments)
+	}
+	return nil
+}
+
 // crr measures connect/request/close on p from a child process.
 func (b *bed) crr(ctx context.Context, p path, d time.Duration) (traffic.CRR, error) {
 	cip := []netip.AddrPort{netip.AddrPortFrom(clusterIP, 80)}
 	switch p {
 	case podTC:
-		return crrInProcess(ctx, "", b.client.NS, b.echoAddrs(), d)
+		return crrInProcess(ctx, "", b.client.NS, b.echoAddrs(), d, false)
 	case cipTC:
-		return crrInProcess(ctx, "", b.client.NS, cip, d)
+		return crrInProcess(ctx, "", b.client.NS, cip, d, false)
 	case podSock:
-		return crrInProcess(ctx, b.cgroup, b.client.NS, b.echoAddrs(), d)
+		return crrInProcess(ctx, b.cgroup, b.client.NS, b.echoAddrs(), d, false)
 	case cipSock:
-		r, err := crrInProcess(ctx, b.cgroup, b.client.NS, cip, d)
+		r, err := crrInProcess(ctx, b.cgroup, b.client.NS, cip, d, false)
 		if err == nil {
-			err = b.sockTranslated()
+			err = sockTranslated(b.c.Nodes[0].DP.Maps())
 		}
 		return r, err
 	}
@@ -151,8 +178,8 @@ func (b *bed) crr(ctx context.Context, p path, d time.Duration) (traffic.CRR, er
 // connections, not the client pod's tc program behind them (which would
 // reach the backends too): each socket they translate leaves an entry in
 // the reverse map.
-func (b *bed) sockTranslated() error {
-	m := b.c.Nodes[0].DP.Maps().LB4ReverseSock
+func sockTranslated(maps *datapath.Maps) error {
+	m := maps.LB4ReverseSock
 	k, v := make([]byte, m.KeySize()), make([]byte, m.ValueSize())
 	it := m.Iterate()
 	if it.Next(k, v) {

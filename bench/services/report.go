@@ -19,7 +19,7 @@ var (
 	changeTarget = 100 * time.Millisecond
 )
 
-func report(w io.Writer, o options, dp *dpResults, cp *cpResults) {
+func report(w io.Writer, o options, dp *dpResults, cp *cpResults, lr *labResults) {
 	fmt.Fprintln(w, "services benchmark")
 	var verdicts []string
 	if dp != nil {
@@ -28,11 +28,13 @@ func report(w io.Writer, o options, dp *dpResults, cp *cpResults) {
 	if cp != nil {
 		verdicts = append(verdicts, reportControlPlane(w, cp))
 	}
+	if lr != nil {
+		verdicts = append(verdicts, reportLab(w, o, lr)...)
+	}
 	fmt.Fprintln(w, "targets, judged by the 95% confidence interval:")
 	for _, v := range verdicts {
 		fmt.Fprintln(w, "  "+v)
 	}
-	fmt.Fprintln(w, "not measured here: kube-proxy (iptables, nftables) side by side, which needs a lab (README.md)")
 }
 
 func spread(v []float64) float64 {
@@ -113,6 +115,17 @@ func reportDatapath(w io.Writer, o options, dp *dpResults) []string {
 	return verdicts
 }
 
+// judgeDuration judges a latency quantile's interval against changeTarget.
+func judgeDuration(lo, hi time.Duration) string {
+	switch {
+	case hi <= changeTarget:
+		return "met"
+	case lo > changeTarget:
+		return "missed"
+	}
+	return fmt.Sprintf("undecided: the interval holds %v", changeTarget)
+}
+
 func mib(b uint64) float64 { return float64(b) / (1 << 20) }
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
@@ -140,15 +153,8 @@ func reportControlPlane(w io.Writer, cp *cpResults) string {
 			ms(p50), ms(lo50), ms(hi50), ms(p99), ms(lo99), ms(hi99), ms(lat[len(lat)-1]))
 		fmt.Fprintf(w, "    (timed from before the clientset's update call, whose own p50 is %.2f ms)\n",
 			ms(stats.Quantile(cp.updates, 0.5)))
-		judge := fmt.Sprintf("undecided: the interval holds %v", changeTarget)
-		switch {
-		case hi99 <= changeTarget:
-			judge = "met"
-		case lo99 > changeTarget:
-			judge = "missed"
-		}
 		verdict = fmt.Sprintf("%-58s %.2f ms [%.2f, %.2f]  %s", fmt.Sprintf("EndpointSlice change to map, p99 <= %v", changeTarget),
-			ms(p99), ms(lo99), ms(hi99), judge)
+			ms(p99), ms(lo99), ms(hi99), judgeDuration(lo99, hi99))
 	}
 	fmt.Fprintf(w, "  Go heap in use after GC: %.1f MiB before the Services, %.1f MiB with them (+%.1f MiB); live heap %.1f -> %.1f MiB\n",
 		mib(cp.inuseBase), mib(cp.inuseFull), mib(cp.inuseFull)-mib(cp.inuseBase), mib(cp.liveBase), mib(cp.liveFull))

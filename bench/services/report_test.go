@@ -14,7 +14,8 @@ func crrSeries(p ...float64) *series {
 
 // TestReport: the report judges the scale ratio as an upper bound on
 // latency, the stream as a lower bound on throughput and the change
-// latency by its p99's interval, and says what it does not measure.
+// latency by its p99's interval, and the lab part's proxies against
+// cilium-go, with kube-proxy's histograms read as buckets.
 func TestReport(t *testing.T) {
 	o := options{reps: 3, duration: time.Second, scales: []int{10, 10000}, sockScales: []int{10},
 		parts: "crr,sock,stream,cp"}
@@ -34,8 +35,32 @@ func TestReport(t *testing.T) {
 		cp.changes = append(cp.changes, time.Duration(i)*101*time.Microsecond) // p99 100.0ms [99.2, 100.6]
 	}
 	cp.updates = cp.changes
+	lr := &labResults{modes: labModes, scales: []int{10, 10000}, crr: map[labKey]*series{}, rss: map[labKey]rss{},
+		sync: map[string]*labSync{}}
+	for _, n := range lr.scales {
+		for _, m := range labModes {
+			lr.crr[labKey{m.key, labPod, n}] = crrSeries(100, 110, 90)
+		}
+		lr.crr[labKey{"cilium-go", labCIP, n}] = crrSeries(100, 110, 90)
+		lr.crr[labKey{"cilium-go", labCIPTC, n}] = crrSeries(100, 110, 90)
+		lr.crr[labKey{"nftables", labCIP, n}] = crrSeries(90, 99, 81) // 0.9 times cilium-go: missed
+	}
+	lr.crr[labKey{"iptables", labCIP, 10}] = crrSeries(100, 110, 90)
+	lr.crr[labKey{"iptables", labCIP, 10000}] = crrSeries(400, 440, 360) // 4 times cilium-go: met
+	lr.sync["cilium-go"] = &labSync{changes: 1000, rate: 100, latencies: cp.changes}
+	prog := metrics{
+		`kubeproxy_network_programming_duration_seconds_bucket{ip_family="IPv4",le="0.25"}`: 0,
+		`kubeproxy_network_programming_duration_seconds_bucket{ip_family="IPv4",le="1"}`:    50,
+		`kubeproxy_network_programming_duration_seconds_bucket{ip_family="IPv4",le="2"}`:    99,
+		`kubeproxy_network_programming_duration_seconds_bucket{ip_family="IPv4",le="+Inf"}`: 100,
+		`kubeproxy_network_programming_duration_seconds_count{ip_family="IPv4"}`:            100,
+		`kubeproxy_network_programming_duration_seconds_bucket{ip_family="IPv6",le="0.25"}`: 7,
+		`kubeproxy_network_programming_duration_seconds_count{ip_family="IPv6"}`:            7,
+	}.histogram("kubeproxy_network_programming_duration_seconds")
+	lr.sync["iptables"] = &labSync{changes: 100, rate: 100, programming: []histogram{prog}, syncs: []histogram{{}}}
+	o.parts += ",lab"
 	var b strings.Builder
-	report(&b, o, dp, cp)
+	report(&b, o, dp, cp, lr)
 	out := b.String()
 	for _, want := range []string{
 		"ClusterIP@10000 / ClusterIP@10, connect p50 <= 1.05        1.200  [1.200, 1.200]  missed",
@@ -44,7 +69,10 @@ func TestReport(t *testing.T) {
 		"EndpointSlice change to map, p99 <= 100ms",
 		"undecided: the interval holds 100ms",
 		"10  socket LB / pod IP from the same cgroup",
-		"not measured here: kube-proxy",
+		"lab: iptables / cilium-go @10000, ClusterIP p50 >= 3.00    4.000  [4.000, 4.000]  met",
+		"lab: nftables / cilium-go @10, ClusterIP p50 >= 1.00       0.900  [0.900, 0.900]  missed",
+		"lab: change to every node's map, p99 <= 100ms",
+		"trigger time -> rules written:  100 observed, p50 (0.25, 1] p99 (1, 2];  rule syncs:   0, p50 - p99 -",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("report lacks %q:\n%s", want, out)
@@ -54,7 +82,7 @@ func TestReport(t *testing.T) {
 
 func TestOptions(t *testing.T) {
 	ok := options{reps: 1, duration: time.Second, scales: []int{10, 10000}, sockScales: []int{10},
-		cpServices: 10000, cpBackends: 4, cpRate: 100}
+		cpServices: 10000, cpBackends: 4, cpRate: 100, labModes: "cilium-go,iptables", labScales: []int{10, 10000}}
 	if err := ok.validate(); err != nil {
 		t.Fatal(err)
 	}
@@ -67,5 +95,10 @@ func TestOptions(t *testing.T) {
 	bad.scales = []int{1, 10}
 	if err := bad.validate(); err == nil {
 		t.Error("a scale below the measured frontends passed")
+	}
+	bad = ok
+	bad.labModes = "cilium-go,ipvs"
+	if err := bad.validate(); err == nil {
+		t.Error("an unknown proxy passed")
 	}
 }

@@ -26,13 +26,18 @@ import (
 // path must pay the same.
 
 // sockClientEnv names the child's namespace; its duration and targets are
-// its arguments.
-const sockClientEnv = "CILIUM_GO_BENCH_SERVICES_CLIENT_NETNS"
+// its arguments. With countFailuresEnv set, a failed connection is
+// counted and the loop goes on.
+const (
+	sockClientEnv    = "CILIUM_GO_BENCH_SERVICES_CLIENT_NETNS"
+	countFailuresEnv = "CILIUM_GO_BENCH_SERVICES_COUNT_FAILURES"
+)
 
 // crrReport is what the child prints.
 type crrReport struct {
 	Latencies []time.Duration `json:"latencies_ns"`
 	Elapsed   time.Duration   `json:"elapsed_ns"`
+	Failed    int             `json:"failed"`
 }
 
 func sockClientMain(ns string, args []string) int {
@@ -54,9 +59,9 @@ func sockClientMain(ns string, args []string) int {
 		}
 		targets = append(targets, ap)
 	}
-	r, err := crrIn(ns, targets, d)
+	r, err := crrIn(ns, targets, d, os.Getenv(countFailuresEnv) != "")
 	if err == nil {
-		err = json.NewEncoder(os.Stdout).Encode(crrReport{Latencies: r.Latencies, Elapsed: r.Elapsed})
+		err = json.NewEncoder(os.Stdout).Encode(crrReport{Latencies: r.Latencies, Elapsed: r.Elapsed, Failed: r.Failed})
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "socket-LB client:", err)
@@ -69,7 +74,11 @@ func sockClientMain(ns string, args []string) int {
 // the targets in turn, after an untimed warm-up. The whole loop runs on a
 // thread in ns (a socket belongs to the namespace of the thread that
 // makes it), so that no connection pays for entering the namespace.
-func crrIn(ns string, targets []netip.AddrPort, d time.Duration) (traffic.CRR, error) {
+func crrIn(ns string, targets []netip.AddrPort, d time.Duration, countFailures bool) (traffic.CRR, error) {
+	run := traffic.RunCRR
+	if countFailures {
+		run = traffic.RunCRRCountingFailures
+	}
 	i := 0
 	dial := func() (net.Conn, error) {
 		t := targets[i%len(targets)]
@@ -78,11 +87,11 @@ func crrIn(ns string, targets []netip.AddrPort, d time.Duration) (traffic.CRR, e
 	}
 	var r traffic.CRR
 	err := inns.Do(ns, func() error {
-		if _, err := traffic.RunCRR(dial, min(d/5, 200*time.Millisecond)); err != nil {
+		if _, err := run(dial, min(d/5, 200*time.Millisecond)); err != nil {
 			return fmt.Errorf("warm-up: %w", err)
 		}
 		var err error
-		r, err = traffic.RunCRR(dial, d)
+		r, err = run(dial, d)
 		return err
 	})
 	return r, err
@@ -90,7 +99,7 @@ func crrIn(ns string, targets []netip.AddrPort, d time.Duration) (traffic.CRR, e
 
 // crrInProcess runs crrIn in a child process, born in cgroup unless that
 // is "".
-func crrInProcess(ctx context.Context, cgroup, ns string, targets []netip.AddrPort, d time.Duration) (traffic.CRR, error) {
+func crrInProcess(ctx context.Context, cgroup, ns string, targets []netip.AddrPort, d time.Duration, countFailures bool) (traffic.CRR, error) {
 	self, err := os.Executable()
 	if err != nil {
 		return traffic.CRR{}, err
@@ -101,6 +110,9 @@ func crrInProcess(ctx context.Context, cgroup, ns string, targets []netip.AddrPo
 	}
 	cmd := exec.CommandContext(ctx, self, args...)
 	cmd.Env = append(os.Environ(), sockClientEnv+"="+ns)
+	if countFailures {
+		cmd.Env = append(cmd.Env, countFailuresEnv+"=1")
+	}
 	cmd.Stderr = os.Stderr
 	if cgroup != "" {
 		dir, err := os.Open(cgroup)
@@ -118,5 +130,5 @@ func crrInProcess(ctx context.Context, cgroup, ns string, targets []netip.AddrPo
 	if err := json.Unmarshal(out, &r); err != nil {
 		return traffic.CRR{}, fmt.Errorf("socket-LB client output: %w", err)
 	}
-	return traffic.CRR{Latencies: r.Latencies, Elapsed: r.Elapsed}, nil
+	return traffic.CRR{Latencies: r.Latencies, Elapsed: r.Elapsed, Failed: r.Failed}, nil
 }

@@ -60,13 +60,17 @@ func (m *Maps) Backends() (map[spec.BackendID]spec.Backend, error) {
 	var v LB4Backend
 	it := m.LB4Backends.Iterate()
 	for it.Next(&k, &v) {
-		out[spec.BackendID(k)] = spec.Backend{ID: spec.BackendID(k), Address: addrOfBE32(v.Address),
-			Port: htons(v.Port), Protocol: v.Proto, Terminating: v.State == lbBackendTerminating}
+		out[spec.BackendID(k)] = backendOf(spec.BackendID(k), v)
 	}
 	if err := it.Err(); err != nil {
 		return nil, fmt.Errorf("iterate backends: %w", err)
 	}
 	return out, nil
+}
+
+func backendOf(id spec.BackendID, v LB4Backend) spec.Backend {
+	return spec.Backend{ID: id, Address: addrOfBE32(v.Address), Port: htons(v.Port), Protocol: v.Proto,
+		Terminating: v.State == lbBackendTerminating}
 }
 
 func lbKey(f spec.Frontend, slot uint16) LB4Key {
@@ -161,6 +165,34 @@ func (m *Maps) Services() ([]spec.Service, error) {
 		out = append(out, *s)
 	}
 	slices.SortFunc(out, func(a, b spec.Service) int { return compareFrontends(a.Frontend, b.Frontend) })
+	return out, nil
+}
+
+// ServiceBackends reads one frontend's backends from the maps, in slot
+// order, as a packet to it would find them; a frontend not in the maps
+// has none.
+func (m *Maps) ServiceBackends(f spec.Frontend) ([]spec.Backend, error) {
+	var v0 LB4Service
+	k := lbKey(f, 0)
+	if err := m.LB4Services.Lookup(&k, &v0); err != nil {
+		if errors.Is(err, ebpf.ErrKeyNotExist) {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("lookup service %s: %w", f, err)
+	}
+	out := make([]spec.Backend, 0, v0.Count)
+	for slot := uint16(1); slot <= v0.Count; slot++ {
+		var v LB4Service
+		k := lbKey(f, slot)
+		if err := m.LB4Services.Lookup(&k, &v); err != nil {
+			return nil, fmt.Errorf("lookup service %s slot %d: %w", f, slot, err)
+		}
+		var be LB4Backend
+		if err := m.LB4Backends.Lookup(&v.BackendId, &be); err != nil {
+			return nil, fmt.Errorf("lookup backend %d of %s: %w", v.BackendId, f, err)
+		}
+		out = append(out, backendOf(spec.BackendID(v.BackendId), be))
+	}
 	return out, nil
 }
 

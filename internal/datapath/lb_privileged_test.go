@@ -39,6 +39,18 @@ func TestPrivilegedServiceMaps(t *testing.T) {
 		t.Fatalf("services %+v, want %+v", got, want)
 	}
 
+	// One frontend's backends read back in slot order; a frontend not in
+	// the maps has none.
+	one, err := m.ServiceBackends(f)
+	must(t, err)
+	if ids := backendIDs(one); !slices.Equal(ids, svc.Backends) || !one[1].Terminating || one[0].Port != 5353 {
+		t.Errorf("backends of %s read back as %+v", f, one)
+	}
+	none, err := m.ServiceBackends(spec.Frontend{Address: f.Address, Port: 54, Protocol: spec.ProtoUDP})
+	if err != nil || len(none) != 0 {
+		t.Errorf("backends of a frontend not in the maps: %+v, %v", none, err)
+	}
+
 	// Shrinking removes the slots past the new count.
 	svc.Backends = []spec.BackendID{2}
 	must(t, m.UpsertService(svc))
@@ -69,6 +81,14 @@ func TestPrivilegedServiceMaps(t *testing.T) {
 	if err := m.UpsertBackend(spec.Backend{ID: 3, Address: netip.MustParseAddr("10.0.0.1"), Port: 80, Protocol: 1}); err == nil {
 		t.Error("an ICMP backend was written")
 	}
+}
+
+func backendIDs(bs []spec.Backend) []spec.BackendID {
+	var out []spec.BackendID
+	for _, b := range bs {
+		out = append(out, b.ID)
+	}
+	return out
 }
 
 func sameService(a, b spec.Service) bool {

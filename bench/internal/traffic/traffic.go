@@ -146,17 +146,26 @@ func RRRate(dial Dial, d time.Duration) (float64, error) {
 
 // CRR connects, makes a one-byte round trip and closes, again and again
 // for d. Latencies holds each connection's connect and round trip (not
-// its close); Elapsed is the whole loop's time.
+// its close); Elapsed is the whole loop's time; Failed counts the
+// connections that failed, when the loop goes on past them.
 type CRR struct {
 	Latencies []time.Duration
 	Elapsed   time.Duration
+	Failed    int
 }
 
 // Rate is connections per second.
 func (r CRR) Rate() float64 { return float64(len(r.Latencies)) / r.Elapsed.Seconds() }
 
-// RunCRR runs connect/request/close on dial for d.
-func RunCRR(dial Dial, d time.Duration) (CRR, error) {
+// RunCRR runs connect/request/close on dial for d; a connection that
+// fails ends it.
+func RunCRR(dial Dial, d time.Duration) (CRR, error) { return runCRR(dial, d, false) }
+
+// RunCRRCountingFailures is RunCRR that counts a failed connection and
+// goes on.
+func RunCRRCountingFailures(dial Dial, d time.Duration) (CRR, error) { return runCRR(dial, d, true) }
+
+func runCRR(dial Dial, d time.Duration, countFailures bool) (CRR, error) {
 	b := []byte{1}
 	var r CRR
 	t0 := time.Now()
@@ -165,17 +174,23 @@ func RunCRR(dial Dial, d time.Duration) (CRR, error) {
 		if start.Sub(t0) >= d {
 			break
 		}
+		var lat time.Duration
 		c, err := dial()
-		if err != nil {
+		if err == nil {
+			// A connection that goes silent fails instead of hanging.
+			c.SetDeadline(start.Add(dptest.ReplyWait))
+			err = exchange(c, b)
+			lat = time.Since(start)
+			c.Close()
+		}
+		switch {
+		case err != nil && countFailures:
+			r.Failed++
+		case err != nil:
 			return r, fmt.Errorf("connection %d: %w", len(r.Latencies), err)
+		default:
+			r.Latencies = append(r.Latencies, lat)
 		}
-		err = exchange(c, b)
-		lat := time.Since(start)
-		c.Close()
-		if err != nil {
-			return r, err
-		}
-		r.Latencies = append(r.Latencies, lat)
 	}
 	r.Elapsed = time.Since(t0)
 	return r, nil
