@@ -124,9 +124,13 @@ func TestStandbyTakesOverWhenLeaderStops(t *testing.T) {
 	if err := a.Stop(context.Background()); err != nil {
 		t.Fatal(err)
 	}
+	// b leads a moment before its controller starts: wait for both.
 	testenv.Eventually(t, failover, func() error {
 		if !b.IsLeader() {
 			return errors.New("b does not lead")
+		}
+		if !strings.Contains(j.String(), "b+") {
+			return errors.New("b's controller has not started")
 		}
 		return holds(cs, "b")
 	})
