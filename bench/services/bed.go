@@ -63,7 +63,10 @@ func newBed(log *slog.Logger, o options, onClose func(func() error)) (*bed, erro
 	}
 	// Connect/request/close reuses ports in TIME_WAIT, so that the rate
 	// measures the datapath and not the ephemeral port range.
-	if err := reuseTimeWait(b.client.NS); err != nil {
+	err = inns.Do(b.client.NS, func() error {
+		return os.WriteFile("/proc/sys/net/ipv4/tcp_tw_reuse", []byte("1"), 0o644)
+	})
+	if err != nil {
 		return nil, err
 	}
 	if err := b.writeMeasured(); err != nil {
@@ -81,13 +84,6 @@ func newBed(log *slog.Logger, o options, onClose func(func() error)) (*bed, erro
 		onClose(n1.DetachSocketLB)
 	}
 	return b, nil
-}
-
-// reuseTimeWait lets new connections from ns take ports in TIME_WAIT.
-func reuseTimeWait(ns string) error {
-	return inns.Do(ns, func() error {
-		return os.WriteFile("/proc/sys/net/ipv4/tcp_tw_reuse", []byte("1"), 0o644)
-	})
 }
 
 // received is what every backend's sink has received.

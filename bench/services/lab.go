@@ -22,6 +22,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/cilium-go/cilium/bench/internal/traffic"
+	"github.com/cilium-go/cilium/internal/datapath"
 	"github.com/cilium-go/cilium/internal/datapath/dptest"
 	"github.com/cilium-go/cilium/internal/inns"
 )
@@ -96,6 +97,9 @@ type labBed struct {
 	cip      netip.Addr // the measured Service's ClusterIP
 	services int        // Service objects in the cluster
 	fillers  []*filler  // in creation order
+	// maps are cilium-go's nodes' pinned maps, in node order; nil with
+	// kube-proxy.
+	maps []*datapath.Maps
 }
 
 // startLab brings a lab up for mode and puts the measured Service and its
@@ -241,6 +245,16 @@ func (l *labBed) deploy(ctx context.Context, onClose func(func() error)) error {
 		return err
 	}
 	l.services = len(all.Items)
+	if l.mode.kubeProxy == "none" {
+		for _, n := range l.plan.Nodes {
+			m, err := l.agentMaps(n)
+			if err != nil {
+				return err
+			}
+			onClose(m.Close)
+			l.maps = append(l.maps, m)
+		}
+	}
 	return l.waitReachable(ctx, l.cip, 2*time.Minute)
 }
 

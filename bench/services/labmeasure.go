@@ -292,17 +292,8 @@ func (l *labBed) measureSync(ctx context.Context, o options) (*labSync, error) {
 	total := min(int(o.cpDuration.Seconds()*float64(o.cpRate)), len(fillers), 1<<16)
 	res := &labSync{changes: total}
 	var before []metrics
-	var pinned []*datapath.Maps
-	if l.mode.kubeProxy == "none" {
-		for _, n := range l.plan.Nodes {
-			m, err := l.agentMaps(n)
-			if err != nil {
-				return nil, err
-			}
-			defer m.Close()
-			pinned = append(pinned, m)
-		}
-	} else {
+	pinned := l.maps
+	if pinned == nil {
 		var err error
 		if before, err = l.kubeProxyMetrics(); err != nil {
 			return nil, err
@@ -410,14 +401,7 @@ func programmed(ctx context.Context, maps []*datapath.Maps, f spec.Frontend, add
 
 // sockTranslated checks that node 1's socket programs translated the
 // client's ClusterIP connects, as they do a pod's.
-func (l *labBed) sockTranslated() error {
-	m, err := l.agentMaps(l.plan.Nodes[0])
-	if err != nil {
-		return err
-	}
-	defer m.Close()
-	return sockTranslated(m)
-}
+func (l *labBed) sockTranslated() error { return sockTranslated(l.maps[0]) }
 
 // agentMaps opens a node's pinned maps, in the node's own bpffs, through
 // its agent's root.
