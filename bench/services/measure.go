@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"net/netip"
 	"slices"
 	"time"
@@ -36,7 +37,8 @@ type series struct {
 	p50, p99 []float64 // connect + first request, µs
 	rate     []float64 // conn/s, or Mbit/s for the stream
 	samples  int
-	failed   int // connections that failed (the lab part counts them)
+	failed   int      // connections that failed (the lab part counts them)
+	errors   []string // the first failures' errors
 }
 
 // add appends one repetition's connect/request/close figures.
@@ -46,11 +48,20 @@ func (s *series) add(c traffic.CRR) {
 		lat[i] = int64(l)
 	}
 	slices.Sort(lat)
-	s.p50 = append(s.p50, float64(stats.Quantile(lat, 0.5))/1e3)
-	s.p99 = append(s.p99, float64(stats.Quantile(lat, 0.99))/1e3)
+	p50, p99 := math.NaN(), math.NaN() // a repetition whose every connection failed measured nothing
+	if len(lat) > 0 {
+		p50, p99 = float64(stats.Quantile(lat, 0.5))/1e3, float64(stats.Quantile(lat, 0.99))/1e3
+	}
+	s.p50 = append(s.p50, p50)
+	s.p99 = append(s.p99, p99)
 	s.rate = append(s.rate, c.Rate())
 	s.samples += len(lat)
 	s.failed += c.Failed
+	for _, e := range c.Errors {
+		if len(s.errors) < traffic.MaxErrors {
+			s.errors = append(s.errors, e)
+		}
+	}
 }
 
 type crrKey struct {

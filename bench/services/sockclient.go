@@ -38,6 +38,7 @@ type crrReport struct {
 	Latencies []time.Duration `json:"latencies_ns"`
 	Elapsed   time.Duration   `json:"elapsed_ns"`
 	Failed    int             `json:"failed"`
+	Errors    []string        `json:"errors,omitempty"`
 }
 
 func sockClientMain(ns string, args []string) int {
@@ -61,7 +62,7 @@ func sockClientMain(ns string, args []string) int {
 	}
 	r, err := crrIn(ns, targets, d, os.Getenv(countFailuresEnv) != "")
 	if err == nil {
-		err = json.NewEncoder(os.Stdout).Encode(crrReport{Latencies: r.Latencies, Elapsed: r.Elapsed, Failed: r.Failed})
+		err = json.NewEncoder(os.Stdout).Encode(crrReport{Latencies: r.Latencies, Elapsed: r.Elapsed, Failed: r.Failed, Errors: r.Errors})
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "socket-LB client:", err)
@@ -130,5 +131,5 @@ func crrInProcess(ctx context.Context, cgroup, ns string, targets []netip.AddrPo
 	if err := json.Unmarshal(out, &r); err != nil {
 		return traffic.CRR{}, fmt.Errorf("socket-LB client output: %w", err)
 	}
-	return traffic.CRR{Latencies: r.Latencies, Elapsed: r.Elapsed, Failed: r.Failed}, nil
+	return traffic.CRR{Latencies: r.Latencies, Elapsed: r.Elapsed, Failed: r.Failed, Errors: r.Errors}, nil
 }

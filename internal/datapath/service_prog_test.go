@@ -174,6 +174,20 @@ func TestPrivilegedProgServiceForward(t *testing.T) {
 					ce, ok, revNATOf(tcpFront), idC)
 			}
 		}},
+		// kube-proxy's iptables translate a flow at its first packet only:
+		// a SYN sent before the rules existed leaves conntrack state that
+		// keeps every later SYN of that port untranslated. Here every
+		// packet looks the frontend up.
+		{"a port first used before its frontend existed is translated once it does", envOpts{}, func(t *testing.T, e *env) {
+			before := toFront(ipA, 40000, tcpFront, "S")
+			if _, dst, _ := e.sends(e.fromContainer, before, actOK); dst != ap(svcIP, 80) {
+				t.Fatalf("before the frontend: left for %v, want %v untranslated", dst, ap(svcIP, 80))
+			}
+			e.serve(tcpFront, 0, beC)
+			if _, dst, _ := e.sends(e.fromContainer, before, actRedirect); dst != ap(ipC, 8080) {
+				t.Fatalf("the same SYN after the frontend appeared left for %v, want %v", dst, ap(ipC, 8080))
+			}
+		}},
 		// Proves the service entry: with several backends, a random pick
 		// per packet would scatter one connection's packets.
 		{"every packet of a connection goes to the same backend", envOpts{}, func(t *testing.T, e *env) {

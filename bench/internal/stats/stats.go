@@ -23,13 +23,16 @@ type Ratio struct {
 	logSD       float64
 }
 
-// PairedRatio is the ratio of num to den, repetition by repetition.
+// PairedRatio is the ratio of num to den, repetition by repetition. A
+// repetition that measured nothing on either side (NaN) is left out.
 func PairedRatio(num, den []float64) Ratio {
-	n := min(len(num), len(den))
-	logs := make([]float64, 0, n)
-	for i := range n {
-		logs = append(logs, math.Log(num[i]/den[i]))
+	var logs []float64
+	for i := range min(len(num), len(den)) {
+		if !math.IsNaN(num[i]) && !math.IsNaN(den[i]) {
+			logs = append(logs, math.Log(num[i]/den[i]))
+		}
 	}
+	n := len(logs)
 	r := Ratio{N: n, logMean: Mean(logs)}
 	r.Est = math.Exp(r.logMean)
 	r.Lo, r.Hi = math.NaN(), math.NaN()
@@ -157,9 +160,13 @@ func TQuantile975(df int) float64 {
 }
 
 // Median is the middle of v (the mean of the two middle values when
-// their number is even).
+// their number is even), leaving out NaN (nothing measured); NaN when
+// nothing is left.
 func Median(v []float64) float64 {
-	s := slices.Clone(v)
+	s := slices.DeleteFunc(slices.Clone(v), math.IsNaN)
+	if len(s) == 0 {
+		return math.NaN()
+	}
 	slices.Sort(s)
 	if len(s)%2 == 1 {
 		return s[len(s)/2]

@@ -49,6 +49,14 @@ func TestPairedRatio(t *testing.T) {
 	if one := PairedRatio([]float64{95}, []float64{100}); !math.IsNaN(one.Lo) || (Target{Value: 0.5}).Of(one) != Undecided {
 		t.Errorf("one repetition has no interval: %+v", one)
 	}
+	// A repetition that measured nothing (NaN) on either side is no pair.
+	gap := PairedRatio([]float64{97, math.NaN(), 99}, []float64{100, 100, math.NaN()})
+	if gap.N != 1 || !near(gap.Est, 0.97, 1e-12) {
+		t.Errorf("NaN repetitions: %+v, want 0.97 of 1", gap)
+	}
+	if m := Median([]float64{3, math.NaN(), 1, 2}); m != 2 {
+		t.Errorf("median leaving out NaN: %v, want 2", m)
+	}
 	same := PairedRatio([]float64{97, 194}, []float64{100, 200})
 	if !near(same.Lo, 0.97, 1e-12) || !near(same.Hi, 0.97, 1e-12) {
 		t.Errorf("identical ratios: %+v, want a zero-width interval", same)

@@ -147,12 +147,17 @@ func RRRate(dial Dial, d time.Duration) (float64, error) {
 // CRR connects, makes a one-byte round trip and closes, again and again
 // for d. Latencies holds each connection's connect and round trip (not
 // its close); Elapsed is the whole loop's time; Failed counts the
-// connections that failed, when the loop goes on past them.
+// connections that failed, when the loop goes on past them, and Errors
+// holds the first MaxErrors of their errors.
 type CRR struct {
 	Latencies []time.Duration
 	Elapsed   time.Duration
 	Failed    int
+	Errors    []string
 }
+
+// MaxErrors is how many failures' errors a CRR keeps.
+const MaxErrors = 5
 
 // Rate is connections per second.
 func (r CRR) Rate() float64 { return float64(len(r.Latencies)) / r.Elapsed.Seconds() }
@@ -186,6 +191,9 @@ func runCRR(dial Dial, d time.Duration, countFailures bool) (CRR, error) {
 		switch {
 		case err != nil && countFailures:
 			r.Failed++
+			if len(r.Errors) < MaxErrors {
+				r.Errors = append(r.Errors, fmt.Sprintf("after %v: %v", time.Since(start).Round(time.Millisecond), err))
+			}
 		case err != nil:
 			return r, fmt.Errorf("connection %d: %w", len(r.Latencies), err)
 		default:

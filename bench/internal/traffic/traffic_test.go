@@ -4,6 +4,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"strings"
 	"testing"
 	"time"
 )
@@ -44,5 +45,8 @@ func TestRunCRRFailures(t *testing.T) {
 	}
 	if r.Failed == 0 || len(r.Latencies) == 0 || r.Failed < len(r.Latencies)-1 || r.Failed > len(r.Latencies) {
 		t.Errorf("%d connections, %d failed: want every other one failed", len(r.Latencies), r.Failed)
+	}
+	if len(r.Errors) != min(r.Failed, MaxErrors) || !strings.HasSuffix(r.Errors[0], ": refused") {
+		t.Errorf("%d failed, errors kept: %q", r.Failed, r.Errors)
 	}
 }
