@@ -74,6 +74,11 @@ type labSync struct {
 	updates []time.Duration // the update calls' own durations, sorted
 	// cilium-go
 	latencies []time.Duration // sorted
+	// afterCall is each latency less its update call: from the API
+	// server's answer to every node's maps, sorted. The change is
+	// committed before the answer, so this bounds the agents' share from
+	// below, as latencies does from above.
+	afterCall []time.Duration
 	lost      int
 	// kube-proxy, per node
 	programming []histogram
@@ -335,6 +340,7 @@ func (l *labBed) measureSync(ctx context.Context, o options) (*labSync, error) {
 				firstErr = fmt.Errorf("%s: change %d (%s): %w", l.mode.name, k, f.name, err)
 			case err == nil && pinned != nil:
 				res.latencies = append(res.latencies, lat)
+				res.afterCall = append(res.afterCall, max(lat-update, 0))
 			}
 		})
 	}
@@ -344,6 +350,7 @@ func (l *labBed) measureSync(ctx context.Context, o options) (*labSync, error) {
 		return nil, firstErr
 	}
 	slices.Sort(res.latencies)
+	slices.Sort(res.afterCall)
 	slices.Sort(res.updates)
 	if before == nil {
 		return res, nil

@@ -47,7 +47,11 @@ func TestReport(t *testing.T) {
 	}
 	lr.crr[labKey{"iptables", labCIP, 10}] = crrSeries(100, 110, 90)
 	lr.crr[labKey{"iptables", labCIP, 10000}] = crrSeries(400, 440, 360) // 4 times cilium-go: met
-	lr.sync["cilium-go"] = &labSync{changes: 1000, rate: 100, latencies: cp.changes}
+	var afterCall []time.Duration
+	for i := range 100 {
+		afterCall = append(afterCall, time.Duration(i+1)*time.Millisecond)
+	}
+	lr.sync["cilium-go"] = &labSync{changes: 1000, rate: 100, latencies: cp.changes, afterCall: afterCall}
 	prog := metrics{
 		`kubeproxy_network_programming_duration_seconds_bucket{ip_family="IPv4",le="0.25"}`: 0,
 		`kubeproxy_network_programming_duration_seconds_bucket{ip_family="IPv4",le="1"}`:    50,
@@ -72,6 +76,7 @@ func TestReport(t *testing.T) {
 		"lab: iptables / cilium-go @10000, ClusterIP p50 >= 3.00    4.000  [4.000, 4.000]  met",
 		"lab: nftables / cilium-go @10, ClusterIP p50 >= 1.00       0.900  [0.900, 0.900]  missed",
 		"lab: change to every node's map, p99 <= 100ms",
+		"a lower bound of the agents' share: p50 50.00 ms, p99 99.00 ms)",
 		"trigger time -> rules written:  100 observed, p50 (0.25, 1] p99 (1, 2];  rule syncs:   0, p50 - p99 -",
 	} {
 		if !strings.Contains(out, want) {
