@@ -46,6 +46,8 @@ func TestReport(t *testing.T) {
 		lr.crr[labKey{"nftables", labCIP, n}] = crrSeries(90, 99, 81) // 0.9 times cilium-go: missed
 	}
 	lr.crr[labKey{"iptables", labCIP, 10}] = crrSeries(100, 110, 90)
+	lr.crr[labKey{"iptables", labCIP, 10}].failed = 1
+	lr.crr[labKey{"iptables", labCIP, 10}].errors = []string{"after 3.001s: dial tcp4 10.96.0.10:80: i/o timeout"}
 	lr.crr[labKey{"iptables", labCIP, 10000}] = crrSeries(400, 440, 360) // 4 times cilium-go: met
 	var afterCall []time.Duration
 	for i := range 100 {
@@ -77,6 +79,7 @@ func TestReport(t *testing.T) {
 		"lab: nftables / cilium-go @10, ClusterIP p50 >= 1.00       0.900  [0.900, 0.900]  missed",
 		"lab: change to every node's map, p99 <= 100ms",
 		"a lower bound of the agents' share: p50 50.00 ms, p99 99.00 ms)",
+		"failures @10, kube-proxy iptables, ClusterIP: after 3.001s: dial tcp4 10.96.0.10:80: i/o timeout",
 		"trigger time -> rules written:  100 observed, p50 (0.25, 1] p99 (1, 2];  rule syncs:   0, p50 - p99 -",
 	} {
 		if !strings.Contains(out, want) {
