@@ -43,13 +43,7 @@ func reportLab(w io.Writer, o options, lr *labResults) []string {
 					fmt.Fprintf(w, "   %-24s %s", stats.PairedRatio(s.p50, base.p50), stats.PairedRatio(s.p99, base.p99))
 				}
 				fmt.Fprintln(w)
-			}
-		}
-	}
-	for _, n := range lr.scales {
-		for _, m := range lr.modes {
-			for _, p := range []path{labPod, labCIP, labCIPTC} {
-				if s := lr.crr[labKey{m.key, p, n}]; s != nil && len(s.errors) > 0 {
+				if len(s.errors) > 0 {
 					fmt.Fprintf(w, "  failures @%d, %s, %s: %s\n", n, m.name, labPathNames[p], strings.Join(s.errors, "; "))
 				}
 			}
