@@ -42,7 +42,8 @@ var (
 		endpoint.Cell,       // endpoints: create, persist, restore; a table that a reconciler programs
 		ciliumendpoint.Cell, // a CiliumEndpoint for every local endpoint
 		ipcache.Cell,        // the ipcache and routes to other nodes' pods: tables that reconcilers program
-		policy.Cell,         // endpoints' policies: a table that a reconciler programs (empty until the policy engine)
+		policy.EngineCell,   // --enable-policy: NetworkPolicies and Cilium policies into endpoints' policies
+		policy.Cell,         // endpoints' policies: a table that a reconciler programs
 		loadbalancer.Cell,   // --kube-proxy-replacement: Services as frontends and backends, tables that reconcilers program
 		server.Cell,         // REST API on the unix socket
 		cniconf.Cell,        // --write-cni-conf-when-ready: the node's CNI configuration, last

@@ -23,7 +23,9 @@ var Cell = cell.Module("endpoint-manager", "Local endpoints created and programm
 	cell.ProvidePrivate(NewTable),
 	health.JobGroup,
 	cell.Provide(newManagerCell, func(m *Manager) ipam.EndpointOwners { return m },
-		func(m *Manager) statedb.Table[*Desired] { return m.tbl }),
+		// From the table, not the manager: the policy engine reads the
+		// table and the manager waits on the policy engine.
+		func(t statedb.RWTable[*Desired]) statedb.Table[*Desired] { return t }),
 	cell.Invoke(registerMetrics),
 )
 
@@ -39,13 +41,14 @@ type managerParams struct {
 	Paths      paths.Config
 	Datapath   Datapath
 	IDs        IdentityAllocator
+	Policy     PolicyGate `optional:"true"`
 	IPAM       *ipam.Allocator
 	Table      statedb.RWTable[*Desired]
 	Reconciler reconciler.Params
 }
 
 func newManagerCell(p managerParams) (*Manager, error) {
-	m := NewManager(p.Log, p.Reconciler.DB, p.Table, p.IDs, p.IPAM, StateDir(p.Paths))
+	m := NewManager(p.Log, p.Reconciler.DB, p.Table, p.IDs, p.IPAM, p.Policy, StateDir(p.Paths))
 	// The reconciler starts before the restore hook below, so that
 	// Restore can wait for it.
 	if err := RegisterReconciler(p.Reconciler, m, p.Datapath); err != nil {

@@ -83,7 +83,8 @@ func (e *Endpoint) spec() Spec {
 }
 
 // datapathEndpoint is the endpoint as the datapath programs it.
-func (e *Endpoint) datapathEndpoint() spec.Endpoint {
-	mac, _ := net.ParseMAC(e.MAC) // validated on creation
-	return spec.Endpoint{ID: e.ID, Identity: e.Identity, IPv4: e.IPv4, MAC: mac, HostDevice: e.HostIfName}
+func (d *Desired) datapathEndpoint() spec.Endpoint {
+	mac, _ := net.ParseMAC(d.MAC) // validated on creation
+	return spec.Endpoint{ID: d.ID, Identity: d.Identity, IPv4: d.IPv4, MAC: mac, HostDevice: d.HostIfName,
+		PolicyIngress: d.EnforcePolicy, PolicyEgress: d.EnforcePolicy}
 }

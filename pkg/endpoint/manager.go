@@ -18,8 +18,19 @@ import (
 	"github.com/cilium/statedb"
 
 	"github.com/cilium-go/cilium/pkg/api/models"
+	"github.com/cilium-go/cilium/pkg/identity"
 	"github.com/cilium-go/cilium/pkg/paths"
 )
+
+// PolicyGate is the policy engine as endpoints see it.
+type PolicyGate interface {
+	// Enforced says whether endpoints' programs judge connections by
+	// their policy maps (enable-policy is not "never").
+	Enforced() bool
+	// AwaitPolicy returns once endpoint id's policy, computed for
+	// identity, is in the datapath.
+	AwaitPolicy(ctx context.Context, id uint16, identity identity.NumericIdentity) error
+}
 
 // AddressReleaser frees the pod address of a deleted endpoint.
 type AddressReleaser interface {
@@ -39,8 +50,11 @@ type Manager struct {
 	tbl  statedb.RWTable[*Desired]
 	ids  IdentityAllocator
 	ipam AddressReleaser
-	dir  string
-	now  func() time.Time
+	// policy, when set, is the policy engine: endpoints enforce policy
+	// as it says, and are ready once their policy is in the datapath.
+	policy PolicyGate
+	dir    string
+	now    func() time.Time
 	// initDone marks the table initialized once Restore wrote it: the
 	// reconciler prunes nothing before, so that a restarting agent does
 	// not unprogram the pods it is about to restore.
@@ -67,11 +81,12 @@ type drain struct {
 
 // NewManager keeps its state files in dir and its rows in tbl. It touches
 // nothing until Restore or Create.
-func NewManager(log *slog.Logger, db *statedb.DB, tbl statedb.RWTable[*Desired], ids IdentityAllocator, ipam AddressReleaser, dir string) *Manager {
+func NewManager(log *slog.Logger, db *statedb.DB, tbl statedb.RWTable[*Desired], ids IdentityAllocator, ipam AddressReleaser,
+	policy PolicyGate, dir string) *Manager {
 	txn := db.WriteTxn(tbl)
 	done := tbl.RegisterInitializer(txn, "endpoint-restore")
 	txn.Commit()
-	return &Manager{log: log, db: db, tbl: tbl, ids: ids, ipam: ipam, dir: dir, now: time.Now, initDone: done,
+	return &Manager{log: log, db: db, tbl: tbl, ids: ids, ipam: ipam, policy: policy, dir: dir, now: time.Now, initDone: done,
 		byID: map[uint16]*Endpoint{}, byContainer: map[string]*Endpoint{}, unrestored: map[uint16]bool{},
 		draining: map[uint16]*drain{}}
 }

@@ -17,19 +17,32 @@ const programTimeout = time.Minute
 func (m *Manager) want(e *Endpoint) error {
 	txn := m.db.WriteTxn(m.tbl)
 	defer txn.Abort()
-	if _, _, err := m.tbl.Insert(txn, &Desired{Endpoint: *e, Status: reconciler.StatusPending()}); err != nil {
+	row := &Desired{Endpoint: *e, EnforcePolicy: m.policy != nil && m.policy.Enforced(), Status: reconciler.StatusPending()}
+	if _, _, err := m.tbl.Insert(txn, row); err != nil {
 		return fmt.Errorf("endpoint %d: %w", e.ID, err)
 	}
 	txn.Commit()
 	return nil
 }
 
-// program writes e's row and waits until the reconciler programmed it.
+// program writes e's row and waits until the reconciler programmed it
+// and the policy engine put its policy for e's identity in place.
 func (m *Manager) program(ctx context.Context, e *Endpoint) error {
 	if err := m.want(e); err != nil {
 		return err
 	}
-	return m.awaitProgrammed(ctx, e.ID)
+	if err := m.awaitProgrammed(ctx, e.ID); err != nil {
+		return err
+	}
+	if m.policy == nil {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, programTimeout)
+	defer cancel()
+	if err := m.policy.AwaitPolicy(ctx, e.ID, e.Identity); err != nil {
+		return fmt.Errorf("endpoint %d policy: %w", e.ID, err)
+	}
+	return nil
 }
 
 // awaitProgrammed waits for the reconciler's verdict on id's row: nil

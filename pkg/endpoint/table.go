@@ -16,7 +16,11 @@ const TableName = "endpoints"
 // Rows are never changed in place: the manager inserts a changed copy.
 type Desired struct {
 	Endpoint
-	Status reconciler.Status
+	// EnforcePolicy makes the endpoint's programs judge new connections
+	// by its policy map, in both directions. Where no rule isolates the
+	// endpoint, the policy engine writes an allow-all entry.
+	EnforcePolicy bool
+	Status        reconciler.Status
 }
 
 // TableHeader implements statedb.TableWritable.

@@ -1,9 +1,9 @@
-// Package policy holds each local endpoint's desired policy, the entries
-// its policy map should hold, in a statedb table, and registers the
-// reconciler that makes the datapath's policy map match it. The policy
-// engine writes the table; until there is one, the table stays empty and
-// the reconciler keeps the map free of policy no endpoint is meant to
-// have.
+// Package policy is network policy: NetworkPolicies and Cilium's
+// policies become rules (FromNetworkPolicy, FromCNP, FromCCNP); the
+// Engine turns rules, identities and local endpoints into each
+// endpoint's policy map entries, changing them by delta; the entries go
+// into a statedb table, and a reconciler makes the datapath's policy map
+// match it.
 package policy
 
 import (
@@ -20,6 +20,7 @@ import (
 	"github.com/cilium-go/cilium/internal/datapath/spec"
 	"github.com/cilium-go/cilium/pkg/desired"
 	"github.com/cilium-go/cilium/pkg/health"
+	"github.com/cilium-go/cilium/pkg/identity"
 )
 
 // TableName is the table's name in statedb.
@@ -29,16 +30,37 @@ const TableName = "endpoint-policies"
 // are never changed in place: a writer inserts a changed copy.
 type EndpointPolicy struct {
 	EndpointID uint16
-	Entries    []spec.PolicyEntry
-	Status     reconciler.Status
+	// Identity is the endpoint's identity the entries were computed for.
+	Identity identity.NumericIdentity
+	// Revision is the engine's revision of the entries; once the row is
+	// reconciled, the endpoint's realized policy revision.
+	Revision                      uint64
+	EnforceIngress, EnforceEgress bool
+	Entries                       []spec.PolicyEntry
+	Status                        reconciler.Status
 }
 
 // TableHeader implements statedb.TableWritable.
-func (*EndpointPolicy) TableHeader() []string { return []string{"Endpoint", "Entries", "Status"} }
+func (*EndpointPolicy) TableHeader() []string {
+	return []string{"Endpoint", "Identity", "Revision", "Enforcing", "Entries", "Status"}
+}
 
 // TableRow implements statedb.TableWritable.
 func (p *EndpointPolicy) TableRow() []string {
-	return []string{strconv.Itoa(int(p.EndpointID)), strconv.Itoa(len(p.Entries)), p.Status.String()}
+	return []string{strconv.Itoa(int(p.EndpointID)), p.Identity.String(), strconv.FormatUint(p.Revision, 10),
+		enforcing(p.EnforceIngress, p.EnforceEgress), strconv.Itoa(len(p.Entries)), p.Status.String()}
+}
+
+func enforcing(ingress, egress bool) string {
+	switch {
+	case ingress && egress:
+		return "both"
+	case ingress:
+		return "ingress"
+	case egress:
+		return "egress"
+	}
+	return "none"
 }
 
 // Clone implements desired.Row.

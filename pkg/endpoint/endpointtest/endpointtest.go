@@ -141,7 +141,7 @@ func Start(t testing.TB, dp endpoint.Datapath, ids endpoint.IdentityAllocator, i
 		cell.Module("endpoint-test", "Endpoint manager under test",
 			cell.Provide(endpoint.NewTable, func(r job.Registry, h cell.Health) job.Group { return r.NewGroup(h) }),
 			cell.Invoke(func(p reconciler.Params, tbl statedb.RWTable[*endpoint.Desired]) error {
-				m = endpoint.NewManager(hivetest.Logger(t), p.DB, tbl, ids, ipam, dir)
+				m = endpoint.NewManager(hivetest.Logger(t), p.DB, tbl, ids, ipam, nil, dir)
 				return endpoint.RegisterReconciler(p, m, dp)
 			})))
 	log := hivetest.Logger(t)

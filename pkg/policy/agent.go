@@ -1,0 +1,370 @@
+package policy
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/cilium/hive/cell"
+	"github.com/cilium/hive/job"
+	"github.com/cilium/statedb"
+	"github.com/cilium/statedb/reconciler"
+	"github.com/spf13/pflag"
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	kubeinformers "k8s.io/client-go/informers"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/cilium-go/cilium/internal/datapath/spec"
+	"github.com/cilium-go/cilium/pkg/endpoint"
+	"github.com/cilium-go/cilium/pkg/health"
+	"github.com/cilium-go/cilium/pkg/identity"
+	k8sagent "github.com/cilium-go/cilium/pkg/k8s/agent"
+	v2 "github.com/cilium-go/cilium/pkg/k8s/apis/cilium.io/v2"
+	"github.com/cilium-go/cilium/pkg/k8s/client"
+	"github.com/cilium-go/cilium/pkg/labels"
+)
+
+// Config holds the policy engine's flags.
+type Config struct {
+	EnablePolicy string
+}
+
+// DefaultConfig is Cilium's default: isolate what rules select.
+var DefaultConfig = Config{EnablePolicy: string(ModeDefault)}
+
+// Flags implements cell.Flagger.
+func (def Config) Flags(flags *pflag.FlagSet) {
+	flags.String("enable-policy", def.EnablePolicy,
+		"Policy enforcement: default (endpoints that rules select are isolated), always (every endpoint is), never")
+}
+
+// EngineCell runs the policy engine: it reads NetworkPolicies,
+// CiliumNetworkPolicies, CiliumClusterwideNetworkPolicies, the cluster's
+// identities and the local endpoints, and writes every endpoint's policy
+// into the table that the policy map's reconciler programs. It provides
+// the endpoint manager's PolicyGate.
+var EngineCell = cell.Module("policy", "Network policy rules to endpoints policy map entries",
+	cell.Config(DefaultConfig),
+	cell.Provide(newAgent, func(a *Agent) endpoint.PolicyGate { return a }),
+	health.JobGroup,
+	cell.Invoke(func(jobs job.Group, a *Agent) { jobs.Add(job.OneShot("policy-engine", a.run)) }),
+)
+
+// Agent runs the engine for the agent: one goroutine owns the engine,
+// and everything else hands it work through a queue.
+type Agent struct {
+	log      *slog.Logger
+	db       *statedb.DB
+	tbl      statedb.RWTable[*EndpointPolicy]
+	eps      statedb.Table[*endpoint.Desired]
+	clients  *k8sagent.Clients
+	watchers *k8sagent.Watchers
+	mode     Mode
+	engine   *Engine
+	initDone func(statedb.WriteTxn)
+
+	mu    sync.Mutex
+	queue []func(*Engine)
+	wake  chan struct{}
+}
+
+type agentParams struct {
+	cell.In
+	Config    Config
+	Log       *slog.Logger
+	DB        *statedb.DB
+	Table     statedb.RWTable[*EndpointPolicy]
+	Endpoints statedb.Table[*endpoint.Desired]
+	Clients   *k8sagent.Clients  `optional:"true"`
+	Watchers  *k8sagent.Watchers `optional:"true"`
+}
+
+func newAgent(p agentParams) (*Agent, error) {
+	mode, err := ParseMode(p.Config.EnablePolicy)
+	if err != nil {
+		return nil, err
+	}
+	txn := p.DB.WriteTxn(p.Table)
+	done := p.Table.RegisterInitializer(txn, "policy-engine")
+	txn.Commit()
+	return &Agent{log: p.Log, db: p.DB, tbl: p.Table, eps: p.Endpoints, clients: p.Clients, watchers: p.Watchers,
+		mode: mode, engine: NewEngine(mode), initDone: done, wake: make(chan struct{}, 1)}, nil
+}
+
+// Enforced implements endpoint.PolicyGate.
+func (a *Agent) Enforced() bool { return a.mode != ModeNever }
+
+// AwaitPolicy implements endpoint.PolicyGate.
+func (a *Agent) AwaitPolicy(ctx context.Context, id uint16, num identity.NumericIdentity) error {
+	if !a.Enforced() {
+		return nil
+	}
+	for {
+		row, _, watch, ok := a.tbl.GetWatch(a.db.ReadTxn(), EndpointIndex.Query(id))
+		if ok && row.Identity == num {
+			switch row.Status.Kind {
+			case reconciler.StatusKindDone:
+				return nil
+			case reconciler.StatusKindError:
+				return errors.New(row.Status.GetError())
+			}
+		}
+		select {
+		case <-watch:
+		case <-ctx.Done():
+			return fmt.Errorf("policy not in place yet: %w", context.Cause(ctx))
+		}
+	}
+}
+
+// do queues work for the engine's goroutine.
+func (a *Agent) do(fn func(*Engine)) {
+	a.mu.Lock()
+	a.queue = append(a.queue, fn)
+	a.mu.Unlock()
+	select {
+	case a.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (a *Agent) run(ctx context.Context, h cell.Health) error {
+	if a.clients != nil && a.mode != ModeNever {
+		if err := a.watch(ctx); err != nil {
+			return err
+		}
+	}
+	wtxn := a.db.WriteTxn(a.eps)
+	changes, err := a.eps.Changes(wtxn)
+	wtxn.Commit()
+	if err != nil {
+		return err
+	}
+	// Restored endpoints are in the table once it is initialized: the
+	// first rows written then hold every endpoint's policy, and only
+	// then may the reconciler prune what an earlier run left.
+	if err := a.awaitEndpointsInitialized(ctx); err != nil {
+		return err
+	}
+	initialized := false
+	for {
+		a.mu.Lock()
+		work := a.queue
+		a.queue = nil
+		a.mu.Unlock()
+		for _, fn := range work {
+			fn(a.engine)
+		}
+		evs, watch := changes.Next(a.db.ReadTxn())
+		for ev := range evs {
+			a.endpointChanged(ev.Object, ev.Deleted)
+		}
+		a.write(!initialized)
+		initialized = true
+		h.OK(fmt.Sprintf("%d endpoints", len(a.engine.eps)))
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-a.wake:
+		case <-watch:
+		}
+	}
+}
+
+func (a *Agent) awaitEndpointsInitialized(ctx context.Context) error {
+	for {
+		ok, watch := a.eps.Initialized(a.db.ReadTxn())
+		if ok {
+			return nil
+		}
+		select {
+		case <-watch:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+func (a *Agent) endpointChanged(d *endpoint.Desired, deleted bool) {
+	if deleted {
+		a.engine.DeleteEndpoint(d.ID)
+		return
+	}
+	var ports NamedPorts
+	if a.watchers != nil {
+		if pod, ok := a.watchers.Pod(d.PodNamespace, d.PodName); ok {
+			ports = podNamedPorts(pod)
+		}
+	}
+	a.engine.UpsertEndpoint(EndpointInfo{ID: d.ID, Identity: d.Identity, NamedPorts: ports})
+}
+
+// podNamedPorts are a pod's container ports that have names.
+func podNamedPorts(pod *corev1.Pod) NamedPorts {
+	var out NamedPorts
+	for _, c := range pod.Spec.Containers {
+		for _, p := range c.Ports {
+			if p.Name == "" || p.ContainerPort <= 0 || p.ContainerPort > 65535 {
+				continue
+			}
+			proto, ok := k8sProtocol(p.Protocol)
+			if !ok {
+				continue
+			}
+			out = append(out, NamedPort{Name: p.Name, Protocol: proto, Port: uint16(p.ContainerPort)})
+		}
+	}
+	return out
+}
+
+func k8sProtocol(p corev1.Protocol) (uint8, bool) {
+	switch p {
+	case "", corev1.ProtocolTCP:
+		return spec.ProtoTCP, true
+	case corev1.ProtocolUDP:
+		return spec.ProtoUDP, true
+	case corev1.ProtocolSCTP:
+		return spec.ProtoSCTP, true
+	}
+	return 0, false
+}
+
+// write puts what the engine changed into the table, in one transaction.
+func (a *Agent) write(markInitialized bool) {
+	eps, _ := a.engine.Flush()
+	if len(eps) == 0 && !markInitialized {
+		return
+	}
+	txn := a.db.WriteTxn(a.tbl)
+	defer txn.Abort()
+	for _, st := range eps {
+		switch {
+		case st.Deleted:
+			_, _, _ = a.tbl.Delete(txn, &EndpointPolicy{EndpointID: st.ID})
+		case st.Ready:
+			ents := slices.SortedFunc(maps.Keys(a.engine.Entries(st.ID)), compareEntries)
+			row := &EndpointPolicy{EndpointID: st.ID, Identity: st.Identity, Revision: st.Revision,
+				EnforceIngress: st.EnforceIngress, EnforceEgress: st.EnforceEgress, Entries: ents,
+				Status: reconciler.StatusPending()}
+			if _, _, err := a.tbl.Insert(txn, row); err != nil {
+				a.log.Error("write endpoint policy", "endpoint", st.ID, "error", err)
+			}
+		}
+	}
+	if markInitialized {
+		a.initDone(txn)
+	}
+	txn.Commit()
+}
+
+func compareEntries(x, y spec.PolicyEntry) int {
+	return cmp.Or(cmp.Compare(x.Direction, y.Direction), cmp.Compare(x.Identity, y.Identity),
+		cmp.Compare(x.Protocol, y.Protocol), cmp.Compare(x.Port, y.Port), cmp.Compare(x.EndPort, y.EndPort),
+		cmpBool(x.Deny, y.Deny))
+}
+
+func cmpBool(x, y bool) int {
+	switch {
+	case x == y:
+		return 0
+	case x:
+		return 1
+	}
+	return -1
+}
+
+// watch starts the informers of policies and identities, feeding the
+// engine, and waits until they listed everything.
+func (a *Agent) watch(ctx context.Context) error {
+	factory := kubeinformers.NewSharedInformerFactory(a.clients.Kube, 10*time.Minute)
+	nps := factory.Networking().V1().NetworkPolicies().Informer()
+	cnps := client.NewCiliumNetworkPolicyInformer(a.clients.Cilium, "", 10*time.Minute, nil)
+	ccnps := client.NewCiliumClusterwideNetworkPolicyInformer(a.clients.Cilium, 10*time.Minute, nil)
+	handlers := []struct {
+		inf   cache.SharedIndexInformer
+		kind  string
+		rules func(obj any) ([]Rule, error)
+	}{
+		{nps, KindNetworkPolicy, func(obj any) ([]Rule, error) { return FromNetworkPolicy(obj.(*networkingv1.NetworkPolicy)) }},
+		{cnps, KindCNP, func(obj any) ([]Rule, error) { return FromCNP(obj.(*v2.CiliumNetworkPolicy)) }},
+		{ccnps, KindCCNP, func(obj any) ([]Rule, error) { return FromCCNP(obj.(*v2.CiliumClusterwideNetworkPolicy)) }},
+	}
+	synced := []cache.InformerSynced{}
+	for _, h := range handlers {
+		if _, err := h.inf.AddEventHandler(a.policyHandler(h.kind, h.rules)); err != nil {
+			return err
+		}
+		go h.inf.RunWithContext(ctx)
+		synced = append(synced, h.inf.HasSynced)
+	}
+	if a.watchers != nil {
+		reg, err := a.watchers.CiliumIdentities.AddEventHandler(a.identityHandler())
+		if err != nil {
+			return err
+		}
+		synced = append(synced, reg.HasSynced)
+	}
+	if !cache.WaitForCacheSync(ctx.Done(), synced...) {
+		return errors.New("policy caches not synced")
+	}
+	return nil
+}
+
+// policyHandler turns a policy object into rules for the engine. An
+// object that does not translate is reported and its previous rules stay
+// in force: bad input never half-applies.
+func (a *Agent) policyHandler(kind string, rules func(obj any) ([]Rule, error)) cache.ResourceEventHandler {
+	set := func(obj any) {
+		key, _ := cache.MetaNamespaceKeyFunc(obj)
+		ns, name, _ := cache.SplitMetaNamespaceKey(key)
+		origin := Origin{Kind: kind, Namespace: ns, Name: name}
+		rs, err := rules(obj)
+		if err != nil {
+			a.log.Warn("policy refused, its previous rules stay in force", "policy", origin.String(), "error", err)
+			return
+		}
+		a.do(func(e *Engine) { e.SetRules(origin, rs) })
+	}
+	return cache.ResourceEventHandlerFuncs{
+		AddFunc:    set,
+		UpdateFunc: func(_, obj any) { set(obj) },
+		DeleteFunc: func(obj any) {
+			key, _ := cache.DeletionHandlingMetaNamespaceKeyFunc(obj)
+			ns, name, _ := cache.SplitMetaNamespaceKey(key)
+			origin := Origin{Kind: kind, Namespace: ns, Name: name}
+			a.do(func(e *Engine) { e.SetRules(origin, nil) })
+		},
+	}
+}
+
+func (a *Agent) identityHandler() cache.ResourceEventHandler {
+	set := func(obj any) {
+		ci, ok := obj.(*v2.CiliumIdentity)
+		if !ok {
+			return
+		}
+		num, err := identity.ParseNumeric(ci.Name)
+		if err != nil || !num.IsCluster() {
+			return
+		}
+		id := &Identity{ID: num, Labels: labels.FromSecurityLabels(ci.SecurityLabels)}
+		a.do(func(e *Engine) { e.UpsertIdentity(id) })
+	}
+	return cache.ResourceEventHandlerFuncs{
+		AddFunc:    set,
+		UpdateFunc: func(_, obj any) { set(obj) },
+		DeleteFunc: func(obj any) {
+			key, _ := cache.DeletionHandlingMetaNamespaceKeyFunc(obj)
+			if num, err := identity.ParseNumeric(key); err == nil {
+				a.do(func(e *Engine) { e.DeleteIdentity(num) })
+			}
+		},
+	}
+}

@@ -1,0 +1,520 @@
+package policy
+
+import (
+	"maps"
+	"net/netip"
+	"slices"
+	"strconv"
+	"strings"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/cilium-go/cilium/internal/datapath/spec"
+	"github.com/cilium-go/cilium/pkg/identity"
+	v2 "github.com/cilium-go/cilium/pkg/k8s/apis/cilium.io/v2"
+	"github.com/cilium-go/cilium/pkg/labels"
+	"github.com/cilium-go/cilium/pkg/policy/api"
+)
+
+// FromCNP translates a CiliumNetworkPolicy: its rules apply to endpoints
+// of its namespace, and its endpoint peers are of its namespace unless
+// they say otherwise.
+func FromCNP(p *v2.CiliumNetworkPolicy) ([]Rule, error) {
+	rules, err := p.Rules()
+	if err != nil {
+		return nil, err
+	}
+	origin := Origin{Kind: KindCNP, Namespace: p.Namespace, Name: p.Name}
+	return FromCiliumRules(origin, p.Namespace, rules, rulePaths(p.Spec, p.Specs))
+}
+
+// FromCCNP translates a CiliumClusterwideNetworkPolicy: its rules apply
+// to endpoints of every namespace.
+func FromCCNP(p *v2.CiliumClusterwideNetworkPolicy) ([]Rule, error) {
+	rules, err := p.Rules()
+	if err != nil {
+		return nil, err
+	}
+	origin := Origin{Kind: KindCCNP, Name: p.Name}
+	return FromCiliumRules(origin, "", rules, rulePaths(p.Spec, p.Specs))
+}
+
+// rulePaths names the rules that Rules() returns: Spec first, then Specs.
+func rulePaths(specRule *api.Rule, specs api.Rules) []*field.Path {
+	var paths []*field.Path
+	if specRule != nil {
+		paths = append(paths, field.NewPath("spec"))
+	}
+	for i := range specs {
+		paths = append(paths, field.NewPath("specs").Index(i))
+	}
+	return paths
+}
+
+// FromCiliumRules translates the rules of a Cilium policy, with Cilium's
+// semantics at L3 and L4, into rules with origin. namespace is the
+// policy's namespace, "" for a clusterwide policy. paths[i] names
+// rules[i] in errors; without one it is "specs[i]". What this agent does
+// not implement (layer-7 rules, FQDNs, host policies, node selectors,
+// CIDR groups, IPv6 prefixes) is refused rather than half enforced: a
+// policy with any of it, or that is not valid, yields no rules and one
+// error naming every such field.
+func FromCiliumRules(origin Origin, namespace string, rules api.Rules, paths []*field.Path) ([]Rule, error) {
+	t := &ciliumTranslation{origin: origin, namespace: namespace}
+	for i, r := range rules {
+		path := field.NewPath("specs").Index(i)
+		if i < len(paths) && paths[i] != nil {
+			path = paths[i]
+		}
+		if r == nil {
+			t.fail(field.Required(path, ""))
+			continue
+		}
+		t.errs = append(t.errs, r.Validate(path)...)
+		t.rule(r, path)
+	}
+	if len(t.errs) > 0 {
+		return nil, t.errs.ToAggregate()
+	}
+	return t.rules, nil
+}
+
+// initKey selects endpoints that are still initializing.
+const initKey = labels.SourceReserved + ":init"
+
+// ciliumTranslation collects the rules and errors of one policy.
+type ciliumTranslation struct {
+	origin    Origin
+	namespace string
+	// initSubject: the api rule being translated applies to endpoints
+	// that are still initializing. Those have no labels yet, so Cilium
+	// does not confine a clusterwide rule's peers to pods for them.
+	initSubject bool
+	rules       []Rule
+	errs        field.ErrorList
+}
+
+// fail records an error unless one for the same field is there: Validate
+// already refuses some of what the translation refuses too.
+func (t *ciliumTranslation) fail(err *field.Error) {
+	if !slices.ContainsFunc(t.errs, func(e *field.Error) bool { return e.Field == err.Field }) {
+		t.errs = append(t.errs, err)
+	}
+}
+
+// rule translates one api rule: one Rule per ingress, ingressDeny,
+// egress and egressDeny rule.
+func (t *ciliumTranslation) rule(r *api.Rule, path *field.Path) {
+	if r.NodeSelector != nil {
+		t.fail(field.Forbidden(path.Child("nodeSelector"), "host policies are not supported yet"))
+	}
+	if r.EndpointSelector == nil {
+		return // Validate said so
+	}
+	t.initSubject = hasKey(r.EndpointSelector, initKey)
+	isolateIn, isolateEg := defaultDeny(r)
+	base := Rule{Origin: t.origin, Subject: t.subject(r.EndpointSelector)}
+	for i := range r.Ingress {
+		ir := &r.Ingress[i]
+		p := path.Child("ingress").Index(i)
+		ports, l4 := t.ports(t.portRuleLists(ir.ToPorts, p.Child("toPorts")), ir.ICMPs, p)
+		t.add(base, spec.Ingress, false, isolateIn, t.ingressPeers(&ir.IngressCommonRule, p), ports, l4)
+	}
+	for i := range r.IngressDeny {
+		ir := &r.IngressDeny[i]
+		p := path.Child("ingressDeny").Index(i)
+		ports, l4 := t.ports(portDenyRuleLists(ir.ToPorts), ir.ICMPs, p)
+		t.add(base, spec.Ingress, true, isolateIn, t.ingressPeers(&ir.IngressCommonRule, p), ports, l4)
+	}
+	for i := range r.Egress {
+		er := &r.Egress[i]
+		p := path.Child("egress").Index(i)
+		if len(er.ToFQDNs) > 0 {
+			t.fail(field.Forbidden(p.Child("toFQDNs"), "toFQDNs is not supported yet"))
+		}
+		ports, l4 := t.ports(t.portRuleLists(er.ToPorts, p.Child("toPorts")), er.ICMPs, p)
+		t.add(base, spec.Egress, false, isolateEg, t.egressPeers(&er.EgressCommonRule, p), ports, l4)
+	}
+	for i := range r.EgressDeny {
+		er := &r.EgressDeny[i]
+		p := path.Child("egressDeny").Index(i)
+		ports, l4 := t.ports(portDenyRuleLists(er.ToPorts), er.ICMPs, p)
+		t.add(base, spec.Egress, true, isolateEg, t.egressPeers(&er.EgressCommonRule, p), ports, l4)
+	}
+}
+
+// l3 is what a rule says of its peers: the selectors, and whether it
+// names peers at all (it may name some that select nothing here).
+type l3 struct {
+	peers []Selector
+	given bool
+}
+
+// add appends the Rule of one api rule. Cilium reads a rule that names
+// ports but no peers as allowing those ports from (to) every peer, and
+// one that names neither as allowing nothing.
+func (t *ciliumTranslation) add(base Rule, dir spec.Direction, deny, defaultDeny bool, peers l3, ports []Port, l4 bool) {
+	r := base
+	r.Direction, r.Deny, r.DefaultDeny = dir, deny, defaultDeny
+	r.Peers = peers.peers
+	if !peers.given && l4 {
+		r.Peers = []Selector{Wildcard{}}
+	}
+	if l4 && len(ports) == 0 {
+		// Ports were named, none of them IPv4 traffic's: no ports
+		// would mean every port.
+		r.Peers = nil
+	}
+	r.Ports = ports
+	t.rules = append(t.rules, r)
+}
+
+// defaultDeny says whether the rule isolates its endpoints in each
+// direction: when it has rules there, unless enableDefaultDeny says no.
+func defaultDeny(r *api.Rule) (ingress, egress bool) {
+	ingress = len(r.Ingress) > 0 || len(r.IngressDeny) > 0
+	egress = len(r.Egress) > 0 || len(r.EgressDeny) > 0
+	if c := r.EnableDefaultDeny; c != nil {
+		ingress = ingress && (c.Ingress == nil || *c.Ingress)
+		egress = egress && (c.Egress == nil || *c.Egress)
+	}
+	return ingress, egress
+}
+
+// subject selects the endpoints a rule applies to. A namespaced policy
+// applies in its namespace only; Cilium replaces a namespace the selector
+// names, so this does too.
+func (t *ciliumTranslation) subject(es *api.EndpointSelector) LabelSelector {
+	sel := copySelector(es)
+	if t.namespace != "" {
+		delete(sel.MatchLabels, podNamespaceKey)
+	}
+	return LabelSelector{Selector: sel, Namespace: t.namespace}
+}
+
+// peerFields are the peer fields of an ingress or egress rule, which
+// differ only in their names ("from..." or "to...").
+type peerFields struct {
+	prefix    string
+	endpoints []api.EndpointSelector
+	nodes     []api.EndpointSelector
+	cidrs     []api.CIDR
+	cidrSets  []api.CIDRRule
+	entities  []api.Entity
+}
+
+func (t *ciliumTranslation) ingressPeers(c *api.IngressCommonRule, path *field.Path) l3 {
+	return t.peers(peerFields{"from", c.FromEndpoints, c.FromNodes, c.FromCIDR, c.FromCIDRSet, c.FromEntities}, path)
+}
+
+func (t *ciliumTranslation) egressPeers(c *api.EgressCommonRule, path *field.Path) l3 {
+	return t.peers(peerFields{"to", c.ToEndpoints, c.ToNodes, c.ToCIDR, c.ToCIDRSet, c.ToEntities}, path)
+}
+
+// peers translates a rule's peer fields. A field given empty (e.g.
+// "fromEndpoints: []") names peers, none: as in Cilium, it selects
+// nothing rather than everything.
+func (t *ciliumTranslation) peers(f peerFields, path *field.Path) l3 {
+	out := l3{given: f.endpoints != nil || f.nodes != nil || f.cidrs != nil || f.cidrSets != nil || f.entities != nil}
+	if f.nodes != nil {
+		t.fail(field.Forbidden(path.Child(f.prefix+"Nodes"), "selecting nodes is not supported yet"))
+	}
+	for i := range f.endpoints {
+		out.peers = append(out.peers, t.endpointPeer(&f.endpoints[i]))
+	}
+	for i, c := range f.cidrs {
+		if p, ok := t.prefix(c, path.Child(f.prefix+"CIDR").Index(i)); ok {
+			out.peers = append(out.peers, CIDRSelector{Prefix: p})
+		}
+	}
+	for i := range f.cidrSets {
+		if sel, ok := t.cidrSet(&f.cidrSets[i], path.Child(f.prefix+"CIDRSet").Index(i)); ok {
+			out.peers = append(out.peers, sel)
+		}
+	}
+	for _, e := range f.entities {
+		if sel := entitySelector(e); sel != nil {
+			out.peers = append(out.peers, sel)
+		}
+	}
+	// Entities overlap ("world" and "world-ipv4"): one filter each is
+	// enough.
+	seen := map[string]bool{}
+	out.peers = slices.DeleteFunc(out.peers, func(s Selector) bool {
+		dup := seen[s.Key()]
+		seen[s.Key()] = true
+		return dup
+	})
+	return out
+}
+
+// endpointPeer scopes an endpoint peer as Cilium does: to pods (and in a
+// namespaced policy, to its namespace) unless the selector names reserved
+// identities, the pod namespace, or (namespaced) namespace labels.
+func (t *ciliumTranslation) endpointPeer(es *api.EndpointSelector) Selector {
+	sel := copySelector(es)
+	switch {
+	case hasKeyFunc(&sel, func(k string) bool { return strings.HasPrefix(k, labels.SourceReserved+":") }):
+	case hasKeyFunc(&sel, func(k string) bool { return isK8sKey(k, labels.KeyPodNamespace) }):
+	case t.namespace != "":
+		if hasKeyFunc(&sel, func(k string) bool { return isK8sKeyPrefix(k, labels.PrefixNamespaceLabels) }) {
+			break
+		}
+		return LabelSelector{Selector: sel, Namespace: t.namespace}
+	case !t.initSubject:
+		sel.MatchExpressions = append(sel.MatchExpressions,
+			metav1.LabelSelectorRequirement{Key: podNamespaceKey, Operator: metav1.LabelSelectorOpExists})
+	}
+	return LabelSelector{Selector: sel}
+}
+
+// isK8sKey reports whether selector key k selects the Kubernetes label
+// key: with the k8s or any source, or with none (which means any).
+func isK8sKey(k, key string) bool {
+	return k == key || k == k8sKeyPrefix+key || k == labels.SourceAny+":"+key
+}
+
+func isK8sKeyPrefix(k, prefix string) bool {
+	for _, src := range []string{"", k8sKeyPrefix, labels.SourceAny + ":"} {
+		if strings.HasPrefix(k, src+prefix) {
+			return true
+		}
+	}
+	return false
+}
+
+func hasKey(es *api.EndpointSelector, key string) bool {
+	return hasKeyFunc(es, func(k string) bool { return k == key })
+}
+
+func hasKeyFunc(es *api.EndpointSelector, f func(string) bool) bool {
+	for k := range es.MatchLabels {
+		if f(k) {
+			return true
+		}
+	}
+	return slices.ContainsFunc(es.MatchExpressions, func(e metav1.LabelSelectorRequirement) bool { return f(e.Key) })
+}
+
+func copySelector(es *api.EndpointSelector) api.EndpointSelector {
+	out := api.EndpointSelector{MatchLabels: maps.Clone(es.MatchLabels)}
+	for _, e := range es.MatchExpressions {
+		e.Values = slices.Clone(e.Values)
+		out.MatchExpressions = append(out.MatchExpressions, e)
+	}
+	return out
+}
+
+// prefix reads an IPv4 prefix. The cluster is IPv4-only: an IPv6 prefix
+// could never match, and silently allowing nothing would surprise.
+func (t *ciliumTranslation) prefix(c api.CIDR, path *field.Path) (netip.Prefix, bool) {
+	p, err := api.ParseCIDR(c)
+	if err != nil {
+		t.fail(field.Invalid(path, string(c), err.Error()))
+		return netip.Prefix{}, false
+	}
+	if !p.Addr().Is4() {
+		t.fail(field.Invalid(path, string(c), "IPv6 is not supported: the cluster is IPv4-only"))
+		return netip.Prefix{}, false
+	}
+	return p, true
+}
+
+func (t *ciliumTranslation) cidrSet(r *api.CIDRRule, path *field.Path) (Selector, bool) {
+	if r.CIDRGroupRef != "" {
+		t.fail(field.Forbidden(path.Child("cidrGroupRef"), "CIDR groups are not supported yet"))
+		return nil, false
+	}
+	p, ok := t.prefix(r.Cidr, path.Child("cidr"))
+	if !ok {
+		return nil, false
+	}
+	sel := CIDRSelector{Prefix: p}
+	for i, ex := range r.ExceptCIDRs {
+		e, err := api.ParseCIDR(ex)
+		if err != nil || !contains(p, e) {
+			t.fail(field.Invalid(path.Child("except").Index(i), string(ex), "must be a prefix inside cidr"))
+			continue
+		}
+		sel.Except = append(sel.Except, e)
+	}
+	return sel, true
+}
+
+// entityIdentities are the entities that stand for one reserved identity.
+var entityIdentities = map[api.Entity]identity.NumericIdentity{
+	api.EntityHost:          identity.Host,
+	api.EntityRemoteNode:    identity.RemoteNode,
+	api.EntityKubeAPIServer: identity.KubeAPIServer,
+	api.EntityHealth:        identity.Health,
+	api.EntityInit:          identity.Init,
+	api.EntityUnmanaged:     identity.Unmanaged,
+	api.EntityIngress:       identity.Ingress,
+}
+
+// entitySelector is the selector of an entity; nil for those that select
+// nothing here ("none", and "world-ipv6" in an IPv4-only cluster).
+func entitySelector(e api.Entity) Selector {
+	switch e {
+	case api.EntityAll:
+		return Wildcard{}
+	case api.EntityWorld, api.EntityWorldIPv4:
+		return worldSelector{}
+	case api.EntityCluster:
+		return clusterSelector{}
+	}
+	if id, ok := entityIdentities[e]; ok {
+		return IdentitySet{Name: "entity:" + string(e), IDs: []identity.NumericIdentity{id}}
+	}
+	return nil
+}
+
+// worldSelector selects what is outside the cluster: the world identities
+// and the CIDR identities of prefixes, but not those that pods' and nodes'
+// addresses carry.
+type worldSelector struct{}
+
+func (worldSelector) Key() string { return "entity:world" }
+
+func (worldSelector) Selects(id *Identity) bool {
+	if id.Prefix.IsValid() {
+		return !id.InCluster
+	}
+	return id.ID == identity.World || id.ID == identity.WorldIPv4
+}
+
+// clusterIdentities are the reserved identities inside the cluster.
+var clusterIdentities = []identity.NumericIdentity{
+	identity.Host, identity.RemoteNode, identity.Init, identity.Health,
+	identity.Unmanaged, identity.KubeAPIServer, identity.Ingress,
+}
+
+// clusterSelector selects every endpoint of the cluster: the pods'
+// identities and the reserved identities of what runs in it.
+type clusterSelector struct{}
+
+func (clusterSelector) Key() string { return "entity:cluster" }
+
+func (clusterSelector) Selects(id *Identity) bool {
+	return id.ID.IsCluster() || slices.Contains(clusterIdentities, id.ID)
+}
+
+// portRuleLists are the ports of toPorts. Layer-7 rules are refused: the
+// ports alone would allow more than the policy says.
+func (t *ciliumTranslation) portRuleLists(rules []api.PortRule, path *field.Path) [][]api.PortProtocol {
+	out := make([][]api.PortProtocol, 0, len(rules))
+	for i, r := range rules {
+		if r.Rules != nil {
+			t.fail(field.Forbidden(path.Index(i).Child("rules"), "layer-7 rules are not supported yet"))
+		}
+		out = append(out, r.Ports)
+	}
+	return out
+}
+
+func portDenyRuleLists(rules []api.PortDenyRule) [][]api.PortProtocol {
+	out := make([][]api.PortProtocol, 0, len(rules))
+	for _, r := range rules {
+		out = append(out, r.Ports)
+	}
+	return out
+}
+
+// ports translates toPorts (as lists of ports) and icmps, and says
+// whether the rule names any of them (l4): Validate refuses both in one
+// rule.
+func (t *ciliumTranslation) ports(lists [][]api.PortProtocol, icmps []api.ICMPRule, path *field.Path) (out []Port, l4 bool) {
+	for i, pps := range lists {
+		for j, pp := range pps {
+			if p, ok := t.port(pp, path.Child("toPorts").Index(i).Child("ports").Index(j)); ok {
+				out = append(out, p)
+			}
+		}
+	}
+	out = append(out, t.icmps(icmps, path.Child("icmps"))...)
+	return out, len(lists) > 0 || len(icmps) > 0
+}
+
+// port translates one port. ANY (or no protocol) is TCP, UDP and SCTP,
+// or with port 0 every protocol.
+func (t *ciliumTranslation) port(pp api.PortProtocol, path *field.Path) (Port, bool) {
+	var out Port
+	switch pp.Protocol {
+	case "", api.ProtoAny:
+		out.AnyL4 = true
+	case api.ProtoTCP:
+		out.Protocol = spec.ProtoTCP
+	case api.ProtoUDP:
+		out.Protocol = spec.ProtoUDP
+	case api.ProtoSCTP:
+		out.Protocol = spec.ProtoSCTP
+	default:
+		t.fail(field.NotSupported(path.Child("protocol"), pp.Protocol, api.Protocols))
+		return Port{}, false
+	}
+	n, named, err := api.ParsePort(pp.Port)
+	if err != nil {
+		t.fail(field.Invalid(path.Child("port"), pp.Port, err.Error()))
+		return Port{}, false
+	}
+	if named {
+		out.Name = pp.Port
+		return out, true
+	}
+	out.Port = n
+	if pp.EndPort > int32(n) && n != 0 && pp.EndPort <= 65535 {
+		out.EndPort = uint16(pp.EndPort)
+	}
+	return out, true
+}
+
+// icmpV4Types are the ICMPv4 type names Cilium accepts.
+var icmpV4Types = map[string]uint8{
+	"EchoReply":              0,
+	"DestinationUnreachable": 3,
+	"Redirect":               5,
+	"Echo":                   8,
+	"EchoRequest":            8,
+	"RouterAdvertisement":    9,
+	"RouterSelection":        10,
+	"TimeExceeded":           11,
+	"ParameterProblem":       12,
+	"Timestamp":              13,
+	"TimestampReply":         14,
+	"Photuris":               40,
+	"ExtendedEchoRequest":    42,
+	"ExtendedEchoReply":      43,
+}
+
+// icmps translates ICMP types into ports of ICMP, whose port is the type.
+// IPv6 fields are skipped: no ICMPv6 traffic in an IPv4-only cluster.
+// Type 0 (echo reply) comes out as port 0, every type: Cilium has the
+// same limit (cilium/cilium#41304), and the datapath's entries cannot
+// tell the two apart.
+func (t *ciliumTranslation) icmps(rules []api.ICMPRule, path *field.Path) []Port {
+	var out []Port
+	for i, r := range rules {
+		for j, f := range r.Fields {
+			p := path.Index(i).Child("fields").Index(j)
+			switch f.Family {
+			case "", "IPv4":
+			case "IPv6":
+				continue
+			default:
+				t.fail(field.NotSupported(p.Child("family"), f.Family, []string{"IPv4", "IPv6"}))
+				continue
+			}
+			typ, ok := icmpV4Types[f.Type]
+			if n, err := strconv.ParseUint(f.Type, 10, 8); err == nil {
+				typ, ok = uint8(n), true
+			}
+			if !ok {
+				t.fail(field.Invalid(p.Child("type"), f.Type, "must be a number from 0 to 255 or an ICMPv4 type name"))
+				continue
+			}
+			out = append(out, Port{Protocol: spec.ProtoICMP, Port: uint16(typ)})
+		}
+	}
+	return out
+}

@@ -1,0 +1,389 @@
+package policy
+
+import (
+	"cmp"
+	"fmt"
+	"maps"
+	"slices"
+
+	"github.com/cilium-go/cilium/internal/datapath/spec"
+	"github.com/cilium-go/cilium/pkg/identity"
+)
+
+// Mode is the agent's enable-policy setting, with Cilium's meaning.
+type Mode string
+
+const (
+	// ModeDefault isolates an endpoint in a direction once a rule that
+	// selects it says so.
+	ModeDefault Mode = "default"
+	// ModeAlways isolates every endpoint in both directions.
+	ModeAlways Mode = "always"
+	// ModeNever enforces nothing: every endpoint may talk to every peer.
+	ModeNever Mode = "never"
+)
+
+// ParseMode reads the enable-policy flag.
+func ParseMode(s string) (Mode, error) {
+	switch m := Mode(s); m {
+	case ModeDefault, ModeAlways, ModeNever:
+		return m, nil
+	}
+	return "", fmt.Errorf("enable-policy: %q is not one of default, always, never", s)
+}
+
+// Built-in origins.
+var (
+	// OriginAllowAll is the entry of a direction no rule isolates.
+	OriginAllowAll = Origin{Kind: KindBuiltin, Name: "allow-all"}
+	// OriginLocalhost lets the node reach its pods (kubelet probes), as
+	// Cilium's allow-localhost=auto does.
+	OriginLocalhost = Origin{Kind: KindBuiltin, Name: "allow-localhost"}
+)
+
+var directions = [...]spec.Direction{spec.Ingress, spec.Egress}
+
+// EndpointInfo is what the engine needs of a local endpoint.
+type EndpointInfo struct {
+	ID       uint16
+	Identity identity.NumericIdentity
+	// NamedPorts are the pod's container ports with names, which its
+	// ingress rules' named ports resolve to.
+	NamedPorts NamedPorts
+}
+
+// filterSpec is one (rule, peer, port) that applies to an endpoint: the
+// unit that entries are computed from.
+type filterSpec struct {
+	dir    spec.Direction
+	deny   bool
+	sel    Selector
+	port   Port
+	origin Origin
+}
+
+// filter is a filterSpec of a local endpoint, with its cached selector.
+type filter struct {
+	filterSpec
+	cached *cachedSelector
+}
+
+type contribKey struct {
+	f  *filter
+	id identity.NumericIdentity
+}
+
+// epState is the engine's state of one local endpoint: its filters, the
+// entries each (filter, identity) contributed, and the resulting entries
+// with the origins that want them.
+type epState struct {
+	info EndpointInfo
+	// subject is the endpoint's identity as last known: kept when the
+	// identity leaves the cache, so the endpoint keeps its policy.
+	subject  *Identity
+	ready    bool // its identity is known and its filters computed
+	enforce  [3]bool
+	filters  []*filter
+	contribs map[contribKey][]spec.PolicyEntry
+	entries  map[spec.PolicyEntry]map[Origin]int
+	revision uint64
+}
+
+// Engine computes the policy map entries of the node's endpoints from
+// the rules, the identities of the cluster and their named ports. It
+// changes entries by delta: an identity that comes or goes touches only
+// the entries of filters whose selectors select it. It is not safe for
+// concurrent use; the agent runs it in one goroutine.
+type Engine struct {
+	mode           Mode
+	allowLocalhost bool
+	cache          *selectorCache
+	rules          map[Origin][]Rule
+	namedPorts     map[identity.NumericIdentity]NamedPorts
+	eps            map[uint16]*epState
+	revision       uint64
+
+	dirtyEntries map[uint16]map[spec.PolicyEntry]struct{}
+	dirtyEps     map[uint16]struct{}
+}
+
+// NewEngine returns an engine with no rules, identities or endpoints
+// beyond the reserved identities.
+func NewEngine(mode Mode) *Engine {
+	e := &Engine{mode: mode, allowLocalhost: true, cache: newSelectorCache(), rules: map[Origin][]Rule{},
+		namedPorts: map[identity.NumericIdentity]NamedPorts{}, eps: map[uint16]*epState{},
+		dirtyEntries: map[uint16]map[spec.PolicyEntry]struct{}{}, dirtyEps: map[uint16]struct{}{}}
+	for id := identity.Host; id <= identity.WorldIPv6; id++ {
+		if r, ok := identity.ReservedIdentity(id); ok {
+			e.UpsertIdentity(&Identity{ID: id, Labels: r.Labels})
+		}
+	}
+	return e
+}
+
+// Identity returns a known identity.
+func (e *Engine) Identity(num identity.NumericIdentity) (*Identity, bool) {
+	id, ok := e.cache.ids[num]
+	return id, ok && num != identity.Unknown
+}
+
+// UpsertIdentity adds an identity (or replaces one with the same number).
+func (e *Engine) UpsertIdentity(id *Identity) {
+	if id.ID == identity.Unknown {
+		return
+	}
+	added, removed := e.cache.upsert(id)
+	for _, cs := range removed {
+		for f, ep := range cs.users {
+			e.drop(ep, f, id.ID)
+		}
+	}
+	for _, cs := range added {
+		for f, ep := range cs.users {
+			e.contribute(ep, f, id.ID)
+		}
+	}
+	for _, ep := range e.eps {
+		if ep.info.Identity == id.ID && !ep.ready {
+			e.regenerate(ep)
+		}
+	}
+}
+
+// DeleteIdentity forgets an identity: entries for it go.
+func (e *Engine) DeleteIdentity(num identity.NumericIdentity) {
+	for _, cs := range e.cache.remove(num) {
+		for f, ep := range cs.users {
+			e.drop(ep, f, num)
+		}
+	}
+}
+
+// SetNamedPorts records the named container ports of the pods with an
+// identity, which egress rules' named ports resolve to.
+func (e *Engine) SetNamedPorts(num identity.NumericIdentity, ports NamedPorts) {
+	if slices.Equal(e.namedPorts[num], ports) {
+		return
+	}
+	if len(ports) == 0 {
+		delete(e.namedPorts, num)
+	} else {
+		e.namedPorts[num] = slices.Clone(ports)
+	}
+	// The wildcard's entries resolve names over every identity's ports.
+	for _, ep := range e.eps {
+		for _, f := range ep.filters {
+			if f.dir != spec.Egress || f.port.Name == "" {
+				continue
+			}
+			for _, id := range []identity.NumericIdentity{num, identity.Unknown} {
+				if _, ok := f.cached.ids[id]; ok {
+					e.drop(ep, f, id)
+					e.contribute(ep, f, id)
+				}
+			}
+		}
+	}
+}
+
+// SetRules replaces the rules that origin's object holds (none: the
+// object is gone). Endpoints selected before or after are recomputed.
+func (e *Engine) SetRules(origin Origin, rules []Rule) {
+	old := e.rules[origin]
+	if len(rules) == 0 {
+		delete(e.rules, origin)
+	} else {
+		e.rules[origin] = rules
+	}
+	for _, ep := range e.eps {
+		if ep.ready && (selectsAny(old, ep.subject) || selectsAny(rules, ep.subject)) {
+			e.regenerate(ep)
+		}
+	}
+}
+
+func selectsAny(rules []Rule, subject *Identity) bool {
+	return slices.ContainsFunc(rules, func(r Rule) bool { return r.Subject.Selects(subject) })
+}
+
+// UpsertEndpoint adds a local endpoint or recomputes a changed one.
+func (e *Engine) UpsertEndpoint(info EndpointInfo) {
+	ep, ok := e.eps[info.ID]
+	if ok && ep.info.Identity == info.Identity && slices.Equal(ep.info.NamedPorts, info.NamedPorts) {
+		return
+	}
+	if !ok {
+		ep = &epState{contribs: map[contribKey][]spec.PolicyEntry{}, entries: map[spec.PolicyEntry]map[Origin]int{}}
+		e.eps[info.ID] = ep
+	}
+	ep.info = info
+	ep.info.NamedPorts = slices.Clone(info.NamedPorts)
+	e.regenerate(ep)
+}
+
+// DeleteEndpoint forgets a local endpoint and its entries.
+func (e *Engine) DeleteEndpoint(id uint16) {
+	ep, ok := e.eps[id]
+	if !ok {
+		return
+	}
+	e.clear(ep)
+	delete(e.eps, id)
+	e.dirtyEps[id] = struct{}{}
+}
+
+// regenerate recomputes an endpoint's filters and entries from the rules.
+func (e *Engine) regenerate(ep *epState) {
+	e.clear(ep)
+	e.dirtyEps[ep.info.ID] = struct{}{}
+	if id, ok := e.Identity(ep.info.Identity); ok {
+		ep.subject = id
+	}
+	ep.ready = ep.subject != nil && ep.subject.ID == ep.info.Identity
+	if !ep.ready {
+		return
+	}
+	specs, enforce := e.filtersFor(ep.subject, ep.info.NamedPorts)
+	ep.enforce = enforce
+	for _, fs := range specs {
+		f := &filter{filterSpec: fs, cached: e.cache.acquire(fs.sel)}
+		f.cached.users[f] = ep
+		ep.filters = append(ep.filters, f)
+		for id := range f.cached.ids {
+			e.contribute(ep, f, id)
+		}
+	}
+}
+
+// clear removes every filter of ep and the entries they contributed.
+func (e *Engine) clear(ep *epState) {
+	for _, f := range ep.filters {
+		for id := range f.cached.ids {
+			e.drop(ep, f, id)
+		}
+		delete(f.cached.users, f)
+		e.cache.release(f.cached)
+	}
+	ep.filters = nil
+}
+
+// filtersFor lists what applies to an endpoint with identity subject:
+// the (rule, peer, port) triples of the rules that select it, and the
+// built-in ones; and whether it is isolated in each direction.
+func (e *Engine) filtersFor(subject *Identity, ports NamedPorts) (out []filterSpec, enforce [3]bool) {
+	if e.mode != ModeNever {
+		origins := slices.SortedFunc(maps.Keys(e.rules), compareOrigins)
+		for _, o := range origins {
+			for _, r := range e.rules[o] {
+				if !r.Subject.Selects(subject) {
+					continue
+				}
+				enforce[r.Direction] = enforce[r.Direction] || r.DefaultDeny
+				rulePorts := r.Ports
+				if len(rulePorts) == 0 {
+					rulePorts = []Port{{}}
+				}
+				for _, peer := range r.Peers {
+					for _, p := range rulePorts {
+						out = append(out, filterSpec{dir: r.Direction, deny: r.Deny, sel: peer, port: p, origin: r.Origin})
+					}
+				}
+			}
+		}
+		if e.mode == ModeAlways {
+			enforce = [3]bool{spec.Ingress: true, spec.Egress: true}
+		}
+	}
+	for _, d := range directions {
+		if !enforce[d] {
+			out = append(out, filterSpec{dir: d, sel: Wildcard{}, origin: OriginAllowAll})
+		}
+	}
+	if enforce[spec.Ingress] && e.allowLocalhost {
+		host := IdentitySet{Name: "entity:host", IDs: []identity.NumericIdentity{identity.Host}}
+		out = append(out, filterSpec{dir: spec.Ingress, sel: host, origin: OriginLocalhost})
+	}
+	return out, enforce
+}
+
+func compareOrigins(a, b Origin) int {
+	return cmp.Or(cmp.Compare(a.Kind, b.Kind), cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
+}
+
+// entriesFor is what filter f contributes for remote identity id. Named
+// ports resolve on the endpoint for ingress and on the peer for egress.
+func (e *Engine) entriesFor(f filterSpec, id identity.NumericIdentity, own NamedPorts) []spec.PolicyEntry {
+	ports := own
+	if f.dir == spec.Egress {
+		ports = e.peerPorts(id)
+	}
+	var out []spec.PolicyEntry
+	for _, l := range f.port.resolve(ports) {
+		ent := spec.PolicyEntry{Direction: f.dir, Identity: id, Protocol: l.proto, Port: l.port, EndPort: l.endPort, Deny: f.deny}
+		if ent.EndPort <= ent.Port {
+			ent.EndPort = 0
+		}
+		out = append(out, ent)
+	}
+	return out
+}
+
+// peerPorts are the named ports of a peer identity; for the wildcard,
+// those of every identity.
+func (e *Engine) peerPorts(id identity.NumericIdentity) NamedPorts {
+	if id != identity.Unknown {
+		return e.namedPorts[id]
+	}
+	var all NamedPorts
+	for _, ps := range e.namedPorts {
+		all = append(all, ps...)
+	}
+	return all
+}
+
+func (e *Engine) contribute(ep *epState, f *filter, id identity.NumericIdentity) {
+	k := contribKey{f, id}
+	if _, ok := ep.contribs[k]; ok {
+		return
+	}
+	ents := e.entriesFor(f.filterSpec, id, ep.info.NamedPorts)
+	ep.contribs[k] = ents
+	for _, ent := range ents {
+		origins := ep.entries[ent]
+		if origins == nil {
+			origins = map[Origin]int{}
+			ep.entries[ent] = origins
+		}
+		origins[f.origin]++
+		e.markDirty(ep, ent)
+	}
+}
+
+func (e *Engine) drop(ep *epState, f *filter, id identity.NumericIdentity) {
+	k := contribKey{f, id}
+	ents, ok := ep.contribs[k]
+	if !ok {
+		return
+	}
+	delete(ep.contribs, k)
+	for _, ent := range ents {
+		origins := ep.entries[ent]
+		if origins[f.origin]--; origins[f.origin] <= 0 {
+			delete(origins, f.origin)
+		}
+		if len(origins) == 0 {
+			delete(ep.entries, ent)
+		}
+		e.markDirty(ep, ent)
+	}
+}
+
+func (e *Engine) markDirty(ep *epState, ent spec.PolicyEntry) {
+	d := e.dirtyEntries[ep.info.ID]
+	if d == nil {
+		d = map[spec.PolicyEntry]struct{}{}
+		e.dirtyEntries[ep.info.ID] = d
+	}
+	d[ent] = struct{}{}
+	e.dirtyEps[ep.info.ID] = struct{}{}
+}
