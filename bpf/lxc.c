@@ -26,19 +26,23 @@ volatile const __u8 POLICY_EGRESS = 0;
 volatile const __u8 NETKIT = 0;
 
 /* egress_new judges a new connection: this endpoint's egress policy and,
- * for a local peer, the peer's ingress policy; then tracks it. */
+ * for a local peer, the peer's ingress policy; then tracks it. A pod that
+ * reaches itself through a Service (a hairpin) is loopback, which policy
+ * never judges, as Cilium does not: only this program can make that
+ * packet, so no other sender can claim it. */
 static __always_inline int egress_new(struct __sk_buff *skb, struct flow *f,
 				      const struct endpoint_info *ep, __u32 tunnel)
 {
+	int loopback = ep && ep->ep_id == ENDPOINT_ID;
 	__u16 flags = 0;
 	int ret;
 
-	if (POLICY_EGRESS) {
+	if (POLICY_EGRESS && !loopback) {
 		ret = policy_check(skb, f, ENDPOINT_ID, DIR_EGRESS, f->dst_id);
 		if (ret < 0)
 			return ret;
 	}
-	if (ep && (ep->flags & EP_F_INGRESS_ENFORCE)) {
+	if (ep && !loopback && (ep->flags & EP_F_INGRESS_ENFORCE)) {
 		ret = policy_check(skb, f, ep->ep_id, DIR_INGRESS, ENDPOINT_IDENTITY);
 		if (ret < 0) {
 			f->direction = DIR_INGRESS;

@@ -116,6 +116,12 @@ func TestPrivilegedProgServiceHairpin(t *testing.T) {
 		{"a pod reaches itself through its service", envOpts{}, func(t *testing.T, e *env) {
 			hairpin(t, e, actRedirect)
 		}},
+		// Proves that loopback is not judged: A's policy allows nothing
+		// either way, yet A reaches itself (and only itself).
+		{"a hairpin is loopback, which policy does not judge", envOpts{policyIngress: true, policyEgress: true}, func(t *testing.T, e *env) {
+			hairpin(t, e, actRedirect)
+			e.denied(e.fromContainer, tcp(ipA, ipB, 40001, 8080, "S"), DropPolicy)
+		}},
 		// The stack has no route back for the hairpin address.
 		{"legacy routing: hairpin packets skip the stack", envOpts{legacyRouting: true}, func(t *testing.T, e *env) {
 			hairpin(t, e, actRedirect)

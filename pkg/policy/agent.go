@@ -23,6 +23,7 @@ import (
 
 	"github.com/cilium-go/cilium/internal/datapath/spec"
 	"github.com/cilium-go/cilium/pkg/endpoint"
+	"github.com/cilium-go/cilium/pkg/endpoint/ciliumendpoint"
 	"github.com/cilium-go/cilium/pkg/health"
 	"github.com/cilium-go/cilium/pkg/identity"
 	k8sagent "github.com/cilium-go/cilium/pkg/k8s/agent"
@@ -200,25 +201,20 @@ func (a *Agent) endpointChanged(d *endpoint.Desired, deleted bool) {
 	var ports NamedPorts
 	if a.watchers != nil {
 		if pod, ok := a.watchers.Pod(d.PodNamespace, d.PodName); ok {
-			ports = podNamedPorts(pod)
+			ports = namedPorts(ciliumendpoint.NamedPorts(pod))
 		}
 	}
 	a.engine.UpsertEndpoint(EndpointInfo{ID: d.ID, Identity: d.Identity, NamedPorts: ports})
 }
 
-// podNamedPorts are a pod's container ports that have names.
-func podNamedPorts(pod *corev1.Pod) NamedPorts {
+// namedPorts reads a CiliumEndpoint's named ports; the protocols are
+// Kubernetes' names.
+func namedPorts(ports []v2.NamedPort) NamedPorts {
 	var out NamedPorts
-	for _, c := range pod.Spec.Containers {
-		for _, p := range c.Ports {
-			if p.Name == "" || p.ContainerPort <= 0 || p.ContainerPort > 65535 {
-				continue
-			}
-			proto, ok := k8sProtocol(p.Protocol)
-			if !ok {
-				continue
-			}
-			out = append(out, NamedPort{Name: p.Name, Protocol: proto, Port: uint16(p.ContainerPort)})
+	for _, p := range ports {
+		proto, ok := k8sProtocol(corev1.Protocol(p.Protocol))
+		if ok && p.Name != "" && p.Port != 0 {
+			out = append(out, NamedPort{Name: p.Name, Protocol: proto, Port: p.Port})
 		}
 	}
 	return out
@@ -305,11 +301,15 @@ func (a *Agent) watch(ctx context.Context) error {
 		synced = append(synced, h.inf.HasSynced)
 	}
 	if a.watchers != nil {
-		reg, err := a.watchers.CiliumIdentities.AddEventHandler(a.identityHandler())
+		ids, err := a.watchers.CiliumIdentities.AddEventHandler(a.identityHandler())
 		if err != nil {
 			return err
 		}
-		synced = append(synced, reg.HasSynced)
+		ceps, err := a.watchers.CiliumEndpoints.AddEventHandler(a.namedPortsHandler())
+		if err != nil {
+			return err
+		}
+		synced = append(synced, ids.HasSynced, ceps.HasSynced)
 	}
 	if !cache.WaitForCacheSync(ctx.Done(), synced...) {
 		return errors.New("policy caches not synced")
@@ -367,4 +367,63 @@ func (a *Agent) identityHandler() cache.ResourceEventHandler {
 			}
 		},
 	}
+}
+
+// namedPortsHandler keeps the engine's named ports of each identity: the
+// union over the CiliumEndpoints that have it.
+func (a *Agent) namedPortsHandler() cache.ResourceEventHandler {
+	var mu sync.Mutex
+	type published struct {
+		id    identity.NumericIdentity
+		ports NamedPorts
+	}
+	byCEP := map[string]published{}
+	update := func(key string, now *published) {
+		mu.Lock()
+		defer mu.Unlock()
+		old, had := byCEP[key]
+		if now == nil {
+			delete(byCEP, key)
+		} else {
+			byCEP[key] = *now
+		}
+		var affected []identity.NumericIdentity
+		if had {
+			affected = append(affected, old.id)
+		}
+		if now != nil && (!had || now.id != old.id) {
+			affected = append(affected, now.id)
+		}
+		for _, id := range affected {
+			var union NamedPorts
+			for _, p := range byCEP {
+				if p.id == id {
+					union = append(union, p.ports...)
+				}
+			}
+			slices.SortFunc(union, compareNamedPorts)
+			union = slices.Compact(union)
+			a.do(func(e *Engine) { e.SetNamedPorts(id, union) })
+		}
+	}
+	set := func(obj any) {
+		cep, ok := obj.(*v2.CiliumEndpoint)
+		if !ok || cep.Status.Identity == nil {
+			return
+		}
+		key := cep.Namespace + "/" + cep.Name
+		update(key, &published{id: identity.NumericIdentity(cep.Status.Identity.ID), ports: namedPorts(cep.Status.NamedPorts)})
+	}
+	return cache.ResourceEventHandlerFuncs{
+		AddFunc:    set,
+		UpdateFunc: func(_, obj any) { set(obj) },
+		DeleteFunc: func(obj any) {
+			key, _ := cache.DeletionHandlingMetaNamespaceKeyFunc(obj)
+			update(key, nil)
+		},
+	}
+}
+
+func compareNamedPorts(x, y NamedPort) int {
+	return cmp.Or(cmp.Compare(x.Name, y.Name), cmp.Compare(x.Protocol, y.Protocol), cmp.Compare(x.Port, y.Port))
 }

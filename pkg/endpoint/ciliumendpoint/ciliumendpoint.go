@@ -31,6 +31,7 @@ func CiliumEndpoint(pod *corev1.Pod, ep endpoint.Endpoint, id *identity.Identity
 			ID:             int64(ep.ID),
 			Identity:       &v2.EndpointIdentity{ID: int64(ep.Identity)},
 			State:          "ready",
+			NamedPorts:     NamedPorts(pod),
 			ServiceAccount: pod.Spec.ServiceAccountName,
 			Networking: &v2.EndpointNetworking{
 				Addressing: v2.AddressPairList{{IPV4: ep.IPv4.String()}},
@@ -44,4 +45,24 @@ func CiliumEndpoint(pod *corev1.Pod, ep endpoint.Endpoint, id *identity.Identity
 		cep.Status.Networking.NodeIP = nodeIP.String()
 	}
 	return cep
+}
+
+// NamedPorts are the pod's container ports that have a name: the
+// policy engine resolves named ports with them, other nodes' through the
+// CiliumEndpoint.
+func NamedPorts(pod *corev1.Pod) []v2.NamedPort {
+	var out []v2.NamedPort
+	for _, c := range pod.Spec.Containers {
+		for _, p := range c.Ports {
+			if p.Name == "" || p.ContainerPort <= 0 || p.ContainerPort > 65535 {
+				continue
+			}
+			proto := p.Protocol
+			if proto == "" {
+				proto = corev1.ProtocolTCP
+			}
+			out = append(out, v2.NamedPort{Name: p.Name, Port: uint16(p.ContainerPort), Protocol: string(proto)})
+		}
+	}
+	return out
 }

@@ -1,0 +1,315 @@
+package e2e
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+// policyCase is one state of the cluster's policies and what the matrix
+// must show in it. Cases run in order on one lab; each starts from the
+// previous one's objects unless it deletes them (clean).
+type policyCase struct {
+	name string
+	// clean deletes every policy before the case.
+	clean bool
+	// change runs before apply: relabels and the like.
+	change func(l *Lab)
+	apply  string
+	expect expectation
+}
+
+// Small expectations to build cases from.
+func to(ns, name string) func(*matrixPod) bool {
+	return func(p *matrixPod) bool { return p.ns == ns && p.name == name }
+}
+
+func inNS(ns ...string) func(*matrixPod) bool {
+	return func(p *matrixPod) bool { return slicesContains(ns, p.ns) }
+}
+
+func slicesContains(ss []string, s string) bool {
+	for _, x := range ss {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// ingressTo: traffic into pods that target selects is allowed only as
+// allow says; everything else is allowed. A pod reaches itself always.
+func ingressTo(target func(*matrixPod) bool, allow func(from *matrixPod, k probeKind) bool) expectation {
+	return func(from, dst *matrixPod, k probeKind) bool {
+		return from == dst || !target(dst) || allow(from, k)
+	}
+}
+
+// egressFrom is ingressTo for traffic out of the pods that source selects.
+func egressFrom(source func(*matrixPod) bool, allow func(dst *matrixPod, k probeKind) bool) expectation {
+	return func(from, dst *matrixPod, k probeKind) bool {
+		return from == dst || !source(from) || allow(dst, k)
+	}
+}
+
+func allowAll(*matrixPod, *matrixPod, probeKind) bool { return true }
+
+func port(proto string, p int) func(probeKind) bool {
+	return func(k probeKind) bool { return k.proto == proto && k.port == p }
+}
+
+func networkPolicyCases() []policyCase {
+	xa := to("x", "a")
+	return []policyCase{
+		{name: "no policy", clean: true, expect: allowAll},
+		{name: "deny all ingress to x/a", clean: true, apply: `
+apiVersion: networking.k8s.io/v1
+kind: NetworkPolicy
+metadata: {name: deny-a, namespace: x}
+spec:
+  podSelector: {matchLabels: {pod: a}}
+  policyTypes: [Ingress]
+`, expect: ingressTo(xa, func(*matrixPod, probeKind) bool { return false })},
+		{name: "ingress from the same namespace (podSelector {})", clean: true, apply: `
+apiVersion: networking.k8s.io/v1
+kind: NetworkPolicy
+metadata: {name: same-ns, namespace: x}
+spec:
+  podSelector: {matchLabels: {pod: a}}
+  ingress: [{from: [{podSelector: {}}]}]
+`, expect: ingressTo(xa, func(from *matrixPod, _ probeKind) bool { return from.ns == "x" })},
+		{name: "namespaceSelector by kubernetes.io/metadata.name", clean: true, apply: `
+apiVersion: networking.k8s.io/v1
+kind: NetworkPolicy
+metadata: {name: from-y, namespace: x}
+spec:
+  podSelector: {matchLabels: {pod: a}}
+  ingress: [{from: [{namespaceSelector: {matchLabels: {kubernetes.io/metadata.name: "y"}}}]}]
+`, expect: ingressTo(xa, func(from *matrixPod, _ probeKind) bool { return from.ns == "y" })},
+		{name: "podSelector and namespaceSelector in one peer", clean: true, apply: `
+apiVersion: networking.k8s.io/v1
+kind: NetworkPolicy
+metadata: {name: yb, namespace: x}
+spec:
+  podSelector: {matchLabels: {pod: a}}
+  ingress: [{from: [{namespaceSelector: {matchLabels: {ns: "y"}}, podSelector: {matchLabels: {pod: b}}}]}]
+`, expect: ingressTo(xa, func(from *matrixPod, _ probeKind) bool { return from.ns == "y" && from.name == "b" })},
+		{name: "podSelector or namespaceSelector, two peers", clean: true, apply: `
+apiVersion: networking.k8s.io/v1
+kind: NetworkPolicy
+metadata: {name: b-or-z, namespace: x}
+spec:
+  podSelector: {matchLabels: {pod: a}}
+  ingress: [{from: [{namespaceSelector: {matchLabels: {ns: z}}}, {podSelector: {matchLabels: {pod: b}}}]}]
+`, expect: ingressTo(xa, func(from *matrixPod, _ probeKind) bool { return from.ns == "z" || (from.ns == "x" && from.name == "b") })},
+		{name: "one port", clean: true, apply: `
+apiVersion: networking.k8s.io/v1
+kind: NetworkPolicy
+metadata: {name: tcp-81, namespace: x}
+spec:
+  podSelector: {matchLabels: {pod: a}}
+  ingress: [{ports: [{port: 81}]}]
+`, expect: ingressTo(xa, func(_ *matrixPod, k probeKind) bool { return port("tcp", 81)(k) })},
+		{name: "a port range with endPort", clean: true, apply: `
+apiVersion: networking.k8s.io/v1
+kind: NetworkPolicy
+metadata: {name: range, namespace: x}
+spec:
+  podSelector: {matchLabels: {pod: a}}
+  ingress: [{ports: [{port: 80, endPort: 81, protocol: UDP}]}]
+`, expect: ingressTo(xa, func(_ *matrixPod, k probeKind) bool { return k.proto == "udp" })},
+		{name: "a named port", clean: true, apply: `
+apiVersion: networking.k8s.io/v1
+kind: NetworkPolicy
+metadata: {name: named, namespace: x}
+spec:
+  podSelector: {matchLabels: {pod: a}}
+  ingress: [{ports: [{port: serve-81-udp, protocol: UDP}]}]
+`, expect: ingressTo(xa, func(_ *matrixPod, k probeKind) bool { return port("udp", 81)(k) })},
+		{name: "a named port nobody has isolates and allows nothing", clean: true, apply: `
+apiVersion: networking.k8s.io/v1
+kind: NetworkPolicy
+metadata: {name: named-none, namespace: x}
+spec:
+  podSelector: {matchLabels: {pod: a}}
+  ingress: [{ports: [{port: serve-99-tcp}]}]
+`, expect: ingressTo(xa, func(*matrixPod, probeKind) bool { return false })},
+		{name: "a policy naming only SCTP isolates TCP and UDP", clean: true, apply: `
+apiVersion: networking.k8s.io/v1
+kind: NetworkPolicy
+metadata: {name: sctp, namespace: x}
+spec:
+  podSelector: {matchLabels: {pod: a}}
+  ingress: [{ports: [{port: 80, protocol: SCTP}]}]
+`, expect: ingressTo(xa, func(*matrixPod, probeKind) bool { return false })},
+		{name: "egress only to namespace y", clean: true, apply: `
+apiVersion: networking.k8s.io/v1
+kind: NetworkPolicy
+metadata: {name: egress-y, namespace: x}
+spec:
+  podSelector: {matchLabels: {pod: a}}
+  policyTypes: [Egress]
+  egress: [{to: [{namespaceSelector: {matchLabels: {ns: "y"}}}]}]
+`, expect: egressFrom(xa, func(dst *matrixPod, _ probeKind) bool { return dst.ns == "y" })},
+		{name: "egress to a named port of the destination", clean: true, apply: `
+apiVersion: networking.k8s.io/v1
+kind: NetworkPolicy
+metadata: {name: egress-named, namespace: x}
+spec:
+  podSelector: {matchLabels: {pod: a}}
+  policyTypes: [Egress]
+  egress: [{ports: [{port: serve-80-tcp}]}]
+`, expect: egressFrom(xa, func(_ *matrixPod, k probeKind) bool { return port("tcp", 80)(k) })},
+		{name: "two policies add up", clean: true, apply: `
+apiVersion: networking.k8s.io/v1
+kind: NetworkPolicy
+metadata: {name: from-yb, namespace: x}
+spec:
+  podSelector: {matchLabels: {pod: a}}
+  ingress: [{from: [{namespaceSelector: {matchLabels: {ns: "y"}}, podSelector: {matchLabels: {pod: b}}}]}]
+---
+apiVersion: networking.k8s.io/v1
+kind: NetworkPolicy
+metadata: {name: from-zc, namespace: x}
+spec:
+  podSelector: {matchLabels: {pod: a}}
+  ingress: [{from: [{namespaceSelector: {matchLabels: {ns: z}}, podSelector: {matchLabels: {pod: c}}}]}]
+`, expect: ingressTo(xa, func(from *matrixPod, _ probeKind) bool { return from.String() == "y/b" || from.String() == "z/c" })},
+		{name: "a policy updated", apply: `
+apiVersion: networking.k8s.io/v1
+kind: NetworkPolicy
+metadata: {name: from-yb, namespace: x}
+spec:
+  podSelector: {matchLabels: {pod: a}}
+  ingress: [{from: [{namespaceSelector: {matchLabels: {ns: "y"}}, podSelector: {matchLabels: {pod: a}}}]}]
+`, expect: ingressTo(xa, func(from *matrixPod, _ probeKind) bool { return from.String() == "y/a" || from.String() == "z/c" })},
+		{name: "a pod relabelled", change: func(l *Lab) {
+			l.Kubectl("-n", "z", "label", "pod", "c", "pod=c2", "--overwrite")
+		}, expect: func(from, dst *matrixPod, k probeKind) bool {
+			// z/c left its Service too: no one reaches it that way.
+			if dst.String() == "z/c" && k.service {
+				return false
+			}
+			return ingressTo(xa, func(from *matrixPod, _ probeKind) bool { return from.String() == "y/a" })(from, dst, k)
+		}},
+		{name: "a pod relabelled back", change: func(l *Lab) {
+			l.Kubectl("-n", "z", "label", "pod", "c", "pod=c", "--overwrite")
+		}, expect: ingressTo(xa, func(from *matrixPod, _ probeKind) bool { return from.String() == "y/a" || from.String() == "z/c" })},
+		{name: "a namespace relabelled", change: func(l *Lab) {
+			l.Kubectl("label", "namespace", "y", "ns=y2", "--overwrite")
+		}, expect: ingressTo(xa, func(from *matrixPod, _ probeKind) bool { return from.String() == "z/c" })},
+		{name: "a policy deleted", change: func(l *Lab) {
+			l.Kubectl("label", "namespace", "y", "ns=y", "--overwrite")
+			l.Kubectl("-n", "x", "delete", "networkpolicy", "from-zc")
+		}, expect: ingressTo(xa, func(from *matrixPod, _ probeKind) bool { return from.String() == "y/a" })},
+		{name: "every policy deleted", clean: true, expect: allowAll},
+	}
+}
+
+func ciliumPolicyCases() []policyCase {
+	xa := to("x", "a")
+	return []policyCase{
+		{name: "CiliumNetworkPolicy: fromEndpoints are of the policy's namespace", clean: true, apply: `
+apiVersion: cilium.io/v2
+kind: CiliumNetworkPolicy
+metadata: {name: from-b, namespace: x}
+spec:
+  endpointSelector: {matchLabels: {pod: a}}
+  ingress: [{fromEndpoints: [{matchLabels: {pod: b}}]}]
+`, expect: ingressTo(xa, func(from *matrixPod, _ probeKind) bool { return from.String() == "x/b" })},
+		{name: "CiliumNetworkPolicy: an explicit namespace label reaches other namespaces", clean: true, apply: `
+apiVersion: cilium.io/v2
+kind: CiliumNetworkPolicy
+metadata: {name: from-zb, namespace: x}
+spec:
+  endpointSelector: {matchLabels: {pod: a}}
+  ingress: [{fromEndpoints: [{matchLabels: {pod: b, k8s:io.kubernetes.pod.namespace: z}}]}]
+`, expect: ingressTo(xa, func(from *matrixPod, _ probeKind) bool { return from.String() == "z/b" })},
+		{name: "CiliumNetworkPolicy: deny wins over allow", clean: true, apply: `
+apiVersion: cilium.io/v2
+kind: CiliumNetworkPolicy
+metadata: {name: all-but-y, namespace: x}
+spec:
+  endpointSelector: {matchLabels: {pod: a}}
+  ingress: [{fromEntities: [all]}]
+  ingressDeny: [{fromEndpoints: [{matchLabels: {k8s:io.kubernetes.pod.namespace: "y"}}], toPorts: [{ports: [{port: "80", protocol: TCP}]}]}]
+`, expect: ingressTo(xa, func(from *matrixPod, k probeKind) bool { return from.ns != "y" || !port("tcp", 80)(k) })},
+		{name: "CiliumNetworkPolicy: toPorts with protocol ANY", clean: true, apply: `
+apiVersion: cilium.io/v2
+kind: CiliumNetworkPolicy
+metadata: {name: any-80, namespace: x}
+spec:
+  endpointSelector: {matchLabels: {pod: a}}
+  ingress: [{toPorts: [{ports: [{port: "80"}]}]}]
+`, expect: ingressTo(xa, func(_ *matrixPod, k probeKind) bool { return k.port == 80 })},
+		{name: "CiliumNetworkPolicy: egress deny without default deny", clean: true, apply: `
+apiVersion: cilium.io/v2
+kind: CiliumNetworkPolicy
+metadata: {name: not-z, namespace: x}
+spec:
+  endpointSelector: {matchLabels: {pod: a}}
+  enableDefaultDeny: {egress: false}
+  egressDeny: [{toEndpoints: [{matchLabels: {k8s:io.kubernetes.pod.namespace: z}}]}]
+`, expect: egressFrom(xa, func(dst *matrixPod, _ probeKind) bool { return dst.ns != "z" })},
+		{name: "CiliumClusterwideNetworkPolicy: every namespace", clean: true, apply: `
+apiVersion: cilium.io/v2
+kind: CiliumClusterwideNetworkPolicy
+metadata: {name: a-from-c}
+spec:
+  endpointSelector: {matchLabels: {pod: a}}
+  ingress: [{fromEndpoints: [{matchLabels: {pod: c}}]}]
+`, expect: ingressTo(func(p *matrixPod) bool { return p.name == "a" }, func(from *matrixPod, _ probeKind) bool { return from.name == "c" })},
+		{name: "CiliumClusterwideNetworkPolicy: the cluster entity", clean: true, apply: `
+apiVersion: cilium.io/v2
+kind: CiliumClusterwideNetworkPolicy
+metadata: {name: z-cluster-81}
+spec:
+  endpointSelector: {matchLabels: {k8s:io.kubernetes.pod.namespace: z}}
+  ingress: [{fromEntities: [cluster], toPorts: [{ports: [{port: "81", protocol: TCP}]}]}]
+`, expect: ingressTo(inNS("z"), func(_ *matrixPod, k probeKind) bool { return port("tcp", 81)(k) })},
+		{name: "Cilium policies deleted", clean: true, expect: allowAll},
+	}
+}
+
+// TestPrivilegedSmokePolicy runs the reachability matrix through the
+// NetworkPolicy and Cilium policy features, on a cilium-go lab without
+// kube-proxy.
+func TestPrivilegedSmokePolicy(t *testing.T) {
+	lab := StartLab(t, "e2epol", "--nodes", "2", "--cni=cilium", "--routing-mode=tunnel", "--kube-proxy=none")
+	lab.KubectlApply(matrixManifest())
+	pods := matrixPods(lab)
+	for _, c := range append(networkPolicyCases(), ciliumPolicyCases()...) {
+		start := time.Now()
+		if c.clean {
+			lab.Kubectl("delete", "networkpolicies,ciliumnetworkpolicies", "--all", "--all-namespaces")
+			lab.Kubectl("delete", "ciliumclusterwidenetworkpolicies", "--all")
+		}
+		if c.change != nil {
+			c.change(lab)
+		}
+		if c.apply != "" {
+			lab.KubectlApply(strings.TrimSpace(c.apply))
+		}
+		if checkMatrix(t, c.name, pods, c.expect) {
+			t.Logf("%s: as expected after %s", c.name, time.Since(start).Round(time.Millisecond))
+		}
+	}
+}
+
+// checkMatrix probes until the matrix is as expected, and fails the test
+// with both tables when it does not get there.
+func checkMatrix(t *testing.T, name string, pods []*matrixPod, want expectation) bool {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		got := probeAll(pods, allProbeKinds, time.Second)
+		diff := mismatch(pods, allProbeKinds, want, got)
+		if diff == "" {
+			return true
+		}
+		if time.Now().After(deadline) {
+			t.Errorf("%s: the matrix is not as expected:%s", name, diff)
+			return false
+		}
+	}
+}
