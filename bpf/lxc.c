@@ -38,12 +38,12 @@ static __always_inline int egress_new(struct __sk_buff *skb, struct flow *f,
 	int ret;
 
 	if (POLICY_EGRESS && !loopback) {
-		ret = policy_check(skb, f, ENDPOINT_ID, DIR_EGRESS, f->dst_id);
+		ret = policy_check(skb, f, ENDPOINT_ID, DIR_EGRESS, f->dst_id, f->p.daddr);
 		if (ret < 0)
 			return ret;
 	}
 	if (ep && !loopback && (ep->flags & EP_F_INGRESS_ENFORCE)) {
-		ret = policy_check(skb, f, ep->ep_id, DIR_INGRESS, ENDPOINT_IDENTITY);
+		ret = policy_check(skb, f, ep->ep_id, DIR_INGRESS, ENDPOINT_IDENTITY, f->p.saddr);
 		if (ret < 0) {
 			f->direction = DIR_INGRESS;
 			return ret;
@@ -51,7 +51,7 @@ static __always_inline int egress_new(struct __sk_buff *skb, struct flow *f,
 	}
 	/* With legacy routing the uplink masquerades, after the stack
 	 * chose the final destination; this connection may be a Service's. */
-	if (MASQUERADE && !LEGACY_ROUTING && f->dst_id == IDENTITY_WORLD)
+	if (MASQUERADE && !LEGACY_ROUTING && identity_is_world(f->dst_id))
 		flags |= CT_F_SNAT;
 	if (!ep)
 		flags |= CT_F_NO_DST_EP;
@@ -148,7 +148,7 @@ int cil_from_container(struct __sk_buff *skb)
 		ret = egress_new(skb, &f, ep, tunnel);
 		if (ret < 0)
 			return drop(skb, &f, ret);
-		snat = MASQUERADE && f.dst_id == IDENTITY_WORLD;
+		snat = MASQUERADE && identity_is_world(f.dst_id);
 	}
 
 	/* What this pod sends back to a client from outside, which reached
@@ -231,7 +231,7 @@ int cil_to_container(struct __sk_buff *skb)
 	/* A netkit pod's own packet refused for want of a backend. */
 	if (f.ct_status == CT_NEW && !(NETKIT && lb4_is_refusal(skb, &f.p, ENDPOINT_IPV4))) {
 		if (POLICY_INGRESS) {
-			ret = policy_check(skb, &f, ENDPOINT_ID, DIR_INGRESS, f.src_id);
+			ret = policy_check(skb, &f, ENDPOINT_ID, DIR_INGRESS, f.src_id, f.p.saddr);
 			if (ret < 0)
 				return drop(skb, &f, ret);
 		}

@@ -150,7 +150,7 @@ int cil_to_netdev(struct __sk_buff *skb)
 	if (!MASQUERADE || !LEGACY_ROUTING || parse_ipv4(skb, &f.p) != 0)
 		return TC_ACT_OK;
 	ep = endpoint_lookup4(f.p.saddr);
-	if (!ep || identity_of4(f.p.daddr) != IDENTITY_WORLD || ct_is_reply(&f.p))
+	if (!ep || !identity_is_world(identity_of4(f.p.daddr)) || ct_is_reply(&f.p))
 		return TC_ACT_OK;
 	ret = snat_egress(skb, &f.p);
 	if (ret < 0) {

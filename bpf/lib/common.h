@@ -175,6 +175,10 @@ struct ipcache_info {
 	__u32 tunnel_ipv4; /* network order; 0: not behind a tunnel */
 	__u8 flags;
 	__u8 pad[3];
+	/* A pod's or node's address inside a NetworkPolicy ipBlock also has
+	 * the CIDR identity of the block's prefix, which policy judges
+	 * beside its own identity; 0 for none. */
+	__u32 cidr_identity;
 };
 
 struct policy_key {

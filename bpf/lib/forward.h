@@ -22,6 +22,12 @@ static __always_inline struct ipcache_info *ipcache_lookup4(__u32 addr)
 	return bpf_map_lookup_elem(&cilium_ipcache, &k);
 }
 
+/* identity_is_world: the world, or a prefix of it (a CIDR identity). */
+static __always_inline int identity_is_world(__u32 id)
+{
+	return id == IDENTITY_WORLD || (id & IDENTITY_SCOPE_LOCAL);
+}
+
 static __always_inline __u32 identity_of4(__u32 addr)
 {
 	struct ipcache_info *info = ipcache_lookup4(addr);

@@ -36,7 +36,7 @@ static __always_inline int deliver_ingress(struct __sk_buff *skb, struct flow *f
 		if (!f->src_id)
 			f->src_id = identity_of4(f->p.saddr);
 		if (ep->flags & EP_F_INGRESS_ENFORCE) {
-			ret = policy_check(skb, f, ep->ep_id, DIR_INGRESS, f->src_id);
+			ret = policy_check(skb, f, ep->ep_id, DIR_INGRESS, f->src_id, f->p.saddr);
 			if (ret < 0)
 				return drop(skb, f, ret);
 		}

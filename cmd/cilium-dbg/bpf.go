@@ -60,9 +60,13 @@ func (o *options) bpfIPCache(m *datapath.Maps) error {
 	}
 	out := models.IPCacheEntries(entries)
 	return o.render(out, func(w *tabwriter.Writer) {
-		row(w, "PREFIX", "IDENTITY", "TUNNEL ENDPOINT")
+		row(w, "PREFIX", "IDENTITY", "TUNNEL ENDPOINT", "CIDR IDENTITY")
 		for _, e := range out {
-			row(w, e.Prefix, e.Identity, orDash(e.TunnelEndpoint))
+			cidr := "-"
+			if e.CIDRIdentity != 0 {
+				cidr = e.CIDRIdentity.String()
+			}
+			row(w, e.Prefix, e.Identity, orDash(e.TunnelEndpoint), cidr)
 		}
 	})
 }

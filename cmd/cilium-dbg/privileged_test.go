@@ -89,11 +89,11 @@ func TestPrivilegedPinnedMaps(t *testing.T) {
 		t.Fatal(err)
 	}
 	wantRows := [][]string{
-		{"PREFIX", "IDENTITY", "TUNNEL", "ENDPOINT"},
-		{"10.10.1.12/32", "1012", "-"},
-		{"10.10.2.0/24", "1020", "192.168.50.2"},
-		{"10.10.2.21/32", "1021", "192.168.50.2"},
-		{"192.168.50.2/32", "6", "-"},
+		{"PREFIX", "IDENTITY", "TUNNEL", "ENDPOINT", "CIDR", "IDENTITY"},
+		{"10.10.1.12/32", "1012", "-", "-"},
+		{"10.10.2.0/24", "1020", "192.168.50.2", "-"},
+		{"10.10.2.21/32", "1021", "192.168.50.2", "-"},
+		{"192.168.50.2/32", "6", "-", "-"},
 	}
 	if !equalRows(lines(out), wantRows) {
 		t.Errorf("bpf ipcache list table:\n%s", out)

@@ -17,7 +17,7 @@ func (m *Maps) UpsertIPCache(p netip.Prefix, e spec.IPCacheEntry) error {
 	if err != nil {
 		return err
 	}
-	v := IPCacheInfo{Identity: uint32(e.Identity), TunnelIpv4: be32(e.TunnelEndpoint)}
+	v := ipcacheInfo(e)
 	if err := m.IPCache.Put(&k, &v); err != nil {
 		return fmt.Errorf("put ipcache %s: %w", p, markFull(err))
 	}
@@ -56,13 +56,17 @@ func (m *Maps) SyncIPCache(desired map[netip.Prefix]spec.IPCacheEntry) error {
 		}
 	}
 	for p, e := range desired {
-		want := IPCacheInfo{Identity: uint32(e.Identity), TunnelIpv4: be32(e.TunnelEndpoint)}
+		want := ipcacheInfo(e)
 		if cur, ok := current[p.Masked()]; ok && cur == want {
 			continue
 		}
 		errs = append(errs, m.UpsertIPCache(p, e))
 	}
 	return errors.Join(errs...)
+}
+
+func ipcacheInfo(e spec.IPCacheEntry) IPCacheInfo {
+	return IPCacheInfo{Identity: uint32(e.Identity), TunnelIpv4: be32(e.TunnelEndpoint), CidrIdentity: uint32(e.CIDRIdentity)}
 }
 
 func ipcacheKey(p netip.Prefix) (IPCacheKey, error) {
@@ -89,7 +93,7 @@ func (m *Maps) IPCacheEntries() (map[netip.Prefix]spec.IPCacheEntry, error) {
 	var v IPCacheInfo
 	it := m.IPCache.Iterate()
 	for it.Next(&k, &v) {
-		e := spec.IPCacheEntry{Identity: identity.NumericIdentity(v.Identity)}
+		e := spec.IPCacheEntry{Identity: identity.NumericIdentity(v.Identity), CIDRIdentity: identity.NumericIdentity(v.CidrIdentity)}
 		if v.TunnelIpv4 != 0 {
 			e.TunnelEndpoint = addrOfBE32(v.TunnelIpv4)
 		}

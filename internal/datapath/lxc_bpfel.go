@@ -175,11 +175,12 @@ type lxcFragPorts struct {
 }
 
 type lxcIpcacheInfo struct {
-	_          structs.HostLayout
-	Identity   uint32
-	TunnelIpv4 uint32
-	Flags      uint8
-	Pad        [3]uint8
+	_            structs.HostLayout
+	Identity     uint32
+	TunnelIpv4   uint32
+	Flags        uint8
+	Pad          [3]uint8
+	CidrIdentity uint32
 }
 
 type lxcIpcacheKey struct {

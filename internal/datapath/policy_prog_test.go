@@ -3,6 +3,7 @@ package datapath
 import (
 	"errors"
 	"maps"
+	"net/netip"
 	"testing"
 
 	"github.com/cilium-go/cilium/internal/datapath/spec"
@@ -133,6 +134,23 @@ func TestPrivilegedProgPolicy(t *testing.T) {
 			e.setPolicy(epA, spec.PolicyEntry{Direction: spec.Ingress, Identity: idC, Protocol: udpProto, Port: 53})
 			e.allowed(e.fromNetdev, udp(ipC, ipA, 5000, 53))
 			e.denied(e.fromNetdev, udp(ipD, ipA, 5000, 53), DropPolicy)
+		}},
+		// Proves the third lookup: a pod's address inside an ipBlock is
+		// judged by the block's identity too, allow or deny.
+		{"a peer's CIDR identity is judged beside its own", envOpts{policyIngress: true, policyEgress: true}, func(t *testing.T, e *env) {
+			const block = identity.LocalIdentityFlag | 7
+			must(t, e.maps.UpsertIPCache(netip.PrefixFrom(ipC, 32), spec.IPCacheEntry{Identity: idC, CIDRIdentity: block}))
+			e.denied(e.fromNetdev, udp(ipC, ipA, 5000, 53), DropPolicy)
+			e.setPolicy(epA, spec.PolicyEntry{Direction: spec.Ingress, Identity: block, Protocol: udpProto, Port: 53},
+				spec.PolicyEntry{Direction: spec.Egress, Identity: block})
+			e.allowed(e.fromNetdev, udp(ipC, ipA, 5001, 53))
+			e.denied(e.fromNetdev, udp(ipD, ipA, 5000, 53), DropPolicy) // no block identity
+			e.allowed(e.fromContainer, tcp(ipA, ipC, 40000, 80, "S"))
+			e.denied(e.fromContainer, tcp(ipA, ipD, 40000, 80, "S"), DropPolicy)
+			// A deny of the block wins over an allow of the pod.
+			e.setPolicy(epA, spec.PolicyEntry{Direction: spec.Ingress, Identity: idC},
+				spec.PolicyEntry{Direction: spec.Ingress, Identity: block, Deny: true})
+			e.denied(e.fromNetdev, udp(ipC, ipA, 5002, 53), DropPolicyDeny)
 		}},
 		{"ingress from the host is judged by to-container", envOpts{policyIngress: true}, func(t *testing.T, e *env) {
 			p := tcp(nodeIP, ipA, 40000, 80, "S")

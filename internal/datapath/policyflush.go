@@ -3,6 +3,7 @@ package datapath
 import (
 	"errors"
 	"fmt"
+	"net/netip"
 
 	"github.com/cilium/ebpf"
 
@@ -10,14 +11,19 @@ import (
 	"github.com/cilium-go/cilium/pkg/identity"
 )
 
-// PolicyAllows is what entries say about one packet of a new connection:
-// a matching deny drops it, else a matching allow lets it through, else
-// it is dropped. port is the destination port, or the ICMP type. This is
-// the meaning that PolicyMapState encodes into longest-prefix-match keys.
-func PolicyAllows(entries []spec.PolicyEntry, dir spec.Direction, remote identity.NumericIdentity, proto uint8, port uint16) bool {
+// PolicyAllows is what entries say about one packet of a new connection
+// from or to a peer with identity remote (and, for an address in an
+// ipBlock, its CIDR identity; 0 for none): a matching deny drops it, else
+// a matching allow lets it through, else it is dropped. port is the
+// destination port, or the ICMP type. This is the meaning that
+// PolicyMapState encodes into longest-prefix-match keys.
+func PolicyAllows(entries []spec.PolicyEntry, dir spec.Direction, remote, cidr identity.NumericIdentity, proto uint8, port uint16) bool {
 	allowed := false
 	for _, e := range entries {
-		if e.Direction != dir || (e.Identity != identity.Unknown && e.Identity != remote) {
+		if e.Direction != dir {
+			continue
+		}
+		if e.Identity != identity.Unknown && e.Identity != remote && (cidr == 0 || e.Identity != cidr) {
 			continue
 		}
 		if e.Protocol != 0 && e.Protocol != proto {
@@ -42,15 +48,15 @@ const (
 
 // disallowed reports whether entries no longer allow the connection k,
 // judged the way its first packet was.
-func disallowed(entries []spec.PolicyEntry, dir spec.Direction, remote identity.NumericIdentity, k CTKey) bool {
+func disallowed(entries []spec.PolicyEntry, dir spec.Direction, remote, cidr identity.NumericIdentity, k CTKey) bool {
 	if k.Protocol != spec.ProtoICMP {
-		return !PolicyAllows(entries, dir, remote, k.Protocol, htons(k.Dport))
+		return !PolicyAllows(entries, dir, remote, cidr, k.Protocol, htons(k.Dport))
 	}
 	// An echo request names its id as the source port, an echo reply (one
 	// that found no connection started one) as the destination port. With
 	// id 0 the key cannot tell them apart: either type disallowed is enough.
-	request := PolicyAllows(entries, dir, remote, spec.ProtoICMP, icmpEcho)
-	reply := PolicyAllows(entries, dir, remote, spec.ProtoICMP, icmpEchoReply)
+	request := PolicyAllows(entries, dir, remote, cidr, spec.ProtoICMP, icmpEcho)
+	reply := PolicyAllows(entries, dir, remote, cidr, spec.ProtoICMP, icmpEchoReply)
 	switch {
 	case k.Sport != 0:
 		return !request
@@ -74,6 +80,7 @@ func (m *Maps) forgetDisallowed(epID uint16, entries []spec.PolicyEntry) error {
 		return nil
 	}
 	addr := be32(ep.IPv4)
+	cidrs := cidrIdentities{m: m}
 	var stale []CTKey
 	var k CTKey
 	var v CTEntry
@@ -85,8 +92,10 @@ func (m *Maps) forgetDisallowed(epID uint16, entries []spec.PolicyEntry) error {
 			continue
 		}
 		switch {
-		case k.Saddr == addr && ep.PolicyEgress && disallowed(entries, spec.Egress, identity.NumericIdentity(v.DstIdentity), k),
-			k.Daddr == addr && ep.PolicyIngress && disallowed(entries, spec.Ingress, identity.NumericIdentity(v.SrcIdentity), k):
+		case k.Saddr == addr && ep.PolicyEgress &&
+			disallowed(entries, spec.Egress, identity.NumericIdentity(v.DstIdentity), cidrs.of(k.Daddr), k),
+			k.Daddr == addr && ep.PolicyIngress &&
+				disallowed(entries, spec.Ingress, identity.NumericIdentity(v.SrcIdentity), cidrs.of(k.Saddr), k):
 			stale = append(stale, k)
 		}
 	}
@@ -113,4 +122,20 @@ func (m *Maps) endpointByID(id uint16) (EndpointEntry, bool, error) {
 		}
 	}
 	return EndpointEntry{}, false, nil
+}
+
+// cidrIdentities reads peers' CIDR identities from the ipcache, as the
+// datapath judged their connections' first packets.
+type cidrIdentities struct{ m *Maps }
+
+func (c cidrIdentities) of(addr uint32) identity.NumericIdentity {
+	k, err := ipcacheKey(netip.PrefixFrom(addrOfBE32(addr), 32))
+	if err != nil {
+		return 0
+	}
+	var v IPCacheInfo
+	if err := c.m.IPCache.Lookup(&k, &v); err != nil {
+		return 0
+	}
+	return identity.NumericIdentity(v.CidrIdentity)
 }

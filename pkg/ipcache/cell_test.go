@@ -94,6 +94,27 @@ func TestDesiredIPCache(t *testing.T) {
 			want: map[netip.Prefix]spec.IPCacheEntry{pfx("192.168.0.2/32"): entry(1, ""), pfx("192.168.0.3/32"): entry(6, ""),
 				pfx("192.168.0.4/32"): entry(6, ""), pfx("10.0.2.9/32"): entry(301, "192.168.0.3")},
 		},
+		{
+			name: "policy prefixes: the world's under pods and nodes, in-cluster ones beside them",
+			in: Cluster{
+				Local: []endpoint.Endpoint{local("10.0.1.5", 300), local("10.0.1.6", 301)},
+				Nodes: []Node{node4("a", "192.168.0.2", "", true)},
+				Prefixes: []PolicyPrefix{
+					{Prefix: pfx("10.0.0.0/8"), Identity: cidr(1)},
+					{Prefix: pfx("10.0.0.0/8"), Identity: cidr(2), InCluster: true},
+					{Prefix: pfx("10.0.1.5/32"), Identity: cidr(3)}, // a pod's address: the pod keeps it
+					{Prefix: pfx("10.0.1.5/32"), Identity: cidr(4), InCluster: true},
+					{Prefix: pfx("192.168.0.0/16"), Identity: cidr(5)},
+				},
+			},
+			want: map[netip.Prefix]spec.IPCacheEntry{
+				pfx("10.0.1.5/32"):    {Identity: 300, CIDRIdentity: cidr(4)}, // the most specific in-cluster prefix
+				pfx("10.0.1.6/32"):    {Identity: 301, CIDRIdentity: cidr(2)},
+				pfx("192.168.0.2/32"): entry(1, ""), // no in-cluster prefix holds the node
+				pfx("10.0.0.0/8"):     {Identity: cidr(1)},
+				pfx("192.168.0.0/16"): {Identity: cidr(5)},
+			},
+		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -183,3 +204,5 @@ func TestClusterSync(t *testing.T) {
 		})
 	}
 }
+
+func cidr(n identity.NumericIdentity) identity.NumericIdentity { return identity.LocalIdentityFlag | n }

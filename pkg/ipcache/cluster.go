@@ -14,6 +14,25 @@ type Cluster struct {
 	Local  []endpoint.Endpoint
 	Remote []RemoteEndpoint
 	Nodes  []Node // sorted by name
+	// Prefixes are the prefixes that policy rules name.
+	Prefixes []PolicyPrefix
+}
+
+// PolicyPrefix is a prefix that policy rules name, with its CIDR
+// identity: for the addresses of the world in it, or (InCluster) the
+// identity that pods' and nodes' addresses in it carry beside their own,
+// for NetworkPolicy's ipBlock.
+type PolicyPrefix struct {
+	Prefix    netip.Prefix
+	Identity  identity.NumericIdentity
+	InCluster bool
+}
+
+// PrefixSource tells the prefixes that policy rules name (the policy
+// engine does) and wakes OnChange's callbacks when they change.
+type PrefixSource interface {
+	Prefixes() []PolicyPrefix
+	endpoint.Changes
 }
 
 // RemoteEndpoint is an endpoint that another node published.
@@ -81,7 +100,37 @@ func DesiredIPCache(c Cluster) map[netip.Prefix]spec.IPCacheEntry {
 			out[netip.PrefixFrom(ep.IPv4, 32)] = spec.IPCacheEntry{Identity: ep.Identity}
 		}
 	}
+	addPolicyPrefixes(out, c.Prefixes)
 	return out
+}
+
+// addPolicyPrefixes gives the addresses of pods and nodes (the entries
+// so far) the identity of the most specific in-cluster prefix holding
+// them, and adds the world's prefixes that no pod or node takes.
+func addPolicyPrefixes(out map[netip.Prefix]spec.IPCacheEntry, prefixes []PolicyPrefix) {
+	inCluster := map[netip.Prefix]identity.NumericIdentity{}
+	for _, p := range prefixes {
+		if p.InCluster && p.Prefix.Addr().Is4() {
+			inCluster[p.Prefix.Masked()] = p.Identity
+		}
+	}
+	if len(inCluster) > 0 {
+		for p, e := range out {
+			for bits := p.Bits(); bits >= 0; bits-- {
+				if id, ok := inCluster[netip.PrefixFrom(p.Addr(), bits).Masked()]; ok {
+					e.CIDRIdentity = id
+					out[p] = e
+					break
+				}
+			}
+		}
+	}
+	for _, p := range prefixes {
+		k := p.Prefix.Masked()
+		if _, taken := out[k]; !taken && !p.InCluster && k.Addr().Is4() {
+			out[k] = spec.IPCacheEntry{Identity: p.Identity}
+		}
+	}
 }
 
 // RemoteNodes are the other nodes with a pod CIDR, for routes to their pods.

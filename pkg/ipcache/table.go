@@ -27,12 +27,13 @@ type Entry struct {
 	Prefix         netip.Prefix
 	Identity       identity.NumericIdentity
 	TunnelEndpoint netip.Addr // invalid when not behind a tunnel
+	CIDRIdentity   identity.NumericIdentity
 	Status         reconciler.Status
 }
 
 // Value is what the datapath map holds for the entry.
 func (e *Entry) Value() spec.IPCacheEntry {
-	return spec.IPCacheEntry{Identity: e.Identity, TunnelEndpoint: e.TunnelEndpoint}
+	return spec.IPCacheEntry{Identity: e.Identity, TunnelEndpoint: e.TunnelEndpoint, CIDRIdentity: e.CIDRIdentity}
 }
 
 // TableHeader implements statedb.TableWritable.

@@ -31,7 +31,7 @@ func (w *Writer) Replace(entries map[netip.Prefix]spec.IPCacheEntry) (changed, d
 	want := make(map[netip.Prefix]*Entry, len(entries))
 	for p, v := range entries {
 		p = p.Masked()
-		want[p] = &Entry{Prefix: p, Identity: v.Identity, TunnelEndpoint: v.TunnelEndpoint}
+		want[p] = &Entry{Prefix: p, Identity: v.Identity, TunnelEndpoint: v.TunnelEndpoint, CIDRIdentity: v.CIDRIdentity}
 	}
 	return w.w.Replace(want)
 }

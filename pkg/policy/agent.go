@@ -26,6 +26,7 @@ import (
 	"github.com/cilium-go/cilium/pkg/endpoint/ciliumendpoint"
 	"github.com/cilium-go/cilium/pkg/health"
 	"github.com/cilium-go/cilium/pkg/identity"
+	"github.com/cilium-go/cilium/pkg/ipcache"
 	k8sagent "github.com/cilium-go/cilium/pkg/k8s/agent"
 	v2 "github.com/cilium-go/cilium/pkg/k8s/apis/cilium.io/v2"
 	"github.com/cilium-go/cilium/pkg/k8s/client"
@@ -53,7 +54,7 @@ func (def Config) Flags(flags *pflag.FlagSet) {
 // the endpoint manager's PolicyGate.
 var EngineCell = cell.Module("policy", "Network policy rules to endpoints policy map entries",
 	cell.Config(DefaultConfig),
-	cell.Provide(newAgent, func(a *Agent) endpoint.PolicyGate { return a }),
+	cell.Provide(newAgent, func(a *Agent) endpoint.PolicyGate { return a }, func(a *Agent) ipcache.PrefixSource { return a }),
 	health.JobGroup,
 	cell.Invoke(func(jobs job.Group, a *Agent) { jobs.Add(job.OneShot("policy-engine", a.run)) }),
 )
@@ -74,6 +75,13 @@ type Agent struct {
 	mu    sync.Mutex
 	queue []func(*Engine)
 	wake  chan struct{}
+
+	// prefixes is the engine's CIDR identities as last written, for the
+	// ipcache, which onPrefixes wakes.
+	prefixMu   sync.Mutex
+	prefixes   []ipcache.PolicyPrefix
+	onPrefixes map[int]func()
+	nextOn     int
 }
 
 type agentParams struct {
@@ -96,7 +104,7 @@ func newAgent(p agentParams) (*Agent, error) {
 	done := p.Table.RegisterInitializer(txn, "policy-engine")
 	txn.Commit()
 	return &Agent{log: p.Log, db: p.DB, tbl: p.Table, eps: p.Endpoints, clients: p.Clients, watchers: p.Watchers,
-		mode: mode, engine: NewEngine(mode), initDone: done, wake: make(chan struct{}, 1)}, nil
+		mode: mode, engine: NewEngine(mode), initDone: done, wake: make(chan struct{}, 1), onPrefixes: map[int]func(){}}, nil
 }
 
 // Enforced implements endpoint.PolicyGate.
@@ -232,9 +240,51 @@ func k8sProtocol(p corev1.Protocol) (uint8, bool) {
 	return 0, false
 }
 
+// Prefixes implements ipcache.PrefixSource.
+func (a *Agent) Prefixes() []ipcache.PolicyPrefix {
+	a.prefixMu.Lock()
+	defer a.prefixMu.Unlock()
+	return a.prefixes
+}
+
+// OnChange implements ipcache.PrefixSource: fn runs when the prefixes
+// change.
+func (a *Agent) OnChange(fn func()) (stop func()) {
+	a.prefixMu.Lock()
+	defer a.prefixMu.Unlock()
+	n := a.nextOn
+	a.nextOn++
+	a.onPrefixes[n] = fn
+	return func() {
+		a.prefixMu.Lock()
+		defer a.prefixMu.Unlock()
+		delete(a.onPrefixes, n)
+	}
+}
+
+// publishPrefixes hands the engine's prefixes to the ipcache when they
+// changed. The ipcache has them before the entries that name their
+// identities are reconciled or soon after; either way an address is
+// judged by an identity the policy map knows or by the world's.
+func (a *Agent) publishPrefixes() {
+	if !a.engine.cidrsChanged {
+		return
+	}
+	a.engine.cidrsChanged = false
+	prefixes := a.engine.Prefixes()
+	a.prefixMu.Lock()
+	a.prefixes = prefixes
+	fns := slices.Collect(maps.Values(a.onPrefixes))
+	a.prefixMu.Unlock()
+	for _, fn := range fns {
+		fn()
+	}
+}
+
 // write puts what the engine changed into the table, in one transaction.
 func (a *Agent) write(markInitialized bool) {
 	eps, _ := a.engine.Flush()
+	a.publishPrefixes()
 	if len(eps) == 0 && !markInitialized {
 		return
 	}

@@ -32,6 +32,7 @@ type EndpointStatus struct {
 // Flush returns what changed since the last Flush: the endpoints whose
 // policy changed, and their entries that did.
 func (e *Engine) Flush() ([]EndpointStatus, []EntryChange) {
+	e.collectCIDRs()
 	if len(e.dirtyEps) == 0 {
 		return nil, nil
 	}

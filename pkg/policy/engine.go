@@ -102,6 +102,10 @@ type Engine struct {
 	namedPorts     map[identity.NumericIdentity]NamedPorts
 	eps            map[uint16]*epState
 	revision       uint64
+	// cidrs are the CIDR identities of the prefixes that selectors name.
+	cidrs        map[cidrKey]*cidrIdentity
+	nextCIDR     identity.NumericIdentity
+	cidrsChanged bool
 
 	dirtyEntries map[uint16]map[spec.PolicyEntry]struct{}
 	dirtyEps     map[uint16]struct{}
@@ -111,7 +115,7 @@ type Engine struct {
 // beyond the reserved identities.
 func NewEngine(mode Mode) *Engine {
 	e := &Engine{mode: mode, allowLocalhost: true, cache: newSelectorCache(), rules: map[Origin][]Rule{},
-		namedPorts: map[identity.NumericIdentity]NamedPorts{}, eps: map[uint16]*epState{},
+		namedPorts: map[identity.NumericIdentity]NamedPorts{}, eps: map[uint16]*epState{}, cidrs: map[cidrKey]*cidrIdentity{},
 		dirtyEntries: map[uint16]map[spec.PolicyEntry]struct{}{}, dirtyEps: map[uint16]struct{}{}}
 	for id := identity.Host; id <= identity.WorldIPv6; id++ {
 		if r, ok := identity.ReservedIdentity(id); ok {
@@ -246,7 +250,7 @@ func (e *Engine) regenerate(ep *epState) {
 	specs, enforce := e.filtersFor(ep.subject, ep.info.NamedPorts)
 	ep.enforce = enforce
 	for _, fs := range specs {
-		f := &filter{filterSpec: fs, cached: e.cache.acquire(fs.sel)}
+		f := &filter{filterSpec: fs, cached: e.acquire(fs.sel)}
 		f.cached.users[f] = ep
 		ep.filters = append(ep.filters, f)
 		for id := range f.cached.ids {
@@ -262,7 +266,7 @@ func (e *Engine) clear(ep *epState) {
 			e.drop(ep, f, id)
 		}
 		delete(f.cached.users, f)
-		e.cache.release(f.cached)
+		e.release(f.cached)
 	}
 	ep.filters = nil
 }

@@ -2,6 +2,7 @@ package policy
 
 import (
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"net/netip"
 	"slices"
@@ -156,7 +157,7 @@ func podIdentity(id identity.NumericIdentity, ns, app string) *Identity {
 	return &Identity{ID: id, Labels: ls}
 }
 
-func cidrIdentity(id identity.NumericIdentity, prefix string, inCluster bool) *Identity {
+func modelCIDR(id identity.NumericIdentity, prefix string, inCluster bool) *Identity {
 	return &Identity{ID: id, Labels: labels.Labels{}, Prefix: netip.MustParsePrefix(prefix), InCluster: inCluster}
 }
 
@@ -172,8 +173,8 @@ func randomWorld(r *rand.Rand) *modelWorld {
 		}
 	}
 	for i, p := range modelPrefixes {
-		w.ids = append(w.ids, cidrIdentity(identity.LocalIdentityFlag+identity.NumericIdentity(2*i), p, false),
-			cidrIdentity(identity.LocalIdentityFlag+identity.NumericIdentity(2*i+1), p, true))
+		w.ids = append(w.ids, modelCIDR(identity.LocalIdentityFlag+1<<20+identity.NumericIdentity(2*i), p, false),
+			modelCIDR(identity.LocalIdentityFlag+1<<20+identity.NumericIdentity(2*i+1), p, true))
 	}
 	for _, id := range w.ids {
 		if id.ID.IsCluster() {
@@ -337,20 +338,30 @@ func TestEngineDeltasEqualFresh(t *testing.T) {
 			e.SetNamedPorts(id.ID, w.namedPorts[id.ID])
 		}
 		fresh := engineFor(w, subject, own)
-		if got, want := e.Entries(1), fresh.Entries(1); !equalEntries(got, want) {
+		e.Flush()
+		fresh.Flush()
+		if got, want := canonicalEntries(e), canonicalEntries(fresh); !maps.EqualFunc(got, want, slices.Equal) {
 			t.Fatalf("scenario %d: by delta %v\nafresh %v\nrules: %s", i, got, want, describeRules(w.rules))
 		}
 	}
 }
 
-func equalEntries(a, b map[spec.PolicyEntry][]Origin) bool {
-	if len(a) != len(b) {
-		return false
+// canonicalEntries are endpoint 1's entries with the CIDR identities
+// that the engine numbered itself named by their prefixes: two engines
+// number them in the order they met them.
+func canonicalEntries(e *Engine) map[string][]Origin {
+	byID := map[identity.NumericIdentity]cidrKey{}
+	for k, ci := range e.cidrs {
+		byID[ci.id.ID] = k
 	}
-	for k, v := range a {
-		if w, ok := b[k]; !ok || !slices.Equal(v, w) {
-			return false
+	out := map[string][]Origin{}
+	for ent, origins := range e.Entries(1) {
+		s := ent.String()
+		if k, ok := byID[ent.Identity]; ok {
+			ent.Identity = 0
+			s = fmt.Sprintf("%s (cidr %s in-cluster=%v)", ent, k.prefix, k.inCluster)
 		}
+		out[s] = origins
 	}
-	return true
+	return out
 }

@@ -46,11 +46,9 @@ func (c *selectorCache) acquire(s Selector) *cachedSelector {
 	return cs
 }
 
-// release forgets cs once no filter uses it.
+// release forgets cs, which no filter uses any more.
 func (c *selectorCache) release(cs *cachedSelector) {
-	if len(cs.users) == 0 {
-		delete(c.sels, cs.sel.Key())
-	}
+	delete(c.sels, cs.sel.Key())
 }
 
 // upsert adds or replaces an identity and returns the selectors that now

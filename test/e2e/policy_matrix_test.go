@@ -3,9 +3,11 @@ package e2e
 import (
 	"fmt"
 	"net"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
+	"testing"
 	"time"
 
 	"github.com/cilium-go/cilium/internal/inns"
@@ -239,4 +241,157 @@ func mark(reached bool) string {
 		return "."
 	}
 	return "X"
+}
+
+// targetPort is where the servers outside the matrix listen.
+const targetPort = 8099
+
+// targets are servers outside the matrix: on the outside client and on
+// each node, listening from the test's own process inside their network
+// namespaces.
+type targets struct {
+	lab      *Lab
+	pods     []*matrixPod
+	outside  string
+	nodes    map[string]string // node name -> address
+	podNodes map[string]string // pod -> node name
+}
+
+func startTargets(t *testing.T, l *Lab, pods []*matrixPod) *targets {
+	t.Helper()
+	tg := &targets{lab: l, pods: pods, nodes: map[string]string{}, podNodes: map[string]string{}}
+	var nodes nodeAddrList
+	l.KubectlJSON(&nodes, "get", "nodes")
+	tg.nodes = nodes.internalIPs()
+	for _, p := range pods {
+		tg.podNodes[p.String()] = strings.TrimSpace(l.Kubectl("-n", p.ns, "get", "pod", p.name, "-o", "jsonpath={.spec.nodeName}"))
+	}
+	files, _ := filepath.Glob("/run/netns/" + l.Name + "-*")
+	for _, f := range files {
+		addrs := netnsAddrs(t, f)
+		if strings.HasSuffix(f, "-outside") && len(addrs) > 0 {
+			tg.outside = addrs[0]
+		}
+		for _, ip := range tg.nodes {
+			if slices.Contains(addrs, ip) || strings.HasSuffix(f, "-outside") {
+				listen(t, f)
+				break
+			}
+		}
+	}
+	if tg.outside == "" {
+		t.Fatalf("no outside client among %v", files)
+	}
+	return tg
+}
+
+// netnsAddrs lists the IPv4 addresses in a network namespace.
+func netnsAddrs(t *testing.T, path string) []string {
+	var out []string
+	err := inns.Do(path, func() error {
+		addrs, err := net.InterfaceAddrs()
+		for _, a := range addrs {
+			if n, ok := a.(*net.IPNet); ok && n.IP.To4() != nil && !n.IP.IsLoopback() {
+				out = append(out, n.IP.String())
+			}
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatalf("addresses in %s: %v", path, err)
+	}
+	return out
+}
+
+// listen accepts and closes connections on targetPort in a namespace
+// until the test ends.
+func listen(t *testing.T, path string) {
+	var ln net.Listener
+	err := inns.Do(path, func() (err error) {
+		ln, err = net.Listen("tcp4", fmt.Sprintf(":%d", targetPort))
+		return err
+	})
+	if err != nil {
+		t.Fatalf("listen in %s: %v", path, err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			c.Close()
+		}
+	}()
+}
+
+// address resolves $outside, $node1, $node2, $host(ns/pod) (the pod's
+// node) and $remote(ns/pod) (the other node).
+func (tg *targets) address(name string) string {
+	node := func(suffix string) string { return tg.nodes[tg.lab.Name+suffix] }
+	switch {
+	case name == "$outside":
+		return tg.outside
+	case name == "$node1", name == "$node2":
+		return node("-" + name[1:])
+	case strings.HasPrefix(name, "$host("):
+		return tg.nodes[tg.podNodes[strings.TrimSuffix(strings.TrimPrefix(name, "$host("), ")")]]
+	case strings.HasPrefix(name, "$remote("):
+		own := tg.podNodes[strings.TrimSuffix(strings.TrimPrefix(name, "$remote("), ")")]
+		for n, ip := range tg.nodes {
+			if n != own {
+				return ip
+			}
+		}
+	}
+	return ""
+}
+
+// expand replaces the addresses a case's manifest names.
+func (tg *targets) expand(manifest string) string {
+	pairs := []string{"$outside", tg.outside, "$node1", tg.address("$node1"), "$node2", tg.address("$node2")}
+	for _, p := range tg.pods {
+		pairs = append(pairs, "$"+p.String(), p.ip)
+	}
+	return strings.NewReplacer(pairs...).Replace(manifest)
+}
+
+// check probes each target until all are as wanted, or fails the test.
+func (tg *targets) check(t *testing.T, name string, probes []outsideProbe) bool {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		var wrong []string
+		for _, p := range probes {
+			from := tg.pod(p.from)
+			target := net.JoinHostPort(tg.address(p.to), fmt.Sprint(targetPort))
+			err := inns.Do(from.netns, func() error {
+				c, err := net.DialTimeout("tcp", target, time.Second)
+				if err == nil {
+					c.Close()
+				}
+				return err
+			})
+			if (err == nil) != p.want {
+				wrong = append(wrong, fmt.Sprintf("%s -> %s (%s): reached %v, want %v", p.from, p.to, target, err == nil, p.want))
+			}
+		}
+		if len(wrong) == 0 {
+			return true
+		}
+		if time.Now().After(deadline) {
+			t.Errorf("%s: %s", name, strings.Join(wrong, "; "))
+			return false
+		}
+	}
+}
+
+func (tg *targets) pod(name string) *matrixPod {
+	for _, p := range tg.pods {
+		if p.String() == name {
+			return p
+		}
+	}
+	panic("no pod " + name)
 }

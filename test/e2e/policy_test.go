@@ -15,8 +15,19 @@ type policyCase struct {
 	clean bool
 	// change runs before apply: relabels and the like.
 	change func(l *Lab)
+	// apply is applied with $ns/pod replaced by the pod's address and
+	// $outside, $node1 and $node2 by the outside client's and the nodes'.
 	apply  string
 	expect expectation
+	// reach lists targets outside the matrix: from a pod to a server on
+	// the outside client or on a node ($outside, $node1, $node2), and
+	// whether it connects.
+	reach []outsideProbe
+}
+
+type outsideProbe struct {
+	from, to string
+	want     bool
 }
 
 // Small expectations to build cases from.
@@ -202,13 +213,82 @@ spec:
 			l.Kubectl("label", "namespace", "y", "ns=y", "--overwrite")
 			l.Kubectl("-n", "x", "delete", "networkpolicy", "from-zc")
 		}, expect: ingressTo(xa, func(from *matrixPod, _ probeKind) bool { return from.String() == "y/a" })},
+		{name: "ipBlock matches a pod's address", clean: true, apply: `
+apiVersion: networking.k8s.io/v1
+kind: NetworkPolicy
+metadata: {name: from-yb-ip, namespace: x}
+spec:
+  podSelector: {matchLabels: {pod: a}}
+  ingress: [{from: [{ipBlock: {cidr: $y/b/32}}]}]
+`, expect: ingressTo(xa, func(from *matrixPod, _ probeKind) bool { return from.String() == "y/b" })},
+		{name: "ipBlock with except, over every pod", clean: true, apply: `
+apiVersion: networking.k8s.io/v1
+kind: NetworkPolicy
+metadata: {name: all-but-yb, namespace: x}
+spec:
+  podSelector: {matchLabels: {pod: a}}
+  ingress: [{from: [{ipBlock: {cidr: 0.0.0.0/0, except: [$y/b/32]}}]}]
+`, expect: ingressTo(xa, func(from *matrixPod, _ probeKind) bool { return from.String() != "y/b" })},
+		{name: "egress ipBlock matches nodes and the outside", clean: true, apply: `
+apiVersion: networking.k8s.io/v1
+kind: NetworkPolicy
+metadata: {name: to-nodes, namespace: x}
+spec:
+  podSelector: {matchLabels: {pod: a}}
+  policyTypes: [Egress]
+  egress: [{to: [{ipBlock: {cidr: $node1/32}}, {ipBlock: {cidr: $outside/32}}]}]
+`, expect: egressFrom(xa, func(*matrixPod, probeKind) bool { return false }),
+			reach: []outsideProbe{{"x/a", "$node1", true}, {"x/a", "$node2", false}, {"x/a", "$outside", true}}},
 		{name: "every policy deleted", clean: true, expect: allowAll},
 	}
 }
 
 func ciliumPolicyCases() []policyCase {
 	xa := to("x", "a")
+	isolated := egressFrom(xa, func(*matrixPod, probeKind) bool { return false })
 	return []policyCase{
+		{name: "CiliumNetworkPolicy: toCIDR the outside client", clean: true, apply: `
+apiVersion: cilium.io/v2
+kind: CiliumNetworkPolicy
+metadata: {name: to-outside, namespace: x}
+spec:
+  endpointSelector: {matchLabels: {pod: a}}
+  egress: [{toCIDR: [$outside/32]}]
+`, expect: isolated, reach: []outsideProbe{{"x/a", "$outside", true}, {"x/b", "$outside", true}}},
+		{name: "CiliumNetworkPolicy: toCIDRSet with the outside client excepted", clean: true, apply: `
+apiVersion: cilium.io/v2
+kind: CiliumNetworkPolicy
+metadata: {name: not-outside, namespace: x}
+spec:
+  endpointSelector: {matchLabels: {pod: a}}
+  egress: [{toCIDRSet: [{cidr: 0.0.0.0/0, except: [$outside/32]}]}]
+`, expect: egressFrom(xa, func(*matrixPod, probeKind) bool { return false }),
+			reach: []outsideProbe{{"x/a", "$outside", false}, {"x/b", "$outside", true}}},
+		{name: "CiliumNetworkPolicy: the world entity", clean: true, apply: `
+apiVersion: cilium.io/v2
+kind: CiliumNetworkPolicy
+metadata: {name: to-world, namespace: x}
+spec:
+  endpointSelector: {matchLabels: {pod: a}}
+  egress: [{toEntities: [world]}]
+`, expect: isolated, reach: []outsideProbe{{"x/a", "$outside", true}, {"x/a", "$node1", false}}},
+		{name: "CiliumNetworkPolicy: the host and remote-node entities", clean: true, apply: `
+apiVersion: cilium.io/v2
+kind: CiliumNetworkPolicy
+metadata: {name: to-host, namespace: x}
+spec:
+  endpointSelector: {matchLabels: {pod: a}}
+  egress: [{toEntities: [host]}]
+---
+apiVersion: cilium.io/v2
+kind: CiliumNetworkPolicy
+metadata: {name: to-remote-node, namespace: x}
+spec:
+  endpointSelector: {matchLabels: {pod: b}}
+  egress: [{toEntities: [remote-node]}]
+`, expect: egressFrom(func(p *matrixPod) bool { return p.ns == "x" && p.name != "c" }, func(*matrixPod, probeKind) bool { return false }),
+			reach: []outsideProbe{{"x/a", "$host(x/a)", true}, {"x/a", "$remote(x/a)", false}, {"x/a", "$outside", false},
+				{"x/b", "$host(x/b)", false}, {"x/b", "$remote(x/b)", true}}},
 		{name: "CiliumNetworkPolicy: fromEndpoints are of the policy's namespace", clean: true, apply: `
 apiVersion: cilium.io/v2
 kind: CiliumNetworkPolicy
@@ -278,6 +358,7 @@ func TestPrivilegedSmokePolicy(t *testing.T) {
 	lab := StartLab(t, "e2epol", "--nodes", "2", "--cni=cilium", "--routing-mode=tunnel", "--kube-proxy=none")
 	lab.KubectlApply(matrixManifest())
 	pods := matrixPods(lab)
+	targets := startTargets(t, lab, pods)
 	for _, c := range append(networkPolicyCases(), ciliumPolicyCases()...) {
 		start := time.Now()
 		if c.clean {
@@ -288,9 +369,9 @@ func TestPrivilegedSmokePolicy(t *testing.T) {
 			c.change(lab)
 		}
 		if c.apply != "" {
-			lab.KubectlApply(strings.TrimSpace(c.apply))
+			lab.KubectlApply(targets.expand(strings.TrimSpace(c.apply)))
 		}
-		if checkMatrix(t, c.name, pods, c.expect) {
+		if checkMatrix(t, c.name, pods, c.expect) && targets.check(t, c.name, c.reach) {
 			t.Logf("%s: as expected after %s", c.name, time.Since(start).Round(time.Millisecond))
 		}
 	}

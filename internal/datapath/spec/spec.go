@@ -33,6 +33,10 @@ type Endpoint struct {
 type IPCacheEntry struct {
 	Identity       identity.NumericIdentity
 	TunnelEndpoint netip.Addr // invalid when not behind a tunnel
+	// CIDRIdentity is, for a pod's or node's address inside a prefix of
+	// a NetworkPolicy ipBlock, the CIDR identity that policy judges it
+	// by beside Identity; 0 for none.
+	CIDRIdentity identity.NumericIdentity
 }
 
 // RemoteNode is another node of the cluster, whose pod CIDR the node

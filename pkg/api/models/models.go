@@ -173,6 +173,9 @@ type IPCacheEntry struct {
 	Prefix         string                   `json:"prefix"`
 	Identity       identity.NumericIdentity `json:"identity"`
 	TunnelEndpoint string                   `json:"tunnelEndpoint,omitempty"`
+	// CIDRIdentity is the ipBlock prefix's identity of a pod's or node's
+	// address, judged beside Identity.
+	CIDRIdentity identity.NumericIdentity `json:"cidrIdentity,omitempty"`
 }
 
 // Node is a node of the cluster as the agent knows it.
@@ -198,7 +201,7 @@ func IPCacheEntries(entries map[netip.Prefix]spec.IPCacheEntry) []IPCacheEntry {
 	out := make([]IPCacheEntry, 0, len(prefixes))
 	for _, p := range prefixes {
 		e := entries[p]
-		m := IPCacheEntry{Prefix: p.String(), Identity: e.Identity}
+		m := IPCacheEntry{Prefix: p.String(), Identity: e.Identity, CIDRIdentity: e.CIDRIdentity}
 		if e.TunnelEndpoint.IsValid() {
 			m.TunnelEndpoint = e.TunnelEndpoint.String()
 		}
