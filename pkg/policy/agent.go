@@ -18,6 +18,7 @@ import (
 	"github.com/spf13/pflag"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	kubeinformers "k8s.io/client-go/informers"
 	"k8s.io/client-go/tools/cache"
 
@@ -342,9 +343,14 @@ func (a *Agent) watch(ctx context.Context) error {
 		{cnps, KindCNP, func(obj any) ([]Rule, error) { return FromCNP(obj.(*v2.CiliumNetworkPolicy)) }},
 		{ccnps, KindCCNP, func(obj any) ([]Rule, error) { return FromCCNP(obj.(*v2.CiliumClusterwideNetworkPolicy)) }},
 	}
+	node := ""
+	if a.watchers != nil {
+		node = a.watchers.NodeName
+	}
+	rep := newReporter(ctx, a.log, a.clients, node)
 	synced := []cache.InformerSynced{}
 	for _, h := range handlers {
-		if _, err := h.inf.AddEventHandler(a.policyHandler(h.kind, h.rules)); err != nil {
+		if _, err := h.inf.AddEventHandler(a.policyHandler(ctx, rep, h.kind, h.rules)); err != nil {
 			return err
 		}
 		go h.inf.RunWithContext(ctx)
@@ -368,19 +374,26 @@ func (a *Agent) watch(ctx context.Context) error {
 }
 
 // policyHandler turns a policy object into rules for the engine. An
-// object that does not translate is reported and its previous rules stay
-// in force: bad input never half-applies.
-func (a *Agent) policyHandler(kind string, rules func(obj any) ([]Rule, error)) cache.ResourceEventHandler {
+// object that does not translate is reported (an event, and the Valid
+// condition of Cilium's policies) and its previous rules stay in force:
+// bad input never half-applies.
+func (a *Agent) policyHandler(ctx context.Context, rep *reporter, kind string, rules func(obj any) ([]Rule, error)) cache.ResourceEventHandler {
 	set := func(obj any) {
-		key, _ := cache.MetaNamespaceKeyFunc(obj)
-		ns, name, _ := cache.SplitMetaNamespaceKey(key)
-		origin := Origin{Kind: kind, Namespace: ns, Name: name}
+		meta, ok := obj.(metav1.Object)
+		if !ok {
+			return
+		}
+		origin := Origin{Kind: kind, Namespace: meta.GetNamespace(), Name: meta.GetName()}
 		rs, err := rules(obj)
 		if err != nil {
 			a.log.Warn("policy refused, its previous rules stay in force", "policy", origin.String(), "error", err)
-			return
 		}
-		a.do(func(e *Engine) { e.SetRules(origin, rs) })
+		if !reported(obj, err) {
+			rep.report(ctx, kind, meta, err)
+		}
+		if err == nil {
+			a.do(func(e *Engine) { e.SetRules(origin, rs) })
+		}
 	}
 	return cache.ResourceEventHandlerFuncs{
 		AddFunc:    set,
@@ -476,4 +489,24 @@ func (a *Agent) namedPortsHandler() cache.ResourceEventHandler {
 
 func compareNamedPorts(x, y NamedPort) int {
 	return cmp.Or(cmp.Compare(x.Name, y.Name), cmp.Compare(x.Protocol, y.Protocol), cmp.Compare(x.Port, y.Port))
+}
+
+// reported says whether obj's Valid condition already tells err.
+func reported(obj any, err error) bool {
+	var st *v2.CiliumNetworkPolicyStatus
+	switch p := obj.(type) {
+	case *v2.CiliumNetworkPolicy:
+		st = &p.Status
+	case *v2.CiliumClusterwideNetworkPolicy:
+		st = &p.Status
+	default:
+		return false
+	}
+	for _, c := range st.Conditions {
+		if c.Type == ConditionValid {
+			return (err == nil && c.Status == metav1.ConditionTrue) ||
+				(err != nil && c.Status == metav1.ConditionFalse && c.Message == err.Error())
+		}
+	}
+	return false
 }

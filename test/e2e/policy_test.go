@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -23,6 +24,8 @@ type policyCase struct {
 	// the outside client or on a node ($outside, $node1, $node2), and
 	// whether it connects.
 	reach []outsideProbe
+	// verify checks what else the case promises (statuses, events).
+	verify func(l *Lab) error
 }
 
 type outsideProbe struct {
@@ -347,6 +350,35 @@ spec:
   endpointSelector: {matchLabels: {k8s:io.kubernetes.pod.namespace: z}}
   ingress: [{fromEntities: [cluster], toPorts: [{ports: [{port: "81", protocol: TCP}]}]}]
 `, expect: ingressTo(inNS("z"), func(_ *matrixPod, k probeKind) bool { return port("tcp", 81)(k) })},
+		{name: "CiliumNetworkPolicy: accepted, with its Valid condition", clean: true, apply: `
+apiVersion: cilium.io/v2
+kind: CiliumNetworkPolicy
+metadata: {name: guard, namespace: x}
+spec:
+  endpointSelector: {matchLabels: {pod: a}}
+  ingress: [{fromEndpoints: [{matchLabels: {pod: b}}]}]
+`, expect: ingressTo(xa, func(from *matrixPod, _ probeKind) bool { return from.String() == "x/b" }),
+			verify: policyCondition("x", "guard", "True", "")},
+		{name: "CiliumNetworkPolicy: a refused update keeps the previous rules in force", apply: `
+apiVersion: cilium.io/v2
+kind: CiliumNetworkPolicy
+metadata: {name: guard, namespace: x}
+spec:
+  endpointSelector: {matchLabels: {pod: a}}
+  ingress: [{fromEndpoints: [{matchLabels: {pod: c}}]}]
+  egress: [{toFQDNs: [{matchName: example.com}]}]
+`, expect: ingressTo(xa, func(from *matrixPod, _ probeKind) bool { return from.String() == "x/b" }),
+			verify: func(l *Lab) error {
+				if err := policyCondition("x", "guard", "False", "spec.egress[0].toFQDNs")(l); err != nil {
+					return err
+				}
+				out, err := l.run("kubectl", "-n", "x", "get", "events", "--field-selector", "reason=PolicyRejected,involvedObject.name=guard",
+					"-o", "jsonpath={.items[*].message}")
+				if err != nil || !strings.Contains(out, "toFQDNs") {
+					return fmt.Errorf("no PolicyRejected event naming toFQDNs: %q %v", out, err)
+				}
+				return nil
+			}},
 		{name: "Cilium policies deleted", clean: true, expect: allowAll},
 	}
 }
@@ -371,6 +403,9 @@ func TestPrivilegedSmokePolicy(t *testing.T) {
 		if c.apply != "" {
 			lab.KubectlApply(targets.expand(strings.TrimSpace(c.apply)))
 		}
+		if c.verify != nil {
+			lab.Eventually(c.name, 30*time.Second, func() error { return c.verify(lab) })
+		}
 		if checkMatrix(t, c.name, pods, c.expect) && targets.check(t, c.name, c.reach) {
 			t.Logf("%s: as expected after %s", c.name, time.Since(start).Round(time.Millisecond))
 		}
@@ -392,5 +427,22 @@ func checkMatrix(t *testing.T, name string, pods []*matrixPod, want expectation)
 			t.Errorf("%s: the matrix is not as expected:%s", name, diff)
 			return false
 		}
+	}
+}
+
+// policyCondition checks the Valid condition of a CiliumNetworkPolicy:
+// its status and that its message holds msg.
+func policyCondition(ns, name, status, msg string) func(l *Lab) error {
+	return func(l *Lab) error {
+		out, err := l.run("kubectl", "-n", ns, "get", "ciliumnetworkpolicy", name, "-o",
+			`jsonpath={.status.conditions[?(@.type=="Valid")].status} {.status.conditions[?(@.type=="Valid")].message}`)
+		if err != nil {
+			return fmt.Errorf("%s/%s: %v: %s", ns, name, err, out)
+		}
+		got, message, _ := strings.Cut(out, " ")
+		if got != status || !strings.Contains(message, msg) {
+			return fmt.Errorf("%s/%s Valid is %q (%q), want %s naming %q", ns, name, got, message, status, msg)
+		}
+		return nil
 	}
 }
