@@ -38,6 +38,10 @@ type Maps struct {
 	// LB4ReverseSock is what sockets that socket-level balancing
 	// translated see as their peer (sock.go).
 	LB4ReverseSock *ebpf.Map
+
+	// groups indexes the policy map's keys by policy group, so that a
+	// group is rewritten without reading the whole map (policygroup.go).
+	groups *policyGroups
 }
 
 // mapDef is one row of mapTable.
@@ -117,7 +121,7 @@ func OpenMaps(pinDir string, opts ...MapOption) (*Maps, error) {
 	if err := cs.Assign(&specs); err != nil {
 		return nil, fmt.Errorf("assign map specs: %w", err)
 	}
-	m := &Maps{}
+	m := &Maps{groups: &policyGroups{}}
 	for _, d := range mapTable {
 		spec := d.spec(&specs)
 		if d.lbSized && o.lbMapMax != 0 {

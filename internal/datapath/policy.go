@@ -128,6 +128,7 @@ func PolicyMapState(epID uint16, entries []spec.PolicyEntry) (map[PolicyKey]Poli
 // that the new policy no longer allows are forgotten: their next packet
 // is judged as new, and dropped.
 func (m *Maps) SetPolicy(epID uint16, entries []spec.PolicyEntry) error {
+	defer m.groups.invalidate() // written around the group index
 	desired, err := PolicyMapState(epID, entries)
 	if err != nil {
 		return err
@@ -163,7 +164,10 @@ func (m *Maps) SetPolicy(epID uint16, entries []spec.PolicyEntry) error {
 			return fmt.Errorf("delete policy entry for endpoint %d: %w", epID, err)
 		}
 	}
-	if err := m.forgetDisallowed(epID, entries); err != nil {
+	allows := func(dir spec.Direction, remote, cidr identity.NumericIdentity, proto uint8, port uint16) bool {
+		return PolicyAllows(entries, dir, remote, cidr, proto, port)
+	}
+	if err := m.forgetDisallowed(epID, allows); err != nil {
 		return fmt.Errorf("endpoint %d: %w", epID, err)
 	}
 	return nil

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"maps"
 	"net/netip"
+	"slices"
 	"testing"
 
 	"github.com/cilium-go/cilium/internal/datapath/spec"
@@ -45,6 +46,49 @@ func TestPrivilegedProgPolicy(t *testing.T) {
 			e.denied(e.fromContainer, sctp(ipA, ipD, 5000, 3871), DropPolicy)
 			// Replies follow the tracked association.
 			e.allowed(e.fromNetdev, sctp(ipC, ipA, 81, 5000))
+		}},
+		// Proves writing by group: a group changes alone, and a group
+		// that narrows has its established connections forgotten.
+		{"policy groups change alone, and a narrowed one stops its connections", enforce, func(t *testing.T, e *env) {
+			toC := spec.PolicyGroup{EndpointID: epA, Direction: spec.Egress, Identity: idC}
+			toD := spec.PolicyGroup{EndpointID: epA, Direction: spec.Egress, Identity: idD}
+			setGroup := func(g spec.PolicyGroup, wantNarrowed bool, entries ...spec.PolicyEntry) {
+				t.Helper()
+				narrowed, err := e.maps.SetPolicyGroup(g, entries)
+				must(t, err)
+				if narrowed != wantNarrowed {
+					t.Fatalf("group %+v narrowed %v, want %v", g, narrowed, wantNarrowed)
+				}
+			}
+			setGroup(toC, false, egress(idC, tcpProto, 80, 90), denyRule(egress(idC, tcpProto, 85, 0)))
+			setGroup(toD, false, egress(idD, udpProto, 53, 0))
+			e.allowed(e.fromContainer, tcp(ipA, ipC, 40000, 80, "S"))
+			e.denied(e.fromContainer, tcp(ipA, ipC, 40001, 85, "S"), DropPolicyDeny)
+			e.allowed(e.fromContainer, udp(ipA, ipD, 40002, 53))
+			if _, err := e.maps.SetPolicyGroup(toC, []spec.PolicyEntry{egress(idD, tcpProto, 80, 0)}); err == nil {
+				t.Fatal("an entry of another group was written")
+			}
+			setGroup(toC, false, egress(idC, tcpProto, 80, 90), egress(idC, tcpProto, 443, 0)) // wider
+			setGroup(toC, true, egress(idC, tcpProto, 443, 0))                                 // narrower
+			e.allowed(e.fromContainer, udp(ipA, ipD, 40003, 53))                               // D untouched
+			e.allowed(e.fromContainer, tcp(ipA, ipC, 40000, 80, "A"))                          // until flushed
+			must(t, e.maps.FlushDisallowed(epA))
+			e.denied(e.fromContainer, tcp(ipA, ipC, 40000, 80, "A"), DropUnknownCT) // forgotten
+			e.allowed(e.fromContainer, udp(ipA, ipD, 40002, 53)) // still allowed: kept
+			// A full sync repairs what the index does not know.
+			stray := PolicyKey{Prefixlen: policyPrefixFull, Identity: 4242, EpId: epA, Direction: uint8(spec.Egress)}
+			must(t, e.maps.Policy.Put(&stray, &PolicyValue{}))
+			narrowed, err := e.maps.SyncPolicyGroups(map[spec.PolicyGroup][]spec.PolicyEntry{toC: {egress(idC, tcpProto, 443, 0)}})
+			must(t, err)
+			if !slices.Equal(narrowed, []uint16{epA}) {
+				t.Fatalf("sync narrowed %v, want [%d]", narrowed, epA)
+			}
+			state, err := e.maps.PolicyState(epA)
+			must(t, err)
+			want, _ := PolicyMapState(epA, []spec.PolicyEntry{egress(idC, tcpProto, 443, 0)})
+			if !maps.Equal(state, want) {
+				t.Fatalf("after sync the map holds %v, want %v", state, want)
+			}
 		}},
 		{"exact rule denies other ports", enforce, func(t *testing.T, e *env) {
 			e.setPolicy(epA, egress(idC, tcpProto, 80, 0))

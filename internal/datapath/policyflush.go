@@ -46,17 +46,22 @@ const (
 	icmpEcho      = 8
 )
 
-// disallowed reports whether entries no longer allow the connection k,
-// judged the way its first packet was.
-func disallowed(entries []spec.PolicyEntry, dir spec.Direction, remote, cidr identity.NumericIdentity, k CTKey) bool {
+// policyJudge says whether a new connection's first packet would be
+// allowed: direction, remote identity, its CIDR identity (0 for none),
+// protocol and port (the ICMP type for ICMP).
+type policyJudge func(dir spec.Direction, remote, cidr identity.NumericIdentity, proto uint8, port uint16) bool
+
+// disallowed reports whether allows no longer lets the connection k
+// through, judged the way its first packet was.
+func disallowed(allows policyJudge, dir spec.Direction, remote, cidr identity.NumericIdentity, k CTKey) bool {
 	if k.Protocol != spec.ProtoICMP {
-		return !PolicyAllows(entries, dir, remote, cidr, k.Protocol, htons(k.Dport))
+		return !allows(dir, remote, cidr, k.Protocol, htons(k.Dport))
 	}
 	// An echo request names its id as the source port, an echo reply (one
 	// that found no connection started one) as the destination port. With
 	// id 0 the key cannot tell them apart: either type disallowed is enough.
-	request := PolicyAllows(entries, dir, remote, cidr, spec.ProtoICMP, icmpEcho)
-	reply := PolicyAllows(entries, dir, remote, cidr, spec.ProtoICMP, icmpEchoReply)
+	request := allows(dir, remote, cidr, spec.ProtoICMP, icmpEcho)
+	reply := allows(dir, remote, cidr, spec.ProtoICMP, icmpEchoReply)
 	switch {
 	case k.Sport != 0:
 		return !request
@@ -71,7 +76,7 @@ func disallowed(entries []spec.PolicyEntry, dir spec.Direction, remote, cidr ide
 // endpoint enforces. Conntrack answers for established connections
 // without asking policy again; without this, a removed allow would leave
 // a connection open for hours (UDP: as long as it is busy).
-func (m *Maps) forgetDisallowed(epID uint16, entries []spec.PolicyEntry) error {
+func (m *Maps) forgetDisallowed(epID uint16, allows policyJudge) error {
 	ep, ok, err := m.endpointByID(epID)
 	if err != nil || !ok {
 		return err
@@ -93,9 +98,9 @@ func (m *Maps) forgetDisallowed(epID uint16, entries []spec.PolicyEntry) error {
 		}
 		switch {
 		case k.Saddr == addr && ep.PolicyEgress &&
-			disallowed(entries, spec.Egress, identity.NumericIdentity(v.DstIdentity), cidrs.of(k.Daddr), k),
+			disallowed(allows, spec.Egress, identity.NumericIdentity(v.DstIdentity), cidrs.of(k.Daddr), k),
 			k.Daddr == addr && ep.PolicyIngress &&
-				disallowed(entries, spec.Ingress, identity.NumericIdentity(v.SrcIdentity), cidrs.of(k.Saddr), k):
+				disallowed(allows, spec.Ingress, identity.NumericIdentity(v.SrcIdentity), cidrs.of(k.Saddr), k):
 			stale = append(stale, k)
 		}
 	}

@@ -57,7 +57,9 @@ var EngineCell = cell.Module("policy", "Network policy rules to endpoints policy
 	cell.Config(DefaultConfig),
 	cell.Provide(newAgent, func(a *Agent) endpoint.PolicyGate { return a }, func(a *Agent) ipcache.PrefixSource { return a }),
 	health.JobGroup,
-	cell.Invoke(func(jobs job.Group, a *Agent) { jobs.Add(job.OneShot("policy-engine", a.run)) }),
+	cell.Invoke(func(jobs job.Group, a *Agent) {
+		jobs.Add(job.OneShot("policy-engine", a.run), job.OneShot("policy-tombstones", a.collectTombstones))
+	}),
 )
 
 // Agent runs the engine for the agent: one goroutine owns the engine,
@@ -66,6 +68,7 @@ type Agent struct {
 	log      *slog.Logger
 	db       *statedb.DB
 	tbl      statedb.RWTable[*EndpointPolicy]
+	entries  statedb.RWTable[*MapEntry]
 	eps      statedb.Table[*endpoint.Desired]
 	clients  *k8sagent.Clients
 	watchers *k8sagent.Watchers
@@ -91,6 +94,7 @@ type agentParams struct {
 	Log       *slog.Logger
 	DB        *statedb.DB
 	Table     statedb.RWTable[*EndpointPolicy]
+	Entries   statedb.RWTable[*MapEntry]
 	Endpoints statedb.Table[*endpoint.Desired]
 	Clients   *k8sagent.Clients  `optional:"true"`
 	Watchers  *k8sagent.Watchers `optional:"true"`
@@ -101,10 +105,10 @@ func newAgent(p agentParams) (*Agent, error) {
 	if err != nil {
 		return nil, err
 	}
-	txn := p.DB.WriteTxn(p.Table)
-	done := p.Table.RegisterInitializer(txn, "policy-engine")
+	txn := p.DB.WriteTxn(p.Entries)
+	done := p.Entries.RegisterInitializer(txn, "policy-engine")
 	txn.Commit()
-	return &Agent{log: p.Log, db: p.DB, tbl: p.Table, eps: p.Endpoints, clients: p.Clients, watchers: p.Watchers,
+	return &Agent{log: p.Log, db: p.DB, tbl: p.Table, entries: p.Entries, eps: p.Endpoints, clients: p.Clients, watchers: p.Watchers,
 		mode: mode, engine: NewEngine(mode), initDone: done, wake: make(chan struct{}, 1), onPrefixes: map[int]func(){}}, nil
 }
 
@@ -117,21 +121,55 @@ func (a *Agent) AwaitPolicy(ctx context.Context, id uint16, num identity.Numeric
 		return nil
 	}
 	for {
-		row, _, watch, ok := a.tbl.GetWatch(a.db.ReadTxn(), EndpointIndex.Query(id))
-		if ok && row.Identity == num {
-			switch row.Status.Kind {
-			case reconciler.StatusKindDone:
+		r := a.realization(a.db.ReadTxn(), id)
+		if r.known && r.row.Identity == num {
+			switch {
+			case r.err != "":
+				return errors.New(r.err)
+			case r.realized >= r.row.Revision:
 				return nil
-			case reconciler.StatusKindError:
-				return errors.New(row.Status.GetError())
 			}
 		}
 		select {
-		case <-watch:
+		case <-r.watch:
+		case <-r.entriesWatch:
 		case <-ctx.Done():
 			return fmt.Errorf("policy not in place yet: %w", context.Cause(ctx))
 		}
 	}
+}
+
+// realization is how far an endpoint's policy got into the datapath.
+type realization struct {
+	row      *EndpointPolicy
+	known    bool
+	realized uint64 // the revision the datapath holds
+	err      string // an entry the reconciler failed to write
+	// watch and entriesWatch close when the row or its entries change.
+	watch, entriesWatch <-chan struct{}
+}
+
+// realization reads it: the datapath holds revision R once no entry
+// written at or before R is still to be reconciled.
+func (a *Agent) realization(txn statedb.ReadTxn, id uint16) realization {
+	var r realization
+	r.row, _, r.watch, r.known = a.tbl.GetWatch(txn, EndpointIndex.Query(id))
+	rows, watch := a.entries.ListWatch(txn, EntryEndpointIndex.Query(id))
+	r.entriesWatch = watch
+	if !r.known {
+		return r
+	}
+	r.realized = r.row.Revision
+	for e := range rows {
+		switch e.Status.Kind {
+		case reconciler.StatusKindDone:
+			continue
+		case reconciler.StatusKindError:
+			r.err = e.Status.GetError()
+		}
+		r.realized = min(r.realized, e.Revision-1)
+	}
+	return r
 }
 
 // do queues work for the engine's goroutine.
@@ -282,28 +320,31 @@ func (a *Agent) publishPrefixes() {
 	}
 }
 
-// write puts what the engine changed into the table, in one transaction.
+// write puts what the engine changed into the tables, in one
+// transaction: only the entries that changed, so the reconciler writes
+// only their groups.
 func (a *Agent) write(markInitialized bool) {
-	eps, _ := a.engine.Flush()
+	eps, changes := a.engine.Flush()
 	a.publishPrefixes()
 	if len(eps) == 0 && !markInitialized {
 		return
 	}
-	txn := a.db.WriteTxn(a.tbl)
+	txn := a.db.WriteTxn(a.tbl, a.entries)
 	defer txn.Abort()
+	var rev uint64
 	for _, st := range eps {
+		rev = st.Revision
 		switch {
 		case st.Deleted:
 			_, _, _ = a.tbl.Delete(txn, &EndpointPolicy{EndpointID: st.ID})
 		case st.Ready:
-			ents := slices.SortedFunc(maps.Keys(a.engine.Entries(st.ID)), compareEntries)
 			row := &EndpointPolicy{EndpointID: st.ID, Identity: st.Identity, Revision: st.Revision,
-				EnforceIngress: st.EnforceIngress, EnforceEgress: st.EnforceEgress, Entries: ents,
-				Status: reconciler.StatusPending()}
-			if _, _, err := a.tbl.Insert(txn, row); err != nil {
-				a.log.Error("write endpoint policy", "endpoint", st.ID, "error", err)
-			}
+				EnforceIngress: st.EnforceIngress, EnforceEgress: st.EnforceEgress}
+			_, _, _ = a.tbl.Insert(txn, row)
 		}
+	}
+	for _, c := range changes {
+		a.writeEntry(txn, c, rev)
 	}
 	if markInitialized {
 		a.initDone(txn)
@@ -311,10 +352,57 @@ func (a *Agent) write(markInitialized bool) {
 	txn.Commit()
 }
 
-func compareEntries(x, y spec.PolicyEntry) int {
-	return cmp.Or(cmp.Compare(x.Direction, y.Direction), cmp.Compare(x.Identity, y.Identity),
-		cmp.Compare(x.Protocol, y.Protocol), cmp.Compare(x.Port, y.Port), cmp.Compare(x.EndPort, y.EndPort),
-		cmpBool(x.Deny, y.Deny))
+// writeEntry inserts a changed entry, or turns a removed one into a
+// tombstone that the reconciler removes from the map.
+func (a *Agent) writeEntry(txn statedb.WriteTxn, c EntryChange, rev uint64) {
+	old, _, found := a.entries.Get(txn, EntryIndex.Query(entryID{c.EndpointID, c.Entry}))
+	row := &MapEntry{EndpointID: c.EndpointID, Entry: c.Entry, Origins: c.Origins, Revision: rev,
+		Status: reconciler.StatusPending()}
+	switch {
+	case len(c.Origins) == 0 && (!found || old.Deleted):
+		return
+	case len(c.Origins) == 0:
+		row.Deleted = true
+	case found && !old.Deleted && slices.Equal(old.Origins, c.Origins):
+		return
+	case found && !old.Deleted:
+		// Only the origins changed: the map does not, so the row is not
+		// pending again.
+		row.Revision, row.Status = old.Revision, old.Status
+	}
+	if _, _, err := a.entries.Insert(txn, row); err != nil {
+		a.log.Error("write policy entry", "endpoint", c.EndpointID, "entry", c.Entry.String(), "error", err)
+	}
+}
+
+// collectTombstones deletes the tombstones whose entries left the map.
+func (a *Agent) collectTombstones(ctx context.Context, _ cell.Health) error {
+	for {
+		rows, watch := a.entries.ListWatch(a.db.ReadTxn(), DeletedIndex.Query(true))
+		var done []*MapEntry
+		for e := range rows {
+			if e.Status.Kind == reconciler.StatusKindDone {
+				done = append(done, e)
+			}
+		}
+		if len(done) > 0 {
+			txn := a.db.WriteTxn(a.entries)
+			for _, e := range done {
+				// Only if still the same tombstone: the engine may have
+				// brought the entry back meanwhile.
+				if cur, _, ok := a.entries.Get(txn, EntryIndex.Query(entryID{e.EndpointID, e.Entry})); ok && cur.Deleted &&
+					cur.Status.Kind == reconciler.StatusKindDone {
+					_, _, _ = a.entries.Delete(txn, cur)
+				}
+			}
+			txn.Commit()
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-watch:
+		}
+	}
 }
 
 func cmpBool(x, y bool) int {

@@ -238,15 +238,17 @@ func (e *Engine) DeleteEndpoint(id uint16) {
 
 // regenerate recomputes an endpoint's filters and entries from the rules.
 func (e *Engine) regenerate(ep *epState) {
-	e.clear(ep)
 	e.dirtyEps[ep.info.ID] = struct{}{}
 	if id, ok := e.Identity(ep.info.Identity); ok {
 		ep.subject = id
 	}
 	ep.ready = ep.subject != nil && ep.subject.ID == ep.info.Identity
 	if !ep.ready {
+		// Its new identity is not known yet: it keeps the entries it has
+		// until it is.
 		return
 	}
+	e.clear(ep)
 	specs, enforce := e.filtersFor(ep.subject, ep.info.NamedPorts)
 	ep.enforce = enforce
 	for _, fs := range specs {

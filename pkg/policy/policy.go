@@ -1,18 +1,24 @@
 // Package policy is network policy: NetworkPolicies and Cilium's
 // policies become rules (FromNetworkPolicy, FromCNP, FromCCNP); the
 // Engine turns rules, identities and local endpoints into each
-// endpoint's policy map entries, changing them by delta; the entries go
-// into a statedb table, and a reconciler makes the datapath's policy map
-// match it.
+// endpoint's policy map entries, changing them by delta; the entries are
+// rows of a statedb table, and a reconciler makes the datapath's policy
+// map match it, one policy group (endpoint, direction, remote identity)
+// at a time.
 package policy
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"iter"
 	"strconv"
+	"strings"
+	"sync"
+	"time"
 
 	"github.com/cilium/hive/cell"
+	"github.com/cilium/hive/job"
 	"github.com/cilium/statedb"
 	"github.com/cilium/statedb/index"
 	"github.com/cilium/statedb/reconciler"
@@ -23,32 +29,34 @@ import (
 	"github.com/cilium-go/cilium/pkg/identity"
 )
 
-// TableName is the table's name in statedb.
-const TableName = "endpoint-policies"
+// Table names in statedb.
+const (
+	TableName        = "endpoint-policies"
+	EntriesTableName = "policy-entries"
+)
 
-// EndpointPolicy is a row: the whole policy of one local endpoint. Rows
-// are never changed in place: a writer inserts a changed copy.
+// EndpointPolicy is a row of the endpoints' policies: what the engine
+// computed for an endpoint, whose entries are rows of the entries table.
 type EndpointPolicy struct {
 	EndpointID uint16
 	// Identity is the endpoint's identity the entries were computed for.
 	Identity identity.NumericIdentity
-	// Revision is the engine's revision of the entries; once the row is
-	// reconciled, the endpoint's realized policy revision.
+	// Revision is the engine's revision of the endpoint's entries: the
+	// policy is realized once no entry row of it at or below Revision is
+	// still to be reconciled.
 	Revision                      uint64
 	EnforceIngress, EnforceEgress bool
-	Entries                       []spec.PolicyEntry
-	Status                        reconciler.Status
 }
 
 // TableHeader implements statedb.TableWritable.
 func (*EndpointPolicy) TableHeader() []string {
-	return []string{"Endpoint", "Identity", "Revision", "Enforcing", "Entries", "Status"}
+	return []string{"Endpoint", "Identity", "Revision", "Enforcing"}
 }
 
 // TableRow implements statedb.TableWritable.
 func (p *EndpointPolicy) TableRow() []string {
 	return []string{strconv.Itoa(int(p.EndpointID)), p.Identity.String(), strconv.FormatUint(p.Revision, 10),
-		enforcing(p.EnforceIngress, p.EnforceEgress), strconv.Itoa(len(p.Entries)), p.Status.String()}
+		enforcing(p.EnforceIngress, p.EnforceEgress)}
 }
 
 func enforcing(ingress, egress bool) string {
@@ -63,21 +71,6 @@ func enforcing(ingress, egress bool) string {
 	return "none"
 }
 
-// Clone implements desired.Row.
-func (p *EndpointPolicy) Clone() *EndpointPolicy {
-	c := *p
-	return &c
-}
-
-// GetStatus implements desired.Row.
-func (p *EndpointPolicy) GetStatus() reconciler.Status { return p.Status }
-
-// WithStatus implements desired.Row.
-func (p *EndpointPolicy) WithStatus(s reconciler.Status) *EndpointPolicy {
-	p.Status = s
-	return p
-}
-
 // EndpointIndex is the primary index: one row per endpoint.
 var EndpointIndex = statedb.Index[*EndpointPolicy, uint16]{
 	Name: "endpoint",
@@ -89,18 +82,144 @@ var EndpointIndex = statedb.Index[*EndpointPolicy, uint16]{
 	Unique:     true,
 }
 
-// NewTable creates the table and registers it with db.
+// NewTable creates the endpoints' policies table.
 func NewTable(db *statedb.DB) (statedb.RWTable[*EndpointPolicy], error) {
 	return statedb.NewTable(db, TableName, EndpointIndex)
 }
 
+// MapEntry is a row of the entries table: one entry of one endpoint's
+// policy, the rules it comes from, and the engine's revision that last
+// wrote it. A removed entry stays as a tombstone (Deleted) until the
+// reconciler removed it from the map, so that "realized" counts removals
+// too; then it goes.
+type MapEntry struct {
+	EndpointID uint16
+	Entry      spec.PolicyEntry
+	Origins    []Origin
+	Revision   uint64
+	Deleted    bool
+	Status     reconciler.Status
+}
+
+func (e *MapEntry) group() spec.PolicyGroup { return e.Entry.Group(e.EndpointID) }
+
+// TableHeader implements statedb.TableWritable.
+func (*MapEntry) TableHeader() []string {
+	return []string{"Endpoint", "Entry", "Origins", "Revision", "Status"}
+}
+
+// TableRow implements statedb.TableWritable.
+func (e *MapEntry) TableRow() []string {
+	origins := make([]string, len(e.Origins))
+	for i, o := range e.Origins {
+		origins[i] = o.String()
+	}
+	entry := e.Entry.String()
+	if e.Deleted {
+		entry = "(removed) " + entry
+	}
+	return []string{strconv.Itoa(int(e.EndpointID)), entry, strings.Join(origins, ","),
+		strconv.FormatUint(e.Revision, 10), e.Status.String()}
+}
+
+// Clone implements desired.Row.
+func (e *MapEntry) Clone() *MapEntry {
+	c := *e
+	return &c
+}
+
+// GetStatus implements desired.Row.
+func (e *MapEntry) GetStatus() reconciler.Status { return e.Status }
+
+// WithStatus implements desired.Row.
+func (e *MapEntry) WithStatus(s reconciler.Status) *MapEntry {
+	e.Status = s
+	return e
+}
+
+// entryKey is an entry's primary key: endpoint, then the entry's fields.
+func entryKey(ep uint16, e spec.PolicyEntry) index.Key {
+	k := groupKey(e.Group(ep))
+	k = append(k, e.Protocol)
+	k = binary.BigEndian.AppendUint16(k, e.Port)
+	k = binary.BigEndian.AppendUint16(k, e.EndPort)
+	if e.Deny {
+		k = append(k, 1)
+	} else {
+		k = append(k, 0)
+	}
+	return binary.BigEndian.AppendUint16(k, e.ProxyPort)
+}
+
+func groupKey(g spec.PolicyGroup) index.Key {
+	k := binary.BigEndian.AppendUint16(nil, g.EndpointID)
+	k = append(k, byte(g.Direction))
+	return binary.BigEndian.AppendUint32(k, uint32(g.Identity))
+}
+
+// entryID names a row: an endpoint and one of its entries.
+type entryID struct {
+	ep    uint16
+	entry spec.PolicyEntry
+}
+
+// EntryIndex is the entries table's primary index.
+var EntryIndex = statedb.Index[*MapEntry, entryID]{
+	Name: "entry",
+	FromObject: func(e *MapEntry) index.KeySet {
+		return index.NewKeySet(entryKey(e.EndpointID, e.Entry))
+	},
+	FromKey: func(id entryID) index.Key { return entryKey(id.ep, id.entry) },
+	Unique:  true,
+}
+
+// GroupIndex finds the rows of a policy group.
+var GroupIndex = statedb.Index[*MapEntry, spec.PolicyGroup]{
+	Name: "group",
+	FromObject: func(e *MapEntry) index.KeySet {
+		return index.NewKeySet(groupKey(e.group()))
+	},
+	FromKey: groupKey,
+	Unique:  false,
+}
+
+// EntryEndpointIndex finds an endpoint's rows.
+var EntryEndpointIndex = statedb.Index[*MapEntry, uint16]{
+	Name: "entry-endpoint",
+	FromObject: func(e *MapEntry) index.KeySet {
+		return index.NewKeySet(index.Uint16(e.EndpointID))
+	},
+	FromKey:    index.Uint16,
+	FromString: index.Uint16String,
+	Unique:     false,
+}
+
+// DeletedIndex finds the tombstones.
+var DeletedIndex = statedb.Index[*MapEntry, bool]{
+	Name: "deleted",
+	FromObject: func(e *MapEntry) index.KeySet {
+		return index.NewKeySet(index.Bool(e.Deleted))
+	},
+	FromKey: index.Bool,
+	Unique:  false,
+}
+
+// NewEntriesTable creates the entries table.
+func NewEntriesTable(db *statedb.DB) (statedb.RWTable[*MapEntry], error) {
+	return statedb.NewTable(db, EntriesTableName, EntryIndex, GroupIndex, EntryEndpointIndex, DeletedIndex)
+}
+
 // Map is the datapath's policy map; *datapath.Maps is one.
 type Map interface {
-	// SetPolicy makes the endpoint's entries exactly entries (none: no
-	// policy), or leaves them as they were and fails.
-	SetPolicy(endpointID uint16, entries []spec.PolicyEntry) error
-	// PolicyEndpoints lists the endpoints that hold entries.
-	PolicyEndpoints() ([]uint16, error)
+	// SetPolicyGroup makes a group's entries exactly entries, or leaves
+	// them as they were and fails; narrowed reports that an allow went.
+	SetPolicyGroup(g spec.PolicyGroup, entries []spec.PolicyEntry) (narrowed bool, err error)
+	// SyncPolicyGroups makes the map hold exactly these groups and
+	// returns the endpoints whose policy narrowed.
+	SyncPolicyGroups(groups map[spec.PolicyGroup][]spec.PolicyEntry) (narrowed []uint16, err error)
+	// FlushDisallowed forgets the endpoint's established connections
+	// that its policy no longer allows.
+	FlushDisallowed(endpointID uint16) error
 }
 
 // MapSource returns the datapath's policy map, or nil while the datapath
@@ -111,71 +230,144 @@ type MapSource func() Map
 // the reconciler retries.
 var errNoMap = errors.New("policy map not open yet")
 
-// Cell provides the table (statedb.RWTable for the policy engine,
-// statedb.Table for readers) and reconciles it into the map that a
-// MapSource from the datapath gives.
+// Cell provides the tables (statedb.RWTable for the policy engine,
+// statedb.Table for readers) and reconciles the entries into the map
+// that a MapSource from the datapath gives.
 var Cell = cell.Module("policy-map", "Endpoint policies reconciled into the policy map",
-	cell.Provide(NewTable, statedb.RWTable[*EndpointPolicy].ToTable),
+	cell.Provide(NewTable, statedb.RWTable[*EndpointPolicy].ToTable,
+		NewEntriesTable, statedb.RWTable[*MapEntry].ToTable),
 	health.JobGroup,
 	cell.Invoke(RegisterReconciler),
 )
 
-// RegisterReconciler makes the map that source gives hold what tbl says.
-func RegisterReconciler(p reconciler.Params, tbl statedb.RWTable[*EndpointPolicy], source MapSource) error {
-	_, err := desired.Register(p, tbl, ops{source})
+// RegisterReconciler makes the map that source gives hold what tbl says,
+// and forgets the connections that narrowed policies no longer allow.
+func RegisterReconciler(p reconciler.Params, jobs job.Group, tbl statedb.RWTable[*MapEntry], source MapSource) error {
+	o := &ops{tbl: tbl, source: source, flush: job.NewTrigger(), dirty: map[uint16]struct{}{}}
+	jobs.Add(job.Timer("policy-flush", o.flushDirty, flushInterval, job.WithTrigger(o.flush)))
+	_, err := desired.Register(p, tbl, o)
 	return err
 }
 
-type ops struct{ source MapSource }
+// flushInterval retries flushes that failed; changes trigger them.
+const flushInterval = time.Minute
 
-func (o ops) mapOrErr() (Map, error) {
+type ops struct {
+	tbl    statedb.Table[*MapEntry]
+	source MapSource
+	flush  job.Trigger
+
+	mu    sync.Mutex
+	dirty map[uint16]struct{} // endpoints whose connections to judge again
+}
+
+func (o *ops) mapOrErr() (Map, error) {
 	if m := o.source(); m != nil {
 		return m, nil
 	}
 	return nil, errNoMap
 }
 
-// Update implements reconciler.Operations.
-func (o ops) Update(_ context.Context, _ statedb.ReadTxn, _ statedb.Revision, p *EndpointPolicy) error {
-	m, err := o.mapOrErr()
-	if err != nil {
-		return err
+// groupEntries are the live entries of a group in txn.
+func (o *ops) groupEntries(txn statedb.ReadTxn, g spec.PolicyGroup) []spec.PolicyEntry {
+	var out []spec.PolicyEntry
+	for e := range o.tbl.List(txn, GroupIndex.Query(g)) {
+		if !e.Deleted {
+			out = append(out, e.Entry)
+		}
 	}
-	return m.SetPolicy(p.EndpointID, p.Entries)
+	return out
 }
 
-// Delete implements reconciler.Operations.
-func (o ops) Delete(_ context.Context, _ statedb.ReadTxn, _ statedb.Revision, p *EndpointPolicy) error {
+// setGroup writes the group of row as txn has it.
+func (o *ops) setGroup(txn statedb.ReadTxn, g spec.PolicyGroup) error {
 	m, err := o.mapOrErr()
 	if err != nil {
 		return err
 	}
-	return m.SetPolicy(p.EndpointID, nil)
+	narrowed, err := m.SetPolicyGroup(g, o.groupEntries(txn, g))
+	if narrowed {
+		o.markDirty(g.EndpointID)
+	}
+	return err
 }
 
-// Prune implements reconciler.Operations: the policy of endpoints that no
-// row names goes (left by an earlier agent, or written by hand), and every
-// row's policy is written again, which SetPolicy does as a diff: entries
-// changed behind the reconciler's back are repaired.
-func (o ops) Prune(_ context.Context, _ statedb.ReadTxn, rows iter.Seq2[*EndpointPolicy, statedb.Revision]) error {
+func (o *ops) markDirty(eps ...uint16) {
+	o.mu.Lock()
+	for _, ep := range eps {
+		o.dirty[ep] = struct{}{}
+	}
+	o.mu.Unlock()
+	o.flush.Trigger()
+}
+
+// flushDirty forgets the connections that narrowed policies no longer
+// allow, for every endpoint marked since the last time.
+func (o *ops) flushDirty(context.Context) error {
+	o.mu.Lock()
+	eps := o.dirty
+	o.dirty = map[uint16]struct{}{}
+	o.mu.Unlock()
+	if len(eps) == 0 {
+		return nil
+	}
 	m, err := o.mapOrErr()
 	if err != nil {
-		return err
-	}
-	held, err := m.PolicyEndpoints()
-	if err != nil {
+		o.markDirty(slicesOf(eps)...)
 		return err
 	}
 	var errs []error
-	want := map[uint16]bool{}
-	for p := range rows {
-		want[p.EndpointID] = true
-		errs = append(errs, m.SetPolicy(p.EndpointID, p.Entries))
-	}
-	for _, id := range held {
-		if !want[id] {
-			errs = append(errs, m.SetPolicy(id, nil))
+	for ep := range eps {
+		if err := m.FlushDisallowed(ep); err != nil {
+			errs = append(errs, err)
+			o.mu.Lock()
+			o.dirty[ep] = struct{}{}
+			o.mu.Unlock()
 		}
 	}
 	return errors.Join(errs...)
+}
+
+func slicesOf(m map[uint16]struct{}) []uint16 {
+	out := make([]uint16, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	return out
+}
+
+// Update implements reconciler.Operations: the row's whole group is
+// written as txn has it, so a deny and the allows it covers change
+// together.
+func (o *ops) Update(_ context.Context, txn statedb.ReadTxn, _ statedb.Revision, e *MapEntry) error {
+	return o.setGroup(txn, e.group())
+}
+
+// Delete implements reconciler.Operations. A tombstone's entry left the
+// map when the tombstone was reconciled.
+func (o *ops) Delete(_ context.Context, txn statedb.ReadTxn, _ statedb.Revision, e *MapEntry) error {
+	if e.Deleted {
+		return nil
+	}
+	return o.setGroup(txn, e.group())
+}
+
+// Prune implements reconciler.Operations: the map is made to hold
+// exactly the table's groups, whatever an earlier agent or a hand left.
+func (o *ops) Prune(_ context.Context, _ statedb.ReadTxn, rows iter.Seq2[*MapEntry, statedb.Revision]) error {
+	m, err := o.mapOrErr()
+	if err != nil {
+		return err
+	}
+	groups := map[spec.PolicyGroup][]spec.PolicyEntry{}
+	for e := range rows {
+		if !e.Deleted {
+			groups[e.group()] = append(groups[e.group()], e.Entry)
+		}
+	}
+	narrowed, err := m.SyncPolicyGroups(groups)
+	if len(narrowed) > 0 {
+		o.markDirty(narrowed...)
+	}
+	return err
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -20,19 +21,21 @@ import (
 	"github.com/cilium-go/cilium/pkg/policy/policytest"
 )
 
-// The policy map follows the table: rows in, changed and out, and the
-// policy of an endpoint no row names (an earlier agent's) goes.
+// The policy map follows the entries table group by group: rows in and
+// out, tombstones removing their entries, a narrowed group flushing its
+// endpoint's connections, and the groups no row names (an earlier
+// agent's) going once the table is initialized.
 func TestReconcilerFollowsTheTable(t *testing.T) {
 	m := policytest.New()
-	stray := []spec.PolicyEntry{{Direction: spec.Ingress, Identity: 400}}
-	if err := m.SetPolicy(9, stray); err != nil {
+	stray := spec.PolicyEntry{Direction: spec.Ingress, Identity: 400}
+	if _, err := m.SetPolicyGroup(stray.Group(9), []spec.PolicyEntry{stray}); err != nil {
 		t.Fatal(err)
 	}
 	var db *statedb.DB
-	var tbl statedb.RWTable[*policy.EndpointPolicy]
+	var tbl statedb.RWTable[*policy.MapEntry]
 	h := health.NewHive(job.Cell, statedb.Cell, health.Cell, policy.Cell,
 		cell.Provide(func() policy.MapSource { return func() policy.Map { return m } }),
-		cell.Invoke(func(d *statedb.DB, t statedb.RWTable[*policy.EndpointPolicy]) { db, tbl = d, t }))
+		cell.Invoke(func(d *statedb.DB, t statedb.RWTable[*policy.MapEntry]) { db, tbl = d, t }))
 	log := hivetest.Logger(t)
 	if err := h.Start(log, context.Background()); err != nil {
 		t.Fatal(err)
@@ -41,40 +44,48 @@ func TestReconcilerFollowsTheTable(t *testing.T) {
 
 	holds := func(want map[uint16][]spec.PolicyEntry) func() error {
 		return func() error {
-			ids, _ := m.PolicyEndpoints()
 			for id, entries := range want {
+				entries = slices.SortedFunc(slices.Values(entries), func(a, b spec.PolicyEntry) int {
+					return strings.Compare(a.String(), b.String())
+				})
 				if got := m.Policy(id); !slices.Equal(got, entries) {
 					return fmt.Errorf("endpoint %d: policy %v, want %v", id, got, entries)
 				}
 			}
-			if len(ids) != len(want) {
+			if ids := m.Endpoints(); len(ids) != len(want) {
 				return fmt.Errorf("policy for endpoints %v, want %d of them", ids, len(want))
 			}
 			return nil
 		}
 	}
-	write := func(f func(statedb.WriteTxn)) {
+	write := func(rows ...*policy.MapEntry) {
 		txn := db.WriteTxn(tbl)
-		f(txn)
+		for _, r := range rows {
+			r.Status = reconciler.StatusPending()
+			_, _, _ = tbl.Insert(txn, r)
+		}
 		txn.Commit()
 	}
-
+	// The table has no initializer here: the stray group goes at once.
 	testenv.Eventually(t, 10*time.Second, holds(map[uint16][]spec.PolicyEntry{}))
 
-	allow := []spec.PolicyEntry{{Direction: spec.Ingress, Identity: 300, Protocol: 6, Port: 80}}
-	write(func(txn statedb.WriteTxn) {
-		_, _, _ = tbl.Insert(txn, &policy.EndpointPolicy{EndpointID: 3, Entries: allow, Status: reconciler.StatusPending()})
-	})
-	testenv.Eventually(t, 10*time.Second, holds(map[uint16][]spec.PolicyEntry{3: allow}))
+	http := spec.PolicyEntry{Direction: spec.Ingress, Identity: 300, Protocol: 6, Port: 80}
+	https := spec.PolicyEntry{Direction: spec.Ingress, Identity: 300, Protocol: 6, Port: 443}
+	dns := spec.PolicyEntry{Direction: spec.Egress, Protocol: 17, Port: 53}
+	write(&policy.MapEntry{EndpointID: 3, Entry: http}, &policy.MapEntry{EndpointID: 3, Entry: https},
+		&policy.MapEntry{EndpointID: 3, Entry: dns})
+	testenv.Eventually(t, 10*time.Second, holds(map[uint16][]spec.PolicyEntry{3: {http, https, dns}}))
+	if n := m.Flushed(3); n != 0 {
+		t.Fatalf("endpoint 3 flushed %d times while its policy only grew", n)
+	}
 
-	deny := append(slices.Clone(allow), spec.PolicyEntry{Direction: spec.Egress, Protocol: 17, Deny: true})
-	write(func(txn statedb.WriteTxn) {
-		_, _, _ = tbl.Insert(txn, &policy.EndpointPolicy{EndpointID: 3, Entries: deny, Status: reconciler.StatusPending()})
+	// A tombstone takes its entry out, and the group narrowed.
+	write(&policy.MapEntry{EndpointID: 3, Entry: https, Deleted: true})
+	testenv.Eventually(t, 10*time.Second, holds(map[uint16][]spec.PolicyEntry{3: {http, dns}}))
+	testenv.Eventually(t, 10*time.Second, func() error {
+		if m.Flushed(3) == 0 {
+			return fmt.Errorf("endpoint 3's connections not judged again after its policy narrowed")
+		}
+		return nil
 	})
-	testenv.Eventually(t, 10*time.Second, holds(map[uint16][]spec.PolicyEntry{3: deny}))
-
-	write(func(txn statedb.WriteTxn) {
-		_, _, _ = tbl.Delete(txn, &policy.EndpointPolicy{EndpointID: 3})
-	})
-	testenv.Eventually(t, 10*time.Second, holds(map[uint16][]spec.PolicyEntry{}))
 }

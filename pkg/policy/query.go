@@ -9,8 +9,6 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/cilium/statedb/reconciler"
-
 	"github.com/cilium-go/cilium/internal/datapath/spec"
 	"github.com/cilium-go/cilium/pkg/identity"
 	v2 "github.com/cilium-go/cilium/pkg/k8s/apis/cilium.io/v2"
@@ -121,13 +119,8 @@ func (a *Agent) EndpointPolicy(ctx context.Context, id uint16) (EndpointPolicyIn
 	if !ok {
 		return out, fmt.Errorf("endpoint %d: %w", id, ErrNoEndpoint)
 	}
-	if row, _, found := a.tbl.Get(a.db.ReadTxn(), EndpointIndex.Query(id)); found {
-		switch row.Status.Kind {
-		case reconciler.StatusKindDone:
-			out.Realized = row.Revision
-		case reconciler.StatusKindError:
-			out.Error = row.Status.GetError()
-		}
+	if r := a.realization(a.db.ReadTxn(), id); r.known {
+		out.Realized, out.Error = r.realized, r.err
 	}
 	return out, nil
 }

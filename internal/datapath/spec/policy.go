@@ -33,6 +33,21 @@ const (
 	ProtoSCTP = 132
 )
 
+// PolicyGroup is the part of an endpoint's policy about one remote
+// identity in one direction. The datapath's keys of a group depend only
+// on the group's entries (a deny overrides only allows of its own
+// identity), so a group is written on its own.
+type PolicyGroup struct {
+	EndpointID uint16
+	Direction  Direction
+	Identity   identity.NumericIdentity
+}
+
+// Group is the group e belongs to in endpoint ep's policy.
+func (e PolicyEntry) Group(ep uint16) PolicyGroup {
+	return PolicyGroup{EndpointID: ep, Direction: e.Direction, Identity: e.Identity}
+}
+
 // PolicyEntry is one rule of an endpoint's policy as the datapath sees
 // it: who (remote identity), which way, and what (protocol and ports).
 type PolicyEntry struct {

@@ -5,47 +5,103 @@ package policytest
 import (
 	"maps"
 	"slices"
+	"strings"
 	"sync"
 
 	"github.com/cilium-go/cilium/internal/datapath/spec"
 )
 
-// Map holds each endpoint's policy entries (a policy.Map).
+// Map holds each policy group's entries (a policy.Map).
 type Map struct {
 	mu      sync.Mutex
-	entries map[uint16][]spec.PolicyEntry
+	groups  map[spec.PolicyGroup][]spec.PolicyEntry
+	flushed map[uint16]int
 }
 
 // New returns an empty map.
-func New() *Map { return &Map{entries: map[uint16][]spec.PolicyEntry{}} }
+func New() *Map {
+	return &Map{groups: map[spec.PolicyGroup][]spec.PolicyEntry{}, flushed: map[uint16]int{}}
+}
 
-// Policy is what the map holds for an endpoint.
+// Policy is what the map holds for an endpoint, in a stable order.
 func (m *Map) Policy(id uint16) []spec.PolicyEntry {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return slices.Clone(m.entries[id])
+	var out []spec.PolicyEntry
+	for g, entries := range m.groups {
+		if g.EndpointID == id {
+			out = append(out, entries...)
+		}
+	}
+	slices.SortFunc(out, func(a, b spec.PolicyEntry) int { return strings.Compare(a.String(), b.String()) })
+	return out
 }
 
-// SetPolicy implements policy.Map. It checks entries as the datapath does.
-func (m *Map) SetPolicy(id uint16, entries []spec.PolicyEntry) error {
+// Endpoints lists the endpoints with entries.
+func (m *Map) Endpoints() []uint16 {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	seen := map[uint16]bool{}
+	for g := range m.groups {
+		seen[g.EndpointID] = true
+	}
+	return slices.Sorted(maps.Keys(seen))
+}
+
+// Flushed counts the flushes of an endpoint's connections.
+func (m *Map) Flushed(id uint16) int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.flushed[id]
+}
+
+// SetPolicyGroup implements policy.Map. It checks entries as the
+// datapath does; narrowed is true when an entry went.
+func (m *Map) SetPolicyGroup(g spec.PolicyGroup, entries []spec.PolicyEntry) (bool, error) {
 	for _, e := range entries {
 		if err := e.Validate(); err != nil {
-			return err
+			return false, err
 		}
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if len(entries) == 0 {
-		delete(m.entries, id)
-	} else {
-		m.entries[id] = slices.Clone(entries)
-	}
-	return nil
+	return m.setLocked(g, entries), nil
 }
 
-// PolicyEndpoints implements policy.Map.
-func (m *Map) PolicyEndpoints() ([]uint16, error) {
+func (m *Map) setLocked(g spec.PolicyGroup, entries []spec.PolicyEntry) (narrowed bool) {
+	for _, old := range m.groups[g] {
+		narrowed = narrowed || !slices.Contains(entries, old)
+	}
+	if len(entries) == 0 {
+		delete(m.groups, g)
+	} else {
+		m.groups[g] = slices.Clone(entries)
+	}
+	return narrowed
+}
+
+// SyncPolicyGroups implements policy.Map.
+func (m *Map) SyncPolicyGroups(groups map[spec.PolicyGroup][]spec.PolicyEntry) ([]uint16, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return slices.Sorted(maps.Keys(m.entries)), nil
+	narrowed := map[uint16]bool{}
+	for g := range m.groups {
+		if _, ok := groups[g]; !ok && m.setLocked(g, nil) {
+			narrowed[g.EndpointID] = true
+		}
+	}
+	for g, entries := range groups {
+		if m.setLocked(g, entries) {
+			narrowed[g.EndpointID] = true
+		}
+	}
+	return slices.Sorted(maps.Keys(narrowed)), nil
+}
+
+// FlushDisallowed implements policy.Map: it counts.
+func (m *Map) FlushDisallowed(id uint16) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.flushed[id]++
+	return nil
 }
