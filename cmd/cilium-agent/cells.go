@@ -5,6 +5,7 @@ import (
 	"github.com/cilium/hive/job"
 	"github.com/cilium/statedb"
 
+	"github.com/cilium-go/cilium/pkg/api/policyview"
 	"github.com/cilium-go/cilium/pkg/api/server"
 	"github.com/cilium-go/cilium/pkg/cniconf"
 	"github.com/cilium-go/cilium/pkg/endpoint"
@@ -44,6 +45,7 @@ var (
 		ipcache.Cell,        // the ipcache and routes to other nodes' pods: tables that reconcilers program
 		policy.EngineCell,   // --enable-policy: NetworkPolicies and Cilium policies into endpoints' policies
 		policy.Cell,         // endpoints' policies: a table that a reconciler programs
+		policyview.Cell,     // the policy engine's rules, selectors and verdicts for the API
 		loadbalancer.Cell,   // --kube-proxy-replacement: Services as frontends and backends, tables that reconcilers program
 		server.Cell,         // REST API on the unix socket
 		cniconf.Cell,        // --write-cni-conf-when-ready: the node's CNI configuration, last

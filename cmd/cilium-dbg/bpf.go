@@ -143,24 +143,32 @@ func (o *options) bpfPolicy(m *datapath.Maps, epID uint16) error {
 	return o.render(out, func(w *tabwriter.Writer) {
 		row(w, "DIRECTION", "IDENTITY", "PROTOCOL", "PORT", "VERDICT", "PROXY PORT")
 		for _, e := range out {
-			id := strconv.FormatUint(uint64(e.Identity), 10)
-			if e.Identity == identity.Unknown {
-				id = "any"
-			}
-			port := "any"
-			switch {
-			case e.EndPort != 0:
-				port = fmt.Sprintf("%d-%d", e.Port, e.EndPort)
-			case e.Port != 0:
-				port = strconv.Itoa(int(e.Port))
-			}
 			proxy := "-"
 			if e.ProxyPort != 0 {
 				proxy = strconv.Itoa(int(e.ProxyPort))
 			}
-			row(w, e.Direction, id, protocolName(e.Protocol), port, e.Verdict, proxy)
+			row(w, e.Direction, identityOrAny(e.Identity), protocolName(e.Protocol), portRange(e.Port, e.EndPort), e.Verdict, proxy)
 		}
 	})
+}
+
+// identityOrAny shows identity 0 of policy entries, which matches any.
+func identityOrAny(id identity.NumericIdentity) string {
+	if id == identity.Unknown {
+		return "any"
+	}
+	return id.String()
+}
+
+// portRange shows a policy entry's port or range; 0 is any port.
+func portRange(port, endPort uint16) string {
+	switch {
+	case endPort != 0:
+		return fmt.Sprintf("%d-%d", port, endPort)
+	case port != 0:
+		return strconv.Itoa(int(port))
+	}
+	return "any"
 }
 
 // protocolName names the IP protocols the datapath handles.
@@ -174,6 +182,8 @@ func protocolName(p uint8) string {
 		return "tcp"
 	case 17:
 		return "udp"
+	case 132:
+		return "sctp"
 	}
 	return strconv.Itoa(int(p))
 }

@@ -36,7 +36,7 @@ func newEndpointCommand(o *options) *cobra.Command {
 		},
 	}, &cobra.Command{
 		Use:   "get <id|container-id>",
-		Short: "Show one endpoint, by numeric id or container id",
+		Short: "Show one endpoint and its policy, by numeric id or container id",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx, cancel := apiContext(cmd)
@@ -57,6 +57,7 @@ func newEndpointCommand(o *options) *cobra.Command {
 				row(w, "Netns:", e.NetNSPath)
 				row(w, "State:", e.State)
 				row(w, "Created:", e.Created.Format("2006-01-02T15:04:05Z07:00"))
+				endpointPolicyTable(w, e.Policy)
 			})
 		},
 	})

@@ -48,6 +48,7 @@ type agent struct {
 
 type agentOptions struct {
 	nodes    server.NodeLister
+	policy   server.PolicyExplainer
 	k8s      bool
 	degraded bool
 }
@@ -84,7 +85,7 @@ func startAgent(t *testing.T, o agentOptions) *agent {
 	}
 	a := &agent{socket: filepath.Join(dir, "cilium.sock"), health: hr}
 	s, err := server.New(server.Params{Log: log, Lifecycle: &cell.DefaultLifecycle{}, Paths: paths.Config{SocketPath: a.socket},
-		Flags: fs, Health: hr, IPAM: alloc, Endpoints: eps, Nodes: o.nodes, Services: fakeServices{
+		Flags: fs, Health: hr, IPAM: alloc, Endpoints: eps, Nodes: o.nodes, Policy: o.policy, Services: fakeServices{
 			{Frontend: "10.96.0.10:53/UDP", Type: "ClusterIP", Service: "kube-system/dns", Port: "dns", Status: "Done",
 				ExternalTrafficPolicy: "Cluster", InternalTrafficPolicy: "Cluster", SessionAffinityTimeout: 60,
 				Backends: []models.ServiceBackend{{Address: "10.0.1.10:53", State: "active"}, {Address: "10.0.2.7:53", State: "draining"}}},

@@ -47,7 +47,7 @@ func newRootCommand(out io.Writer) *cobra.Command {
 	fs.StringVar(&o.bpfRoot, "bpf-root", paths.DefaultConfig.BPFRoot, "the agent's bpffs directory (its --bpf-root), for bpf and monitor")
 	fs.StringVarP(&o.output, "output", "o", outputTable, "output format: table or json")
 	root.AddCommand(newStatusCommand(o), newEndpointCommand(o), newIdentityCommand(o), newNodeCommand(o), newServiceCommand(o),
-		newBPFCommand(o), newMonitorCommand(o))
+		newPolicyCommand(o), newBPFCommand(o), newMonitorCommand(o))
 	return root
 }
 

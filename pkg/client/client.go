@@ -12,6 +12,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"strconv"
 
 	"github.com/cilium-go/cilium/pkg/api/models"
 )
@@ -194,4 +195,26 @@ func (c *Client) Services(ctx context.Context) ([]models.Service, error) {
 func (c *Client) GetEndpointByID(ctx context.Context, id uint16) (models.Endpoint, error) {
 	var out models.Endpoint
 	return out, c.do(ctx, http.MethodGet, fmt.Sprintf("/v1/endpoint/%d", id), nil, &out)
+}
+
+// PolicyRules lists the rules of the agent's policy engine; an agent
+// without one answers 501.
+func (c *Client) PolicyRules(ctx context.Context) ([]models.PolicyRule, error) {
+	var out []models.PolicyRule
+	return out, c.do(ctx, http.MethodGet, "/v1/policy", nil, &out)
+}
+
+// PolicySelectors lists the policy engine's selector cache.
+func (c *Client) PolicySelectors(ctx context.Context) ([]models.PolicySelector, error) {
+	var out []models.PolicySelector
+	return out, c.do(ctx, http.MethodGet, "/v1/policy/selectors", nil, &out)
+}
+
+// PolicyTrace asks for policy's verdict on a new connection from src to
+// dst, to port of protocol (tcp, udp, sctp or icmp, whose port is the
+// type).
+func (c *Client) PolicyTrace(ctx context.Context, src, dst, protocol string, port uint16) (models.PolicyTrace, error) {
+	q := url.Values{"src": {src}, "dst": {dst}, "protocol": {protocol}, "dport": {strconv.Itoa(int(port))}}
+	var out models.PolicyTrace
+	return out, c.do(ctx, http.MethodGet, "/v1/policy/trace?"+q.Encode(), nil, &out)
 }

@@ -117,6 +117,9 @@ type Endpoint struct {
 	Identity     identity.NumericIdentity `json:"identity"`
 	State        string                   `json:"state"`
 	Created      time.Time                `json:"created"`
+	// Policy is the endpoint's policy, in GET /v1/endpoint/{id} only and
+	// only once the policy engine knows the endpoint.
+	Policy *EndpointPolicy `json:"policy,omitempty"`
 }
 
 // Identity is a security identity in use on this node.

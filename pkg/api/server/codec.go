@@ -2,6 +2,7 @@ package server
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -58,13 +59,13 @@ func writeError(w http.ResponseWriter, status int, err error) {
 // statusOf maps the cells' errors to HTTP.
 func statusOf(err error) int {
 	switch {
-	case errors.Is(err, errBadRequest):
+	case errors.Is(err, errBadRequest), errors.As(err, new(*PeerError)):
 		return http.StatusBadRequest
 	case errors.Is(err, endpoint.ErrNotFound), errors.Is(err, ipam.ErrNotAllocated):
 		return http.StatusNotFound
 	case errors.Is(err, endpoint.ErrConflict):
 		return http.StatusConflict
-	case errors.Is(err, ipam.ErrExhausted), errors.Is(err, ipam.ErrNoPodCIDR):
+	case errors.Is(err, ipam.ErrExhausted), errors.Is(err, ipam.ErrNoPodCIDR), errors.Is(err, context.DeadlineExceeded):
 		return http.StatusServiceUnavailable
 	}
 	return http.StatusInternalServerError

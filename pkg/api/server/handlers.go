@@ -148,7 +148,12 @@ func (s *Server) getEndpoint(w http.ResponseWriter, r *http.Request) {
 		fail(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, toModel(e))
+	m := toModel(e)
+	if m.Policy, err = s.endpointPolicy(r.Context(), e.ID); err != nil {
+		fail(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, m)
 }
 
 // containerID is the container named by a "container-id:<id>" path.

@@ -61,7 +61,9 @@ func TestModelsMatchOpenAPI(t *testing.T) {
 		"IPAMResponse": models.IPAMResponse{}, "IPAMAllocation": models.IPAMAllocation{}, "EndpointRequest": models.EndpointRequest{},
 		"Endpoint": models.Endpoint{}, "Identity": models.Identity{}, "BPFMap": models.BPFMap{},
 		"IPCacheEntry": models.IPCacheEntry{}, "Node": models.Node{}, "Service": models.Service{},
-		"ServiceBackend": models.ServiceBackend{},
+		"ServiceBackend": models.ServiceBackend{}, "PolicyOrigin": models.PolicyOrigin{}, "PolicyRule": models.PolicyRule{},
+		"PolicySelector": models.PolicySelector{}, "EndpointPolicy": models.EndpointPolicy{}, "PolicyEntry": models.PolicyEntry{},
+		"PolicyTrace": models.PolicyTrace{}, "TracePeer": models.TracePeer{}, "PolicyVerdict": models.PolicyVerdict{},
 	} {
 		schema, ok := doc.Components.Schemas[name]
 		if !ok {
@@ -82,7 +84,7 @@ func TestModelsMatchOpenAPI(t *testing.T) {
 			t.Errorf("schema %s has %v, model has %v", name, props, fields)
 		}
 	}
-	if len(doc.Components.Schemas) != 16 {
-		t.Errorf("%d schemas, the test knows 16", len(doc.Components.Schemas))
+	if len(doc.Components.Schemas) != 24 {
+		t.Errorf("%d schemas, the test knows 24", len(doc.Components.Schemas))
 	}
 }

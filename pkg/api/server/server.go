@@ -1,7 +1,7 @@
 // Package server is the agent's REST API (api/v1/openapi.yaml) on its
-// unix socket: health, configuration, IPAM, endpoints, identities and
-// maps. Handlers decode and validate, then call the cells that own the
-// state; they hold none of their own.
+// unix socket: health, configuration, IPAM, endpoints, identities, maps
+// and policy. Handlers decode and validate, then call the cells that own
+// the state; they hold none of their own.
 package server
 
 import (
@@ -86,6 +86,7 @@ type Params struct {
 	IPCache    IPCacheLister        `optional:"true"`
 	Nodes      NodeLister           `optional:"true"`
 	Services   ServiceLister        `optional:"true"`
+	Policy     PolicyExplainer      `optional:"true"`
 	LogLevel   *slog.LevelVar       `optional:"true"`
 	Registry   *prometheus.Registry `optional:"true"`
 	Reporter   cell.Health          `optional:"true"`
@@ -199,6 +200,9 @@ var routes = []route{
 	{"GET", "/v1/ipcache", (*Server).getIPCache},
 	{"GET", "/v1/node", (*Server).getNode},
 	{"GET", "/v1/service", (*Server).getService},
+	{"GET", "/v1/policy", (*Server).getPolicy},
+	{"GET", "/v1/policy/selectors", (*Server).getPolicySelectors},
+	{"GET", "/v1/policy/trace", (*Server).getPolicyTrace},
 	{"GET", "/v1/openapi.yaml", (*Server).getOpenAPI},
 }
 
