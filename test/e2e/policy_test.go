@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"fmt"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -358,7 +359,17 @@ spec:
   endpointSelector: {matchLabels: {pod: a}}
   ingress: [{fromEndpoints: [{matchLabels: {pod: b}}]}]
 `, expect: ingressTo(xa, func(from *matrixPod, _ probeKind) bool { return from.String() == "x/b" }),
-			verify: policyCondition("x", "guard", "True", "")},
+			verify: func(l *Lab) error {
+				if err := policyCondition("x", "guard", "True", "")(l); err != nil {
+					return err
+				}
+				// The agent explains it: the rule that allows, and the
+				// default that denies.
+				if err := trace(l, "x/b", "x/a", "Final verdict: ALLOWED", "CiliumNetworkPolicy/x/guard"); err != nil {
+					return err
+				}
+				return trace(l, "x/c", "x/a", "Final verdict: DENIED", "denied by default")
+			}},
 		{name: "CiliumNetworkPolicy: a refused update keeps the previous rules in force", apply: `
 apiVersion: cilium.io/v2
 kind: CiliumNetworkPolicy
@@ -391,6 +402,10 @@ func TestPrivilegedSmokePolicy(t *testing.T) {
 	lab.KubectlApply(matrixManifest())
 	pods := matrixPods(lab)
 	targets := startTargets(t, lab, pods)
+	// What the CRD schema does not have, the API server refuses whole.
+	if out, err := lab.run("kubectl", "apply", "-f", writeTemp(t, toServicesPolicy)); err == nil || !strings.Contains(out, "unknown field") {
+		t.Errorf("a policy with toServices: %v, %s; want refused as an unknown field", err, out)
+	}
 	for _, c := range append(networkPolicyCases(), ciliumPolicyCases()...) {
 		start := time.Now()
 		if c.clean {
@@ -445,4 +460,35 @@ func policyCondition(ns, name, status, msg string) func(l *Lab) error {
 		}
 		return nil
 	}
+}
+
+const toServicesPolicy = `apiVersion: cilium.io/v2
+kind: CiliumNetworkPolicy
+metadata: {name: to-services, namespace: x}
+spec:
+  endpointSelector: {matchLabels: {pod: a}}
+  egress: [{toServices: [{k8sService: {serviceName: s-b, namespace: x}}]}]
+`
+
+func writeTemp(t *testing.T, content string) string {
+	f := filepath.Join(t.TempDir(), "manifest.yaml")
+	if err := writeFile(f, content); err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+// trace runs cilium-dbg policy trace on the first node and checks that
+// its output holds every one of want.
+func trace(l *Lab, src, dst string, want ...string) error {
+	out, err := l.dbg(l.Name+"-node1", "policy", "trace", "--src", src, "--dst", dst, "--dport", "80/tcp")
+	if err != nil {
+		return fmt.Errorf("policy trace %s -> %s: %v\n%s", src, dst, err, out)
+	}
+	for _, w := range want {
+		if !strings.Contains(out, w) {
+			return fmt.Errorf("policy trace %s -> %s says\n%s\nwant %q in it", src, dst, out, w)
+		}
+	}
+	return nil
 }
