@@ -174,14 +174,15 @@ func (e *Engine) SetNamedPorts(num identity.NumericIdentity, ports NamedPorts) {
 	} else {
 		e.namedPorts[num] = slices.Clone(ports)
 	}
-	// The wildcard's entries resolve names over every identity's ports.
+	// The wildcard's and CIDR identities' entries resolve names over
+	// every identity's ports.
 	for _, ep := range e.eps {
 		for _, f := range ep.filters {
 			if f.dir != spec.Egress || f.port.Name == "" {
 				continue
 			}
-			for _, id := range []identity.NumericIdentity{num, identity.Unknown} {
-				if _, ok := f.cached.ids[id]; ok {
+			for id := range f.cached.ids {
+				if id == num || id == identity.Unknown || id&identity.LocalIdentityFlag != 0 {
 					e.drop(ep, f, id)
 					e.contribute(ep, f, id)
 				}
@@ -334,10 +335,11 @@ func (e *Engine) entriesFor(f filterSpec, id identity.NumericIdentity, own Named
 	return out
 }
 
-// peerPorts are the named ports of a peer identity; for the wildcard,
-// those of every identity.
+// peerPorts are the named ports of a peer identity; for the wildcard
+// and for CIDR identities, which stand for addresses and not for pods,
+// those of every identity (as Cilium resolves every egress named port).
 func (e *Engine) peerPorts(id identity.NumericIdentity) NamedPorts {
-	if id != identity.Unknown {
+	if ident, ok := e.cache.ids[id]; ok && id != identity.Unknown && !ident.Prefix.IsValid() {
 		return e.namedPorts[id]
 	}
 	var all NamedPorts
