@@ -74,7 +74,7 @@ func TestPrivilegedProgPolicy(t *testing.T) {
 			e.allowed(e.fromContainer, tcp(ipA, ipC, 40000, 80, "A"))                          // until flushed
 			must(t, e.maps.FlushDisallowed(epA))
 			e.denied(e.fromContainer, tcp(ipA, ipC, 40000, 80, "A"), DropUnknownCT) // forgotten
-			e.allowed(e.fromContainer, udp(ipA, ipD, 40002, 53)) // still allowed: kept
+			e.allowed(e.fromContainer, udp(ipA, ipD, 40002, 53))                    // still allowed: kept
 			// A full sync repairs what the index does not know.
 			stray := PolicyKey{Prefixlen: policyPrefixFull, Identity: 4242, EpId: epA, Direction: uint8(spec.Egress)}
 			must(t, e.maps.Policy.Put(&stray, &PolicyValue{}))
