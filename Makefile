@@ -21,7 +21,7 @@ CNI_CMDS := github.com/containernetworking/plugins/plugins/main/bridge \
 LAB_FLAGS ?= --nodes 2
 
 .PHONY: all build build-cilium build-lab build-k8s build-cni build-coredns generate check-generated check-tidy \
-	test test-unit test-fuzz fuzz test-skips-reset test-netkit-vm test-lab test-e2e-smoke e2e bench bench-datapath bench-datapath-netkit bench-cni bench-services demo lab-up lab-down clean
+	test test-unit test-fuzz fuzz test-skips-reset test-netkit-vm test-lab test-e2e-smoke e2e bench bench-datapath bench-datapath-netkit bench-cni bench-services bench-policy demo lab-up lab-down clean
 
 all: build
 
@@ -140,7 +140,7 @@ test-e2e-smoke: build-lab build-cilium $(TESTREPORT)
 e2e: prereqs-test build-lab build-cilium $(TESTREPORT)
 	set -o pipefail; $(GO) test -count=1 -json -timeout 60m ./test/e2e -args -bin $(BIN) 2>&1 | $(REPORT) -v
 
-bench: prereqs-test build bench-datapath bench-cni bench-services
+bench: prereqs-test build bench-datapath bench-cni bench-services bench-policy
 
 # The datapath benchmark (root): node-to-node baseline, kernel routing,
 # our datapath native/tunnel, native with 10k policy entries, and the floor
@@ -154,6 +154,12 @@ bench-datapath: prereqs-test
 # and heap with 10,000 Services, and, in labs running at once, cilium-go
 # side by side with kube-proxy iptables and nftables at 10 to 10,000
 # Services. BENCH_SERVICES_FLAGS passes e.g. -quick or -reps 10.
+# The policy benchmark (root): the agent's CPU per identity add with
+# 1,000 selectors at 100 against 10,000 identities, into real BPF maps.
+# BENCH_POLICY_FLAGS passes e.g. -reps 5.
+bench-policy: prereqs-test
+	$(GO) run ./bench/policy $(BENCH_POLICY_FLAGS)
+
 bench-services: prereqs-test build-lab build-cilium
 	$(GO) run ./bench/services -bin $(BIN) $(BENCH_SERVICES_FLAGS)
 

@@ -186,3 +186,9 @@ func (m *Maps) policyAllows(epID uint16, dir spec.Direction, remote, cidr identi
 	}
 	return matched
 }
+
+// PolicyHas reports whether the map lets a first packet from or to a
+// peer with identity remote through, as the datapath would judge it.
+func (m *Maps) PolicyHas(epID uint16, dir spec.Direction, remote identity.NumericIdentity, proto uint8, port uint16) bool {
+	return m.policyAllows(epID, dir, remote, 0, proto, port)
+}

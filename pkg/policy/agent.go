@@ -405,16 +405,6 @@ func (a *Agent) collectTombstones(ctx context.Context, _ cell.Health) error {
 	}
 }
 
-func cmpBool(x, y bool) int {
-	switch {
-	case x == y:
-		return 0
-	case x:
-		return 1
-	}
-	return -1
-}
-
 // watch starts the informers of policies and identities, feeding the
 // engine, and waits until they listed everything.
 func (a *Agent) watch(ctx context.Context) error {

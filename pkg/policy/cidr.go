@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"slices"
 
+	"github.com/cilium-go/cilium/internal/datapath/spec"
 	"github.com/cilium-go/cilium/pkg/identity"
 	"github.com/cilium-go/cilium/pkg/ipcache"
 	"github.com/cilium-go/cilium/pkg/labels"
@@ -97,7 +98,7 @@ func (e *Engine) Prefixes() []ipcache.PolicyPrefix {
 	out := make([]ipcache.PolicyPrefix, 0, len(e.cidrs))
 	for _, k := range slices.SortedFunc(maps.Keys(e.cidrs), func(a, b cidrKey) int {
 		return cmp.Or(a.prefix.Addr().Compare(b.prefix.Addr()), cmp.Compare(a.prefix.Bits(), b.prefix.Bits()),
-			cmpBool(a.inCluster, b.inCluster))
+			spec.CompareBools(a.inCluster, b.inCluster))
 	}) {
 		out = append(out, ipcache.PolicyPrefix{Prefix: k.prefix, Identity: e.cidrs[k].id.ID, InCluster: k.inCluster})
 	}

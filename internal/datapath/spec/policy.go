@@ -1,6 +1,7 @@
 package spec
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 
@@ -104,4 +105,23 @@ func PortProtocol(p uint8) bool {
 		return true
 	}
 	return false
+}
+
+// ComparePolicyEntries orders entries by direction, identity, protocol,
+// ports, allows before denies: as the policy map lists them.
+func ComparePolicyEntries(x, y PolicyEntry) int {
+	return cmp.Or(cmp.Compare(x.Direction, y.Direction), cmp.Compare(x.Identity, y.Identity),
+		cmp.Compare(x.Protocol, y.Protocol), cmp.Compare(x.Port, y.Port), cmp.Compare(x.EndPort, y.EndPort),
+		CompareBools(x.Deny, y.Deny))
+}
+
+// CompareBools orders false before true.
+func CompareBools(x, y bool) int {
+	switch {
+	case x == y:
+		return 0
+	case x:
+		return 1
+	}
+	return -1
 }

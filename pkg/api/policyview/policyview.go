@@ -5,7 +5,6 @@
 package policyview
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"maps"
@@ -85,7 +84,7 @@ func (v View) EndpointPolicy(ctx context.Context, id uint16) (*models.EndpointPo
 	out := &models.EndpointPolicy{Identity: info.Identity, Revision: info.Revision, Realized: info.Realized,
 		Ready: info.Ready, EnforceIngress: info.EnforceIngress, EnforceEgress: info.EnforceEgress, Error: info.Error,
 		Entries: make([]models.PolicyEntry, 0, len(info.Entries))}
-	for _, e := range slices.SortedFunc(maps.Keys(info.Entries), compareEntries) {
+	for _, e := range slices.SortedFunc(maps.Keys(info.Entries), spec.ComparePolicyEntries) {
 		out.Entries = append(out.Entries, models.PolicyEntry{Direction: e.Direction.String(), Identity: e.Identity,
 			Protocol: e.Protocol, Port: e.Port, EndPort: e.EndPort, Verdict: verdict(e.Deny), ProxyPort: e.ProxyPort,
 			Origins: origins(info.Entries[e])})
@@ -154,21 +153,4 @@ func orEmpty[T any](s []T) []T {
 		return []T{}
 	}
 	return s
-}
-
-// compareEntries orders entries as the policy map lists them.
-func compareEntries(x, y spec.PolicyEntry) int {
-	return cmp.Or(cmp.Compare(x.Direction, y.Direction), cmp.Compare(x.Identity, y.Identity),
-		cmp.Compare(x.Protocol, y.Protocol), cmp.Compare(x.Port, y.Port), cmp.Compare(x.EndPort, y.EndPort),
-		compareBool(x.Deny, y.Deny))
-}
-
-func compareBool(x, y bool) int {
-	switch {
-	case x == y:
-		return 0
-	case x:
-		return 1
-	}
-	return -1
 }
