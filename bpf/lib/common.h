@@ -195,6 +195,9 @@ struct policy_entry {
 	__u16 proxy_port;
 	__u8 flags;
 	__u8 pad;
+	/* cookie names the rules that wrote the entry; the agent resolves
+	 * it, and policy verdict events carry the deciding entry's. */
+	__u32 cookie;
 };
 
 /* Kinds of conntrack keys (ct4_key.flags): a service entry has the same
@@ -333,6 +336,9 @@ struct event {
 	__u8 ct_status;
 	__u8 tcp_flags;
 	__u8 family;
+	/* The cookie of the policy entry that decided a policy verdict (and
+	 * the drop it caused); 0 when no entry matched. */
+	__u32 policy_cookie;
 };
 
 struct {

@@ -15,6 +15,7 @@ struct flow {
 	__u16 rev_nat; /* the service that translated the packet, 0: none */
 	__u8 ct_status; /* enum ct_status */
 	__u8 direction; /* enum traffic_direction */
+	__u32 policy_cookie; /* the deciding policy entry's, for events */
 };
 
 static __always_inline void metrics_add(enum drop_reason reason, __u8 dir, __u32 len)
@@ -56,6 +57,7 @@ static __always_inline void emit_event(struct __sk_buff *skb, const struct flow 
 	e->ct_status = f->ct_status;
 	e->tcp_flags = f->p.tcp_flags;
 	e->family = FAMILY_INET;
+	e->policy_cookie = f->policy_cookie;
 	bpf_ringbuf_submit(e, 0);
 }
 

@@ -12,9 +12,15 @@
 #include "events.h"
 #include "forward.h"
 
-/* policy_lookup adds what the entry for identity says to *matched and
- * *denied. */
-static __always_inline void policy_lookup(struct policy_key *k, __u32 identity, int *matched, int *denied)
+/* verdict gathers the lookups: whether any entry matched, whether one
+ * denied, and the cookie of the entry that decides (the first deny, else
+ * the first allow). */
+struct verdict {
+	int matched, denied;
+	__u32 cookie;
+};
+
+static __always_inline void policy_lookup(struct policy_key *k, __u32 identity, struct verdict *v)
 {
 	struct policy_entry *e;
 
@@ -22,9 +28,14 @@ static __always_inline void policy_lookup(struct policy_key *k, __u32 identity, 
 	e = bpf_map_lookup_elem(&cilium_policy, k);
 	if (!e)
 		return;
-	*matched = 1;
-	if (e->flags & POLICY_F_DENY)
-		*denied = 1;
+	if (e->flags & POLICY_F_DENY) {
+		if (!v->denied)
+			v->cookie = e->cookie;
+		v->denied = 1;
+	} else if (!v->matched && !v->denied) {
+		v->cookie = e->cookie;
+	}
+	v->matched = 1;
 }
 
 static __always_inline int policy_check(struct __sk_buff *skb, struct flow *f, __u16 ep_id,
@@ -39,21 +50,25 @@ static __always_inline int policy_check(struct __sk_buff *skb, struct flow *f, _
 		.protocol = f->p.protocol,
 		.dport = f->p.policy_port,
 	};
-	int matched = 0, denied = 0, ret = 0;
+	struct verdict v = {};
+	int ret = 0;
 
-	policy_lookup(&k, remote, &matched, &denied);
-	policy_lookup(&k, IDENTITY_ANY, &matched, &denied);
+	policy_lookup(&k, remote, &v);
+	policy_lookup(&k, IDENTITY_ANY, &v);
 	if (cidr)
-		policy_lookup(&k, cidr, &matched, &denied);
-	if (denied)
+		policy_lookup(&k, cidr, &v);
+	if (v.denied)
 		ret = -DROP_POLICY_DENY;
-	else if (!matched)
+	else if (!v.matched)
 		ret = -DROP_POLICY;
 
 	__u8 saved = f->direction;
 
 	f->direction = dir;
+	f->policy_cookie = v.cookie;
 	emit_event(skb, f, EVENT_POLICY_VERDICT, ret ? -ret : 0, ret ? VERDICT_DENY : VERDICT_ALLOW);
 	f->direction = saved;
+	if (!ret)
+		f->policy_cookie = 0; /* only the drop that follows a deny names it */
 	return ret;
 }

@@ -113,6 +113,9 @@ type Event struct {
 	Length      uint32
 	// Monotonic is the kernel's CLOCK_MONOTONIC at the event.
 	Monotonic time.Duration
+	// PolicyCookie, on a policy verdict and the drop a deny causes, is
+	// the deciding policy entry's cookie (0: no entry matched).
+	PolicyCookie uint32
 }
 
 func decodeEvent(b []byte) (Event, error) {
@@ -121,21 +124,22 @@ func decodeEvent(b []byte) (Event, error) {
 		return Event{}, fmt.Errorf("decode event: %w", err)
 	}
 	e := Event{
-		Type:        EventType(r.Type),
-		Verdict:     Verdict(r.Verdict),
-		Direction:   spec.Direction(r.Direction),
-		CT:          CTStatus(r.CtStatus),
-		SrcPort:     htons(r.Sport),
-		DstPort:     htons(r.Dport),
-		Protocol:    r.Protocol,
-		TCPFlags:    r.TcpFlags,
-		SrcIdentity: identity.NumericIdentity(r.SrcIdentity),
-		DstIdentity: identity.NumericIdentity(r.DstIdentity),
-		SrcEndpoint: r.SourceEp,
-		DstEndpoint: r.DstEp,
-		Ifindex:     r.Ifindex,
-		Length:      r.Len,
-		Monotonic:   time.Duration(r.Ktime),
+		Type:         EventType(r.Type),
+		Verdict:      Verdict(r.Verdict),
+		Direction:    spec.Direction(r.Direction),
+		CT:           CTStatus(r.CtStatus),
+		SrcPort:      htons(r.Sport),
+		DstPort:      htons(r.Dport),
+		Protocol:     r.Protocol,
+		TCPFlags:     r.TcpFlags,
+		SrcIdentity:  identity.NumericIdentity(r.SrcIdentity),
+		DstIdentity:  identity.NumericIdentity(r.DstIdentity),
+		SrcEndpoint:  r.SourceEp,
+		DstEndpoint:  r.DstEp,
+		Ifindex:      r.Ifindex,
+		Length:       r.Len,
+		Monotonic:    time.Duration(r.Ktime),
+		PolicyCookie: r.PolicyCookie,
 	}
 	if r.Family == afInet {
 		e.Src = netip.AddrFrom4([4]byte(r.Saddr[:4]))

@@ -117,26 +117,28 @@ type lxcEndpointKey struct {
 }
 
 type lxcEvent struct {
-	_           structs.HostLayout
-	Ktime       uint64
-	Ifindex     uint32
-	SrcIdentity uint32
-	DstIdentity uint32
-	Len         uint32
-	Saddr       [16]uint8
-	Daddr       [16]uint8
-	Sport       uint16
-	Dport       uint16
-	SourceEp    uint16
-	DstEp       uint16
-	Type        uint8
-	Subtype     uint8
-	Protocol    uint8
-	Direction   uint8
-	Verdict     uint8
-	CtStatus    uint8
-	TcpFlags    uint8
-	Family      uint8
+	_            structs.HostLayout
+	Ktime        uint64
+	Ifindex      uint32
+	SrcIdentity  uint32
+	DstIdentity  uint32
+	Len          uint32
+	Saddr        [16]uint8
+	Daddr        [16]uint8
+	Sport        uint16
+	Dport        uint16
+	SourceEp     uint16
+	DstEp        uint16
+	Type         uint8
+	Subtype      uint8
+	Protocol     uint8
+	Direction    uint8
+	Verdict      uint8
+	CtStatus     uint8
+	TcpFlags     uint8
+	Family       uint8
+	PolicyCookie uint32
+	_            [4]byte
 }
 
 type lxcEventType uint32
@@ -317,6 +319,7 @@ type lxcPolicyEntry struct {
 	ProxyPort uint16
 	Flags     uint8
 	Pad       uint8
+	Cookie    uint32
 }
 
 type lxcPolicyFlags uint32

@@ -95,7 +95,7 @@ func PolicyMapState(epID uint16, entries []spec.PolicyEntry) (map[PolicyKey]Poli
 		if err := e.Validate(); err != nil {
 			return nil, fmt.Errorf("policy entry %d (%s): %w", i, e, err)
 		}
-		v := PolicyValue{ProxyPort: e.ProxyPort}
+		v := PolicyValue{ProxyPort: e.ProxyPort, Cookie: e.Cookie}
 		if e.Deny {
 			v.Flags = policyFlagDeny
 		}
@@ -113,8 +113,8 @@ func PolicyMapState(epID uint16, entries []spec.PolicyEntry) (map[PolicyKey]Poli
 		if v.Flags&policyFlagDeny != 0 {
 			continue
 		}
-		if slices.ContainsFunc(denies, func(d PolicyKey) bool { return covers(d, k) }) {
-			out[k] = PolicyValue{Flags: policyFlagDeny}
+		if i := slices.IndexFunc(denies, func(d PolicyKey) bool { return covers(d, k) }); i >= 0 {
+			out[k] = PolicyValue{Flags: policyFlagDeny, Cookie: out[denies[i]].Cookie}
 		}
 	}
 	return out, nil
@@ -225,7 +225,7 @@ func (m *Maps) PolicyEntries(epID uint16) ([]spec.PolicyEntry, error) {
 // policyEntryOf undoes PolicyEntry.keys for one key.
 func policyEntryOf(k PolicyKey, v PolicyValue) spec.PolicyEntry {
 	e := spec.PolicyEntry{Direction: spec.Direction(k.Direction), Identity: identity.NumericIdentity(k.Identity),
-		Deny: v.Flags&policyFlagDeny != 0, ProxyPort: v.ProxyPort}
+		Deny: v.Flags&policyFlagDeny != 0, ProxyPort: v.ProxyPort, Cookie: v.Cookie}
 	if k.Prefixlen < policyPrefixProto {
 		return e
 	}

@@ -90,6 +90,48 @@ func TestPrivilegedProgPolicy(t *testing.T) {
 				t.Fatalf("after sync the map holds %v, want %v", state, want)
 			}
 		}},
+		// Proves the cookie: a verdict names the entry that decided it,
+		// a deny's (also for the allow nested in it), an allow's, or
+		// none for the default drop; the drop after a deny says it too.
+		{"verdict events carry the deciding entry's cookie", enforce, func(t *testing.T, e *env) {
+			allow := egress(idC, tcpProto, 80, 90)
+			allow.Cookie = 11
+			deny := denyRule(egress(idC, tcpProto, 85, 0))
+			deny.Cookie = 12
+			any := egress(uint32(identity.Unknown), udpProto, 53, 0)
+			any.Cookie = 13
+			e.setPolicy(epA, allow, deny, any)
+			verdictCookie := func(p pkt) (uint32, []uint32) {
+				t.Helper()
+				e.run(e.fromContainer, p.frame(t))
+				var verdict uint32
+				var drops []uint32
+				for _, ev := range e.drain() {
+					switch ev.Type {
+					case EventPolicyVerdict:
+						verdict = ev.PolicyCookie
+					case EventDrop:
+						drops = append(drops, ev.PolicyCookie)
+					}
+				}
+				return verdict, drops
+			}
+			for _, c := range []struct {
+				p            pkt
+				verdict      uint32
+				dropsWithOne bool
+			}{
+				{tcp(ipA, ipC, 40000, 80, "S"), 11, false},
+				{tcp(ipA, ipC, 40001, 85, "S"), 12, true},
+				{udp(ipA, ipD, 40002, 53), 13, false},
+				{tcp(ipA, ipC, 40003, 99, "S"), 0, true},
+			} {
+				v, drops := verdictCookie(c.p)
+				if v != c.verdict || (c.dropsWithOne && !slices.Equal(drops, []uint32{c.verdict})) || (!c.dropsWithOne && len(drops) > 0) {
+					t.Errorf("%s: verdict cookie %d, drops %v; want %d (a drop: %v)", describePacket(c.p), v, drops, c.verdict, c.dropsWithOne)
+				}
+			}
+		}},
 		{"exact rule denies other ports", enforce, func(t *testing.T, e *env) {
 			e.setPolicy(epA, egress(idC, tcpProto, 80, 0))
 			e.denied(e.fromContainer, tcp(ipA, ipC, 40000, 81, "S"), DropPolicy)

@@ -69,6 +69,7 @@ type Agent struct {
 	db       *statedb.DB
 	tbl      statedb.RWTable[*EndpointPolicy]
 	entries  statedb.RWTable[*MapEntry]
+	cookies  *Cookies
 	eps      statedb.Table[*endpoint.Desired]
 	clients  *k8sagent.Clients
 	watchers *k8sagent.Watchers
@@ -95,6 +96,7 @@ type agentParams struct {
 	DB        *statedb.DB
 	Table     statedb.RWTable[*EndpointPolicy]
 	Entries   statedb.RWTable[*MapEntry]
+	Cookies   *Cookies
 	Endpoints statedb.Table[*endpoint.Desired]
 	Clients   *k8sagent.Clients  `optional:"true"`
 	Watchers  *k8sagent.Watchers `optional:"true"`
@@ -108,7 +110,7 @@ func newAgent(p agentParams) (*Agent, error) {
 	txn := p.DB.WriteTxn(p.Entries)
 	done := p.Entries.RegisterInitializer(txn, "policy-engine")
 	txn.Commit()
-	return &Agent{log: p.Log, db: p.DB, tbl: p.Table, entries: p.Entries, eps: p.Endpoints, clients: p.Clients, watchers: p.Watchers,
+	return &Agent{log: p.Log, db: p.DB, tbl: p.Table, entries: p.Entries, cookies: p.Cookies, eps: p.Endpoints, clients: p.Clients, watchers: p.Watchers,
 		mode: mode, engine: NewEngine(mode), initDone: done, wake: make(chan struct{}, 1), onPrefixes: map[int]func(){}}, nil
 }
 
@@ -365,10 +367,6 @@ func (a *Agent) writeEntry(txn statedb.WriteTxn, c EntryChange, rev uint64) {
 		row.Deleted = true
 	case found && !old.Deleted && slices.Equal(old.Origins, c.Origins):
 		return
-	case found && !old.Deleted:
-		// Only the origins changed: the map does not, so the row is not
-		// pending again.
-		row.Revision, row.Status = old.Revision, old.Status
 	}
 	if _, _, err := a.entries.Insert(txn, row); err != nil {
 		a.log.Error("write policy entry", "endpoint", c.EndpointID, "entry", c.Entry.String(), "error", err)

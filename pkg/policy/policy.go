@@ -235,15 +235,15 @@ var errNoMap = errors.New("policy map not open yet")
 // that a MapSource from the datapath gives.
 var Cell = cell.Module("policy-map", "Endpoint policies reconciled into the policy map",
 	cell.Provide(NewTable, statedb.RWTable[*EndpointPolicy].ToTable,
-		NewEntriesTable, statedb.RWTable[*MapEntry].ToTable),
+		NewEntriesTable, statedb.RWTable[*MapEntry].ToTable, NewCookies),
 	health.JobGroup,
 	cell.Invoke(RegisterReconciler),
 )
 
 // RegisterReconciler makes the map that source gives hold what tbl says,
 // and forgets the connections that narrowed policies no longer allow.
-func RegisterReconciler(p reconciler.Params, jobs job.Group, tbl statedb.RWTable[*MapEntry], source MapSource) error {
-	o := &ops{tbl: tbl, source: source, flush: job.NewTrigger(), dirty: map[uint16]struct{}{}}
+func RegisterReconciler(p reconciler.Params, jobs job.Group, tbl statedb.RWTable[*MapEntry], source MapSource, cookies *Cookies) error {
+	o := &ops{tbl: tbl, source: source, cookies: cookies, flush: job.NewTrigger(), dirty: map[uint16]struct{}{}}
 	jobs.Add(job.Timer("policy-flush", o.flushDirty, flushInterval, job.WithTrigger(o.flush)))
 	_, err := desired.Register(p, tbl, o)
 	return err
@@ -253,9 +253,10 @@ func RegisterReconciler(p reconciler.Params, jobs job.Group, tbl statedb.RWTable
 const flushInterval = time.Minute
 
 type ops struct {
-	tbl    statedb.Table[*MapEntry]
-	source MapSource
-	flush  job.Trigger
+	tbl     statedb.Table[*MapEntry]
+	source  MapSource
+	cookies *Cookies
+	flush   job.Trigger
 
 	mu    sync.Mutex
 	dirty map[uint16]struct{} // endpoints whose connections to judge again
@@ -268,15 +269,22 @@ func (o *ops) mapOrErr() (Map, error) {
 	return nil, errNoMap
 }
 
-// groupEntries are the live entries of a group in txn.
+// groupEntries are the live entries of a group in txn, with the cookies
+// of their origins.
 func (o *ops) groupEntries(txn statedb.ReadTxn, g spec.PolicyGroup) []spec.PolicyEntry {
 	var out []spec.PolicyEntry
 	for e := range o.tbl.List(txn, GroupIndex.Query(g)) {
 		if !e.Deleted {
-			out = append(out, e.Entry)
+			out = append(out, o.withCookie(e))
 		}
 	}
 	return out
+}
+
+func (o *ops) withCookie(e *MapEntry) spec.PolicyEntry {
+	ent := e.Entry
+	ent.Cookie = o.cookies.Of(e.Origins)
+	return ent
 }
 
 // setGroup writes the group of row as txn has it.
@@ -362,7 +370,7 @@ func (o *ops) Prune(_ context.Context, _ statedb.ReadTxn, rows iter.Seq2[*MapEnt
 	groups := map[spec.PolicyGroup][]spec.PolicyEntry{}
 	for e := range rows {
 		if !e.Deleted {
-			groups[e.group()] = append(groups[e.group()], e.Entry)
+			groups[e.group()] = append(groups[e.group()], o.withCookie(e))
 		}
 	}
 	narrowed, err := m.SyncPolicyGroups(groups)

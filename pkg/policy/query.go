@@ -218,3 +218,8 @@ func (a *Agent) resolvePod(e *Engine, ns, name string) (*Identity, NamedPorts, e
 	}
 	return id, namedPorts(cep.Status.NamedPorts), nil
 }
+
+// DecidedBy names the rules behind a policy verdict event's cookie;
+// none when no entry decided (the default drop) or the entry is an
+// earlier run's.
+func (a *Agent) DecidedBy(cookie uint32) []Origin { return a.cookies.Origins(cookie) }

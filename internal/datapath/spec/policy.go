@@ -66,6 +66,10 @@ type PolicyEntry struct {
 	Deny    bool
 	// ProxyPort is kept in the entry for the L7 proxy to come.
 	ProxyPort uint16
+	// Cookie names the rules behind the entry: the datapath's policy
+	// verdict events carry the deciding entry's, which the agent
+	// resolves. It is not part of what the entry matches.
+	Cookie uint32
 }
 
 func (e PolicyEntry) String() string {
