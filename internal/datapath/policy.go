@@ -240,18 +240,3 @@ func policyEntryOf(k PolicyKey, v PolicyValue) spec.PolicyEntry {
 	}
 	return e
 }
-
-// PolicyEndpoints lists the endpoints that hold policy entries, in order.
-func (m *Maps) PolicyEndpoints() ([]uint16, error) {
-	seen := map[uint16]bool{}
-	var k PolicyKey
-	var v PolicyValue
-	it := m.Policy.Iterate()
-	for it.Next(&k, &v) {
-		seen[k.EpId] = true
-	}
-	if err := it.Err(); err != nil {
-		return nil, fmt.Errorf("iterate policy: %w", err)
-	}
-	return slices.Sorted(maps.Keys(seen)), nil
-}
