@@ -27,13 +27,13 @@ volatile const __u8 NETKIT = 0;
 
 /* egress_new judges a new connection: this endpoint's egress policy and,
  * for a local peer, the peer's ingress policy; then tracks it. A pod that
- * reaches itself through a Service (a hairpin) is loopback, which policy
- * never judges, as Cilium does not: only this program can make that
- * packet, so no other sender can claim it. */
+ * reaches itself through a Service (hairpin: the translation here sent it
+ * back) is loopback, which policy never judges, as Cilium does not; a
+ * packet the pod addressed to itself is judged like any other. */
 static __always_inline int egress_new(struct __sk_buff *skb, struct flow *f,
-				      const struct endpoint_info *ep, __u32 tunnel)
+				      const struct endpoint_info *ep, __u32 tunnel, int hairpin)
 {
-	int loopback = ep && ep->ep_id == ENDPOINT_ID;
+	int loopback = hairpin && ep && ep->ep_id == ENDPOINT_ID;
 	__u16 flags = 0;
 	int ret;
 
@@ -145,7 +145,7 @@ int cil_from_container(struct __sk_buff *skb)
 		tunnel = info ? info->tunnel_ipv4 : 0;
 	}
 	if (f.ct_status == CT_NEW) {
-		ret = egress_new(skb, &f, ep, tunnel);
+		ret = egress_new(skb, &f, ep, tunnel, hairpin);
 		if (ret < 0)
 			return drop(skb, &f, ret);
 		snat = MASQUERADE && identity_is_world(f.dst_id);
