@@ -3,7 +3,6 @@ package policy
 import (
 	"cmp"
 	"fmt"
-	"maps"
 	"slices"
 
 	"github.com/cilium-go/cilium/internal/datapath/spec"
@@ -100,6 +99,7 @@ type Engine struct {
 	cache          *selectorCache
 	rules          map[Origin][]Rule
 	namedPorts     map[identity.NumericIdentity]NamedPorts
+	allNamedPorts  NamedPorts // every identity's, built when first asked; nil: not yet
 	eps            map[uint16]*epState
 	revision       uint64
 	// cidrs are the CIDR identities of the prefixes that selectors name.
@@ -174,6 +174,7 @@ func (e *Engine) SetNamedPorts(num identity.NumericIdentity, ports NamedPorts) {
 	} else {
 		e.namedPorts[num] = slices.Clone(ports)
 	}
+	e.allNamedPorts = nil
 	// The wildcard's and CIDR identities' entries resolve names over
 	// every identity's ports.
 	for _, ep := range e.eps {
@@ -182,7 +183,7 @@ func (e *Engine) SetNamedPorts(num identity.NumericIdentity, ports NamedPorts) {
 				continue
 			}
 			for id := range f.cached.ids {
-				if id == num || id == identity.Unknown || id&identity.LocalIdentityFlag != 0 {
+				if id == num || e.resolvesOverAll(id) {
 					e.drop(ep, f, id)
 					e.contribute(ep, f, id)
 				}
@@ -279,9 +280,8 @@ func (e *Engine) clear(ep *epState) {
 // built-in ones; and whether it is isolated in each direction.
 func (e *Engine) filtersFor(subject *Identity, ports NamedPorts) (out []filterSpec, enforce [3]bool) {
 	if e.mode != ModeNever {
-		origins := slices.SortedFunc(maps.Keys(e.rules), compareOrigins)
-		for _, o := range origins {
-			for _, r := range e.rules[o] {
+		for _, rules := range e.rules {
+			for _, r := range rules {
 				if !r.Subject.Selects(subject) {
 					continue
 				}
@@ -339,14 +339,23 @@ func (e *Engine) entriesFor(f filterSpec, id identity.NumericIdentity, own Named
 // and for CIDR identities, which stand for addresses and not for pods,
 // those of every identity (as Cilium resolves every egress named port).
 func (e *Engine) peerPorts(id identity.NumericIdentity) NamedPorts {
-	if ident, ok := e.cache.ids[id]; ok && id != identity.Unknown && !ident.Prefix.IsValid() {
+	if !e.resolvesOverAll(id) {
 		return e.namedPorts[id]
 	}
-	var all NamedPorts
-	for _, ps := range e.namedPorts {
-		all = append(all, ps...)
+	if e.allNamedPorts == nil {
+		e.allNamedPorts = NamedPorts{}
+		for _, ps := range e.namedPorts {
+			e.allNamedPorts = append(e.allNamedPorts, ps...)
+		}
 	}
-	return all
+	return e.allNamedPorts
+}
+
+// resolvesOverAll says whether names of a peer resolve over every
+// identity's named ports: the wildcard's and CIDR identities'.
+func (e *Engine) resolvesOverAll(id identity.NumericIdentity) bool {
+	ident, ok := e.cache.ids[id]
+	return !ok || id == identity.Unknown || ident.Prefix.IsValid()
 }
 
 func (e *Engine) contribute(ep *epState, f *filter, id identity.NumericIdentity) {

@@ -209,14 +209,8 @@ func npPort(np *networkingv1.NetworkPolicyPort, path *field.Path) (Port, field.E
 	if np.Protocol != nil {
 		proto = *np.Protocol
 	}
-	switch proto {
-	case corev1.ProtocolTCP:
-		port.Protocol = spec.ProtoTCP
-	case corev1.ProtocolUDP:
-		port.Protocol = spec.ProtoUDP
-	case corev1.ProtocolSCTP:
-		port.Protocol = spec.ProtoSCTP
-	default:
+	var ok bool
+	if port.Protocol, ok = k8sProtocol(proto); !ok || proto == "" {
 		errs = append(errs, field.NotSupported(path.Child("protocol"), proto,
 			[]corev1.Protocol{corev1.ProtocolTCP, corev1.ProtocolUDP, corev1.ProtocolSCTP}))
 	}

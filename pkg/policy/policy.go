@@ -12,6 +12,8 @@ import (
 	"encoding/binary"
 	"errors"
 	"iter"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -321,7 +323,7 @@ func (o *ops) flushDirty(context.Context) error {
 	}
 	m, err := o.mapOrErr()
 	if err != nil {
-		o.markDirty(slicesOf(eps)...)
+		o.markDirty(slices.Collect(maps.Keys(eps))...)
 		return err
 	}
 	var errs []error
@@ -334,14 +336,6 @@ func (o *ops) flushDirty(context.Context) error {
 		}
 	}
 	return errors.Join(errs...)
-}
-
-func slicesOf(m map[uint16]struct{}) []uint16 {
-	out := make([]uint16, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	return out
 }
 
 // Update implements reconciler.Operations: the row's whole group is
