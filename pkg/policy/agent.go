@@ -32,6 +32,7 @@ import (
 	v2 "github.com/cilium-go/cilium/pkg/k8s/apis/cilium.io/v2"
 	"github.com/cilium-go/cilium/pkg/k8s/client"
 	"github.com/cilium-go/cilium/pkg/labels"
+	"github.com/cilium-go/cilium/pkg/loadbalancer"
 )
 
 // Config holds the policy engine's flags.
@@ -73,6 +74,10 @@ type Agent struct {
 	eps      statedb.Table[*endpoint.Desired]
 	clients  *k8sagent.Clients
 	watchers *k8sagent.Watchers
+	// services are the Services and EndpointSlices toServices name; svcs
+	// is services for translations, a nil interface without Kubernetes.
+	services *k8sagent.ServiceSource
+	svcs     Services
 	mode     Mode
 	engine   *Engine
 	initDone func(statedb.WriteTxn)
@@ -80,6 +85,11 @@ type Agent struct {
 	mu    sync.Mutex
 	queue []func(*Engine)
 	wake  chan struct{}
+
+	// svcPolicies are the Cilium policies whose toServices name
+	// Services, translated again when one of those changes. Owned by
+	// the engine's goroutine.
+	svcPolicies map[Origin]*servicePolicy
 
 	// prefixes is the engine's CIDR identities as last written, for the
 	// ipcache, which onPrefixes wakes.
@@ -98,8 +108,9 @@ type agentParams struct {
 	Entries   statedb.RWTable[*MapEntry]
 	Cookies   *Cookies
 	Endpoints statedb.Table[*endpoint.Desired]
-	Clients   *k8sagent.Clients  `optional:"true"`
-	Watchers  *k8sagent.Watchers `optional:"true"`
+	Clients   *k8sagent.Clients       `optional:"true"`
+	Watchers  *k8sagent.Watchers      `optional:"true"`
+	Services  *k8sagent.ServiceSource `optional:"true"`
 }
 
 func newAgent(p agentParams) (*Agent, error) {
@@ -110,8 +121,13 @@ func newAgent(p agentParams) (*Agent, error) {
 	txn := p.DB.WriteTxn(p.Entries)
 	done := p.Entries.RegisterInitializer(txn, "policy-engine")
 	txn.Commit()
-	return &Agent{log: p.Log, db: p.DB, tbl: p.Table, entries: p.Entries, cookies: p.Cookies, eps: p.Endpoints, clients: p.Clients, watchers: p.Watchers,
-		mode: mode, engine: NewEngine(mode), initDone: done, wake: make(chan struct{}, 1), onPrefixes: map[int]func(){}}, nil
+	a := &Agent{log: p.Log, db: p.DB, tbl: p.Table, entries: p.Entries, cookies: p.Cookies, eps: p.Endpoints, clients: p.Clients, watchers: p.Watchers,
+		services: p.Services, mode: mode, engine: NewEngine(mode), initDone: done, wake: make(chan struct{}, 1),
+		svcPolicies: map[Origin]*servicePolicy{}, onPrefixes: map[int]func(){}}
+	if p.Services != nil {
+		a.svcs = p.Services
+	}
+	return a, nil
 }
 
 // Enforced implements endpoint.PolicyGate.
@@ -404,20 +420,35 @@ func (a *Agent) collectTombstones(ctx context.Context, _ cell.Health) error {
 }
 
 // watch starts the informers of policies and identities, feeding the
-// engine, and waits until they listed everything.
+// engine, and waits until they listed everything. The Services that
+// toServices name are listed first, so that the first translation of a
+// policy already sees them.
 func (a *Agent) watch(ctx context.Context) error {
+	if a.services != nil {
+		a.services.OnChange(a.serviceChanged)
+		if err := a.services.StartServices(ctx); err != nil {
+			return err
+		}
+	}
 	factory := kubeinformers.NewSharedInformerFactory(a.clients.Kube, 10*time.Minute)
 	nps := factory.Networking().V1().NetworkPolicies().Informer()
 	cnps := client.NewCiliumNetworkPolicyInformer(a.clients.Cilium, "", 10*time.Minute, nil)
 	ccnps := client.NewCiliumClusterwideNetworkPolicyInformer(a.clients.Cilium, 10*time.Minute, nil)
 	handlers := []struct {
-		inf   cache.SharedIndexInformer
-		kind  string
-		rules func(obj any) ([]Rule, error)
+		inf       cache.SharedIndexInformer
+		kind      string
+		translate translateFunc
 	}{
-		{nps, KindNetworkPolicy, func(obj any) ([]Rule, error) { return FromNetworkPolicy(obj.(*networkingv1.NetworkPolicy)) }},
-		{cnps, KindCNP, func(obj any) ([]Rule, error) { return FromCNP(obj.(*v2.CiliumNetworkPolicy)) }},
-		{ccnps, KindCCNP, func(obj any) ([]Rule, error) { return FromCCNP(obj.(*v2.CiliumClusterwideNetworkPolicy)) }},
+		{nps, KindNetworkPolicy, func(obj any, _ Services) ([]Rule, serviceRefs, error) {
+			rules, err := FromNetworkPolicy(obj.(*networkingv1.NetworkPolicy))
+			return rules, serviceRefs{}, err
+		}},
+		{cnps, KindCNP, func(obj any, svcs Services) ([]Rule, serviceRefs, error) {
+			return fromCNP(obj.(*v2.CiliumNetworkPolicy), svcs)
+		}},
+		{ccnps, KindCCNP, func(obj any, svcs Services) ([]Rule, serviceRefs, error) {
+			return fromCCNP(obj.(*v2.CiliumClusterwideNetworkPolicy), svcs)
+		}},
 	}
 	node := ""
 	if a.watchers != nil {
@@ -426,7 +457,7 @@ func (a *Agent) watch(ctx context.Context) error {
 	rep := newReporter(ctx, a.log, a.clients, node)
 	synced := []cache.InformerSynced{}
 	for _, h := range handlers {
-		if _, err := h.inf.AddEventHandler(a.policyHandler(ctx, rep, h.kind, h.rules)); err != nil {
+		if _, err := h.inf.AddEventHandler(a.policyHandler(ctx, rep, h.kind, h.translate)); err != nil {
 			return err
 		}
 		go h.inf.RunWithContext(ctx)
@@ -449,27 +480,46 @@ func (a *Agent) watch(ctx context.Context) error {
 	return nil
 }
 
+// translateFunc translates a policy object, with the Services its
+// toServices may name, and says which Services it depends on.
+type translateFunc func(obj any, svcs Services) ([]Rule, serviceRefs, error)
+
 // policyHandler turns a policy object into rules for the engine. An
 // object that does not translate is reported (an event, and the Valid
 // condition of Cilium's policies) and its previous rules stay in force:
 // bad input never half-applies.
-func (a *Agent) policyHandler(ctx context.Context, rep *reporter, kind string, rules func(obj any) ([]Rule, error)) cache.ResourceEventHandler {
+func (a *Agent) policyHandler(ctx context.Context, rep *reporter, kind string, translate translateFunc) cache.ResourceEventHandler {
 	set := func(obj any) {
 		meta, ok := obj.(metav1.Object)
 		if !ok {
 			return
 		}
 		origin := Origin{Kind: kind, Namespace: meta.GetNamespace(), Name: meta.GetName()}
-		rs, err := rules(obj)
+		rs, refs, err := translate(obj, a.svcs)
 		if err != nil {
 			a.log.Warn("policy refused, its previous rules stay in force", "policy", origin.String(), "error", err)
 		}
 		if !reported(obj, err) {
 			rep.report(ctx, kind, meta, err)
 		}
-		if err == nil {
-			a.do(func(e *Engine) { e.SetRules(origin, rs) })
+		if err != nil {
+			return
 		}
+		if refs.empty() {
+			a.do(func(e *Engine) {
+				delete(a.svcPolicies, origin)
+				e.SetRules(origin, rs)
+			})
+			return
+		}
+		sp := &servicePolicy{translate: func(svcs Services) ([]Rule, serviceRefs, error) { return translate(obj, svcs) }, refs: refs}
+		a.do(func(e *Engine) {
+			a.svcPolicies[origin] = sp
+			// Translated again on the engine's goroutine: a Service
+			// that changed since the translation above may have been
+			// handled before the policy was known here.
+			a.translateAgain(e, origin, sp)
+		})
 	}
 	return cache.ResourceEventHandlerFuncs{
 		AddFunc:    set,
@@ -478,8 +528,48 @@ func (a *Agent) policyHandler(ctx context.Context, rep *reporter, kind string, r
 			key, _ := cache.DeletionHandlingMetaNamespaceKeyFunc(obj)
 			ns, name, _ := cache.SplitMetaNamespaceKey(key)
 			origin := Origin{Kind: kind, Namespace: ns, Name: name}
-			a.do(func(e *Engine) { e.SetRules(origin, nil) })
+			a.do(func(e *Engine) {
+				delete(a.svcPolicies, origin)
+				e.SetRules(origin, nil)
+			})
 		},
+	}
+}
+
+// servicePolicy is a Cilium policy whose toServices name Services:
+// translate translates its object.
+type servicePolicy struct {
+	translate func(svcs Services) ([]Rule, serviceRefs, error)
+	refs      serviceRefs
+}
+
+// serviceChanged queues the translation, again, of the policies that may
+// name the Service n, whose object or EndpointSlices changed.
+func (a *Agent) serviceChanged(n loadbalancer.ServiceName) {
+	if _, hostPort := n.HostPortPod(); hostPort {
+		return
+	}
+	a.do(func(e *Engine) {
+		for origin, sp := range a.svcPolicies {
+			if sp.refs.concerns(n.Namespace, n.Name) {
+				a.translateAgain(e, origin, sp)
+			}
+		}
+	})
+}
+
+// translateAgain translates a policy with the Services as they are now;
+// the engine changes only if the rules did.
+func (a *Agent) translateAgain(e *Engine, origin Origin, sp *servicePolicy) {
+	rs, _, err := sp.translate(a.svcs)
+	if err != nil {
+		// The same object translated before; only Services changed,
+		// and they are no error.
+		a.log.Error("policy no longer translates, its previous rules stay in force", "policy", origin.String(), "error", err)
+		return
+	}
+	if !sameRules(e.rules[origin], rs) {
+		e.SetRules(origin, rs)
 	}
 }
 

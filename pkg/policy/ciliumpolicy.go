@@ -18,26 +18,38 @@ import (
 )
 
 // FromCNP translates a CiliumNetworkPolicy: its rules apply to endpoints
-// of its namespace, and its endpoint peers are of its namespace unless
-// they say otherwise.
-func FromCNP(p *v2.CiliumNetworkPolicy) ([]Rule, error) {
+// of its namespace, and its endpoint peers and Services are of its
+// namespace unless they say otherwise. svcs are the Services that
+// toServices may name (nil: none).
+func FromCNP(p *v2.CiliumNetworkPolicy, svcs Services) ([]Rule, error) {
+	rules, _, err := fromCNP(p, svcs)
+	return rules, err
+}
+
+func fromCNP(p *v2.CiliumNetworkPolicy, svcs Services) ([]Rule, serviceRefs, error) {
 	rules, err := p.Rules()
 	if err != nil {
-		return nil, err
+		return nil, serviceRefs{}, err
 	}
 	origin := Origin{Kind: KindCNP, Namespace: p.Namespace, Name: p.Name}
-	return FromCiliumRules(origin, p.Namespace, rules, rulePaths(p.Spec, p.Specs))
+	return translateCilium(origin, p.Namespace, rules, rulePaths(p.Spec, p.Specs), svcs)
 }
 
 // FromCCNP translates a CiliumClusterwideNetworkPolicy: its rules apply
-// to endpoints of every namespace.
-func FromCCNP(p *v2.CiliumClusterwideNetworkPolicy) ([]Rule, error) {
+// to endpoints of every namespace, and a Service named without a
+// namespace is looked for in every namespace.
+func FromCCNP(p *v2.CiliumClusterwideNetworkPolicy, svcs Services) ([]Rule, error) {
+	rules, _, err := fromCCNP(p, svcs)
+	return rules, err
+}
+
+func fromCCNP(p *v2.CiliumClusterwideNetworkPolicy, svcs Services) ([]Rule, serviceRefs, error) {
 	rules, err := p.Rules()
 	if err != nil {
-		return nil, err
+		return nil, serviceRefs{}, err
 	}
 	origin := Origin{Kind: KindCCNP, Name: p.Name}
-	return FromCiliumRules(origin, "", rules, rulePaths(p.Spec, p.Specs))
+	return translateCilium(origin, "", rules, rulePaths(p.Spec, p.Specs), svcs)
 }
 
 // rulePaths names the rules that Rules() returns: Spec first, then Specs.
@@ -59,9 +71,18 @@ func rulePaths(specRule *api.Rule, specs api.Rules) []*field.Path {
 // not implement (layer-7 rules, FQDNs, host policies, node selectors,
 // CIDR groups, IPv6 prefixes) is refused rather than half enforced: a
 // policy with any of it, or that is not valid, yields no rules and one
-// error naming every such field.
-func FromCiliumRules(origin Origin, namespace string, rules api.Rules, paths []*field.Path) ([]Rule, error) {
-	t := &ciliumTranslation{origin: origin, namespace: namespace}
+// error naming every such field. toServices are resolved against svcs
+// as they are now (nil: no Services); a Service that does not exist is
+// no error, it selects nothing.
+func FromCiliumRules(origin Origin, namespace string, rules api.Rules, paths []*field.Path, svcs Services) ([]Rule, error) {
+	out, _, err := translateCilium(origin, namespace, rules, paths, svcs)
+	return out, err
+}
+
+// translateCilium is FromCiliumRules, also saying which Services the
+// rules depend on.
+func translateCilium(origin Origin, namespace string, rules api.Rules, paths []*field.Path, svcs Services) ([]Rule, serviceRefs, error) {
+	t := &ciliumTranslation{origin: origin, namespace: namespace, svcs: svcs}
 	for i, r := range rules {
 		path := field.NewPath("specs").Index(i)
 		if i < len(paths) && paths[i] != nil {
@@ -75,9 +96,9 @@ func FromCiliumRules(origin Origin, namespace string, rules api.Rules, paths []*
 		t.rule(r, path)
 	}
 	if len(t.errs) > 0 {
-		return nil, t.errs.ToAggregate()
+		return nil, serviceRefs{}, t.errs.ToAggregate()
 	}
-	return t.rules, nil
+	return t.rules, t.refs, nil
 }
 
 // initKey selects endpoints that are still initializing.
@@ -91,8 +112,11 @@ type ciliumTranslation struct {
 	// that are still initializing. Those have no labels yet, so Cilium
 	// does not confine a clusterwide rule's peers to pods for them.
 	initSubject bool
-	rules       []Rule
-	errs        field.ErrorList
+	// svcs are looked up for toServices; refs record what was named.
+	svcs  Services
+	refs  serviceRefs
+	rules []Rule
+	errs  field.ErrorList
 }
 
 // fail records an error unless one for the same field is there: Validate
@@ -194,7 +218,8 @@ func (t *ciliumTranslation) subject(es *api.EndpointSelector) LabelSelector {
 }
 
 // peerFields are the peer fields of an ingress or egress rule, which
-// differ only in their names ("from..." or "to...").
+// differ only in their names ("from..." or "to..."); only egress rules
+// name Services.
 type peerFields struct {
 	prefix    string
 	endpoints []api.EndpointSelector
@@ -202,21 +227,24 @@ type peerFields struct {
 	cidrs     []api.CIDR
 	cidrSets  []api.CIDRRule
 	entities  []api.Entity
+	services  []api.Service
 }
 
 func (t *ciliumTranslation) ingressPeers(c *api.IngressCommonRule, path *field.Path) l3 {
-	return t.peers(peerFields{"from", c.FromEndpoints, c.FromNodes, c.FromCIDR, c.FromCIDRSet, c.FromEntities}, path)
+	return t.peers(peerFields{"from", c.FromEndpoints, c.FromNodes, c.FromCIDR, c.FromCIDRSet, c.FromEntities, nil}, path)
 }
 
 func (t *ciliumTranslation) egressPeers(c *api.EgressCommonRule, path *field.Path) l3 {
-	return t.peers(peerFields{"to", c.ToEndpoints, c.ToNodes, c.ToCIDR, c.ToCIDRSet, c.ToEntities}, path)
+	return t.peers(peerFields{"to", c.ToEndpoints, c.ToNodes, c.ToCIDR, c.ToCIDRSet, c.ToEntities, c.ToServices}, path)
 }
 
 // peers translates a rule's peer fields. A field given empty (e.g.
 // "fromEndpoints: []") names peers, none: as in Cilium, it selects
-// nothing rather than everything.
+// nothing rather than everything. So do Services that select nothing
+// (yet).
 func (t *ciliumTranslation) peers(f peerFields, path *field.Path) l3 {
-	out := l3{given: f.endpoints != nil || f.nodes != nil || f.cidrs != nil || f.cidrSets != nil || f.entities != nil}
+	out := l3{given: f.endpoints != nil || f.nodes != nil || f.cidrs != nil || f.cidrSets != nil || f.entities != nil ||
+		f.services != nil}
 	if f.nodes != nil {
 		t.fail(field.Forbidden(path.Child(f.prefix+"Nodes"), "selecting nodes is not supported yet"))
 	}
@@ -238,8 +266,9 @@ func (t *ciliumTranslation) peers(f peerFields, path *field.Path) l3 {
 			out.peers = append(out.peers, sel)
 		}
 	}
-	// Entities overlap ("world" and "world-ipv4"): one filter each is
-	// enough.
+	out.peers = append(out.peers, t.servicePeers(f.services)...)
+	// Entities overlap ("world" and "world-ipv4"), and so may Services
+	// and other peers: one filter each is enough.
 	seen := map[string]bool{}
 	out.peers = slices.DeleteFunc(out.peers, func(s Selector) bool {
 		dup := seen[s.Key()]

@@ -235,7 +235,7 @@ func TestFromCNP(t *testing.T) {
 	}}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			rules, err := policy.FromCNP(tt.p)
+			rules, err := policy.FromCNP(tt.p, nil)
 			if tt.wantErr != nil {
 				checkErr(t, err, tt.wantErr)
 				if rules != nil {
@@ -279,7 +279,7 @@ func TestFromCCNP(t *testing.T) {
 	}}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			rules, err := policy.FromCCNP(tt.p)
+			rules, err := policy.FromCCNP(tt.p, nil)
 			if tt.wantErr != nil {
 				checkErr(t, err, tt.wantErr)
 				return
@@ -300,21 +300,21 @@ func TestFromCiliumRulesStandalone(t *testing.T) {
 		makeRule(ingress(api.IngressRule{IngressCommonRule: api.IngressCommonRule{FromCIDR: []api.CIDR{"10.0.0.0/33"}}})),
 		nil,
 	}
-	_, err := policy.FromCiliumRules(origin, "x", rules, nil)
+	_, err := policy.FromCiliumRules(origin, "x", rules, nil, nil)
 	checkErr(t, err, []string{"specs[0].ingress[0].fromCIDR[0]", "specs[1]"})
 
-	_, err = policy.FromCiliumRules(origin, "x", rules[:1], []*field.Path{field.NewPath("spec")})
+	_, err = policy.FromCiliumRules(origin, "x", rules[:1], []*field.Path{field.NewPath("spec")}, nil)
 	checkErr(t, err, []string{"spec.ingress[0].fromCIDR[0]"})
 
 	// Validate refuses layer-7 rules too: the field is named once.
 	l7 := makeRule(ingress(api.IngressRule{ToPorts: []api.PortRule{{Rules: &api.RawRules{Raw: json.RawMessage(`{}`)}}}}))
-	_, err = policy.FromCiliumRules(origin, "x", api.Rules{l7}, nil)
+	_, err = policy.FromCiliumRules(origin, "x", api.Rules{l7}, nil, nil)
 	checkErr(t, err, []string{"specs[0].ingress[0].toPorts[0].rules"})
 	if n := strings.Count(err.Error(), "toPorts[0].rules"); n != 1 {
 		t.Errorf("error %q names the field %d times", err, n)
 	}
 
-	got, err := policy.FromCiliumRules(origin, "x", api.Rules{makeRule(ingress(fromEntities(api.EntityHost)))}, nil)
+	got, err := policy.FromCiliumRules(origin, "x", api.Rules{makeRule(ingress(fromEntities(api.EntityHost)))}, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

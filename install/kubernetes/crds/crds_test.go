@@ -46,4 +46,13 @@ func TestAllCRDs(t *testing.T) {
 	if _, ok := spec.Properties["ingress"].Items.Schema.Properties["fromEndpoints"]; !ok {
 		t.Error("inline IngressCommonRule fields missing from the schema")
 	}
+	for _, dir := range []string{"egress", "egressDeny"} {
+		svc := spec.Properties[dir].Items.Schema.Properties["toServices"].Items.Schema
+		if _, ok := svc.Properties["k8sService"].Properties["serviceName"]; !ok {
+			t.Errorf("%s.toServices schema: %+v", dir, svc.Properties)
+		}
+		if sel := svc.Properties["k8sServiceSelector"]; !slices.Equal(sel.Required, []string{"selector"}) {
+			t.Errorf("%s.toServices.k8sServiceSelector requires %v, want the selector", dir, sel.Required)
+		}
+	}
 }

@@ -10,11 +10,12 @@ import (
 )
 
 // Cell connects to Kubernetes and provides *Clients and *Watchers, the
-// ipcache's ClusterSource, the API's node list and the load balancer's
-// Source (all nil with Kubernetes off).
+// ipcache's ClusterSource, the API's node list, and the Services and
+// EndpointSlices (*ServiceSource) that are the load balancer's Source and
+// that policies' toServices read (all nil with Kubernetes off).
 var Cell = cell.Module("k8s", "Kubernetes clients and watchers",
 	cell.Config(DefaultConfig),
-	cell.Provide(newClients, newWatchers, newClusterSource, newNodeLister, newServiceSource),
+	cell.Provide(newClients, newWatchers, newClusterSource, newNodeLister, newServiceSource, loadBalancerSource),
 )
 
 // resync is how often the informers replay their caches, which repairs

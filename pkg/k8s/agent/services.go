@@ -23,7 +23,9 @@ const serviceNameIndex = "service"
 // ServiceSource is the load balancer's Source: Services and their
 // EndpointSlices, and this node's pods that name hostPorts, each as a
 // service of type HostPort (see HostPortService); watched only once the
-// load balancer starts it.
+// load balancer starts it. The policy engine reads the same Services and
+// EndpointSlices for toServices (StartServices, KubeService, ...): the
+// agent watches them once, for both.
 type ServiceSource struct {
 	nodeName  string
 	services  cache.SharedIndexInformer
@@ -31,6 +33,11 @@ type ServiceSource struct {
 	pods      cache.SharedIndexInformer
 	mu        sync.Mutex
 	listeners []func(loadbalancer.ServiceName)
+
+	// runOnce starts the Service and EndpointSlice informers for the
+	// first of Start and StartServices.
+	runOnce sync.Once
+	runErr  error
 }
 
 // NewServiceSource builds the informers; nothing is watched before Start.
@@ -53,11 +60,20 @@ func NewServiceSource(c *Clients, nodeName string) *ServiceSource {
 	return s
 }
 
-func newServiceSource(cfg Config, c *Clients) loadbalancer.Source {
+func newServiceSource(cfg Config, c *Clients) *ServiceSource {
 	if c == nil {
 		return nil
 	}
 	return NewServiceSource(c, cfg.K8sNodeName)
+}
+
+// loadBalancerSource is s for the load balancer; nil with Kubernetes
+// off (an interface holding a nil *ServiceSource would not be nil).
+func loadBalancerSource(s *ServiceSource) loadbalancer.Source {
+	if s == nil {
+		return nil
+	}
+	return s
 }
 
 // NodeName implements loadbalancer.Source.
@@ -79,8 +95,8 @@ func (s *ServiceSource) notify(n loadbalancer.ServiceName) {
 	}
 }
 
-// Start implements loadbalancer.Source: the informers run until ctx ends.
-func (s *ServiceSource) Start(ctx context.Context) error {
+// handler notifies the listeners of the service each event changes.
+func (s *ServiceSource) handler() cache.ResourceEventHandler {
 	svcName := func(obj any) (loadbalancer.ServiceName, bool) {
 		if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 			obj = d.Obj
@@ -103,7 +119,7 @@ func (s *ServiceSource) Start(ctx context.Context) error {
 			s.notify(n)
 		}
 	}
-	h := cache.ResourceEventHandlerFuncs{
+	return cache.ResourceEventHandlerFuncs{
 		AddFunc: changed,
 		UpdateFunc: func(old, cur any) {
 			// A slice that moves to another service changes both.
@@ -117,14 +133,48 @@ func (s *ServiceSource) Start(ctx context.Context) error {
 		},
 		DeleteFunc: changed,
 	}
-	for _, inf := range []cache.SharedIndexInformer{s.services, s.slices, s.pods} {
-		if _, err := inf.AddEventHandler(h); err != nil {
-			return err
+}
+
+// runServices starts the Service and EndpointSlice informers once; they
+// run until the ctx of the first caller ends (the agent's jobs share one
+// lifetime).
+func (s *ServiceSource) runServices(ctx context.Context) error {
+	s.runOnce.Do(func() {
+		for _, inf := range []cache.SharedIndexInformer{s.services, s.slices} {
+			if _, err := inf.AddEventHandler(s.handler()); err != nil {
+				s.runErr = err
+				return
+			}
+			go inf.RunWithContext(ctx)
 		}
-		go inf.RunWithContext(ctx)
+	})
+	return s.runErr
+}
+
+// Start implements loadbalancer.Source: the informers run until ctx ends.
+func (s *ServiceSource) Start(ctx context.Context) error {
+	if err := s.runServices(ctx); err != nil {
+		return err
 	}
+	if _, err := s.pods.AddEventHandler(s.handler()); err != nil {
+		return err
+	}
+	go s.pods.RunWithContext(ctx)
 	if !cache.WaitForCacheSync(ctx.Done(), s.services.HasSynced, s.slices.HasSynced, s.pods.HasSynced) {
 		return errors.New("services, endpoint slices and pods not synced")
+	}
+	return nil
+}
+
+// StartServices watches Services and EndpointSlices only, without the
+// pods of hostPorts, for readers other than the load balancer; it
+// returns once they are listed. OnChange's listeners hear of them.
+func (s *ServiceSource) StartServices(ctx context.Context) error {
+	if err := s.runServices(ctx); err != nil {
+		return err
+	}
+	if !cache.WaitForCacheSync(ctx.Done(), s.services.HasSynced, s.slices.HasSynced) {
+		return errors.New("services and endpoint slices not synced")
 	}
 	return nil
 }
@@ -164,14 +214,50 @@ func (s *ServiceSource) Service(n loadbalancer.ServiceName) (loadbalancer.Servic
 	if !ok {
 		return loadbalancer.Service{}, nil, false
 	}
-	objs, _ := s.slices.GetIndexer().ByIndex(serviceNameIndex, n.String())
 	var eps []loadbalancer.Endpoint
-	for _, o := range objs {
-		if es, ok := o.(*discoveryv1.EndpointSlice); ok {
-			eps = append(eps, Endpoints(es)...)
-		}
+	for _, es := range s.EndpointSlices(n.Namespace, n.Name) {
+		eps = append(eps, Endpoints(es)...)
 	}
 	return ServiceOf(svc), eps, true
+}
+
+// KubeService returns the Service namespace/name from the cache.
+func (s *ServiceSource) KubeService(namespace, name string) (*corev1.Service, bool) {
+	obj, ok, err := s.services.GetStore().GetByKey(namespace + "/" + name)
+	if err != nil || !ok {
+		return nil, false
+	}
+	svc, ok := obj.(*corev1.Service)
+	return svc, ok
+}
+
+// KubeServices lists the cached Services of a namespace, of every
+// namespace for "".
+func (s *ServiceSource) KubeServices(namespace string) []*corev1.Service {
+	if namespace == "" {
+		return listAs[*corev1.Service](s.services)
+	}
+	objs, _ := s.services.GetIndexer().ByIndex(cache.NamespaceIndex, namespace)
+	out := make([]*corev1.Service, 0, len(objs))
+	for _, o := range objs {
+		if svc, ok := o.(*corev1.Service); ok {
+			out = append(out, svc)
+		}
+	}
+	return out
+}
+
+// EndpointSlices lists the cached EndpointSlices of the Service
+// namespace/name.
+func (s *ServiceSource) EndpointSlices(namespace, name string) []*discoveryv1.EndpointSlice {
+	objs, _ := s.slices.GetIndexer().ByIndex(serviceNameIndex, namespace+"/"+name)
+	out := make([]*discoveryv1.EndpointSlice, 0, len(objs))
+	for _, o := range objs {
+		if es, ok := o.(*discoveryv1.EndpointSlice); ok {
+			out = append(out, es)
+		}
+	}
+	return out
 }
 
 // ServiceOf reads what the load balancer needs of a Service.

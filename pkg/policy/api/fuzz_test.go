@@ -22,6 +22,7 @@ func FuzzDecodeRule(f *testing.F) {
 		`{nodeSelector: {}, ingressDeny: [{fromEntities: [world], toPorts: [{ports: [{port: "22"}]}]}]}`,
 		`{endpointSelector: {matchExpressions: [{key: a, operator: In, values: [b]}]}, egress: [{toEntities: [all]}]}`,
 		`{endpointSelector: {}, egress: [{icmps: [{fields: [{type: "8"}]}]}], labels: [{key: a, source: k8s}]}`,
+		`{endpointSelector: {}, egress: [{toServices: [{k8sService: {serviceName: db, namespace: y}}, {k8sServiceSelector: {selector: {matchLabels: {a: b}}}}]}]}`,
 		`[]`, `{`, `null`,
 	} {
 		f.Add([]byte(s))

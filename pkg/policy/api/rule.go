@@ -59,12 +59,15 @@ type IngressDenyRule struct {
 	ICMPs             []ICMPRule     `json:"icmps,omitempty"`
 }
 
-// EgressCommonRule is the peer part of an egress rule, shared by allow and deny.
+// EgressCommonRule is the peer part of an egress rule, shared by allow and
+// deny. ToServices are the backends of Services: the pods a Service's
+// selector selects, or the addresses of a Service without one.
 type EgressCommonRule struct {
 	ToEndpoints []EndpointSelector `json:"toEndpoints,omitempty"`
 	ToCIDR      []CIDR             `json:"toCIDR,omitempty"`
 	ToCIDRSet   []CIDRRule         `json:"toCIDRSet,omitempty"`
 	ToEntities  []Entity           `json:"toEntities,omitempty"`
+	ToServices  []Service          `json:"toServices,omitempty"`
 	ToNodes     []EndpointSelector `json:"toNodes,omitempty"`
 }
 

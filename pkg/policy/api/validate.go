@@ -107,7 +107,52 @@ func (c *IngressCommonRule) validate(path *field.Path) field.ErrorList {
 }
 
 func (c *EgressCommonRule) validate(path *field.Path) field.ErrorList {
-	return validatePeers(path, "to", c.ToEndpoints, c.ToNodes, c.ToCIDR, c.ToCIDRSet, c.ToEntities)
+	errs := validatePeers(path, "to", c.ToEndpoints, c.ToNodes, c.ToCIDR, c.ToCIDRSet, c.ToEntities)
+	for i := range c.ToServices {
+		errs = append(errs, c.ToServices[i].validate(path.Child("toServices").Index(i))...)
+	}
+	return errs
+}
+
+// validate checks that s names Services one way, by a name a Service can
+// have or by a valid selector, in a namespace that can exist.
+func (s *Service) validate(path *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	switch {
+	case s.K8sService == nil && s.K8sServiceSelector == nil:
+		return field.ErrorList{field.Required(path.Child("k8sService"), "one of k8sService or k8sServiceSelector is required")}
+	case s.K8sService != nil && s.K8sServiceSelector != nil:
+		errs = append(errs, field.Invalid(path.Child("k8sServiceSelector"), "", "k8sService and k8sServiceSelector are mutually exclusive"))
+	}
+	if ref := s.K8sService; ref != nil {
+		p := path.Child("k8sService")
+		if ref.ServiceName == "" {
+			errs = append(errs, field.Required(p.Child("serviceName"), ""))
+		} else {
+			for _, msg := range validation.IsDNS1035Label(ref.ServiceName) {
+				errs = append(errs, field.Invalid(p.Child("serviceName"), ref.ServiceName, msg))
+			}
+		}
+		errs = append(errs, validateNamespace(p.Child("namespace"), ref.Namespace)...)
+	}
+	if sel := s.K8sServiceSelector; sel != nil {
+		p := path.Child("k8sServiceSelector")
+		errs = append(errs, sel.Selector.validate(p.Child("selector"))...)
+		errs = append(errs, validateNamespace(p.Child("namespace"), sel.Namespace)...)
+	}
+	return errs
+}
+
+// validateNamespace checks a namespace name; empty is valid (the default).
+func validateNamespace(path *field.Path, ns string) field.ErrorList {
+	if ns == "" {
+		return nil
+	}
+	var errs field.ErrorList
+	for _, msg := range validation.IsDNS1123Label(ns) {
+		errs = append(errs, field.Invalid(path, ns, msg))
+	}
+	return errs
 }
 
 func validatePeers(path *field.Path, dir string, eps, nodes []EndpointSelector, cidrs []CIDR, sets []CIDRRule, ents []Entity) field.ErrorList {

@@ -38,6 +38,16 @@ ingressDeny:
   toPorts: [{ports: [{port: "22", protocol: ANY}]}]
 egressDeny:
 - toCIDR: [192.168.0.10]`,
+		"services": `
+endpointSelector: {matchLabels: {id: app2}}
+egress:
+- toServices:
+  - k8sService: {serviceName: myservice, namespace: default}
+  - k8sServiceSelector:
+      selector: {matchLabels: {external: "yes"}}
+egressDeny:
+- toServices:
+  - k8sService: {serviceName: db}`,
 		"host policy": `
 nodeSelector: {matchLabels: {"node-role.kubernetes.io/control-plane": ""}}
 ingress:
@@ -82,6 +92,14 @@ func TestDecodeRuleErrors(t *testing.T) {
 		{"bad label key", `{endpointSelector: {matchLabels: {"bad key!": x}}}`, "spec.endpointSelector.matchLabels[bad key!]"},
 		{"l7 rules", `{endpointSelector: {}, ingress: [{toPorts: [{ports: [{port: "80"}], rules: {http: [{method: GET}]}}]}]}`,
 			"spec.ingress[0].toPorts[0].rules: Forbidden"},
+		{"no service", `{endpointSelector: {}, egress: [{toServices: [{}]}]}`,
+			"spec.egress[0].toServices[0].k8sService: Required"},
+		{"service without a name", `{endpointSelector: {}, egress: [{toServices: [{k8sService: {serviceName: a}}, {k8sService: {namespace: b}}]}]}`,
+			"spec.egress[0].toServices[1].k8sService.serviceName: Required"},
+		{"service name and selector", `{endpointSelector: {}, egressDeny: [{toServices: [{k8sService: {serviceName: a}, k8sServiceSelector: {selector: {}}}]}]}`,
+			"spec.egressDeny[0].toServices[0].k8sServiceSelector"},
+		{"bad service namespace", `{endpointSelector: {}, egress: [{toServices: [{k8sServiceSelector: {selector: {}, namespace: A_B}}]}]}`,
+			"spec.egress[0].toServices[0].k8sServiceSelector.namespace: Invalid value"},
 		{"icmps with ports", `{endpointSelector: {}, ingress: [{icmps: [{fields: [{type: "8"}]}], toPorts: [{ports: [{port: "1"}]}]}]}`,
 			"spec.ingress[0].icmps: Forbidden"},
 	}

@@ -35,6 +35,10 @@ specs:
       role: backend
   egress:
   - toEntities: [kube-apiserver]
+  - toServices:
+    - k8sService:
+        serviceName: myservice
+        namespace: default
   egressDeny:
   - toCIDRSet:
     - cidr: 10.0.0.0/8
@@ -67,7 +71,8 @@ func TestDecodeDocsPolicy(t *testing.T) {
 		r.Ingress[0].ToPorts[0].Ports[0].Port != "80" || r.Ingress[0].ToPorts[0].Ports[0].Protocol != "TCP" {
 		t.Fatalf("spec decoded wrong: %+v", r)
 	}
-	if rules[1].EgressDeny[0].ToCIDRSet[0].ExceptCIDRs[0] != "10.96.0.0/12" {
+	if rules[1].EgressDeny[0].ToCIDRSet[0].ExceptCIDRs[0] != "10.96.0.0/12" ||
+		rules[1].Egress[1].ToServices[0].K8sService.ServiceName != "myservice" {
 		t.Fatalf("specs decoded wrong: %+v", rules[1])
 	}
 	cp := cnp.DeepCopyObject().(*CiliumNetworkPolicy)
