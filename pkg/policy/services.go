@@ -89,14 +89,12 @@ func (t *ciliumTranslation) servicePeers(refs []api.Service) []Selector {
 }
 
 // services are the Services that ref selects. An empty namespace is
-// every namespace in a clusterwide policy (t.namespace ""), as in Cilium,
-// and the policy's own in a namespaced one, as for its endpoint peers:
-// Cilium looks in every namespace there too, which would let a policy
-// reach into namespaces it does not name.
+// every namespace, in a namespaced policy too, as in Cilium (unlike
+// endpoint peers, which a namespaced policy scopes to its namespace).
 func (t *ciliumTranslation) services(ref api.Service) []*corev1.Service {
 	switch {
 	case ref.K8sService != nil && ref.K8sServiceSelector == nil:
-		ns := cmp.Or(ref.K8sService.Namespace, t.namespace)
+		ns := ref.K8sService.Namespace
 		name := ref.K8sService.ServiceName
 		t.refs.addName(ns, name)
 		if t.svcs == nil {
@@ -110,7 +108,7 @@ func (t *ciliumTranslation) services(ref api.Service) []*corev1.Service {
 		}
 		return slices.DeleteFunc(t.svcs.KubeServices(""), func(s *corev1.Service) bool { return s.Name != name })
 	case ref.K8sServiceSelector != nil && ref.K8sService == nil:
-		ns := cmp.Or(ref.K8sServiceSelector.Namespace, t.namespace)
+		ns := ref.K8sServiceSelector.Namespace
 		t.refs.addNamespace(ns)
 		if t.svcs == nil {
 			return nil

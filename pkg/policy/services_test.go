@@ -134,8 +134,12 @@ func TestToServices(t *testing.T) {
 		want []ruleView
 	}{{
 		name: "a Service with a selector: its pods",
-		p:    makeCNP(egress(toServices(byName("db", "")))),
+		p:    makeCNP(egress(toServices(byName("db", "x")))),
 		want: []ruleView{eg([]string{"x/db"})},
+	}, {
+		name: "no namespace: the Services of that name in every namespace, as in Cilium",
+		p:    makeCNP(egress(toServices(byName("db", "")))),
+		want: []ruleView{eg([]string{"x/db", "y/db"})},
 	}, {
 		name: "a Service without a selector: its endpoints' addresses that serve, as CIDRs",
 		p:    makeCNP(egress(toServices(byName("ext", "x")))),
@@ -146,16 +150,16 @@ func TestToServices(t *testing.T) {
 		want: []ruleView{eg(nil), eg(nil, policy.Port{Protocol: spec.ProtoTCP, Port: 5432})},
 	}, {
 		name: "ports of a Service's pods",
-		p:    makeCNP(egress(withPorts(toServices(byName("db", ""))))),
+		p:    makeCNP(egress(withPorts(toServices(byName("db", "x"))))),
 		want: []ruleView{eg([]string{"x/db"}, policy.Port{Protocol: spec.ProtoTCP, Port: 5432})},
 	}, {
 		name: "a namespace named",
 		p:    makeCNP(egress(toServices(byName("db", "y"), byName("web", "y")))),
 		want: []ruleView{eg([]string{"y/db", "y/web"})},
 	}, {
-		name: "a selector reads the labels of the Services in the policy's namespace",
+		name: "a selector without a namespace reads the labels of every namespace's Services",
 		p:    makeCNP(egress(toServices(bySelector(es("tier", "backend"), "")))),
-		want: []ruleView{eg([]string{"cidr:10.9.9.9", "cidr:8.8.8.8", "x/db"})},
+		want: []ruleView{eg([]string{"cidr:10.9.9.9", "cidr:8.8.8.8", "x/db", "y/db"})},
 	}, {
 		name: "a selector in a namespace named",
 		p:    makeCNP(egress(toServices(bySelector(es(), "y")))),
@@ -163,7 +167,7 @@ func TestToServices(t *testing.T) {
 	}, {
 		name: "egress deny",
 		p: makeCNP(func(r *api.Rule) {
-			r.EgressDeny = []api.EgressDenyRule{{EgressCommonRule: toServices(byName("db", "")).EgressCommonRule}}
+			r.EgressDeny = []api.EgressDenyRule{{EgressCommonRule: toServices(byName("db", "x")).EgressCommonRule}}
 		}),
 		want: []ruleView{{Dir: spec.Egress, Deny: true, DefaultDeny: true, Subject: []string{"x/web"}, Peers: []string{"x/db"}}},
 	}}

@@ -334,23 +334,23 @@ spec:
   enableDefaultDeny: {egress: false}
   egressDeny: [{toEndpoints: [{matchLabels: {k8s:io.kubernetes.pod.namespace: z}}]}]
 `, expect: egressFrom(xa, func(dst *matrixPod, _ probeKind) bool { return dst.ns != "z" })},
-		{name: "CiliumNetworkPolicy: toServices, the pods of a Service of the policy's namespace and of one named", clean: true, apply: `
+		{name: "CiliumNetworkPolicy: toServices, the pods of the Services of a name in every namespace and of one named", clean: true, apply: `
 apiVersion: cilium.io/v2
 kind: CiliumNetworkPolicy
 metadata: {name: to-services, namespace: x}
 spec:
   endpointSelector: {matchLabels: {pod: a}}
   egress: [{toServices: [{k8sService: {serviceName: s-b}}, {k8sService: {serviceName: s-c, namespace: "y"}}]}]
-`, expect: egressFrom(xa, func(dst *matrixPod, _ probeKind) bool { return dst.String() == "x/b" || dst.String() == "y/c" }),
+`, expect: egressFrom(xa, func(dst *matrixPod, _ probeKind) bool { return dst.name == "b" || dst.String() == "y/c" }),
 			reach: []outsideProbe{{"x/a", "$outside", false}},
 			verify: func(l *Lab) error {
 				if err := policyCondition("x", "to-services", "True", "")(l); err != nil {
 					return err
 				}
-				if err := trace(l, "x/a", "x/b", "Final verdict: ALLOWED", "CiliumNetworkPolicy/x/to-services"); err != nil {
+				if err := trace(l, "x/a", "z/b", "Final verdict: ALLOWED", "CiliumNetworkPolicy/x/to-services"); err != nil {
 					return err
 				}
-				return trace(l, "x/a", "z/b", "Final verdict: DENIED")
+				return trace(l, "x/a", "z/c", "Final verdict: DENIED")
 			}},
 		{name: "CiliumNetworkPolicy: toServices naming a Service that does not exist allows nothing", clean: true, apply: `
 apiVersion: cilium.io/v2

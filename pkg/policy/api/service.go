@@ -8,9 +8,8 @@ type Service struct {
 	K8sService         *K8sServiceNamespace         `json:"k8sService,omitempty"`
 }
 
-// K8sServiceNamespace names a Service. An empty Namespace is the
-// policy's namespace in a CiliumNetworkPolicy, and every namespace in a
-// CiliumClusterwideNetworkPolicy.
+// K8sServiceNamespace names a Service. An empty Namespace is every
+// namespace, in a CiliumNetworkPolicy too, as in Cilium.
 type K8sServiceNamespace struct {
 	ServiceName string `json:"serviceName,omitempty"`
 	Namespace   string `json:"namespace,omitempty"`
