@@ -43,6 +43,7 @@ func StartLab(t *testing.T, name string, args ...string) *Lab {
 	if _, err := os.Stat(filepath.Join(bin, "cilium-lab")); err != nil {
 		t.Fatalf("%s/cilium-lab is missing: run `make build` (or `make test`, which builds it)", bin)
 	}
+	reclaimAbandoned(t, name)
 	l := &Lab{t: t, Name: name, StateDir: filepath.Join(t.TempDir(), "lab")}
 	l.Kubeconfig = filepath.Join(l.StateDir, "kubeconfig")
 	up := append([]string{"up", "--name", name, "--state-dir", l.StateDir, "--api-port", fmt.Sprint(freePort(t))}, args...)
@@ -54,6 +55,47 @@ func StartLab(t *testing.T, name string, args ...string) *Lab {
 		t.Fatalf("cilium-lab up: %v", err)
 	}
 	return l
+}
+
+// reclaimAbandoned takes down a lab of this name left by a test run that was killed
+// (a test removes its lab even when it fails, but not when SIGKILL ends it): its node
+// namespaces are still mounted under its state directory, and no process runs with
+// that directory. A lab some process still serves is left alone, and up then refuses.
+func reclaimAbandoned(t *testing.T, name string) {
+	b, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return
+	}
+	dirs := map[string]bool{}
+	for _, line := range strings.Split(string(b), "\n") {
+		f := strings.Fields(line)
+		if len(f) > 4 && filepath.Base(filepath.Dir(f[4])) == "ns" && strings.HasPrefix(filepath.Base(f[4]), name+"-") {
+			dirs[filepath.Dir(filepath.Dir(f[4]))] = true
+		}
+	}
+	for dir := range dirs {
+		if len(processesNaming(dir)) > 0 {
+			continue
+		}
+		out, err := exec.Command(filepath.Join(*binDir, "cilium-lab"), "down", "--state-dir", dir).CombinedOutput()
+		t.Logf("an abandoned lab %s was in %s; cilium-lab down: %s", name, dir, out)
+		if err != nil {
+			t.Fatalf("taking down the abandoned lab in %s: %v", dir, err)
+		}
+	}
+}
+
+// processesNaming lists the running processes with stateDir on their command line.
+func processesNaming(stateDir string) []string {
+	var out []string
+	procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+	for _, p := range procs {
+		b, err := os.ReadFile(p)
+		if err == nil && bytes.Contains(b, []byte(stateDir)) {
+			out = append(out, fmt.Sprintf("process %s: %s", filepath.Base(filepath.Dir(p)), bytes.ReplaceAll(b, []byte{0}, []byte{' '})))
+		}
+	}
+	return out
 }
 
 func freePort(t *testing.T) int {
@@ -184,13 +226,7 @@ func Leftovers(name, stateDir string) []string {
 			}
 		}
 	}
-	procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
-	for _, p := range procs {
-		b, err := os.ReadFile(p)
-		if err == nil && bytes.Contains(b, []byte(stateDir)) {
-			out = append(out, fmt.Sprintf("process %s: %s", filepath.Base(filepath.Dir(p)), bytes.ReplaceAll(b, []byte{0}, []byte{' '})))
-		}
-	}
+	out = append(out, processesNaming(stateDir)...)
 	for _, root := range []string{"/sys/fs/cgroup", "/sys/fs/cgroup/unified"} {
 		if _, err := os.Stat(filepath.Join(root, "cilium-lab-"+name)); err == nil {
 			out = append(out, "cgroup "+filepath.Join(root, "cilium-lab-"+name))
