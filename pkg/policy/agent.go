@@ -523,7 +523,13 @@ func (a *Agent) policyHandler(ctx context.Context, rep *reporter, kind string, t
 	}
 	return cache.ResourceEventHandlerFuncs{
 		AddFunc:    set,
-		UpdateFunc: func(_, obj any) { set(obj) },
+		UpdateFunc: func(oldObj, obj any) {
+			// The agents' own status writes and resyncs change no rule.
+			if o, n, ok := metas(oldObj, obj); ok && o.GetGeneration() == n.GetGeneration() && n.GetGeneration() != 0 {
+				return
+			}
+			set(obj)
+		},
 		DeleteFunc: func(obj any) {
 			key, _ := cache.DeletionHandlingMetaNamespaceKeyFunc(obj)
 			ns, name, _ := cache.SplitMetaNamespaceKey(key)
@@ -588,7 +594,13 @@ func (a *Agent) identityHandler() cache.ResourceEventHandler {
 	}
 	return cache.ResourceEventHandlerFuncs{
 		AddFunc:    set,
-		UpdateFunc: func(_, obj any) { set(obj) },
+		UpdateFunc: func(oldObj, obj any) {
+			// The agents' own status writes and resyncs change no rule.
+			if o, n, ok := metas(oldObj, obj); ok && o.GetGeneration() == n.GetGeneration() && n.GetGeneration() != 0 {
+				return
+			}
+			set(obj)
+		},
 		DeleteFunc: func(obj any) {
 			key, _ := cache.DeletionHandlingMetaNamespaceKeyFunc(obj)
 			if num, err := identity.ParseNumeric(key); err == nil {
@@ -645,7 +657,13 @@ func (a *Agent) namedPortsHandler() cache.ResourceEventHandler {
 	}
 	return cache.ResourceEventHandlerFuncs{
 		AddFunc:    set,
-		UpdateFunc: func(_, obj any) { set(obj) },
+		UpdateFunc: func(oldObj, obj any) {
+			// The agents' own status writes and resyncs change no rule.
+			if o, n, ok := metas(oldObj, obj); ok && o.GetGeneration() == n.GetGeneration() && n.GetGeneration() != 0 {
+				return
+			}
+			set(obj)
+		},
 		DeleteFunc: func(obj any) {
 			key, _ := cache.DeletionHandlingMetaNamespaceKeyFunc(obj)
 			update(key, nil)
@@ -658,6 +676,16 @@ func compareNamedPorts(x, y NamedPort) int {
 }
 
 // reported says whether obj's Valid condition already tells err.
+// metas are two objects' metadata.
+func metas(a, b any) (metav1.Object, metav1.Object, bool) {
+	ma, ok := a.(metav1.Object)
+	if !ok {
+		return nil, nil, false
+	}
+	mb, ok := b.(metav1.Object)
+	return ma, mb, ok
+}
+
 func reported(obj any, err error) bool {
 	var st *v2.CiliumNetworkPolicyStatus
 	switch p := obj.(type) {

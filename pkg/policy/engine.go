@@ -61,6 +61,20 @@ type filterSpec struct {
 	origin Origin
 }
 
+// filterKey identifies a filterSpec: two with the same key contribute
+// the same entries.
+type filterKey struct {
+	dir    spec.Direction
+	deny   bool
+	sel    string
+	port   Port
+	origin Origin
+}
+
+func (fs filterSpec) key() filterKey {
+	return filterKey{dir: fs.dir, deny: fs.deny, sel: fs.sel.Key(), port: fs.port, origin: fs.origin}
+}
+
 // filter is a filterSpec of a local endpoint, with its cached selector.
 type filter struct {
 	filterSpec
@@ -79,13 +93,16 @@ type epState struct {
 	info EndpointInfo
 	// subject is the endpoint's identity as last known: kept when the
 	// identity leaves the cache, so the endpoint keeps its policy.
-	subject  *Identity
-	ready    bool // its identity is known and its filters computed
-	enforce  [3]bool
-	filters  []*filter
-	contribs map[contribKey][]spec.PolicyEntry
-	entries  map[spec.PolicyEntry]map[Origin]int
-	revision uint64
+	subject *Identity
+	ready   bool // its identity is known and its filters computed
+	enforce [3]bool
+	filters []*filter
+	// builtPorts are the named ports the filters' ingress entries
+	// resolved.
+	builtPorts NamedPorts
+	contribs   map[contribKey][]spec.PolicyEntry
+	entries    map[spec.PolicyEntry]map[Origin]int
+	revision   uint64
 }
 
 // Engine computes the policy map entries of the node's endpoints from
@@ -239,6 +256,9 @@ func (e *Engine) DeleteEndpoint(id uint16) {
 }
 
 // regenerate recomputes an endpoint's filters and entries from the rules.
+// A filter that stays keeps its selector and its entries as they are:
+// only those that come or go change, so a rule added beside a thousand
+// others costs one filter, not the thousand selectors recomputed.
 func (e *Engine) regenerate(ep *epState) {
 	e.dirtyEps[ep.info.ID] = struct{}{}
 	if id, ok := e.Identity(ep.info.Identity); ok {
@@ -250,10 +270,26 @@ func (e *Engine) regenerate(ep *epState) {
 		// until it is.
 		return
 	}
-	e.clear(ep)
+	if !slices.Equal(ep.builtPorts, ep.info.NamedPorts) {
+		// Ingress entries resolved the endpoint's old named ports.
+		e.clear(ep)
+		ep.builtPorts = ep.info.NamedPorts
+	}
+	kept := map[filterKey][]*filter{}
+	for _, f := range ep.filters {
+		k := f.key()
+		kept[k] = append(kept[k], f)
+	}
 	specs, enforce := e.filtersFor(ep.subject, ep.info.NamedPorts)
 	ep.enforce = enforce
+	ep.filters = make([]*filter, 0, len(specs))
 	for _, fs := range specs {
+		k := fs.key()
+		if fl := kept[k]; len(fl) > 0 {
+			ep.filters = append(ep.filters, fl[len(fl)-1])
+			kept[k] = fl[:len(fl)-1]
+			continue
+		}
 		f := &filter{filterSpec: fs, cached: e.acquire(fs.sel)}
 		f.cached.users[f] = ep
 		ep.filters = append(ep.filters, f)
@@ -261,18 +297,28 @@ func (e *Engine) regenerate(ep *epState) {
 			e.contribute(ep, f, id)
 		}
 	}
+	for _, fl := range kept {
+		for _, f := range fl {
+			e.dropFilter(ep, f)
+		}
+	}
 }
 
 // clear removes every filter of ep and the entries they contributed.
 func (e *Engine) clear(ep *epState) {
 	for _, f := range ep.filters {
-		for id := range f.cached.ids {
-			e.drop(ep, f, id)
-		}
-		delete(f.cached.users, f)
-		e.release(f.cached)
+		e.dropFilter(ep, f)
 	}
 	ep.filters = nil
+}
+
+// dropFilter removes a filter of ep and the entries it contributed.
+func (e *Engine) dropFilter(ep *epState, f *filter) {
+	for id := range f.cached.ids {
+		e.drop(ep, f, id)
+	}
+	delete(f.cached.users, f)
+	e.release(f.cached)
 }
 
 // filtersFor lists what applies to an endpoint with identity subject:
