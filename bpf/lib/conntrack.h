@@ -172,6 +172,15 @@ static __always_inline __u8 ct_lookup(struct __sk_buff *skb, const struct pkt *p
 		ct_key_of(p, &k, reply);
 		e = ct_find(&k, now);
 	}
+	/* A SYN from the opener of a connection that is closing opens a new
+	 * connection on the same tuple: it is judged as any new one, by the
+	 * policy of now, and its entry replaces the old. Otherwise a client
+	 * reusing a port would pass on the entry of a closed connection that
+	 * policy no longer allows until the entry expires. */
+	if (e && !reply && p->protocol == IPPROTO_TCP && !p->later_frag &&
+	    (p->tcp_flags & (TCP_FLAG_SYN | TCP_FLAG_ACK)) == TCP_FLAG_SYN &&
+	    (e->flags & (CT_F_TX_CLOSING | CT_F_RX_CLOSING)))
+		return CT_NEW;
 	if (e) {
 		ct_touch(e, p, reply, now);
 		*entry = e;

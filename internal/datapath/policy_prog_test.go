@@ -47,6 +47,26 @@ func TestPrivilegedProgPolicy(t *testing.T) {
 			// Replies follow the tracked association.
 			e.allowed(e.fromNetdev, sctp(ipC, ipA, 81, 5000))
 		}},
+		{"a SYN reopening a closed connection's tuple is judged by the policy of now", enforce, func(t *testing.T, e *env) {
+			toC := spec.PolicyGroup{EndpointID: epA, Direction: spec.Egress, Identity: idC}
+			setGroup := func(entries ...spec.PolicyEntry) {
+				t.Helper()
+				_, err := e.maps.SetPolicyGroup(toC, entries)
+				must(t, err)
+			}
+			setGroup(egress(idC, tcpProto, 80, 0))
+			e.allowed(e.fromContainer, tcp(ipA, ipC, 40000, 80, "S"))
+			e.allowed(e.fromNetdev, tcp(ipC, ipA, 80, 40000, "SA"))
+			e.allowed(e.fromContainer, tcp(ipA, ipC, 40000, 80, "FA"))
+			setGroup() // no longer allowed, not flushed yet
+			e.allowed(e.fromContainer, tcp(ipA, ipC, 40000, 80, "A")) // the closing connection's last ACK
+			e.denied(e.fromContainer, tcp(ipA, ipC, 40000, 80, "S"), DropPolicy)
+			// Allowed again, the new connection replaces the old entry.
+			setGroup(egress(idC, tcpProto, 80, 0))
+			e.allowed(e.fromContainer, tcp(ipA, ipC, 40000, 80, "S"))
+			e.allowed(e.fromNetdev, tcp(ipC, ipA, 80, 40000, "SA"))
+			e.allowed(e.fromContainer, tcp(ipA, ipC, 40000, 80, "A"))
+		}},
 		// Proves writing by group: a group changes alone, and a group
 		// that narrows has its established connections forgotten.
 		{"policy groups change alone, and a narrowed one stops its connections", enforce, func(t *testing.T, e *env) {
