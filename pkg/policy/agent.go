@@ -500,7 +500,7 @@ func (a *Agent) policyHandler(ctx context.Context, rep *reporter, kind string, t
 			a.log.Warn("policy refused, its previous rules stay in force", "policy", origin.String(), "error", err)
 		}
 		if !reported(obj, err) {
-			rep.report(ctx, kind, meta, err)
+			rep.report(kind, meta, err)
 		}
 		if err != nil {
 			return
@@ -522,7 +522,7 @@ func (a *Agent) policyHandler(ctx context.Context, rep *reporter, kind string, t
 		})
 	}
 	return cache.ResourceEventHandlerFuncs{
-		AddFunc:    set,
+		AddFunc: set,
 		UpdateFunc: func(oldObj, obj any) {
 			// The agents' own status writes and resyncs change no rule.
 			if o, n, ok := metas(oldObj, obj); ok && o.GetGeneration() == n.GetGeneration() && n.GetGeneration() != 0 {
@@ -593,7 +593,7 @@ func (a *Agent) identityHandler() cache.ResourceEventHandler {
 		a.do(func(e *Engine) { e.UpsertIdentity(id) })
 	}
 	return cache.ResourceEventHandlerFuncs{
-		AddFunc:    set,
+		AddFunc: set,
 		UpdateFunc: func(oldObj, obj any) {
 			// The agents' own status writes and resyncs change no rule.
 			if o, n, ok := metas(oldObj, obj); ok && o.GetGeneration() == n.GetGeneration() && n.GetGeneration() != 0 {
@@ -656,7 +656,7 @@ func (a *Agent) namedPortsHandler() cache.ResourceEventHandler {
 		update(key, &published{id: identity.NumericIdentity(cep.Status.Identity.ID), ports: namedPorts(cep.Status.NamedPorts)})
 	}
 	return cache.ResourceEventHandlerFuncs{
-		AddFunc:    set,
+		AddFunc: set,
 		UpdateFunc: func(oldObj, obj any) {
 			// The agents' own status writes and resyncs change no rule.
 			if o, n, ok := metas(oldObj, obj); ok && o.GetGeneration() == n.GetGeneration() && n.GetGeneration() != 0 {

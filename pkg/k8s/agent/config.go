@@ -63,6 +63,10 @@ const serviceAccountDir = "/var/run/secrets/kubernetes.io/serviceaccount"
 type Clients struct {
 	Kube   kubernetes.Interface
 	Cilium client.Interface
+	// Status is Cilium's kinds again, with a rate limit of its own, for
+	// writes that may wait (policy status), so that they never queue
+	// before the agent's own (identities, endpoints). Nil: Cilium.
+	Status client.Interface
 }
 
 // NewClients connects through c.Kubeconfig, or the in-cluster service
@@ -100,5 +104,9 @@ func NewClients(c Config) (*Clients, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cilium clientset: %w", err)
 	}
-	return &Clients{Kube: kube, Cilium: cilium}, nil
+	status, err := client.NewForConfig(rc) // each clientset has its own rate limiter
+	if err != nil {
+		return nil, fmt.Errorf("cilium clientset: %w", err)
+	}
+	return &Clients{Kube: kube, Cilium: cilium, Status: status}, nil
 }
