@@ -157,8 +157,12 @@ bench-datapath: prereqs-test
 # The policy benchmark (root): the agent's CPU per identity add with
 # 1,000 selectors at 100 against 10,000 identities, into real BPF maps.
 # BENCH_POLICY_FLAGS passes e.g. -reps 5.
-bench-policy: prereqs-test
-	$(GO) run ./bench/policy $(BENCH_POLICY_FLAGS)
+# The policy benchmark (root): identity churn in process, implementation
+# delay on a lab cluster, then connect/request/close with 10,000 policy
+# entries against none, which is bench/datapath's (c')/(c).
+bench-policy: prereqs-test build-lab build-cilium
+	$(GO) run ./bench/policy -bin $(BIN) $(BENCH_POLICY_FLAGS)
+	$(GO) run ./bench/datapath -tests crr -scenarios "c,c'" -reps 20
 
 bench-services: prereqs-test build-lab build-cilium
 	$(GO) run ./bench/services -bin $(BIN) $(BENCH_SERVICES_FLAGS)

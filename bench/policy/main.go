@@ -1,14 +1,21 @@
 // Command policy benchmarks network policy in one run on one machine.
-// Today it measures identity churn: the agent's policy cells (engine,
-// tables, reconciler, fed by informers on a fake clientset) write into a
-// node's real BPF maps with 1,000 selectors and 100 or 10,000
-// identities, and identities are added one at a time; it prints the
-// process's CPU time per add at each scale and their ratio (target: at
-// most 2), from interleaved repetitions with a 95% confidence interval,
-// and the time from each add to its entry in the maps. The connect,
-// request and close cost of policy with 10,000 map entries against no
-// policy is bench/datapath's (c')/(c). It needs root: `make
-// bench-policy`.
+//
+// The churn part runs the agent's policy cells (engine, tables, reconciler,
+// fed by informers on a fake clientset) into a node's real BPF maps with
+// 1,000 selectors and 100 or 10,000 identities, and adds identities one at
+// a time; it prints the process's CPU time per add at each scale and their
+// ratio (target: at most 2), from interleaved repetitions with a 95%
+// confidence interval, and the time from each add to its entry in the maps.
+//
+// The lab part (lab.go) measures on a real two-node cluster the delay from
+// a policy's API write to its enforcement seen by probes on both nodes,
+// and a new pod's (a new identity's) delay until the servers admit it,
+// with one and with 1,000 policies and identities present (target: p99 at
+// most 50 ms).
+//
+// The connect, request and close cost of policy with 10,000 map entries
+// against no policy is bench/datapath's (c')/(c), which `make
+// bench-policy` runs after this. It needs root.
 package main
 
 import (
@@ -31,6 +38,11 @@ import (
 var churnTarget = stats.Target{Value: 2, AtMost: true}
 
 func main() {
+	parts := flag.String("parts", "churn,lab", "what to run: churn (identity churn in process), lab (implementation delay on a lab cluster)")
+	bin := flag.String("bin", "bin", "directory of cilium-lab and cilium-go's binaries (lab part)")
+	flips := flag.Int("flips", 200, "policy creates and deletes measured at each load (lab part)")
+	newPods := flag.Int("new-pods", 30, "new pods measured at each load (lab part)")
+	fillers := flag.Int("fillers", 1000, "policies and identities present at the large load (lab part)")
 	reps := flag.Int("reps", 3, "interleaved repetitions of each scale")
 	adds := flag.Int("adds", 200, "identities added per repetition")
 	small := flag.Int("small", 100, "identities present at the small scale")
@@ -42,6 +54,18 @@ func main() {
 	if os.Geteuid() != 0 {
 		fmt.Fprintln(os.Stderr, "bench/policy needs root: it loads BPF programs and makes network namespaces")
 		os.Exit(1)
+	}
+	want := func(part string) bool { return slices.Contains(strings.Split(*parts, ","), part) }
+	if want("lab") {
+		phases, err := labPart(ctx, log, *bin, *flips, *newPods, *fillers)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "bench/policy:", err)
+			os.Exit(1)
+		}
+		labReport(os.Stdout, phases)
+	}
+	if !want("churn") {
+		return
 	}
 	var smallRuns, largeRuns []churnResult
 	for rep := range *reps {
@@ -108,4 +132,43 @@ func perRep(small, large []churnResult) string {
 		parts = append(parts, fmt.Sprintf("%s/%s", small[i].cpuPerAdd.Round(time.Microsecond), large[i].cpuPerAdd.Round(time.Microsecond)))
 	}
 	return strings.Join(parts, " ")
+}
+
+// labReport prints each load's delays and judges the p99s at the last.
+func labReport(w io.Writer, phases []labPhase) {
+	fmt.Fprintf(w, "\nImplementation delay on a lab cluster (2 nodes; probes from a client pod on each node to a server pod on each node, %s attempts)\n", probeTimeout)
+	fmt.Fprintf(w, "%-9s %-11s %-9s %10s %10s %10s %10s %12s %12s %10s %10s\n", "policies", "identities", "n", "allow p50", "allow p99",
+		"deny p50", "deny p99", "new pod p50", "new pod p99", "write p50", "write p99")
+	for _, p := range phases {
+		fmt.Fprintf(w, "%-9d %-11d %-9s %10s %10s %10s %10s %12s %12s %10s %10s\n", p.policies, p.identities, fmt.Sprintf("%d/%d", len(p.allow), len(p.newPod)),
+			quantile(p.allow, 0.5), quantile(p.allow, 0.99), quantile(p.deny, 0.5), quantile(p.deny, 0.99),
+			quantile(p.newPod, 0.5), quantile(p.newPod, 0.99), quantile(p.write, 0.5), quantile(p.write, 0.99))
+	}
+	fmt.Fprintln(w, "(write: the API server's share of allow, the create call's time; n: flips/new pods)")
+	if len(phases) == 0 {
+		return
+	}
+	first, last := phases[0], phases[len(phases)-1]
+	for _, d := range []struct {
+		name        string
+		base, under []time.Duration
+	}{{"allow", first.allow, last.allow}, {"deny", first.deny, last.deny}, {"new pod", first.newPod, last.newPod}} {
+		lo, hi := stats.QuantileCI(d.under, 0.99)
+		fmt.Fprintf(w, "%-8s p99 with %d policies: %s [%s, %s], %.2fx the p99 with %d; target <= %s: %s\n",
+			d.name, last.policies, quantile(d.under, 0.99), lo.Round(10*time.Microsecond), hi.Round(10*time.Microsecond),
+			float64(stats.Quantile(d.under, 0.99))/float64(max(stats.Quantile(d.base, 0.99), 1)), first.policies,
+			delayTarget, judgeDelay(lo, hi))
+	}
+}
+
+// judgeDelay: met when the p99's whole interval is within the target,
+// missed when it is wholly beyond, undecided otherwise.
+func judgeDelay(lo, hi time.Duration) string {
+	switch {
+	case hi <= delayTarget:
+		return "met"
+	case lo > delayTarget:
+		return "missed"
+	}
+	return "undecided: the p99's interval holds the target (more -flips or -new-pods would decide)"
 }

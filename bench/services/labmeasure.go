@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io/fs"
 	"log/slog"
 	"maps"
 	"math"
@@ -13,7 +12,6 @@ import (
 	"net/http"
 	"net/netip"
 	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -22,11 +20,11 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/cilium-go/cilium/bench/internal/benchlab"
 	"github.com/cilium-go/cilium/bench/internal/traffic"
 	"github.com/cilium-go/cilium/internal/datapath"
 	"github.com/cilium-go/cilium/internal/datapath/spec"
 	"github.com/cilium-go/cilium/internal/inns"
-	"github.com/cilium-go/cilium/pkg/paths"
 )
 
 // The lab's paths. Every client is a child process in the client pod's
@@ -191,17 +189,17 @@ func measureAlone(ctx context.Context, o options, labs []*labBed, measured *labB
 		if l == measured {
 			continue
 		}
-		if err := l.freeze(true); err != nil {
+		if err := l.Freeze(true); err != nil {
 			return nil, err
 		}
-		defer func() { err = errors.Join(err, l.freeze(false)) }()
+		defer func() { err = errors.Join(err, l.Freeze(false)) }()
 	}
 	return measured.measureSync(ctx, o)
 }
 
 // crr measures connect/request/close on p from a child process.
 func (l *labBed) crr(ctx context.Context, p path, d time.Duration) (traffic.CRR, error) {
-	cgroup := l.plan.Nodes[0].Cgroup
+	cgroup := l.Plan.Nodes[0].Cgroup
 	switch p {
 	case labPod:
 		var to []netip.AddrPort
@@ -221,35 +219,11 @@ func (l *labBed) crr(ctx context.Context, p path, d time.Duration) (traffic.CRR,
 	return traffic.CRR{}, fmt.Errorf("unknown path %q", p)
 }
 
-// nodeProcs lists the processes of the node's cgroup subtree by command
-// name.
-func nodeProcs(n labNode) (map[string][]int, error) {
-	out := map[string][]int{}
-	err := filepath.WalkDir(n.Cgroup, func(p string, d fs.DirEntry, err error) error {
-		if err != nil || d.Name() != "cgroup.procs" {
-			return err
-		}
-		b, err := os.ReadFile(p)
-		if err != nil {
-			return nil // the cgroup went away
-		}
-		for f := range strings.FieldsSeq(string(b)) {
-			comm, err := os.ReadFile("/proc/" + f + "/comm")
-			if pid, perr := strconv.Atoi(f); err == nil && perr == nil {
-				name := strings.TrimSpace(string(comm))
-				out[name] = append(out[name], pid)
-			}
-		}
-		return nil
-	})
-	return out, err
-}
-
 // memory reads the proxies' resident memory (VmRSS), the mean per node.
 func (l *labBed) memory() (rss, error) {
 	var sum rss
-	for _, n := range l.plan.Nodes {
-		procs, err := nodeProcs(n)
+	for _, n := range l.Plan.Nodes {
+		procs, err := benchlab.NodeProcs(n)
 		if err != nil {
 			return rss{}, err
 		}
@@ -263,7 +237,7 @@ func (l *labBed) memory() (rss, error) {
 			}
 		}
 	}
-	k := uint64(len(l.plan.Nodes))
+	k := uint64(len(l.Plan.Nodes))
 	return rss{sum.agent / k, sum.kubeProxy / k}, nil
 }
 
@@ -324,7 +298,7 @@ func (l *labBed) measureSync(ctx context.Context, o options) (*labSync, error) {
 		}
 		es.Annotations["endpoints.kubernetes.io/last-change-trigger-time"] = start.UTC().Format(time.RFC3339Nano)
 		wg.Go(func() {
-			_, err := l.cs.DiscoveryV1().EndpointSlices(benchNS).Update(ctx, es, metav1.UpdateOptions{})
+			_, err := l.Clientset.DiscoveryV1().EndpointSlices(benchNS).Update(ctx, es, metav1.UpdateOptions{})
 			update := time.Since(start)
 			var lat time.Duration
 			if err == nil && pinned != nil {
@@ -410,27 +384,13 @@ func programmed(ctx context.Context, maps []*datapath.Maps, f spec.Frontend, add
 // client's ClusterIP connects, as they do a pod's.
 func (l *labBed) sockTranslated() error { return sockTranslated(l.maps[0]) }
 
-// agentMaps opens a node's pinned maps, in the node's own bpffs, through
-// its agent's root.
-func (l *labBed) agentMaps(n labNode) (*datapath.Maps, error) {
-	procs, err := nodeProcs(n)
-	if err != nil {
-		return nil, err
-	}
-	if len(procs["cilium-agent"]) == 0 {
-		return nil, fmt.Errorf("%s: no cilium-agent in %s", l.mode.name, n.Cgroup)
-	}
-	root := fmt.Sprintf("/proc/%d/root", procs["cilium-agent"][0])
-	return datapath.OpenPinnedMaps(filepath.Join(root, paths.DefaultConfig.BPFRoot, "maps"))
-}
-
 // metrics are a Prometheus text exposition's samples by name and labels.
 type metrics map[string]float64
 
 // kubeProxyMetrics scrapes every node's kube-proxy, from inside the node.
 func (l *labBed) kubeProxyMetrics() ([]metrics, error) {
 	var out []metrics
-	for _, n := range l.plan.Nodes {
+	for _, n := range l.Plan.Nodes {
 		tr := &http.Transport{DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
 			var c net.Conn
 			err := inns.Do(n.Netns, func() error {

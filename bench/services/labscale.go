@@ -129,7 +129,7 @@ feed:
 
 func (l *labBed) createFiller(ctx context.Context, i int, live bool) (*filler, error) {
 	svc, slice := l.fillerObjects(i, live)
-	s, err := l.cs.CoreV1().Services(benchNS).Create(ctx, svc, metav1.CreateOptions{})
+	s, err := l.Clientset.CoreV1().Services(benchNS).Create(ctx, svc, metav1.CreateOptions{})
 	if err != nil {
 		return nil, fmt.Errorf("%s: create Service %s: %w", l.mode.name, svc.Name, err)
 	}
@@ -137,7 +137,7 @@ func (l *labBed) createFiller(ctx context.Context, i int, live bool) (*filler, e
 	if err != nil {
 		return nil, fmt.Errorf("%s: Service %s has ClusterIP %q", l.mode.name, svc.Name, s.Spec.ClusterIP)
 	}
-	es, err := l.cs.DiscoveryV1().EndpointSlices(benchNS).Create(ctx, slice, metav1.CreateOptions{})
+	es, err := l.Clientset.DiscoveryV1().EndpointSlices(benchNS).Create(ctx, slice, metav1.CreateOptions{})
 	if err != nil {
 		return nil, fmt.Errorf("%s: create EndpointSlice %s: %w", l.mode.name, slice.Name, err)
 	}
