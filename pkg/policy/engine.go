@@ -57,6 +57,7 @@ type filterSpec struct {
 	dir    spec.Direction
 	deny   bool
 	sel    Selector
+	selKey string // sel.Key()
 	port   Port
 	origin Origin
 }
@@ -72,7 +73,7 @@ type filterKey struct {
 }
 
 func (fs filterSpec) key() filterKey {
-	return filterKey{dir: fs.dir, deny: fs.deny, sel: fs.sel.Key(), port: fs.port, origin: fs.origin}
+	return filterKey{dir: fs.dir, deny: fs.deny, sel: fs.selKey, port: fs.port, origin: fs.origin}
 }
 
 // filter is a filterSpec of a local endpoint, with its cached selector.
@@ -115,10 +116,13 @@ type Engine struct {
 	allowLocalhost bool
 	cache          *selectorCache
 	rules          map[Origin][]Rule
-	namedPorts     map[identity.NumericIdentity]NamedPorts
-	allNamedPorts  NamedPorts // every identity's, built when first asked; nil: not yet
-	eps            map[uint16]*epState
-	revision       uint64
+	// peerKeys are the Key of each rule's peers, by rule and peer: a
+	// key is computed once per rule, not at each regeneration.
+	peerKeys      map[Origin][][]string
+	namedPorts    map[identity.NumericIdentity]NamedPorts
+	allNamedPorts NamedPorts // every identity's, built when first asked; nil: not yet
+	eps           map[uint16]*epState
+	revision      uint64
 	// cidrs are the CIDR identities of the prefixes that selectors name.
 	cidrs        map[cidrKey]*cidrIdentity
 	nextCIDR     identity.NumericIdentity
@@ -131,7 +135,7 @@ type Engine struct {
 // NewEngine returns an engine with no rules, identities or endpoints
 // beyond the reserved identities.
 func NewEngine(mode Mode) *Engine {
-	e := &Engine{mode: mode, allowLocalhost: true, cache: newSelectorCache(), rules: map[Origin][]Rule{},
+	e := &Engine{mode: mode, allowLocalhost: true, cache: newSelectorCache(), rules: map[Origin][]Rule{}, peerKeys: map[Origin][][]string{},
 		namedPorts: map[identity.NumericIdentity]NamedPorts{}, eps: map[uint16]*epState{}, cidrs: map[cidrKey]*cidrIdentity{},
 		dirtyEntries: map[uint16]map[spec.PolicyEntry]struct{}{}, dirtyEps: map[uint16]struct{}{}}
 	for id := identity.Host; id <= identity.WorldIPv6; id++ {
@@ -215,8 +219,16 @@ func (e *Engine) SetRules(origin Origin, rules []Rule) {
 	old := e.rules[origin]
 	if len(rules) == 0 {
 		delete(e.rules, origin)
+		delete(e.peerKeys, origin)
 	} else {
 		e.rules[origin] = rules
+		keys := make([][]string, len(rules))
+		for i, r := range rules {
+			for _, p := range r.Peers {
+				keys[i] = append(keys[i], p.Key())
+			}
+		}
+		e.peerKeys[origin] = keys
 	}
 	for _, ep := range e.eps {
 		if ep.ready && (selectsAny(old, ep.subject) || selectsAny(rules, ep.subject)) {
@@ -326,8 +338,9 @@ func (e *Engine) dropFilter(ep *epState, f *filter) {
 // built-in ones; and whether it is isolated in each direction.
 func (e *Engine) filtersFor(subject *Identity, ports NamedPorts) (out []filterSpec, enforce [3]bool) {
 	if e.mode != ModeNever {
-		for _, rules := range e.rules {
-			for _, r := range rules {
+		for origin, rules := range e.rules {
+			keys := e.peerKeys[origin]
+			for i, r := range rules {
 				if !r.Subject.Selects(subject) {
 					continue
 				}
@@ -336,9 +349,9 @@ func (e *Engine) filtersFor(subject *Identity, ports NamedPorts) (out []filterSp
 				if len(rulePorts) == 0 {
 					rulePorts = []Port{{}}
 				}
-				for _, peer := range r.Peers {
+				for j, peer := range r.Peers {
 					for _, p := range rulePorts {
-						out = append(out, filterSpec{dir: r.Direction, deny: r.Deny, sel: peer, port: p, origin: r.Origin})
+						out = append(out, filterSpec{dir: r.Direction, deny: r.Deny, sel: peer, selKey: keys[i][j], port: p, origin: r.Origin})
 					}
 				}
 			}
@@ -349,12 +362,12 @@ func (e *Engine) filtersFor(subject *Identity, ports NamedPorts) (out []filterSp
 	}
 	for _, d := range directions {
 		if !enforce[d] {
-			out = append(out, filterSpec{dir: d, sel: Wildcard{}, origin: OriginAllowAll})
+			out = append(out, filterSpec{dir: d, sel: Wildcard{}, selKey: Wildcard{}.Key(), origin: OriginAllowAll})
 		}
 	}
 	if enforce[spec.Ingress] && e.allowLocalhost {
 		host := IdentitySet{Name: "entity:host", IDs: []identity.NumericIdentity{identity.Host}}
-		out = append(out, filterSpec{dir: spec.Ingress, sel: host, origin: OriginLocalhost})
+		out = append(out, filterSpec{dir: spec.Ingress, sel: host, selKey: host.Key(), origin: OriginLocalhost})
 	}
 	return out, enforce
 }
