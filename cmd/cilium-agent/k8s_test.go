@@ -36,20 +36,10 @@ func TestAgentWithKubernetes(t *testing.T) {
 			Status: corev1.NodeStatus{Addresses: []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "192.168.0.2"}}}},
 	)
 	cilium := k8sclient.NewFake()
-	clients := &k8sagent.Clients{Kube: kube, Cilium: cilium}
-	withFakes := cell.Decorate(func(*k8sagent.Clients) *k8sagent.Clients { return clients }, ControlPlane)
-
 	dir := t.TempDir()
 	dp := endpointtest.NewDatapath()
-	h, err := startHive(t, newHive(newLevel(), Infrastructure, withFakes, memDatapathCell(dp)),
-		append(baseArgs(dir), "--k8s-node-name=a"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { stop(t, h) })
-
+	c := startOnFakes(t, &k8sagent.Clients{Kube: kube, Cilium: cilium}, dp, dir, baseArgs(dir))
 	ctx := context.Background()
-	c := client.New(filepath.Join(dir, "run", "cilium.sock"))
 	alloc, err := c.AllocateIP(ctx, "c1")
 	if err != nil {
 		t.Fatal(err)
@@ -171,9 +161,6 @@ func TestAgentPodCIDRFromCiliumNode(t *testing.T) {
 	if _, err := cilium.CiliumV2().CiliumNodes().Create(context.Background(), cn, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	clients := &k8sagent.Clients{Kube: kubefake.NewClientset(), Cilium: cilium}
-	withFakes := cell.Decorate(func(*k8sagent.Clients) *k8sagent.Clients { return clients }, ControlPlane)
-
 	dir := t.TempDir()
 	var args []string
 	for _, a := range baseArgs(dir) {
@@ -181,15 +168,23 @@ func TestAgentPodCIDRFromCiliumNode(t *testing.T) {
 			args = append(args, a)
 		}
 	}
-	dp := endpointtest.NewDatapath()
-	h, err := startHive(t, newHive(newLevel(), Infrastructure, withFakes, memDatapathCell(dp)),
-		append(args, "--k8s-node-name=a"))
+	c := startOnFakes(t, &k8sagent.Clients{Kube: kubefake.NewClientset(), Cilium: cilium}, endpointtest.NewDatapath(), dir, args)
+	alloc, err := c.AllocateIP(context.Background(), "c1")
+	if err != nil || alloc.Address != "10.244.5.1" {
+		t.Fatalf("allocated %+v, %v: want 10.244.5.1 from the CiliumNode's pod CIDR", alloc, err)
+	}
+}
+
+// startOnFakes starts the agent of node a on clients (fakes in place of
+// the API server) and the in-memory datapath dp, with args (baseArgs(dir)
+// or a variant), and returns a client of its API.
+func startOnFakes(t *testing.T, clients *k8sagent.Clients, dp *endpointtest.Datapath, dir string, args []string) *client.Client {
+	t.Helper()
+	withFakes := cell.Decorate(func(*k8sagent.Clients) *k8sagent.Clients { return clients }, ControlPlane)
+	h, err := startHive(t, newHive(newLevel(), Infrastructure, withFakes, memDatapathCell(dp)), append(args, "--k8s-node-name=a"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { stop(t, h) })
-	alloc, err := client.New(filepath.Join(dir, "run", "cilium.sock")).AllocateIP(context.Background(), "c1")
-	if err != nil || alloc.Address != "10.244.5.1" {
-		t.Fatalf("allocated %+v, %v: want 10.244.5.1 from the CiliumNode's pod CIDR", alloc, err)
-	}
+	return client.New(filepath.Join(dir, "run", "cilium.sock"))
 }

@@ -3,19 +3,16 @@ package main
 import (
 	"context"
 	"fmt"
-	"path/filepath"
 	"slices"
 	"testing"
 	"time"
 
-	"github.com/cilium/hive/cell"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	kubefake "k8s.io/client-go/kubernetes/fake"
 
 	"github.com/cilium-go/cilium/internal/testenv"
-	"github.com/cilium-go/cilium/pkg/client"
 	"github.com/cilium-go/cilium/pkg/endpoint/endpointtest"
 	k8sagent "github.com/cilium-go/cilium/pkg/k8s/agent"
 	v2 "github.com/cilium-go/cilium/pkg/k8s/apis/cilium.io/v2"
@@ -29,17 +26,9 @@ import (
 func TestAgentPolicyFollowsServices(t *testing.T) {
 	kube := kubefake.NewClientset()
 	cilium := k8sclient.NewFake()
-	clients := &k8sagent.Clients{Kube: kube, Cilium: cilium}
-	withFakes := cell.Decorate(func(*k8sagent.Clients) *k8sagent.Clients { return clients }, ControlPlane)
 	dir := t.TempDir()
-	h, err := startHive(t, newHive(newLevel(), Infrastructure, withFakes, memDatapathCell(endpointtest.NewDatapath())),
-		append(baseArgs(dir), "--k8s-node-name=a"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { stop(t, h) })
+	c := startOnFakes(t, &k8sagent.Clients{Kube: kube, Cilium: cilium}, endpointtest.NewDatapath(), dir, baseArgs(dir))
 	ctx := context.Background()
-	c := client.New(filepath.Join(dir, "run", "cilium.sock"))
 
 	// peersOf waits for the policy's one rule to name want as peers.
 	peersOf := func(policy string, want ...string) {
