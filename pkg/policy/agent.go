@@ -524,11 +524,9 @@ func (a *Agent) policyHandler(ctx context.Context, rep *reporter, kind string, t
 	return cache.ResourceEventHandlerFuncs{
 		AddFunc: set,
 		UpdateFunc: func(oldObj, obj any) {
-			// The agents' own status writes and resyncs change no rule.
-			if o, n, ok := metas(oldObj, obj); ok && o.GetGeneration() == n.GetGeneration() && n.GetGeneration() != 0 {
-				return
+			if changed(oldObj, obj) {
+				set(obj)
 			}
-			set(obj)
 		},
 		DeleteFunc: func(obj any) {
 			key, _ := cache.DeletionHandlingMetaNamespaceKeyFunc(obj)
@@ -595,11 +593,9 @@ func (a *Agent) identityHandler() cache.ResourceEventHandler {
 	return cache.ResourceEventHandlerFuncs{
 		AddFunc: set,
 		UpdateFunc: func(oldObj, obj any) {
-			// The agents' own status writes and resyncs change no rule.
-			if o, n, ok := metas(oldObj, obj); ok && o.GetGeneration() == n.GetGeneration() && n.GetGeneration() != 0 {
-				return
+			if changed(oldObj, obj) {
+				set(obj)
 			}
-			set(obj)
 		},
 		DeleteFunc: func(obj any) {
 			key, _ := cache.DeletionHandlingMetaNamespaceKeyFunc(obj)
@@ -658,11 +654,9 @@ func (a *Agent) namedPortsHandler() cache.ResourceEventHandler {
 	return cache.ResourceEventHandlerFuncs{
 		AddFunc: set,
 		UpdateFunc: func(oldObj, obj any) {
-			// The agents' own status writes and resyncs change no rule.
-			if o, n, ok := metas(oldObj, obj); ok && o.GetGeneration() == n.GetGeneration() && n.GetGeneration() != 0 {
-				return
+			if changed(oldObj, obj) {
+				set(obj)
 			}
-			set(obj)
 		},
 		DeleteFunc: func(obj any) {
 			key, _ := cache.DeletionHandlingMetaNamespaceKeyFunc(obj)
@@ -676,14 +670,16 @@ func compareNamedPorts(x, y NamedPort) int {
 }
 
 // reported says whether obj's Valid condition already tells err.
-// metas are two objects' metadata.
-func metas(a, b any) (metav1.Object, metav1.Object, bool) {
-	ma, ok := a.(metav1.Object)
-	if !ok {
-		return nil, nil, false
-	}
-	mb, ok := b.(metav1.Object)
-	return ma, mb, ok
+// changed reports whether an update may change what the engine reads of
+// an object: not when its generation stayed, which the API server bumps
+// on every change but those of metadata and, where the kind has a status
+// subresource (Cilium's policies), of status. That skips the informers'
+// resyncs and the agents' own policy status writes. Generation 0 (a fake
+// API server's objects) always counts as changed.
+func changed(oldObj, obj any) bool {
+	o, ok1 := oldObj.(metav1.Object)
+	n, ok2 := obj.(metav1.Object)
+	return !ok1 || !ok2 || n.GetGeneration() == 0 || o.GetGeneration() != n.GetGeneration()
 }
 
 func reported(obj any, err error) bool {
