@@ -21,6 +21,7 @@ import (
 	"github.com/cilium-go/cilium/bench/internal/benchlab"
 	"github.com/cilium-go/cilium/bench/internal/traffic"
 	"github.com/cilium-go/cilium/internal/datapath"
+	"github.com/cilium-go/cilium/internal/datapath/dptest"
 	"github.com/cilium-go/cilium/internal/datapath/spec"
 	"github.com/cilium-go/cilium/internal/inns"
 	"github.com/cilium-go/cilium/pkg/identity"
@@ -329,7 +330,7 @@ func probe(ctx context.Context, from string, to netip.AddrPort, start time.Time,
 			}
 			return 0, fmt.Errorf("%s from a client is not %s after %v", to, state, within)
 		}
-		c, err := benchDial(from, to)
+		c, err := dptest.DialTCP(from, to.Addr(), int(to.Port()), probeTimeout)
 		if err == nil {
 			c.Close()
 			if open {
@@ -356,16 +357,6 @@ func probe(ctx context.Context, from string, to netip.AddrPort, start time.Time,
 		}
 	}
 	return 0, ctx.Err()
-}
-
-// benchDial connects from the namespace ns, giving up after probeTimeout.
-func benchDial(ns string, to netip.AddrPort) (net.Conn, error) {
-	var c net.Conn
-	err := inns.Do(ns, func() (err error) {
-		c, err = net.DialTimeout("tcp4", to.String(), probeTimeout)
-		return err
-	})
-	return c, err
 }
 
 // newPod starts a client pod with labels no pod had, on each node in
