@@ -21,6 +21,7 @@ import (
 	"github.com/cilium-go/cilium/pkg/nodedatapath"
 	"github.com/cilium-go/cilium/pkg/paths"
 	"github.com/cilium-go/cilium/pkg/policy"
+	"github.com/cilium-go/cilium/pkg/pprof"
 )
 
 // The agent, module by module. Each module owns its flags.
@@ -30,6 +31,7 @@ var (
 		paths.Cell,   // --state-dir, --socket-path, --bpf-root
 		health.Cell,  // every module's health, read by /readyz and the API
 		metrics.Cell, // --prometheus-serve-addr: /metrics, /healthz (liveness), /readyz (readiness)
+		pprof.Cell,   // --pprof, --pprof-address, --pprof-port: Go runtime profiles
 		job.Cell,     // long-running work: each module's jobs, under its health
 		statedb.Cell, // desired state in tables, for the reconcilers
 	)
