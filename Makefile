@@ -20,7 +20,7 @@ CNI_CMDS := github.com/containernetworking/plugins/plugins/main/bridge \
 
 LAB_FLAGS ?= --nodes 2
 
-.PHONY: all build build-cilium build-lab build-k8s build-cni build-coredns generate check-generated check-tidy \
+.PHONY: all build build-cilium build-lab build-k8s build-cni build-coredns generate check-generated check-tidy check-fmt \
 	test test-unit test-fuzz fuzz test-skips-reset test-netkit-vm test-lab test-e2e-smoke e2e bench bench-datapath bench-datapath-netkit bench-cni bench-services bench-policy demo lab-up lab-down clean
 
 all: build
@@ -70,6 +70,10 @@ check-tidy:
 	@for m in $(GO_MODULES); do \
 		(cd $$m && $(GO) mod tidy -diff) || { echo "$$m/go.mod is not tidy: run go mod tidy in $$m" >&2; exit 1; }; \
 	done
+
+# CI: every Go file is as gofmt writes it.
+check-fmt:
+	@out=$$(gofmt -l .); test -z "$$out" || { echo "not gofmt-formatted (run gofmt -w):" >&2; echo "$$out" >&2; exit 1; }
 
 # Installs (as root on Debian) or names the packages a target needs, then
 # checks the kernel and tools.

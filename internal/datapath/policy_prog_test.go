@@ -58,7 +58,7 @@ func TestPrivilegedProgPolicy(t *testing.T) {
 			e.allowed(e.fromContainer, tcp(ipA, ipC, 40000, 80, "S"))
 			e.allowed(e.fromNetdev, tcp(ipC, ipA, 80, 40000, "SA"))
 			e.allowed(e.fromContainer, tcp(ipA, ipC, 40000, 80, "FA"))
-			setGroup() // no longer allowed, not flushed yet
+			setGroup()                                                // no longer allowed, not flushed yet
 			e.allowed(e.fromContainer, tcp(ipA, ipC, 40000, 80, "A")) // the closing connection's last ACK
 			e.denied(e.fromContainer, tcp(ipA, ipC, 40000, 80, "S"), DropPolicy)
 			// Allowed again, the new connection replaces the old entry.

@@ -181,9 +181,9 @@ func agentProcess(p plan.Plan, n plan.Node, binDir string) proc.Spec {
 		}
 	}
 	return proc.Spec{
-		Name: agentName(n),
-		Path: filepath.Join(binDir, "cilium-agent"),
-		Args: args,
+		Name:       agentName(n),
+		Path:       filepath.Join(binDir, "cilium-agent"),
+		Args:       args,
 		Namespaces: nodeNamespaces(n),
 		LogFile:    filepath.Join(n.Dir, "cilium-agent.log"),
 		Cgroup:     n.Cgroup,
