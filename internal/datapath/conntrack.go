@@ -55,13 +55,34 @@ const (
 	ctKeyService = uint8(lxcCtKeyFlagsCT_KEY_SERVICE)
 )
 
+// ctBatch is how many conntrack entries a walk reads per system call.
+const ctBatch = 4096
+
+// walkConntrack calls fn on every conntrack entry, reading them in
+// batches: a node's table holds up to 64Ki entries, and reading them one
+// at a time (a next-key and a lookup call each) costs a core tenths of a
+// second. Entries added or deleted meanwhile may or may not be seen.
+func (m *Maps) walkConntrack(fn func(k *CTKey, v *CTEntry)) error {
+	keys, vals := make([]CTKey, ctBatch), make([]CTEntry, ctBatch)
+	var cursor ebpf.MapBatchCursor
+	for {
+		n, err := m.CT4.BatchLookup(&cursor, keys, vals, nil)
+		for i := range n {
+			fn(&keys[i], &vals[i])
+		}
+		if errors.Is(err, ebpf.ErrKeyNotExist) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("read conntrack: %w", err)
+		}
+	}
+}
+
 // Connections lists the conntrack table.
 func (m *Maps) Connections() ([]Connection, error) {
 	var out []Connection
-	var k CTKey
-	var v CTEntry
-	it := m.CT4.Iterate()
-	for it.Next(&k, &v) {
+	err := m.walkConntrack(func(k *CTKey, v *CTEntry) {
 		c := Connection{
 			Src: addrOfBE32(k.Saddr), Dst: addrOfBE32(k.Daddr),
 			SrcPort: htons(k.Sport), DstPort: htons(k.Dport), Protocol: k.Protocol,
@@ -79,11 +100,8 @@ func (m *Maps) Connections() ([]Connection, error) {
 			c.Tunnel = addrOfBE32(v.TunnelIpv4)
 		}
 		out = append(out, c)
-	}
-	if err := it.Err(); err != nil {
-		return nil, fmt.Errorf("iterate conntrack: %w", err)
-	}
-	return out, nil
+	})
+	return out, err
 }
 
 // Monotonic is the clock conntrack lifetimes are measured on.
@@ -99,16 +117,13 @@ func Monotonic() (time.Duration, error) {
 // monotonic clock) and returns how many went.
 func (m *Maps) CollectConntrack(now time.Duration) (int, error) {
 	var stale []CTKey
-	var k CTKey
-	var v CTEntry
-	it := m.CT4.Iterate()
-	for it.Next(&k, &v) {
+	err := m.walkConntrack(func(k *CTKey, v *CTEntry) {
 		if time.Duration(v.Expires) <= now {
-			stale = append(stale, k)
+			stale = append(stale, *k)
 		}
-	}
-	if err := it.Err(); err != nil {
-		return 0, fmt.Errorf("iterate conntrack: %w", err)
+	})
+	if err != nil {
+		return 0, err
 	}
 	return m.deleteExpired(stale, now)
 }

@@ -167,7 +167,7 @@ func (m *Maps) SetPolicy(epID uint16, entries []spec.PolicyEntry) error {
 	allows := func(dir spec.Direction, remote, cidr identity.NumericIdentity, proto uint8, port uint16) bool {
 		return PolicyAllows(entries, dir, remote, cidr, proto, port)
 	}
-	if err := m.forgetDisallowed(epID, allows); err != nil {
+	if err := m.forgetDisallowed(map[uint16]policyJudge{epID: allows}); err != nil {
 		return fmt.Errorf("endpoint %d: %w", epID, err)
 	}
 	return nil

@@ -71,41 +71,47 @@ func disallowed(allows policyJudge, dir spec.Direction, remote, cidr identity.Nu
 	return !request || !reply
 }
 
-// forgetDisallowed deletes the conntrack entries of the endpoint's
-// connections that entries no longer allow, in the directions the
-// endpoint enforces. Conntrack answers for established connections
-// without asking policy again; without this, a removed allow would leave
-// a connection open for hours (UDP: as long as it is busy).
-func (m *Maps) forgetDisallowed(epID uint16, allows policyJudge) error {
-	ep, ok, err := m.endpointByID(epID)
-	if err != nil || !ok {
+// forgetDisallowed deletes the conntrack entries of connections that
+// the endpoints' judges no longer allow, in the directions each endpoint
+// enforces, in one walk of the table whatever the number of endpoints.
+// Conntrack answers for established connections without asking policy
+// again; without this, a removed allow would leave a connection open for
+// hours (UDP: as long as it is busy).
+func (m *Maps) forgetDisallowed(judges map[uint16]policyJudge) error {
+	eps, err := m.EndpointEntries()
+	if err != nil {
 		return err
 	}
-	if !ep.PolicyIngress && !ep.PolicyEgress {
+	type enforced struct {
+		allows          policyJudge
+		ingress, egress bool
+	}
+	byAddr := map[uint32]enforced{}
+	for _, e := range eps {
+		if j, ok := judges[e.ID]; ok && e.IPv4.Is4() && (e.PolicyIngress || e.PolicyEgress) {
+			byAddr[be32(e.IPv4)] = enforced{memoized(j), e.PolicyIngress, e.PolicyEgress}
+		}
+	}
+	if len(byAddr) == 0 {
 		return nil
 	}
-	addr := be32(ep.IPv4)
-	cidrs := cidrIdentities{m: m}
+	cidrs := cidrIdentities{m: m, of: map[uint32]identity.NumericIdentity{}}
 	var stale []CTKey
-	var k CTKey
-	var v CTEntry
-	it := m.CT4.Iterate()
-	for it.Next(&k, &v) {
+	err = m.walkConntrack(func(k *CTKey, v *CTEntry) {
 		// A service entry only names a backend; policy judged the
 		// connection's own entry, the translated tuple.
 		if k.Flags&ctKeyService != 0 {
-			continue
+			return
 		}
-		switch {
-		case k.Saddr == addr && ep.PolicyEgress &&
-			disallowed(allows, spec.Egress, identity.NumericIdentity(v.DstIdentity), cidrs.of(k.Daddr), k),
-			k.Daddr == addr && ep.PolicyIngress &&
-				disallowed(allows, spec.Ingress, identity.NumericIdentity(v.SrcIdentity), cidrs.of(k.Saddr), k):
-			stale = append(stale, k)
+		src, srcLocal := byAddr[k.Saddr]
+		dst, dstLocal := byAddr[k.Daddr]
+		if srcLocal && src.egress && disallowed(src.allows, spec.Egress, identity.NumericIdentity(v.DstIdentity), cidrs.lookup(k.Daddr), *k) ||
+			dstLocal && dst.ingress && disallowed(dst.allows, spec.Ingress, identity.NumericIdentity(v.SrcIdentity), cidrs.lookup(k.Saddr), *k) {
+			stale = append(stale, *k)
 		}
-	}
-	if err := it.Err(); err != nil {
-		return fmt.Errorf("iterate conntrack: %w", err)
+	})
+	if err != nil {
+		return err
 	}
 	for _, k := range stale {
 		if err := m.CT4.Delete(&k); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
@@ -115,32 +121,46 @@ func (m *Maps) forgetDisallowed(epID uint16, allows policyJudge) error {
 	return nil
 }
 
-// endpointByID finds an endpoint's entry by its id.
-func (m *Maps) endpointByID(id uint16) (EndpointEntry, bool, error) {
-	eps, err := m.EndpointEntries()
-	if err != nil {
-		return EndpointEntry{}, false, err
+// memoized answers each question once: a table of tens of thousands of
+// connections asks about few distinct peers and ports, and each answer
+// costs map lookups.
+func memoized(allows policyJudge) policyJudge {
+	type question struct {
+		dir          spec.Direction
+		remote, cidr identity.NumericIdentity
+		proto        uint8
+		port         uint16
 	}
-	for _, e := range eps {
-		if e.ID == id && e.IPv4.Is4() {
-			return e, true, nil
+	answers := map[question]bool{}
+	return func(dir spec.Direction, remote, cidr identity.NumericIdentity, proto uint8, port uint16) bool {
+		q := question{dir, remote, cidr, proto, port}
+		a, ok := answers[q]
+		if !ok {
+			a = allows(dir, remote, cidr, proto, port)
+			answers[q] = a
 		}
+		return a
 	}
-	return EndpointEntry{}, false, nil
 }
 
 // cidrIdentities reads peers' CIDR identities from the ipcache, as the
-// datapath judged their connections' first packets.
-type cidrIdentities struct{ m *Maps }
+// datapath judged their connections' first packets, each address once.
+type cidrIdentities struct {
+	m  *Maps
+	of map[uint32]identity.NumericIdentity
+}
 
-func (c cidrIdentities) of(addr uint32) identity.NumericIdentity {
-	k, err := ipcacheKey(netip.PrefixFrom(addrOfBE32(addr), 32))
-	if err != nil {
-		return 0
+func (c cidrIdentities) lookup(addr uint32) identity.NumericIdentity {
+	if id, ok := c.of[addr]; ok {
+		return id
 	}
-	var v IPCacheInfo
-	if err := c.m.IPCache.Lookup(&k, &v); err != nil {
-		return 0
+	var id identity.NumericIdentity
+	if k, err := ipcacheKey(netip.PrefixFrom(addrOfBE32(addr), 32)); err == nil {
+		var v IPCacheInfo
+		if err := c.m.IPCache.Lookup(&k, &v); err == nil {
+			id = identity.NumericIdentity(v.CidrIdentity)
+		}
 	}
-	return identity.NumericIdentity(v.CidrIdentity)
+	c.of[addr] = id
+	return id
 }

@@ -155,13 +155,17 @@ func (m *Maps) SyncPolicyGroups(desired map[spec.PolicyGroup][]spec.PolicyEntry)
 	return narrowed, errors.Join(errs...)
 }
 
-// FlushDisallowed forgets the endpoint's established connections that
-// its policy map no longer allows, judged by the map itself as the
+// FlushDisallowed forgets the endpoints' established connections that
+// their policy maps no longer allow, judged by the map itself as the
 // datapath judges a first packet.
-func (m *Maps) FlushDisallowed(epID uint16) error {
-	return m.forgetDisallowed(epID, func(dir spec.Direction, remote, cidr identity.NumericIdentity, proto uint8, port uint16) bool {
-		return m.policyAllows(epID, dir, remote, cidr, proto, port)
-	})
+func (m *Maps) FlushDisallowed(epIDs ...uint16) error {
+	judges := map[uint16]policyJudge{}
+	for _, ep := range epIDs {
+		judges[ep] = func(dir spec.Direction, remote, cidr identity.NumericIdentity, proto uint8, port uint16) bool {
+			return m.policyAllows(ep, dir, remote, cidr, proto, port)
+		}
+	}
+	return m.forgetDisallowed(judges)
 }
 
 // policyAllows looks a packet up in the policy map: the remote identity,

@@ -219,9 +219,9 @@ type Map interface {
 	// SyncPolicyGroups makes the map hold exactly these groups and
 	// returns the endpoints whose policy narrowed.
 	SyncPolicyGroups(groups map[spec.PolicyGroup][]spec.PolicyEntry) (narrowed []uint16, err error)
-	// FlushDisallowed forgets the endpoint's established connections
-	// that its policy no longer allows.
-	FlushDisallowed(endpointID uint16) error
+	// FlushDisallowed forgets the endpoints' established connections
+	// that their policies no longer allow.
+	FlushDisallowed(endpointIDs ...uint16) error
 }
 
 // MapSource returns the datapath's policy map, or nil while the datapath
@@ -322,20 +322,16 @@ func (o *ops) flushDirty(context.Context) error {
 		return nil
 	}
 	m, err := o.mapOrErr()
+	if err == nil {
+		err = m.FlushDisallowed(slices.Collect(maps.Keys(eps))...)
+	}
 	if err != nil {
-		o.markDirty(slices.Collect(maps.Keys(eps))...)
-		return err
+		// Again at the next interval, not at once.
+		o.mu.Lock()
+		maps.Copy(o.dirty, eps)
+		o.mu.Unlock()
 	}
-	var errs []error
-	for ep := range eps {
-		if err := m.FlushDisallowed(ep); err != nil {
-			errs = append(errs, err)
-			o.mu.Lock()
-			o.dirty[ep] = struct{}{}
-			o.mu.Unlock()
-		}
-	}
-	return errors.Join(errs...)
+	return err
 }
 
 // Update implements reconciler.Operations: the row's whole group is

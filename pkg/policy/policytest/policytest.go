@@ -99,9 +99,11 @@ func (m *Map) SyncPolicyGroups(groups map[spec.PolicyGroup][]spec.PolicyEntry) (
 }
 
 // FlushDisallowed implements policy.Map: it counts.
-func (m *Map) FlushDisallowed(id uint16) error {
+func (m *Map) FlushDisallowed(ids ...uint16) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.flushed[id]++
+	for _, id := range ids {
+		m.flushed[id]++
+	}
 	return nil
 }
