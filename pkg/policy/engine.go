@@ -97,7 +97,13 @@ type epState struct {
 	subject *Identity
 	ready   bool // its identity is known and its filters computed
 	enforce [3]bool
-	filters []*filter
+	// filters are the endpoint's filters by the origin of the rules
+	// (or the built-in origin) they come from.
+	filters map[Origin][]*filter
+	// isolatedBy are the origins whose rules isolate the endpoint, with
+	// the directions; isolating counts them by direction.
+	isolatedBy map[Origin][3]bool
+	isolating  [3]int
 	// builtPorts are the named ports the filters' ingress entries
 	// resolved.
 	builtPorts NamedPorts
@@ -199,14 +205,16 @@ func (e *Engine) SetNamedPorts(num identity.NumericIdentity, ports NamedPorts) {
 	// The wildcard's and CIDR identities' entries resolve names over
 	// every identity's ports.
 	for _, ep := range e.eps {
-		for _, f := range ep.filters {
-			if f.dir != spec.Egress || f.port.Name == "" {
-				continue
-			}
-			for id := range f.cached.ids {
-				if id == num || e.resolvesOverAll(id) {
-					e.drop(ep, f, id)
-					e.contribute(ep, f, id)
+		for _, fl := range ep.filters {
+			for _, f := range fl {
+				if f.dir != spec.Egress || f.port.Name == "" {
+					continue
+				}
+				for id := range f.cached.ids {
+					if id == num || e.resolvesOverAll(id) {
+						e.drop(ep, f, id)
+						e.contribute(ep, f, id)
+					}
 				}
 			}
 		}
@@ -214,7 +222,9 @@ func (e *Engine) SetNamedPorts(num identity.NumericIdentity, ports NamedPorts) {
 }
 
 // SetRules replaces the rules that origin's object holds (none: the
-// object is gone). Endpoints selected before or after are recomputed.
+// object is gone). The filters of origin are recomputed on the
+// endpoints selected before or after, and nothing else: a policy
+// created beside a thousand others costs its own rules.
 func (e *Engine) SetRules(origin Origin, rules []Rule) {
 	old := e.rules[origin]
 	if len(rules) == 0 {
@@ -232,7 +242,9 @@ func (e *Engine) SetRules(origin Origin, rules []Rule) {
 	}
 	for _, ep := range e.eps {
 		if ep.ready && (selectsAny(old, ep.subject) || selectsAny(rules, ep.subject)) {
-			e.regenerate(ep)
+			e.dirtyEps[ep.info.ID] = struct{}{}
+			e.syncOrigin(ep, origin)
+			e.syncBuiltins(ep)
 		}
 	}
 }
@@ -248,7 +260,8 @@ func (e *Engine) UpsertEndpoint(info EndpointInfo) {
 		return
 	}
 	if !ok {
-		ep = &epState{contribs: map[contribKey][]spec.PolicyEntry{}, entries: map[spec.PolicyEntry]map[Origin]int{}}
+		ep = &epState{contribs: map[contribKey][]spec.PolicyEntry{}, entries: map[spec.PolicyEntry]map[Origin]int{},
+			filters: map[Origin][]*filter{}, isolatedBy: map[Origin][3]bool{}}
 		e.eps[info.ID] = ep
 	}
 	ep.info = info
@@ -267,10 +280,9 @@ func (e *Engine) DeleteEndpoint(id uint16) {
 	e.dirtyEps[id] = struct{}{}
 }
 
-// regenerate recomputes an endpoint's filters and entries from the rules.
-// A filter that stays keeps its selector and its entries as they are:
-// only those that come or go change, so a rule added beside a thousand
-// others costs one filter, not the thousand selectors recomputed.
+// regenerate recomputes an endpoint's filters and entries from every
+// rule. A filter that stays keeps its selector and its entries as they
+// are: only those that come or go change.
 func (e *Engine) regenerate(ep *epState) {
 	e.dirtyEps[ep.info.ID] = struct{}{}
 	if id, ok := e.Identity(ep.info.Identity); ok {
@@ -287,24 +299,76 @@ func (e *Engine) regenerate(ep *epState) {
 		e.clear(ep)
 		ep.builtPorts = ep.info.NamedPorts
 	}
+	for origin := range ep.filters {
+		if _, ok := e.rules[origin]; !ok && origin.Kind != KindBuiltin {
+			e.syncOrigin(ep, origin)
+		}
+	}
+	for origin := range e.rules {
+		e.syncOrigin(ep, origin)
+	}
+	e.syncBuiltins(ep)
+}
+
+// syncOrigin recomputes the filters of ep that origin's rules make, and
+// whether they isolate it.
+func (e *Engine) syncOrigin(ep *epState, origin Origin) {
+	specs, isolates := e.originFilters(origin, ep.subject)
+	e.setFilters(ep, origin, specs)
+	old := ep.isolatedBy[origin]
+	for _, d := range directions {
+		ep.isolating[d] += b2i(isolates[d]) - b2i(old[d])
+	}
+	if isolates == ([3]bool{}) {
+		delete(ep.isolatedBy, origin)
+	} else {
+		ep.isolatedBy[origin] = isolates
+	}
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// syncBuiltins sets ep's enforcement from the rules that isolate it, and
+// the built-in filters that follow from it.
+func (e *Engine) syncBuiltins(ep *epState) {
+	var isolated [3]bool
+	for _, d := range directions {
+		isolated[d] = ep.isolating[d] > 0
+	}
+	ep.enforce = e.enforcement(isolated)
+	allowAll, localhost := e.builtinFilters(ep.enforce)
+	e.setFilters(ep, OriginAllowAll, allowAll)
+	e.setFilters(ep, OriginLocalhost, localhost)
+}
+
+// setFilters makes ep's filters of origin those of specs. A filter that
+// stays keeps its selector and its entries.
+func (e *Engine) setFilters(ep *epState, origin Origin, specs []filterSpec) {
+	old := ep.filters[origin]
+	if len(old) == 0 && len(specs) == 0 {
+		return
+	}
 	kept := map[filterKey][]*filter{}
-	for _, f := range ep.filters {
+	for _, f := range old {
 		k := f.key()
 		kept[k] = append(kept[k], f)
 	}
-	specs, enforce := e.filtersFor(ep.subject, ep.info.NamedPorts)
-	ep.enforce = enforce
-	ep.filters = make([]*filter, 0, len(specs))
+	filters := make([]*filter, 0, len(specs))
 	for _, fs := range specs {
 		k := fs.key()
 		if fl := kept[k]; len(fl) > 0 {
-			ep.filters = append(ep.filters, fl[len(fl)-1])
+			filters = append(filters, fl[len(fl)-1])
 			kept[k] = fl[:len(fl)-1]
 			continue
 		}
 		f := &filter{filterSpec: fs, cached: e.acquire(fs.sel)}
 		f.cached.users[f] = ep
-		ep.filters = append(ep.filters, f)
+		filters = append(filters, f)
 		for id := range f.cached.ids {
 			e.contribute(ep, f, id)
 		}
@@ -314,14 +378,21 @@ func (e *Engine) regenerate(ep *epState) {
 			e.dropFilter(ep, f)
 		}
 	}
+	if len(filters) == 0 {
+		delete(ep.filters, origin)
+	} else {
+		ep.filters[origin] = filters
+	}
 }
 
 // clear removes every filter of ep and the entries they contributed.
 func (e *Engine) clear(ep *epState) {
-	for _, f := range ep.filters {
-		e.dropFilter(ep, f)
+	for _, fl := range ep.filters {
+		for _, f := range fl {
+			e.dropFilter(ep, f)
+		}
 	}
-	ep.filters = nil
+	ep.filters, ep.isolatedBy, ep.isolating = map[Origin][]*filter{}, map[Origin][3]bool{}, [3]int{}
 }
 
 // dropFilter removes a filter of ep and the entries it contributed.
@@ -335,41 +406,73 @@ func (e *Engine) dropFilter(ep *epState, f *filter) {
 
 // filtersFor lists what applies to an endpoint with identity subject:
 // the (rule, peer, port) triples of the rules that select it, and the
-// built-in ones; and whether it is isolated in each direction.
-func (e *Engine) filtersFor(subject *Identity, ports NamedPorts) (out []filterSpec, enforce [3]bool) {
-	if e.mode != ModeNever {
-		for origin, rules := range e.rules {
-			keys := e.peerKeys[origin]
-			for i, r := range rules {
-				if !r.Subject.Selects(subject) {
-					continue
-				}
-				enforce[r.Direction] = enforce[r.Direction] || r.DefaultDeny
-				rulePorts := r.Ports
-				if len(rulePorts) == 0 {
-					rulePorts = []Port{{}}
-				}
-				for j, peer := range r.Peers {
-					for _, p := range rulePorts {
-						out = append(out, filterSpec{dir: r.Direction, deny: r.Deny, sel: peer, selKey: keys[i][j], port: p, origin: r.Origin})
-					}
-				}
-			}
-		}
-		if e.mode == ModeAlways {
-			enforce = [3]bool{spec.Ingress: true, spec.Egress: true}
+// built-in ones; and whether it is isolated in each direction. It is
+// what regenerate computes, origin by origin.
+func (e *Engine) filtersFor(subject *Identity) (out []filterSpec, enforce [3]bool) {
+	var isolated [3]bool
+	for origin := range e.rules {
+		specs, iso := e.originFilters(origin, subject)
+		out = append(out, specs...)
+		for _, d := range directions {
+			isolated[d] = isolated[d] || iso[d]
 		}
 	}
+	enforce = e.enforcement(isolated)
+	allowAll, localhost := e.builtinFilters(enforce)
+	return append(append(out, allowAll...), localhost...), enforce
+}
+
+// originFilters lists the (rule, peer, port) triples of origin's rules
+// that select subject, and the directions those rules isolate it in.
+func (e *Engine) originFilters(origin Origin, subject *Identity) (out []filterSpec, isolates [3]bool) {
+	if e.mode == ModeNever {
+		return nil, isolates
+	}
+	keys := e.peerKeys[origin]
+	for i, r := range e.rules[origin] {
+		if !r.Subject.Selects(subject) {
+			continue
+		}
+		isolates[r.Direction] = isolates[r.Direction] || r.DefaultDeny
+		rulePorts := r.Ports
+		if len(rulePorts) == 0 {
+			rulePorts = []Port{{}}
+		}
+		for j, peer := range r.Peers {
+			for _, p := range rulePorts {
+				out = append(out, filterSpec{dir: r.Direction, deny: r.Deny, sel: peer, selKey: keys[i][j], port: p, origin: r.Origin})
+			}
+		}
+	}
+	return out, isolates
+}
+
+// enforcement is whether an endpoint that rules isolate as isolated says
+// is enforced in each direction, under the agent's mode.
+func (e *Engine) enforcement(isolated [3]bool) [3]bool {
+	switch e.mode {
+	case ModeAlways:
+		return [3]bool{spec.Ingress: true, spec.Egress: true}
+	case ModeNever:
+		return [3]bool{}
+	}
+	return isolated
+}
+
+// builtinFilters are the filters that enforcement adds: allow-all in a
+// direction not enforced, and the node's access to an endpoint enforced
+// at ingress.
+func (e *Engine) builtinFilters(enforce [3]bool) (allowAll, localhost []filterSpec) {
 	for _, d := range directions {
 		if !enforce[d] {
-			out = append(out, filterSpec{dir: d, sel: Wildcard{}, selKey: Wildcard{}.Key(), origin: OriginAllowAll})
+			allowAll = append(allowAll, filterSpec{dir: d, sel: Wildcard{}, selKey: Wildcard{}.Key(), origin: OriginAllowAll})
 		}
 	}
 	if enforce[spec.Ingress] && e.allowLocalhost {
 		host := IdentitySet{Name: "entity:host", IDs: []identity.NumericIdentity{identity.Host}}
-		out = append(out, filterSpec{dir: spec.Ingress, sel: host, selKey: host.Key(), origin: OriginLocalhost})
+		localhost = append(localhost, filterSpec{dir: spec.Ingress, sel: host, selKey: host.Key(), origin: OriginLocalhost})
 	}
-	return out, enforce
+	return allowAll, localhost
 }
 
 func compareOrigins(a, b Origin) int {

@@ -23,6 +23,17 @@ func (s countingSelector) Selects(id *Identity) bool {
 	return id.Labels.Has(labels.New(labels.SourceK8s, "app", s.app))
 }
 
+// countingSubject counts how often a rule's subject is asked.
+type countingSubject struct {
+	Selector
+	calls *int
+}
+
+func (s countingSubject) Selects(id *Identity) bool {
+	*s.calls++
+	return s.Selector.Selects(id)
+}
+
 func appIdentity(num identity.NumericIdentity, app string) *Identity {
 	ls := labels.Labels{}
 	ls.Add(labels.New(labels.SourceK8s, "app", app))
@@ -30,8 +41,9 @@ func appIdentity(num identity.NumericIdentity, app string) *Identity {
 }
 
 // A rule added beside many others that select the same endpoint asks
-// only its own selector about the identities: the others' selectors and
-// entries stay as they are, and only the new rule's entry changes.
+// only its own selectors about the identities and the endpoint: the
+// others' selectors, subjects and entries stay as they are, and only the
+// new rule's entry changes.
 func TestSetRulesBesideManyAsksOnlyTheNewSelector(t *testing.T) {
 	const rules = 200
 	e := NewEngine(ModeDefault)
@@ -40,8 +52,8 @@ func TestSetRulesBesideManyAsksOnlyTheNewSelector(t *testing.T) {
 	for i := range rules + 1 {
 		e.UpsertIdentity(appIdentity(identity.NumericIdentity(2000+i), fmt.Sprint("peer", i)))
 	}
-	subject := IdentitySet{Name: "server", IDs: []identity.NumericIdentity{server.ID}}
-	calls := 0
+	calls, subjectCalls := 0, 0
+	subject := countingSubject{IdentitySet{Name: "server", IDs: []identity.NumericIdentity{server.ID}}, &subjectCalls}
 	rule := func(i int) []Rule {
 		return []Rule{{Origin: Origin{Kind: KindCNP, Namespace: "x", Name: fmt.Sprint("p", i)}, Subject: subject,
 			Direction: spec.Ingress, DefaultDeny: true,
@@ -56,21 +68,24 @@ func TestSetRulesBesideManyAsksOnlyTheNewSelector(t *testing.T) {
 		t.Fatalf("%d entry changes after %d rules, want %d", len(changes), rules, rules+2)
 	}
 
-	calls = 0
+	calls, subjectCalls = 0, 0
 	e.SetRules(Origin{Kind: KindCNP, Namespace: "x", Name: fmt.Sprint("p", rules)}, rule(rules))
 	identities := len(e.cache.ids)
 	if calls > identities {
 		t.Errorf("adding a rule asked selectors %d times; only the new one over %d identities should be asked", calls, identities)
+	}
+	if subjectCalls > 3 { // does the new rule select the endpoint: a few times, not the other rules
+		t.Errorf("adding a rule asked rules' subjects %d times; only the new rule's should be asked", subjectCalls)
 	}
 	_, changes := e.Flush()
 	if len(changes) != 1 || changes[0].Entry.Identity != 2000+rules {
 		t.Errorf("adding a rule changed %d entries, want only identity %d's", len(changes), 2000+rules)
 	}
 
-	calls = 0
+	calls, subjectCalls = 0, 0
 	e.SetRules(Origin{Kind: KindCNP, Namespace: "x", Name: "p0"}, nil)
-	if calls != 0 {
-		t.Errorf("removing a rule asked selectors %d times, want none", calls)
+	if calls != 0 || subjectCalls > 1 {
+		t.Errorf("removing a rule asked peer selectors %d times and subjects %d times, want none and the removed rule's", calls, subjectCalls)
 	}
 	if _, changes := e.Flush(); len(changes) != 1 || changes[0].Entry.Identity != 2000 || len(changes[0].Origins) != 0 {
 		t.Errorf("removing a rule changed %d entries, want only identity 2000's gone", len(changes))

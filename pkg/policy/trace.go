@@ -21,7 +21,7 @@ type Verdict struct {
 // protocol proto and port (the ICMP type for ICMP). It runs the code that
 // computes the endpoints' entries, so it says what the datapath does.
 func (e *Engine) Trace(subject *Identity, own NamedPorts, dir spec.Direction, remote *Identity, proto uint8, port uint16) Verdict {
-	specs, enforce := e.filtersFor(subject, own)
+	specs, enforce := e.filtersFor(subject)
 	denied, allowed := map[Origin]int{}, map[Origin]int{}
 	for _, fs := range specs {
 		if fs.dir != dir {
