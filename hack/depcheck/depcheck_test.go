@@ -94,7 +94,8 @@ func TestCNIPluginLinksNoDatapath(t *testing.T) {
 // runs it, the debug tool that reads its pinned maps, and the benchmarks.
 // Everyone else describes desired state with internal/datapath/spec and
 // reaches the kernel through reconcilers that these packages provide.
-var datapathUsers = []string{datapath, module + "/pkg/nodedatapath", module + "/cmd/cilium-dbg", module + "/bench"}
+// Hubble reads the datapath's events, as the monitor does.
+var datapathUsers = []string{datapath, module + "/pkg/nodedatapath", module + "/cmd/cilium-dbg", module + "/bench", module + "/pkg/hubble"}
 
 func TestControlPlaneHoldsOnlyDatapathValues(t *testing.T) {
 	for _, line := range goList(t, "-f", "{{.ImportPath}} {{join .Imports \" \"}}", module+"/...") {
@@ -115,6 +116,23 @@ func TestDatapathValuesHaveNoKernelNorKubernetes(t *testing.T) {
 	for _, dep := range goList(t, "-deps", spec) {
 		if under(dep, kernelLibraries...) || under(dep, "k8s.io", "github.com/cilium/ebpf") || (under(dep, datapath) && dep != spec) {
 			t.Errorf("%s depends on %s", spec, dep)
+		}
+	}
+}
+
+// ciliumAPI are the only packages of Cilium's module that cilium-go may
+// use: Hubble's generated gRPC API, so that Hubble's clients work against
+// cilium-go. Everything else is written here.
+var ciliumAPI = []string{"flow", "observer", "peer", "relay"}
+
+func TestOnlyHubbleAPIFromCilium(t *testing.T) {
+	allowed := map[string]bool{}
+	for _, p := range ciliumAPI {
+		allowed["github.com/cilium/cilium/api/v1/"+p] = true
+	}
+	for _, dep := range goList(t, "-deps", "-test", module+"/...") {
+		if under(dep, "github.com/cilium/cilium") && !allowed[dep] {
+			t.Errorf("cilium-go depends on %s: of github.com/cilium/cilium only %v under api/v1 may be used", dep, ciliumAPI)
 		}
 	}
 }

@@ -33,7 +33,7 @@ func TestPrivilegedRemoteNodeRoutes(t *testing.T) {
 			// Someone else's route through the same device is not ours.
 			nl, err := inns.Netlink(ns)
 			must(t, err)
-			t.Cleanup(nl.Close)
+			t.Cleanup(func() { nl.Close() })
 			up, err := nl.LinkByName("eth0")
 			must(t, err)
 			must(t, nl.RouteAdd(&netlink.Route{LinkIndex: up.Attrs().Index, Gw: net.IP{192, 168, 77, 9},
@@ -96,7 +96,7 @@ func TestPrivilegedEndpointRouteDeleteLeavesOthers(t *testing.T) {
 	node, ns := startRouteTestNode(t, spec.Native)
 	nl, err := inns.Netlink(ns)
 	must(t, err)
-	t.Cleanup(nl.Close)
+	t.Cleanup(func() { nl.Close() })
 	lo, err := nl.LinkByName("lo")
 	must(t, err)
 	theirs := &netlink.Route{LinkIndex: lo.Attrs().Index, Dst: &net.IPNet{IP: net.IP{10, 9, 0, 7}, Mask: net.CIDRMask(32, 32)},

@@ -27,7 +27,7 @@ func handleIn(t *testing.T, nsPath string) *netlink.Handle {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(h.Close)
+	t.Cleanup(func() { h.Close() })
 	return h
 }
 

@@ -43,7 +43,7 @@ func newSockWorld(t *testing.T) *sockWorld {
 	w := &sockWorld{ns: testenv.NewNetNS(t)}
 	nl, err := inns.Netlink(w.ns)
 	must(t, err)
-	t.Cleanup(nl.Close)
+	t.Cleanup(func() { nl.Close() })
 	lo, err := nl.LinkByName("lo")
 	must(t, err)
 	for name, a := range map[string]netip.Addr{"b1": backendB1, "b2": backendB2} {

@@ -1,0 +1,168 @@
+package observer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"path/filepath"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/cilium/cilium/api/v1/flow"
+	"github.com/cilium/cilium/api/v1/observer"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/cilium-go/cilium/pkg/hubble/container"
+)
+
+var t0 = time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC)
+
+// flowAt is flow n, n seconds after t0, forwarded when n is even.
+func flowAt(n int) *flow.Flow {
+	v := flow.Verdict_FORWARDED
+	if n%2 == 1 {
+		v = flow.Verdict_DROPPED
+	}
+	return &flow.Flow{Uuid: fmt.Sprint(n), Time: timestamppb.New(t0.Add(time.Duration(n) * time.Second)), Verdict: v}
+}
+
+// serve runs the server on a unix socket, as the agent does, and returns
+// a client of it.
+func serve(t *testing.T, ring *container.Ring) observer.ObserverClient {
+	t.Helper()
+	sock := filepath.Join(t.TempDir(), "hubble.sock")
+	ln, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := grpc.NewServer()
+	observer.RegisterObserverServer(srv, New(ring, "node-1", "cilium-go test"))
+	go srv.Serve(ln)
+	t.Cleanup(srv.Stop)
+	conn, err := grpc.NewClient("unix://"+sock, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	return observer.NewObserverClient(conn)
+}
+
+// uuids runs a request to its end and lists the flows' uuids.
+func uuids(t *testing.T, c observer.ObserverClient, req *observer.GetFlowsRequest) []string {
+	t.Helper()
+	stream, err := c.GetFlows(context.Background(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for {
+		resp, err := stream.Recv()
+		if errors.Is(err, io.EOF) {
+			return out
+		}
+		if err != nil {
+			t.Fatalf("%v: %v", req, err)
+		}
+		if resp.GetNodeName() != "node-1" {
+			t.Fatalf("response of node %q", resp.GetNodeName())
+		}
+		out = append(out, resp.GetFlow().GetUuid())
+	}
+}
+
+func TestGetFlows(t *testing.T) {
+	ring, _ := container.NewRing(7)
+	for i := range 10 {
+		ring.Write(flowAt(i))
+	}
+	c := serve(t, ring)
+	forwarded := []*flow.FlowFilter{{Verdict: []flow.Verdict{flow.Verdict_FORWARDED}}}
+	for _, tc := range []struct {
+		name string
+		req  *observer.GetFlowsRequest
+		want []string
+	}{
+		{"all held", &observer.GetFlowsRequest{}, []string{"3", "4", "5", "6", "7", "8", "9"}},
+		{"the last", &observer.GetFlowsRequest{Number: 3}, []string{"7", "8", "9"}},
+		{"the first", &observer.GetFlowsRequest{Number: 2, First: true}, []string{"3", "4"}},
+		{"the last that pass", &observer.GetFlowsRequest{Number: 2, Whitelist: forwarded}, []string{"6", "8"}},
+		{"blacklisted", &observer.GetFlowsRequest{Blacklist: forwarded}, []string{"3", "5", "7", "9"}},
+		{"since", &observer.GetFlowsRequest{Since: timestamppb.New(t0.Add(8 * time.Second))}, []string{"8", "9"}},
+		{"until", &observer.GetFlowsRequest{Until: timestamppb.New(t0.Add(4 * time.Second))}, []string{"3", "4"}},
+		{"window, last", &observer.GetFlowsRequest{Number: 1, Since: timestamppb.New(t0.Add(4 * time.Second)),
+			Until: timestamppb.New(t0.Add(6 * time.Second))}, []string{"6"}},
+		{"more than held", &observer.GetFlowsRequest{Number: 100}, []string{"3", "4", "5", "6", "7", "8", "9"}},
+	} {
+		if got := uuids(t, c, tc.req); !slices.Equal(got, tc.want) {
+			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
+		}
+	}
+
+	st, err := c.ServerStatus(context.Background(), &observer.ServerStatusRequest{})
+	if err != nil || st.GetNumFlows() != 7 || st.GetMaxFlows() != 7 || st.GetSeenFlows() != 10 || st.GetVersion() != "cilium-go test" ||
+		st.GetNumConnectedNodes().GetValue() != 1 {
+		t.Errorf("status %v, %v", st, err)
+	}
+}
+
+func TestGetFlowsRefusesWhatItCannotDo(t *testing.T) {
+	ring, _ := container.NewRing(7)
+	c := serve(t, ring)
+	for _, req := range []*observer.GetFlowsRequest{
+		{Whitelist: []*flow.FlowFilter{{HttpMethod: []string{"GET"}}}},
+		{Blacklist: []*flow.FlowFilter{{SourceIp: []string{"nope"}}}},
+		{Since: timestamppb.New(t0.Add(time.Hour)), Until: timestamppb.New(t0)},
+	} {
+		stream, err := c.GetFlows(context.Background(), req)
+		if err == nil {
+			_, err = stream.Recv()
+		}
+		if status.Code(err) != codes.InvalidArgument {
+			t.Errorf("%v: %v, want InvalidArgument", req, err)
+		}
+	}
+}
+
+// TestFollow: the last flow, then each new one that passes, until the
+// client goes.
+func TestFollow(t *testing.T) {
+	ring, _ := container.NewRing(15)
+	ring.Write(flowAt(0))
+	ring.Write(flowAt(1))
+	c := serve(t, ring)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	stream, err := c.GetFlows(ctx, &observer.GetFlowsRequest{Number: 1, Follow: true,
+		Blacklist: []*flow.FlowFilter{{Verdict: []flow.Verdict{flow.Verdict_DROPPED}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	recv := func() string {
+		t.Helper()
+		resp, err := stream.Recv()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp.GetFlow().GetUuid()
+	}
+	if got := recv(); got != "0" {
+		t.Fatalf("first %s, want the last forwarded one, 0", got)
+	}
+	for i := 2; i < 6; i++ {
+		ring.Write(flowAt(i))
+	}
+	if a, b := recv(), recv(); a != "2" || b != "4" {
+		t.Fatalf("followed %s, %s; want 2, 4", a, b)
+	}
+	cancel()
+	if _, err := stream.Recv(); status.Code(err) != codes.Canceled {
+		t.Fatalf("after cancel: %v", err)
+	}
+}

@@ -1,0 +1,297 @@
+// Package parser turns the datapath's events (drops, traces, policy
+// verdicts) into Hubble flows, named with what the agent knows: the
+// endpoints on both sides, identities' labels, the Service a translated
+// connection went to, and the policies whose entry decided.
+package parser
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"net/netip"
+	"sync"
+	"time"
+
+	"github.com/cilium/cilium/api/v1/flow"
+	"google.golang.org/protobuf/types/known/timestamppb"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	"github.com/cilium-go/cilium/internal/datapath"
+	"github.com/cilium-go/cilium/internal/datapath/spec"
+	"github.com/cilium-go/cilium/pkg/identity"
+	"github.com/cilium-go/cilium/pkg/policy"
+)
+
+// Endpoint is what the agent knows of a pod.
+type Endpoint struct {
+	ID        uint16 // on this node; 0 for another node's pod
+	Identity  identity.NumericIdentity
+	Namespace string
+	PodName   string
+	// Labels are the identity's labels as source:key=value.
+	Labels    []string
+	Workloads []*flow.Workload
+}
+
+// Service names a Service.
+type Service struct{ Name, Namespace string }
+
+// State is what the parser asks of the agent. Every method must be safe
+// for concurrent use and answer from memory: the parser runs once per
+// event.
+type State interface {
+	// LocalEndpoint is the endpoint with id on this node.
+	LocalEndpoint(id uint16) (Endpoint, bool)
+	// EndpointByIP is the pod, on any node, that has addr.
+	EndpointByIP(addr netip.Addr) (Endpoint, bool)
+	// Identity is an identity's labels as source:key=value.
+	IdentityLabels(id identity.NumericIdentity) ([]string, bool)
+	// ServiceByBackend is the Service whose frontend a connection from
+	// client to backend (after translation) went through.
+	ServiceByBackend(client, backend netip.AddrPort, proto uint8) (Service, bool)
+	// PolicyOrigins are the rules a policy entry's cookie names.
+	PolicyOrigins(cookie uint32) []policy.Origin
+}
+
+// Parser decodes events of one node.
+type Parser struct {
+	node  string
+	state State
+	clock func() (wall time.Time, mono time.Duration, err error)
+
+	mu         sync.Mutex
+	bootWall   time.Time // wall time at monotonic 0, as last measured
+	measuredAt time.Time
+}
+
+// New returns a parser for node's events.
+func New(node string, state State) *Parser {
+	return &Parser{node: node, state: state, clock: clocks}
+}
+
+func clocks() (time.Time, time.Duration, error) {
+	mono, err := datapath.Monotonic()
+	return time.Now(), mono, err
+}
+
+// Decode makes a flow of an event.
+func (p *Parser) Decode(ev datapath.Event) (*flow.Flow, error) {
+	f := &flow.Flow{
+		Time:      timestamppb.New(p.wallTime(ev.Monotonic)),
+		Uuid:      newUUID(),
+		Emitter:   &flow.Emitter{Name: "cilium-go"},
+		Type:      flow.FlowType_L3_L4,
+		NodeName:  p.node,
+		EventType: &flow.CiliumEventType{Type: int32(ev.Type)},
+	}
+	switch ev.Type {
+	case datapath.EventDrop:
+		f.Verdict = flow.Verdict_DROPPED
+		f.DropReason = uint32(ev.Reason)
+		f.DropReasonDesc = flow.DropReason(ev.Reason)
+		f.EventType.SubType = int32(ev.Reason)
+		f.TrafficDirection = direction(ev.Direction)
+	case datapath.EventTrace:
+		f.Verdict = flow.Verdict_FORWARDED
+		f.EventType.SubType = int32(ev.Point)
+		f.TraceObservationPoint = observationPoint(ev.Point)
+	case datapath.EventPolicyVerdict:
+		f.TrafficDirection = direction(ev.Direction)
+		if ev.Verdict == datapath.VerdictAllow {
+			f.Verdict = flow.Verdict_FORWARDED
+		} else {
+			f.Verdict = flow.Verdict_DROPPED
+			f.DropReason = uint32(ev.Reason)
+			f.DropReasonDesc = flow.DropReason(ev.Reason)
+		}
+	default:
+		return nil, fmt.Errorf("event type %d is not one Hubble shows", uint8(ev.Type))
+	}
+	if !ev.Src.IsValid() || !ev.Dst.IsValid() {
+		return nil, fmt.Errorf("%s event without IPv4 addresses", ev.Type)
+	}
+	f.IP = &flow.IP{Source: ev.Src.String(), Destination: ev.Dst.String(), IpVersion: flow.IPVersion_IPv4}
+	f.L4 = layer4(ev)
+	switch ev.CT {
+	case datapath.CTReply, datapath.CTRelated:
+		f.IsReply = wrapperspb.Bool(true)
+	case datapath.CTNew, datapath.CTEstablished:
+		f.IsReply = wrapperspb.Bool(false)
+	}
+	if ev.Ifindex != 0 {
+		f.Interface = &flow.NetworkInterface{Index: ev.Ifindex}
+	}
+	f.Source = p.endpoint(ev.SrcEndpoint, ev.Src, ev.SrcIdentity)
+	f.Destination = p.endpoint(ev.DstEndpoint, ev.Dst, ev.DstIdentity)
+	if f.IsReply.GetValue() {
+		if svc, ok := p.state.ServiceByBackend(netip.AddrPortFrom(ev.Dst, ev.DstPort), netip.AddrPortFrom(ev.Src, ev.SrcPort), ev.Protocol); ok {
+			f.SourceService = &flow.Service{Name: svc.Name, Namespace: svc.Namespace}
+		}
+	} else if svc, ok := p.state.ServiceByBackend(netip.AddrPortFrom(ev.Src, ev.SrcPort), netip.AddrPortFrom(ev.Dst, ev.DstPort), ev.Protocol); ok {
+		f.DestinationService = &flow.Service{Name: svc.Name, Namespace: svc.Namespace}
+	}
+	p.policies(f, ev)
+	f.Summary = summary(f)
+	return f, nil
+}
+
+// policies names the rules behind a policy verdict, or behind the drop
+// that a deny entry caused.
+func (p *Parser) policies(f *flow.Flow, ev datapath.Event) {
+	if ev.PolicyCookie == 0 || (ev.Type != datapath.EventPolicyVerdict && ev.Type != datapath.EventDrop) {
+		return
+	}
+	var named []*flow.Policy
+	for _, o := range p.state.PolicyOrigins(ev.PolicyCookie) {
+		named = append(named, &flow.Policy{Name: o.Name, Namespace: o.Namespace, Kind: o.Kind, Labels: policyLabels(o)})
+	}
+	allowed := ev.Type == datapath.EventPolicyVerdict && ev.Verdict == datapath.VerdictAllow
+	switch {
+	case ev.Direction == spec.Ingress && allowed:
+		f.IngressAllowedBy = named
+	case ev.Direction == spec.Ingress:
+		f.IngressDeniedBy = named
+	case allowed:
+		f.EgressAllowedBy = named
+	default:
+		f.EgressDeniedBy = named
+	}
+}
+
+// policyLabels are the labels Cilium derives for a policy's rules.
+func policyLabels(o policy.Origin) []string {
+	ls := []string{"k8s:io.cilium.k8s.policy.derived-from=" + o.Kind, "k8s:io.cilium.k8s.policy.name=" + o.Name}
+	if o.Namespace != "" {
+		ls = append(ls, "k8s:io.cilium.k8s.policy.namespace="+o.Namespace)
+	}
+	return ls
+}
+
+// endpoint names one side: a local endpoint by its id, else the pod
+// with the address, else what the identity says.
+func (p *Parser) endpoint(id uint16, addr netip.Addr, num identity.NumericIdentity) *flow.Endpoint {
+	ep, ok := Endpoint{}, false
+	if id != 0 {
+		ep, ok = p.state.LocalEndpoint(id)
+	}
+	if !ok {
+		ep, ok = p.state.EndpointByIP(addr)
+	}
+	if !ok {
+		ep = Endpoint{Identity: num}
+	}
+	if ep.Identity == identity.Unknown {
+		ep.Identity = num
+	}
+	if len(ep.Labels) == 0 {
+		ep.Labels, _ = p.state.IdentityLabels(ep.Identity)
+	}
+	return &flow.Endpoint{ID: uint32(ep.ID), Identity: uint32(ep.Identity), Namespace: ep.Namespace, PodName: ep.PodName,
+		Labels: ep.Labels, Workloads: ep.Workloads}
+}
+
+func layer4(ev datapath.Event) *flow.Layer4 {
+	switch ev.Protocol {
+	case spec.ProtoTCP:
+		fl := ev.TCPFlags
+		return &flow.Layer4{Protocol: &flow.Layer4_TCP{TCP: &flow.TCP{SourcePort: uint32(ev.SrcPort), DestinationPort: uint32(ev.DstPort),
+			Flags: &flow.TCPFlags{FIN: fl&0x01 != 0, SYN: fl&0x02 != 0, RST: fl&0x04 != 0, PSH: fl&0x08 != 0,
+				ACK: fl&0x10 != 0, URG: fl&0x20 != 0, ECE: fl&0x40 != 0, CWR: fl&0x80 != 0}}}}
+	case spec.ProtoUDP:
+		return &flow.Layer4{Protocol: &flow.Layer4_UDP{UDP: &flow.UDP{SourcePort: uint32(ev.SrcPort), DestinationPort: uint32(ev.DstPort)}}}
+	case spec.ProtoSCTP:
+		return &flow.Layer4{Protocol: &flow.Layer4_SCTP{SCTP: &flow.SCTP{SourcePort: uint32(ev.SrcPort), DestinationPort: uint32(ev.DstPort)}}}
+	case spec.ProtoICMP:
+		// The datapath's events carry the echo id in a port, not the
+		// type: a request names it as the source port.
+		typ := uint32(0)
+		if ev.SrcPort != 0 || ev.DstPort == 0 {
+			typ = 8
+		}
+		return &flow.Layer4{Protocol: &flow.Layer4_ICMPv4{ICMPv4: &flow.ICMPv4{Type: typ}}}
+	}
+	return nil
+}
+
+func direction(d spec.Direction) flow.TrafficDirection {
+	switch d {
+	case spec.Ingress:
+		return flow.TrafficDirection_INGRESS
+	case spec.Egress:
+		return flow.TrafficDirection_EGRESS
+	}
+	return flow.TrafficDirection_TRAFFIC_DIRECTION_UNKNOWN
+}
+
+var observationPoints = map[datapath.TracePoint]flow.TraceObservationPoint{
+	datapath.TraceToLXC:       flow.TraceObservationPoint_TO_ENDPOINT,
+	datapath.TraceToHost:      flow.TraceObservationPoint_TO_HOST,
+	datapath.TraceToStack:     flow.TraceObservationPoint_TO_STACK,
+	datapath.TraceToOverlay:   flow.TraceObservationPoint_TO_OVERLAY,
+	datapath.TraceFromLXC:     flow.TraceObservationPoint_FROM_ENDPOINT,
+	datapath.TraceFromHost:    flow.TraceObservationPoint_FROM_HOST,
+	datapath.TraceFromOverlay: flow.TraceObservationPoint_FROM_OVERLAY,
+	datapath.TraceFromNetwork: flow.TraceObservationPoint_FROM_NETWORK,
+}
+
+func observationPoint(p datapath.TracePoint) flow.TraceObservationPoint {
+	return observationPoints[p] // UNKNOWN_POINT for one not listed
+}
+
+// summary is the one-line description older clients print.
+func summary(f *flow.Flow) string {
+	switch l4 := f.GetL4().GetProtocol().(type) {
+	case *flow.Layer4_TCP:
+		return "TCP Flags: " + tcpFlags(l4.TCP.GetFlags())
+	case *flow.Layer4_UDP:
+		return "UDP"
+	case *flow.Layer4_SCTP:
+		return "SCTP"
+	case *flow.Layer4_ICMPv4:
+		if l4.ICMPv4.GetType() == 8 {
+			return "ICMPv4 EchoRequest"
+		}
+		return "ICMPv4 EchoReply"
+	}
+	return "IPv4"
+}
+
+func tcpFlags(fl *flow.TCPFlags) string {
+	var s []byte
+	for _, f := range []struct {
+		on   bool
+		name string
+	}{{fl.GetSYN(), "SYN"}, {fl.GetFIN(), "FIN"}, {fl.GetRST(), "RST"}, {fl.GetPSH(), "PSH"}, {fl.GetACK(), "ACK"},
+		{fl.GetURG(), "URG"}, {fl.GetECE(), "ECE"}, {fl.GetCWR(), "CWR"}} {
+		if f.on {
+			if len(s) > 0 {
+				s = append(s, ", "...)
+			}
+			s = append(s, f.name...)
+		}
+	}
+	return string(s)
+}
+
+// wallTime converts the kernel's monotonic clock to the wall clock,
+// measuring their offset again every second (the wall clock may step).
+func (p *Parser) wallTime(mono time.Duration) time.Time {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if now := time.Now(); p.bootWall.IsZero() || now.Sub(p.measuredAt) > time.Second {
+		if wall, m, err := p.clock(); err == nil {
+			p.bootWall, p.measuredAt = wall.Add(-m), now
+		}
+	}
+	return p.bootWall.Add(mono)
+}
+
+// newUUID is a random (version 4) UUID, as Hubble gives every flow.
+func newUUID() string {
+	var b [16]byte
+	rand.Read(b[:])
+	b[6] = b[6]&0x0f | 0x40
+	b[8] = b[8]&0x3f | 0x80
+	h := hex.EncodeToString(b[:])
+	return h[:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:]
+}

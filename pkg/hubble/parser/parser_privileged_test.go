@@ -1,0 +1,170 @@
+package parser
+
+import (
+	"errors"
+	"net/netip"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/cilium/cilium/api/v1/flow"
+
+	"github.com/cilium-go/cilium/internal/datapath"
+	"github.com/cilium-go/cilium/internal/datapath/dptest"
+	"github.com/cilium-go/cilium/internal/datapath/spec"
+	"github.com/cilium-go/cilium/internal/testenv"
+	"github.com/cilium-go/cilium/pkg/identity"
+	"github.com/cilium-go/cilium/pkg/policy"
+)
+
+// fakeState answers from maps.
+type fakeState struct {
+	local    map[uint16]Endpoint
+	byIP     map[netip.Addr]Endpoint
+	labels   map[identity.NumericIdentity][]string
+	services map[netip.AddrPort]Service // by backend
+	cookies  map[uint32][]policy.Origin
+}
+
+func (s *fakeState) LocalEndpoint(id uint16) (Endpoint, bool) { e, ok := s.local[id]; return e, ok }
+func (s *fakeState) EndpointByIP(a netip.Addr) (Endpoint, bool) {
+	e, ok := s.byIP[a]
+	return e, ok
+}
+
+func (s *fakeState) IdentityLabels(id identity.NumericIdentity) ([]string, bool) {
+	l, ok := s.labels[id]
+	return l, ok
+}
+
+func (s *fakeState) ServiceByBackend(_, backend netip.AddrPort, _ uint8) (Service, bool) {
+	svc, ok := s.services[backend]
+	return svc, ok
+}
+func (s *fakeState) PolicyOrigins(c uint32) []policy.Origin { return s.cookies[c] }
+
+// TestPrivilegedFlowsOfRealEvents: a two-node datapath in namespaces
+// enforces ingress policy on a server; an allowed client, a client that
+// no rule allows and one that a deny rule names connect. The events that
+// the server's node's programs emitted become flows that name both pods,
+// the verdicts, the drop reasons and the policies that decided.
+func TestPrivilegedFlowsOfRealEvents(t *testing.T) {
+	testenv.Privileged(t)
+	c, err := dptest.New(dptest.Options{Mode: spec.Tunnel, PolicyIngress: true, PodsPerNode: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := c.Close(); err != nil {
+			t.Errorf("remove cluster: %v", err)
+		}
+	})
+	n1, n2 := c.Nodes[0], c.Nodes[1]
+	allowed, unnamed, denied, server := n1.Pods[0], n1.Pods[1], n1.Pods[2], n2.Pods[0]
+	srv, err := dptest.ServeTCPEcho(server.NS, server.IP, 8080)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Close() })
+	allow := spec.PolicyEntry{Direction: spec.Ingress, Identity: allowed.Identity, Protocol: spec.ProtoTCP, Port: 8080, Cookie: 7}
+	deny := spec.PolicyEntry{Direction: spec.Ingress, Identity: denied.Identity, Protocol: spec.ProtoTCP, Port: 8080, Deny: true, Cookie: 9}
+	must(t, n2.DP.Maps().SetPolicy(server.ID, []spec.PolicyEntry{allow, deny}))
+	allowPolicy := policy.Origin{Kind: policy.KindCNP, Namespace: "x", Name: "allow-client"}
+	denyPolicy := policy.Origin{Kind: policy.KindCCNP, Name: "deny-bad"}
+
+	state := &fakeState{local: map[uint16]Endpoint{}, byIP: map[netip.Addr]Endpoint{}, labels: map[identity.NumericIdentity][]string{},
+		cookies: map[uint32][]policy.Origin{7: {allowPolicy}, 9: {denyPolicy}}}
+	for _, p := range c.Pods() {
+		ep := Endpoint{Identity: p.Identity, Namespace: "x", PodName: p.Name, Labels: []string{"k8s:app=" + p.Name}}
+		state.byIP[p.IP] = ep
+		if p.Node == n2 {
+			ep.ID = p.ID
+			state.local[p.ID] = ep
+		}
+	}
+	parser := New(n2.Name, state)
+
+	r, err := n2.DP.Maps().NewEventReader()
+	must(t, err)
+	t.Cleanup(func() { r.Close() })
+	start := time.Now()
+	if err := dptest.TCPEcho(allowed.NS, server.IP, 8080); err != nil {
+		t.Fatalf("allowed client: %v", err)
+	}
+	for _, p := range []*dptest.Pod{unnamed, denied} {
+		if conn, err := dptest.DialTCP(p.NS, server.IP, 8080, 300*time.Millisecond); err == nil {
+			conn.Close()
+			t.Fatalf("%s reached the server", p.Name)
+		}
+	}
+
+	var flows []*flow.Flow
+	r.SetDeadline(time.Now().Add(time.Second))
+	for {
+		ev, err := r.Read()
+		if errors.Is(err, datapath.ErrNoEvent) {
+			break
+		}
+		must(t, err)
+		f, err := parser.Decode(ev)
+		must(t, err)
+		flows = append(flows, f)
+	}
+	find := func(what string, match func(*flow.Flow) bool) *flow.Flow {
+		t.Helper()
+		i := slices.IndexFunc(flows, match)
+		if i < 0 {
+			t.Fatalf("no flow of %s among %d: %v", what, len(flows), flows)
+		}
+		return flows[i]
+	}
+	synTo := func(from *dptest.Pod, typ datapath.EventType) func(*flow.Flow) bool {
+		return func(f *flow.Flow) bool {
+			return f.GetIP().GetSource() == from.IP.String() && f.GetL4().GetTCP().GetDestinationPort() == 8080 &&
+				f.GetL4().GetTCP().GetFlags().GetSYN() && !f.GetL4().GetTCP().GetFlags().GetACK() &&
+				f.GetEventType().GetType() == int32(typ)
+		}
+	}
+
+	ok := find("the allowed client's verdict", synTo(allowed, datapath.EventPolicyVerdict))
+	if ok.GetVerdict() != flow.Verdict_FORWARDED || ok.GetTrafficDirection() != flow.TrafficDirection_INGRESS ||
+		ok.GetIsReply().GetValue() || ok.GetIsReply() == nil || ok.GetNodeName() != n2.Name || ok.GetType() != flow.FlowType_L3_L4 {
+		t.Errorf("allowed verdict: %v", ok)
+	}
+	if got := ok.GetIngressAllowedBy(); len(got) != 1 || got[0].GetName() != "allow-client" || got[0].GetNamespace() != "x" ||
+		got[0].GetKind() != policy.KindCNP {
+		t.Errorf("allowed by %v, want the CNP x/allow-client", got)
+	}
+	src, dst := ok.GetSource(), ok.GetDestination()
+	if src.GetPodName() != allowed.Name || src.GetIdentity() != uint32(allowed.Identity) || src.GetID() != 0 ||
+		dst.GetPodName() != server.Name || dst.GetID() != uint32(server.ID) || !slices.Equal(dst.GetLabels(), []string{"k8s:app=" + server.Name}) {
+		t.Errorf("allowed verdict's endpoints: %v -> %v", src, dst)
+	}
+	if at := ok.GetTime().AsTime(); at.Before(start.Add(-time.Second)) || at.After(time.Now()) {
+		t.Errorf("flow time %v, the traffic ran from %v", at, start)
+	}
+	if ok.GetUuid() == "" || ok.GetSummary() != "TCP Flags: SYN" {
+		t.Errorf("uuid %q, summary %q", ok.GetUuid(), ok.GetSummary())
+	}
+
+	drop := find("the unnamed client's drop", synTo(unnamed, datapath.EventDrop))
+	if drop.GetVerdict() != flow.Verdict_DROPPED || drop.GetDropReasonDesc() != flow.DropReason_POLICY_DENIED ||
+		drop.GetTrafficDirection() != flow.TrafficDirection_INGRESS || len(drop.GetIngressDeniedBy()) != 0 ||
+		drop.GetSource().GetPodName() != unnamed.Name {
+		t.Errorf("default drop: %v", drop)
+	}
+	denyDrop := find("the denied client's drop", synTo(denied, datapath.EventDrop))
+	if denyDrop.GetVerdict() != flow.Verdict_DROPPED || denyDrop.GetDropReasonDesc() != flow.DropReason_POLICY_DENY {
+		t.Errorf("deny drop: %v", denyDrop)
+	}
+	if got := denyDrop.GetIngressDeniedBy(); len(got) != 1 || got[0].GetName() != "deny-bad" || got[0].GetKind() != policy.KindCCNP {
+		t.Errorf("denied by %v, want the CCNP deny-bad", got)
+	}
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
