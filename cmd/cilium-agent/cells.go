@@ -11,6 +11,7 @@ import (
 	"github.com/cilium-go/cilium/pkg/endpoint"
 	"github.com/cilium-go/cilium/pkg/endpoint/ciliumendpoint"
 	"github.com/cilium-go/cilium/pkg/health"
+	"github.com/cilium-go/cilium/pkg/hubble"
 	"github.com/cilium-go/cilium/pkg/identity/allocator"
 	"github.com/cilium-go/cilium/pkg/ipam"
 	"github.com/cilium-go/cilium/pkg/ipam/clusterpool"
@@ -56,6 +57,11 @@ var (
 	// Datapath: the kernel side.
 	Datapath = cell.Group(
 		nodedatapath.Cell, // --node-ipv4, --uplink, --routing-mode, ...: the kernel's side of every reconciler
+	)
+
+	// Observability: what the datapath reports, made readable.
+	Observability = cell.Group(
+		hubble.Cell, // --enable-hubble, --hubble-socket-path: flows over Hubble's gRPC API
 	)
 
 	// Started goes after every other cell: /healthz and /readyz pass once all started.

@@ -290,7 +290,7 @@ func buildPlugin(t *testing.T, dir string) string {
 
 func startRealAgent(t *testing.T, args []string) *hive.Hive {
 	t.Helper()
-	h, err := startHive(t, newHive(newLevel(), Infrastructure, ControlPlane, Datapath), args)
+	h, err := startHive(t, newHive(newLevel(), Infrastructure, ControlPlane, Datapath, Observability), args)
 	if err != nil {
 		t.Fatalf("start agent: %v", err)
 	}

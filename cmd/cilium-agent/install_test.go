@@ -70,7 +70,7 @@ func TestDaemonSetFlags(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := newCommand(Infrastructure, ControlPlane, Datapath)
+	cmd := newCommand(Infrastructure, ControlPlane, Datapath, Observability)
 	fs := cmd.Flags()
 	if err := fs.Parse(writeConfigDir(t, files, args)); err != nil {
 		t.Fatalf("agent flags: %v", err)
@@ -83,7 +83,7 @@ func TestDaemonSetFlags(t *testing.T) {
 		want[k] = v
 	}
 	// Values compare as the flag prints them.
-	norm := newCommand(Infrastructure, ControlPlane, Datapath).Flags()
+	norm := newCommand(Infrastructure, ControlPlane, Datapath, Observability).Flags()
 	for name, v := range want {
 		if err := norm.Set(name, v); err != nil {
 			t.Fatal(err)

@@ -8,7 +8,7 @@ import (
 )
 
 func main() {
-	if err := newCommand(Infrastructure, ControlPlane, Datapath, Started).Execute(); err != nil {
+	if err := newCommand(Infrastructure, ControlPlane, Datapath, Observability, Started).Execute(); err != nil {
 		os.Exit(1)
 	}
 }

@@ -32,7 +32,7 @@ func TestPrivilegedNetkitMode(t *testing.T) {
 	if probe != nil && !errors.Is(probe, podlink.ErrNetkitUnsupported) {
 		t.Fatal(probe)
 	}
-	h, err := startHive(t, newHive(newLevel(), Infrastructure, ControlPlane, Datapath), args)
+	h, err := startHive(t, newHive(newLevel(), Infrastructure, ControlPlane, Datapath, Observability), args)
 	if probe != nil {
 		if err == nil {
 			stopAgent(t, h)

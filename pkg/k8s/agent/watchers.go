@@ -16,6 +16,7 @@ import (
 	kubeinformers "k8s.io/client-go/informers"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/cilium-go/cilium/pkg/identity"
 	v2 "github.com/cilium-go/cilium/pkg/k8s/apis/cilium.io/v2"
 	"github.com/cilium-go/cilium/pkg/k8s/client"
 	"github.com/cilium-go/cilium/pkg/labels"
@@ -46,7 +47,7 @@ func NewWatchers(c *Clients, nodeName string, resync time.Duration) *Watchers {
 		Namespaces:       all.Core().V1().Namespaces().Informer(),
 		Nodes:            all.Core().V1().Nodes().Informer(),
 		CiliumNodes:      client.NewCiliumNodeInformer(c.Cilium, resync, nil),
-		CiliumEndpoints:  client.NewCiliumEndpointInformer(c.Cilium, "", resync, nil),
+		CiliumEndpoints:  client.NewCiliumEndpointInformer(c.Cilium, "", resync, cache.Indexers{byIPv4: ciliumEndpointIPv4s}),
 		CiliumIdentities: client.NewCiliumIdentityInformer(c.Cilium, resync, nil),
 	}
 	return w
@@ -107,6 +108,50 @@ func (w *Watchers) Pod(namespace, name string) (*corev1.Pod, bool) {
 	}
 	p, ok := obj.(*corev1.Pod)
 	return p, ok
+}
+
+// byIPv4 indexes CiliumEndpoints by their IPv4 addresses.
+const byIPv4 = "ipv4"
+
+func ciliumEndpointIPv4s(obj any) ([]string, error) {
+	cep, ok := obj.(*v2.CiliumEndpoint)
+	if !ok || cep.Status.Networking == nil {
+		return nil, nil
+	}
+	var out []string
+	for _, pair := range cep.Status.Networking.Addressing {
+		if pair != nil && pair.IPV4 != "" {
+			out = append(out, pair.IPV4)
+		}
+	}
+	return out, nil
+}
+
+// CiliumEndpointByIP is the CiliumEndpoint, of any node, with addr.
+func (w *Watchers) CiliumEndpointByIP(addr netip.Addr) (*v2.CiliumEndpoint, bool) {
+	objs, err := w.CiliumEndpoints.GetIndexer().ByIndex(byIPv4, addr.String())
+	if err != nil || len(objs) == 0 {
+		return nil, false
+	}
+	cep, ok := objs[0].(*v2.CiliumEndpoint)
+	return cep, ok
+}
+
+// IdentityLabels are the labels of an identity: a reserved one's, or a
+// CiliumIdentity's from the cache.
+func (w *Watchers) IdentityLabels(num identity.NumericIdentity) (labels.Labels, bool) {
+	if r, ok := identity.ReservedIdentity(num); ok {
+		return r.Labels, true
+	}
+	obj, ok, err := w.CiliumIdentities.GetStore().GetByKey(num.String())
+	if err != nil || !ok {
+		return nil, false
+	}
+	ci, ok := obj.(*v2.CiliumIdentity)
+	if !ok {
+		return nil, false
+	}
+	return labels.FromSecurityLabels(ci.SecurityLabels), true
 }
 
 func listAs[T any](inf cache.SharedIndexInformer) []T {

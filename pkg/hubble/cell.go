@@ -1,0 +1,227 @@
+// Package hubble is the agent's Hubble server: it reads the datapath's
+// event ring buffer (the only reader), makes flows of the events, keeps
+// the last ones in a ring and serves them through Hubble's Observer gRPC
+// service on a unix socket.
+package hubble
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/bits"
+	"net"
+	"net/netip"
+	"os"
+	"path/filepath"
+
+	"github.com/cilium/cilium/api/v1/observer"
+	"github.com/cilium/hive/cell"
+	"github.com/cilium/hive/job"
+	"github.com/cilium/statedb"
+	"github.com/spf13/pflag"
+	"google.golang.org/grpc"
+
+	"github.com/cilium-go/cilium/internal/datapath"
+	"github.com/cilium-go/cilium/pkg/endpoint"
+	"github.com/cilium-go/cilium/pkg/health"
+	"github.com/cilium-go/cilium/pkg/hubble/container"
+	hubbleobserver "github.com/cilium-go/cilium/pkg/hubble/observer"
+	"github.com/cilium-go/cilium/pkg/hubble/parser"
+	"github.com/cilium-go/cilium/pkg/identity"
+	k8sagent "github.com/cilium-go/cilium/pkg/k8s/agent"
+	"github.com/cilium-go/cilium/pkg/policy"
+)
+
+// Cell runs the Hubble server when --enable-hubble is set.
+var Cell = cell.Module("hubble", "Hubble - the datapath events as flows over gRPC",
+	cell.Config(DefaultConfig),
+	health.JobGroup,
+	cell.Invoke(register),
+)
+
+// Config has Cilium's flags and defaults.
+type Config struct {
+	EnableHubble              bool   `mapstructure:"enable-hubble"`
+	HubbleSocketPath          string `mapstructure:"hubble-socket-path"`
+	HubbleEventBufferCapacity int    `mapstructure:"hubble-event-buffer-capacity"`
+}
+
+// DefaultConfig: off, as Cilium's agent flag; Cilium's socket and ring size.
+var DefaultConfig = Config{HubbleSocketPath: "/var/run/cilium/hubble.sock", HubbleEventBufferCapacity: 4095}
+
+// Flags implements cell.Flagger.
+func (d Config) Flags(fs *pflag.FlagSet) {
+	fs.Bool("enable-hubble", d.EnableHubble, "serve the datapath's flows through Hubble's gRPC API")
+	fs.String("hubble-socket-path", d.HubbleSocketPath, "unix socket the Hubble server listens on")
+	fs.Int("hubble-event-buffer-capacity", d.HubbleEventBufferCapacity, "how many flows the node keeps: 2^n-1, up to 65535")
+}
+
+// Validate names the first bad flag.
+func (c Config) Validate() error {
+	if !c.EnableHubble {
+		return nil
+	}
+	if n := c.HubbleEventBufferCapacity; n < 1 || n > 1<<16-1 || bits.OnesCount(uint(n+1)) != 1 {
+		return fmt.Errorf("--hubble-event-buffer-capacity %d: want 2^n-1 between 1 and 65535", n)
+	}
+	if !filepath.IsAbs(c.HubbleSocketPath) {
+		return fmt.Errorf("--hubble-socket-path %q: an absolute path is required", c.HubbleSocketPath)
+	}
+	return nil
+}
+
+type params struct {
+	cell.In
+	Config    Config
+	K8s       k8sagent.Config
+	Lifecycle cell.Lifecycle
+	Jobs      job.Group
+	Log       *slog.Logger
+	Node      *datapath.Node
+	DB        *statedb.DB
+	Endpoints statedb.Table[*endpoint.Desired]
+	Watchers  *k8sagent.Watchers `optional:"true"`
+	Cookies   *policy.Cookies
+}
+
+// Version is what ServerStatus reports.
+const Version = "cilium-go"
+
+func register(p params) error {
+	if err := p.Config.Validate(); err != nil {
+		return err
+	}
+	if !p.Config.EnableHubble {
+		return nil
+	}
+	ring, err := container.NewRing(p.Config.HubbleEventBufferCapacity)
+	if err != nil {
+		return err
+	}
+	node := p.K8s.K8sNodeName
+	if node == "" {
+		node, _ = os.Hostname()
+	}
+	st := &agentState{db: p.DB, endpoints: p.Endpoints, watchers: p.Watchers, cookies: p.Cookies}
+	pr := parser.New(node, st)
+	p.Jobs.Add(job.OneShot("hubble-events", func(ctx context.Context, _ cell.Health) error {
+		return readEvents(ctx, p.Log, p.Node, pr, ring)
+	}))
+	srv := grpc.NewServer()
+	observer.RegisterObserverServer(srv, hubbleobserver.New(ring, node, Version))
+	path := p.Config.HubbleSocketPath
+	p.Lifecycle.Append(cell.Hook{
+		OnStart: func(cell.HookContext) error {
+			if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+				return fmt.Errorf("--hubble-socket-path: %w", err)
+			}
+			if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+				return fmt.Errorf("--hubble-socket-path: remove the old socket: %w", err)
+			}
+			ln, err := net.Listen("unix", path)
+			if err != nil {
+				return fmt.Errorf("--hubble-socket-path: %w", err)
+			}
+			// As the agent's own API socket: root and its group.
+			if err := os.Chmod(path, 0o660); err != nil {
+				ln.Close()
+				return fmt.Errorf("--hubble-socket-path: %w", err)
+			}
+			p.Log.Info("serving Hubble", "socket", path, "capacity", ring.Cap())
+			go srv.Serve(ln)
+			return nil
+		},
+		OnStop: func(cell.HookContext) error {
+			srv.Stop()
+			return nil
+		},
+	})
+	return nil
+}
+
+// readEvents makes flows of the datapath's events until ctx ends.
+func readEvents(ctx context.Context, log *slog.Logger, n *datapath.Node, pr *parser.Parser, ring *container.Ring) error {
+	m := n.Maps()
+	if m == nil {
+		return errors.New("the datapath has no maps open")
+	}
+	r, err := m.NewEventReader()
+	if err != nil {
+		return err
+	}
+	stop := context.AfterFunc(ctx, func() { r.Close() })
+	defer func() {
+		if stop() {
+			r.Close()
+		}
+	}()
+	for {
+		ev, err := r.Read()
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			if errors.Is(err, datapath.ErrNoEvent) {
+				continue
+			}
+			return err
+		}
+		f, err := pr.Decode(ev)
+		if err != nil {
+			log.Debug("event not shown", "error", err)
+			continue
+		}
+		ring.Write(f)
+	}
+}
+
+// agentState answers the parser from the agent's tables and caches.
+type agentState struct {
+	db        *statedb.DB
+	endpoints statedb.Table[*endpoint.Desired]
+	watchers  *k8sagent.Watchers // nil without Kubernetes
+	cookies   *policy.Cookies
+}
+
+func (s *agentState) LocalEndpoint(id uint16) (parser.Endpoint, bool) {
+	d, _, ok := s.endpoints.Get(s.db.ReadTxn(), endpoint.IDIndex.Query(id))
+	if !ok {
+		return parser.Endpoint{}, false
+	}
+	return parser.Endpoint{ID: d.ID, Identity: d.Identity, Namespace: d.PodNamespace, PodName: d.PodName}, true
+}
+
+func (s *agentState) EndpointByIP(addr netip.Addr) (parser.Endpoint, bool) {
+	if s.watchers == nil {
+		return parser.Endpoint{}, false
+	}
+	cep, ok := s.watchers.CiliumEndpointByIP(addr)
+	if !ok {
+		return parser.Endpoint{}, false
+	}
+	ep := parser.Endpoint{Namespace: cep.Namespace, PodName: cep.Name}
+	if st := cep.Status; st.Identity != nil && st.Identity.ID > 0 && st.Identity.ID < 1<<32 {
+		ep.Identity = identity.NumericIdentity(st.Identity.ID)
+	}
+	return ep, true
+}
+
+func (s *agentState) IdentityLabels(num identity.NumericIdentity) ([]string, bool) {
+	if s.watchers == nil {
+		r, ok := identity.ReservedIdentity(num)
+		if !ok {
+			return nil, false
+		}
+		return r.Labels.Strings(), true
+	}
+	ls, ok := s.watchers.IdentityLabels(num)
+	return ls.Strings(), ok
+}
+
+// ServiceByBackend: translated connections are not named yet.
+func (s *agentState) ServiceByBackend(netip.AddrPort, netip.AddrPort, uint8) (parser.Service, bool) {
+	return parser.Service{}, false
+}
+
+func (s *agentState) PolicyOrigins(cookie uint32) []policy.Origin { return s.cookies.Origins(cookie) }
