@@ -1,0 +1,159 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"net"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cilium/cilium/api/v1/flow"
+	"github.com/cilium/cilium/api/v1/observer"
+	"google.golang.org/grpc"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/types/known/timestamppb"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	"github.com/cilium-go/cilium/pkg/hubble/container"
+	hubbleobserver "github.com/cilium-go/cilium/pkg/hubble/observer"
+)
+
+// requestOf parses args as observe's flags and builds the request.
+func requestOf(t *testing.T, args ...string) (*observer.GetFlowsRequest, error) {
+	t.Helper()
+	cmd, o := observeCommand(&globals{out: &bytes.Buffer{}})
+	if err := cmd.Flags().Parse(args); err != nil {
+		t.Fatalf("%v: %v", args, err)
+	}
+	return o.request(cmd, time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC))
+}
+
+func filtersJSON(t *testing.T, req *observer.GetFlowsRequest) string {
+	t.Helper()
+	var parts []string
+	for _, f := range req.GetWhitelist() {
+		b, err := protojson.Marshal(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var v any
+		json.Unmarshal(b, &v)
+		c, _ := json.Marshal(v) // compact, stable
+		parts = append(parts, string(c))
+	}
+	return strings.Join(parts, " ")
+}
+
+func TestObserveFlagsBuildHubblesFilters(t *testing.T) {
+	for _, tc := range []struct {
+		args   []string
+		number uint64
+		follow bool
+		want   string
+	}{
+		{nil, 20, false, `{}`},
+		{[]string{"-f"}, 0, true, `{}`},
+		{[]string{"--last", "5", "-f"}, 5, true, `{}`},
+		{[]string{"--pod", "x/a", "--verdict", "dropped"}, 20, false,
+			`{"sourcePod":["x/a"],"verdict":["DROPPED"]} {"destinationPod":["x/a"],"verdict":["DROPPED"]}`},
+		{[]string{"--namespace", "x", "--pod", "a"}, 20, false, `{"sourcePod":["x/a"]} {"destinationPod":["x/a"]}`},
+		{[]string{"--from-pod", "x/a", "--to-port", "80", "--protocol", "tcp"}, 20, false,
+			`{"destinationPort":["80"],"protocol":["tcp"],"sourcePod":["x/a"]}`},
+		{[]string{"--namespace", "x"}, 20, false, `{"sourcePod":["x/"]} {"destinationPod":["x/"]}`},
+		{[]string{"--to-identity", "300", "--type", "policy-verdict", "--type", "trace:to-endpoint"}, 20, false,
+			`{"destinationIdentity":[300],"eventType":[{"type":5},{"matchSubType":true,"type":4}]}`},
+		{[]string{"--tcp-flags", "SYN,ACK", "--drop-reason-desc", "policy_denied", "--traffic-direction", "ingress"}, 20, false,
+			`{"dropReasonDesc":["POLICY_DENIED"],"tcpFlags":[{"ACK":true,"SYN":true}],"trafficDirection":["INGRESS"]}`},
+		{[]string{"--first", "3"}, 3, false, `{}`},
+	} {
+		req, err := requestOf(t, tc.args...)
+		if err != nil {
+			t.Errorf("%v: %v", tc.args, err)
+			continue
+		}
+		if req.GetNumber() != tc.number || req.GetFollow() != tc.follow {
+			t.Errorf("%v: number %d follow %v, want %d %v", tc.args, req.GetNumber(), req.GetFollow(), tc.number, tc.follow)
+		}
+		if got := filtersJSON(t, req); got != tc.want {
+			t.Errorf("%v:\n got %s\nwant %s", tc.args, got, tc.want)
+		}
+	}
+	req, err := requestOf(t, "--since", "5m", "--until", "2026-12-02T11:59:00Z")
+	if err != nil || !req.GetSince().AsTime().Equal(time.Date(2026, 12, 2, 11, 55, 0, 0, time.UTC)) ||
+		!req.GetUntil().AsTime().Equal(time.Date(2026, 12, 2, 11, 59, 0, 0, time.UTC)) || req.GetNumber() != 0 {
+		t.Errorf("since and until: %v %v", req, err)
+	}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--verdict", "maybe"}, "--verdict"},
+		{[]string{"--type", "l7"}, "--type"},
+		{[]string{"--tcp-flags", "SYN,XMAS"}, "--tcp-flags"},
+		{[]string{"--since", "yesterday"}, "--since"},
+		{[]string{"--first", "1", "--last", "1"}, "--first"},
+		{[]string{"--drop-reason-desc", "bad"}, "--drop-reason-desc"},
+	} {
+		if _, err := requestOf(t, tc.args...); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%v: %v, want an error naming %s", tc.args, err, tc.want)
+		}
+	}
+}
+
+// TestObserveAndStatusAgainstAServer runs the CLI against the Observer
+// service on a unix socket, as against an agent.
+func TestObserveAndStatusAgainstAServer(t *testing.T) {
+	ring, _ := container.NewRing(15)
+	at := time.Date(2026, 12, 2, 12, 0, 0, 0, time.Local)
+	ring.Write(&flow.Flow{Time: timestamppb.New(at), Verdict: flow.Verdict_DROPPED, NodeName: "n1",
+		IP:          &flow.IP{Source: "10.0.1.5", Destination: "10.0.2.7"},
+		L4:          &flow.Layer4{Protocol: &flow.Layer4_TCP{TCP: &flow.TCP{SourcePort: 40000, DestinationPort: 80, Flags: &flow.TCPFlags{SYN: true}}}},
+		Source:      &flow.Endpoint{Identity: 300, Namespace: "x", PodName: "a"},
+		Destination: &flow.Endpoint{Identity: 2, Labels: []string{"reserved:world"}},
+		EventType:   &flow.CiliumEventType{Type: 1, SubType: 181}, DropReasonDesc: flow.DropReason_POLICY_DENY,
+		EgressDeniedBy: []*flow.Policy{{Kind: "CiliumNetworkPolicy", Namespace: "x", Name: "no-world"}},
+	})
+	ring.Write(&flow.Flow{Time: timestamppb.New(at.Add(time.Second)), Verdict: flow.Verdict_FORWARDED, NodeName: "n1",
+		IP: &flow.IP{Source: "10.0.2.7", Destination: "10.0.1.5"}, IsReply: wrapperspb.Bool(true),
+		L4:     &flow.Layer4{Protocol: &flow.Layer4_UDP{UDP: &flow.UDP{SourcePort: 53, DestinationPort: 4000}}},
+		Source: &flow.Endpoint{Identity: 400, Namespace: "y", PodName: "dns"}, Destination: &flow.Endpoint{Identity: 300, Namespace: "x", PodName: "a"},
+		EventType: &flow.CiliumEventType{Type: 4, SubType: 0},
+	})
+	sock := filepath.Join(t.TempDir(), "hubble.sock")
+	ln, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := grpc.NewServer()
+	observer.RegisterObserverServer(srv, hubbleobserver.New(ring, "n1", "cilium-go test"))
+	go srv.Serve(ln)
+	defer srv.Stop()
+
+	run := func(args ...string) string {
+		t.Helper()
+		var out bytes.Buffer
+		cmd := newRootCommand(&out)
+		cmd.SetArgs(append(args, "--server", "unix://"+sock))
+		if err := cmd.Execute(); err != nil {
+			t.Fatalf("%v: %v", args, err)
+		}
+		return out.String()
+	}
+	want := "Dec  2 12:00:00.000: x/a:40000 (ID:300) <> 10.0.2.7:80 (world) Policy deny DROPPED (TCP Flags: SYN) egress-denied-by=CiliumNetworkPolicy:x/no-world\n" +
+		"Dec  2 12:00:01.000: x/a:4000 (ID:300) <- y/dns:53 (ID:400) to-endpoint FORWARDED (UDP)\n"
+	if got := run("observe", "--print-policy-names"); got != want {
+		t.Errorf("compact:\n got %q\nwant %q", got, want)
+	}
+	if got := run("observe", "--verdict", "FORWARDED", "-o", "json"); !strings.Contains(got, `"podName":"dns"`) || strings.Count(got, "\n") != 1 {
+		t.Errorf("json: %s", got)
+	}
+	if got := run("observe", "--last", "1", "-o", "table"); !strings.HasPrefix(got, "TIMESTAMP") || !strings.Contains(got, "y/dns:53") ||
+		strings.Contains(got, "x/a:40000") {
+		t.Errorf("table:\n%s", got)
+	}
+	if got := run("status"); !strings.Contains(got, "Current/Max Flows: 2/15") || !strings.Contains(got, "Connected Nodes: 1/1") {
+		t.Errorf("status:\n%s", got)
+	}
+}

@@ -1,0 +1,99 @@
+// Command hubble shows the flows of a cilium-go node through Hubble's
+// gRPC API, with the commands, flags and output formats of Hubble's own
+// CLI: observe, status.
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/cilium/cilium/api/v1/observer"
+	"github.com/spf13/cobra"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := newRootCommand(os.Stdout).ExecuteContext(ctx); err != nil {
+		os.Exit(1)
+	}
+}
+
+// defaultServer is the agent's socket, as Hubble's.
+const defaultServer = "unix:///var/run/cilium/hubble.sock"
+
+type globals struct {
+	server  string
+	timeout time.Duration
+	out     io.Writer
+}
+
+func newRootCommand(out io.Writer) *cobra.Command {
+	g := &globals{out: out}
+	root := &cobra.Command{
+		Use:           "hubble",
+		Short:         "Show the flows of cilium-go nodes through Hubble's API",
+		SilenceUsage:  true,
+		SilenceErrors: false,
+	}
+	root.PersistentFlags().StringVar(&g.server, "server", defaultServer,
+		"address of the Hubble API: unix:///path for a node's socket, or host:port")
+	root.PersistentFlags().DurationVar(&g.timeout, "timeout", 5*time.Second, "how long to wait for the connection")
+	root.SetOut(out)
+	root.AddCommand(newObserveCommand(g), newStatusCommand(g))
+	return root
+}
+
+// dial connects to the server; plaintext: the agent's socket and the
+// relay's port inside the cluster.
+func (g *globals) dial() (observer.ObserverClient, func() error, error) {
+	target := g.server
+	if !strings.HasPrefix(target, "unix://") && !strings.Contains(target, "://") {
+		target = "passthrough:///" + target
+	}
+	conn, err := grpc.NewClient(target, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return nil, nil, fmt.Errorf("--server %q: %w", g.server, err)
+	}
+	return observer.NewObserverClient(conn), conn.Close, nil
+}
+
+func newStatusCommand(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:   "status",
+		Short: "Show the server's health and how many flows it holds",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, closeConn, err := g.dial()
+			if err != nil {
+				return err
+			}
+			defer closeConn()
+			ctx, cancel := context.WithTimeout(cmd.Context(), g.timeout)
+			defer cancel()
+			st, err := c.ServerStatus(ctx, &observer.ServerStatusRequest{}, grpc.WaitForReady(true))
+			if err != nil {
+				return fmt.Errorf("server status of %s: %w", g.server, err)
+			}
+			fmt.Fprintln(g.out, "Healthcheck (via "+g.server+"): Ok")
+			fmt.Fprintf(g.out, "Current/Max Flows: %d/%d (%.2f%%)\n", st.GetNumFlows(), st.GetMaxFlows(),
+				100*float64(st.GetNumFlows())/float64(max(st.GetMaxFlows(), 1)))
+			fmt.Fprintf(g.out, "Flows/s: %.2f\n", st.GetFlowsRate())
+			if n := st.GetNumConnectedNodes(); n != nil {
+				fmt.Fprintf(g.out, "Connected Nodes: %d/%d\n", n.GetValue(), n.GetValue()+st.GetNumUnavailableNodes().GetValue())
+			}
+			for _, u := range st.GetUnavailableNodes() {
+				fmt.Fprintln(g.out, "Unavailable Node:", u)
+			}
+			return nil
+		},
+	}
+}

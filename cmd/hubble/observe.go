@@ -1,0 +1,321 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/cilium/cilium/api/v1/flow"
+	"github.com/cilium/cilium/api/v1/observer"
+	"github.com/spf13/cobra"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/timestamppb"
+)
+
+type observeOptions struct {
+	last, first   uint64
+	follow        bool
+	since, until  string
+	output        string
+	printPolicies bool
+
+	// Flags of either side, of the source side, of the destination side.
+	pod, fromPod, toPod                []string
+	namespace, fromNS, toNS            []string
+	ip, fromIP, toIP                   []string
+	label, fromLabel, toLabel          []string
+	port, fromPort, toPort             []string
+	identity, fromIdentity, toIdentity []uint
+	service, fromService, toService    []string
+	// Flags of the flow as a whole.
+	verdict, protocol, types, dropReasons, directions, nodeNames, tcpFlags []string
+}
+
+func newObserveCommand(g *globals) *cobra.Command {
+	cmd, _ := observeCommand(g)
+	return cmd
+}
+
+// observeCommand is the command and the options its flags fill.
+func observeCommand(g *globals) (*cobra.Command, *observeOptions) {
+	o := &observeOptions{}
+	cmd := &cobra.Command{
+		Use:   "observe",
+		Short: "Show flows: the last ones, then (with --follow) new ones as they come",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			req, err := o.request(cmd, time.Now())
+			if err != nil {
+				return err
+			}
+			p, err := newPrinter(o.output, g.out, o.printPolicies)
+			if err != nil {
+				return err
+			}
+			c, closeConn, err := g.dial()
+			if err != nil {
+				return err
+			}
+			defer closeConn()
+			return observe(cmd.Context(), c, req, p)
+		},
+	}
+	f := cmd.Flags()
+	f.Uint64Var(&o.last, "last", 0, "the last N flows (default 20 when neither --follow, --first, --since nor --until is given)")
+	f.Uint64Var(&o.first, "first", 0, "the first N flows the server holds")
+	f.BoolVarP(&o.follow, "follow", "f", false, "go on showing new flows as they come")
+	f.StringVar(&o.since, "since", "", "flows since this time: RFC 3339 or a duration ago (5m)")
+	f.StringVar(&o.until, "until", "", "flows until this time: RFC 3339 or a duration ago (1m)")
+	f.StringVarP(&o.output, "output", "o", "compact", "compact, dict, json, jsonpb or table")
+	f.BoolVar(&o.printPolicies, "print-policy-names", false, "name the policies that allowed or denied a flow (compact output)")
+	for _, s := range []struct {
+		either, from, to *[]string
+		name, help       string
+	}{
+		{&o.pod, &o.fromPod, &o.toPod, "pod", "pod name prefix, [namespace/]pod"},
+		{&o.namespace, &o.fromNS, &o.toNS, "namespace", "namespace"},
+		{&o.ip, &o.fromIP, &o.toIP, "ip", "IP address or prefix"},
+		{&o.label, &o.fromLabel, &o.toLabel, "label", "label selector (app=x,k8s:tier in (a,b))"},
+		{&o.port, &o.fromPort, &o.toPort, "port", "L4 port"},
+		{&o.service, &o.fromService, &o.toService, "service", "Service, [namespace/]name prefix"},
+	} {
+		f.StringSliceVar(s.either, s.name, nil, "flows from or to this "+s.help)
+		f.StringSliceVar(s.from, "from-"+s.name, nil, "flows from this "+s.help)
+		f.StringSliceVar(s.to, "to-"+s.name, nil, "flows to this "+s.help)
+	}
+	f.UintSliceVar(&o.identity, "identity", nil, "flows from or to this security identity")
+	f.UintSliceVar(&o.fromIdentity, "from-identity", nil, "flows from this security identity")
+	f.UintSliceVar(&o.toIdentity, "to-identity", nil, "flows to this security identity")
+	f.StringSliceVar(&o.verdict, "verdict", nil, "FORWARDED, DROPPED, ERROR, AUDIT, REDIRECTED, TRACED or TRANSLATED")
+	f.StringSliceVar(&o.protocol, "protocol", nil, "tcp, udp, sctp or icmp")
+	f.StringSliceVarP(&o.types, "type", "t", nil, "event type: drop, trace, policy-verdict (trace:to-endpoint and the like name an observation point)")
+	f.StringSliceVar(&o.dropReasons, "drop-reason-desc", nil, "drop reason, as Hubble names it (POLICY_DENIED)")
+	f.StringSliceVar(&o.directions, "traffic-direction", nil, "ingress or egress")
+	f.StringSliceVar(&o.nodeNames, "node-name", nil, "node name pattern (node-*)")
+	f.StringArrayVar(&o.tcpFlags, "tcp-flags", nil, "flows with these TCP flags set: SYN,ACK has both; repeated, any of the sets")
+	return cmd, o
+}
+
+// request builds the GetFlows request the flags ask for.
+func (o *observeOptions) request(cmd *cobra.Command, now time.Time) (*observer.GetFlowsRequest, error) {
+	req := &observer.GetFlowsRequest{Number: o.last, Follow: o.follow}
+	if o.first > 0 {
+		if o.last > 0 {
+			return nil, errors.New("--first and --last: give one")
+		}
+		req.Number, req.First = o.first, true
+	}
+	for _, t := range []struct {
+		flag, value string
+		into        **timestamppb.Timestamp
+	}{{"--since", o.since, &req.Since}, {"--until", o.until, &req.Until}} {
+		if t.value == "" {
+			continue
+		}
+		at, err := parseTime(t.value, now)
+		if err != nil {
+			return nil, fmt.Errorf("%s %q: %w", t.flag, t.value, err)
+		}
+		*t.into = timestamppb.New(at)
+	}
+	if req.Number == 0 && !o.follow && req.Since == nil && req.Until == nil && !cmd.Flags().Changed("last") {
+		req.Number = 20
+	}
+	src, dst, err := o.filters()
+	if err != nil {
+		return nil, err
+	}
+	req.Whitelist = []*flow.FlowFilter{src}
+	if dst != nil {
+		req.Whitelist = append(req.Whitelist, dst)
+	}
+	return req, nil
+}
+
+// filters builds Hubble's pair of filters: a flag of either side goes
+// into the first as the source and into the second as the destination;
+// every other flag goes into both. Without such a flag one filter does.
+func (o *observeOptions) filters() (src, dst *flow.FlowFilter, err error) {
+	src, dst = &flow.FlowFilter{}, &flow.FlowFilter{}
+	either := false
+	sides := func(all, from, to []string, srcField, dstField func(*flow.FlowFilter) *[]string) {
+		for _, f := range []*flow.FlowFilter{src, dst} {
+			*srcField(f) = append(*srcField(f), from...)
+			*dstField(f) = append(*dstField(f), to...)
+		}
+		if len(all) > 0 {
+			either = true
+			*srcField(src) = append(*srcField(src), all...)
+			*dstField(dst) = append(*dstField(dst), all...)
+		}
+	}
+	nsPods := func(ns []string) []string {
+		var out []string
+		for _, n := range ns {
+			out = append(out, n+"/")
+		}
+		return out
+	}
+	podOf := func(pods []string) []string {
+		// As Hubble: a pod without a namespace is of --namespace's when
+		// exactly one is given.
+		var out []string
+		for _, p := range pods {
+			if !strings.Contains(p, "/") && len(o.namespace) == 1 {
+				p = o.namespace[0] + "/" + p
+			}
+			out = append(out, p)
+		}
+		return out
+	}
+	sourcePod := func(f *flow.FlowFilter) *[]string { return &f.SourcePod }
+	destinationPod := func(f *flow.FlowFilter) *[]string { return &f.DestinationPod }
+	sides(podOf(o.pod), podOf(o.fromPod), podOf(o.toPod), sourcePod, destinationPod)
+	if len(o.pod) == 0 || len(o.namespace) != 1 { // else the pods name it
+		sides(nsPods(o.namespace), nsPods(o.fromNS), nsPods(o.toNS), sourcePod, destinationPod)
+	}
+	sides(o.ip, o.fromIP, o.toIP, func(f *flow.FlowFilter) *[]string { return &f.SourceIp },
+		func(f *flow.FlowFilter) *[]string { return &f.DestinationIp })
+	sides(o.label, o.fromLabel, o.toLabel, func(f *flow.FlowFilter) *[]string { return &f.SourceLabel },
+		func(f *flow.FlowFilter) *[]string { return &f.DestinationLabel })
+	sides(o.port, o.fromPort, o.toPort, func(f *flow.FlowFilter) *[]string { return &f.SourcePort },
+		func(f *flow.FlowFilter) *[]string { return &f.DestinationPort })
+	sides(o.service, o.fromService, o.toService, func(f *flow.FlowFilter) *[]string { return &f.SourceService },
+		func(f *flow.FlowFilter) *[]string { return &f.DestinationService })
+	ids := func(in []uint) []uint32 {
+		out := make([]uint32, 0, len(in))
+		for _, n := range in {
+			out = append(out, uint32(n))
+		}
+		return out
+	}
+	for _, f := range []*flow.FlowFilter{src, dst} {
+		f.SourceIdentity = append(f.SourceIdentity, ids(o.fromIdentity)...)
+		f.DestinationIdentity = append(f.DestinationIdentity, ids(o.toIdentity)...)
+	}
+	if len(o.identity) > 0 {
+		either = true
+		src.SourceIdentity = append(src.SourceIdentity, ids(o.identity)...)
+		dst.DestinationIdentity = append(dst.DestinationIdentity, ids(o.identity)...)
+	}
+	common := &flow.FlowFilter{NodeName: o.nodeNames}
+	for _, v := range o.verdict {
+		n, ok := flow.Verdict_value[strings.ToUpper(v)]
+		if !ok || n == 0 {
+			return nil, nil, fmt.Errorf("--verdict %q: want FORWARDED, DROPPED, ERROR, AUDIT, REDIRECTED, TRACED or TRANSLATED", v)
+		}
+		common.Verdict = append(common.Verdict, flow.Verdict(n))
+	}
+	common.Protocol = o.protocol
+	for _, t := range o.types {
+		et, err := eventType(t)
+		if err != nil {
+			return nil, nil, err
+		}
+		common.EventType = append(common.EventType, et)
+	}
+	for _, r := range o.dropReasons {
+		n, ok := flow.DropReason_value[strings.ToUpper(r)]
+		if !ok {
+			return nil, nil, fmt.Errorf("--drop-reason-desc %q: not one of Hubble's drop reasons", r)
+		}
+		common.DropReasonDesc = append(common.DropReasonDesc, flow.DropReason(n))
+	}
+	for _, d := range o.directions {
+		n, ok := flow.TrafficDirection_value[strings.ToUpper(d)]
+		if !ok || n == 0 {
+			return nil, nil, fmt.Errorf("--traffic-direction %q: want ingress or egress", d)
+		}
+		common.TrafficDirection = append(common.TrafficDirection, flow.TrafficDirection(n))
+	}
+	for _, fl := range o.tcpFlags {
+		tf := &flow.TCPFlags{}
+		for _, name := range strings.Split(fl, ",") {
+			set := map[string]*bool{"SYN": &tf.SYN, "FIN": &tf.FIN, "RST": &tf.RST, "PSH": &tf.PSH, "ACK": &tf.ACK,
+				"URG": &tf.URG, "ECE": &tf.ECE, "CWR": &tf.CWR, "NS": &tf.NS}[strings.ToUpper(name)]
+			if set == nil {
+				return nil, nil, fmt.Errorf("--tcp-flags %q: %q is not a TCP flag", fl, name)
+			}
+			*set = true
+		}
+		common.TcpFlags = append(common.TcpFlags, tf)
+	}
+	for _, f := range []*flow.FlowFilter{src, dst} {
+		f.NodeName, f.Verdict, f.Protocol, f.EventType = common.NodeName, common.Verdict, common.Protocol, common.EventType
+		f.DropReasonDesc, f.TrafficDirection, f.TcpFlags = common.DropReasonDesc, common.TrafficDirection, common.TcpFlags
+	}
+	if !either {
+		return src, nil, nil
+	}
+	return src, dst, nil
+}
+
+// Cilium's monitor message types and trace observation points.
+var (
+	eventTypes  = map[string]int32{"drop": 1, "trace": 4, "policy-verdict": 5}
+	tracePoints = map[string]int32{"to-endpoint": 0, "to-proxy": 1, "to-host": 2, "to-stack": 3, "to-overlay": 4,
+		"from-endpoint": 5, "from-proxy": 6, "from-host": 7, "from-stack": 8, "from-overlay": 9, "from-network": 10, "to-network": 11}
+)
+
+func eventType(s string) (*flow.EventTypeFilter, error) {
+	name, sub, hasSub := strings.Cut(s, ":")
+	t, ok := eventTypes[name]
+	if !ok {
+		return nil, fmt.Errorf("--type %q: want drop, trace or policy-verdict", s)
+	}
+	f := &flow.EventTypeFilter{Type: t}
+	if hasSub {
+		n, ok := tracePoints[sub]
+		if !ok {
+			v, err := strconv.ParseInt(sub, 10, 32)
+			if err != nil {
+				return nil, fmt.Errorf("--type %q: %q is neither a trace point nor a number", s, sub)
+			}
+			n = int32(v)
+		}
+		f.MatchSubType, f.SubType = true, n
+	}
+	return f, nil
+}
+
+// parseTime reads RFC 3339 or a duration before now.
+func parseTime(s string, now time.Time) (time.Time, error) {
+	if d, err := time.ParseDuration(s); err == nil {
+		return now.Add(-d), nil
+	}
+	t, err := time.Parse(time.RFC3339Nano, s)
+	if err != nil {
+		return time.Time{}, errors.New("neither RFC 3339 nor a duration")
+	}
+	return t, nil
+}
+
+// observe prints the responses to req until the server ends the stream
+// or ctx ends.
+func observe(ctx context.Context, c observer.ObserverClient, req *observer.GetFlowsRequest, p printer) error {
+	stream, err := c.GetFlows(ctx, req, grpc.WaitForReady(true))
+	if err != nil {
+		return err
+	}
+	defer p.flush()
+	for {
+		resp, err := stream.Recv()
+		switch {
+		case errors.Is(err, io.EOF):
+			return nil
+		case status.Code(err) == codes.Canceled && ctx.Err() != nil:
+			return nil
+		case err != nil:
+			return err
+		}
+		if err := p.print(resp); err != nil {
+			return err
+		}
+	}
+}

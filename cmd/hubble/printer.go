@@ -1,0 +1,250 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/cilium/cilium/api/v1/flow"
+	"github.com/cilium/cilium/api/v1/observer"
+	"google.golang.org/protobuf/encoding/protojson"
+)
+
+// printer writes responses in one of Hubble's output formats.
+type printer interface {
+	print(*observer.GetFlowsResponse) error
+	flush()
+}
+
+func newPrinter(format string, w io.Writer, policies bool) (printer, error) {
+	switch format {
+	case "compact":
+		return &textPrinter{w: w, policies: policies, write: compactLine}, nil
+	case "dict":
+		return &textPrinter{w: w, write: dictBlock}, nil
+	case "table":
+		tw := tabwriter.NewWriter(w, 2, 0, 3, ' ', 0)
+		return &textPrinter{w: tw, tw: tw, write: tableRow}, nil
+	case "json", "jsonpb":
+		return jsonPrinter{w: w}, nil
+	}
+	return nil, fmt.Errorf("--output %q: want compact, dict, json, jsonpb or table", format)
+}
+
+type textPrinter struct {
+	w        io.Writer
+	tw       *tabwriter.Writer
+	policies bool
+	lines    int
+	write    func(p *textPrinter, f *flow.Flow) error
+}
+
+func (p *textPrinter) print(resp *observer.GetFlowsResponse) error {
+	if lost := resp.GetLostEvents(); lost != nil {
+		_, err := fmt.Fprintf(p.w, "EVENTS LOST: %s CPU(%d) %d\n", lost.GetSource(), lost.GetCpu().GetValue(), lost.GetNumEventsLost())
+		return err
+	}
+	f := resp.GetFlow()
+	if f == nil {
+		return nil
+	}
+	err := p.write(p, f)
+	p.lines++
+	return err
+}
+
+func (p *textPrinter) flush() {
+	if p.tw != nil {
+		p.tw.Flush()
+	}
+}
+
+const timeFormat = time.StampMilli
+
+func compactLine(p *textPrinter, f *flow.Flow) error {
+	src, dst := endpointName(f, true), endpointName(f, false)
+	srcID, dstID := identityName(f.GetSource()), identityName(f.GetDestination())
+	arrow := "->"
+	switch {
+	case f.GetIsReply() == nil:
+		arrow = "<>" // direction unknown
+	case f.GetIsReply().GetValue():
+		src, dst, srcID, dstID, arrow = dst, src, dstID, srcID, "<-"
+	}
+	line := fmt.Sprintf("%s: %s %s %s %s %s %s %s (%s)", f.GetTime().AsTime().Local().Format(timeFormat),
+		src, srcID, arrow, dst, dstID, flowType(f), f.GetVerdict(), summary(f))
+	if p.policies {
+		if names := policyNames(f); names != "" {
+			line += " " + names
+		}
+	}
+	_, err := fmt.Fprintln(p.w, line)
+	return err
+}
+
+func dictBlock(p *textPrinter, f *flow.Flow) error {
+	if p.lines > 0 {
+		if _, err := fmt.Fprintln(p.w, "------------"); err != nil {
+			return err
+		}
+	}
+	_, err := fmt.Fprintf(p.w, "  TIMESTAMP: %s\n     SOURCE: %s\nDESTINATION: %s\n       TYPE: %s\n    VERDICT: %s\n    SUMMARY: %s\n",
+		f.GetTime().AsTime().Local().Format(timeFormat), endpointName(f, true), endpointName(f, false), flowType(f), f.GetVerdict(), summary(f))
+	return err
+}
+
+func tableRow(p *textPrinter, f *flow.Flow) error {
+	if p.lines == 0 {
+		if _, err := fmt.Fprintln(p.w, "TIMESTAMP\tSOURCE\tDESTINATION\tTYPE\tVERDICT\tSUMMARY"); err != nil {
+			return err
+		}
+	}
+	_, err := fmt.Fprintf(p.w, "%s\t%s\t%s\t%s\t%s\t%s\n", f.GetTime().AsTime().Local().Format(timeFormat),
+		endpointName(f, true), endpointName(f, false), flowType(f), f.GetVerdict(), summary(f))
+	return err
+}
+
+// jsonPrinter writes each response as a line of protobuf JSON, as
+// Hubble's jsonpb output.
+type jsonPrinter struct{ w io.Writer }
+
+func (p jsonPrinter) print(resp *observer.GetFlowsResponse) error {
+	b, err := protojson.Marshal(resp)
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintln(p.w, string(b))
+	return err
+}
+
+func (jsonPrinter) flush() {}
+
+// endpointName is one side as namespace/pod:port, or address:port.
+func endpointName(f *flow.Flow, source bool) string {
+	ep, addr := f.GetDestination(), f.GetIP().GetDestination()
+	if source {
+		ep, addr = f.GetSource(), f.GetIP().GetSource()
+	}
+	name := addr
+	if ep.GetPodName() != "" {
+		name = ep.GetNamespace() + "/" + ep.GetPodName()
+	}
+	if port, ok := l4Port(f, source); ok {
+		name += ":" + strconv.Itoa(int(port))
+	}
+	return name
+}
+
+func l4Port(f *flow.Flow, source bool) (uint32, bool) {
+	var s, d uint32
+	switch l4 := f.GetL4().GetProtocol().(type) {
+	case *flow.Layer4_TCP:
+		s, d = l4.TCP.GetSourcePort(), l4.TCP.GetDestinationPort()
+	case *flow.Layer4_UDP:
+		s, d = l4.UDP.GetSourcePort(), l4.UDP.GetDestinationPort()
+	case *flow.Layer4_SCTP:
+		s, d = l4.SCTP.GetSourcePort(), l4.SCTP.GetDestinationPort()
+	default:
+		return 0, false
+	}
+	if source {
+		return s, true
+	}
+	return d, true
+}
+
+// identityName is (ID:n) for a cluster identity, or the reserved
+// identity's name.
+func identityName(ep *flow.Endpoint) string {
+	for _, l := range ep.GetLabels() {
+		if name, ok := strings.CutPrefix(l, "reserved:"); ok {
+			name, _, _ = strings.Cut(name, "=")
+			return "(" + name + ")"
+		}
+	}
+	return fmt.Sprintf("(ID:%d)", ep.GetIdentity())
+}
+
+// flowType is what Hubble shows as the TYPE: the observation point of a
+// trace, the reason of a drop, policy-verdict with the direction.
+func flowType(f *flow.Flow) string {
+	sub := f.GetEventType().GetSubType()
+	switch f.GetEventType().GetType() {
+	case eventTypes["trace"]:
+		for name, n := range tracePoints {
+			if n == sub {
+				return name
+			}
+		}
+		return fmt.Sprintf("trace:%d", sub)
+	case eventTypes["drop"]:
+		return reasonText(flow.DropReason(sub))
+	case eventTypes["policy-verdict"]:
+		return "policy-verdict:" + f.GetTrafficDirection().String()
+	}
+	return "unknown"
+}
+
+// reasonText is a drop reason's name as words: Policy denied.
+func reasonText(r flow.DropReason) string {
+	s := strings.ToLower(strings.ReplaceAll(r.String(), "_", " "))
+	if s == "" {
+		return "drop"
+	}
+	return strings.ToUpper(s[:1]) + s[1:]
+}
+
+// summary is the flow's L4 in a few words.
+func summary(f *flow.Flow) string {
+	switch l4 := f.GetL4().GetProtocol().(type) {
+	case *flow.Layer4_TCP:
+		fl := l4.TCP.GetFlags()
+		var on []string
+		for _, x := range []struct {
+			set  bool
+			name string
+		}{{fl.GetSYN(), "SYN"}, {fl.GetFIN(), "FIN"}, {fl.GetRST(), "RST"}, {fl.GetPSH(), "PSH"}, {fl.GetACK(), "ACK"},
+			{fl.GetURG(), "URG"}, {fl.GetECE(), "ECE"}, {fl.GetCWR(), "CWR"}} {
+			if x.set {
+				on = append(on, x.name)
+			}
+		}
+		return "TCP Flags: " + strings.Join(on, ", ")
+	case *flow.Layer4_UDP:
+		return "UDP"
+	case *flow.Layer4_SCTP:
+		return "SCTP"
+	case *flow.Layer4_ICMPv4:
+		if l4.ICMPv4.GetType() == 8 {
+			return "ICMPv4 EchoRequest"
+		}
+		return "ICMPv4 EchoReply"
+	}
+	return f.GetSummary()
+}
+
+// policyNames lists the policies behind a flow's verdict.
+func policyNames(f *flow.Flow) string {
+	var parts []string
+	for _, set := range []struct {
+		name     string
+		policies []*flow.Policy
+	}{{"ingress-allowed-by", f.GetIngressAllowedBy()}, {"egress-allowed-by", f.GetEgressAllowedBy()},
+		{"ingress-denied-by", f.GetIngressDeniedBy()}, {"egress-denied-by", f.GetEgressDeniedBy()}} {
+		var names []string
+		for _, p := range set.policies {
+			n := p.GetKind() + ":" + p.GetName()
+			if p.GetNamespace() != "" {
+				n = p.GetKind() + ":" + p.GetNamespace() + "/" + p.GetName()
+			}
+			names = append(names, n)
+		}
+		if len(names) > 0 {
+			parts = append(parts, set.name+"="+strings.Join(names, ","))
+		}
+	}
+	return strings.Join(parts, " ")
+}
