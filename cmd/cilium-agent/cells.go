@@ -19,6 +19,7 @@ import (
 	k8sagent "github.com/cilium-go/cilium/pkg/k8s/agent"
 	"github.com/cilium-go/cilium/pkg/loadbalancer"
 	"github.com/cilium-go/cilium/pkg/metrics"
+	"github.com/cilium-go/cilium/pkg/monitor"
 	"github.com/cilium-go/cilium/pkg/nodedatapath"
 	"github.com/cilium-go/cilium/pkg/paths"
 	"github.com/cilium-go/cilium/pkg/policy"
@@ -61,7 +62,8 @@ var (
 
 	// Observability: what the datapath reports, made readable.
 	Observability = cell.Group(
-		hubble.Cell, // --enable-hubble, --hubble-socket-path: flows over Hubble's gRPC API
+		monitor.Cell, // the datapath's events, read once, for GET /v1/monitor and Hubble
+		hubble.Cell,  // --enable-hubble, --hubble-socket-path: flows over Hubble's gRPC API
 	)
 
 	// Started goes after every other cell: /healthz and /readyz pass once all started.

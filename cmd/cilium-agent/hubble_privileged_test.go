@@ -17,6 +17,7 @@ import (
 	"github.com/cilium-go/cilium/internal/datapath/dptest"
 	"github.com/cilium-go/cilium/internal/datapath/testnode"
 	"github.com/cilium-go/cilium/internal/testenv"
+	"github.com/cilium-go/cilium/pkg/api/models"
 	"github.com/cilium-go/cilium/pkg/client"
 )
 
@@ -24,7 +25,8 @@ import (
 // --enable-hubble and every pod isolated (--enable-policy=always): a
 // connection between two pods is dropped, and Hubble's Observer service
 // on the agent's socket shows the drop as a flow naming both endpoints,
-// the direction and the reason.
+// the direction and the reason. The API's monitor, another reader of the
+// same events, sees the drop too: the agent hands every event to both.
 func TestPrivilegedHubbleServesTheDatapathsFlows(t *testing.T) {
 	testenv.Privileged(t) // creates network namespaces, veths and BPF programs
 	dir := t.TempDir()
@@ -48,6 +50,17 @@ func TestPrivilegedHubbleServesTheDatapathsFlows(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	monitored := make(chan models.MonitorEvent, 1024)
+	go client.New(sock).Monitor(ctx, []string{"drop"}, func(ev models.MonitorEvent) error {
+		select {
+		case monitored <- ev:
+		default:
+		}
+		return nil
+	})
 
 	conn, err := grpc.NewClient("unix://"+hubbleSock, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
@@ -77,6 +90,15 @@ func TestPrivilegedHubbleServesTheDatapathsFlows(t *testing.T) {
 		}
 		return nil
 	})
+	timeout := time.After(30 * time.Second)
+	for seen := false; !seen; {
+		select {
+		case ev := <-monitored:
+			seen = ev.Src == a.ip.String() && ev.Dst == b.ip.String() && ev.DstPort == 8080 && ev.Reason == "policy denied"
+		case <-timeout:
+			t.Fatal("GET /v1/monitor did not show the drop that Hubble showed")
+		}
+	}
 	st, err := hubble.ServerStatus(context.Background(), &observer.ServerStatusRequest{})
 	if err != nil || st.GetSeenFlows() == 0 || st.GetMaxFlows() != 4095 {
 		t.Errorf("server status %v, %v", st, err)

@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/cilium-go/cilium/internal/datapath"
+	"github.com/cilium-go/cilium/internal/datapath/spec"
 	"github.com/cilium-go/cilium/pkg/api/models"
 	"github.com/cilium-go/cilium/pkg/identity"
 )
@@ -147,7 +148,7 @@ func (o *options) bpfPolicy(m *datapath.Maps, epID uint16) error {
 			if e.ProxyPort != 0 {
 				proxy = strconv.Itoa(int(e.ProxyPort))
 			}
-			row(w, e.Direction, identityOrAny(e.Identity), protocolName(e.Protocol), portRange(e.Port, e.EndPort), e.Verdict, proxy)
+			row(w, e.Direction, identityOrAny(e.Identity), spec.ProtoString(e.Protocol), portRange(e.Port, e.EndPort), e.Verdict, proxy)
 		}
 	})
 }
@@ -172,21 +173,6 @@ func portRange(port, endPort uint16) string {
 }
 
 // protocolName names the IP protocols the datapath handles.
-func protocolName(p uint8) string {
-	switch p {
-	case 0:
-		return "any"
-	case 1:
-		return "icmp"
-	case 6:
-		return "tcp"
-	case 17:
-		return "udp"
-	case 132:
-		return "sctp"
-	}
-	return strconv.Itoa(int(p))
-}
 
 // bpfCounter is one entry of the metrics map, summed over CPUs.
 type bpfCounter struct {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/cilium-go/cilium/internal/datapath"
+	"github.com/cilium-go/cilium/internal/datapath/spec"
 	"github.com/cilium-go/cilium/pkg/identity"
 )
 
@@ -62,7 +63,7 @@ func connectionViews(conns []datapath.Connection, now time.Duration) []bpfConnec
 	})
 	out := make([]bpfConnection, 0, len(conns))
 	for _, c := range conns {
-		v := bpfConnection{Protocol: protocolName(c.Protocol), Src: c.Src.String(), SrcPort: c.SrcPort,
+		v := bpfConnection{Protocol: spec.ProtoString(c.Protocol), Src: c.Src.String(), SrcPort: c.SrcPort,
 			Dst: c.Dst.String(), DstPort: c.DstPort, ExpiresIn: int64(max(c.Expires-now, 0) / time.Second),
 			Packets: c.Packets, Bytes: c.Bytes, SrcIdentity: c.SrcIdentity, DstIdentity: c.DstIdentity,
 			Tunnel: addrOrEmpty(c.Tunnel), SeenReply: c.SeenReply, Closing: c.Closing, Masqueraded: c.Masqueraded}

@@ -7,13 +7,16 @@ import (
 	"fmt"
 	"io"
 	"net/netip"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/cilium-go/cilium/internal/datapath"
-	"github.com/cilium-go/cilium/pkg/identity"
+	"github.com/cilium-go/cilium/pkg/api/models"
+	"github.com/cilium-go/cilium/pkg/client"
+	"github.com/cilium-go/cilium/pkg/monitor"
 )
 
 // eventSource is the datapath's event reader; tests feed their own.
@@ -33,14 +36,21 @@ func newMonitorCommand(o *options) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "monitor",
 		Short: "Print datapath events (drops, traces, policy verdicts) as they happen",
-		Long: "Reads the events ring buffer pinned under --bpf-root. The ring buffer has one\n" +
-			"consumer at a time: events another reader takes do not show here.",
+		Long: "Asks the agent, which alone reads the node's events ring buffer and hands every\n" +
+			"event to each reader (GET /v1/monitor). While no agent answers on --socket-path,\n" +
+			"reads the ring buffer pinned under --bpf-root itself.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			keep, err := eventFilter(mo.types)
-			if err != nil {
+			for _, t := range mo.types {
+				if !slices.Contains(models.MonitorEventTypes, t) {
+					return fmt.Errorf("--type %q: want drop, trace or policy-verdict", t)
+				}
+			}
+			err := o.monitorAgent(cmd.Context(), mo.types, mo.count)
+			if !errors.Is(err, client.ErrUnreachable) {
 				return err
 			}
+			fmt.Fprintf(cmd.ErrOrStderr(), "no agent at %s: reading the events ring buffer under %s\n", o.socket, o.bpfRoot)
 			m, err := o.openMaps()
 			if err != nil {
 				return err
@@ -50,7 +60,7 @@ func newMonitorCommand(o *options) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return o.monitor(cmd.Context(), r, keep, mo.count)
+			return o.monitor(cmd.Context(), r, mo.types, mo.count)
 		},
 	}
 	cmd.Flags().StringSliceVarP(&mo.types, "type", "t", nil, "only these event types: drop, trace, policy-verdict")
@@ -58,29 +68,34 @@ func newMonitorCommand(o *options) *cobra.Command {
 	return cmd
 }
 
-// eventFilter is the set of types to print; nil prints everything.
-func eventFilter(names []string) (map[datapath.EventType]bool, error) {
-	if len(names) == 0 {
-		return nil, nil
-	}
-	known := map[string]datapath.EventType{}
-	for _, t := range []datapath.EventType{datapath.EventDrop, datapath.EventTrace, datapath.EventPolicyVerdict} {
-		known[t.String()] = t
-	}
-	keep := map[datapath.EventType]bool{}
-	for _, n := range names {
-		t, ok := known[n]
-		if !ok {
-			return nil, fmt.Errorf("--type %q: want drop, trace or policy-verdict", n)
+// errEnough ends a stream once count events were printed.
+var errEnough = errors.New("enough events")
+
+// monitorAgent prints the agent's events of types until ctx ends or
+// count were printed.
+func (o *options) monitorAgent(ctx context.Context, types []string, count int) error {
+	n := 0
+	err := o.client().Monitor(ctx, types, func(ev models.MonitorEvent) error {
+		if err := o.printEvent(o.out, ev); err != nil {
+			return err
 		}
-		keep[t] = true
+		if ev.Type != "lost" {
+			n++
+		}
+		if count > 0 && n >= count {
+			return errEnough
+		}
+		return nil
+	})
+	if errors.Is(err, errEnough) {
+		return nil
 	}
-	return keep, nil
+	return err
 }
 
-// monitor prints events from r until ctx ends, r fails or count events
-// were printed; it closes r.
-func (o *options) monitor(ctx context.Context, r eventSource, keep map[datapath.EventType]bool, count int) error {
+// monitor prints events of types (all when none) from r until ctx ends,
+// r fails or count events were printed; it closes r.
+func (o *options) monitor(ctx context.Context, r eventSource, types []string, count int) error {
 	// Closing the reader is what unblocks a waiting Read.
 	stop := context.AfterFunc(ctx, func() { r.Close() })
 	defer func() {
@@ -99,10 +114,11 @@ func (o *options) monitor(ctx context.Context, r eventSource, keep map[datapath.
 			}
 			return err
 		}
-		if keep != nil && !keep[ev.Type] {
+		m := monitor.Model(ev)
+		if len(types) > 0 && !slices.Contains(types, m.Type) {
 			continue
 		}
-		if err := o.printEvent(o.out, ev); err != nil {
+		if err := o.printEvent(o.out, m); err != nil {
 			return err
 		}
 		n++
@@ -110,52 +126,7 @@ func (o *options) monitor(ctx context.Context, r eventSource, keep map[datapath.
 	return nil
 }
 
-// eventView is an event for -o json: one object per line.
-type eventView struct {
-	Type        string                   `json:"type"`
-	Reason      string                   `json:"reason,omitempty"`
-	ReasonCode  uint8                    `json:"reasonCode,omitempty"`
-	Point       string                   `json:"point,omitempty"`
-	Verdict     string                   `json:"verdict,omitempty"`
-	Direction   string                   `json:"direction,omitempty"`
-	CT          string                   `json:"ct,omitempty"`
-	Protocol    string                   `json:"protocol"`
-	Src         string                   `json:"src"`
-	SrcPort     uint16                   `json:"srcPort"`
-	Dst         string                   `json:"dst"`
-	DstPort     uint16                   `json:"dstPort"`
-	SrcIdentity identity.NumericIdentity `json:"srcIdentity"`
-	DstIdentity identity.NumericIdentity `json:"dstIdentity"`
-	SrcEndpoint uint16                   `json:"srcEndpoint,omitempty"`
-	DstEndpoint uint16                   `json:"dstEndpoint,omitempty"`
-	Ifindex     uint32                   `json:"ifindex"`
-	Length      uint32                   `json:"length"`
-}
-
-func viewOf(ev datapath.Event) eventView {
-	v := eventView{Type: ev.Type.String(), Protocol: protocolName(ev.Protocol), Src: addrOrEmpty(ev.Src),
-		SrcPort: ev.SrcPort, Dst: addrOrEmpty(ev.Dst), DstPort: ev.DstPort, SrcIdentity: ev.SrcIdentity,
-		DstIdentity: ev.DstIdentity, SrcEndpoint: ev.SrcEndpoint, DstEndpoint: ev.DstEndpoint,
-		Ifindex: ev.Ifindex, Length: ev.Length}
-	if ev.Direction != 0 {
-		v.Direction = ev.Direction.String()
-	}
-	switch ev.Type {
-	case datapath.EventTrace:
-		v.Point = tracePointName(ev.Point)
-	case datapath.EventDrop:
-		v.Reason, v.ReasonCode = ev.Reason.String(), uint8(ev.Reason)
-	case datapath.EventPolicyVerdict:
-		v.Verdict, v.CT = verdictName(ev.Verdict), ctName(ev.CT)
-		if ev.Verdict == datapath.VerdictDeny {
-			v.Reason, v.ReasonCode = ev.Reason.String(), uint8(ev.Reason)
-		}
-	}
-	return v
-}
-
-func (o *options) printEvent(w io.Writer, ev datapath.Event) error {
-	v := viewOf(ev)
+func (o *options) printEvent(w io.Writer, v models.MonitorEvent) error {
 	if o.output == outputJSON {
 		b, err := json.Marshal(v)
 		if err != nil {
@@ -170,7 +141,10 @@ func (o *options) printEvent(w io.Writer, ev datapath.Event) error {
 
 // eventLine is one event in one line, what first: "drop (policy denied)
 // ingress tcp 10.0.1.5:4000 -> 10.0.2.7:8080 identity 1234->5678 ...".
-func eventLine(v eventView) string {
+func eventLine(v models.MonitorEvent) string {
+	if v.Type == "lost" {
+		return fmt.Sprintf("lost %d events: this reader fell behind", v.Lost)
+	}
 	var b strings.Builder
 	b.WriteString(v.Type)
 	switch {
@@ -209,52 +183,4 @@ func hostPort(addr string, port uint16) string {
 		return netip.AddrPortFrom(a, port).String()
 	}
 	return fmt.Sprintf("%s:%d", addr, port)
-}
-
-func tracePointName(p datapath.TracePoint) string {
-	switch p {
-	case datapath.TraceToLXC:
-		return "to-endpoint"
-	case datapath.TraceToHost:
-		return "to-host"
-	case datapath.TraceToStack:
-		return "to-stack"
-	case datapath.TraceToOverlay:
-		return "to-overlay"
-	case datapath.TraceFromLXC:
-		return "from-endpoint"
-	case datapath.TraceFromHost:
-		return "from-host"
-	case datapath.TraceFromOverlay:
-		return "from-overlay"
-	case datapath.TraceFromNetwork:
-		return "from-network"
-	}
-	return fmt.Sprintf("point(%d)", uint8(p))
-}
-
-func verdictName(v datapath.Verdict) string {
-	switch v {
-	case datapath.VerdictAllow:
-		return "allowed"
-	case datapath.VerdictDeny:
-		return "denied"
-	}
-	return fmt.Sprintf("verdict(%d)", uint8(v))
-}
-
-func ctName(c datapath.CTStatus) string {
-	switch c {
-	case datapath.CTNew:
-		return "new"
-	case datapath.CTEstablished:
-		return "established"
-	case datapath.CTReply:
-		return "reply"
-	case datapath.CTRelated:
-		return "related"
-	case datapath.CTInvalid:
-		return "invalid"
-	}
-	return fmt.Sprintf("ct(%d)", uint8(c))
 }

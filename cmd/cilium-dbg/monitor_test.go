@@ -15,6 +15,7 @@ import (
 	"github.com/cilium-go/cilium/internal/datapath"
 	"github.com/cilium-go/cilium/internal/datapath/spec"
 	"github.com/cilium-go/cilium/internal/testenv"
+	"github.com/cilium-go/cilium/pkg/api/models"
 )
 
 // fakeEvents hands out its events, then blocks until closed, as the ring
@@ -79,13 +80,9 @@ func TestMonitorLines(t *testing.T) {
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			keep, err := eventFilter(tc.keep)
-			if err != nil {
-				t.Fatal(err)
-			}
 			var out bytes.Buffer
 			o := &options{output: outputTable, out: &out}
-			if err := o.monitor(context.Background(), newFakeEvents(policyDrop, trace, verdict), keep, tc.count); err != nil {
+			if err := o.monitor(context.Background(), newFakeEvents(policyDrop, trace, verdict), tc.keep, tc.count); err != nil {
 				t.Fatal(err)
 			}
 			if got := strings.Split(strings.TrimRight(out.String(), "\n"), "\n"); strings.Join(got, "\n") != strings.Join(tc.want, "\n") {
@@ -102,15 +99,15 @@ func TestMonitorJSONLines(t *testing.T) {
 		t.Fatal(err)
 	}
 	dec := json.NewDecoder(&out)
-	var got []eventView
+	var got []models.MonitorEvent
 	for dec.More() {
-		var v eventView
+		var v models.MonitorEvent
 		if err := dec.Decode(&v); err != nil {
 			t.Fatal(err)
 		}
 		got = append(got, v)
 	}
-	want := []eventView{
+	want := []models.MonitorEvent{
 		{Type: "drop", Reason: "policy denied", ReasonCode: 133, Direction: "ingress", Protocol: "tcp", Src: "10.0.1.5",
 			SrcPort: 40000, Dst: "10.0.2.7", DstPort: 8080, SrcIdentity: 1234, DstIdentity: 5678, DstEndpoint: 12, Ifindex: 7, Length: 60},
 		{Type: "policy-verdict", Verdict: "allowed", CT: "new", Direction: "egress", Protocol: "udp", Src: "10.0.1.5",

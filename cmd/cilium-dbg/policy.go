@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/cilium-go/cilium/internal/datapath/spec"
 	"github.com/cilium-go/cilium/pkg/api/models"
 	"github.com/cilium-go/cilium/pkg/identity"
 )
@@ -194,7 +195,7 @@ func endpointPolicyTable(w *tabwriter.Writer, p *models.EndpointPolicy) {
 	fmt.Fprintln(w)
 	row(w, "DIRECTION", "IDENTITY", "PROTOCOL", "PORT", "VERDICT", "ORIGINS")
 	for _, e := range p.Entries {
-		row(w, e.Direction, identityOrAny(e.Identity), protocolName(e.Protocol), portRange(e.Port, e.EndPort),
+		row(w, e.Direction, identityOrAny(e.Identity), spec.ProtoString(e.Protocol), portRange(e.Port, e.EndPort),
 			e.Verdict, joinOrigins(e.Origins))
 	}
 }

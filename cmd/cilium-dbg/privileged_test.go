@@ -230,7 +230,9 @@ func TestPrivilegedLiveDatapath(t *testing.T) {
 	monitorDone := make(chan error, 1)
 	go func() {
 		cmd := newRootCommand(&events)
-		cmd.SetArgs([]string{"monitor", "--type", "drop", "-o", "json", "--bpf-root", n2.BPFFSDir})
+		// No agent: the monitor reads the pinned ring buffer itself.
+		cmd.SetArgs([]string{"monitor", "--type", "drop", "-o", "json", "--bpf-root", n2.BPFFSDir,
+			"--socket-path", filepath.Join(t.TempDir(), "no-agent.sock")})
 		monitorDone <- cmd.ExecuteContext(ctx)
 	}()
 
@@ -242,7 +244,7 @@ func TestPrivilegedLiveDatapath(t *testing.T) {
 		t.Fatalf("%s reached %s without a rule", other.Name, server.Name)
 	}
 
-	drop := waitForEvent(t, &events, func(v eventView) bool {
+	drop := waitForEvent(t, &events, func(v models.MonitorEvent) bool {
 		return v.Dst == server.IP.String() && v.DstPort == 8080 && v.Src == other.IP.String()
 	})
 	if drop.Reason != "policy denied" || drop.SrcIdentity != other.Identity || drop.Direction != "ingress" || drop.Protocol != "tcp" {
@@ -316,12 +318,12 @@ func checkLiveMaps(t *testing.T, c *dptest.Cluster, client, server *dptest.Pod) 
 }
 
 // waitForEvent polls the monitor's JSON lines until one matches.
-func waitForEvent(t *testing.T, out *syncBuffer, match func(eventView) bool) eventView {
+func waitForEvent(t *testing.T, out *syncBuffer, match func(models.MonitorEvent) bool) models.MonitorEvent {
 	t.Helper()
-	var found eventView
+	var found models.MonitorEvent
 	testenv.Eventually(t, 10*time.Second, func() error {
 		for _, l := range strings.Split(out.String(), "\n") {
-			var v eventView
+			var v models.MonitorEvent
 			if l != "" && json.Unmarshal([]byte(l), &v) == nil && match(v) {
 				found = v
 				return nil

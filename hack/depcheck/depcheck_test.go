@@ -94,8 +94,9 @@ func TestCNIPluginLinksNoDatapath(t *testing.T) {
 // runs it, the debug tool that reads its pinned maps, and the benchmarks.
 // Everyone else describes desired state with internal/datapath/spec and
 // reaches the kernel through reconcilers that these packages provide.
-// Hubble reads the datapath's events, as the monitor does.
-var datapathUsers = []string{datapath, module + "/pkg/nodedatapath", module + "/cmd/cilium-dbg", module + "/bench", module + "/pkg/hubble"}
+// The monitor reads the datapath's events, and Hubble makes flows of them.
+var datapathUsers = []string{datapath, module + "/pkg/nodedatapath", module + "/cmd/cilium-dbg", module + "/bench",
+	module + "/pkg/monitor", module + "/pkg/hubble"}
 
 func TestControlPlaneHoldsOnlyDatapathValues(t *testing.T) {
 	for _, line := range goList(t, "-f", "{{.ImportPath}} {{join .Imports \" \"}}", module+"/...") {

@@ -81,6 +81,22 @@ const (
 	CTInvalid = CTStatus(lxcCtStatusCT_INVALID)
 )
 
+func (c CTStatus) String() string {
+	switch c {
+	case CTNew:
+		return "new"
+	case CTEstablished:
+		return "established"
+	case CTReply:
+		return "reply"
+	case CTRelated:
+		return "related"
+	case CTInvalid:
+		return "invalid"
+	}
+	return fmt.Sprintf("ct(%d)", uint8(c))
+}
+
 // Verdict of a policy lookup.
 type Verdict uint8
 
@@ -88,6 +104,16 @@ const (
 	VerdictAllow = Verdict(lxcPolicyVerdictVERDICT_ALLOW)
 	VerdictDeny  = Verdict(lxcPolicyVerdictVERDICT_DENY)
 )
+
+func (v Verdict) String() string {
+	switch v {
+	case VerdictAllow:
+		return "allowed"
+	case VerdictDeny:
+		return "denied"
+	}
+	return fmt.Sprintf("verdict(%d)", uint8(v))
+}
 
 // Event is one decoded ring buffer record.
 type Event struct {

@@ -67,7 +67,7 @@ func (c *Client) do(ctx context.Context, method, path string, in, out any) error
 	}
 	resp, err := c.http.Do(req)
 	if err != nil {
-		return fmt.Errorf("agent unreachable at %s: %w", c.socket, err)
+		return fmt.Errorf("%w at %s: %w", ErrUnreachable, c.socket, err)
 	}
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)
@@ -80,11 +80,7 @@ func (c *Client) do(ctx context.Context, method, path string, in, out any) error
 			// A degraded agent's health is the answer, not an error body.
 			return fmt.Errorf("%s %s: %w", method, path, &models.Error{Code: resp.StatusCode, Message: "agent degraded"})
 		}
-		e := &models.Error{}
-		if json.Unmarshal(b, e) != nil || e.Message == "" {
-			e = &models.Error{Code: resp.StatusCode, Message: http.StatusText(resp.StatusCode)}
-		}
-		return fmt.Errorf("%s %s: %w", method, path, e)
+		return fmt.Errorf("%s %s: %w", method, path, errorBody(resp.StatusCode, b))
 	}
 	if out == nil {
 		return nil
@@ -93,6 +89,54 @@ func (c *Client) do(ctx context.Context, method, path string, in, out any) error
 		return fmt.Errorf("%s %s: decode answer: %w", method, path, err)
 	}
 	return nil
+}
+
+// ErrUnreachable: no agent answers on the socket.
+var ErrUnreachable = errors.New("agent unreachable")
+
+// errorBody is the error an answer other than 2xx carries.
+func errorBody(code int, b []byte) *models.Error {
+	e := &models.Error{}
+	if json.Unmarshal(b, e) != nil || e.Message == "" {
+		e = &models.Error{Code: code, Message: http.StatusText(code)}
+	}
+	return e
+}
+
+// Monitor streams the node's datapath events of types (all when none)
+// to fn until ctx ends (nil) or fn fails (its error).
+func (c *Client) Monitor(ctx context.Context, types []string, fn func(models.MonitorEvent) error) error {
+	q := url.Values{"type": types}
+	path := "/v1/monitor"
+	if len(types) > 0 {
+		path += "?" + q.Encode()
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://agent"+path, nil)
+	if err != nil {
+		return fmt.Errorf("GET %s: %w", path, err)
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return fmt.Errorf("%w at %s: %w", ErrUnreachable, c.socket, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(resp.Body)
+		return fmt.Errorf("GET %s: %w", path, errorBody(resp.StatusCode, b))
+	}
+	dec := json.NewDecoder(resp.Body)
+	for {
+		var ev models.MonitorEvent
+		if err := dec.Decode(&ev); err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return fmt.Errorf("GET %s: %w", path, err)
+		}
+		if err := fn(ev); err != nil {
+			return err
+		}
+	}
 }
 
 // Healthz is the agent's health. A degraded agent answers 503, which

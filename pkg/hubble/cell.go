@@ -1,7 +1,7 @@
-// Package hubble is the agent's Hubble server: it reads the datapath's
-// event ring buffer (the only reader), makes flows of the events, keeps
-// the last ones in a ring and serves them through Hubble's Observer gRPC
-// service on a unix socket.
+// Package hubble is the agent's Hubble server: it makes flows of the
+// datapath's events (a subscriber of the monitor's), keeps the last ones
+// in a ring and serves them through Hubble's Observer gRPC service on a
+// unix socket.
 package hubble
 
 import (
@@ -22,7 +22,6 @@ import (
 	"github.com/spf13/pflag"
 	"google.golang.org/grpc"
 
-	"github.com/cilium-go/cilium/internal/datapath"
 	"github.com/cilium-go/cilium/pkg/endpoint"
 	"github.com/cilium-go/cilium/pkg/health"
 	"github.com/cilium-go/cilium/pkg/hubble/container"
@@ -30,6 +29,7 @@ import (
 	"github.com/cilium-go/cilium/pkg/hubble/parser"
 	"github.com/cilium-go/cilium/pkg/identity"
 	k8sagent "github.com/cilium-go/cilium/pkg/k8s/agent"
+	"github.com/cilium-go/cilium/pkg/monitor"
 	"github.com/cilium-go/cilium/pkg/policy"
 )
 
@@ -45,6 +45,16 @@ type Config struct {
 	EnableHubble              bool   `mapstructure:"enable-hubble"`
 	HubbleSocketPath          string `mapstructure:"hubble-socket-path"`
 	HubbleEventBufferCapacity int    `mapstructure:"hubble-event-buffer-capacity"`
+	HubbleEventQueueSize      int    `mapstructure:"hubble-event-queue-size"`
+}
+
+// queueSize is how many events wait for the parser: by default as many
+// as the ring holds.
+func (c Config) queueSize() int {
+	if c.HubbleEventQueueSize > 0 {
+		return c.HubbleEventQueueSize
+	}
+	return c.HubbleEventBufferCapacity + 1
 }
 
 // DefaultConfig: off, as Cilium's agent flag; Cilium's socket and ring size.
@@ -55,6 +65,7 @@ func (d Config) Flags(fs *pflag.FlagSet) {
 	fs.Bool("enable-hubble", d.EnableHubble, "serve the datapath's flows through Hubble's gRPC API")
 	fs.String("hubble-socket-path", d.HubbleSocketPath, "unix socket the Hubble server listens on")
 	fs.Int("hubble-event-buffer-capacity", d.HubbleEventBufferCapacity, "how many flows the node keeps: 2^n-1, up to 65535")
+	fs.Int("hubble-event-queue-size", d.HubbleEventQueueSize, "how many datapath events may wait to become flows (0: the buffer capacity)")
 }
 
 // Validate names the first bad flag.
@@ -64,6 +75,9 @@ func (c Config) Validate() error {
 	}
 	if n := c.HubbleEventBufferCapacity; n < 1 || n > 1<<16-1 || bits.OnesCount(uint(n+1)) != 1 {
 		return fmt.Errorf("--hubble-event-buffer-capacity %d: want 2^n-1 between 1 and 65535", n)
+	}
+	if c.HubbleEventQueueSize < 0 {
+		return fmt.Errorf("--hubble-event-queue-size %d: want 0 or more", c.HubbleEventQueueSize)
 	}
 	if !filepath.IsAbs(c.HubbleSocketPath) {
 		return fmt.Errorf("--hubble-socket-path %q: an absolute path is required", c.HubbleSocketPath)
@@ -78,7 +92,7 @@ type params struct {
 	Lifecycle cell.Lifecycle
 	Jobs      job.Group
 	Log       *slog.Logger
-	Node      *datapath.Node
+	Monitor   *monitor.Hub
 	DB        *statedb.DB
 	Endpoints statedb.Table[*endpoint.Desired]
 	Watchers  *k8sagent.Watchers `optional:"true"`
@@ -105,8 +119,9 @@ func register(p params) error {
 	}
 	st := &agentState{db: p.DB, endpoints: p.Endpoints, watchers: p.Watchers, cookies: p.Cookies}
 	pr := parser.New(node, st)
+	sub := p.Monitor.Subscribe(p.Config.queueSize())
 	p.Jobs.Add(job.OneShot("hubble-events", func(ctx context.Context, _ cell.Health) error {
-		return readEvents(ctx, p.Log, p.Node, pr, ring)
+		return readEvents(ctx, p.Log, sub, pr, ring)
 	}))
 	srv := grpc.NewServer()
 	observer.RegisterObserverServer(srv, hubbleobserver.New(ring, node, Version))
@@ -140,39 +155,24 @@ func register(p params) error {
 	return nil
 }
 
-// readEvents makes flows of the datapath's events until ctx ends.
-func readEvents(ctx context.Context, log *slog.Logger, n *datapath.Node, pr *parser.Parser, ring *container.Ring) error {
-	m := n.Maps()
-	if m == nil {
-		return errors.New("the datapath has no maps open")
-	}
-	r, err := m.NewEventReader()
-	if err != nil {
-		return err
-	}
-	stop := context.AfterFunc(ctx, func() { r.Close() })
-	defer func() {
-		if stop() {
-			r.Close()
-		}
-	}()
+// readEvents makes flows of the events sub receives until ctx ends.
+func readEvents(ctx context.Context, log *slog.Logger, sub *monitor.Subscription, pr *parser.Parser, ring *container.Ring) error {
+	defer sub.Close()
 	for {
-		ev, err := r.Read()
-		if err != nil {
-			if ctx.Err() != nil {
-				return nil
+		select {
+		case <-ctx.Done():
+			return nil
+		case ev := <-sub.Events():
+			if lost := sub.TakeLost(); lost > 0 {
+				log.Warn("Hubble fell behind the datapath's events", "lost", lost)
 			}
-			if errors.Is(err, datapath.ErrNoEvent) {
+			f, err := pr.Decode(ev)
+			if err != nil {
+				log.Debug("event not shown", "error", err)
 				continue
 			}
-			return err
+			ring.Write(f)
 		}
-		f, err := pr.Decode(ev)
-		if err != nil {
-			log.Debug("event not shown", "error", err)
-			continue
-		}
-		ring.Write(f)
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
+	"strconv"
 
 	"github.com/cilium-go/cilium/pkg/identity"
 )
@@ -128,4 +129,22 @@ func CompareBools(x, y bool) int {
 		return 1
 	}
 	return -1
+}
+
+// ProtoString names a protocol as policy and the debug tools print it:
+// any (0), icmp, tcp, udp, sctp, else its number.
+func ProtoString(p uint8) string {
+	switch p {
+	case 0:
+		return "any"
+	case ProtoICMP:
+		return "icmp"
+	case ProtoTCP:
+		return "tcp"
+	case ProtoUDP:
+		return "udp"
+	case ProtoSCTP:
+		return "sctp"
+	}
+	return strconv.Itoa(int(p))
 }

@@ -212,3 +212,33 @@ func IPCacheEntries(entries map[netip.Prefix]spec.IPCacheEntry) []IPCacheEntry {
 	}
 	return out
 }
+
+// MonitorEvent is one datapath event as GET /v1/monitor streams it, a
+// line of JSON each.
+type MonitorEvent struct {
+	Type        string                   `json:"type"`
+	Reason      string                   `json:"reason,omitempty"`
+	ReasonCode  uint8                    `json:"reasonCode,omitempty"`
+	Point       string                   `json:"point,omitempty"`
+	Verdict     string                   `json:"verdict,omitempty"`
+	Direction   string                   `json:"direction,omitempty"`
+	CT          string                   `json:"ct,omitempty"`
+	Protocol    string                   `json:"protocol"`
+	Src         string                   `json:"src"`
+	SrcPort     uint16                   `json:"srcPort"`
+	Dst         string                   `json:"dst"`
+	DstPort     uint16                   `json:"dstPort"`
+	SrcIdentity identity.NumericIdentity `json:"srcIdentity"`
+	DstIdentity identity.NumericIdentity `json:"dstIdentity"`
+	SrcEndpoint uint16                   `json:"srcEndpoint,omitempty"`
+	DstEndpoint uint16                   `json:"dstEndpoint,omitempty"`
+	Ifindex     uint32                   `json:"ifindex"`
+	Length      uint32                   `json:"length"`
+	// Lost, on a record of its own (Type "lost"), is how many events the
+	// agent dropped for this reader since the last such record: a reader
+	// slower than the datapath loses events, and is told so.
+	Lost uint64 `json:"lost,omitempty"`
+}
+
+// MonitorEventTypes are the types GET /v1/monitor's type parameter takes.
+var MonitorEventTypes = []string{"drop", "trace", "policy-verdict"}

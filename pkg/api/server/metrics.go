@@ -34,6 +34,10 @@ func (r *statusRecorder) WriteHeader(code int) {
 	r.ResponseWriter.WriteHeader(code)
 }
 
+// Unwrap lets http.ResponseController reach the connection: GET
+// /v1/monitor flushes each event.
+func (r *statusRecorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }
+
 // wrap times h under the route's pattern, not the raw path, so that ids
 // do not explode the label space.
 func (m *apiMetrics) wrap(pattern string, h http.HandlerFunc) http.HandlerFunc {

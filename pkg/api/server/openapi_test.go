@@ -64,6 +64,7 @@ func TestModelsMatchOpenAPI(t *testing.T) {
 		"ServiceBackend": models.ServiceBackend{}, "PolicyOrigin": models.PolicyOrigin{}, "PolicyRule": models.PolicyRule{},
 		"PolicySelector": models.PolicySelector{}, "EndpointPolicy": models.EndpointPolicy{}, "PolicyEntry": models.PolicyEntry{},
 		"PolicyTrace": models.PolicyTrace{}, "TracePeer": models.TracePeer{}, "PolicyVerdict": models.PolicyVerdict{},
+		"MonitorEvent": models.MonitorEvent{},
 	} {
 		schema, ok := doc.Components.Schemas[name]
 		if !ok {
@@ -84,7 +85,7 @@ func TestModelsMatchOpenAPI(t *testing.T) {
 			t.Errorf("schema %s has %v, model has %v", name, props, fields)
 		}
 	}
-	if len(doc.Components.Schemas) != 24 {
-		t.Errorf("%d schemas, the test knows 24", len(doc.Components.Schemas))
+	if len(doc.Components.Schemas) != 25 {
+		t.Errorf("%d schemas, the test knows 25", len(doc.Components.Schemas))
 	}
 }

@@ -53,6 +53,13 @@ type NodeLister interface {
 	ListNodes() ([]models.Node, error)
 }
 
+// Monitor streams the node's datapath events for GET /v1/monitor: every
+// event of types (all when none) goes to emit until ctx ends or emit
+// fails.
+type Monitor interface {
+	Stream(ctx context.Context, types []string, emit func(models.MonitorEvent) error) error
+}
+
 // NodeInfo is what the API tells about the node.
 type NodeInfo interface {
 	// PodMTU is the MTU for pod interfaces; 0 when not known yet.
@@ -87,6 +94,7 @@ type Params struct {
 	Nodes      NodeLister           `optional:"true"`
 	Services   ServiceLister        `optional:"true"`
 	Policy     PolicyExplainer      `optional:"true"`
+	Monitor    Monitor              `optional:"true"`
 	LogLevel   *slog.LevelVar       `optional:"true"`
 	Registry   *prometheus.Registry `optional:"true"`
 	Reporter   cell.Health          `optional:"true"`
@@ -203,6 +211,7 @@ var routes = []route{
 	{"GET", "/v1/policy", (*Server).getPolicy},
 	{"GET", "/v1/policy/selectors", (*Server).getPolicySelectors},
 	{"GET", "/v1/policy/trace", (*Server).getPolicyTrace},
+	{"GET", "/v1/monitor", (*Server).getMonitor},
 	{"GET", "/v1/openapi.yaml", (*Server).getOpenAPI},
 }
 

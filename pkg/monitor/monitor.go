@@ -1,0 +1,184 @@
+// Package monitor is the agent's reader of the datapath's events. The
+// node's event ring buffer has one consumer position, so two readers
+// would split the events between them: the agent reads it alone and
+// hands every event to each subscriber (Hubble, the API's GET
+// /v1/monitor), each with a queue of its own. A subscriber that falls
+// behind loses events, counted, and never slows the others.
+package monitor
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"sync"
+
+	"github.com/cilium/hive/cell"
+	"github.com/cilium/hive/job"
+
+	"github.com/cilium-go/cilium/internal/datapath"
+	"github.com/cilium-go/cilium/internal/datapath/spec"
+	"github.com/cilium-go/cilium/pkg/api/models"
+	"github.com/cilium-go/cilium/pkg/api/server"
+	"github.com/cilium-go/cilium/pkg/health"
+)
+
+// Cell reads the node's events into a *Hub.
+var Cell = cell.Module("monitor", "The datapath events read once and fanned out",
+	health.JobGroup,
+	cell.Provide(NewHub, func(h *Hub) server.Monitor { return h }),
+	cell.Invoke(registerReader),
+)
+
+// Hub hands events to its subscribers.
+type Hub struct {
+	mu   sync.Mutex
+	subs map[*Subscription]struct{}
+}
+
+// NewHub returns a hub with no subscribers.
+func NewHub() *Hub { return &Hub{subs: map[*Subscription]struct{}{}} }
+
+// Subscription is one reader's queue.
+type Subscription struct {
+	hub  *Hub
+	c    chan datapath.Event
+	mu   sync.Mutex
+	lost uint64
+}
+
+// Subscribe adds a reader with a queue of size events.
+func (h *Hub) Subscribe(size int) *Subscription {
+	s := &Subscription{hub: h, c: make(chan datapath.Event, max(size, 1))}
+	h.mu.Lock()
+	h.subs[s] = struct{}{}
+	h.mu.Unlock()
+	return s
+}
+
+// Events are the subscription's events; the channel is never closed.
+func (s *Subscription) Events() <-chan datapath.Event { return s.c }
+
+// TakeLost returns how many events the queue had no room for since the
+// last call.
+func (s *Subscription) TakeLost() uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := s.lost
+	s.lost = 0
+	return n
+}
+
+// Close removes the subscription.
+func (s *Subscription) Close() {
+	s.hub.mu.Lock()
+	delete(s.hub.subs, s)
+	s.hub.mu.Unlock()
+}
+
+// Publish queues ev for every subscriber, without waiting for any.
+func (h *Hub) Publish(ev datapath.Event) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for s := range h.subs {
+		select {
+		case s.c <- ev:
+		default:
+			s.mu.Lock()
+			s.lost++
+			s.mu.Unlock()
+		}
+	}
+}
+
+func registerReader(jobs job.Group, n *datapath.Node, h *Hub) {
+	jobs.Add(job.OneShot("monitor-events", func(ctx context.Context, _ cell.Health) error {
+		return h.read(ctx, n)
+	}))
+}
+
+// read publishes the datapath's events until ctx ends.
+func (h *Hub) read(ctx context.Context, n *datapath.Node) error {
+	m := n.Maps()
+	if m == nil {
+		return errors.New("the datapath has no maps open")
+	}
+	r, err := m.NewEventReader()
+	if err != nil {
+		return err
+	}
+	stop := context.AfterFunc(ctx, func() { r.Close() })
+	defer func() {
+		if stop() {
+			r.Close()
+		}
+	}()
+	for {
+		ev, err := r.Read()
+		switch {
+		case err == nil:
+			h.Publish(ev)
+		case ctx.Err() != nil:
+			return nil
+		case errors.Is(err, datapath.ErrNoEvent):
+		default:
+			return err
+		}
+	}
+}
+
+// streamQueue is the queue of an API reader.
+const streamQueue = 4096
+
+// Stream implements server.Monitor: every event of types (all when
+// empty), and a record of the events lost before it, until ctx ends.
+func (h *Hub) Stream(ctx context.Context, types []string, emit func(models.MonitorEvent) error) error {
+	sub := h.Subscribe(streamQueue)
+	defer sub.Close()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case ev := <-sub.Events():
+			if lost := sub.TakeLost(); lost > 0 {
+				if err := emit(models.MonitorEvent{Type: "lost", Lost: lost}); err != nil {
+					return err
+				}
+			}
+			m := Model(ev)
+			if len(types) > 0 && !slices.Contains(types, m.Type) {
+				continue
+			}
+			if err := emit(m); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+// Model is an event as the API shows it.
+func Model(ev datapath.Event) models.MonitorEvent {
+	m := models.MonitorEvent{Type: ev.Type.String(), Protocol: spec.ProtoString(ev.Protocol), SrcPort: ev.SrcPort,
+		DstPort: ev.DstPort, SrcIdentity: ev.SrcIdentity, DstIdentity: ev.DstIdentity, SrcEndpoint: ev.SrcEndpoint,
+		DstEndpoint: ev.DstEndpoint, Ifindex: ev.Ifindex, Length: ev.Length}
+	if ev.Src.IsValid() {
+		m.Src = ev.Src.String()
+	}
+	if ev.Dst.IsValid() {
+		m.Dst = ev.Dst.String()
+	}
+	if ev.Direction != 0 {
+		m.Direction = ev.Direction.String()
+	}
+	switch ev.Type {
+	case datapath.EventTrace:
+		m.Point = ev.Point.String()
+	case datapath.EventDrop:
+		m.Reason, m.ReasonCode = ev.Reason.String(), uint8(ev.Reason)
+	case datapath.EventPolicyVerdict:
+		m.Verdict, m.CT = ev.Verdict.String(), ev.CT.String()
+		if ev.Verdict == datapath.VerdictDeny {
+			m.Reason, m.ReasonCode = ev.Reason.String(), uint8(ev.Reason)
+		}
+	}
+	return m
+}

@@ -1,0 +1,121 @@
+package monitor
+
+import (
+	"context"
+	"errors"
+	"net/netip"
+	"testing"
+	"time"
+
+	"github.com/cilium-go/cilium/internal/datapath"
+	"github.com/cilium-go/cilium/internal/datapath/spec"
+	"github.com/cilium-go/cilium/pkg/api/models"
+)
+
+var drop = datapath.Event{Type: datapath.EventDrop, Reason: datapath.DropPolicy, Direction: spec.Ingress,
+	Src: netip.MustParseAddr("10.0.1.5"), Dst: netip.MustParseAddr("10.0.2.7"), SrcPort: 40000, DstPort: 8080,
+	Protocol: spec.ProtoTCP, SrcIdentity: 1234, DstIdentity: 5678, DstEndpoint: 12, Ifindex: 7, Length: 60}
+
+var trace = datapath.Event{Type: datapath.EventTrace, Point: datapath.TraceToOverlay, Protocol: spec.ProtoICMP,
+	Src: netip.MustParseAddr("10.0.1.5"), Dst: netip.MustParseAddr("10.0.2.7")}
+
+// TestEverySubscriberGetsEveryEvent, and one whose queue is full loses
+// events, counted, without holding up the others.
+func TestEverySubscriberGetsEveryEvent(t *testing.T) {
+	h := NewHub()
+	fast, slow := h.Subscribe(10), h.Subscribe(1)
+	for range 3 {
+		h.Publish(drop)
+	}
+	for range 3 {
+		if ev := <-fast.Events(); ev != drop {
+			t.Fatalf("fast got %+v", ev)
+		}
+	}
+	if ev := <-slow.Events(); ev != drop {
+		t.Fatalf("slow got %+v", ev)
+	}
+	if lost := slow.TakeLost(); lost != 2 {
+		t.Fatalf("slow lost %d, want 2", lost)
+	}
+	if lost := slow.TakeLost(); lost != 0 || fast.TakeLost() != 0 {
+		t.Fatal("losses counted twice, or for a reader that kept up")
+	}
+	slow.Close()
+	h.Publish(trace)
+	if ev := <-fast.Events(); ev != trace {
+		t.Fatalf("fast got %+v", ev)
+	}
+	select {
+	case ev := <-slow.Events():
+		t.Fatalf("a closed subscription got %+v", ev)
+	default:
+	}
+}
+
+// TestStream: the API's stream filters by type and says what it lost.
+func TestStream(t *testing.T) {
+	h := NewHub()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	got := make(chan models.MonitorEvent, 10)
+	done := make(chan error, 1)
+	go func() {
+		done <- h.Stream(ctx, []string{"drop"}, func(ev models.MonitorEvent) error { got <- ev; return nil })
+	}()
+	// Publish until the stream's subscription is there.
+	deadline := time.Now().Add(10 * time.Second)
+	var first models.MonitorEvent
+	for first.Type == "" {
+		if time.Now().After(deadline) {
+			t.Fatal("the stream never subscribed")
+		}
+		h.Publish(trace)
+		h.Publish(drop)
+		select {
+		case first = <-got:
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	want := models.MonitorEvent{Type: "drop", Reason: "policy denied", ReasonCode: 133, Direction: "ingress", Protocol: "tcp",
+		Src: "10.0.1.5", SrcPort: 40000, Dst: "10.0.2.7", DstPort: 8080, SrcIdentity: 1234, DstIdentity: 5678, DstEndpoint: 12,
+		Ifindex: 7, Length: 60}
+	if first != want {
+		t.Fatalf("got %+v\nwant %+v", first, want)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+
+	// A stream whose reader fails ends with the reader's error.
+	failed := errors.New("client gone")
+	go func() {
+		done <- h.Stream(context.Background(), nil, func(models.MonitorEvent) error { return failed })
+	}()
+	deadline = time.Now().Add(10 * time.Second)
+	for {
+		h.Publish(trace)
+		select {
+		case err := <-done:
+			if !errors.Is(err, failed) {
+				t.Fatalf("stream ended with %v", err)
+			}
+			return
+		case <-time.After(10 * time.Millisecond):
+			if time.Now().After(deadline) {
+				t.Fatal("the stream did not end")
+			}
+		}
+	}
+}
+
+func TestModelOfVerdicts(t *testing.T) {
+	deny := datapath.Event{Type: datapath.EventPolicyVerdict, Verdict: datapath.VerdictDeny, Reason: datapath.DropPolicyDeny,
+		CT: datapath.CTNew, Direction: spec.Egress, Protocol: spec.ProtoUDP}
+	m := Model(deny)
+	if m.Type != "policy-verdict" || m.Verdict != "denied" || m.Reason != "policy deny rule" || m.ReasonCode != 181 ||
+		m.CT != "new" || m.Direction != "egress" || m.Protocol != "udp" || m.Src != "" {
+		t.Fatalf("%+v", m)
+	}
+}
