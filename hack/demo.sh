@@ -73,6 +73,32 @@ dbg service list || true
 dbg bpf ct list || true
 dbg bpf metrics list || true
 
+echo; echo "== A policy: echo pods take port 8080 from echo pods, and never from a pod labelled role=intruder"
+k apply -f - <<'YAML'
+apiVersion: cilium.io/v2
+kind: CiliumNetworkPolicy
+metadata: {name: echo-guard}
+spec:
+  endpointSelector: {matchLabels: {app: echo}}
+  ingress: [{fromEndpoints: [{matchLabels: {app: echo}}], toPorts: [{ports: [{port: "8080", protocol: TCP}]}]}]
+  ingressDeny: [{fromEndpoints: [{matchLabels: {role: intruder}}]}]
+YAML
+k run intruder --image=registry.k8s.io/e2e-test-images/agnhost:2.66 --labels=role=intruder --restart=Never -- pause
+k wait --for=condition=Ready pod/intruder --timeout=120s
+target=$(k get pods -l app=echo -o jsonpath='{.items[1].status.podIP}')
+# The policy reaches every node's datapath within milliseconds; allow a moment.
+sleep 2
+printf '%s -> %s:8080: ' "$first" "$target"
+k exec "$first" -- /agnhost connect "$target:8080" --timeout=5s && echo ok
+printf 'intruder -> %s:8080: ' "$target"
+k exec intruder -- /agnhost connect "$target:8080" --timeout=2s && echo "ok (unexpected)" || echo "refused, as the policy says"
+
+echo; echo "== Hubble on every node: the flows to port 8080, with the policies that decided"
+for node in $("$BIN/kubectl" get nodes -o jsonpath='{.items[*].metadata.name}'); do
+	echo "-- $node"
+	"$BIN/cilium-lab" exec --state-dir "$STATE" "$node" -- "$BIN/hubble" observe --from-namespace default --to-port 8080 --last 10 --print-policy-names || true
+done
+
 echo; echo "== The lab"
 "$BIN/cilium-lab" status --state-dir "$STATE" || true
 cat <<MSG
@@ -82,5 +108,6 @@ The lab stays up. Try:
   $BIN/kubectl get pods -A -o wide
   $BIN/cilium-lab exec $node1 -- ip route
   $BIN/cilium-lab exec $node1 -- $BIN/cilium-dbg monitor
+  $BIN/cilium-lab exec $node1 -- $BIN/hubble observe --follow
   make lab-down
 MSG

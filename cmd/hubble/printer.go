@@ -11,6 +11,8 @@ import (
 	"github.com/cilium/cilium/api/v1/flow"
 	"github.com/cilium/cilium/api/v1/observer"
 	"google.golang.org/protobuf/encoding/protojson"
+
+	"github.com/cilium-go/cilium/pkg/hubble/flows"
 )
 
 // printer writes responses in one of Hubble's output formats.
@@ -132,28 +134,14 @@ func endpointName(f *flow.Flow, source bool) string {
 	if ep.GetPodName() != "" {
 		name = ep.GetNamespace() + "/" + ep.GetPodName()
 	}
-	if port, ok := l4Port(f, source); ok {
+	if src, dst, ok := flows.Ports(f); ok {
+		port := dst
+		if source {
+			port = src
+		}
 		name += ":" + strconv.Itoa(int(port))
 	}
 	return name
-}
-
-func l4Port(f *flow.Flow, source bool) (uint32, bool) {
-	var s, d uint32
-	switch l4 := f.GetL4().GetProtocol().(type) {
-	case *flow.Layer4_TCP:
-		s, d = l4.TCP.GetSourcePort(), l4.TCP.GetDestinationPort()
-	case *flow.Layer4_UDP:
-		s, d = l4.UDP.GetSourcePort(), l4.UDP.GetDestinationPort()
-	case *flow.Layer4_SCTP:
-		s, d = l4.SCTP.GetSourcePort(), l4.SCTP.GetDestinationPort()
-	default:
-		return 0, false
-	}
-	if source {
-		return s, true
-	}
-	return d, true
 }
 
 // identityName is (ID:n) for a cluster identity, or the reserved
@@ -199,31 +187,10 @@ func reasonText(r flow.DropReason) string {
 
 // summary is the flow's L4 in a few words.
 func summary(f *flow.Flow) string {
-	switch l4 := f.GetL4().GetProtocol().(type) {
-	case *flow.Layer4_TCP:
-		fl := l4.TCP.GetFlags()
-		var on []string
-		for _, x := range []struct {
-			set  bool
-			name string
-		}{{fl.GetSYN(), "SYN"}, {fl.GetFIN(), "FIN"}, {fl.GetRST(), "RST"}, {fl.GetPSH(), "PSH"}, {fl.GetACK(), "ACK"},
-			{fl.GetURG(), "URG"}, {fl.GetECE(), "ECE"}, {fl.GetCWR(), "CWR"}} {
-			if x.set {
-				on = append(on, x.name)
-			}
-		}
-		return "TCP Flags: " + strings.Join(on, ", ")
-	case *flow.Layer4_UDP:
-		return "UDP"
-	case *flow.Layer4_SCTP:
-		return "SCTP"
-	case *flow.Layer4_ICMPv4:
-		if l4.ICMPv4.GetType() == 8 {
-			return "ICMPv4 EchoRequest"
-		}
-		return "ICMPv4 EchoReply"
+	if f.GetL4() == nil && f.GetSummary() != "" {
+		return f.GetSummary()
 	}
-	return f.GetSummary()
+	return flows.Summary(f)
 }
 
 // policyNames lists the policies behind a flow's verdict.

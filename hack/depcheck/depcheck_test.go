@@ -82,10 +82,13 @@ func TestOnlyTestsImportTestenv(t *testing.T) {
 	}
 }
 
-func TestCNIPluginLinksNoDatapath(t *testing.T) {
-	for _, dep := range goList(t, "-deps", module+"/cmd/cilium-cni") {
-		if under(dep, "github.com/cilium/ebpf", datapath) && dep != spec {
-			t.Errorf("cilium-cni depends on %s", dep)
+// The CNI plugin and the hubble CLI run where no datapath is.
+func TestClientsLinkNoDatapath(t *testing.T) {
+	for _, bin := range []string{"cilium-cni", "hubble"} {
+		for _, dep := range goList(t, "-deps", module+"/cmd/"+bin) {
+			if under(dep, "github.com/cilium/ebpf", datapath) && dep != spec {
+				t.Errorf("%s depends on %s", bin, dep)
+			}
 		}
 	}
 }

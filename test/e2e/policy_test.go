@@ -2,6 +2,8 @@ package e2e
 
 import (
 	"fmt"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -26,6 +28,8 @@ type policyCase struct {
 	reach []outsideProbe
 	// verify checks what else the case promises (statuses, events).
 	verify func(l *Lab) error
+	// observed checks, once the probes ran, what was seen of them.
+	observed func(l *Lab) error
 }
 
 type outsideProbe struct {
@@ -316,7 +320,9 @@ spec:
   endpointSelector: {matchLabels: {pod: a}}
   ingress: [{fromEntities: [all]}]
   ingressDeny: [{fromEndpoints: [{matchLabels: {k8s:io.kubernetes.pod.namespace: "y"}}], toPorts: [{ports: [{port: "80", protocol: TCP}]}]}]
-`, expect: ingressTo(xa, func(from *matrixPod, k probeKind) bool { return from.ns != "y" || !port("tcp", 80)(k) })},
+`, expect: ingressTo(xa, func(from *matrixPod, k probeKind) bool { return from.ns != "y" || !port("tcp", 80)(k) }),
+			observed: hubbleShows([]string{"--to-pod", "x/a", "--from-namespace", "y", "--to-port", "80", "--verdict", "DROPPED"},
+				"ingress-denied-by=CiliumNetworkPolicy:x/all-but-y", "Policy deny DROPPED")},
 		{name: "CiliumNetworkPolicy: toPorts with protocol ANY", clean: true, apply: `
 apiVersion: cilium.io/v2
 kind: CiliumNetworkPolicy
@@ -457,6 +463,9 @@ func TestPrivilegedSmokePolicy(t *testing.T) {
 		}
 		if checkMatrix(t, c.name, pods, c.expect) && targets.check(t, c.name, c.reach) {
 			t.Logf("%s: as expected after %s", c.name, time.Since(start).Round(time.Millisecond))
+			if c.observed != nil {
+				lab.Eventually(c.name+": what was observed", 30*time.Second, func() error { return c.observed(lab) })
+			}
 		}
 	}
 }
@@ -493,6 +502,30 @@ func policyCondition(ns, name, status, msg string) func(l *Lab) error {
 			return fmt.Errorf("%s/%s Valid is %q (%q), want %s naming %q", ns, name, got, message, status, msg)
 		}
 		return nil
+	}
+}
+
+// hubbleShows runs hubble observe with filter on every node, as a user
+// on the node would, and checks that one flow's line holds every one of
+// want: the matrix's probes made the flows.
+func hubbleShows(filter []string, want ...string) func(l *Lab) error {
+	return func(l *Lab) error {
+		var all []string
+		for _, node := range []string{l.Name + "-node1", l.Name + "-node2"} {
+			args := append([]string{"exec", "--state-dir", l.StateDir, node, "--", filepath.Join(*binDir, "hubble"), "observe",
+				"--last", "1000", "--print-policy-names"}, filter...)
+			out, err := l.run("cilium-lab", args...)
+			if err != nil {
+				return fmt.Errorf("hubble observe on %s: %v\n%s", node, err, out)
+			}
+			for _, line := range strings.Split(out, "\n") {
+				if !slices.ContainsFunc(want, func(w string) bool { return !strings.Contains(line, w) }) {
+					return nil
+				}
+				all = append(all, line)
+			}
+		}
+		return fmt.Errorf("hubble observe %v shows no flow with %q; it shows\n%s", filter, want, strings.Join(all, "\n"))
 	}
 }
 

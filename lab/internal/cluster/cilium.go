@@ -171,6 +171,8 @@ func agentProcess(p plan.Plan, n plan.Node, binDir string) proc.Spec {
 		"--uplink=" + n.Uplink,
 		"--routing-mode=" + p.RoutingMode,
 		"--write-cni-conf-when-ready=" + ciliumCNIConf,
+		// Hubble on its default socket, the node's /var/run/cilium/hubble.sock.
+		"--enable-hubble",
 	}
 	if p.KubeProxy == "none" {
 		args = append(args, "--kube-proxy-replacement=true", "--enable-host-legacy-routing=false")

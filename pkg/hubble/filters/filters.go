@@ -16,6 +16,8 @@ import (
 
 	"github.com/cilium/cilium/api/v1/flow"
 	"google.golang.org/protobuf/reflect/protoreflect"
+
+	"github.com/cilium-go/cilium/pkg/hubble/flows"
 )
 
 // Func says whether a flow matches.
@@ -197,14 +199,14 @@ func build(ff *flow.FlowFilter) (Func, error) {
 			}
 			protos = append(protos, p)
 		}
-		add(func(f *flow.Flow) bool { return slices.Contains(protos, protocol(f)) })
+		add(func(f *flow.Flow) bool { return slices.Contains(protos, flows.Protocol(f)) })
 	}
 	for _, side := range []struct {
 		name  string
 		ports []string
 		get   func(*flow.Flow) (uint32, bool)
-	}{{"source_port", ff.GetSourcePort(), func(f *flow.Flow) (uint32, bool) { return ports(f, true) }},
-		{"destination_port", ff.GetDestinationPort(), func(f *flow.Flow) (uint32, bool) { return ports(f, false) }}} {
+	}{{"source_port", ff.GetSourcePort(), func(f *flow.Flow) (uint32, bool) { s, _, ok := flows.Ports(f); return s, ok }},
+		{"destination_port", ff.GetDestinationPort(), func(f *flow.Flow) (uint32, bool) { _, d, ok := flows.Ports(f); return d, ok }}} {
 		if len(side.ports) == 0 {
 			continue
 		}
@@ -309,38 +311,6 @@ func nameMatcher(field string, values []string) (func(ns, name string) bool, err
 			return (w.ns == "" || w.ns == ns) && strings.HasPrefix(name, w.prefix)
 		})
 	}, nil
-}
-
-func protocol(f *flow.Flow) string {
-	switch f.GetL4().GetProtocol().(type) {
-	case *flow.Layer4_TCP:
-		return "tcp"
-	case *flow.Layer4_UDP:
-		return "udp"
-	case *flow.Layer4_SCTP:
-		return "sctp"
-	case *flow.Layer4_ICMPv4:
-		return "icmpv4"
-	}
-	return ""
-}
-
-func ports(f *flow.Flow, source bool) (uint32, bool) {
-	var src, dst uint32
-	switch l4 := f.GetL4().GetProtocol().(type) {
-	case *flow.Layer4_TCP:
-		src, dst = l4.TCP.GetSourcePort(), l4.TCP.GetDestinationPort()
-	case *flow.Layer4_UDP:
-		src, dst = l4.UDP.GetSourcePort(), l4.UDP.GetDestinationPort()
-	case *flow.Layer4_SCTP:
-		src, dst = l4.SCTP.GetSourcePort(), l4.SCTP.GetDestinationPort()
-	default:
-		return 0, false
-	}
-	if source {
-		return src, true
-	}
-	return dst, true
 }
 
 // hasFlags: every flag that want sets is set in have.

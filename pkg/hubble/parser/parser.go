@@ -18,6 +18,7 @@ import (
 
 	"github.com/cilium-go/cilium/internal/datapath"
 	"github.com/cilium-go/cilium/internal/datapath/spec"
+	"github.com/cilium-go/cilium/pkg/hubble/flows"
 	"github.com/cilium-go/cilium/pkg/identity"
 	"github.com/cilium-go/cilium/pkg/policy"
 )
@@ -131,7 +132,7 @@ func (p *Parser) Decode(ev datapath.Event) (*flow.Flow, error) {
 		f.DestinationService = &flow.Service{Name: svc.Name, Namespace: svc.Namespace}
 	}
 	p.policies(f, ev)
-	f.Summary = summary(f)
+	f.Summary = flows.Summary(f)
 	return f, nil
 }
 
@@ -236,41 +237,6 @@ var observationPoints = map[datapath.TracePoint]flow.TraceObservationPoint{
 
 func observationPoint(p datapath.TracePoint) flow.TraceObservationPoint {
 	return observationPoints[p] // UNKNOWN_POINT for one not listed
-}
-
-// summary is the one-line description older clients print.
-func summary(f *flow.Flow) string {
-	switch l4 := f.GetL4().GetProtocol().(type) {
-	case *flow.Layer4_TCP:
-		return "TCP Flags: " + tcpFlags(l4.TCP.GetFlags())
-	case *flow.Layer4_UDP:
-		return "UDP"
-	case *flow.Layer4_SCTP:
-		return "SCTP"
-	case *flow.Layer4_ICMPv4:
-		if l4.ICMPv4.GetType() == 8 {
-			return "ICMPv4 EchoRequest"
-		}
-		return "ICMPv4 EchoReply"
-	}
-	return "IPv4"
-}
-
-func tcpFlags(fl *flow.TCPFlags) string {
-	var s []byte
-	for _, f := range []struct {
-		on   bool
-		name string
-	}{{fl.GetSYN(), "SYN"}, {fl.GetFIN(), "FIN"}, {fl.GetRST(), "RST"}, {fl.GetPSH(), "PSH"}, {fl.GetACK(), "ACK"},
-		{fl.GetURG(), "URG"}, {fl.GetECE(), "ECE"}, {fl.GetCWR(), "CWR"}} {
-		if f.on {
-			if len(s) > 0 {
-				s = append(s, ", "...)
-			}
-			s = append(s, f.name...)
-		}
-	}
-	return string(s)
 }
 
 // wallTime converts the kernel's monotonic clock to the wall clock,
