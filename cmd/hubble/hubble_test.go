@@ -106,21 +106,21 @@ func TestObserveFlagsBuildHubblesFilters(t *testing.T) {
 // service on a unix socket, as against an agent.
 func TestObserveAndStatusAgainstAServer(t *testing.T) {
 	ring, _ := container.NewRing(15)
-	at := time.Date(2026, 12, 2, 12, 0, 0, 0, time.Local)
-	ring.Write(&flow.Flow{Time: timestamppb.New(at), Verdict: flow.Verdict_DROPPED, NodeName: "n1",
+	at := time.Now().Add(-time.Minute).Truncate(time.Second) // within the hour GetNamespaces looks at
+	ring.Write(container.Event{Flow: &flow.Flow{Time: timestamppb.New(at), Verdict: flow.Verdict_DROPPED, NodeName: "n1",
 		IP:          &flow.IP{Source: "10.0.1.5", Destination: "10.0.2.7"},
 		L4:          &flow.Layer4{Protocol: &flow.Layer4_TCP{TCP: &flow.TCP{SourcePort: 40000, DestinationPort: 80, Flags: &flow.TCPFlags{SYN: true}}}},
 		Source:      &flow.Endpoint{Identity: 300, Namespace: "x", PodName: "a"},
 		Destination: &flow.Endpoint{Identity: 2, Labels: []string{"reserved:world"}},
 		EventType:   &flow.CiliumEventType{Type: 1, SubType: 181}, DropReasonDesc: flow.DropReason_POLICY_DENY,
 		EgressDeniedBy: []*flow.Policy{{Kind: "CiliumNetworkPolicy", Namespace: "x", Name: "no-world"}},
-	})
-	ring.Write(&flow.Flow{Time: timestamppb.New(at.Add(time.Second)), Verdict: flow.Verdict_FORWARDED, NodeName: "n1",
+	}})
+	ring.Write(container.Event{Flow: &flow.Flow{Time: timestamppb.New(at.Add(time.Second)), Verdict: flow.Verdict_FORWARDED, NodeName: "n1",
 		IP: &flow.IP{Source: "10.0.2.7", Destination: "10.0.1.5"}, IsReply: wrapperspb.Bool(true),
 		L4:     &flow.Layer4{Protocol: &flow.Layer4_UDP{UDP: &flow.UDP{SourcePort: 53, DestinationPort: 4000}}},
 		Source: &flow.Endpoint{Identity: 400, Namespace: "y", PodName: "dns"}, Destination: &flow.Endpoint{Identity: 300, Namespace: "x", PodName: "a"},
 		EventType: &flow.CiliumEventType{Type: 4, SubType: 0},
-	})
+	}})
 	sock := filepath.Join(t.TempDir(), "hubble.sock")
 	ln, err := net.Listen("unix", sock)
 	if err != nil {
@@ -141,8 +141,8 @@ func TestObserveAndStatusAgainstAServer(t *testing.T) {
 		}
 		return out.String()
 	}
-	want := "Dec  2 12:00:00.000: x/a:40000 (ID:300) <> 10.0.2.7:80 (world) Policy deny DROPPED (TCP Flags: SYN) egress-denied-by=CiliumNetworkPolicy:x/no-world\n" +
-		"Dec  2 12:00:01.000: x/a:4000 (ID:300) <- y/dns:53 (ID:400) to-endpoint FORWARDED (UDP)\n"
+	want := at.Format(time.StampMilli) + ": x/a:40000 (ID:300) <> 10.0.2.7:80 (world) Policy deny DROPPED (TCP Flags: SYN) egress-denied-by=CiliumNetworkPolicy:x/no-world\n" +
+		at.Add(time.Second).Format(time.StampMilli) + ": x/a:4000 (ID:300) <- y/dns:53 (ID:400) to-endpoint FORWARDED (UDP)\n"
 	if got := run("observe", "--print-policy-names"); got != want {
 		t.Errorf("compact:\n got %q\nwant %q", got, want)
 	}
@@ -152,6 +152,9 @@ func TestObserveAndStatusAgainstAServer(t *testing.T) {
 	if got := run("observe", "--last", "1", "-o", "table"); !strings.HasPrefix(got, "TIMESTAMP") || !strings.Contains(got, "y/dns:53") ||
 		strings.Contains(got, "x/a:40000") {
 		t.Errorf("table:\n%s", got)
+	}
+	if got := run("list", "namespaces"); got != "NAMESPACE\nx\ny\n" {
+		t.Errorf("list namespaces:\n%s", got)
 	}
 	if got := run("status"); !strings.Contains(got, "Current/Max Flows: 2/15") || !strings.Contains(got, "Connected Nodes: 1/1") {
 		t.Errorf("status:\n%s", got)

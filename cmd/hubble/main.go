@@ -1,6 +1,6 @@
 // Command hubble shows the flows of a cilium-go node through Hubble's
 // gRPC API, with the commands, flags and output formats of Hubble's own
-// CLI: observe, status.
+// CLI: observe, status, list namespaces.
 package main
 
 import (
@@ -48,7 +48,7 @@ func newRootCommand(out io.Writer) *cobra.Command {
 		"address of the Hubble API: unix:///path for a node's socket, or host:port")
 	root.PersistentFlags().DurationVar(&g.timeout, "timeout", 5*time.Second, "how long to wait for the connection")
 	root.SetOut(out)
-	root.AddCommand(newObserveCommand(g), newStatusCommand(g))
+	root.AddCommand(newObserveCommand(g), newStatusCommand(g), newListCommand(g))
 	return root
 }
 
@@ -96,4 +96,32 @@ func newStatusCommand(g *globals) *cobra.Command {
 			return nil
 		},
 	}
+}
+
+func newListCommand(g *globals) *cobra.Command {
+	list := &cobra.Command{Use: "list", Short: "List what the server knows"}
+	list.AddCommand(&cobra.Command{
+		Use:   "namespaces",
+		Short: "The namespaces of the pods in the last hour's flows",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, closeConn, err := g.dial()
+			if err != nil {
+				return err
+			}
+			defer closeConn()
+			ctx, cancel := context.WithTimeout(cmd.Context(), g.timeout)
+			defer cancel()
+			resp, err := c.GetNamespaces(ctx, &observer.GetNamespacesRequest{}, grpc.WaitForReady(true))
+			if err != nil {
+				return fmt.Errorf("namespaces of %s: %w", g.server, err)
+			}
+			fmt.Fprintln(g.out, "NAMESPACE")
+			for _, n := range resp.GetNamespaces() {
+				fmt.Fprintln(g.out, n.GetNamespace())
+			}
+			return nil
+		},
+	})
+	return list
 }

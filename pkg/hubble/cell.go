@@ -15,12 +15,14 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/cilium/cilium/api/v1/flow"
 	"github.com/cilium/cilium/api/v1/observer"
 	"github.com/cilium/hive/cell"
 	"github.com/cilium/hive/job"
 	"github.com/cilium/statedb"
 	"github.com/spf13/pflag"
 	"google.golang.org/grpc"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/cilium-go/cilium/pkg/endpoint"
 	"github.com/cilium-go/cilium/pkg/health"
@@ -164,14 +166,16 @@ func readEvents(ctx context.Context, log *slog.Logger, sub *monitor.Subscription
 			return nil
 		case ev := <-sub.Events():
 			if lost := sub.TakeLost(); lost > 0 {
-				log.Warn("Hubble fell behind the datapath's events", "lost", lost)
+				// Readers see the loss where it happened, among the flows.
+				ring.Write(container.Event{Lost: &flow.LostEvent{Source: flow.LostEventSource_OBSERVER_EVENTS_QUEUE,
+					NumEventsLost: lost, Last: timestamppb.Now()}})
 			}
 			f, err := pr.Decode(ev)
 			if err != nil {
 				log.Debug("event not shown", "error", err)
 				continue
 			}
-			ring.Write(f)
+			ring.Write(container.Event{Flow: f})
 		}
 	}
 }

@@ -12,12 +12,19 @@ import (
 	"github.com/cilium/cilium/api/v1/flow"
 )
 
-// Ring keeps the last Cap() flows written. Positions count every flow
+// An Event is what the ring holds: a flow, or a record of events lost
+// before they could become flows.
+type Event struct {
+	Flow *flow.Flow
+	Lost *flow.LostEvent
+}
+
+// Ring keeps the last Cap() events written. Positions count every flow
 // ever written: position p is in slot p mod len(slots) while fewer than
 // Cap() flows were written after it.
 type Ring struct {
 	mu      sync.Mutex
-	slots   []*flow.Flow
+	slots   []Event
 	written uint64        // the next write's position
 	wake    chan struct{} // closed by the next write
 }
@@ -28,17 +35,17 @@ func NewRing(capacity int) (*Ring, error) {
 	if capacity < 1 || capacity > 1<<16-1 || bits.OnesCount(uint(capacity+1)) != 1 {
 		return nil, fmt.Errorf("ring capacity %d: want 2^n-1 between 1 and 65535", capacity)
 	}
-	return &Ring{slots: make([]*flow.Flow, capacity+1), wake: make(chan struct{})}, nil
+	return &Ring{slots: make([]Event, capacity+1), wake: make(chan struct{})}, nil
 }
 
 // Cap is how many flows the ring keeps: one fewer than its slots, whose
 // number, a power of two, lets a position find its slot by a mask.
 func (r *Ring) Cap() uint64 { return uint64(len(r.slots) - 1) }
 
-// Write adds a flow, overwriting the oldest once the ring is full.
-func (r *Ring) Write(f *flow.Flow) {
+// Write adds an event, overwriting the oldest once the ring is full.
+func (r *Ring) Write(ev Event) {
 	r.mu.Lock()
-	r.slots[r.written&uint64(len(r.slots)-1)] = f
+	r.slots[r.written&uint64(len(r.slots)-1)] = ev
 	r.written++
 	wake := r.wake
 	r.wake = make(chan struct{})
@@ -46,14 +53,14 @@ func (r *Ring) Write(f *flow.Flow) {
 	close(wake)
 }
 
-// Written is how many flows were ever written.
+// Written is how many events were ever written.
 func (r *Ring) Written() uint64 {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.written
 }
 
-// Len is how many flows the ring holds.
+// Len is how many events the ring holds.
 func (r *Ring) Len() uint64 {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -68,17 +75,17 @@ func (r *Ring) oldest() uint64 {
 	return r.written - r.Cap()
 }
 
-// At is the flow at position p, or why there is none: lost is how many
-// flows from p on were overwritten before they could be read (the reader
-// goes on at p+lost), and ok is false when p was not written yet.
-func (r *Ring) At(p uint64) (f *flow.Flow, lost uint64, ok bool) {
+// At is the event at position p, or why there is none: lost is how
+// many events from p on were overwritten before they could be read (the
+// reader goes on at p+lost), and ok is false when p was not written yet.
+func (r *Ring) At(p uint64) (ev Event, lost uint64, ok bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if p >= r.written {
-		return nil, 0, false
+		return Event{}, 0, false
 	}
 	if old := r.oldest(); p < old {
-		return nil, old - p, true
+		return Event{}, old - p, true
 	}
 	return r.slots[p&uint64(len(r.slots)-1)], 0, true
 }

@@ -9,7 +9,7 @@ import (
 	"github.com/cilium/cilium/api/v1/flow"
 )
 
-func flowN(n int) *flow.Flow { return &flow.Flow{Uuid: fmt.Sprint(n)} }
+func flowN(n int) Event { return Event{Flow: &flow.Flow{Uuid: fmt.Sprint(n)}} }
 
 func TestCapacityIsHubbles(t *testing.T) {
 	for _, c := range []int{0, 2, 4096, 1 << 16} {
@@ -39,8 +39,8 @@ func TestWrapAround(t *testing.T) {
 		t.Fatalf("bounds %d, %d", oldest, next)
 	}
 	for p := oldest; p < next; p++ {
-		if f, lost, ok := r.At(p); !ok || lost != 0 || f.GetUuid() != fmt.Sprint(p) {
-			t.Fatalf("position %d: %v lost %d ok %v", p, f, lost, ok)
+		if ev, lost, ok := r.At(p); !ok || lost != 0 || ev.Flow.GetUuid() != fmt.Sprint(p) {
+			t.Fatalf("position %d: %v lost %d ok %v", p, ev, lost, ok)
 		}
 	}
 	if _, lost, ok := r.At(5); !ok || lost != 8 {
@@ -55,7 +55,7 @@ func TestWrapAround(t *testing.T) {
 // for it; one that fell more than Cap() behind is told what it lost.
 func TestFollowWithSlowReader(t *testing.T) {
 	r, _ := NewRing(3)
-	got := make(chan *flow.Flow)
+	got := make(chan Event)
 	go func() {
 		if err := r.Wait(context.Background(), 0); err != nil {
 			t.Error(err)
@@ -65,7 +65,7 @@ func TestFollowWithSlowReader(t *testing.T) {
 	}()
 	time.Sleep(10 * time.Millisecond)
 	r.Write(flowN(0))
-	if f := <-got; f.GetUuid() != "0" {
+	if f := <-got; f.Flow.GetUuid() != "0" {
 		t.Fatalf("woke with %v", f)
 	}
 	// The slow reader is at 1 while 10 more are written.
@@ -78,7 +78,7 @@ func TestFollowWithSlowReader(t *testing.T) {
 		t.Fatalf("slow reader lost %d, want 7", lost)
 	}
 	pos += lost
-	if f, _, _ = r.At(pos); f.GetUuid() != "8" {
+	if f, _, _ = r.At(pos); f.Flow.GetUuid() != "8" {
 		t.Fatalf("after the loss: %v", f)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)

@@ -1,11 +1,14 @@
 // Package observer serves a node's flows through Hubble's Observer gRPC
 // service: GetFlows (the last or first flows, a time window, following
-// new ones, whitelist and blacklist filters) and ServerStatus.
+// new ones, whitelist and blacklist filters, and the records of events
+// lost), ServerStatus and GetNamespaces.
 package observer
 
 import (
 	"context"
 	"errors"
+	"maps"
+	"slices"
 	"time"
 
 	"github.com/cilium/cilium/api/v1/flow"
@@ -44,17 +47,48 @@ func (s *Server) ServerStatus(context.Context, *observer.ServerStatusRequest) (*
 
 // rate is the flows per second of the last minute that the ring holds.
 func (s *Server) rate(now time.Time) float64 {
-	oldest, next := s.ring.Bounds()
-	since := now.Add(-time.Minute)
 	n := 0
-	for p := next; p > oldest; p-- {
-		f, _, ok := s.ring.At(p - 1)
-		if !ok || f == nil || f.GetTime().AsTime().Before(since) {
-			break
-		}
-		n++
-	}
+	s.back(now.Add(-time.Minute), func(f *flow.Flow) { n++ })
 	return float64(n) / time.Minute.Seconds()
+}
+
+// back calls fn on the ring's flows from the newest back to since.
+func (s *Server) back(since time.Time, fn func(*flow.Flow)) {
+	oldest, next := s.ring.Bounds()
+	for p := next; p > oldest; p-- {
+		ev, _, ok := s.ring.At(p - 1)
+		if !ok {
+			return
+		}
+		if ev.Flow == nil {
+			continue
+		}
+		if ev.Flow.GetTime().AsTime().Before(since) {
+			return
+		}
+		fn(ev.Flow)
+	}
+}
+
+// namespaceWindow is how far back GetNamespaces looks, as Hubble's.
+const namespaceWindow = time.Hour
+
+// GetNamespaces implements observer.ObserverServer: the namespaces of
+// the pods in the last hour's flows that the ring holds.
+func (s *Server) GetNamespaces(context.Context, *observer.GetNamespacesRequest) (*observer.GetNamespacesResponse, error) {
+	seen := map[string]bool{}
+	s.back(time.Now().Add(-namespaceWindow), func(f *flow.Flow) {
+		for _, ep := range []*flow.Endpoint{f.GetSource(), f.GetDestination()} {
+			if ns := ep.GetNamespace(); ns != "" {
+				seen[ns] = true
+			}
+		}
+	})
+	resp := &observer.GetNamespacesResponse{}
+	for _, ns := range slices.Sorted(maps.Keys(seen)) {
+		resp.Namespaces = append(resp.Namespaces, &observer.Namespace{Namespace: ns})
+	}
+	return resp, nil
 }
 
 // GetFlows implements observer.ObserverServer, with Hubble's meaning of
@@ -84,9 +118,13 @@ func (s *Server) GetFlows(req *observer.GetFlowsRequest, stream observer.Observe
 		return (since.IsZero() || !t.Before(since)) && (until.IsZero() || !t.After(until))
 	}
 	want := func(f *flow.Flow) bool { return f != nil && inWindow(f) && set.Pass(f) }
-	send := func(f *flow.Flow) error {
-		return stream.Send(&observer.GetFlowsResponse{ResponseTypes: &observer.GetFlowsResponse_Flow{Flow: f},
-			NodeName: s.node, Time: f.GetTime()})
+	send := func(ev container.Event) error {
+		if ev.Lost != nil {
+			return stream.Send(&observer.GetFlowsResponse{ResponseTypes: &observer.GetFlowsResponse_LostEvents{LostEvents: ev.Lost},
+				NodeName: s.node, Time: ev.Lost.GetLast()})
+		}
+		return stream.Send(&observer.GetFlowsResponse{ResponseTypes: &observer.GetFlowsResponse_Flow{Flow: ev.Flow},
+			NodeName: s.node, Time: ev.Flow.GetTime()})
 	}
 	ctx := stream.Context()
 	oldest, next := s.ring.Bounds()
@@ -98,14 +136,17 @@ func (s *Server) GetFlows(req *observer.GetFlowsRequest, stream observer.Observe
 	case req.GetFirst() || (number == 0 && (!req.GetFollow() || !since.IsZero())):
 		// Forward from the oldest.
 		for pos = oldest; pos < next && (number == 0 || sent < number); pos++ {
-			f, _, _ := s.ring.At(pos)
+			ev, _, _ := s.ring.At(pos)
+			f := ev.Flow
 			if f != nil && !until.IsZero() && f.GetTime().AsTime().After(until) {
 				return nil
 			}
-			if want(f) {
-				if err := send(f); err != nil {
+			if ev.Lost != nil || want(f) {
+				if err := send(ev); err != nil {
 					return err
 				}
+			}
+			if want(f) {
 				sent++
 			}
 		}
@@ -113,15 +154,20 @@ func (s *Server) GetFlows(req *observer.GetFlowsRequest, stream observer.Observe
 			return nil
 		}
 	case number > 0:
-		// The last number that pass, collected backwards.
-		var last []*flow.Flow
-		for p := next; p > oldest && uint64(len(last)) < number; p-- {
-			f, _, _ := s.ring.At(p - 1)
+		// The last number that pass, collected backwards, with the
+		// records of losses among them.
+		var last []container.Event
+		for p, n := next, uint64(0); p > oldest && n < number; p-- {
+			ev, _, _ := s.ring.At(p - 1)
+			f := ev.Flow
 			if f != nil && !since.IsZero() && f.GetTime().AsTime().Before(since) {
 				break
 			}
+			if ev.Lost != nil || want(f) {
+				last = append(last, ev)
+			}
 			if want(f) {
-				last = append(last, f)
+				n++
 			}
 		}
 		for i := len(last) - 1; i >= 0; i-- {
@@ -133,6 +179,13 @@ func (s *Server) GetFlows(req *observer.GetFlowsRequest, stream observer.Observe
 	if !req.GetFollow() {
 		return nil
 	}
+	return s.follow(ctx, pos, until, want, send)
+}
+
+// follow sends the events from position pos on as they are written,
+// until ctx ends or a flow comes after until. Where the writer overwrote
+// events before they were read, a record says how many.
+func (s *Server) follow(ctx context.Context, pos uint64, until time.Time, want func(*flow.Flow) bool, send func(container.Event) error) error {
 	for {
 		if err := s.ring.Wait(ctx, pos); err != nil {
 			if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
@@ -140,25 +193,25 @@ func (s *Server) GetFlows(req *observer.GetFlowsRequest, stream observer.Observe
 			}
 			return err
 		}
-		f, lost, ok := s.ring.At(pos)
+		ev, n, ok := s.ring.At(pos)
 		if !ok {
 			continue
 		}
-		if lost > 0 {
-			pos += lost
-			err := stream.Send(&observer.GetFlowsResponse{ResponseTypes: &observer.GetFlowsResponse_LostEvents{LostEvents: &flow.LostEvent{
-				Source: flow.LostEventSource_HUBBLE_RING_BUFFER, NumEventsLost: lost}}, NodeName: s.node, Time: timestamppb.Now()})
+		if n > 0 {
+			pos += n
+			err := send(container.Event{Lost: &flow.LostEvent{Source: flow.LostEventSource_HUBBLE_RING_BUFFER, NumEventsLost: n,
+				Last: timestamppb.Now()}})
 			if err != nil {
 				return err
 			}
 			continue
 		}
 		pos++
-		if f != nil && !until.IsZero() && f.GetTime().AsTime().After(until) {
+		if f := ev.Flow; f != nil && !until.IsZero() && f.GetTime().AsTime().After(until) {
 			return nil
 		}
-		if want(f) {
-			if err := send(f); err != nil {
+		if ev.Lost != nil || want(ev.Flow) {
+			if err := send(ev); err != nil {
 				return err
 			}
 		}

@@ -80,7 +80,7 @@ func uuids(t *testing.T, c observer.ObserverClient, req *observer.GetFlowsReques
 func TestGetFlows(t *testing.T) {
 	ring, _ := container.NewRing(7)
 	for i := range 10 {
-		ring.Write(flowAt(i))
+		ring.Write(container.Event{Flow: flowAt(i)})
 	}
 	c := serve(t, ring)
 	forwarded := []*flow.FlowFilter{{Verdict: []flow.Verdict{flow.Verdict_FORWARDED}}}
@@ -134,8 +134,8 @@ func TestGetFlowsRefusesWhatItCannotDo(t *testing.T) {
 // client goes.
 func TestFollow(t *testing.T) {
 	ring, _ := container.NewRing(15)
-	ring.Write(flowAt(0))
-	ring.Write(flowAt(1))
+	ring.Write(container.Event{Flow: flowAt(0)})
+	ring.Write(container.Event{Flow: flowAt(1)})
 	c := serve(t, ring)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -156,7 +156,7 @@ func TestFollow(t *testing.T) {
 		t.Fatalf("first %s, want the last forwarded one, 0", got)
 	}
 	for i := 2; i < 6; i++ {
-		ring.Write(flowAt(i))
+		ring.Write(container.Event{Flow: flowAt(i)})
 	}
 	if a, b := recv(), recv(); a != "2" || b != "4" {
 		t.Fatalf("followed %s, %s; want 2, 4", a, b)
@@ -164,5 +164,89 @@ func TestFollow(t *testing.T) {
 	cancel()
 	if _, err := stream.Recv(); status.Code(err) != codes.Canceled {
 		t.Fatalf("after cancel: %v", err)
+	}
+}
+
+// TestLostEventsAmongTheFlows: a record of events lost before the ring
+// is sent where it happened, whatever the filters.
+func TestLostEventsAmongTheFlows(t *testing.T) {
+	ring, _ := container.NewRing(7)
+	ring.Write(container.Event{Flow: flowAt(0)})
+	ring.Write(container.Event{Lost: &flow.LostEvent{Source: flow.LostEventSource_OBSERVER_EVENTS_QUEUE, NumEventsLost: 5}})
+	ring.Write(container.Event{Flow: flowAt(2)})
+	c := serve(t, ring)
+	stream, err := c.GetFlows(context.Background(), &observer.GetFlowsRequest{
+		Whitelist: []*flow.FlowFilter{{Verdict: []flow.Verdict{flow.Verdict_FORWARDED}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for {
+		resp, err := stream.Recv()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if l := resp.GetLostEvents(); l != nil {
+			got = append(got, fmt.Sprintf("lost %d from %s", l.GetNumEventsLost(), l.GetSource()))
+		} else {
+			got = append(got, resp.GetFlow().GetUuid())
+		}
+	}
+	if want := []string{"0", "lost 5 from OBSERVER_EVENTS_QUEUE", "2"}; !slices.Equal(got, want) {
+		t.Fatalf("got %v, want %v", got, want)
+	}
+	if got := uuids(t, c, &observer.GetFlowsRequest{Number: 1}); !slices.Equal(got, []string{"2"}) {
+		t.Fatalf("the last flow: %v", got)
+	}
+}
+
+func TestGetNamespaces(t *testing.T) {
+	ring, _ := container.NewRing(7)
+	now := time.Now()
+	for i, ns := range []string{"old", "b", "a"} {
+		f := &flow.Flow{Time: timestamppb.New(now.Add(-2 * time.Hour).Add(time.Duration(i) * time.Hour)),
+			Source: &flow.Endpoint{Namespace: ns}, Destination: &flow.Endpoint{Namespace: "b"}}
+		ring.Write(container.Event{Flow: f})
+	}
+	resp, err := serve(t, ring).GetNamespaces(context.Background(), &observer.GetNamespacesRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, n := range resp.GetNamespaces() {
+		got = append(got, n.GetNamespace())
+	}
+	if !slices.Equal(got, []string{"a", "b"}) {
+		t.Fatalf("namespaces %v, want a and b (old is older than an hour)", got)
+	}
+}
+
+// TestFollowerLappedIsTold: a follower whose next position the writer
+// overwrote is told how many it lost, then goes on with the oldest held.
+func TestFollowerLappedIsTold(t *testing.T) {
+	ring, _ := container.NewRing(7)
+	for i := range 20 {
+		ring.Write(container.Event{Flow: flowAt(i)})
+	}
+	s := New(ring, "node-1", "")
+	ctx, cancel := context.WithCancel(context.Background())
+	var got []string
+	err := s.follow(ctx, 2, time.Time{}, func(*flow.Flow) bool { return true }, func(ev container.Event) error {
+		if ev.Lost != nil {
+			got = append(got, fmt.Sprintf("lost %d from %s", ev.Lost.GetNumEventsLost(), ev.Lost.GetSource()))
+		} else {
+			got = append(got, ev.Flow.GetUuid())
+		}
+		cancel() // ends the follow once it has caught up
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"lost 11 from HUBBLE_RING_BUFFER", "13", "14", "15", "16", "17", "18", "19"}; !slices.Equal(got, want) {
+		t.Fatalf("got %v, want %v", got, want)
 	}
 }
