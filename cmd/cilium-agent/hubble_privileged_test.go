@@ -90,11 +90,18 @@ func TestPrivilegedHubbleServesTheDatapathsFlows(t *testing.T) {
 		}
 		return nil
 	})
-	timeout := time.After(30 * time.Second)
+	// The monitor's stream may have started after Hubble's drop: drop
+	// again until it shows one.
+	timeout, again := time.After(30*time.Second), time.NewTicker(500*time.Millisecond)
+	defer again.Stop()
 	for seen := false; !seen; {
 		select {
 		case ev := <-monitored:
 			seen = ev.Src == a.ip.String() && ev.Dst == b.ip.String() && ev.DstPort == 8080 && ev.Reason == "policy denied"
+		case <-again.C:
+			if c, err := dptest.DialTCP(a.ns, b.ip, 8080, 200*time.Millisecond); err == nil {
+				c.Close()
+			}
 		case <-timeout:
 			t.Fatal("GET /v1/monitor did not show the drop that Hubble showed")
 		}

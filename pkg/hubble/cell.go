@@ -6,11 +6,8 @@ package hubble
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
-	"math/bits"
-	"net"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -24,6 +21,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/cilium-go/cilium/pkg/api/server"
 	"github.com/cilium-go/cilium/pkg/endpoint"
 	"github.com/cilium-go/cilium/pkg/health"
 	"github.com/cilium-go/cilium/pkg/hubble/container"
@@ -75,8 +73,8 @@ func (c Config) Validate() error {
 	if !c.EnableHubble {
 		return nil
 	}
-	if n := c.HubbleEventBufferCapacity; n < 1 || n > 1<<16-1 || bits.OnesCount(uint(n+1)) != 1 {
-		return fmt.Errorf("--hubble-event-buffer-capacity %d: want 2^n-1 between 1 and 65535", n)
+	if err := container.CheckCapacity(c.HubbleEventBufferCapacity); err != nil {
+		return fmt.Errorf("--hubble-event-buffer-capacity %w", err)
 	}
 	if c.HubbleEventQueueSize < 0 {
 		return fmt.Errorf("--hubble-event-queue-size %d: want 0 or more", c.HubbleEventQueueSize)
@@ -130,19 +128,9 @@ func register(p params) error {
 	path := p.Config.HubbleSocketPath
 	p.Lifecycle.Append(cell.Hook{
 		OnStart: func(cell.HookContext) error {
-			if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-				return fmt.Errorf("--hubble-socket-path: %w", err)
-			}
-			if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
-				return fmt.Errorf("--hubble-socket-path: remove the old socket: %w", err)
-			}
-			ln, err := net.Listen("unix", path)
-			if err != nil {
-				return fmt.Errorf("--hubble-socket-path: %w", err)
-			}
 			// As the agent's own API socket: root and its group.
-			if err := os.Chmod(path, 0o660); err != nil {
-				ln.Close()
+			ln, err := server.Listen(path)
+			if err != nil {
 				return fmt.Errorf("--hubble-socket-path: %w", err)
 			}
 			p.Log.Info("serving Hubble", "socket", path, "capacity", ring.Cap())

@@ -32,10 +32,18 @@ type Ring struct {
 // NewRing returns a ring of capacity flows; capacity is 2^n-1 as in
 // Hubble (hubble-event-buffer-capacity), from 1 to 2^16-1.
 func NewRing(capacity int) (*Ring, error) {
-	if capacity < 1 || capacity > 1<<16-1 || bits.OnesCount(uint(capacity+1)) != 1 {
-		return nil, fmt.Errorf("ring capacity %d: want 2^n-1 between 1 and 65535", capacity)
+	if err := CheckCapacity(capacity); err != nil {
+		return nil, err
 	}
 	return &Ring{slots: make([]Event, capacity+1), wake: make(chan struct{})}, nil
+}
+
+// CheckCapacity fails unless capacity is 2^n-1 between 1 and 65535.
+func CheckCapacity(capacity int) error {
+	if capacity < 1 || capacity > 1<<16-1 || bits.OnesCount(uint(capacity+1)) != 1 {
+		return fmt.Errorf("%d: want 2^n-1 between 1 and 65535", capacity)
+	}
+	return nil
 }
 
 // Cap is how many flows the ring keeps: one fewer than its slots, whose
