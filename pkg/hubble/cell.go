@@ -6,19 +6,25 @@ package hubble
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/netip"
 	"os"
 	"path/filepath"
+	"strconv"
 
 	"github.com/cilium/cilium/api/v1/flow"
 	"github.com/cilium/cilium/api/v1/observer"
+	"github.com/cilium/cilium/api/v1/peer"
 	"github.com/cilium/hive/cell"
 	"github.com/cilium/hive/job"
 	"github.com/cilium/statedb"
 	"github.com/spf13/pflag"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/cilium-go/cilium/pkg/api/server"
@@ -46,6 +52,14 @@ type Config struct {
 	HubbleSocketPath          string `mapstructure:"hubble-socket-path"`
 	HubbleEventBufferCapacity int    `mapstructure:"hubble-event-buffer-capacity"`
 	HubbleEventQueueSize      int    `mapstructure:"hubble-event-queue-size"`
+	// HubbleListenAddress is where relays reach the node's server
+	// (host:port, Cilium's :4244); empty: the socket only.
+	HubbleListenAddress string `mapstructure:"hubble-listen-address"`
+	// HubbleDisableTLS serves the listen address in plaintext.
+	HubbleDisableTLS       bool     `mapstructure:"hubble-disable-tls"`
+	HubbleTLSCertFile      string   `mapstructure:"hubble-tls-cert-file"`
+	HubbleTLSKeyFile       string   `mapstructure:"hubble-tls-key-file"`
+	HubbleTLSClientCAFiles []string `mapstructure:"hubble-tls-client-ca-files"`
 }
 
 // queueSize is how many events wait for the parser: by default as many
@@ -66,6 +80,11 @@ func (d Config) Flags(fs *pflag.FlagSet) {
 	fs.String("hubble-socket-path", d.HubbleSocketPath, "unix socket the Hubble server listens on")
 	fs.Int("hubble-event-buffer-capacity", d.HubbleEventBufferCapacity, "how many flows the node keeps: 2^n-1, up to 65535")
 	fs.Int("hubble-event-queue-size", d.HubbleEventQueueSize, "how many datapath events may wait to become flows (0: the buffer capacity)")
+	fs.String("hubble-listen-address", d.HubbleListenAddress, "host:port where relays reach this node's Hubble server (Cilium's :4244); empty: the socket only")
+	fs.Bool("hubble-disable-tls", d.HubbleDisableTLS, "serve --hubble-listen-address without TLS")
+	fs.String("hubble-tls-cert-file", d.HubbleTLSCertFile, "the server's certificate for --hubble-listen-address")
+	fs.String("hubble-tls-key-file", d.HubbleTLSKeyFile, "the server certificate's key")
+	fs.StringSlice("hubble-tls-client-ca-files", d.HubbleTLSClientCAFiles, "CAs whose client certificates the server requires (mutual TLS); none: any client")
 }
 
 // Validate names the first bad flag.
@@ -82,7 +101,50 @@ func (c Config) Validate() error {
 	if !filepath.IsAbs(c.HubbleSocketPath) {
 		return fmt.Errorf("--hubble-socket-path %q: an absolute path is required", c.HubbleSocketPath)
 	}
+	if c.HubbleListenAddress == "" {
+		return nil
+	}
+	if _, port, err := net.SplitHostPort(c.HubbleListenAddress); err != nil || port == "" {
+		return fmt.Errorf("--hubble-listen-address %q: want host:port", c.HubbleListenAddress)
+	}
+	if !c.HubbleDisableTLS && (c.HubbleTLSCertFile == "" || c.HubbleTLSKeyFile == "") {
+		return fmt.Errorf("--hubble-listen-address %q: TLS needs --hubble-tls-cert-file and --hubble-tls-key-file (or --hubble-disable-tls)",
+			c.HubbleListenAddress)
+	}
 	return nil
+}
+
+// serverTLS is the listen address's TLS: the server's certificate and,
+// with client CAs, mutual TLS that refuses a client without a
+// certificate they signed.
+func (c Config) serverTLS() (*tls.Config, error) {
+	cert, err := tls.LoadX509KeyPair(c.HubbleTLSCertFile, c.HubbleTLSKeyFile)
+	if err != nil {
+		return nil, fmt.Errorf("--hubble-tls-cert-file, --hubble-tls-key-file: %w", err)
+	}
+	cfg := &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS13}
+	if len(c.HubbleTLSClientCAFiles) == 0 {
+		return cfg, nil
+	}
+	pool := x509.NewCertPool()
+	for _, f := range c.HubbleTLSClientCAFiles {
+		pem, err := os.ReadFile(f)
+		if err != nil {
+			return nil, fmt.Errorf("--hubble-tls-client-ca-files: %w", err)
+		}
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("--hubble-tls-client-ca-files: %s holds no PEM certificate", f)
+		}
+	}
+	cfg.ClientCAs, cfg.ClientAuth = pool, tls.RequireAndVerifyClientCert
+	return cfg, nil
+}
+
+// listenPort is the port of the listen address, which peers announce.
+func (c Config) listenPort() int {
+	_, port, _ := net.SplitHostPort(c.HubbleListenAddress)
+	n, _ := strconv.Atoi(port)
+	return n
 }
 
 type params struct {
@@ -123,8 +185,47 @@ func register(p params) error {
 	p.Jobs.Add(job.OneShot("hubble-events", func(ctx context.Context, _ cell.Health) error {
 		return readEvents(ctx, p.Log, sub, pr, ring)
 	}))
+	obs := hubbleobserver.New(ring, node, Version)
+	addServices := func(srv *grpc.Server) {
+		observer.RegisterObserverServer(srv, obs)
+		// Peers are the cluster's nodes: none to tell without Kubernetes.
+		if p.Watchers != nil {
+			ps := &peerServer{nodes: p.Watchers, port: p.Config.listenPort()}
+			if p.Config.HubbleListenAddress != "" && !p.Config.HubbleDisableTLS {
+				ps.tlsDomain = tlsDomain
+			}
+			peer.RegisterPeerServer(srv, ps)
+		}
+	}
 	srv := grpc.NewServer()
-	observer.RegisterObserverServer(srv, hubbleobserver.New(ring, node, Version))
+	addServices(srv)
+	if p.Config.HubbleListenAddress != "" {
+		var opts []grpc.ServerOption
+		if !p.Config.HubbleDisableTLS {
+			cfg, err := p.Config.serverTLS()
+			if err != nil {
+				return err
+			}
+			opts = append(opts, grpc.Creds(credentials.NewTLS(cfg)))
+		}
+		tcp := grpc.NewServer(opts...)
+		addServices(tcp)
+		p.Lifecycle.Append(cell.Hook{
+			OnStart: func(cell.HookContext) error {
+				ln, err := net.Listen("tcp", p.Config.HubbleListenAddress)
+				if err != nil {
+					return fmt.Errorf("--hubble-listen-address: %w", err)
+				}
+				p.Log.Info("serving Hubble", "address", ln.Addr().String(), "tls", !p.Config.HubbleDisableTLS)
+				go tcp.Serve(ln)
+				return nil
+			},
+			OnStop: func(cell.HookContext) error {
+				tcp.Stop()
+				return nil
+			},
+		})
+	}
 	path := p.Config.HubbleSocketPath
 	p.Lifecycle.Append(cell.Hook{
 		OnStart: func(cell.HookContext) error {

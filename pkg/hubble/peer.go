@@ -1,0 +1,92 @@
+package hubble
+
+import (
+	"maps"
+	"net"
+	"slices"
+	"strconv"
+
+	"github.com/cilium/cilium/api/v1/peer"
+
+	"github.com/cilium-go/cilium/pkg/ipcache"
+)
+
+// NodeSource is the cluster's nodes as the agent knows them, and a
+// callback when they change (the Kubernetes watchers).
+type NodeSource interface {
+	ListNodes() []ipcache.Node
+	OnChange(fn func()) (stop func())
+}
+
+// peerServer is Hubble's Peer service: it tells a relay where every
+// node's Hubble server listens, and each change after.
+type peerServer struct {
+	peer.UnimplementedPeerServer
+	nodes NodeSource
+	port  int
+	// tlsDomain, when the servers speak TLS, names a node's server:
+	// <node>.<tlsDomain>, as Cilium's certificates do.
+	tlsDomain string
+}
+
+// tlsDomain is the suffix of the names in the Hubble servers'
+// certificates, Cilium's with its default cluster name.
+const tlsDomain = "default.hubble-grpc.cilium.io"
+
+// Notify implements peer.PeerServer: every node, then the changes, until
+// the client goes.
+func (s *peerServer) Notify(_ *peer.NotifyRequest, stream peer.Peer_NotifyServer) error {
+	wake := make(chan struct{}, 1)
+	stop := s.nodes.OnChange(func() {
+		select {
+		case wake <- struct{}{}:
+		default:
+		}
+	})
+	defer stop()
+	known := map[string]*peer.ChangeNotification{}
+	for {
+		now := map[string]*peer.ChangeNotification{}
+		for _, n := range s.nodes.ListNodes() {
+			if n.IPv4.IsValid() {
+				now[n.Name] = s.notification(n)
+			}
+		}
+		for _, name := range slices.Sorted(maps.Keys(now)) {
+			cn, old := now[name], known[name]
+			switch {
+			case old == nil:
+				cn.Type = peer.ChangeNotificationType_PEER_ADDED
+			case old.GetAddress() != cn.GetAddress():
+				cn.Type = peer.ChangeNotificationType_PEER_UPDATED
+			default:
+				continue
+			}
+			if err := stream.Send(cn); err != nil {
+				return err
+			}
+		}
+		for _, name := range slices.Sorted(maps.Keys(known)) {
+			if _, ok := now[name]; !ok {
+				gone := &peer.ChangeNotification{Name: name, Address: known[name].GetAddress(), Type: peer.ChangeNotificationType_PEER_DELETED}
+				if err := stream.Send(gone); err != nil {
+					return err
+				}
+			}
+		}
+		known = now
+		select {
+		case <-stream.Context().Done():
+			return nil
+		case <-wake:
+		}
+	}
+}
+
+func (s *peerServer) notification(n ipcache.Node) *peer.ChangeNotification {
+	cn := &peer.ChangeNotification{Name: n.Name, Address: net.JoinHostPort(n.IPv4.String(), strconv.Itoa(s.port))}
+	if s.tlsDomain != "" {
+		cn.Tls = &peer.TLS{ServerName: n.Name + "." + s.tlsDomain}
+	}
+	return cn
+}

@@ -1,0 +1,234 @@
+package hubble
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"math/big"
+	"net"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/cilium/cilium/api/v1/observer"
+	"github.com/cilium/cilium/api/v1/peer"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/cilium-go/cilium/pkg/hubble/container"
+	hubbleobserver "github.com/cilium-go/cilium/pkg/hubble/observer"
+	"github.com/cilium-go/cilium/pkg/ipcache"
+)
+
+type fakeNodes struct {
+	mu    sync.Mutex
+	nodes []ipcache.Node
+	cbs   []func()
+}
+
+func (f *fakeNodes) ListNodes() []ipcache.Node {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]ipcache.Node(nil), f.nodes...)
+}
+
+func (f *fakeNodes) OnChange(fn func()) func() {
+	f.mu.Lock()
+	f.cbs = append(f.cbs, fn)
+	f.mu.Unlock()
+	return func() {}
+}
+
+func (f *fakeNodes) set(nodes ...ipcache.Node) {
+	f.mu.Lock()
+	f.nodes = nodes
+	cbs := f.cbs
+	f.mu.Unlock()
+	for _, cb := range cbs {
+		cb()
+	}
+}
+
+func node(name, ip string) ipcache.Node {
+	return ipcache.Node{Name: name, IPv4: netip.MustParseAddr(ip)}
+}
+
+// TestPeersFollowTheNodes: a relay learns every node's Hubble address,
+// then each node that comes, moves or goes.
+func TestPeersFollowTheNodes(t *testing.T) {
+	nodes := &fakeNodes{}
+	nodes.set(node("b", "192.168.0.3"), node("a", "192.168.0.2"), ipcache.Node{Name: "no-address"})
+	sock := filepath.Join(t.TempDir(), "hubble.sock")
+	ln, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := grpc.NewServer()
+	peer.RegisterPeerServer(srv, &peerServer{nodes: nodes, port: 4244, tlsDomain: tlsDomain})
+	go srv.Serve(ln)
+	defer srv.Stop()
+	conn, err := grpc.NewClient("unix://"+sock, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	stream, err := peer.NewPeerClient(conn).Notify(ctx, &peer.NotifyRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	next := func() string {
+		t.Helper()
+		cn, err := stream.Recv()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cn.GetType().String() + " " + cn.GetName() + " " + cn.GetAddress() + " " + cn.GetTls().GetServerName()
+	}
+	for _, want := range []string{
+		"PEER_ADDED a 192.168.0.2:4244 a.default.hubble-grpc.cilium.io",
+		"PEER_ADDED b 192.168.0.3:4244 b.default.hubble-grpc.cilium.io",
+	} {
+		if got := next(); got != want {
+			t.Fatalf("got %q, want %q", got, want)
+		}
+	}
+	nodes.set(node("a", "192.168.0.9"), node("c", "192.168.0.4"))
+	for _, want := range []string{
+		"PEER_UPDATED a 192.168.0.9:4244 a.default.hubble-grpc.cilium.io",
+		"PEER_ADDED c 192.168.0.4:4244 c.default.hubble-grpc.cilium.io",
+		"PEER_DELETED b 192.168.0.3:4244 ",
+	} {
+		if got := next(); got != want {
+			t.Fatalf("got %q, want %q", got, want)
+		}
+	}
+}
+
+// tlsFiles writes a CA, a server certificate for 127.0.0.1 and a client
+// certificate it signed, and a client certificate of another CA.
+func tlsFiles(t *testing.T) (dir string) {
+	t.Helper()
+	dir = t.TempDir()
+	write := func(name, kind string, der []byte) {
+		if err := os.WriteFile(filepath.Join(dir, name), pem.EncodeToMemory(&pem.Block{Type: kind, Bytes: der}), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	newCA := func(name string) (*x509.Certificate, *ecdsa.PrivateKey) {
+		key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+		tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: name}, IsCA: true,
+			BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign, NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour)}
+		der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cert, _ := x509.ParseCertificate(der)
+		write(name+".crt", "CERTIFICATE", der)
+		return cert, key
+	}
+	leaf := func(name string, ca *x509.Certificate, caKey *ecdsa.PrivateKey, usage x509.ExtKeyUsage) {
+		key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+		tmpl := &x509.Certificate{SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: name}, ExtKeyUsage: []x509.ExtKeyUsage{usage},
+			IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}, NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour)}
+		der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
+		if err != nil {
+			t.Fatal(err)
+		}
+		write(name+".crt", "CERTIFICATE", der)
+		kder, _ := x509.MarshalECPrivateKey(key)
+		write(name+".key", "EC PRIVATE KEY", kder)
+	}
+	ca, caKey := newCA("ca")
+	leaf("server", ca, caKey, x509.ExtKeyUsageServerAuth)
+	leaf("client", ca, caKey, x509.ExtKeyUsageClientAuth)
+	other, otherKey := newCA("other-ca")
+	leaf("intruder", other, otherKey, x509.ExtKeyUsageClientAuth)
+	return dir
+}
+
+// TestListenAddressWantsMutualTLS: with client CAs, only a client whose
+// certificate they signed gets an answer.
+func TestListenAddressWantsMutualTLS(t *testing.T) {
+	dir := tlsFiles(t)
+	f := func(name string) string { return filepath.Join(dir, name) }
+	cfg := Config{EnableHubble: true, HubbleSocketPath: "/run/h.sock", HubbleEventBufferCapacity: 15, HubbleListenAddress: "127.0.0.1:0",
+		HubbleTLSCertFile: f("server.crt"), HubbleTLSKeyFile: f("server.key"), HubbleTLSClientCAFiles: []string{f("ca.crt")}}
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	serverTLS, err := cfg.serverTLS()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ring, _ := container.NewRing(15)
+	srv := grpc.NewServer(grpc.Creds(credentials.NewTLS(serverTLS)))
+	observer.RegisterObserverServer(srv, hubbleobserver.New(ring, "n1", Version))
+	go srv.Serve(ln)
+	defer srv.Stop()
+
+	pool := x509.NewCertPool()
+	caPEM, _ := os.ReadFile(f("ca.crt"))
+	pool.AppendCertsFromPEM(caPEM)
+	status := func(client string) error {
+		tc := &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS13}
+		if client != "" {
+			cert, err := tls.LoadX509KeyPair(f(client+".crt"), f(client+".key"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			tc.Certificates = []tls.Certificate{cert}
+		}
+		conn, err := grpc.NewClient(ln.Addr().String(), grpc.WithTransportCredentials(credentials.NewTLS(tc)))
+		if err != nil {
+			return err
+		}
+		defer conn.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_, err = observer.NewObserverClient(conn).ServerStatus(ctx, &observer.ServerStatusRequest{})
+		return err
+	}
+	if err := status("client"); err != nil {
+		t.Fatalf("the CA's client: %v", err)
+	}
+	for _, c := range []string{"", "intruder"} {
+		if err := status(c); err == nil {
+			t.Errorf("client %q got an answer without a certificate of the CA", c)
+		}
+	}
+
+	bad := []struct {
+		c    Config
+		want string
+	}{
+		{Config{HubbleListenAddress: "4244"}, "--hubble-listen-address"},
+		{Config{HubbleListenAddress: ":4244"}, "--hubble-tls-cert-file"},
+	}
+	for _, b := range bad {
+		b.c.EnableHubble, b.c.HubbleSocketPath, b.c.HubbleEventBufferCapacity = true, "/run/h.sock", 15
+		if err := b.c.Validate(); err == nil || !strings.Contains(err.Error(), b.want) {
+			t.Errorf("%+v: %v, want an error naming %s", b.c, err, b.want)
+		}
+	}
+	noCA := cfg
+	noCA.HubbleTLSClientCAFiles = []string{f("server.key")}
+	if _, err := noCA.serverTLS(); err == nil || !strings.Contains(err.Error(), "--hubble-tls-client-ca-files") {
+		t.Errorf("a CA file without a certificate: %v", err)
+	}
+}
