@@ -172,8 +172,6 @@ func portRange(port, endPort uint16) string {
 	return "any"
 }
 
-// protocolName names the IP protocols the datapath handles.
-
 // bpfCounter is one entry of the metrics map, summed over CPUs.
 type bpfCounter struct {
 	Reason     string `json:"reason"`
