@@ -66,20 +66,29 @@ func (g *globals) dial() (observer.ObserverClient, func() error, error) {
 	return observer.NewObserverClient(conn), conn.Close, nil
 }
 
+// unary runs one call against the server within --timeout.
+func (g *globals) unary(ctx context.Context, call func(context.Context, observer.ObserverClient) error) error {
+	c, closeConn, err := g.dial()
+	if err != nil {
+		return err
+	}
+	defer closeConn()
+	ctx, cancel := context.WithTimeout(ctx, g.timeout)
+	defer cancel()
+	return call(ctx, c)
+}
+
 func newStatusCommand(g *globals) *cobra.Command {
 	return &cobra.Command{
 		Use:   "status",
 		Short: "Show the server's health and how many flows it holds",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, closeConn, err := g.dial()
-			if err != nil {
+			var st *observer.ServerStatusResponse
+			err := g.unary(cmd.Context(), func(ctx context.Context, c observer.ObserverClient) (err error) {
+				st, err = c.ServerStatus(ctx, &observer.ServerStatusRequest{}, grpc.WaitForReady(true))
 				return err
-			}
-			defer closeConn()
-			ctx, cancel := context.WithTimeout(cmd.Context(), g.timeout)
-			defer cancel()
-			st, err := c.ServerStatus(ctx, &observer.ServerStatusRequest{}, grpc.WaitForReady(true))
+			})
 			if err != nil {
 				return fmt.Errorf("server status of %s: %w", g.server, err)
 			}
@@ -105,14 +114,11 @@ func newListCommand(g *globals) *cobra.Command {
 		Short: "The namespaces of the pods in the last hour's flows",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, closeConn, err := g.dial()
-			if err != nil {
+			var resp *observer.GetNamespacesResponse
+			err := g.unary(cmd.Context(), func(ctx context.Context, c observer.ObserverClient) (err error) {
+				resp, err = c.GetNamespaces(ctx, &observer.GetNamespacesRequest{}, grpc.WaitForReady(true))
 				return err
-			}
-			defer closeConn()
-			ctx, cancel := context.WithTimeout(cmd.Context(), g.timeout)
-			defer cancel()
-			resp, err := c.GetNamespaces(ctx, &observer.GetNamespacesRequest{}, grpc.WaitForReady(true))
+			})
 			if err != nil {
 				return fmt.Errorf("namespaces of %s: %w", g.server, err)
 			}

@@ -250,22 +250,21 @@ func register(p params) error {
 func readEvents(ctx context.Context, log *slog.Logger, sub *monitor.Subscription, pr *parser.Parser, ring *container.Ring) error {
 	defer sub.Close()
 	for {
-		select {
-		case <-ctx.Done():
+		ev, lost, ok := sub.Next(ctx)
+		if !ok {
 			return nil
-		case ev := <-sub.Events():
-			if lost := sub.TakeLost(); lost > 0 {
-				// Readers see the loss where it happened, among the flows.
-				ring.Write(container.Event{Lost: &flow.LostEvent{Source: flow.LostEventSource_OBSERVER_EVENTS_QUEUE,
-					NumEventsLost: lost, Last: timestamppb.Now()}})
-			}
-			f, err := pr.Decode(ev)
-			if err != nil {
-				log.Debug("event not shown", "error", err)
-				continue
-			}
-			ring.Write(container.Event{Flow: f})
 		}
+		if lost > 0 {
+			// Readers see the loss where it happened, among the flows.
+			ring.Write(container.Event{Lost: &flow.LostEvent{Source: flow.LostEventSource_OBSERVER_EVENTS_QUEUE,
+				NumEventsLost: lost, Last: timestamppb.Now()}})
+		}
+		f, err := pr.Decode(ev)
+		if err != nil {
+			log.Debug("event not shown", "error", err)
+			continue
+		}
+		ring.Write(container.Event{Flow: f})
 	}
 }
 

@@ -55,9 +55,6 @@ func (h *Hub) Subscribe(size int) *Subscription {
 	return s
 }
 
-// Events are the subscription's events; the channel is never closed.
-func (s *Subscription) Events() <-chan datapath.Event { return s.c }
-
 // TakeLost returns how many events the queue had no room for since the
 // last call.
 func (s *Subscription) TakeLost() uint64 {
@@ -66,6 +63,17 @@ func (s *Subscription) TakeLost() uint64 {
 	n := s.lost
 	s.lost = 0
 	return n
+}
+
+// Next waits for the next event; lost is how many events the queue had
+// no room for before it. ok is false once ctx ended.
+func (s *Subscription) Next(ctx context.Context) (ev datapath.Event, lost uint64, ok bool) {
+	select {
+	case <-ctx.Done():
+		return ev, 0, false
+	case ev = <-s.c:
+		return ev, s.TakeLost(), true
+	}
 }
 
 // Close removes the subscription.
@@ -135,22 +143,21 @@ func (h *Hub) Stream(ctx context.Context, types []string, emit func(models.Monit
 	sub := h.Subscribe(streamQueue)
 	defer sub.Close()
 	for {
-		select {
-		case <-ctx.Done():
+		ev, lost, ok := sub.Next(ctx)
+		if !ok {
 			return nil
-		case ev := <-sub.Events():
-			if lost := sub.TakeLost(); lost > 0 {
-				if err := emit(models.MonitorEvent{Type: "lost", Lost: lost}); err != nil {
-					return err
-				}
-			}
-			m := Model(ev)
-			if len(types) > 0 && !slices.Contains(types, m.Type) {
-				continue
-			}
-			if err := emit(m); err != nil {
+		}
+		if lost > 0 {
+			if err := emit(models.MonitorEvent{Type: "lost", Lost: lost}); err != nil {
 				return err
 			}
+		}
+		m := Model(ev)
+		if len(types) > 0 && !slices.Contains(types, m.Type) {
+			continue
+		}
+		if err := emit(m); err != nil {
+			return err
 		}
 	}
 }
