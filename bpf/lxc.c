@@ -111,7 +111,7 @@ int cil_from_container(struct __sk_buff *skb)
 		return drop(skb, &f, ret);
 	hairpin = ret == LB_HAIRPIN;
 
-	f.ct_status = ct_lookup(skb, &f.p, &ct);
+	f.ct_status = ct_lookup(skb, &f.p, &ct, &f.report);
 	if (f.ct_status == CT_INVALID)
 		return drop(skb, &f, DROP_UNKNOWN_CT);
 	/* What this pod sends back to a client of a service it backs (a
@@ -224,7 +224,7 @@ int cil_to_container(struct __sk_buff *skb)
 		return TC_ACT_OK;
 	if (ret < 0)
 		return drop(skb, &f, ret);
-	f.ct_status = ct_lookup(skb, &f.p, &ct);
+	f.ct_status = ct_lookup(skb, &f.p, &ct, &f.report);
 	f.src_id = ct ? ct_remote_identity(ct, f.ct_status) : identity_of4(f.p.saddr);
 	if (f.ct_status == CT_INVALID)
 		return drop(skb, &f, DROP_UNKNOWN_CT);

@@ -56,7 +56,7 @@ static __always_inline int from_network(struct __sk_buff *skb, __u32 src_id, __u
 	 * netfilter undoes what it translated (kube-proxy's DNAT of a Service
 	 * address); the pod's to-container judges the packet. */
 	if (!ep || LEGACY_ROUTING) {
-		if (TRACE_ENABLED)
+		if (trace_wanted(&f, point))
 			emit_event(skb, &f, EVENT_TRACE, point, 0);
 		/* Pods do not know the VXLAN device's MAC: the inner frame
 		 * still names the sender's gateway, and the stack would

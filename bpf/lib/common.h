@@ -79,6 +79,15 @@ enum trace_point {
 	TRACE_FROM_NETWORK = 10,
 };
 
+/* Cilium's monitor-aggregation levels. */
+enum monitor_aggregation {
+	MONITOR_NONE = 0, /* every forwarded packet */
+	MONITOR_LOWEST = 1, /* no traces where packets are received */
+	MONITOR_LOW = 2, /* as lowest */
+	MONITOR_MEDIUM = 3, /* and a connection's only when it has news */
+	MONITOR_MAX = 4, /* as medium */
+};
+
 /* Metric reasons: 0 means forwarded, drops use their drop reason. The
  * numbers are Cilium's, so that Hubble reports them unchanged. */
 enum drop_reason {
@@ -248,7 +257,14 @@ struct ct_entry {
 	 * replies' source is translated back with. 0: none. */
 	__u16 rev_nat_index;
 	__u32 backend_id; /* service entries (CT_KEY_SERVICE): the backend */
-	__u32 pad;
+	/* Monitor aggregation (ct_report): the TCP flags of CT_REPORT_FLAGS
+	 * each direction has shown, and when it last reported a trace, in
+	 * seconds of ct_now. tx is the opener's direction, rx the replies'. */
+	__u8 tx_flags_seen;
+	__u8 rx_flags_seen;
+	__u16 pad;
+	__u32 last_tx_report;
+	__u32 last_rx_report;
 };
 
 struct nat4_key {
@@ -420,6 +436,13 @@ volatile const __u32 NODE_IPV4 = 0;
 volatile const __u8 TUNNEL_MODE = ROUTING_NATIVE;
 volatile const __u32 TUNNEL_IFINDEX = 0;
 volatile const __u8 TRACE_ENABLED = 0;
+/* How traces of forwarded packets are thinned (enum monitor_aggregation);
+ * from MONITOR_MEDIUM on, a connection's direction reports when it shows
+ * a TCP flag of CT_REPORT_FLAGS it had not shown, or CT_REPORT_INTERVAL
+ * seconds after its last report. */
+volatile const __u8 MONITOR_AGGREGATION = 0;
+volatile const __u8 CT_REPORT_FLAGS = 0xff;
+volatile const __u32 CT_REPORT_INTERVAL = 5;
 volatile const __u8 MASQUERADE = 0;
 /* Hand routed pod traffic to the stack instead of redirecting it by the
  * FIB: slower per packet, but the stack's queues spread work over CPUs. */
@@ -437,6 +460,7 @@ struct go_contract {
 	enum reserved_identity identity;
 	enum event_type event_type;
 	enum trace_point trace_point;
+	enum monitor_aggregation monitor_aggregation;
 	enum drop_reason drop_reason;
 	enum traffic_direction direction;
 	enum policy_verdict verdict;

@@ -59,6 +59,29 @@ static __always_inline void ct_touch(struct ct_entry *e, const struct pkt *p, in
 	}
 }
 
+/* ct_report says whether a trace of p, which matched e, has news under
+ * monitor aggregation: its direction shows a TCP flag of CT_REPORT_FLAGS
+ * it had not shown, or has not reported for CT_REPORT_INTERVAL seconds.
+ * Two CPUs may both report a change; that costs an event, not a miss. */
+static __always_inline __u8 ct_report(struct ct_entry *e, const struct pkt *p, int reply, __u64 now)
+{
+	__u32 sec = now / NSEC_PER_SEC;
+	__u8 seen = reply ? e->rx_flags_seen : e->tx_flags_seen;
+	__u32 last = reply ? e->last_rx_report : e->last_tx_report;
+	__u8 flags = seen | (p->tcp_flags & CT_REPORT_FLAGS);
+
+	if (flags == seen && sec - last < CT_REPORT_INTERVAL)
+		return 0;
+	if (reply) {
+		e->rx_flags_seen = flags;
+		e->last_rx_report = sec;
+	} else {
+		e->tx_flags_seen = flags;
+		e->last_tx_report = sec;
+	}
+	return 1;
+}
+
 static __always_inline void ct_key_of(const struct pkt *p, struct ct4_key *k, int reverse)
 {
 	if (reverse) {
@@ -156,8 +179,11 @@ static __always_inline int ct_reply_likely(const struct pkt *p)
 }
 
 /* ct_lookup classifies the packet; for established flows and replies it
- * also returns the connection's entry. Callers drop CT_INVALID. */
-static __always_inline __u8 ct_lookup(struct __sk_buff *skb, const struct pkt *p, struct ct_entry **entry)
+ * also returns the connection's entry. Callers drop CT_INVALID. *report
+ * says whether a trace of the packet has news (ct_report): always, but
+ * for a tracked connection under monitor aggregation. */
+static __always_inline __u8 ct_lookup(struct __sk_buff *skb, const struct pkt *p, struct ct_entry **entry,
+				      __u8 *report)
 {
 	struct ct4_key k = {};
 	struct ct_entry *e;
@@ -165,6 +191,7 @@ static __always_inline __u8 ct_lookup(struct __sk_buff *skb, const struct pkt *p
 	int reply = ct_reply_likely(p);
 
 	*entry = 0;
+	*report = 1;
 	ct_key_of(p, &k, reply);
 	e = ct_find(&k, now);
 	if (!e) {
@@ -183,6 +210,8 @@ static __always_inline __u8 ct_lookup(struct __sk_buff *skb, const struct pkt *p
 		return CT_NEW;
 	if (e) {
 		ct_touch(e, p, reply, now);
+		if (TRACE_ENABLED && MONITOR_AGGREGATION >= MONITOR_MEDIUM)
+			*report = ct_report(e, p, reply, now);
 		*entry = e;
 		return reply ? CT_REPLY : CT_ESTABLISHED;
 	}
@@ -240,7 +269,12 @@ static __always_inline int ct_create(const struct pkt *p, __u32 src_identity, __
 		.rev_nat_index = rev_nat_index,
 	};
 
-	e.expires = ct_now() + ct_lifetime(p->protocol, e.flags);
+	__u64 now = ct_now();
+
+	e.expires = now + ct_lifetime(p->protocol, e.flags);
+	/* The new connection's first packet was reported. */
+	e.tx_flags_seen = p->tcp_flags & CT_REPORT_FLAGS;
+	e.last_tx_report = now / NSEC_PER_SEC;
 	ct_key_of(p, &k, 0);
 	if (bpf_map_update_elem(&cilium_ct4, &k, &e, BPF_ANY) < 0)
 		return -DROP_CT_CREATE;

@@ -15,6 +15,7 @@ struct flow {
 	__u16 rev_nat; /* the service that translated the packet, 0: none */
 	__u8 ct_status; /* enum ct_status */
 	__u8 direction; /* enum traffic_direction */
+	__u8 report; /* a trace of the packet has news (ct_lookup) */
 	__u32 policy_cookie; /* the deciding policy entry's, for events */
 };
 
@@ -70,11 +71,26 @@ static __always_inline int drop(struct __sk_buff *skb, const struct flow *f, int
 	return TC_ACT_SHOT;
 }
 
-/* forwarded counts a packet let through and traces it when asked to. */
+/* trace_wanted says whether a trace of f at point passes monitor
+ * aggregation. Without conntrack's word (f->report unset) a medium
+ * aggregation reports nothing, as Cilium's. */
+static __always_inline int trace_wanted(const struct flow *f, enum trace_point point)
+{
+	if (!TRACE_ENABLED)
+		return 0;
+	if (MONITOR_AGGREGATION >= MONITOR_LOWEST &&
+	    (point == TRACE_FROM_LXC || point == TRACE_FROM_HOST ||
+	     point == TRACE_FROM_OVERLAY || point == TRACE_FROM_NETWORK))
+		return 0;
+	return MONITOR_AGGREGATION < MONITOR_MEDIUM || f->report;
+}
+
+/* forwarded counts a packet let through and traces it as monitor
+ * aggregation allows. */
 static __always_inline void forwarded(struct __sk_buff *skb, const struct flow *f,
 				      enum trace_point point)
 {
-	if (TRACE_ENABLED)
+	if (trace_wanted(f, point))
 		emit_event(skb, f, EVENT_TRACE, point, 0);
 	metrics_add(REASON_FORWARDED, f->direction, skb->len);
 }

@@ -26,7 +26,7 @@ static __always_inline int deliver_ingress(struct __sk_buff *skb, struct flow *f
 	f->dst_ep = ep->ep_id;
 	f->dst_id = ep->identity;
 	f->direction = DIR_INGRESS;
-	f->ct_status = ct_lookup(skb, &f->p, &ct);
+	f->ct_status = ct_lookup(skb, &f->p, &ct, &f->report);
 	if (f->ct_status == CT_INVALID) {
 		if (!f->src_id)
 			f->src_id = identity_of4(f->p.saddr);

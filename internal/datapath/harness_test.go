@@ -55,8 +55,10 @@ const (
 type envOpts struct {
 	mode          spec.RoutingMode
 	trace         bool
-	policyIngress bool // for A
-	policyEgress  bool // for A
+	aggregation   MonitorAggregation
+	reportEvery   time.Duration // DefaultReportInterval when unset
+	policyIngress bool          // for A
+	policyEgress  bool          // for A
 	ingressB      bool
 	vni           uint32     // tunnel key the overlay harness sets, 0 for none
 	tunnelSrc     netip.Addr // the tunnel key's sender; remoteIP when unset
@@ -164,8 +166,12 @@ func newEnv(t testing.TB, o envOpts) *env {
 	t.Cleanup(func() { maps.Close() })
 	e.maps = maps
 
-	node := NodeConstants{NodeIPv4: nodeIP, Mode: o.mode, TunnelIfindex: tunnelIfindex, Trace: o.trace,
+	node := NodeConstants{NodeIPv4: nodeIP, Mode: o.mode, TunnelIfindex: tunnelIfindex,
+		Traces:     Traces{Enabled: o.trace, Aggregation: o.aggregation, ReportFlags: DefaultReportFlags, ReportInterval: o.reportEvery},
 		Masquerade: o.masquerade, LegacyRouting: o.legacyRouting}
+	if node.Traces.ReportInterval == 0 {
+		node.Traces.ReportInterval = DefaultReportInterval
+	}
 	e.node = node
 	lxc, err := LoadEndpointPrograms(maps, EndpointConstants{
 		NodeConstants: node, ID: epA, Identity: idA, IPv4: ipA,
@@ -212,7 +218,8 @@ func loadOverlayHarness(t testing.TB, maps *Maps, node NodeConstants, vni uint32
 	must(t, cs.Assign(&vs))
 	must(t, node.set(nodeVars{
 		nodeIPv4: vs.NODE_IPV4, tunnelMode: vs.TUNNEL_MODE, tunnelIfindex: vs.TUNNEL_IFINDEX,
-		trace: vs.TRACE_ENABLED, masquerade: vs.MASQUERADE, legacyRouting: vs.LEGACY_ROUTING,
+		trace: vs.TRACE_ENABLED, aggregation: vs.MONITOR_AGGREGATION, reportFlags: vs.CT_REPORT_FLAGS,
+		reportInterval: vs.CT_REPORT_INTERVAL, masquerade: vs.MASQUERADE, legacyRouting: vs.LEGACY_ROUTING,
 		natPortMin: vs.NAT_PORT_MIN, natPortMax: vs.NAT_PORT_MAX,
 	}))
 	must(t, setAll(

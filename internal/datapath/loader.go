@@ -16,7 +16,7 @@ type NodeConstants struct {
 	NodeIPv4      netip.Addr
 	Mode          spec.RoutingMode
 	TunnelIfindex int
-	Trace         bool
+	Traces        Traces
 	// Masquerade translates pod traffic to the world to NodeIPv4.
 	Masquerade bool
 	// LegacyRouting hands routed pod traffic to the stack rather than
@@ -77,8 +77,8 @@ func boolU8(b bool) uint8 {
 // object's generated variable specs by field: a constant renamed in C is
 // a compile error in the loader, not a load error at run time.
 type nodeVars struct {
-	nodeIPv4, tunnelMode, tunnelIfindex, trace, masquerade, legacyRouting,
-	natPortMin, natPortMax *ebpf.VariableSpec
+	nodeIPv4, tunnelMode, tunnelIfindex, trace, aggregation, reportFlags, reportInterval,
+	masquerade, legacyRouting, natPortMin, natPortMax *ebpf.VariableSpec
 }
 
 func (c NodeConstants) set(v nodeVars) error {
@@ -90,7 +90,10 @@ func (c NodeConstants) set(v nodeVars) error {
 		setVar(v.nodeIPv4, as4(c.NodeIPv4)),
 		setVar(v.tunnelMode, uint8(c.Mode)),
 		setVar(v.tunnelIfindex, uint32(c.TunnelIfindex)),
-		setVar(v.trace, boolU8(c.Trace)),
+		setVar(v.trace, boolU8(c.Traces.Enabled)),
+		setVar(v.aggregation, uint8(c.Traces.Aggregation)),
+		setVar(v.reportFlags, c.Traces.ReportFlags),
+		setVar(v.reportInterval, c.Traces.reportSeconds()),
 		setVar(v.masquerade, boolU8(c.Masquerade)),
 		setVar(v.legacyRouting, boolU8(c.LegacyRouting)),
 		setVar(v.natPortMin, ports.Min),
@@ -134,7 +137,8 @@ func LoadEndpointPrograms(maps *Maps, c EndpointConstants) (*EndpointPrograms, e
 	}
 	err = c.NodeConstants.set(nodeVars{
 		nodeIPv4: vs.NODE_IPV4, tunnelMode: vs.TUNNEL_MODE, tunnelIfindex: vs.TUNNEL_IFINDEX,
-		trace: vs.TRACE_ENABLED, masquerade: vs.MASQUERADE, legacyRouting: vs.LEGACY_ROUTING,
+		trace: vs.TRACE_ENABLED, aggregation: vs.MONITOR_AGGREGATION, reportFlags: vs.CT_REPORT_FLAGS,
+		reportInterval: vs.CT_REPORT_INTERVAL, masquerade: vs.MASQUERADE, legacyRouting: vs.LEGACY_ROUTING,
 		natPortMin: vs.NAT_PORT_MIN, natPortMax: vs.NAT_PORT_MAX,
 	})
 	if err == nil {
@@ -170,7 +174,8 @@ func LoadNodePrograms(maps *Maps, c NodeConstants) (*NodePrograms, error) {
 	}
 	if err := c.set(nodeVars{
 		nodeIPv4: vs.NODE_IPV4, tunnelMode: vs.TUNNEL_MODE, tunnelIfindex: vs.TUNNEL_IFINDEX,
-		trace: vs.TRACE_ENABLED, masquerade: vs.MASQUERADE, legacyRouting: vs.LEGACY_ROUTING,
+		trace: vs.TRACE_ENABLED, aggregation: vs.MONITOR_AGGREGATION, reportFlags: vs.CT_REPORT_FLAGS,
+		reportInterval: vs.CT_REPORT_INTERVAL, masquerade: vs.MASQUERADE, legacyRouting: vs.LEGACY_ROUTING,
 		natPortMin: vs.NAT_PORT_MIN, natPortMax: vs.NAT_PORT_MAX,
 	}); err != nil {
 		return nil, fmt.Errorf("node programs: %w", err)

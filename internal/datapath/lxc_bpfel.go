@@ -31,17 +31,21 @@ type lxcCt4Key struct {
 }
 
 type lxcCtEntry struct {
-	_           structs.HostLayout
-	Expires     uint64
-	Packets     uint64
-	Bytes       uint64
-	SrcIdentity uint32
-	DstIdentity uint32
-	TunnelIpv4  uint32
-	Flags       uint16
-	RevNatIndex uint16
-	BackendId   uint32
-	Pad         uint32
+	_            structs.HostLayout
+	Expires      uint64
+	Packets      uint64
+	Bytes        uint64
+	SrcIdentity  uint32
+	DstIdentity  uint32
+	TunnelIpv4   uint32
+	Flags        uint16
+	RevNatIndex  uint16
+	BackendId    uint32
+	TxFlagsSeen  uint8
+	RxFlagsSeen  uint8
+	Pad          uint16
+	LastTxReport uint32
+	LastRxReport uint32
 }
 
 type lxcCtFlags uint32
@@ -296,6 +300,16 @@ type lxcMetricsValue struct {
 	Bytes   uint64
 }
 
+type lxcMonitorAggregation uint32
+
+const (
+	lxcMonitorAggregationMONITOR_NONE   lxcMonitorAggregation = 0
+	lxcMonitorAggregationMONITOR_LOWEST lxcMonitorAggregation = 1
+	lxcMonitorAggregationMONITOR_LOW    lxcMonitorAggregation = 2
+	lxcMonitorAggregationMONITOR_MEDIUM lxcMonitorAggregation = 3
+	lxcMonitorAggregationMONITOR_MAX    lxcMonitorAggregation = 4
+)
+
 type lxcNat4Entry struct {
 	_           structs.HostLayout
 	Addr        uint32
@@ -414,11 +428,14 @@ const (
 	lxcMapCiliumSnat4         = "cilium_snat4"
 	lxcProgCilFromContainer   = "cil_from_container"
 	lxcProgCilToContainer     = "cil_to_container"
+	lxcVarCT_REPORT_FLAGS     = "CT_REPORT_FLAGS"
+	lxcVarCT_REPORT_INTERVAL  = "CT_REPORT_INTERVAL"
 	lxcVarENDPOINT_ID         = "ENDPOINT_ID"
 	lxcVarENDPOINT_IDENTITY   = "ENDPOINT_IDENTITY"
 	lxcVarENDPOINT_IPV4       = "ENDPOINT_IPV4"
 	lxcVarLEGACY_ROUTING      = "LEGACY_ROUTING"
 	lxcVarMASQUERADE          = "MASQUERADE"
+	lxcVarMONITOR_AGGREGATION = "MONITOR_AGGREGATION"
 	lxcVarNAT_PORT_MAX        = "NAT_PORT_MAX"
 	lxcVarNAT_PORT_MIN        = "NAT_PORT_MIN"
 	lxcVarNETKIT              = "NETKIT"
@@ -505,24 +522,27 @@ type lxcMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type lxcVariableSpecs struct {
-	ENDPOINT_ID       *ebpf.VariableSpec `ebpf:"ENDPOINT_ID"`
-	ENDPOINT_IDENTITY *ebpf.VariableSpec `ebpf:"ENDPOINT_IDENTITY"`
-	ENDPOINT_IPV4     *ebpf.VariableSpec `ebpf:"ENDPOINT_IPV4"`
-	LEGACY_ROUTING    *ebpf.VariableSpec `ebpf:"LEGACY_ROUTING"`
-	MASQUERADE        *ebpf.VariableSpec `ebpf:"MASQUERADE"`
-	NAT_PORT_MAX      *ebpf.VariableSpec `ebpf:"NAT_PORT_MAX"`
-	NAT_PORT_MIN      *ebpf.VariableSpec `ebpf:"NAT_PORT_MIN"`
-	NETKIT            *ebpf.VariableSpec `ebpf:"NETKIT"`
-	NODE_IPV4         *ebpf.VariableSpec `ebpf:"NODE_IPV4"`
-	POLICY_EGRESS     *ebpf.VariableSpec `ebpf:"POLICY_EGRESS"`
-	POLICY_INGRESS    *ebpf.VariableSpec `ebpf:"POLICY_INGRESS"`
-	TRACE_ENABLED     *ebpf.VariableSpec `ebpf:"TRACE_ENABLED"`
-	TUNNEL_IFINDEX    *ebpf.VariableSpec `ebpf:"TUNNEL_IFINDEX"`
-	TUNNEL_MODE       *ebpf.VariableSpec `ebpf:"TUNNEL_MODE"`
-	EventType         *ebpf.VariableSpec `ebpf:"__event_type"`
-	GoContract        *ebpf.VariableSpec `ebpf:"__go_contract"`
-	LbContract        *ebpf.VariableSpec `ebpf:"__lb_contract"`
-	LbXlateContract   *ebpf.VariableSpec `ebpf:"__lb_xlate_contract"`
+	CT_REPORT_FLAGS     *ebpf.VariableSpec `ebpf:"CT_REPORT_FLAGS"`
+	CT_REPORT_INTERVAL  *ebpf.VariableSpec `ebpf:"CT_REPORT_INTERVAL"`
+	ENDPOINT_ID         *ebpf.VariableSpec `ebpf:"ENDPOINT_ID"`
+	ENDPOINT_IDENTITY   *ebpf.VariableSpec `ebpf:"ENDPOINT_IDENTITY"`
+	ENDPOINT_IPV4       *ebpf.VariableSpec `ebpf:"ENDPOINT_IPV4"`
+	LEGACY_ROUTING      *ebpf.VariableSpec `ebpf:"LEGACY_ROUTING"`
+	MASQUERADE          *ebpf.VariableSpec `ebpf:"MASQUERADE"`
+	MONITOR_AGGREGATION *ebpf.VariableSpec `ebpf:"MONITOR_AGGREGATION"`
+	NAT_PORT_MAX        *ebpf.VariableSpec `ebpf:"NAT_PORT_MAX"`
+	NAT_PORT_MIN        *ebpf.VariableSpec `ebpf:"NAT_PORT_MIN"`
+	NETKIT              *ebpf.VariableSpec `ebpf:"NETKIT"`
+	NODE_IPV4           *ebpf.VariableSpec `ebpf:"NODE_IPV4"`
+	POLICY_EGRESS       *ebpf.VariableSpec `ebpf:"POLICY_EGRESS"`
+	POLICY_INGRESS      *ebpf.VariableSpec `ebpf:"POLICY_INGRESS"`
+	TRACE_ENABLED       *ebpf.VariableSpec `ebpf:"TRACE_ENABLED"`
+	TUNNEL_IFINDEX      *ebpf.VariableSpec `ebpf:"TUNNEL_IFINDEX"`
+	TUNNEL_MODE         *ebpf.VariableSpec `ebpf:"TUNNEL_MODE"`
+	EventType           *ebpf.VariableSpec `ebpf:"__event_type"`
+	GoContract          *ebpf.VariableSpec `ebpf:"__go_contract"`
+	LbContract          *ebpf.VariableSpec `ebpf:"__lb_contract"`
+	LbXlateContract     *ebpf.VariableSpec `ebpf:"__lb_xlate_contract"`
 }
 
 // lxcObjects contains all objects after they have been loaded into the kernel.
@@ -586,24 +606,27 @@ func (m *lxcMaps) Close() error {
 //
 // It can be passed to loadLxcObjects or ebpf.CollectionSpec.LoadAndAssign.
 type lxcVariables struct {
-	ENDPOINT_ID       *ebpf.Variable `ebpf:"ENDPOINT_ID"`
-	ENDPOINT_IDENTITY *ebpf.Variable `ebpf:"ENDPOINT_IDENTITY"`
-	ENDPOINT_IPV4     *ebpf.Variable `ebpf:"ENDPOINT_IPV4"`
-	LEGACY_ROUTING    *ebpf.Variable `ebpf:"LEGACY_ROUTING"`
-	MASQUERADE        *ebpf.Variable `ebpf:"MASQUERADE"`
-	NAT_PORT_MAX      *ebpf.Variable `ebpf:"NAT_PORT_MAX"`
-	NAT_PORT_MIN      *ebpf.Variable `ebpf:"NAT_PORT_MIN"`
-	NETKIT            *ebpf.Variable `ebpf:"NETKIT"`
-	NODE_IPV4         *ebpf.Variable `ebpf:"NODE_IPV4"`
-	POLICY_EGRESS     *ebpf.Variable `ebpf:"POLICY_EGRESS"`
-	POLICY_INGRESS    *ebpf.Variable `ebpf:"POLICY_INGRESS"`
-	TRACE_ENABLED     *ebpf.Variable `ebpf:"TRACE_ENABLED"`
-	TUNNEL_IFINDEX    *ebpf.Variable `ebpf:"TUNNEL_IFINDEX"`
-	TUNNEL_MODE       *ebpf.Variable `ebpf:"TUNNEL_MODE"`
-	EventType         *ebpf.Variable `ebpf:"__event_type"`
-	GoContract        *ebpf.Variable `ebpf:"__go_contract"`
-	LbContract        *ebpf.Variable `ebpf:"__lb_contract"`
-	LbXlateContract   *ebpf.Variable `ebpf:"__lb_xlate_contract"`
+	CT_REPORT_FLAGS     *ebpf.Variable `ebpf:"CT_REPORT_FLAGS"`
+	CT_REPORT_INTERVAL  *ebpf.Variable `ebpf:"CT_REPORT_INTERVAL"`
+	ENDPOINT_ID         *ebpf.Variable `ebpf:"ENDPOINT_ID"`
+	ENDPOINT_IDENTITY   *ebpf.Variable `ebpf:"ENDPOINT_IDENTITY"`
+	ENDPOINT_IPV4       *ebpf.Variable `ebpf:"ENDPOINT_IPV4"`
+	LEGACY_ROUTING      *ebpf.Variable `ebpf:"LEGACY_ROUTING"`
+	MASQUERADE          *ebpf.Variable `ebpf:"MASQUERADE"`
+	MONITOR_AGGREGATION *ebpf.Variable `ebpf:"MONITOR_AGGREGATION"`
+	NAT_PORT_MAX        *ebpf.Variable `ebpf:"NAT_PORT_MAX"`
+	NAT_PORT_MIN        *ebpf.Variable `ebpf:"NAT_PORT_MIN"`
+	NETKIT              *ebpf.Variable `ebpf:"NETKIT"`
+	NODE_IPV4           *ebpf.Variable `ebpf:"NODE_IPV4"`
+	POLICY_EGRESS       *ebpf.Variable `ebpf:"POLICY_EGRESS"`
+	POLICY_INGRESS      *ebpf.Variable `ebpf:"POLICY_INGRESS"`
+	TRACE_ENABLED       *ebpf.Variable `ebpf:"TRACE_ENABLED"`
+	TUNNEL_IFINDEX      *ebpf.Variable `ebpf:"TUNNEL_IFINDEX"`
+	TUNNEL_MODE         *ebpf.Variable `ebpf:"TUNNEL_MODE"`
+	EventType           *ebpf.Variable `ebpf:"__event_type"`
+	GoContract          *ebpf.Variable `ebpf:"__go_contract"`
+	LbContract          *ebpf.Variable `ebpf:"__lb_contract"`
+	LbXlateContract     *ebpf.Variable `ebpf:"__lb_xlate_contract"`
 }
 
 // lxcPrograms contains all programs after they have been loaded into the kernel.

@@ -34,8 +34,8 @@ type Config struct {
 	// TunnelDevice and TunnelPort name the VXLAN device in tunnel mode.
 	TunnelDevice string
 	TunnelPort   int
-	// Trace emits a trace event for every forwarded packet.
-	Trace bool
+	// Traces are the trace events of forwarded packets.
+	Traces Traces
 	// Masquerade translates pod traffic to the world (addresses outside
 	// the ipcache) to NodeIPv4, in BPF. Cilium enables it by default.
 	Masquerade bool
@@ -188,7 +188,7 @@ func (n *Node) Start() error {
 	if err != nil {
 		return fmt.Errorf("uplink %s: %w", n.cfg.Uplink, err)
 	}
-	n.consts = NodeConstants{NodeIPv4: n.cfg.NodeIPv4, Mode: n.cfg.Mode, Trace: n.cfg.Trace,
+	n.consts = NodeConstants{NodeIPv4: n.cfg.NodeIPv4, Mode: n.cfg.Mode, Traces: n.cfg.Traces,
 		Masquerade: n.cfg.Masquerade, LegacyRouting: n.cfg.LegacyRouting}
 	// Masquerading and the SNAT of NodePort flows to remote backends
 	// (which runs whether or not pods are masqueraded) share the range.

@@ -35,8 +35,11 @@ const (
 	nodeProgCilFromOverlay     = "cil_from_overlay"
 	nodeProgCilToNetdev        = "cil_to_netdev"
 	nodeProgCilToOverlay       = "cil_to_overlay"
+	nodeVarCT_REPORT_FLAGS     = "CT_REPORT_FLAGS"
+	nodeVarCT_REPORT_INTERVAL  = "CT_REPORT_INTERVAL"
 	nodeVarLEGACY_ROUTING      = "LEGACY_ROUTING"
 	nodeVarMASQUERADE          = "MASQUERADE"
+	nodeVarMONITOR_AGGREGATION = "MONITOR_AGGREGATION"
 	nodeVarNAT_PORT_MAX        = "NAT_PORT_MAX"
 	nodeVarNAT_PORT_MIN        = "NAT_PORT_MIN"
 	nodeVarNODE_IPV4           = "NODE_IPV4"
@@ -122,18 +125,21 @@ type nodeMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type nodeVariableSpecs struct {
-	LEGACY_ROUTING  *ebpf.VariableSpec `ebpf:"LEGACY_ROUTING"`
-	MASQUERADE      *ebpf.VariableSpec `ebpf:"MASQUERADE"`
-	NAT_PORT_MAX    *ebpf.VariableSpec `ebpf:"NAT_PORT_MAX"`
-	NAT_PORT_MIN    *ebpf.VariableSpec `ebpf:"NAT_PORT_MIN"`
-	NODE_IPV4       *ebpf.VariableSpec `ebpf:"NODE_IPV4"`
-	TRACE_ENABLED   *ebpf.VariableSpec `ebpf:"TRACE_ENABLED"`
-	TUNNEL_IFINDEX  *ebpf.VariableSpec `ebpf:"TUNNEL_IFINDEX"`
-	TUNNEL_MODE     *ebpf.VariableSpec `ebpf:"TUNNEL_MODE"`
-	EventType       *ebpf.VariableSpec `ebpf:"__event_type"`
-	GoContract      *ebpf.VariableSpec `ebpf:"__go_contract"`
-	LbContract      *ebpf.VariableSpec `ebpf:"__lb_contract"`
-	LbXlateContract *ebpf.VariableSpec `ebpf:"__lb_xlate_contract"`
+	CT_REPORT_FLAGS     *ebpf.VariableSpec `ebpf:"CT_REPORT_FLAGS"`
+	CT_REPORT_INTERVAL  *ebpf.VariableSpec `ebpf:"CT_REPORT_INTERVAL"`
+	LEGACY_ROUTING      *ebpf.VariableSpec `ebpf:"LEGACY_ROUTING"`
+	MASQUERADE          *ebpf.VariableSpec `ebpf:"MASQUERADE"`
+	MONITOR_AGGREGATION *ebpf.VariableSpec `ebpf:"MONITOR_AGGREGATION"`
+	NAT_PORT_MAX        *ebpf.VariableSpec `ebpf:"NAT_PORT_MAX"`
+	NAT_PORT_MIN        *ebpf.VariableSpec `ebpf:"NAT_PORT_MIN"`
+	NODE_IPV4           *ebpf.VariableSpec `ebpf:"NODE_IPV4"`
+	TRACE_ENABLED       *ebpf.VariableSpec `ebpf:"TRACE_ENABLED"`
+	TUNNEL_IFINDEX      *ebpf.VariableSpec `ebpf:"TUNNEL_IFINDEX"`
+	TUNNEL_MODE         *ebpf.VariableSpec `ebpf:"TUNNEL_MODE"`
+	EventType           *ebpf.VariableSpec `ebpf:"__event_type"`
+	GoContract          *ebpf.VariableSpec `ebpf:"__go_contract"`
+	LbContract          *ebpf.VariableSpec `ebpf:"__lb_contract"`
+	LbXlateContract     *ebpf.VariableSpec `ebpf:"__lb_xlate_contract"`
 }
 
 // nodeObjects contains all objects after they have been loaded into the kernel.
@@ -197,18 +203,21 @@ func (m *nodeMaps) Close() error {
 //
 // It can be passed to loadNodeObjects or ebpf.CollectionSpec.LoadAndAssign.
 type nodeVariables struct {
-	LEGACY_ROUTING  *ebpf.Variable `ebpf:"LEGACY_ROUTING"`
-	MASQUERADE      *ebpf.Variable `ebpf:"MASQUERADE"`
-	NAT_PORT_MAX    *ebpf.Variable `ebpf:"NAT_PORT_MAX"`
-	NAT_PORT_MIN    *ebpf.Variable `ebpf:"NAT_PORT_MIN"`
-	NODE_IPV4       *ebpf.Variable `ebpf:"NODE_IPV4"`
-	TRACE_ENABLED   *ebpf.Variable `ebpf:"TRACE_ENABLED"`
-	TUNNEL_IFINDEX  *ebpf.Variable `ebpf:"TUNNEL_IFINDEX"`
-	TUNNEL_MODE     *ebpf.Variable `ebpf:"TUNNEL_MODE"`
-	EventType       *ebpf.Variable `ebpf:"__event_type"`
-	GoContract      *ebpf.Variable `ebpf:"__go_contract"`
-	LbContract      *ebpf.Variable `ebpf:"__lb_contract"`
-	LbXlateContract *ebpf.Variable `ebpf:"__lb_xlate_contract"`
+	CT_REPORT_FLAGS     *ebpf.Variable `ebpf:"CT_REPORT_FLAGS"`
+	CT_REPORT_INTERVAL  *ebpf.Variable `ebpf:"CT_REPORT_INTERVAL"`
+	LEGACY_ROUTING      *ebpf.Variable `ebpf:"LEGACY_ROUTING"`
+	MASQUERADE          *ebpf.Variable `ebpf:"MASQUERADE"`
+	MONITOR_AGGREGATION *ebpf.Variable `ebpf:"MONITOR_AGGREGATION"`
+	NAT_PORT_MAX        *ebpf.Variable `ebpf:"NAT_PORT_MAX"`
+	NAT_PORT_MIN        *ebpf.Variable `ebpf:"NAT_PORT_MIN"`
+	NODE_IPV4           *ebpf.Variable `ebpf:"NODE_IPV4"`
+	TRACE_ENABLED       *ebpf.Variable `ebpf:"TRACE_ENABLED"`
+	TUNNEL_IFINDEX      *ebpf.Variable `ebpf:"TUNNEL_IFINDEX"`
+	TUNNEL_MODE         *ebpf.Variable `ebpf:"TUNNEL_MODE"`
+	EventType           *ebpf.Variable `ebpf:"__event_type"`
+	GoContract          *ebpf.Variable `ebpf:"__go_contract"`
+	LbContract          *ebpf.Variable `ebpf:"__lb_contract"`
+	LbXlateContract     *ebpf.Variable `ebpf:"__lb_xlate_contract"`
 }
 
 // nodePrograms contains all programs after they have been loaded into the kernel.

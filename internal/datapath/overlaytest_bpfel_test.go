@@ -36,8 +36,11 @@ const (
 	overlaytestProgCilToNetdev        = "cil_to_netdev"
 	overlaytestProgCilToOverlay       = "cil_to_overlay"
 	overlaytestProgTestFromOverlay    = "test_from_overlay"
+	overlaytestVarCT_REPORT_FLAGS     = "CT_REPORT_FLAGS"
+	overlaytestVarCT_REPORT_INTERVAL  = "CT_REPORT_INTERVAL"
 	overlaytestVarLEGACY_ROUTING      = "LEGACY_ROUTING"
 	overlaytestVarMASQUERADE          = "MASQUERADE"
+	overlaytestVarMONITOR_AGGREGATION = "MONITOR_AGGREGATION"
 	overlaytestVarNAT_PORT_MAX        = "NAT_PORT_MAX"
 	overlaytestVarNAT_PORT_MIN        = "NAT_PORT_MIN"
 	overlaytestVarNODE_IPV4           = "NODE_IPV4"
@@ -126,20 +129,23 @@ type overlaytestMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type overlaytestVariableSpecs struct {
-	LEGACY_ROUTING   *ebpf.VariableSpec `ebpf:"LEGACY_ROUTING"`
-	MASQUERADE       *ebpf.VariableSpec `ebpf:"MASQUERADE"`
-	NAT_PORT_MAX     *ebpf.VariableSpec `ebpf:"NAT_PORT_MAX"`
-	NAT_PORT_MIN     *ebpf.VariableSpec `ebpf:"NAT_PORT_MIN"`
-	NODE_IPV4        *ebpf.VariableSpec `ebpf:"NODE_IPV4"`
-	TEST_REMOTE_IPV4 *ebpf.VariableSpec `ebpf:"TEST_REMOTE_IPV4"`
-	TEST_VNI         *ebpf.VariableSpec `ebpf:"TEST_VNI"`
-	TRACE_ENABLED    *ebpf.VariableSpec `ebpf:"TRACE_ENABLED"`
-	TUNNEL_IFINDEX   *ebpf.VariableSpec `ebpf:"TUNNEL_IFINDEX"`
-	TUNNEL_MODE      *ebpf.VariableSpec `ebpf:"TUNNEL_MODE"`
-	EventType        *ebpf.VariableSpec `ebpf:"__event_type"`
-	GoContract       *ebpf.VariableSpec `ebpf:"__go_contract"`
-	LbContract       *ebpf.VariableSpec `ebpf:"__lb_contract"`
-	LbXlateContract  *ebpf.VariableSpec `ebpf:"__lb_xlate_contract"`
+	CT_REPORT_FLAGS     *ebpf.VariableSpec `ebpf:"CT_REPORT_FLAGS"`
+	CT_REPORT_INTERVAL  *ebpf.VariableSpec `ebpf:"CT_REPORT_INTERVAL"`
+	LEGACY_ROUTING      *ebpf.VariableSpec `ebpf:"LEGACY_ROUTING"`
+	MASQUERADE          *ebpf.VariableSpec `ebpf:"MASQUERADE"`
+	MONITOR_AGGREGATION *ebpf.VariableSpec `ebpf:"MONITOR_AGGREGATION"`
+	NAT_PORT_MAX        *ebpf.VariableSpec `ebpf:"NAT_PORT_MAX"`
+	NAT_PORT_MIN        *ebpf.VariableSpec `ebpf:"NAT_PORT_MIN"`
+	NODE_IPV4           *ebpf.VariableSpec `ebpf:"NODE_IPV4"`
+	TEST_REMOTE_IPV4    *ebpf.VariableSpec `ebpf:"TEST_REMOTE_IPV4"`
+	TEST_VNI            *ebpf.VariableSpec `ebpf:"TEST_VNI"`
+	TRACE_ENABLED       *ebpf.VariableSpec `ebpf:"TRACE_ENABLED"`
+	TUNNEL_IFINDEX      *ebpf.VariableSpec `ebpf:"TUNNEL_IFINDEX"`
+	TUNNEL_MODE         *ebpf.VariableSpec `ebpf:"TUNNEL_MODE"`
+	EventType           *ebpf.VariableSpec `ebpf:"__event_type"`
+	GoContract          *ebpf.VariableSpec `ebpf:"__go_contract"`
+	LbContract          *ebpf.VariableSpec `ebpf:"__lb_contract"`
+	LbXlateContract     *ebpf.VariableSpec `ebpf:"__lb_xlate_contract"`
 }
 
 // overlaytestObjects contains all objects after they have been loaded into the kernel.
@@ -203,20 +209,23 @@ func (m *overlaytestMaps) Close() error {
 //
 // It can be passed to loadOverlaytestObjects or ebpf.CollectionSpec.LoadAndAssign.
 type overlaytestVariables struct {
-	LEGACY_ROUTING   *ebpf.Variable `ebpf:"LEGACY_ROUTING"`
-	MASQUERADE       *ebpf.Variable `ebpf:"MASQUERADE"`
-	NAT_PORT_MAX     *ebpf.Variable `ebpf:"NAT_PORT_MAX"`
-	NAT_PORT_MIN     *ebpf.Variable `ebpf:"NAT_PORT_MIN"`
-	NODE_IPV4        *ebpf.Variable `ebpf:"NODE_IPV4"`
-	TEST_REMOTE_IPV4 *ebpf.Variable `ebpf:"TEST_REMOTE_IPV4"`
-	TEST_VNI         *ebpf.Variable `ebpf:"TEST_VNI"`
-	TRACE_ENABLED    *ebpf.Variable `ebpf:"TRACE_ENABLED"`
-	TUNNEL_IFINDEX   *ebpf.Variable `ebpf:"TUNNEL_IFINDEX"`
-	TUNNEL_MODE      *ebpf.Variable `ebpf:"TUNNEL_MODE"`
-	EventType        *ebpf.Variable `ebpf:"__event_type"`
-	GoContract       *ebpf.Variable `ebpf:"__go_contract"`
-	LbContract       *ebpf.Variable `ebpf:"__lb_contract"`
-	LbXlateContract  *ebpf.Variable `ebpf:"__lb_xlate_contract"`
+	CT_REPORT_FLAGS     *ebpf.Variable `ebpf:"CT_REPORT_FLAGS"`
+	CT_REPORT_INTERVAL  *ebpf.Variable `ebpf:"CT_REPORT_INTERVAL"`
+	LEGACY_ROUTING      *ebpf.Variable `ebpf:"LEGACY_ROUTING"`
+	MASQUERADE          *ebpf.Variable `ebpf:"MASQUERADE"`
+	MONITOR_AGGREGATION *ebpf.Variable `ebpf:"MONITOR_AGGREGATION"`
+	NAT_PORT_MAX        *ebpf.Variable `ebpf:"NAT_PORT_MAX"`
+	NAT_PORT_MIN        *ebpf.Variable `ebpf:"NAT_PORT_MIN"`
+	NODE_IPV4           *ebpf.Variable `ebpf:"NODE_IPV4"`
+	TEST_REMOTE_IPV4    *ebpf.Variable `ebpf:"TEST_REMOTE_IPV4"`
+	TEST_VNI            *ebpf.Variable `ebpf:"TEST_VNI"`
+	TRACE_ENABLED       *ebpf.Variable `ebpf:"TRACE_ENABLED"`
+	TUNNEL_IFINDEX      *ebpf.Variable `ebpf:"TUNNEL_IFINDEX"`
+	TUNNEL_MODE         *ebpf.Variable `ebpf:"TUNNEL_MODE"`
+	EventType           *ebpf.Variable `ebpf:"__event_type"`
+	GoContract          *ebpf.Variable `ebpf:"__go_contract"`
+	LbContract          *ebpf.Variable `ebpf:"__lb_contract"`
+	LbXlateContract     *ebpf.Variable `ebpf:"__lb_xlate_contract"`
 }
 
 // overlaytestPrograms contains all programs after they have been loaded into the kernel.

@@ -14,7 +14,7 @@ type pkt struct {
 	src, dst     netip.Addr
 	proto        layers.IPProtocol
 	sport, dport uint16
-	flags        string // TCP flags: any of "SAFR"
+	flags        string // TCP flags: any of "SAFRP"
 	icmpType     uint8
 	icmpCode     uint8
 	icmpID       uint16
@@ -93,6 +93,8 @@ func (p pkt) layers(t testing.TB) []gopacket.SerializableLayer {
 				l.FIN = true
 			case 'R':
 				l.RST = true
+			case 'P':
+				l.PSH = true
 			}
 		}
 		must(t, l.SetNetworkLayerForChecksum(ip))

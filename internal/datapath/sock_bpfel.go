@@ -35,10 +35,13 @@ const (
 	sockProgCilSock4Getpeername = "cil_sock4_getpeername"
 	sockProgCilSock4Recvmsg     = "cil_sock4_recvmsg"
 	sockProgCilSock4Sendmsg     = "cil_sock4_sendmsg"
+	sockVarCT_REPORT_FLAGS      = "CT_REPORT_FLAGS"
+	sockVarCT_REPORT_INTERVAL   = "CT_REPORT_INTERVAL"
 	sockVarDESTROY_ADDRESS      = "DESTROY_ADDRESS"
 	sockVarDESTROY_PORT         = "DESTROY_PORT"
 	sockVarLEGACY_ROUTING       = "LEGACY_ROUTING"
 	sockVarMASQUERADE           = "MASQUERADE"
+	sockVarMONITOR_AGGREGATION  = "MONITOR_AGGREGATION"
 	sockVarNODE_IPV4            = "NODE_IPV4"
 	sockVarTRACE_ENABLED        = "TRACE_ENABLED"
 	sockVarTUNNEL_IFINDEX       = "TUNNEL_IFINDEX"
@@ -121,17 +124,20 @@ type sockMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type sockVariableSpecs struct {
-	DESTROY_ADDRESS *ebpf.VariableSpec `ebpf:"DESTROY_ADDRESS"`
-	DESTROY_PORT    *ebpf.VariableSpec `ebpf:"DESTROY_PORT"`
-	LEGACY_ROUTING  *ebpf.VariableSpec `ebpf:"LEGACY_ROUTING"`
-	MASQUERADE      *ebpf.VariableSpec `ebpf:"MASQUERADE"`
-	NODE_IPV4       *ebpf.VariableSpec `ebpf:"NODE_IPV4"`
-	TRACE_ENABLED   *ebpf.VariableSpec `ebpf:"TRACE_ENABLED"`
-	TUNNEL_IFINDEX  *ebpf.VariableSpec `ebpf:"TUNNEL_IFINDEX"`
-	TUNNEL_MODE     *ebpf.VariableSpec `ebpf:"TUNNEL_MODE"`
-	EventType       *ebpf.VariableSpec `ebpf:"__event_type"`
-	GoContract      *ebpf.VariableSpec `ebpf:"__go_contract"`
-	LbContract      *ebpf.VariableSpec `ebpf:"__lb_contract"`
+	CT_REPORT_FLAGS     *ebpf.VariableSpec `ebpf:"CT_REPORT_FLAGS"`
+	CT_REPORT_INTERVAL  *ebpf.VariableSpec `ebpf:"CT_REPORT_INTERVAL"`
+	DESTROY_ADDRESS     *ebpf.VariableSpec `ebpf:"DESTROY_ADDRESS"`
+	DESTROY_PORT        *ebpf.VariableSpec `ebpf:"DESTROY_PORT"`
+	LEGACY_ROUTING      *ebpf.VariableSpec `ebpf:"LEGACY_ROUTING"`
+	MASQUERADE          *ebpf.VariableSpec `ebpf:"MASQUERADE"`
+	MONITOR_AGGREGATION *ebpf.VariableSpec `ebpf:"MONITOR_AGGREGATION"`
+	NODE_IPV4           *ebpf.VariableSpec `ebpf:"NODE_IPV4"`
+	TRACE_ENABLED       *ebpf.VariableSpec `ebpf:"TRACE_ENABLED"`
+	TUNNEL_IFINDEX      *ebpf.VariableSpec `ebpf:"TUNNEL_IFINDEX"`
+	TUNNEL_MODE         *ebpf.VariableSpec `ebpf:"TUNNEL_MODE"`
+	EventType           *ebpf.VariableSpec `ebpf:"__event_type"`
+	GoContract          *ebpf.VariableSpec `ebpf:"__go_contract"`
+	LbContract          *ebpf.VariableSpec `ebpf:"__lb_contract"`
 }
 
 // sockObjects contains all objects after they have been loaded into the kernel.
@@ -193,17 +199,20 @@ func (m *sockMaps) Close() error {
 //
 // It can be passed to loadSockObjects or ebpf.CollectionSpec.LoadAndAssign.
 type sockVariables struct {
-	DESTROY_ADDRESS *ebpf.Variable `ebpf:"DESTROY_ADDRESS"`
-	DESTROY_PORT    *ebpf.Variable `ebpf:"DESTROY_PORT"`
-	LEGACY_ROUTING  *ebpf.Variable `ebpf:"LEGACY_ROUTING"`
-	MASQUERADE      *ebpf.Variable `ebpf:"MASQUERADE"`
-	NODE_IPV4       *ebpf.Variable `ebpf:"NODE_IPV4"`
-	TRACE_ENABLED   *ebpf.Variable `ebpf:"TRACE_ENABLED"`
-	TUNNEL_IFINDEX  *ebpf.Variable `ebpf:"TUNNEL_IFINDEX"`
-	TUNNEL_MODE     *ebpf.Variable `ebpf:"TUNNEL_MODE"`
-	EventType       *ebpf.Variable `ebpf:"__event_type"`
-	GoContract      *ebpf.Variable `ebpf:"__go_contract"`
-	LbContract      *ebpf.Variable `ebpf:"__lb_contract"`
+	CT_REPORT_FLAGS     *ebpf.Variable `ebpf:"CT_REPORT_FLAGS"`
+	CT_REPORT_INTERVAL  *ebpf.Variable `ebpf:"CT_REPORT_INTERVAL"`
+	DESTROY_ADDRESS     *ebpf.Variable `ebpf:"DESTROY_ADDRESS"`
+	DESTROY_PORT        *ebpf.Variable `ebpf:"DESTROY_PORT"`
+	LEGACY_ROUTING      *ebpf.Variable `ebpf:"LEGACY_ROUTING"`
+	MASQUERADE          *ebpf.Variable `ebpf:"MASQUERADE"`
+	MONITOR_AGGREGATION *ebpf.Variable `ebpf:"MONITOR_AGGREGATION"`
+	NODE_IPV4           *ebpf.Variable `ebpf:"NODE_IPV4"`
+	TRACE_ENABLED       *ebpf.Variable `ebpf:"TRACE_ENABLED"`
+	TUNNEL_IFINDEX      *ebpf.Variable `ebpf:"TUNNEL_IFINDEX"`
+	TUNNEL_MODE         *ebpf.Variable `ebpf:"TUNNEL_MODE"`
+	EventType           *ebpf.Variable `ebpf:"__event_type"`
+	GoContract          *ebpf.Variable `ebpf:"__go_contract"`
+	LbContract          *ebpf.Variable `ebpf:"__lb_contract"`
 }
 
 // sockPrograms contains all programs after they have been loaded into the kernel.

@@ -36,6 +36,7 @@ import (
 	"github.com/cilium-go/cilium/pkg/identity"
 	k8sagent "github.com/cilium-go/cilium/pkg/k8s/agent"
 	"github.com/cilium-go/cilium/pkg/monitor"
+	"github.com/cilium-go/cilium/pkg/nodedatapath"
 	"github.com/cilium-go/cilium/pkg/policy"
 )
 
@@ -43,6 +44,8 @@ import (
 var Cell = cell.Module("hubble", "Hubble - the datapath events as flows over gRPC",
 	cell.Config(DefaultConfig),
 	health.JobGroup,
+	// Flows of forwarded packets come from the datapath's traces.
+	cell.Provide(func(c Config) nodedatapath.TracesWanted { return nodedatapath.TracesWanted(c.EnableHubble) }),
 	cell.Invoke(register),
 )
 

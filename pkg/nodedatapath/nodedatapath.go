@@ -61,7 +61,17 @@ type Config struct {
 	// CgroupRoot is the cgroup v2 directory whose processes get
 	// socket-level service balancing (--bpf-lb-sock), as Cilium's flag.
 	CgroupRoot string `mapstructure:"cgroup-root"`
+	// MonitorAggregation thins the traces of forwarded packets, as
+	// Cilium's flags of these names: a level, the TCP flags that are
+	// news, and how long a connection stays quiet at most.
+	MonitorAggregation         string        `mapstructure:"monitor-aggregation"`
+	MonitorAggregationFlags    []string      `mapstructure:"monitor-aggregation-flags"`
+	MonitorAggregationInterval time.Duration `mapstructure:"monitor-aggregation-interval"`
 }
+
+// TracesWanted says that a cell reads the traces of forwarded packets
+// (Hubble): without it the datapath emits drops and policy verdicts only.
+type TracesWanted bool
 
 // DefaultConfig follows Cilium's defaults: tunnel mode, masquerading on,
 // and legacy host routing while kube-proxy (not the datapath) balances
@@ -74,6 +84,10 @@ var DefaultConfig = Config{
 	EnableHostLegacyRouting: true,
 	DatapathMode:            string(podlink.DeviceVeth),
 	ConntrackGCInterval:     DefaultConntrackGCInterval,
+	// Cilium's Helm chart's: the agent's own flag defaults to none.
+	MonitorAggregation:         "medium",
+	MonitorAggregationFlags:    []string{"syn", "fin", "rst"},
+	MonitorAggregationInterval: datapath.DefaultReportInterval,
 }
 
 // Flags implements cell.Flagger.
@@ -91,6 +105,29 @@ func (d Config) Flags(fs *pflag.FlagSet) {
 	fs.Duration("conntrack-gc-interval", d.ConntrackGCInterval, "the longest wait between two collections of expired connection tracking entries (busy tables are collected more often, down to 5s)")
 	fs.String("cgroup-root", d.CgroupRoot,
 		"the cgroup v2 directory whose processes (the node's, its pods') get socket-level service balancing with --bpf-lb-sock")
+	fs.String("monitor-aggregation", d.MonitorAggregation,
+		"how traces of forwarded packets are thinned: none (every packet), lowest or low (not where packets arrive), medium or maximum (a connection's news only)")
+	fs.StringSlice("monitor-aggregation-flags", d.MonitorAggregationFlags,
+		"TCP flags whose first sighting in a direction of a connection is traced at medium aggregation: fin, syn, rst, psh, ack, urg, ece, cwr, all, none")
+	fs.Duration("monitor-aggregation-interval", d.MonitorAggregationInterval,
+		"at medium aggregation, how long a connection's direction goes untraced at most (whole seconds)")
+}
+
+// traces turns the monitor aggregation flags into the datapath's.
+func (c Config) traces() (datapath.Traces, error) {
+	level, err := datapath.ParseMonitorAggregation(c.MonitorAggregation)
+	if err != nil {
+		return datapath.Traces{}, fmt.Errorf("--monitor-aggregation: %w", err)
+	}
+	flags, err := datapath.ParseTCPFlags(c.MonitorAggregationFlags)
+	if err != nil {
+		return datapath.Traces{}, fmt.Errorf("--monitor-aggregation-flags: %w", err)
+	}
+	if c.MonitorAggregationInterval < time.Second {
+		return datapath.Traces{}, fmt.Errorf("--monitor-aggregation-interval %s: want 1s or more", c.MonitorAggregationInterval)
+	}
+	return datapath.Traces{Aggregation: level, ReportFlags: flags,
+		ReportInterval: c.MonitorAggregationInterval}, nil
 }
 
 // Datapath turns the flags into the datapath's configuration, naming the
@@ -132,7 +169,11 @@ func (c Config) Datapath(p paths.Config, lb loadbalancer.Config) (datapath.Confi
 	if c.CgroupRoot != "" && !filepath.IsAbs(c.CgroupRoot) {
 		return datapath.Config{}, fmt.Errorf("--cgroup-root %q: an absolute path is required", c.CgroupRoot)
 	}
-	return datapath.Config{BPFFSDir: p.BPFRoot, NetNS: c.NodeNetNS, NodeIPv4: ip, Uplink: c.Uplink,
+	traces, err := c.traces()
+	if err != nil {
+		return datapath.Config{}, err
+	}
+	return datapath.Config{BPFFSDir: p.BPFRoot, NetNS: c.NodeNetNS, NodeIPv4: ip, Uplink: c.Uplink, Traces: traces,
 		Mode: mode, TunnelPort: c.TunnelPort, Masquerade: c.EnableIPv4Masquerade,
 		LegacyRouting: c.EnableHostLegacyRouting, PodDevice: device,
 		SocketLB: socketLB, CgroupRoot: c.CgroupRoot, LBMapMax: uint32(lb.BPFLBMapMax),
@@ -147,6 +188,7 @@ type nodeParams struct {
 	Log       *slog.Logger
 	Lifecycle cell.Lifecycle
 	Health    cell.Health
+	Traces    TracesWanted `optional:"true"`
 }
 
 func newNode(p nodeParams) (*datapath.Node, error) {
@@ -154,6 +196,7 @@ func newNode(p nodeParams) (*datapath.Node, error) {
 	if err != nil {
 		return nil, err
 	}
+	cfg.Traces.Enabled = bool(p.Traces)
 	n, err := datapath.NewNode(cfg, p.Log)
 	if err != nil {
 		return nil, err

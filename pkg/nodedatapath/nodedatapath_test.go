@@ -23,18 +23,25 @@ func TestConfigNamesFlag(t *testing.T) {
 		dc.PodDevice != podlink.DeviceVeth {
 		t.Fatalf("%+v %v", dc, err)
 	}
+	if want := (datapath.Traces{Aggregation: datapath.AggregationMedium, ReportFlags: datapath.DefaultReportFlags,
+		ReportInterval: 5 * time.Second}); dc.Traces != want {
+		t.Fatalf("traces %+v, want Cilium's defaults %+v", dc.Traces, want)
+	}
 	nk := good
 	nk.DatapathMode = "netkit"
 	if dc, err := nk.Datapath(paths.DefaultConfig, loadbalancer.DefaultConfig); err != nil || dc.PodDevice != podlink.DeviceNetkit || !dc.LegacyRouting {
 		t.Fatalf("netkit: %+v %v", dc, err)
 	}
 	for flag, tweak := range map[string]func(*Config){
-		"--node-ipv4":     func(c *Config) { c.NodeIPv4 = "fd00::1" },
-		"--uplink":        func(c *Config) { c.Uplink = "" },
-		"--routing-mode":  func(c *Config) { c.RoutingMode = "vxlan" },
-		"--tunnel-port":   func(c *Config) { c.TunnelPort = 0 },
-		"--node-netns":    func(c *Config) { c.NodeNetNS = "netns/node1" },
-		"--datapath-mode": func(c *Config) { c.DatapathMode = "netkit-l2" },
+		"--node-ipv4":                    func(c *Config) { c.NodeIPv4 = "fd00::1" },
+		"--uplink":                       func(c *Config) { c.Uplink = "" },
+		"--routing-mode":                 func(c *Config) { c.RoutingMode = "vxlan" },
+		"--tunnel-port":                  func(c *Config) { c.TunnelPort = 0 },
+		"--node-netns":                   func(c *Config) { c.NodeNetNS = "netns/node1" },
+		"--datapath-mode":                func(c *Config) { c.DatapathMode = "netkit-l2" },
+		"--monitor-aggregation:":         func(c *Config) { c.MonitorAggregation = "high" },
+		"--monitor-aggregation-flags":    func(c *Config) { c.MonitorAggregationFlags = []string{"syn", "psh-ack"} },
+		"--monitor-aggregation-interval": func(c *Config) { c.MonitorAggregationInterval = 500 * time.Millisecond },
 	} {
 		c := good
 		tweak(&c)

@@ -42,7 +42,9 @@ type Options struct {
 	// LegacyRouting routes leaving pod traffic through the stack.
 	LegacyRouting bool
 	// PodDevice is the kind of pair pods get ("" is veth).
-	PodDevice   podlink.Device
+	PodDevice podlink.Device
+	// Traces are the datapath's traces of forwarded packets.
+	Traces      datapath.Traces
 	Nodes       int // default 2
 	PodsPerNode int // default 2
 	Log         *slog.Logger
@@ -338,7 +340,7 @@ func (c *Cluster) startDatapath(n *Node) error {
 	dp, err := datapath.NewNode(datapath.Config{
 		BPFFSDir: dir, NetNS: n.NS, NodeIPv4: n.IP, Uplink: "eth0", Mode: c.opts.Mode,
 		Masquerade: c.opts.Masquerade, LegacyTC: c.opts.LegacyTC, LegacyRouting: c.opts.LegacyRouting,
-		PodDevice: c.opts.PodDevice,
+		PodDevice: c.opts.PodDevice, Traces: c.opts.Traces,
 	}, c.opts.Log.With("node", n.Name))
 	if err != nil {
 		return err

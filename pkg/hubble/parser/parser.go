@@ -96,6 +96,7 @@ func (p *Parser) Decode(ev datapath.Event) (*flow.Flow, error) {
 		f.Verdict = flow.Verdict_FORWARDED
 		f.EventType.SubType = int32(ev.Point)
 		f.TraceObservationPoint = observationPoint(ev.Point)
+		f.TraceReason, f.TrafficDirection = traceReason(ev)
 	case datapath.EventPolicyVerdict:
 		f.TrafficDirection = direction(ev.Direction)
 		if ev.Verdict == datapath.VerdictAllow {
@@ -222,6 +223,35 @@ func direction(d spec.Direction) flow.TrafficDirection {
 		return flow.TrafficDirection_EGRESS
 	}
 	return flow.TrafficDirection_TRAFFIC_DIRECTION_UNKNOWN
+}
+
+// traceReason is what conntrack said of a traced packet, and the
+// direction of its connection as the endpoint sees it: a reply that an
+// endpoint sends belongs to a connection coming in. Where packets arrive
+// from outside the datapath has not asked conntrack.
+func traceReason(ev datapath.Event) (flow.TraceReason, flow.TrafficDirection) {
+	switch ev.Point {
+	case datapath.TraceFromLXC, datapath.TraceFromHost, datapath.TraceFromOverlay, datapath.TraceFromNetwork:
+		return flow.TraceReason_TRACE_REASON_UNKNOWN, flow.TrafficDirection_TRAFFIC_DIRECTION_UNKNOWN
+	}
+	dir := direction(ev.Direction)
+	switch ev.CT {
+	case datapath.CTNew:
+		return flow.TraceReason_NEW, dir
+	case datapath.CTEstablished:
+		return flow.TraceReason_ESTABLISHED, dir
+	case datapath.CTReply:
+		switch dir {
+		case flow.TrafficDirection_INGRESS:
+			dir = flow.TrafficDirection_EGRESS
+		case flow.TrafficDirection_EGRESS:
+			dir = flow.TrafficDirection_INGRESS
+		}
+		return flow.TraceReason_REPLY, dir
+	case datapath.CTRelated:
+		return flow.TraceReason_RELATED, dir
+	}
+	return flow.TraceReason_TRACE_REASON_UNKNOWN, dir
 }
 
 var observationPoints = map[datapath.TracePoint]flow.TraceObservationPoint{

@@ -50,7 +50,9 @@ func (s *fakeState) PolicyOrigins(c uint32) []policy.Origin { return s.cookies[c
 // the verdicts, the drop reasons and the policies that decided.
 func TestPrivilegedFlowsOfRealEvents(t *testing.T) {
 	testenv.Privileged(t)
-	c, err := dptest.New(dptest.Options{Mode: spec.Tunnel, PolicyIngress: true, PodsPerNode: 3})
+	c, err := dptest.New(dptest.Options{Mode: spec.Tunnel, PolicyIngress: true, PodsPerNode: 3,
+		Traces: datapath.Traces{Enabled: true, Aggregation: datapath.AggregationMedium,
+			ReportFlags: datapath.DefaultReportFlags, ReportInterval: datapath.DefaultReportInterval}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -145,6 +147,39 @@ func TestPrivilegedFlowsOfRealEvents(t *testing.T) {
 	}
 	if ok.GetUuid() == "" || ok.GetSummary() != "TCP Flags: SYN" {
 		t.Errorf("uuid %q, summary %q", ok.GetUuid(), ok.GetSummary())
+	}
+
+	// Traces at medium aggregation: the connection's news, not each
+	// packet. The SYN goes into the server; the server's SYN-ACK goes
+	// out to the tunnel, a reply of a connection that came in.
+	in := find("the allowed client's SYN delivered", synTo(allowed, datapath.EventTrace))
+	if in.GetVerdict() != flow.Verdict_FORWARDED || in.GetTraceObservationPoint() != flow.TraceObservationPoint_TO_ENDPOINT ||
+		in.GetTraceReason() != flow.TraceReason_NEW || in.GetTrafficDirection() != flow.TrafficDirection_INGRESS ||
+		in.GetDestination().GetPodName() != server.Name {
+		t.Errorf("trace of the SYN: %v", in)
+	}
+	synAck := find("the server's SYN-ACK", func(f *flow.Flow) bool {
+		fl := f.GetL4().GetTCP().GetFlags()
+		return f.GetEventType().GetType() == int32(datapath.EventTrace) && fl.GetSYN() && fl.GetACK() &&
+			f.GetIP().GetDestination() == allowed.IP.String()
+	})
+	if synAck.GetTraceObservationPoint() != flow.TraceObservationPoint_TO_OVERLAY || synAck.GetTraceReason() != flow.TraceReason_REPLY ||
+		!synAck.GetIsReply().GetValue() || synAck.GetTrafficDirection() != flow.TrafficDirection_INGRESS ||
+		synAck.GetSource().GetPodName() != server.Name {
+		t.Errorf("trace of the SYN-ACK: %v", synAck)
+	}
+	// The echo's data and bare ACKs carry no flag of the default
+	// monitor-aggregation-flags (syn, fin, rst): only SYN, SYN-ACK and
+	// each side's first FIN of the connection are traced.
+	var traced []string
+	for _, f := range flows {
+		if f.GetEventType().GetType() == int32(datapath.EventTrace) && f.GetL4().GetTCP().GetDestinationPort()+f.GetL4().GetTCP().GetSourcePort() > 8080 &&
+			(f.GetIP().GetSource() == allowed.IP.String() || f.GetIP().GetDestination() == allowed.IP.String()) {
+			traced = append(traced, f.GetSummary())
+		}
+	}
+	if want := []string{"TCP Flags: SYN", "TCP Flags: SYN, ACK", "TCP Flags: FIN, ACK", "TCP Flags: FIN, ACK"}; !slices.Equal(traced, want) {
+		t.Errorf("traces of the allowed connection %q, want %q", traced, want)
 	}
 
 	drop := find("the unnamed client's drop", synTo(unnamed, datapath.EventDrop))

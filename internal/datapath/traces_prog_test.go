@@ -1,0 +1,94 @@
+package datapath
+
+import (
+	"testing"
+	"time"
+
+	"github.com/cilium-go/cilium/internal/datapath/spec"
+)
+
+// points lists the trace points of the traces among evs.
+func points(evs []Event) []TracePoint {
+	var out []TracePoint
+	for _, ev := range evs {
+		if ev.Type == EventTrace {
+			out = append(out, ev.Point)
+		}
+	}
+	return out
+}
+
+func TestPrivilegedMonitorAggregation(t *testing.T) {
+	// A's connection to the remote pod C: A's from-container sends, C's
+	// answers come in through the node's from-netdev.
+	out := func(flags string) pkt { return tcp(ipA, ipC, 40000, 80, flags) }
+	back := func(flags string) pkt { return tcp(ipC, ipA, 80, 40000, flags) }
+	runProgCases(t, []progCase{
+		{"none traces every packet, where it arrives too", envOpts{mode: spec.Native, trace: true}, func(t *testing.T, e *env) {
+			e.allowed(e.fromContainer, out("S"))
+			e.allowed(e.fromNetdev, back("SA"))
+			e.allowed(e.fromContainer, out("A"))
+			e.allowed(e.fromNetdev, tcp(ipC, ipWorld, 5000, 80, "S"))
+			got := points(e.drain())
+			want := []TracePoint{TraceToStack, TraceToLXC, TraceToStack, TraceFromNetwork}
+			if len(got) != len(want) || got[0] != want[0] || got[1] != want[1] || got[2] != want[2] || got[3] != want[3] {
+				t.Fatalf("traces %v, want %v", got, want)
+			}
+		}},
+		{"lowest leaves out where packets arrive", envOpts{mode: spec.Native, trace: true, aggregation: AggregationLowest}, func(t *testing.T, e *env) {
+			e.allowed(e.fromContainer, out("S"))
+			e.allowed(e.fromContainer, out("A"))
+			e.allowed(e.fromNetdev, tcp(ipC, ipWorld, 5000, 80, "S"))
+			if got := points(e.drain()); len(got) != 2 || got[0] != TraceToStack || got[1] != TraceToStack {
+				t.Fatalf("traces %v, want to-stack twice and no from-network", got)
+			}
+		}},
+		{"medium reports a connection's news only", envOpts{mode: spec.Native, trace: true, aggregation: AggregationMedium}, func(t *testing.T, e *env) {
+			for _, step := range []struct {
+				p     pkt
+				in    bool
+				trace bool
+			}{
+				{out("S"), false, true},   // a new connection
+				{back("SA"), true, true},  // the first SYN the replies show
+				{out("A"), false, false},  // ACK is not a reported flag
+				{out("PA"), false, false}, // nor PSH
+				{back("A"), true, false},  // nothing new either way
+				{out("FA"), false, true},  // a FIN: the opener closes
+				{out("FA"), false, false}, // seen already
+				{back("FA"), true, true},  // the replies' first FIN
+				{back("RA"), true, true},  // a RST is news too
+				{out("S"), false, true},   // the tuple reopened: a new connection
+			} {
+				prog := e.fromContainer
+				if step.in {
+					prog = e.fromNetdev
+				}
+				e.allowed(prog, step.p)
+				got := points(e.drain())
+				if step.trace != (len(got) == 1) || len(got) > 1 {
+					t.Fatalf("%v -> %v %q: traces %v, want a trace: %v", step.p.src, step.p.dst, step.p.flags, got, step.trace)
+				}
+			}
+			// No conntrack says what is new about a packet that passes
+			// to the stack: it is not traced.
+			e.allowed(e.fromNetdev, tcp(ipC, ipWorld, 5000, 80, "S"))
+			if got := points(e.drain()); len(got) != 0 {
+				t.Fatalf("traces %v for a packet conntrack did not see", got)
+			}
+		}},
+		{"medium reports a quiet connection again after the interval", envOpts{mode: spec.Native, trace: true,
+			aggregation: AggregationMedium, reportEvery: time.Second}, func(t *testing.T, e *env) {
+			e.allowed(e.fromContainer, out("S"))
+			e.allowed(e.fromNetdev, back("SA"))
+			e.drain()
+			// Past two whole seconds: the datapath counts seconds.
+			time.Sleep(2100 * time.Millisecond)
+			e.allowed(e.fromContainer, out("A"))
+			e.allowed(e.fromContainer, out("A"))
+			if got := points(e.drain()); len(got) != 1 {
+				t.Fatalf("traces %v, want the first ACK's after the interval and not the second's", got)
+			}
+		}},
+	})
+}
