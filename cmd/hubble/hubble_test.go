@@ -11,6 +11,7 @@ import (
 
 	"github.com/cilium/cilium/api/v1/flow"
 	"github.com/cilium/cilium/api/v1/observer"
+	relaypb "github.com/cilium/cilium/api/v1/relay"
 	"google.golang.org/grpc"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -158,5 +159,35 @@ func TestObserveAndStatusAgainstAServer(t *testing.T) {
 	}
 	if got := run("status"); !strings.Contains(got, "Current/Max Flows: 2/15") || !strings.Contains(got, "Connected Nodes: 1/1") {
 		t.Errorf("status:\n%s", got)
+	}
+}
+
+// TestRelayAnswersPrintAsHubbles: the nodes table and the warnings about
+// nodes a relay could not ask.
+func TestRelayAnswersPrintAsHubbles(t *testing.T) {
+	var out bytes.Buffer
+	printNodes(&out, []*observer.Node{
+		{Name: "node1", State: relaypb.NodeState_NODE_CONNECTED, UptimeNs: uint64(90 * time.Second), SeenFlows: 180, NumFlows: 100, MaxFlows: 4095},
+		{Name: "node2", State: relaypb.NodeState_NODE_UNAVAILABLE},
+	})
+	want := "NAME    STATUS        AGE     FLOWS/S   CURRENT/MAX-FLOWS\n" +
+		"node1   Connected     1m30s   2.00      100/4095 (2.44%)\n" +
+		"node2   Unavailable   N/A     N/A       N/A\n"
+	if out.String() != want {
+		t.Errorf("nodes:\n%s\nwant:\n%s", out.String(), want)
+	}
+	at := time.Date(2026, 12, 2, 10, 0, 0, 0, time.Local)
+	status := func(s relaypb.NodeState, msg string, nodes ...string) string {
+		return nodeStatusLine(&observer.GetFlowsResponse{Time: timestamppb.New(at), NodeName: "relay",
+			ResponseTypes: &observer.GetFlowsResponse_NodeStatus{NodeStatus: &relaypb.NodeStatusEvent{StateChange: s, NodeNames: nodes, Message: msg}}})
+	}
+	if got, want := status(relaypb.NodeState_NODE_UNAVAILABLE, "", "node2", "node3"), "Dec  2 10:00:00.000 [relay]: 2 nodes are unavailable: node2, node3"; got != want {
+		t.Errorf("unavailable: %q, want %q", got, want)
+	}
+	if got := status(relaypb.NodeState_NODE_ERROR, "boom", "node2"); !strings.HasSuffix(got, `Error "boom" on 1 nodes: node2`) {
+		t.Errorf("error: %q", got)
+	}
+	if got := status(relaypb.NodeState_NODE_CONNECTED, "", "node1"); got != "" {
+		t.Errorf("connected is not a warning: %q", got)
 	}
 }

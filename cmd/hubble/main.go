@@ -1,6 +1,6 @@
 // Command hubble shows the flows of a cilium-go node through Hubble's
 // gRPC API, with the commands, flags and output formats of Hubble's own
-// CLI: observe, status, list namespaces.
+// CLI: observe, status, list namespaces and nodes.
 package main
 
 import (
@@ -11,9 +11,11 @@ import (
 	"os/signal"
 	"strings"
 	"syscall"
+	"text/tabwriter"
 	"time"
 
 	"github.com/cilium/cilium/api/v1/observer"
+	relaypb "github.com/cilium/cilium/api/v1/relay"
 	"github.com/spf13/cobra"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
@@ -128,6 +130,48 @@ func newListCommand(g *globals) *cobra.Command {
 			}
 			return nil
 		},
+	}, &cobra.Command{
+		Use:   "nodes",
+		Short: "The nodes a relay serves, and whether they answer",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			var resp *observer.GetNodesResponse
+			err := g.unary(cmd.Context(), func(ctx context.Context, c observer.ObserverClient) (err error) {
+				resp, err = c.GetNodes(ctx, &observer.GetNodesRequest{}, grpc.WaitForReady(true))
+				return err
+			})
+			if err != nil {
+				return fmt.Errorf("nodes of %s: %w", g.server, err)
+			}
+			printNodes(g.out, resp.GetNodes())
+			return nil
+		},
 	})
 	return list
+}
+
+var nodeStates = map[relaypb.NodeState]string{
+	relaypb.NodeState_NODE_CONNECTED: "Connected", relaypb.NodeState_NODE_UNAVAILABLE: "Unavailable",
+	relaypb.NodeState_NODE_GONE: "Gone", relaypb.NodeState_NODE_ERROR: "Error",
+}
+
+// printNodes writes Hubble's table of nodes.
+func printNodes(out io.Writer, nodes []*observer.Node) {
+	tw := tabwriter.NewWriter(out, 2, 0, 3, ' ', 0)
+	fmt.Fprintln(tw, "NAME\tSTATUS\tAGE\tFLOWS/S\tCURRENT/MAX-FLOWS")
+	for _, n := range nodes {
+		state, ok := nodeStates[n.GetState()]
+		if !ok {
+			state = "Unknown"
+		}
+		if n.GetState() != relaypb.NodeState_NODE_CONNECTED {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", n.GetName(), state, "N/A", "N/A", "N/A")
+			continue
+		}
+		up := time.Duration(n.GetUptimeNs())
+		rate := float64(n.GetSeenFlows()) / max(up.Seconds(), 1)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%.2f\t%d/%d (%.2f%%)\n", n.GetName(), state, up.Truncate(time.Second), rate,
+			n.GetNumFlows(), n.GetMaxFlows(), 100*float64(n.GetNumFlows())/float64(max(n.GetMaxFlows(), 1)))
+	}
+	tw.Flush()
 }

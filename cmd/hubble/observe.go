@@ -11,6 +11,7 @@ import (
 
 	"github.com/cilium/cilium/api/v1/flow"
 	"github.com/cilium/cilium/api/v1/observer"
+	relaypb "github.com/cilium/cilium/api/v1/relay"
 	"github.com/spf13/cobra"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -63,7 +64,7 @@ func observeCommand(g *globals) (*cobra.Command, *observeOptions) {
 				return err
 			}
 			defer closeConn()
-			return observe(cmd.Context(), c, req, p)
+			return observe(cmd.Context(), c, req, p, cmd.ErrOrStderr())
 		},
 	}
 	f := cmd.Flags()
@@ -297,8 +298,8 @@ func parseTime(s string, now time.Time) (time.Time, error) {
 }
 
 // observe prints the responses to req until the server ends the stream
-// or ctx ends.
-func observe(ctx context.Context, c observer.ObserverClient, req *observer.GetFlowsRequest, p printer) error {
+// or ctx ends. A relay's word on nodes that do not answer goes to errw.
+func observe(ctx context.Context, c observer.ObserverClient, req *observer.GetFlowsRequest, p printer, errw io.Writer) error {
 	stream, err := c.GetFlows(ctx, req, grpc.WaitForReady(true))
 	if err != nil {
 		return err
@@ -314,8 +315,29 @@ func observe(ctx context.Context, c observer.ObserverClient, req *observer.GetFl
 		case err != nil:
 			return err
 		}
+		if s := resp.GetNodeStatus(); s != nil {
+			if line := nodeStatusLine(resp); line != "" {
+				fmt.Fprintln(errw, line)
+			}
+			continue
+		}
 		if err := p.print(resp); err != nil {
 			return err
 		}
 	}
+}
+
+// nodeStatusLine is Hubble's warning about nodes a relay could not ask;
+// empty for the informational ones.
+func nodeStatusLine(resp *observer.GetFlowsResponse) string {
+	s := resp.GetNodeStatus()
+	prefix := fmt.Sprintf("%s [%s]", resp.GetTime().AsTime().Local().Format(timeFormat), resp.GetNodeName())
+	nodes := strings.Join(s.GetNodeNames(), ", ")
+	switch s.GetStateChange() {
+	case relaypb.NodeState_NODE_UNAVAILABLE:
+		return fmt.Sprintf("%s: %d nodes are unavailable: %s", prefix, len(s.GetNodeNames()), nodes)
+	case relaypb.NodeState_NODE_ERROR:
+		return fmt.Sprintf("%s: Error %q on %d nodes: %s", prefix, s.GetMessage(), len(s.GetNodeNames()), nodes)
+	}
+	return ""
 }

@@ -84,7 +84,7 @@ func TestOnlyTestsImportTestenv(t *testing.T) {
 
 // The CNI plugin and the hubble CLI run where no datapath is.
 func TestClientsLinkNoDatapath(t *testing.T) {
-	for _, bin := range []string{"cilium-cni", "hubble"} {
+	for _, bin := range []string{"cilium-cni", "hubble", "hubble-relay"} {
 		for _, dep := range goList(t, "-deps", module+"/cmd/"+bin) {
 			if under(dep, "github.com/cilium/ebpf", datapath) && dep != spec {
 				t.Errorf("%s depends on %s", bin, dep)

@@ -193,10 +193,8 @@ func register(p params) error {
 		observer.RegisterObserverServer(srv, obs)
 		// Peers are the cluster's nodes: none to tell without Kubernetes.
 		if p.Watchers != nil {
-			ps := &peerServer{nodes: p.Watchers, port: p.Config.listenPort()}
-			if p.Config.HubbleListenAddress != "" && !p.Config.HubbleDisableTLS {
-				ps.tlsDomain = tlsDomain
-			}
+			ps := &peerServer{nodes: p.Watchers, port: p.Config.listenPort(),
+				tls: p.Config.HubbleListenAddress != "" && !p.Config.HubbleDisableTLS}
 			peer.RegisterPeerServer(srv, ps)
 		}
 	}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/cilium/cilium/api/v1/peer"
 
+	"github.com/cilium-go/cilium/pkg/hubble/relay"
 	"github.com/cilium-go/cilium/pkg/ipcache"
 )
 
@@ -24,14 +25,10 @@ type peerServer struct {
 	peer.UnimplementedPeerServer
 	nodes NodeSource
 	port  int
-	// tlsDomain, when the servers speak TLS, names a node's server:
-	// <node>.<tlsDomain>, as Cilium's certificates do.
-	tlsDomain string
+	// tls says the servers speak TLS: a notification then names the
+	// node's certificate (relay.ServerName).
+	tls bool
 }
-
-// tlsDomain is the suffix of the names in the Hubble servers'
-// certificates, Cilium's with its default cluster name.
-const tlsDomain = "default.hubble-grpc.cilium.io"
 
 // Notify implements peer.PeerServer: every node, then the changes, until
 // the client goes.
@@ -85,8 +82,8 @@ func (s *peerServer) Notify(_ *peer.NotifyRequest, stream peer.Peer_NotifyServer
 
 func (s *peerServer) notification(n ipcache.Node) *peer.ChangeNotification {
 	cn := &peer.ChangeNotification{Name: n.Name, Address: net.JoinHostPort(n.IPv4.String(), strconv.Itoa(s.port))}
-	if s.tlsDomain != "" {
-		cn.Tls = &peer.TLS{ServerName: n.Name + "." + s.tlsDomain}
+	if s.tls {
+		cn.Tls = &peer.TLS{ServerName: relay.ServerName(n.Name, "")}
 	}
 	return cn
 }

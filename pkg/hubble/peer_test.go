@@ -2,14 +2,8 @@ package hubble
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
-	"math/big"
 	"net"
 	"net/netip"
 	"os"
@@ -25,6 +19,7 @@ import (
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 
+	"github.com/cilium-go/cilium/internal/testenv"
 	"github.com/cilium-go/cilium/pkg/hubble/container"
 	hubbleobserver "github.com/cilium-go/cilium/pkg/hubble/observer"
 	"github.com/cilium-go/cilium/pkg/ipcache"
@@ -74,7 +69,7 @@ func TestPeersFollowTheNodes(t *testing.T) {
 		t.Fatal(err)
 	}
 	srv := grpc.NewServer()
-	peer.RegisterPeerServer(srv, &peerServer{nodes: nodes, port: 4244, tlsDomain: tlsDomain})
+	peer.RegisterPeerServer(srv, &peerServer{nodes: nodes, port: 4244, tls: true})
 	go srv.Serve(ln)
 	defer srv.Stop()
 	conn, err := grpc.NewClient("unix://"+sock, grpc.WithTransportCredentials(insecure.NewCredentials()))
@@ -121,40 +116,10 @@ func TestPeersFollowTheNodes(t *testing.T) {
 func tlsFiles(t *testing.T) (dir string) {
 	t.Helper()
 	dir = t.TempDir()
-	write := func(name, kind string, der []byte) {
-		if err := os.WriteFile(filepath.Join(dir, name), pem.EncodeToMemory(&pem.Block{Type: kind, Bytes: der}), 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
-	newCA := func(name string) (*x509.Certificate, *ecdsa.PrivateKey) {
-		key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-		tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: name}, IsCA: true,
-			BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign, NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour)}
-		der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-		if err != nil {
-			t.Fatal(err)
-		}
-		cert, _ := x509.ParseCertificate(der)
-		write(name+".crt", "CERTIFICATE", der)
-		return cert, key
-	}
-	leaf := func(name string, ca *x509.Certificate, caKey *ecdsa.PrivateKey, usage x509.ExtKeyUsage) {
-		key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-		tmpl := &x509.Certificate{SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: name}, ExtKeyUsage: []x509.ExtKeyUsage{usage},
-			IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}, NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour)}
-		der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
-		if err != nil {
-			t.Fatal(err)
-		}
-		write(name+".crt", "CERTIFICATE", der)
-		kder, _ := x509.MarshalECPrivateKey(key)
-		write(name+".key", "EC PRIVATE KEY", kder)
-	}
-	ca, caKey := newCA("ca")
-	leaf("server", ca, caKey, x509.ExtKeyUsageServerAuth)
-	leaf("client", ca, caKey, x509.ExtKeyUsageClientAuth)
-	other, otherKey := newCA("other-ca")
-	leaf("intruder", other, otherKey, x509.ExtKeyUsageClientAuth)
+	ca := testenv.NewPKI(t, dir, "ca")
+	ca.Issue(t, "server", x509.ExtKeyUsageServerAuth, nil, net.IPv4(127, 0, 0, 1))
+	ca.Issue(t, "client", x509.ExtKeyUsageClientAuth, nil)
+	testenv.NewPKI(t, dir, "other-ca").Issue(t, "intruder", x509.ExtKeyUsageClientAuth, nil)
 	return dir
 }
 

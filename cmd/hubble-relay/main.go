@@ -1,0 +1,151 @@
+// Command hubble-relay serves Hubble's Observer API for a whole cluster:
+// it finds the nodes' Hubble servers through the Peer service, connects
+// to each with mutual TLS and merges their flows (pkg/hubble/relay).
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/cilium/cilium/api/v1/observer"
+	"github.com/spf13/cobra"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+
+	"github.com/cilium-go/cilium/pkg/hubble/relay"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := newCommand().ExecuteContext(ctx); err != nil {
+		os.Exit(1)
+	}
+}
+
+// config has Cilium's hubble-relay flags and defaults.
+type config struct {
+	peerService            string
+	listenAddress          string
+	clusterName            string
+	dialTimeout            time.Duration
+	retryTimeout           time.Duration
+	sortBufferLenMax       int
+	sortBufferDrainTimeout time.Duration
+	disableClientTLS       bool
+	clientCert, clientKey  string
+	serverCAFiles          []string
+	disableServerTLS       bool
+	serverCert, serverKey  string
+}
+
+func newCommand() *cobra.Command {
+	c := &config{}
+	root := &cobra.Command{Use: "hubble-relay", Short: "Hubble's Observer API for the whole cluster", SilenceUsage: true}
+	serve := &cobra.Command{
+		Use:   "serve",
+		Short: "Serve the cluster's flows",
+		Args:  cobra.NoArgs,
+		RunE:  func(cmd *cobra.Command, _ []string) error { return c.run(cmd.Context()) },
+	}
+	fs := serve.Flags()
+	fs.StringVar(&c.peerService, "peer-service", "unix:///var/run/cilium/hubble.sock",
+		"the Peer service that lists the nodes: unix:///path or host:port (in Kubernetes the hubble-peer Service)")
+	fs.StringVar(&c.listenAddress, "listen-address", ":4245", "where the relay serves")
+	fs.StringVar(&c.clusterName, "cluster-name", "default", "the cluster's name, part of the names in the Hubble servers' certificates")
+	fs.DurationVar(&c.dialTimeout, "dial-timeout", 5*time.Second, "how long a request waits for a node's connection")
+	fs.DurationVar(&c.retryTimeout, "retry-timeout", 30*time.Second, "the wait before the Peer service is asked again after a failure")
+	fs.IntVar(&c.sortBufferLenMax, "sort-buffer-len-max", 100, "how many followed flows wait to be put in time order at most")
+	fs.DurationVar(&c.sortBufferDrainTimeout, "sort-buffer-drain-timeout", time.Second, "how long a followed flow waits for older ones at most")
+	fs.BoolVar(&c.disableClientTLS, "disable-client-tls", false, "connect to the Peer service and the nodes in plaintext")
+	fs.StringVar(&c.clientCert, "tls-hubble-client-cert-file", "", "the relay's client certificate towards the nodes")
+	fs.StringVar(&c.clientKey, "tls-hubble-client-key-file", "", "the client certificate's key")
+	fs.StringSliceVar(&c.serverCAFiles, "tls-hubble-server-ca-files", nil, "CAs that sign the nodes' Hubble server certificates")
+	fs.BoolVar(&c.disableServerTLS, "disable-server-tls", false, "serve in plaintext even with a server certificate")
+	fs.StringVar(&c.serverCert, "tls-relay-server-cert-file", "", "the relay's server certificate (none: plaintext)")
+	fs.StringVar(&c.serverKey, "tls-relay-server-key-file", "", "the server certificate's key")
+	root.AddCommand(serve)
+	return root
+}
+
+// clientTLS is the relay's side of mutual TLS towards the nodes; nil
+// with --disable-client-tls.
+func (c *config) clientTLS() (*tls.Config, error) {
+	if c.disableClientTLS {
+		return nil, nil
+	}
+	if c.clientCert == "" || c.clientKey == "" || len(c.serverCAFiles) == 0 {
+		return nil, fmt.Errorf("client TLS needs --tls-hubble-client-cert-file, --tls-hubble-client-key-file and --tls-hubble-server-ca-files (or --disable-client-tls)")
+	}
+	cert, err := tls.LoadX509KeyPair(c.clientCert, c.clientKey)
+	if err != nil {
+		return nil, fmt.Errorf("--tls-hubble-client-cert-file, --tls-hubble-client-key-file: %w", err)
+	}
+	pool := x509.NewCertPool()
+	for _, f := range c.serverCAFiles {
+		pem, err := os.ReadFile(f)
+		if err != nil {
+			return nil, fmt.Errorf("--tls-hubble-server-ca-files: %w", err)
+		}
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("--tls-hubble-server-ca-files: %s holds no PEM certificate", f)
+		}
+	}
+	return &tls.Config{Certificates: []tls.Certificate{cert}, RootCAs: pool, MinVersion: tls.VersionTLS13}, nil
+}
+
+func (c *config) serverOptions() ([]grpc.ServerOption, error) {
+	if c.disableServerTLS || (c.serverCert == "" && c.serverKey == "") {
+		return nil, nil
+	}
+	cert, err := tls.LoadX509KeyPair(c.serverCert, c.serverKey)
+	if err != nil {
+		return nil, fmt.Errorf("--tls-relay-server-cert-file, --tls-relay-server-key-file: %w", err)
+	}
+	cfg := &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS13}
+	return []grpc.ServerOption{grpc.Creds(credentials.NewTLS(cfg))}, nil
+}
+
+func (c *config) run(ctx context.Context) error {
+	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
+	if c.sortBufferLenMax < 1 {
+		return fmt.Errorf("--sort-buffer-len-max %d: want 1 or more", c.sortBufferLenMax)
+	}
+	if c.dialTimeout <= 0 || c.retryTimeout <= 0 || c.sortBufferDrainTimeout <= 0 {
+		return fmt.Errorf("--dial-timeout, --retry-timeout and --sort-buffer-drain-timeout must be positive")
+	}
+	clientTLS, err := c.clientTLS()
+	if err != nil {
+		return err
+	}
+	opts, err := c.serverOptions()
+	if err != nil {
+		return err
+	}
+	pool := relay.NewPool(relay.Options{PeerTarget: c.peerService, PeerServerName: relay.ServerName("hubble-peer", c.clusterName),
+		TLS: clientTLS, DialTimeout: c.dialTimeout, RetryTimeout: c.retryTimeout}, log)
+	ln, err := net.Listen("tcp", c.listenAddress)
+	if err != nil {
+		return fmt.Errorf("--listen-address: %w", err)
+	}
+	srv := grpc.NewServer(opts...)
+	observer.RegisterObserverServer(srv, relay.NewServer(pool, "cilium-go", c.sortBufferLenMax, c.sortBufferDrainTimeout))
+	healthpb.RegisterHealthServer(srv, health.NewServer())
+	go pool.Run(ctx)
+	go func() {
+		<-ctx.Done()
+		srv.GracefulStop()
+	}()
+	log.Info("hubble-relay serving", "address", ln.Addr().String(), "peer-service", c.peerService, "client-tls", clientTLS != nil)
+	return srv.Serve(ln)
+}
