@@ -225,7 +225,7 @@ int cil_to_container(struct __sk_buff *skb)
 	if (ret < 0)
 		return drop(skb, &f, ret);
 	f.ct_status = ct_lookup(skb, &f.p, &ct, &f.report);
-	f.src_id = ct ? ct_remote_identity(ct, f.ct_status) : identity_of4(f.p.saddr);
+	f.src_id = ct ? ct_sender_identity(ct, f.ct_status) : identity_of4(f.p.saddr);
 	if (f.ct_status == CT_INVALID)
 		return drop(skb, &f, DROP_UNKNOWN_CT);
 	/* A netkit pod's own packet refused for want of a backend. */

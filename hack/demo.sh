@@ -93,11 +93,10 @@ k exec "$first" -- /agnhost connect "$target:8080" --timeout=5s && echo ok
 printf 'intruder -> %s:8080: ' "$target"
 k exec intruder -- /agnhost connect "$target:8080" --timeout=2s && echo "ok (unexpected)" || echo "refused, as the policy says"
 
-echo; echo "== Hubble on every node: the flows to port 8080, with the policies that decided"
-for node in $("$BIN/kubectl" get nodes -o jsonpath='{.items[*].metadata.name}'); do
-	echo "-- $node"
-	"$BIN/cilium-lab" exec --state-dir "$STATE" "$node" -- "$BIN/hubble" observe --from-namespace default --to-port 8080 --last 10 --print-policy-names || true
-done
+echo; echo "== Hubble through hubble-relay, which asks every node: the nodes, then the flows to port 8080 with the policies that decided"
+hubble() { "$BIN/cilium-lab" exec --state-dir "$STATE" "$node1" -- "$BIN/hubble" "$@" --server localhost:4245; }
+hubble list nodes || true
+hubble observe --from-namespace default --to-port 8080 --last 20 --print-policy-names || true
 
 echo; echo "== The lab"
 "$BIN/cilium-lab" status --state-dir "$STATE" || true
@@ -108,6 +107,7 @@ The lab stays up. Try:
   $BIN/kubectl get pods -A -o wide
   $BIN/cilium-lab exec $node1 -- ip route
   $BIN/cilium-lab exec $node1 -- $BIN/cilium-dbg monitor
-  $BIN/cilium-lab exec $node1 -- $BIN/hubble observe --follow
+  $BIN/cilium-lab exec $node1 -- $BIN/hubble observe --follow                           # this node
+  $BIN/cilium-lab exec $node1 -- $BIN/hubble observe --follow --server localhost:4245   # every node, through the relay
   make lab-down
 MSG

@@ -246,6 +246,12 @@ static __always_inline __u32 ct_remote_identity(const struct ct_entry *e, __u8 s
 	return status == CT_REPLY ? e->src_identity : e->dst_identity;
 }
 
+/* ct_sender_identity is the identity of the packet's sender. */
+static __always_inline __u32 ct_sender_identity(const struct ct_entry *e, __u8 status)
+{
+	return status == CT_REPLY ? e->dst_identity : e->src_identity;
+}
+
 /* ct_remote_not_local reports that the packet's destination is known to
  * be no local endpoint. */
 static __always_inline int ct_remote_not_local(const struct ct_entry *e, __u8 status)

@@ -46,7 +46,7 @@ static __always_inline int deliver_ingress(struct __sk_buff *skb, struct flow *f
 		if (ret < 0)
 			return drop(skb, f, ret);
 	} else if (TRACE_ENABLED && !f->src_id) {
-		f->src_id = ct ? ct_remote_identity(ct, f->ct_status) : identity_of4(f->p.saddr);
+		f->src_id = ct ? ct_sender_identity(ct, f->ct_status) : identity_of4(f->p.saddr);
 	}
 	/* A tuple reused through another frontend has its replies
 	 * translated as its last packet was. */

@@ -17,6 +17,8 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/cilium-go/cilium/pkg/hubble/flows"
 )
 
 type observeOptions struct {
@@ -257,22 +259,16 @@ func (o *observeOptions) filters() (src, dst *flow.FlowFilter, err error) {
 	return src, dst, nil
 }
 
-// Cilium's monitor message types and trace observation points.
-var (
-	eventTypes  = map[string]int32{"drop": 1, "trace": 4, "policy-verdict": 5}
-	tracePoints = map[string]int32{"to-endpoint": 0, "to-proxy": 1, "to-host": 2, "to-stack": 3, "to-overlay": 4,
-		"from-endpoint": 5, "from-proxy": 6, "from-host": 7, "from-stack": 8, "from-overlay": 9, "from-network": 10, "to-network": 11}
-)
-
+// eventType reads --type: drop, trace[:point] or policy-verdict.
 func eventType(s string) (*flow.EventTypeFilter, error) {
 	name, sub, hasSub := strings.Cut(s, ":")
-	t, ok := eventTypes[name]
+	t, ok := flows.EventTypes[name]
 	if !ok {
 		return nil, fmt.Errorf("--type %q: want drop, trace or policy-verdict", s)
 	}
 	f := &flow.EventTypeFilter{Type: t}
 	if hasSub {
-		n, ok := tracePoints[sub]
+		n, ok := flows.TracePoints[sub]
 		if !ok {
 			v, err := strconv.ParseInt(sub, 10, 32)
 			if err != nil {

@@ -161,16 +161,14 @@ func identityName(ep *flow.Endpoint) string {
 func flowType(f *flow.Flow) string {
 	sub := f.GetEventType().GetSubType()
 	switch f.GetEventType().GetType() {
-	case eventTypes["trace"]:
-		for name, n := range tracePoints {
-			if n == sub {
-				return name
-			}
+	case flows.EventTypes["trace"]:
+		if name := flows.TracePointName(sub); name != "" {
+			return name
 		}
 		return fmt.Sprintf("trace:%d", sub)
-	case eventTypes["drop"]:
+	case flows.EventTypes["drop"]:
 		return reasonText(flow.DropReason(sub))
-	case eventTypes["policy-verdict"]:
+	case flows.EventTypes["policy-verdict"]:
 		return "policy-verdict:" + f.GetTrafficDirection().String()
 	}
 	return "unknown"

@@ -11,10 +11,12 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/http"
 	"net/netip"
 	"os"
 	"path/filepath"
 	"strconv"
+	"time"
 
 	"github.com/cilium/cilium/api/v1/flow"
 	"github.com/cilium/cilium/api/v1/observer"
@@ -22,17 +24,22 @@ import (
 	"github.com/cilium/hive/cell"
 	"github.com/cilium/hive/job"
 	"github.com/cilium/statedb"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/spf13/pflag"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/keepalive"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/cilium-go/cilium/pkg/api/server"
 	"github.com/cilium-go/cilium/pkg/endpoint"
 	"github.com/cilium-go/cilium/pkg/health"
 	"github.com/cilium-go/cilium/pkg/hubble/container"
+	"github.com/cilium-go/cilium/pkg/hubble/metrics"
 	hubbleobserver "github.com/cilium-go/cilium/pkg/hubble/observer"
 	"github.com/cilium-go/cilium/pkg/hubble/parser"
+	"github.com/cilium-go/cilium/pkg/hubble/relay"
 	"github.com/cilium-go/cilium/pkg/identity"
 	k8sagent "github.com/cilium-go/cilium/pkg/k8s/agent"
 	"github.com/cilium-go/cilium/pkg/monitor"
@@ -63,6 +70,10 @@ type Config struct {
 	HubbleTLSCertFile      string   `mapstructure:"hubble-tls-cert-file"`
 	HubbleTLSKeyFile       string   `mapstructure:"hubble-tls-key-file"`
 	HubbleTLSClientCAFiles []string `mapstructure:"hubble-tls-client-ca-files"`
+	// HubbleMetrics are the flow metrics to count (pkg/hubble/metrics),
+	// served on HubbleMetricsServer (host:port, Cilium's :9965).
+	HubbleMetrics       string `mapstructure:"hubble-metrics"`
+	HubbleMetricsServer string `mapstructure:"hubble-metrics-server"`
 }
 
 // queueSize is how many events wait for the parser: by default as many
@@ -88,6 +99,9 @@ func (d Config) Flags(fs *pflag.FlagSet) {
 	fs.String("hubble-tls-cert-file", d.HubbleTLSCertFile, "the server's certificate for --hubble-listen-address")
 	fs.String("hubble-tls-key-file", d.HubbleTLSKeyFile, "the server certificate's key")
 	fs.StringSlice("hubble-tls-client-ca-files", d.HubbleTLSClientCAFiles, "CAs whose client certificates the server requires (mutual TLS); none: any client")
+	fs.String("hubble-metrics", d.HubbleMetrics,
+		"flow metrics, separated by spaces, each name[:option=value;...]: flow, drop, tcp, port-distribution, icmp, policy; options sourceContext, destinationContext, labelsContext")
+	fs.String("hubble-metrics-server", d.HubbleMetricsServer, "host:port where --hubble-metrics are served (Cilium's :9965); empty: none")
 }
 
 // Validate names the first bad flag.
@@ -100,6 +114,12 @@ func (c Config) Validate() error {
 	}
 	if c.HubbleEventQueueSize < 0 {
 		return fmt.Errorf("--hubble-event-queue-size %d: want 0 or more", c.HubbleEventQueueSize)
+	}
+	if _, err := metrics.Parse(c.HubbleMetrics); err != nil {
+		return fmt.Errorf("--hubble-metrics: %w", err)
+	}
+	if (c.HubbleMetrics == "") != (c.HubbleMetricsServer == "") {
+		return fmt.Errorf("--hubble-metrics %q and --hubble-metrics-server %q: give both or neither", c.HubbleMetrics, c.HubbleMetricsServer)
 	}
 	if !filepath.IsAbs(c.HubbleSocketPath) {
 		return fmt.Errorf("--hubble-socket-path %q: an absolute path is required", c.HubbleSocketPath)
@@ -184,9 +204,13 @@ func register(p params) error {
 	}
 	st := &agentState{db: p.DB, endpoints: p.Endpoints, watchers: p.Watchers, cookies: p.Cookies}
 	pr := parser.New(node, st)
+	counted, err := serveMetrics(p)
+	if err != nil {
+		return err
+	}
 	sub := p.Monitor.Subscribe(p.Config.queueSize())
 	p.Jobs.Add(job.OneShot("hubble-events", func(ctx context.Context, _ cell.Health) error {
-		return readEvents(ctx, p.Log, sub, pr, ring)
+		return ReadEvents(ctx, p.Log, sub, pr, ring, counted)
 	}))
 	obs := hubbleobserver.New(ring, node, Version)
 	addServices := func(srv *grpc.Server) {
@@ -201,7 +225,9 @@ func register(p params) error {
 	srv := grpc.NewServer()
 	addServices(srv)
 	if p.Config.HubbleListenAddress != "" {
-		var opts []grpc.ServerOption
+		// Relays ping to find a node that stopped answering.
+		opts := []grpc.ServerOption{grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{
+			MinTime: relay.KeepaliveMinTime, PermitWithoutStream: true})}
 		if !p.Config.HubbleDisableTLS {
 			cfg, err := p.Config.serverTLS()
 			if err != nil {
@@ -247,8 +273,38 @@ func register(p params) error {
 	return nil
 }
 
-// readEvents makes flows of the events sub receives until ctx ends.
-func readEvents(ctx context.Context, log *slog.Logger, sub *monitor.Subscription, pr *parser.Parser, ring *container.Ring) error {
+// serveMetrics registers --hubble-metrics and serves them; nil without.
+func serveMetrics(p params) (*metrics.Metrics, error) {
+	specs, err := metrics.Parse(p.Config.HubbleMetrics)
+	if err != nil || len(specs) == 0 {
+		return nil, err
+	}
+	reg := prometheus.NewRegistry()
+	m, err := metrics.New(specs, reg)
+	if err != nil {
+		return nil, err
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	p.Lifecycle.Append(cell.Hook{
+		OnStart: func(cell.HookContext) error {
+			ln, err := net.Listen("tcp", p.Config.HubbleMetricsServer)
+			if err != nil {
+				return fmt.Errorf("--hubble-metrics-server: %w", err)
+			}
+			p.Log.Info("serving Hubble metrics", "address", ln.Addr().String(), "metrics", p.Config.HubbleMetrics)
+			go srv.Serve(ln)
+			return nil
+		},
+		OnStop: func(ctx cell.HookContext) error { return srv.Shutdown(ctx) },
+	})
+	return m, nil
+}
+
+// ReadEvents makes flows of the events sub receives until ctx ends, and
+// counts them into m when there are metrics.
+func ReadEvents(ctx context.Context, log *slog.Logger, sub *monitor.Subscription, pr *parser.Parser, ring *container.Ring, m *metrics.Metrics) error {
 	defer sub.Close()
 	for {
 		ev, lost, ok := sub.Next(ctx)
@@ -266,6 +322,9 @@ func readEvents(ctx context.Context, log *slog.Logger, sub *monitor.Subscription
 			continue
 		}
 		ring.Write(container.Event{Flow: f})
+		if m != nil {
+			m.Process(f)
+		}
 	}
 }
 

@@ -13,6 +13,10 @@ func TestConfigNamesTheFlag(t *testing.T) {
 		{Config{EnableHubble: true, HubbleSocketPath: "/run/h.sock", HubbleEventBufferCapacity: 4096}, "--hubble-event-buffer-capacity"},
 		{Config{EnableHubble: true, HubbleSocketPath: "/run/h.sock", HubbleEventBufferCapacity: 0}, "--hubble-event-buffer-capacity"},
 		{Config{EnableHubble: true, HubbleSocketPath: "h.sock", HubbleEventBufferCapacity: 4095}, "--hubble-socket-path"},
+		{Config{EnableHubble: true, HubbleSocketPath: "/run/h.sock", HubbleEventBufferCapacity: 4095, HubbleMetrics: "flow dns",
+			HubbleMetricsServer: ":9965"}, `--hubble-metrics: metric "dns"`},
+		{Config{EnableHubble: true, HubbleSocketPath: "/run/h.sock", HubbleEventBufferCapacity: 4095, HubbleMetrics: "flow"},
+			"--hubble-metrics-server"},
 	} {
 		if err := tc.c.Validate(); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%+v: %v, want an error naming %s", tc.c, err, tc.want)

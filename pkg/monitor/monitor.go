@@ -100,12 +100,13 @@ func (h *Hub) Publish(ev datapath.Event) {
 
 func registerReader(jobs job.Group, n *datapath.Node, h *Hub) {
 	jobs.Add(job.OneShot("monitor-events", func(ctx context.Context, _ cell.Health) error {
-		return h.read(ctx, n)
+		return h.Read(ctx, n)
 	}))
 }
 
-// read publishes the datapath's events until ctx ends.
-func (h *Hub) read(ctx context.Context, n *datapath.Node) error {
+// Read publishes the datapath's events until ctx ends: the agent's
+// monitor job; nothing else may read the node's events beside it.
+func (h *Hub) Read(ctx context.Context, n *datapath.Node) error {
 	m := n.Maps()
 	if m == nil {
 		return errors.New("the datapath has no maps open")

@@ -58,7 +58,7 @@ func TestPrivilegedLabCiliumAPIServerOutage(t *testing.T) {
 			if now := agentPIDOrZero(node); now != pid {
 				t.Fatalf("the agent of %s was restarted during the outage (pid %d, was %d)", node, now, pid)
 			}
-			if code, body, err := agentProbe(pid, "/healthz"); err != nil || code != http.StatusOK {
+			if code, body, err := agentProbe(pid, 9962, "/healthz"); err != nil || code != http.StatusOK {
 				t.Fatalf("%s /healthz (liveness) during the outage: %d %s %v", node, code, body, err)
 			}
 		}
@@ -83,7 +83,7 @@ func TestPrivilegedLabCiliumAPIServerOutage(t *testing.T) {
 			if now := agentPIDOrZero(node); now != pid {
 				return fmt.Errorf("the agent of %s was restarted (pid %d, was %d)", node, now, pid)
 			}
-			if code, body, err := agentProbe(pid, "/readyz"); err != nil || code != http.StatusOK {
+			if code, body, err := agentProbe(pid, 9962, "/readyz"); err != nil || code != http.StatusOK {
 				return fmt.Errorf("%s /readyz: %d %s %v", node, code, body, err)
 			}
 		}
@@ -104,12 +104,13 @@ func apiServerPID(t *testing.T, lab *Lab) int {
 	return pid
 }
 
-// agentProbe asks the agent with process pid for path on its metrics
-// port, from inside its node's network namespace: the kubelet's view.
-func agentProbe(pid int, path string) (int, string, error) {
+// agentProbe asks the agent with process pid for path on port (9962:
+// metrics and probes; 9965: Hubble's metrics), from inside its node's
+// network namespace: the kubelet's view.
+func agentProbe(pid, port int, path string) (int, string, error) {
 	var conn net.Conn
 	err := inns.Do(fmt.Sprintf("/proc/%d/ns/net", pid), func() (err error) {
-		conn, err = net.DialTimeout("tcp", "127.0.0.1:9962", 5*time.Second)
+		conn, err = net.DialTimeout("tcp", fmt.Sprintf("127.0.0.1:%d", port), 5*time.Second)
 		return err
 	})
 	if err != nil {

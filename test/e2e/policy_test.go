@@ -2,9 +2,12 @@ package e2e
 
 import (
 	"fmt"
+	"net/http"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -468,6 +471,97 @@ func TestPrivilegedSmokePolicy(t *testing.T) {
 			}
 		}
 	}
+	hubbleMetricsCounted(t, lab)
+	relayKeepsServing(t, lab)
+}
+
+// hubbleMetricsCounted: the agents' Hubble metrics (:9965) counted the
+// matrix's flows, the policy drops with the pods they were between.
+func hubbleMetricsCounted(t *testing.T, lab *Lab) {
+	t.Helper()
+	var all strings.Builder
+	for _, node := range []string{lab.Name + "-node1", lab.Name + "-node2"} {
+		code, body, err := agentProbe(agentPID(t, node), 9965, "/metrics")
+		if err != nil || code != http.StatusOK {
+			t.Fatalf("hubble metrics of %s: %d %v\n%s", node, code, err, body)
+		}
+		all.WriteString(body)
+	}
+	for _, want := range []*regexp.Regexp{
+		regexp.MustCompile(`hubble_drop_total\{destination="[xyz]/[abc]",protocol="TCP",reason="POLICY_DEN(Y|IED)",source="[xyz]/[abc]"\} [1-9]`),
+		regexp.MustCompile(`hubble_flows_processed_total\{protocol="TCP",subtype="to-endpoint",type="Trace",verdict="FORWARDED"\} [1-9]`),
+		regexp.MustCompile(`hubble_policy_verdicts_total\{action="forwarded",destination="[^"]+",direction="ingress",match="none",source="[^"]+"\} [1-9]`),
+		regexp.MustCompile(`hubble_tcp_flags_total\{family="IPv4",flag="SYN-ACK"\} [1-9]`),
+		regexp.MustCompile(`hubble_port_distribution_total\{port="80",protocol="TCP"\} [1-9]`),
+	} {
+		if !want.MatchString(all.String()) {
+			t.Errorf("hubble metrics have no line like %s", want)
+		}
+	}
+}
+
+// relayKeepsServing: the relay serves both nodes' flows; when one
+// node's agent stops answering (SIGSTOP: its connections stay open, as
+// when a machine hangs), the relay names it unavailable and goes on
+// serving the other; once it answers again, both are back.
+func relayKeepsServing(t *testing.T, lab *Lab) {
+	t.Helper()
+	n1, n2 := lab.Name+"-node1", lab.Name+"-node2"
+	nodesAre := func(want ...string) func() error {
+		return func() error {
+			out, err := lab.hubble("list", "nodes")
+			if err != nil {
+				return fmt.Errorf("hubble list nodes: %v\n%s", err, out)
+			}
+			for _, w := range want {
+				if !regexp.MustCompile(`(?m)^` + w).MatchString(out) {
+					return fmt.Errorf("hubble list nodes shows no %q:\n%s", w, out)
+				}
+			}
+			return nil
+		}
+	}
+	lab.Eventually("the relay connected to both nodes", time.Minute, nodesAre(n1+` +Connected`, n2+` +Connected`))
+	lab.Eventually("flows of both nodes through the relay", 30*time.Second, func() error {
+		out, err := lab.hubble("observe", "--last", "1000", "-o", "json")
+		if err != nil {
+			return fmt.Errorf("hubble observe: %v\n%s", err, out)
+		}
+		for _, n := range []string{n1, n2} {
+			if !strings.Contains(out, `"nodeName":"`+n+`"`) {
+				return fmt.Errorf("no flow of %s through the relay", n)
+			}
+		}
+		return nil
+	})
+
+	pid := agentPID(t, n2)
+	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	resumed := false
+	resume := func() {
+		if !resumed {
+			resumed = true
+			if err := syscall.Kill(pid, syscall.SIGCONT); err != nil {
+				t.Error(err)
+			}
+		}
+	}
+	defer resume()
+	lab.Eventually("the relay naming the stopped node unavailable", time.Minute, nodesAre(n1+` +Connected`, n2+` +Unavailable`))
+	lab.Eventually("the other node's flows while one is away", 30*time.Second, func() error {
+		out, err := lab.hubble("observe", "--last", "20")
+		if err != nil {
+			return fmt.Errorf("hubble observe: %v\n%s", err, out)
+		}
+		if !strings.Contains(out, "1 nodes are unavailable: "+n2) || !strings.Contains(out, "FORWARDED") {
+			return fmt.Errorf("hubble observe with %s away:\n%s", n2, out)
+		}
+		return nil
+	})
+	resume()
+	lab.Eventually("the relay connected to both nodes again", time.Minute, nodesAre(n1+` +Connected`, n2+` +Connected`))
 }
 
 // checkMatrix probes until the matrix is as expected, and fails the test
@@ -505,27 +599,32 @@ func policyCondition(ns, name, status, msg string) func(l *Lab) error {
 	}
 }
 
-// hubbleShows runs hubble observe with filter on every node, as a user
-// on the node would, and checks that one flow's line holds every one of
+// relayPort is where the lab's hubble-relay serves, in the first node.
+const relayPort = "localhost:4245"
+
+// hubble runs the hubble CLI against the lab's relay, as a user on the
+// first node would.
+func (l *Lab) hubble(args ...string) (string, error) {
+	return l.run("cilium-lab", append([]string{"exec", "--state-dir", l.StateDir, l.Name + "-node1", "--",
+		filepath.Join(*binDir, "hubble")}, append(args, "--server", relayPort)...)...)
+}
+
+// hubbleShows runs hubble observe with filter through the relay, which
+// asks every node, and checks that one flow's line holds every one of
 // want: the matrix's probes made the flows.
 func hubbleShows(filter []string, want ...string) func(l *Lab) error {
 	return func(l *Lab) error {
-		var all []string
-		for _, node := range []string{l.Name + "-node1", l.Name + "-node2"} {
-			args := append([]string{"exec", "--state-dir", l.StateDir, node, "--", filepath.Join(*binDir, "hubble"), "observe",
-				"--last", "1000", "--print-policy-names"}, filter...)
-			out, err := l.run("cilium-lab", args...)
-			if err != nil {
-				return fmt.Errorf("hubble observe on %s: %v\n%s", node, err, out)
-			}
-			for _, line := range strings.Split(out, "\n") {
-				if !slices.ContainsFunc(want, func(w string) bool { return !strings.Contains(line, w) }) {
-					return nil
-				}
-				all = append(all, line)
+		out, err := l.hubble(append([]string{"observe", "--last", "1000", "--print-policy-names"}, filter...)...)
+		if err != nil {
+			return fmt.Errorf("hubble observe through the relay: %v\n%s", err, out)
+		}
+		lines := strings.Split(out, "\n")
+		for _, line := range lines {
+			if !slices.ContainsFunc(want, func(w string) bool { return !strings.Contains(line, w) }) {
+				return nil
 			}
 		}
-		return fmt.Errorf("hubble observe %v shows no flow with %q; it shows\n%s", filter, want, strings.Join(all, "\n"))
+		return fmt.Errorf("hubble observe %v shows no flow with %q; it shows\n%s", filter, want, out)
 	}
 }
 

@@ -19,6 +19,7 @@ import (
 
 	"github.com/cilium-go/cilium/lab/internal/apply"
 	"github.com/cilium-go/cilium/lab/internal/controlplane"
+	"github.com/cilium-go/cilium/lab/internal/pki"
 	"github.com/cilium-go/cilium/lab/internal/plan"
 	"github.com/cilium-go/cilium/lab/internal/proc"
 )
@@ -46,7 +47,66 @@ func agentName(n plan.Node) string { return "cilium-agent/" + n.Name }
 // ciliumCNIConf is where agents write their network configuration, inside the node.
 const ciliumCNIConf = "/etc/cni/net.d/05-cilium.conflist"
 
-func ciliumBinaries() []string { return []string{"cilium-agent", "cilium-cni", "cilium-operator"} }
+func ciliumBinaries() []string {
+	return []string{"cilium-agent", "cilium-cni", "cilium-operator", "hubble-relay", "hubble"}
+}
+
+// Hubble's mutual TLS between the agents' servers (:4244) and the relay:
+// a CA of its own, so that no other certificate of the lab opens them.
+// Its files, named as Cilium's: one wildcard server certificate for
+// every node (<node>.default.hubble-grpc.cilium.io), the relay's client
+// certificate.
+func hubbleTLSDir(p plan.Plan) string        { return filepath.Join(p.StateDir, "pki", "hubble") }
+func hubbleTLS(p plan.Plan, f string) string { return filepath.Join(hubbleTLSDir(p), f) }
+
+const (
+	hubbleServerName = "*.default.hubble-grpc.cilium.io"
+	relayName        = "hubble-relay"
+	// relayAddress is where the relay serves, in the first node.
+	relayAddress = ":4245"
+)
+
+// ensureHubbleCerts writes (or keeps) the Hubble CA and certificates.
+func ensureHubbleCerts(p plan.Plan) error {
+	ca, err := pki.LoadOrCreateCA(hubbleTLSDir(p), "cilium-lab-"+p.Name+" hubble CA")
+	if err != nil {
+		return fmt.Errorf("hubble CA: %w", err)
+	}
+	for _, c := range []struct {
+		name string
+		req  pki.Request
+	}{
+		{"server", pki.Request{CommonName: hubbleServerName, DNSNames: []string{hubbleServerName}, Usage: pki.ServerAuth}},
+		{"relay", pki.Request{CommonName: "*.hubble-relay.cilium.io", Usage: pki.ClientAuth}},
+	} {
+		if _, _, err := ca.Ensure(hubbleTLS(p, c.name+".crt"), hubbleTLS(p, c.name+".key"), c.req); err != nil {
+			return fmt.Errorf("hubble %s certificate: %w", c.name, err)
+		}
+	}
+	return nil
+}
+
+// relayProcess is hubble-relay, in the first node: it asks that node's
+// agent for the nodes (the Peer service on its socket, Cilium's default)
+// and dials each node's Hubble server with the relay's certificate.
+func relayProcess(p plan.Plan, binDir string) proc.Spec {
+	n := p.Nodes[0]
+	return proc.Spec{
+		Name: relayName,
+		Path: filepath.Join(binDir, "hubble-relay"),
+		Args: []string{"serve",
+			"--listen-address=" + relayAddress,
+			"--tls-hubble-client-cert-file=" + hubbleTLS(p, "relay.crt"),
+			"--tls-hubble-client-key-file=" + hubbleTLS(p, "relay.key"),
+			"--tls-hubble-server-ca-files=" + hubbleTLS(p, pki.CACertFile),
+			// A node that went away is asked again soon.
+			"--retry-timeout=5s",
+		},
+		Namespaces: nodeNamespaces(n),
+		LogFile:    filepath.Join(n.Dir, relayName+".log"),
+		Cgroup:     n.Cgroup,
+	}
+}
 
 // installCiliumCNI copies cilium-cni into every node's /opt/cni/bin.
 func installCiliumCNI(p plan.Plan, binDir string) error {
@@ -171,8 +231,17 @@ func agentProcess(p plan.Plan, n plan.Node, binDir string) proc.Spec {
 		"--uplink=" + n.Uplink,
 		"--routing-mode=" + p.RoutingMode,
 		"--write-cni-conf-when-ready=" + ciliumCNIConf,
-		// Hubble on its default socket, the node's /var/run/cilium/hubble.sock.
+		// Hubble on its default socket, the node's /var/run/cilium/hubble.sock,
+		// and for the relay on Cilium's port, with mutual TLS.
 		"--enable-hubble",
+		"--hubble-listen-address=:4244",
+		"--hubble-tls-cert-file=" + hubbleTLS(p, "server.crt"),
+		"--hubble-tls-key-file=" + hubbleTLS(p, "server.key"),
+		"--hubble-tls-client-ca-files=" + hubbleTLS(p, pki.CACertFile),
+		// Hubble's metrics on Cilium's port, with who talked to whom.
+		"--hubble-metrics-server=:9965",
+		"--hubble-metrics=flow tcp port-distribution icmp drop:sourceContext=pod;destinationContext=pod " +
+			"policy:sourceContext=pod;destinationContext=pod",
 	}
 	if p.KubeProxy == "none" {
 		args = append(args, "--kube-proxy-replacement=true", "--enable-host-legacy-routing=false")
@@ -209,6 +278,7 @@ func startCilium(ctx context.Context, cs kubernetes.Interface, applier *apply.Ap
 	for _, s := range operatorProcesses(p, binDir) {
 		sup.Start(ctx, s, 10*time.Second)
 	}
+	sup.Start(ctx, relayProcess(p, binDir), 10*time.Second)
 	for _, n := range p.Nodes {
 		go func() {
 			// The Node exists once the node agent registered it.

@@ -145,6 +145,11 @@ func up(ctx context.Context, p plan.Plan, o UpOptions, pr *progress) error {
 			return err
 		}
 	}
+	if p.CNI == plan.CNICilium {
+		if err := ensureHubbleCerts(p); err != nil {
+			return err
+		}
+	}
 	if err := controlplane.WriteAdminKubeconfig(cp, ca, l.kubeconfig(),
 		"https://"+net.JoinHostPort("127.0.0.1", strconv.Itoa(p.HostAPIPort))); err != nil {
 		return err

@@ -6,7 +6,6 @@ package relay
 import (
 	"context"
 	"crypto/tls"
-	"fmt"
 	"log/slog"
 	"maps"
 	"slices"
@@ -20,6 +19,7 @@ import (
 	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/keepalive"
 )
 
 // Options configure the relay's side towards the nodes.
@@ -64,15 +64,26 @@ func NewPool(opts Options, log *slog.Logger) *Pool {
 	return &Pool{opts: opts, log: log, nodes: map[string]*node{}}
 }
 
+// Keepalive finds a node that stopped answering (frozen, or gone with
+// its connection left open): a stream of it ends instead of waiting for
+// ever. The nodes' servers permit pings this often (KeepaliveMinTime).
+const (
+	keepaliveTime    = 5 * time.Second
+	keepaliveTimeout = 5 * time.Second
+	// KeepaliveMinTime is the ping interval a Hubble server must permit.
+	KeepaliveMinTime = 4 * time.Second
+)
+
 // dialOptions are the credentials towards a server whose certificate
-// names serverName.
-func (p *Pool) dialOptions(serverName string) grpc.DialOption {
+// names serverName, and the keepalive.
+func (p *Pool) dialOptions(serverName string) []grpc.DialOption {
+	ka := grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: keepaliveTime, Timeout: keepaliveTimeout, PermitWithoutStream: true})
 	if p.opts.TLS == nil {
-		return grpc.WithTransportCredentials(insecure.NewCredentials())
+		return []grpc.DialOption{ka, grpc.WithTransportCredentials(insecure.NewCredentials())}
 	}
 	cfg := p.opts.TLS.Clone()
 	cfg.ServerName = serverName
-	return grpc.WithTransportCredentials(credentials.NewTLS(cfg))
+	return []grpc.DialOption{ka, grpc.WithTransportCredentials(credentials.NewTLS(cfg))}
 }
 
 // target makes an address gRPC's: host:port is dialled as it is, without
@@ -104,12 +115,18 @@ func (p *Pool) Run(ctx context.Context) {
 }
 
 func (p *Pool) follow(ctx context.Context) error {
-	conn, err := grpc.NewClient(target(p.opts.PeerTarget), p.dialOptions(p.opts.PeerServerName))
+	opts := p.dialOptions(p.opts.PeerServerName)
+	if strings.HasPrefix(p.opts.PeerTarget, "unix://") {
+		// A node's own socket: its file permissions guard it, and the
+		// agent serves it in plaintext.
+		opts = append(opts, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	}
+	conn, err := grpc.NewClient(target(p.opts.PeerTarget), opts...)
 	if err != nil {
 		return err
 	}
 	defer conn.Close()
-	stream, err := peer.NewPeerClient(conn).Notify(ctx, &peer.NotifyRequest{}, grpc.WaitForReady(true))
+	stream, err := peer.NewPeerClient(conn).Notify(ctx, &peer.NotifyRequest{})
 	if err != nil {
 		return err
 	}
@@ -142,7 +159,7 @@ func (p *Pool) apply(cn *peer.ChangeNotification) {
 	if old != nil && old.address == cn.GetAddress() && old.serverName == serverName {
 		return
 	}
-	conn, err := grpc.NewClient(target(cn.GetAddress()), p.dialOptions(serverName))
+	conn, err := grpc.NewClient(target(cn.GetAddress()), p.dialOptions(serverName)...)
 	if err != nil {
 		p.log.Warn("node's address", "node", cn.GetName(), "address", cn.GetAddress(), "error", err)
 		return
@@ -223,8 +240,6 @@ func names(nodes []*node) []string {
 	}
 	return out
 }
-
-func (n *node) String() string { return fmt.Sprintf("%s (%s)", n.name, n.address) }
 
 // ServerName is the name a node's Hubble server certificate carries,
 // Cilium's: <node>.<cluster>.hubble-grpc.cilium.io, dots in either name
