@@ -29,7 +29,6 @@ import (
 	"github.com/cilium-go/cilium/bench/internal/traffic"
 	"github.com/cilium-go/cilium/internal/datapath/dptest"
 	"github.com/cilium-go/cilium/internal/datapath/spec"
-	"github.com/cilium-go/cilium/internal/inns"
 	"github.com/cilium-go/cilium/internal/podlink"
 	"github.com/cilium-go/cilium/pkg/identity"
 )
@@ -168,19 +167,11 @@ func run(ctx context.Context, log *slog.Logger, d time.Duration, reps int, want 
 	}
 	for _, s := range scenarios {
 		closers = append(closers, s.servers.Close)
-		if err := tuneClient(s.srcNS); err != nil {
+		if err := traffic.TuneClient(s.srcNS); err != nil {
 			return err
 		}
 	}
 	return measure(ctx, log, scenarios, d, reps)
-}
-
-// tuneClient lets connect/request/close reuse ports in TIME_WAIT, so that
-// the rate measures the datapath and not the ephemeral port range.
-func tuneClient(ns string) error {
-	return inns.Do(ns, func() error {
-		return os.WriteFile("/proc/sys/net/ipv4/tcp_tw_reuse", []byte("1"), 0o644)
-	})
 }
 
 type builder func(dptest.Options) (*dptest.Cluster, error)

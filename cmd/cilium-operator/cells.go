@@ -6,6 +6,7 @@ import (
 	"github.com/cilium-go/cilium/operator/crdinstall"
 	"github.com/cilium-go/cilium/operator/gc"
 	"github.com/cilium-go/cilium/operator/health"
+	"github.com/cilium-go/cilium/operator/hubblecerts"
 	"github.com/cilium-go/cilium/operator/ipam"
 	"github.com/cilium-go/cilium/operator/k8s"
 	"github.com/cilium-go/cilium/operator/leader"
@@ -23,8 +24,9 @@ var (
 	// Controllers: run only on the leader, in any order; those needing
 	// Cilium's kinds wait for crdinstall.
 	Controllers = cell.Group(
-		crdinstall.Cell, // create or upgrade the CRDs
-		ipam.Cell,       // --cluster-pool-ipv4-*: a pod CIDR in each node's CiliumNode
-		gc.Cell,         // --identity-gc-*, --endpoint-gc-interval: leftovers of agents
+		crdinstall.Cell,  // create or upgrade the CRDs
+		ipam.Cell,        // --cluster-pool-ipv4-*: a pod CIDR in each node's CiliumNode
+		gc.Cell,          // --identity-gc-*, --endpoint-gc-interval: leftovers of agents
+		hubblecerts.Cell, // --hubble-tls-*: Hubble's CA and certificates in Secrets
 	)
 )

@@ -128,7 +128,11 @@ func TestObserveAndStatusAgainstAServer(t *testing.T) {
 		t.Fatal(err)
 	}
 	srv := grpc.NewServer()
-	observer.RegisterObserverServer(srv, hubbleobserver.New(ring, "n1", "cilium-go test"))
+	agent, _ := container.NewRing(7)
+	agent.Write(container.Event{Agent: &observer.GetAgentEventsResponse{NodeName: "n1", Time: timestamppb.New(at),
+		AgentEvent: &flow.AgentEvent{Type: flow.AgentEventType_ENDPOINT_CREATED, Notification: &flow.AgentEvent_EndpointUpdate{
+			EndpointUpdate: &flow.EndpointUpdateNotification{Id: 42, Namespace: "x", PodName: "a"}}}}})
+	observer.RegisterObserverServer(srv, hubbleobserver.New(ring, "n1", "cilium-go test").WithAgentEvents(agent))
 	go srv.Serve(ln)
 	defer srv.Stop()
 
@@ -153,6 +157,9 @@ func TestObserveAndStatusAgainstAServer(t *testing.T) {
 	if got := run("observe", "--last", "1", "-o", "table"); !strings.HasPrefix(got, "TIMESTAMP") || !strings.Contains(got, "y/dns:53") ||
 		strings.Contains(got, "x/a:40000") {
 		t.Errorf("table:\n%s", got)
+	}
+	if got, want := run("observe", "agent-events"), at.Format(time.StampMilli)+" [n1]: ENDPOINT_CREATED (id: 42, namespace: x, pod name: a)\n"; got != want {
+		t.Errorf("agent events:\n got %q\nwant %q", got, want)
 	}
 	if got := run("list", "namespaces"); got != "NAMESPACE\nx\ny\n" {
 		t.Errorf("list namespaces:\n%s", got)

@@ -13,9 +13,11 @@ import (
 	"github.com/cilium/cilium/api/v1/observer"
 	relaypb "github.com/cilium/cilium/api/v1/relay"
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/cilium-go/cilium/pkg/hubble/flows"
@@ -70,11 +72,7 @@ func observeCommand(g *globals) (*cobra.Command, *observeOptions) {
 		},
 	}
 	f := cmd.Flags()
-	f.Uint64Var(&o.last, "last", 0, "the last N flows (default 20 when neither --follow, --first, --since nor --until is given)")
-	f.Uint64Var(&o.first, "first", 0, "the first N flows the server holds")
-	f.BoolVarP(&o.follow, "follow", "f", false, "go on showing new flows as they come")
-	f.StringVar(&o.since, "since", "", "flows since this time: RFC 3339 or a duration ago (5m)")
-	f.StringVar(&o.until, "until", "", "flows until this time: RFC 3339 or a duration ago (1m)")
+	o.windowFlags(f, "flows")
 	f.StringVarP(&o.output, "output", "o", "compact", "compact, dict, json, jsonpb or table")
 	f.BoolVar(&o.printPolicies, "print-policy-names", false, "name the policies that allowed or denied a flow (compact output)")
 	for _, s := range []struct {
@@ -102,34 +100,17 @@ func observeCommand(g *globals) (*cobra.Command, *observeOptions) {
 	f.StringSliceVar(&o.directions, "traffic-direction", nil, "ingress or egress")
 	f.StringSliceVar(&o.nodeNames, "node-name", nil, "node name pattern (node-*)")
 	f.StringArrayVar(&o.tcpFlags, "tcp-flags", nil, "flows with these TCP flags set: SYN,ACK has both; repeated, any of the sets")
+	cmd.AddCommand(newAgentEventsCommand(g))
 	return cmd, o
 }
 
 // request builds the GetFlows request the flags ask for.
 func (o *observeOptions) request(cmd *cobra.Command, now time.Time) (*observer.GetFlowsRequest, error) {
-	req := &observer.GetFlowsRequest{Number: o.last, Follow: o.follow}
-	if o.first > 0 {
-		if o.last > 0 {
-			return nil, errors.New("--first and --last: give one")
-		}
-		req.Number, req.First = o.first, true
+	w, err := o.window(cmd, now)
+	if err != nil {
+		return nil, err
 	}
-	for _, t := range []struct {
-		flag, value string
-		into        **timestamppb.Timestamp
-	}{{"--since", o.since, &req.Since}, {"--until", o.until, &req.Until}} {
-		if t.value == "" {
-			continue
-		}
-		at, err := parseTime(t.value, now)
-		if err != nil {
-			return nil, fmt.Errorf("%s %q: %w", t.flag, t.value, err)
-		}
-		*t.into = timestamppb.New(at)
-	}
-	if req.Number == 0 && !o.follow && req.Since == nil && req.Until == nil && !cmd.Flags().Changed("last") {
-		req.Number = 20
-	}
+	req := &observer.GetFlowsRequest{Number: w.number, First: w.first, Follow: o.follow, Since: w.since, Until: w.until}
 	src, dst, err := o.filters()
 	if err != nil {
 		return nil, err
@@ -139,6 +120,126 @@ func (o *observeOptions) request(cmd *cobra.Command, now time.Time) (*observer.G
 		req.Whitelist = append(req.Whitelist, dst)
 	}
 	return req, nil
+}
+
+// window is what --last, --first, --since and --until ask for.
+type window struct {
+	number       uint64
+	first        bool
+	since, until *timestamppb.Timestamp
+}
+
+func (o *observeOptions) window(cmd *cobra.Command, now time.Time) (window, error) {
+	w := window{number: o.last}
+	if o.first > 0 {
+		if o.last > 0 {
+			return w, errors.New("--first and --last: give one")
+		}
+		w.number, w.first = o.first, true
+	}
+	for _, t := range []struct {
+		flag, value string
+		into        **timestamppb.Timestamp
+	}{{"--since", o.since, &w.since}, {"--until", o.until, &w.until}} {
+		if t.value == "" {
+			continue
+		}
+		at, err := parseTime(t.value, now)
+		if err != nil {
+			return w, fmt.Errorf("%s %q: %w", t.flag, t.value, err)
+		}
+		*t.into = timestamppb.New(at)
+	}
+	if w.number == 0 && !o.follow && w.since == nil && w.until == nil && !cmd.Flags().Changed("last") {
+		w.number = 20
+	}
+	return w, nil
+}
+
+// windowFlags are the flags of what to show, for flows or agent events.
+func (o *observeOptions) windowFlags(f *pflag.FlagSet, what string) {
+	f.Uint64Var(&o.last, "last", 0, "the last N "+what+" (default 20 when neither --follow, --first, --since nor --until is given)")
+	f.Uint64Var(&o.first, "first", 0, "the first N "+what+" the server holds")
+	f.BoolVarP(&o.follow, "follow", "f", false, "go on showing new "+what+" as they come")
+	f.StringVar(&o.since, "since", "", what+" since this time: RFC 3339 or a duration ago (5m)")
+	f.StringVar(&o.until, "until", "", what+" until this time: RFC 3339 or a duration ago (1m)")
+}
+
+// newAgentEventsCommand is `hubble observe agent-events`: the agents'
+// starts, endpoints created and deleted, policies changed.
+func newAgentEventsCommand(g *globals) *cobra.Command {
+	o := &observeOptions{}
+	cmd := &cobra.Command{
+		Use:   "agent-events",
+		Short: "Show the agents' events: starts, endpoints created and deleted, policies changed",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			w, err := o.window(cmd, time.Now())
+			if err != nil {
+				return err
+			}
+			if o.output != "compact" && o.output != "json" && o.output != "jsonpb" {
+				return fmt.Errorf("--output %q: want compact, json or jsonpb", o.output)
+			}
+			c, closeConn, err := g.dial()
+			if err != nil {
+				return err
+			}
+			defer closeConn()
+			stream, err := c.GetAgentEvents(cmd.Context(), &observer.GetAgentEventsRequest{Number: w.number, First: w.first,
+				Follow: o.follow, Since: w.since, Until: w.until}, grpc.WaitForReady(true))
+			if err != nil {
+				return err
+			}
+			for {
+				r, err := stream.Recv()
+				switch {
+				case errors.Is(err, io.EOF):
+					return nil
+				case status.Code(err) == codes.Canceled && cmd.Context().Err() != nil:
+					return nil
+				case err != nil:
+					return err
+				}
+				if o.output == "compact" {
+					fmt.Fprintf(g.out, "%s [%s]: %s (%s)\n", r.GetTime().AsTime().Local().Format(timeFormat), r.GetNodeName(),
+						r.GetAgentEvent().GetType(), agentEventDetails(r.GetAgentEvent()))
+					continue
+				}
+				b, err := protojson.Marshal(r)
+				if err != nil {
+					return err
+				}
+				fmt.Fprintln(g.out, string(b))
+			}
+		},
+	}
+	o.windowFlags(cmd.Flags(), "agent events")
+	cmd.Flags().StringVarP(&o.output, "output", "o", "compact", "compact, json or jsonpb")
+	return cmd
+}
+
+// agentEventDetails is what Hubble prints of an agent event.
+func agentEventDetails(e *flow.AgentEvent) string {
+	switch {
+	case e.GetAgentStart() != nil:
+		return "start time: " + e.GetAgentStart().GetTime().AsTime().Local().Format(timeFormat)
+	case e.GetPolicyUpdate() != nil:
+		p := e.GetPolicyUpdate()
+		return fmt.Sprintf("labels: [%s], revision: %d, count: %d", strings.Join(p.GetLabels(), ","), p.GetRevision(), p.GetRuleCount())
+	case e.GetEndpointUpdate() != nil:
+		ep := e.GetEndpointUpdate()
+		var b strings.Builder
+		fmt.Fprintf(&b, "id: %d", ep.GetId())
+		if n := ep.GetNamespace(); n != "" {
+			fmt.Fprintf(&b, ", namespace: %s", n)
+		}
+		if n := ep.GetPodName(); n != "" {
+			fmt.Fprintf(&b, ", pod name: %s", n)
+		}
+		return b.String()
+	}
+	return ""
 }
 
 // filters builds Hubble's pair of filters: a flag of either side goes

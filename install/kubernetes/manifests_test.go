@@ -3,6 +3,7 @@ package kubernetes
 import (
 	"io/fs"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -50,6 +51,8 @@ func TestObjects(t *testing.T) {
 		"Role kube-system/cilium-operator", "RoleBinding kube-system/cilium-operator",
 		"ConfigMap kube-system/cilium-config",
 		"DaemonSet kube-system/cilium", "Deployment kube-system/cilium-operator",
+		"ServiceAccount kube-system/hubble-relay", "Service kube-system/hubble-peer", "Service kube-system/hubble-relay",
+		"Deployment kube-system/hubble-relay",
 	}
 	if !slices.Equal(got, want) {
 		t.Fatalf("objects\n got %q\nwant %q", got, want)
@@ -281,5 +284,70 @@ func TestAgentPod(t *testing.T) {
 		if env[v] != field {
 			t.Errorf("%s: from $(%s), which is %q, want %s", arg, v, env[v], field)
 		}
+	}
+}
+
+// mountedFiles are the files a container sees from projected Secrets:
+// path in the container to Secret/key.
+func mountedFiles(spec *corev1.PodSpec, c *corev1.Container) map[string]string {
+	out := map[string]string{}
+	for _, m := range c.VolumeMounts {
+		for _, v := range spec.Volumes {
+			if v.Name != m.Name || v.Projected == nil {
+				continue
+			}
+			for _, src := range v.Projected.Sources {
+				if src.Secret == nil {
+					continue
+				}
+				for _, it := range src.Secret.Items {
+					out[m.MountPath+"/"+it.Path] = src.Secret.Name + "/" + it.Key
+				}
+			}
+		}
+	}
+	return out
+}
+
+// TestHubbleTLSFilesAreMounted: the agent's and the relay's certificate
+// flags name files their pods mount from the Secrets the operator
+// issues, and the hubble-peer Service reaches the agents' Hubble port.
+func TestHubbleTLSFilesAreMounted(t *testing.T) {
+	ds := mustObject[*appsv1.DaemonSet](t, "cilium")
+	agent, err := findContainer(&ds.Spec.Template.Spec, "cilium-agent")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cm := mustObject[*corev1.ConfigMap](t, ConfigMapName)
+	files := mountedFiles(&ds.Spec.Template.Spec, agent)
+	for key, want := range map[string]string{"hubble-tls-cert-file": "hubble-server-certs/tls.crt",
+		"hubble-tls-key-file": "hubble-server-certs/tls.key", "hubble-tls-client-ca-files": "hubble-server-certs/ca.crt"} {
+		if got := files[cm.Data[key]]; got != want {
+			t.Errorf("agent %s %q holds %q, want %s", key, cm.Data[key], got, want)
+		}
+	}
+	relay := mustObject[*appsv1.Deployment](t, "hubble-relay")
+	c, err := findContainer(&relay.Spec.Template.Spec, "hubble-relay")
+	if err != nil {
+		t.Fatal(err)
+	}
+	files = mountedFiles(&relay.Spec.Template.Spec, c)
+	for flag, want := range map[string]string{"--tls-hubble-client-cert-file": "hubble-relay-client-certs/tls.crt",
+		"--tls-hubble-client-key-file": "hubble-relay-client-certs/tls.key", "--tls-hubble-server-ca-files": "hubble-relay-client-certs/ca.crt"} {
+		var path string
+		for _, a := range c.Args {
+			if v, ok := strings.CutPrefix(a, flag+"="); ok {
+				path = v
+			}
+		}
+		if files[path] != want {
+			t.Errorf("relay %s %q holds %q, want %s", flag, path, files[path], want)
+		}
+	}
+	peer := mustObject[*corev1.Service](t, "hubble-peer")
+	port := peer.Spec.Ports[0].TargetPort.IntValue()
+	if !slices.ContainsFunc(agent.Ports, func(p corev1.ContainerPort) bool { return int(p.ContainerPort) == port }) ||
+		cm.Data["hubble-listen-address"] != ":"+strconv.Itoa(port) {
+		t.Errorf("hubble-peer targets %d; the agent listens on %q", port, cm.Data["hubble-listen-address"])
 	}
 }

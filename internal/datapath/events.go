@@ -182,7 +182,8 @@ func decodeEvent(b []byte) (Event, error) {
 
 // EventReader reads the node's event ring buffer.
 type EventReader struct {
-	rd *ringbuf.Reader
+	rd  *ringbuf.Reader
+	rec ringbuf.Record
 }
 
 // NewEventReader opens a reader on the maps' ring buffer.
@@ -194,20 +195,51 @@ func (m *Maps) NewEventReader() (*EventReader, error) {
 	return &EventReader{rd: rd}, nil
 }
 
+// batchWait is how long Read lets events gather once it has read them
+// all. The kernel wakes a reader only for the first event after it
+// caught up, so a busy datapath costs a wakeup per batch rather than one
+// per event; an event waits that much longer at most.
+const batchWait = time.Millisecond
+
 // ErrNoEvent is returned by Read when the deadline passed without an event.
 var ErrNoEvent = errors.New("no event before deadline")
 
 // Read blocks for the next event, until the deadline set with
 // SetDeadline, or until Close.
 func (r *EventReader) Read() (Event, error) {
-	rec, err := r.rd.Read()
+	if r.rd.AvailableBytes() == 0 {
+		time.Sleep(batchWait)
+	}
+	err := r.rd.ReadInto(&r.rec)
 	if errors.Is(err, os.ErrDeadlineExceeded) {
 		return Event{}, ErrNoEvent
 	}
 	if err != nil {
 		return Event{}, fmt.Errorf("read event: %w", err)
 	}
-	return decodeEvent(rec.RawSample)
+	return decodeEvent(r.rec.RawSample)
+}
+
+// ReadBatch waits as Read does for an event, and returns it with the
+// others already in the ring buffer, max at most, so that a reader
+// hands on the events of a busy datapath by the batch.
+func (r *EventReader) ReadBatch(max int) ([]Event, error) {
+	ev, err := r.Read()
+	if err != nil {
+		return nil, err
+	}
+	batch := []Event{ev}
+	for len(batch) < max && r.rd.AvailableBytes() > 0 {
+		if err := r.rd.ReadInto(&r.rec); err != nil {
+			return batch, nil // the next call reports it
+		}
+		ev, err := decodeEvent(r.rec.RawSample)
+		if err != nil {
+			return batch, err
+		}
+		batch = append(batch, ev)
+	}
+	return batch, nil
 }
 
 // SetDeadline bounds the following Reads; the zero time removes the bound.

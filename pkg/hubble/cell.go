@@ -182,6 +182,7 @@ type params struct {
 	Endpoints statedb.Table[*endpoint.Desired]
 	Watchers  *k8sagent.Watchers `optional:"true"`
 	Cookies   *policy.Cookies
+	Policy    *policy.Agent `optional:"true"`
 }
 
 // Version is what ServerStatus reports.
@@ -212,7 +213,19 @@ func register(p params) error {
 	p.Jobs.Add(job.OneShot("hubble-events", func(ctx context.Context, _ cell.Health) error {
 		return ReadEvents(ctx, p.Log, sub, pr, ring, counted)
 	}))
-	obs := hubbleobserver.New(ring, node, Version)
+	agentRing, err := container.NewRing(agentEventsCapacity)
+	if err != nil {
+		return err
+	}
+	agent := &agentEvents{ring: agentRing, node: node}
+	if p.Policy != nil {
+		p.Policy.OnPolicyChange(agent.policyChanged)
+	}
+	p.Jobs.Add(job.OneShot("hubble-agent-events", func(ctx context.Context, _ cell.Health) error {
+		agent.started(time.Now())
+		return agent.watchEndpoints(ctx, p.DB, p.Endpoints, st.IdentityLabels)
+	}))
+	obs := hubbleobserver.New(ring, node, Version).WithAgentEvents(agentRing)
 	addServices := func(srv *grpc.Server) {
 		observer.RegisterObserverServer(srv, obs)
 		// Peers are the cluster's nodes: none to tell without Kubernetes.

@@ -11,6 +11,7 @@ import (
 	"errors"
 	"slices"
 	"sync"
+	"sync/atomic"
 
 	"github.com/cilium/hive/cell"
 	"github.com/cilium/hive/job"
@@ -40,15 +41,20 @@ func NewHub() *Hub { return &Hub{subs: map[*Subscription]struct{}{}} }
 
 // Subscription is one reader's queue.
 type Subscription struct {
-	hub  *Hub
-	c    chan datapath.Event
-	mu   sync.Mutex
-	lost uint64
+	hub *Hub
+	c   chan []datapath.Event
+	// size bounds the events queued, which queued counts.
+	size   int
+	queued atomic.Int64
+	cur    []datapath.Event // the batch Next is handing out
+	mu     sync.Mutex
+	lost   uint64
 }
 
 // Subscribe adds a reader with a queue of size events.
 func (h *Hub) Subscribe(size int) *Subscription {
-	s := &Subscription{hub: h, c: make(chan datapath.Event, max(size, 1))}
+	size = max(size, 1)
+	s := &Subscription{hub: h, c: make(chan []datapath.Event, size), size: size}
 	h.mu.Lock()
 	h.subs[s] = struct{}{}
 	h.mu.Unlock()
@@ -68,12 +74,16 @@ func (s *Subscription) TakeLost() uint64 {
 // Next waits for the next event; lost is how many events the queue had
 // no room for before it. ok is false once ctx ended.
 func (s *Subscription) Next(ctx context.Context) (ev datapath.Event, lost uint64, ok bool) {
-	select {
-	case <-ctx.Done():
-		return ev, 0, false
-	case ev = <-s.c:
-		return ev, s.TakeLost(), true
+	if len(s.cur) == 0 {
+		select {
+		case <-ctx.Done():
+			return ev, 0, false
+		case s.cur = <-s.c:
+			s.queued.Add(-int64(len(s.cur)))
+		}
 	}
+	ev, s.cur = s.cur[0], s.cur[1:]
+	return ev, s.TakeLost(), true
 }
 
 // Close removes the subscription.
@@ -83,20 +93,32 @@ func (s *Subscription) Close() {
 	s.hub.mu.Unlock()
 }
 
-// Publish queues ev for every subscriber, without waiting for any.
-func (h *Hub) Publish(ev datapath.Event) {
+// Publish queues evs, a batch that no one changes after, for every
+// subscriber, without waiting for any: a subscriber with no room for
+// them loses them all.
+func (h *Hub) Publish(evs ...datapath.Event) {
+	if len(evs) == 0 {
+		return
+	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for s := range h.subs {
-		select {
-		case s.c <- ev:
-		default:
-			s.mu.Lock()
-			s.lost++
-			s.mu.Unlock()
+		if s.queued.Load()+int64(len(evs)) <= int64(s.size) {
+			select {
+			case s.c <- evs:
+				s.queued.Add(int64(len(evs)))
+				continue
+			default:
+			}
 		}
+		s.mu.Lock()
+		s.lost += uint64(len(evs))
+		s.mu.Unlock()
 	}
 }
+
+// readBatch is the most events Read hands on at once.
+const readBatch = 256
 
 func registerReader(jobs job.Group, n *datapath.Node, h *Hub) {
 	jobs.Add(job.OneShot("monitor-events", func(ctx context.Context, _ cell.Health) error {
@@ -122,10 +144,12 @@ func (h *Hub) Read(ctx context.Context, n *datapath.Node) error {
 		}
 	}()
 	for {
-		ev, err := r.Read()
+		evs, err := r.ReadBatch(readBatch)
+		if len(evs) > 0 {
+			h.Publish(evs...)
+		}
 		switch {
 		case err == nil:
-			h.Publish(ev)
 		case ctx.Err() != nil:
 			return nil
 		case errors.Is(err, datapath.ErrNoEvent):

@@ -97,6 +97,40 @@ type Agent struct {
 	prefixes   []ipcache.PolicyPrefix
 	onPrefixes map[int]func()
 	nextOn     int
+
+	// onPolicy are told of each policy's change (OnPolicyChange), on the
+	// engine's goroutine, which alone counts policyRevision.
+	onPolicyMu     sync.Mutex
+	onPolicy       []func(PolicyChange)
+	policyRevision uint64
+}
+
+// PolicyChange is a policy whose rules were set, or removed (Rules 0).
+// Revision counts the changes of the agent's policies.
+type PolicyChange struct {
+	Origin   Origin
+	Rules    int
+	Revision uint64
+}
+
+// OnPolicyChange calls fn after each change of a policy's rules, on the
+// engine's goroutine: fn must not block.
+func (a *Agent) OnPolicyChange(fn func(PolicyChange)) {
+	a.onPolicyMu.Lock()
+	defer a.onPolicyMu.Unlock()
+	a.onPolicy = append(a.onPolicy, fn)
+}
+
+// setRules sets origin's rules in the engine and tells who asked.
+func (a *Agent) setRules(e *Engine, origin Origin, rules []Rule) {
+	e.SetRules(origin, rules)
+	a.policyRevision++
+	a.onPolicyMu.Lock()
+	fns := slices.Clone(a.onPolicy)
+	a.onPolicyMu.Unlock()
+	for _, fn := range fns {
+		fn(PolicyChange{Origin: origin, Rules: len(rules), Revision: a.policyRevision})
+	}
 }
 
 type agentParams struct {
@@ -508,7 +542,7 @@ func (a *Agent) policyHandler(ctx context.Context, rep *reporter, kind string, t
 		if refs.empty() {
 			a.do(func(e *Engine) {
 				delete(a.svcPolicies, origin)
-				e.SetRules(origin, rs)
+				a.setRules(e, origin, rs)
 			})
 			return
 		}
@@ -534,7 +568,7 @@ func (a *Agent) policyHandler(ctx context.Context, rep *reporter, kind string, t
 			origin := Origin{Kind: kind, Namespace: ns, Name: name}
 			a.do(func(e *Engine) {
 				delete(a.svcPolicies, origin)
-				e.SetRules(origin, nil)
+				a.setRules(e, origin, nil)
 			})
 		},
 	}
@@ -573,7 +607,7 @@ func (a *Agent) translateAgain(e *Engine, origin Origin, sp *servicePolicy) {
 		return
 	}
 	if !sameRules(e.rules[origin], rs) {
-		e.SetRules(origin, rs)
+		a.setRules(e, origin, rs)
 	}
 }
 

@@ -3,6 +3,8 @@ package e2e
 import (
 	"bytes"
 	"context"
+	"crypto/x509"
+	"encoding/pem"
 	"fmt"
 	"os"
 	"os/exec"
@@ -103,6 +105,25 @@ func TestPrivilegedSmokeOperator(t *testing.T) {
 		return nil
 	}
 	lab.Eventually("node gets a pod CIDR", 30*time.Second, podCIDRs)
+	lab.Eventually("Hubble's certificates issued", 30*time.Second, func() error {
+		s, err := kube.CoreV1().Secrets("kube-system").Get(ctx, "hubble-server-certs", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		pool := x509.NewCertPool()
+		pool.AppendCertsFromPEM(s.Data["ca.crt"])
+		block, _ := pem.Decode(s.Data["tls.crt"])
+		if block == nil {
+			return fmt.Errorf("hubble-server-certs holds no certificate")
+		}
+		cert, err := x509.ParseCertificate(block.Bytes)
+		if err != nil {
+			return err
+		}
+		_, err = cert.Verify(x509.VerifyOptions{Roots: pool, DNSName: node + ".default.hubble-grpc.cilium.io",
+			KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}})
+		return err
+	})
 	holder := func(want string) func() error {
 		return func() error {
 			l, err := kube.CoordinationV1().Leases("kube-system").Get(ctx, "cilium-operator-resource-lock", metav1.GetOptions{})

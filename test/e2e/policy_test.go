@@ -472,7 +472,33 @@ func TestPrivilegedSmokePolicy(t *testing.T) {
 		}
 	}
 	hubbleMetricsCounted(t, lab)
+	agentEventsShown(t, lab)
 	relayKeepsServing(t, lab)
+}
+
+// agentEventsShown: each node's Hubble tells of its agent's start, the
+// matrix's pods created on it, and the policies set and deleted.
+func agentEventsShown(t *testing.T, lab *Lab) {
+	t.Helper()
+	var all strings.Builder
+	for _, node := range []string{lab.Name + "-node1", lab.Name + "-node2"} {
+		out, err := lab.run("cilium-lab", "exec", "--state-dir", lab.StateDir, node, "--", filepath.Join(*binDir, "hubble"),
+			"observe", "agent-events", "--last", "1000")
+		if err != nil {
+			t.Fatalf("hubble observe agent-events on %s: %v\n%s", node, err, out)
+		}
+		all.WriteString(out)
+	}
+	for _, want := range []*regexp.Regexp{
+		regexp.MustCompile(`\[` + lab.Name + `-node1\]: AGENT_STARTED \(start time: `),
+		regexp.MustCompile(`ENDPOINT_CREATED \(id: \d+, namespace: x, pod name: a\)`),
+		regexp.MustCompile(`POLICY_UPDATED \(labels: \[k8s:io.cilium.k8s.policy.derived-from=CiliumNetworkPolicy,k8s:io.cilium.k8s.policy.name=[^,]+,k8s:io.cilium.k8s.policy.namespace=[xyz]\], revision: \d+, count: [1-9]`),
+		regexp.MustCompile(`POLICY_DELETED \(labels: \[k8s:io.cilium.k8s.policy.derived-from=NetworkPolicy,`),
+	} {
+		if !want.MatchString(all.String()) {
+			t.Errorf("hubble observe agent-events shows no line like %s:\n%s", want, all.String())
+		}
+	}
 }
 
 // hubbleMetricsCounted: the agents' Hubble metrics (:9965) counted the

@@ -11,10 +11,12 @@ import (
 	"io"
 	"net"
 	"net/netip"
+	"os"
 	"sync/atomic"
 	"time"
 
 	"github.com/cilium-go/cilium/internal/datapath/dptest"
+	"github.com/cilium-go/cilium/internal/inns"
 )
 
 // Servers run in a destination namespace: a sink that counts what it
@@ -79,6 +81,15 @@ func accept(ln net.Listener, handle func(net.Conn)) {
 			handle(c)
 		}()
 	}
+}
+
+// TuneClient lets connect/request/close from ns reuse ports in TIME_WAIT,
+// so that its rate measures the datapath and not the ephemeral port
+// range.
+func TuneClient(ns string) error {
+	return inns.Do(ns, func() error {
+		return os.WriteFile("/proc/sys/net/ipv4/tcp_tw_reuse", []byte("1"), 0o644)
+	})
 }
 
 // Dial opens one connection to the server under test.

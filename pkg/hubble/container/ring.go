@@ -10,13 +10,16 @@ import (
 	"sync"
 
 	"github.com/cilium/cilium/api/v1/flow"
+	"github.com/cilium/cilium/api/v1/observer"
 )
 
-// An Event is what the ring holds: a flow, or a record of events lost
-// before they could become flows.
+// An Event is what the ring holds: a flow, a record of events lost
+// before they could become flows, or an agent event (in a ring of its
+// own).
 type Event struct {
-	Flow *flow.Flow
-	Lost *flow.LostEvent
+	Flow  *flow.Flow
+	Lost  *flow.LostEvent
+	Agent *observer.GetAgentEventsResponse
 }
 
 // Ring keeps the last Cap() events written. Positions count every flow

@@ -1,7 +1,7 @@
 // Package observer serves a node's flows through Hubble's Observer gRPC
 // service: GetFlows (the last or first flows, a time window, following
 // new ones, whitelist and blacklist filters, and the records of events
-// lost), ServerStatus and GetNamespaces.
+// lost), GetAgentEvents, ServerStatus and GetNamespaces.
 package observer
 
 import (
@@ -25,15 +25,22 @@ import (
 // Server answers for one node's ring of flows.
 type Server struct {
 	observer.UnimplementedObserverServer
-	ring    *container.Ring
-	node    string
-	version string
-	started time.Time
+	ring        *container.Ring
+	agentEvents *container.Ring // nil: none kept
+	node        string
+	version     string
+	started     time.Time
 }
 
 // New returns a server of node's flows in ring.
 func New(ring *container.Ring, node, version string) *Server {
 	return &Server{ring: ring, node: node, version: version, started: time.Now()}
+}
+
+// WithAgentEvents serves the agent events in r too.
+func (s *Server) WithAgentEvents(r *container.Ring) *Server {
+	s.agentEvents = r
+	return s
 }
 
 // ServerStatus implements observer.ObserverServer.
@@ -103,21 +110,10 @@ func (s *Server) GetFlows(req *observer.GetFlowsRequest, stream observer.Observe
 	if err != nil {
 		return status.Error(codes.InvalidArgument, err.Error())
 	}
-	var since, until time.Time
-	if req.GetSince() != nil {
-		since = req.GetSince().AsTime()
+	q, err := newQuery(req.GetNumber(), req.GetFirst(), req.GetFollow(), req.GetSince(), req.GetUntil())
+	if err != nil {
+		return err
 	}
-	if req.GetUntil() != nil {
-		until = req.GetUntil().AsTime()
-	}
-	if !since.IsZero() && !until.IsZero() && until.Before(since) {
-		return status.Error(codes.InvalidArgument, "until is before since")
-	}
-	inWindow := func(f *flow.Flow) bool {
-		t := f.GetTime().AsTime()
-		return (since.IsZero() || !t.Before(since)) && (until.IsZero() || !t.After(until))
-	}
-	want := func(f *flow.Flow) bool { return f != nil && inWindow(f) && set.Pass(f) }
 	send := func(ev container.Event) error {
 		if ev.Lost != nil {
 			return stream.Send(&observer.GetFlowsResponse{ResponseTypes: &observer.GetFlowsResponse_LostEvents{LostEvents: ev.Lost},
@@ -126,47 +122,105 @@ func (s *Server) GetFlows(req *observer.GetFlowsRequest, stream observer.Observe
 		return stream.Send(&observer.GetFlowsResponse{ResponseTypes: &observer.GetFlowsResponse_Flow{Flow: ev.Flow},
 			NodeName: s.node, Time: ev.Flow.GetTime()})
 	}
-	ctx := stream.Context()
-	oldest, next := s.ring.Bounds()
-	number := req.GetNumber()
+	return q.serve(stream.Context(), s.ring, func(ev container.Event) bool { return ev.Flow != nil && set.Pass(ev.Flow) }, send)
+}
+
+// GetAgentEvents implements observer.ObserverServer: the agent's events
+// (its start, endpoints created and deleted, policies changed), asked
+// for as GetFlows asks for flows.
+func (s *Server) GetAgentEvents(req *observer.GetAgentEventsRequest, stream observer.Observer_GetAgentEventsServer) error {
+	if s.agentEvents == nil {
+		return status.Error(codes.Unimplemented, "this server keeps no agent events")
+	}
+	q, err := newQuery(req.GetNumber(), req.GetFirst(), req.GetFollow(), req.GetSince(), req.GetUntil())
+	if err != nil {
+		return err
+	}
+	send := func(ev container.Event) error {
+		if ev.Agent == nil {
+			return nil // a reader the ring lapped; the API has no record of it
+		}
+		return stream.Send(ev.Agent)
+	}
+	return q.serve(stream.Context(), s.agentEvents, func(ev container.Event) bool { return ev.Agent != nil }, send)
+}
+
+// query is what GetFlows and GetAgentEvents ask alike.
+type query struct {
+	number        uint64
+	first, follow bool
+	since, until  time.Time
+}
+
+func newQuery(number uint64, first, follow bool, since, until *timestamppb.Timestamp) (query, error) {
+	q := query{number: number, first: first, follow: follow}
+	if since != nil {
+		q.since = since.AsTime()
+	}
+	if until != nil {
+		q.until = until.AsTime()
+	}
+	if !q.since.IsZero() && !q.until.IsZero() && q.until.Before(q.since) {
+		return q, status.Error(codes.InvalidArgument, "until is before since")
+	}
+	return q, nil
+}
+
+// at is when ev happened; zero for a record of loss.
+func at(ev container.Event) time.Time {
+	switch {
+	case ev.Flow != nil:
+		return ev.Flow.GetTime().AsTime()
+	case ev.Agent != nil:
+		return ev.Agent.GetTime().AsTime()
+	}
+	return time.Time{}
+}
+
+// serve sends the events of ring that q and want select, with the
+// records of loss among them.
+func (q query) serve(ctx context.Context, ring *container.Ring, want func(container.Event) bool, send func(container.Event) error) error {
+	inWindow := func(t time.Time) bool {
+		return (q.since.IsZero() || !t.Before(q.since)) && (q.until.IsZero() || !t.After(q.until))
+	}
+	pass := func(ev container.Event) bool { return ev.Lost == nil && inWindow(at(ev)) && want(ev) }
+	oldest, next := ring.Bounds()
 	sent := uint64(0)
 	// pos is where following goes on from.
 	pos := next
 	switch {
-	case req.GetFirst() || (number == 0 && (!req.GetFollow() || !since.IsZero())):
+	case q.first || (q.number == 0 && (!q.follow || !q.since.IsZero())):
 		// Forward from the oldest.
-		for pos = oldest; pos < next && (number == 0 || sent < number); pos++ {
-			ev, _, _ := s.ring.At(pos)
-			f := ev.Flow
-			if f != nil && !until.IsZero() && f.GetTime().AsTime().After(until) {
+		for pos = oldest; pos < next && (q.number == 0 || sent < q.number); pos++ {
+			ev, _, _ := ring.At(pos)
+			if ev.Lost == nil && !q.until.IsZero() && at(ev).After(q.until) {
 				return nil
 			}
-			if ev.Lost != nil || want(f) {
+			if ev.Lost != nil || pass(ev) {
 				if err := send(ev); err != nil {
 					return err
 				}
 			}
-			if want(f) {
+			if pass(ev) {
 				sent++
 			}
 		}
-		if number != 0 && sent >= number {
+		if q.number != 0 && sent >= q.number {
 			return nil
 		}
-	case number > 0:
+	case q.number > 0:
 		// The last number that pass, collected backwards, with the
 		// records of losses among them.
 		var last []container.Event
-		for p, n := next, uint64(0); p > oldest && n < number; p-- {
-			ev, _, _ := s.ring.At(p - 1)
-			f := ev.Flow
-			if f != nil && !since.IsZero() && f.GetTime().AsTime().Before(since) {
+		for p, n := next, uint64(0); p > oldest && n < q.number; p-- {
+			ev, _, _ := ring.At(p - 1)
+			if ev.Lost == nil && !q.since.IsZero() && at(ev).Before(q.since) {
 				break
 			}
-			if ev.Lost != nil || want(f) {
+			if ev.Lost != nil || pass(ev) {
 				last = append(last, ev)
 			}
-			if want(f) {
+			if pass(ev) {
 				n++
 			}
 		}
@@ -176,24 +230,24 @@ func (s *Server) GetFlows(req *observer.GetFlowsRequest, stream observer.Observe
 			}
 		}
 	}
-	if !req.GetFollow() {
+	if !q.follow {
 		return nil
 	}
-	return s.follow(ctx, pos, until, want, send)
+	return q.followFrom(ctx, ring, pos, pass, send)
 }
 
-// follow sends the events from position pos on as they are written,
-// until ctx ends or a flow comes after until. Where the writer overwrote
-// events before they were read, a record says how many.
-func (s *Server) follow(ctx context.Context, pos uint64, until time.Time, want func(*flow.Flow) bool, send func(container.Event) error) error {
+// followFrom sends the events from position pos on as they are written,
+// until ctx ends or an event comes after until. Where the writer
+// overwrote events before they were read, a record says how many.
+func (q query) followFrom(ctx context.Context, ring *container.Ring, pos uint64, pass func(container.Event) bool, send func(container.Event) error) error {
 	for {
-		if err := s.ring.Wait(ctx, pos); err != nil {
+		if err := ring.Wait(ctx, pos); err != nil {
 			if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 				return nil
 			}
 			return err
 		}
-		ev, n, ok := s.ring.At(pos)
+		ev, n, ok := ring.At(pos)
 		if !ok {
 			continue
 		}
@@ -207,10 +261,10 @@ func (s *Server) follow(ctx context.Context, pos uint64, until time.Time, want f
 			continue
 		}
 		pos++
-		if f := ev.Flow; f != nil && !until.IsZero() && f.GetTime().AsTime().After(until) {
+		if ev.Lost == nil && !q.until.IsZero() && at(ev).After(q.until) {
 			return nil
 		}
-		if ev.Lost != nil || want(ev.Flow) {
+		if ev.Lost != nil || pass(ev) {
 			if err := send(ev); err != nil {
 				return err
 			}

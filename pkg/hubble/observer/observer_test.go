@@ -37,13 +37,18 @@ func flowAt(n int) *flow.Flow {
 // a client of it.
 func serve(t *testing.T, ring *container.Ring) observer.ObserverClient {
 	t.Helper()
+	return serveServer(t, New(ring, "node-1", "cilium-go test"))
+}
+
+func serveServer(t *testing.T, s *Server) observer.ObserverClient {
+	t.Helper()
 	sock := filepath.Join(t.TempDir(), "hubble.sock")
 	ln, err := net.Listen("unix", sock)
 	if err != nil {
 		t.Fatal(err)
 	}
 	srv := grpc.NewServer()
-	observer.RegisterObserverServer(srv, New(ring, "node-1", "cilium-go test"))
+	observer.RegisterObserverServer(srv, s)
 	go srv.Serve(ln)
 	t.Cleanup(srv.Stop)
 	conn, err := grpc.NewClient("unix://"+sock, grpc.WithTransportCredentials(insecure.NewCredentials()))
@@ -231,10 +236,9 @@ func TestFollowerLappedIsTold(t *testing.T) {
 	for i := range 20 {
 		ring.Write(container.Event{Flow: flowAt(i)})
 	}
-	s := New(ring, "node-1", "")
 	ctx, cancel := context.WithCancel(context.Background())
 	var got []string
-	err := s.follow(ctx, 2, time.Time{}, func(*flow.Flow) bool { return true }, func(ev container.Event) error {
+	err := query{follow: true}.followFrom(ctx, ring, 2, func(container.Event) bool { return true }, func(ev container.Event) error {
 		if ev.Lost != nil {
 			got = append(got, fmt.Sprintf("lost %d from %s", ev.Lost.GetNumEventsLost(), ev.Lost.GetSource()))
 		} else {
@@ -248,5 +252,64 @@ func TestFollowerLappedIsTold(t *testing.T) {
 	}
 	if want := []string{"lost 11 from HUBBLE_RING_BUFFER", "13", "14", "15", "16", "17", "18", "19"}; !slices.Equal(got, want) {
 		t.Fatalf("got %v, want %v", got, want)
+	}
+}
+
+// TestGetAgentEvents: the agent's events are asked for as flows are: the
+// last ones, a window, following; a server without them says so.
+func TestGetAgentEvents(t *testing.T) {
+	agent, _ := container.NewRing(7)
+	ev := func(n int, typ flow.AgentEventType) {
+		agent.Write(container.Event{Agent: &observer.GetAgentEventsResponse{NodeName: "node-1",
+			Time: timestamppb.New(t0.Add(time.Duration(n) * time.Second)),
+			AgentEvent: &flow.AgentEvent{Type: typ, Notification: &flow.AgentEvent_EndpointUpdate{
+				EndpointUpdate: &flow.EndpointUpdateNotification{Id: uint64(n)}}}}})
+	}
+	for n := range 5 {
+		ev(n, flow.AgentEventType_ENDPOINT_CREATED)
+	}
+	flows, _ := container.NewRing(7)
+	c := serveServer(t, New(flows, "node-1", "test").WithAgentEvents(agent))
+	ids := func(req *observer.GetAgentEventsRequest, n int) []uint64 {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		stream, err := c.GetAgentEvents(ctx, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []uint64
+		for len(out) < n || n < 0 {
+			r, err := stream.Recv()
+			if err == io.EOF {
+				break
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, r.GetAgentEvent().GetEndpointUpdate().GetId())
+		}
+		return out
+	}
+	if got := ids(&observer.GetAgentEventsRequest{Number: 2}, -1); !slices.Equal(got, []uint64{3, 4}) {
+		t.Errorf("last 2: %v", got)
+	}
+	if got := ids(&observer.GetAgentEventsRequest{Since: timestamppb.New(t0.Add(time.Second)), Until: timestamppb.New(t0.Add(2 * time.Second))}, -1); !slices.Equal(got, []uint64{1, 2}) {
+		t.Errorf("window: %v", got)
+	}
+	go func() {
+		time.Sleep(100 * time.Millisecond)
+		ev(9, flow.AgentEventType_ENDPOINT_DELETED)
+	}()
+	if got := ids(&observer.GetAgentEventsRequest{Number: 1, Follow: true}, 2); !slices.Equal(got, []uint64{4, 9}) {
+		t.Errorf("follow: %v", got)
+	}
+
+	stream, err := serve(t, flows).GetAgentEvents(context.Background(), &observer.GetAgentEventsRequest{})
+	if err == nil {
+		_, err = stream.Recv()
+	}
+	if status.Code(err) != codes.Unimplemented {
+		t.Errorf("a server without agent events: %v", err)
 	}
 }

@@ -5,9 +5,10 @@
 package parser
 
 import (
-	"crypto/rand"
+	crand "crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"math/rand/v2"
 	"net/netip"
 	"sync"
 	"time"
@@ -63,11 +64,45 @@ type Parser struct {
 	mu         sync.Mutex
 	bootWall   time.Time // wall time at monotonic 0, as last measured
 	measuredAt time.Time
+	// endpoints are the sides flows named since measuredAt: a busy
+	// node's flows name the same few, and share what is read-only.
+	endpoints map[epKey]*flow.Endpoint
+	uuids     *rand.ChaCha8 // seeded from crypto/rand
 }
+
+type epKey struct {
+	id   uint16
+	addr netip.Addr
+	num  identity.NumericIdentity
+}
+
+// Parts every flow shares: nothing changes a flow once made.
+var (
+	emitter      = &flow.Emitter{Name: "cilium-go"}
+	replyTrue    = wrapperspb.Bool(true)
+	replyFalse   = wrapperspb.Bool(false)
+	eventTypes   = map[[2]int32]*flow.CiliumEventType{}
+	eventTypesMu sync.Mutex
+)
 
 // New returns a parser for node's events.
 func New(node string, state State) *Parser {
-	return &Parser{node: node, state: state, clock: clocks}
+	var seed [32]byte
+	crand.Read(seed[:])
+	return &Parser{node: node, state: state, clock: clocks, endpoints: map[epKey]*flow.Endpoint{}, uuids: rand.NewChaCha8(seed)}
+}
+
+// eventType is the shared CiliumEventType of typ and sub.
+func eventType(typ, sub int32) *flow.CiliumEventType {
+	eventTypesMu.Lock()
+	defer eventTypesMu.Unlock()
+	k := [2]int32{typ, sub}
+	if t, ok := eventTypes[k]; ok {
+		return t
+	}
+	t := &flow.CiliumEventType{Type: typ, SubType: sub}
+	eventTypes[k] = t
+	return t
 }
 
 func clocks() (time.Time, time.Duration, error) {
@@ -77,24 +112,29 @@ func clocks() (time.Time, time.Duration, error) {
 
 // Decode makes a flow of an event.
 func (p *Parser) Decode(ev datapath.Event) (*flow.Flow, error) {
+	var sub int32
+	switch ev.Type {
+	case datapath.EventDrop:
+		sub = int32(ev.Reason)
+	case datapath.EventTrace:
+		sub = int32(ev.Point)
+	}
 	f := &flow.Flow{
 		Time:      timestamppb.New(p.wallTime(ev.Monotonic)),
-		Uuid:      newUUID(),
-		Emitter:   &flow.Emitter{Name: "cilium-go"},
+		Uuid:      p.newUUID(),
+		Emitter:   emitter,
 		Type:      flow.FlowType_L3_L4,
 		NodeName:  p.node,
-		EventType: &flow.CiliumEventType{Type: int32(ev.Type)},
+		EventType: eventType(int32(ev.Type), sub),
 	}
 	switch ev.Type {
 	case datapath.EventDrop:
 		f.Verdict = flow.Verdict_DROPPED
 		f.DropReason = uint32(ev.Reason)
 		f.DropReasonDesc = flow.DropReason(ev.Reason)
-		f.EventType.SubType = int32(ev.Reason)
 		f.TrafficDirection = direction(ev.Direction)
 	case datapath.EventTrace:
 		f.Verdict = flow.Verdict_FORWARDED
-		f.EventType.SubType = int32(ev.Point)
 		f.TraceObservationPoint = observationPoint(ev.Point)
 		f.TraceReason, f.TrafficDirection = traceReason(ev)
 	case datapath.EventPolicyVerdict:
@@ -116,9 +156,9 @@ func (p *Parser) Decode(ev datapath.Event) (*flow.Flow, error) {
 	f.L4 = layer4(ev)
 	switch ev.CT {
 	case datapath.CTReply, datapath.CTRelated:
-		f.IsReply = wrapperspb.Bool(true)
+		f.IsReply = replyTrue
 	case datapath.CTNew, datapath.CTEstablished:
-		f.IsReply = wrapperspb.Bool(false)
+		f.IsReply = replyFalse
 	}
 	if ev.Ifindex != 0 {
 		f.Interface = &flow.NetworkInterface{Index: ev.Ifindex}
@@ -133,7 +173,11 @@ func (p *Parser) Decode(ev datapath.Event) (*flow.Flow, error) {
 		f.DestinationService = &flow.Service{Name: svc.Name, Namespace: svc.Namespace}
 	}
 	p.policies(f, ev)
-	f.Summary = flows.Summary(f)
+	if ev.Protocol == spec.ProtoTCP {
+		f.Summary = tcpSummaries[ev.TCPFlags]
+	} else {
+		f.Summary = flows.Summary(f)
+	}
 	return f, nil
 }
 
@@ -145,7 +189,7 @@ func (p *Parser) policies(f *flow.Flow, ev datapath.Event) {
 	}
 	var named []*flow.Policy
 	for _, o := range p.state.PolicyOrigins(ev.PolicyCookie) {
-		named = append(named, &flow.Policy{Name: o.Name, Namespace: o.Namespace, Kind: o.Kind, Labels: policyLabels(o)})
+		named = append(named, &flow.Policy{Name: o.Name, Namespace: o.Namespace, Kind: o.Kind, Labels: PolicyLabels(o)})
 	}
 	allowed := ev.Type == datapath.EventPolicyVerdict && ev.Verdict == datapath.VerdictAllow
 	switch {
@@ -160,8 +204,8 @@ func (p *Parser) policies(f *flow.Flow, ev datapath.Event) {
 	}
 }
 
-// policyLabels are the labels Cilium derives for a policy's rules.
-func policyLabels(o policy.Origin) []string {
+// PolicyLabels are the labels Cilium derives for a policy's rules.
+func PolicyLabels(o policy.Origin) []string {
 	ls := []string{"k8s:io.cilium.k8s.policy.derived-from=" + o.Kind, "k8s:io.cilium.k8s.policy.name=" + o.Name}
 	if o.Namespace != "" {
 		ls = append(ls, "k8s:io.cilium.k8s.policy.namespace="+o.Namespace)
@@ -170,8 +214,24 @@ func policyLabels(o policy.Origin) []string {
 }
 
 // endpoint names one side: a local endpoint by its id, else the pod
-// with the address, else what the identity says.
+// with the address, else what the identity says. Flows of the same
+// second share it.
 func (p *Parser) endpoint(id uint16, addr netip.Addr, num identity.NumericIdentity) *flow.Endpoint {
+	key := epKey{id, addr, num}
+	p.mu.Lock()
+	cached := p.endpoints[key]
+	p.mu.Unlock()
+	if cached != nil {
+		return cached
+	}
+	out := p.lookupEndpoint(id, addr, num)
+	p.mu.Lock()
+	p.endpoints[key] = out
+	p.mu.Unlock()
+	return out
+}
+
+func (p *Parser) lookupEndpoint(id uint16, addr netip.Addr, num identity.NumericIdentity) *flow.Endpoint {
 	ep, ok := Endpoint{}, false
 	if id != 0 {
 		ep, ok = p.state.LocalEndpoint(id)
@@ -195,10 +255,8 @@ func (p *Parser) endpoint(id uint16, addr netip.Addr, num identity.NumericIdenti
 func layer4(ev datapath.Event) *flow.Layer4 {
 	switch ev.Protocol {
 	case spec.ProtoTCP:
-		fl := ev.TCPFlags
 		return &flow.Layer4{Protocol: &flow.Layer4_TCP{TCP: &flow.TCP{SourcePort: uint32(ev.SrcPort), DestinationPort: uint32(ev.DstPort),
-			Flags: &flow.TCPFlags{FIN: fl&0x01 != 0, SYN: fl&0x02 != 0, RST: fl&0x04 != 0, PSH: fl&0x08 != 0,
-				ACK: fl&0x10 != 0, URG: fl&0x20 != 0, ECE: fl&0x40 != 0, CWR: fl&0x80 != 0}}}}
+			Flags: tcpFlagSets[ev.TCPFlags]}}}
 	case spec.ProtoUDP:
 		return &flow.Layer4{Protocol: &flow.Layer4_UDP{UDP: &flow.UDP{SourcePort: uint32(ev.SrcPort), DestinationPort: uint32(ev.DstPort)}}}
 	case spec.ProtoSCTP:
@@ -278,16 +336,48 @@ func (p *Parser) wallTime(mono time.Duration) time.Time {
 		if wall, m, err := p.clock(); err == nil {
 			p.bootWall, p.measuredAt = wall.Add(-m), now
 		}
+		// What the agent knows of the endpoints may have changed.
+		clear(p.endpoints)
 	}
 	return p.bootWall.Add(mono)
 }
 
 // newUUID is a random (version 4) UUID, as Hubble gives every flow.
-func newUUID() string {
+func (p *Parser) newUUID() string {
 	var b [16]byte
-	rand.Read(b[:])
+	p.mu.Lock()
+	p.uuids.Read(b[:])
+	p.mu.Unlock()
 	b[6] = b[6]&0x0f | 0x40
 	b[8] = b[8]&0x3f | 0x80
-	h := hex.EncodeToString(b[:])
-	return h[:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:]
+	var out [36]byte
+	hex.Encode(out[0:8], b[0:4])
+	hex.Encode(out[9:13], b[4:6])
+	hex.Encode(out[14:18], b[6:8])
+	hex.Encode(out[19:23], b[8:10])
+	hex.Encode(out[24:], b[10:])
+	out[8], out[13], out[18], out[23] = '-', '-', '-', '-'
+	return string(out[:])
 }
+
+func tcpFlags(fl uint8) *flow.TCPFlags {
+	return &flow.TCPFlags{FIN: fl&0x01 != 0, SYN: fl&0x02 != 0, RST: fl&0x04 != 0, PSH: fl&0x08 != 0,
+		ACK: fl&0x10 != 0, URG: fl&0x20 != 0, ECE: fl&0x40 != 0, CWR: fl&0x80 != 0}
+}
+
+// tcpFlagSets are the flags of each flag byte, shared by the flows.
+var tcpFlagSets = func() (out [256]*flow.TCPFlags) {
+	for b := range out {
+		out[b] = tcpFlags(uint8(b))
+	}
+	return out
+}()
+
+// tcpSummaries are the summaries of TCP flows by their flag byte, made
+// once.
+var tcpSummaries = func() (out [256]string) {
+	for b := range out {
+		out[b] = flows.Summary(&flow.Flow{L4: &flow.Layer4{Protocol: &flow.Layer4_TCP{TCP: &flow.TCP{Flags: tcpFlagSets[b]}}}})
+	}
+	return out
+}()

@@ -1,0 +1,86 @@
+package hubble
+
+import (
+	"context"
+	"time"
+
+	"github.com/cilium/cilium/api/v1/flow"
+	"github.com/cilium/cilium/api/v1/observer"
+	"github.com/cilium/statedb"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/cilium-go/cilium/pkg/endpoint"
+	"github.com/cilium-go/cilium/pkg/hubble/container"
+	"github.com/cilium-go/cilium/pkg/hubble/parser"
+	"github.com/cilium-go/cilium/pkg/identity"
+	"github.com/cilium-go/cilium/pkg/policy"
+)
+
+// agentEventsCapacity is how many agent events a node keeps, in a ring
+// of their own: a flood of flows does not push them out.
+const agentEventsCapacity = 1023
+
+// agentEvents writes the agent's events for GetAgentEvents.
+type agentEvents struct {
+	ring *container.Ring
+	node string
+}
+
+func (a *agentEvents) add(ev *flow.AgentEvent) {
+	a.ring.Write(container.Event{Agent: &observer.GetAgentEventsResponse{AgentEvent: ev, NodeName: a.node, Time: timestamppb.Now()}})
+}
+
+func (a *agentEvents) started(at time.Time) {
+	a.add(&flow.AgentEvent{Type: flow.AgentEventType_AGENT_STARTED,
+		Notification: &flow.AgentEvent_AgentStart{AgentStart: &flow.TimeNotification{Time: timestamppb.New(at)}}})
+}
+
+// policyChanged is a policy's rules set or removed.
+func (a *agentEvents) policyChanged(c policy.PolicyChange) {
+	typ := flow.AgentEventType_POLICY_UPDATED
+	if c.Rules == 0 {
+		typ = flow.AgentEventType_POLICY_DELETED
+	}
+	a.add(&flow.AgentEvent{Type: typ, Notification: &flow.AgentEvent_PolicyUpdate{PolicyUpdate: &flow.PolicyUpdateNotification{
+		Labels: parser.PolicyLabels(c.Origin), Revision: c.Revision, RuleCount: int64(c.Rules)}}})
+}
+
+// watchEndpoints tells of each endpoint created and deleted after the
+// endpoints the table held when it started.
+func (a *agentEvents) watchEndpoints(ctx context.Context, db *statedb.DB, tbl statedb.Table[*endpoint.Desired],
+	labels func(identity.NumericIdentity) ([]string, bool)) error {
+	wtxn := db.WriteTxn(tbl)
+	changes, err := tbl.Changes(wtxn)
+	wtxn.Commit()
+	if err != nil {
+		return err
+	}
+	known := map[uint16]bool{}
+	for first := true; ; first = false {
+		evs, watch := changes.Next(db.ReadTxn())
+		for ev := range evs {
+			d := ev.Object
+			typ := flow.AgentEventType_ENDPOINT_CREATED
+			switch {
+			case ev.Deleted:
+				typ = flow.AgentEventType_ENDPOINT_DELETED
+				delete(known, d.ID)
+			case known[d.ID]:
+				continue // an update
+			default:
+				known[d.ID] = true
+			}
+			if first {
+				continue
+			}
+			ls, _ := labels(d.Identity)
+			a.add(&flow.AgentEvent{Type: typ, Notification: &flow.AgentEvent_EndpointUpdate{EndpointUpdate: &flow.EndpointUpdateNotification{
+				Id: uint64(d.ID), Labels: ls, PodName: d.PodName, Namespace: d.PodNamespace}}})
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-watch:
+		}
+	}
+}
