@@ -6,7 +6,6 @@ package main
 import (
 	"context"
 	"crypto/tls"
-	"crypto/x509"
 	"fmt"
 	"log/slog"
 	"net"
@@ -91,15 +90,9 @@ func (c *config) clientTLS() (*tls.Config, error) {
 	if err != nil {
 		return nil, fmt.Errorf("--tls-hubble-client-cert-file, --tls-hubble-client-key-file: %w", err)
 	}
-	pool := x509.NewCertPool()
-	for _, f := range c.serverCAFiles {
-		pem, err := os.ReadFile(f)
-		if err != nil {
-			return nil, fmt.Errorf("--tls-hubble-server-ca-files: %w", err)
-		}
-		if !pool.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("--tls-hubble-server-ca-files: %s holds no PEM certificate", f)
-		}
+	pool, err := relay.CertPool("--tls-hubble-server-ca-files", c.serverCAFiles)
+	if err != nil {
+		return nil, err
 	}
 	return &tls.Config{Certificates: []tls.Certificate{cert}, RootCAs: pool, MinVersion: tls.VersionTLS13}, nil
 }

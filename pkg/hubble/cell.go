@@ -7,7 +7,6 @@ package hubble
 import (
 	"context"
 	"crypto/tls"
-	"crypto/x509"
 	"fmt"
 	"log/slog"
 	"net"
@@ -149,15 +148,9 @@ func (c Config) serverTLS() (*tls.Config, error) {
 	if len(c.HubbleTLSClientCAFiles) == 0 {
 		return cfg, nil
 	}
-	pool := x509.NewCertPool()
-	for _, f := range c.HubbleTLSClientCAFiles {
-		pem, err := os.ReadFile(f)
-		if err != nil {
-			return nil, fmt.Errorf("--hubble-tls-client-ca-files: %w", err)
-		}
-		if !pool.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("--hubble-tls-client-ca-files: %s holds no PEM certificate", f)
-		}
+	pool, err := relay.CertPool("--hubble-tls-client-ca-files", c.HubbleTLSClientCAFiles)
+	if err != nil {
+		return nil, err
 	}
 	cfg.ClientCAs, cfg.ClientAuth = pool, tls.RequireAndVerifyClientCert
 	return cfg, nil

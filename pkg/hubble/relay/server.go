@@ -216,20 +216,29 @@ func (s *Server) sendSorted(ctx context.Context, in <-chan *observer.GetFlowsRes
 	}
 }
 
-// status asks every connected node for its status; a node that does not
-// answer counts as unavailable.
-func (s *Server) statuses(ctx context.Context) (map[*node]*observer.ServerStatusResponse, []*node) {
-	connected, unavailable := s.pool.split(ctx)
-	got := make([]*observer.ServerStatusResponse, len(connected))
+// ask calls every node at once, each within timeout; a node that fails
+// has nil.
+func ask[T any](ctx context.Context, timeout time.Duration, nodes []*node, call func(context.Context, observer.ObserverClient) (*T, error)) []*T {
+	got := make([]*T, len(nodes))
 	var wg sync.WaitGroup
-	for i, n := range connected {
+	for i, n := range nodes {
 		wg.Go(func() {
-			cctx, cancel := context.WithTimeout(ctx, s.pool.opts.DialTimeout)
+			ctx, cancel := context.WithTimeout(ctx, timeout)
 			defer cancel()
-			got[i], _ = n.client().ServerStatus(cctx, &observer.ServerStatusRequest{})
+			got[i], _ = call(ctx, n.client())
 		})
 	}
 	wg.Wait()
+	return got
+}
+
+// statuses asks every connected node for its status; a node that does not
+// answer counts as unavailable.
+func (s *Server) statuses(ctx context.Context) (map[*node]*observer.ServerStatusResponse, []*node) {
+	connected, unavailable := s.pool.split(ctx)
+	got := ask(ctx, s.pool.opts.DialTimeout, connected, func(ctx context.Context, c observer.ObserverClient) (*observer.ServerStatusResponse, error) {
+		return c.ServerStatus(ctx, &observer.ServerStatusRequest{})
+	})
 	out := map[*node]*observer.ServerStatusResponse{}
 	for i, n := range connected {
 		if got[i] == nil {
@@ -283,16 +292,9 @@ func (s *Server) GetNodes(ctx context.Context, _ *observer.GetNodesRequest) (*ob
 // GetNamespaces is the union of the connected nodes' namespaces.
 func (s *Server) GetNamespaces(ctx context.Context, req *observer.GetNamespacesRequest) (*observer.GetNamespacesResponse, error) {
 	connected, _ := s.pool.split(ctx)
-	got := make([]*observer.GetNamespacesResponse, len(connected))
-	var wg sync.WaitGroup
-	for i, n := range connected {
-		wg.Go(func() {
-			cctx, cancel := context.WithTimeout(ctx, s.pool.opts.DialTimeout)
-			defer cancel()
-			got[i], _ = n.client().GetNamespaces(cctx, req)
-		})
-	}
-	wg.Wait()
+	got := ask(ctx, s.pool.opts.DialTimeout, connected, func(ctx context.Context, c observer.ObserverClient) (*observer.GetNamespacesResponse, error) {
+		return c.GetNamespaces(ctx, req)
+	})
 	seen := map[[2]string]*observer.Namespace{}
 	for _, r := range got {
 		for _, ns := range r.GetNamespaces() {
