@@ -119,6 +119,9 @@ int cil_from_container(struct __sk_buff *skb)
 	 * back where it enters the client. A hairpin client is this pod,
 	 * behind the hairpin address. */
 	to_client = f.ct_status == CT_RELATED || (f.ct_status == CT_REPLY && ct->rev_nat_index);
+	/* Events name the service a reply's connection went through. */
+	if (f.ct_status == CT_REPLY && ct)
+		f.rev_nat = ct->rev_nat_index;
 	if (to_client && f.p.daddr == HAIRPIN_IPV4)
 		hairpin = 1;
 	/* Most packets go to remote pods or the world: a tracked connection

@@ -459,6 +459,6 @@ func (s *state) IdentityLabels(id identity.NumericIdentity) ([]string, bool) {
 	l, ok := s.labels[id]
 	return l, ok
 }
-func (s *state) ServiceByBackend(_, _ netip.AddrPort, _ uint8) (parser.Service, bool) {
+func (s *state) ServiceByRevNAT(uint16) (parser.Service, bool) {
 	return parser.Service{}, false
 }

@@ -355,6 +355,10 @@ struct event {
 	/* The cookie of the policy entry that decided a policy verdict (and
 	 * the drop it caused); 0 when no entry matched. */
 	__u32 policy_cookie;
+	/* The reverse NAT index of the service that translated the packet's
+	 * connection (lib/lb.h): the Service Hubble names. 0: none. */
+	__u16 rev_nat;
+	__u16 pad;
 };
 
 struct {

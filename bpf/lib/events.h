@@ -59,6 +59,7 @@ static __always_inline void emit_event(struct __sk_buff *skb, const struct flow 
 	e->tcp_flags = f->p.tcp_flags;
 	e->family = FAMILY_INET;
 	e->policy_cookie = f->policy_cookie;
+	e->rev_nat = f->rev_nat;
 	bpf_ringbuf_submit(e, 0);
 }
 

@@ -54,6 +54,9 @@ static __always_inline int deliver_ingress(struct __sk_buff *skb, struct flow *f
 		ct->rev_nat_index = f->rev_nat;
 		ct->flags |= CT_F_NODEPORT;
 	}
+	/* Events name the service a reply's connection went through. */
+	if (f->ct_status == CT_REPLY && ct)
+		f->rev_nat = ct->rev_nat_index;
 	/* A remote backend's reply to a local client of its service. */
 	ret = lb4_to_client(skb, &f->p, ct, f->ct_status);
 	if (ret < 0)

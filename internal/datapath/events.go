@@ -142,6 +142,9 @@ type Event struct {
 	// PolicyCookie, on a policy verdict and the drop a deny causes, is
 	// the deciding policy entry's cookie (0: no entry matched).
 	PolicyCookie uint32
+	// RevNAT is the reverse NAT index of the service that translated
+	// the packet's connection (0: none): the frontend's.
+	RevNAT uint16
 }
 
 func decodeEvent(b []byte) (Event, error) {
@@ -166,6 +169,7 @@ func decodeEvent(b []byte) (Event, error) {
 		Length:       r.Len,
 		Monotonic:    time.Duration(r.Ktime),
 		PolicyCookie: r.PolicyCookie,
+		RevNAT:       r.RevNat,
 	}
 	if r.Family == afInet {
 		e.Src = netip.AddrFrom4([4]byte(r.Saddr[:4]))
@@ -182,8 +186,9 @@ func decodeEvent(b []byte) (Event, error) {
 
 // EventReader reads the node's event ring buffer.
 type EventReader struct {
-	rd  *ringbuf.Reader
-	rec ringbuf.Record
+	rd       *ringbuf.Reader
+	rec      ringbuf.Record
+	deadline time.Time
 }
 
 // NewEventReader opens a reader on the maps' ring buffer.
@@ -195,10 +200,11 @@ func (m *Maps) NewEventReader() (*EventReader, error) {
 	return &EventReader{rd: rd}, nil
 }
 
-// batchWait is how long Read lets events gather once it has read them
-// all. The kernel wakes a reader only for the first event after it
-// caught up, so a busy datapath costs a wakeup per batch rather than one
-// per event; an event waits that much longer at most.
+// batchWait is how long a Read without a deadline lets events gather
+// once it has read them all. The kernel wakes a reader only for the
+// first event after it caught up, so a busy datapath costs a wakeup per
+// batch rather than one per event; an event waits that much longer at
+// most.
 const batchWait = time.Millisecond
 
 // ErrNoEvent is returned by Read when the deadline passed without an event.
@@ -207,7 +213,7 @@ var ErrNoEvent = errors.New("no event before deadline")
 // Read blocks for the next event, until the deadline set with
 // SetDeadline, or until Close.
 func (r *EventReader) Read() (Event, error) {
-	if r.rd.AvailableBytes() == 0 {
+	if r.deadline.IsZero() && r.rd.AvailableBytes() == 0 {
 		time.Sleep(batchWait)
 	}
 	err := r.rd.ReadInto(&r.rec)
@@ -243,7 +249,10 @@ func (r *EventReader) ReadBatch(max int) ([]Event, error) {
 }
 
 // SetDeadline bounds the following Reads; the zero time removes the bound.
-func (r *EventReader) SetDeadline(t time.Time) { r.rd.SetDeadline(t) }
+func (r *EventReader) SetDeadline(t time.Time) {
+	r.deadline = t
+	r.rd.SetDeadline(t)
+}
 
 // Close stops the reader; a blocked Read returns.
 func (r *EventReader) Close() error { return r.rd.Close() }

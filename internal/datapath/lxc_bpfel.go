@@ -142,7 +142,8 @@ type lxcEvent struct {
 	TcpFlags     uint8
 	Family       uint8
 	PolicyCookie uint32
-	_            [4]byte
+	RevNat       uint16
+	Pad          uint16
 }
 
 type lxcEventType uint32

@@ -41,6 +41,7 @@ import (
 	"github.com/cilium-go/cilium/pkg/hubble/relay"
 	"github.com/cilium-go/cilium/pkg/identity"
 	k8sagent "github.com/cilium-go/cilium/pkg/k8s/agent"
+	"github.com/cilium-go/cilium/pkg/loadbalancer"
 	"github.com/cilium-go/cilium/pkg/monitor"
 	"github.com/cilium-go/cilium/pkg/nodedatapath"
 	"github.com/cilium-go/cilium/pkg/policy"
@@ -175,7 +176,8 @@ type params struct {
 	Endpoints statedb.Table[*endpoint.Desired]
 	Watchers  *k8sagent.Watchers `optional:"true"`
 	Cookies   *policy.Cookies
-	Policy    *policy.Agent `optional:"true"`
+	Policy    *policy.Agent                            `optional:"true"`
+	Frontends statedb.Table[*loadbalancer.FrontendRow] `optional:"true"`
 }
 
 // Version is what ServerStatus reports.
@@ -196,7 +198,7 @@ func register(p params) error {
 	if node == "" {
 		node, _ = os.Hostname()
 	}
-	st := &agentState{db: p.DB, endpoints: p.Endpoints, watchers: p.Watchers, cookies: p.Cookies}
+	st := &agentState{db: p.DB, endpoints: p.Endpoints, watchers: p.Watchers, cookies: p.Cookies, frontends: p.Frontends}
 	pr := parser.New(node, st)
 	counted, err := serveMetrics(p)
 	if err != nil {
@@ -340,6 +342,7 @@ type agentState struct {
 	endpoints statedb.Table[*endpoint.Desired]
 	watchers  *k8sagent.Watchers // nil without Kubernetes
 	cookies   *policy.Cookies
+	frontends statedb.Table[*loadbalancer.FrontendRow] // nil without the load balancer
 }
 
 func (s *agentState) LocalEndpoint(id uint16) (parser.Endpoint, bool) {
@@ -377,9 +380,16 @@ func (s *agentState) IdentityLabels(num identity.NumericIdentity) ([]string, boo
 	return ls.Strings(), ok
 }
 
-// ServiceByBackend: translated connections are not named yet.
-func (s *agentState) ServiceByBackend(netip.AddrPort, netip.AddrPort, uint8) (parser.Service, bool) {
-	return parser.Service{}, false
+// ServiceByRevNAT is the Service of the frontend with the index.
+func (s *agentState) ServiceByRevNAT(index uint16) (parser.Service, bool) {
+	if s.frontends == nil {
+		return parser.Service{}, false
+	}
+	r, _, ok := s.frontends.Get(s.db.ReadTxn(), loadbalancer.FrontendRevNATIndex.Query(index))
+	if !ok {
+		return parser.Service{}, false
+	}
+	return parser.Service{Name: r.Service.Name, Namespace: r.Service.Namespace}, true
 }
 
 func (s *agentState) PolicyOrigins(cookie uint32) []policy.Origin { return s.cookies.Origins(cookie) }

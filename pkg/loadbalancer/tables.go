@@ -161,6 +161,14 @@ var FrontendServiceIndex = statedb.Index[*FrontendRow, ServiceName]{
 	FromString: index.FromString,
 }
 
+// FrontendRevNATIndex finds the frontend with a reverse NAT index, the
+// one the datapath's events name.
+var FrontendRevNATIndex = statedb.Index[*FrontendRow, uint16]{
+	Name:       "revnat",
+	FromObject: func(r *FrontendRow) index.KeySet { return index.NewKeySet(index.Uint16(r.RevNATIndex)) },
+	FromKey:    index.Uint16,
+}
+
 // BackendRow is a backend as the datapath holds it.
 type BackendRow struct {
 	spec.Backend
@@ -218,7 +226,7 @@ func NewTables(db *statedb.DB) (Tables, error) {
 	if t.Services, err = statedb.NewTable(db, ServicesTableName, ServiceNameIndex); err != nil {
 		return t, err
 	}
-	if t.Frontends, err = statedb.NewTable(db, FrontendsTableName, FrontendAddrIndex, FrontendServiceIndex); err != nil {
+	if t.Frontends, err = statedb.NewTable(db, FrontendsTableName, FrontendAddrIndex, FrontendServiceIndex, FrontendRevNATIndex); err != nil {
 		return t, err
 	}
 	t.Backends, err = statedb.NewTable(db, BackendsTableName, BackendIDIndex)

@@ -48,9 +48,9 @@ type State interface {
 	EndpointByIP(addr netip.Addr) (Endpoint, bool)
 	// Identity is an identity's labels as source:key=value.
 	IdentityLabels(id identity.NumericIdentity) ([]string, bool)
-	// ServiceByBackend is the Service whose frontend a connection from
-	// client to backend (after translation) went through.
-	ServiceByBackend(client, backend netip.AddrPort, proto uint8) (Service, bool)
+	// ServiceByRevNAT is the Service of the frontend with the reverse
+	// NAT index, the one that translated a connection.
+	ServiceByRevNAT(index uint16) (Service, bool)
 	// PolicyOrigins are the rules a policy entry's cookie names.
 	PolicyOrigins(cookie uint32) []policy.Origin
 }
@@ -165,12 +165,14 @@ func (p *Parser) Decode(ev datapath.Event) (*flow.Flow, error) {
 	}
 	f.Source = p.endpoint(ev.SrcEndpoint, ev.Src, ev.SrcIdentity)
 	f.Destination = p.endpoint(ev.DstEndpoint, ev.Dst, ev.DstIdentity)
-	if f.IsReply.GetValue() {
-		if svc, ok := p.state.ServiceByBackend(netip.AddrPortFrom(ev.Dst, ev.DstPort), netip.AddrPortFrom(ev.Src, ev.SrcPort), ev.Protocol); ok {
-			f.SourceService = &flow.Service{Name: svc.Name, Namespace: svc.Namespace}
+	// The Service the connection went to: a reply comes from it.
+	if svc, ok := p.serviceOf(ev.RevNAT); ok {
+		named := &flow.Service{Name: svc.Name, Namespace: svc.Namespace}
+		if f.IsReply.GetValue() {
+			f.SourceService = named
+		} else {
+			f.DestinationService = named
 		}
-	} else if svc, ok := p.state.ServiceByBackend(netip.AddrPortFrom(ev.Src, ev.SrcPort), netip.AddrPortFrom(ev.Dst, ev.DstPort), ev.Protocol); ok {
-		f.DestinationService = &flow.Service{Name: svc.Name, Namespace: svc.Namespace}
 	}
 	p.policies(f, ev)
 	if ev.Protocol == spec.ProtoTCP {
@@ -179,6 +181,13 @@ func (p *Parser) Decode(ev datapath.Event) (*flow.Flow, error) {
 		f.Summary = flows.Summary(f)
 	}
 	return f, nil
+}
+
+func (p *Parser) serviceOf(revNAT uint16) (Service, bool) {
+	if revNAT == 0 {
+		return Service{}, false
+	}
+	return p.state.ServiceByRevNAT(revNAT)
 }
 
 // policies names the rules behind a policy verdict, or behind the drop

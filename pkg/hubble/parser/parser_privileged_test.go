@@ -22,7 +22,7 @@ type fakeState struct {
 	local    map[uint16]Endpoint
 	byIP     map[netip.Addr]Endpoint
 	labels   map[identity.NumericIdentity][]string
-	services map[netip.AddrPort]Service // by backend
+	services map[uint16]Service // by reverse NAT index
 	cookies  map[uint32][]policy.Origin
 }
 
@@ -37,8 +37,8 @@ func (s *fakeState) IdentityLabels(id identity.NumericIdentity) ([]string, bool)
 	return l, ok
 }
 
-func (s *fakeState) ServiceByBackend(_, backend netip.AddrPort, _ uint8) (Service, bool) {
-	svc, ok := s.services[backend]
+func (s *fakeState) ServiceByRevNAT(index uint16) (Service, bool) {
+	svc, ok := s.services[index]
 	return svc, ok
 }
 func (s *fakeState) PolicyOrigins(c uint32) []policy.Origin { return s.cookies[c] }
@@ -75,7 +75,7 @@ func TestPrivilegedFlowsOfRealEvents(t *testing.T) {
 	denyPolicy := policy.Origin{Kind: policy.KindCCNP, Name: "deny-bad"}
 
 	state := &fakeState{local: map[uint16]Endpoint{}, byIP: map[netip.Addr]Endpoint{}, labels: map[identity.NumericIdentity][]string{},
-		cookies: map[uint32][]policy.Origin{7: {allowPolicy}, 9: {denyPolicy}}}
+		cookies: map[uint32][]policy.Origin{7: {allowPolicy}, 9: {denyPolicy}}, services: map[uint16]Service{5: {Namespace: "x", Name: "echo"}}}
 	for _, p := range c.Pods() {
 		ep := Endpoint{Identity: p.Identity, Namespace: "x", PodName: p.Name, Labels: []string{"k8s:app=" + p.Name}}
 		state.byIP[p.IP] = ep
@@ -85,13 +85,27 @@ func TestPrivilegedFlowsOfRealEvents(t *testing.T) {
 		}
 	}
 	parser := New(n2.Name, state)
+	// A Service the allowed client also reaches the server through: its
+	// node's programs translate, and name the frontend in their events.
+	vip := netip.MustParseAddr("172.20.0.10")
+	m1 := n1.DP.Maps()
+	must(t, m1.UpsertBackend(spec.Backend{ID: 1, Address: server.IP, Port: 8080, Protocol: spec.ProtoTCP}))
+	must(t, m1.UpsertRevNAT(spec.RevNAT{Index: 5, Address: vip, Port: 80}))
+	must(t, m1.UpsertService(spec.Service{Frontend: spec.Frontend{Address: vip, Port: 80, Protocol: spec.ProtoTCP},
+		Backends: []spec.BackendID{1}, RevNATIndex: 5}))
 
 	r, err := n2.DP.Maps().NewEventReader()
 	must(t, err)
 	t.Cleanup(func() { r.Close() })
+	r1, err := m1.NewEventReader()
+	must(t, err)
+	t.Cleanup(func() { r1.Close() })
 	start := time.Now()
 	if err := dptest.TCPEcho(allowed.NS, server.IP, 8080); err != nil {
 		t.Fatalf("allowed client: %v", err)
+	}
+	if err := dptest.TCPEcho(allowed.NS, vip, 80); err != nil {
+		t.Fatalf("allowed client through the Service: %v", err)
 	}
 	for _, p := range []*dptest.Pod{unnamed, denied} {
 		if conn, err := dptest.DialTCP(p.NS, server.IP, 8080, 300*time.Millisecond); err == nil {
@@ -112,6 +126,47 @@ func TestPrivilegedFlowsOfRealEvents(t *testing.T) {
 		must(t, err)
 		flows = append(flows, f)
 	}
+	// The client's node: the connection through the Service, named.
+	p1 := New(n1.Name, state)
+	var clientSide []*flow.Flow
+	r1.SetDeadline(time.Now().Add(time.Second))
+	for {
+		ev, err := r1.Read()
+		if errors.Is(err, datapath.ErrNoEvent) {
+			break
+		}
+		must(t, err)
+		f, err := p1.Decode(ev)
+		must(t, err)
+		clientSide = append(clientSide, f)
+	}
+	// The SYNs out: the direct connection names no Service, the one
+	// through the frontend names it; its SYN-ACK comes from it.
+	var direct, toSvc, fromSvc *flow.Flow
+	for _, f := range clientSide {
+		if !f.GetL4().GetTCP().GetFlags().GetSYN() || f.GetEventType().GetType() != int32(datapath.EventTrace) {
+			continue
+		}
+		switch {
+		case f.GetIsReply().GetValue():
+			if f.GetSourceService() != nil {
+				fromSvc = f
+			}
+		case f.GetIP().GetSource() != allowed.IP.String():
+		case f.GetDestinationService() != nil:
+			toSvc = f
+		default:
+			direct = f
+		}
+	}
+	if direct == nil || toSvc.GetDestinationService().GetName() != "echo" || toSvc.GetDestinationService().GetNamespace() != "x" ||
+		toSvc.GetIP().GetDestination() != server.IP.String() || toSvc.GetL4().GetTCP().GetDestinationPort() != 8080 {
+		t.Errorf("the SYNs, direct %v and through the Service %v", direct, toSvc)
+	}
+	if fromSvc.GetSourceService().GetName() != "echo" || fromSvc.GetIP().GetSource() != vip.String() {
+		t.Errorf("the SYN-ACK back through the Service: %v", fromSvc)
+	}
+
 	find := func(what string, match func(*flow.Flow) bool) *flow.Flow {
 		t.Helper()
 		i := slices.IndexFunc(flows, match)
@@ -169,17 +224,30 @@ func TestPrivilegedFlowsOfRealEvents(t *testing.T) {
 		t.Errorf("trace of the SYN-ACK: %v", synAck)
 	}
 	// The echo's data and bare ACKs carry no flag of the default
-	// monitor-aggregation-flags (syn, fin, rst): only SYN, SYN-ACK and
-	// each side's first FIN of the connection are traced.
-	var traced []string
+	// monitor-aggregation-flags (syn, fin, rst): of each of the allowed
+	// client's two connections (direct and through the Service) only
+	// SYN, SYN-ACK and each side's first FIN are traced.
+	traced := map[uint32][]string{} // by the client's port
 	for _, f := range flows {
-		if f.GetEventType().GetType() == int32(datapath.EventTrace) && f.GetL4().GetTCP().GetDestinationPort()+f.GetL4().GetTCP().GetSourcePort() > 8080 &&
-			(f.GetIP().GetSource() == allowed.IP.String() || f.GetIP().GetDestination() == allowed.IP.String()) {
-			traced = append(traced, f.GetSummary())
+		tcp := f.GetL4().GetTCP()
+		if f.GetEventType().GetType() != int32(datapath.EventTrace) || tcp == nil {
+			continue
+		}
+		switch allowed.IP.String() {
+		case f.GetIP().GetSource():
+			traced[tcp.GetSourcePort()] = append(traced[tcp.GetSourcePort()], f.GetSummary())
+		case f.GetIP().GetDestination():
+			traced[tcp.GetDestinationPort()] = append(traced[tcp.GetDestinationPort()], f.GetSummary())
 		}
 	}
-	if want := []string{"TCP Flags: SYN", "TCP Flags: SYN, ACK", "TCP Flags: FIN, ACK", "TCP Flags: FIN, ACK"}; !slices.Equal(traced, want) {
-		t.Errorf("traces of the allowed connection %q, want %q", traced, want)
+	want := []string{"TCP Flags: SYN", "TCP Flags: SYN, ACK", "TCP Flags: FIN, ACK", "TCP Flags: FIN, ACK"}
+	if len(traced) != 2 {
+		t.Errorf("traces of the allowed client's connections %v, want two", traced)
+	}
+	for port, got := range traced {
+		if !slices.Equal(got, want) {
+			t.Errorf("traces of the allowed connection from port %d %q, want %q", port, got, want)
+		}
 	}
 
 	drop := find("the unnamed client's drop", synTo(unnamed, datapath.EventDrop))
