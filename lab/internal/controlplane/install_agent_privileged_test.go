@@ -24,6 +24,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/cilium-go/cilium/lab/internal/pki"
 	"github.com/cilium-go/cilium/lab/internal/proc"
 )
 
@@ -61,6 +62,34 @@ func checkAgentAsServiceAccount(t *testing.T, ctx context.Context, cfg Config, i
 	}
 	if err := os.WriteFile(filepath.Join(configDir, "write-cni-conf-when-ready"), []byte(conflist), 0o644); err != nil {
 		t.Fatal(err)
+	}
+	// The pod mounts Hubble's server certificate from the Secret the
+	// operator issues; here the test issues one, where the keys say.
+	hubbleDir := filepath.Join(dir, "hubble-tls")
+	hubbleCA, err := pki.NewCA("install test hubble CA")
+	if err == nil {
+		err = hubbleCA.Save(hubbleDir)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	serverCert, err := hubbleCA.Issue(pki.Request{CommonName: "*.default.hubble-grpc.cilium.io",
+		DNSNames: []string{"*.default.hubble-grpc.cilium.io"}, Usage: pki.ServerAuth})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hubbleFiles := map[string]string{"hubble-tls-cert-file": filepath.Join(hubbleDir, "server.crt"),
+		"hubble-tls-key-file": filepath.Join(hubbleDir, "server.key"), "hubble-tls-client-ca-files": filepath.Join(hubbleDir, pki.CACertFile)}
+	if err := pki.WriteKeyPair(hubbleFiles["hubble-tls-cert-file"], hubbleFiles["hubble-tls-key-file"], serverCert); err != nil {
+		t.Fatal(err)
+	}
+	for key, path := range hubbleFiles {
+		if _, ok := settings[key]; !ok {
+			t.Fatalf("the DaemonSet's cilium-config has no %s", key)
+		}
+		if err := os.WriteFile(filepath.Join(configDir, key), []byte(path), 0o644); err != nil {
+			t.Fatal(err)
+		}
 	}
 	port := agentProbePort(t, objs)
 	bpf := mountBPFFS(t, filepath.Join(dir, "bpffs"))
