@@ -17,7 +17,6 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
-	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/cilium-go/cilium/pkg/hubble/flows"
@@ -206,11 +205,9 @@ func newAgentEventsCommand(g *globals) *cobra.Command {
 						r.GetAgentEvent().GetType(), agentEventDetails(r.GetAgentEvent()))
 					continue
 				}
-				b, err := protojson.Marshal(r)
-				if err != nil {
+				if err := printJSON(g.out, r); err != nil {
 					return err
 				}
-				fmt.Fprintln(g.out, string(b))
 			}
 		},
 	}

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"bytes"
+	"encoding/json"
 	"fmt"
 	"io"
 	"strconv"
@@ -11,6 +13,7 @@ import (
 	"github.com/cilium/cilium/api/v1/flow"
 	"github.com/cilium/cilium/api/v1/observer"
 	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/cilium-go/cilium/pkg/hubble/flows"
 )
@@ -113,12 +116,22 @@ func tableRow(p *textPrinter, f *flow.Flow) error {
 // Hubble's jsonpb output.
 type jsonPrinter struct{ w io.Writer }
 
-func (p jsonPrinter) print(resp *observer.GetFlowsResponse) error {
-	b, err := protojson.Marshal(resp)
+func (p jsonPrinter) print(resp *observer.GetFlowsResponse) error { return printJSON(p.w, resp) }
+
+// printJSON writes m as one line of protobuf JSON. protojson varies its
+// whitespace from one build to the next on purpose; the line is compacted
+// so that what users grep and scripts match is the same with every build.
+func printJSON(w io.Writer, m proto.Message) error {
+	b, err := protojson.Marshal(m)
 	if err != nil {
 		return err
 	}
-	_, err = fmt.Fprintln(p.w, string(b))
+	var line bytes.Buffer
+	if err := json.Compact(&line, b); err != nil {
+		return err
+	}
+	line.WriteByte('\n')
+	_, err = w.Write(line.Bytes())
 	return err
 }
 

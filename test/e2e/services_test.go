@@ -211,6 +211,19 @@ func checkNodePorts(t *testing.T, lab *Lab, nodes ...string) {
 		}
 	}
 	t.Logf("the outside client (%s) reached every node's NodePorts; with externalTrafficPolicy Local the backends saw its address", outsideIP)
+	// Hubble, through the relay, names the Service the outside client's
+	// connections went to, and the reply as coming from it.
+	lab.Eventually("hubble naming the NodePort's Service", 30*time.Second, func() error {
+		out, err := lab.hubble("observe", "--last", "1000", "--to-service", "default/echo-local", "-o", "json")
+		if err != nil {
+			return fmt.Errorf("hubble observe: %v\n%s", err, out)
+		}
+		if !strings.Contains(out, `"destinationService":{"name":"echo-local","namespace":"default"}`) ||
+			!strings.Contains(out, `"IP":{"source":"`+outsideIP+`"`) {
+			return fmt.Errorf("no flow from %s to the Service echo-local:\n%s", outsideIP, out)
+		}
+		return nil
+	})
 
 	// An ExternalIP, routed to the first node as a router outside the
 	// cluster would.
