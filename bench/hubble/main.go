@@ -1,20 +1,23 @@
 // Command hubble benchmarks what Hubble costs, in one run on one machine,
-// on two-node datapaths in namespaces (internal/datapath/dptest) whose
-// nodes each run the agent's own event path: the monitor hub reading the
-// events ring buffer, a subscription, and pkg/hubble.ReadEvents making
-// flows into a ring of the agent's default capacity.
+// on two-node datapaths in namespaces (internal/datapath/dptest). With
+// Hubble on, an agent process of the benchmark's own (agent.go) runs each
+// node's event path as cilium-agent does, apart from the process that
+// makes the traffic: the monitor hub reading the node's pinned events
+// ring buffer, a subscription, and pkg/hubble.ReadEvents making flows
+// into a ring of the agent's default capacity.
 //
 //   - Cost: pod-to-pod TCP throughput and connect/request/close rate
 //     across nodes with Hubble on (traces at medium aggregation, the
-//     readers running) against off (no traces, no readers), interleaved
-//     repetitions, paired ratios with 95% intervals (target: at least
-//     0.95, a cost of at most 5 %).
+//     agent process running) against off (no traces, no agent process),
+//     interleaved repetitions, paired ratios with 95% intervals (target:
+//     at least 0.95, a cost of at most 5 %).
 //   - Load: UDP request/response at a paced rate that offers 10,000
 //     events per second to each node (aggregation none: every packet is
 //     traced); the flows made against the events offered (target: none
 //     lost; the rings here hold 65,535 flows, so that every record of
-//     the load, flow or loss, can be counted), and the process's CPU per
-//     1,000 flows/s over the same load with Hubble off.
+//     the load, flow or loss, can be counted), the agent process's CPU
+//     per 1,000 flows/s, and the traffic's process's CPU with Hubble on
+//     against off (the datapath's emitting runs in it).
 //   - Memory: the heap of a full ring, of the default capacity and of
 //     the largest (65,535), filled with copies of the load's flows.
 //
@@ -22,7 +25,6 @@
 package main
 
 import (
-	"context"
 	"errors"
 	"flag"
 	"fmt"
@@ -47,15 +49,14 @@ import (
 	"github.com/cilium-go/cilium/internal/datapath/dptest"
 	"github.com/cilium-go/cilium/internal/datapath/spec"
 	"github.com/cilium-go/cilium/internal/inns"
-	"github.com/cilium-go/cilium/pkg/hubble"
 	"github.com/cilium-go/cilium/pkg/hubble/container"
-	"github.com/cilium-go/cilium/pkg/hubble/parser"
-	"github.com/cilium-go/cilium/pkg/identity"
-	"github.com/cilium-go/cilium/pkg/monitor"
-	"github.com/cilium-go/cilium/pkg/policy"
 )
 
 var costTarget = stats.Target{Value: 0.95}
+
+// agentProfile is where the agent process of the cost part writes its
+// CPU profile ("": none).
+var agentProfile string
 
 const (
 	streamPort, echoPort, udpPort = 5001, 5002, 5003
@@ -70,8 +71,16 @@ func main() {
 	rate := flag.Int("events", 10000, "events per second offered to each node in the load part")
 	readers := flag.Bool("readers", true, "run the agents' readers with Hubble on; false leaves the datapath's share of the cost")
 	loadFor := flag.Duration("load", 6*time.Second, "how long the load part offers them (at most 65,535 events a node)")
-	cpuProfile := flag.String("cpuprofile", "", "write the run's CPU profile here")
+	cpuProfile := flag.String("cpuprofile", "", "write the run's CPU profile here, and the agent process's to this path with .agent added")
+	agent := flag.Bool("agent", false, "be the agent process (the benchmark starts it)")
 	flag.Parse()
+	if *agent {
+		if err := runAgent(os.Stdin, os.Stdout); err != nil {
+			fmt.Fprintln(os.Stderr, "bench/hubble agent:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	if *cpuProfile != "" {
 		f, err := os.Create(*cpuProfile)
 		if err == nil {
@@ -88,6 +97,9 @@ func main() {
 		os.Exit(1)
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
+	if *cpuProfile != "" {
+		agentProfile = *cpuProfile + ".agent"
+	}
 	if err := run(log, os.Stdout, *reps, *dur, *rate, *loadFor, *readers); err != nil {
 		pprof.StopCPUProfile()
 		fmt.Fprintln(os.Stderr, "bench/hubble:", err)
@@ -98,12 +110,12 @@ func main() {
 func run(log *slog.Logger, out io.Writer, reps int, dur time.Duration, rate int, loadFor time.Duration, readers bool) error {
 	medium := datapath.Traces{Enabled: true, Aggregation: datapath.AggregationMedium,
 		ReportFlags: datapath.DefaultReportFlags, ReportInterval: datapath.DefaultReportInterval}
-	off, err := newBed(datapath.Traces{}, false, ringCapacity)
+	off, err := newBed(datapath.Traces{}, false, ringCapacity, "")
 	if err != nil {
 		return err
 	}
 	defer off.close()
-	on, err := newBed(medium, readers, ringCapacity)
+	on, err := newBed(medium, readers, ringCapacity, agentProfile)
 	if err != nil {
 		return err
 	}
@@ -147,7 +159,14 @@ func run(log *slog.Logger, out io.Writer, reps int, dur time.Duration, rate int,
 			r, costTarget, costTarget.Judge(r))
 	}
 	fmt.Fprintf(out, "by repetition, off/on: stream %s; connect/request/close %s\n", perRep(streamOff, streamOn), perRep(crrOff, crrOn))
-	fmt.Fprintf(out, "flows made on the receiving node during the runs with Hubble on: %d\n", on.written(1))
+	if readers {
+		counts, err := on.agent.ask(askCounts)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(out, "flows made on the receiving node during the runs with Hubble on: %d; the agent process took %.1f s of CPU\n",
+			counts.Nodes[1].Written, counts.CPU.Seconds())
+	}
 	on.close()
 	off.close()
 
@@ -160,7 +179,8 @@ func loadPart(log *slog.Logger, out io.Writer, rate int, d time.Duration) error 
 	every := datapath.Traces{Enabled: true, Aggregation: datapath.AggregationNone}
 	type result struct {
 		exchanges int
-		cpu       time.Duration
+		cpu       time.Duration // the traffic's process, where the datapath runs too
+		agentCPU  time.Duration
 		elapsed   time.Duration
 	}
 	var res [2]result
@@ -170,9 +190,16 @@ func loadPart(log *slog.Logger, out io.Writer, rate int, d time.Duration) error 
 		if hubbleOn {
 			traces = every
 		}
-		b, err := newBed(traces, hubbleOn, largestRing)
+		b, err := newBed(traces, hubbleOn, largestRing, "")
 		if err != nil {
 			return err
+		}
+		var before agentReply
+		if hubbleOn {
+			if before, err = b.agent.ask(askCounts); err != nil {
+				b.close()
+				return err
+			}
 		}
 		log.Info("load", "hubble", hubbleOn, "events/s per node", rate)
 		cpu0, t0 := cpuTime(), time.Now()
@@ -184,44 +211,56 @@ func loadPart(log *slog.Logger, out io.Writer, rate int, d time.Duration) error 
 			b.close()
 			return err
 		}
-		if hubbleOn {
-			on = b
-			// The readers catch up with what the ring buffer holds.
-			time.Sleep(time.Second)
-		} else {
+		if !hubbleOn {
 			b.close()
+			continue
 		}
+		on = b
+		// The agent catches up with what the ring buffer holds.
+		time.Sleep(time.Second)
+		after, err := b.agent.ask(askCounts)
+		if err != nil {
+			return err
+		}
+		res[i].agentCPU = after.CPU - before.CPU
 	}
 	defer on.close()
+	counts, err := on.agent.ask(askCounts)
+	if err != nil {
+		return err
+	}
 	fmt.Fprintf(out, "\nLoad: UDP request/response, %d replies in %s, every packet traced (aggregation none); each exchange is "+
 		"three events a node in tunnel mode (the packet out or in, and the VXLAN packet of the one that comes in).\n",
 		res[1].exchanges, d.Round(time.Millisecond))
 	var offered uint64
 	for i, n := range on.c.Nodes {
-		// Every reply that came back went into the server's endpoint as
-		// a request and into the client's as a reply, and each such
-		// delivery is traced: a lost event shows as one missing here.
-		port := func(f *flow.Flow) uint32 { return f.GetL4().GetUDP().GetDestinationPort() }
-		into := func(f *flow.Flow) bool {
-			return f.GetTraceObservationPoint() == flow.TraceObservationPoint_TO_ENDPOINT &&
-				(i == 1 && port(f) == udpPort || i == 0 && f.GetL4().GetUDP().GetSourcePort() == udpPort)
+		c := counts.Nodes[i]
+		if c.Overflowed {
+			return fmt.Errorf("the load's %d records overflowed %s's ring: shorten -load", c.Written, n.Name)
 		}
-		made, delivered, lost := on.tally(i, into)
-		offered += made + lost
+		offered += c.Flows + c.Lost
 		fmt.Fprintf(out, "%s: %.0f events/s offered (%d), %d lost; %d deliveries traced for %d replies; target: none lost at %d events/s: %s\n",
-			n.Name, float64(made+lost)/res[1].elapsed.Seconds(), made+lost, lost, delivered, res[1].exchanges, rate,
-			verdict(lost == 0 && delivered >= uint64(res[1].exchanges) && float64(made)/res[1].elapsed.Seconds() >= float64(rate)))
+			n.Name, float64(c.Flows+c.Lost)/res[1].elapsed.Seconds(), c.Flows+c.Lost, c.Lost, c.Deliveries, res[1].exchanges, rate,
+			verdict(c.Lost == 0 && c.Deliveries >= uint64(res[1].exchanges) && float64(c.Flows)/res[1].elapsed.Seconds() >= float64(rate)))
 	}
 	offered /= uint64(len(on.c.Nodes))
 	flowsPerSec := float64(offered) / res[1].elapsed.Seconds()
-	// The CPU each run took, as a share of a core, on with off taken out:
-	// the agents' readers and parsers, and the datapath's emitting.
-	extra := res[1].cpu.Seconds()/res[1].elapsed.Seconds() - res[0].cpu.Seconds()/res[0].elapsed.Seconds()
-	fmt.Fprintf(out, "process CPU: %.1f%% of a core with Hubble off, %.1f%% on, for %.0f flows/s per node (2 nodes): "+
-		"%.2f%% of a core per 1,000 flows/s of a node\n", 100*res[0].cpu.Seconds()/res[0].elapsed.Seconds(),
-		100*res[1].cpu.Seconds()/res[1].elapsed.Seconds(), flowsPerSec, 100*extra/(2*flowsPerSec/1000))
+	share := func(cpu, elapsed time.Duration) float64 { return 100 * cpu.Seconds() / elapsed.Seconds() }
+	// The agent process's CPU is all Hubble's; the traffic's process
+	// with Hubble on against off is the datapath's emitting (the BPF
+	// programs run in the senders' and softirq's time).
+	agent := share(res[1].agentCPU, res[1].elapsed)
+	fmt.Fprintf(out, "agent process (both nodes' readers and parsers): %.1f%% of a core for %.0f flows/s per node: "+
+		"%.2f%% of a core per 1,000 flows/s of a node\n", agent, flowsPerSec, agent/(2*flowsPerSec/1000))
+	fmt.Fprintf(out, "traffic's process (with the datapath's emitting): %.1f%% of a core with Hubble off, %.1f%% on\n",
+		share(res[0].cpu, res[0].elapsed), share(res[1].cpu, res[1].elapsed))
 
-	return memoryPart(out, on)
+	mem, err := on.agent.ask(askMemory)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "\n%s\n", strings.Join(mem.Memory, "\n"))
+	return nil
 }
 
 func perRep(off, on []float64) string {
@@ -241,18 +280,17 @@ func verdict(ok bool) string {
 
 // memoryPart measures the heap of a full ring of each size, filled with
 // copies of the load's flows (each its own message, as the parser's).
-func memoryPart(out io.Writer, b *bed) error {
+func memoryPart(out io.Writer, full *container.Ring) error {
 	var flows []*flow.Flow
-	oldest, next := b.rings[1].Bounds()
+	oldest, next := full.Bounds()
 	for p := oldest; p < next; p++ {
-		if ev, _, _ := b.rings[1].At(p); ev.Flow != nil {
+		if ev, _, _ := full.At(p); ev.Flow != nil {
 			flows = append(flows, ev.Flow)
 		}
 	}
 	if len(flows) == 0 {
 		return fmt.Errorf("no flows to fill the rings with")
 	}
-	fmt.Fprintln(out)
 	for _, capacity := range []int{ringCapacity, largestRing} {
 		base := heap()
 		r, err := container.NewRing(capacity)
@@ -287,26 +325,23 @@ func cpuTime() time.Duration {
 }
 
 // bed is a two-node datapath, a client pod on the first node and a
-// server pod on the second; with hubble, each node runs the agent's
-// event path.
+// server pod on the second; with hubble, an agent process runs each
+// node's event path.
 type bed struct {
 	c              *dptest.Cluster
 	client, server *dptest.Pod
 	servers        *traffic.Servers
 	udp            io.Closer
-	hubble         bool
-	cancel         context.CancelFunc
-	subs           []*monitor.Subscription
-	rings          []*container.Ring
+	agent          *agentProc // nil with Hubble off
 	closed         bool
 }
 
-func newBed(traces datapath.Traces, hubbleOn bool, capacity int) (b *bed, err error) {
+func newBed(traces datapath.Traces, hubbleOn bool, capacity int, profile string) (b *bed, err error) {
 	c, err := dptest.New(dptest.Options{Mode: spec.Tunnel, PodsPerNode: 1, Traces: traces})
 	if err != nil {
 		return nil, err
 	}
-	b = &bed{c: c, client: c.Nodes[0].Pods[0], server: c.Nodes[1].Pods[0], hubble: hubbleOn, cancel: func() {}}
+	b = &bed{c: c, client: c.Nodes[0].Pods[0], server: c.Nodes[1].Pods[0]}
 	defer func() {
 		if err != nil {
 			b.close()
@@ -321,57 +356,14 @@ func newBed(traces datapath.Traces, hubbleOn bool, capacity int) (b *bed, err er
 	if b.udp, err = dptest.ServeUDPEcho(b.server.NS, b.server.IP, udpPort); err != nil {
 		return b, err
 	}
-	if !hubbleOn {
-		return b, nil
+	if hubbleOn {
+		b.agent, err = startAgent(c, capacity, profile)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	b.cancel = cancel
-	log := slog.New(slog.DiscardHandler)
-	for _, n := range c.Nodes {
-		st := newState(c, n)
-		hub := monitor.NewHub()
-		// The agent's default queue: as many events as a default ring.
-		sub := hub.Subscribe(ringCapacity + 1)
-		ring, err := container.NewRing(capacity)
-		if err != nil {
-			return b, err
-		}
-		b.subs, b.rings = append(b.subs, sub), append(b.rings, ring)
-		go hub.Read(ctx, n.DP)
-		go hubble.ReadEvents(ctx, log, sub, parser.New(n.Name, st), ring, nil)
-	}
-	return b, nil
+	return b, err
 }
 
 func (b *bed) dial(port int) traffic.Dial {
 	return traffic.DialFrom(b.client.NS, netip.AddrPortFrom(b.server.IP, uint16(port)))
-}
-
-// written is how many records node i's ring took.
-func (b *bed) written(i int) uint64 { return b.rings[i].Written() }
-
-// tally counts node i's flows, those of them match accepts, and the
-// events its records of loss name: the ring holds every record of the
-// load.
-func (b *bed) tally(i int, match func(*flow.Flow) bool) (flows, matched, lost uint64) {
-	r := b.rings[i]
-	oldest, next := r.Bounds()
-	if oldest != 0 {
-		panic(fmt.Sprintf("the load's %d records overflowed the ring: shorten -load", r.Written()))
-	}
-	for p := oldest; p < next; p++ {
-		ev, _, _ := r.At(p)
-		switch {
-		case ev.Lost != nil:
-			lost += ev.Lost.GetNumEventsLost()
-		case match(ev.Flow):
-			matched++
-			flows++
-		default:
-			flows++
-		}
-	}
-	return flows, matched, lost + b.subs[i].TakeLost()
 }
 
 // udpLoad makes perSec one-byte UDP exchanges a second for d, from the
@@ -421,44 +413,15 @@ func (b *bed) close() {
 		return
 	}
 	b.closed = true
-	b.cancel()
+	if b.agent != nil {
+		if err := b.agent.close(); err != nil {
+			fmt.Fprintln(os.Stderr, "bench/hubble: the agent process:", err)
+		}
+	}
 	for _, c := range []io.Closer{b.servers, b.udp} {
 		if c != nil {
 			c.Close()
 		}
 	}
 	b.c.Close()
-}
-
-// state answers the parser from the bed's pods, as the agent's tables do.
-type state struct {
-	byIP   map[netip.Addr]parser.Endpoint
-	byID   map[uint16]parser.Endpoint
-	labels map[identity.NumericIdentity][]string
-}
-
-// newState is node's view: its own pods by endpoint id, every pod by
-// address.
-func newState(c *dptest.Cluster, node *dptest.Node) *state {
-	s := &state{byIP: map[netip.Addr]parser.Endpoint{}, byID: map[uint16]parser.Endpoint{}, labels: map[identity.NumericIdentity][]string{}}
-	for _, p := range c.Pods() {
-		ep := parser.Endpoint{ID: p.ID, Identity: p.Identity, Namespace: "bench", PodName: p.Name}
-		s.byIP[p.IP] = ep
-		if p.Node == node {
-			s.byID[p.ID] = ep
-		}
-		s.labels[p.Identity] = []string{"k8s:app=" + p.Name}
-	}
-	return s
-}
-
-func (s *state) LocalEndpoint(id uint16) (parser.Endpoint, bool)   { e, ok := s.byID[id]; return e, ok }
-func (s *state) EndpointByIP(a netip.Addr) (parser.Endpoint, bool) { e, ok := s.byIP[a]; return e, ok }
-func (s *state) PolicyOrigins(uint32) []policy.Origin              { return nil }
-func (s *state) IdentityLabels(id identity.NumericIdentity) ([]string, bool) {
-	l, ok := s.labels[id]
-	return l, ok
-}
-func (s *state) ServiceByRevNAT(uint16) (parser.Service, bool) {
-	return parser.Service{}, false
 }

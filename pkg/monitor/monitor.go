@@ -122,17 +122,17 @@ const readBatch = 256
 
 func registerReader(jobs job.Group, n *datapath.Node, h *Hub) {
 	jobs.Add(job.OneShot("monitor-events", func(ctx context.Context, _ cell.Health) error {
-		return h.Read(ctx, n)
+		m := n.Maps()
+		if m == nil {
+			return errors.New("the datapath has no maps open")
+		}
+		return h.Read(ctx, m)
 	}))
 }
 
-// Read publishes the datapath's events until ctx ends: the agent's
-// monitor job; nothing else may read the node's events beside it.
-func (h *Hub) Read(ctx context.Context, n *datapath.Node) error {
-	m := n.Maps()
-	if m == nil {
-		return errors.New("the datapath has no maps open")
-	}
+// Read publishes the events of the datapath's maps until ctx ends: the
+// agent's monitor job; nothing else may read the node's events beside it.
+func (h *Hub) Read(ctx context.Context, m *datapath.Maps) error {
 	r, err := m.NewEventReader()
 	if err != nil {
 		return err

@@ -61,13 +61,15 @@ type Parser struct {
 	state State
 	clock func() (wall time.Time, mono time.Duration, err error)
 
+	// mu is held through a Decode: what follows is its.
 	mu         sync.Mutex
 	bootWall   time.Time // wall time at monotonic 0, as last measured
 	measuredAt time.Time
 	// endpoints are the sides flows named since measuredAt: a busy
 	// node's flows name the same few, and share what is read-only.
 	endpoints map[epKey]*flow.Endpoint
-	uuids     *rand.ChaCha8 // seeded from crypto/rand
+	addrs     map[netip.Addr]string // the addresses' text, likewise
+	uuids     *rand.ChaCha8         // seeded from crypto/rand
 }
 
 type epKey struct {
@@ -89,7 +91,8 @@ var (
 func New(node string, state State) *Parser {
 	var seed [32]byte
 	crand.Read(seed[:])
-	return &Parser{node: node, state: state, clock: clocks, endpoints: map[epKey]*flow.Endpoint{}, uuids: rand.NewChaCha8(seed)}
+	return &Parser{node: node, state: state, clock: clocks, endpoints: map[epKey]*flow.Endpoint{},
+		addrs: map[netip.Addr]string{}, uuids: rand.NewChaCha8(seed)}
 }
 
 // eventType is the shared CiliumEventType of typ and sub.
@@ -112,6 +115,8 @@ func clocks() (time.Time, time.Duration, error) {
 
 // Decode makes a flow of an event.
 func (p *Parser) Decode(ev datapath.Event) (*flow.Flow, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
 	var sub int32
 	switch ev.Type {
 	case datapath.EventDrop:
@@ -119,14 +124,16 @@ func (p *Parser) Decode(ev datapath.Event) (*flow.Flow, error) {
 	case datapath.EventTrace:
 		sub = int32(ev.Point)
 	}
-	f := &flow.Flow{
-		Time:      timestamppb.New(p.wallTime(ev.Monotonic)),
-		Uuid:      p.newUUID(),
-		Emitter:   emitter,
-		Type:      flow.FlowType_L3_L4,
-		NodeName:  p.node,
-		EventType: eventType(int32(ev.Type), sub),
-	}
+	parts := new(flowParts)
+	f := &parts.f
+	wall := p.wallTime(ev.Monotonic)
+	parts.time.Seconds, parts.time.Nanos = wall.Unix(), int32(wall.Nanosecond())
+	f.Time = &parts.time
+	f.Uuid = p.newUUID()
+	f.Emitter = emitter
+	f.Type = flow.FlowType_L3_L4
+	f.NodeName = p.node
+	f.EventType = eventType(int32(ev.Type), sub)
 	switch ev.Type {
 	case datapath.EventDrop:
 		f.Verdict = flow.Verdict_DROPPED
@@ -152,8 +159,9 @@ func (p *Parser) Decode(ev datapath.Event) (*flow.Flow, error) {
 	if !ev.Src.IsValid() || !ev.Dst.IsValid() {
 		return nil, fmt.Errorf("%s event without IPv4 addresses", ev.Type)
 	}
-	f.IP = &flow.IP{Source: ev.Src.String(), Destination: ev.Dst.String(), IpVersion: flow.IPVersion_IPv4}
-	f.L4 = layer4(ev)
+	parts.ip.Source, parts.ip.Destination, parts.ip.IpVersion = p.addrString(ev.Src), p.addrString(ev.Dst), flow.IPVersion_IPv4
+	f.IP = &parts.ip
+	f.L4 = parts.layer4(ev)
 	switch ev.CT {
 	case datapath.CTReply, datapath.CTRelated:
 		f.IsReply = replyTrue
@@ -161,7 +169,8 @@ func (p *Parser) Decode(ev datapath.Event) (*flow.Flow, error) {
 		f.IsReply = replyFalse
 	}
 	if ev.Ifindex != 0 {
-		f.Interface = &flow.NetworkInterface{Index: ev.Ifindex}
+		parts.iface.Index = ev.Ifindex
+		f.Interface = &parts.iface
 	}
 	f.Source = p.endpoint(ev.SrcEndpoint, ev.Src, ev.SrcIdentity)
 	f.Destination = p.endpoint(ev.DstEndpoint, ev.Dst, ev.DstIdentity)
@@ -222,21 +231,26 @@ func PolicyLabels(o policy.Origin) []string {
 	return ls
 }
 
+// addrString is addr as text, shared by the flows of the same second.
+func (p *Parser) addrString(addr netip.Addr) string {
+	s, ok := p.addrs[addr]
+	if !ok {
+		s = addr.String()
+		p.addrs[addr] = s
+	}
+	return s
+}
+
 // endpoint names one side: a local endpoint by its id, else the pod
 // with the address, else what the identity says. Flows of the same
 // second share it.
 func (p *Parser) endpoint(id uint16, addr netip.Addr, num identity.NumericIdentity) *flow.Endpoint {
 	key := epKey{id, addr, num}
-	p.mu.Lock()
-	cached := p.endpoints[key]
-	p.mu.Unlock()
-	if cached != nil {
+	if cached := p.endpoints[key]; cached != nil {
 		return cached
 	}
 	out := p.lookupEndpoint(id, addr, num)
-	p.mu.Lock()
 	p.endpoints[key] = out
-	p.mu.Unlock()
 	return out
 }
 
@@ -261,13 +275,32 @@ func (p *Parser) lookupEndpoint(id uint16, addr netip.Addr, num identity.Numeric
 		Labels: ep.Labels, Workloads: ep.Workloads}
 }
 
-func layer4(ev datapath.Event) *flow.Layer4 {
+// flowParts are a flow and the messages of its own that it points to,
+// made with one allocation: a busy node makes tens of thousands a second.
+type flowParts struct {
+	f     flow.Flow
+	time  timestamppb.Timestamp
+	ip    flow.IP
+	iface flow.NetworkInterface
+	l4    flow.Layer4
+	tcp   flow.Layer4_TCP
+	tcpL4 flow.TCP
+	udp   flow.Layer4_UDP
+	udpL4 flow.UDP
+}
+
+func (parts *flowParts) layer4(ev datapath.Event) *flow.Layer4 {
 	switch ev.Protocol {
 	case spec.ProtoTCP:
-		return &flow.Layer4{Protocol: &flow.Layer4_TCP{TCP: &flow.TCP{SourcePort: uint32(ev.SrcPort), DestinationPort: uint32(ev.DstPort),
-			Flags: tcpFlagSets[ev.TCPFlags]}}}
+		parts.tcpL4.SourcePort, parts.tcpL4.DestinationPort, parts.tcpL4.Flags = uint32(ev.SrcPort), uint32(ev.DstPort), tcpFlagSets[ev.TCPFlags]
+		parts.tcp.TCP = &parts.tcpL4
+		parts.l4.Protocol = &parts.tcp
+		return &parts.l4
 	case spec.ProtoUDP:
-		return &flow.Layer4{Protocol: &flow.Layer4_UDP{UDP: &flow.UDP{SourcePort: uint32(ev.SrcPort), DestinationPort: uint32(ev.DstPort)}}}
+		parts.udpL4.SourcePort, parts.udpL4.DestinationPort = uint32(ev.SrcPort), uint32(ev.DstPort)
+		parts.udp.UDP = &parts.udpL4
+		parts.l4.Protocol = &parts.udp
+		return &parts.l4
 	case spec.ProtoSCTP:
 		return &flow.Layer4{Protocol: &flow.Layer4_SCTP{SCTP: &flow.SCTP{SourcePort: uint32(ev.SrcPort), DestinationPort: uint32(ev.DstPort)}}}
 	case spec.ProtoICMP:
@@ -339,14 +372,13 @@ func observationPoint(p datapath.TracePoint) flow.TraceObservationPoint {
 // wallTime converts the kernel's monotonic clock to the wall clock,
 // measuring their offset again every second (the wall clock may step).
 func (p *Parser) wallTime(mono time.Duration) time.Time {
-	p.mu.Lock()
-	defer p.mu.Unlock()
 	if now := time.Now(); p.bootWall.IsZero() || now.Sub(p.measuredAt) > time.Second {
 		if wall, m, err := p.clock(); err == nil {
 			p.bootWall, p.measuredAt = wall.Add(-m), now
 		}
 		// What the agent knows of the endpoints may have changed.
 		clear(p.endpoints)
+		clear(p.addrs)
 	}
 	return p.bootWall.Add(mono)
 }
@@ -354,9 +386,7 @@ func (p *Parser) wallTime(mono time.Duration) time.Time {
 // newUUID is a random (version 4) UUID, as Hubble gives every flow.
 func (p *Parser) newUUID() string {
 	var b [16]byte
-	p.mu.Lock()
 	p.uuids.Read(b[:])
-	p.mu.Unlock()
 	b[6] = b[6]&0x0f | 0x40
 	b[8] = b[8]&0x3f | 0x80
 	var out [36]byte
