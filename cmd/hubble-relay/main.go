@@ -21,6 +21,7 @@ import (
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
+	"github.com/cilium-go/cilium/pkg/crypto/certloader"
 	"github.com/cilium-go/cilium/pkg/hubble/relay"
 )
 
@@ -78,35 +79,34 @@ func newCommand() *cobra.Command {
 }
 
 // clientTLS is the relay's side of mutual TLS towards the nodes; nil
-// with --disable-client-tls.
-func (c *config) clientTLS() (*tls.Config, error) {
+// with --disable-client-tls. Renewed files are read at the next
+// handshake.
+func (c *config) clientTLS(log *slog.Logger) (*tls.Config, error) {
 	if c.disableClientTLS {
 		return nil, nil
 	}
 	if c.clientCert == "" || c.clientKey == "" || len(c.serverCAFiles) == 0 {
 		return nil, fmt.Errorf("client TLS needs --tls-hubble-client-cert-file, --tls-hubble-client-key-file and --tls-hubble-server-ca-files (or --disable-client-tls)")
 	}
-	cert, err := tls.LoadX509KeyPair(c.clientCert, c.clientKey)
-	if err != nil {
-		return nil, fmt.Errorf("--tls-hubble-client-cert-file, --tls-hubble-client-key-file: %w", err)
-	}
-	pool, err := relay.CertPool("--tls-hubble-server-ca-files", c.serverCAFiles)
+	l, err := certloader.New(certloader.Files{Cert: c.clientCert, Key: c.clientKey,
+		CertFlags: "--tls-hubble-client-cert-file, --tls-hubble-client-key-file",
+		CAs:       c.serverCAFiles, CAFlag: "--tls-hubble-server-ca-files"}, log)
 	if err != nil {
 		return nil, err
 	}
-	return &tls.Config{Certificates: []tls.Certificate{cert}, RootCAs: pool, MinVersion: tls.VersionTLS13}, nil
+	return l.ClientConfig(), nil
 }
 
-func (c *config) serverOptions() ([]grpc.ServerOption, error) {
+func (c *config) serverOptions(log *slog.Logger) ([]grpc.ServerOption, error) {
 	if c.disableServerTLS || (c.serverCert == "" && c.serverKey == "") {
 		return nil, nil
 	}
-	cert, err := tls.LoadX509KeyPair(c.serverCert, c.serverKey)
+	l, err := certloader.New(certloader.Files{Cert: c.serverCert, Key: c.serverKey,
+		CertFlags: "--tls-relay-server-cert-file, --tls-relay-server-key-file"}, log)
 	if err != nil {
-		return nil, fmt.Errorf("--tls-relay-server-cert-file, --tls-relay-server-key-file: %w", err)
+		return nil, err
 	}
-	cfg := &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS13}
-	return []grpc.ServerOption{grpc.Creds(credentials.NewTLS(cfg))}, nil
+	return []grpc.ServerOption{grpc.Creds(credentials.NewTLS(l.ServerConfig()))}, nil
 }
 
 func (c *config) run(ctx context.Context) error {
@@ -117,11 +117,11 @@ func (c *config) run(ctx context.Context) error {
 	if c.dialTimeout <= 0 || c.retryTimeout <= 0 || c.sortBufferDrainTimeout <= 0 {
 		return fmt.Errorf("--dial-timeout, --retry-timeout and --sort-buffer-drain-timeout must be positive")
 	}
-	clientTLS, err := c.clientTLS()
+	clientTLS, err := c.clientTLS(log)
 	if err != nil {
 		return err
 	}
-	opts, err := c.serverOptions()
+	opts, err := c.serverOptions(log)
 	if err != nil {
 		return err
 	}

@@ -32,6 +32,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/cilium-go/cilium/pkg/api/server"
+	"github.com/cilium-go/cilium/pkg/crypto/certloader"
 	"github.com/cilium-go/cilium/pkg/endpoint"
 	"github.com/cilium-go/cilium/pkg/health"
 	"github.com/cilium-go/cilium/pkg/hubble/container"
@@ -139,22 +140,15 @@ func (c Config) Validate() error {
 
 // serverTLS is the listen address's TLS: the server's certificate and,
 // with client CAs, mutual TLS that refuses a client without a
-// certificate they signed.
-func (c Config) serverTLS() (*tls.Config, error) {
-	cert, err := tls.LoadX509KeyPair(c.HubbleTLSCertFile, c.HubbleTLSKeyFile)
-	if err != nil {
-		return nil, fmt.Errorf("--hubble-tls-cert-file, --hubble-tls-key-file: %w", err)
-	}
-	cfg := &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS13}
-	if len(c.HubbleTLSClientCAFiles) == 0 {
-		return cfg, nil
-	}
-	pool, err := relay.CertPool("--hubble-tls-client-ca-files", c.HubbleTLSClientCAFiles)
+// certificate they signed. Renewed files are read at the next handshake.
+func (c Config) serverTLS(log *slog.Logger) (*tls.Config, error) {
+	l, err := certloader.New(certloader.Files{Cert: c.HubbleTLSCertFile, Key: c.HubbleTLSKeyFile,
+		CertFlags: "--hubble-tls-cert-file, --hubble-tls-key-file",
+		CAs:       c.HubbleTLSClientCAFiles, CAFlag: "--hubble-tls-client-ca-files"}, log)
 	if err != nil {
 		return nil, err
 	}
-	cfg.ClientCAs, cfg.ClientAuth = pool, tls.RequireAndVerifyClientCert
-	return cfg, nil
+	return l.ServerConfig(), nil
 }
 
 // listenPort is the port of the listen address, which peers announce.
@@ -237,7 +231,7 @@ func register(p params) error {
 		opts := []grpc.ServerOption{grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{
 			MinTime: relay.KeepaliveMinTime, PermitWithoutStream: true})}
 		if !p.Config.HubbleDisableTLS {
-			cfg, err := p.Config.serverTLS()
+			cfg, err := p.Config.serverTLS(p.Log)
 			if err != nil {
 				return err
 			}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"log/slog"
 	"net"
 	"net/netip"
 	"os"
@@ -133,7 +134,7 @@ func TestListenAddressWantsMutualTLS(t *testing.T) {
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	serverTLS, err := cfg.serverTLS()
+	serverTLS, err := cfg.serverTLS(slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -193,7 +194,7 @@ func TestListenAddressWantsMutualTLS(t *testing.T) {
 	}
 	noCA := cfg
 	noCA.HubbleTLSClientCAFiles = []string{f("server.key")}
-	if _, err := noCA.serverTLS(); err == nil || !strings.Contains(err.Error(), "--hubble-tls-client-ca-files") {
+	if _, err := noCA.serverTLS(slog.New(slog.DiscardHandler)); err == nil || !strings.Contains(err.Error(), "--hubble-tls-client-ca-files") {
 		t.Errorf("a CA file without a certificate: %v", err)
 	}
 }

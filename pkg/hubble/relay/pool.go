@@ -6,11 +6,8 @@ package relay
 import (
 	"context"
 	"crypto/tls"
-	"crypto/x509"
-	"fmt"
 	"log/slog"
 	"maps"
-	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -253,19 +250,4 @@ func ServerName(node, cluster string) string {
 		cluster = "default"
 	}
 	return strings.ReplaceAll(node, ".", "-") + "." + strings.ReplaceAll(cluster, ".", "-") + ".hubble-grpc.cilium.io"
-}
-
-// CertPool reads the PEM certificates of files, the CAs a flag names.
-func CertPool(flag string, files []string) (*x509.CertPool, error) {
-	pool := x509.NewCertPool()
-	for _, f := range files {
-		pem, err := os.ReadFile(f)
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", flag, err)
-		}
-		if !pool.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("%s: %s holds no PEM certificate", flag, f)
-		}
-	}
-	return pool, nil
 }
