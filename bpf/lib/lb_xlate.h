@@ -100,9 +100,11 @@ static __always_inline int lb_client_established(const struct pkt *p)
  * (terminating or not), else a new pick, which the entry then records.
  * 0: no backend serves. Only the client's packets refresh the entry: a
  * UDP client silent for CT_LIFETIME_NONTCP picks again on its next
- * datagram, though its backend may still be sending. */
+ * datagram, though its backend may still be sending. With report set,
+ * the entry also says whether a trace of the packet has news (ct_report),
+ * for paths that track the connection by it alone. */
 static __always_inline struct lb4_backend *lb4_backend_of(const struct pkt *p, const struct lb4_key *k,
-							  const struct lb4_service *svc, int *err)
+							  const struct lb4_service *svc, int *err, __u8 *report)
 {
 	struct ct4_key ck = {};
 	struct ct_entry e = {};
@@ -118,6 +120,8 @@ static __always_inline struct lb4_backend *lb4_backend_of(const struct pkt *p, c
 		be = lb4_lookup_backend(se->backend_id);
 		if (be) {
 			ct_touch(se, p, lb_client_established(p), now);
+			if (report)
+				*report = ct_report(se, p, 0, now);
 			return be;
 		}
 	}
@@ -132,6 +136,10 @@ static __always_inline struct lb4_backend *lb4_backend_of(const struct pkt *p, c
 	if (lb_client_established(p))
 		e.flags = CT_F_SEEN_REPLY;
 	e.expires = now + ct_lifetime(p->protocol, e.flags);
+	e.tx_flags_seen = p->tcp_flags & CT_REPORT_FLAGS;
+	e.last_tx_report = now / NSEC_PER_SEC;
+	if (report)
+		*report = 1;
 	if (bpf_map_update_elem(&cilium_ct4, &ck, &e, BPF_ANY) < 0)
 		*err = -DROP_CT_CREATE;
 	return be;
@@ -156,7 +164,7 @@ static __always_inline int lb4_local(struct __sk_buff *skb, struct pkt *p, __u16
 	svc = lb4_lookup_service(&k, p->daddr, p->dport, p->protocol, 1);
 	if (!svc)
 		return LB_NONE;
-	be = lb4_backend_of(p, &k, svc, &ret);
+	be = lb4_backend_of(p, &k, svc, &ret, 0);
 	if (!be)
 		return -DROP_NO_SERVICE;
 	if (ret < 0)

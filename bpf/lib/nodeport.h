@@ -216,7 +216,10 @@ static __always_inline int nodeport_ingress(struct __sk_buff *skb, struct flow *
 	svc = lb4_lookup_service(&k, p->daddr, p->dport, p->protocol, 0);
 	if (!svc || !(svc->flags & LB_F_FROM_OUTSIDE))
 		return NP_CONTINUE;
-	be = lb4_backend_of(p, &k, svc, &ret);
+	/* A remote backend's connection is tracked by its service entry
+	 * only: it says what is news for monitor aggregation. (A local
+	 * backend's delivery asks its own conntrack entry.) */
+	be = lb4_backend_of(p, &k, svc, &ret, TRACE_ENABLED ? &f->report : 0);
 	if (!be) {
 		if (svc->flags & LB_F_LOCAL)
 			return nodeport_drop(skb, f, DROP_NO_SERVICE);
@@ -246,6 +249,21 @@ static __always_inline int nodeport_ingress(struct __sk_buff *skb, struct flow *
 	return nodeport_to_remote(skb, f);
 }
 
+/* nodeport_reply_report says whether the trace of a remote backend's
+ * reply, translated back to frontend -> client, has news: by the service
+ * entry of its connection, which is keyed in the client's direction. */
+static __always_inline __u8 nodeport_reply_report(const struct pkt *p)
+{
+	struct ct4_key ck = {};
+	struct ct_entry *se;
+	__u64 now = ct_now();
+
+	ct_key_of(p, &ck, 1);
+	ck.flags = CT_KEY_SERVICE;
+	se = ct_find(&ck, now);
+	return se ? ct_report(se, p, 1, now) : 1;
+}
+
 /* nodeport_reply finishes a remote backend's reply, or ICMP error, that
  * snat_ingress translated back to the client: its source becomes the
  * frontend, and it is routed out. A reply whose service is gone drops
@@ -264,6 +282,8 @@ static __always_inline int nodeport_reply(struct __sk_buff *skb, struct flow *f,
 		return nodeport_drop(skb, f, ret);
 	f->rev_nat = rev_nat;
 	f->dst_id = IDENTITY_WORLD;
+	if (TRACE_ENABLED)
+		f->report = nodeport_reply_report(&f->p);
 	forwarded(skb, f, TRACE_TO_STACK);
 	return redirect_routed(skb, &f->p);
 }

@@ -85,6 +85,36 @@ func TestPrivilegedMonitorAggregation(t *testing.T) {
 				t.Fatalf("traces %v for a packet conntrack did not see", got)
 			}
 		}},
+		// Proves the reports of a NodePort's connection to a remote
+		// backend, which no conntrack entry of its own tracks: without
+		// them medium traces none of its packets.
+		{"medium reports a NodePort connection to a remote backend's news", envOpts{mode: spec.Native, trace: true,
+			aggregation: AggregationMedium}, func(t *testing.T, e *env) {
+			e.serve(npTCP, spec.LBNodePort, beC)
+			src, _, _ := e.sends(e.fromNetdev, clientSYN(npTCP, 40000), actRedirect)
+			if got := e.drain(); len(got) != 1 || got[0].Point != TraceToStack || got[0].Dst != ipC || got[0].RevNAT != revNATOf(npTCP) {
+				t.Fatalf("the client's SYN: events %+v, want one trace towards the backend naming the service", got)
+			}
+			in := func(flags string) pkt { return outside(toFront(ipWorld, 40000, npTCP, flags)) }
+			reply := func(flags string) pkt { return tcp(ipC, nodeIP, 8080, src.Port(), flags) }
+			for _, step := range []struct {
+				p     pkt
+				trace bool
+			}{
+				{reply("SA"), true}, // the replies' first SYN
+				{in("A"), false},
+				{reply("A"), false},
+				{in("FA"), true}, // the client closes
+				{in("FA"), false},
+				{reply("FA"), true},
+			} {
+				e.expect(e.fromNetdev, step.p.frame(t), actRedirect)
+				got := points(e.drain())
+				if step.trace != (len(got) == 1) || len(got) > 1 {
+					t.Fatalf("%v -> %v %q: traces %v, want a trace: %v", step.p.src, step.p.dst, step.p.flags, got, step.trace)
+				}
+			}
+		}},
 		{"medium reports a quiet connection again after the interval", envOpts{mode: spec.Native, trace: true,
 			aggregation: AggregationMedium, reportEvery: time.Second}, func(t *testing.T, e *env) {
 			e.allowed(e.fromContainer, out("S"))
