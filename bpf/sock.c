@@ -32,6 +32,32 @@ static __always_inline __u8 sock4_proto(const struct bpf_sock_addr *ctx)
 	return 0;
 }
 
+/* sock4_trace records a call that balancing sees, for Hubble: at
+ * SOCK_XLATE_PRE_FWD aimed at the frontend, at SOCK_XLATE_POST_FWD at the
+ * backend it was translated to, both naming the service. The socket's
+ * own address is not known before the call binds it. */
+static __always_inline void sock4_trace(enum sock_xlate_point point, __u32 daddr, __u16 dport, __u8 proto,
+					__u16 rev_nat)
+{
+	struct event *e;
+
+	if (!TRACE_ENABLED)
+		return;
+	e = bpf_ringbuf_reserve(&cilium_events, sizeof(*e), 0);
+	if (!e)
+		return;
+	__builtin_memset(e, 0, sizeof(*e));
+	e->ktime = bpf_ktime_get_ns();
+	__builtin_memcpy(e->daddr, &daddr, 4);
+	e->dport = dport;
+	e->type = EVENT_TRACE_SOCK;
+	e->subtype = point;
+	e->protocol = proto;
+	e->family = FAMILY_INET;
+	e->rev_nat = rev_nat;
+	bpf_ringbuf_submit(e, 0);
+}
+
 /* sock4_forward aims a connect or send at a backend when its destination
  * is a frontend. It returns what the hook returns: 1 lets the call go on,
  * 0 fails it with the error set by bpf_set_retval. */
@@ -52,6 +78,7 @@ static __always_inline int sock4_forward(struct bpf_sock_addr *ctx)
 	svc = lb4_lookup_service(&key, daddr, dport, proto, 1);
 	if (!svc)
 		return 1;
+	sock4_trace(SOCK_XLATE_PRE_FWD, daddr, dport, proto, svc->rev_nat_index);
 	/* Affinity follows the client's network namespace: every process of
 	 * the node shares one, as they share the node's address. */
 	id = lb4_select(&key, svc, bpf_get_netns_cookie(ctx), 1);
@@ -78,6 +105,7 @@ static __always_inline int sock4_forward(struct bpf_sock_addr *ctx)
 	}
 	ctx->user_ip4 = be->address;
 	ctx->user_port = be->port;
+	sock4_trace(SOCK_XLATE_POST_FWD, be->address, be->port, proto, svc->rev_nat_index);
 	return 1;
 }
 

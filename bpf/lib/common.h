@@ -66,6 +66,14 @@ enum event_type {
 	EVENT_DROP = 1,
 	EVENT_TRACE = 4,
 	EVENT_POLICY_VERDICT = 5,
+	EVENT_TRACE_SOCK = 7, /* socket-level balancing translated a call */
+};
+
+/* Where socket-level balancing saw a call (an EVENT_TRACE_SOCK's
+ * subtype), Cilium's numbers: before and after the forward translation. */
+enum sock_xlate_point {
+	SOCK_XLATE_PRE_FWD = 1,
+	SOCK_XLATE_POST_FWD = 2,
 };
 
 enum trace_point {
@@ -345,7 +353,7 @@ struct event {
 	__u16 source_ep;
 	__u16 dst_ep;
 	__u8 type;
-	__u8 subtype; /* drop reason or trace point */
+	__u8 subtype; /* drop reason, trace point or socket translation point */
 	__u8 protocol;
 	__u8 direction;
 	__u8 verdict;
@@ -464,6 +472,7 @@ struct go_contract {
 	enum reserved_identity identity;
 	enum event_type event_type;
 	enum trace_point trace_point;
+	enum sock_xlate_point sock_xlate_point;
 	enum monitor_aggregation monitor_aggregation;
 	enum drop_reason drop_reason;
 	enum traffic_direction direction;

@@ -183,6 +183,14 @@ func flowType(f *flow.Flow) string {
 		return reasonText(flow.DropReason(sub))
 	case flows.EventTypes["policy-verdict"]:
 		return "policy-verdict:" + f.GetTrafficDirection().String()
+	case flows.EventTypes["trace-sock"]:
+		switch f.GetSockXlatePoint() {
+		case flow.SocketTranslationPoint_SOCK_XLATE_POINT_PRE_DIRECTION_FWD:
+			return "pre-xlate-fwd"
+		case flow.SocketTranslationPoint_SOCK_XLATE_POINT_POST_DIRECTION_FWD:
+			return "post-xlate-fwd"
+		}
+		return fmt.Sprintf("trace-sock:%d", sub)
 	}
 	return "unknown"
 }
@@ -198,7 +206,8 @@ func reasonText(r flow.DropReason) string {
 
 // summary is the flow's L4 in a few words.
 func summary(f *flow.Flow) string {
-	if f.GetL4() == nil && f.GetSummary() != "" {
+	// A socket trace has ports but no packet: its summary says TCP or UDP.
+	if f.GetSummary() != "" && (f.GetL4() == nil || f.GetType() == flow.FlowType_SOCK) {
 		return f.GetSummary()
 	}
 	return flows.Summary(f)

@@ -22,6 +22,9 @@ const (
 	EventDrop          = EventType(lxcEventTypeEVENT_DROP)
 	EventTrace         = EventType(lxcEventTypeEVENT_TRACE)
 	EventPolicyVerdict = EventType(lxcEventTypeEVENT_POLICY_VERDICT)
+	// EventTraceSock: socket-level balancing saw a connect or send to a
+	// frontend (Xlate says before or after it translated it).
+	EventTraceSock = EventType(lxcEventTypeEVENT_TRACE_SOCK)
 )
 
 func (t EventType) String() string {
@@ -32,6 +35,8 @@ func (t EventType) String() string {
 		return "trace"
 	case EventPolicyVerdict:
 		return "policy-verdict"
+	case EventTraceSock:
+		return "trace-sock"
 	}
 	return fmt.Sprintf("event(%d)", uint8(t))
 }
@@ -66,6 +71,27 @@ func (p TracePoint) String() string {
 		return s
 	}
 	return fmt.Sprintf("point(%d)", uint8(p))
+}
+
+// SockXlatePoint is where socket-level balancing saw a call (Cilium's
+// numbers).
+type SockXlatePoint uint8
+
+const (
+	// SockPreForward: the call as made, to the frontend.
+	SockPreForward = SockXlatePoint(lxcSockXlatePointSOCK_XLATE_PRE_FWD)
+	// SockPostForward: the call as translated, to the backend.
+	SockPostForward = SockXlatePoint(lxcSockXlatePointSOCK_XLATE_POST_FWD)
+)
+
+func (x SockXlatePoint) String() string {
+	switch x {
+	case SockPreForward:
+		return "pre-xlate-fwd"
+	case SockPostForward:
+		return "post-xlate-fwd"
+	}
+	return fmt.Sprintf("xlate(%d)", uint8(x))
 }
 
 // CTStatus is the connection tracking result for a packet.
@@ -120,7 +146,9 @@ type Event struct {
 	// Reason is set on drops and on denied policy verdicts.
 	Reason Reason
 	// Point is set on traces.
-	Point       TracePoint
+	Point TracePoint
+	// Xlate is set on socket traces.
+	Xlate       SockXlatePoint
 	Verdict     Verdict
 	Direction   spec.Direction
 	CT          CTStatus
@@ -183,6 +211,8 @@ func decodeEvent(b []byte) (Event, error) {
 	switch e.Type {
 	case EventTrace:
 		e.Point = TracePoint(r.Subtype)
+	case EventTraceSock:
+		e.Xlate = SockXlatePoint(r.Subtype)
 	default:
 		e.Reason = Reason(r.Subtype)
 	}

@@ -152,6 +152,7 @@ const (
 	lxcEventTypeEVENT_DROP           lxcEventType = 1
 	lxcEventTypeEVENT_TRACE          lxcEventType = 4
 	lxcEventTypeEVENT_POLICY_VERDICT lxcEventType = 5
+	lxcEventTypeEVENT_TRACE_SOCK     lxcEventType = 7
 )
 
 type lxcFib4Entry struct {
@@ -386,6 +387,13 @@ type lxcRoutingMode uint32
 const (
 	lxcRoutingModeROUTING_NATIVE lxcRoutingMode = 0
 	lxcRoutingModeROUTING_TUNNEL lxcRoutingMode = 1
+)
+
+type lxcSockXlatePoint uint32
+
+const (
+	lxcSockXlatePointSOCK_XLATE_PRE_FWD  lxcSockXlatePoint = 1
+	lxcSockXlatePointSOCK_XLATE_POST_FWD lxcSockXlatePoint = 2
 )
 
 type lxcTracePoint uint32

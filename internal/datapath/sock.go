@@ -46,11 +46,19 @@ var socketHooks = []struct {
 }
 
 // LoadSocketPrograms loads the socket-level balancing programs against
-// the node's maps.
-func LoadSocketPrograms(maps *Maps) (*SocketPrograms, error) {
+// the node's maps; with traces, they record the calls they translate
+// (EventTraceSock).
+func LoadSocketPrograms(maps *Maps, traces bool) (*SocketPrograms, error) {
 	cs, err := loadSock()
 	if err != nil {
 		return nil, fmt.Errorf("load sock spec: %w", err)
+	}
+	var vs sockVariableSpecs
+	if err := cs.Assign(&vs); err != nil {
+		return nil, fmt.Errorf("sock constants: %w", err)
+	}
+	if err := setVar(vs.TRACE_ENABLED, boolU8(traces))(); err != nil {
+		return nil, fmt.Errorf("socket programs: %w", err)
 	}
 	var objs struct {
 		Connect4     *ebpf.Program `ebpf:"cil_sock4_connect"`
@@ -71,13 +79,14 @@ func LoadSocketPrograms(maps *Maps) (*SocketPrograms, error) {
 // that they outlive the agent. Attaching again (an agent restart, a new
 // datapath version) swaps the programs of the pinned links in place, so a
 // hook never has two programs nor a moment with none; links to another
-// cgroup than cgroupPath are replaced.
-func AttachSocketLB(maps *Maps, linksDir, cgroupPath string) error {
+// cgroup than cgroupPath are replaced. With traces the programs record
+// the calls they translate.
+func AttachSocketLB(maps *Maps, linksDir, cgroupPath string, traces bool) error {
 	cgroupID, err := cgroup2ID(cgroupPath)
 	if err != nil {
 		return err
 	}
-	progs, err := LoadSocketPrograms(maps)
+	progs, err := LoadSocketPrograms(maps, traces)
 	if err != nil {
 		return err
 	}
@@ -190,7 +199,7 @@ func (n *Node) AttachSocketLB(cgroupPath string) error {
 	if n.maps == nil {
 		return errors.New("attach socket LB: node not started")
 	}
-	return AttachSocketLB(n.maps, n.linksDir(), cgroupPath)
+	return AttachSocketLB(n.maps, n.linksDir(), cgroupPath, n.cfg.Traces.Enabled)
 }
 
 // DetachSocketLB removes socket-level balancing from the cgroup it was

@@ -38,7 +38,8 @@ type sockWorld struct {
 	maps     *Maps
 }
 
-func newSockWorld(t *testing.T) *sockWorld {
+// newSockWorld attaches the socket programs, with traces or without.
+func newSockWorld(t *testing.T, traces bool) *sockWorld {
 	t.Helper()
 	w := &sockWorld{ns: testenv.NewNetNS(t)}
 	nl, err := inns.Netlink(w.ns)
@@ -56,7 +57,7 @@ func newSockWorld(t *testing.T) *sockWorld {
 	t.Cleanup(func() { w.maps.Close() })
 	w.linksDir = testnode.TempBPFFS(t)
 	w.cgroup = newTestCgroup(t)
-	must(t, AttachSocketLB(w.maps, w.linksDir, w.cgroup))
+	must(t, AttachSocketLB(w.maps, w.linksDir, w.cgroup, traces))
 	// Registered after the cgroup's removal, so it runs before.
 	t.Cleanup(func() {
 		if err := DetachSocketLB(w.linksDir); err != nil {
@@ -165,12 +166,59 @@ func wantResult(t *testing.T, got sockResult, peer, reply string) {
 	}
 }
 
+// TestPrivilegedSocketLBTraces: with traces, a translated connect is
+// recorded before (to the frontend) and after (to the backend it went
+// to), both naming the service; one refused for want of a backend only
+// before; a call to no frontend not at all.
+func TestPrivilegedSocketLBTraces(t *testing.T) {
+	testenv.Privileged(t)
+	w := newSockWorld(t, true)
+	w.service(t, netip.MustParseAddrPort("10.96.0.1:80"), spec.ProtoTCP, 7, 0, backendB2)
+	w.service(t, netip.MustParseAddrPort("10.96.0.2:53"), spec.ProtoUDP, 8, 0)
+	events, err := w.maps.NewEventReader()
+	must(t, err)
+	defer events.Close()
+
+	runSockClient(t, w.ns, w.cgroup, "tcp:10.96.0.1:80", "udp:10.96.0.2:53", "tcp:10.0.0.3:8080")
+	var got []Event
+	events.SetDeadline(time.Now().Add(time.Second))
+	for {
+		ev, err := events.Read()
+		if errors.Is(err, ErrNoEvent) {
+			break
+		}
+		must(t, err)
+		got = append(got, ev)
+	}
+	type sockTrace struct {
+		xlate SockXlatePoint
+		dst   netip.AddrPort
+		proto uint8
+		rev   uint16
+	}
+	var traces []sockTrace
+	for _, ev := range got {
+		if ev.Type != EventTraceSock {
+			t.Fatalf("event %+v, want socket traces only", ev)
+		}
+		traces = append(traces, sockTrace{ev.Xlate, netip.AddrPortFrom(ev.Dst, ev.DstPort), ev.Protocol, ev.RevNAT})
+	}
+	want := []sockTrace{
+		{SockPreForward, netip.MustParseAddrPort("10.96.0.1:80"), spec.ProtoTCP, 7},
+		{SockPostForward, netip.MustParseAddrPort("10.0.0.3:8080"), spec.ProtoTCP, 7},
+		{SockPreForward, netip.MustParseAddrPort("10.96.0.2:53"), spec.ProtoUDP, 8},
+	}
+	if !slices.Equal(traces, want) {
+		t.Fatalf("socket traces\n%+v\nwant\n%+v", traces, want)
+	}
+}
+
 // TestPrivilegedSocketLB plays the node's processes: inside the cgroup
 // they reach a service's backend through its frontend and see the
 // frontend as their peer; outside it nothing is translated.
 func TestPrivilegedSocketLB(t *testing.T) {
 	testenv.Privileged(t) // creates a namespace, a cgroup and BPF programs
-	w := newSockWorld(t)
+	w := newSockWorld(t, false)
 	w.service(t, netip.MustParseAddrPort("10.96.0.1:80"), spec.ProtoTCP, 1, 0, backendB1)
 	w.service(t, netip.MustParseAddrPort("10.96.0.1:53"), spec.ProtoUDP, 2, 0, backendB1)
 	w.service(t, netip.MustParseAddrPort("10.96.0.2:80"), spec.ProtoTCP, 3, 0)
@@ -253,10 +301,10 @@ func cgroupPrograms(t *testing.T, cgroup string) map[ebpf.AttachType][]ebpf.Prog
 // leaves the cgroup bare.
 func TestPrivilegedSocketLBReattach(t *testing.T) {
 	testenv.Privileged(t) // creates a namespace, a cgroup and BPF programs
-	w := newSockWorld(t)
+	w := newSockWorld(t, false)
 	w.service(t, netip.MustParseAddrPort("10.96.0.1:80"), spec.ProtoTCP, 1, 0, backendB1)
 	before := cgroupPrograms(t, w.cgroup)
-	must(t, AttachSocketLB(w.maps, w.linksDir, w.cgroup))
+	must(t, AttachSocketLB(w.maps, w.linksDir, w.cgroup, false))
 	after := cgroupPrograms(t, w.cgroup)
 	for _, h := range socketHooks {
 		if len(before[h.at]) != 1 || len(after[h.at]) != 1 || before[h.at][0] == after[h.at][0] {
@@ -267,7 +315,7 @@ func TestPrivilegedSocketLBReattach(t *testing.T) {
 
 	// Another cgroup configured: the programs move there.
 	other := newTestCgroup(t)
-	must(t, AttachSocketLB(w.maps, w.linksDir, other))
+	must(t, AttachSocketLB(w.maps, w.linksDir, other, false))
 	for at, ids := range cgroupPrograms(t, w.cgroup) {
 		t.Errorf("%s: programs %v left on the old cgroup", at, ids)
 	}
@@ -290,7 +338,7 @@ func TestPrivilegedSocketLBReattach(t *testing.T) {
 // connected to the same backend directly stays.
 func TestPrivilegedSocketDestroy(t *testing.T) {
 	testenv.Privileged(t) // creates a namespace, a cgroup and BPF programs
-	w := newSockWorld(t)
+	w := newSockWorld(t, false)
 	front := netip.MustParseAddrPort("10.96.0.1:53")
 	w.service(t, front, spec.ProtoUDP, 1, 0, backendB1)
 	gone := netip.AddrPortFrom(backendB1, 5353)

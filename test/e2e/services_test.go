@@ -3,6 +3,7 @@ package e2e
 import (
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -170,6 +171,23 @@ func checkServices(t *testing.T, lab *Lab, client echoPod, nodes ...string) {
 			t.Errorf("%s -> the Service without endpoints: %v %q, want REFUSED", from, err, out)
 		}
 	}
+	// Hubble, through the relay, names the Service of the pods' calls
+	// that socket-level balancing translated: before (TRACED, to the
+	// ClusterIP) and after (TRANSLATED, to a backend).
+	lab.Eventually("hubble naming the Service of translated calls", 30*time.Second, func() error {
+		out, err := lab.hubble("observe", "--last", "1000", "--type", "trace-sock", "--to-service", "default/echo", "-o", "json")
+		if err != nil {
+			return fmt.Errorf("hubble observe: %v\n%s", err, out)
+		}
+		for _, want := range []string{`"verdict":"TRACED"`, `"verdict":"TRANSLATED"`} {
+			if !slices.ContainsFunc(strings.Split(out, "\n"), func(line string) bool {
+				return strings.Contains(line, want) && strings.Contains(line, `"destinationService":{"name":"echo","namespace":"default"}`)
+			}) {
+				return fmt.Errorf("no socket trace %s to the Service echo:\n%s", want, out)
+			}
+		}
+		return nil
+	})
 	if out, err := lab.dbg(client.node, "service", "list"); err != nil || !strings.Contains(out, echoIP+":80/TCP") {
 		t.Errorf("cilium-dbg service list on %s: %v\n%s", client.node, err, out)
 	}

@@ -123,6 +123,8 @@ func (p *Parser) Decode(ev datapath.Event) (*flow.Flow, error) {
 		sub = int32(ev.Reason)
 	case datapath.EventTrace:
 		sub = int32(ev.Point)
+	case datapath.EventTraceSock:
+		sub = int32(ev.Xlate)
 	}
 	parts := new(flowParts)
 	f := &parts.f
@@ -153,6 +155,8 @@ func (p *Parser) Decode(ev datapath.Event) (*flow.Flow, error) {
 			f.DropReason = uint32(ev.Reason)
 			f.DropReasonDesc = flow.DropReason(ev.Reason)
 		}
+	case datapath.EventTraceSock:
+		return p.sockFlow(parts, ev), nil
 	default:
 		return nil, fmt.Errorf("event type %d is not one Hubble shows", uint8(ev.Type))
 	}
@@ -190,6 +194,39 @@ func (p *Parser) Decode(ev datapath.Event) (*flow.Flow, error) {
 		f.Summary = flows.Summary(f)
 	}
 	return f, nil
+}
+
+// sockFlow finishes a socket trace: a process's connect or send to a
+// frontend (TRACED), or the same call translated to its backend
+// (TRANSLATED), both naming the Service. The call has no packet yet: no
+// source address before it binds one, no source port, no flags; the
+// source stays empty, as Cilium's does for a process of no known pod.
+func (p *Parser) sockFlow(parts *flowParts, ev datapath.Event) *flow.Flow {
+	f := &parts.f
+	f.Type = flow.FlowType_SOCK
+	f.SockXlatePoint = flow.SocketTranslationPoint(ev.Xlate)
+	f.Verdict = flow.Verdict_TRACED
+	if ev.Xlate == datapath.SockPostForward {
+		f.Verdict = flow.Verdict_TRANSLATED
+	}
+	parts.ip.Destination, parts.ip.IpVersion = p.addrString(ev.Dst), flow.IPVersion_IPv4
+	f.IP = &parts.ip
+	ev.SrcPort, ev.TCPFlags = 0, 0
+	f.L4 = parts.layer4(ev)
+	parts.tcpL4.Flags = nil
+	f.Destination = p.endpoint(0, ev.Dst, identity.Unknown)
+	if svc, ok := p.serviceOf(ev.RevNAT); ok {
+		f.DestinationService = &flow.Service{Name: svc.Name, Namespace: svc.Namespace}
+	}
+	switch ev.Protocol {
+	case spec.ProtoTCP:
+		f.Summary = "TCP"
+	case spec.ProtoUDP:
+		f.Summary = "UDP"
+	default:
+		f.Summary = "Unknown"
+	}
+	return f
 }
 
 func (p *Parser) serviceOf(revNAT uint16) (Service, bool) {

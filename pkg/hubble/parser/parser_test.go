@@ -69,3 +69,42 @@ func BenchmarkDecode(b *testing.B) {
 		}
 	}
 }
+
+// A socket trace names the Service before and after the translation, the
+// backend's pod after it, and no source: the call has no packet yet.
+func TestDecodeSocketTraces(t *testing.T) {
+	backend := netip.MustParseAddr("10.0.1.2")
+	p := New("node1", &fakeState{services: map[uint16]Service{7: {Name: "echo", Namespace: "default"}},
+		byIP: map[netip.Addr]Endpoint{backend: {Identity: 1001, Namespace: "default", PodName: "echo-1"}}})
+	sock := func(x datapath.SockXlatePoint, dst string, port uint16) datapath.Event {
+		return datapath.Event{Type: datapath.EventTraceSock, Xlate: x, Src: netip.IPv4Unspecified(), Dst: netip.MustParseAddr(dst),
+			DstPort: port, Protocol: spec.ProtoTCP, RevNAT: 7}
+	}
+	for _, c := range []struct {
+		ev      datapath.Event
+		verdict flow.Verdict
+		pod     string
+	}{
+		{sock(datapath.SockPreForward, "10.96.0.10", 80), flow.Verdict_TRACED, ""},
+		{sock(datapath.SockPostForward, backend.String(), 8080), flow.Verdict_TRANSLATED, "echo-1"},
+	} {
+		f, err := p.Decode(c.ev)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if f.GetType() != flow.FlowType_SOCK || f.GetVerdict() != c.verdict || f.GetSockXlatePoint() != flow.SocketTranslationPoint(c.ev.Xlate) ||
+			f.GetEventType().GetType() != 7 || f.GetEventType().GetSubType() != int32(c.ev.Xlate) {
+			t.Errorf("%v: type %v, verdict %v, point %v, event type %v", c.ev.Xlate, f.GetType(), f.GetVerdict(), f.GetSockXlatePoint(), f.GetEventType())
+		}
+		if f.GetIP().GetSource() != "" || f.GetSource() != nil || f.GetIP().GetDestination() != c.ev.Dst.String() ||
+			f.GetL4().GetTCP().GetDestinationPort() != uint32(c.ev.DstPort) || f.GetL4().GetTCP().GetFlags() != nil {
+			t.Errorf("%v: IP %v, source %v, L4 %v; want only the destination", c.ev.Xlate, f.GetIP(), f.GetSource(), f.GetL4())
+		}
+		if svc := f.GetDestinationService(); svc.GetName() != "echo" || svc.GetNamespace() != "default" {
+			t.Errorf("%v: destination service %v, want default/echo", c.ev.Xlate, svc)
+		}
+		if f.GetDestination().GetPodName() != c.pod || f.GetSummary() != "TCP" {
+			t.Errorf("%v: destination %v, summary %q", c.ev.Xlate, f.GetDestination(), f.GetSummary())
+		}
+	}
+}
