@@ -35,9 +35,10 @@ static __always_inline __u8 sock4_proto(const struct bpf_sock_addr *ctx)
 /* sock4_trace records a call that balancing sees, for Hubble: at
  * SOCK_XLATE_PRE_FWD aimed at the frontend, at SOCK_XLATE_POST_FWD at the
  * backend it was translated to, both naming the service. The socket's
- * own address is not known before the call binds it. */
-static __always_inline void sock4_trace(enum sock_xlate_point point, __u32 daddr, __u16 dport, __u8 proto,
-					__u16 rev_nat)
+ * own address is not known before the call binds it: its network
+ * namespace names the caller. */
+static __always_inline void sock4_trace(struct bpf_sock_addr *ctx, enum sock_xlate_point point, __u32 daddr,
+					__u16 dport, __u8 proto, __u16 rev_nat)
 {
 	struct event *e;
 
@@ -55,6 +56,7 @@ static __always_inline void sock4_trace(enum sock_xlate_point point, __u32 daddr
 	e->protocol = proto;
 	e->family = FAMILY_INET;
 	e->rev_nat = rev_nat;
+	e->netns_cookie = bpf_get_netns_cookie(ctx);
 	bpf_ringbuf_submit(e, 0);
 }
 
@@ -78,7 +80,7 @@ static __always_inline int sock4_forward(struct bpf_sock_addr *ctx)
 	svc = lb4_lookup_service(&key, daddr, dport, proto, 1);
 	if (!svc)
 		return 1;
-	sock4_trace(SOCK_XLATE_PRE_FWD, daddr, dport, proto, svc->rev_nat_index);
+	sock4_trace(ctx, SOCK_XLATE_PRE_FWD, daddr, dport, proto, svc->rev_nat_index);
 	/* Affinity follows the client's network namespace: every process of
 	 * the node shares one, as they share the node's address. */
 	id = lb4_select(&key, svc, bpf_get_netns_cookie(ctx), 1);
@@ -105,7 +107,7 @@ static __always_inline int sock4_forward(struct bpf_sock_addr *ctx)
 	}
 	ctx->user_ip4 = be->address;
 	ctx->user_port = be->port;
-	sock4_trace(SOCK_XLATE_POST_FWD, be->address, be->port, proto, svc->rev_nat_index);
+	sock4_trace(ctx, SOCK_XLATE_POST_FWD, be->address, be->port, proto, svc->rev_nat_index);
 	return 1;
 }
 

@@ -274,3 +274,4 @@ func (s *state) IdentityLabels(id identity.NumericIdentity) ([]string, bool) {
 func (s *state) ServiceByRevNAT(uint16) (parser.Service, bool) {
 	return parser.Service{}, false
 }
+func (s *state) EndpointByNetNS(uint64) (uint16, netip.Addr, bool) { return 0, netip.Addr{}, false }

@@ -367,6 +367,9 @@ struct event {
 	 * connection (lib/lb.h): the Service Hubble names. 0: none. */
 	__u16 rev_nat;
 	__u16 pad;
+	/* A socket trace's: the network namespace of the calling process,
+	 * which names its pod. */
+	__u64 netns_cookie;
 };
 
 struct {

@@ -312,6 +312,28 @@ func mountedFiles(spec *corev1.PodSpec, c *corev1.Container) map[string]string {
 // TestHubbleTLSFilesAreMounted: the agent's and the relay's certificate
 // flags name files their pods mount from the Secrets the operator
 // issues, and the hubble-peer Service reaches the agents' Hubble port.
+// The agent sees the pods' network namespaces as they come, where the
+// runtime makes them: Hubble names a socket trace's pod by its namespace.
+func TestAgentSeesPodNamespaces(t *testing.T) {
+	ds := mustObject[*appsv1.DaemonSet](t, "cilium")
+	agent, err := findContainer(&ds.Spec.Template.Spec, "cilium-agent")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range agent.VolumeMounts {
+		if m.MountPath != "/var/run/netns" {
+			continue
+		}
+		for _, v := range ds.Spec.Template.Spec.Volumes {
+			if v.Name == m.Name && v.HostPath != nil && v.HostPath.Path == "/var/run/netns" &&
+				m.MountPropagation != nil && *m.MountPropagation == corev1.MountPropagationHostToContainer {
+				return
+			}
+		}
+	}
+	t.Error("the agent mounts no /var/run/netns of the host that shows namespaces made after it started")
+}
+
 func TestHubbleTLSFilesAreMounted(t *testing.T) {
 	ds := mustObject[*appsv1.DaemonSet](t, "cilium")
 	agent, err := findContainer(&ds.Spec.Template.Spec, "cilium-agent")

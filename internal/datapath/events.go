@@ -172,6 +172,9 @@ type Event struct {
 	// RevNAT is the reverse NAT index of the service that translated
 	// the packet's connection (0: none): the frontend's.
 	RevNAT uint16
+	// NetNSCookie, on socket traces, is the network namespace of the
+	// calling process (its cookie, SO_NETNS_COOKIE).
+	NetNSCookie uint64
 }
 
 // eventSize is the size of a ring buffer record.
@@ -203,6 +206,7 @@ func decodeEvent(b []byte) (Event, error) {
 		Monotonic:    time.Duration(r.Ktime),
 		PolicyCookie: r.PolicyCookie,
 		RevNAT:       r.RevNat,
+		NetNSCookie:  r.NetnsCookie,
 	}
 	if r.Family == afInet {
 		e.Src = netip.AddrFrom4([4]byte(r.Saddr[:4]))

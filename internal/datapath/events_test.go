@@ -15,7 +15,7 @@ func TestDecodeEventFields(t *testing.T) {
 	raw := rawEvent{Ktime: 1234567, Ifindex: 7, SrcIdentity: 0x10203, DstIdentity: 2, Len: 1500,
 		Sport: 0x3930, Dport: 0x5000, SourceEp: 11, DstEp: 12, Type: uint8(EventTrace), Subtype: uint8(TraceToLXC),
 		Protocol: 6, Direction: 1, Verdict: 0, CtStatus: uint8(CTReply), TcpFlags: 0x12, Family: afInet,
-		PolicyCookie: 0xdeadbeef, RevNat: 42}
+		PolicyCookie: 0xdeadbeef, RevNat: 42, NetnsCookie: 1 << 40}
 	copy(raw.Saddr[:], []byte{10, 0, 0, 1})
 	copy(raw.Daddr[:], []byte{10, 0, 1, 2})
 	var b bytes.Buffer
@@ -32,7 +32,7 @@ func TestDecodeEventFields(t *testing.T) {
 	want := Event{Type: EventTrace, Point: TraceToLXC, Direction: 1, CT: CTReply, Src: netip.MustParseAddr("10.0.0.1"),
 		Dst: netip.MustParseAddr("10.0.1.2"), SrcPort: 12345, DstPort: 80, Protocol: 6, TCPFlags: 0x12, SrcIdentity: 0x10203,
 		DstIdentity: 2, SrcEndpoint: 11, DstEndpoint: 12, Ifindex: 7, Length: 1500, Monotonic: 1234567 * time.Nanosecond,
-		PolicyCookie: 0xdeadbeef, RevNAT: 42}
+		PolicyCookie: 0xdeadbeef, RevNAT: 42, NetNSCookie: 1 << 40}
 	if got != want {
 		t.Errorf("decoded\n%+v\nwant\n%+v", got, want)
 	}

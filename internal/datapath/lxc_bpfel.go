@@ -144,6 +144,7 @@ type lxcEvent struct {
 	PolicyCookie uint32
 	RevNat       uint16
 	Pad          uint16
+	NetnsCookie  uint64
 }
 
 type lxcEventType uint32

@@ -9,6 +9,8 @@ import (
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
 	"golang.org/x/sys/unix"
+
+	"github.com/cilium-go/cilium/internal/inns"
 )
 
 // Socket-level balancing (bpf/sock.c): programs on a cgroup v2 directory
@@ -206,4 +208,24 @@ func (n *Node) AttachSocketLB(cgroupPath string) error {
 // attached to.
 func (n *Node) DetachSocketLB() error {
 	return DetachSocketLB(n.linksDir())
+}
+
+// NetNSCookie is the kernel's cookie of the network namespace at path
+// (the one in socket traces, EventTraceSock): what a socket made there
+// reads as SO_NETNS_COOKIE.
+func NetNSCookie(path string) (uint64, error) {
+	var cookie uint64
+	err := inns.Do(path, func() error {
+		fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+		if err != nil {
+			return err
+		}
+		defer unix.Close(fd)
+		cookie, err = unix.GetsockoptUint64(fd, unix.SOL_SOCKET, unix.SO_NETNS_COOKIE)
+		return err
+	})
+	if err != nil {
+		return 0, fmt.Errorf("network namespace cookie of %s: %w", path, err)
+	}
+	return cookie, nil
 }

@@ -190,6 +190,13 @@ func TestPrivilegedSocketLBTraces(t *testing.T) {
 		must(t, err)
 		got = append(got, ev)
 	}
+	cookie, err := NetNSCookie(w.ns)
+	must(t, err)
+	for _, ev := range got {
+		if ev.NetNSCookie != cookie {
+			t.Fatalf("event %+v: the caller's namespace %d, want %d", ev, ev.NetNSCookie, cookie)
+		}
+	}
 	type sockTrace struct {
 		xlate SockXlatePoint
 		dst   netip.AddrPort

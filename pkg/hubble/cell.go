@@ -31,6 +31,7 @@ import (
 	"google.golang.org/grpc/keepalive"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/cilium-go/cilium/internal/datapath"
 	"github.com/cilium-go/cilium/pkg/api/server"
 	"github.com/cilium-go/cilium/pkg/crypto/certloader"
 	"github.com/cilium-go/cilium/pkg/endpoint"
@@ -192,7 +193,8 @@ func register(p params) error {
 	if node == "" {
 		node, _ = os.Hostname()
 	}
-	st := &agentState{db: p.DB, endpoints: p.Endpoints, watchers: p.Watchers, cookies: p.Cookies, frontends: p.Frontends}
+	st := &agentState{db: p.DB, endpoints: p.Endpoints, watchers: p.Watchers, cookies: p.Cookies, frontends: p.Frontends,
+		netns: newNetNSEndpoints(p.DB, p.Endpoints, datapath.NetNSCookie)}
 	pr := parser.New(node, st)
 	counted, err := serveMetrics(p)
 	if err != nil {
@@ -337,6 +339,7 @@ type agentState struct {
 	watchers  *k8sagent.Watchers // nil without Kubernetes
 	cookies   *policy.Cookies
 	frontends statedb.Table[*loadbalancer.FrontendRow] // nil without the load balancer
+	netns     *netnsEndpoints
 }
 
 func (s *agentState) LocalEndpoint(id uint16) (parser.Endpoint, bool) {
@@ -387,3 +390,7 @@ func (s *agentState) ServiceByRevNAT(index uint16) (parser.Service, bool) {
 }
 
 func (s *agentState) PolicyOrigins(cookie uint32) []policy.Origin { return s.cookies.Origins(cookie) }
+
+func (s *agentState) EndpointByNetNS(cookie uint64) (uint16, netip.Addr, bool) {
+	return s.netns.lookup(cookie)
+}

@@ -172,8 +172,9 @@ func checkServices(t *testing.T, lab *Lab, client echoPod, nodes ...string) {
 		}
 	}
 	// Hubble, through the relay, names the Service of the pods' calls
-	// that socket-level balancing translated: before (TRACED, to the
-	// ClusterIP) and after (TRANSLATED, to a backend).
+	// that socket-level balancing translated, before (TRACED, to the
+	// ClusterIP) and after (TRANSLATED, to a backend), and the calling
+	// pod by its network namespace.
 	lab.Eventually("hubble naming the Service of translated calls", 30*time.Second, func() error {
 		out, err := lab.hubble("observe", "--last", "1000", "--type", "trace-sock", "--to-service", "default/echo", "-o", "json")
 		if err != nil {
@@ -181,9 +182,10 @@ func checkServices(t *testing.T, lab *Lab, client echoPod, nodes ...string) {
 		}
 		for _, want := range []string{`"verdict":"TRACED"`, `"verdict":"TRANSLATED"`} {
 			if !slices.ContainsFunc(strings.Split(out, "\n"), func(line string) bool {
-				return strings.Contains(line, want) && strings.Contains(line, `"destinationService":{"name":"echo","namespace":"default"}`)
+				return strings.Contains(line, want) && strings.Contains(line, `"IP":{"source":"`+client.ip+`"`) &&
+					strings.Contains(line, `"destinationService":{"name":"echo","namespace":"default"}`)
 			}) {
-				return fmt.Errorf("no socket trace %s to the Service echo:\n%s", want, out)
+				return fmt.Errorf("no socket trace %s from %s to the Service echo:\n%s", want, client.name, out)
 			}
 		}
 		return nil

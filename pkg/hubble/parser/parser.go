@@ -53,6 +53,9 @@ type State interface {
 	ServiceByRevNAT(index uint16) (Service, bool)
 	// PolicyOrigins are the rules a policy entry's cookie names.
 	PolicyOrigins(cookie uint32) []policy.Origin
+	// EndpointByNetNS is the local endpoint, and its address, whose
+	// network namespace has the cookie (a socket trace's caller).
+	EndpointByNetNS(cookie uint64) (id uint16, addr netip.Addr, ok bool)
 }
 
 // Parser decodes events of one node.
@@ -198,9 +201,9 @@ func (p *Parser) Decode(ev datapath.Event) (*flow.Flow, error) {
 
 // sockFlow finishes a socket trace: a process's connect or send to a
 // frontend (TRACED), or the same call translated to its backend
-// (TRANSLATED), both naming the Service. The call has no packet yet: no
-// source address before it binds one, no source port, no flags; the
-// source stays empty, as Cilium's does for a process of no known pod.
+// (TRANSLATED), both naming the Service. The call has no packet yet, no
+// source port nor flags; the caller is the pod of its network namespace,
+// and stays empty for a process of no pod (the node's own), as Cilium's.
 func (p *Parser) sockFlow(parts *flowParts, ev datapath.Event) *flow.Flow {
 	f := &parts.f
 	f.Type = flow.FlowType_SOCK
@@ -214,6 +217,10 @@ func (p *Parser) sockFlow(parts *flowParts, ev datapath.Event) *flow.Flow {
 	ev.SrcPort, ev.TCPFlags = 0, 0
 	f.L4 = parts.layer4(ev)
 	parts.tcpL4.Flags = nil
+	if id, addr, ok := p.state.EndpointByNetNS(ev.NetNSCookie); ok {
+		parts.ip.Source = p.addrString(addr)
+		f.Source = p.endpoint(id, addr, identity.Unknown)
+	}
 	f.Destination = p.endpoint(0, ev.Dst, identity.Unknown)
 	if svc, ok := p.serviceOf(ev.RevNAT); ok {
 		f.DestinationService = &flow.Service{Name: svc.Name, Namespace: svc.Namespace}

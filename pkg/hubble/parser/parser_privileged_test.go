@@ -24,6 +24,7 @@ type fakeState struct {
 	labels   map[identity.NumericIdentity][]string
 	services map[uint16]Service // by reverse NAT index
 	cookies  map[uint32][]policy.Origin
+	netns    map[uint64]uint16 // endpoint ids by namespace cookie
 }
 
 func (s *fakeState) LocalEndpoint(id uint16) (Endpoint, bool) { e, ok := s.local[id]; return e, ok }
@@ -42,6 +43,18 @@ func (s *fakeState) ServiceByRevNAT(index uint16) (Service, bool) {
 	return svc, ok
 }
 func (s *fakeState) PolicyOrigins(c uint32) []policy.Origin { return s.cookies[c] }
+func (s *fakeState) EndpointByNetNS(c uint64) (uint16, netip.Addr, bool) {
+	ep, ok := s.netns[c]
+	if !ok {
+		return 0, netip.Addr{}, false
+	}
+	for addr, e := range s.byIP {
+		if e.ID == ep {
+			return ep, addr, true
+		}
+	}
+	return 0, netip.Addr{}, false
+}
 
 // TestPrivilegedFlowsOfRealEvents: a two-node datapath in namespaces
 // enforces ingress policy on a server; an allowed client, a client that

@@ -71,22 +71,27 @@ func BenchmarkDecode(b *testing.B) {
 }
 
 // A socket trace names the Service before and after the translation, the
-// backend's pod after it, and no source: the call has no packet yet.
+// backend's pod after it, and the caller by its network namespace: its
+// pod, or none for a namespace of no endpoint.
 func TestDecodeSocketTraces(t *testing.T) {
-	backend := netip.MustParseAddr("10.0.1.2")
+	backend, caller := netip.MustParseAddr("10.0.1.2"), netip.MustParseAddr("10.0.0.5")
+	client := Endpoint{ID: 5, Identity: 1000, Namespace: "default", PodName: "client"}
 	p := New("node1", &fakeState{services: map[uint16]Service{7: {Name: "echo", Namespace: "default"}},
-		byIP: map[netip.Addr]Endpoint{backend: {Identity: 1001, Namespace: "default", PodName: "echo-1"}}})
-	sock := func(x datapath.SockXlatePoint, dst string, port uint16) datapath.Event {
+		local: map[uint16]Endpoint{5: client},
+		byIP:  map[netip.Addr]Endpoint{backend: {Identity: 1001, Namespace: "default", PodName: "echo-1"}, caller: client},
+		netns: map[uint64]uint16{99: 5}})
+	sock := func(x datapath.SockXlatePoint, dst string, port uint16, netns uint64) datapath.Event {
 		return datapath.Event{Type: datapath.EventTraceSock, Xlate: x, Src: netip.IPv4Unspecified(), Dst: netip.MustParseAddr(dst),
-			DstPort: port, Protocol: spec.ProtoTCP, RevNAT: 7}
+			DstPort: port, Protocol: spec.ProtoTCP, RevNAT: 7, NetNSCookie: netns}
 	}
 	for _, c := range []struct {
-		ev      datapath.Event
-		verdict flow.Verdict
-		pod     string
+		ev           datapath.Event
+		verdict      flow.Verdict
+		from, to, ip string
 	}{
-		{sock(datapath.SockPreForward, "10.96.0.10", 80), flow.Verdict_TRACED, ""},
-		{sock(datapath.SockPostForward, backend.String(), 8080), flow.Verdict_TRANSLATED, "echo-1"},
+		{sock(datapath.SockPreForward, "10.96.0.10", 80, 99), flow.Verdict_TRACED, "client", "", caller.String()},
+		{sock(datapath.SockPostForward, backend.String(), 8080, 99), flow.Verdict_TRANSLATED, "client", "echo-1", caller.String()},
+		{sock(datapath.SockPreForward, "10.96.0.10", 80, 12345), flow.Verdict_TRACED, "", "", ""},
 	} {
 		f, err := p.Decode(c.ev)
 		if err != nil {
@@ -96,14 +101,16 @@ func TestDecodeSocketTraces(t *testing.T) {
 			f.GetEventType().GetType() != 7 || f.GetEventType().GetSubType() != int32(c.ev.Xlate) {
 			t.Errorf("%v: type %v, verdict %v, point %v, event type %v", c.ev.Xlate, f.GetType(), f.GetVerdict(), f.GetSockXlatePoint(), f.GetEventType())
 		}
-		if f.GetIP().GetSource() != "" || f.GetSource() != nil || f.GetIP().GetDestination() != c.ev.Dst.String() ||
-			f.GetL4().GetTCP().GetDestinationPort() != uint32(c.ev.DstPort) || f.GetL4().GetTCP().GetFlags() != nil {
-			t.Errorf("%v: IP %v, source %v, L4 %v; want only the destination", c.ev.Xlate, f.GetIP(), f.GetSource(), f.GetL4())
+		if f.GetIP().GetSource() != c.ip || f.GetSource().GetPodName() != c.from || f.GetIP().GetDestination() != c.ev.Dst.String() ||
+			f.GetL4().GetTCP().GetDestinationPort() != uint32(c.ev.DstPort) || f.GetL4().GetTCP().GetSourcePort() != 0 ||
+			f.GetL4().GetTCP().GetFlags() != nil {
+			t.Errorf("%v from namespace %d: IP %v, source %v, L4 %v; want from %q at %q", c.ev.Xlate, c.ev.NetNSCookie, f.GetIP(),
+				f.GetSource(), f.GetL4(), c.from, c.ip)
 		}
 		if svc := f.GetDestinationService(); svc.GetName() != "echo" || svc.GetNamespace() != "default" {
 			t.Errorf("%v: destination service %v, want default/echo", c.ev.Xlate, svc)
 		}
-		if f.GetDestination().GetPodName() != c.pod || f.GetSummary() != "TCP" {
+		if f.GetDestination().GetPodName() != c.to || f.GetSummary() != "TCP" {
 			t.Errorf("%v: destination %v, summary %q", c.ev.Xlate, f.GetDestination(), f.GetSummary())
 		}
 	}
