@@ -177,12 +177,18 @@ type Event struct {
 	NetNSCookie uint64
 }
 
-// eventSize is the size of a ring buffer record.
-const eventSize = int(unsafe.Sizeof(rawEvent{}))
+// eventSize is the size of a ring buffer record; a record grows only at
+// its end, and oldestEventSize is the size before socket traces, which
+// programs of the previous version still attached while a new agent
+// starts write: what they lack reads as zero.
+const (
+	eventSize       = int(unsafe.Sizeof(rawEvent{}))
+	oldestEventSize = int(unsafe.Offsetof(rawEvent{}.NetnsCookie))
+)
 
 func decodeEvent(b []byte) (Event, error) {
-	if len(b) < eventSize {
-		return Event{}, fmt.Errorf("decode event: a record of %d bytes, want %d", len(b), eventSize)
+	if len(b) < oldestEventSize {
+		return Event{}, fmt.Errorf("decode event: a record of %d bytes, want at least %d", len(b), oldestEventSize)
 	}
 	// The record is the C struct in the host's layout and byte order,
 	// which rawEvent has: a copy is the whole decoding.

@@ -37,7 +37,14 @@ func TestDecodeEventFields(t *testing.T) {
 		t.Errorf("decoded\n%+v\nwant\n%+v", got, want)
 	}
 
-	if _, err := decodeEvent(b.Bytes()[:eventSize-1]); err == nil || !strings.Contains(err.Error(), "bytes") {
+	// A record of the previous layout, from programs still attached
+	// while a new agent starts: the fields it has.
+	old, err := decodeEvent(b.Bytes()[:oldestEventSize])
+	want.NetNSCookie = 0
+	if err != nil || old != want {
+		t.Errorf("a record of the previous layout: %v\n%+v\nwant\n%+v", err, old, want)
+	}
+	if _, err := decodeEvent(b.Bytes()[:oldestEventSize-1]); err == nil || !strings.Contains(err.Error(), "bytes") {
 		t.Errorf("a short record: %v, want an error naming its size", err)
 	}
 }
