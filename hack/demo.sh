@@ -97,6 +97,8 @@ echo; echo "== Hubble through hubble-relay, which asks every node: the nodes, th
 hubble() { "$BIN/cilium-lab" exec --state-dir "$STATE" "$node1" -- "$BIN/hubble" "$@" --server localhost:4245; }
 hubble list nodes || true
 hubble observe --from-namespace default --to-port 8080 --last 20 --print-policy-names || true
+echo; echo "== The calls to the echo Service that socket-level balancing translated: to the ClusterIP (TRACED), to a pod (TRANSLATED)"
+hubble observe --type trace-sock --to-service default/echo --last 4 || true
 
 echo; echo "== The lab"
 "$BIN/cilium-lab" status --state-dir "$STATE" || true
