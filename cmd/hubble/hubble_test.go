@@ -198,3 +198,27 @@ func TestRelayAnswersPrintAsHubbles(t *testing.T) {
 		t.Errorf("connected is not a warning: %q", got)
 	}
 }
+
+// A socket trace prints as Hubble's: its translation point as the type,
+// the Service where the destination is no pod, TCP or UDP as the summary.
+func TestSocketTracePrintsAsHubbles(t *testing.T) {
+	var out bytes.Buffer
+	p, err := newPrinter("compact", &out, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &flow.Flow{Time: timestamppb.Now(), Type: flow.FlowType_SOCK, Verdict: flow.Verdict_TRACED,
+		EventType:      &flow.CiliumEventType{Type: 7, SubType: 1},
+		SockXlatePoint: flow.SocketTranslationPoint_SOCK_XLATE_POINT_PRE_DIRECTION_FWD,
+		IP:             &flow.IP{Source: "10.0.0.5", Destination: "10.96.0.10", IpVersion: flow.IPVersion_IPv4},
+		L4:             &flow.Layer4{Protocol: &flow.Layer4_TCP{TCP: &flow.TCP{DestinationPort: 80}}},
+		Source:         &flow.Endpoint{Identity: 1000, Namespace: "default", PodName: "client"},
+		Destination:    &flow.Endpoint{}, DestinationService: &flow.Service{Name: "echo", Namespace: "default"}, Summary: "TCP"}
+	if err := p.print(&observer.GetFlowsResponse{ResponseTypes: &observer.GetFlowsResponse_Flow{Flow: f}}); err != nil {
+		t.Fatal(err)
+	}
+	p.flush()
+	if got := out.String(); !strings.Contains(got, "default/client:0 (ID:1000) <> default/echo:80 (ID:0) pre-xlate-fwd TRACED (TCP)") {
+		t.Errorf("printed %q", got)
+	}
+}

@@ -137,15 +137,19 @@ func printJSON(w io.Writer, m proto.Message) error {
 
 func (jsonPrinter) flush() {}
 
-// endpointName is one side as namespace/pod:port, or address:port.
+// endpointName is one side as namespace/pod:port, else the Service it
+// is as namespace/service:port, else address:port, as Hubble's.
 func endpointName(f *flow.Flow, source bool) string {
-	ep, addr := f.GetDestination(), f.GetIP().GetDestination()
+	ep, addr, svc := f.GetDestination(), f.GetIP().GetDestination(), f.GetDestinationService()
 	if source {
-		ep, addr = f.GetSource(), f.GetIP().GetSource()
+		ep, addr, svc = f.GetSource(), f.GetIP().GetSource(), f.GetSourceService()
 	}
 	name := addr
-	if ep.GetPodName() != "" {
+	switch {
+	case ep.GetPodName() != "":
 		name = ep.GetNamespace() + "/" + ep.GetPodName()
+	case svc.GetName() != "":
+		name = svc.GetNamespace() + "/" + svc.GetName()
 	}
 	if src, dst, ok := flows.Ports(f); ok {
 		port := dst
