@@ -54,10 +54,6 @@ import (
 
 var costTarget = stats.Target{Value: 0.95}
 
-// agentProfile is where the agent process of the cost part writes its
-// CPU profile ("": none).
-var agentProfile string
-
 const (
 	streamPort, echoPort, udpPort = 5001, 5002, 5003
 	ringCapacity                  = 4095  // the agent's default
@@ -97,17 +93,20 @@ func main() {
 		os.Exit(1)
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
+	// The agent process of the cost part profiles itself beside the run.
+	agentProfile := ""
 	if *cpuProfile != "" {
 		agentProfile = *cpuProfile + ".agent"
 	}
-	if err := run(log, os.Stdout, *reps, *dur, *rate, *loadFor, *readers); err != nil {
+	if err := run(log, os.Stdout, *reps, *dur, *rate, *loadFor, *readers, agentProfile); err != nil {
 		pprof.StopCPUProfile()
 		fmt.Fprintln(os.Stderr, "bench/hubble:", err)
 		os.Exit(1)
 	}
 }
 
-func run(log *slog.Logger, out io.Writer, reps int, dur time.Duration, rate int, loadFor time.Duration, readers bool) error {
+func run(log *slog.Logger, out io.Writer, reps int, dur time.Duration, rate int, loadFor time.Duration, readers bool,
+	agentProfile string) error {
 	medium := datapath.Traces{Enabled: true, Aggregation: datapath.AggregationMedium,
 		ReportFlags: datapath.DefaultReportFlags, ReportInterval: datapath.DefaultReportInterval}
 	off, err := newBed(datapath.Traces{}, false, ringCapacity, "")
@@ -185,6 +184,7 @@ func loadPart(log *slog.Logger, out io.Writer, rate int, d time.Duration) error 
 	}
 	var res [2]result
 	var on *bed
+	var counts agentReply // the agent's after the load with Hubble on
 	for i, hubbleOn := range []bool{false, true} {
 		traces := datapath.Traces{}
 		if hubbleOn {
@@ -216,18 +216,13 @@ func loadPart(log *slog.Logger, out io.Writer, rate int, d time.Duration) error 
 			continue
 		}
 		on = b
+		defer on.close()
 		// The agent catches up with what the ring buffer holds.
 		time.Sleep(time.Second)
-		after, err := b.agent.ask(askCounts)
-		if err != nil {
+		if counts, err = b.agent.ask(askCounts); err != nil {
 			return err
 		}
-		res[i].agentCPU = after.CPU - before.CPU
-	}
-	defer on.close()
-	counts, err := on.agent.ask(askCounts)
-	if err != nil {
-		return err
+		res[i].agentCPU = counts.CPU - before.CPU
 	}
 	fmt.Fprintf(out, "\nLoad: UDP request/response, %d replies in %s, every packet traced (aggregation none); each exchange is "+
 		"three events a node in tunnel mode (the packet out or in, and the VXLAN packet of the one that comes in).\n",

@@ -82,6 +82,14 @@ static __always_inline __u8 ct_report(struct ct_entry *e, const struct pkt *p, i
 	return 1;
 }
 
+/* ct_report_opened records in a new entry that the opening packet, p,
+ * was reported: its flags are seen from now on. */
+static __always_inline void ct_report_opened(struct ct_entry *e, const struct pkt *p, __u64 now)
+{
+	e->tx_flags_seen = p->tcp_flags & CT_REPORT_FLAGS;
+	e->last_tx_report = now / NSEC_PER_SEC;
+}
+
 static __always_inline void ct_key_of(const struct pkt *p, struct ct4_key *k, int reverse)
 {
 	if (reverse) {
@@ -278,9 +286,7 @@ static __always_inline int ct_create(const struct pkt *p, __u32 src_identity, __
 	__u64 now = ct_now();
 
 	e.expires = now + ct_lifetime(p->protocol, e.flags);
-	/* The new connection's first packet was reported. */
-	e.tx_flags_seen = p->tcp_flags & CT_REPORT_FLAGS;
-	e.last_tx_report = now / NSEC_PER_SEC;
+	ct_report_opened(&e, p, now);
 	ct_key_of(p, &k, 0);
 	if (bpf_map_update_elem(&cilium_ct4, &k, &e, BPF_ANY) < 0)
 		return -DROP_CT_CREATE;

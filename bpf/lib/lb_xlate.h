@@ -136,8 +136,7 @@ static __always_inline struct lb4_backend *lb4_backend_of(const struct pkt *p, c
 	if (lb_client_established(p))
 		e.flags = CT_F_SEEN_REPLY;
 	e.expires = now + ct_lifetime(p->protocol, e.flags);
-	e.tx_flags_seen = p->tcp_flags & CT_REPORT_FLAGS;
-	e.last_tx_report = now / NSEC_PER_SEC;
+	ct_report_opened(&e, p, now);
 	if (report)
 		*report = 1;
 	if (bpf_map_update_elem(&cilium_ct4, &ck, &e, BPF_ANY) < 0)
