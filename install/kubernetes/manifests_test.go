@@ -192,8 +192,9 @@ func TestRBAC(t *testing.T) {
 
 // TestEveryConfigKeyIsMountedOnce: each cilium-config key reaches exactly
 // one command's --config-dir, since the other would reject it as no flag
-// of its own. (cmd/cilium-agent and cmd/cilium-operator check the keys
-// against their flags.)
+// of its own, but for the keys both commands have as flags (shared).
+// (cmd/cilium-agent and cmd/cilium-operator check the keys against their
+// flags.)
 func TestEveryConfigKeyIsMountedOnce(t *testing.T) {
 	ds := mustObject[*appsv1.DaemonSet](t, "cilium")
 	dep := mustObject[*appsv1.Deployment](t, "cilium-operator")
@@ -206,17 +207,20 @@ func TestEveryConfigKeyIsMountedOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	cm := mustObject[*corev1.ConfigMap](t, ConfigMapName)
+	shared := map[string]bool{"cluster-name": true}
 	for key, value := range cm.Data {
 		a, inAgent := agent[key]
 		o, inOperator := operator[key]
 		switch {
-		case inAgent == inOperator:
+		case shared[key] && !(inAgent && inOperator):
+			t.Errorf("key %s: mounted by agent %v, operator %v; want both", key, inAgent, inOperator)
+		case !shared[key] && inAgent == inOperator:
 			t.Errorf("key %s: mounted by agent %v, operator %v; want exactly one", key, inAgent, inOperator)
 		case inAgent && a != value, inOperator && o != value:
 			t.Errorf("key %s is mounted under another key's name", key)
 		}
 	}
-	if n := len(agent) + len(operator); n != len(cm.Data) {
+	if n := len(agent) + len(operator); n != len(cm.Data)+len(shared) {
 		t.Errorf("%d files mounted from %d keys", n, len(cm.Data))
 	}
 }

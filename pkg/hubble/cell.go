@@ -221,7 +221,7 @@ func register(p params) error {
 		observer.RegisterObserverServer(srv, obs)
 		// Peers are the cluster's nodes: none to tell without Kubernetes.
 		if p.Watchers != nil {
-			ps := &peerServer{nodes: p.Watchers, port: p.Config.listenPort(),
+			ps := &peerServer{nodes: p.Watchers, port: p.Config.listenPort(), cluster: p.K8s.ClusterName,
 				tls: p.Config.HubbleListenAddress != "" && !p.Config.HubbleDisableTLS}
 			peer.RegisterPeerServer(srv, ps)
 		}

@@ -28,6 +28,8 @@ type peerServer struct {
 	// tls says the servers speak TLS: a notification then names the
 	// node's certificate (relay.ServerName).
 	tls bool
+	// cluster is the cluster's name, part of that certificate name.
+	cluster string
 }
 
 // Notify implements peer.PeerServer: every node, then the changes, until
@@ -83,7 +85,7 @@ func (s *peerServer) Notify(_ *peer.NotifyRequest, stream peer.Peer_NotifyServer
 func (s *peerServer) notification(n ipcache.Node) *peer.ChangeNotification {
 	cn := &peer.ChangeNotification{Name: n.Name, Address: net.JoinHostPort(n.IPv4.String(), strconv.Itoa(s.port))}
 	if s.tls {
-		cn.Tls = &peer.TLS{ServerName: relay.ServerName(n.Name, "")}
+		cn.Tls = &peer.TLS{ServerName: relay.ServerName(n.Name, s.cluster)}
 	}
 	return cn
 }

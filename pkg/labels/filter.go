@@ -144,8 +144,17 @@ type PodInput struct {
 // ForPod returns the full k8s-source label set of a pod the way Cilium builds it:
 // pod labels, the namespace, each namespace label under
 // io.cilium.k8s.namespace.labels., the service account and the cluster.
+// Whoever may create a pod writes its labels, so none of them may speak for
+// what only the Namespace object, the pod spec or the agent says: a pod's own
+// label in the io.cilium.k8s. family or naming its namespace is left out
+// (PodAsserts).
 func ForPod(in PodInput) Labels {
-	ls := FromMap(SourceK8s, in.PodLabels)
+	ls := Labels{}
+	for k, v := range in.PodLabels {
+		if PodAsserts(k) {
+			ls.Add(New(SourceK8s, k, v))
+		}
+	}
 	if in.Namespace != "" {
 		ls.Add(New(SourceK8s, KeyPodNamespace, in.Namespace))
 	}
@@ -159,6 +168,15 @@ func ForPod(in PodInput) Labels {
 		ls.Add(New(SourceK8s, KeyCluster, in.Cluster))
 	}
 	return ls
+}
+
+// PodAsserts says whether a pod's own label with key k may go into its
+// identity: not when k is in the io.cilium.k8s. family (namespace labels,
+// service account, cluster, policy labels) or is the pod namespace's key.
+// A pod in namespace evil labelled io.cilium.k8s.namespace.labels.team=trusted
+// would otherwise be selected by a namespaceSelector {team: trusted}.
+func PodAsserts(k string) bool {
+	return k != KeyPodNamespace && !strings.HasPrefix(k, PrefixCilium)
 }
 
 // SecurityLabels returns the identity labels of a pod under filter f.

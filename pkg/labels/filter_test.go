@@ -91,6 +91,23 @@ func TestSecurityLabels(t *testing.T) {
 			in:   PodInput{PodLabels: map[string]string{KeyPodNamespace: "kube-system"}, Namespace: "evil"},
 			want: []string{"k8s:io.kubernetes.pod.namespace=evil"},
 		},
+		{
+			name: "pod cannot fake namespace labels, service account or cluster",
+			in: PodInput{
+				PodLabels: map[string]string{"app": "x", "io.cilium.k8s.namespace.labels.team": "trusted",
+					KeyServiceAccount: "admin", KeyCluster: "other", "io.cilium.k8s.policy.name": "p"},
+				Namespace: "evil", NamespaceLabels: map[string]string{"team": "untrusted"},
+			},
+			want: []string{"k8s:app=x", "k8s:io.cilium.k8s.namespace.labels.team=untrusted",
+				"k8s:io.kubernetes.pod.namespace=evil"},
+		},
+		{
+			name: "a forged namespace label goes even when the namespace has no such label",
+			in: PodInput{PodLabels: map[string]string{"io.cilium.k8s.namespace.labels.team": "trusted"},
+				Namespace: "evil", ServiceAccount: "default", Cluster: "c1"},
+			want: []string{"k8s:io.cilium.k8s.policy.cluster=c1", "k8s:io.cilium.k8s.policy.serviceaccount=default",
+				"k8s:io.kubernetes.pod.namespace=evil"},
+		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -122,5 +139,16 @@ func TestCustomFilter(t *testing.T) {
 	}
 	if _, err := NewFilter([]string{"("}); err == nil {
 		t.Fatal("bad regexp accepted")
+	}
+}
+
+// A CiliumIdentity that names a reserved or CIDR label (only an
+// attacker with write access to CiliumIdentities could make one) is read
+// without it, so that no selector of the host or the world selects it.
+func TestFromClusterIdentityDropsAgentSources(t *testing.T) {
+	got := FromClusterIdentity(map[string]string{"reserved:host": "", "cidr:0.0.0.0/0": "", "k8s:app": "web",
+		"k8s:io.kubernetes.pod.namespace": "x"}).Strings()
+	if want := []string{"k8s:app=web", "k8s:io.kubernetes.pod.namespace=x"}; !slices.Equal(got, want) {
+		t.Fatalf("got %q, want %q", got, want)
 	}
 }

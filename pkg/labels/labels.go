@@ -25,6 +25,10 @@ const (
 
 // Well-known label keys that Cilium derives from Kubernetes objects.
 const (
+	// PrefixCilium starts every label key that Cilium derives from a trusted
+	// source (the Namespace object, the pod spec, the agent's
+	// configuration, a policy): a pod's own labels never carry one.
+	PrefixCilium = "io.cilium.k8s."
 	// KeyPodNamespace carries the pod's namespace.
 	KeyPodNamespace = "io.kubernetes.pod.namespace"
 	// PrefixNamespaceLabels prefixes each label of the pod's namespace.
@@ -107,6 +111,21 @@ func FromSecurityLabels(m map[string]string) Labels {
 		l := Parse(sk)
 		l.Value = v
 		out[l.Key] = l
+	}
+	return out
+}
+
+// FromClusterIdentity reads the security-labels of a CiliumIdentity for
+// selecting it: without the labels of the sources only the agent itself
+// assigns. Reserved identities (the host, the world, ...) and CIDR
+// identities are never CiliumIdentity objects, so whoever wrote one that
+// names reserved:host or a cidr: label must not pass for them.
+func FromClusterIdentity(m map[string]string) Labels {
+	out := FromSecurityLabels(m)
+	for k, l := range out {
+		if l.Source == SourceReserved || l.Source == SourceCIDR {
+			delete(out, k)
+		}
 	}
 	return out
 }

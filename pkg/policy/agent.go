@@ -621,7 +621,7 @@ func (a *Agent) identityHandler() cache.ResourceEventHandler {
 		if err != nil || !num.IsCluster() {
 			return
 		}
-		id := &Identity{ID: num, Labels: labels.FromSecurityLabels(ci.SecurityLabels)}
+		id := &Identity{ID: num, Labels: labels.FromClusterIdentity(ci.SecurityLabels)}
 		a.do(func(e *Engine) { e.UpsertIdentity(id) })
 	}
 	return cache.ResourceEventHandlerFuncs{

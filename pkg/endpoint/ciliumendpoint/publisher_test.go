@@ -36,7 +36,7 @@ func TestPublisherSync(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ids := allocator.NewPodIdentities(c.Kube, alloc, labels.DefaultFilter())
+	ids := allocator.NewPodIdentities(c.Kube, alloc, labels.DefaultFilter(), "default")
 	pod := endpoint.Pod{Namespace: "shop", Name: "web"}
 	num, err := ids.Allocate(ctx, pod)
 	if err != nil {

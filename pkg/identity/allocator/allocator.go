@@ -254,7 +254,7 @@ func FromObject(obj *v2.CiliumIdentity) (*identity.Identity, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &identity.Identity{ID: num, Labels: labels.FromSecurityLabels(obj.SecurityLabels)}, nil
+	return &identity.Identity{ID: num, Labels: labels.FromClusterIdentity(obj.SecurityLabels)}, nil
 }
 
 var _ identity.IdentityAllocator = (*Allocator)(nil)

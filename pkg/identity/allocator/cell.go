@@ -30,7 +30,7 @@ type identityOut struct {
 	Pods      *PodIdentities
 }
 
-func newIdentities(log *slog.Logger, c *agent.Clients, w *agent.Watchers) (identityOut, error) {
+func newIdentities(log *slog.Logger, cfg agent.Config, c *agent.Clients, w *agent.Watchers) (identityOut, error) {
 	if c == nil {
 		return identityOut{Allocator: endpoint.NewInitIdentityAllocator()}, nil
 	}
@@ -40,7 +40,7 @@ func newIdentities(log *slog.Logger, c *agent.Clients, w *agent.Watchers) (ident
 	if err != nil {
 		return identityOut{}, err
 	}
-	p := NewPodIdentities(c.Kube, ids, labels.DefaultFilter())
+	p := NewPodIdentities(c.Kube, ids, labels.DefaultFilter(), cfg.ClusterName)
 	return identityOut{Allocator: p, Pods: p}, nil
 }
 

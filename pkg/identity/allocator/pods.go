@@ -19,6 +19,9 @@ type PodIdentities struct {
 	kube   kubernetes.Interface
 	ids    identity.IdentityAllocator
 	filter *labels.Filter
+	// cluster is the agent's --cluster-name, which every pod's identity
+	// carries: the agent's word, never the pod's.
+	cluster string
 
 	mu    sync.Mutex
 	byPod map[endpoint.Pod]*identity.Identity
@@ -26,9 +29,16 @@ type PodIdentities struct {
 
 var _ endpoint.IdentityAllocator = (*PodIdentities)(nil)
 
-// NewPodIdentities resolves labels through kube and allocates with ids.
-func NewPodIdentities(kube kubernetes.Interface, ids identity.IdentityAllocator, filter *labels.Filter) *PodIdentities {
-	return &PodIdentities{kube: kube, ids: ids, filter: filter, byPod: map[endpoint.Pod]*identity.Identity{}}
+// NewPodIdentities resolves labels through kube and allocates with ids;
+// cluster is the cluster's name.
+func NewPodIdentities(kube kubernetes.Interface, ids identity.IdentityAllocator, filter *labels.Filter, cluster string) *PodIdentities {
+	return &PodIdentities{kube: kube, ids: ids, filter: filter, cluster: cluster, byPod: map[endpoint.Pod]*identity.Identity{}}
+}
+
+// securityLabels are the identity labels of a pod in this cluster.
+func (a *PodIdentities) securityLabels(in labels.PodInput) labels.Labels {
+	in.Cluster = a.cluster
+	return a.filter.SecurityLabels(in)
 }
 
 // PodLabels reads what Kubernetes says about the pod that bears on its
@@ -60,7 +70,7 @@ func (a *PodIdentities) Allocate(ctx context.Context, pod endpoint.Pod) (identit
 	if err != nil {
 		return 0, err
 	}
-	id, _, err := a.ids.Allocate(ctx, a.filter.SecurityLabels(in))
+	id, _, err := a.ids.Allocate(ctx, a.securityLabels(in))
 	if err != nil {
 		return 0, fmt.Errorf("identity of pod %s/%s: %w", pod.Namespace, pod.Name, err)
 	}

@@ -26,7 +26,7 @@ func newPodIdentities(t *testing.T, cilium *client.Fake, objs ...runtime.Object)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return NewPodIdentities(kubefake.NewClientset(objs...), alloc, labels.DefaultFilter())
+	return NewPodIdentities(kubefake.NewClientset(objs...), alloc, labels.DefaultFilter(), "default")
 }
 
 func TestPodIdentityLabels(t *testing.T) {

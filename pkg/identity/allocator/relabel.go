@@ -16,7 +16,7 @@ func (a *PodIdentities) Stale(pod endpoint.Pod, in labels.PodInput) bool {
 	a.mu.Lock()
 	id, ok := a.byPod[pod]
 	a.mu.Unlock()
-	return ok && !id.Labels.Equal(a.filter.SecurityLabels(in))
+	return ok && !id.Labels.Equal(a.securityLabels(in))
 }
 
 // Relabeler gives local endpoints a new identity when their pod's

@@ -5,8 +5,10 @@ import (
 	"fmt"
 	"net"
 	"strconv"
+	"strings"
 
 	"github.com/spf13/pflag"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -24,11 +26,15 @@ type Config struct {
 	// Service's ClusterIP works only once the agent runs.
 	K8sServiceHost string `mapstructure:"k8s-service-host"`
 	K8sServicePort int    `mapstructure:"k8s-service-port"`
+	// ClusterName is the cluster's name, Cilium's: every pod's identity
+	// carries it as io.cilium.k8s.policy.cluster, and Hubble's server
+	// certificates name it.
+	ClusterName string `mapstructure:"cluster-name"`
 }
 
 // DefaultConfig leaves Kubernetes off: an agent without an API server
 // (tests, a lone node) still serves CNI with the init identity.
-var DefaultConfig = Config{}
+var DefaultConfig = Config{ClusterName: "default"}
 
 // Flags implements cell.Flagger.
 func (c Config) Flags(fs *pflag.FlagSet) {
@@ -37,6 +43,7 @@ func (c Config) Flags(fs *pflag.FlagSet) {
 	fs.String("k8s-node-name", c.K8sNodeName, "this node's name in Kubernetes (required with Kubernetes)")
 	fs.String("k8s-service-host", c.K8sServiceHost, "the API server's address, instead of the kubeconfig's or the in-cluster kubernetes Service")
 	fs.Int("k8s-service-port", c.K8sServicePort, "the API server's port with --k8s-service-host (default 443)")
+	fs.String("cluster-name", c.ClusterName, "the cluster's name: a label of every pod's identity (io.cilium.k8s.policy.cluster) and part of Hubble's certificate names")
 }
 
 // Enabled: Kubernetes is on when asked for or when a kubeconfig is given.
@@ -52,6 +59,9 @@ func (c Config) Validate() error {
 	}
 	if c.K8sServicePort != 0 && c.K8sServiceHost == "" {
 		return errors.New("--k8s-service-port: needs --k8s-service-host")
+	}
+	if errs := validation.IsDNS1123Label(c.ClusterName); len(errs) > 0 {
+		return fmt.Errorf("--cluster-name %q: %s", c.ClusterName, strings.Join(errs, "; "))
 	}
 	return nil
 }

@@ -151,7 +151,7 @@ func (w *Watchers) IdentityLabels(num identity.NumericIdentity) (labels.Labels, 
 	if !ok {
 		return nil, false
 	}
-	return labels.FromSecurityLabels(ci.SecurityLabels), true
+	return labels.FromClusterIdentity(ci.SecurityLabels), true
 }
 
 func listAs[T any](inf cache.SharedIndexInformer) []T {
