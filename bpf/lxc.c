@@ -29,9 +29,11 @@ volatile const __u8 NETKIT = 0;
  * for a local peer, the peer's ingress policy; then tracks it. A pod that
  * reaches itself through a Service (hairpin: the translation here sent it
  * back) is loopback, which policy never judges, as Cilium does not; a
- * packet the pod addressed to itself is judged like any other. */
+ * packet the pod addressed to itself is judged like any other. any_node
+ * is the node address of a NodePort that sent the connection to its
+ * backend (lb4_local), for its replies. */
 static __always_inline int egress_new(struct __sk_buff *skb, struct flow *f,
-				      const struct endpoint_info *ep, __u32 tunnel, int hairpin)
+				      const struct endpoint_info *ep, __u32 tunnel, int hairpin, __u32 any_node)
 {
 	int loopback = hairpin && ep && ep->ep_id == ENDPOINT_ID;
 	__u16 flags = 0;
@@ -55,7 +57,7 @@ static __always_inline int egress_new(struct __sk_buff *skb, struct flow *f,
 		flags |= CT_F_SNAT;
 	if (!ep)
 		flags |= CT_F_NO_DST_EP;
-	return ct_create(&f->p, ENDPOINT_IDENTITY, f->dst_id, tunnel, flags, f->rev_nat);
+	return ct_create(&f->p, ENDPOINT_IDENTITY, f->dst_id, tunnel, flags, f->rev_nat, any_node);
 }
 
 /* no_service answers a packet to a frontend without backends with an ICMP
@@ -88,7 +90,7 @@ int cil_from_container(struct __sk_buff *skb)
 	};
 	struct endpoint_info *ep;
 	struct ct_entry *ct;
-	__u32 tunnel = 0;
+	__u32 tunnel = 0, any_node = 0;
 	int ret, snat = 0, hairpin, to_client;
 
 	ret = parse_ipv4(skb, &f.p);
@@ -101,10 +103,11 @@ int cil_from_container(struct __sk_buff *skb)
 		return drop(skb, &f, DROP_INVALID_SIP);
 	if (ret < 0)
 		return drop(skb, &f, ret);
+	frag_record(&f.p);
 
 	/* A service's frontend becomes its backend before anything judges
 	 * the packet: policy, conntrack, routing and events see the backend. */
-	ret = lb4_local(skb, &f.p, &f.rev_nat);
+	ret = lb4_local(skb, &f.p, &f.rev_nat, &any_node);
 	if (ret == -DROP_NO_SERVICE)
 		return no_service(skb, &f);
 	if (ret < 0)
@@ -139,8 +142,11 @@ int cil_from_container(struct __sk_buff *skb)
 		/* A tuple used directly and then through a service (or the
 		 * other way round) has its replies translated as its last
 		 * packet was. */
-		if (f.ct_status == CT_ESTABLISHED && ct->rev_nat_index != f.rev_nat)
+		if (f.ct_status == CT_ESTABLISHED &&
+		    (ct->rev_nat_index != f.rev_nat || ct->frontend_addr != any_node)) {
 			ct->rev_nat_index = f.rev_nat;
+			ct->frontend_addr = any_node;
+		}
 	} else if (!ep) {
 		struct ipcache_info *info = ipcache_lookup4(f.p.daddr);
 
@@ -148,7 +154,7 @@ int cil_from_container(struct __sk_buff *skb)
 		tunnel = info ? info->tunnel_ipv4 : 0;
 	}
 	if (f.ct_status == CT_NEW) {
-		ret = egress_new(skb, &f, ep, tunnel, hairpin);
+		ret = egress_new(skb, &f, ep, tunnel, hairpin, any_node);
 		if (ret < 0)
 			return drop(skb, &f, ret);
 		snat = MASQUERADE && identity_is_world(f.dst_id);
@@ -227,6 +233,7 @@ int cil_to_container(struct __sk_buff *skb)
 		return TC_ACT_OK;
 	if (ret < 0)
 		return drop(skb, &f, ret);
+	frag_record(&f.p);
 	f.ct_status = ct_lookup(skb, &f.p, &ct, &f.report);
 	f.src_id = ct ? ct_sender_identity(ct, f.ct_status) : identity_of4(f.p.saddr);
 	if (f.ct_status == CT_INVALID)
@@ -238,7 +245,7 @@ int cil_to_container(struct __sk_buff *skb)
 			if (ret < 0)
 				return drop(skb, &f, ret);
 		}
-		ret = ct_create(&f.p, f.src_id, ENDPOINT_IDENTITY, 0, 0, 0);
+		ret = ct_create(&f.p, f.src_id, ENDPOINT_IDENTITY, 0, 0, 0, 0);
 		if (ret < 0)
 			return drop(skb, &f, ret);
 	}

@@ -28,14 +28,19 @@ static __always_inline int from_network(struct __sk_buff *skb, __u32 src_id, __u
 	ret = parse_ipv4(skb, &f.p);
 	if (ret == PARSE_NOT_IPV4)
 		return TC_ACT_OK;
-	/* Only a pod reaching itself through a service sends from the
-	 * hairpin address, and such a packet never leaves its node. */
-	if (f.p.saddr == HAIRPIN_IPV4) {
+	/* Nothing this node sends comes back in from the network: not from
+	 * the hairpin address (a pod reaching itself through a service,
+	 * which never leaves its node), not from the node's address, not
+	 * from one of its endpoints'. Such a packet is spoofed: judged by
+	 * its source it would pass as the host or as a local pod, and the
+	 * stack could forward it into the tunnel with that pod's identity. */
+	if (f.p.saddr == HAIRPIN_IPV4 || f.p.saddr == NODE_IPV4 || endpoint_lookup4(f.p.saddr)) {
 		if (!f.src_id)
-			f.src_id = identity_of4(f.p.saddr);
+			f.src_id = IDENTITY_WORLD;
 		return drop(skb, &f, DROP_INVALID_SIP);
 	}
 	if (ret == 0) {
+		frag_record(&f.p);
 		ret = snat_ingress(skb, &f.p, !MASQUERADE || tunnel, &rev_nat);
 		if (ret < 0)
 			return drop(skb, &f, ret);
@@ -67,7 +72,7 @@ static __always_inline int from_network(struct __sk_buff *skb, __u32 src_id, __u
 	}
 	if (ret < 0) {
 		if (!f.src_id)
-			f.src_id = identity_of4(f.p.saddr);
+			f.src_id = sender_identity4(f.p.saddr);
 		return drop(skb, &f, ret);
 	}
 	return deliver_ingress(skb, &f, ep, tunnel);
@@ -180,6 +185,8 @@ int cil_to_overlay(struct __sk_buff *skb)
 	}
 	if (parse_ipv4(skb, &p) != 0)
 		return TC_ACT_OK;
+	/* The node's own datagrams: their later fragments need the ports. */
+	frag_record(&p);
 	info = ipcache_lookup4(p.daddr);
 	if (!info || !info->tunnel_ipv4)
 		return TC_ACT_OK;

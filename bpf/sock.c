@@ -7,11 +7,12 @@
  * the source of received datagrams are translated back.
  *
  * Every frontend found is served, whatever its flags: a ClusterIP, an
- * ExternalIP, and a NodePort or HostPort only exist at addresses of this
- * node (the agent writes them so), so a client reaching one is reaching
- * this node. Clients are internal: a frontend with two scopes serves them
- * from its internal one. Only TCP and UDP: SCTP associations may move
- * between addresses the programs do not see.
+ * ExternalIP, a HostPort at an address of this node (the agent writes
+ * them so), and a NodePort at the address of any node
+ * (lb4_lookup_any_node), so that policy judges the backend. Clients are
+ * internal: a frontend with two scopes serves them from its internal one.
+ * Only TCP and UDP: SCTP associations may move between addresses the
+ * programs do not see.
  *
  * One object per node, loaded against the node's maps; the iterator at the
  * end is loaded on its own, with the backend it looks for as constants. */
@@ -77,7 +78,7 @@ static __always_inline int sock4_forward(struct bpf_sock_addr *ctx)
 
 	if (!proto)
 		return 1;
-	svc = lb4_lookup_service(&key, daddr, dport, proto, 1);
+	svc = lb4_lookup_local(&key, daddr, dport, proto, 1);
 	if (!svc)
 		return 1;
 	sock4_trace(ctx, SOCK_XLATE_PRE_FWD, daddr, dport, proto, svc->rev_nat_index);
@@ -132,7 +133,8 @@ static __always_inline void sock4_reverse(struct bpf_sock_addr *ctx)
 		return;
 	index = rv->rev_nat_index;
 	rn = bpf_map_lookup_elem(&cilium_lb4_reverse_nat, &index);
-	if (!rn || rn->address != rv->address || rn->port != rv->port) {
+	/* A NodePort at any node's address has no address of its own. */
+	if (!rn || (rn->address && rn->address != rv->address) || rn->port != rv->port) {
 		bpf_map_delete_elem(&cilium_lb4_reverse_sk, &rk);
 		return;
 	}

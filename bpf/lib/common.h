@@ -264,7 +264,14 @@ struct ct_entry {
 	/* A connection a service translated: the reverse NAT entry that its
 	 * replies' source is translated back with. 0: none. */
 	__u16 rev_nat_index;
-	__u32 backend_id; /* service entries (CT_KEY_SERVICE): the backend */
+	union {
+		__u32 backend_id; /* service entries (CT_KEY_SERVICE): the backend */
+		/* A connection that a NodePort at another node's address
+		 * translated (lb4_lookup_any_node): that address, which its
+		 * replies' source goes back to, since the service's reverse
+		 * NAT entry names none. 0 otherwise. */
+		__u32 frontend_addr;
+	};
 	/* Monitor aggregation (ct_report): the TCP flags of CT_REPORT_FLAGS
 	 * each direction has shown, and when it last reported a trace, in
 	 * seconds of ct_now. tx is the opener's direction, rx the replies'. */
@@ -444,6 +451,21 @@ struct {
 	__uint(max_entries, 1 << 18);
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 } cilium_events SEC(".maps");
+
+static __always_inline struct ipcache_info *ipcache_lookup4(__u32 addr)
+{
+	struct ipcache_key k = { .prefixlen = 32 + 32, .family = FAMILY_INET };
+
+	__builtin_memcpy(k.addr, &addr, 4);
+	return bpf_map_lookup_elem(&cilium_ipcache, &k);
+}
+
+static __always_inline __u32 identity_of4(__u32 addr)
+{
+	struct ipcache_info *info = ipcache_lookup4(addr);
+
+	return info ? info->identity : IDENTITY_WORLD;
+}
 
 /* Load-time constants common to every program family. The Go loader sets
  * them; the verifier then prunes whatever a node does not use. */

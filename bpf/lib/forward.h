@@ -14,25 +14,28 @@ static __always_inline struct endpoint_info *endpoint_lookup4(__u32 addr)
 	return bpf_map_lookup_elem(&cilium_lxc, &k);
 }
 
-static __always_inline struct ipcache_info *ipcache_lookup4(__u32 addr)
-{
-	struct ipcache_key k = { .prefixlen = 32 + 32, .family = FAMILY_INET };
-
-	__builtin_memcpy(k.addr, &addr, 4);
-	return bpf_map_lookup_elem(&cilium_ipcache, &k);
-}
-
 /* identity_is_world: the world, or a prefix of it (a CIDR identity). */
 static __always_inline int identity_is_world(__u32 id)
 {
 	return id == IDENTITY_WORLD || (id & IDENTITY_SCOPE_LOCAL);
 }
 
-static __always_inline __u32 identity_of4(__u32 addr)
+/* sender_identity4 is the identity of a packet's sender that arrived
+ * from the uplink or the tunnel, where its source address is whatever
+ * the sender wrote. The identities only this node gives its own
+ * addresses and endpoints (the host, init, unmanaged) never arrive that
+ * way: such a sender is the world, as Cilium judges it. */
+static __always_inline __u32 sender_identity4(__u32 addr)
 {
-	struct ipcache_info *info = ipcache_lookup4(addr);
+	__u32 id = identity_of4(addr);
 
-	return info ? info->identity : IDENTITY_WORLD;
+	switch (id) {
+	case IDENTITY_HOST:
+	case IDENTITY_UNMANAGED:
+	case IDENTITY_INIT:
+		return IDENTITY_WORLD;
+	}
+	return id;
 }
 
 /* set_macs rewrites the Ethernet addresses in place: direct packet

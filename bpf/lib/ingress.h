@@ -29,12 +29,12 @@ static __always_inline int deliver_ingress(struct __sk_buff *skb, struct flow *f
 	f->ct_status = ct_lookup(skb, &f->p, &ct, &f->report);
 	if (f->ct_status == CT_INVALID) {
 		if (!f->src_id)
-			f->src_id = identity_of4(f->p.saddr);
+			f->src_id = sender_identity4(f->p.saddr);
 		return drop(skb, f, DROP_UNKNOWN_CT);
 	}
 	if (f->ct_status == CT_NEW) {
 		if (!f->src_id)
-			f->src_id = identity_of4(f->p.saddr);
+			f->src_id = sender_identity4(f->p.saddr);
 		if (ep->flags & EP_F_INGRESS_ENFORCE) {
 			ret = policy_check(skb, f, ep->ep_id, DIR_INGRESS, f->src_id, f->p.saddr);
 			if (ret < 0)
@@ -42,11 +42,11 @@ static __always_inline int deliver_ingress(struct __sk_buff *skb, struct flow *f
 		}
 		/* The sender came from the network: no local endpoint. */
 		ret = ct_create(&f->p, f->src_id, f->dst_id, tunnel,
-				CT_F_NO_SRC_EP | (f->rev_nat ? CT_F_NODEPORT : 0), f->rev_nat);
+				CT_F_NO_SRC_EP | (f->rev_nat ? CT_F_NODEPORT : 0), f->rev_nat, 0);
 		if (ret < 0)
 			return drop(skb, f, ret);
 	} else if (TRACE_ENABLED && !f->src_id) {
-		f->src_id = ct ? ct_sender_identity(ct, f->ct_status) : identity_of4(f->p.saddr);
+		f->src_id = ct ? ct_sender_identity(ct, f->ct_status) : sender_identity4(f->p.saddr);
 	}
 	/* A tuple reused through another frontend has its replies
 	 * translated as its last packet was. */

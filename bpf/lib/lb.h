@@ -176,6 +176,40 @@ static __always_inline struct lb4_service *lb4_lookup_service(struct lb4_key *k,
 	return svc;
 }
 
+/* lb4_lookup_any_node finds the NodePort that a local client (a pod or
+ * the node) reaches at an address of a node that has no frontend of its
+ * own here: another node's, or another of this node's. Such frontends are
+ * kept at the unspecified address (Cilium's surrogate). The connection is
+ * translated where it starts, so that policy judges the backend, not the
+ * node: a pod allowed to reach the nodes but not a backend cannot reach it
+ * through another node's NodePort. */
+static __always_inline struct lb4_service *lb4_lookup_any_node(struct lb4_key *k, __u32 daddr, __u16 dport,
+							       __u8 proto)
+{
+	struct lb4_service *svc = lb4_lookup_service(k, 0, dport, proto, 1);
+	__u32 id;
+
+	if (!svc || !(svc->flags & LB_F_NODEPORT))
+		return 0;
+	id = identity_of4(daddr);
+	if (id != IDENTITY_HOST && id != IDENTITY_REMOTE_NODE)
+		return 0;
+	return svc;
+}
+
+/* lb4_lookup_local finds the frontend a local client reaches at daddr:
+ * dport, the internal scope's; with any_node, also a NodePort at any
+ * node's address. k->address is then 0. */
+static __always_inline struct lb4_service *lb4_lookup_local(struct lb4_key *k, __u32 daddr, __u16 dport,
+							    __u8 proto, int any_node)
+{
+	struct lb4_service *svc = lb4_lookup_service(k, daddr, dport, proto, 1);
+
+	if (svc || !any_node)
+		return svc;
+	return lb4_lookup_any_node(k, daddr, dport, proto);
+}
+
 static __always_inline struct lb4_backend *lb4_lookup_backend(__u32 backend_id)
 {
 	return bpf_map_lookup_elem(&cilium_lb4_backends, &backend_id);

@@ -39,6 +39,19 @@ enum {
 	LB_HAIRPIN = 2, /* sent to a backend that is the client itself */
 };
 
+/* The NodePort range: only a packet to a port in it may be for a NodePort
+ * at another node's address (lb4_lookup_any_node), so that other packets
+ * that match no frontend pay no second lookup. */
+volatile const __u16 NODEPORT_MIN = 30000;
+volatile const __u16 NODEPORT_MAX = 32767;
+
+static __always_inline int lb_nodeport_range(__u16 dport)
+{
+	__u16 port = bpf_ntohs(dport);
+
+	return port >= NODEPORT_MIN && port <= NODEPORT_MAX;
+}
+
 #define ICMP_PORT_UNREACH 3
 /* How much of a packet without backend the ICMP error quotes: IP header
  * with options and 36 bytes beyond, more than the RFC's 8. Enough also
@@ -147,10 +160,11 @@ static __always_inline struct lb4_backend *lb4_backend_of(const struct pkt *p, c
 /* lb4_local sends a local client's packet to a frontend (the internal
  * scope) to its connection's backend. It returns LB_NONE when the packet
  * is for no frontend, LB_XLATED or LB_HAIRPIN when translated, p then
- * naming the translated packet and *rev_nat the service, or a negative
- * drop reason: -DROP_NO_SERVICE when no backend serves. Later fragments
- * find the service by the ports of their first fragment. */
-static __always_inline int lb4_local(struct __sk_buff *skb, struct pkt *p, __u16 *rev_nat)
+ * naming the translated packet, *rev_nat the service and *any_node the
+ * node address of a NodePort that lb4_lookup_any_node found (else 0), or
+ * a negative drop reason: -DROP_NO_SERVICE when no backend serves. Later
+ * fragments find the service by the ports of their first fragment. */
+static __always_inline int lb4_local(struct __sk_buff *skb, struct pkt *p, __u16 *rev_nat, __u32 *any_node)
 {
 	struct lb4_service *svc;
 	struct lb4_backend *be;
@@ -160,9 +174,10 @@ static __always_inline int lb4_local(struct __sk_buff *skb, struct pkt *p, __u16
 
 	if (!lb_l4_proto(p->protocol))
 		return LB_NONE;
-	svc = lb4_lookup_service(&k, p->daddr, p->dport, p->protocol, 1);
+	svc = lb4_lookup_local(&k, p->daddr, p->dport, p->protocol, lb_nodeport_range(p->dport));
 	if (!svc)
 		return LB_NONE;
+	*any_node = k.address ? 0 : p->daddr;
 	be = lb4_backend_of(p, &k, svc, &ret, 0);
 	if (!be)
 		return -DROP_NO_SERVICE;
@@ -184,23 +199,40 @@ static __always_inline int lb4_local(struct __sk_buff *skb, struct pkt *p, __u16
 	return LB_HAIRPIN;
 }
 
+/* lb4_front is what a reply of the service index shows as its source:
+ * the reverse NAT entry's frontend, with the node address any_node that
+ * the client reached a NodePort at when the entry names none (the
+ * unspecified address of lb4_lookup_any_node). 0: the service is gone. */
+static __always_inline struct lb4_reverse_nat lb4_front(__u16 index, __u32 any_node)
+{
+	struct lb4_reverse_nat *rn = bpf_map_lookup_elem(&cilium_lb4_reverse_nat, &index);
+	struct lb4_reverse_nat front = {};
+
+	if (!rn)
+		return front;
+	front = *rn;
+	if (!front.address)
+		front.address = any_node;
+	return front;
+}
+
 /* lb4_rev_nat translates a reply of a service's connection back: its
  * source to the frontend and, on a hairpin connection, its destination
  * (the hairpin address) to the client, which is the backend itself.
  * Returns 1 when translated, 0 when the service is gone. */
-static __always_inline int lb4_rev_nat(struct __sk_buff *skb, struct pkt *p, __u16 index)
+static __always_inline int lb4_rev_nat(struct __sk_buff *skb, struct pkt *p, __u16 index, __u32 any_node)
 {
-	struct lb4_reverse_nat *rn = bpf_map_lookup_elem(&cilium_lb4_reverse_nat, &index);
+	struct lb4_reverse_nat rn = lb4_front(index, any_node);
 	__u32 backend = p->saddr, hairpin = HAIRPIN_IPV4;
 	int ret;
 
-	if (!rn || !lb_l4_proto(p->protocol))
+	if (!rn.address || !lb_l4_proto(p->protocol))
 		return 0;
-	ret = lb4_rewrite(skb, p, 0, p->saddr, rn->address, p->sport, rn->port);
+	ret = lb4_rewrite(skb, p, 0, p->saddr, rn.address, p->sport, rn.port);
 	if (ret < 0)
 		return ret;
-	p->saddr = rn->address;
-	p->sport = rn->port;
+	p->saddr = rn.address;
+	p->sport = rn.port;
 	if (p->daddr != hairpin)
 		return 1;
 	ret = lb4_rewrite(skb, p, 1, hairpin, backend, p->dport, p->dport);
@@ -251,11 +283,12 @@ static __always_inline __u32 lb4_icmp_quoted(struct __sk_buff *skb, const struct
  * client), the outer source too when the backend sent the error, and a
  * hairpin error's destination. The quoted L4 checksum stays stale, as in
  * snat_icmp_error. Returns 1 when translated, 0 when the service is gone. */
-static __always_inline int lb4_rev_nat_icmp_index(struct __sk_buff *skb, struct pkt *p, __u16 index)
+static __always_inline int lb4_rev_nat_icmp_index(struct __sk_buff *skb, struct pkt *p, __u16 index,
+						  __u32 any_node)
 {
 	__u32 inner = p->l4_off + sizeof(struct icmphdr), inner_l4, icmp_csum = p->l4_off + 2;
 	__u32 hairpin = HAIRPIN_IPV4, backend;
-	struct lb4_reverse_nat *rn;
+	struct lb4_reverse_nat rn;
 	struct iphdr ip;
 	__u16 ports[2];
 	int ret;
@@ -263,24 +296,24 @@ static __always_inline int lb4_rev_nat_icmp_index(struct __sk_buff *skb, struct 
 	inner_l4 = lb4_icmp_quoted(skb, p, &ip, ports);
 	if (!inner_l4)
 		return 0;
-	rn = bpf_map_lookup_elem(&cilium_lb4_reverse_nat, &index);
-	if (!rn)
+	rn = lb4_front(index, any_node);
+	if (!rn.address)
 		return 0;
 	backend = ip.daddr;
-	if (bpf_l4_csum_replace(skb, icmp_csum, ports[1], rn->port, 2) < 0 ||
-	    bpf_skb_store_bytes(skb, inner_l4 + 2, &rn->port, 2, 0) < 0)
+	if (bpf_l4_csum_replace(skb, icmp_csum, ports[1], rn.port, 2) < 0 ||
+	    bpf_skb_store_bytes(skb, inner_l4 + 2, &rn.port, 2, 0) < 0)
 		return -DROP_INVALID;
-	ret = lb4_quote_addr(skb, icmp_csum, inner, 16, backend, rn->address);
+	ret = lb4_quote_addr(skb, icmp_csum, inner, 16, backend, rn.address);
 	if (ret == 0 && ip.saddr == hairpin)
 		ret = lb4_quote_addr(skb, icmp_csum, inner, 12, hairpin, backend);
 	if (ret < 0)
 		return ret;
 	/* The outer header: ICMP has no pseudo-header. */
 	if (p->saddr == backend) {
-		if (bpf_l3_csum_replace(skb, IP_CSUM_OFF, backend, rn->address, 4) < 0 ||
-		    bpf_skb_store_bytes(skb, IP_SADDR_OFF, &rn->address, 4, 0) < 0)
+		if (bpf_l3_csum_replace(skb, IP_CSUM_OFF, backend, rn.address, 4) < 0 ||
+		    bpf_skb_store_bytes(skb, IP_SADDR_OFF, &rn.address, 4, 0) < 0)
 			return -DROP_INVALID;
-		p->saddr = rn->address;
+		p->saddr = rn.address;
 	}
 	if (p->daddr == hairpin) {
 		if (bpf_l3_csum_replace(skb, IP_CSUM_OFF, hairpin, backend, 4) < 0 ||
@@ -312,7 +345,7 @@ static __always_inline int lb4_rev_nat_icmp(struct __sk_buff *skb, struct pkt *p
 	e = ct_find(&k, ct_now());
 	if (!e || !e->rev_nat_index || (e->flags & need) != need)
 		return 0;
-	return lb4_rev_nat_icmp_index(skb, p, e->rev_nat_index);
+	return lb4_rev_nat_icmp_index(skb, p, e->rev_nat_index, e->frontend_addr);
 }
 
 /* lb4_to_client translates what reaches a client from a service's
@@ -323,7 +356,7 @@ static __always_inline int lb4_to_client(struct __sk_buff *skb, struct pkt *p, c
 					 __u8 status)
 {
 	if (status == CT_REPLY && ct && ct->rev_nat_index)
-		return lb4_rev_nat(skb, p, ct->rev_nat_index);
+		return lb4_rev_nat(skb, p, ct->rev_nat_index, ct->frontend_addr);
 	if ((status == CT_RELATED || status == CT_NEW) && p->protocol == IPPROTO_ICMP &&
 	    icmp_is_error(p->icmp_type))
 		return lb4_rev_nat_icmp(skb, p, 0);
@@ -419,7 +452,7 @@ static __always_inline int lb4_is_refusal(struct __sk_buff *skb, const struct pk
 	    ip.ihl < 5 || ip.saddr != endpoint || ip.daddr != p->saddr || !lb_l4_proto(ip.protocol) ||
 	    bpf_skb_load_bytes(skb, inner + ip.ihl * 4, ports, sizeof(ports)) < 0)
 		return 0;
-	svc = lb4_lookup_service(&k, ip.daddr, ports[1], ip.protocol, 1);
+	svc = lb4_lookup_local(&k, ip.daddr, ports[1], ip.protocol, lb_nodeport_range(ports[1]));
 	return svc && !svc->count;
 }
 

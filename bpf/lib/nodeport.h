@@ -78,7 +78,7 @@ static __always_inline int nodeport_to_remote(struct __sk_buff *skb, struct flow
 static __always_inline int nodeport_drop(struct __sk_buff *skb, struct flow *f, int reason)
 {
 	if (!f->src_id)
-		f->src_id = identity_of4(f->p.saddr);
+		f->src_id = sender_identity4(f->p.saddr);
 	return drop(skb, f, reason);
 }
 
@@ -88,7 +88,7 @@ static __always_inline int nodeport_drop(struct __sk_buff *skb, struct flow *f, 
 static __always_inline int nodeport_refuse(struct __sk_buff *skb, struct flow *f)
 {
 	if (!f->src_id)
-		f->src_id = identity_of4(f->p.saddr);
+		f->src_id = sender_identity4(f->p.saddr);
 	emit_event(skb, f, EVENT_DROP, DROP_NO_SERVICE, 0);
 	metrics_add(DROP_NO_SERVICE, f->direction, skb->len);
 	if (lb4_no_service(skb, &f->p) < 0)
@@ -242,7 +242,7 @@ static __always_inline int nodeport_ingress(struct __sk_buff *skb, struct flow *
 	if (svc->flags & (LB_F_LOCAL | LB_F_HOSTPORT))
 		return nodeport_drop(skb, f, DROP_NO_SERVICE);
 	if (TRACE_ENABLED && !f->src_id)
-		f->src_id = identity_of4(p->saddr);
+		f->src_id = sender_identity4(p->saddr);
 	ret = snat_egress_rev(skb, p, f->rev_nat);
 	if (ret < 0)
 		return nodeport_drop(skb, f, ret);
@@ -273,9 +273,9 @@ static __always_inline int nodeport_reply(struct __sk_buff *skb, struct flow *f,
 	int ret;
 
 	if (f->p.protocol == IPPROTO_ICMP)
-		ret = lb4_rev_nat_icmp_index(skb, &f->p, rev_nat);
+		ret = lb4_rev_nat_icmp_index(skb, &f->p, rev_nat, 0);
 	else
-		ret = lb4_rev_nat(skb, &f->p, rev_nat);
+		ret = lb4_rev_nat(skb, &f->p, rev_nat, 0);
 	if (ret == 0)
 		ret = -DROP_NAT_NO_MAPPING;
 	if (ret < 0)
@@ -296,7 +296,7 @@ static __always_inline int nodeport_to_client(struct __sk_buff *skb, struct pkt 
 					      __u8 status)
 {
 	if (status == CT_REPLY && ct && ct->rev_nat_index && (ct->flags & CT_F_NODEPORT))
-		return lb4_rev_nat(skb, p, ct->rev_nat_index);
+		return lb4_rev_nat(skb, p, ct->rev_nat_index, ct->frontend_addr);
 	if (status == CT_RELATED && p->protocol == IPPROTO_ICMP)
 		return lb4_rev_nat_icmp(skb, p, CT_F_NODEPORT);
 	return 0;

@@ -58,10 +58,7 @@ static __always_inline int l4_load(struct __sk_buff *skb, const struct pkt *p, v
 	return bpf_skb_load_bytes(skb, off, to, n);
 }
 
-/* parse_l4 fills ports for the tuple. Non-first fragments carry no L4
- * header: their ports come from the first fragment, or they are dropped,
- * so a fragment can never reach a port that policy would not allow. */
-static __always_inline int parse_l4(struct __sk_buff *skb, struct pkt *p)
+static __always_inline struct frag4_key frag_key(const struct pkt *p)
 {
 	struct frag4_key fk = {
 		.saddr = p->saddr,
@@ -69,6 +66,33 @@ static __always_inline int parse_l4(struct __sk_buff *skb, struct pkt *p)
 		.id = p->ip_id,
 		.protocol = p->protocol,
 	};
+
+	return fk;
+}
+
+/* frag_record keeps a first fragment's ports for the later fragments of
+ * its datagram (parse_l4). The caller records only once it trusts the
+ * packet's source: a pod's forged first fragment (another sender's
+ * address, its IP id) would otherwise hand that sender's later fragments
+ * ports of the forger's choosing, which policy then judges. */
+static __always_inline void frag_record(const struct pkt *p)
+{
+	struct frag4_key fk;
+	struct frag_ports fp = { .sport = p->sport, .dport = p->dport };
+
+	if (!p->first_frag)
+		return;
+	fk = frag_key(p);
+	bpf_map_update_elem(&cilium_frag4, &fk, &fp, BPF_ANY);
+}
+
+/* parse_l4 fills ports for the tuple. Non-first fragments carry no L4
+ * header: their ports come from the first fragment (frag_record), or
+ * they are dropped, so a fragment can never reach a port that policy
+ * would not allow. */
+static __always_inline int parse_l4(struct __sk_buff *skb, struct pkt *p)
+{
+	struct frag4_key fk = frag_key(p);
 
 	if (p->later_frag) {
 		struct frag_ports *fp = bpf_map_lookup_elem(&cilium_frag4, &fk);
@@ -121,12 +145,6 @@ static __always_inline int parse_l4(struct __sk_buff *skb, struct pkt *p)
 	}
 	if (p->protocol != IPPROTO_ICMP)
 		p->policy_port = p->dport;
-
-	if (p->first_frag) {
-		struct frag_ports fp = { .sport = p->sport, .dport = p->dport };
-
-		bpf_map_update_elem(&cilium_frag4, &fk, &fp, BPF_ANY);
-	}
 	return 0;
 }
 

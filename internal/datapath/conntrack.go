@@ -39,6 +39,10 @@ type Connection struct {
 	// which names the connection's backend (BackendID) and RevNATIndex.
 	Service   bool
 	BackendID spec.BackendID
+	// Frontend is the node address of a NodePort at another node's that
+	// translated the connection (spec.AnyNode's frontends): its replies
+	// come from there.
+	Frontend netip.Addr
 }
 
 const (
@@ -94,7 +98,13 @@ func (m *Maps) Connections() ([]Connection, error) {
 			RevNATIndex: v.RevNatIndex,
 			NorthSouth:  v.Flags&ctFlagNodePort != 0,
 			Service:     k.Flags&ctKeyService != 0,
-			BackendID:   spec.BackendID(v.BackendId),
+		}
+		// The field is the backend of a service entry, the frontend's
+		// address of a connection (a union in C).
+		if c.Service {
+			c.BackendID = spec.BackendID(v.BackendId)
+		} else if v.BackendId != 0 {
+			c.Frontend = addrOfBE32(v.BackendId)
 		}
 		if v.TunnelIpv4 != 0 {
 			c.Tunnel = addrOfBE32(v.TunnelIpv4)

@@ -221,6 +221,7 @@ func loadOverlayHarness(t testing.TB, maps *Maps, node NodeConstants, vni uint32
 		trace: vs.TRACE_ENABLED, aggregation: vs.MONITOR_AGGREGATION, reportFlags: vs.CT_REPORT_FLAGS,
 		reportInterval: vs.CT_REPORT_INTERVAL, masquerade: vs.MASQUERADE, legacyRouting: vs.LEGACY_ROUTING,
 		natPortMin: vs.NAT_PORT_MIN, natPortMax: vs.NAT_PORT_MAX,
+		nodePortMin: vs.NODEPORT_MIN, nodePortMax: vs.NODEPORT_MAX,
 	}))
 	must(t, setAll(
 		setVar(vs.TEST_VNI, vni),

@@ -27,6 +27,9 @@ type NodeConstants struct {
 	// NodePort sends to another node's backend. The zero range means
 	// MasqueradePortRange(DefaultEphemeralPorts, DefaultNodePorts).
 	MasqueradePorts PortRange
+	// NodePorts is the NodePort range: a pod's packet to a port in it may
+	// be for a NodePort at another node's address. Zero: DefaultNodePorts.
+	NodePorts PortRange
 }
 
 // EndpointConstants are an endpoint program's load-time constants.
@@ -78,13 +81,17 @@ func boolU8(b bool) uint8 {
 // a compile error in the loader, not a load error at run time.
 type nodeVars struct {
 	nodeIPv4, tunnelMode, tunnelIfindex, trace, aggregation, reportFlags, reportInterval,
-	masquerade, legacyRouting, natPortMin, natPortMax *ebpf.VariableSpec
+	masquerade, legacyRouting, natPortMin, natPortMax, nodePortMin, nodePortMax *ebpf.VariableSpec
 }
 
 func (c NodeConstants) set(v nodeVars) error {
 	ports := c.MasqueradePorts
 	if ports == (PortRange{}) {
 		ports = MasqueradePortRange(DefaultEphemeralPorts, DefaultNodePorts)
+	}
+	nodePorts := c.NodePorts
+	if nodePorts == (PortRange{}) {
+		nodePorts = DefaultNodePorts
 	}
 	return setAll(
 		setVar(v.nodeIPv4, as4(c.NodeIPv4)),
@@ -98,6 +105,8 @@ func (c NodeConstants) set(v nodeVars) error {
 		setVar(v.legacyRouting, boolU8(c.LegacyRouting)),
 		setVar(v.natPortMin, ports.Min),
 		setVar(v.natPortMax, ports.Max),
+		setVar(v.nodePortMin, nodePorts.Min),
+		setVar(v.nodePortMax, nodePorts.Max),
 	)
 }
 
@@ -140,6 +149,7 @@ func LoadEndpointPrograms(maps *Maps, c EndpointConstants) (*EndpointPrograms, e
 		trace: vs.TRACE_ENABLED, aggregation: vs.MONITOR_AGGREGATION, reportFlags: vs.CT_REPORT_FLAGS,
 		reportInterval: vs.CT_REPORT_INTERVAL, masquerade: vs.MASQUERADE, legacyRouting: vs.LEGACY_ROUTING,
 		natPortMin: vs.NAT_PORT_MIN, natPortMax: vs.NAT_PORT_MAX,
+		nodePortMin: vs.NODEPORT_MIN, nodePortMax: vs.NODEPORT_MAX,
 	})
 	if err == nil {
 		err = setAll(
@@ -177,6 +187,7 @@ func LoadNodePrograms(maps *Maps, c NodeConstants) (*NodePrograms, error) {
 		trace: vs.TRACE_ENABLED, aggregation: vs.MONITOR_AGGREGATION, reportFlags: vs.CT_REPORT_FLAGS,
 		reportInterval: vs.CT_REPORT_INTERVAL, masquerade: vs.MASQUERADE, legacyRouting: vs.LEGACY_ROUTING,
 		natPortMin: vs.NAT_PORT_MIN, natPortMax: vs.NAT_PORT_MAX,
+		nodePortMin: vs.NODEPORT_MIN, nodePortMax: vs.NODEPORT_MAX,
 	}); err != nil {
 		return nil, fmt.Errorf("node programs: %w", err)
 	}

@@ -449,6 +449,8 @@ const (
 	lxcVarNAT_PORT_MAX        = "NAT_PORT_MAX"
 	lxcVarNAT_PORT_MIN        = "NAT_PORT_MIN"
 	lxcVarNETKIT              = "NETKIT"
+	lxcVarNODEPORT_MAX        = "NODEPORT_MAX"
+	lxcVarNODEPORT_MIN        = "NODEPORT_MIN"
 	lxcVarNODE_IPV4           = "NODE_IPV4"
 	lxcVarPOLICY_EGRESS       = "POLICY_EGRESS"
 	lxcVarPOLICY_INGRESS      = "POLICY_INGRESS"
@@ -543,6 +545,8 @@ type lxcVariableSpecs struct {
 	NAT_PORT_MAX        *ebpf.VariableSpec `ebpf:"NAT_PORT_MAX"`
 	NAT_PORT_MIN        *ebpf.VariableSpec `ebpf:"NAT_PORT_MIN"`
 	NETKIT              *ebpf.VariableSpec `ebpf:"NETKIT"`
+	NODEPORT_MAX        *ebpf.VariableSpec `ebpf:"NODEPORT_MAX"`
+	NODEPORT_MIN        *ebpf.VariableSpec `ebpf:"NODEPORT_MIN"`
 	NODE_IPV4           *ebpf.VariableSpec `ebpf:"NODE_IPV4"`
 	POLICY_EGRESS       *ebpf.VariableSpec `ebpf:"POLICY_EGRESS"`
 	POLICY_INGRESS      *ebpf.VariableSpec `ebpf:"POLICY_INGRESS"`
@@ -627,6 +631,8 @@ type lxcVariables struct {
 	NAT_PORT_MAX        *ebpf.Variable `ebpf:"NAT_PORT_MAX"`
 	NAT_PORT_MIN        *ebpf.Variable `ebpf:"NAT_PORT_MIN"`
 	NETKIT              *ebpf.Variable `ebpf:"NETKIT"`
+	NODEPORT_MAX        *ebpf.Variable `ebpf:"NODEPORT_MAX"`
+	NODEPORT_MIN        *ebpf.Variable `ebpf:"NODEPORT_MIN"`
 	NODE_IPV4           *ebpf.Variable `ebpf:"NODE_IPV4"`
 	POLICY_EGRESS       *ebpf.Variable `ebpf:"POLICY_EGRESS"`
 	POLICY_INGRESS      *ebpf.Variable `ebpf:"POLICY_INGRESS"`

@@ -197,6 +197,7 @@ func (n *Node) Start() error {
 		return err
 	}
 	n.consts.MasqueradePorts = MasqueradePortRange(ephemeral, n.cfg.NodePorts)
+	n.consts.NodePorts = n.cfg.NodePorts
 	n.log.Info("source translation", "masquerade", n.cfg.Masquerade, "ports", n.consts.MasqueradePorts,
 		"nodeEphemeralPorts", ephemeral)
 	var tunnel netlink.Link

@@ -42,6 +42,8 @@ const (
 	nodeVarMONITOR_AGGREGATION = "MONITOR_AGGREGATION"
 	nodeVarNAT_PORT_MAX        = "NAT_PORT_MAX"
 	nodeVarNAT_PORT_MIN        = "NAT_PORT_MIN"
+	nodeVarNODEPORT_MAX        = "NODEPORT_MAX"
+	nodeVarNODEPORT_MIN        = "NODEPORT_MIN"
 	nodeVarNODE_IPV4           = "NODE_IPV4"
 	nodeVarTRACE_ENABLED       = "TRACE_ENABLED"
 	nodeVarTUNNEL_IFINDEX      = "TUNNEL_IFINDEX"
@@ -132,6 +134,8 @@ type nodeVariableSpecs struct {
 	MONITOR_AGGREGATION *ebpf.VariableSpec `ebpf:"MONITOR_AGGREGATION"`
 	NAT_PORT_MAX        *ebpf.VariableSpec `ebpf:"NAT_PORT_MAX"`
 	NAT_PORT_MIN        *ebpf.VariableSpec `ebpf:"NAT_PORT_MIN"`
+	NODEPORT_MAX        *ebpf.VariableSpec `ebpf:"NODEPORT_MAX"`
+	NODEPORT_MIN        *ebpf.VariableSpec `ebpf:"NODEPORT_MIN"`
 	NODE_IPV4           *ebpf.VariableSpec `ebpf:"NODE_IPV4"`
 	TRACE_ENABLED       *ebpf.VariableSpec `ebpf:"TRACE_ENABLED"`
 	TUNNEL_IFINDEX      *ebpf.VariableSpec `ebpf:"TUNNEL_IFINDEX"`
@@ -210,6 +214,8 @@ type nodeVariables struct {
 	MONITOR_AGGREGATION *ebpf.Variable `ebpf:"MONITOR_AGGREGATION"`
 	NAT_PORT_MAX        *ebpf.Variable `ebpf:"NAT_PORT_MAX"`
 	NAT_PORT_MIN        *ebpf.Variable `ebpf:"NAT_PORT_MIN"`
+	NODEPORT_MAX        *ebpf.Variable `ebpf:"NODEPORT_MAX"`
+	NODEPORT_MIN        *ebpf.Variable `ebpf:"NODEPORT_MIN"`
 	NODE_IPV4           *ebpf.Variable `ebpf:"NODE_IPV4"`
 	TRACE_ENABLED       *ebpf.Variable `ebpf:"TRACE_ENABLED"`
 	TUNNEL_IFINDEX      *ebpf.Variable `ebpf:"TUNNEL_IFINDEX"`

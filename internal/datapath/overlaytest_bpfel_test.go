@@ -43,6 +43,8 @@ const (
 	overlaytestVarMONITOR_AGGREGATION = "MONITOR_AGGREGATION"
 	overlaytestVarNAT_PORT_MAX        = "NAT_PORT_MAX"
 	overlaytestVarNAT_PORT_MIN        = "NAT_PORT_MIN"
+	overlaytestVarNODEPORT_MAX        = "NODEPORT_MAX"
+	overlaytestVarNODEPORT_MIN        = "NODEPORT_MIN"
 	overlaytestVarNODE_IPV4           = "NODE_IPV4"
 	overlaytestVarTEST_REMOTE_IPV4    = "TEST_REMOTE_IPV4"
 	overlaytestVarTEST_VNI            = "TEST_VNI"
@@ -136,6 +138,8 @@ type overlaytestVariableSpecs struct {
 	MONITOR_AGGREGATION *ebpf.VariableSpec `ebpf:"MONITOR_AGGREGATION"`
 	NAT_PORT_MAX        *ebpf.VariableSpec `ebpf:"NAT_PORT_MAX"`
 	NAT_PORT_MIN        *ebpf.VariableSpec `ebpf:"NAT_PORT_MIN"`
+	NODEPORT_MAX        *ebpf.VariableSpec `ebpf:"NODEPORT_MAX"`
+	NODEPORT_MIN        *ebpf.VariableSpec `ebpf:"NODEPORT_MIN"`
 	NODE_IPV4           *ebpf.VariableSpec `ebpf:"NODE_IPV4"`
 	TEST_REMOTE_IPV4    *ebpf.VariableSpec `ebpf:"TEST_REMOTE_IPV4"`
 	TEST_VNI            *ebpf.VariableSpec `ebpf:"TEST_VNI"`
@@ -216,6 +220,8 @@ type overlaytestVariables struct {
 	MONITOR_AGGREGATION *ebpf.Variable `ebpf:"MONITOR_AGGREGATION"`
 	NAT_PORT_MAX        *ebpf.Variable `ebpf:"NAT_PORT_MAX"`
 	NAT_PORT_MIN        *ebpf.Variable `ebpf:"NAT_PORT_MIN"`
+	NODEPORT_MAX        *ebpf.Variable `ebpf:"NODEPORT_MAX"`
+	NODEPORT_MIN        *ebpf.Variable `ebpf:"NODEPORT_MIN"`
 	NODE_IPV4           *ebpf.Variable `ebpf:"NODE_IPV4"`
 	TEST_REMOTE_IPV4    *ebpf.Variable `ebpf:"TEST_REMOTE_IPV4"`
 	TEST_VNI            *ebpf.Variable `ebpf:"TEST_VNI"`

@@ -17,7 +17,7 @@ import (
 // the policy engine, its entries into the policy map group by group,
 // and new connections of every kind between endpoint A and a peer run
 // through A's programs (from-container for egress, from-netdev for
-// ingress). Each verdict must be the model's. The peer is C's address,
+// ingress, to-container for the node's own). Each verdict must be the model's. The peer is C's address,
 // whose ipcache entry takes each identity in turn, and for a pod inside
 // an ipBlock the block's CIDR identity beside it.
 func TestPrivilegedProgPolicyEngineAgreesWithModel(t *testing.T) {
@@ -49,7 +49,12 @@ func TestPrivilegedProgPolicyEngineAgreesWithModel(t *testing.T) {
 					want := w.Allows(subject, own, dir, remotes, pk.Proto, pk.Port)
 					p := modelPacket(dir, pk, port)
 					prog := e.fromContainer
-					if dir == spec.Ingress {
+					switch {
+					case dir == spec.Ingress && remotes[0].ID == identity.Host:
+						// The node's own packets come through its stack;
+						// from the network they would be the world's.
+						prog = e.toContainer
+					case dir == spec.Ingress:
 						prog = e.fromNetdev
 					}
 					verdict, _ := e.run(prog, p.frame(t))

@@ -20,6 +20,7 @@ import (
 	"github.com/cilium-go/cilium/internal/datapath/testnode"
 	"github.com/cilium-go/cilium/internal/inns"
 	"github.com/cilium-go/cilium/internal/testenv"
+	"github.com/cilium-go/cilium/pkg/identity"
 )
 
 // The test world: a namespace whose lo holds two backends, each serving
@@ -273,6 +274,19 @@ func TestPrivilegedSocketLB(t *testing.T) {
 		must(t, it.Err())
 		if n != 1 {
 			t.Errorf("%d affinity entries, want 1", n)
+		}
+	})
+	// A NodePort answers at every node's address: the frontend at the
+	// unspecified address serves a connection to another node's address
+	// (the ipcache names it remote-node), and the socket sees that
+	// address as its peer; an address that is no node's is not a NodePort.
+	t.Run("NodePortAtAnyNode", func(t *testing.T) {
+		w.service(t, netip.AddrPortFrom(spec.AnyNode, 30080), spec.ProtoTCP, 6, spec.LBNodePort, backendB1)
+		must(t, w.maps.UpsertIPCache(netip.MustParsePrefix("192.0.2.7/32"), spec.IPCacheEntry{Identity: identity.RemoteNode}))
+		got := runSockClient(t, w.ns, w.cgroup, "tcp:192.0.2.7:30080", "tcp:198.51.100.1:30080")
+		wantResult(t, got[0], "192.0.2.7:30080", "b1")
+		if got[1].Errno != "ENETUNREACH" {
+			t.Errorf("%s: %+v, want ENETUNREACH: no node, no NodePort", got[1].Step, got[1])
 		}
 	})
 	t.Run("OutsideTheCgroup", func(t *testing.T) {

@@ -97,6 +97,8 @@ func Ours(s Service) bool {
 //     clients from outside: externalTrafficPolicy Local narrows those to
 //     this node's backends, and then, as whenever the two policies
 //     differ, local clients have their own scope;
+//   - a NodePort at another node's address (spec.AnyNode) serves local
+//     clients, as the local clients' scope of its own NodePorts;
 //   - a pod's HostPorts (TypeHostPort) are at the node's addresses, or
 //     at the hostIP when it is one of them; the pod, their one endpoint,
 //     serves them whatever its readiness (the source presents it as
@@ -163,6 +165,11 @@ func Frontends(s Service, eps []Endpoint, local Local) []Frontend {
 			for _, ip := range local.Addresses {
 				add(ip, p.NodePort, spec.LBNodePort, external, twoScopes)
 			}
+			f := base
+			f.Addr = Addr{Address: spec.AnyNode, Port: p.NodePort, Protocol: p.Protocol}
+			f.Flags |= spec.LBNodePort
+			f.Slots = orEmpty(internal)
+			out = append(out, f)
 		}
 		if s.Type == TypeHostPort {
 			for _, ip := range hostPortAddrs(p.HostIP, local.Addresses) {

@@ -17,7 +17,8 @@ import (
 // with pods a, b and c serving TCP and UDP on ports 80 and 81 (named
 // container ports serve-80-tcp, serve-80-udp, ...), and a ClusterIP
 // Service per pod. Every pod probes every pod on every port and protocol,
-// by pod IP and by Service, from inside its network namespace.
+// by pod IP and by Service, from inside its network namespace. z/b
+// carries forged namespace labels (forgedLabels).
 
 var (
 	matrixNamespaces = []string{"x", "y", "z"}
@@ -61,18 +62,28 @@ var allProbeKinds = func() []probeKind {
 	return out
 }()
 
+// forgedLabels are z/b's own labels that claim what only the Namespace
+// object may say: that its namespace is y, by both labels the policies'
+// namespaceSelectors use. Every case expects z/b to be judged as a pod of
+// z all the same.
+const forgedLabels = `, io.cilium.k8s.namespace.labels.ns: "y", io.cilium.k8s.namespace.labels.kubernetes.io/metadata.name: "y"`
+
 // matrixManifest is the namespaces, pods and Services of the matrix.
 func matrixManifest() string {
 	var b strings.Builder
 	for _, ns := range matrixNamespaces {
 		fmt.Fprintf(&b, "apiVersion: v1\nkind: Namespace\nmetadata: {name: %q, labels: {ns: %q}}\n---\n", ns, ns)
 		for _, pod := range matrixPodNames {
+			labels := fmt.Sprintf("pod: %s", pod)
+			if ns == "z" && pod == "b" {
+				labels += forgedLabels
+			}
 			fmt.Fprintf(&b, `apiVersion: v1
 kind: Pod
-metadata: {name: %[2]s, namespace: "%[1]s", labels: {pod: %[2]s}}
+metadata: {name: %[2]s, namespace: "%[1]s", labels: {%[3]s}}
 spec:
   containers:
-`, ns, pod)
+`, ns, pod, labels)
 			for _, port := range []int{80, 81} {
 				fmt.Fprintf(&b, `  - name: cont-%[1]d
     image: %[2]s
@@ -365,7 +376,11 @@ func (tg *targets) check(t *testing.T, name string, probes []outsideProbe) bool 
 		var wrong []string
 		for _, p := range probes {
 			from := tg.pod(p.from)
-			target := net.JoinHostPort(tg.address(p.to), fmt.Sprint(targetPort))
+			to, port, ok := strings.Cut(p.to, ":")
+			if !ok {
+				port = fmt.Sprint(targetPort)
+			}
+			target := net.JoinHostPort(tg.address(to), port)
 			err := inns.Do(from.netns, func() error {
 				c, err := net.DialTimeout("tcp", target, time.Second)
 				if err == nil {

@@ -36,6 +36,8 @@ type policyCase struct {
 }
 
 type outsideProbe struct {
+	// to is an address as targets.address names it, with ":port" when
+	// not targetPort.
 	from, to string
 	want     bool
 }
@@ -299,6 +301,28 @@ spec:
 `, expect: egressFrom(func(p *matrixPod) bool { return p.ns == "x" && p.name != "c" }, func(*matrixPod, probeKind) bool { return false }),
 			reach: []outsideProbe{{"x/a", "$host(x/a)", true}, {"x/a", "$remote(x/a)", false}, {"x/a", "$outside", false},
 				{"x/b", "$host(x/b)", false}, {"x/b", "$remote(x/b)", true}}},
+		// Policy judges the backend at every address its Service answers
+		// on: x/a may reach both nodes, but no pod, so not y/a through a
+		// NodePort of its own node or of the other one.
+		{name: "CiliumNetworkPolicy: a backend denied stays denied through any node's NodePort", clean: true, apply: `
+apiVersion: v1
+kind: Service
+metadata: {name: np-a, namespace: "y"}
+spec:
+  type: NodePort
+  selector: {pod: a}
+  ports: [{name: tcp-80, port: 80, protocol: TCP, nodePort: 30080}]
+---
+apiVersion: cilium.io/v2
+kind: CiliumNetworkPolicy
+metadata: {name: nodes-only, namespace: x}
+spec:
+  endpointSelector: {matchLabels: {pod: a}}
+  egress: [{toEntities: [host, remote-node]}]
+`, expect: isolated,
+			reach: []outsideProbe{{"x/a", "$host(x/a)", true}, {"x/a", "$remote(x/a)", true},
+				{"x/a", "$host(x/a):30080", false}, {"x/a", "$remote(x/a):30080", false},
+				{"x/b", "$host(x/b):30080", true}, {"x/b", "$remote(x/b):30080", true}}},
 		{name: "CiliumNetworkPolicy: fromEndpoints are of the policy's namespace", clean: true, apply: `
 apiVersion: cilium.io/v2
 kind: CiliumNetworkPolicy

@@ -6,6 +6,13 @@ import (
 	"net/netip"
 )
 
+// AnyNode is the address of the frontends that serve a NodePort at every
+// node's address that has no frontend of its own on this node (another
+// node's): the datapath translates a local client's connection to one
+// where it starts, so that policy judges the backend and not the node.
+// Cilium calls them the NodePort's surrogate.
+var AnyNode = netip.IPv4Unspecified()
+
 // BackendID names a backend in the datapath. The control plane gives
 // one to every distinct (address, port, protocol) that some service uses;
 // 0 is no backend.
@@ -138,6 +145,8 @@ func (s Service) Validate() error {
 		return fmt.Errorf("service %s: protocol %d: want TCP, UDP or SCTP", f, f.Protocol)
 	case f.Scope != ScopeExternal && f.Scope != ScopeInternal:
 		return fmt.Errorf("service %s: scope %d", f, f.Scope)
+	case f.Address == AnyNode && s.Flags&LBNodePort == 0:
+		return fmt.Errorf("service %s: the unspecified address serves NodePorts only", f)
 	case s.RevNATIndex == 0:
 		return fmt.Errorf("service %s: reverse NAT index 0 is reserved", f)
 	case len(s.Backends) > 0xffff:
