@@ -149,12 +149,13 @@ func (c *config) run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("--listen-address: %w", err)
 	}
+	defer ln.Close()
 	var healthLn net.Listener
 	if c.healthListenAddress != "" {
 		if healthLn, err = net.Listen("tcp", c.healthListenAddress); err != nil {
-			ln.Close()
 			return fmt.Errorf("--health-listen-address: %w", err)
 		}
+		defer healthLn.Close()
 	}
 	return c.serve(ctx, log, ln, healthLn)
 }
