@@ -94,7 +94,11 @@ printf 'intruder -> %s:8080: ' "$target"
 k exec intruder -- /agnhost connect "$target:8080" --timeout=2s && echo "ok (unexpected)" || echo "refused, as the policy says"
 
 echo; echo "== Hubble through hubble-relay, which asks every node: the nodes, then the flows to port 8080 with the policies that decided"
-hubble() { "$BIN/cilium-lab" exec --state-dir "$STATE" "$node1" -- "$BIN/hubble" "$@" --server localhost:4245; }
+# The relay wants mutual TLS: the lab's Hubble CA issued the CLI a certificate.
+HUBBLE_TLS=$STATE/pki/hubble
+relay_flags=(--server localhost:4245 --tls --tls-server-name hubble.hubble-relay.cilium.io --tls-ca-cert-files "$HUBBLE_TLS/ca.crt"
+	--tls-client-cert-file "$HUBBLE_TLS/cli.crt" --tls-client-key-file "$HUBBLE_TLS/cli.key")
+hubble() { "$BIN/cilium-lab" exec --state-dir "$STATE" "$node1" -- "$BIN/hubble" "$@" "${relay_flags[@]}"; }
 hubble list nodes || true
 hubble observe --from-namespace default --to-port 8080 --last 20 --print-policy-names || true
 echo; echo "== The calls to the echo Service that socket-level balancing translated: to the ClusterIP (TRACED), to a pod (TRANSLATED)"
@@ -110,6 +114,6 @@ The lab stays up. Try:
   $BIN/cilium-lab exec $node1 -- ip route
   $BIN/cilium-lab exec $node1 -- $BIN/cilium-dbg monitor
   $BIN/cilium-lab exec $node1 -- $BIN/hubble observe --follow                           # this node
-  $BIN/cilium-lab exec $node1 -- $BIN/hubble observe --follow --server localhost:4245   # every node, through the relay
+  $BIN/cilium-lab exec $node1 -- $BIN/hubble observe --follow ${relay_flags[*]}   # every node, through the relay
   make lab-down
 MSG

@@ -28,7 +28,7 @@ import (
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := newCommand().ExecuteContext(ctx); err != nil {
+	if err := newCommand(&config{}).ExecuteContext(ctx); err != nil {
 		os.Exit(1)
 	}
 }
@@ -37,6 +37,7 @@ func main() {
 type config struct {
 	peerService            string
 	listenAddress          string
+	healthListenAddress    string
 	clusterName            string
 	dialTimeout            time.Duration
 	retryTimeout           time.Duration
@@ -47,10 +48,11 @@ type config struct {
 	serverCAFiles          []string
 	disableServerTLS       bool
 	serverCert, serverKey  string
+	clientCAFiles          []string
+	limits                 relay.Limits
 }
 
-func newCommand() *cobra.Command {
-	c := &config{}
+func newCommand(c *config) *cobra.Command {
 	root := &cobra.Command{Use: "hubble-relay", Short: "Hubble's Observer API for the whole cluster", SilenceUsage: true}
 	serve := &cobra.Command{
 		Use:   "serve",
@@ -62,6 +64,8 @@ func newCommand() *cobra.Command {
 	fs.StringVar(&c.peerService, "peer-service", "unix:///var/run/cilium/hubble.sock",
 		"the Peer service that lists the nodes: unix:///path or host:port (in Kubernetes the hubble-peer Service)")
 	fs.StringVar(&c.listenAddress, "listen-address", ":4245", "where the relay serves")
+	fs.StringVar(&c.healthListenAddress, "health-listen-address", ":4222",
+		"where the relay serves gRPC's health service alone, in plaintext, for probes (empty: nowhere)")
 	fs.StringVar(&c.clusterName, "cluster-name", "default", "the cluster's name, part of the names in the Hubble servers' certificates")
 	fs.DurationVar(&c.dialTimeout, "dial-timeout", 5*time.Second, "how long a request waits for a node's connection")
 	fs.DurationVar(&c.retryTimeout, "retry-timeout", 30*time.Second, "the wait before the Peer service is asked again after a failure")
@@ -71,9 +75,15 @@ func newCommand() *cobra.Command {
 	fs.StringVar(&c.clientCert, "tls-hubble-client-cert-file", "", "the relay's client certificate towards the nodes")
 	fs.StringVar(&c.clientKey, "tls-hubble-client-key-file", "", "the client certificate's key")
 	fs.StringSliceVar(&c.serverCAFiles, "tls-hubble-server-ca-files", nil, "CAs that sign the nodes' Hubble server certificates")
-	fs.BoolVar(&c.disableServerTLS, "disable-server-tls", false, "serve in plaintext even with a server certificate")
-	fs.StringVar(&c.serverCert, "tls-relay-server-cert-file", "", "the relay's server certificate (none: plaintext)")
+	fs.BoolVar(&c.disableServerTLS, "disable-server-tls", false, "serve clients in plaintext")
+	fs.StringVar(&c.serverCert, "tls-relay-server-cert-file", "", "the relay's server certificate (required unless --disable-server-tls)")
 	fs.StringVar(&c.serverKey, "tls-relay-server-key-file", "", "the server certificate's key")
+	fs.StringSliceVar(&c.clientCAFiles, "tls-relay-client-ca-files", nil,
+		"CAs that sign the certificates of the relay's clients: with them, a client without such a certificate is refused (mutual TLS)")
+	fs.IntVar(&c.limits.MaxStreams, "max-concurrent-streams", 256,
+		"how many streams (GetFlows and other streaming calls) the relay serves at once for all clients; one more is refused with ResourceExhausted")
+	fs.IntVar(&c.limits.MaxStreamsPerClient, "max-concurrent-streams-per-client", 32,
+		"how many streams one client (its certificate's subject under mutual TLS, else its address) has at once; one more is refused with ResourceExhausted")
 	root.AddCommand(serve)
 	return root
 }
@@ -97,26 +107,62 @@ func (c *config) clientTLS(log *slog.Logger) (*tls.Config, error) {
 	return l.ClientConfig(), nil
 }
 
+// serverOptions are the relay's TLS towards its clients, mutual with
+// --tls-relay-client-ca-files; renewed files are read at the next
+// handshake. Plaintext only when asked for.
 func (c *config) serverOptions(log *slog.Logger) ([]grpc.ServerOption, error) {
-	if c.disableServerTLS || (c.serverCert == "" && c.serverKey == "") {
-		return nil, nil
+	opts := []grpc.ServerOption{grpc.StreamInterceptor(c.limits.StreamInterceptor())}
+	if c.disableServerTLS {
+		if len(c.clientCAFiles) > 0 {
+			return nil, fmt.Errorf("--tls-relay-client-ca-files needs server TLS: drop --disable-server-tls")
+		}
+		return opts, nil
+	}
+	if c.serverCert == "" || c.serverKey == "" {
+		return nil, fmt.Errorf("server TLS needs --tls-relay-server-cert-file and --tls-relay-server-key-file (or --disable-server-tls)")
 	}
 	l, err := certloader.New(certloader.Files{Cert: c.serverCert, Key: c.serverKey,
-		CertFlags: "--tls-relay-server-cert-file, --tls-relay-server-key-file"}, log)
+		CertFlags: "--tls-relay-server-cert-file, --tls-relay-server-key-file",
+		CAs:       c.clientCAFiles, CAFlag: "--tls-relay-client-ca-files"}, log)
 	if err != nil {
 		return nil, err
 	}
-	return []grpc.ServerOption{grpc.Creds(credentials.NewTLS(l.ServerConfig()))}, nil
+	return append(opts, grpc.Creds(credentials.NewTLS(l.ServerConfig()))), nil
 }
 
-func (c *config) run(ctx context.Context) error {
-	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
+func (c *config) validate() error {
 	if c.sortBufferLenMax < 1 {
 		return fmt.Errorf("--sort-buffer-len-max %d: want 1 or more", c.sortBufferLenMax)
 	}
 	if c.dialTimeout <= 0 || c.retryTimeout <= 0 || c.sortBufferDrainTimeout <= 0 {
 		return fmt.Errorf("--dial-timeout, --retry-timeout and --sort-buffer-drain-timeout must be positive")
 	}
+	return c.limits.Validate()
+}
+
+func (c *config) run(ctx context.Context) error {
+	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
+	if err := c.validate(); err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", c.listenAddress)
+	if err != nil {
+		return fmt.Errorf("--listen-address: %w", err)
+	}
+	defer ln.Close()
+	var healthLn net.Listener
+	if c.healthListenAddress != "" {
+		if healthLn, err = net.Listen("tcp", c.healthListenAddress); err != nil {
+			return fmt.Errorf("--health-listen-address: %w", err)
+		}
+		defer healthLn.Close()
+	}
+	return c.serve(ctx, log, ln, healthLn)
+}
+
+// serve runs the relay on ln, and its health service alone on healthLn
+// (if any), until ctx ends.
+func (c *config) serve(ctx context.Context, log *slog.Logger, ln, healthLn net.Listener) error {
 	clientTLS, err := c.clientTLS(log)
 	if err != nil {
 		return err
@@ -127,18 +173,25 @@ func (c *config) run(ctx context.Context) error {
 	}
 	pool := relay.NewPool(relay.Options{PeerTarget: c.peerService, PeerServerName: relay.ServerName("hubble-peer", c.clusterName),
 		TLS: clientTLS, DialTimeout: c.dialTimeout, RetryTimeout: c.retryTimeout}, log)
-	ln, err := net.Listen("tcp", c.listenAddress)
-	if err != nil {
-		return fmt.Errorf("--listen-address: %w", err)
-	}
+	hs := health.NewServer()
 	srv := grpc.NewServer(opts...)
 	observer.RegisterObserverServer(srv, relay.NewServer(pool, "cilium-go", c.sortBufferLenMax, c.sortBufferDrainTimeout))
-	healthpb.RegisterHealthServer(srv, health.NewServer())
+	healthpb.RegisterHealthServer(srv, hs)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
 	go pool.Run(ctx)
+	if healthLn != nil {
+		// The kubelet's gRPC probes speak no TLS.
+		probes := grpc.NewServer()
+		healthpb.RegisterHealthServer(probes, hs)
+		go probes.Serve(healthLn)
+		defer probes.Stop()
+	}
 	go func() {
 		<-ctx.Done()
 		srv.GracefulStop()
 	}()
-	log.Info("hubble-relay serving", "address", ln.Addr().String(), "peer-service", c.peerService, "client-tls", clientTLS != nil)
+	log.Info("hubble-relay serving", "address", ln.Addr().String(), "peer-service", c.peerService,
+		"client-tls", clientTLS != nil, "server-tls", !c.disableServerTLS, "mutual-tls", len(c.clientCAFiles) > 0)
 	return srv.Serve(ln)
 }

@@ -18,7 +18,7 @@ import (
 	relaypb "github.com/cilium/cilium/api/v1/relay"
 	"github.com/spf13/cobra"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/connectivity"
 )
 
 func main() {
@@ -35,6 +35,7 @@ const defaultServer = "unix:///var/run/cilium/hubble.sock"
 type globals struct {
 	server  string
 	timeout time.Duration
+	tls     tlsFlags
 	out     io.Writer
 }
 
@@ -47,30 +48,66 @@ func newRootCommand(out io.Writer) *cobra.Command {
 		SilenceErrors: false,
 	}
 	root.PersistentFlags().StringVar(&g.server, "server", defaultServer,
-		"address of the Hubble API: unix:///path for a node's socket, or host:port")
+		"address of the Hubble API: unix:///path for a node's socket, host:port, or tls://host:port")
 	root.PersistentFlags().DurationVar(&g.timeout, "timeout", 5*time.Second, "how long to wait for the connection")
+	g.tls.register(root.PersistentFlags())
 	root.SetOut(out)
 	root.AddCommand(newObserveCommand(g), newStatusCommand(g), newListCommand(g))
 	return root
 }
 
-// dial connects to the server; plaintext: the agent's socket and the
-// relay's port inside the cluster.
-func (g *globals) dial() (observer.ObserverClient, func() error, error) {
-	target := g.server
-	if !strings.HasPrefix(target, "unix://") && !strings.Contains(target, "://") {
+// dial connects to the server: in plaintext (the agent's socket), or
+// with TLS as the --tls flags say (a relay). It waits up to --timeout
+// for the connection, as Hubble's CLI does, so that a server that
+// refuses it (a missing client certificate) is an error that says why,
+// not a wait for ever.
+func (g *globals) dial(ctx context.Context) (observer.ObserverClient, func() error, error) {
+	creds, target, err := g.tls.credentials(g.server)
+	if err != nil {
+		return nil, nil, err
+	}
+	if !strings.Contains(target, "://") {
 		target = "passthrough:///" + target
 	}
-	conn, err := grpc.NewClient(target, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	conn, err := grpc.NewClient(target, grpc.WithTransportCredentials(creds))
 	if err != nil {
 		return nil, nil, fmt.Errorf("--server %q: %w", g.server, err)
 	}
-	return observer.NewObserverClient(conn), conn.Close, nil
+	c := observer.NewObserverClient(conn)
+	if err := g.connect(ctx, conn, c); err != nil {
+		conn.Close()
+		return nil, nil, err
+	}
+	return c, conn.Close, nil
+}
+
+func (g *globals) connect(ctx context.Context, conn *grpc.ClientConn, c observer.ObserverClient) error {
+	wait, cancel := context.WithTimeout(ctx, g.timeout)
+	defer cancel()
+	conn.Connect()
+	for s := conn.GetState(); s != connectivity.Ready; s = conn.GetState() {
+		if conn.WaitForStateChange(wait, s) {
+			continue
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		// gRPC keeps why the connection failed for the calls that do not
+		// wait for it: ask one.
+		probe, cancel := context.WithTimeout(ctx, time.Second)
+		defer cancel()
+		_, err := c.ServerStatus(probe, &observer.ServerStatusRequest{})
+		if err == nil {
+			return nil
+		}
+		return fmt.Errorf("connect to %s within %s: %w", g.server, g.timeout, err)
+	}
+	return nil
 }
 
 // unary runs one call against the server within --timeout.
 func (g *globals) unary(ctx context.Context, call func(context.Context, observer.ObserverClient) error) error {
-	c, closeConn, err := g.dial()
+	c, closeConn, err := g.dial(ctx)
 	if err != nil {
 		return err
 	}

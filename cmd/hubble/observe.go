@@ -62,7 +62,7 @@ func observeCommand(g *globals) (*cobra.Command, *observeOptions) {
 			if err != nil {
 				return err
 			}
-			c, closeConn, err := g.dial()
+			c, closeConn, err := g.dial(cmd.Context())
 			if err != nil {
 				return err
 			}
@@ -180,7 +180,7 @@ func newAgentEventsCommand(g *globals) *cobra.Command {
 			if o.output != "compact" && o.output != "json" && o.output != "jsonpb" {
 				return fmt.Errorf("--output %q: want compact, json or jsonpb", o.output)
 			}
-			c, closeConn, err := g.dial()
+			c, closeConn, err := g.dial(cmd.Context())
 			if err != nil {
 				return err
 			}

@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/cilium-go/cilium/install/kubernetes/crds"
+	"github.com/cilium-go/cilium/operator/hubblecerts"
 )
 
 func mustObjects(t *testing.T) []runtime.Object {
@@ -313,9 +314,6 @@ func mountedFiles(spec *corev1.PodSpec, c *corev1.Container) map[string]string {
 	return out
 }
 
-// TestHubbleTLSFilesAreMounted: the agent's and the relay's certificate
-// flags name files their pods mount from the Secrets the operator
-// issues, and the hubble-peer Service reaches the agents' Hubble port.
 // The agent sees the pods' network namespaces as they come, where the
 // runtime makes them: Hubble names a socket trace's pod by its namespace.
 func TestAgentSeesPodNamespaces(t *testing.T) {
@@ -338,6 +336,9 @@ func TestAgentSeesPodNamespaces(t *testing.T) {
 	t.Error("the agent mounts no /var/run/netns of the host that shows namespaces made after it started")
 }
 
+// TestHubbleTLSFilesAreMounted: the agent's and the relay's certificate
+// flags name files their pods mount from the Secrets the operator
+// issues, and the hubble-peer Service reaches the agents' Hubble port.
 func TestHubbleTLSFilesAreMounted(t *testing.T) {
 	ds := mustObject[*appsv1.DaemonSet](t, "cilium")
 	agent, err := findContainer(&ds.Spec.Template.Spec, "cilium-agent")
@@ -358,22 +359,82 @@ func TestHubbleTLSFilesAreMounted(t *testing.T) {
 		t.Fatal(err)
 	}
 	files = mountedFiles(&relay.Spec.Template.Spec, c)
-	for flag, want := range map[string]string{"--tls-hubble-client-cert-file": "hubble-relay-client-certs/tls.crt",
-		"--tls-hubble-client-key-file": "hubble-relay-client-certs/tls.key", "--tls-hubble-server-ca-files": "hubble-relay-client-certs/ca.crt"} {
-		var path string
-		for _, a := range c.Args {
-			if v, ok := strings.CutPrefix(a, flag+"="); ok {
-				path = v
-			}
-		}
-		if files[path] != want {
+	for flag, want := range map[string]string{
+		// Towards the nodes.
+		"--tls-hubble-client-cert-file": "hubble-relay-client-certs/tls.crt",
+		"--tls-hubble-client-key-file":  "hubble-relay-client-certs/tls.key", "--tls-hubble-server-ca-files": "hubble-relay-client-certs/ca.crt",
+		// Towards its clients, with mutual TLS: the Hubble CA signs the
+		// CLI's certificate (hubble-cli-client-certs) too.
+		"--tls-relay-server-cert-file": "hubble-relay-server-certs/tls.crt",
+		"--tls-relay-server-key-file":  "hubble-relay-server-certs/tls.key", "--tls-relay-client-ca-files": "hubble-relay-client-certs/ca.crt",
+	} {
+		if path := argOf(c, flag); files[path] != want {
 			t.Errorf("relay %s %q holds %q, want %s", flag, path, files[path], want)
 		}
+	}
+	if slices.ContainsFunc(c.Args, func(a string) bool { return strings.HasPrefix(a, "--disable-server-tls") }) {
+		t.Error("the relay serves in plaintext")
 	}
 	peer := mustObject[*corev1.Service](t, "hubble-peer")
 	port := peer.Spec.Ports[0].TargetPort.IntValue()
 	if !slices.ContainsFunc(agent.Ports, func(p corev1.ContainerPort) bool { return int(p.ContainerPort) == port }) ||
 		cm.Data["hubble-listen-address"] != ":"+strconv.Itoa(port) {
 		t.Errorf("hubble-peer targets %d; the agent listens on %q", port, cm.Data["hubble-listen-address"])
+	}
+}
+
+// argOf is the value of c's argument --flag=value; empty without.
+func argOf(c *corev1.Container, flag string) string {
+	var v string
+	for _, a := range c.Args {
+		if after, ok := strings.CutPrefix(a, flag+"="); ok {
+			v = after
+		}
+	}
+	return v
+}
+
+// TestRelayPorts: the hubble-relay Service is on Cilium's port for TLS,
+// 443, to the port the relay serves on; the kubelet's gRPC probes, which
+// speak no TLS, go to its plaintext health port.
+func TestRelayPorts(t *testing.T) {
+	relay := mustObject[*appsv1.Deployment](t, "hubble-relay")
+	c, err := findContainer(&relay.Spec.Template.Spec, "hubble-relay")
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc := mustObject[*corev1.Service](t, "hubble-relay")
+	if len(svc.Spec.Ports) != 1 || svc.Spec.Ports[0].Port != 443 {
+		t.Fatalf("hubble-relay Service ports %+v, want 443", svc.Spec.Ports)
+	}
+	target := svc.Spec.Ports[0].TargetPort
+	i := slices.IndexFunc(c.Ports, func(p corev1.ContainerPort) bool {
+		return p.Name == target.String() || int(p.ContainerPort) == target.IntValue()
+	})
+	if i < 0 || argOf(c, "--listen-address") != ":"+strconv.Itoa(int(c.Ports[i].ContainerPort)) {
+		t.Errorf("the Service targets %s; the relay listens on %q", target.String(), argOf(c, "--listen-address"))
+	}
+	health := argOf(c, "--health-listen-address")
+	for name, p := range map[string]*corev1.Probe{"readiness": c.ReadinessProbe, "liveness": c.LivenessProbe} {
+		if p == nil || p.GRPC == nil || ":"+strconv.Itoa(int(p.GRPC.Port)) != health {
+			t.Errorf("%s probe %+v, want gRPC to --health-listen-address %q", name, p, health)
+		}
+	}
+}
+
+// TestOperatorMayWriteHubbleSecrets: the operator's Role names every
+// Secret it issues Hubble's certificates into.
+func TestOperatorMayWriteHubbleSecrets(t *testing.T) {
+	role := mustObject[*rbacv1.Role](t, "cilium-operator")
+	var names []string
+	for _, r := range role.Rules {
+		if slices.Contains(r.Resources, "secrets") && slices.Contains(r.Verbs, "update") {
+			names = append(names, r.ResourceNames...)
+		}
+	}
+	for _, want := range hubblecerts.Secrets() {
+		if !slices.Contains(names, want) {
+			t.Errorf("the operator may not update Secret %s; it may %q", want, names)
+		}
 	}
 }

@@ -1,11 +1,15 @@
 // Package hubblecerts issues Hubble's certificates, as Cilium's certgen
-// does, into Secrets the agents and hubble-relay mount: a CA
-// (cilium-ca), the nodes' server certificate (hubble-server-certs, for
-// *.<cluster>.hubble-grpc.cilium.io, every node's name) and the relay's
-// client certificate (hubble-relay-client-certs). Each leaf Secret holds
-// ca.crt beside tls.crt and tls.key. What is missing, signed by another
-// CA, for other names or within a third of its validity of expiring is
-// issued again; a new CA reissues both leaves.
+// does, into Secrets the agents, hubble-relay and Hubble's clients
+// mount: a CA (cilium-ca), the nodes' server certificate
+// (hubble-server-certs, for *.<cluster>.hubble-grpc.cilium.io, every
+// node's name), the relay's client certificate towards the nodes
+// (hubble-relay-client-certs), the relay's server certificate
+// (hubble-relay-server-certs, *.hubble-relay.cilium.io) and a client
+// certificate for the hubble CLI towards the relay
+// (hubble-cli-client-certs: Cilium has none, its users bring their own).
+// Each leaf Secret holds ca.crt beside tls.crt and tls.key. What is
+// missing, signed by another CA, for other names or within a third of
+// its validity of expiring is issued again; a new CA reissues every leaf.
 package hubblecerts
 
 import (
@@ -43,11 +47,13 @@ var Cell = cell.Module("hubble-certs", "Hubble CA and certificates in Secrets",
 	cell.Provide(newController),
 )
 
-// The Secrets, named as Cilium's.
+// The Secrets, named as Cilium's but for the CLI's.
 const (
-	CASecret     = "cilium-ca"
-	ServerSecret = "hubble-server-certs"
-	RelaySecret  = "hubble-relay-client-certs"
+	CASecret          = "cilium-ca"
+	ServerSecret      = "hubble-server-certs"
+	RelaySecret       = "hubble-relay-client-certs"
+	RelayServerSecret = "hubble-relay-server-certs"
+	CLISecret         = "hubble-cli-client-certs"
 )
 
 // Config has the controller's flags.
@@ -64,7 +70,7 @@ var DefaultConfig = Config{HubbleTLSAuto: true, HubbleTLSValidity: 365 * 24 * ti
 
 // Flags implements cell.Flagger.
 func (d Config) Flags(fs *pflag.FlagSet) {
-	fs.Bool("hubble-tls-auto", d.HubbleTLSAuto, "issue and renew Hubble's CA and certificates in Secrets (cilium-ca, hubble-server-certs, hubble-relay-client-certs)")
+	fs.Bool("hubble-tls-auto", d.HubbleTLSAuto, "issue and renew Hubble's CA and certificates in Secrets (cilium-ca, hubble-server-certs, hubble-relay-client-certs, hubble-relay-server-certs, hubble-cli-client-certs)")
 	fs.Duration("hubble-tls-cert-validity", d.HubbleTLSValidity, "how long Hubble's certificates are valid; they are renewed with a third of it left")
 	fs.String("hubble-tls-namespace", d.HubbleTLSNS, "namespace of Hubble's Secrets")
 	fs.String("cluster-name", d.ClusterName, "the cluster's name, in the names of the Hubble servers' certificates")
@@ -111,7 +117,20 @@ func (c Config) leafs() []leaf {
 	return []leaf{
 		{secret: ServerSecret, name: wildcard, usage: x509.ExtKeyUsageServerAuth},
 		{secret: RelaySecret, name: "*.hubble-relay.cilium.io", usage: x509.ExtKeyUsageClientAuth},
+		// The relay's clients verify it as hubble.hubble-relay.cilium.io
+		// (Hubble's --tls-server-name).
+		{secret: RelayServerSecret, name: "*.hubble-relay.cilium.io", usage: x509.ExtKeyUsageServerAuth},
+		{secret: CLISecret, name: "*.hubble-cli.cilium.io", usage: x509.ExtKeyUsageClientAuth},
 	}
+}
+
+// Secrets names every Secret Reconcile writes, for the operator's RBAC.
+func Secrets() []string {
+	out := []string{CASecret}
+	for _, l := range DefaultConfig.leafs() {
+		out = append(out, l.secret)
+	}
+	return out
 }
 
 type leaf struct {

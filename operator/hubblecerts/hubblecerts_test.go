@@ -62,6 +62,9 @@ func TestReconcileIssuesAndRenews(t *testing.T) {
 	}
 	verify(t, server, "node1.default.hubble-grpc.cilium.io", x509.ExtKeyUsageServerAuth, now)
 	verify(t, relay, "x.hubble-relay.cilium.io", x509.ExtKeyUsageClientAuth, now)
+	// The relay's own server, and the CLI's certificate towards it.
+	verify(t, secret(t, kube, RelayServerSecret), "hubble.hubble-relay.cilium.io", x509.ExtKeyUsageServerAuth, now)
+	verify(t, secret(t, kube, CLISecret), "x.hubble-cli.cilium.io", x509.ExtKeyUsageClientAuth, now)
 	ca := secret(t, kube, CASecret).Data["ca.crt"]
 
 	// Nothing changes while they are good.
@@ -91,8 +94,8 @@ func TestReconcileIssuesAndRenews(t *testing.T) {
 		t.Error("a certificate of another CA was kept")
 	}
 
-	// With less than a third of its validity left, the CA and both
-	// leaves are new.
+	// With less than a third of its validity left, the CA and every
+	// leaf are new.
 	later := now.Add(cfg.HubbleTLSValidity * 7 / 10)
 	if err := Reconcile(ctx, kube, cfg, later); err != nil {
 		t.Fatal(err)
@@ -102,6 +105,8 @@ func TestReconcileIssuesAndRenews(t *testing.T) {
 	}
 	verify(t, secret(t, kube, ServerSecret), "node1.default.hubble-grpc.cilium.io", x509.ExtKeyUsageServerAuth, later.Add(cfg.HubbleTLSValidity/2))
 	verify(t, secret(t, kube, RelaySecret), "x.hubble-relay.cilium.io", x509.ExtKeyUsageClientAuth, later.Add(cfg.HubbleTLSValidity/2))
+	verify(t, secret(t, kube, RelayServerSecret), "hubble.hubble-relay.cilium.io", x509.ExtKeyUsageServerAuth, later.Add(cfg.HubbleTLSValidity/2))
+	verify(t, secret(t, kube, CLISecret), "x.hubble-cli.cilium.io", x509.ExtKeyUsageClientAuth, later.Add(cfg.HubbleTLSValidity/2))
 
 	// Another cluster name is in the server certificate's name.
 	named := cfg

@@ -652,11 +652,21 @@ func policyCondition(ns, name, status, msg string) func(l *Lab) error {
 // relayPort is where the lab's hubble-relay serves, in the first node.
 const relayPort = "localhost:4245"
 
+// relayFlags are how the hubble CLI reaches the lab's relay, which wants
+// mutual TLS: the relay's name, the lab's Hubble CA and the client
+// certificate it issued the CLI (lab/internal/cluster/cilium.go).
+func (l *Lab) relayFlags() []string {
+	dir := filepath.Join(l.StateDir, "pki", "hubble")
+	return []string{"--server", relayPort, "--tls", "--tls-server-name", "hubble.hubble-relay.cilium.io",
+		"--tls-ca-cert-files", filepath.Join(dir, "ca.crt"),
+		"--tls-client-cert-file", filepath.Join(dir, "cli.crt"), "--tls-client-key-file", filepath.Join(dir, "cli.key")}
+}
+
 // hubble runs the hubble CLI against the lab's relay, as a user on the
 // first node would.
 func (l *Lab) hubble(args ...string) (string, error) {
 	return l.run("cilium-lab", append([]string{"exec", "--state-dir", l.StateDir, l.Name + "-node1", "--",
-		filepath.Join(*binDir, "hubble")}, append(args, "--server", relayPort)...)...)
+		filepath.Join(*binDir, "hubble")}, append(args, l.relayFlags()...)...)...)
 }
 
 // hubbleShows runs hubble observe with filter through the relay, which

@@ -51,16 +51,25 @@ func ciliumBinaries() []string {
 	return []string{"cilium-agent", "cilium-cni", "cilium-operator", "hubble-relay", "hubble"}
 }
 
-// Hubble's mutual TLS between the agents' servers (:4244) and the relay:
-// a CA of its own, so that no other certificate of the lab opens them.
-// Its files, named as Cilium's: one wildcard server certificate for
-// every node (<node>.default.hubble-grpc.cilium.io), the relay's client
-// certificate.
+// Hubble's mutual TLS between the agents' servers (:4244) and the relay,
+// and between the relay (:4245) and the hubble CLI: a CA of its own, so
+// that no other certificate of the lab opens them. Its files, named as
+// Cilium's certificates: one wildcard server certificate for every node
+// (<node>.default.hubble-grpc.cilium.io), the relay's client certificate
+// towards them, the relay's server certificate (*.hubble-relay.cilium.io)
+// and the CLI's client certificate (cli.crt, cli.key):
+//
+//	hubble observe --server tls://localhost:4245 --tls-server-name hubble.hubble-relay.cilium.io \
+//	  --tls-ca-cert-files <state>/pki/hubble/ca.crt \
+//	  --tls-client-cert-file <state>/pki/hubble/cli.crt --tls-client-key-file <state>/pki/hubble/cli.key
+//
+// on the first node (test/e2e and hack/demo.sh do so).
 func hubbleTLSDir(p plan.Plan) string        { return filepath.Join(p.StateDir, "pki", "hubble") }
 func hubbleTLS(p plan.Plan, f string) string { return filepath.Join(hubbleTLSDir(p), f) }
 
 const (
 	hubbleServerName = "*.default.hubble-grpc.cilium.io"
+	relayServerName  = "*.hubble-relay.cilium.io"
 	relayName        = "hubble-relay"
 	// relayAddress is where the relay serves, in the first node.
 	relayAddress = ":4245"
@@ -78,6 +87,8 @@ func ensureHubbleCerts(p plan.Plan) error {
 	}{
 		{"server", pki.Request{CommonName: hubbleServerName, DNSNames: []string{hubbleServerName}, Usage: pki.ServerAuth}},
 		{"relay", pki.Request{CommonName: "*.hubble-relay.cilium.io", Usage: pki.ClientAuth}},
+		{"relay-server", pki.Request{CommonName: relayServerName, DNSNames: []string{relayServerName}, Usage: pki.ServerAuth}},
+		{"cli", pki.Request{CommonName: "*.hubble-cli.cilium.io", Usage: pki.ClientAuth}},
 	} {
 		if _, _, err := ca.Ensure(hubbleTLS(p, c.name+".crt"), hubbleTLS(p, c.name+".key"), c.req); err != nil {
 			return fmt.Errorf("hubble %s certificate: %w", c.name, err)
@@ -88,7 +99,8 @@ func ensureHubbleCerts(p plan.Plan) error {
 
 // relayProcess is hubble-relay, in the first node: it asks that node's
 // agent for the nodes (the Peer service on its socket, Cilium's default)
-// and dials each node's Hubble server with the relay's certificate.
+// and dials each node's Hubble server with the relay's certificate. It
+// serves only clients with a certificate of the Hubble CA.
 func relayProcess(p plan.Plan, binDir string) proc.Spec {
 	n := p.Nodes[0]
 	return proc.Spec{
@@ -99,6 +111,11 @@ func relayProcess(p plan.Plan, binDir string) proc.Spec {
 			"--tls-hubble-client-cert-file=" + hubbleTLS(p, "relay.crt"),
 			"--tls-hubble-client-key-file=" + hubbleTLS(p, "relay.key"),
 			"--tls-hubble-server-ca-files=" + hubbleTLS(p, pki.CACertFile),
+			"--tls-relay-server-cert-file=" + hubbleTLS(p, "relay-server.crt"),
+			"--tls-relay-server-key-file=" + hubbleTLS(p, "relay-server.key"),
+			"--tls-relay-client-ca-files=" + hubbleTLS(p, pki.CACertFile),
+			// No kubelet probes it here.
+			"--health-listen-address=",
 			// A node that went away is asked again soon.
 			"--retry-timeout=5s",
 		},

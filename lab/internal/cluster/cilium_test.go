@@ -1,6 +1,8 @@
 package cluster
 
 import (
+	"crypto/tls"
+	"crypto/x509"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -119,5 +121,48 @@ func TestCiliumNodePodRoutes(t *testing.T) {
 	r := ciliumNodePodRoutes(noAddr, netip.MustParseAddr("172.30.0.13"))
 	if len(r) != 1 || r[netip.MustParsePrefix("10.244.2.0/24")] != netip.MustParseAddr("172.30.0.13") {
 		t.Fatalf("a CiliumNode without an address, with its Node's: routes %v", r)
+	}
+}
+
+// TestRelayServesTheCLIWithMutualTLS: the relay's server certificate is
+// the one the hubble CLI verifies (hubble.hubble-relay.cilium.io), and
+// the CA it takes clients of signs the CLI's certificate.
+func TestRelayServesTheCLIWithMutualTLS(t *testing.T) {
+	p := ciliumPlan(t)
+	p.StateDir = t.TempDir()
+	if err := ensureHubbleCerts(p); err != nil {
+		t.Fatal(err)
+	}
+	r := relayProcess(p, "/b")
+	arg := func(flag string) string {
+		for _, a := range r.Args {
+			if v, ok := strings.CutPrefix(a, flag+"="); ok {
+				return v
+			}
+		}
+		t.Fatalf("relay args %q lack %s", r.Args, flag)
+		return ""
+	}
+	verify := func(certFile, keyFile, caFile, name string, usage x509.ExtKeyUsage) {
+		t.Helper()
+		kp, err := tls.LoadX509KeyPair(certFile, keyFile)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pem, err := os.ReadFile(caFile)
+		if err != nil {
+			t.Fatal(err)
+		}
+		roots := x509.NewCertPool()
+		roots.AppendCertsFromPEM(pem)
+		if _, err := kp.Leaf.Verify(x509.VerifyOptions{DNSName: name, Roots: roots, KeyUsages: []x509.ExtKeyUsage{usage}}); err != nil {
+			t.Errorf("%s: %v", certFile, err)
+		}
+	}
+	ca := hubbleTLS(p, "ca.crt")
+	verify(arg("--tls-relay-server-cert-file"), arg("--tls-relay-server-key-file"), ca, "hubble.hubble-relay.cilium.io", x509.ExtKeyUsageServerAuth)
+	verify(hubbleTLS(p, "cli.crt"), hubbleTLS(p, "cli.key"), arg("--tls-relay-client-ca-files"), "", x509.ExtKeyUsageClientAuth)
+	if slices.Contains(r.Args, "--disable-server-tls") {
+		t.Error("the relay serves in plaintext")
 	}
 }

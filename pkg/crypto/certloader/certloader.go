@@ -61,10 +61,13 @@ func New(files Files, log *slog.Logger) (*Loader, error) {
 // files for new ones, an editor rewrites one in place.
 func (l *Loader) stampFiles() (string, error) {
 	var stamp []byte
-	for _, name := range append([]string{l.files.Cert, l.files.Key}, l.files.CAs...) {
+	for i, name := range append([]string{l.files.Cert, l.files.Key}, l.files.CAs...) {
 		fi, err := os.Stat(name)
 		if err != nil {
-			return "", err
+			if i < 2 {
+				return "", fmt.Errorf("%s: %w", l.files.CertFlags, err)
+			}
+			return "", fmt.Errorf("%s: %w", l.files.CAFlag, err)
 		}
 		var ino uint64
 		if st, ok := fi.Sys().(*syscall.Stat_t); ok {

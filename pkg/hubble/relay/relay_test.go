@@ -55,7 +55,7 @@ func (s *staticPeers) Notify(_ *peer.NotifyRequest, stream peer.Peer_NotifyServe
 	return nil
 }
 
-// cluster is two nodes whose certificates one CA signed; node-a also
+// cluster is nodes whose certificates one CA signed; the first also
 // serves the Peer service.
 type cluster struct {
 	pki   *testenv.PKI
@@ -63,7 +63,12 @@ type cluster struct {
 	base  time.Time
 }
 
-func newCluster(t *testing.T) *cluster {
+// newCluster is node-a and node-b, each the real observer over a ring.
+func newCluster(t *testing.T) *cluster { return newClusterOf(t, nil, "node-a", "node-b") }
+
+// newClusterOf is the nodes called names; fakes serve some of them
+// instead of the observer over a ring.
+func newClusterOf(t *testing.T, fakes map[string]observer.ObserverServer, names ...string) *cluster {
 	c := &cluster{pki: testenv.NewPKI(t, t.TempDir(), "ca"), base: time.Now().Add(-time.Minute)}
 	// Cilium's certificates: one wildcard for every node's server.
 	c.pki.Issue(t, "server", x509.ExtKeyUsageServerAuth, []string{"*.default.hubble-grpc.cilium.io"})
@@ -72,13 +77,17 @@ func newCluster(t *testing.T) *cluster {
 	must(t, err)
 	tc := &tls.Config{Certificates: []tls.Certificate{cert}, ClientCAs: c.caPool(t), ClientAuth: tls.RequireAndVerifyClientCert,
 		MinVersion: tls.VersionTLS13}
-	for _, name := range []string{"node-a", "node-b"} {
+	for _, name := range names {
 		ring, err := container.NewRing(63)
 		must(t, err)
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		must(t, err)
 		n := &hubbleNode{name: name, ring: ring, srv: grpc.NewServer(grpc.Creds(credentials.NewTLS(tc))), addr: ln.Addr().String()}
-		observer.RegisterObserverServer(n.srv, hubbleobserver.New(ring, name, "test"))
+		var obs observer.ObserverServer = hubbleobserver.New(ring, name, "test")
+		if f, ok := fakes[name]; ok {
+			obs = f
+		}
+		observer.RegisterObserverServer(n.srv, obs)
 		c.nodes = append(c.nodes, n)
 		t.Cleanup(n.srv.Stop)
 		defer func() { go n.srv.Serve(ln) }()
@@ -105,6 +114,18 @@ func (c *cluster) write(i, ms int) {
 // relay runs a relay with client certificate cert against c and returns
 // a client of it.
 func (c *cluster) relay(t *testing.T, cert string) observer.ObserverClient {
+	addr := c.serveRelay(t, cert)
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	must(t, err)
+	t.Cleanup(func() { conn.Close() })
+	client := observer.NewObserverClient(conn)
+	c.waitForNodes(t, client)
+	return client
+}
+
+// serveRelay runs a relay with client certificate cert against c, its
+// server made with opts, and returns its address.
+func (c *cluster) serveRelay(t *testing.T, cert string, opts ...grpc.ServerOption) string {
 	kp, err := tls.LoadX509KeyPair(c.pki.Path(cert+".crt"), c.pki.Path(cert+".key"))
 	must(t, err)
 	pool := NewPool(Options{PeerTarget: c.nodes[0].addr, PeerServerName: ServerName("hubble-peer", ""),
@@ -115,23 +136,24 @@ func (c *cluster) relay(t *testing.T, cert string) observer.ObserverClient {
 	go pool.Run(ctx)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	must(t, err)
-	srv := grpc.NewServer()
+	srv := grpc.NewServer(opts...)
 	observer.RegisterObserverServer(srv, NewServer(pool, "test", 100, 200*time.Millisecond))
 	go srv.Serve(ln)
 	t.Cleanup(srv.Stop)
-	conn, err := grpc.NewClient(ln.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	must(t, err)
-	t.Cleanup(func() { conn.Close() })
-	client := observer.NewObserverClient(conn)
-	// The pool learns the nodes from the Peer service.
+	return ln.Addr().String()
+}
+
+// waitForNodes waits until the relay learnt c's nodes from the Peer
+// service.
+func (c *cluster) waitForNodes(t *testing.T, client observer.ObserverClient) {
+	t.Helper()
 	testenv.Eventually(t, 10*time.Second, func() error {
-		nodes, err := client.GetNodes(ctx, &observer.GetNodesRequest{})
+		nodes, err := client.GetNodes(context.Background(), &observer.GetNodesRequest{})
 		if err != nil || len(nodes.GetNodes()) != len(c.nodes) {
 			return fmt.Errorf("nodes %v (%v)", nodes.GetNodes(), err)
 		}
 		return nil
 	})
-	return client
 }
 
 // answer is a GetFlows answer as lines: "status STATE nodes" or

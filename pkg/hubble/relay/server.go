@@ -45,7 +45,8 @@ func nodeStatus(state relaypb.NodeState, nodes []string, msg string) *observer.G
 // answers in time order. It first says which nodes answer and which do
 // not; a node whose stream breaks is reported where it broke. Without
 // follow, number applies to the merge: the last (or first) number flows
-// of the cluster.
+// of the cluster; the answer streams as the nodes' answers come, and a
+// request a node refuses (a bad filter) is refused.
 func (s *Server) GetFlows(req *observer.GetFlowsRequest, stream observer.Observer_GetFlowsServer) error {
 	ctx, cancel := context.WithCancel(stream.Context())
 	defer cancel()
@@ -60,40 +61,42 @@ func (s *Server) GetFlows(req *observer.GetFlowsRequest, stream observer.Observe
 			return err
 		}
 	}
+	if !req.GetFollow() {
+		return sendMerged(ctx, connected, req, stream.Send)
+	}
 	in := make(chan *observer.GetFlowsResponse, s.sortBufferLen)
-	errs := make(chan error, len(connected))
 	var wg sync.WaitGroup
 	for _, n := range connected {
-		wg.Go(func() { errs <- collect(ctx, n, req, in) })
+		wg.Go(func() { collect(ctx, n, req, in) })
 	}
 	go func() {
 		wg.Wait()
 		close(in)
 	}()
-	if req.GetFollow() {
-		return s.sendSorted(ctx, in, stream)
-	}
-	var all []*observer.GetFlowsResponse
-	for r := range in {
-		all = append(all, r)
-	}
-	// A node that refused the request (a bad filter) refused it for all.
-	for range connected {
-		if err := <-errs; status.Code(err) == codes.InvalidArgument {
-			return err
-		}
-	}
-	for _, r := range cut(all, req) {
-		if err := stream.Send(r); err != nil {
-			return err
-		}
-	}
-	return nil
+	return s.sendSorted(ctx, in, stream)
 }
 
-// collect streams n's answer into out. A stream that breaks for another
-// reason than the request's end becomes a node status in the answer.
-func collect(ctx context.Context, n *node, req *observer.GetFlowsRequest, out chan<- *observer.GetFlowsResponse) error {
+// collect streams n's followed answer into out. A stream that breaks for
+// another reason than the request's end becomes a node status in the
+// answer.
+func collect(ctx context.Context, n *node, req *observer.GetFlowsRequest, out chan<- *observer.GetFlowsResponse) {
+	put := func(r *observer.GetFlowsResponse) bool {
+		select {
+		case out <- r:
+			return true
+		case <-ctx.Done():
+			return false
+		}
+	}
+	if err := askNode(ctx, n, req, put); err != nil {
+		put(brokenStatus(n, err))
+	}
+}
+
+// askNode gives deliver n's answer to req, each response named by its
+// node, until the stream ends or deliver says no more. It returns the
+// error that broke the stream; nil at its end or ctx's.
+func askNode(ctx context.Context, n *node, req *observer.GetFlowsRequest, deliver func(*observer.GetFlowsResponse) bool) error {
 	stream, err := n.client().GetFlows(ctx, req)
 	for err == nil {
 		var r *observer.GetFlowsResponse
@@ -101,9 +104,7 @@ func collect(ctx context.Context, n *node, req *observer.GetFlowsRequest, out ch
 			if r.GetNodeName() == "" {
 				r.NodeName = n.name
 			}
-			select {
-			case out <- r:
-			case <-ctx.Done():
+			if !deliver(r) {
 				return nil
 			}
 		}
@@ -111,15 +112,16 @@ func collect(ctx context.Context, n *node, req *observer.GetFlowsRequest, out ch
 	if errors.Is(err, io.EOF) || ctx.Err() != nil {
 		return nil
 	}
+	return err
+}
+
+// brokenStatus tells that n's stream broke with err.
+func brokenStatus(n *node, err error) *observer.GetFlowsResponse {
 	state := relaypb.NodeState_NODE_ERROR
 	if status.Code(err) == codes.Unavailable {
 		state = relaypb.NodeState_NODE_UNAVAILABLE
 	}
-	select {
-	case out <- nodeStatus(state, []string{n.name}, status.Convert(err).Message()):
-	case <-ctx.Done():
-	}
-	return err
+	return nodeStatus(state, []string{n.name}, status.Convert(err).Message())
 }
 
 func respTime(r *observer.GetFlowsResponse) time.Time {
@@ -127,35 +129,6 @@ func respTime(r *observer.GetFlowsResponse) time.Time {
 		return t.AsTime()
 	}
 	return r.GetFlow().GetTime().AsTime()
-}
-
-// cut orders a finished answer by time and keeps req's number of flows,
-// with the node statuses and records of loss among them.
-func cut(all []*observer.GetFlowsResponse, req *observer.GetFlowsRequest) []*observer.GetFlowsResponse {
-	slices.SortStableFunc(all, func(a, b *observer.GetFlowsResponse) int { return respTime(a).Compare(respTime(b)) })
-	n := req.GetNumber()
-	if n == 0 {
-		return all
-	}
-	flows := uint64(0)
-	if req.GetFirst() {
-		for i, r := range all {
-			if r.GetFlow() != nil {
-				if flows++; flows == n {
-					return all[:i+1]
-				}
-			}
-		}
-		return all
-	}
-	for i := len(all) - 1; i >= 0; i-- {
-		if all[i].GetFlow() != nil {
-			if flows++; flows == n {
-				return all[i:]
-			}
-		}
-	}
-	return all
 }
 
 // pending is a followed response waiting in the sort buffer.
