@@ -397,14 +397,32 @@ struct {
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 } cilium_ipcache SEC(".maps");
 
+/* The policy maps' key and value types, in BTF for bpf2go (generate.go's
+ * -type list): the nested map definition gives only their sizes, since
+ * clang describes a struct that only it points to as a bare declaration,
+ * which no loader can size. Never used. */
+struct policy_key *const __policy_key_type __attribute__((unused)) = 0;
+struct policy_entry *const __policy_entry_type __attribute__((unused)) = 0;
+
+/* Endpoint id -> its policy map. Each endpoint's policy is a map of its
+ * own, so that no endpoint's policy can take the room another's needs,
+ * and an endpoint's whole map can be swapped for a new one at once. The
+ * agent sizes them (--bpf-policy-map-max); the inner definition is the
+ * template. An endpoint without a map has no entry to match: where it
+ * enforces, everything drops. */
 struct {
-	__uint(type, BPF_MAP_TYPE_LPM_TRIE);
-	__type(key, struct policy_key);
-	__type(value, struct policy_entry);
-	__uint(max_entries, 65536);
-	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__uint(type, BPF_MAP_TYPE_HASH_OF_MAPS);
+	__type(key, __u32);
+	__uint(max_entries, 4096);
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
-} cilium_policy SEC(".maps");
+	__array(values, struct {
+		__uint(type, BPF_MAP_TYPE_LPM_TRIE);
+		__uint(key_size, sizeof(struct policy_key));
+		__uint(value_size, sizeof(struct policy_entry));
+		__uint(max_entries, 16384);
+		__uint(map_flags, BPF_F_NO_PREALLOC);
+	});
+} cilium_policy_v2 SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);

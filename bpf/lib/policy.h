@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* Policy lookup: the longest-prefix match covers protocol and port
- * wildcards and port ranges; lookups cover the remote identity, the
- * identity wildcard and, for a pod's or node's address inside a
- * NetworkPolicy ipBlock, the block's CIDR identity. A deny from any
- * lookup wins. The control plane turns an allow nested inside a broader
+/* Policy lookup, in the endpoint's own policy map: the longest-prefix
+ * match covers protocol and port wildcards and port ranges; lookups cover
+ * the remote identity, the identity wildcard and, for a pod's or node's
+ * address inside a NetworkPolicy ipBlock, the block's CIDR identity. A
+ * deny from any lookup wins. The control plane turns an allow nested inside a broader
  * deny of the same identity into a deny, so one LPM answer per identity
  * is enough. */
 #pragma once
@@ -20,12 +20,12 @@ struct verdict {
 	__u32 cookie;
 };
 
-static __always_inline void policy_lookup(struct policy_key *k, __u32 identity, struct verdict *v)
+static __always_inline void policy_lookup(void *map, struct policy_key *k, __u32 identity, struct verdict *v)
 {
 	struct policy_entry *e;
 
 	k->identity = identity;
-	e = bpf_map_lookup_elem(&cilium_policy, k);
+	e = bpf_map_lookup_elem(map, k);
 	if (!e)
 		return;
 	if (e->flags & POLICY_F_DENY) {
@@ -50,13 +50,17 @@ static __always_inline int policy_check(struct __sk_buff *skb, struct flow *f, _
 		.protocol = f->p.protocol,
 		.dport = f->p.policy_port,
 	};
+	__u32 ep = ep_id;
+	void *map = bpf_map_lookup_elem(&cilium_policy_v2, &ep);
 	struct verdict v = {};
 	int ret = 0;
 
-	policy_lookup(&k, remote, &v);
-	policy_lookup(&k, IDENTITY_ANY, &v);
-	if (cidr)
-		policy_lookup(&k, cidr, &v);
+	if (map) {
+		policy_lookup(map, &k, remote, &v);
+		policy_lookup(map, &k, IDENTITY_ANY, &v);
+		if (cidr)
+			policy_lookup(map, &k, cidr, &v);
+	}
 	if (v.denied)
 		ret = -DROP_POLICY_DENY;
 	else if (!v.matched)

@@ -89,7 +89,9 @@ func TestPrivilegedCNIThroughLibcni(t *testing.T) {
 		t.Fatalf("endpoints: %+v %v", before, err)
 	}
 	maps, err := c.Maps(ctx)
-	if err != nil || len(maps) != 13 || maps[0].Name != "cilium_lxc" || maps[0].Entries != 2 {
+	// The node's twelve maps, and one policy map per endpoint.
+	if err != nil || len(maps) != 14 || maps[0].Name != "cilium_lxc" || maps[0].Entries != 2 ||
+		!strings.HasPrefix(maps[12].Name, "cilium_policy_0") || maps[12].MaxEntries != 16384 {
 		t.Fatalf("maps: %+v %v", maps, err)
 	}
 	stopAgent(t, h)

@@ -64,7 +64,8 @@ type envOpts struct {
 	tunnelSrc     netip.Addr // the tunnel key's sender; remoteIP when unset
 	masquerade    bool
 	legacyRouting bool
-	netkit        bool // A's device is a netkit pair
+	netkit        bool   // A's device is a netkit pair
+	policyMapMax  uint32 // endpoints' policy map size; 0 for the compiled one
 }
 
 type env struct {
@@ -161,7 +162,7 @@ func newEnv(t testing.TB, o envOpts) *env {
 	testenv.Privileged(t)
 	freshNetNS(t)
 	e := &env{t: t, uplinkIfindex: setupRoutes(t)}
-	maps, err := OpenMaps("")
+	maps, err := OpenMaps("", WithPolicyMapMax(o.policyMapMax))
 	must(t, err)
 	t.Cleanup(func() { maps.Close() })
 	e.maps = maps

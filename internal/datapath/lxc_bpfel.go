@@ -434,7 +434,7 @@ const (
 	lxcMapCiliumLbAffinity    = "cilium_lb_affinity"
 	lxcMapCiliumLxc           = "cilium_lxc"
 	lxcMapCiliumMetrics       = "cilium_metrics"
-	lxcMapCiliumPolicy        = "cilium_policy"
+	lxcMapCiliumPolicyV2      = "cilium_policy_v2"
 	lxcMapCiliumSnat4         = "cilium_snat4"
 	lxcProgCilFromContainer   = "cil_from_container"
 	lxcProgCilToContainer     = "cil_to_container"
@@ -461,6 +461,8 @@ const (
 	lxcVarGoContract          = "__go_contract"
 	lxcVarLbContract          = "__lb_contract"
 	lxcVarLbXlateContract     = "__lb_xlate_contract"
+	lxcVarPolicyEntryType     = "__policy_entry_type"
+	lxcVarPolicyKeyType       = "__policy_key_type"
 )
 
 // loadLxc returns the embedded CollectionSpec for lxc.
@@ -526,7 +528,7 @@ type lxcMapSpecs struct {
 	CiliumLbAffinity    *ebpf.MapSpec `ebpf:"cilium_lb_affinity"`
 	CiliumLxc           *ebpf.MapSpec `ebpf:"cilium_lxc"`
 	CiliumMetrics       *ebpf.MapSpec `ebpf:"cilium_metrics"`
-	CiliumPolicy        *ebpf.MapSpec `ebpf:"cilium_policy"`
+	CiliumPolicyV2      *ebpf.MapSpec `ebpf:"cilium_policy_v2"`
 	CiliumSnat4         *ebpf.MapSpec `ebpf:"cilium_snat4"`
 }
 
@@ -557,6 +559,8 @@ type lxcVariableSpecs struct {
 	GoContract          *ebpf.VariableSpec `ebpf:"__go_contract"`
 	LbContract          *ebpf.VariableSpec `ebpf:"__lb_contract"`
 	LbXlateContract     *ebpf.VariableSpec `ebpf:"__lb_xlate_contract"`
+	PolicyEntryType     *ebpf.VariableSpec `ebpf:"__policy_entry_type"`
+	PolicyKeyType       *ebpf.VariableSpec `ebpf:"__policy_key_type"`
 }
 
 // lxcObjects contains all objects after they have been loaded into the kernel.
@@ -592,7 +596,7 @@ type lxcMaps struct {
 	CiliumLbAffinity    *ebpf.Map `ebpf:"cilium_lb_affinity"`
 	CiliumLxc           *ebpf.Map `ebpf:"cilium_lxc"`
 	CiliumMetrics       *ebpf.Map `ebpf:"cilium_metrics"`
-	CiliumPolicy        *ebpf.Map `ebpf:"cilium_policy"`
+	CiliumPolicyV2      *ebpf.Map `ebpf:"cilium_policy_v2"`
 	CiliumSnat4         *ebpf.Map `ebpf:"cilium_snat4"`
 }
 
@@ -611,7 +615,7 @@ func (m *lxcMaps) Close() error {
 		m.CiliumLbAffinity,
 		m.CiliumLxc,
 		m.CiliumMetrics,
-		m.CiliumPolicy,
+		m.CiliumPolicyV2,
 		m.CiliumSnat4,
 	)
 }
@@ -643,6 +647,8 @@ type lxcVariables struct {
 	GoContract          *ebpf.Variable `ebpf:"__go_contract"`
 	LbContract          *ebpf.Variable `ebpf:"__lb_contract"`
 	LbXlateContract     *ebpf.Variable `ebpf:"__lb_xlate_contract"`
+	PolicyEntryType     *ebpf.Variable `ebpf:"__policy_entry_type"`
+	PolicyKeyType       *ebpf.Variable `ebpf:"__policy_key_type"`
 }
 
 // lxcPrograms contains all programs after they have been loaded into the kernel.

@@ -39,9 +39,11 @@ type Maps struct {
 	// translated see as their peer (sock.go).
 	LB4ReverseSock *ebpf.Map
 
-	// groups indexes the policy map's keys by policy group, so that a
-	// group is rewritten without reading the whole map (policygroup.go).
-	groups *policyGroups
+	// groups indexes the endpoints' policy maps by policy group, so that
+	// a group is rewritten without reading a map (policygroup.go);
+	// policyInner is the template they are made from.
+	groups      *policyGroups
+	policyInner *ebpf.MapSpec
 }
 
 // mapDef is one row of mapTable.
@@ -69,8 +71,8 @@ var mapTable = []mapDef{
 		field: func(m *Maps) **ebpf.Map { return &m.Endpoints }},
 	{name: "cilium_ipcache", spec: func(s *lxcMapSpecs) *ebpf.MapSpec { return s.CiliumIpcache },
 		field: func(m *Maps) **ebpf.Map { return &m.IPCache }},
-	{name: "cilium_policy", spec: func(s *lxcMapSpecs) *ebpf.MapSpec { return s.CiliumPolicy },
-		field: func(m *Maps) **ebpf.Map { return &m.Policy }},
+	{name: "cilium_policy_v2", spec: func(s *lxcMapSpecs) *ebpf.MapSpec { return s.CiliumPolicyV2 },
+		field: func(m *Maps) **ebpf.Map { return &m.Policy }, internal: true},
 	{name: "cilium_ct4", spec: func(s *lxcMapSpecs) *ebpf.MapSpec { return s.CiliumCt4 },
 		field: func(m *Maps) **ebpf.Map { return &m.CT4 }},
 	{name: "cilium_frag4", spec: func(s *lxcMapSpecs) *ebpf.MapSpec { return s.CiliumFrag4 },
@@ -100,11 +102,21 @@ var mapTable = []mapDef{
 // MapOption changes how OpenMaps creates maps.
 type MapOption func(*mapOptions)
 
-type mapOptions struct{ lbMapMax uint32 }
+type mapOptions struct{ lbMapMax, policyMapMax uint32 }
 
 // WithLBMapMax sizes the service maps (Cilium's --bpf-lb-map-max); 0
 // keeps the compiled size.
 func WithLBMapMax(n uint32) MapOption { return func(o *mapOptions) { o.lbMapMax = n } }
+
+// WithPolicyMapMax sizes the endpoints' policy maps made from now on
+// (Cilium's --bpf-policy-map-max); 0 keeps the compiled size. A map made
+// smaller before is replaced when an update needs the room.
+func WithPolicyMapMax(n uint32) MapOption { return func(o *mapOptions) { o.policyMapMax = n } }
+
+// stalePins are the pins of maps that earlier datapaths had and this one
+// has not: the shared policy map of before per-endpoint policy maps.
+// Programs that still use them keep them until they are replaced.
+var stalePins = []string{"cilium_policy"}
 
 // OpenMaps creates the maps, or opens them when already pinned in pinDir.
 // An empty pinDir gives unpinned maps, as BPF program tests want.
@@ -121,7 +133,10 @@ func OpenMaps(pinDir string, opts ...MapOption) (*Maps, error) {
 	if err := cs.Assign(&specs); err != nil {
 		return nil, fmt.Errorf("assign map specs: %w", err)
 	}
-	m := &Maps{groups: &policyGroups{}}
+	m := &Maps{groups: &policyGroups{max: specs.CiliumPolicyV2.InnerMap.MaxEntries}, policyInner: specs.CiliumPolicyV2.InnerMap}
+	if o.policyMapMax != 0 {
+		m.groups.max = o.policyMapMax
+	}
 	for _, d := range mapTable {
 		spec := d.spec(&specs)
 		if d.lbSized && o.lbMapMax != 0 {
@@ -136,6 +151,17 @@ func OpenMaps(pinDir string, opts ...MapOption) (*Maps, error) {
 		*d.field(m) = mp
 	}
 	return m, nil
+}
+
+// removeStalePins removes the pins of maps this datapath no longer has
+// from pinDir.
+func removeStalePins(pinDir string) error {
+	for _, name := range stalePins {
+		if err := os.Remove(filepath.Join(pinDir, name)); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("remove stale pin %s: %w", name, err)
+		}
+	}
+	return nil
 }
 
 func openMap(d mapDef, s *ebpf.MapSpec, pinDir string) (*ebpf.Map, error) {
@@ -159,6 +185,7 @@ func openMap(d mapDef, s *ebpf.MapSpec, pinDir string) (*ebpf.Map, error) {
 
 // Close releases the file descriptors; pinned maps stay.
 func (m *Maps) Close() error {
+	m.groups.invalidate()
 	var errs []error
 	for _, d := range mapTable {
 		if mp := *d.field(m); mp != nil {

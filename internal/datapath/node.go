@@ -58,6 +58,9 @@ type Config struct {
 	CgroupRoot string
 	// LBMapMax sizes the service maps; 0 keeps the compiled size.
 	LBMapMax uint32
+	// PolicyMapMax sizes each endpoint's policy map; 0 keeps the
+	// compiled size.
+	PolicyMapMax uint32
 	// NodePorts is the NodePort range, which source translation keeps
 	// out of its ports; zero: DefaultNodePorts.
 	NodePorts PortRange
@@ -172,7 +175,10 @@ func (n *Node) Start() error {
 		return err
 	}
 	n.nl = nl
-	if n.maps, err = OpenMaps(n.mapsDir(), WithLBMapMax(n.cfg.LBMapMax)); err != nil {
+	if n.maps, err = OpenMaps(n.mapsDir(), WithLBMapMax(n.cfg.LBMapMax), WithPolicyMapMax(n.cfg.PolicyMapMax)); err != nil {
+		return err
+	}
+	if err := removeStalePins(n.mapsDir()); err != nil {
 		return err
 	}
 	if n.stopWatch != nil {

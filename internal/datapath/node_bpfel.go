@@ -29,7 +29,7 @@ const (
 	nodeMapCiliumLbAffinity    = "cilium_lb_affinity"
 	nodeMapCiliumLxc           = "cilium_lxc"
 	nodeMapCiliumMetrics       = "cilium_metrics"
-	nodeMapCiliumPolicy        = "cilium_policy"
+	nodeMapCiliumPolicyV2      = "cilium_policy_v2"
 	nodeMapCiliumSnat4         = "cilium_snat4"
 	nodeProgCilFromNetdev      = "cil_from_netdev"
 	nodeProgCilFromOverlay     = "cil_from_overlay"
@@ -52,6 +52,8 @@ const (
 	nodeVarGoContract          = "__go_contract"
 	nodeVarLbContract          = "__lb_contract"
 	nodeVarLbXlateContract     = "__lb_xlate_contract"
+	nodeVarPolicyEntryType     = "__policy_entry_type"
+	nodeVarPolicyKeyType       = "__policy_key_type"
 )
 
 // loadNode returns the embedded CollectionSpec for node.
@@ -119,7 +121,7 @@ type nodeMapSpecs struct {
 	CiliumLbAffinity    *ebpf.MapSpec `ebpf:"cilium_lb_affinity"`
 	CiliumLxc           *ebpf.MapSpec `ebpf:"cilium_lxc"`
 	CiliumMetrics       *ebpf.MapSpec `ebpf:"cilium_metrics"`
-	CiliumPolicy        *ebpf.MapSpec `ebpf:"cilium_policy"`
+	CiliumPolicyV2      *ebpf.MapSpec `ebpf:"cilium_policy_v2"`
 	CiliumSnat4         *ebpf.MapSpec `ebpf:"cilium_snat4"`
 }
 
@@ -144,6 +146,8 @@ type nodeVariableSpecs struct {
 	GoContract          *ebpf.VariableSpec `ebpf:"__go_contract"`
 	LbContract          *ebpf.VariableSpec `ebpf:"__lb_contract"`
 	LbXlateContract     *ebpf.VariableSpec `ebpf:"__lb_xlate_contract"`
+	PolicyEntryType     *ebpf.VariableSpec `ebpf:"__policy_entry_type"`
+	PolicyKeyType       *ebpf.VariableSpec `ebpf:"__policy_key_type"`
 }
 
 // nodeObjects contains all objects after they have been loaded into the kernel.
@@ -179,7 +183,7 @@ type nodeMaps struct {
 	CiliumLbAffinity    *ebpf.Map `ebpf:"cilium_lb_affinity"`
 	CiliumLxc           *ebpf.Map `ebpf:"cilium_lxc"`
 	CiliumMetrics       *ebpf.Map `ebpf:"cilium_metrics"`
-	CiliumPolicy        *ebpf.Map `ebpf:"cilium_policy"`
+	CiliumPolicyV2      *ebpf.Map `ebpf:"cilium_policy_v2"`
 	CiliumSnat4         *ebpf.Map `ebpf:"cilium_snat4"`
 }
 
@@ -198,7 +202,7 @@ func (m *nodeMaps) Close() error {
 		m.CiliumLbAffinity,
 		m.CiliumLxc,
 		m.CiliumMetrics,
-		m.CiliumPolicy,
+		m.CiliumPolicyV2,
 		m.CiliumSnat4,
 	)
 }
@@ -224,6 +228,8 @@ type nodeVariables struct {
 	GoContract          *ebpf.Variable `ebpf:"__go_contract"`
 	LbContract          *ebpf.Variable `ebpf:"__lb_contract"`
 	LbXlateContract     *ebpf.Variable `ebpf:"__lb_xlate_contract"`
+	PolicyEntryType     *ebpf.Variable `ebpf:"__policy_entry_type"`
+	PolicyKeyType       *ebpf.Variable `ebpf:"__policy_key_type"`
 }
 
 // nodePrograms contains all programs after they have been loaded into the kernel.

@@ -72,7 +72,7 @@ func (n *Node) DeleteEndpoint(ep spec.Endpoint) error {
 		n.detach(n.endpointPin(ep.ID, "ingress"), ep.HostDevice, ebpf.AttachTCXIngress),
 		n.detach(n.endpointPin(ep.ID, "egress"), ep.HostDevice, ebpf.AttachTCXEgress),
 		n.maps.DeleteEndpoint(ep.IPv4),
-		n.maps.SetPolicy(ep.ID, nil),
+		n.maps.DeletePolicy(ep.ID),
 	}
 	// The scope must match the route's, or the kernel finds nothing; the
 	// protocol makes it delete only a route this node made.

@@ -29,7 +29,7 @@ const (
 	overlaytestMapCiliumLbAffinity    = "cilium_lb_affinity"
 	overlaytestMapCiliumLxc           = "cilium_lxc"
 	overlaytestMapCiliumMetrics       = "cilium_metrics"
-	overlaytestMapCiliumPolicy        = "cilium_policy"
+	overlaytestMapCiliumPolicyV2      = "cilium_policy_v2"
 	overlaytestMapCiliumSnat4         = "cilium_snat4"
 	overlaytestProgCilFromNetdev      = "cil_from_netdev"
 	overlaytestProgCilFromOverlay     = "cil_from_overlay"
@@ -55,6 +55,8 @@ const (
 	overlaytestVarGoContract          = "__go_contract"
 	overlaytestVarLbContract          = "__lb_contract"
 	overlaytestVarLbXlateContract     = "__lb_xlate_contract"
+	overlaytestVarPolicyEntryType     = "__policy_entry_type"
+	overlaytestVarPolicyKeyType       = "__policy_key_type"
 )
 
 // loadOverlaytest returns the embedded CollectionSpec for overlaytest.
@@ -123,7 +125,7 @@ type overlaytestMapSpecs struct {
 	CiliumLbAffinity    *ebpf.MapSpec `ebpf:"cilium_lb_affinity"`
 	CiliumLxc           *ebpf.MapSpec `ebpf:"cilium_lxc"`
 	CiliumMetrics       *ebpf.MapSpec `ebpf:"cilium_metrics"`
-	CiliumPolicy        *ebpf.MapSpec `ebpf:"cilium_policy"`
+	CiliumPolicyV2      *ebpf.MapSpec `ebpf:"cilium_policy_v2"`
 	CiliumSnat4         *ebpf.MapSpec `ebpf:"cilium_snat4"`
 }
 
@@ -150,6 +152,8 @@ type overlaytestVariableSpecs struct {
 	GoContract          *ebpf.VariableSpec `ebpf:"__go_contract"`
 	LbContract          *ebpf.VariableSpec `ebpf:"__lb_contract"`
 	LbXlateContract     *ebpf.VariableSpec `ebpf:"__lb_xlate_contract"`
+	PolicyEntryType     *ebpf.VariableSpec `ebpf:"__policy_entry_type"`
+	PolicyKeyType       *ebpf.VariableSpec `ebpf:"__policy_key_type"`
 }
 
 // overlaytestObjects contains all objects after they have been loaded into the kernel.
@@ -185,7 +189,7 @@ type overlaytestMaps struct {
 	CiliumLbAffinity    *ebpf.Map `ebpf:"cilium_lb_affinity"`
 	CiliumLxc           *ebpf.Map `ebpf:"cilium_lxc"`
 	CiliumMetrics       *ebpf.Map `ebpf:"cilium_metrics"`
-	CiliumPolicy        *ebpf.Map `ebpf:"cilium_policy"`
+	CiliumPolicyV2      *ebpf.Map `ebpf:"cilium_policy_v2"`
 	CiliumSnat4         *ebpf.Map `ebpf:"cilium_snat4"`
 }
 
@@ -204,7 +208,7 @@ func (m *overlaytestMaps) Close() error {
 		m.CiliumLbAffinity,
 		m.CiliumLxc,
 		m.CiliumMetrics,
-		m.CiliumPolicy,
+		m.CiliumPolicyV2,
 		m.CiliumSnat4,
 	)
 }
@@ -232,6 +236,8 @@ type overlaytestVariables struct {
 	GoContract          *ebpf.Variable `ebpf:"__go_contract"`
 	LbContract          *ebpf.Variable `ebpf:"__lb_contract"`
 	LbXlateContract     *ebpf.Variable `ebpf:"__lb_xlate_contract"`
+	PolicyEntryType     *ebpf.Variable `ebpf:"__policy_entry_type"`
+	PolicyKeyType       *ebpf.Variable `ebpf:"__policy_key_type"`
 }
 
 // overlaytestPrograms contains all programs after they have been loaded into the kernel.

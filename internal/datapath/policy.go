@@ -2,41 +2,12 @@ package datapath
 
 import (
 	"cmp"
-	"errors"
 	"fmt"
-	"maps"
-	"math/bits"
 	"slices"
-
-	"github.com/cilium/ebpf"
 
 	"github.com/cilium-go/cilium/internal/datapath/spec"
 	"github.com/cilium-go/cilium/pkg/identity"
 )
-
-// portPrefix is a block of 2^(16-bits) ports starting at port.
-type portPrefix struct {
-	port uint16
-	bits int
-}
-
-// portPrefixes covers lo..hi exactly with the fewest aligned blocks, which
-// is how a range becomes longest-prefix-match keys.
-func portPrefixes(lo, hi uint16) []portPrefix {
-	var out []portPrefix
-	for l := uint32(lo); l <= uint32(hi); {
-		size := uint32(1) << 16
-		if l != 0 {
-			size = uint32(1) << bits.TrailingZeros32(l)
-		}
-		for l+size-1 > uint32(hi) {
-			size >>= 1
-		}
-		out = append(out, portPrefix{port: uint16(l), bits: 16 - bits.TrailingZeros32(size)})
-		l += size
-	}
-	return out
-}
 
 func policyKeys(epID uint16, e spec.PolicyEntry) []PolicyKey {
 	base := PolicyKey{Identity: uint32(e.Identity), EpId: epID, Direction: uint8(e.Direction)}
@@ -51,11 +22,11 @@ func policyKeys(epID uint16, e spec.PolicyEntry) []PolicyKey {
 	}
 	hi := max(e.EndPort, e.Port)
 	var out []PolicyKey
-	for _, pp := range portPrefixes(e.Port, hi) {
+	for _, pp := range spec.PortPrefixes(e.Port, hi) {
 		k := base
 		k.Protocol = e.Protocol
-		k.Dport = htons(pp.port)
-		k.Prefixlen = policyPrefixProto + uint32(pp.bits)
+		k.Dport = htons(pp.Port)
+		k.Prefixlen = policyPrefixProto + uint32(pp.Bits)
 		out = append(out, k)
 	}
 	return out
@@ -120,49 +91,31 @@ func PolicyMapState(epID uint16, entries []spec.PolicyEntry) (map[PolicyKey]Poli
 	return out, nil
 }
 
-// SetPolicy makes the endpoint's policy entries in the map equal to
-// entries: it adds and changes what differs and removes the rest. Entries
-// are added before stale ones go, so an allowed flow never sees a gap.
-// An update that does not fit is undone, so the endpoint keeps its old
-// policy whole (the error wraps ErrMapFull). Then established connections
-// that the new policy no longer allows are forgotten: their next packet
-// is judged as new, and dropped.
+// SetPolicy makes the endpoint's whole policy entries, as UpdatePolicy
+// writes it (an update that does not fit leaves the old policy whole,
+// ErrMapFull). Then established connections that the new policy no
+// longer allows are forgotten: their next packet is judged as new, and
+// dropped.
 func (m *Maps) SetPolicy(epID uint16, entries []spec.PolicyEntry) error {
-	defer m.groups.invalidate() // written around the group index
-	desired, err := PolicyMapState(epID, entries)
-	if err != nil {
-		return err
+	groups := map[spec.PolicyGroup][]spec.PolicyEntry{}
+	for _, e := range entries {
+		groups[e.Group(epID)] = append(groups[e.Group(epID)], e)
 	}
-	current, err := m.PolicyState(epID)
-	if err != nil {
-		return err
-	}
-	// Denies go in first: while the update is under way, an allow is
-	// never in without the deny that overrides it.
-	keys := slices.SortedFunc(maps.Keys(desired), func(a, b PolicyKey) int {
-		return cmp.Compare(desired[b].Flags&policyFlagDeny, desired[a].Flags&policyFlagDeny)
-	})
-	var written []PolicyKey
-	for _, k := range keys {
-		v := desired[k]
-		if cur, ok := current[k]; ok && cur == v {
-			continue
-		}
-		if err := m.Policy.Put(&k, &v); err != nil {
-			if uerr := m.undoPolicy(written, current); uerr != nil {
-				return fmt.Errorf("put policy entry for endpoint %d: %w (and undo: %w)", epID, err, uerr)
+	m.groups.mu.Lock()
+	err := m.groups.loadLocked(m.Policy)
+	if p := m.groups.eps[epID]; err == nil && p != nil {
+		for grp := range p.groups {
+			if _, ok := groups[grp]; !ok {
+				groups[grp] = nil
 			}
-			return fmt.Errorf("put policy entry for endpoint %d (%d entries, old policy kept): %w", epID, len(desired), markFull(err))
 		}
-		written = append(written, k)
 	}
-	for k := range current {
-		if _, ok := desired[k]; ok {
-			continue
-		}
-		if err := m.Policy.Delete(&k); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
-			return fmt.Errorf("delete policy entry for endpoint %d: %w", epID, err)
-		}
+	m.groups.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	if _, err := m.UpdatePolicy(epID, groups); err != nil {
+		return err
 	}
 	allows := func(dir spec.Direction, remote, cidr identity.NumericIdentity, proto uint8, port uint16) bool {
 		return PolicyAllows(entries, dir, remote, cidr, proto, port)
@@ -173,32 +126,23 @@ func (m *Maps) SetPolicy(epID uint16, entries []spec.PolicyEntry) error {
 	return nil
 }
 
-// undoPolicy puts back what SetPolicy wrote over: old values, or nothing.
-func (m *Maps) undoPolicy(written []PolicyKey, old map[PolicyKey]PolicyValue) error {
-	var errs []error
-	for _, k := range written {
-		if v, ok := old[k]; ok {
-			errs = append(errs, m.Policy.Put(&k, &v))
-		} else if err := m.Policy.Delete(&k); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
-			errs = append(errs, err)
-		}
-	}
-	return errors.Join(errs...)
-}
-
-// PolicyState lists one endpoint's policy map entries.
+// PolicyState lists one endpoint's policy map entries, as the map holds
+// them.
 func (m *Maps) PolicyState(epID uint16) (map[PolicyKey]PolicyValue, error) {
 	out := map[PolicyKey]PolicyValue{}
+	mp, err := m.policyMapOf(epID)
+	if err != nil || mp == nil {
+		return out, err
+	}
+	defer mp.Close()
 	var k PolicyKey
 	var v PolicyValue
-	it := m.Policy.Iterate()
+	it := mp.Iterate()
 	for it.Next(&k, &v) {
-		if k.EpId == epID {
-			out[k] = v
-		}
+		out[k] = v
 	}
 	if err := it.Err(); err != nil {
-		return nil, fmt.Errorf("iterate policy: %w", err)
+		return nil, fmt.Errorf("iterate policy of endpoint %d: %w", epID, err)
 	}
 	return out, nil
 }

@@ -34,7 +34,7 @@ func TestPrivilegedProgPolicyEngineAgreesWithModel(t *testing.T) {
 		for ent := range eng.Entries(epA) {
 			groups[ent.Group(epA)] = append(groups[ent.Group(epA)], ent)
 		}
-		_, err := e.maps.SyncPolicyGroups(groups)
+		_, err := e.maps.SyncPolicy(groups)
 		must(t, err)
 		clearConntrack(t, e.maps)
 		for _, remotes := range w.Remotes() {

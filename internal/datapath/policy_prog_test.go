@@ -5,6 +5,7 @@ import (
 	"maps"
 	"net/netip"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/cilium-go/cilium/internal/datapath/spec"
@@ -51,7 +52,7 @@ func TestPrivilegedProgPolicy(t *testing.T) {
 			toC := spec.PolicyGroup{EndpointID: epA, Direction: spec.Egress, Identity: idC}
 			setGroup := func(entries ...spec.PolicyEntry) {
 				t.Helper()
-				_, err := e.maps.SetPolicyGroup(toC, entries)
+				_, err := e.maps.UpdatePolicy(epA, map[spec.PolicyGroup][]spec.PolicyEntry{toC: entries})
 				must(t, err)
 			}
 			setGroup(egress(idC, tcpProto, 80, 0))
@@ -74,7 +75,7 @@ func TestPrivilegedProgPolicy(t *testing.T) {
 			toD := spec.PolicyGroup{EndpointID: epA, Direction: spec.Egress, Identity: idD}
 			setGroup := func(g spec.PolicyGroup, wantNarrowed bool, entries ...spec.PolicyEntry) {
 				t.Helper()
-				narrowed, err := e.maps.SetPolicyGroup(g, entries)
+				narrowed, err := e.maps.UpdatePolicy(g.EndpointID, map[spec.PolicyGroup][]spec.PolicyEntry{g: entries})
 				must(t, err)
 				if narrowed != wantNarrowed {
 					t.Fatalf("group %+v narrowed %v, want %v", g, narrowed, wantNarrowed)
@@ -85,7 +86,7 @@ func TestPrivilegedProgPolicy(t *testing.T) {
 			e.allowed(e.fromContainer, tcp(ipA, ipC, 40000, 80, "S"))
 			e.denied(e.fromContainer, tcp(ipA, ipC, 40001, 85, "S"), DropPolicyDeny)
 			e.allowed(e.fromContainer, udp(ipA, ipD, 40002, 53))
-			if _, err := e.maps.SetPolicyGroup(toC, []spec.PolicyEntry{egress(idD, tcpProto, 80, 0)}); err == nil {
+			if _, err := e.maps.UpdatePolicy(epA, map[spec.PolicyGroup][]spec.PolicyEntry{toC: {egress(idD, tcpProto, 80, 0)}}); err == nil {
 				t.Fatal("an entry of another group was written")
 			}
 			setGroup(toC, false, egress(idC, tcpProto, 80, 90), egress(idC, tcpProto, 443, 0)) // wider
@@ -97,8 +98,11 @@ func TestPrivilegedProgPolicy(t *testing.T) {
 			e.allowed(e.fromContainer, udp(ipA, ipD, 40002, 53))                    // still allowed: kept
 			// A full sync repairs what the index does not know.
 			stray := PolicyKey{Prefixlen: policyPrefixFull, Identity: 4242, EpId: epA, Direction: uint8(spec.Egress)}
-			must(t, e.maps.Policy.Put(&stray, &PolicyValue{}))
-			narrowed, err := e.maps.SyncPolicyGroups(map[spec.PolicyGroup][]spec.PolicyEntry{toC: {egress(idC, tcpProto, 443, 0)}})
+			mp, err := e.maps.policyMapOf(epA)
+			must(t, err)
+			must(t, mp.Put(&stray, &PolicyValue{}))
+			mp.Close()
+			narrowed, err := e.maps.SyncPolicy(map[spec.PolicyGroup][]spec.PolicyEntry{toC: {egress(idC, tcpProto, 443, 0)}})
 			must(t, err)
 			if !slices.Equal(narrowed, []uint16{epA}) {
 				t.Fatalf("sync narrowed %v, want [%d]", narrowed, epA)
@@ -267,73 +271,91 @@ func TestPrivilegedProgPolicy(t *testing.T) {
 	})
 }
 
-// fillPolicy puts entries of another endpoint into the policy map until
-// only room entries are left, and returns a function that frees n of them.
-func (e *env) fillPolicy(room int) (free func(n int)) {
-	e.t.Helper()
-	const other = 999
-	var keys []PolicyKey
-	n := int(e.maps.Policy.MaxEntries()) - room - policyEntriesOf(e)
-	for i := range n {
-		k := PolicyKey{Prefixlen: policyPrefixFull, Identity: uint32(100000 + i), EpId: other, Direction: uint8(spec.Ingress),
-			Protocol: tcpProto, Dport: htons(80)}
-		must(e.t, e.maps.Policy.Put(&k, &PolicyValue{}))
-		keys = append(keys, k)
-	}
-	return func(n int) {
-		for _, k := range keys[:n] {
-			must(e.t, e.maps.Policy.Delete(&k))
-		}
-		keys = keys[n:]
-	}
-}
-
-func policyEntriesOf(e *env) int {
-	n := 0
-	var k PolicyKey
-	var v PolicyValue
-	for it := e.maps.Policy.Iterate(); it.Next(&k, &v); {
-		n++
-	}
-	return n
-}
-
+// Each endpoint's policy is a map of its own, sized by
+// --bpf-policy-map-max (8 here): a policy larger than that is refused
+// whole, the old one staying in force; an update whose fullest moment
+// does not fit in place swaps in a new map at once; and one endpoint's
+// full map leaves the others' alone.
 func TestPrivilegedProgPolicyMapFull(t *testing.T) {
+	small := envOpts{policyEgress: true, mode: spec.Tunnel, policyMapMax: 8}
+	ports := func(id uint32, deny bool, from, to uint16) []spec.PolicyEntry {
+		var out []spec.PolicyEntry
+		for p := from; p <= to; p++ {
+			e := egress(id, tcpProto, p, 0)
+			e.Deny = deny
+			out = append(out, e)
+		}
+		return out
+	}
 	runProgCases(t, []progCase{
-		{"an update that does not fit leaves the old policy whole", envOpts{policyEgress: true, mode: spec.Tunnel}, func(t *testing.T, e *env) {
+		{"a policy larger than the map is refused whole", small, func(t *testing.T, e *env) {
 			old := []spec.PolicyEntry{egress(idC, tcpProto, 80, 0), denyRule(egress(idD, tcpProto, 22, 0)), egress(idD, 0, 0, 0)}
 			e.setPolicy(epA, old...)
 			before, err := e.maps.PolicyState(epA)
 			must(t, err)
-			free := e.fillPolicy(5)
-			// Ten new keys, four of them denies, and the old ones gone.
-			var next []spec.PolicyEntry
-			for port := uint16(1001); port < 1021; port += 2 {
-				if port > 1012 {
-					next = append(next, denyRule(egress(idC, tcpProto, port, 0)))
-				} else {
-					next = append(next, egress(idC, tcpProto, port, 0))
-				}
-			}
+			next := append(ports(idC, false, 1001, 1005), ports(idC, true, 1006, 1009)...) // nine
 			err = e.maps.SetPolicy(epA, next)
-			if !errors.Is(err, ErrMapFull) {
-				t.Fatalf("SetPolicy on a full map: %v, want ErrMapFull", err)
+			if !errors.Is(err, ErrMapFull) || !strings.Contains(err.Error(), "needs 9 policy map entries, more than 8") {
+				t.Fatalf("SetPolicy of nine entries into maps of eight: %v, want ErrMapFull naming both", err)
 			}
 			after, err := e.maps.PolicyState(epA)
 			must(t, err)
 			if !maps.Equal(before, after) {
-				t.Fatalf("policy after a failed update\n%+v, want the old one\n%+v", after, before)
+				t.Fatalf("policy after a refused update\n%+v, want the old one\n%+v", after, before)
 			}
 			e.allowed(e.fromContainer, tcp(ipA, ipC, 40000, 80, "S"))
 			e.denied(e.fromContainer, tcp(ipA, ipD, 40001, 22, "S"), DropPolicyDeny)
 			e.denied(e.fromContainer, tcp(ipA, ipC, 40002, 1001, "S"), DropPolicy)
-
-			// Room again: the same update goes through.
-			free(10)
-			e.setPolicy(epA, next...)
+			// One entry fewer fits.
+			e.setPolicy(epA, next[:8]...)
 			e.allowed(e.fromContainer, tcp(ipA, ipC, 40003, 1001, "S"))
-			e.denied(e.fromContainer, tcp(ipA, ipC, 40004, 1019, "S"), DropPolicyDeny)
+			e.denied(e.fromContainer, tcp(ipA, ipC, 40004, 1006, "S"), DropPolicyDeny)
 			e.denied(e.fromContainer, tcp(ipA, ipC, 40005, 80, "S"), DropPolicy)
+		}},
+		{"an update that does not fit in place swaps the whole map", small, func(t *testing.T, e *env) {
+			// Six allows and two denies fill the map; the new policy
+			// keeps the allows and has two other denies, which go in
+			// before the old ones may go out: ten at the fullest moment.
+			e.setPolicy(epA, append(ports(idC, false, 1, 6), ports(idD, true, 1, 2)...)...)
+			before, err := e.maps.policyMapOf(epA)
+			must(t, err)
+			defer before.Close()
+			beforeInfo, err := before.Info()
+			must(t, err)
+			beforeID, _ := beforeInfo.ID()
+			e.setPolicy(epA, append(ports(idC, false, 1, 6), ports(idD, true, 3, 4)...)...)
+			after, err := e.maps.policyMapOf(epA)
+			must(t, err)
+			defer after.Close()
+			afterInfo, err := after.Info()
+			must(t, err)
+			if afterID, _ := afterInfo.ID(); afterID == beforeID {
+				t.Fatal("the update was written in place into a map it does not fit")
+			}
+			e.allowed(e.fromContainer, tcp(ipA, ipC, 40000, 6, "S"))
+			e.denied(e.fromContainer, tcp(ipA, ipD, 40001, 3, "S"), DropPolicyDeny)
+			e.denied(e.fromContainer, tcp(ipA, ipD, 40002, 1, "S"), DropPolicy)
+		}},
+		{"one endpoint's full map leaves another's alone", small, func(t *testing.T, e *env) {
+			e.setPolicy(epA, ports(idC, false, 1, 8)...)
+			if err := e.maps.SetPolicy(epA, ports(idC, false, 1, 9)); !errors.Is(err, ErrMapFull) {
+				t.Fatalf("a ninth entry for A: %v, want ErrMapFull", err)
+			}
+			must(t, e.maps.SetPolicy(epB, ports(idC, false, 1, 8)))
+			state, err := e.maps.PolicyState(epB)
+			must(t, err)
+			if len(state) != 8 {
+				t.Fatalf("B's map holds %d entries, want 8", len(state))
+			}
+			e.allowed(e.fromContainer, tcp(ipA, ipC, 40000, 8, "S"))
+		}},
+		{"an endpoint without a policy map allows nothing", envOpts{policyEgress: true, policyIngress: true}, func(t *testing.T, e *env) {
+			e.denied(e.fromContainer, tcp(ipA, ipC, 40000, 80, "S"), DropPolicy)
+			e.denied(e.fromNetdev, tcp(ipC, ipA, 40001, 80, "S"), DropPolicy)
+			e.setPolicy(epA, egress(idC, 0, 0, 0))
+			e.allowed(e.fromContainer, tcp(ipA, ipC, 40002, 80, "S"))
+			must(t, e.maps.DeletePolicy(epA))
+			e.denied(e.fromContainer, tcp(ipA, ipC, 40003, 80, "S"), DropPolicy)
 		}},
 	})
 }

@@ -2,7 +2,6 @@ package datapath
 
 import (
 	"fmt"
-	"maps"
 	"slices"
 	"strings"
 	"testing"
@@ -10,27 +9,6 @@ import (
 	"github.com/cilium-go/cilium/internal/datapath/spec"
 	"github.com/cilium-go/cilium/internal/testenv"
 )
-
-func TestPortPrefixesCoverRangeExactly(t *testing.T) {
-	for _, r := range [][2]uint16{{0, 65535}, {1, 1}, {80, 80}, {8000, 8080}, {1, 1000}, {65535, 65535}, {1024, 65535}, {0, 0}} {
-		covered := map[uint32]bool{}
-		for _, pp := range portPrefixes(r[0], r[1]) {
-			size := uint32(1) << (16 - pp.bits)
-			if uint32(pp.port)%size != 0 {
-				t.Fatalf("range %v: block %+v not aligned", r, pp)
-			}
-			for p := uint32(pp.port); p < uint32(pp.port)+size; p++ {
-				if covered[p] {
-					t.Fatalf("range %v: port %d covered twice", r, p)
-				}
-				covered[p] = true
-			}
-		}
-		if len(covered) != int(r[1])-int(r[0])+1 || !covered[uint32(r[0])] || !covered[uint32(r[1])] {
-			t.Fatalf("range %v: covered %d ports", r, len(covered))
-		}
-	}
-}
 
 func TestPolicyMapStateDenyPropagation(t *testing.T) {
 	state, err := PolicyMapState(5, []spec.PolicyEntry{
@@ -92,16 +70,14 @@ func TestPrivilegedSetPolicyIsIdempotent(t *testing.T) {
 		t.Fatalf("endpoints with policy %v (%v), want [1 2]", ids, err)
 	}
 	count := func() (n int) {
-		var k PolicyKey
-		var v PolicyValue
-		it := m.Policy.Iterate()
-		for it.Next(&k, &v) {
-			n++
+		for _, ep := range []uint16{1, 2} {
+			state, err := m.PolicyState(ep)
+			must(t, err)
+			n += len(state)
 		}
-		must(t, it.Err())
 		return n
 	}
-	want := len(portPrefixes(1, 1000))*2 + 1
+	want := len(spec.PortPrefixes(1, 1000))*2 + 1
 	if n := count(); n != want {
 		t.Fatalf("%d entries, want %d", n, want)
 	}
@@ -110,7 +86,7 @@ func TestPrivilegedSetPolicyIsIdempotent(t *testing.T) {
 		t.Fatalf("after a second sync: %d entries, want %d", n, want)
 	}
 	must(t, m.SetPolicy(1, nil))
-	if n := count(); n != want-len(portPrefixes(1, 1000))-1 {
+	if n := count(); n != want-len(spec.PortPrefixes(1, 1000))-1 {
 		t.Fatalf("after clearing endpoint 1: %d entries", n)
 	}
 	if ids, err := policyEndpoints(m); err != nil || !slices.Equal(ids, []uint16{2}) {
@@ -139,17 +115,25 @@ func TestPolicyEntryOfUndoesKeys(t *testing.T) {
 	}
 }
 
-// policyEndpoints lists the endpoints that hold policy entries, in order.
+// policyEndpoints lists the endpoints whose policy maps hold entries, in
+// order.
 func policyEndpoints(m *Maps) ([]uint16, error) {
-	seen := map[uint16]bool{}
-	var k PolicyKey
-	var v PolicyValue
+	var out []uint16
+	var ep uint32
+	var id uint32
 	it := m.Policy.Iterate()
-	for it.Next(&k, &v) {
-		seen[k.EpId] = true
+	for it.Next(&ep, &id) {
+		state, err := m.PolicyState(uint16(ep))
+		if err != nil {
+			return nil, err
+		}
+		if len(state) > 0 {
+			out = append(out, uint16(ep))
+		}
 	}
 	if err := it.Err(); err != nil {
-		return nil, fmt.Errorf("iterate policy: %w", err)
+		return nil, fmt.Errorf("iterate policy maps: %w", err)
 	}
-	return slices.Sorted(maps.Keys(seen)), nil
+	slices.Sort(out)
+	return out, nil
 }

@@ -29,7 +29,7 @@ const (
 	sockMapCiliumLbAffinity     = "cilium_lb_affinity"
 	sockMapCiliumLxc            = "cilium_lxc"
 	sockMapCiliumMetrics        = "cilium_metrics"
-	sockMapCiliumPolicy         = "cilium_policy"
+	sockMapCiliumPolicyV2       = "cilium_policy_v2"
 	sockProgCilSock4Connect     = "cil_sock4_connect"
 	sockProgCilSock4DestroyUdp  = "cil_sock4_destroy_udp"
 	sockProgCilSock4Getpeername = "cil_sock4_getpeername"
@@ -49,6 +49,8 @@ const (
 	sockVarEventType            = "__event_type"
 	sockVarGoContract           = "__go_contract"
 	sockVarLbContract           = "__lb_contract"
+	sockVarPolicyEntryType      = "__policy_entry_type"
+	sockVarPolicyKeyType        = "__policy_key_type"
 )
 
 // loadSock returns the embedded CollectionSpec for sock.
@@ -117,7 +119,7 @@ type sockMapSpecs struct {
 	CiliumLbAffinity    *ebpf.MapSpec `ebpf:"cilium_lb_affinity"`
 	CiliumLxc           *ebpf.MapSpec `ebpf:"cilium_lxc"`
 	CiliumMetrics       *ebpf.MapSpec `ebpf:"cilium_metrics"`
-	CiliumPolicy        *ebpf.MapSpec `ebpf:"cilium_policy"`
+	CiliumPolicyV2      *ebpf.MapSpec `ebpf:"cilium_policy_v2"`
 }
 
 // sockVariableSpecs contains global variables before they are loaded into the kernel.
@@ -138,6 +140,8 @@ type sockVariableSpecs struct {
 	EventType           *ebpf.VariableSpec `ebpf:"__event_type"`
 	GoContract          *ebpf.VariableSpec `ebpf:"__go_contract"`
 	LbContract          *ebpf.VariableSpec `ebpf:"__lb_contract"`
+	PolicyEntryType     *ebpf.VariableSpec `ebpf:"__policy_entry_type"`
+	PolicyKeyType       *ebpf.VariableSpec `ebpf:"__policy_key_type"`
 }
 
 // sockObjects contains all objects after they have been loaded into the kernel.
@@ -173,7 +177,7 @@ type sockMaps struct {
 	CiliumLbAffinity    *ebpf.Map `ebpf:"cilium_lb_affinity"`
 	CiliumLxc           *ebpf.Map `ebpf:"cilium_lxc"`
 	CiliumMetrics       *ebpf.Map `ebpf:"cilium_metrics"`
-	CiliumPolicy        *ebpf.Map `ebpf:"cilium_policy"`
+	CiliumPolicyV2      *ebpf.Map `ebpf:"cilium_policy_v2"`
 }
 
 func (m *sockMaps) Close() error {
@@ -191,7 +195,7 @@ func (m *sockMaps) Close() error {
 		m.CiliumLbAffinity,
 		m.CiliumLxc,
 		m.CiliumMetrics,
-		m.CiliumPolicy,
+		m.CiliumPolicyV2,
 	)
 }
 
@@ -213,6 +217,8 @@ type sockVariables struct {
 	EventType           *ebpf.Variable `ebpf:"__event_type"`
 	GoContract          *ebpf.Variable `ebpf:"__go_contract"`
 	LbContract          *ebpf.Variable `ebpf:"__lb_contract"`
+	PolicyEntryType     *ebpf.Variable `ebpf:"__policy_entry_type"`
+	PolicyKeyType       *ebpf.Variable `ebpf:"__policy_key_type"`
 }
 
 // sockPrograms contains all programs after they have been loaded into the kernel.

@@ -11,6 +11,7 @@ import (
 
 	"github.com/cilium/statedb"
 	"github.com/cilium/statedb/reconciler"
+	"golang.org/x/time/rate"
 )
 
 // Row is a table row the reconciler writes its status into. Clone
@@ -27,17 +28,40 @@ type Row[Obj any] interface {
 // whole table, removing what nobody wants and restoring what is missing.
 const PruneInterval = time.Minute
 
+// Option changes how Register registers a reconciler.
+type Option[Obj any] func(*options[Obj])
+
+type options[Obj any] struct {
+	batch     reconciler.BatchOperations[Obj]
+	roundSize int
+}
+
+// WithBatches writes new and changed rows through batch, up to roundSize
+// rows a round, instead of one at a time; rows retried after a failure
+// still go one at a time through the Operations.
+func WithBatches[Obj any](batch reconciler.BatchOperations[Obj], roundSize int) Option[Obj] {
+	return func(o *options[Obj]) { o.batch, o.roundSize = batch, roundSize }
+}
+
 // Register registers the reconciler of tbl with ops, named after the
 // table, pruning every PruneInterval (once the table is initialized) and
 // retrying failures with backoff.
-func Register[Obj Row[Obj]](p reconciler.Params, tbl statedb.RWTable[Obj], ops reconciler.Operations[Obj]) (reconciler.Reconciler[Obj], error) {
-	r, err := reconciler.Register(p, tbl,
-		Obj.Clone, Obj.WithStatus, Obj.GetStatus,
-		ops, nil,
+func Register[Obj Row[Obj]](p reconciler.Params, tbl statedb.RWTable[Obj], ops reconciler.Operations[Obj], opts ...Option[Obj]) (reconciler.Reconciler[Obj], error) {
+	var o options[Obj]
+	for _, opt := range opts {
+		opt(&o)
+	}
+	ropts := []reconciler.Option{
 		reconciler.WithName(tbl.Name()),
 		reconciler.WithPruning(PruneInterval),
 		reconciler.WithRetry(100*time.Millisecond, time.Minute),
-	)
+	}
+	if o.roundSize > 0 {
+		ropts = append(ropts, reconciler.WithRoundLimits(o.roundSize, rate.NewLimiter(1000, 1)))
+	}
+	r, err := reconciler.Register(p, tbl,
+		Obj.Clone, Obj.WithStatus, Obj.GetStatus,
+		ops, o.batch, ropts...)
 	if err != nil {
 		return nil, fmt.Errorf("register %s reconciler: %w", tbl.Name(), err)
 	}

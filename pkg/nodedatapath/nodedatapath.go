@@ -132,7 +132,7 @@ func (c Config) traces() (datapath.Traces, error) {
 
 // Datapath turns the flags into the datapath's configuration, naming the
 // first bad flag.
-func (c Config) Datapath(p paths.Config, lb loadbalancer.Config) (datapath.Config, error) {
+func (c Config) Datapath(p paths.Config, lb loadbalancer.Config, pol policy.MapConfig) (datapath.Config, error) {
 	ip, err := netip.ParseAddr(c.NodeIPv4)
 	if err != nil || !ip.Is4() {
 		return datapath.Config{}, fmt.Errorf("--node-ipv4 %q: an IPv4 address is required", c.NodeIPv4)
@@ -176,7 +176,7 @@ func (c Config) Datapath(p paths.Config, lb loadbalancer.Config) (datapath.Confi
 	return datapath.Config{BPFFSDir: p.BPFRoot, NetNS: c.NodeNetNS, NodeIPv4: ip, Uplink: c.Uplink, Traces: traces,
 		Mode: mode, TunnelPort: c.TunnelPort, Masquerade: c.EnableIPv4Masquerade,
 		LegacyRouting: c.EnableHostLegacyRouting, PodDevice: device,
-		SocketLB: socketLB, CgroupRoot: c.CgroupRoot, LBMapMax: uint32(lb.BPFLBMapMax),
+		SocketLB: socketLB, CgroupRoot: c.CgroupRoot, LBMapMax: uint32(lb.BPFLBMapMax), PolicyMapMax: uint32(pol.BPFPolicyMapMax),
 		NodePorts: datapath.PortRange{Min: nodePorts.Min, Max: nodePorts.Max}}, nil
 }
 
@@ -184,6 +184,7 @@ type nodeParams struct {
 	cell.In
 	Config    Config
 	LB        loadbalancer.Config
+	PolicyMap policy.MapConfig
 	Paths     paths.Config
 	Log       *slog.Logger
 	Lifecycle cell.Lifecycle
@@ -192,7 +193,7 @@ type nodeParams struct {
 }
 
 func newNode(p nodeParams) (*datapath.Node, error) {
-	cfg, err := p.Config.Datapath(p.Paths, p.LB)
+	cfg, err := p.Config.Datapath(p.Paths, p.LB, p.PolicyMap)
 	if err != nil {
 		return nil, err
 	}
@@ -293,8 +294,8 @@ func newNodeInfo(n *datapath.Node, lc cell.Lifecycle) server.NodeInfo {
 // node's namespace; the uplink and the tunnel device are never a pod's.
 type podDevices struct{ cfg datapath.Config }
 
-func newPodDevices(c Config, p paths.Config, lb loadbalancer.Config) (server.PodDeviceChecker, error) {
-	cfg, err := c.Datapath(p, lb)
+func newPodDevices(c Config, p paths.Config, lb loadbalancer.Config, pol policy.MapConfig) (server.PodDeviceChecker, error) {
+	cfg, err := c.Datapath(p, lb, pol)
 	return podDevices{cfg: cfg}, err
 }
 
@@ -326,7 +327,11 @@ func (l mapLister) ListMaps() ([]models.BPFMap, error) {
 	}
 	out := make([]models.BPFMap, 0, len(sums))
 	for _, s := range sums {
-		out = append(out, models.BPFMap{Name: s.Name, Path: filepath.Join(l.dir, s.Name), Type: s.Type,
+		pin := s.Name
+		if s.In != "" {
+			pin = s.In
+		}
+		out = append(out, models.BPFMap{Name: s.Name, Path: filepath.Join(l.dir, pin), Type: s.Type,
 			MaxEntries: s.MaxEntries, Entries: s.Entries})
 	}
 	return out, nil

@@ -2,15 +2,16 @@
 // policies become rules (FromNetworkPolicy, FromCNP, FromCCNP); the
 // Engine turns rules, identities and local endpoints into each
 // endpoint's policy map entries, changing them by delta; the entries are
-// rows of a statedb table, and a reconciler makes the datapath's policy
-// map match it, one policy group (endpoint, direction, remote identity)
-// at a time.
+// rows of a statedb table, and a reconciler makes each endpoint's policy
+// map in the datapath match it, the changed policy groups (endpoint,
+// direction, remote identity) of an endpoint at a time.
 package policy
 
 import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"iter"
 	"maps"
 	"slices"
@@ -24,6 +25,7 @@ import (
 	"github.com/cilium/statedb"
 	"github.com/cilium/statedb/index"
 	"github.com/cilium/statedb/reconciler"
+	"github.com/spf13/pflag"
 
 	"github.com/cilium-go/cilium/internal/datapath/spec"
 	"github.com/cilium-go/cilium/pkg/desired"
@@ -211,14 +213,18 @@ func NewEntriesTable(db *statedb.DB) (statedb.RWTable[*MapEntry], error) {
 	return statedb.NewTable(db, EntriesTableName, EntryIndex, GroupIndex, EntryEndpointIndex, DeletedIndex)
 }
 
-// Map is the datapath's policy map; *datapath.Maps is one.
+// Map is the datapath's policy maps, one per endpoint; *datapath.Maps is
+// one.
 type Map interface {
-	// SetPolicyGroup makes a group's entries exactly entries, or leaves
-	// them as they were and fails; narrowed reports that an allow went.
-	SetPolicyGroup(g spec.PolicyGroup, entries []spec.PolicyEntry) (narrowed bool, err error)
-	// SyncPolicyGroups makes the map hold exactly these groups and
-	// returns the endpoints whose policy narrowed.
-	SyncPolicyGroups(groups map[spec.PolicyGroup][]spec.PolicyEntry) (narrowed []uint16, err error)
+	// UpdatePolicy makes the endpoint's groups named in groups hold
+	// exactly their entries (none: the group goes), never leaving the
+	// endpoint more open than both its old and its new policy; or
+	// changes nothing and fails (datapath.ErrMapFull: its map cannot
+	// hold it). narrowed reports that an allow went.
+	UpdatePolicy(ep uint16, groups map[spec.PolicyGroup][]spec.PolicyEntry) (narrowed bool, err error)
+	// SyncPolicy makes the maps hold exactly these groups and returns
+	// the endpoints whose policy narrowed.
+	SyncPolicy(groups map[spec.PolicyGroup][]spec.PolicyEntry) (narrowed []uint16, err error)
 	// FlushDisallowed forgets the endpoints' established connections
 	// that their policies no longer allow.
 	FlushDisallowed(endpointIDs ...uint16) error
@@ -232,24 +238,58 @@ type MapSource func() Map
 // the reconciler retries.
 var errNoMap = errors.New("policy map not open yet")
 
+// MapConfig sizes the endpoints' policy maps, as Cilium's flag does.
+type MapConfig struct {
+	// BPFPolicyMapMax is how many entries each endpoint's policy map
+	// holds; a policy that needs more is refused for that endpoint.
+	BPFPolicyMapMax int `mapstructure:"bpf-policy-map-max"`
+}
+
+// DefaultMapConfig is Cilium's default.
+var DefaultMapConfig = MapConfig{BPFPolicyMapMax: 16384}
+
+// Flags implements cell.Flagger.
+func (def MapConfig) Flags(flags *pflag.FlagSet) {
+	flags.Int("bpf-policy-map-max", def.BPFPolicyMapMax,
+		"entries of each endpoint's policy map: a policy that needs more for an endpoint is refused for it, the endpoint keeping its previous policy")
+}
+
+// Validate names the flag when it is out of Cilium's range.
+func (c MapConfig) Validate() error {
+	if c.BPFPolicyMapMax < 1<<8 || c.BPFPolicyMapMax > 1<<16 {
+		return fmt.Errorf("--bpf-policy-map-max %d: want %d to %d", c.BPFPolicyMapMax, 1<<8, 1<<16)
+	}
+	return nil
+}
+
 // Cell provides the tables (statedb.RWTable for the policy engine,
-// statedb.Table for readers) and reconciles the entries into the map
+// statedb.Table for readers) and reconciles the entries into the maps
 // that a MapSource from the datapath gives.
-var Cell = cell.Module("policy-map", "Endpoint policies reconciled into the policy map",
+var Cell = cell.Module("policy-map", "Endpoint policies reconciled into the endpoints policy maps",
+	cell.Config(DefaultMapConfig),
+	cell.Invoke(MapConfig.Validate),
 	cell.Provide(NewTable, statedb.RWTable[*EndpointPolicy].ToTable,
 		NewEntriesTable, statedb.RWTable[*MapEntry].ToTable, NewCookies),
 	health.JobGroup,
 	cell.Invoke(RegisterReconciler),
 )
 
-// RegisterReconciler makes the map that source gives hold what tbl says,
-// and forgets the connections that narrowed policies no longer allow.
+// RegisterReconciler makes the maps that source gives hold what tbl
+// says, and forgets the connections that narrowed policies no longer
+// allow. Rows are written by the batch, an endpoint at a time: every
+// group of an endpoint that a batch changes goes in one update, in the
+// order that never opens the endpoint beyond its old and its new policy.
+// A round takes up to roundSize rows, enough for what one policy change
+// writes.
 func RegisterReconciler(p reconciler.Params, jobs job.Group, tbl statedb.RWTable[*MapEntry], source MapSource, cookies *Cookies) error {
 	o := &ops{tbl: tbl, source: source, cookies: cookies, flush: job.NewTrigger(), dirty: map[uint16]struct{}{}}
 	jobs.Add(job.Timer("policy-flush", o.flushDirty, flushInterval, job.WithTrigger(o.flush)))
-	_, err := desired.Register(p, tbl, o)
+	_, err := desired.Register(p, tbl, o, desired.WithBatches[*MapEntry](o, roundSize))
 	return err
 }
+
+// roundSize is how many rows a reconciliation round takes at most.
+const roundSize = 1 << 16
 
 // flushInterval retries flushes that failed; changes trigger them.
 const flushInterval = time.Minute
@@ -289,15 +329,19 @@ func (o *ops) withCookie(e *MapEntry) spec.PolicyEntry {
 	return ent
 }
 
-// setGroup writes the group of row as txn has it.
-func (o *ops) setGroup(txn statedb.ReadTxn, g spec.PolicyGroup) error {
+// update writes the named groups of an endpoint as txn has them.
+func (o *ops) update(txn statedb.ReadTxn, ep uint16, groups map[spec.PolicyGroup]struct{}) error {
 	m, err := o.mapOrErr()
 	if err != nil {
 		return err
 	}
-	narrowed, err := m.SetPolicyGroup(g, o.groupEntries(txn, g))
+	want := make(map[spec.PolicyGroup][]spec.PolicyEntry, len(groups))
+	for g := range groups {
+		want[g] = o.groupEntries(txn, g)
+	}
+	narrowed, err := m.UpdatePolicy(ep, want)
 	if narrowed {
-		o.markDirty(g.EndpointID)
+		o.markDirty(ep)
 	}
 	return err
 }
@@ -334,23 +378,66 @@ func (o *ops) flushDirty(context.Context) error {
 	return err
 }
 
-// Update implements reconciler.Operations: the row's whole group is
-// written as txn has it, so a deny and the allows it covers change
-// together.
-func (o *ops) Update(_ context.Context, txn statedb.ReadTxn, _ statedb.Revision, e *MapEntry) error {
-	return o.setGroup(txn, e.group())
+// UpdateBatch implements reconciler.BatchOperations: each endpoint's
+// changed groups in one update, whose result is every row's.
+func (o *ops) UpdateBatch(_ context.Context, txn statedb.ReadTxn, batch []reconciler.BatchEntry[*MapEntry]) {
+	byEP := map[uint16]map[spec.PolicyGroup]struct{}{}
+	for _, b := range batch {
+		g := b.Object.group()
+		if byEP[g.EndpointID] == nil {
+			byEP[g.EndpointID] = map[spec.PolicyGroup]struct{}{}
+		}
+		byEP[g.EndpointID][g] = struct{}{}
+	}
+	results := make(map[uint16]error, len(byEP))
+	for ep, groups := range byEP {
+		results[ep] = o.update(txn, ep, groups)
+	}
+	for i := range batch {
+		batch[i].Result = results[batch[i].Object.EndpointID]
+	}
 }
 
-// Delete implements reconciler.Operations. A tombstone's entry left the
-// map when the tombstone was reconciled.
-func (o *ops) Delete(_ context.Context, txn statedb.ReadTxn, _ statedb.Revision, e *MapEntry) error {
+// DeleteBatch implements reconciler.BatchOperations: a tombstone's entry
+// left the map when the tombstone was reconciled; any other row's group
+// is written again.
+func (o *ops) DeleteBatch(ctx context.Context, txn statedb.ReadTxn, batch []reconciler.BatchEntry[*MapEntry]) {
+	var live []reconciler.BatchEntry[*MapEntry]
+	for _, b := range batch {
+		if !b.Object.Deleted {
+			live = append(live, b)
+		}
+	}
+	o.UpdateBatch(ctx, txn, live)
+	for i, j := 0, 0; i < len(batch); i++ {
+		if !batch[i].Object.Deleted {
+			batch[i].Result = live[j].Result
+			j++
+		}
+	}
+}
+
+// Update implements reconciler.Operations, for a row retried alone: the
+// endpoint's every group is written as txn has it, so that what failed
+// with the row in its batch goes in together again.
+func (o *ops) Update(_ context.Context, txn statedb.ReadTxn, _ statedb.Revision, e *MapEntry) error {
+	groups := map[spec.PolicyGroup]struct{}{}
+	for r := range o.tbl.List(txn, EntryEndpointIndex.Query(e.EndpointID)) {
+		groups[r.group()] = struct{}{}
+	}
+	groups[e.group()] = struct{}{}
+	return o.update(txn, e.EndpointID, groups)
+}
+
+// Delete implements reconciler.Operations, as DeleteBatch.
+func (o *ops) Delete(ctx context.Context, txn statedb.ReadTxn, rev statedb.Revision, e *MapEntry) error {
 	if e.Deleted {
 		return nil
 	}
-	return o.setGroup(txn, e.group())
+	return o.Update(ctx, txn, rev, e)
 }
 
-// Prune implements reconciler.Operations: the map is made to hold
+// Prune implements reconciler.Operations: the maps are made to hold
 // exactly the table's groups, whatever an earlier agent or a hand left.
 func (o *ops) Prune(_ context.Context, _ statedb.ReadTxn, rows iter.Seq2[*MapEntry, statedb.Revision]) error {
 	m, err := o.mapOrErr()
@@ -363,7 +450,7 @@ func (o *ops) Prune(_ context.Context, _ statedb.ReadTxn, rows iter.Seq2[*MapEnt
 			groups[e.group()] = append(groups[e.group()], o.withCookie(e))
 		}
 	}
-	narrowed, err := m.SyncPolicyGroups(groups)
+	narrowed, err := m.SyncPolicy(groups)
 	if len(narrowed) > 0 {
 		o.markDirty(narrowed...)
 	}

@@ -28,7 +28,7 @@ import (
 func TestReconcilerFollowsTheTable(t *testing.T) {
 	m := policytest.New()
 	stray := spec.PolicyEntry{Direction: spec.Ingress, Identity: 400}
-	if _, err := m.SetPolicyGroup(stray.Group(9), []spec.PolicyEntry{stray}); err != nil {
+	if _, err := m.UpdatePolicy(9, map[spec.PolicyGroup][]spec.PolicyEntry{stray.Group(9): {stray}}); err != nil {
 		t.Fatal(err)
 	}
 	var db *statedb.DB

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
+	"math/bits"
 	"strconv"
 
 	"github.com/cilium-go/cilium/pkg/identity"
@@ -43,6 +44,39 @@ type PolicyGroup struct {
 	EndpointID uint16
 	Direction  Direction
 	Identity   identity.NumericIdentity
+}
+
+// PortPrefix is a block of 2^(16-Bits) ports starting at Port.
+type PortPrefix struct {
+	Port uint16
+	Bits int
+}
+
+// PortPrefixes covers lo..hi exactly with the fewest aligned blocks, which
+// is how a range becomes longest-prefix-match keys.
+func PortPrefixes(lo, hi uint16) []PortPrefix {
+	var out []PortPrefix
+	for l := uint32(lo); l <= uint32(hi); {
+		size := uint32(1) << 16
+		if l != 0 {
+			size = uint32(1) << bits.TrailingZeros32(l)
+		}
+		for l+size-1 > uint32(hi) {
+			size >>= 1
+		}
+		out = append(out, PortPrefix{Port: uint16(l), Bits: 16 - bits.TrailingZeros32(size)})
+		l += size
+	}
+	return out
+}
+
+// Keys is how many keys of the datapath's policy map e takes: one, or
+// one per aligned block of its port range.
+func (e PolicyEntry) Keys() int {
+	if e.Protocol == 0 || e.Port == 0 {
+		return 1
+	}
+	return len(PortPrefixes(e.Port, max(e.EndPort, e.Port)))
 }
 
 // Group is the group e belongs to in endpoint ep's policy.

@@ -3,6 +3,7 @@
 package policytest
 
 import (
+	"fmt"
 	"maps"
 	"slices"
 	"strings"
@@ -16,6 +17,7 @@ type Map struct {
 	mu      sync.Mutex
 	groups  map[spec.PolicyGroup][]spec.PolicyEntry
 	flushed map[uint16]int
+	limit   int
 }
 
 // New returns an empty map.
@@ -55,17 +57,49 @@ func (m *Map) Flushed(id uint16) int {
 	return m.flushed[id]
 }
 
-// SetPolicyGroup implements policy.Map. It checks entries as the
-// datapath does; narrowed is true when an entry went.
-func (m *Map) SetPolicyGroup(g spec.PolicyGroup, entries []spec.PolicyEntry) (bool, error) {
-	for _, e := range entries {
-		if err := e.Validate(); err != nil {
-			return false, err
+// UpdatePolicy implements policy.Map. It checks entries as the
+// datapath does; narrowed is true when an entry went. With a limit, a
+// policy of more entries than it is refused whole, as the datapath's
+// maps refuse one that does not fit.
+func (m *Map) UpdatePolicy(ep uint16, groups map[spec.PolicyGroup][]spec.PolicyEntry) (bool, error) {
+	for g, entries := range groups {
+		if g.EndpointID != ep {
+			return false, fmt.Errorf("group %+v is not of endpoint %d", g, ep)
+		}
+		for _, e := range entries {
+			if err := e.Validate(); err != nil {
+				return false, err
+			}
 		}
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return m.setLocked(g, entries), nil
+	if m.limit > 0 {
+		n := 0
+		for g, entries := range m.groups {
+			if _, ok := groups[g]; !ok && g.EndpointID == ep {
+				n += len(entries)
+			}
+		}
+		for _, entries := range groups {
+			n += len(entries)
+		}
+		if n > m.limit {
+			return false, fmt.Errorf("endpoint %d: %d entries, more than %d", ep, n, m.limit)
+		}
+	}
+	narrowed := false
+	for g, entries := range groups {
+		narrowed = m.setLocked(g, entries) || narrowed
+	}
+	return narrowed, nil
+}
+
+// Limit refuses policies of more than n entries an endpoint from now on.
+func (m *Map) Limit(n int) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.limit = n
 }
 
 func (m *Map) setLocked(g spec.PolicyGroup, entries []spec.PolicyEntry) (narrowed bool) {
@@ -80,8 +114,8 @@ func (m *Map) setLocked(g spec.PolicyGroup, entries []spec.PolicyEntry) (narrowe
 	return narrowed
 }
 
-// SyncPolicyGroups implements policy.Map.
-func (m *Map) SyncPolicyGroups(groups map[spec.PolicyGroup][]spec.PolicyEntry) ([]uint16, error) {
+// SyncPolicy implements policy.Map.
+func (m *Map) SyncPolicy(groups map[spec.PolicyGroup][]spec.PolicyEntry) ([]uint16, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	narrowed := map[uint16]bool{}
