@@ -30,7 +30,8 @@ type Config struct {
 	BPFLBMode string `mapstructure:"bpf-lb-mode"`
 	// NodePortRange is the range NodePorts are allocated from.
 	NodePortRange string `mapstructure:"node-port-range"`
-	// BPFLBMapMax is the size of the service and backend maps.
+	// BPFLBMapMax is the size of the service, backend and reverse NAT
+	// maps; a Service that does not fit beside the others is refused.
 	BPFLBMapMax int `mapstructure:"bpf-lb-map-max"`
 }
 
@@ -123,6 +124,7 @@ type params struct {
 	Addresses NodeAddresses
 	Source    Source  `optional:"true"`
 	Sockets   Sockets `optional:"true"`
+	Events    Events  `optional:"true"`
 	// Listen opens the healthCheckNodePorts; tests give their own.
 	Listen     ListenFunc `optional:"true"`
 	Reconciler reconciler.Params
@@ -140,17 +142,29 @@ func register(p params) error {
 	if source != nil {
 		local.NodeName = source.NodeName()
 	}
-	c := newController(p.Reconciler.DB, p.Tables, local, source, p.Log)
+	c := newController(p.Reconciler.DB, p.Tables, local, source, p.Log, limitsOf(p.Config.BPFLBMapMax))
+	c.events = p.Events
 	sockets := p.Sockets
 	if !p.Config.BPFLBSock {
 		sockets = nil
 	}
-	if err := registerReconcilers(p.Reconciler, p.Tables, p.Map, sockets); err != nil {
+	fr, br, err := registerReconcilers(p.Reconciler, p.Tables, p.Map, sockets,
+		func() { c.frontendsPruned.Store(true); c.trigger() }, func() { c.backendsPruned.Store(true); c.trigger() })
+	if err != nil {
 		return err
 	}
+	c.frontendsDone, c.backendsDone = newFollower(untilReconciled[*FrontendRow](fr)),
+		newFollower(untilReconciled[*BackendRow](br))
 	p.Jobs.Add(job.OneShot("loadbalancer", func(ctx context.Context, h cell.Health) error {
 		return c.run(ctx, h, p.Map)
 	}))
+	for name, f := range map[string]*follower{"loadbalancer-frontends-written": c.frontendsDone,
+		"loadbalancer-backends-written": c.backendsDone} {
+		p.Jobs.Add(job.OneShot(name, func(ctx context.Context, _ cell.Health) error {
+			f.run(ctx, c.trigger)
+			return nil
+		}))
+	}
 	if source != nil {
 		// Replacing kube-proxy, the agent answers the load balancers'
 		// health checks too.
@@ -166,15 +180,8 @@ func register(p params) error {
 // run starts the source, makes the first pass once the datapath's maps
 // are open, then rewrites the services that change.
 func (c *controller) run(ctx context.Context, h cell.Health, source MapSource) error {
-	wake := make(chan struct{}, 1)
-	trigger := func() {
-		select {
-		case wake <- struct{}{}:
-		default:
-		}
-	}
 	if c.source != nil {
-		c.source.OnChange(func(n ServiceName) { c.markDirty(n); trigger() })
+		c.source.OnChange(c.markDirty)
 		if err := c.source.Start(ctx); err != nil {
 			return err
 		}
@@ -208,31 +215,26 @@ func (c *controller) run(ctx context.Context, h cell.Health, source MapSource) e
 	}
 	retry = 100 * time.Millisecond
 	h.OK("services written")
-	if c.hasDirty() {
-		trigger()
-	}
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-wake:
+		case <-c.wake:
 		}
+		// The reconcilers may have freed room that refused services
+		// wait for.
+		c.settle()
 		names := c.takeDirty()
+		if len(names) == 0 {
+			continue
+		}
 		if err := c.process(names, false); err != nil {
-			for _, n := range names {
-				c.markDirty(n)
-			}
 			if !backoff(err) {
 				return nil
 			}
-			trigger()
 			continue
 		}
 		retry = 100 * time.Millisecond
 		h.OK("services written")
-		// A frontend let go goes to a service that wanted it.
-		if c.hasDirty() {
-			trigger()
-		}
 	}
 }

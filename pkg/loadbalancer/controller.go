@@ -4,13 +4,10 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"slices"
 	"sync"
+	"sync/atomic"
 
 	"github.com/cilium/statedb"
-	"github.com/cilium/statedb/reconciler"
-
-	"github.com/cilium-go/cilium/internal/datapath/spec"
 )
 
 // Source gives the load balancer the cluster's Services; the Kubernetes
@@ -34,31 +31,48 @@ type Source interface {
 // controller keeps the tables in step with the Source: a changed Service
 // rewrites its own frontends, and only the frontends and backends whose
 // content changed are written, so that the reconcilers touch nothing
-// else.
+// else. A Service that does not fit in the service maps is refused
+// alone, and who gets a frontend two Services claim is decided by the
+// claims alone (see Owner), the same on every node.
 type controller struct {
 	db     *statedb.DB
 	tables Tables
 	local  Local
 	source Source
 	log    *slog.Logger
+	events Events // nil: warnings are only logged
 
 	mu    sync.Mutex
 	dirty map[ServiceName]bool
+	wake  chan struct{}
 
 	// Owned by the job's goroutine.
 	ids *ids
 	// backendRefs counts the frontends each backend serves.
 	backendRefs map[Addr]int
-	// contenders are the services that want a frontend another service
-	// holds; they are processed again when it is released.
-	contenders map[Addr]map[ServiceName]bool
+	claims      *claims
+	room        room
+	// frontendsDone and backendsDone follow the reconcilers, which
+	// free what the tables drained; once both have pruned, what the maps
+	// held at the start and no row took is gone too.
+	frontendsDone, backendsDone     *follower
+	frontendsPruned, backendsPruned atomic.Bool
+	// refused are the services that did not fit; they are tried again
+	// when room frees.
+	refused map[ServiceName]refusal
+	// lost are the frontends each service claims and does not get, with
+	// why: a service is warned once about each.
+	lost map[ServiceName]map[Addr]string
 	// initDone marks the tables initialized after the first full pass.
 	initDone []func(statedb.WriteTxn)
 }
 
-func newController(db *statedb.DB, t Tables, local Local, source Source, log *slog.Logger) *controller {
+// newController keeps the tables within the maps' sizes limit.
+func newController(db *statedb.DB, t Tables, local Local, source Source, log *slog.Logger, limit usage) *controller {
 	c := &controller{db: db, tables: t, local: local, source: source, log: log, dirty: map[ServiceName]bool{},
-		ids: newIDs(), backendRefs: map[Addr]int{}, contenders: map[Addr]map[ServiceName]bool{}}
+		wake: make(chan struct{}, 1), ids: newIDs(), backendRefs: map[Addr]int{}, claims: newClaims(),
+		room: room{limit: limit}, frontendsDone: newFollower(nil), backendsDone: newFollower(nil),
+		refused: map[ServiceName]refusal{}, lost: map[ServiceName]map[Addr]string{}}
 	txn := db.WriteTxn(t.Services, t.Frontends, t.Backends)
 	for _, tbl := range []interface {
 		RegisterInitializer(statedb.WriteTxn, string) func(statedb.WriteTxn)
@@ -74,12 +88,15 @@ func (c *controller) markDirty(n ServiceName) {
 	c.mu.Lock()
 	c.dirty[n] = true
 	c.mu.Unlock()
+	c.trigger()
 }
 
-func (c *controller) hasDirty() bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return len(c.dirty) > 0
+// trigger wakes the job for a pass.
+func (c *controller) trigger() {
+	select {
+	case c.wake <- struct{}{}:
+	default:
+	}
 }
 
 func (c *controller) takeDirty() []ServiceName {
@@ -100,15 +117,25 @@ func (c *controller) first(m Map) error {
 	if err := c.ids.restore(m); err != nil {
 		return fmt.Errorf("read the service maps: %w", err)
 	}
+	if err := c.room.restore(m); err != nil {
+		return fmt.Errorf("read the service maps: %w", err)
+	}
 	var names []ServiceName
 	if c.source != nil {
 		names = c.source.Services()
 		c.takeDirty() // all of them are in names
 	}
-	if err := c.process(names, true); err != nil {
-		return err
+	return c.process(names, true)
+}
+
+// dropLeftovers frees, once both reconcilers have pruned the maps, what
+// the maps held at the start and no row took: its room, and the numbers
+// restored for it.
+func (c *controller) dropLeftovers() bool {
+	if c.room.left == nil || !c.frontendsPruned.Load() || !c.backendsPruned.Load() {
+		return false
 	}
-	// Numbers restored for what no row wants any more are free again.
+	c.room.left = nil
 	for a := range c.ids.backends.byAddr {
 		if c.backendRefs[a] == 0 {
 			c.ids.backends.release(a)
@@ -120,21 +147,45 @@ func (c *controller) first(m Map) error {
 			c.ids.revNATs.release(a)
 		}
 	}
-	return nil
+	return true
 }
 
-// process rewrites the named services in one transaction.
+// pass is what one pass changes besides the tables.
+type pass struct {
+	// numbered are the addresses that got a number in the pass, which
+	// an aborted pass gives back.
+	numberedFrontends, numberedBackends []Addr
+	// drained is what the pass's deletions free once reconciled.
+	frontends, backends drain
+	// left is the room's leftovers before the pass.
+	left *leftovers
+}
+
+// process rewrites the named services, and those that gain or lose a
+// frontend by their change, in one transaction. A service that does not
+// fit is refused alone: nothing of it is written (what it had stays),
+// and the others are written as usual.
 func (c *controller) process(names []ServiceName, initialize bool) error {
-	slices.SortFunc(names, func(a, b ServiceName) int { return cmpNames(a, b) })
+	c.settle()
+	plans := c.plan(names)
 	txn := c.db.WriteTxn(c.tables.Services, c.tables.Frontends, c.tables.Backends)
 	defer txn.Abort()
-	for _, n := range names {
-		if err := c.processOne(txn, n); err != nil {
-			// Nothing of the transaction lands: count the backends
-			// of what the table holds again.
-			txn.Abort()
-			c.recount()
-			return err
+	p := &pass{left: c.room.left.clone()}
+	later := map[ServiceName]bool{}
+	for _, pl := range plans {
+		later[pl.name] = true
+	}
+	for _, pl := range plans {
+		delete(later, pl.name)
+		if err := c.apply(txn, pl, later, p); err != nil {
+			return c.abort(txn, plans, p, err)
+		}
+	}
+	for _, pl := range plans {
+		if pl.refused == "" {
+			if err := c.remove(txn, pl, p); err != nil {
+				return c.abort(txn, plans, p, err)
+			}
 		}
 	}
 	if initialize {
@@ -142,16 +193,99 @@ func (c *controller) process(names []ServiceName, initialize bool) error {
 			done(txn)
 		}
 	}
-	txn.Commit()
+	rtxn := txn.Commit()
+	if p.frontends.room != (usage{}) || len(p.frontends.addrs) > 0 {
+		p.frontends.rev = c.tables.Frontends.Revision(rtxn)
+		c.room.frontends = append(c.room.frontends, p.frontends)
+		c.frontendsDone.await(p.frontends.rev)
+	}
+	if p.backends.room != (usage{}) || len(p.backends.addrs) > 0 {
+		p.backends.rev = c.tables.Backends.Revision(rtxn)
+		c.room.backends = append(c.room.backends, p.backends)
+		c.backendsDone.await(p.backends.rev)
+	}
+	c.report(plans)
+	c.settle()
 	return nil
 }
 
-// recount makes backendRefs what the frontends table says.
+// abort drops the pass: nothing of the transaction lands, the counts
+// are what the tables say again, the numbers the pass handed out go
+// back, and its services are tried again.
+func (c *controller) abort(txn statedb.WriteTxn, plans []*plan, p *pass, err error) error {
+	txn.Abort()
+	c.recount()
+	c.room.left = p.left
+	rtxn := c.db.ReadTxn()
+	for _, a := range p.numberedFrontends {
+		if _, _, ok := c.tables.Frontends.Get(rtxn, FrontendAddrIndex.Query(a)); !ok {
+			c.ids.revNATs.release(a)
+		}
+	}
+	for _, a := range p.numberedBackends {
+		if c.backendRefs[a] == 0 {
+			c.ids.backends.release(a)
+		}
+	}
+	for _, pl := range plans {
+		c.markDirty(pl.name)
+	}
+	return err
+}
+
+// recount makes backendRefs and the room used what the tables say.
 func (c *controller) recount() {
 	clear(c.backendRefs)
-	for r := range c.tables.Frontends.All(c.db.ReadTxn()) {
+	c.room.used = usage{}
+	txn := c.db.ReadTxn()
+	for r := range c.tables.Frontends.All(txn) {
 		for _, b := range r.Backends {
 			c.backendRefs[b.Addr]++
+		}
+		c.room.used.services += serviceEntries(r.Frontend)
+		c.room.used.revNATs++
+	}
+	c.room.used.backends = c.tables.Backends.NumObjects(txn)
+}
+
+// settle frees what the reconcilers have removed from the kernel: its
+// room, and the numbers of addresses no row took again meanwhile.
+func (c *controller) settle() {
+	fronts, backs, any := c.room.settled(c.frontendsDone.reached(), c.backendsDone.reached())
+	dropped := c.dropLeftovers()
+	if !any && !dropped {
+		return
+	}
+	txn := c.db.ReadTxn()
+	for _, a := range fronts {
+		if _, _, ok := c.tables.Frontends.Get(txn, FrontendAddrIndex.Query(a)); !ok {
+			c.ids.revNATs.release(a)
+		}
+	}
+	for _, a := range backs {
+		if c.backendRefs[a] == 0 {
+			c.ids.backends.release(a)
+		}
+	}
+	// Numbers freed may be what a service lacked: those that ran out
+	// of them are tried again too.
+	c.retryRefused(dropped)
+}
+
+// refusal is why a service was refused.
+type refusal struct {
+	// key says what it asked for, which it is warned about once.
+	key string
+	// need is the room it lacked; none when numbers ran out.
+	need usage
+}
+
+// retryRefused queues the refused services that the room free now may
+// fit (all of them with all): trying a large one again costs.
+func (c *controller) retryRefused(all bool) {
+	for n, r := range c.refused {
+		if why, _ := c.room.fit(r.need); all || why == "" {
+			c.markDirty(n)
 		}
 	}
 }
@@ -170,154 +304,4 @@ func cmpNames(a, b ServiceName) int {
 		return 1
 	}
 	return 0
-}
-
-func (c *controller) processOne(txn statedb.WriteTxn, n ServiceName) error {
-	var want []Frontend
-	svc, eps, ok := Service{}, []Endpoint(nil), false
-	if c.source != nil {
-		svc, eps, ok = c.source.Service(n)
-	}
-	if ok {
-		row := &ServiceRow{Service: svc, LocalReady: LocalReady(svc, eps, c.local.NodeName)}
-		if _, _, err := c.tables.Services.Insert(txn, row); err != nil {
-			return err
-		}
-		want = Frontends(svc, eps, c.local)
-	} else if _, _, err := c.tables.Services.Delete(txn, &ServiceRow{Service: Service{Name: n}}); err != nil {
-		return err
-	}
-
-	wanted := map[Addr]bool{}
-	for _, f := range want {
-		wanted[f.Addr] = true
-		cur, _, held := c.tables.Frontends.Get(txn, FrontendAddrIndex.Query(f.Addr))
-		if held && cur.Service != n {
-			// Another service holds the frontend: the first one keeps it.
-			if c.contenders[f.Addr] == nil {
-				c.contenders[f.Addr] = map[ServiceName]bool{}
-			}
-			if !c.contenders[f.Addr][n] {
-				c.log.Warn("frontend already taken by another service", "frontend", f.Addr, "service", n, "holder", cur.Service)
-			}
-			c.contenders[f.Addr][n] = true
-			continue
-		}
-		delete(c.contenders[f.Addr], n)
-		row, err := c.row(f)
-		if err != nil {
-			return err
-		}
-		if held && cur.sameAs(row) {
-			continue
-		}
-		if _, _, err := c.tables.Frontends.Insert(txn, row.WithStatus(reconciler.StatusPending())); err != nil {
-			return err
-		}
-		if err := c.refBackends(txn, row.Backends, 1); err != nil {
-			return err
-		}
-		if held {
-			if err := c.refBackends(txn, cur.Backends, -1); err != nil {
-				return err
-			}
-		}
-	}
-	// What the service no longer wants it no longer contends for.
-	for a, cs := range c.contenders {
-		if !wanted[a] {
-			delete(cs, n)
-		}
-		if len(cs) == 0 {
-			delete(c.contenders, a)
-		}
-	}
-	var gone []*FrontendRow
-	for r := range c.tables.Frontends.List(txn, FrontendServiceIndex.Query(n)) {
-		if !wanted[r.Addr] {
-			gone = append(gone, r)
-		}
-	}
-	for _, r := range gone {
-		if _, _, err := c.tables.Frontends.Delete(txn, r); err != nil {
-			return err
-		}
-		c.ids.revNATs.release(r.Addr)
-		if err := c.refBackends(txn, r.Backends, -1); err != nil {
-			return err
-		}
-		// A service that wanted it may have it now.
-		for other := range c.contenders[r.Addr] {
-			c.markDirty(other)
-		}
-	}
-	return nil
-}
-
-// row numbers a frontend's backends and its reverse translation.
-func (c *controller) row(f Frontend) (*FrontendRow, error) {
-	idx, err := c.ids.revNATs.get(f.Addr)
-	if err != nil {
-		return nil, err
-	}
-	r := &FrontendRow{Frontend: f, RevNATIndex: idx}
-	for _, b := range f.Backends {
-		id, err := c.ids.backends.get(b.Addr)
-		if err != nil {
-			return nil, err
-		}
-		r.BackendSpecs = append(r.BackendSpecs, spec.Backend{ID: id, Address: b.Address, Port: b.Port,
-			Protocol: b.Protocol, Terminating: b.Terminating})
-	}
-	slot := func(bs []Backend) ([]spec.BackendID, error) {
-		out := make([]spec.BackendID, 0, len(bs))
-		for _, b := range bs {
-			id, err := c.ids.backends.get(b.Addr)
-			if err != nil {
-				return nil, err
-			}
-			out = append(out, id)
-		}
-		return out, nil
-	}
-	if r.SlotIDs, err = slot(f.Slots); err != nil {
-		return nil, err
-	}
-	if r.InternalSlotIDs, err = slot(f.InternalSlots); err != nil {
-		return nil, err
-	}
-	return r, nil
-}
-
-// refBackends counts a frontend's backends in (delta 1) or out (-1): a
-// backend no frontend serves leaves the table, a new or changed one goes
-// in.
-func (c *controller) refBackends(txn statedb.WriteTxn, bs []Backend, delta int) error {
-	for _, b := range bs {
-		c.backendRefs[b.Addr] += delta
-		id, err := c.ids.backends.get(b.Addr)
-		if err != nil {
-			return err
-		}
-		row := &BackendRow{Backend: spec.Backend{ID: id, Address: b.Address, Port: b.Port, Protocol: b.Protocol,
-			Terminating: b.Terminating}}
-		if c.backendRefs[b.Addr] <= 0 {
-			delete(c.backendRefs, b.Addr)
-			if _, _, err := c.tables.Backends.Delete(txn, row); err != nil {
-				return err
-			}
-			c.ids.backends.release(b.Addr)
-			continue
-		}
-		if delta < 0 {
-			continue
-		}
-		if cur, _, ok := c.tables.Backends.Get(txn, BackendIDIndex.Query(id)); ok && cur.Backend == row.Backend {
-			continue
-		}
-		if _, _, err := c.tables.Backends.Insert(txn, row.WithStatus(reconciler.StatusPending())); err != nil {
-			return err
-		}
-	}
-	return nil
 }

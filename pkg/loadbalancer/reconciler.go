@@ -49,16 +49,22 @@ func mapOf(source MapSource) (Map, error) {
 }
 
 // registerReconcilers makes the service maps hold what the frontends and
-// backends tables say.
-func registerReconcilers(p reconciler.Params, t Tables, source MapSource, sockets Sockets) error {
-	if _, err := desired.Register(p, t.Frontends, frontendOps{source}); err != nil {
-		return err
+// backends tables say. The pruned functions are called after each prune
+// that left the maps holding what the tables say.
+func registerReconcilers(p reconciler.Params, t Tables, source MapSource, sockets Sockets,
+	frontendsPruned, backendsPruned func()) (reconciler.Reconciler[*FrontendRow], reconciler.Reconciler[*BackendRow], error) {
+	fr, err := desired.Register(p, t.Frontends, frontendOps{source: source, pruned: frontendsPruned})
+	if err != nil {
+		return nil, nil, err
 	}
-	_, err := desired.Register(p, t.Backends, backendOps{source: source, sockets: sockets})
-	return err
+	br, err := desired.Register(p, t.Backends, backendOps{source: source, sockets: sockets, pruned: backendsPruned})
+	return fr, br, err
 }
 
-type frontendOps struct{ source MapSource }
+type frontendOps struct {
+	source MapSource
+	pruned func()
+}
 
 // Update implements reconciler.Operations: the frontend's backends, its
 // reverse translation, then its entries (the internal scope first, so
@@ -139,12 +145,21 @@ func (o frontendOps) Prune(ctx context.Context, txn statedb.ReadTxn, rows iter.S
 			errs = append(errs, m.DeleteRevNAT(idx))
 		}
 	}
-	return errors.Join(errs...)
+	return pruned(errors.Join(errs...), o.pruned)
+}
+
+// pruned calls fn after a prune that succeeded.
+func pruned(err error, fn func()) error {
+	if err == nil && fn != nil {
+		fn()
+	}
+	return err
 }
 
 type backendOps struct {
 	source  MapSource
 	sockets Sockets // nil: no socket-level balancing
+	pruned  func()
 }
 
 // Update implements reconciler.Operations.
@@ -195,5 +210,5 @@ func (o backendOps) Prune(_ context.Context, _ statedb.ReadTxn, rows iter.Seq2[*
 			errs = append(errs, m.DeleteBackend(id))
 		}
 	}
-	return errors.Join(errs...)
+	return pruned(errors.Join(errs...), o.pruned)
 }

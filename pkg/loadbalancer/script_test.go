@@ -20,6 +20,7 @@ import (
 	"github.com/cilium/hive/job"
 	"github.com/cilium/hive/script"
 	"github.com/cilium/statedb"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	kubefake "k8s.io/client-go/kubernetes/fake"
 
 	"github.com/cilium-go/cilium/internal/datapath/dptest"
@@ -57,13 +58,19 @@ func runScripts(t *testing.T, newMap func(testing.TB) loadbalancer.Map) {
 		socks := &fakeSockets{}
 		// healthCheckNodePorts listen in memory, not on the machine.
 		hcNet := lbtest.NewNet()
+		source := agent.NewServiceSource(&agent.Clients{Kube: kube}, "node-a")
+		events := agent.NewServiceEvents(kube, source, "node-a")
+		ctx, cancel := context.WithCancel(context.Background())
+		t.Cleanup(cancel)
+		events.Start(ctx)
 		cells := []cell.Cell{
 			job.Cell, statedb.Cell, health.Cell,
 			loadbalancer.Cell,
 			cell.Provide(
 				func() loadbalancer.MapSource { return func() loadbalancer.Map { return m } },
 				func() loadbalancer.NodeAddresses { return loadbalancer.NodeAddresses{nodeIP} },
-				func() loadbalancer.Source { return agent.NewServiceSource(&agent.Clients{Kube: kube}, "node-a") },
+				func() loadbalancer.Source { return source },
+				func() loadbalancer.Events { return events },
 				func() loadbalancer.Sockets { return socks },
 				func() loadbalancer.ListenFunc { return hcNet.Listen },
 			),
@@ -87,6 +94,26 @@ func runScripts(t *testing.T, newMap func(testing.TB) loadbalancer.Map) {
 			Summary: "the UDP backends whose connected sockets were ended, in order",
 		}, func(*script.State, ...string) (script.WaitFunc, error) {
 			lines := socks.list()
+			return func(*script.State) (string, string, error) {
+				if len(lines) == 0 {
+					return "", "", nil
+				}
+				return strings.Join(lines, "\n") + "\n", "", nil
+			}, nil
+		})
+		cmds["lb/events"] = script.Command(script.CmdUsage{
+			Summary: "the warnings recorded on objects: type, reason, kind namespace/name, message",
+		}, func(s *script.State, _ ...string) (script.WaitFunc, error) {
+			evs, err := kube.CoreV1().Events("").List(s.Context(), metav1.ListOptions{})
+			if err != nil {
+				return nil, err
+			}
+			var lines []string
+			for _, e := range evs.Items {
+				o := e.InvolvedObject
+				lines = append(lines, fmt.Sprintf("%s %s %s %s/%s: %s", e.Type, e.Reason, o.Kind, o.Namespace, o.Name, e.Message))
+			}
+			slices.Sort(lines)
 			return func(*script.State) (string, string, error) {
 				if len(lines) == 0 {
 					return "", "", nil

@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"net/netip"
 	"strings"
+	"time"
 
 	"github.com/cilium-go/cilium/internal/datapath/spec"
 )
@@ -77,6 +78,11 @@ type Service struct {
 	// ProxyName is the service.kubernetes.io/service-proxy-name label:
 	// a service that names a proxy is that proxy's, not ours.
 	ProxyName string
+	// CreationTime and UID are the object's (the pod's for a HostPort
+	// service): of two services that claim one frontend, the older one
+	// gets it, the same on every node (see Owner).
+	CreationTime time.Time
+	UID          string
 }
 
 // Port is one of a Service's ports.

@@ -12,10 +12,12 @@ import (
 // Cell connects to Kubernetes and provides *Clients and *Watchers, the
 // ipcache's ClusterSource, the API's node list, and the Services and
 // EndpointSlices (*ServiceSource) that are the load balancer's Source and
-// that policies' toServices read (all nil with Kubernetes off).
+// that policies' toServices read, and the Events the load balancer warns
+// Services' authors with (all nil with Kubernetes off).
 var Cell = cell.Module("k8s", "Kubernetes clients and watchers",
 	cell.Config(DefaultConfig),
-	cell.Provide(newClients, newWatchers, newClusterSource, newNodeLister, newServiceSource, loadBalancerSource),
+	cell.Provide(newClients, newWatchers, newClusterSource, newNodeLister, newServiceSource, loadBalancerSource,
+		newServiceEvents),
 )
 
 // resync is how often the informers replay their caches, which repairs

@@ -28,7 +28,8 @@ func HostPortService(pod *corev1.Pod, nodeName string) (loadbalancer.Service, []
 	if !ip.IsValid() {
 		return loadbalancer.Service{}, nil, false
 	}
-	svc := loadbalancer.Service{Name: loadbalancer.HostPortName(pod.Namespace, pod.Name), Type: loadbalancer.TypeHostPort}
+	svc := loadbalancer.Service{Name: loadbalancer.HostPortName(pod.Namespace, pod.Name), Type: loadbalancer.TypeHostPort,
+		CreationTime: pod.CreationTimestamp.Time, UID: string(pod.UID)}
 	ep := loadbalancer.Endpoint{Address: ip, NodeName: nodeName, Ports: map[loadbalancer.PortKey]uint16{},
 		Ready: true, Serving: true}
 	for _, p := range hostPorts(pod) {

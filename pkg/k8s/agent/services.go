@@ -267,6 +267,9 @@ func ServiceOf(svc *corev1.Service) loadbalancer.Service {
 		Type:      loadbalancer.ServiceType(svc.Spec.Type),
 		ProxyName: svc.Labels["service.kubernetes.io/service-proxy-name"],
 		Headless:  svc.Spec.ClusterIP == corev1.ClusterIPNone,
+		// Which of two Services claiming a frontend gets it.
+		CreationTime: svc.CreationTimestamp.Time,
+		UID:          string(svc.UID),
 	}
 	if s.Type == "" {
 		s.Type = loadbalancer.TypeClusterIP

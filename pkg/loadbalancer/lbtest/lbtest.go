@@ -3,6 +3,8 @@
 package lbtest
 
 import (
+	"errors"
+	"fmt"
 	"maps"
 	"slices"
 	"sync"
@@ -11,27 +13,64 @@ import (
 )
 
 // Map holds services, backends and reverse translations (a
-// loadbalancer.Map), checking them as the datapath does.
+// loadbalancer.Map), checking them as the datapath does, and as full as
+// the datapath's maps get: the services map holds an entry per frontend
+// and scope and one per slot.
 type Map struct {
 	mu       sync.Mutex
+	max      int
+	entries  int // the services map's
+	full     int
 	services map[spec.Frontend]spec.Service
 	backends map[spec.BackendID]spec.Backend
 	revNATs  map[uint16]spec.RevNAT
 }
 
-// New returns empty maps.
-func New() *Map {
-	return &Map{services: map[spec.Frontend]spec.Service{}, backends: map[spec.BackendID]spec.Backend{},
+// ErrFull is the error of a write that a full map has no room for.
+var ErrFull = errors.New("map full")
+
+// New returns empty maps of the datapath's compiled size, 65536 entries.
+func New() *Map { return NewWithMax(65536) }
+
+// NewWithMax returns empty maps of max entries each (--bpf-lb-map-max).
+func NewWithMax(max int) *Map {
+	return &Map{max: max, services: map[spec.Frontend]spec.Service{}, backends: map[spec.BackendID]spec.Backend{},
 		revNATs: map[uint16]spec.RevNAT{}}
 }
 
-// UpsertService implements loadbalancer.Map.
+// Full counts the writes refused for want of room: a control plane that
+// keeps within the maps never sees one.
+func (m *Map) Full() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.full
+}
+
+// Entries counts the entries of the services, backends and reverse NAT maps.
+func (m *Map) Entries() (services, backends, revNATs int) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.entries, len(m.backends), len(m.revNATs)
+}
+
+// UpsertService implements loadbalancer.Map. The datapath writes a
+// growing service's slots before its count, so it needs room for the
+// larger of the old and the new service.
 func (m *Map) UpsertService(s spec.Service) error {
 	if err := s.Validate(); err != nil {
 		return err
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	old := 0
+	if o, ok := m.services[s.Frontend]; ok {
+		old = 1 + len(o.Backends)
+	}
+	if grow := 1 + len(s.Backends) - old; grow > 0 && m.entries+grow > m.max {
+		m.full++
+		return fmt.Errorf("put service %s: %w", s.Frontend, ErrFull)
+	}
+	m.entries += 1 + len(s.Backends) - old
 	s.Backends = slices.Clone(s.Backends)
 	m.services[s.Frontend] = s
 	return nil
@@ -41,7 +80,10 @@ func (m *Map) UpsertService(s spec.Service) error {
 func (m *Map) DeleteService(f spec.Frontend) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	delete(m.services, f)
+	if o, ok := m.services[f]; ok {
+		m.entries -= 1 + len(o.Backends)
+		delete(m.services, f)
+	}
 	return nil
 }
 
@@ -63,6 +105,10 @@ func (m *Map) UpsertBackend(b spec.Backend) error {
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if _, ok := m.backends[b.ID]; !ok && len(m.backends) >= m.max {
+		m.full++
+		return fmt.Errorf("put backend %d: %w", b.ID, ErrFull)
+	}
 	m.backends[b.ID] = b
 	return nil
 }
@@ -86,6 +132,10 @@ func (m *Map) Backends() (map[spec.BackendID]spec.Backend, error) {
 func (m *Map) UpsertRevNAT(r spec.RevNAT) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if _, ok := m.revNATs[r.Index]; !ok && len(m.revNATs) >= m.max {
+		m.full++
+		return fmt.Errorf("put reverse NAT %d: %w", r.Index, ErrFull)
+	}
 	m.revNATs[r.Index] = r
 	return nil
 }

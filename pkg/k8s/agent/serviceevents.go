@@ -1,0 +1,82 @@
+package agent
+
+import (
+	"context"
+	"sync"
+
+	"github.com/cilium/hive/cell"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/tools/record"
+
+	"github.com/cilium-go/cilium/pkg/loadbalancer"
+)
+
+// ServiceEvents records the load balancer's warnings as Events on the
+// Services they are about, and on the pods of HostPort services: the
+// agent's loadbalancer.Events.
+type ServiceEvents struct {
+	kube   kubernetes.Interface
+	source *ServiceSource
+	node   string
+
+	mu       sync.Mutex
+	recorder record.EventRecorder // nil until Start
+}
+
+// NewServiceEvents records through kube once started; the objects' UIDs
+// come from source's caches.
+func NewServiceEvents(kube kubernetes.Interface, source *ServiceSource, node string) *ServiceEvents {
+	return &ServiceEvents{kube: kube, source: source, node: node}
+}
+
+// Start sends the events to the API server until ctx ends.
+func (e *ServiceEvents) Start(ctx context.Context) {
+	b := record.NewBroadcaster(record.WithContext(ctx))
+	b.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: e.kube.CoreV1().Events("")})
+	e.mu.Lock()
+	e.recorder = b.NewRecorder(runtime.NewScheme(), corev1.EventSource{Component: "cilium-agent", Host: e.node})
+	e.mu.Unlock()
+}
+
+func newServiceEvents(lc cell.Lifecycle, cfg Config, c *Clients, s *ServiceSource) loadbalancer.Events {
+	if c == nil || s == nil {
+		return nil
+	}
+	e := NewServiceEvents(c.Kube, s, cfg.K8sNodeName)
+	ctx, cancel := context.WithCancel(context.Background())
+	lc.Append(cell.Hook{
+		OnStart: func(cell.HookContext) error { e.Start(ctx); return nil },
+		OnStop:  func(cell.HookContext) error { cancel(); return nil },
+	})
+	return e
+}
+
+// Warn implements loadbalancer.Events. An object already gone from the
+// caches, or a warning before Start, gets no event: nobody would read it.
+func (e *ServiceEvents) Warn(n loadbalancer.ServiceName, reason, message string) {
+	e.mu.Lock()
+	rec := e.recorder
+	e.mu.Unlock()
+	if rec == nil {
+		return
+	}
+	ref := &corev1.ObjectReference{APIVersion: "v1", Kind: "Service", Namespace: n.Namespace, Name: n.Name}
+	if pod, ok := n.HostPortPod(); ok {
+		obj, _, _ := e.source.pods.GetStore().GetByKey(n.Namespace + "/" + pod)
+		p, ok := obj.(*corev1.Pod)
+		if !ok {
+			return
+		}
+		ref.Kind, ref.Name, ref.UID, ref.ResourceVersion = "Pod", pod, p.UID, p.ResourceVersion
+	} else {
+		svc, ok := e.source.KubeService(n.Namespace, n.Name)
+		if !ok {
+			return
+		}
+		ref.UID, ref.ResourceVersion = svc.UID, svc.ResourceVersion
+	}
+	rec.Event(ref, corev1.EventTypeWarning, reason, message)
+}
