@@ -192,6 +192,9 @@ func endpointPolicyTable(w *tabwriter.Writer, p *models.EndpointPolicy) {
 	if p.Error != "" {
 		row(w, "Policy error:", p.Error)
 	}
+	if p.Refused != "" {
+		row(w, "Policy refused:", p.Refused)
+	}
 	fmt.Fprintln(w)
 	row(w, "DIRECTION", "IDENTITY", "PROTOCOL", "PORT", "VERDICT", "ORIGINS")
 	for _, e := range p.Entries {

@@ -145,6 +145,8 @@ type agentParams struct {
 	Clients   *k8sagent.Clients       `optional:"true"`
 	Watchers  *k8sagent.Watchers      `optional:"true"`
 	Services  *k8sagent.ServiceSource `optional:"true"`
+	// MapConfig sizes the policy maps the engine's endpoints must fit.
+	MapConfig MapConfig `optional:"true"`
 }
 
 func newAgent(p agentParams) (*Agent, error) {
@@ -161,6 +163,7 @@ func newAgent(p agentParams) (*Agent, error) {
 	if p.Services != nil {
 		a.svcs = p.Services
 	}
+	a.engine.LimitEntries(p.MapConfig.BPFPolicyMapMax)
 	return a, nil
 }
 
@@ -176,6 +179,8 @@ func (a *Agent) AwaitPolicy(ctx context.Context, id uint16, num identity.Numeric
 		r := a.realization(a.db.ReadTxn(), id)
 		if r.known && r.row.Identity == num {
 			switch {
+			case r.row.Refused != nil:
+				return fmt.Errorf("policy refused: %s", r.row.Refused)
 			case r.err != "":
 				return errors.New(r.err)
 			case r.realized >= r.row.Revision:
@@ -385,18 +390,41 @@ func (a *Agent) write(markInitialized bool) {
 	defer txn.Abort()
 	var rev uint64
 	for _, st := range eps {
-		rev = st.Revision
+		rev = max(rev, st.Revision)
+	}
+	var resync []uint16
+	for _, st := range eps {
 		switch {
 		case st.Deleted:
 			_, _, _ = a.tbl.Delete(txn, &EndpointPolicy{EndpointID: st.ID})
+			a.tombstoneEntries(txn, st.ID, nil, rev)
+		case st.Refused != nil:
+			// The entries stay as they were: the policy of before.
+			row := &EndpointPolicy{EndpointID: st.ID, Revision: st.Revision}
+			if old, _, ok := a.tbl.Get(txn, EndpointIndex.Query(st.ID)); ok {
+				row = old.clone()
+			}
+			row.Identity, row.Refused = st.Identity, st.Refused
+			_, _, _ = a.tbl.Insert(txn, row)
 		case st.Ready:
 			row := &EndpointPolicy{EndpointID: st.ID, Identity: st.Identity, Revision: st.Revision,
 				EnforceIngress: st.EnforceIngress, EnforceEgress: st.EnforceEgress}
 			_, _, _ = a.tbl.Insert(txn, row)
+			if st.Resync {
+				resync = append(resync, st.ID)
+			}
 		}
 	}
+	keep := map[uint16]map[spec.PolicyEntry]bool{}
 	for _, c := range changes {
 		a.writeEntry(txn, c, rev)
+		if keep[c.EndpointID] == nil {
+			keep[c.EndpointID] = map[spec.PolicyEntry]bool{}
+		}
+		keep[c.EndpointID][c.Entry] = true
+	}
+	for _, id := range resync {
+		a.tombstoneEntries(txn, id, keep[id], rev)
 	}
 	if markInitialized {
 		a.initDone(txn)
@@ -420,6 +448,20 @@ func (a *Agent) writeEntry(txn statedb.WriteTxn, c EntryChange, rev uint64) {
 	}
 	if _, _, err := a.entries.Insert(txn, row); err != nil {
 		a.log.Error("write policy entry", "endpoint", c.EndpointID, "entry", c.Entry.String(), "error", err)
+	}
+}
+
+// tombstoneEntries turns every live entry of an endpoint but those of
+// keep into a tombstone.
+func (a *Agent) tombstoneEntries(txn statedb.WriteTxn, id uint16, keep map[spec.PolicyEntry]bool, rev uint64) {
+	var gone []spec.PolicyEntry
+	for e := range a.entries.List(txn, EntryEndpointIndex.Query(id)) {
+		if !e.Deleted && !keep[e.Entry] {
+			gone = append(gone, e.Entry)
+		}
+	}
+	for _, ent := range gone {
+		a.writeEntry(txn, EntryChange{EndpointID: id, Entry: ent}, rev)
 	}
 }
 

@@ -9,7 +9,8 @@ import (
 )
 
 // EntryChange is an entry of an endpoint's policy that appeared,
-// changed its origins, or went (Origins empty).
+// changed its origins, or went (Origins empty). A deleted endpoint's
+// entries all go, with no change for each.
 type EntryChange struct {
 	EndpointID uint16
 	Entry      spec.PolicyEntry
@@ -27,11 +28,24 @@ type EndpointStatus struct {
 	Ready                         bool
 	EnforceIngress, EnforceEgress bool
 	Deleted                       bool
+	// Refused is set while the endpoint's policy does not fit its map:
+	// no entry changes come, and the endpoint keeps its policy of before.
+	Refused *Refusal
+	// Resync: the policy fits again, and the changes are all its entries;
+	// every other entry the tables hold for it goes.
+	Resync bool
 }
 
 // Flush returns what changed since the last Flush: the endpoints whose
 // policy changed, and their entries that did.
+// An endpoint refused before is computed again when it changed: what
+// changed may have made room.
 func (e *Engine) Flush() ([]EndpointStatus, []EntryChange) {
+	for id := range e.dirtyEps {
+		if ep, ok := e.eps[id]; ok && ep.overflow != nil && ep.refused != nil {
+			e.rebuild(ep)
+		}
+	}
 	e.collectCIDRs()
 	if len(e.dirtyEps) == 0 {
 		return nil, nil
@@ -41,18 +55,27 @@ func (e *Engine) Flush() ([]EndpointStatus, []EntryChange) {
 	var changes []EntryChange
 	for _, id := range slices.Sorted(maps.Keys(e.dirtyEps)) {
 		ep, ok := e.eps[id]
-		if !ok {
+		changed := maps.Keys(e.dirtyEntries[id])
+		switch {
+		case !ok:
+			// Every entry it had goes (the writer's tombstones).
 			eps = append(eps, EndpointStatus{ID: id, Revision: e.revision, Deleted: true})
-		} else {
-			ep.revision = e.revision
+			continue
+		case ep.overflow != nil:
+			ep.refused = ep.overflow
 			eps = append(eps, ep.status())
-		}
-		for ent := range e.dirtyEntries[id] {
-			c := EntryChange{EndpointID: id, Entry: ent}
-			if ok {
-				c.Origins = sortedOrigins(ep.entries[ent])
+			continue
+		default:
+			ep.revision = e.revision
+			st := ep.status()
+			if st.Resync = ep.refused != nil; st.Resync {
+				ep.refused = nil
+				changed = maps.Keys(ep.entries)
 			}
-			changes = append(changes, c)
+			eps = append(eps, st)
+		}
+		for ent := range changed {
+			changes = append(changes, EntryChange{EndpointID: id, Entry: ent, Origins: sortedOrigins(ep.entries[ent])})
 		}
 	}
 	clear(e.dirtyEps)
@@ -62,7 +85,7 @@ func (e *Engine) Flush() ([]EndpointStatus, []EntryChange) {
 
 func (ep *epState) status() EndpointStatus {
 	return EndpointStatus{ID: ep.info.ID, Identity: ep.info.Identity, Revision: ep.revision, Ready: ep.ready,
-		EnforceIngress: ep.enforce[spec.Ingress], EnforceEgress: ep.enforce[spec.Egress]}
+		EnforceIngress: ep.enforce[spec.Ingress], EnforceEgress: ep.enforce[spec.Egress], Refused: ep.overflow}
 }
 
 func sortedOrigins(m map[Origin]int) []Origin {

@@ -110,6 +110,27 @@ type epState struct {
 	contribs   map[contribKey][]spec.PolicyEntry
 	entries    map[spec.PolicyEntry]map[Origin]int
 	revision   uint64
+	// keys counts the policy map keys of entries. overflow is set once
+	// they would exceed the engine's limit: contributions stop, so that
+	// no policy can make the engine hold more for an endpoint than its
+	// map can; refused is the overflow last flushed, while the tables
+	// hold the endpoint's policy of before.
+	keys              int
+	overflow, refused *Refusal
+}
+
+// Refusal is an endpoint's policy that its policy map cannot hold: the
+// endpoint keeps the policy it had.
+type Refusal struct {
+	// Origin is the policy whose rules found no room.
+	Origin Origin
+	// Max is the size of the endpoint's policy map.
+	Max int
+}
+
+func (r *Refusal) String() string {
+	return fmt.Sprintf("%s needs more than %d policy map entries (--bpf-policy-map-max) for this endpoint; its previous policy stays in force",
+		r.Origin, r.Max)
 }
 
 // Engine computes the policy map entries of the node's endpoints from
@@ -120,6 +141,8 @@ type epState struct {
 type Engine struct {
 	mode           Mode
 	allowLocalhost bool
+	// maxKeys bounds each endpoint's policy map keys (0: no bound).
+	maxKeys int
 	cache          *selectorCache
 	rules          map[Origin][]Rule
 	// peerKeys are the Key of each rule's peers, by rule and peer: a
@@ -151,6 +174,12 @@ func NewEngine(mode Mode) *Engine {
 	}
 	return e
 }
+
+// LimitEntries refuses, from now on, an endpoint's policy that would take
+// more than n keys of its policy map: the endpoint keeps its policy of
+// before (EndpointStatus.Refused), and the engine stops computing for it
+// until a change could make it fit. 0: no limit.
+func (e *Engine) LimitEntries(n int) { e.maxKeys = n }
 
 // Identity returns a known identity.
 func (e *Engine) Identity(num identity.NumericIdentity) (*Identity, bool) {
@@ -385,6 +414,23 @@ func (e *Engine) setFilters(ep *epState, origin Origin, specs []filterSpec) {
 	}
 }
 
+// rebuild computes a refused endpoint's policy again from scratch, to
+// see whether it fits now: its partial state goes without a trace in the
+// tables, which hold its policy of before.
+func (e *Engine) rebuild(ep *epState) {
+	for _, fl := range ep.filters {
+		for _, f := range fl {
+			delete(f.cached.users, f)
+			e.release(f.cached)
+		}
+	}
+	ep.filters, ep.isolatedBy, ep.isolating = map[Origin][]*filter{}, map[Origin][3]bool{}, [3]int{}
+	ep.contribs, ep.entries = map[contribKey][]spec.PolicyEntry{}, map[spec.PolicyEntry]map[Origin]int{}
+	ep.keys, ep.overflow = 0, nil
+	delete(e.dirtyEntries, ep.info.ID)
+	e.regenerate(ep)
+}
+
 // clear removes every filter of ep and the entries they contributed.
 func (e *Engine) clear(ep *epState) {
 	for _, fl := range ep.filters {
@@ -522,16 +568,30 @@ func (e *Engine) resolvesOverAll(id identity.NumericIdentity) bool {
 
 func (e *Engine) contribute(ep *epState, f *filter, id identity.NumericIdentity) {
 	k := contribKey{f, id}
-	if _, ok := ep.contribs[k]; ok {
+	if _, ok := ep.contribs[k]; ok || ep.overflow != nil {
 		return
 	}
 	ents := e.entriesFor(f.filterSpec, id, ep.info.NamedPorts)
+	if e.maxKeys > 0 {
+		added := 0
+		for _, ent := range ents {
+			if ep.entries[ent] == nil {
+				added += ent.Keys()
+			}
+		}
+		if ep.keys+added > e.maxKeys {
+			ep.overflow = &Refusal{Origin: f.origin, Max: e.maxKeys}
+			e.dirtyEps[ep.info.ID] = struct{}{}
+			return
+		}
+	}
 	ep.contribs[k] = ents
 	for _, ent := range ents {
 		origins := ep.entries[ent]
 		if origins == nil {
 			origins = map[Origin]int{}
 			ep.entries[ent] = origins
+			ep.keys += ent.Keys()
 		}
 		origins[f.origin]++
 		e.markDirty(ep, ent)
@@ -552,6 +612,7 @@ func (e *Engine) drop(ep *epState, f *filter, id identity.NumericIdentity) {
 		}
 		if len(origins) == 0 {
 			delete(ep.entries, ent)
+			ep.keys -= ent.Keys()
 		}
 		e.markDirty(ep, ent)
 	}

@@ -50,17 +50,29 @@ type EndpointPolicy struct {
 	// still to be reconciled.
 	Revision                      uint64
 	EnforceIngress, EnforceEgress bool
+	// Refused names the policy that the endpoint's map has no room for;
+	// the entries are still those of Revision.
+	Refused *Refusal
+}
+
+func (p *EndpointPolicy) clone() *EndpointPolicy {
+	c := *p
+	return &c
 }
 
 // TableHeader implements statedb.TableWritable.
 func (*EndpointPolicy) TableHeader() []string {
-	return []string{"Endpoint", "Identity", "Revision", "Enforcing"}
+	return []string{"Endpoint", "Identity", "Revision", "Enforcing", "Refused"}
 }
 
 // TableRow implements statedb.TableWritable.
 func (p *EndpointPolicy) TableRow() []string {
+	refused := ""
+	if p.Refused != nil {
+		refused = p.Refused.Origin.String()
+	}
 	return []string{strconv.Itoa(int(p.EndpointID)), p.Identity.String(), strconv.FormatUint(p.Revision, 10),
-		enforcing(p.EnforceIngress, p.EnforceEgress)}
+		enforcing(p.EnforceIngress, p.EnforceEgress), refused}
 }
 
 func enforcing(ingress, egress bool) string {

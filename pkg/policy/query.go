@@ -119,8 +119,18 @@ func (a *Agent) EndpointPolicy(ctx context.Context, id uint16) (EndpointPolicyIn
 	if !ok {
 		return out, fmt.Errorf("endpoint %d: %w", id, ErrNoEndpoint)
 	}
-	if r := a.realization(a.db.ReadTxn(), id); r.known {
+	txn := a.db.ReadTxn()
+	if r := a.realization(txn, id); r.known {
 		out.Realized, out.Error = r.realized, r.err
+	}
+	if out.Refused != nil {
+		// What is in force: the policy of before, not what did not fit.
+		out.Entries = map[spec.PolicyEntry][]Origin{}
+		for e := range a.entries.List(txn, EntryEndpointIndex.Query(id)) {
+			if !e.Deleted {
+				out.Entries[e.Entry] = e.Origins
+			}
+		}
 	}
 	return out, nil
 }

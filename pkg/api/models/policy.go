@@ -75,7 +75,10 @@ type EndpointPolicy struct {
 	EnforceIngress bool `json:"enforceIngress"`
 	EnforceEgress  bool `json:"enforceEgress"`
 	// Error is why the datapath failed to realize Revision.
-	Error   string        `json:"error,omitempty"`
+	Error string `json:"error,omitempty"`
+	// Refused names the policy the endpoint's policy map has no room for
+	// (--bpf-policy-map-max): the entries are those of its policy before.
+	Refused string        `json:"refused,omitempty"`
 	Entries []PolicyEntry `json:"entries"`
 }
 

@@ -84,6 +84,9 @@ func (v View) EndpointPolicy(ctx context.Context, id uint16) (*models.EndpointPo
 	out := &models.EndpointPolicy{Identity: info.Identity, Revision: info.Revision, Realized: info.Realized,
 		Ready: info.Ready, EnforceIngress: info.EnforceIngress, EnforceEgress: info.EnforceEgress, Error: info.Error,
 		Entries: make([]models.PolicyEntry, 0, len(info.Entries))}
+	if info.Refused != nil {
+		out.Refused = info.Refused.String()
+	}
 	for _, e := range slices.SortedFunc(maps.Keys(info.Entries), spec.ComparePolicyEntries) {
 		out.Entries = append(out.Entries, models.PolicyEntry{Direction: e.Direction.String(), Identity: e.Identity,
 			Protocol: e.Protocol, Port: e.Port, EndPort: e.EndPort, Verdict: verdict(e.Deny), ProxyPort: e.ProxyPort,
