@@ -143,8 +143,8 @@ type Engine struct {
 	allowLocalhost bool
 	// maxKeys bounds each endpoint's policy map keys (0: no bound).
 	maxKeys int
-	cache          *selectorCache
-	rules          map[Origin][]Rule
+	cache   *selectorCache
+	rules   map[Origin][]Rule
 	// peerKeys are the Key of each rule's peers, by rule and peer: a
 	// key is computed once per rule, not at each regeneration.
 	peerKeys      map[Origin][][]string
