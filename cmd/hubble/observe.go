@@ -235,6 +235,13 @@ func agentEventDetails(e *flow.AgentEvent) string {
 			fmt.Fprintf(&b, ", pod name: %s", n)
 		}
 		return b.String()
+	case e.GetEndpointRegenerate() != nil:
+		ep := e.GetEndpointRegenerate()
+		s := fmt.Sprintf("id: %d, labels: [%s]", ep.GetId(), strings.Join(ep.GetLabels(), ","))
+		if err := ep.GetError(); err != "" {
+			s += ", error: " + err
+		}
+		return s
 	}
 	return ""
 }

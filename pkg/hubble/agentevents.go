@@ -84,3 +84,46 @@ func (a *agentEvents) watchEndpoints(ctx context.Context, db *statedb.DB, tbl st
 		}
 	}
 }
+
+// watchRefusals tells of each endpoint whose policy its map cannot hold
+// (ENDPOINT_REGENERATE_FAILURE, naming the policy), and of each whose
+// policy fits again (ENDPOINT_REGENERATE_SUCCESS).
+func (a *agentEvents) watchRefusals(ctx context.Context, db *statedb.DB, tbl statedb.Table[*policy.EndpointPolicy],
+	labels func(identity.NumericIdentity) ([]string, bool)) error {
+	wtxn := db.WriteTxn(tbl)
+	changes, err := tbl.Changes(wtxn)
+	wtxn.Commit()
+	if err != nil {
+		return err
+	}
+	refused := map[uint16]policy.Refusal{}
+	for {
+		evs, watch := changes.Next(db.ReadTxn())
+		for ev := range evs {
+			p := ev.Object
+			prev, was := refused[p.EndpointID]
+			switch {
+			case !ev.Deleted && p.Refused != nil && (!was || prev != *p.Refused):
+				refused[p.EndpointID] = *p.Refused
+				ls, _ := labels(p.Identity)
+				a.add(&flow.AgentEvent{Type: flow.AgentEventType_ENDPOINT_REGENERATE_FAILURE,
+					Notification: &flow.AgentEvent_EndpointRegenerate{EndpointRegenerate: &flow.EndpointRegenNotification{
+						Id: uint64(p.EndpointID), Labels: ls, Error: p.Refused.String()}}})
+			case was && (ev.Deleted || p.Refused == nil):
+				delete(refused, p.EndpointID)
+				if ev.Deleted {
+					continue
+				}
+				ls, _ := labels(p.Identity)
+				a.add(&flow.AgentEvent{Type: flow.AgentEventType_ENDPOINT_REGENERATE_SUCCESS,
+					Notification: &flow.AgentEvent_EndpointRegenerate{EndpointRegenerate: &flow.EndpointRegenNotification{
+						Id: uint64(p.EndpointID), Labels: ls}}})
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-watch:
+		}
+	}
+}

@@ -172,6 +172,7 @@ type params struct {
 	Watchers  *k8sagent.Watchers `optional:"true"`
 	Cookies   *policy.Cookies
 	Policy    *policy.Agent                            `optional:"true"`
+	Policies  statedb.Table[*policy.EndpointPolicy]    `optional:"true"`
 	Frontends statedb.Table[*loadbalancer.FrontendRow] `optional:"true"`
 }
 
@@ -216,6 +217,11 @@ func register(p params) error {
 		agent.started(time.Now())
 		return agent.watchEndpoints(ctx, p.DB, p.Endpoints, st.IdentityLabels)
 	}))
+	if p.Policies != nil {
+		p.Jobs.Add(job.OneShot("hubble-policy-refusals", func(ctx context.Context, _ cell.Health) error {
+			return agent.watchRefusals(ctx, p.DB, p.Policies, st.IdentityLabels)
+		}))
+	}
 	obs := hubbleobserver.New(ring, node, Version).WithAgentEvents(agentRing)
 	addServices := func(srv *grpc.Server) {
 		observer.RegisterObserverServer(srv, obs)

@@ -8,6 +8,8 @@ import (
 	"log/slog"
 	"maps"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -90,6 +92,11 @@ type Agent struct {
 	// Services, translated again when one of those changes. Owned by
 	// the engine's goroutine.
 	svcPolicies map[Origin]*servicePolicy
+	// refusals are the endpoints whose policy does not fit their maps,
+	// as reported to the policies' authors through rep (nil without
+	// Kubernetes). Owned by the engine's goroutine.
+	refusals map[uint16]*Refusal
+	rep      *reporter
 
 	// prefixes is the engine's CIDR identities as last written, for the
 	// ipcache, which onPrefixes wakes.
@@ -159,7 +166,7 @@ func newAgent(p agentParams) (*Agent, error) {
 	txn.Commit()
 	a := &Agent{log: p.Log, db: p.DB, tbl: p.Table, entries: p.Entries, cookies: p.Cookies, eps: p.Endpoints, clients: p.Clients, watchers: p.Watchers,
 		services: p.Services, mode: mode, engine: NewEngine(mode), initDone: done, wake: make(chan struct{}, 1),
-		svcPolicies: map[Origin]*servicePolicy{}, onPrefixes: map[int]func(){}}
+		svcPolicies: map[Origin]*servicePolicy{}, onPrefixes: map[int]func(){}, refusals: map[uint16]*Refusal{}}
 	if p.Services != nil {
 		a.svcs = p.Services
 	}
@@ -430,6 +437,57 @@ func (a *Agent) write(markInitialized bool) {
 		a.initDone(txn)
 	}
 	txn.Commit()
+	a.reportRefusals(eps)
+}
+
+// reportRefusals tells the authors of the policies that endpoints' maps
+// do not fit, or fit again, which endpoints of this node refuse them.
+func (a *Agent) reportRefusals(eps []EndpointStatus) {
+	touched := map[Origin]bool{}
+	for _, st := range eps {
+		prev, now := a.refusals[st.ID], st.Refused
+		if prev != nil && now != nil && *prev == *now {
+			continue
+		}
+		if prev != nil {
+			touched[prev.Origin] = true
+		}
+		if now != nil {
+			touched[now.Origin] = true
+			a.refusals[st.ID] = now
+		} else {
+			delete(a.refusals, st.ID)
+		}
+	}
+	if len(touched) == 0 {
+		return
+	}
+	txn := a.db.ReadTxn()
+	for o := range touched {
+		var refused []string
+		size := 0
+		for _, id := range slices.Sorted(maps.Keys(a.refusals)) {
+			r := a.refusals[id]
+			if r.Origin != o {
+				continue
+			}
+			size = r.Max
+			name := strconv.Itoa(int(id))
+			if ep, _, ok := a.eps.Get(txn, endpoint.IDIndex.Query(id)); ok && ep.PodName != "" {
+				name += " (" + ep.PodNamespace + "/" + ep.PodName + ")"
+			}
+			refused = append(refused, name)
+		}
+		msg := ""
+		if len(refused) > 0 {
+			msg = fmt.Sprintf("endpoint %s: its policy would need more than %d policy map entries (--bpf-policy-map-max); the previous policy stays in force",
+				strings.Join(refused, ", "), size)
+			a.log.Warn("policy refused: an endpoint's policy map cannot hold it", "policy", o.String(), "endpoints", refused, "max", size)
+		}
+		if a.rep != nil {
+			a.rep.refusal(o, msg)
+		}
+	}
 }
 
 // writeEntry inserts a changed entry, or turns a removed one into a
@@ -531,6 +589,7 @@ func (a *Agent) watch(ctx context.Context) error {
 		node = a.watchers.NodeName
 	}
 	rep := newReporter(ctx, a.log, a.clients, node)
+	a.rep = rep
 	synced := []cache.InformerSynced{}
 	for _, h := range handlers {
 		if _, err := h.inf.AddEventHandler(a.policyHandler(ctx, rep, h.kind, h.translate)); err != nil {

@@ -2,6 +2,7 @@ package policy
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -10,6 +11,7 @@ import (
 	k8serrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/tools/record"
 
@@ -33,10 +35,16 @@ type reporter struct {
 	cilium   client.Interface
 	recorder record.EventRecorder
 
+	node     string
+
 	mu      sync.Mutex
 	pending map[statusKey]v2.NetworkPolicyCondition
 	order   []statusKey // pending's keys, oldest first
-	wake    chan struct{}
+	// refusals are this node's status entries to write: an error, or ""
+	// to remove the node's entry.
+	refusals     map[statusKey]string
+	refusalOrder []statusKey
+	wake         chan struct{}
 }
 
 type statusKey struct{ kind, namespace, name string }
@@ -45,8 +53,8 @@ func newReporter(ctx context.Context, log *slog.Logger, c *k8sagent.Clients, nod
 	b := record.NewBroadcaster(record.WithContext(ctx))
 	b.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: c.Kube.CoreV1().Events("")})
 	rec := b.NewRecorder(runtime.NewScheme(), corev1.EventSource{Component: "cilium-agent", Host: node})
-	r := &reporter{log: log, cilium: c.Status, recorder: rec,
-		pending: map[statusKey]v2.NetworkPolicyCondition{}, wake: make(chan struct{}, 1)}
+	r := &reporter{log: log, cilium: c.Status, recorder: rec, node: node,
+		pending: map[statusKey]v2.NetworkPolicyCondition{}, refusals: map[statusKey]string{}, wake: make(chan struct{}, 1)}
 	if r.cilium == nil {
 		r.cilium = c.Cilium
 	}
@@ -58,13 +66,8 @@ func newReporter(ctx context.Context, log *slog.Logger, c *k8sagent.Clients, nod
 // background: the informers must not wait for the API server.
 func (r *reporter) report(kind string, obj metav1.Object, err error) {
 	if err != nil {
-		ref := &corev1.ObjectReference{Kind: kind, Namespace: obj.GetNamespace(), Name: obj.GetName(), UID: obj.GetUID(),
-			ResourceVersion: obj.GetResourceVersion()}
-		if kind == KindNetworkPolicy {
-			ref.APIVersion = "networking.k8s.io/v1"
-		} else {
-			ref.APIVersion = v2.SchemeGroupVersion.String()
-		}
+		ref := Origin{Kind: kind, Namespace: obj.GetNamespace(), Name: obj.GetName()}.objectReference()
+		ref.UID, ref.ResourceVersion = obj.GetUID(), obj.GetResourceVersion()
 		r.recorder.Event(ref, corev1.EventTypeWarning, "PolicyRejected",
 			"refused, its previous rules stay in force: "+err.Error())
 	}
@@ -88,19 +91,58 @@ func (r *reporter) report(kind string, obj metav1.Object, err error) {
 	}
 }
 
-// run writes the pending conditions one at a time until ctx ends.
+// refusal tells a policy's author that this node refuses it for some of
+// its endpoints, whose policy maps it does not fit (msg says which and
+// why), or no longer does (msg ""): a warning event, and on Cilium's
+// policies this node's entry of status.nodes, which no other agent
+// writes. Written in the background, as report is.
+func (r *reporter) refusal(o Origin, msg string) {
+	if msg != "" {
+		r.recorder.Event(o.objectReference(), corev1.EventTypeWarning, "PolicyRefused",
+			fmt.Sprintf("refused on node %s: %s", r.node, msg))
+	}
+	if o.Kind != KindCNP && o.Kind != KindCCNP || r.node == "" {
+		return
+	}
+	k := statusKey{o.Kind, o.Namespace, o.Name}
+	r.mu.Lock()
+	if _, queued := r.refusals[k]; !queued {
+		r.refusalOrder = append(r.refusalOrder, k)
+	}
+	r.refusals[k] = msg
+	r.mu.Unlock()
+	select {
+	case r.wake <- struct{}{}:
+	default:
+	}
+}
+
+// run writes the pending conditions and node statuses one at a time
+// until ctx ends.
 func (r *reporter) run(ctx context.Context) {
 	for {
 		r.mu.Lock()
 		var k statusKey
-		cond, ok := v2.NetworkPolicyCondition{}, len(r.order) > 0
-		if ok {
+		var refusal string
+		cond, isCond, isRefusal := v2.NetworkPolicyCondition{}, len(r.order) > 0, false
+		switch {
+		case isCond:
 			k, r.order = r.order[0], r.order[1:]
 			cond = r.pending[k]
 			delete(r.pending, k)
+		case len(r.refusalOrder) > 0:
+			k, r.refusalOrder, isRefusal = r.refusalOrder[0], r.refusalOrder[1:], true
+			refusal = r.refusals[k]
+			delete(r.refusals, k)
 		}
 		r.mu.Unlock()
-		if !ok {
+		var err error
+		switch {
+		case isCond:
+			err = r.setCondition(ctx, k.kind, k.namespace, k.name, cond)
+		case isRefusal:
+			err = r.setNodeStatus(ctx, k, refusal)
+		default:
 			select {
 			case <-ctx.Done():
 				return
@@ -108,10 +150,36 @@ func (r *reporter) run(ctx context.Context) {
 				continue
 			}
 		}
-		if err := r.setCondition(ctx, k.kind, k.namespace, k.name, cond); err != nil && ctx.Err() == nil {
+		if err != nil && ctx.Err() == nil {
 			r.log.Warn("policy status not written", "kind", k.kind, "namespace", k.namespace, "name", k.name, "error", err)
 		}
 	}
+}
+
+// setNodeStatus writes this node's entry of the policy's status.nodes
+// (msg ""): removes it) with a merge patch, which touches no other
+// node's entry.
+func (r *reporter) setNodeStatus(ctx context.Context, k statusKey, msg string) error {
+	var entry any // null removes the entry
+	if msg != "" {
+		entry = v2.CiliumNetworkPolicyNodeStatus{OK: false, Error: msg, LastUpdated: metav1.Now()}
+	}
+	patch, err := json.Marshal(map[string]any{"status": map[string]any{"nodes": map[string]any{r.node: entry}}})
+	if err != nil {
+		return err
+	}
+	switch k.kind {
+	case KindCNP:
+		_, err = r.cilium.CiliumV2().CiliumNetworkPolicies(k.namespace).Patch(ctx, k.name, types.MergePatchType, patch,
+			metav1.PatchOptions{}, "status")
+	case KindCCNP:
+		_, err = r.cilium.CiliumV2().CiliumClusterwideNetworkPolicies().Patch(ctx, k.name, types.MergePatchType, patch,
+			metav1.PatchOptions{}, "status")
+	}
+	if k8serrors.IsNotFound(err) {
+		return nil // deleted meanwhile
+	}
+	return err
 }
 
 // setCondition writes cond into the policy's status unless it is there,
@@ -143,6 +211,16 @@ func (r *reporter) setCondition(ctx context.Context, kind, ns, name string, cond
 		}
 	}
 	return fmt.Errorf("status of %s %s/%s: too many conflicts", kind, ns, name)
+}
+
+// objectReference names o's object for events.
+func (o Origin) objectReference() *corev1.ObjectReference {
+	ref := &corev1.ObjectReference{Kind: o.Kind, Namespace: o.Namespace, Name: o.Name,
+		APIVersion: v2.SchemeGroupVersion.String()}
+	if o.Kind == KindNetworkPolicy {
+		ref.APIVersion = "networking.k8s.io/v1"
+	}
+	return ref
 }
 
 // withCondition puts cond into s and reports whether that changed it.

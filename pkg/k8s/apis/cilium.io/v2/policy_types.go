@@ -57,6 +57,11 @@ type CiliumClusterwideNetworkPolicyList struct {
 type CiliumNetworkPolicyStatus struct {
 	DerivativePolicies map[string]CiliumNetworkPolicyNodeStatus `json:"derivativePolicies,omitempty"`
 	Conditions         []NetworkPolicyCondition                 `json:"conditions,omitempty"`
+	// Nodes is each node's word on the policy where it could not enforce
+	// it (Cilium's per-node status of before 1.15): the agent of a node
+	// whose endpoints' policy maps the policy does not fit writes its own
+	// entry, and removes it once it fits again.
+	Nodes map[string]CiliumNetworkPolicyNodeStatus `json:"nodes,omitempty"`
 }
 
 // CiliumNetworkPolicyNodeStatus is one node's view of a policy.
