@@ -34,6 +34,16 @@ func TestPrivilegedProgNodePortAtAnyNode(t *testing.T) {
 				t.Fatalf("allowed SYN left for %v, want the backend %v", dst, ap(ipC, 8080))
 			}
 		}},
+		{"tunnel mode too: the backend's node gets the translated packet", envOpts{mode: spec.Tunnel, policyEgress: true},
+			func(t *testing.T, e *env) {
+				e.setPolicy(epA, egress(uint32(identity.RemoteNode), 0, 0, 0))
+				e.serve(anyTCP, spec.LBNodePort, beC)
+				e.denied(e.fromContainer, atRemote(40000, anyTCP, "S"), DropPolicy)
+				e.setPolicy(epA, egress(uint32(identity.RemoteNode), 0, 0, 0), egress(idC, tcpProto, 8080, 0))
+				if _, dst, _ := e.sends(e.fromContainer, atRemote(40001, anyTCP, "S"), actRedirect); dst != ap(ipC, 8080) {
+					t.Fatalf("allowed SYN left for %v, want the backend %v", dst, ap(ipC, 8080))
+				}
+			}},
 		{"the reply comes from the node address called", envOpts{}, func(t *testing.T, e *env) {
 			e.serve(anyTCP, spec.LBNodePort, beC)
 			e.sends(e.fromContainer, atRemote(40000, anyTCP, "S"), actRedirect)

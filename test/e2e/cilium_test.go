@@ -56,6 +56,9 @@ func testCiliumLab(t *testing.T, name, mode, kubeProxy string, full bool) {
 	client := onNode(pods, node1)[0]
 	if kubeProxy == "none" {
 		checkServices(t, lab, client, node1, node2)
+		if full {
+			hugeServiceRefusedAlone(t, lab, client)
+		}
 	} else {
 		lab.Eventually("the Service answers through kube-proxy", time.Minute, func() error {
 			_, err := lab.run("kubectl", "exec", client.name, "--", "/agnhost", "connect", "echo:80", "--timeout=3s")

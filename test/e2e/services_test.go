@@ -261,3 +261,45 @@ func checkNodePorts(t *testing.T, lab *Lab, nodes ...string) {
 		return nil
 	})
 }
+
+// hugeServiceRefusedAlone: a Service that needs more frontends than the
+// service maps can hold (256 ports at 256 ExternalIPs and a ClusterIP:
+// 65,792) is refused alone, with a ServiceRefused event, while the other
+// Services keep working and a Service created meanwhile is programmed.
+func hugeServiceRefusedAlone(t *testing.T, lab *Lab, client echoPod) {
+	t.Helper()
+	var b strings.Builder
+	b.WriteString("apiVersion: v1\nkind: Service\nmetadata: {name: huge, namespace: default}\nspec:\n  selector: {app: nobody}\n  externalIPs:\n")
+	for i := range 256 {
+		fmt.Fprintf(&b, "  - 198.18.%d.%d\n", (i+1)/256, (i+1)%256)
+	}
+	b.WriteString("  ports:\n")
+	for i := range 256 {
+		fmt.Fprintf(&b, "  - {name: p%d, port: %d, protocol: TCP}\n", i, 10000+i)
+	}
+	lab.KubectlApply(b.String())
+	lab.Eventually("the huge Service refused", 2*time.Minute, func() error {
+		out, err := lab.run("kubectl", "get", "events", "--field-selector", "involvedObject.name=huge,reason=ServiceRefused",
+			"-o", "jsonpath={.items[*].message}")
+		if err != nil || !strings.Contains(out, "refused") {
+			return fmt.Errorf("no ServiceRefused event on the Service: %v %q", err, out)
+		}
+		return nil
+	})
+	lab.KubectlApply(`apiVersion: v1
+kind: Service
+metadata: {name: beside-huge, namespace: default}
+spec:
+  selector: {app: echo}
+  ports: [{port: 80, targetPort: 8080}]
+`)
+	lab.connect(client.name, "echo.default.svc.cluster.local:80")
+	lab.Eventually("a Service created beside the refused one answers", time.Minute, func() error {
+		_, err := lab.run("kubectl", "exec", client.name, "--", "/agnhost", "connect", "beside-huge:80", "--timeout=3s")
+		return err
+	})
+	if out, err := lab.dbg(client.node, "service", "list"); err != nil || strings.Contains(out, "198.18.0.1:10000") {
+		t.Errorf("cilium-dbg service list on %s shows the refused Service: %v\n%s", client.node, err, out)
+	}
+	lab.Kubectl("delete", "service", "huge", "beside-huge")
+}
