@@ -45,37 +45,19 @@ func (a *agentEvents) policyChanged(c policy.PolicyChange) {
 		Labels: parser.PolicyLabels(c.Origin), Revision: c.Revision, RuleCount: int64(c.Rules)}}})
 }
 
-// watchEndpoints tells of each endpoint created and deleted after the
-// endpoints the table held when it started.
-func (a *agentEvents) watchEndpoints(ctx context.Context, db *statedb.DB, tbl statedb.Table[*endpoint.Desired],
-	labels func(identity.NumericIdentity) ([]string, bool)) error {
+// follow calls fn with each change of tbl until ctx ends, first for
+// the rows the table holds when it starts (initial set).
+func follow[Obj any](ctx context.Context, db *statedb.DB, tbl statedb.Table[Obj], fn func(ev statedb.Change[Obj], initial bool)) error {
 	wtxn := db.WriteTxn(tbl)
 	changes, err := tbl.Changes(wtxn)
 	wtxn.Commit()
 	if err != nil {
 		return err
 	}
-	known := map[uint16]bool{}
-	for first := true; ; first = false {
+	for initial := true; ; initial = false {
 		evs, watch := changes.Next(db.ReadTxn())
 		for ev := range evs {
-			d := ev.Object
-			typ := flow.AgentEventType_ENDPOINT_CREATED
-			switch {
-			case ev.Deleted:
-				typ = flow.AgentEventType_ENDPOINT_DELETED
-				delete(known, d.ID)
-			case known[d.ID]:
-				continue // an update
-			default:
-				known[d.ID] = true
-			}
-			if first {
-				continue
-			}
-			ls, _ := labels(d.Identity)
-			a.add(&flow.AgentEvent{Type: typ, Notification: &flow.AgentEvent_EndpointUpdate{EndpointUpdate: &flow.EndpointUpdateNotification{
-				Id: uint64(d.ID), Labels: ls, PodName: d.PodName, Namespace: d.PodNamespace}}})
+			fn(ev, initial)
 		}
 		select {
 		case <-ctx.Done():
@@ -85,45 +67,55 @@ func (a *agentEvents) watchEndpoints(ctx context.Context, db *statedb.DB, tbl st
 	}
 }
 
+// watchEndpoints tells of each endpoint created and deleted after the
+// endpoints the table held when it started.
+func (a *agentEvents) watchEndpoints(ctx context.Context, db *statedb.DB, tbl statedb.Table[*endpoint.Desired],
+	labels func(identity.NumericIdentity) ([]string, bool)) error {
+	known := map[uint16]bool{}
+	return follow(ctx, db, tbl, func(ev statedb.Change[*endpoint.Desired], initial bool) {
+		d := ev.Object
+		typ := flow.AgentEventType_ENDPOINT_CREATED
+		switch {
+		case ev.Deleted:
+			typ = flow.AgentEventType_ENDPOINT_DELETED
+			delete(known, d.ID)
+		case known[d.ID]:
+			return // an update
+		default:
+			known[d.ID] = true
+		}
+		if initial {
+			return
+		}
+		ls, _ := labels(d.Identity)
+		a.add(&flow.AgentEvent{Type: typ, Notification: &flow.AgentEvent_EndpointUpdate{EndpointUpdate: &flow.EndpointUpdateNotification{
+			Id: uint64(d.ID), Labels: ls, PodName: d.PodName, Namespace: d.PodNamespace}}})
+	})
+}
+
 // watchRefusals tells of each endpoint whose policy its map cannot hold
 // (ENDPOINT_REGENERATE_FAILURE, naming the policy), and of each whose
 // policy fits again (ENDPOINT_REGENERATE_SUCCESS).
 func (a *agentEvents) watchRefusals(ctx context.Context, db *statedb.DB, tbl statedb.Table[*policy.EndpointPolicy],
 	labels func(identity.NumericIdentity) ([]string, bool)) error {
-	wtxn := db.WriteTxn(tbl)
-	changes, err := tbl.Changes(wtxn)
-	wtxn.Commit()
-	if err != nil {
-		return err
-	}
 	refused := map[uint16]policy.Refusal{}
-	for {
-		evs, watch := changes.Next(db.ReadTxn())
-		for ev := range evs {
-			p := ev.Object
-			prev, was := refused[p.EndpointID]
-			switch {
-			case !ev.Deleted && p.Refused != nil && (!was || prev != *p.Refused):
-				refused[p.EndpointID] = *p.Refused
-				ls, _ := labels(p.Identity)
-				a.add(&flow.AgentEvent{Type: flow.AgentEventType_ENDPOINT_REGENERATE_FAILURE,
-					Notification: &flow.AgentEvent_EndpointRegenerate{EndpointRegenerate: &flow.EndpointRegenNotification{
-						Id: uint64(p.EndpointID), Labels: ls, Error: p.Refused.String()}}})
-			case was && (ev.Deleted || p.Refused == nil):
-				delete(refused, p.EndpointID)
-				if ev.Deleted {
-					continue
-				}
-				ls, _ := labels(p.Identity)
-				a.add(&flow.AgentEvent{Type: flow.AgentEventType_ENDPOINT_REGENERATE_SUCCESS,
-					Notification: &flow.AgentEvent_EndpointRegenerate{EndpointRegenerate: &flow.EndpointRegenNotification{
-						Id: uint64(p.EndpointID), Labels: ls}}})
+	regen := func(typ flow.AgentEventType, p *policy.EndpointPolicy, err string) {
+		ls, _ := labels(p.Identity)
+		a.add(&flow.AgentEvent{Type: typ, Notification: &flow.AgentEvent_EndpointRegenerate{
+			EndpointRegenerate: &flow.EndpointRegenNotification{Id: uint64(p.EndpointID), Labels: ls, Error: err}}})
+	}
+	return follow(ctx, db, tbl, func(ev statedb.Change[*policy.EndpointPolicy], _ bool) {
+		p := ev.Object
+		prev, was := refused[p.EndpointID]
+		switch {
+		case !ev.Deleted && p.Refused != nil && (!was || prev != *p.Refused):
+			refused[p.EndpointID] = *p.Refused
+			regen(flow.AgentEventType_ENDPOINT_REGENERATE_FAILURE, p, p.Refused.String())
+		case was && (ev.Deleted || p.Refused == nil):
+			delete(refused, p.EndpointID)
+			if !ev.Deleted {
+				regen(flow.AgentEventType_ENDPOINT_REGENERATE_SUCCESS, p, "")
 			}
 		}
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-watch:
-		}
-	}
+	})
 }
