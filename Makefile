@@ -109,8 +109,11 @@ test-skips-reset:
 # without. -race needs cgo, so a C compiler (hack/deps.sh installs gcc).
 UNIT_PKGS = $(shell $(GO) list ./... | grep -v /test/e2e)
 
+# staticcheck, pinned by go.mod's tool directive, with its default checks:
+# a finding fails the run; an accepted one is a //lint:ignore with its reason.
 test-unit: $(TESTREPORT)
 	$(GO) vet ./...
+	$(GO) tool staticcheck ./...
 	set -o pipefail; $(GO) test -race -count=1 -json $(UNIT_PKGS) 2>&1 | $(REPORT)
 
 # Every fuzz target for FUZZTIME each (make fuzz FUZZTIME=5m); make test

@@ -9,7 +9,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -287,8 +286,8 @@ func buildPlugin(t *testing.T, dir string) string {
 		}
 		return out
 	}
-	gobin := filepath.Join(runtime.GOROOT(), "bin", "go")
-	cmd := exec.Command(gobin, "build", "-o", out, "../cilium-cni")
+	// go test puts its own toolchain's bin first on the test's PATH.
+	cmd := exec.Command("go", "build", "-o", out, "../cilium-cni")
 	if b, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("build cilium-cni: %v\n%s", err, b)
 	}
