@@ -101,11 +101,20 @@ test-skips-reset:
 	@rm -f $(SKIPS)
 
 # Everything but the lab e2e suite, which needs the built binaries and a lab.
+# All of it runs once, under the race detector: the agent's reconcilers, jobs
+# and API share state across goroutines. The slowest package,
+# internal/datapath (BPF program and privileged netns tests), spends its time
+# in the kernel (verifier, BPF_PROG_RUN, traffic), which -race does not slow:
+# on 2 cores with a warm cache the whole set took 4m25s with -race, 3m18s
+# without. -race needs cgo, so a C compiler (hack/deps.sh installs gcc).
 UNIT_PKGS = $(shell $(GO) list ./... | grep -v /test/e2e)
 
+# staticcheck, pinned by go.mod's tool directive, with its default checks:
+# a finding fails the run; an accepted one is a //lint:ignore with its reason.
 test-unit: $(TESTREPORT)
 	$(GO) vet ./...
-	set -o pipefail; $(GO) test -count=1 -json $(UNIT_PKGS) 2>&1 | $(REPORT)
+	$(GO) tool staticcheck ./...
+	set -o pipefail; $(GO) test -race -count=1 -json $(UNIT_PKGS) 2>&1 | $(REPORT)
 
 # Every fuzz target for FUZZTIME each (make fuzz FUZZTIME=5m); make test
 # runs each for 5000 inputs (a few seconds): a count, not a time, because

@@ -12,8 +12,10 @@ import (
 	"time"
 
 	"github.com/containernetworking/cni/libcni"
+	"github.com/containernetworking/cni/pkg/invoke"
 	"github.com/containernetworking/cni/pkg/types"
 	current "github.com/containernetworking/cni/pkg/types/100"
+	"github.com/containernetworking/cni/pkg/version"
 
 	"github.com/cilium-go/cilium/internal/datapath/testnode"
 	"github.com/cilium-go/cilium/internal/inns"
@@ -73,9 +75,12 @@ func newBed(ctx context.Context, dir, bin string, o options, onClose func(func()
 			}
 			n.pods = append(n.pods, p)
 		}
-		// The reference plugins sit in bin/cni, cilium-cni in bin.
+		// The reference plugins sit in bin/cni, cilium-cni in bin. The
+		// ADDs run at once: libcni makes a missing exec on first use,
+		// unlocked, so it gets one.
 		n.cni = libcni.NewCNIConfigWithCacheDir([]string{bin, filepath.Join(bin, "cni")},
-			filepath.Join(dir, "cni-cache-"+name), nil)
+			filepath.Join(dir, "cni-cache-"+name),
+			&invoke.DefaultExec{RawExec: &invoke.RawExec{Stderr: os.Stderr}, PluginDecoder: version.PluginDecoder{}})
 		return n, nil
 	}
 

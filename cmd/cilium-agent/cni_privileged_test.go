@@ -9,7 +9,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -17,8 +16,10 @@ import (
 
 	"github.com/cilium/hive"
 	"github.com/containernetworking/cni/libcni"
+	"github.com/containernetworking/cni/pkg/invoke"
 	"github.com/containernetworking/cni/pkg/types"
 	current "github.com/containernetworking/cni/pkg/types/100"
+	"github.com/containernetworking/cni/pkg/version"
 	"github.com/vishvananda/netlink"
 
 	"github.com/cilium-go/cilium/internal/datapath/dptest"
@@ -154,9 +155,12 @@ func TestPrivilegedCNIThroughLibcni(t *testing.T) {
 
 // newCNIRuntime is a runtime on the node that runs the cilium-cni binary
 // plugin with a conflist for the agent at sock, as a kubelet's would.
+// libcni makes a missing exec on first use, unlocked: given one, a
+// CNIConfig serves concurrent ADDs and DELs.
 func newCNIRuntime(t *testing.T, dir, nodeNS, plugin, sock string) *cniRuntime {
+	plugins := &invoke.DefaultExec{RawExec: &invoke.RawExec{Stderr: os.Stderr}, PluginDecoder: version.PluginDecoder{}}
 	return &cniRuntime{t: t, nodeNS: nodeNS,
-		cni: libcni.NewCNIConfigWithCacheDir([]string{filepath.Dir(plugin)}, filepath.Join(dir, "cni-cache"), nil),
+		cni: libcni.NewCNIConfigWithCacheDir([]string{filepath.Dir(plugin)}, filepath.Join(dir, "cni-cache"), plugins),
 		list: mustConfList(t, fmt.Sprintf(`{"cniVersion":"1.1.0","name":"cilium","plugins":[
 			{"type":"cilium-cni","socket-path":%q}]}`, sock))}
 }
@@ -282,8 +286,8 @@ func buildPlugin(t *testing.T, dir string) string {
 		}
 		return out
 	}
-	gobin := filepath.Join(runtime.GOROOT(), "bin", "go")
-	cmd := exec.Command(gobin, "build", "-o", out, "../cilium-cni")
+	// go test puts its own toolchain's bin first on the test's PATH.
+	cmd := exec.Command("go", "build", "-o", out, "../cilium-cni")
 	if b, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("build cilium-cni: %v\n%s", err, b)
 	}

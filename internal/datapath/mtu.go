@@ -9,8 +9,10 @@ import (
 // PodMTU is the MTU pods of this node should use: the uplink's, less
 // the VXLAN header in tunnel mode. Valid after Start.
 func (n *Node) PodMTU() (int, error) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
 	if n.nl == nil {
-		return 0, fmt.Errorf("pod MTU: datapath not started")
+		return 0, fmt.Errorf("pod MTU: %w", ErrNotStarted)
 	}
 	l, err := n.nl.LinkByName(n.cfg.Uplink)
 	if err != nil {

@@ -8,6 +8,8 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"sync"
+	"sync/atomic"
 
 	"github.com/cilium/ebpf"
 	"github.com/vishvananda/netlink"
@@ -118,17 +120,32 @@ func (c *Config) validate() error {
 }
 
 // Node is the datapath of one node: its maps, its device programs and the
-// endpoints it serves. Its methods are not safe for concurrent use; the
-// maps (Maps) are.
+// endpoints it serves. Its methods are safe for concurrent use, as the
+// agent's reconcilers and jobs (endpoints, remote-node routes, Services'
+// sockets, the API) share one Node: they run one at a time, and Maps
+// never waits for them.
 type Node struct {
-	cfg    Config
-	log    *slog.Logger
-	nl     *netlink.Handle
-	maps   *Maps
-	consts NodeConstants
-	// stopWatch ends the route watch that keeps the FIB cache honest.
-	stopWatch context.CancelFunc
+	log *slog.Logger
+
+	// mu serializes the methods, and guards cfg (attach may fall back
+	// to tc filters) and the state that Start makes and Close drops:
+	// the netlink handle, the constants and the route watch. One lock
+	// for all is simple and costs little: an endpoint's programs load
+	// while the other reconcilers wait, which they do not often.
+	mu        sync.Mutex
+	cfg       Config
+	nl        *netlink.Handle
+	consts    NodeConstants
+	stopWatch func() // ends the route watch that keeps the FIB cache honest, and waits for it
+
+	// maps is set under mu but read without it (Maps), so that the
+	// maps' many users never wait for an endpoint's programs to load.
+	maps atomic.Pointer[Maps]
 }
+
+// ErrNotStarted is returned by the methods that need the kernel's state
+// before Start or after Close.
+var ErrNotStarted = errors.New("datapath not started")
 
 // NewNode checks cfg; it touches nothing in the kernel until Start.
 func NewNode(cfg Config, log *slog.Logger) (*Node, error) {
@@ -139,10 +156,16 @@ func NewNode(cfg Config, log *slog.Logger) (*Node, error) {
 }
 
 // PodDevice is the kind of pair new pods of this node get.
-func (n *Node) PodDevice() podlink.Device { return n.cfg.PodDevice }
+func (n *Node) PodDevice() podlink.Device {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.cfg.PodDevice
+}
 
-// Maps are the node's maps; valid after Start.
-func (n *Node) Maps() *Maps { return n.maps }
+// Maps are the node's maps: nil before Start and after Close. They stay
+// valid until Close, which closes them: users stop using them first (in
+// the agent, jobs stop before the datapath does).
+func (n *Node) Maps() *Maps { return n.maps.Load() }
 
 func (n *Node) mapsDir() string  { return filepath.Join(n.cfg.BPFFSDir, "maps") }
 func (n *Node) linksDir() string { return filepath.Join(n.cfg.BPFFSDir, "links") }
@@ -151,6 +174,8 @@ func (n *Node) linksDir() string { return filepath.Join(n.cfg.BPFFSDir, "links")
 // and attaches the device programs. Starting again after a restart reuses
 // pins and updates links in place.
 func (n *Node) Start() error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
 	var st unix.Statfs_t
 	if err := unix.Statfs(n.cfg.BPFFSDir, &st); err != nil {
 		return fmt.Errorf("stat %s: %w", n.cfg.BPFFSDir, err)
@@ -175,9 +200,11 @@ func (n *Node) Start() error {
 		return err
 	}
 	n.nl = nl
-	if n.maps, err = OpenMaps(n.mapsDir(), WithLBMapMax(n.cfg.LBMapMax), WithPolicyMapMax(n.cfg.PolicyMapMax)); err != nil {
+	maps, err := OpenMaps(n.mapsDir(), WithLBMapMax(n.cfg.LBMapMax), WithPolicyMapMax(n.cfg.PolicyMapMax))
+	if err != nil {
 		return err
 	}
+	n.maps.Store(maps)
 	if err := removeStalePins(n.mapsDir()); err != nil {
 		return err
 	}
@@ -185,11 +212,12 @@ func (n *Node) Start() error {
 		n.stopWatch()
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	if err := watchRoutes(ctx, n.cfg.NetNS, n.maps, n.log); err != nil {
+	watching, err := watchRoutes(ctx, n.cfg.NetNS, maps, n.log)
+	if err != nil {
 		cancel()
 		return err
 	}
-	n.stopWatch = cancel
+	n.stopWatch = func() { cancel(); <-watching }
 	uplink, err := n.nl.LinkByName(n.cfg.Uplink)
 	if err != nil {
 		return fmt.Errorf("uplink %s: %w", n.cfg.Uplink, err)
@@ -213,7 +241,7 @@ func (n *Node) Start() error {
 		}
 		n.consts.TunnelIfindex = tunnel.Attrs().Index
 	}
-	progs, err := LoadNodePrograms(n.maps, n.consts)
+	progs, err := LoadNodePrograms(maps, n.consts)
 	if err != nil {
 		return err
 	}
@@ -230,22 +258,28 @@ func (n *Node) Start() error {
 	// A previous run's socket programs go when the configuration no
 	// longer asks for them.
 	if n.cfg.SocketLB {
-		return n.AttachSocketLB(n.cfg.CgroupRoot)
+		return n.attachSocketLB(n.cfg.CgroupRoot)
 	}
-	return n.DetachSocketLB()
+	return n.detachSocketLB()
 }
 
 // Close releases file descriptors; pinned maps and links keep the
 // datapath running without the agent.
 func (n *Node) Close() error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.close()
+}
+
+func (n *Node) close() error {
 	var err error
+	// The watch uses the maps: it must have ended before they close.
 	if n.stopWatch != nil {
 		n.stopWatch()
 		n.stopWatch = nil
 	}
-	if n.maps != nil {
-		err = n.maps.Close()
-		n.maps = nil
+	if maps := n.maps.Swap(nil); maps != nil {
+		err = maps.Close()
 	}
 	if n.nl != nil {
 		n.nl.Close()
@@ -257,6 +291,8 @@ func (n *Node) Close() error {
 // Teardown removes everything Start and the endpoints made: links, the
 // VXLAN device and the pins. Running it twice is harmless.
 func (n *Node) Teardown() error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
 	var errs []error
 	if n.nl != nil && n.cfg.LegacyTC {
 		errs = append(errs, n.detach("", n.cfg.Uplink, ebpf.AttachTCXIngress),
@@ -267,7 +303,7 @@ func (n *Node) Teardown() error {
 			errs = append(errs, n.nl.LinkDel(l))
 		}
 	}
-	errs = append(errs, n.DetachSocketLB(), n.Close())
+	errs = append(errs, n.detachSocketLB(), n.close())
 	for _, d := range []string{n.linksDir(), n.mapsDir()} {
 		if err := os.RemoveAll(d); err != nil {
 			errs = append(errs, fmt.Errorf("remove %s: %w", d, err))

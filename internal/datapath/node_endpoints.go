@@ -22,6 +22,12 @@ import (
 // at its egress; on a netkit pair, from-container runs as the pod's side
 // transmits and to-container as the node's side does.
 func (n *Node) UpsertEndpoint(ep spec.Endpoint) error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	maps := n.maps.Load()
+	if maps == nil {
+		return fmt.Errorf("endpoint %d: %w", ep.ID, ErrNotStarted)
+	}
 	host, err := n.nl.LinkByName(ep.HostDevice)
 	if err != nil {
 		return fmt.Errorf("endpoint %d device %s: %w", ep.ID, ep.HostDevice, err)
@@ -34,7 +40,7 @@ func (n *Node) UpsertEndpoint(ep spec.Endpoint) error {
 		}
 		fromAt, toAt = ebpf.AttachNetkitPeer, ebpf.AttachNetkitPrimary
 	}
-	progs, err := LoadEndpointPrograms(n.maps, EndpointConstants{
+	progs, err := LoadEndpointPrograms(maps, EndpointConstants{
 		NodeConstants: n.consts, ID: ep.ID, Identity: ep.Identity, IPv4: ep.IPv4,
 		PolicyIngress: ep.PolicyIngress, PolicyEgress: ep.PolicyEgress, Netkit: netkit,
 	})
@@ -49,7 +55,7 @@ func (n *Node) UpsertEndpoint(ep spec.Endpoint) error {
 	if err := n.attach(n.endpointPin(ep.ID, "egress"), idx, progs.ToContainer, toAt); err != nil {
 		return fmt.Errorf("endpoint %d: %w", ep.ID, err)
 	}
-	if err := n.maps.UpsertEndpoint(EndpointEntry{
+	if err := maps.UpsertEndpoint(EndpointEntry{
 		ID: ep.ID, Identity: ep.Identity, IPv4: ep.IPv4, MAC: ep.MAC,
 		HostMAC: host.Attrs().HardwareAddr, HostIfindex: idx,
 		PolicyIngress: ep.PolicyIngress, PolicyEgress: ep.PolicyEgress,
@@ -68,11 +74,21 @@ func (n *Node) UpsertEndpoint(ep spec.Endpoint) error {
 // DeleteEndpoint detaches the endpoint's programs and forgets it and its
 // policy. The host device may be gone already (CNI DEL removed it).
 func (n *Node) DeleteEndpoint(ep spec.Endpoint) error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	maps := n.maps.Load()
+	if maps == nil {
+		return fmt.Errorf("endpoint %d: %w", ep.ID, ErrNotStarted)
+	}
+	return n.deleteEndpoint(maps, ep)
+}
+
+func (n *Node) deleteEndpoint(maps *Maps, ep spec.Endpoint) error {
 	errs := []error{
 		n.detach(n.endpointPin(ep.ID, "ingress"), ep.HostDevice, ebpf.AttachTCXIngress),
 		n.detach(n.endpointPin(ep.ID, "egress"), ep.HostDevice, ebpf.AttachTCXEgress),
-		n.maps.DeleteEndpoint(ep.IPv4),
-		n.maps.DeletePolicy(ep.ID),
+		maps.DeleteEndpoint(ep.IPv4),
+		maps.DeletePolicy(ep.ID),
 	}
 	// The scope must match the route's, or the kernel finds nothing; the
 	// protocol makes it delete only a route this node made.
@@ -87,6 +103,12 @@ func (n *Node) DeleteEndpoint(ep spec.Endpoint) error {
 // links, map entries and policy. An agent calls it after a restart, once
 // it has programmed the endpoints it still has.
 func (n *Node) PruneEndpoints(keep []spec.Endpoint) error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	maps := n.maps.Load()
+	if maps == nil {
+		return fmt.Errorf("prune endpoints: %w", ErrNotStarted)
+	}
 	kept := map[uint16]bool{}
 	for _, ep := range keep {
 		kept[ep.ID] = true
@@ -94,7 +116,7 @@ func (n *Node) PruneEndpoints(keep []spec.Endpoint) error {
 	var stale []spec.Endpoint
 	var k EndpointKey
 	var v EndpointInfo
-	it := n.maps.Endpoints.Iterate()
+	it := maps.Endpoints.Iterate()
 	for it.Next(&k, &v) {
 		if !kept[v.EpId] && k.Family == afInet {
 			stale = append(stale, spec.Endpoint{ID: v.EpId, IPv4: netip.AddrFrom4([4]byte(k.Addr[:4]))})
@@ -105,10 +127,10 @@ func (n *Node) PruneEndpoints(keep []spec.Endpoint) error {
 	}
 	var errs []error
 	for _, ep := range stale {
-		if l, err := n.nl.LinkByIndex(int(n.endpointIfindex(ep.IPv4))); err == nil {
+		if l, err := n.nl.LinkByIndex(int(endpointIfindex(maps, ep.IPv4))); err == nil {
 			ep.HostDevice = l.Attrs().Name
 		}
-		errs = append(errs, n.DeleteEndpoint(ep))
+		errs = append(errs, n.deleteEndpoint(maps, ep))
 	}
 	if !n.cfg.LegacyTC {
 		errs = append(errs, n.pruneLinkPins(kept))
@@ -116,13 +138,13 @@ func (n *Node) PruneEndpoints(keep []spec.Endpoint) error {
 	return errors.Join(errs...)
 }
 
-func (n *Node) endpointIfindex(a netip.Addr) uint32 {
+func endpointIfindex(maps *Maps, a netip.Addr) uint32 {
 	k, err := endpointKey4(a)
 	if err != nil {
 		return 0
 	}
 	var v EndpointInfo
-	if n.maps.Endpoints.Lookup(&k, &v) != nil {
+	if maps.Endpoints.Lookup(&k, &v) != nil {
 		return 0
 	}
 	return v.Ifindex

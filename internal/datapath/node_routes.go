@@ -26,6 +26,12 @@ const RouteProtocol = 0xc1
 // gets its tunnel key from the ipcache). Pod traffic does not need these
 // routes in tunnel mode; the node's own does.
 func (n *Node) UpsertRemoteNode(r spec.RemoteNode) error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	maps := n.maps.Load()
+	if maps == nil {
+		return fmt.Errorf("route to %s: %w", r.PodCIDR, ErrNotStarted)
+	}
 	route := &netlink.Route{Dst: podCIDRNet(r.PodCIDR), Protocol: RouteProtocol}
 	if n.cfg.Mode == spec.Tunnel {
 		route.LinkIndex = n.consts.TunnelIfindex
@@ -43,7 +49,7 @@ func (n *Node) UpsertRemoteNode(r spec.RemoteNode) error {
 	}
 	// The watch sees the change too, later: cached answers must not
 	// outlive this call.
-	return n.maps.InvalidateRoutes()
+	return maps.InvalidateRoutes()
 }
 
 // DeleteRemoteNode removes the route to its pod CIDR; only PodCIDR is
@@ -51,6 +57,12 @@ func (n *Node) UpsertRemoteNode(r spec.RemoteNode) error {
 // The route is matched without its protocol: one that an agent without
 // RouteProtocol installed must go too.
 func (n *Node) DeleteRemoteNode(r spec.RemoteNode) error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	maps := n.maps.Load()
+	if maps == nil {
+		return fmt.Errorf("delete route to %s: %w", r.PodCIDR, ErrNotStarted)
+	}
 	route := &netlink.Route{Dst: podCIDRNet(r.PodCIDR), Scope: netlink.SCOPE_UNIVERSE}
 	if n.cfg.Mode == spec.Tunnel {
 		route.Scope = netlink.SCOPE_LINK
@@ -58,7 +70,7 @@ func (n *Node) DeleteRemoteNode(r spec.RemoteNode) error {
 	if err := n.nl.RouteDel(route); err != nil && !errors.Is(err, unix.ESRCH) {
 		return fmt.Errorf("delete route to %s: %w", r.PodCIDR, err)
 	}
-	return n.maps.InvalidateRoutes()
+	return maps.InvalidateRoutes()
 }
 
 // RemoteNodes lists, from the kernel, the remote nodes whose pod CIDR
@@ -68,6 +80,11 @@ func (n *Node) DeleteRemoteNode(r spec.RemoteNode) error {
 // gateway; a tunnel-mode route has none (the ipcache holds the tunnel
 // endpoint), so there IPv4 is the zero, invalid Addr. Valid after Start.
 func (n *Node) RemoteNodes() ([]spec.RemoteNode, error) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.nl == nil {
+		return nil, fmt.Errorf("remote node routes: %w", ErrNotStarted)
+	}
 	dev := n.cfg.Uplink
 	if n.cfg.Mode == spec.Tunnel {
 		dev = n.cfg.TunnelDevice

@@ -43,14 +43,15 @@ func (m *Maps) RouteGeneration() (uint32, error) {
 // watchRoutes invalidates the programs' FIB cache on every route,
 // neighbour and link change in the namespace at nsPath (empty: the
 // current one) until ctx ends. It returns once subscribed, so that no
-// change after its return goes unseen. A lost subscription invalidates
+// change after its return goes unseen, and a channel closed when the
+// watch has ended: only then may m close. A lost subscription invalidates
 // too; the cache's lifetime bounds staleness until ctx ends.
-func watchRoutes(ctx context.Context, nsPath string, m *Maps, log *slog.Logger) error {
+func watchRoutes(ctx context.Context, nsPath string, m *Maps, log *slog.Logger) (<-chan struct{}, error) {
 	ns := netns.None()
 	if nsPath != "" {
 		h, err := netns.GetFromPath(nsPath)
 		if err != nil {
-			return fmt.Errorf("open netns %s: %w", nsPath, err)
+			return nil, fmt.Errorf("open netns %s: %w", nsPath, err)
 		}
 		defer h.Close() // the subscriptions keep their own sockets
 		ns = h
@@ -72,21 +73,23 @@ func watchRoutes(ctx context.Context, nsPath string, m *Maps, log *slog.Logger) 
 	done := ctx.Done()
 	if err := netlink.RouteSubscribeWithOptions(routes, done,
 		netlink.RouteSubscribeOptions{Namespace: nsp, ErrorCallback: onErr}); err != nil {
-		return fmt.Errorf("subscribe to routes: %w", err)
+		return nil, fmt.Errorf("subscribe to routes: %w", err)
 	}
 	if err := netlink.NeighSubscribeWithOptions(neighs, done,
 		netlink.NeighSubscribeOptions{Namespace: nsp, ErrorCallback: onErr}); err != nil {
-		return fmt.Errorf("subscribe to neighbours: %w", err)
+		return nil, fmt.Errorf("subscribe to neighbours: %w", err)
 	}
 	if err := netlink.LinkSubscribeWithOptions(links, done,
 		netlink.LinkSubscribeOptions{Namespace: nsp, ErrorCallback: onErr}); err != nil {
-		return fmt.Errorf("subscribe to links: %w", err)
+		return nil, fmt.Errorf("subscribe to links: %w", err)
 	}
 	// Anything cached before the subscriptions existed is suspect.
 	if err := m.InvalidateRoutes(); err != nil {
-		return err
+		return nil, err
 	}
+	ended := make(chan struct{})
 	go func() {
+		defer close(ended)
 		for {
 			select {
 			case <-ctx.Done():
@@ -111,5 +114,5 @@ func watchRoutes(ctx context.Context, nsPath string, m *Maps, log *slog.Logger) 
 			}
 		}
 	}()
-	return nil
+	return ended, nil
 }

@@ -87,7 +87,10 @@ func TestPrivilegedProgRouteCache(t *testing.T) {
 		{"the route watch invalidates on neighbour and route changes", envOpts{mode: spec.Native}, func(t *testing.T, e *env) {
 			ctx, cancel := context.WithCancel(context.Background())
 			t.Cleanup(cancel)
-			must(t, watchRoutes(ctx, "", e.maps, slog.New(slog.DiscardHandler)))
+			watching, err := watchRoutes(ctx, "", e.maps, slog.New(slog.DiscardHandler))
+			must(t, err)
+			// The maps close when the case ends: the watch must end first.
+			t.Cleanup(func() { cancel(); <-watching })
 			e.routedMAC(t, 40000)
 			gen, err := e.maps.RouteGeneration()
 			must(t, err)

@@ -116,6 +116,7 @@ func fragment(t testing.TB, frame []byte) *layers.IPv4 {
 	ip, _ := gopacket.NewPacket(frame, layers.LayerTypeEthernet, gopacket.Default).Layer(layers.LayerTypeIPv4).(*layers.IPv4)
 	if ip == nil {
 		t.Fatalf("no IPv4 in %x", frame)
+		return nil // staticcheck does not know that a testing.TB's Fatalf ends the test
 	}
 	check := ip.Checksum
 	buf := gopacket.NewSerializeBuffer()
@@ -136,6 +137,7 @@ func quotedTuple(t testing.TB, frame []byte) (src, dst netip.AddrPort) {
 	qip, _ := q.Layer(layers.LayerTypeIPv4).(*layers.IPv4)
 	if qip == nil {
 		t.Fatalf("no quoted IPv4 in %x", raw)
+		return // as in fragment
 	}
 	check := qip.Checksum
 	buf := gopacket.NewSerializeBuffer()

@@ -198,15 +198,28 @@ func cgroupLinkAttachedTo(info *link.Info, cgroupID uint64, at ebpf.AttachType) 
 // AttachSocketLB attaches socket-level balancing to the cgroup v2
 // directory cgroupPath (see the package function); valid after Start.
 func (n *Node) AttachSocketLB(cgroupPath string) error {
-	if n.maps == nil {
-		return errors.New("attach socket LB: node not started")
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.attachSocketLB(cgroupPath)
+}
+
+func (n *Node) attachSocketLB(cgroupPath string) error {
+	maps := n.maps.Load()
+	if maps == nil {
+		return fmt.Errorf("attach socket LB: %w", ErrNotStarted)
 	}
-	return AttachSocketLB(n.maps, n.linksDir(), cgroupPath, n.cfg.Traces.Enabled)
+	return AttachSocketLB(maps, n.linksDir(), cgroupPath, n.cfg.Traces.Enabled)
 }
 
 // DetachSocketLB removes socket-level balancing from the cgroup it was
 // attached to.
 func (n *Node) DetachSocketLB() error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.detachSocketLB()
+}
+
+func (n *Node) detachSocketLB() error {
 	return DetachSocketLB(n.linksDir())
 }
 

@@ -84,8 +84,11 @@ func (m *Maps) DestroySocketsTo(netns string, backend netip.AddrPort, proto uint
 
 // DestroySocketsTo is Maps.DestroySocketsTo in the node's namespace.
 func (n *Node) DestroySocketsTo(backend netip.AddrPort, proto uint8) (int, error) {
-	if n.maps == nil {
-		return 0, errors.New("destroy sockets: node not started")
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	maps := n.maps.Load()
+	if maps == nil {
+		return 0, fmt.Errorf("destroy sockets: %w", ErrNotStarted)
 	}
-	return n.maps.DestroySocketsTo(n.cfg.NetNS, backend, proto)
+	return maps.DestroySocketsTo(n.cfg.NetNS, backend, proto)
 }

@@ -267,8 +267,9 @@ func newNodeAddresses(c Config) loadbalancer.NodeAddresses {
 }
 
 // nodeInfo answers the API's questions about the node; it reads the
-// kernel once, after the datapath started, because the datapath's node is
-// not safe for use from the API's goroutines.
+// kernel once, after the datapath started, so that no API request waits
+// for the datapath's node, which runs one method at a time (an endpoint's
+// programs may be loading).
 type nodeInfo struct {
 	mtu    atomic.Int64
 	device podlink.Device

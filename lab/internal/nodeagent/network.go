@@ -12,8 +12,10 @@ import (
 	"strings"
 
 	"github.com/containernetworking/cni/libcni"
+	"github.com/containernetworking/cni/pkg/invoke"
 	"github.com/containernetworking/cni/pkg/types"
 	current "github.com/containernetworking/cni/pkg/types/100"
+	"github.com/containernetworking/cni/pkg/version"
 	corev1 "k8s.io/api/core/v1"
 )
 
@@ -28,10 +30,13 @@ type cniNetwork struct {
 	cni     *libcni.CNIConfig
 }
 
+// The pod controller's workers attach pods at once: libcni makes a missing
+// exec on first use, unlocked, so the network gets one.
 func newCNINetwork(confDir, binDir, cacheDir string) *cniNetwork {
+	plugins := &invoke.DefaultExec{RawExec: &invoke.RawExec{Stderr: os.Stderr}, PluginDecoder: version.PluginDecoder{}}
 	return &cniNetwork{
 		confDir: confDir,
-		cni:     libcni.NewCNIConfigWithCacheDir([]string{binDir}, cacheDir, nil),
+		cni:     libcni.NewCNIConfigWithCacheDir([]string{binDir}, cacheDir, plugins),
 	}
 }
 

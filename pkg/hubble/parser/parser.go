@@ -4,6 +4,8 @@
 // connection went to, and the policies whose entry decided.
 package parser
 
+//lint:file-ignore SA1019 Hubble clients (hubble observe, older UIs) still read Summary and DropReason, deprecated in flow.proto; Cilium still fills them.
+
 import (
 	crand "crypto/rand"
 	"encoding/hex"

@@ -1,5 +1,7 @@
 package parser
 
+//lint:file-ignore SA1019 the tests check Summary, deprecated in flow.proto, which the parser still fills for clients (parser.go).
+
 import (
 	"errors"
 	"net/netip"
