@@ -36,7 +36,7 @@ func TestPolicyTooLargeForTheMapIsRefusedAlone(t *testing.T) {
 		Peers: []Selector{IdentitySet{Name: "peer0", IDs: peers[:1]}}, Ports: []Port{{Protocol: spec.ProtoTCP, Port: 80}}}})
 	e.UpsertEndpoint(EndpointInfo{ID: 1, Identity: web.ID})
 	e.UpsertEndpoint(EndpointInfo{ID: 2, Identity: db.ID})
-	eps, changes := e.Flush()
+	_, changes := e.Flush()
 	before := e.Entries(1)
 	if len(before) != 3 || len(changes) != 5 { // web: peer0, the host, egress allow-all; db: allow-all both ways
 		t.Fatalf("web's entries %v, %d changes", before, len(changes))
@@ -60,7 +60,7 @@ func TestPolicyTooLargeForTheMapIsRefusedAlone(t *testing.T) {
 	forDB := Origin{Kind: KindCNP, Namespace: "x", Name: "db"}
 	e.SetRules(forDB, []Rule{{Origin: forDB, Subject: dbOnly, Direction: spec.Egress, DefaultDeny: true,
 		Peers: []Selector{webOnly}}})
-	eps, changes = e.Flush()
+	eps, changes := e.Flush()
 	if st := status(eps, 1); st.Refused == nil || st.Refused.Origin != large || st.Refused.Max != limit {
 		t.Fatalf("web's status %+v, want refused for %v", st, large)
 	}
