@@ -35,7 +35,7 @@ type reporter struct {
 	cilium   client.Interface
 	recorder record.EventRecorder
 
-	node     string
+	node string
 
 	mu      sync.Mutex
 	pending map[statusKey]v2.NetworkPolicyCondition
