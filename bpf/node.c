@@ -10,6 +10,13 @@
 #include "lib/nodeport.h"
 #include "lib/packet.h"
 
+static __always_inline int drop_spoofed(struct __sk_buff *skb, struct flow *f)
+{
+	if (!f->src_id)
+		f->src_id = IDENTITY_WORLD;
+	return drop(skb, f, DROP_INVALID_SIP);
+}
+
 /* from_network delivers packets for local pods and serves clients from
  * outside of north-south frontends (lib/nodeport.h); everything else
  * belongs to the node's stack. src_id is the sender's identity when the
@@ -31,14 +38,11 @@ static __always_inline int from_network(struct __sk_buff *skb, __u32 src_id, __u
 	/* Nothing this node sends comes back in from the network: not from
 	 * the hairpin address (a pod reaching itself through a service,
 	 * which never leaves its node), not from the node's address, not
-	 * from one of its endpoints'. Such a packet is spoofed: judged by
-	 * its source it would pass as the host or as a local pod, and the
-	 * stack could forward it into the tunnel with that pod's identity. */
-	if (f.p.saddr == HAIRPIN_IPV4 || f.p.saddr == NODE_IPV4 || endpoint_lookup4(f.p.saddr)) {
-		if (!f.src_id)
-			f.src_id = IDENTITY_WORLD;
-		return drop(skb, &f, DROP_INVALID_SIP);
-	}
+	 * from one of its endpoints' (checked below, where the packet goes).
+	 * Such a packet is spoofed: judged by its source it would pass as
+	 * the host or as a local pod. */
+	if (f.p.saddr == HAIRPIN_IPV4 || f.p.saddr == NODE_IPV4)
+		return drop_spoofed(skb, &f);
 	if (ret == 0) {
 		frag_record(&f.p);
 		ret = snat_ingress(skb, &f.p, !MASQUERADE || tunnel, &rev_nat);
@@ -61,6 +65,10 @@ static __always_inline int from_network(struct __sk_buff *skb, __u32 src_id, __u
 	 * netfilter undoes what it translated (kube-proxy's DNAT of a Service
 	 * address); the pod's to-container judges the packet. */
 	if (!ep || LEGACY_ROUTING) {
+		/* The stack could forward a local pod's address into the
+		 * tunnel with that pod's identity, or deliver it to a pod. */
+		if (endpoint_lookup4(f.p.saddr))
+			return drop_spoofed(skb, &f);
 		if (trace_wanted(&f, point))
 			emit_event(skb, &f, EVENT_TRACE, point, 0);
 		/* Pods do not know the VXLAN device's MAC: the inner frame

@@ -267,6 +267,13 @@ static __always_inline int ct_remote_not_local(const struct ct_entry *e, __u8 st
 	return e->flags & (status == CT_REPLY ? CT_F_NO_SRC_EP : CT_F_NO_DST_EP);
 }
 
+/* ct_sender_not_local reports that the packet's sender is known to be no
+ * local endpoint, as ct_remote_not_local for the destination. */
+static __always_inline int ct_sender_not_local(const struct ct_entry *e, __u8 status)
+{
+	return e->flags & (status == CT_REPLY ? CT_F_NO_DST_EP : CT_F_NO_SRC_EP);
+}
+
 /* ct_create tracks p's connection. rev_nat_index names the service that
  * translated it, 0 for none. */
 static __always_inline int ct_create(const struct pkt *p, __u32 src_identity, __u32 dst_identity,

@@ -27,6 +27,15 @@ static __always_inline int deliver_ingress(struct __sk_buff *skb, struct flow *f
 	f->dst_id = ep->identity;
 	f->direction = DIR_INGRESS;
 	f->ct_status = ct_lookup(skb, &f->p, &ct, &f->report);
+	/* No endpoint of this node sends through the network: a packet that
+	 * claims to is spoofed. A tracked connection knows whether its
+	 * sender is local, which spares established packets the lookup. */
+	if ((f->ct_status == CT_ESTABLISHED || f->ct_status == CT_REPLY) ? !ct_sender_not_local(ct, f->ct_status) :
+									  endpoint_lookup4(f->p.saddr) != 0) {
+		if (!f->src_id)
+			f->src_id = IDENTITY_WORLD;
+		return drop(skb, f, DROP_INVALID_SIP);
+	}
 	if (f->ct_status == CT_INVALID) {
 		if (!f->src_id)
 			f->src_id = sender_identity4(f->p.saddr);

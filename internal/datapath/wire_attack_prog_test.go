@@ -35,6 +35,14 @@ func TestPrivilegedProgHostIdentityNotFromWire(t *testing.T) {
 			e.setPolicy(epA, ingressRule(idB, 0, 0, 0))
 			e.denied(e.fromNetdev, outside(tcp(ipB, ipA, 40000, 80, "S")), DropInvalidSource)
 		}},
+		{"a local pod's address into a connection between local pods", envOpts{}, func(t *testing.T, e *env) {
+			e.allowed(e.fromContainer, tcp(ipA, ipB, 40000, 80, "S"))
+			e.denied(e.fromNetdev, outside(tcp(ipB, ipA, 80, 40000, "SA")), DropInvalidSource)
+			e.denied(e.fromNetdev, outside(tcp(ipA, ipB, 40000, 80, "A")), DropInvalidSource)
+			// A remote pod's connection to A is judged as usual.
+			e.allowed(e.fromNetdev, outside(tcp(ipC, ipA, 40001, 80, "S")))
+			e.allowed(e.fromNetdev, outside(tcp(ipC, ipA, 40001, 80, "A")))
+		}},
 		{"a local pod's address to the stack", envOpts{mode: spec.Tunnel}, func(t *testing.T, e *env) {
 			e.denied(e.fromNetdev, outside(tcp(ipA, ipC, 40000, 80, "S")), DropInvalidSource)
 		}},
