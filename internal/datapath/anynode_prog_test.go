@@ -13,7 +13,8 @@ import (
 // another node's address on a NodePort is translated where it starts, by
 // the frontend at the unspecified address (spec.AnyNode), so that egress
 // policy judges the backend, not remote-node; its replies come back from
-// the address the pod called.
+// the address the pod called. An ExternalIP, a frontend on every node,
+// is judged by its backend the same way.
 func TestPrivilegedProgNodePortAtAnyNode(t *testing.T) {
 	anyTCP := spec.Frontend{Address: spec.AnyNode, Port: 30080, Protocol: spec.ProtoTCP}
 	anyUDP := spec.Frontend{Address: spec.AnyNode, Port: 30053, Protocol: spec.ProtoUDP}
@@ -44,6 +45,16 @@ func TestPrivilegedProgNodePortAtAnyNode(t *testing.T) {
 					t.Fatalf("allowed SYN left for %v, want the backend %v", dst, ap(ipC, 8080))
 				}
 			}},
+		{"an ExternalIP is judged by its backend too", envOpts{policyEgress: true}, func(t *testing.T, e *env) {
+			// The ExternalIP is the world's address: allowing the world
+			// does not allow the backend behind it.
+			e.setPolicy(epA, egress(uint32(identity.World), 0, 0, 0))
+			e.serve(extTCP, spec.LBExternalIP, beC)
+			ev := e.denied(e.fromContainer, toFront(ipA, 40000, extTCP, "S"), DropPolicy)
+			if ev.Dst != ipC || ev.DstIdentity != idC {
+				t.Fatalf("drop event %+v, want the backend %v with identity %d", ev, ipC, idC)
+			}
+		}},
 		{"the reply comes from the node address called", envOpts{}, func(t *testing.T, e *env) {
 			e.serve(anyTCP, spec.LBNodePort, beC)
 			e.sends(e.fromContainer, atRemote(40000, anyTCP, "S"), actRedirect)
