@@ -20,7 +20,7 @@ CNI_CMDS := github.com/containernetworking/plugins/plugins/main/bridge \
 
 LAB_FLAGS ?= --nodes 2
 
-.PHONY: all build build-cilium build-lab build-k8s build-cni build-coredns generate check-generated check-tidy check-fmt \
+.PHONY: all build build-cilium build-lab build-k8s build-cni build-coredns build-standins generate check-generated check-tidy check-fmt \
 	test test-unit test-fuzz fuzz test-skips-reset test-netkit-vm test-lab test-e2e-smoke e2e bench bench-datapath bench-datapath-netkit bench-cni bench-services bench-policy bench-hubble demo lab-up lab-down clean
 
 all: build
@@ -45,7 +45,12 @@ build-cni:
 build-coredns:
 	cd lab/tools/coredns && GOBIN=$(BIN) $(GOINSTALL) coredns .
 
-build-lab: build-k8s build-cni build-coredns
+# Stand-ins for the programs of the images Cilium's connectivity test deploys
+# (lab/internal/images/connectivity.go): pause, json-mock, tcd-client, tcd-server.
+build-standins:
+	cd lab && GOBIN=$(BIN) $(GOINSTALL) standins ./cmd/standins/...
+
+build-lab: build-k8s build-cni build-coredns build-standins
 	cd lab && GOBIN=$(BIN) $(GOINSTALL) cilium-lab ./cmd/cilium-lab
 
 # bpf2go compiles bpf/ with the Debian clang that hack/deps.sh pins.

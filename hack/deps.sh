@@ -19,6 +19,11 @@ CLANG_VERSION=1:14.0.6-12
 # carries for network tests (sh, nc of netcat-openbsd, curl, wget, dig and
 # nslookup, ss) come from these packages.
 podtools=(netcat-openbsd curl wget dnsutils iproute2)
+# ... and those the images of Cilium's connectivity test carry
+# (lab/internal/images/connectivity.go): alpine-curl's ping and tcpdump,
+# alpine/socat's socat, network-perf's iperf3. Debian has no netperf in main:
+# the lab builds a stand-in (lab/cmd/standins).
+podtools+=(iputils-ping tcpdump socat iperf3)
 
 pkgs=()
 for target in "$@"; do

@@ -41,6 +41,9 @@ type Image struct {
 	// User is the image's numeric USER, if it sets one: a container without
 	// runAsUser runs as it.
 	User *int64
+	// WorkingDir is the image's WORKDIR, if it sets one other than /: a container
+	// without workingDir starts there.
+	WorkingDir string
 	// ID is what the runtime reports as the container's imageID.
 	ID string
 }
@@ -54,6 +57,7 @@ type Spec struct {
 	Entrypoint []string
 	Cmd        []string
 	User       *int64
+	WorkingDir string
 }
 
 // Rule maps the repositories it matches to a Spec.
@@ -153,7 +157,7 @@ func DefaultRules() []Rule {
 				"k8s.gcr.io/coredns/coredns"},
 			Spec: Spec{Binaries: map[string]string{"coredns": "/coredns"}, Entrypoint: []string{"/coredns"}},
 		},
-	}, e2eRules()...)
+	}, append(e2eRules(), connectivityRules()...)...)
 }
 
 // e2eRules serve the e2e test images (k8s.io/kubernetes test/images, at the lab's
@@ -226,6 +230,7 @@ func (c *Catalog) Resolve(ref string) (Image, error) {
 			Entrypoint: append([]string(nil), r.Spec.Entrypoint...),
 			Cmd:        append([]string(nil), r.Spec.Cmd...),
 			User:       r.Spec.User,
+			WorkingDir: r.Spec.WorkingDir,
 			ID:         "lab://" + repo,
 		}
 		for _, name := range slices.Sorted(maps.Keys(r.Spec.Binaries)) {

@@ -78,6 +78,14 @@ func newContainer(rt *Runtime, pod *corev1.Pod, spec *corev1.Container, init boo
 	return c
 }
 
+// workingDir is the container's workingDir, else its image's WORKDIR.
+func (c *container) workingDir() string {
+	if c.spec.WorkingDir != "" {
+		return c.spec.WorkingDir
+	}
+	return c.image.WorkingDir
+}
+
 func (c *container) markStarted() { c.startedOnce.Do(func() { close(c.startedCh) }) }
 
 // shouldRestart applies the pod's (or, for sidecars, the container's) restart policy.
@@ -224,7 +232,7 @@ func (p *podState) startAttempt(c *container) (*attempt, error) {
 	if sb == nil {
 		return nil, errors.New("pod sandbox is not running")
 	}
-	if wd := c.spec.WorkingDir; wd != "" {
+	if wd := c.workingDir(); wd != "" {
 		// Like runc, create the working directory if the image lacks it.
 		if dir, err := securejoin.SecureJoin(fmt.Sprintf("/proc/%d/root", sb.pid), wd); err == nil {
 			if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -299,7 +307,7 @@ func (p *podState) nsenterCmd(sandboxPID int, c *container, env []corev1.EnvVar,
 	// nsenter opens --wd before it enters the namespaces, so the directory is named
 	// through the sandbox's root, resolved inside it.
 	podRoot := fmt.Sprintf("/proc/%d/root", sandboxPID)
-	wd, err := securejoin.SecureJoin(podRoot, spec.WorkingDir)
+	wd, err := securejoin.SecureJoin(podRoot, c.workingDir())
 	if err != nil {
 		wd = podRoot
 	}
