@@ -46,7 +46,8 @@ build-coredns:
 	cd lab/tools/coredns && GOBIN=$(BIN) $(GOINSTALL) coredns .
 
 # Stand-ins for the programs of the images Cilium's connectivity test deploys
-# (lab/internal/images/connectivity.go): pause, json-mock, tcd-client, tcd-server.
+# (lab/internal/images/connectivity.go): pause, json-mock, tcd-client,
+# tcd-server, netperf, netserver.
 build-standins:
 	cd lab && GOBIN=$(BIN) $(GOINSTALL) standins ./cmd/standins/...
 

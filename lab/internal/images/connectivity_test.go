@@ -1,7 +1,9 @@
 package images
 
 import (
+	"errors"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -44,5 +46,20 @@ func TestResolveConnectivityTestImages(t *testing.T) {
 					img.Cmd, img.WorkingDir, img.User, tc.files, tc.entrypoint, tc.cmd, tc.workingDir)
 			}
 		})
+	}
+}
+
+// The suite's optional images that the lab does not serve (FRR for the BGP
+// tests, Gateway API's echo-advanced) fail with an error naming them.
+func TestConnectivityTestImagesLeftOut(t *testing.T) {
+	c := New("/lab/bin")
+	for _, ref := range []string{
+		"quay.io/frrouting/frr:10.7.0@sha256:65e5967b922572c0565d968388fb06af69d7e9b3b3eea40ad7e3810687667f68",
+		"gcr.io/k8s-staging-gateway-api/echo-advanced:v20251204-v1.4.1",
+	} {
+		_, err := c.Resolve(ref)
+		if !errors.Is(err, ErrUnknown) || !strings.Contains(err.Error(), ref) {
+			t.Errorf("Resolve(%q): %v, want ErrUnknown naming the image", ref, err)
+		}
 	}
 }

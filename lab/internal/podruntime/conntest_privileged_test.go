@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -322,5 +323,72 @@ func TestPrivilegedSocatImage(t *testing.T) {
 		fmt.Sprintf("echo through-socat | socat -t 2 - TCP:%s:7000", ips["socat-forwarder"]))
 	if err != nil || strings.TrimSpace(out) != "through-socat" {
 		t.Errorf("TCP through socat: %v %q", err, out)
+	}
+}
+
+// TestPrivilegedNetworkPerfImage: the suite's perf server (netserver -D) and
+// client (bash -c sleep) pods, and from the client its netperf command lines,
+// one stream and the _MULTI form (a bash loop of netperfs), parsed as the suite
+// parses them.
+func TestPrivilegedNetworkPerfImage(t *testing.T) {
+	if !inTestNamespaces(t) {
+		return
+	}
+	needBinaries(t, "netperf", "netserver")
+	podsForward(t)
+	env := newTestEnv(t)
+	rt := env.rt
+	server := newPod("perf-server", func(p *corev1.Pod) {
+		p.Spec.Containers = []corev1.Container{{Name: "perf", Image: networkPerfImage, Command: []string{"netserver", "-D"},
+			Ports: []corev1.ContainerPort{{Name: "netserver-ctrl", ContainerPort: 12865}}}}
+	})
+	client := newPod("perf-client", func(p *corev1.Pod) {
+		p.Spec.Containers = []corev1.Container{{Name: "perf", Image: networkPerfImage, Command: []string{"/bin/bash", "-c", "sleep 10000000"}}}
+	})
+	running := func(p *corev1.Pod) bool { return containerStatus(p, "perf").State.Running != nil }
+	ips := map[string]string{}
+	for _, p := range []*corev1.Pod{server, client} {
+		if err := rt.CreatePod(context.Background(), p); err != nil {
+			t.Fatal(err)
+		}
+		ips[p.Name] = waitPod(t, rt, p, "running", running).Status.PodIP
+	}
+	// The image's WORKDIR, and its iperf3.
+	if out := mustExec(t, rt, client, "perf", "pwd"); strings.TrimSpace(out) != "/netperf" {
+		t.Errorf("working directory %q, want the image's /netperf", out)
+	}
+	if out := mustExec(t, rt, client, "perf", "iperf3", "--version"); !strings.Contains(out, "iperf 3") {
+		t.Errorf("iperf3 --version: %q", out)
+	}
+	netperf := func(test string, extra ...string) string {
+		return strings.Join(append([]string{"/usr/local/bin/netperf", "-H", ips["perf-server"], "-l", "1s", "-t", test, "--", "-R", "1",
+			"-o", "MIN_LATENCY,MEAN_LATENCY,MAX_LATENCY,P50_LATENCY,P90_LATENCY,P99_LATENCY,TRANSACTION_RATE,THROUGHPUT,THROUGHPUT_UNITS"}, extra...), " ")
+	}
+	results := func(out string) [][]string {
+		var rows [][]string
+		for _, l := range strings.Split(out, "\n") {
+			if l != "" && l[0] >= '0' && l[0] <= '9' {
+				rows = append(rows, strings.Split(l, ","))
+			}
+		}
+		return rows
+	}
+	rr := mustExec(t, rt, client, "perf", strings.Fields(netperf("TCP_RR"))...)
+	if rows := results(rr); len(rows) != 1 || len(rows[0]) != 9 || rows[0][8] != "Trans/s" {
+		t.Errorf("TCP_RR:\n%s", rr)
+	} else if rate, err := strconv.ParseFloat(rows[0][6], 64); err != nil || rate <= 0 {
+		t.Errorf("TCP_RR transaction rate %q", rows[0][6])
+	}
+	// NetperfCmd's form for TCP_STREAM_MULTI with two streams.
+	multi := mustExec(t, rt, client, "perf", "/bin/bash", "-c", fmt.Sprintf(
+		"DIR=$(mktemp -d); for i in {1..%d}; do %s > $DIR/out$i.out & done; wait; cat $DIR/*; rm -rf $DIR", 2, netperf("TCP_STREAM")))
+	rows := results(multi)
+	if len(rows) != 2 {
+		t.Fatalf("TCP_STREAM_MULTI: want 2 result lines:\n%s", multi)
+	}
+	for _, r := range rows {
+		if tput, err := strconv.ParseFloat(r[7], 64); len(r) != 9 || r[8] != "10^6bits/s" || err != nil || tput <= 0 {
+			t.Errorf("TCP_STREAM result %q", r)
+		}
 	}
 }
