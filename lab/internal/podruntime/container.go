@@ -108,6 +108,7 @@ func (p *podState) shouldRestart(c *container, exitCode int) bool {
 func (p *podState) supervise(c *container) bool {
 	if c.imageErr != nil {
 		p.setWaiting(c, "ErrImagePull", c.imageErr.Error())
+		p.warnEvent(c, "Failed", fmt.Sprintf("Failed to pull image %q: %v", c.spec.Image, c.imageErr))
 		<-p.ctx.Done()
 		return false
 	}

@@ -302,6 +302,19 @@ func TestPrivilegedRestartPolicies(t *testing.T) {
 	if p.Status.Phase != corev1.PodPending {
 		t.Errorf("unknown image: phase %s", p.Status.Phase)
 	}
+	// And a Warning event, as the kubelet records one, names it too.
+	events, err := env.client.CoreV1().Events("default").List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, ev := range events.Items {
+		found = found || ev.InvolvedObject.Name == unknown.Name && ev.Type == corev1.EventTypeWarning && ev.Reason == "Failed" &&
+			ev.InvolvedObject.FieldPath == "spec.containers{main}" && strings.Contains(ev.Message, `Failed to pull image "quay.io/nobody/nothing:v1"`)
+	}
+	if !found {
+		t.Errorf("no Failed event names the unknown image: %+v", events.Items)
+	}
 }
 
 func TestPrivilegedHostNetwork(t *testing.T) {
