@@ -32,13 +32,9 @@ func (s *Server) route(r *http.Request, parts []string) (int, any) {
 		case http.MethodGet, http.MethodHead:
 			return http.StatusOK, res.single
 		case http.MethodPut:
-			res.single = body
-			return http.StatusOK, res.single
+			return s.replace(&res.single, body)
 		case http.MethodPatch:
-			for _, f := range body {
-				res.single = res.single.set(f.Key, f.Value)
-			}
-			return http.StatusOK, res.single
+			return s.replace(&res.single, merge(res.single, body))
 		}
 		return http.StatusNotFound, object{}
 	}
@@ -47,15 +43,16 @@ func (s *Server) route(r *http.Request, parts []string) (int, any) {
 		case http.MethodGet, http.MethodHead:
 			return http.StatusOK, filter(res.items, r.URL.Query())
 		case http.MethodPost:
-			if len(res.items) >= maxItems {
-				return http.StatusInsufficientStorage, object{{"error", mustJSON("collection is full")}}
-			}
 			if _, ok := body.get("id"); !ok {
 				body = append(object{{"id", res.nextID()}}, body...)
 			} else if id, _ := body.get("id"); res.find(valueString(id)) >= 0 {
 				return http.StatusInternalServerError, object{{"error", mustJSON("insert failed, duplicate id")}}
 			}
-			res.items = append(res.items, body)
+			res.items = append(res.items, nil)
+			if status, v := s.replace(&res.items[len(res.items)-1], body); status != http.StatusOK {
+				res.items = res.items[:len(res.items)-1]
+				return status, v
+			}
 			return http.StatusCreated, body
 		}
 		return http.StatusNotFound, object{}
@@ -69,18 +66,38 @@ func (s *Server) route(r *http.Request, parts []string) (int, any) {
 		return http.StatusOK, res.items[i]
 	case http.MethodPut:
 		id, _ := res.items[i].get("id")
-		res.items[i] = append(object{{"id", id}}, deleteKey(body, "id")...)
-		return http.StatusOK, res.items[i]
+		return s.replace(&res.items[i], append(object{{"id", id}}, deleteKey(body, "id")...))
 	case http.MethodPatch:
-		for _, f := range deleteKey(body, "id") {
-			res.items[i] = res.items[i].set(f.Key, f.Value)
-		}
-		return http.StatusOK, res.items[i]
+		return s.replace(&res.items[i], merge(res.items[i], deleteKey(body, "id")))
 	case http.MethodDelete:
+		s.size -= len(mustJSON(res.items[i]))
 		res.items = slices.Delete(res.items, i, i+1)
 		return http.StatusOK, object{}
 	}
 	return http.StatusNotFound, object{}
+}
+
+// replace stores v at *at if the database stays within maxDB.
+func (s *Server) replace(at *object, v object) (int, any) {
+	delta := len(mustJSON(v))
+	if *at != nil {
+		delta -= len(mustJSON(*at))
+	}
+	if s.size+delta > maxDB {
+		return http.StatusInsufficientStorage, object{{"error", mustJSON("the database is full (16 MiB)")}}
+	}
+	s.size += delta
+	*at = v
+	return http.StatusOK, v
+}
+
+// merge is o with patch's fields set, o left unchanged.
+func merge(o, patch object) object {
+	out := slices.Clone(o)
+	for _, f := range patch {
+		out = out.set(f.Key, f.Value)
+	}
+	return out
 }
 
 func deleteKey(o object, key string) object {

@@ -36,15 +36,16 @@ const (
 	// authToken is what the image's middleware wants in the Authorization header
 	// of requests under /auth-header-required.
 	authToken = "Bearer 123456"
-	// maxBody bounds a request body; maxItems a collection: a client can make the
+	// maxBody bounds a request body, maxDB the database: a client can make the
 	// server grow, not without bound.
-	maxBody  = 1 << 20
-	maxItems = 10000
+	maxBody = 1 << 20
+	maxDB   = 16 << 20
 )
 
 // Server serves one database.
 type Server struct {
 	mu       sync.Mutex
+	size     int // of the database, as JSON
 	order    []string
 	res      map[string]*resource
 	hostname string
@@ -60,7 +61,7 @@ func New(db []byte, hostname string, mappedV4 bool, log io.Writer) (*Server, err
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{res: res, hostname: hostname, mappedV4: mappedV4, log: log}
+	s := &Server{res: res, size: len(db), hostname: hostname, mappedV4: mappedV4, log: log}
 	for _, f := range top {
 		s.order = append(s.order, f.Key)
 	}

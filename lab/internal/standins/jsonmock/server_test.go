@@ -106,3 +106,27 @@ func TestMainRejectsBadSettings(t *testing.T) {
 		}
 	}
 }
+
+// Writes stop at the database's bound, with an error saying so.
+func TestDatabaseIsBounded(t *testing.T) {
+	srv, err := New([]byte(DefaultDB), "h", false, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	big := `{"body":"` + strings.Repeat("x", 900<<10) + `"}`
+	var status int
+	var body string
+	for i := 0; i < 40 && status != 507; i++ {
+		status, body, _ = do(t, srv, "POST", "/public", big)
+	}
+	if status != 507 || !strings.Contains(body, "database is full") {
+		t.Fatalf("after 40 posts of 900 KiB: %d %.80q", status, body)
+	}
+	// Deleting makes room again.
+	if status, _, _ := do(t, srv, "DELETE", "/public/2", ""); status != 200 {
+		t.Fatalf("DELETE: %d", status)
+	}
+	if status, body, _ := do(t, srv, "POST", "/public", big); status != 201 {
+		t.Errorf("POST after a DELETE: %d %.80q", status, body)
+	}
+}
