@@ -171,6 +171,24 @@ func TestPrivilegedConnectivityEchoAndClient(t *testing.T) {
 		"ip -family inet -oneline address show dev eth0 scope global | awk '{print $4}' | cut -d/ -f1"); err != nil || strings.TrimSpace(out) != clientIP {
 		t.Errorf("ip address: %v %q", err, out)
 	}
+	// The sniffer's tcpdump, as cilium-cli starts it in a pod (to a file, in
+	// the background), catches the pod's ping.
+	sniff := "timeout 20 tcpdump -i eth0 -c 1 --immediate-mode -U -w /tmp/sniff.pcap 'icmp' > /tmp/sniff.log 2>&1 & " +
+		"pid=$!; for i in $(seq 1 50); do grep -q 'listening on' /tmp/sniff.log && break; sleep 0.1; done; " +
+		"ping -c 1 -W 2 " + echoIP + " >/dev/null; wait $pid; cat /tmp/sniff.log; stat -c 'pcap %s bytes' /tmp/sniff.pcap"
+	if out, err := execIn(t, rt, client, "client", "sh", "-c", sniff); err != nil || !strings.Contains(out, "1 packet captured") {
+		t.Errorf("tcpdump in the client pod: %v\n%s", err, out)
+	}
+	// patchDeployment adds a CA to the client's bundle: the pod's /etc is its
+	// own, the machine's stays as it was.
+	hostBundle, _ := os.ReadFile("/etc/ssl/certs/ca-certificates.crt")
+	mustExec(t, rt, client, "client", "sh", "-c", "echo LAB-TEST-CA | base64 >/tmp/ca; base64 -d /tmp/ca >> /etc/ssl/certs/ca-certificates.crt")
+	if out := mustExec(t, rt, client, "client", "tail", "-n", "1", "/etc/ssl/certs/ca-certificates.crt"); strings.TrimSpace(out) != "LAB-TEST-CA" {
+		t.Errorf("the pod's CA bundle ends with %q", out)
+	}
+	if after, _ := os.ReadFile("/etc/ssl/certs/ca-certificates.crt"); string(after) != string(hostBundle) {
+		t.Error("a pod's write to /etc/ssl/certs reached the machine's file")
+	}
 	// The request log of json-server.
 	if logs := readLogs(t, rt, echo, "echo-same-node", api.ContainerLogOpts{}); !strings.Contains(logs, "GET /public 200") {
 		t.Errorf("json-mock logs lack the requests:\n%s", logs)
