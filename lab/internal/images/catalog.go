@@ -153,9 +153,11 @@ func DefaultRules() []Rule {
 			Spec:         Spec{Binaries: agnhost, Entrypoint: []string{"/agnhost", "pause"}},
 		},
 		{
+			// distroless with USER nonroot (65532); the pod's network namespace
+			// lets it bind port 53, as containerd's does.
 			Repositories: []string{"registry.k8s.io/coredns/coredns", "docker.io/coredns/coredns",
 				"k8s.gcr.io/coredns/coredns"},
-			Spec: Spec{Binaries: map[string]string{"coredns": "/coredns"}, Entrypoint: []string{"/coredns"}},
+			Spec: Spec{Binaries: map[string]string{"coredns": "/coredns"}, Entrypoint: []string{"/coredns"}, User: ptr(int64(65532))},
 		},
 	}, append(e2eRules(), connectivityRules()...)...)
 }

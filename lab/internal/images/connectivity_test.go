@@ -18,13 +18,14 @@ func TestResolveConnectivityTestImages(t *testing.T) {
 		entrypoint []string
 		cmd        []string
 		workingDir string
+		user       int64 // 0: none
 	}{
 		{ref: "quay.io/cilium/alpine-curl:v1.10.0@sha256:913e8c9f3d960dde03882defa0edd3a919d529c2eb167caa7f54194528bde364",
 			files: []File{{"/lab/bin/pause", "/usr/bin/pause", false}}, entrypoint: []string{"/usr/bin/curl"}},
 		{ref: "quay.io/cilium/json-mock:v1.4.1@sha256:6a66df90808a39c02e7a9d58af7bf0e54d8f8b7d4bc528f48c891969a7049195",
 			files: []File{{"/lab/bin/json-mock", "/usr/local/bin/json-server", false}}, entrypoint: []string{"/usr/local/bin/json-server"}},
 		{ref: "registry.k8s.io/coredns/coredns:v1.14.6@sha256:900f9c109f7a33545d3c811516e8376df9019147b750f5ce3e254468769176ea",
-			files: []File{{"/lab/bin/coredns", "/coredns", false}}, entrypoint: []string{"/coredns"}},
+			files: []File{{"/lab/bin/coredns", "/coredns", false}}, entrypoint: []string{"/coredns"}, user: 65532},
 		{ref: "quay.io/cilium/test-connection-disruption:v0.0.17@sha256:62374cfd0e87e6541244331ccf477a21c527c3eefa9d841b97af79996939be0c",
 			files: []File{{"/lab/bin/tcd-client", "/usr/bin/tcd-client", false}, {"/lab/bin/tcd-server", "/usr/bin/tcd-server", false}},
 			cmd:   []string{"sh"}},
@@ -41,7 +42,8 @@ func TestResolveConnectivityTestImages(t *testing.T) {
 				t.Fatal(err)
 			}
 			if !slices.Equal(img.Files, tc.files) || !slices.Equal(img.Entrypoint, tc.entrypoint) ||
-				!slices.Equal(img.Cmd, tc.cmd) || img.WorkingDir != tc.workingDir || img.User != nil {
+				!slices.Equal(img.Cmd, tc.cmd) || img.WorkingDir != tc.workingDir ||
+				(tc.user == 0) != (img.User == nil) || (img.User != nil && *img.User != tc.user) {
 				t.Errorf("got files %v entrypoint %q cmd %q workdir %q user %v; want %v %q %q %q", img.Files, img.Entrypoint,
 					img.Cmd, img.WorkingDir, img.User, tc.files, tc.entrypoint, tc.cmd, tc.workingDir)
 			}

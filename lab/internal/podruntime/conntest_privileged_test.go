@@ -147,6 +147,14 @@ func TestPrivilegedConnectivityEchoAndClient(t *testing.T) {
 		t.Errorf("GET /nothing-here: exit %d %q", exitCode(err), out)
 	}
 
+	// CoreDNS runs as its image's user, and may bind port 53 in the pod's own
+	// network namespace, as containerd lets it.
+	if out := mustExec(t, rt, echo, "dns-test-server", "id", "-u"); strings.TrimSpace(out) != "65532" {
+		t.Errorf("the DNS test server runs as %q, want the image's 65532", out)
+	}
+	if out := mustExec(t, rt, client, "client", "cat", "/proc/sys/net/ipv4/ip_unprivileged_port_start"); strings.TrimSpace(out) != "0" {
+		t.Errorf("ip_unprivileged_port_start in a pod: %q, want 0", out)
+	}
 	// WaitForPodDNS: nslookup of a local name against the DNS test server.
 	if out, err := execIn(t, rt, client, "client", "nslookup", "localhost", echoIP); err != nil || !strings.Contains(out, "127.0.0.1") {
 		t.Errorf("nslookup localhost %s: %v\n%s", echoIP, err, out)

@@ -122,6 +122,25 @@ func setupSandbox(specPath string) error {
 		if err := loopbackUp(); err != nil {
 			return fmt.Errorf("lo up: %w", err)
 		}
+		if err := podNetSysctls(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// podNetSysctls sets what containerd (2.0 on) sets in a pod's own network
+// namespace: any user may bind low ports and send pings there, so that images
+// with a non-root USER that serve port 53 or 80 (CoreDNS runs as 65532) work as
+// they do on a cluster. A host-network pod keeps the node's settings.
+func podNetSysctls() error {
+	for key, value := range map[string]string{
+		"net/ipv4/ip_unprivileged_port_start": "0",
+		"net/ipv4/ping_group_range":           "0 2147483647",
+	} {
+		if err := os.WriteFile("/proc/sys/"+key, []byte(value), 0o644); err != nil {
+			return fmt.Errorf("sysctl %s: %w", key, err)
+		}
 	}
 	return nil
 }
