@@ -41,6 +41,9 @@ type Image struct {
 	// User is the image's numeric USER, if it sets one: a container without
 	// runAsUser runs as it.
 	User *int64
+	// Group is the group of the image's USER, when it names one (USER 65532:65532):
+	// a container that runs as the image's user runs with it.
+	Group *int64
 	// WorkingDir is the image's WORKDIR, if it sets one other than /: a container
 	// without workingDir starts there.
 	WorkingDir string
@@ -57,6 +60,7 @@ type Spec struct {
 	Entrypoint []string
 	Cmd        []string
 	User       *int64
+	Group      *int64
 	WorkingDir string
 }
 
@@ -153,11 +157,12 @@ func DefaultRules() []Rule {
 			Spec:         Spec{Binaries: agnhost, Entrypoint: []string{"/agnhost", "pause"}},
 		},
 		{
-			// distroless with USER nonroot (65532); the pod's network namespace
+			// distroless with USER nonroot:nonroot (65532); the pod's network namespace
 			// lets it bind port 53, as containerd's does.
 			Repositories: []string{"registry.k8s.io/coredns/coredns", "docker.io/coredns/coredns",
 				"k8s.gcr.io/coredns/coredns"},
-			Spec: Spec{Binaries: map[string]string{"coredns": "/coredns"}, Entrypoint: []string{"/coredns"}, User: ptr(int64(65532))},
+			Spec: Spec{Binaries: map[string]string{"coredns": "/coredns"}, Entrypoint: []string{"/coredns"},
+				User: ptr(int64(65532)), Group: ptr(int64(65532))},
 		},
 	}, append(e2eRules(), connectivityRules()...)...)
 }
@@ -232,6 +237,7 @@ func (c *Catalog) Resolve(ref string) (Image, error) {
 			Entrypoint: append([]string(nil), r.Spec.Entrypoint...),
 			Cmd:        append([]string(nil), r.Spec.Cmd...),
 			User:       r.Spec.User,
+			Group:      r.Spec.Group,
 			WorkingDir: r.Spec.WorkingDir,
 			ID:         "lab://" + repo,
 		}

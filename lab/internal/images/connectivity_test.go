@@ -43,7 +43,8 @@ func TestResolveConnectivityTestImages(t *testing.T) {
 			}
 			if !slices.Equal(img.Files, tc.files) || !slices.Equal(img.Entrypoint, tc.entrypoint) ||
 				!slices.Equal(img.Cmd, tc.cmd) || img.WorkingDir != tc.workingDir ||
-				(tc.user == 0) != (img.User == nil) || (img.User != nil && *img.User != tc.user) {
+				(tc.user == 0) != (img.User == nil) || (img.User != nil && *img.User != tc.user) ||
+				(tc.user == 0) != (img.Group == nil) || (img.Group != nil && *img.Group != tc.user) {
 				t.Errorf("got files %v entrypoint %q cmd %q workdir %q user %v; want %v %q %q %q", img.Files, img.Entrypoint,
 					img.Cmd, img.WorkingDir, img.User, tc.files, tc.entrypoint, tc.cmd, tc.workingDir)
 			}

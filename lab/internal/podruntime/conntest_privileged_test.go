@@ -149,8 +149,8 @@ func TestPrivilegedConnectivityEchoAndClient(t *testing.T) {
 
 	// CoreDNS runs as its image's user, and may bind port 53 in the pod's own
 	// network namespace, as containerd lets it.
-	if out := mustExec(t, rt, echo, "dns-test-server", "id", "-u"); strings.TrimSpace(out) != "65532" {
-		t.Errorf("the DNS test server runs as %q, want the image's 65532", out)
+	if out := mustExec(t, rt, echo, "dns-test-server", "sh", "-c", "echo $(id -u):$(id -g)"); strings.TrimSpace(out) != "65532:65532" {
+		t.Errorf("the DNS test server runs as %q, want the image's nonroot:nonroot, 65532:65532", out)
 	}
 	if out := mustExec(t, rt, client, "client", "cat", "/proc/sys/net/ipv4/ip_unprivileged_port_start"); strings.TrimSpace(out) != "0" {
 		t.Errorf("ip_unprivileged_port_start in a pod: %q, want 0", out)

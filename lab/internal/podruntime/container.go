@@ -313,7 +313,7 @@ func (p *podState) nsenterCmd(sandboxPID int, c *container, env []corev1.EnvVar,
 		wd = podRoot
 	}
 	args = append(args, "--wd="+wd)
-	uid, gid := runAs(p.pod, spec, c.image.User)
+	uid, gid := runAs(p.pod, spec, c.image.User, c.image.Group)
 	if gid != nil {
 		args = append(args, "-G", strconv.FormatInt(*gid, 10))
 	}
@@ -331,24 +331,33 @@ func (p *podState) nsenterCmd(sandboxPID int, c *container, env []corev1.EnvVar,
 }
 
 // runAs returns the user and group a container runs as: its securityContext's,
-// else the pod's, else the image's user (imageUser, may be nil), else root.
-func runAs(pod *corev1.Pod, c *corev1.Container, imageUser *int64) (uid, gid *int64) {
+// else the pod's, else the image's user and group (may be nil), else root.
+func runAs(pod *corev1.Pod, c *corev1.Container, imageUser, imageGroup *int64) (uid, gid *int64) {
 	uid = imageUser
+	var runAsGroup *int64
+	var levels []struct{ user, group *int64 }
 	if psc := pod.Spec.SecurityContext; psc != nil {
-		if psc.RunAsUser != nil {
-			uid = psc.RunAsUser
-		}
-		gid = psc.RunAsGroup
+		levels = append(levels, struct{ user, group *int64 }{psc.RunAsUser, psc.RunAsGroup})
 	}
 	if sc := c.SecurityContext; sc != nil {
-		if sc.RunAsUser != nil {
-			uid = sc.RunAsUser
+		levels = append(levels, struct{ user, group *int64 }{sc.RunAsUser, sc.RunAsGroup})
+	}
+	for _, sc := range levels {
+		if sc.user != nil {
+			uid = sc.user
 		}
-		if sc.RunAsGroup != nil {
-			gid = sc.RunAsGroup
+		if sc.group != nil {
+			runAsGroup = sc.group
 		}
 	}
-	return uid, gid
+	switch {
+	case runAsGroup != nil:
+		return uid, runAsGroup
+	case uid == imageUser:
+		// The image's user comes with the image's group.
+		return uid, imageGroup
+	}
+	return uid, nil
 }
 
 // markFinal stops restarts of c.

@@ -3,6 +3,7 @@ package podruntime
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io/fs"
 	"net/netip"
 	"os"
@@ -461,12 +462,45 @@ func TestRunAsImageUser(t *testing.T) {
 			p.Spec.SecurityContext = &corev1.PodSecurityContext{RunAsUser: tc.pod}
 			p.Spec.Containers[0].SecurityContext = &corev1.SecurityContext{RunAsUser: tc.ctr}
 		})
-		uid, _ := runAs(pod, &pod.Spec.Containers[0], image)
+		uid, _ := runAs(pod, &pod.Spec.Containers[0], image, nil)
 		if uid == nil || *uid != *tc.want {
 			t.Errorf("%s: uid %v, want %d", tc.name, uid, *tc.want)
 		}
 	}
-	if uid, _ := runAs(testPod(func(*corev1.Pod) {}), &corev1.Container{}, nil); uid != nil {
+	if uid, _ := runAs(testPod(func(*corev1.Pod) {}), &corev1.Container{}, nil, nil); uid != nil {
 		t.Errorf("no user anywhere: %d, want root (nil)", *uid)
 	}
+}
+
+// An image's USER user:group: the group goes with the image's user, not with
+// a user the pod chooses; runAsGroup wins.
+func TestRunAsImageGroup(t *testing.T) {
+	user, group := ptr(int64(65532)), ptr(int64(65533))
+	for _, tc := range []struct {
+		name             string
+		podUser, ctrUser *int64
+		podGroup         *int64
+		wantUID, wantGID *int64
+	}{
+		{name: "image user and group", wantUID: user, wantGID: group},
+		{name: "pod user, no group", podUser: ptr(int64(1)), wantUID: ptr(int64(1))},
+		{name: "container user, no group", ctrUser: ptr(int64(2)), wantUID: ptr(int64(2))},
+		{name: "runAsGroup", podGroup: ptr(int64(7)), wantUID: user, wantGID: ptr(int64(7))},
+	} {
+		pod := testPod(func(p *corev1.Pod) {
+			p.Spec.SecurityContext = &corev1.PodSecurityContext{RunAsUser: tc.podUser, RunAsGroup: tc.podGroup}
+			p.Spec.Containers[0].SecurityContext = &corev1.SecurityContext{RunAsUser: tc.ctrUser}
+		})
+		uid, gid := runAs(pod, &pod.Spec.Containers[0], user, group)
+		if fmt.Sprint(deref(uid)) != fmt.Sprint(deref(tc.wantUID)) || fmt.Sprint(deref(gid)) != fmt.Sprint(deref(tc.wantGID)) {
+			t.Errorf("%s: %v:%v, want %v:%v", tc.name, deref(uid), deref(gid), deref(tc.wantUID), deref(tc.wantGID))
+		}
+	}
+}
+
+func deref(p *int64) any {
+	if p == nil {
+		return "none"
+	}
+	return *p
 }
