@@ -28,6 +28,8 @@ import (
 	"github.com/spf13/pflag"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
+	grpchealth "google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/keepalive"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
@@ -223,8 +225,12 @@ func register(p params) error {
 		}))
 	}
 	obs := hubbleobserver.New(ring, node, Version).WithAgentEvents(agentRing)
+	// The node's server answers whenever it runs, as Cilium's.
+	hs := grpchealth.NewServer()
+	hs.SetServingStatus(hubbleobserver.HealthServiceName, healthpb.HealthCheckResponse_SERVING)
 	addServices := func(srv *grpc.Server) {
 		observer.RegisterObserverServer(srv, obs)
+		healthpb.RegisterHealthServer(srv, hs)
 		// Peers are the cluster's nodes: none to tell without Kubernetes.
 		if p.Watchers != nil {
 			ps := &peerServer{nodes: p.Watchers, port: p.Config.listenPort(), cluster: p.K8s.ClusterName,

@@ -1,7 +1,8 @@
 // Package observer serves a node's flows through Hubble's Observer gRPC
 // service: GetFlows (the last or first flows, a time window, following
 // new ones, whitelist and blacklist filters, and the records of events
-// lost), GetAgentEvents, ServerStatus and GetNamespaces.
+// lost, only the fields of a field mask), GetAgentEvents, GetDebugEvents
+// (none), ServerStatus and GetNamespaces.
 package observer
 
 import (
@@ -19,8 +20,14 @@ import (
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/cilium-go/cilium/pkg/hubble/container"
+	"github.com/cilium-go/cilium/pkg/hubble/fieldmask"
 	"github.com/cilium-go/cilium/pkg/hubble/filters"
 )
+
+// HealthServiceName is the name under which Hubble servers and relays
+// tell the gRPC health service (grpc.health.v1) that the Observer
+// serves: Cilium's, which `hubble status` asks about.
+const HealthServiceName = "hubble.server.Observer"
 
 // Server answers for one node's ring of flows.
 type Server struct {
@@ -103,8 +110,9 @@ func (s *Server) GetNamespaces(context.Context, *observer.GetNamespacesRequest) 
 // when number is 0 and nothing is followed; since and until bound their
 // times; follow goes on with new flows as they come.
 func (s *Server) GetFlows(req *observer.GetFlowsRequest, stream observer.Observer_GetFlowsServer) error {
-	if len(req.GetFieldMask().GetPaths()) > 0 {
-		return status.Error(codes.InvalidArgument, "field_mask: cilium-go sends whole flows")
+	mask, err := fieldmask.New(req.GetFieldMask().GetPaths())
+	if err != nil {
+		return status.Error(codes.InvalidArgument, err.Error())
 	}
 	set, err := filters.Compile(req.GetWhitelist(), req.GetBlacklist())
 	if err != nil {
@@ -119,7 +127,9 @@ func (s *Server) GetFlows(req *observer.GetFlowsRequest, stream observer.Observe
 			return stream.Send(&observer.GetFlowsResponse{ResponseTypes: &observer.GetFlowsResponse_LostEvents{LostEvents: ev.Lost},
 				NodeName: s.node, Time: ev.Lost.GetLast()})
 		}
-		return stream.Send(&observer.GetFlowsResponse{ResponseTypes: &observer.GetFlowsResponse_Flow{Flow: ev.Flow},
+		// The response's time and node are the whole flow's, whatever
+		// the mask: the relay merges by them.
+		return stream.Send(&observer.GetFlowsResponse{ResponseTypes: &observer.GetFlowsResponse_Flow{Flow: mask.Apply(ev.Flow)},
 			NodeName: s.node, Time: ev.Flow.GetTime()})
 	}
 	return q.serve(stream.Context(), s.ring, func(ev container.Event) bool { return ev.Flow != nil && set.Pass(ev.Flow) }, send)
@@ -143,6 +153,20 @@ func (s *Server) GetAgentEvents(req *observer.GetAgentEventsRequest, stream obse
 		return stream.Send(ev.Agent)
 	}
 	return q.serve(stream.Context(), s.agentEvents, func(ev container.Event) bool { return ev.Agent != nil }, send)
+}
+
+// GetDebugEvents implements observer.ObserverServer: cilium-go's
+// datapath sends no debug events, so the answer is empty; a followed
+// one stays open until the client leaves, as Cilium's does when there are
+// none.
+func (s *Server) GetDebugEvents(req *observer.GetDebugEventsRequest, stream observer.Observer_GetDebugEventsServer) error {
+	if _, err := newQuery(req.GetNumber(), req.GetFirst(), req.GetFollow(), req.GetSince(), req.GetUntil()); err != nil {
+		return err
+	}
+	if req.GetFollow() {
+		<-stream.Context().Done()
+	}
+	return nil
 }
 
 // query is what GetFlows and GetAgentEvents ask alike.

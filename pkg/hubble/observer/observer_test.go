@@ -8,6 +8,7 @@ import (
 	"net"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -17,6 +18,8 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/fieldmaskpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/cilium-go/cilium/pkg/hubble/container"
@@ -311,5 +314,66 @@ func TestGetAgentEvents(t *testing.T) {
 	}
 	if status.Code(err) != codes.Unimplemented {
 		t.Errorf("a server without agent events: %v", err)
+	}
+}
+
+// TestFieldMask: only the fields asked for go out, and the response
+// keeps the whole flow's time and node, which the relay merges by.
+func TestFieldMask(t *testing.T) {
+	ring, _ := container.NewRing(7)
+	f := flowAt(2)
+	f.Source = &flow.Endpoint{PodName: "client", Namespace: "default", Labels: []string{"k8s:app=client"}}
+	f.NodeName = "node-1"
+	ring.Write(container.Event{Flow: f})
+	c := serve(t, ring)
+	stream, err := c.GetFlows(context.Background(), &observer.GetFlowsRequest{FieldMask: &fieldmaskpb.FieldMask{Paths: []string{"verdict", "source.pod_name"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := stream.Recv()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := &flow.Flow{Verdict: flow.Verdict_FORWARDED, Source: &flow.Endpoint{PodName: "client"}}
+	if !proto.Equal(resp.GetFlow(), want) {
+		t.Errorf("masked flow %v, want %v", resp.GetFlow(), want)
+	}
+	if !resp.GetTime().AsTime().Equal(t0.Add(2*time.Second)) || resp.GetNodeName() != "node-1" {
+		t.Errorf("response time %v node %q: want the flow's", resp.GetTime().AsTime(), resp.GetNodeName())
+	}
+	// The ring's flow is untouched.
+	if ev, _, _ := ring.At(0); len(ev.Flow.GetSource().GetLabels()) != 1 || ev.Flow.GetUuid() != "2" {
+		t.Errorf("the ring's flow changed: %v", ev.Flow)
+	}
+
+	stream, err = c.GetFlows(context.Background(), &observer.GetFlowsRequest{FieldMask: &fieldmaskpb.FieldMask{Paths: []string{"time", "source.pod_nam"}}})
+	if err == nil {
+		_, err = stream.Recv()
+	}
+	if status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), `"source.pod_nam"`) {
+		t.Errorf("unknown path: %v, want InvalidArgument naming source.pod_nam", err)
+	}
+}
+
+// TestGetDebugEvents: none, but not Unimplemented; a follower stays until
+// it leaves.
+func TestGetDebugEvents(t *testing.T) {
+	ring, _ := container.NewRing(7)
+	c := serve(t, ring)
+	stream, err := c.GetDebugEvents(context.Background(), &observer.GetDebugEventsRequest{Number: 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := stream.Recv(); !errors.Is(err, io.EOF) {
+		t.Fatalf("debug events: %v, want an empty answer", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	stream, err = c.GetDebugEvents(ctx, &observer.GetDebugEventsRequest{Follow: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := stream.Recv(); status.Code(err) != codes.DeadlineExceeded {
+		t.Fatalf("followed debug events: %v, want open until the client's deadline", err)
 	}
 }
