@@ -1,7 +1,8 @@
 // Package hubble is the agent's Hubble server: it makes flows of the
 // datapath's events (a subscriber of the monitor's), keeps the last ones
 // in a ring and serves them through Hubble's Observer gRPC service on a
-// unix socket.
+// unix socket (and to relays over TCP), and exports them to a file if
+// asked (pkg/hubble/exporter).
 package hubble
 
 import (
@@ -39,6 +40,7 @@ import (
 	"github.com/cilium-go/cilium/pkg/endpoint"
 	"github.com/cilium-go/cilium/pkg/health"
 	"github.com/cilium-go/cilium/pkg/hubble/container"
+	"github.com/cilium-go/cilium/pkg/hubble/exporter"
 	"github.com/cilium-go/cilium/pkg/hubble/metrics"
 	hubbleobserver "github.com/cilium-go/cilium/pkg/hubble/observer"
 	"github.com/cilium-go/cilium/pkg/hubble/parser"
@@ -54,6 +56,7 @@ import (
 // Cell runs the Hubble server when --enable-hubble is set.
 var Cell = cell.Module("hubble", "Hubble - the datapath events as flows over gRPC",
 	cell.Config(DefaultConfig),
+	cell.Config(exporter.DefaultConfig),
 	health.JobGroup,
 	// Flows of forwarded packets come from the datapath's traces.
 	cell.Provide(func(c Config) nodedatapath.TracesWanted { return nodedatapath.TracesWanted(c.EnableHubble) }),
@@ -164,6 +167,7 @@ func (c Config) listenPort() int {
 type params struct {
 	cell.In
 	Config    Config
+	Export    exporter.Config
 	K8s       k8sagent.Config
 	Lifecycle cell.Lifecycle
 	Jobs      job.Group
@@ -188,6 +192,9 @@ func register(p params) error {
 	if !p.Config.EnableHubble {
 		return nil
 	}
+	if err := p.Export.Validate(); err != nil {
+		return err
+	}
 	ring, err := container.NewRing(p.Config.HubbleEventBufferCapacity)
 	if err != nil {
 		return err
@@ -207,6 +214,13 @@ func register(p params) error {
 	p.Jobs.Add(job.OneShot("hubble-events", func(ctx context.Context, _ cell.Health) error {
 		return ReadEvents(ctx, p.Log, sub, pr, ring, counted)
 	}))
+	if p.Export.Enabled() {
+		exp, err := exporter.New(p.Export, node, p.Log)
+		if err != nil {
+			return err
+		}
+		p.Jobs.Add(job.OneShot("hubble-exporter", func(ctx context.Context, _ cell.Health) error { return exp.Run(ctx, ring) }))
+	}
 	agentRing, err := container.NewRing(agentEventsCapacity)
 	if err != nil {
 		return err
