@@ -36,10 +36,11 @@ import (
 // hubbleNode is a node's Hubble server as the agent runs it (the real
 // observer over a ring), on a TCP port with mutual TLS.
 type hubbleNode struct {
-	name string
-	ring *container.Ring
-	srv  *grpc.Server
-	addr string
+	name  string
+	ring  *container.Ring
+	agent *container.Ring // agent events
+	srv   *grpc.Server
+	addr  string
 }
 
 // staticPeers is a Peer service that lists fixed nodes and then waits.
@@ -87,8 +88,10 @@ func newClusterOf(t *testing.T, fakes map[string]observer.ObserverServer, names 
 		must(t, err)
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		must(t, err)
-		n := &hubbleNode{name: name, ring: ring, srv: grpc.NewServer(grpc.Creds(credentials.NewTLS(tc))), addr: ln.Addr().String()}
-		var obs observer.ObserverServer = hubbleobserver.New(ring, name, "test")
+		agent, err := container.NewRing(15)
+		must(t, err)
+		n := &hubbleNode{name: name, ring: ring, agent: agent, srv: grpc.NewServer(grpc.Creds(credentials.NewTLS(tc))), addr: ln.Addr().String()}
+		var obs observer.ObserverServer = hubbleobserver.New(ring, name, "test").WithAgentEvents(agent)
 		if f, ok := fakes[name]; ok {
 			obs = f
 		}
@@ -405,4 +408,48 @@ func TestPoolServing(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// TestRelayAgentAndDebugEvents: the nodes' agent events in time order,
+// the last or first number of the cluster; debug events answer empty.
+func TestRelayAgentAndDebugEvents(t *testing.T) {
+	c := newCluster(t)
+	for ms := 1; ms <= 4; ms++ {
+		n := c.nodes[(ms+1)%2]
+		n.agent.Write(container.Event{Agent: &observer.GetAgentEventsResponse{NodeName: n.name,
+			Time:       timestamppb.New(c.base.Add(time.Duration(ms) * time.Millisecond)),
+			AgentEvent: &flow.AgentEvent{Type: flow.AgentEventType_ENDPOINT_CREATED}}})
+	}
+	client := c.relay(t, "relay")
+	events := func(req *observer.GetAgentEventsRequest) []string {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		stream, err := client.GetAgentEvents(ctx, req)
+		must(t, err)
+		var out []string
+		for {
+			r, err := stream.Recv()
+			if err == io.EOF {
+				return out
+			}
+			must(t, err)
+			out = append(out, fmt.Sprintf("%s %d", r.GetNodeName(), r.GetTime().AsTime().Sub(c.base).Milliseconds()))
+		}
+	}
+	if got, want := events(&observer.GetAgentEventsRequest{}), []string{"node-a 1", "node-b 2", "node-a 3", "node-b 4"}; !slices.Equal(got, want) {
+		t.Errorf("all: %q, want %q", got, want)
+	}
+	if got, want := events(&observer.GetAgentEventsRequest{Number: 3}), []string{"node-b 2", "node-a 3", "node-b 4"}; !slices.Equal(got, want) {
+		t.Errorf("last 3: %q, want %q", got, want)
+	}
+	if got, want := events(&observer.GetAgentEventsRequest{Number: 1, First: true}), []string{"node-a 1"}; !slices.Equal(got, want) {
+		t.Errorf("first: %q, want %q", got, want)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	stream, err := client.GetDebugEvents(ctx, &observer.GetDebugEventsRequest{})
+	must(t, err)
+	if _, err := stream.Recv(); err != io.EOF {
+		t.Errorf("debug events: %v, want an empty answer", err)
+	}
 }
