@@ -14,6 +14,7 @@ import (
 
 	"github.com/cilium/cilium/api/v1/flow"
 	"github.com/cilium/cilium/api/v1/observer"
+	relaypb "github.com/cilium/cilium/api/v1/relay"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -64,6 +65,14 @@ func (s *Server) rate(now time.Time) float64 {
 	n := 0
 	s.back(now.Add(-time.Minute), func(f *flow.Flow) { n++ })
 	return float64(n) / time.Minute.Seconds()
+}
+
+// GetNodes implements observer.ObserverServer: the node itself, so that
+// `hubble list nodes` answers on a node's socket too (Cilium's node
+// servers leave it to the relay).
+func (s *Server) GetNodes(context.Context, *observer.GetNodesRequest) (*observer.GetNodesResponse, error) {
+	return &observer.GetNodesResponse{Nodes: []*observer.Node{{Name: s.node, Version: s.version, State: relaypb.NodeState_NODE_CONNECTED,
+		UptimeNs: uint64(time.Since(s.started)), NumFlows: s.ring.Len(), MaxFlows: s.ring.Cap(), SeenFlows: s.ring.Written()}}}, nil
 }
 
 // back calls fn on the ring's flows from the newest back to since.

@@ -113,6 +113,10 @@ func TestGetFlows(t *testing.T) {
 		}
 	}
 
+	nodes, err := c.GetNodes(context.Background(), &observer.GetNodesRequest{})
+	if err != nil || len(nodes.GetNodes()) != 1 || nodes.GetNodes()[0].GetName() != "node-1" || nodes.GetNodes()[0].GetNumFlows() != 7 {
+		t.Errorf("nodes %v, %v", nodes, err)
+	}
 	st, err := c.ServerStatus(context.Background(), &observer.ServerStatusRequest{})
 	if err != nil || st.GetNumFlows() != 7 || st.GetMaxFlows() != 7 || st.GetSeenFlows() != 10 || st.GetVersion() != "cilium-go test" ||
 		st.GetNumConnectedNodes().GetValue() != 1 {
