@@ -252,12 +252,15 @@ func register(p params) error {
 			peer.RegisterPeerServer(srv, ps)
 		}
 	}
-	srv := grpc.NewServer()
+	// Relays ping to find a node that stopped answering, on the TCP
+	// listener and on the socket, where a relay of the node follows the
+	// Peer service: without the permission the server would end their
+	// connection (too_many_pings).
+	keepalivePolicy := grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: relay.KeepaliveMinTime, PermitWithoutStream: true})
+	srv := grpc.NewServer(keepalivePolicy)
 	addServices(srv)
 	if p.Config.HubbleListenAddress != "" {
-		// Relays ping to find a node that stopped answering.
-		opts := []grpc.ServerOption{grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{
-			MinTime: relay.KeepaliveMinTime, PermitWithoutStream: true})}
+		opts := []grpc.ServerOption{keepalivePolicy}
 		if !p.Config.HubbleDisableTLS {
 			cfg, err := p.Config.serverTLS(p.Log)
 			if err != nil {
