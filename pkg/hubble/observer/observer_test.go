@@ -128,7 +128,7 @@ func TestGetFlowsRefusesWhatItCannotDo(t *testing.T) {
 	ring, _ := container.NewRing(7)
 	c := serve(t, ring)
 	for _, req := range []*observer.GetFlowsRequest{
-		{Whitelist: []*flow.FlowFilter{{HttpMethod: []string{"GET"}}}},
+		{Whitelist: []*flow.FlowFilter{{HttpStatusCode: []string{"2xx"}}}},
 		{Blacklist: []*flow.FlowFilter{{SourceIp: []string{"nope"}}}},
 		{Since: timestamppb.New(t0.Add(time.Hour)), Until: timestamppb.New(t0)},
 	} {
