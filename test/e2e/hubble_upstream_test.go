@@ -176,6 +176,40 @@ func TestPrivilegedSmokeHubbleUpstream(t *testing.T) {
 					t.Errorf("--to-port 8080 shows %q", line)
 				}
 			}
+			// Every other filter flag answers; those the test's flows carry
+			// find them.
+			type filterCase struct {
+				args []string
+				want string // in the answer; empty: it answers
+			}
+			fc := func(want string, args ...string) filterCase { return filterCase{args, want} }
+			for _, f := range []filterCase{
+				fc(client.name, "--namespace", "default"), fc(client.name, "--from-namespace", "default"),
+				fc(client.name, "--to-namespace", "default"), fc(client.name, "-A"), fc(client.name, "--from-all-namespaces"),
+				fc(client.name, "--to-all-namespaces"), fc(client.name, "--ip", client.ip), fc(client.name, "--from-ip", client.ip),
+				fc(client.name, "--to-ip", client.ip), fc(client.name, "--label", "app=echo"), fc(client.name, "--from-label", "k8s:app=echo"),
+				fc("default/locked", "--to-label", "app=locked"), fc(client.name, "--port", "8080"), fc(client.name, "--from-port", "8080"),
+				fc(client.name, "--tcp-flags", "syn"), fc("default/locked", "--traffic-direction", "ingress"),
+				fc("to-endpoint", "--type", "trace:to-endpoint"), fc("policy-verdict", "--type", "policy-verdict"),
+				fc("DROPPED", "--type", "drop"), fc(client.name, "--node-name", node), fc("default/locked", "--drop-reason-desc", "POLICY_DENIED"),
+				fc(client.name, "-4"), fc(client.name, "--ip-version", "v4"), fc(client.name, "--reply"), fc(client.name, "--not-reply"),
+				fc("FORWARDED", "--not", "--verdict", "DROPPED"), fc("", "-6"), fc("", "--identity", "1"), fc("", "--from-identity", "1"),
+				fc("", "--to-identity", "1"), fc("", "--uuid", "00000000-0000-0000-0000-000000000000"), fc("", "--interface", "lxc0"),
+				fc("", "--workload", "Deployment/echo"), fc("", "--from-workload", "echo"), fc("", "--to-workload", "echo"),
+				fc("", "--service", "default/echo"), fc("", "--from-service", "echo"), fc("", "--to-service", "default/echo"),
+				fc("", "--snat-ip", "10.0.0.0/8"), fc("", "--http-status", "5+"), fc("", "--http-method", "get"),
+				fc("", "--http-path", "/api/.*"), fc("", "--http-url", ".*"), fc("", "--http-header", "user-agent:curl"),
+				fc("", "--protocol", "http"), fc("", "--protocol", "dns"), fc("", "--fqdn", "*.cilium.io"), fc("", "--from-fqdn", "cilium.io"),
+				fc("", "--to-fqdn", "*.example.com"), fc("", "--cluster", "default"), fc("", "--from-cluster", "default"),
+				fc("", "--to-cluster", "default"), fc("", "--node-label", "kubernetes.io/os=linux"), fc("", "--trace-id", "4bf92f3577b34da6"),
+				fc("", "--ip-trace-id", "7"), fc("", "--encrypted"), fc(client.name, "--unencrypted"),
+			} {
+				var want []string
+				if f.want != "" {
+					want = []string{f.want}
+				}
+				check("filter "+strings.Join(f.args, " "), 20*time.Second, append([]string{"observe", "--last", "1000"}, f.args...), want...)
+			}
 			// The window: --last and --first bound the count, --since the time.
 			for _, args := range [][]string{{"--last", "3"}, {"--first", "3"}} {
 				out := check(args[0], 20*time.Second, append([]string{"observe", "-o", "json"}, args...), `"flow"`)
