@@ -200,8 +200,8 @@ func TestPrivilegedSmokeHubbleUpstream(t *testing.T) {
 				fc("", "--snat-ip", "10.0.0.0/8"), fc("", "--http-status", "5+"), fc("", "--http-method", "get"),
 				fc("", "--http-path", "/api/.*"), fc("", "--http-url", ".*"), fc("", "--http-header", "user-agent:curl"),
 				fc("", "--protocol", "http"), fc("", "--protocol", "dns"), fc("", "--fqdn", "*.cilium.io"), fc("", "--from-fqdn", "cilium.io"),
-				fc("", "--to-fqdn", "*.example.com"), fc("", "--cluster", "default"), fc("", "--from-cluster", "default"),
-				fc("", "--to-cluster", "default"), fc("", "--node-label", "kubernetes.io/os=linux"), fc("", "--trace-id", "4bf92f3577b34da6"),
+				fc("", "--to-fqdn", "*.example.com"), fc(client.name, "--cluster", "default"), fc(client.name, "--from-cluster", "default"),
+				fc(client.name, "--to-cluster", "default"), fc("", "--node-label", "kubernetes.io/os=linux"), fc("", "--trace-id", "4bf92f3577b34da6"),
 				fc("", "--ip-trace-id", "7"), fc("", "--encrypted"), fc(client.name, "--unencrypted"),
 			} {
 				var want []string
