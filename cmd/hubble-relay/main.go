@@ -22,7 +22,6 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	"github.com/cilium-go/cilium/pkg/crypto/certloader"
-	hubbleobserver "github.com/cilium-go/cilium/pkg/hubble/observer"
 	"github.com/cilium-go/cilium/pkg/hubble/relay"
 )
 
@@ -208,7 +207,7 @@ const healthInterval = 2 * time.Second
 // about, says only that the process serves: liveness is not readiness,
 // and a relay without nodes is not helped by a restart.
 func reportHealth(ctx context.Context, pool *relay.Pool, hs *health.Server, every time.Duration) {
-	hs.SetServingStatus(hubbleobserver.HealthServiceName, healthpb.HealthCheckResponse_NOT_SERVING)
+	hs.SetServingStatus(relay.HealthServiceName, healthpb.HealthCheckResponse_NOT_SERVING)
 	t := time.NewTicker(every)
 	defer t.Stop()
 	for {
@@ -216,7 +215,7 @@ func reportHealth(ctx context.Context, pool *relay.Pool, hs *health.Server, ever
 		if pool.Serving() {
 			st = healthpb.HealthCheckResponse_SERVING
 		}
-		hs.SetServingStatus(hubbleobserver.HealthServiceName, st)
+		hs.SetServingStatus(relay.HealthServiceName, st)
 		select {
 		case <-ctx.Done():
 			return

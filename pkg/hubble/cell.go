@@ -241,7 +241,7 @@ func register(p params) error {
 	obs := hubbleobserver.New(ring, node, Version).WithAgentEvents(agentRing)
 	// The node's server answers whenever it runs, as Cilium's.
 	hs := grpchealth.NewServer()
-	hs.SetServingStatus(hubbleobserver.HealthServiceName, healthpb.HealthCheckResponse_SERVING)
+	hs.SetServingStatus(relay.HealthServiceName, healthpb.HealthCheckResponse_SERVING)
 	addServices := func(srv *grpc.Server) {
 		observer.RegisterObserverServer(srv, obs)
 		healthpb.RegisterHealthServer(srv, hs)

@@ -25,11 +25,6 @@ import (
 	"github.com/cilium-go/cilium/pkg/hubble/filters"
 )
 
-// HealthServiceName is the name under which Hubble servers and relays
-// tell the gRPC health service (grpc.health.v1) that the Observer
-// serves: Cilium's, which `hubble status` asks about.
-const HealthServiceName = "hubble.server.Observer"
-
 // Server answers for one node's ring of flows.
 type Server struct {
 	observer.UnimplementedObserverServer

@@ -22,6 +22,11 @@ import (
 	"google.golang.org/grpc/keepalive"
 )
 
+// HealthServiceName is the name under which Hubble servers and relays
+// tell the gRPC health service (grpc.health.v1) that the Observer
+// serves: Cilium's, which `hubble status` asks about.
+const HealthServiceName = "hubble.server.Observer"
+
 // Options configure the relay's side towards the nodes.
 type Options struct {
 	// PeerTarget is the Peer service: unix:///path or host:port.
