@@ -203,6 +203,7 @@ func TestPrivilegedSmokeHubbleUpstream(t *testing.T) {
 				fc("", "--to-fqdn", "*.example.com"), fc(client.name, "--cluster", "default"), fc(client.name, "--from-cluster", "default"),
 				fc(client.name, "--to-cluster", "default"), fc("", "--node-label", "kubernetes.io/os=linux"), fc("", "--trace-id", "4bf92f3577b34da6"),
 				fc("", "--ip-trace-id", "7"), fc("", "--encrypted"), fc(client.name, "--unencrypted"),
+				fc("default/locked", "--cel-expression", `_flow.verdict == Verdict.DROPPED && _flow.destination.pod_name == "locked"`),
 			} {
 				var want []string
 				if f.want != "" {

@@ -4,7 +4,8 @@
 // values does; a flow passes when no blacklist filter and, if there are
 // any, some whitelist filter matches it. Fields that only L7 records,
 // DNS names or other parts fill (l7.go) match no flow without them, as in
-// Cilium; CEL expressions are refused, not ignored.
+// Cilium; experimental.cel_expression holds Hubble's CEL expressions on
+// the flow (cel.go).
 package filters
 
 import (
@@ -16,7 +17,6 @@ import (
 	"strings"
 
 	"github.com/cilium/cilium/api/v1/flow"
-	"google.golang.org/protobuf/reflect/protoreflect"
 
 	"github.com/cilium-go/cilium/pkg/hubble/flows"
 )
@@ -60,25 +60,17 @@ func (s *Set) Pass(f *flow.Flow) bool {
 	return slices.ContainsFunc(s.whitelist, func(w Func) bool { return w(f) })
 }
 
-// unsupported are the FlowFilter fields that cilium-go does not
-// evaluate: CEL expressions (experimental.cel_expression).
-var unsupported = []string{"experimental"}
-
 func build(ff *flow.FlowFilter) (Func, error) {
-	var err error
-	ff.ProtoReflect().Range(func(fd protoreflect.FieldDescriptor, _ protoreflect.Value) bool {
-		if slices.Contains(unsupported, string(fd.Name())) {
-			err = fmt.Errorf("filter field %s (CEL expressions): cilium-go does not evaluate them", fd.Name())
-			return false
-		}
-		return true
-	})
-	if err != nil {
-		return nil, err
-	}
 	all, err := l7Filters(ff)
 	if err != nil {
 		return nil, err
+	}
+	if v := ff.GetExperimental().GetCelExpression(); len(v) > 0 {
+		m, err := celExpressions(v)
+		if err != nil {
+			return nil, err
+		}
+		all = append(all, m)
 	}
 	add := func(fs ...Func) { all = append(all, fs...) }
 	if v := ff.GetUuid(); len(v) > 0 {

@@ -126,7 +126,7 @@ func TestBadFiltersNameTheField(t *testing.T) {
 		{&flow.FlowFilter{DestinationClusterName: []string{""}}, "destination_cluster_name"},
 		{&flow.FlowFilter{NodeLabels: []string{"zone in x"}}, "node_labels"},
 		{&flow.FlowFilter{SourceIpXlated: []string{"nope"}}, "source_ip_xlated"},
-		{&flow.FlowFilter{Experimental: &flow.FlowFilter_Experimental{CelExpression: []string{"true"}}}, "CEL"},
+		{&flow.FlowFilter{Experimental: &flow.FlowFilter_Experimental{CelExpression: []string{"1"}}}, "cel_expression"},
 		{&flow.FlowFilter{SourceIp: []string{"10.0.0.300"}}, "source_ip"},
 		{&flow.FlowFilter{DestinationPort: []string{"http"}}, "destination_port"},
 		{&flow.FlowFilter{Protocol: []string{"gre"}}, "protocol"},
