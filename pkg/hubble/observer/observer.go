@@ -6,6 +6,7 @@
 package observer
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"maps"
@@ -92,19 +93,22 @@ func (s *Server) back(since time.Time, fn func(*flow.Flow)) {
 const namespaceWindow = time.Hour
 
 // GetNamespaces implements observer.ObserverServer: the namespaces of
-// the pods in the last hour's flows that the ring holds.
+// the pods in the last hour's flows that the ring holds, with their
+// cluster, as Cilium's.
 func (s *Server) GetNamespaces(context.Context, *observer.GetNamespacesRequest) (*observer.GetNamespacesResponse, error) {
-	seen := map[string]bool{}
+	seen := map[[2]string]bool{}
 	s.back(time.Now().Add(-namespaceWindow), func(f *flow.Flow) {
 		for _, ep := range []*flow.Endpoint{f.GetSource(), f.GetDestination()} {
 			if ns := ep.GetNamespace(); ns != "" {
-				seen[ns] = true
+				seen[[2]string{ep.GetClusterName(), ns}] = true
 			}
 		}
 	})
 	resp := &observer.GetNamespacesResponse{}
-	for _, ns := range slices.Sorted(maps.Keys(seen)) {
-		resp.Namespaces = append(resp.Namespaces, &observer.Namespace{Namespace: ns})
+	for _, k := range slices.SortedFunc(maps.Keys(seen), func(a, b [2]string) int {
+		return cmp.Or(cmp.Compare(a[0], b[0]), cmp.Compare(a[1], b[1]))
+	}) {
+		resp.Namespaces = append(resp.Namespaces, &observer.Namespace{Cluster: k[0], Namespace: k[1]})
 	}
 	return resp, nil
 }

@@ -220,7 +220,7 @@ func TestGetNamespaces(t *testing.T) {
 	now := time.Now()
 	for i, ns := range []string{"old", "b", "a"} {
 		f := &flow.Flow{Time: timestamppb.New(now.Add(-2 * time.Hour).Add(time.Duration(i) * time.Hour)),
-			Source: &flow.Endpoint{Namespace: ns}, Destination: &flow.Endpoint{Namespace: "b"}}
+			Source: &flow.Endpoint{Namespace: ns, ClusterName: "default"}, Destination: &flow.Endpoint{Namespace: "b", ClusterName: "default"}}
 		ring.Write(container.Event{Flow: f})
 	}
 	resp, err := serve(t, ring).GetNamespaces(context.Background(), &observer.GetNamespacesRequest{})
@@ -229,9 +229,9 @@ func TestGetNamespaces(t *testing.T) {
 	}
 	var got []string
 	for _, n := range resp.GetNamespaces() {
-		got = append(got, n.GetNamespace())
+		got = append(got, n.GetCluster()+"/"+n.GetNamespace())
 	}
-	if !slices.Equal(got, []string{"a", "b"}) {
+	if !slices.Equal(got, []string{"default/a", "default/b"}) {
 		t.Fatalf("namespaces %v, want a and b (old is older than an hour)", got)
 	}
 }
