@@ -167,6 +167,7 @@ func (e *Exporter) Run(ctx context.Context, ring *container.Ring) error {
 	}
 	e.log.Info("exporting Hubble flows", "path", e.cfg.HubbleExportFilePath)
 	_, pos := ring.Bounds()
+	failing := false
 	for {
 		if err := ring.Wait(ctx, pos); err != nil {
 			return nil // ctx ended
@@ -186,9 +187,16 @@ func (e *Exporter) Run(ctx context.Context, ring *container.Ring) error {
 		if err != nil || !ok {
 			continue
 		}
-		if _, err := w.Write(line); err != nil {
-			// A full disk loses these flows, not the agent's others.
-			e.log.Warn("export flow", "path", e.cfg.HubbleExportFilePath, "error", err)
+		_, err = w.Write(line)
+		switch {
+		case err != nil && !failing:
+			// A full disk loses these flows, not the agent's others;
+			// told once, not for every flow, until writes work again.
+			e.log.Warn("exporting flows fails", "path", e.cfg.HubbleExportFilePath, "error", err)
+			failing = true
+		case err == nil && failing:
+			e.log.Info("exporting flows works again", "path", e.cfg.HubbleExportFilePath)
+			failing = false
 		}
 	}
 }

@@ -227,3 +227,40 @@ func TestConfigErrors(t *testing.T) {
 		t.Errorf("Cilium's example: %v", err)
 	}
 }
+
+// TestRotationRecovers: a rotation that fails (the directory went) fails
+// the writes, and they work again once a file can be made.
+func TestRotationRecovers(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "export")
+	path := filepath.Join(dir, "flows.log")
+	r, err := OpenRotating(path, 10, 1, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	if _, err := r.Write([]byte("0123456789")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.RemoveAll(dir); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Write([]byte("x\n")); err == nil {
+		t.Fatal("a write whose rotation cannot rename succeeded")
+	}
+	if _, err := r.Write([]byte("y\n")); err == nil {
+		t.Fatal("a write without a directory succeeded")
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Write([]byte("z\n")); err != nil {
+		t.Fatalf("after the directory came back: %v", err)
+	}
+	if b, err := os.ReadFile(path); err != nil || string(b) != "z\n" {
+		t.Errorf("file %q, %v", b, err)
+	}
+	r.Close()
+	if _, err := r.Write([]byte("after close\n")); err == nil {
+		t.Error("a write after Close succeeded")
+	}
+}

@@ -23,6 +23,7 @@ type Rotating struct {
 	compress   bool
 	f          *os.File
 	size       int64
+	closed     bool
 	now        func() time.Time
 }
 
@@ -60,8 +61,14 @@ func (r *Rotating) open() error {
 // Write appends p, rotating first when p would not fit; a p larger than
 // maxSize goes alone into a file of its own.
 func (r *Rotating) Write(p []byte) (int, error) {
-	if r.f == nil {
+	if r.closed {
 		return 0, os.ErrClosed
+	}
+	if r.f == nil {
+		// A rotation that failed left no file: try again at each write.
+		if err := r.open(); err != nil {
+			return 0, err
+		}
 	}
 	if r.size > 0 && r.size+int64(len(p)) > r.maxSize {
 		if err := r.rotate(); err != nil {
@@ -75,6 +82,7 @@ func (r *Rotating) Write(p []byte) (int, error) {
 
 // Close closes the current file.
 func (r *Rotating) Close() error {
+	r.closed = true
 	if r.f == nil {
 		return nil
 	}
