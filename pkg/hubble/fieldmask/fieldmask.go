@@ -34,6 +34,10 @@ type branch struct {
 // tree is the mask while it is built: a nil entry is a field kept whole.
 type tree map[protoreflect.FieldDescriptor]tree
 
+// MaxPaths bounds a mask, which any client may send: a flow has far
+// fewer fields.
+const MaxPaths = 1024
+
 // flowDesc is what masks are paths of.
 var flowDesc = (&flow.Flow{}).ProtoReflect().Descriptor()
 
@@ -44,6 +48,9 @@ var flowDesc = (&flow.Flow{}).ProtoReflect().Descriptor()
 func New(paths []string) (Mask, error) {
 	if len(paths) == 0 {
 		return Mask{}, nil
+	}
+	if len(paths) > MaxPaths {
+		return Mask{}, fmt.Errorf("field mask of %d paths: at most %d", len(paths), MaxPaths)
 	}
 	t := tree{}
 	for _, p := range paths {

@@ -97,6 +97,9 @@ func TestInvalidPaths(t *testing.T) {
 			t.Errorf("New(%q) = %v, want an error containing %s", tc.path, err, tc.want)
 		}
 	}
+	if _, err := New(make([]string, MaxPaths+1)); err == nil || !strings.Contains(err.Error(), "at most") {
+		t.Errorf("a mask of %d paths: %v", MaxPaths+1, err)
+	}
 	// A bad path under a whole one is refused too.
 	if _, err := New([]string{"source", "source.nope"}); err == nil {
 		t.Errorf("New accepted source.nope")

@@ -12,11 +12,12 @@ import (
 // the proto package's, so `_flow.verdict == Verdict.DROPPED`.
 const celVariable = "_flow"
 
-// The limits of an expression, which any Hubble client may send: its
-// size when parsed, and the cost of evaluating it on one flow (cel-go's
+// The limits of expressions, which any Hubble client may send: how many
+// a filter has, an expression's size when parsed, and the cost of evaluating it on one flow (cel-go's
 // units, about one per field access or comparison), so that no filter
 // makes the server loop over a flow's lists for long.
 const (
+	celMaxExpressions    = 64
 	celMaxExpressionSize = 4096
 	celMaxCost           = 10_000
 )
@@ -35,6 +36,9 @@ var celEnv = func() *cel.Env {
 // holds for it; an expression that fails on a flow (or costs more than
 // the limit) does not hold.
 func celExpressions(exprs []string) (Func, error) {
+	if len(exprs) > celMaxExpressions {
+		return nil, fmt.Errorf("cel_expression: %d expressions, at most %d", len(exprs), celMaxExpressions)
+	}
 	var prgs []cel.Program
 	for _, e := range exprs {
 		ast, iss := celEnv.Compile(e)

@@ -44,6 +44,13 @@ func TestCELExpressionErrors(t *testing.T) {
 			t.Errorf("%.40q: %v, want an error naming %s", tc.expr, err, tc.want)
 		}
 	}
+	many := make([]string, celMaxExpressions+1)
+	for i := range many {
+		many[i] = "true"
+	}
+	if _, err := Compile([]*flow.FlowFilter{{Experimental: &flow.FlowFilter_Experimental{CelExpression: many}}}, nil); err == nil {
+		t.Errorf("%d expressions were taken", len(many))
+	}
 }
 
 // TestCELCostIsBounded: an expression whose cost on a flow passes the
