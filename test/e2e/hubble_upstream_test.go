@@ -219,6 +219,11 @@ func TestPrivilegedSmokeHubbleUpstream(t *testing.T) {
 				}
 			}
 			check("since", 20*time.Second, []string{"observe", "--since", "10m", "--pod", clientPod}, client.name)
+			check("until", 20*time.Second, []string{"observe", "--since", "1h", "--until", "1s", "--pod", clientPod}, client.name)
+			out = check("until, a window past", 20*time.Second, []string{"observe", "--until", "2000-01-01T00:00:00Z", "-o", "json"})
+			if strings.Contains(out, `"flow":`) {
+				t.Errorf("flows from before 2000: %s", out)
+			}
 			out = check("since, a window to come", 20*time.Second, []string{"observe", "--since", "2030-01-01T00:00:00Z", "-o", "json"})
 			if strings.Contains(out, `"flow":`) {
 				t.Errorf("flows from the future: %s", out)
