@@ -20,7 +20,7 @@ CNI_CMDS := github.com/containernetworking/plugins/plugins/main/bridge \
 
 LAB_FLAGS ?= --nodes 2
 
-.PHONY: all build build-cilium build-lab build-k8s build-cni build-coredns build-standins generate check-generated check-tidy check-fmt \
+.PHONY: all build build-cilium build-hubble-upstream build-lab build-k8s build-cni build-coredns build-standins generate check-generated check-tidy check-fmt \
 	test test-unit test-fuzz fuzz test-skips-reset test-netkit-vm test-lab test-e2e-smoke e2e bench bench-datapath bench-datapath-netkit bench-cni bench-services bench-policy bench-hubble demo lab-up lab-down clean
 
 all: build
@@ -34,6 +34,13 @@ GOINSTALL := $(CURDIR)/hack/goinstall.sh
 
 build-cilium:
 	GOBIN=$(BIN) $(GOINSTALL) cilium-go ./cmd/cilium-agent ./cmd/cilium-cni ./cmd/cilium-operator ./cmd/cilium-dbg ./cmd/hubble ./cmd/hubble-relay
+
+# Cilium's own hubble CLI, which the e2e tests run against cilium-go to
+# prove that it works unchanged: built from test/hubblecli, a module of
+# its own, so that its dependencies stay out of cilium-go's go.mod and
+# binaries (hack/depcheck).
+build-hubble-upstream:
+	cd test/hubblecli && GOBIN=$(BIN)/upstream $(GOINSTALL) hubble-upstream github.com/cilium/cilium/hubble
 
 # `go install` into bin/ relinks a binary only when it is stale.
 build-k8s:
@@ -71,7 +78,7 @@ check-generated: generate
 # CI: every module's go.mod and go.sum are what `go mod tidy` makes of them
 # (direct imports are not `// indirect`). -diff changes nothing, prints the
 # difference and fails.
-GO_MODULES := . lab lab/tools/coredns
+GO_MODULES := . lab lab/tools/coredns test/hubblecli
 check-tidy:
 	@for m in $(GO_MODULES); do \
 		(cd $$m && $(GO) mod tidy -diff) || { echo "$$m/go.mod is not tidy: run go mod tidy in $$m" >&2; exit 1; }; \
@@ -153,10 +160,10 @@ test-lab: build-lab build-cilium
 # The lab runs cilium-go by default: its binaries and cilium-dbg too. The
 # smoke subset runs the cilium lab in tunnel and native routing mode; -short
 # trims the native one to what depends on the mode.
-test-e2e-smoke: build-lab build-cilium $(TESTREPORT)
+test-e2e-smoke: build-lab build-cilium build-hubble-upstream $(TESTREPORT)
 	set -o pipefail; $(GO) test -count=1 -json -short -timeout 20m ./test/e2e -run 'TestPrivilegedSmoke' -args -bin $(BIN) 2>&1 | $(REPORT) -v
 
-e2e: prereqs-test build-lab build-cilium $(TESTREPORT)
+e2e: prereqs-test build-lab build-cilium build-hubble-upstream $(TESTREPORT)
 	set -o pipefail; $(GO) test -count=1 -json -timeout 60m ./test/e2e -args -bin $(BIN) 2>&1 | $(REPORT) -v
 
 bench: prereqs-test build bench-datapath bench-cni bench-services bench-policy bench-hubble

@@ -8,6 +8,7 @@ require (
 	github.com/cilium/hive v1.0.4
 	github.com/cilium/statedb v0.9.4
 	github.com/containernetworking/cni v1.3.1
+	github.com/google/cel-go v0.29.2
 	github.com/gopacket/gopacket v1.7.7
 	github.com/prometheus/client_golang v1.24.0
 	github.com/spf13/cobra v1.10.2
@@ -29,7 +30,9 @@ require (
 )
 
 require (
+	cel.dev/expr v0.25.2 // indirect
 	github.com/BurntSushi/toml v1.6.0 // indirect
+	github.com/antlr4-go/antlr/v4 v4.13.1 // indirect
 	github.com/beorn7/perks v1.0.1 // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
 	github.com/cilium/stream v0.0.1 // indirect
@@ -89,6 +92,7 @@ require (
 	golang.org/x/term v0.45.0 // indirect
 	golang.org/x/text v0.40.0 // indirect
 	golang.org/x/tools v0.47.0 // indirect
+	google.golang.org/genproto/googleapis/api v0.0.0-20260526163538-3dc84a4a5aaa // indirect
 	google.golang.org/genproto/googleapis/rpc v0.0.0-20260622175928-b703f567277d // indirect
 	gopkg.in/evanphx/json-patch.v4 v4.13.0 // indirect
 	gopkg.in/inf.v0 v0.9.1 // indirect

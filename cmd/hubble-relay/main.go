@@ -171,14 +171,15 @@ func (c *config) serve(ctx context.Context, log *slog.Logger, ln, healthLn net.L
 	if err != nil {
 		return err
 	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
 	pool := relay.NewPool(relay.Options{PeerTarget: c.peerService, PeerServerName: relay.ServerName("hubble-peer", c.clusterName),
 		TLS: clientTLS, DialTimeout: c.dialTimeout, RetryTimeout: c.retryTimeout}, log)
 	hs := health.NewServer()
+	go reportHealth(ctx, pool, hs, healthInterval)
 	srv := grpc.NewServer(opts...)
 	observer.RegisterObserverServer(srv, relay.NewServer(pool, "cilium-go", c.sortBufferLenMax, c.sortBufferDrainTimeout))
 	healthpb.RegisterHealthServer(srv, hs)
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
 	go pool.Run(ctx)
 	if healthLn != nil {
 		// The kubelet's gRPC probes speak no TLS.
@@ -194,4 +195,31 @@ func (c *config) serve(ctx context.Context, log *slog.Logger, ln, healthLn net.L
 	log.Info("hubble-relay serving", "address", ln.Addr().String(), "peer-service", c.peerService,
 		"client-tls", clientTLS != nil, "server-tls", !c.disableServerTLS, "mutual-tls", len(c.clientCAFiles) > 0)
 	return srv.Serve(ln)
+}
+
+// healthInterval is how often the Observer's health follows the pool.
+const healthInterval = 2 * time.Second
+
+// reportHealth tells, until ctx ends, whether the relay can answer under
+// the Observer service's health name, which `hubble status` asks about:
+// serving once the Peer service is followed and a node is connected, as
+// Cilium's relay. The overall name "", which the kubelet's probes ask
+// about, says only that the process serves: liveness is not readiness,
+// and a relay without nodes is not helped by a restart.
+func reportHealth(ctx context.Context, pool *relay.Pool, hs *health.Server, every time.Duration) {
+	hs.SetServingStatus(relay.HealthServiceName, healthpb.HealthCheckResponse_NOT_SERVING)
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		st := healthpb.HealthCheckResponse_NOT_SERVING
+		if pool.Serving() {
+			st = healthpb.HealthCheckResponse_SERVING
+		}
+		hs.SetServingStatus(relay.HealthServiceName, st)
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
 }

@@ -18,6 +18,7 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	"github.com/cilium-go/cilium/internal/testenv"
+	"github.com/cilium-go/cilium/pkg/hubble/relay"
 )
 
 // configOf parses args as serve's flags.
@@ -149,6 +150,12 @@ func TestRelayRefusesClientsWithoutTheCAsCertificate(t *testing.T) {
 	if resp, err := healthpb.NewHealthClient(conn).Check(ctx, &healthpb.HealthCheckRequest{}); err != nil ||
 		resp.GetStatus() != healthpb.HealthCheckResponse_SERVING {
 		t.Errorf("health port: %v, %v", resp, err)
+	}
+	// The Observer's name, which `hubble status` asks about, is not
+	// serving: the relay has no Peer service, so no nodes.
+	resp, err := healthpb.NewHealthClient(conn).Check(ctx, &healthpb.HealthCheckRequest{Service: relay.HealthServiceName})
+	if err != nil || resp.GetStatus() != healthpb.HealthCheckResponse_NOT_SERVING {
+		t.Errorf("health of %s without nodes: %v, %v", relay.HealthServiceName, resp, err)
 	}
 }
 

@@ -1,8 +1,10 @@
 // Package depcheck keeps the module's package graph honest: the kernel is
-// touched only at the edge, and the CNI plugin stays a thin client.
+// touched only at the edge, the CNI plugin stays a thin client, and the
+// upstream hubble CLI that the e2e tests build stays out of the product.
 package depcheck
 
 import (
+	"encoding/json"
 	"os/exec"
 	"strings"
 	"testing"
@@ -138,5 +140,65 @@ func TestOnlyHubbleAPIFromCilium(t *testing.T) {
 		if under(dep, "github.com/cilium/cilium") && !allowed[dep] {
 			t.Errorf("cilium-go depends on %s: of github.com/cilium/cilium only %v under api/v1 may be used", dep, ciliumAPI)
 		}
+	}
+}
+
+// upstreamCLI is the test-only module that builds Cilium's hubble CLI
+// (make build-hubble-upstream) for the e2e tests.
+const upstreamCLI = module + "/test/hubblecli"
+
+type goMod struct {
+	Require []struct{ Path, Version string }
+	Replace []struct{ Old struct{ Path string } }
+	Tool    []struct{ Path string }
+}
+
+func readGoMod(t *testing.T, path string) goMod {
+	t.Helper()
+	out, err := exec.Command("go", "mod", "edit", "-json", path).Output()
+	if err != nil {
+		t.Fatalf("go mod edit -json %s: %v", path, err)
+	}
+	var m goMod
+	if err := json.Unmarshal(out, &m); err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	return m
+}
+
+// TestUpstreamCLIStaysApart: nothing of cilium-go links the upstream CLI's
+// module or Cilium's CLI packages, the main go.mod neither requires nor
+// replaces it, and the CLI is the release whose API cilium-go speaks.
+func TestUpstreamCLIStaysApart(t *testing.T) {
+	for _, dep := range goList(t, "-deps", "-test", module+"/...") {
+		if under(dep, upstreamCLI, "github.com/cilium/cilium/hubble") {
+			t.Errorf("cilium-go depends on %s", dep)
+		}
+	}
+	root := readGoMod(t, "../../go.mod")
+	for _, r := range root.Require {
+		if under(r.Path, upstreamCLI) {
+			t.Errorf("go.mod requires %s", r.Path)
+		}
+	}
+	for _, r := range root.Replace {
+		if under(r.Old.Path, upstreamCLI) {
+			t.Errorf("go.mod replaces %s", r.Old.Path)
+		}
+	}
+	version := func(m goMod, path string) string {
+		for _, r := range m.Require {
+			if r.Path == path {
+				return r.Version
+			}
+		}
+		return ""
+	}
+	cli := readGoMod(t, "../../test/hubblecli/go.mod")
+	if v, want := version(cli, "github.com/cilium/cilium"), version(root, "github.com/cilium/cilium"); v != want {
+		t.Errorf("test/hubblecli builds Cilium %s's hubble, cilium-go speaks %s's API", v, want)
+	}
+	if len(cli.Tool) != 1 || cli.Tool[0].Path != "github.com/cilium/cilium/hubble" {
+		t.Errorf("test/hubblecli's tool is %v, want github.com/cilium/cilium/hubble", cli.Tool)
 	}
 }

@@ -1,7 +1,8 @@
 // Package hubble is the agent's Hubble server: it makes flows of the
 // datapath's events (a subscriber of the monitor's), keeps the last ones
 // in a ring and serves them through Hubble's Observer gRPC service on a
-// unix socket.
+// unix socket (and to relays over TCP), and exports them to a file if
+// asked (pkg/hubble/exporter).
 package hubble
 
 import (
@@ -28,6 +29,8 @@ import (
 	"github.com/spf13/pflag"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
+	grpchealth "google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/keepalive"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
@@ -37,6 +40,7 @@ import (
 	"github.com/cilium-go/cilium/pkg/endpoint"
 	"github.com/cilium-go/cilium/pkg/health"
 	"github.com/cilium-go/cilium/pkg/hubble/container"
+	"github.com/cilium-go/cilium/pkg/hubble/exporter"
 	"github.com/cilium-go/cilium/pkg/hubble/metrics"
 	hubbleobserver "github.com/cilium-go/cilium/pkg/hubble/observer"
 	"github.com/cilium-go/cilium/pkg/hubble/parser"
@@ -52,6 +56,7 @@ import (
 // Cell runs the Hubble server when --enable-hubble is set.
 var Cell = cell.Module("hubble", "Hubble - the datapath events as flows over gRPC",
 	cell.Config(DefaultConfig),
+	cell.Config(exporter.DefaultConfig),
 	health.JobGroup,
 	// Flows of forwarded packets come from the datapath's traces.
 	cell.Provide(func(c Config) nodedatapath.TracesWanted { return nodedatapath.TracesWanted(c.EnableHubble) }),
@@ -162,6 +167,7 @@ func (c Config) listenPort() int {
 type params struct {
 	cell.In
 	Config    Config
+	Export    exporter.Config
 	K8s       k8sagent.Config
 	Lifecycle cell.Lifecycle
 	Jobs      job.Group
@@ -186,6 +192,9 @@ func register(p params) error {
 	if !p.Config.EnableHubble {
 		return nil
 	}
+	if err := p.Export.Validate(); err != nil {
+		return err
+	}
 	ring, err := container.NewRing(p.Config.HubbleEventBufferCapacity)
 	if err != nil {
 		return err
@@ -205,6 +214,13 @@ func register(p params) error {
 	p.Jobs.Add(job.OneShot("hubble-events", func(ctx context.Context, _ cell.Health) error {
 		return ReadEvents(ctx, p.Log, sub, pr, ring, counted)
 	}))
+	if p.Export.Enabled() {
+		exp, err := exporter.New(p.Export, node, p.Log)
+		if err != nil {
+			return err
+		}
+		p.Jobs.Add(job.OneShot("hubble-exporter", func(ctx context.Context, _ cell.Health) error { return exp.Run(ctx, ring) }))
+	}
 	agentRing, err := container.NewRing(agentEventsCapacity)
 	if err != nil {
 		return err
@@ -223,8 +239,12 @@ func register(p params) error {
 		}))
 	}
 	obs := hubbleobserver.New(ring, node, Version).WithAgentEvents(agentRing)
+	// The node's server answers whenever it runs, as Cilium's.
+	hs := grpchealth.NewServer()
+	hs.SetServingStatus(relay.HealthServiceName, healthpb.HealthCheckResponse_SERVING)
 	addServices := func(srv *grpc.Server) {
 		observer.RegisterObserverServer(srv, obs)
+		healthpb.RegisterHealthServer(srv, hs)
 		// Peers are the cluster's nodes: none to tell without Kubernetes.
 		if p.Watchers != nil {
 			ps := &peerServer{nodes: p.Watchers, port: p.Config.listenPort(), cluster: p.K8s.ClusterName,
@@ -232,12 +252,15 @@ func register(p params) error {
 			peer.RegisterPeerServer(srv, ps)
 		}
 	}
-	srv := grpc.NewServer()
+	// Relays ping to find a node that stopped answering, on the TCP
+	// listener and on the socket, where a relay of the node follows the
+	// Peer service: without the permission the server would end their
+	// connection (too_many_pings).
+	keepalivePolicy := grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: relay.KeepaliveMinTime, PermitWithoutStream: true})
+	srv := grpc.NewServer(keepalivePolicy)
 	addServices(srv)
 	if p.Config.HubbleListenAddress != "" {
-		// Relays ping to find a node that stopped answering.
-		opts := []grpc.ServerOption{grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{
-			MinTime: relay.KeepaliveMinTime, PermitWithoutStream: true})}
+		opts := []grpc.ServerOption{keepalivePolicy}
 		if !p.Config.HubbleDisableTLS {
 			cfg, err := p.Config.serverTLS(p.Log)
 			if err != nil {

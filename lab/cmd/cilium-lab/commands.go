@@ -93,6 +93,7 @@ func upCommand(stateDir *string) *cobra.Command {
 	o.InstallDir = filepath.Join(filepath.Dir(binDir()), "install", "kubernetes")
 	f.StringVar(&o.InstallDir, "install-dir", o.InstallDir, "with --cni=cilium: the repository's install/kubernetes, whose RBAC the lab applies")
 	f.StringVar(&o.KubeProxy, "kube-proxy", o.KubeProxy, "kube-proxy on every node: none (cilium-go's kube-proxy replacement; the default with --cni=cilium), iptables (the default with --cni=bridge) or nftables")
+	f.BoolVar(&o.HubbleExport, "hubble-export", o.HubbleExport, "with --cni=cilium: every agent exports its flows to the node's "+plan.HubbleExportFile+" (hubble observe --input-file reads it)")
 	f.StringVar(&underlay, "underlay", o.Underlay.String(), "IPv4 prefix of the network joining the machines")
 	f.StringVar(&clusterCIDR, "cluster-cidr", o.ClusterCIDR.String(), "IPv4 prefix pods get addresses from")
 	f.IntVar(&o.NodeMask, "node-cidr-mask-size", o.NodeMask, "prefix length of each node's pod CIDR")

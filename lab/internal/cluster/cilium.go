@@ -260,6 +260,9 @@ func agentProcess(p plan.Plan, n plan.Node, binDir string) proc.Spec {
 		"--hubble-metrics=flow tcp port-distribution icmp drop:sourceContext=pod;destinationContext=pod " +
 			"policy:sourceContext=pod;destinationContext=pod",
 	}
+	if p.HubbleExport {
+		args = append(args, "--hubble-export-file-path="+plan.HubbleExportFile)
+	}
 	if p.KubeProxy == "none" {
 		args = append(args, "--kube-proxy-replacement=true", "--enable-host-legacy-routing=false")
 		if n.Cgroup != "" {

@@ -46,7 +46,14 @@ type Options struct {
 	APIPort     int // on the host's loopback, held open by the supervisor
 	// CgroupRoot is where the machine's cgroup v2 hierarchy is mounted.
 	CgroupRoot string
+	// HubbleExport has every agent export its flows to the node's
+	// HubbleExportFile.
+	HubbleExport bool
 }
+
+// HubbleExportFile is where, in a node's mount namespace, its agent
+// exports flows with --hubble-export: Cilium's chart's path.
+const HubbleExportFile = "/var/run/cilium/hubble/events.log"
 
 // DefaultOptions returns the options of a plain `cilium-lab up`.
 func DefaultOptions() Options {
@@ -109,6 +116,8 @@ type Plan struct {
 	InstallDir  string `json:"installDir,omitempty"`
 	// KubeProxy is the kube-proxy mode, or "none".
 	KubeProxy string `json:"kubeProxy"`
+	// HubbleExport: the agents export flows to HubbleExportFile.
+	HubbleExport bool `json:"hubbleExport,omitempty"`
 
 	Underlay        netip.Prefix `json:"underlay"`
 	UnderlayNetns   string       `json:"underlayNetns"`
@@ -188,6 +197,7 @@ func New(o Options) (Plan, error) {
 		RoutingMode:     o.RoutingMode,
 		InstallDir:      o.InstallDir,
 		KubeProxy:       o.KubeProxy,
+		HubbleExport:    o.HubbleExport && o.CNI == CNICilium,
 		Underlay:        o.Underlay.Masked(),
 		UnderlayNetns:   "/run/netns/" + o.Name + "-underlay",
 		UnderlayBridge:  o.Name + "0",

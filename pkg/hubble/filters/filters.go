@@ -2,8 +2,10 @@
 // whitelist and blacklist) with Hubble's meaning: a filter matches a
 // flow when every field it sets matches, a field matches when any of its
 // values does; a flow passes when no blacklist filter and, if there are
-// any, some whitelist filter matches it. A field that cilium-go's flows
-// never carry (L7, DNS names, tracing) is refused, not ignored.
+// any, some whitelist filter matches it. Fields that only L7 records,
+// DNS names or other parts fill (l7.go) match no flow without them, as in
+// Cilium; experimental.cel_expression holds Hubble's CEL expressions on
+// the flow (cel.go).
 package filters
 
 import (
@@ -15,7 +17,6 @@ import (
 	"strings"
 
 	"github.com/cilium/cilium/api/v1/flow"
-	"google.golang.org/protobuf/reflect/protoreflect"
 
 	"github.com/cilium-go/cilium/pkg/hubble/flows"
 )
@@ -59,25 +60,18 @@ func (s *Set) Pass(f *flow.Flow) bool {
 	return slices.ContainsFunc(s.whitelist, func(w Func) bool { return w(f) })
 }
 
-// unsupported are the FlowFilter fields that no flow of cilium-go's can
-// match: a filter on them would silently pass or drop everything.
-var unsupported = []string{"source_ip_xlated", "source_fqdn", "destination_fqdn", "source_cluster_name",
-	"destination_cluster_name", "http_status_code", "dns_query", "http_method", "http_path", "http_url",
-	"http_header", "node_labels", "trace_id", "ip_trace_id", "encrypted", "experimental"}
-
 func build(ff *flow.FlowFilter) (Func, error) {
-	var err error
-	ff.ProtoReflect().Range(func(fd protoreflect.FieldDescriptor, _ protoreflect.Value) bool {
-		if slices.Contains(unsupported, string(fd.Name())) {
-			err = fmt.Errorf("filter field %s: cilium-go's flows do not carry it", fd.Name())
-			return false
-		}
-		return true
-	})
+	all, err := l7Filters(ff)
 	if err != nil {
 		return nil, err
 	}
-	var all []Func
+	if v := ff.GetExperimental().GetCelExpression(); len(v) > 0 {
+		m, err := celExpressions(v)
+		if err != nil {
+			return nil, err
+		}
+		all = append(all, m)
+	}
 	add := func(fs ...Func) { all = append(all, fs...) }
 	if v := ff.GetUuid(); len(v) > 0 {
 		add(func(f *flow.Flow) bool { return slices.Contains(v, f.GetUuid()) })
@@ -188,18 +182,11 @@ func build(ff *flow.FlowFilter) (Func, error) {
 		})
 	}
 	if v := ff.GetProtocol(); len(v) > 0 {
-		var protos []string
-		for _, p := range v {
-			p = strings.ToLower(p)
-			if !slices.Contains([]string{"tcp", "udp", "sctp", "icmp", "icmpv4"}, p) {
-				return nil, fmt.Errorf("protocol %q: want tcp, udp, sctp or icmp", p)
-			}
-			if p == "icmp" {
-				p = "icmpv4"
-			}
-			protos = append(protos, p)
+		m, err := protocol(v)
+		if err != nil {
+			return nil, err
 		}
-		add(func(f *flow.Flow) bool { return slices.Contains(protos, flows.Protocol(f)) })
+		add(m)
 	}
 	for _, side := range []struct {
 		name  string

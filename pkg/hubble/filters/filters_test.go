@@ -119,8 +119,14 @@ func TestBadFiltersNameTheField(t *testing.T) {
 		ff   *flow.FlowFilter
 		want string
 	}{
-		{&flow.FlowFilter{HttpMethod: []string{"GET"}}, "http_method"},
-		{&flow.FlowFilter{SourceFqdn: []string{"*.example.com"}}, "source_fqdn"},
+		{&flow.FlowFilter{HttpStatusCode: []string{"2xx"}}, "http_status_code"},
+		{&flow.FlowFilter{HttpPath: []string{"/api/("}}, "http_path"},
+		{&flow.FlowFilter{DnsQuery: []string{"*.example.com"}}, "dns_query"},
+		{&flow.FlowFilter{SourceFqdn: []string{"example.com/x"}}, "source_fqdn"},
+		{&flow.FlowFilter{DestinationClusterName: []string{""}}, "destination_cluster_name"},
+		{&flow.FlowFilter{NodeLabels: []string{"zone in x"}}, "node_labels"},
+		{&flow.FlowFilter{SourceIpXlated: []string{"nope"}}, "source_ip_xlated"},
+		{&flow.FlowFilter{Experimental: &flow.FlowFilter_Experimental{CelExpression: []string{"1"}}}, "cel_expression"},
 		{&flow.FlowFilter{SourceIp: []string{"10.0.0.300"}}, "source_ip"},
 		{&flow.FlowFilter{DestinationPort: []string{"http"}}, "destination_port"},
 		{&flow.FlowFilter{Protocol: []string{"gre"}}, "protocol"},

@@ -1,10 +1,12 @@
 // Package observer serves a node's flows through Hubble's Observer gRPC
 // service: GetFlows (the last or first flows, a time window, following
 // new ones, whitelist and blacklist filters, and the records of events
-// lost), GetAgentEvents, ServerStatus and GetNamespaces.
+// lost, only the fields of a field mask), GetAgentEvents, GetDebugEvents
+// (none), ServerStatus and GetNamespaces.
 package observer
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"maps"
@@ -13,12 +15,14 @@ import (
 
 	"github.com/cilium/cilium/api/v1/flow"
 	"github.com/cilium/cilium/api/v1/observer"
+	relaypb "github.com/cilium/cilium/api/v1/relay"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/timestamppb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/cilium-go/cilium/pkg/hubble/container"
+	"github.com/cilium-go/cilium/pkg/hubble/fieldmask"
 	"github.com/cilium-go/cilium/pkg/hubble/filters"
 )
 
@@ -59,6 +63,14 @@ func (s *Server) rate(now time.Time) float64 {
 	return float64(n) / time.Minute.Seconds()
 }
 
+// GetNodes implements observer.ObserverServer: the node itself, so that
+// `hubble list nodes` answers on a node's socket too (Cilium's node
+// servers leave it to the relay).
+func (s *Server) GetNodes(context.Context, *observer.GetNodesRequest) (*observer.GetNodesResponse, error) {
+	return &observer.GetNodesResponse{Nodes: []*observer.Node{{Name: s.node, Version: s.version, State: relaypb.NodeState_NODE_CONNECTED,
+		UptimeNs: uint64(time.Since(s.started)), NumFlows: s.ring.Len(), MaxFlows: s.ring.Cap(), SeenFlows: s.ring.Written()}}}, nil
+}
+
 // back calls fn on the ring's flows from the newest back to since.
 func (s *Server) back(since time.Time, fn func(*flow.Flow)) {
 	oldest, next := s.ring.Bounds()
@@ -81,19 +93,22 @@ func (s *Server) back(since time.Time, fn func(*flow.Flow)) {
 const namespaceWindow = time.Hour
 
 // GetNamespaces implements observer.ObserverServer: the namespaces of
-// the pods in the last hour's flows that the ring holds.
+// the pods in the last hour's flows that the ring holds, with their
+// cluster, as Cilium's.
 func (s *Server) GetNamespaces(context.Context, *observer.GetNamespacesRequest) (*observer.GetNamespacesResponse, error) {
-	seen := map[string]bool{}
+	seen := map[[2]string]bool{}
 	s.back(time.Now().Add(-namespaceWindow), func(f *flow.Flow) {
 		for _, ep := range []*flow.Endpoint{f.GetSource(), f.GetDestination()} {
 			if ns := ep.GetNamespace(); ns != "" {
-				seen[ns] = true
+				seen[[2]string{ep.GetClusterName(), ns}] = true
 			}
 		}
 	})
 	resp := &observer.GetNamespacesResponse{}
-	for _, ns := range slices.Sorted(maps.Keys(seen)) {
-		resp.Namespaces = append(resp.Namespaces, &observer.Namespace{Namespace: ns})
+	for _, k := range slices.SortedFunc(maps.Keys(seen), func(a, b [2]string) int {
+		return cmp.Or(cmp.Compare(a[0], b[0]), cmp.Compare(a[1], b[1]))
+	}) {
+		resp.Namespaces = append(resp.Namespaces, &observer.Namespace{Cluster: k[0], Namespace: k[1]})
 	}
 	return resp, nil
 }
@@ -103,8 +118,9 @@ func (s *Server) GetNamespaces(context.Context, *observer.GetNamespacesRequest) 
 // when number is 0 and nothing is followed; since and until bound their
 // times; follow goes on with new flows as they come.
 func (s *Server) GetFlows(req *observer.GetFlowsRequest, stream observer.Observer_GetFlowsServer) error {
-	if len(req.GetFieldMask().GetPaths()) > 0 {
-		return status.Error(codes.InvalidArgument, "field_mask: cilium-go sends whole flows")
+	mask, err := fieldmask.New(req.GetFieldMask().GetPaths())
+	if err != nil {
+		return status.Error(codes.InvalidArgument, err.Error())
 	}
 	set, err := filters.Compile(req.GetWhitelist(), req.GetBlacklist())
 	if err != nil {
@@ -119,7 +135,9 @@ func (s *Server) GetFlows(req *observer.GetFlowsRequest, stream observer.Observe
 			return stream.Send(&observer.GetFlowsResponse{ResponseTypes: &observer.GetFlowsResponse_LostEvents{LostEvents: ev.Lost},
 				NodeName: s.node, Time: ev.Lost.GetLast()})
 		}
-		return stream.Send(&observer.GetFlowsResponse{ResponseTypes: &observer.GetFlowsResponse_Flow{Flow: ev.Flow},
+		// The response's time and node are the whole flow's, whatever
+		// the mask: the relay merges by them.
+		return stream.Send(&observer.GetFlowsResponse{ResponseTypes: &observer.GetFlowsResponse_Flow{Flow: mask.Apply(ev.Flow)},
 			NodeName: s.node, Time: ev.Flow.GetTime()})
 	}
 	return q.serve(stream.Context(), s.ring, func(ev container.Event) bool { return ev.Flow != nil && set.Pass(ev.Flow) }, send)
@@ -143,6 +161,20 @@ func (s *Server) GetAgentEvents(req *observer.GetAgentEventsRequest, stream obse
 		return stream.Send(ev.Agent)
 	}
 	return q.serve(stream.Context(), s.agentEvents, func(ev container.Event) bool { return ev.Agent != nil }, send)
+}
+
+// GetDebugEvents implements observer.ObserverServer: cilium-go's
+// datapath sends no debug events, so the answer is empty; a followed
+// one stays open until the client leaves, as Cilium's does when there are
+// none.
+func (s *Server) GetDebugEvents(req *observer.GetDebugEventsRequest, stream observer.Observer_GetDebugEventsServer) error {
+	if _, err := newQuery(req.GetNumber(), req.GetFirst(), req.GetFollow(), req.GetSince(), req.GetUntil()); err != nil {
+		return err
+	}
+	if req.GetFollow() {
+		<-stream.Context().Done()
+	}
+	return nil
 }
 
 // query is what GetFlows and GetAgentEvents ask alike.

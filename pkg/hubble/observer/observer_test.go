@@ -8,6 +8,7 @@ import (
 	"net"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -17,6 +18,8 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/fieldmaskpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/cilium-go/cilium/pkg/hubble/container"
@@ -110,6 +113,10 @@ func TestGetFlows(t *testing.T) {
 		}
 	}
 
+	nodes, err := c.GetNodes(context.Background(), &observer.GetNodesRequest{})
+	if err != nil || len(nodes.GetNodes()) != 1 || nodes.GetNodes()[0].GetName() != "node-1" || nodes.GetNodes()[0].GetNumFlows() != 7 {
+		t.Errorf("nodes %v, %v", nodes, err)
+	}
 	st, err := c.ServerStatus(context.Background(), &observer.ServerStatusRequest{})
 	if err != nil || st.GetNumFlows() != 7 || st.GetMaxFlows() != 7 || st.GetSeenFlows() != 10 || st.GetVersion() != "cilium-go test" ||
 		st.GetNumConnectedNodes().GetValue() != 1 {
@@ -121,7 +128,7 @@ func TestGetFlowsRefusesWhatItCannotDo(t *testing.T) {
 	ring, _ := container.NewRing(7)
 	c := serve(t, ring)
 	for _, req := range []*observer.GetFlowsRequest{
-		{Whitelist: []*flow.FlowFilter{{HttpMethod: []string{"GET"}}}},
+		{Whitelist: []*flow.FlowFilter{{HttpStatusCode: []string{"2xx"}}}},
 		{Blacklist: []*flow.FlowFilter{{SourceIp: []string{"nope"}}}},
 		{Since: timestamppb.New(t0.Add(time.Hour)), Until: timestamppb.New(t0)},
 	} {
@@ -213,7 +220,7 @@ func TestGetNamespaces(t *testing.T) {
 	now := time.Now()
 	for i, ns := range []string{"old", "b", "a"} {
 		f := &flow.Flow{Time: timestamppb.New(now.Add(-2 * time.Hour).Add(time.Duration(i) * time.Hour)),
-			Source: &flow.Endpoint{Namespace: ns}, Destination: &flow.Endpoint{Namespace: "b"}}
+			Source: &flow.Endpoint{Namespace: ns, ClusterName: "default"}, Destination: &flow.Endpoint{Namespace: "b", ClusterName: "default"}}
 		ring.Write(container.Event{Flow: f})
 	}
 	resp, err := serve(t, ring).GetNamespaces(context.Background(), &observer.GetNamespacesRequest{})
@@ -222,9 +229,9 @@ func TestGetNamespaces(t *testing.T) {
 	}
 	var got []string
 	for _, n := range resp.GetNamespaces() {
-		got = append(got, n.GetNamespace())
+		got = append(got, n.GetCluster()+"/"+n.GetNamespace())
 	}
-	if !slices.Equal(got, []string{"a", "b"}) {
+	if !slices.Equal(got, []string{"default/a", "default/b"}) {
 		t.Fatalf("namespaces %v, want a and b (old is older than an hour)", got)
 	}
 }
@@ -311,5 +318,70 @@ func TestGetAgentEvents(t *testing.T) {
 	}
 	if status.Code(err) != codes.Unimplemented {
 		t.Errorf("a server without agent events: %v", err)
+	}
+}
+
+// TestFieldMask: only the fields asked for go out, and the response
+// keeps the whole flow's time and node, which the relay merges by.
+func TestFieldMask(t *testing.T) {
+	ring, _ := container.NewRing(7)
+	f := flowAt(2)
+	f.Source = &flow.Endpoint{PodName: "client", Namespace: "default", Labels: []string{"k8s:app=client"}}
+	f.NodeName = "node-1"
+	ring.Write(container.Event{Flow: f})
+	c := serve(t, ring)
+	stream, err := c.GetFlows(context.Background(), &observer.GetFlowsRequest{FieldMask: &fieldmaskpb.FieldMask{Paths: []string{"verdict", "source.pod_name"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := stream.Recv()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := &flow.Flow{Verdict: flow.Verdict_FORWARDED, Source: &flow.Endpoint{PodName: "client"}}
+	if !proto.Equal(resp.GetFlow(), want) {
+		t.Errorf("masked flow %v, want %v", resp.GetFlow(), want)
+	}
+	if !resp.GetTime().AsTime().Equal(t0.Add(2*time.Second)) || resp.GetNodeName() != "node-1" {
+		t.Errorf("response time %v node %q: want the flow's", resp.GetTime().AsTime(), resp.GetNodeName())
+	}
+	// The ring's flow is untouched.
+	if ev, _, _ := ring.At(0); len(ev.Flow.GetSource().GetLabels()) != 1 || ev.Flow.GetUuid() != "2" {
+		t.Errorf("the ring's flow changed: %v", ev.Flow)
+	}
+
+	stream, err = c.GetFlows(context.Background(), &observer.GetFlowsRequest{FieldMask: &fieldmaskpb.FieldMask{Paths: []string{"time", "source.pod_nam"}}})
+	if err == nil {
+		_, err = stream.Recv()
+	}
+	if status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), `"source.pod_nam"`) {
+		t.Errorf("unknown path: %v, want InvalidArgument naming source.pod_nam", err)
+	}
+}
+
+// TestGetDebugEvents: none, but not Unimplemented; a follower stays until
+// it leaves.
+func TestGetDebugEvents(t *testing.T) {
+	ring, _ := container.NewRing(7)
+	c := serve(t, ring)
+	stream, err := c.GetDebugEvents(context.Background(), &observer.GetDebugEventsRequest{Number: 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := stream.Recv(); !errors.Is(err, io.EOF) {
+		t.Fatalf("debug events: %v, want an empty answer", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	stream, err = c.GetDebugEvents(ctx, &observer.GetDebugEventsRequest{Follow: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The deadline ends it on both sides: the client may see its own
+	// end or the server's.
+	_, err = stream.Recv()
+	if took := time.Since(start); took < 200*time.Millisecond || (status.Code(err) != codes.DeadlineExceeded && !errors.Is(err, io.EOF)) {
+		t.Fatalf("followed debug events: %v after %v, want open until the client's deadline", err, took)
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/netip"
+	"strings"
 	"sync"
 	"time"
 
@@ -318,7 +319,21 @@ func (p *Parser) lookupEndpoint(id uint16, addr netip.Addr, num identity.Numeric
 		ep.Labels, _ = p.state.IdentityLabels(ep.Identity)
 	}
 	return &flow.Endpoint{ID: uint32(ep.ID), Identity: uint32(ep.Identity), Namespace: ep.Namespace, PodName: ep.PodName,
-		Labels: ep.Labels, Workloads: ep.Workloads}
+		Labels: ep.Labels, Workloads: ep.Workloads, ClusterName: clusterOf(ep.Labels)}
+}
+
+// clusterLabel is the identity label that names a pod's cluster, as
+// Cilium's parser reads it for Endpoint.cluster_name (hubble observe
+// --cluster).
+const clusterLabel = "k8s:io.cilium.k8s.policy.cluster="
+
+func clusterOf(labels []string) string {
+	for _, l := range labels {
+		if name, ok := strings.CutPrefix(l, clusterLabel); ok {
+			return name
+		}
+	}
+	return ""
 }
 
 // flowParts are a flow and the messages of its own that it points to,

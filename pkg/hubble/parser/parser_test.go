@@ -117,3 +117,21 @@ func TestDecodeSocketTraces(t *testing.T) {
 		}
 	}
 }
+
+// TestClusterOf: a pod's cluster is its identity's cluster label, as in
+// Cilium's flows; reserved identities name none.
+func TestClusterOf(t *testing.T) {
+	for _, tc := range []struct {
+		labels []string
+		want   string
+	}{
+		{[]string{"k8s:app=echo", "k8s:io.cilium.k8s.policy.cluster=east", "k8s:io.kubernetes.pod.namespace=default"}, "east"},
+		{[]string{"reserved:host"}, ""},
+		{[]string{"k8s:io.cilium.k8s.policy.cluster.other=x"}, ""},
+		{nil, ""},
+	} {
+		if got := clusterOf(tc.labels); got != tc.want {
+			t.Errorf("clusterOf(%v) = %q, want %q", tc.labels, got, tc.want)
+		}
+	}
+}

@@ -162,13 +162,13 @@ func TestMergedAnswersAreTheOldCuts(t *testing.T) {
 }
 
 // TestRefusedRequestIsRefused: a request the nodes refuse (here a field
-// mask) is the relay's error, with no flow before it.
+// mask of a field flows lack) is the relay's error, with no flow before it.
 func TestRefusedRequestIsRefused(t *testing.T) {
 	c := newCluster(t)
 	c.write(0, 1)
 	client := c.relay(t, "relay")
 	for _, req := range []*observer.GetFlowsRequest{{}, {Number: 3}, {Number: 3, First: true}} {
-		req.FieldMask = &fieldmaskpb.FieldMask{Paths: []string{"time"}}
+		req.FieldMask = &fieldmaskpb.FieldMask{Paths: []string{"time", "no_such_field"}}
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		stream, err := client.GetFlows(ctx, req)
 		must(t, err)

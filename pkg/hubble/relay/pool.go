@@ -22,6 +22,11 @@ import (
 	"google.golang.org/grpc/keepalive"
 )
 
+// HealthServiceName is the name under which Hubble servers and relays
+// tell the gRPC health service (grpc.health.v1) that the Observer
+// serves: Cilium's, which `hubble status` asks about.
+const HealthServiceName = "hubble.server.Observer"
+
 // Options configure the relay's side towards the nodes.
 type Options struct {
 	// PeerTarget is the Peer service: unix:///path or host:port.
@@ -57,6 +62,8 @@ type Pool struct {
 
 	mu    sync.Mutex
 	nodes map[string]*node
+	// peerUp: the Peer service's stream is open.
+	peerUp bool
 }
 
 // NewPool returns an empty pool; Run fills it.
@@ -130,13 +137,39 @@ func (p *Pool) follow(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	defer p.setPeerUp(false)
 	for {
 		cn, err := stream.Recv()
 		if err != nil {
 			return err
 		}
+		p.setPeerUp(true)
 		p.apply(cn)
 	}
+}
+
+func (p *Pool) setPeerUp(up bool) {
+	p.mu.Lock()
+	p.peerUp = up
+	p.mu.Unlock()
+}
+
+// Serving says whether the relay can answer, as Cilium's relay tells its
+// health service: the Peer service is followed and at least one node's
+// connection is up. It waits for nothing.
+func (p *Pool) Serving() bool {
+	p.mu.Lock()
+	up := p.peerUp
+	p.mu.Unlock()
+	if !up {
+		return false
+	}
+	for _, n := range p.list() {
+		if n.conn.GetState() == connectivity.Ready {
+			return true
+		}
+	}
+	return false
 }
 
 // apply takes one change of the Peer service.

@@ -21,8 +21,11 @@ import (
 	"github.com/cilium/cilium/api/v1/peer"
 	relaypb "github.com/cilium/cilium/api/v1/relay"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/fieldmaskpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/cilium-go/cilium/internal/testenv"
@@ -33,10 +36,11 @@ import (
 // hubbleNode is a node's Hubble server as the agent runs it (the real
 // observer over a ring), on a TCP port with mutual TLS.
 type hubbleNode struct {
-	name string
-	ring *container.Ring
-	srv  *grpc.Server
-	addr string
+	name  string
+	ring  *container.Ring
+	agent *container.Ring // agent events
+	srv   *grpc.Server
+	addr  string
 }
 
 // staticPeers is a Peer service that lists fixed nodes and then waits.
@@ -84,8 +88,10 @@ func newClusterOf(t *testing.T, fakes map[string]observer.ObserverServer, names 
 		must(t, err)
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		must(t, err)
-		n := &hubbleNode{name: name, ring: ring, srv: grpc.NewServer(grpc.Creds(credentials.NewTLS(tc))), addr: ln.Addr().String()}
-		var obs observer.ObserverServer = hubbleobserver.New(ring, name, "test")
+		agent, err := container.NewRing(15)
+		must(t, err)
+		n := &hubbleNode{name: name, ring: ring, agent: agent, srv: grpc.NewServer(grpc.Creds(credentials.NewTLS(tc))), addr: ln.Addr().String()}
+		var obs observer.ObserverServer = hubbleobserver.New(ring, name, "test").WithAgentEvents(agent)
 		if f, ok := fakes[name]; ok {
 			obs = f
 		}
@@ -328,5 +334,122 @@ func must(t *testing.T, err error) {
 	t.Helper()
 	if err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestRelayMergesMaskedFlows: the nodes apply the field mask; the relay
+// still merges by the responses' times and names the nodes, though the
+// flows carry neither; a bad path is refused naming it.
+func TestRelayMergesMaskedFlows(t *testing.T) {
+	c := newCluster(t)
+	for ms := 1; ms <= 4; ms++ {
+		c.write((ms+1)%2, ms)
+	}
+	client := c.relay(t, "relay")
+	mask := &fieldmaskpb.FieldMask{Paths: []string{"Summary"}}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	stream, err := client.GetFlows(ctx, &observer.GetFlowsRequest{Number: 3, FieldMask: mask})
+	must(t, err)
+	var got []string
+	for {
+		r, err := stream.Recv()
+		if err == io.EOF {
+			break
+		}
+		must(t, err)
+		if f := r.GetFlow(); f != nil {
+			if f.GetTime() != nil || f.GetNodeName() != "" || f.GetVerdict() != flow.Verdict_VERDICT_UNKNOWN {
+				t.Errorf("flow has fields outside the mask: %v", f)
+			}
+			got = append(got, r.GetNodeName()+" "+f.GetSummary())
+		}
+	}
+	if want := []string{"node-b 2", "node-a 3", "node-b 4"}; !slices.Equal(got, want) {
+		t.Errorf("masked last 3: %q, want %q", got, want)
+	}
+
+	stream, err = client.GetFlows(ctx, &observer.GetFlowsRequest{FieldMask: &fieldmaskpb.FieldMask{Paths: []string{"summary"}}})
+	must(t, err)
+	for err == nil {
+		_, err = stream.Recv()
+	}
+	if status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), `"summary"`) {
+		t.Errorf("bad path through the relay: %v, want InvalidArgument naming it", err)
+	}
+}
+
+// TestPoolServing: the relay's Observer health follows its nodes.
+func TestPoolServing(t *testing.T) {
+	c := newCluster(t)
+	kp, err := tls.LoadX509KeyPair(c.pki.Path("relay.crt"), c.pki.Path("relay.key"))
+	must(t, err)
+	pool := NewPool(Options{PeerTarget: c.nodes[0].addr, PeerServerName: ServerName("hubble-peer", ""),
+		TLS:         &tls.Config{Certificates: []tls.Certificate{kp}, RootCAs: c.caPool(t), MinVersion: tls.VersionTLS13},
+		DialTimeout: 2 * time.Second, RetryTimeout: 100 * time.Millisecond}, slog.New(slog.DiscardHandler))
+	if pool.Serving() {
+		t.Fatal("serving before the Peer service was followed")
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	go pool.Run(ctx)
+	testenv.Eventually(t, 10*time.Second, func() error {
+		if !pool.Serving() {
+			return fmt.Errorf("not serving")
+		}
+		return nil
+	})
+	for _, n := range c.nodes {
+		n.srv.Stop()
+	}
+	testenv.Eventually(t, 20*time.Second, func() error {
+		if pool.Serving() {
+			return fmt.Errorf("serving with every node gone")
+		}
+		return nil
+	})
+}
+
+// TestRelayAgentAndDebugEvents: the nodes' agent events in time order,
+// the last or first number of the cluster; debug events answer empty.
+func TestRelayAgentAndDebugEvents(t *testing.T) {
+	c := newCluster(t)
+	for ms := 1; ms <= 4; ms++ {
+		n := c.nodes[(ms+1)%2]
+		n.agent.Write(container.Event{Agent: &observer.GetAgentEventsResponse{NodeName: n.name,
+			Time:       timestamppb.New(c.base.Add(time.Duration(ms) * time.Millisecond)),
+			AgentEvent: &flow.AgentEvent{Type: flow.AgentEventType_ENDPOINT_CREATED}}})
+	}
+	client := c.relay(t, "relay")
+	events := func(req *observer.GetAgentEventsRequest) []string {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		stream, err := client.GetAgentEvents(ctx, req)
+		must(t, err)
+		var out []string
+		for {
+			r, err := stream.Recv()
+			if err == io.EOF {
+				return out
+			}
+			must(t, err)
+			out = append(out, fmt.Sprintf("%s %d", r.GetNodeName(), r.GetTime().AsTime().Sub(c.base).Milliseconds()))
+		}
+	}
+	if got, want := events(&observer.GetAgentEventsRequest{}), []string{"node-a 1", "node-b 2", "node-a 3", "node-b 4"}; !slices.Equal(got, want) {
+		t.Errorf("all: %q, want %q", got, want)
+	}
+	if got, want := events(&observer.GetAgentEventsRequest{Number: 3}), []string{"node-b 2", "node-a 3", "node-b 4"}; !slices.Equal(got, want) {
+		t.Errorf("last 3: %q, want %q", got, want)
+	}
+	if got, want := events(&observer.GetAgentEventsRequest{Number: 1, First: true}), []string{"node-a 1"}; !slices.Equal(got, want) {
+		t.Errorf("first: %q, want %q", got, want)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	stream, err := client.GetDebugEvents(ctx, &observer.GetDebugEventsRequest{})
+	must(t, err)
+	if _, err := stream.Recv(); err != io.EOF {
+		t.Errorf("debug events: %v, want an empty answer", err)
 	}
 }
