@@ -33,7 +33,7 @@ build: build-lab build-cilium
 GOINSTALL := $(CURDIR)/hack/goinstall.sh
 
 build-cilium:
-	GOBIN=$(BIN) $(GOINSTALL) cilium-go ./cmd/cilium-agent ./cmd/cilium-cni ./cmd/cilium-operator ./cmd/cilium-dbg ./cmd/hubble ./cmd/hubble-relay
+	GOBIN=$(BIN) $(GOINSTALL) cilium-go ./cmd/cilium-agent ./cmd/cilium-cni ./cmd/cilium-operator ./cmd/cilium-dbg ./cmd/hubble ./cmd/hubble-relay ./cmd/cilium-health
 
 # `go install` into bin/ relinks a binary only when it is stale.
 build-k8s:

@@ -1,0 +1,291 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	healthmodels "github.com/cilium/cilium/api/v1/health/models"
+	"github.com/cilium/hive"
+	"github.com/cilium/hive/cell"
+	"github.com/vishvananda/netlink"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	kubefake "k8s.io/client-go/kubernetes/fake"
+
+	"github.com/cilium-go/cilium/internal/datapath"
+	"github.com/cilium-go/cilium/internal/datapath/testnode"
+	"github.com/cilium-go/cilium/internal/inns"
+	"github.com/cilium-go/cilium/internal/testenv"
+	"github.com/cilium-go/cilium/pkg/client"
+	"github.com/cilium-go/cilium/pkg/identity"
+	k8sagent "github.com/cilium-go/cilium/pkg/k8s/agent"
+	k8sclient "github.com/cilium-go/cilium/pkg/k8s/client"
+	"github.com/cilium-go/cilium/pkg/k8s/k8stest"
+)
+
+// healthNode is one node of the health tests: a namespace on the
+// underlay with a real agent (fake API servers shared by both nodes).
+type healthNode struct {
+	name, ns, dir string
+	ip            netip.Addr
+	cidr          netip.Prefix
+	h             *hive.Hive
+}
+
+func (n *healthNode) healthSock() string { return filepath.Join(n.dir, "run", "health.sock") }
+func (n *healthNode) apiSock() string    { return filepath.Join(n.dir, "run", "cilium.sock") }
+
+// underlay makes a bridge in a namespace of its own and nodes on it, each
+// with eth0 at its address /24.
+func underlay(t *testing.T, nodes ...*healthNode) {
+	t.Helper()
+	u := testenv.NewNetNS(t)
+	ul, err := inns.Netlink(u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ul.Close()
+	br := &netlink.Bridge{LinkAttrs: netlink.LinkAttrs{Name: "br0"}}
+	if err := ul.LinkAdd(br); err != nil {
+		t.Fatal(err)
+	}
+	if err := ul.LinkSetUp(br); err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range nodes {
+		n.ns = testenv.NewNetNS(t)
+		nl, err := inns.Netlink(n.ns)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer nl.Close()
+		nsf, err := os.Open(n.ns)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer nsf.Close()
+		v := &netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: "to-" + n.name, MasterIndex: br.Attrs().Index},
+			PeerName: "eth0", PeerNamespace: netlink.NsFd(int(nsf.Fd()))}
+		if err := ul.LinkAdd(v); err != nil {
+			t.Fatal(err)
+		}
+		if err := ul.LinkSetUp(v); err != nil {
+			t.Fatal(err)
+		}
+		eth0, err := nl.LinkByName("eth0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		addr, _ := netlink.ParseAddr(n.ip.String() + "/24")
+		if err := nl.AddrAdd(eth0, addr); err != nil {
+			t.Fatal(err)
+		}
+		if err := nl.LinkSetUp(eth0); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// startHealthNode starts n's agent with its real datapath on the fakes.
+func startHealthNode(t *testing.T, n *healthNode, clients *k8sagent.Clients, extra ...string) {
+	t.Helper()
+	n.dir = t.TempDir()
+	args := append([]string{"--state-dir=" + filepath.Join(n.dir, "state"), "--socket-path=" + n.apiSock(),
+		"--bpf-root=" + testnode.TempBPFFS(t), "--prometheus-serve-addr=", "--node-ipv4=" + n.ip.String(),
+		"--uplink=eth0", "--routing-mode=tunnel", "--node-netns=" + n.ns, "--k8s-node-name=" + n.name}, extra...)
+	withFakes := cell.Decorate(func(*k8sagent.Clients) *k8sagent.Clients { return clients }, ControlPlane)
+	h, err := startHive(t, newHive(newLevel(), Infrastructure, withFakes, Datapath, Observability), args)
+	if err != nil {
+		t.Fatalf("start agent %s: %v", n.name, err)
+	}
+	n.h = h
+	t.Cleanup(func() {
+		stopAgent(t, h)
+		// The health endpoint outlives its agent, as pods do.
+		hl := datapath.HealthLink{NodeNetNS: n.ns, NetNS: filepath.Join(n.dir, "run", "netns", "cilium-health")}
+		if err := hl.Remove(); err != nil {
+			t.Error(err)
+		}
+	})
+}
+
+// buildHealthCLI builds cmd/cilium-health, the real client.
+func buildHealthCLI(t *testing.T) string {
+	t.Helper()
+	out := filepath.Join(t.TempDir(), "cilium-health")
+	if b, err := exec.Command("go", "build", "-o", out, "../cilium-health").CombinedOutput(); err != nil {
+		t.Fatalf("build cilium-health: %v\n%s", err, b)
+	}
+	return out
+}
+
+// probeJSON runs `cilium-health status --probe -o json` against n and
+// decodes the output with Cilium's health models.
+func probeJSON(cli string, n *healthNode) (*healthmodels.HealthStatusResponse, error) {
+	cmd := exec.Command(cli, "-H", "unix://"+n.healthSock(), "status", "--probe", "-o", "json")
+	out, err := cmd.Output()
+	if err != nil {
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			return nil, fmt.Errorf("cilium-health: %w: %s", err, ee.Stderr)
+		}
+		return nil, err
+	}
+	sr := &healthmodels.HealthStatusResponse{}
+	dec := json.NewDecoder(strings.NewReader(string(out)))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(sr); err != nil {
+		return nil, fmt.Errorf("decode %s: %w", out, err)
+	}
+	return sr, nil
+}
+
+// pathOK says what is wrong with a path that should be reachable.
+func pathOK(what string, ps *healthmodels.PathStatus, ip string) error {
+	switch {
+	case ps == nil:
+		return fmt.Errorf("%s: no path", what)
+	case ps.IP != ip:
+		return fmt.Errorf("%s: probed %s, want %s", what, ps.IP, ip)
+	case ps.Icmp == nil || ps.Icmp.Status != "" || ps.Icmp.Latency <= 0 || ps.Icmp.LastProbed == "":
+		return fmt.Errorf("%s: ICMP %+v", what, ps.Icmp)
+	case ps.HTTP == nil || ps.HTTP.Status != "" || ps.HTTP.Latency <= 0:
+		return fmt.Errorf("%s: HTTP %+v", what, ps.HTTP)
+	}
+	return nil
+}
+
+// pathDown says what is wrong with a path that should be unreachable.
+func pathDown(what string, ps *healthmodels.PathStatus) error {
+	switch {
+	case ps == nil:
+		return fmt.Errorf("%s: no path", what)
+	case ps.Icmp == nil || ps.Icmp.Status == "":
+		return fmt.Errorf("%s: ICMP reachable: %+v", what, ps.Icmp)
+	case ps.HTTP == nil || ps.HTTP.Status == "":
+		return fmt.Errorf("%s: HTTP reachable: %+v", what, ps.HTTP)
+	}
+	return nil
+}
+
+func nodeStatus(sr *healthmodels.HealthStatusResponse, name string) *healthmodels.NodeStatus {
+	for _, n := range sr.Nodes {
+		if n.Name == name {
+			return n
+		}
+	}
+	return nil
+}
+
+// TestPrivilegedHealthTwoNodes runs two real agents on two node
+// namespaces joined by an underlay bridge. Each makes its health
+// endpoint (reserved identity health, an address from its pod CIDR,
+// published in its CiliumNode), and cilium-health on node a reports both
+// nodes and both health endpoints reachable over ICMP and HTTP, in
+// Cilium's health models. With node b's uplink down, b and its health
+// endpoint are reported unreachable and a stays reachable.
+func TestPrivilegedHealthTwoNodes(t *testing.T) {
+	testenv.Privileged(t) // namespaces, veths, BPF programs
+	cli := buildHealthCLI(t)
+	a := &healthNode{name: "a", ip: netip.MustParseAddr("192.168.61.1"), cidr: netip.MustParsePrefix("10.61.1.0/24")}
+	b := &healthNode{name: "b", ip: netip.MustParseAddr("192.168.61.2"), cidr: netip.MustParsePrefix("10.61.2.0/24")}
+	underlay(t, a, b)
+	kube := kubefake.NewClientset(k8stest.Node("a", a.ip.String(), ""), k8stest.Node("b", b.ip.String(), ""))
+	cilium := k8sclient.NewFake(k8stest.CiliumNode("a", a.ip.String(), a.cidr.String()),
+		k8stest.CiliumNode("b", b.ip.String(), b.cidr.String()))
+	clients := &k8sagent.Clients{Kube: kube, Cilium: cilium}
+	startHealthNode(t, a, clients)
+	startHealthNode(t, b, clients)
+	ctx := context.Background()
+
+	// Each node publishes its health endpoint, from its pod CIDR, with
+	// the health identity.
+	health := map[string]string{}
+	for _, n := range []*healthNode{a, b} {
+		testenv.Eventually(t, time.Minute, func() error {
+			cn, err := cilium.CiliumV2().CiliumNodes().Get(ctx, n.name, metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			ip, err := netip.ParseAddr(cn.Spec.HealthAddressing.IPv4)
+			if err != nil || !n.cidr.Contains(ip) {
+				return fmt.Errorf("CiliumNode %s spec.health.ipv4 %q: want an address of %s", n.name, cn.Spec.HealthAddressing.IPv4, n.cidr)
+			}
+			health[n.name] = ip.String()
+			return nil
+		})
+		eps, err := client.New(n.apiSock()).Endpoints(ctx)
+		if err != nil || len(eps) != 1 || eps[0].Identity != identity.Health || eps[0].IPv4 != health[n.name] ||
+			eps[0].HostIfName != "lxc_health" {
+			t.Fatalf("node %s endpoints %+v %v: want the health endpoint at %s", n.name, eps, err, health[n.name])
+		}
+	}
+
+	var sr *healthmodels.HealthStatusResponse
+	testenv.Eventually(t, time.Minute, func() (err error) {
+		if sr, err = probeJSON(cli, a); err != nil {
+			return err
+		}
+		if sr.Local == nil || sr.Local.Name != "a" || len(sr.Nodes) != 2 {
+			return fmt.Errorf("status %+v: want local a and 2 nodes", sr)
+		}
+		for _, n := range []*healthNode{a, b} {
+			ns := nodeStatus(sr, n.name)
+			if ns == nil || ns.Host == nil || ns.HealthEndpoint == nil {
+				return fmt.Errorf("node %s: %+v", n.name, ns)
+			}
+			if err := pathOK(n.name+" host", ns.Host.PrimaryAddress, n.ip.String()); err != nil {
+				return err
+			}
+			if err := pathOK(n.name+" health endpoint", ns.HealthEndpoint.PrimaryAddress, health[n.name]); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if sr.ProbeInterval != "1m0s" {
+		t.Errorf("probe interval %q, want Cilium's 1m0s", sr.ProbeInterval)
+	}
+	// The table, as Cilium's cilium-health prints it.
+	out, err := exec.Command(cli, "-H", a.healthSock(), "status").CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "Cluster health:") || !strings.Contains(string(out), "2/2 reachable") {
+		t.Fatalf("cilium-health status: %v\n%s", err, out)
+	}
+
+	// Node b drops off the underlay.
+	testenv.InNetNS(t, b.ns, func() error {
+		l, err := netlink.LinkByName("eth0")
+		if err != nil {
+			return err
+		}
+		return netlink.LinkSetDown(l)
+	})
+	testenv.Eventually(t, time.Minute, func() (err error) {
+		if sr, err = probeJSON(cli, a); err != nil {
+			return err
+		}
+		nb, na := nodeStatus(sr, "b"), nodeStatus(sr, "a")
+		if nb == nil || na == nil || nb.Host == nil || nb.HealthEndpoint == nil {
+			return fmt.Errorf("status %+v", sr)
+		}
+		if err := pathDown("b host", nb.Host.PrimaryAddress); err != nil {
+			return err
+		}
+		if err := pathDown("b health endpoint", nb.HealthEndpoint.PrimaryAddress); err != nil {
+			return err
+		}
+		return pathOK("a host", na.Host.PrimaryAddress, a.ip.String())
+	})
+	out, err = exec.Command(cli, "-H", a.healthSock(), "status").CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "1/2 reachable") {
+		t.Fatalf("cilium-health status with b down: %v\n%s", err, out)
+	}
+}
