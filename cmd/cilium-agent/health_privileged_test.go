@@ -17,10 +17,12 @@ import (
 	"github.com/cilium/hive"
 	"github.com/cilium/hive/cell"
 	"github.com/vishvananda/netlink"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	kubefake "k8s.io/client-go/kubernetes/fake"
 
 	"github.com/cilium-go/cilium/internal/datapath"
+	"github.com/cilium-go/cilium/internal/datapath/dptest"
 	"github.com/cilium-go/cilium/internal/datapath/testnode"
 	"github.com/cilium-go/cilium/internal/inns"
 	"github.com/cilium-go/cilium/internal/testenv"
@@ -198,7 +200,9 @@ func TestPrivilegedHealthTwoNodes(t *testing.T) {
 	a := &healthNode{name: "a", ip: netip.MustParseAddr("192.168.61.1"), cidr: netip.MustParsePrefix("10.61.1.0/24")}
 	b := &healthNode{name: "b", ip: netip.MustParseAddr("192.168.61.2"), cidr: netip.MustParsePrefix("10.61.2.0/24")}
 	underlay(t, a, b)
-	kube := kubefake.NewClientset(k8stest.Node("a", a.ip.String(), ""), k8stest.Node("b", b.ip.String(), ""))
+	kube := kubefake.NewClientset(k8stest.Node("a", a.ip.String(), ""), k8stest.Node("b", b.ip.String(), ""),
+		k8stest.Namespace("default", nil),
+		k8stest.Pod("default", "client", func(p *corev1.Pod) { p.Spec.NodeName = "a" }))
 	cilium := k8sclient.NewFake(k8stest.CiliumNode("a", a.ip.String(), a.cidr.String()),
 		k8stest.CiliumNode("b", b.ip.String(), b.cidr.String()))
 	clients := &k8sagent.Clients{Kube: kube, Cilium: cilium}
@@ -260,6 +264,25 @@ func TestPrivilegedHealthTwoNodes(t *testing.T) {
 		t.Fatalf("cilium-health status: %v\n%s", err, out)
 	}
 
+	// A pod reaches neither node's health endpoint, on the probes' port
+	// or by ping: only the nodes and health endpoints may (the health
+	// endpoint's own rule). The node's responder answers it: the pod's
+	// traffic flows, and the health endpoints' policy is what refuses.
+	pod := startPod(t, a, "client")
+	for _, n := range []*healthNode{a, b} {
+		ip := netip.MustParseAddr(health[n.name])
+		if c, err := dptest.DialTCP(pod, ip, 4240, 2*time.Second); err == nil {
+			c.Close()
+			t.Errorf("pod on a connected to %s's health endpoint %s:4240", n.name, ip)
+		}
+		if err := dptest.Ping(pod, ip); err == nil {
+			t.Errorf("pod on a pinged %s's health endpoint %s", n.name, ip)
+		}
+	}
+	if err := podHello(pod, a.ip); err != nil {
+		t.Errorf("pod on a -> node a's responder: %v", err)
+	}
+
 	// Node b drops off the underlay.
 	testenv.InNetNS(t, b.ns, func() error {
 		l, err := netlink.LinkByName("eth0")
@@ -288,4 +311,42 @@ func TestPrivilegedHealthTwoNodes(t *testing.T) {
 	if err != nil || !strings.Contains(string(out), "1/2 reachable") {
 		t.Fatalf("cilium-health status with b down: %v\n%s", err, out)
 	}
+}
+
+// startPod adds pod name (a Pod in namespace default) on node n through
+// the real cilium-cni, as a runtime does, and returns its namespace.
+func startPod(t *testing.T, n *healthNode, name string) string {
+	t.Helper()
+	rt := newCNIRuntime(t, n.dir, n.ns, buildPlugin(t, t.TempDir()), n.apiSock())
+	p := &cniPod{id: name, ns: testenv.NewNetNS(t)}
+	if err := rt.inNode(func() error {
+		_, err := rt.cni.AddNetworkList(context.Background(), rt.list, rt.rtConf(p))
+		return err
+	}); err != nil {
+		t.Fatalf("ADD %s: %v", name, err)
+	}
+	t.Cleanup(func() { rt.del(p) })
+	return p.ns
+}
+
+// podHello is GET /hello on ip:4240 from the pod's namespace.
+func podHello(ns string, ip netip.Addr) error {
+	c, err := dptest.DialTCP(ns, ip, 4240, 5*time.Second)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(5 * time.Second))
+	if _, err := c.Write([]byte("GET /hello HTTP/1.0\r\n\r\n")); err != nil {
+		return err
+	}
+	buf := make([]byte, 64)
+	n, err := c.Read(buf)
+	if err != nil {
+		return err
+	}
+	if !strings.HasPrefix(string(buf[:n]), "HTTP/1.0 200") {
+		return fmt.Errorf("answer %q", buf[:n])
+	}
+	return nil
 }
