@@ -96,26 +96,42 @@ func underlay(t *testing.T, nodes ...*healthNode) {
 	}
 }
 
-// startHealthNode starts n's agent with its real datapath on the fakes.
-func startHealthNode(t *testing.T, n *healthNode, clients *k8sagent.Clients, extra ...string) {
-	t.Helper()
-	n.dir = t.TempDir()
-	args := append([]string{"--state-dir=" + filepath.Join(n.dir, "state"), "--socket-path=" + n.apiSock(),
-		"--bpf-root=" + testnode.TempBPFFS(t), "--prometheus-serve-addr=", "--node-ipv4=" + n.ip.String(),
+// healthArgs are n's agent's flags: its real datapath in its namespace,
+// its state in n.dir.
+func healthArgs(n *healthNode, bpfRoot string, extra ...string) []string {
+	return append([]string{"--state-dir=" + filepath.Join(n.dir, "state"), "--socket-path=" + n.apiSock(),
+		"--bpf-root=" + bpfRoot, "--prometheus-serve-addr=", "--node-ipv4=" + n.ip.String(),
 		"--uplink=eth0", "--routing-mode=tunnel", "--node-netns=" + n.ns, "--k8s-node-name=" + n.name}, extra...)
+}
+
+// startHealthAgent starts an agent with args on the fakes.
+func startHealthAgent(t *testing.T, clients *k8sagent.Clients, args []string) *hive.Hive {
+	t.Helper()
 	withFakes := cell.Decorate(func(*k8sagent.Clients) *k8sagent.Clients { return clients }, ControlPlane)
 	h, err := startHive(t, newHive(newLevel(), Infrastructure, withFakes, Datapath, Observability), args)
 	if err != nil {
-		t.Fatalf("start agent %s: %v", n.name, err)
+		t.Fatalf("start agent: %v", err)
 	}
-	n.h = h
+	return h
+}
+
+// removeHealthLink removes what n's agents left: the health endpoint
+// outlives its agent, as pods do.
+func removeHealthLink(t *testing.T, n *healthNode) {
+	hl := datapath.HealthLink{NodeNetNS: n.ns, NetNS: filepath.Join(n.dir, "run", "netns", "cilium-health")}
+	if err := hl.Remove(); err != nil {
+		t.Error(err)
+	}
+}
+
+// startHealthNode starts n's agent with its real datapath on the fakes.
+func startHealthNode(t *testing.T, n *healthNode, clients *k8sagent.Clients) {
+	t.Helper()
+	n.dir = t.TempDir()
+	n.h = startHealthAgent(t, clients, healthArgs(n, testnode.TempBPFFS(t)))
 	t.Cleanup(func() {
-		stopAgent(t, h)
-		// The health endpoint outlives its agent, as pods do.
-		hl := datapath.HealthLink{NodeNetNS: n.ns, NetNS: filepath.Join(n.dir, "run", "netns", "cilium-health")}
-		if err := hl.Remove(); err != nil {
-			t.Error(err)
-		}
+		stopAgent(t, n.h)
+		removeHealthLink(t, n)
 	})
 }
 
@@ -349,4 +365,83 @@ func podHello(ns string, ip netip.Addr) error {
 		return fmt.Errorf("answer %q", buf[:n])
 	}
 	return nil
+}
+
+// TestPrivilegedHealthEndpointAcrossRestarts: a restarted agent makes
+// its health endpoint afresh (one endpoint, reachable again, which the
+// CNI's API cannot delete), and one started with
+// --enable-endpoint-health-checking=false removes it: endpoint, address,
+// device and the CiliumNode's spec.health.ipv4.
+func TestPrivilegedHealthEndpointAcrossRestarts(t *testing.T) {
+	testenv.Privileged(t)
+	cli := buildHealthCLI(t)
+	n := &healthNode{name: "solo", ip: netip.MustParseAddr("192.168.62.1"), cidr: netip.MustParsePrefix("10.62.0.0/24")}
+	n.ns, n.dir = testenv.NewNetNS(t), t.TempDir()
+	addUplink(t, n.ns, n.ip.String()+"/24")
+	cilium := k8sclient.NewFake(k8stest.CiliumNode(n.name, n.ip.String(), n.cidr.String()))
+	clients := &k8sagent.Clients{Kube: kubefake.NewClientset(k8stest.Node(n.name, n.ip.String(), "")), Cilium: cilium}
+	args := healthArgs(n, testnode.TempBPFFS(t))
+	t.Cleanup(func() { removeHealthLink(t, n) })
+	ctx := context.Background()
+	healthy := func() error {
+		sr, err := probeJSON(cli, n)
+		if err != nil {
+			return err
+		}
+		if len(sr.Nodes) != 1 || sr.Nodes[0].Host == nil || sr.Nodes[0].HealthEndpoint == nil {
+			return fmt.Errorf("nodes %+v", sr.Nodes)
+		}
+		if err := pathOK("host", sr.Nodes[0].Host.PrimaryAddress, n.ip.String()); err != nil {
+			return err
+		}
+		return pathOK("health endpoint", sr.Nodes[0].HealthEndpoint.PrimaryAddress, sr.Nodes[0].HealthEndpoint.PrimaryAddress.IP)
+	}
+	hostLink := func() bool {
+		found := false
+		testenv.InNetNS(t, n.ns, func() error {
+			_, err := netlink.LinkByName("lxc_health")
+			found = err == nil
+			return nil
+		})
+		return found
+	}
+	for i := range 2 {
+		h := startHealthAgent(t, clients, args)
+		testenv.Eventually(t, time.Minute, healthy)
+		eps, err := client.New(n.apiSock()).Endpoints(ctx)
+		if err != nil || len(eps) != 1 || eps[0].Identity != identity.Health {
+			t.Fatalf("start %d: endpoints %+v %v", i, eps, err)
+		}
+		// The CNI's API does not delete it.
+		if err := client.New(n.apiSock()).DeleteEndpoint(ctx, "cilium-health"); err == nil {
+			t.Fatalf("start %d: the API deleted the health endpoint", i)
+		}
+		stopAgent(t, h)
+	}
+
+	h := startHealthAgent(t, clients, append(args, "--enable-endpoint-health-checking=false"))
+	defer stopAgent(t, h)
+	testenv.Eventually(t, time.Minute, func() error {
+		eps, err := client.New(n.apiSock()).Endpoints(ctx)
+		if err != nil || len(eps) != 0 {
+			return fmt.Errorf("endpoints %+v %v", eps, err)
+		}
+		allocs, err := client.New(n.apiSock()).Allocations(ctx)
+		if err != nil || len(allocs) != 0 {
+			return fmt.Errorf("allocations %+v %v", allocs, err)
+		}
+		if hostLink() {
+			return errors.New("lxc_health is still there")
+		}
+		cn, err := cilium.CiliumV2().CiliumNodes().Get(ctx, n.name, metav1.GetOptions{})
+		if err != nil || cn.Spec.HealthAddressing.IPv4 != "" {
+			return fmt.Errorf("CiliumNode health %+v %v", cn.Spec.HealthAddressing, err)
+		}
+		return nil
+	})
+	sr, err := probeJSON(cli, n)
+	if err != nil || len(sr.Nodes) != 1 || sr.Nodes[0].HealthEndpoint != nil ||
+		pathOK("host", sr.Nodes[0].Host.PrimaryAddress, n.ip.String()) != nil {
+		t.Fatalf("without endpoint health checking: %+v %v", sr, err)
+	}
 }

@@ -76,9 +76,6 @@ type params struct {
 }
 
 func register(p params) error {
-	if !p.Config.EnableHealthChecking {
-		return nil
-	}
 	if p.Datapath == nil {
 		p.Log.Info("health checking off: no datapath to probe from")
 		return nil
@@ -90,7 +87,14 @@ func register(p params) error {
 			return fmt.Errorf("node name for health checking: %w", err)
 		}
 	}
-	endpoints := p.Config.EnableEndpointHealthChecking
+	he := &healthEndpoint{dp: p.Datapath, eps: p.Endpoints, ipam: p.IPAM}
+	endpoints := p.Config.EnableHealthChecking && p.Config.EnableEndpointHealthChecking
+	if !p.Config.EnableHealthChecking {
+		p.Jobs.Add(job.OneShot("health-endpoint", func(ctx context.Context, _ cell.Health) error {
+			return removeEndpoint(ctx, he, p.Clients, name)
+		}, job.WithRetry(5, &job.ExponentialBackoff{Min: time.Second, Max: time.Minute})))
+		return nil
+	}
 	var localHealthIP atomic.Pointer[netip.Addr]
 	nodes := func() []Node {
 		self := Node{Name: name, Self: true, IPv4: p.Datapath.NodeIPv4(), PodCIDR: p.IPAM.PodCIDR()}
@@ -137,11 +141,9 @@ func register(p params) error {
 		},
 	})
 
-	he := &healthEndpoint{dp: p.Datapath, eps: p.Endpoints, ipam: p.IPAM}
 	p.Jobs.Add(job.OneShot("health-endpoint", func(ctx context.Context, h cell.Health) error {
 		if !endpoints {
-			// One an earlier agent made goes, and so does its address.
-			return errors.Join(he.remove(ctx), publishIf(ctx, p.Clients, name, netip.Addr{}))
+			return removeEndpoint(ctx, he, p.Clients, name)
 		}
 		ep, err := he.create(ctx)
 		if err != nil {
@@ -182,4 +184,10 @@ func publishIf(ctx context.Context, c *k8sagent.Clients, node string, ip netip.A
 		return nil
 	}
 	return publish(ctx, c, node, ip)
+}
+
+// removeEndpoint removes the health endpoint an earlier agent made, and
+// its address from the CiliumNode, when this one runs none.
+func removeEndpoint(ctx context.Context, he *healthEndpoint, c *k8sagent.Clients, node string) error {
+	return errors.Join(he.remove(ctx), publishIf(ctx, c, node, netip.Addr{}))
 }

@@ -116,6 +116,9 @@ func publish(ctx context.Context, c *k8sagent.Clients, node string, ip netip.Add
 	}
 	_, err = c.Cilium.CiliumV2().CiliumNodes().Patch(ctx, node, types.MergePatchType, patch, metav1.PatchOptions{})
 	if k8serrors.IsNotFound(err) {
+		if !ip.IsValid() {
+			return nil // no address to take back
+		}
 		return fmt.Errorf("CiliumNode %s: not created yet: %w", node, err)
 	}
 	if err != nil {
