@@ -64,7 +64,7 @@ func (c *Client) do(ctx context.Context, method, path string, out any) error {
 	}
 	resp, err := c.http.Do(req)
 	if err != nil {
-		return fmt.Errorf("%s %s on %s: %w", method, path, c.socket, err)
+		return fmt.Errorf("%s %s on %s: %w (is cilium-agent running, with --enable-health-checking?)", method, path, c.socket, err)
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
