@@ -416,7 +416,11 @@ func TestPrivilegedHealthEndpointAcrossRestarts(t *testing.T) {
 		if err := client.New(n.apiSock()).DeleteEndpoint(ctx, "cilium-health"); err == nil {
 			t.Fatalf("start %d: the API deleted the health endpoint", i)
 		}
+		// Its responder was the agent: a stopped agent takes it along.
 		stopAgent(t, h)
+		if _, err := os.Stat(filepath.Join(n.dir, "run", "netns", "cilium-health")); hostLink() || err == nil {
+			t.Fatalf("stop %d: the health endpoint's device (%v) or namespace (%v) stayed", i, hostLink(), err)
+		}
 	}
 
 	h := startHealthAgent(t, clients, append(args, "--enable-endpoint-health-checking=false"))

@@ -137,6 +137,13 @@ func register(p params) error {
 		OnStop: func(hc cell.HookContext) error {
 			err := errors.Join(api.Shutdown(hc), responder.Shutdown(hc))
 			serving.Wait()
+			if endpoints {
+				// Its responder was this process: the endpoint goes with
+				// it (endpoint, address, namespace), and the next agent
+				// makes it afresh. The job that made it has stopped; the
+				// endpoint manager runs until after this hook.
+				err = errors.Join(err, he.remove(hc))
+			}
 			return err
 		},
 	})
