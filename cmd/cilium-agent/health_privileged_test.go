@@ -449,3 +449,28 @@ func TestPrivilegedHealthEndpointAcrossRestarts(t *testing.T) {
 		t.Fatalf("without endpoint health checking: %+v %v", sr, err)
 	}
 }
+
+// TestPrivilegedHealthWithoutKubernetes: without the cluster the agent
+// probes its own node and runs no health endpoint, as the node's own
+// address is not in its ipcache.
+func TestPrivilegedHealthWithoutKubernetes(t *testing.T) {
+	testenv.Privileged(t)
+	cli := buildHealthCLI(t)
+	n := &healthNode{name: "solo", ip: netip.MustParseAddr("192.168.63.1")}
+	n.ns, n.dir = testenv.NewNetNS(t), t.TempDir()
+	addUplink(t, n.ns, n.ip.String()+"/24")
+	h := startRealAgent(t, []string{"--state-dir=" + filepath.Join(n.dir, "state"), "--socket-path=" + n.apiSock(),
+		"--bpf-root=" + testnode.TempBPFFS(t), "--prometheus-serve-addr=", "--node-ipv4=" + n.ip.String(),
+		"--uplink=eth0", "--routing-mode=tunnel", "--node-netns=" + n.ns, "--ipam-pod-cidr=10.63.0.0/24"})
+	t.Cleanup(func() { stopAgent(t, h) })
+	sr, err := probeJSON(cli, n)
+	if err != nil || len(sr.Nodes) != 1 || sr.Nodes[0].HealthEndpoint != nil || sr.Nodes[0].Host == nil {
+		t.Fatalf("status %+v %v", sr, err)
+	}
+	if err := pathOK("host", sr.Nodes[0].Host.PrimaryAddress, n.ip.String()); err != nil {
+		t.Fatal(err)
+	}
+	if eps, err := client.New(n.apiSock()).Endpoints(context.Background()); err != nil || len(eps) != 0 {
+		t.Fatalf("endpoints %+v %v", eps, err)
+	}
+}

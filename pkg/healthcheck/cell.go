@@ -29,7 +29,7 @@ import (
 // Cell runs health checking when --enable-health-checking is on and a
 // datapath provides the sockets: the node's responder, the prober, the
 // health API on health.sock next to the agent's socket and, with
-// --enable-endpoint-health-checking, the health endpoint.
+// --enable-endpoint-health-checking and Kubernetes, the health endpoint.
 var Cell = cell.Module("health-check", "Reachability of every node and health endpoint for cilium-health",
 	cell.Config(DefaultConfig),
 	health.JobGroup,
@@ -89,6 +89,13 @@ func register(p params) error {
 	}
 	he := &healthEndpoint{dp: p.Datapath, eps: p.Endpoints, ipam: p.IPAM}
 	endpoints := p.Config.EnableHealthChecking && p.Config.EnableEndpointHealthChecking
+	if endpoints && p.Watchers == nil {
+		// Without the cluster the ipcache does not know this node's own
+		// address, so the node's probes would reach its health endpoint
+		// as the world, which the endpoint's rule refuses.
+		p.Log.Info("endpoint health checking off: it needs Kubernetes (--enable-k8s)")
+		endpoints = false
+	}
 	if !p.Config.EnableHealthChecking {
 		p.Jobs.Add(job.OneShot("health-endpoint", func(ctx context.Context, _ cell.Health) error {
 			return removeEndpoint(ctx, he, p.Clients, name)
