@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -80,6 +81,54 @@ func TestPrivilegedSmokeHealth(t *testing.T) {
 	t.Logf("cilium-health status --verbose on %s:\n%s", nodes[0], out)
 	if err != nil || !strings.Contains(out, "2/2 reachable") {
 		t.Errorf("cilium-health status: %v", err)
+	}
+
+	// A killed agent takes its health endpoint's responder along: node1
+	// sees node2's health endpoint stop answering HTTP. The restarted
+	// agent makes the endpoint afresh, and both nodes answer again.
+	pid := agentPID(t, nodes[1])
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	lab.Eventually("node2's health endpoint down while its agent is", time.Minute, func() error {
+		if p := agentPIDOrZero(nodes[1]); p != 0 && p != pid {
+			return nil // restarted already: nothing to see any more
+		}
+		sr, err := healthProbe(lab, nodes[0])
+		if err != nil {
+			return err
+		}
+		for _, n := range sr.Nodes {
+			if n.Name == nodes[1] && n.HealthEndpoint != nil && n.HealthEndpoint.PrimaryAddress.HTTP != nil &&
+				n.HealthEndpoint.PrimaryAddress.HTTP.Status != "" {
+				t.Logf("node2's health endpoint with its agent down: %s", n.HealthEndpoint.PrimaryAddress.HTTP.Status)
+				return nil
+			}
+		}
+		return fmt.Errorf("node2's health endpoint still answers HTTP")
+	})
+	lab.Eventually("the agent back", time.Minute, func() error {
+		if p := agentPIDOrZero(nodes[1]); p == 0 || p == pid {
+			return fmt.Errorf("agent not restarted yet")
+		}
+		return nil
+	})
+	lab.Eventually("both nodes reachable after the restart", 2*time.Minute, func() error {
+		sr, err := healthProbe(lab, nodes[0])
+		if err != nil {
+			return err
+		}
+		for _, n := range sr.Nodes {
+			for _, p := range []*healthmodels.PathStatus{n.Host.PrimaryAddress, n.HealthEndpoint.PrimaryAddress} {
+				if p.Icmp.Status != "" || p.HTTP.Status != "" {
+					return fmt.Errorf("node %s %s: ICMP %q HTTP %q", n.Name, p.IP, p.Icmp.Status, p.HTTP.Status)
+				}
+			}
+		}
+		return nil
+	})
+	if out, err := lab.dbg(nodes[1], "endpoint", "list", "-o", "json"); err != nil || strings.Count(out, "lxc_health") != 1 {
+		t.Errorf("node2's endpoints after the restart: %v\n%s", err, out)
 	}
 }
 
