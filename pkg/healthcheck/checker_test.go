@@ -1,8 +1,15 @@
 package healthcheck
 
 import (
+	"context"
 	"net/netip"
 	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	k8sagent "github.com/cilium-go/cilium/pkg/k8s/agent"
+	k8sclient "github.com/cilium-go/cilium/pkg/k8s/client"
+	"github.com/cilium-go/cilium/pkg/k8s/k8stest"
 )
 
 // Only a health address in the node's own pod CIDR is probed: a CiliumNode
@@ -37,5 +44,32 @@ func TestWithSelf(t *testing.T) {
 	if len(got) != 2 || got[0].Name != "a" || got[0].IPv4 != ip("192.0.2.1") || got[0].PodCIDR != pfx("10.1.0.0/24") ||
 		got[0].HealthIPv4 != ip("10.1.0.7") || got[1].Name != "b" {
 		t.Fatalf("nodes %+v", got)
+	}
+}
+
+// publish patches spec.health.ipv4 alone: the operator's pod CIDR stays;
+// taking an address back from a node without a CiliumNode is no error.
+func TestPublish(t *testing.T) {
+	ctx := context.Background()
+	cilium := k8sclient.NewFake(k8stest.CiliumNode("a", "192.0.2.1", "10.1.0.0/24"))
+	c := &k8sagent.Clients{Cilium: cilium}
+	if err := publish(ctx, c, "a", netip.MustParseAddr("10.1.0.7")); err != nil {
+		t.Fatal(err)
+	}
+	cn, err := cilium.CiliumV2().CiliumNodes().Get(ctx, "a", metav1.GetOptions{})
+	if err != nil || cn.Spec.HealthAddressing.IPv4 != "10.1.0.7" || len(cn.Spec.IPAM.PodCIDRs) != 1 {
+		t.Fatalf("CiliumNode %+v %v", cn.Spec, err)
+	}
+	if err := publish(ctx, c, "a", netip.Addr{}); err != nil {
+		t.Fatal(err)
+	}
+	if cn, _ = cilium.CiliumV2().CiliumNodes().Get(ctx, "a", metav1.GetOptions{}); cn.Spec.HealthAddressing.IPv4 != "" {
+		t.Fatalf("health address %q after taking it back", cn.Spec.HealthAddressing.IPv4)
+	}
+	if err := publish(ctx, c, "gone", netip.Addr{}); err != nil {
+		t.Fatalf("taking back from a node without a CiliumNode: %v", err)
+	}
+	if err := publish(ctx, c, "gone", netip.MustParseAddr("10.1.0.7")); err == nil {
+		t.Fatal("publishing to a node without a CiliumNode succeeded")
 	}
 }
