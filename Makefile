@@ -33,7 +33,7 @@ build: build-lab build-cilium
 GOINSTALL := $(CURDIR)/hack/goinstall.sh
 
 build-cilium:
-	GOBIN=$(BIN) $(GOINSTALL) cilium-go ./cmd/cilium-agent ./cmd/cilium-cni ./cmd/cilium-operator ./cmd/cilium-dbg ./cmd/hubble ./cmd/hubble-relay
+	GOBIN=$(BIN) $(GOINSTALL) cilium-go ./cmd/cilium-agent ./cmd/cilium-cni ./cmd/cilium-operator ./cmd/cilium-dbg ./cmd/hubble ./cmd/hubble-relay ./cmd/cilium-health
 
 # Cilium's own hubble CLI, which the e2e tests run against cilium-go to
 # prove that it works unchanged: built from test/hubblecli, a module of
@@ -78,7 +78,7 @@ check-generated: generate
 # CI: every module's go.mod and go.sum are what `go mod tidy` makes of them
 # (direct imports are not `// indirect`). -diff changes nothing, prints the
 # difference and fails.
-GO_MODULES := . lab lab/tools/coredns test/hubblecli
+GO_MODULES := . lab lab/tools/coredns test/hubblecli test/healthapi
 check-tidy:
 	@for m in $(GO_MODULES); do \
 		(cd $$m && $(GO) mod tidy -diff) || { echo "$$m/go.mod is not tidy: run go mod tidy in $$m" >&2; exit 1; }; \
@@ -128,6 +128,8 @@ test-unit: $(TESTREPORT)
 	$(GO) vet ./...
 	$(GO) tool staticcheck ./...
 	set -o pipefail; $(GO) test -race -count=1 -json $(UNIT_PKGS) 2>&1 | $(REPORT)
+	# The health API against Cilium's own generated client, a module of its own.
+	cd test/healthapi && $(GO) vet ./... && $(GO) test -race -count=1 ./...
 
 # Every fuzz target for FUZZTIME each (make fuzz FUZZTIME=5m); make test
 # runs each for 5000 inputs (a few seconds): a count, not a time, because

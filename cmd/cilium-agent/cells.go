@@ -11,6 +11,7 @@ import (
 	"github.com/cilium-go/cilium/pkg/endpoint"
 	"github.com/cilium-go/cilium/pkg/endpoint/ciliumendpoint"
 	"github.com/cilium-go/cilium/pkg/health"
+	"github.com/cilium-go/cilium/pkg/healthcheck"
 	"github.com/cilium-go/cilium/pkg/hubble"
 	"github.com/cilium-go/cilium/pkg/identity/allocator"
 	"github.com/cilium-go/cilium/pkg/ipam"
@@ -52,6 +53,7 @@ var (
 		policyview.Cell,     // the policy engine's rules, selectors and verdicts for the API
 		loadbalancer.Cell,   // --kube-proxy-replacement: Services as frontends and backends, tables that reconcilers program
 		server.Cell,         // REST API on the unix socket
+		healthcheck.Cell,    // --enable-health-checking, --enable-endpoint-health-checking: the health endpoint, probes of every node, health.sock
 		cniconf.Cell,        // --write-cni-conf-when-ready: the node's CNI configuration, last
 	)
 

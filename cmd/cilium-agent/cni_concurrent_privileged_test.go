@@ -30,7 +30,8 @@ func TestPrivilegedCNIConcurrentPods(t *testing.T) {
 	sock := filepath.Join(dir, "run", "cilium.sock")
 	h := startRealAgent(t, []string{"--state-dir=" + filepath.Join(dir, "state"), "--socket-path=" + sock,
 		"--bpf-root=" + testnode.TempBPFFS(t), "--prometheus-serve-addr=", "--ipam-pod-cidr=10.201.0.0/24",
-		"--node-ipv4=192.168.78.1", "--routing-mode=native", "--node-netns=" + nodeNS})
+		"--node-ipv4=192.168.78.1", "--routing-mode=native", "--node-netns=" + nodeNS,
+		"--enable-health-checking=false"}) // pods' endpoints alone
 	t.Cleanup(func() { stopAgent(t, h) })
 	rt := newCNIRuntime(t, dir, nodeNS, plugin, sock)
 

@@ -43,7 +43,8 @@ func TestPrivilegedCNIThroughLibcni(t *testing.T) {
 	sock := filepath.Join(dir, "run", "cilium.sock")
 	args := []string{"--state-dir=" + filepath.Join(dir, "state"), "--socket-path=" + sock, "--bpf-root=" + bpf,
 		"--prometheus-serve-addr=", "--ipam-pod-cidr=10.200.0.0/24", "--node-ipv4=192.168.77.1", "--uplink=eth0",
-		"--routing-mode=tunnel", "--node-netns=" + nodeNS}
+		"--routing-mode=tunnel", "--node-netns=" + nodeNS,
+		"--enable-health-checking=false"} // pods' endpoints alone
 	h := startRealAgent(t, args)
 	agentUp := true
 	t.Cleanup(func() {

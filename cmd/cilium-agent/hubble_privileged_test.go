@@ -38,7 +38,8 @@ func TestPrivilegedHubbleServesTheDatapathsFlows(t *testing.T) {
 	h := startRealAgent(t, []string{"--state-dir=" + filepath.Join(dir, "state"), "--socket-path=" + sock,
 		"--bpf-root=" + testnode.TempBPFFS(t), "--prometheus-serve-addr=", "--ipam-pod-cidr=10.200.0.0/24",
 		"--node-ipv4=192.168.77.1", "--uplink=eth0", "--routing-mode=tunnel", "--node-netns=" + nodeNS,
-		"--enable-policy=always", "--enable-hubble", "--hubble-socket-path=" + hubbleSock})
+		"--enable-policy=always", "--enable-hubble", "--hubble-socket-path=" + hubbleSock,
+		"--enable-health-checking=false"}) // the pods' flows alone
 	t.Cleanup(func() { stopAgent(t, h) })
 	rt := newCNIRuntime(t, dir, nodeNS, plugin, sock)
 	a, b := &cniPod{id: "pod-a", ns: testenv.NewNetNS(t)}, &cniPod{id: "pod-b", ns: testenv.NewNetNS(t)}

@@ -86,7 +86,7 @@ func TestOnlyTestsImportTestenv(t *testing.T) {
 
 // The CNI plugin and the hubble CLI run where no datapath is.
 func TestClientsLinkNoDatapath(t *testing.T) {
-	for _, bin := range []string{"cilium-cni", "hubble", "hubble-relay"} {
+	for _, bin := range []string{"cilium-cni", "hubble", "hubble-relay", "cilium-health"} {
 		for _, dep := range goList(t, "-deps", module+"/cmd/"+bin) {
 			if under(dep, "github.com/cilium/ebpf", datapath) && dep != spec {
 				t.Errorf("%s depends on %s", bin, dep)
@@ -128,10 +128,12 @@ func TestDatapathValuesHaveNoKernelNorKubernetes(t *testing.T) {
 
 // ciliumAPI are the only packages of Cilium's module that cilium-go may
 // use: Hubble's generated gRPC API, so that Hubble's clients work against
-// cilium-go. Everything else is written here.
-var ciliumAPI = []string{"flow", "observer", "peer", "relay"}
+// cilium-go, and the generated models of the health API (health/models,
+// and the REST models it embeds), so that cilium-health's JSON is
+// Cilium's. Everything else is written here.
+var ciliumAPI = []string{"flow", "observer", "peer", "relay", "health/models", "models"}
 
-func TestOnlyHubbleAPIFromCilium(t *testing.T) {
+func TestOnlyAPISchemasFromCilium(t *testing.T) {
 	allowed := map[string]bool{}
 	for _, p := range ciliumAPI {
 		allowed["github.com/cilium/cilium/api/v1/"+p] = true

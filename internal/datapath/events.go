@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/netip"
 	"os"
+	"sync"
 	"time"
 	"unsafe"
 
@@ -234,6 +235,12 @@ type EventReader struct {
 	rd       *ringbuf.Reader
 	rec      ringbuf.Record
 	deadline time.Time
+
+	// closeMu keeps Close from dropping the ring while available reads
+	// it: ringbuf's AvailableBytes takes no lock, and Close, which
+	// another goroutine calls to end a blocked Read, sets it to nil.
+	closeMu sync.RWMutex
+	closed  bool
 }
 
 // NewEventReader opens a reader on the maps' ring buffer.
@@ -261,7 +268,7 @@ var ErrNoEvent = errors.New("no event before deadline")
 // Read blocks for the next event, until the deadline set with
 // SetDeadline, or until Close.
 func (r *EventReader) Read() (Event, error) {
-	if r.deadline.IsZero() && r.rd.AvailableBytes() == 0 {
+	if r.deadline.IsZero() && r.available() == 0 {
 		time.Sleep(batchWait)
 	}
 	err := r.rd.ReadInto(&r.rec)
@@ -283,7 +290,7 @@ func (r *EventReader) ReadBatch(max int) ([]Event, error) {
 		return nil, err
 	}
 	batch := []Event{ev}
-	for len(batch) < max && r.rd.AvailableBytes() > 0 {
+	for len(batch) < max && r.available() > 0 {
 		if err := r.rd.ReadInto(&r.rec); err != nil {
 			return batch, nil // the next call reports it
 		}
@@ -302,5 +309,21 @@ func (r *EventReader) SetDeadline(t time.Time) {
 	r.rd.SetDeadline(t)
 }
 
-// Close stops the reader; a blocked Read returns.
-func (r *EventReader) Close() error { return r.rd.Close() }
+// Close stops the reader; a blocked Read returns. It may be called from
+// another goroutine than Read's.
+func (r *EventReader) Close() error {
+	r.closeMu.Lock()
+	r.closed = true
+	r.closeMu.Unlock()
+	return r.rd.Close()
+}
+
+// available is the ring buffer's unread bytes; 0 once closed.
+func (r *EventReader) available() int {
+	r.closeMu.RLock()
+	defer r.closeMu.RUnlock()
+	if r.closed {
+		return 0
+	}
+	return r.rd.AvailableBytes()
+}

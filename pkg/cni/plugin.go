@@ -17,6 +17,7 @@ import (
 	"github.com/cilium-go/cilium/internal/podlink"
 	"github.com/cilium-go/cilium/pkg/api/models"
 	"github.com/cilium-go/cilium/pkg/client"
+	"github.com/cilium-go/cilium/pkg/identity"
 )
 
 // Agent is the part of the agent's API the plugin uses; *client.Client
@@ -302,7 +303,8 @@ func (p *Plugin) GC(a *skel.CmdArgs) error {
 	withEndpoint := map[string]bool{}
 	for _, ep := range eps {
 		withEndpoint[ep.ContainerID] = true
-		if valid[types.GCAttachment{ContainerID: ep.ContainerID, IfName: ep.IfName}] {
+		// The agent's health endpoint is no runtime's attachment.
+		if ep.Identity == identity.Health || valid[types.GCAttachment{ContainerID: ep.ContainerID, IfName: ep.IfName}] {
 			continue
 		}
 		if err := agent.DeleteEndpoint(ctx, ep.ContainerID); err != nil && !client.IsNotFound(err) {

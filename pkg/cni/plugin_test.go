@@ -20,6 +20,7 @@ import (
 
 	"github.com/cilium-go/cilium/internal/podlink"
 	"github.com/cilium-go/cilium/pkg/api/models"
+	"github.com/cilium-go/cilium/pkg/identity"
 )
 
 func TestParseConf(t *testing.T) {
@@ -398,13 +399,18 @@ func TestGC(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// The agent's health endpoint, which no runtime knows of.
+	f.agent.eps["cilium-health"] = models.Endpoint{ID: 9, ContainerID: "cilium-health", Identity: identity.Health,
+		IfName: "cilium", HostIfName: "lxc_health"}
+	f.agent.allocated["cilium-health"] = "10.0.0.9"
 	gc := `{"cniVersion":"1.1.0","name":"cilium","type":"cilium-cni",
 		"cni.dev/valid-attachments":[{"containerID":"keep","ifname":"eth0"}]}`
 	if err := f.p.GC(&skel.CmdArgs{StdinData: []byte(gc)}); err != nil {
 		t.Fatal(err)
 	}
-	if _, ok := f.agent.eps["keep"]; !ok || len(f.agent.eps) != 1 {
-		t.Fatalf("endpoints after GC: %v", f.agent.eps)
+	_, health := f.agent.eps["cilium-health"]
+	if _, ok := f.agent.eps["keep"]; !ok || !health || len(f.agent.eps) != 2 || f.agent.allocated["cilium-health"] == "" {
+		t.Fatalf("endpoints after GC: %v, addresses %v", f.agent.eps, f.agent.allocated)
 	}
 	if _, ok := f.links.links[HostIfName("drop", "eth0")]; ok || len(f.links.links) != 1 {
 		t.Fatalf("links after GC: %v", f.links.links)

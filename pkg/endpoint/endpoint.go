@@ -38,7 +38,10 @@ type Endpoint struct {
 	HostIfindex int                      `json:"hostIfindex"`
 	NetNSPath   string                   `json:"netnsPath"`
 	Identity    identity.NumericIdentity `json:"identity"`
-	Created     time.Time                `json:"created"`
+	// ReservedIdentity, when set, is the endpoint's identity for good,
+	// instead of one from its pod's labels: the health endpoint's.
+	ReservedIdentity identity.NumericIdentity `json:"reservedIdentity,omitempty"`
+	Created          time.Time                `json:"created"`
 }
 
 // Spec is what the CNI plugin knows when it asks for an endpoint.
@@ -52,6 +55,9 @@ type Spec struct {
 	HostIfName   string
 	HostIfindex  int
 	NetNSPath    string
+	// ReservedIdentity gives the endpoint this reserved identity instead
+	// of its pod's: the agent's own endpoints (health) have no pod.
+	ReservedIdentity identity.NumericIdentity
 }
 
 // Validate names the first bad field.
@@ -69,6 +75,8 @@ func (s Spec) Validate() error {
 		return errors.New("hostIfindex: must be positive")
 	case s.NetNSPath == "":
 		return errors.New("netnsPath: required")
+	case s.ReservedIdentity != 0 && !s.ReservedIdentity.IsReserved():
+		return fmt.Errorf("reservedIdentity: %d is not a reserved identity", s.ReservedIdentity)
 	}
 	if _, err := net.ParseMAC(s.MAC); err != nil {
 		return fmt.Errorf("mac: %w", err)
@@ -79,7 +87,7 @@ func (s Spec) Validate() error {
 func (e *Endpoint) spec() Spec {
 	return Spec{ContainerID: e.ContainerID, PodName: e.PodName, PodNamespace: e.PodNamespace,
 		IPv4: e.IPv4, MAC: e.MAC, IfName: e.IfName, HostIfName: e.HostIfName,
-		HostIfindex: e.HostIfindex, NetNSPath: e.NetNSPath}
+		HostIfindex: e.HostIfindex, NetNSPath: e.NetNSPath, ReservedIdentity: e.ReservedIdentity}
 }
 
 // datapathEndpoint is the endpoint as the datapath programs it.

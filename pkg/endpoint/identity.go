@@ -37,3 +37,20 @@ func (InitIdentityAllocator) Allocate(context.Context, Pod) (identity.NumericIde
 func (InitIdentityAllocator) Release(context.Context, Pod, identity.NumericIdentity) error {
 	return nil
 }
+
+// allocateIdentity is e's identity: its reserved one, or its pod's.
+func (m *Manager) allocateIdentity(ctx context.Context, e *Endpoint) (identity.NumericIdentity, error) {
+	if e.ReservedIdentity != 0 {
+		return e.ReservedIdentity, nil
+	}
+	return m.ids.Allocate(ctx, e.pod())
+}
+
+// releaseIdentity gives back what allocateIdentity took; a reserved
+// identity is nobody's to release.
+func (m *Manager) releaseIdentity(ctx context.Context, e *Endpoint) error {
+	if e.ReservedIdentity != 0 {
+		return nil
+	}
+	return m.ids.Release(ctx, e.pod(), e.Identity)
+}

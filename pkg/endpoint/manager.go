@@ -118,15 +118,15 @@ func (m *Manager) Create(ctx context.Context, s Spec) (ep Endpoint, created bool
 	}
 	e := &Endpoint{ID: id, ContainerID: s.ContainerID, PodName: s.PodName, PodNamespace: s.PodNamespace,
 		IPv4: s.IPv4, MAC: s.MAC, IfName: s.IfName, HostIfName: s.HostIfName, HostIfindex: s.HostIfindex,
-		NetNSPath: s.NetNSPath, Created: m.now().UTC()}
-	if e.Identity, err = m.ids.Allocate(ctx, e.pod()); err != nil {
+		NetNSPath: s.NetNSPath, ReservedIdentity: s.ReservedIdentity, Created: m.now().UTC()}
+	if e.Identity, err = m.allocateIdentity(ctx, e); err != nil {
 		return Endpoint{}, false, fmt.Errorf("endpoint %d identity: %w", id, err)
 	}
 	undo := func(err error) (Endpoint, bool, error) {
 		// The reconciler unprograms what it managed to program; the
 		// id is free again once it has.
 		err = errors.Join(err, m.unwant(e.ID))
-		return Endpoint{}, false, errors.Join(err, m.awaitUnprogrammed(ctx, e.ID), m.ids.Release(ctx, e.pod(), e.Identity))
+		return Endpoint{}, false, errors.Join(err, m.awaitUnprogrammed(ctx, e.ID), m.releaseIdentity(ctx, e))
 	}
 	if err := m.program(ctx, e); err != nil {
 		return undo(fmt.Errorf("program endpoint %d: %w", id, err))
@@ -154,12 +154,29 @@ func (m *Manager) freeIDLocked() (uint16, bool) {
 	return 0, false
 }
 
+// ErrAgentOwned: the endpoint is the agent's own (the health endpoint),
+// which the CNI plugin neither knows nor deletes.
+var ErrAgentOwned = errors.New("endpoint is the agent's own")
+
 // Delete removes the endpoint of the container: datapath, state file,
-// identity and address. An unknown container is ErrNotFound.
+// identity and address. An unknown container is ErrNotFound, and an
+// endpoint of the agent's own (see Spec.ReservedIdentity) ErrAgentOwned.
 func (m *Manager) Delete(ctx context.Context, containerID string) (Endpoint, error) {
+	return m.delete(ctx, containerID, false)
+}
+
+// DeleteOwn is Delete for the agent's own endpoints too.
+func (m *Manager) DeleteOwn(ctx context.Context, containerID string) (Endpoint, error) {
+	return m.delete(ctx, containerID, true)
+}
+
+func (m *Manager) delete(ctx context.Context, containerID string, own bool) (Endpoint, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	e, ok := m.byContainer[containerID]
+	if ok && e.ReservedIdentity != 0 && !own {
+		return Endpoint{}, fmt.Errorf("container %s: endpoint %d: %w", containerID, e.ID, ErrAgentOwned)
+	}
 	if !ok {
 		// The address may be held without an endpoint when an ADD
 		// failed halfway; a delete must free it all the same.
@@ -174,7 +191,7 @@ func (m *Manager) Delete(ctx context.Context, containerID string) (Endpoint, err
 	delete(m.unrestored, e.ID)
 	err := errors.Join(
 		removeIfExists(m.stateFile(e.ID)),
-		m.ids.Release(ctx, e.pod(), e.Identity),
+		m.releaseIdentity(ctx, e),
 		m.ipam.ReleaseOwner(e.ContainerID),
 	)
 	// The reconciler keeps retrying a failed unprogramming, and the id
@@ -194,7 +211,7 @@ func (m *Manager) RefreshIdentity(ctx context.Context, containerID string) (Endp
 	if !ok {
 		return Endpoint{}, fmt.Errorf("container %s: %w", containerID, ErrNotFound)
 	}
-	num, err := m.ids.Allocate(ctx, e.pod())
+	num, err := m.allocateIdentity(ctx, e)
 	if err != nil {
 		return *e, fmt.Errorf("endpoint %d identity: %w", e.ID, err)
 	}

@@ -16,7 +16,7 @@ import (
 // endpoint keeps the one it had, and its datapath is programmed with it.
 func (m *Manager) restoreLocked(ctx context.Context, e *Endpoint) error {
 	var errs []error
-	if id, err := m.ids.Allocate(ctx, e.pod()); err == nil {
+	if id, err := m.allocateIdentity(ctx, e); err == nil {
 		e.Identity = id
 	} else {
 		errs = append(errs, fmt.Errorf("endpoint %d identity: %w", e.ID, err))

@@ -34,6 +34,11 @@ func node4(name, ip, podCIDR string, self bool) Node {
 	return n
 }
 
+func withHealth(n Node, ip string) Node {
+	n.HealthIPv4 = addr(ip)
+	return n
+}
+
 // The precedence between sources that name the same address.
 func TestDesiredIPCache(t *testing.T) {
 	tests := []struct {
@@ -93,6 +98,19 @@ func TestDesiredIPCache(t *testing.T) {
 			},
 			want: map[netip.Prefix]spec.IPCacheEntry{pfx("192.168.0.2/32"): entry(1, ""), pfx("192.168.0.3/32"): entry(6, ""),
 				pfx("192.168.0.4/32"): entry(6, ""), pfx("10.0.2.9/32"): entry(301, "192.168.0.3")},
+		},
+		{
+			name: "a node's health endpoint in its own pod CIDR, behind the node, over a remote endpoint",
+			in: Cluster{
+				Remote: []RemoteEndpoint{{IP: addr("10.0.2.7"), Node: addr("192.168.0.3"), Identity: 400}},
+				Nodes: []Node{
+					withHealth(node4("b", "192.168.0.3", "10.0.2.0/24", false), "10.0.2.7"),
+					withHealth(node4("c", "192.168.0.4", "10.0.3.0/24", false), "10.0.2.8"), // in b's pod CIDR
+					withHealth(node4("d", "192.168.0.5", "", false), "10.0.4.1"),            // no pod CIDR to hold it
+				},
+			},
+			want: map[netip.Prefix]spec.IPCacheEntry{pfx("192.168.0.3/32"): entry(6, ""), pfx("192.168.0.4/32"): entry(6, ""),
+				pfx("192.168.0.5/32"): entry(6, ""), pfx("10.0.2.7/32"): entry(4, "192.168.0.3")},
 		},
 		{
 			name: "policy prefixes: the world's under pods and nodes, in-cluster ones beside them",

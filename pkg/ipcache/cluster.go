@@ -48,6 +48,9 @@ type Node struct {
 	IPv4    netip.Addr
 	PodCIDR netip.Prefix // invalid when it has none
 	Self    bool         // this node
+	// HealthIPv4 is the node's health endpoint, as its CiliumNode
+	// publishes it (spec.health.ipv4); invalid when it has none.
+	HealthIPv4 netip.Addr
 }
 
 // ClusterSource tells the rest of the cluster (the Kubernetes watchers do)
@@ -64,7 +67,7 @@ type ClusterSource interface {
 // A remote endpoint is left out unless it is behind a node of the cluster
 // (else traffic to it would tunnel to any address its object names), and
 // when its address is in another node's pod CIDR: that belongs to the
-// other node.
+// other node. A node's health endpoint counts as the node's word.
 func DesiredIPCache(c Cluster) map[netip.Prefix]spec.IPCacheEntry {
 	out := map[netip.Prefix]spec.IPCacheEntry{}
 	self, remote := map[netip.Addr]bool{}, map[netip.Addr]bool{}
@@ -85,6 +88,13 @@ func DesiredIPCache(c Cluster) map[netip.Prefix]spec.IPCacheEntry {
 			continue
 		}
 		out[netip.PrefixFrom(ep.IP, 32)] = spec.IPCacheEntry{Identity: ep.Identity, TunnelEndpoint: ep.Node}
+	}
+	// A node's health endpoint, from its CiliumNode: taken only in the
+	// node's own pod CIDR, where no other node's object can place it.
+	for _, n := range c.Nodes {
+		if !n.Self && n.IPv4.Is4() && n.HealthIPv4.Is4() && n.PodCIDR.Contains(n.HealthIPv4) {
+			out[netip.PrefixFrom(n.HealthIPv4, 32)] = spec.IPCacheEntry{Identity: identity.Health, TunnelEndpoint: n.IPv4}
+		}
 	}
 	for _, n := range c.Nodes {
 		id := identity.RemoteNode

@@ -172,6 +172,7 @@ func NewEngine(mode Mode) *Engine {
 			e.UpsertIdentity(&Identity{ID: id, Labels: r.Labels})
 		}
 	}
+	e.SetRules(OriginHealthEndpoint, healthEndpointRules())
 	return e
 }
 

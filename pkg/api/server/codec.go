@@ -63,7 +63,7 @@ func statusOf(err error) int {
 		return http.StatusBadRequest
 	case errors.Is(err, endpoint.ErrNotFound), errors.Is(err, ipam.ErrNotAllocated):
 		return http.StatusNotFound
-	case errors.Is(err, endpoint.ErrConflict):
+	case errors.Is(err, endpoint.ErrConflict), errors.Is(err, endpoint.ErrAgentOwned):
 		return http.StatusConflict
 	case errors.Is(err, ipam.ErrExhausted), errors.Is(err, ipam.ErrNoPodCIDR), errors.Is(err, context.DeadlineExceeded):
 		return http.StatusServiceUnavailable

@@ -86,6 +86,9 @@ func mergeNodes(self string, nodes []*corev1.Node, ciliumNodes []*v2.CiliumNode)
 		if p := firstIPv4Prefix(n.Spec.IPAM.PodCIDRs); p.IsValid() {
 			a.PodCIDR = p
 		}
+		if ip, err := netip.ParseAddr(n.Spec.HealthAddressing.IPv4); err == nil && ip.Is4() {
+			a.HealthIPv4 = ip
+		}
 	}
 	out := make([]ipcache.Node, 0, len(byName))
 	for _, a := range byName {
