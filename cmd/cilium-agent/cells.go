@@ -52,6 +52,7 @@ var (
 		policyview.Cell,     // the policy engine's rules, selectors and verdicts for the API
 		loadbalancer.Cell,   // --kube-proxy-replacement: Services as frontends and backends, tables that reconcilers program
 		server.Cell,         // REST API on the unix socket
+		podLabels,           // the endpoints' labels, for the API
 		cniconf.Cell,        // --write-cni-conf-when-ready: the node's CNI configuration, last
 	)
 
@@ -65,6 +66,9 @@ var (
 		monitor.Cell, // the datapath's events, read once, for GET /v1/monitor and Hubble
 		hubble.Cell,  // --enable-hubble, --hubble-socket-path: flows over Hubble's gRPC API
 	)
+
+	// podLabels shows the API the identities the allocator gave pods.
+	podLabels = cell.Provide(func(p *allocator.PodIdentities) server.PodIdentities { return p })
 
 	// Started goes after every other cell: /healthz and /readyz pass once all started.
 	Started = metrics.MarkStarted

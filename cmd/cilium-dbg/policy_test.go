@@ -33,6 +33,8 @@ func (fakePolicy) PolicyRules(context.Context) ([]models.PolicyRule, error) {
 	}, nil
 }
 
+func (fakePolicy) PolicyRevision(context.Context) (uint64, error) { return 7, nil }
+
 func (fakePolicy) PolicySelectors(context.Context) ([]models.PolicySelector, error) {
 	return []models.PolicySelector{
 		{Selector: "entity:world", Identities: []identity.NumericIdentity{identity.World}, Users: 2},

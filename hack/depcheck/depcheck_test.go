@@ -125,11 +125,13 @@ func TestDatapathValuesHaveNoKernelNorKubernetes(t *testing.T) {
 }
 
 // ciliumAPI are the only packages of Cilium's module that cilium-go may
-// use: Hubble's generated gRPC API, so that Hubble's clients work against
-// cilium-go. Everything else is written here.
-var ciliumAPI = []string{"flow", "observer", "peer", "relay"}
+// use, all of them API schemas: Hubble's generated gRPC API, so that
+// Hubble's clients work against cilium-go, and the generated models of the
+// agent's and cilium-health's REST APIs, so that cilium-dbg prints the JSON
+// that cilium-cli decodes. Everything else is written here.
+var ciliumAPI = []string{"flow", "observer", "peer", "relay", "models", "health/models"}
 
-func TestOnlyHubbleAPIFromCilium(t *testing.T) {
+func TestOnlyAPISchemasFromCilium(t *testing.T) {
 	allowed := map[string]bool{}
 	for _, p := range ciliumAPI {
 		allowed["github.com/cilium/cilium/api/v1/"+p] = true

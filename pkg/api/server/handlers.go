@@ -137,7 +137,7 @@ func (s *Server) deleteIPAM(w http.ResponseWriter, r *http.Request) {
 func (s *Server) listEndpoints(w http.ResponseWriter, _ *http.Request) {
 	out := []models.Endpoint{}
 	for _, e := range s.p.Endpoints.List() {
-		out = append(out, toModel(e))
+		out = append(out, s.toModel(e))
 	}
 	writeJSON(w, http.StatusOK, out)
 }
@@ -148,7 +148,7 @@ func (s *Server) getEndpoint(w http.ResponseWriter, r *http.Request) {
 		fail(w, err)
 		return
 	}
-	m := toModel(e)
+	m := s.toModel(e)
 	if m.Policy, err = s.endpointPolicy(r.Context(), e.ID); err != nil {
 		fail(w, err)
 		return
@@ -201,7 +201,7 @@ func (s *Server) putEndpoint(w http.ResponseWriter, r *http.Request) {
 	if created {
 		status = http.StatusCreated
 	}
-	writeJSON(w, status, toModel(e))
+	writeJSON(w, status, s.toModel(e))
 }
 
 // admit lets an endpoint through only with an address that IPAM gave its
@@ -236,7 +236,7 @@ func (s *Server) deleteEndpoint(w http.ResponseWriter, r *http.Request) {
 		fail(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, toModel(e))
+	writeJSON(w, http.StatusOK, s.toModel(e))
 }
 
 // toSpec converts a request into an endpoint spec; endpoint.Spec.Validate holds the
@@ -252,10 +252,24 @@ func toSpec(r models.EndpointRequest) (endpoint.Spec, error) {
 	return s, s.Validate()
 }
 
-func toModel(e endpoint.Endpoint) models.Endpoint {
+func (s *Server) toModel(e endpoint.Endpoint) models.Endpoint {
 	return models.Endpoint{ID: e.ID, ContainerID: e.ContainerID, PodName: e.PodName, PodNamespace: e.PodNamespace,
 		IPv4: e.IPv4.String(), MAC: e.MAC, IfName: e.IfName, HostIfName: e.HostIfName, HostIfindex: e.HostIfindex,
-		NetNSPath: e.NetNSPath, Identity: e.Identity, State: "ready", Created: e.Created}
+		NetNSPath: e.NetNSPath, Identity: e.Identity, Labels: s.labels(e), State: "ready", Created: e.Created}
+}
+
+// labels are the security labels of e's identity; none where they are not
+// known here (no Kubernetes, or the identity is still being allocated).
+func (s *Server) labels(e endpoint.Endpoint) []string {
+	if r, ok := identity.ReservedIdentity(e.Identity); ok {
+		return r.Labels.Strings()
+	}
+	if s.p.PodIdentities != nil && e.PodName != "" {
+		if id, ok := s.p.PodIdentities.Identity(endpoint.Pod{Namespace: e.PodNamespace, Name: e.PodName}); ok && id.ID == e.Identity {
+			return id.Labels.Strings()
+		}
+	}
+	return []string{}
 }
 
 func (s *Server) getIdentity(w http.ResponseWriter, _ *http.Request) {
@@ -267,9 +281,7 @@ func (s *Server) getIdentity(w http.ResponseWriter, _ *http.Request) {
 	}
 	for _, e := range s.p.Endpoints.List() {
 		if byID[e.Identity] == nil {
-			// Labels of cluster identities come with the identity
-			// allocator; until then only the number is known here.
-			byID[e.Identity] = &models.Identity{ID: e.Identity, Labels: []string{}}
+			byID[e.Identity] = &models.Identity{ID: e.Identity, Labels: s.labels(e)}
 		}
 		byID[e.Identity].Endpoints++
 	}

@@ -22,6 +22,7 @@ import (
 	"github.com/cilium-go/cilium/pkg/api/models"
 	"github.com/cilium-go/cilium/pkg/endpoint"
 	"github.com/cilium-go/cilium/pkg/health"
+	"github.com/cilium-go/cilium/pkg/identity"
 	"github.com/cilium-go/cilium/pkg/ipam"
 	"github.com/cilium-go/cilium/pkg/paths"
 )
@@ -76,6 +77,11 @@ type PodDeviceChecker interface {
 	CheckPodDevice(hostIfName string, hostIfindex int) error
 }
 
+// PodIdentities tells the identity, with its labels, given to a pod.
+type PodIdentities interface {
+	Identity(pod endpoint.Pod) (*identity.Identity, bool)
+}
+
 // Params are the server's dependencies.
 type Params struct {
 	cell.In
@@ -88,16 +94,19 @@ type Params struct {
 	Endpoints *endpoint.Manager
 	// PodDevices is required: without it no request could be checked.
 	PodDevices PodDeviceChecker
-	Maps       MapLister            `optional:"true"`
-	Node       NodeInfo             `optional:"true"`
-	IPCache    IPCacheLister        `optional:"true"`
-	Nodes      NodeLister           `optional:"true"`
-	Services   ServiceLister        `optional:"true"`
-	Policy     PolicyExplainer      `optional:"true"`
-	Monitor    Monitor              `optional:"true"`
-	LogLevel   *slog.LevelVar       `optional:"true"`
-	Registry   *prometheus.Registry `optional:"true"`
-	Reporter   cell.Health          `optional:"true"`
+	Maps       MapLister       `optional:"true"`
+	Node       NodeInfo        `optional:"true"`
+	IPCache    IPCacheLister   `optional:"true"`
+	Nodes      NodeLister      `optional:"true"`
+	Services   ServiceLister   `optional:"true"`
+	Policy     PolicyExplainer `optional:"true"`
+	Monitor    Monitor         `optional:"true"`
+	// PodIdentities labels the endpoints' identities; without it (no
+	// Kubernetes) only reserved identities have labels.
+	PodIdentities PodIdentities        `optional:"true"`
+	LogLevel      *slog.LevelVar       `optional:"true"`
+	Registry      *prometheus.Registry `optional:"true"`
+	Reporter      cell.Health          `optional:"true"`
 }
 
 // A client that trickles its request or holds idle connections must not
