@@ -12,6 +12,7 @@ import (
 
 	"github.com/cilium-go/cilium/internal/datapath"
 	"github.com/cilium-go/cilium/internal/datapath/spec"
+	"github.com/cilium-go/cilium/pkg/api/ciliumapi"
 	"github.com/cilium-go/cilium/pkg/api/models"
 )
 
@@ -28,10 +29,11 @@ func newServiceCommand(o *options) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if svcs == nil {
-				svcs = []models.Service{}
+			out, err := ciliumapi.Services(svcs)
+			if err != nil {
+				return err
 			}
-			return o.render(svcs, func(w *tabwriter.Writer) {
+			return o.render(out, func(w *tabwriter.Writer) {
 				row(w, "FRONTEND", "TYPE", "SERVICE", "BACKENDS", "AFFINITY", "TRAFFIC POLICY", "STATUS")
 				for _, s := range svcs {
 					backends := serviceBackends(s.Backends)

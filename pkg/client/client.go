@@ -257,6 +257,13 @@ func (c *Client) PolicyRules(ctx context.Context) ([]models.PolicyRule, error) {
 	return p.Rules()
 }
 
+// Get decodes the answer of GET path into out: for the routes whose
+// bodies are Cilium's models (GET /v1/metrics/), which this package does
+// not link, so that the CNI plugin stays small.
+func (c *Client) Get(ctx context.Context, path string, out any) error {
+	return c.do(ctx, http.MethodGet, path, nil, out)
+}
+
 // PolicySelectors lists the policy engine's selector cache.
 func (c *Client) PolicySelectors(ctx context.Context) ([]models.PolicySelector, error) {
 	var out []models.PolicySelector

@@ -221,6 +221,7 @@ var routes = []route{
 	{"GET", "/v1/policy/selectors", (*Server).getPolicySelectors},
 	{"GET", "/v1/policy/trace", (*Server).getPolicyTrace},
 	{"GET", "/v1/monitor", (*Server).getMonitor},
+	{"GET", "/v1/metrics/", (*Server).getMetrics},
 	{"GET", "/v1/openapi.yaml", (*Server).getOpenAPI},
 }
 
