@@ -24,6 +24,7 @@ import (
 	"github.com/cilium-go/cilium/pkg/paths"
 	"github.com/cilium-go/cilium/pkg/policy"
 	"github.com/cilium-go/cilium/pkg/pprof"
+	"github.com/cilium-go/cilium/pkg/runtimeconfig"
 )
 
 // The agent, module by module. Each module owns its flags.
@@ -53,6 +54,7 @@ var (
 		loadbalancer.Cell,   // --kube-proxy-replacement: Services as frontends and backends, tables that reconcilers program
 		server.Cell,         // REST API on the unix socket
 		podLabels,           // the endpoints' labels, for the API
+		runtimeconfig.Cell,  // the agent's configuration where Cilium's tools read it (<run dir>/state/agent-runtime-config.json)
 		cniconf.Cell,        // --write-cni-conf-when-ready: the node's CNI configuration, last
 	)
 

@@ -86,27 +86,34 @@ func detail(m models.ModuleHealth) string {
 	return m.Message
 }
 
-// kubernetesStatus is Disabled without Kubernetes, else the k8s
-// modules' health.
+// kubernetesStatus is Disabled without Kubernetes (no --enable-k8s,
+// --kubeconfig nor --k8s-node-name), else Ok unless a k8s module reports
+// otherwise: the agent serves only once its watchers synced, and what
+// loses the API server later says so in its own module's health.
 func kubernetesStatus(cfg models.Config, h models.Health) *cm.K8sStatus {
-	if cfg.Flags["enable-k8s"] != "true" && cfg.Flags["kubeconfig"] == "" {
+	var k8s []models.ModuleHealth
+	for _, m := range h.Modules {
+		if isK8sModule(m.Module) {
+			k8s = append(k8s, m)
+		}
+	}
+	f := cfg.Flags
+	if f["enable-k8s"] != "true" && f["kubeconfig"] == "" && f["k8s-node-name"] == "" && len(k8s) == 0 {
 		return &cm.K8sStatus{State: cm.K8sStatusStateDisabled, K8sAPIVersions: []string{}}
 	}
-	out := &cm.K8sStatus{State: cm.K8sStatusStateWarning, Msg: "no report yet", K8sAPIVersions: []string{}}
-	for _, m := range h.Modules {
-		if m.Module != "k8s" && !strings.HasPrefix(m.Module, "k8s.") {
-			continue
-		}
+	out := &cm.K8sStatus{State: cm.K8sStatusStateOk, Msg: "OK", K8sAPIVersions: []string{}}
+	for _, m := range k8s {
 		out.Msg = detail(m)
-		if m.Level == "OK" {
-			out.State = cm.K8sStatusStateOk
-		}
 		if m.Level == "Degraded" {
-			return &cm.K8sStatus{State: cm.K8sStatusStateWarning, Msg: out.Msg, K8sAPIVersions: []string{}}
+			out.State = cm.K8sStatusStateWarning
+			break
 		}
 	}
 	return out
 }
+
+// isK8sModule: the Kubernetes module and its parts report under k8s.
+func isK8sModule(name string) bool { return name == "k8s" || strings.HasPrefix(name, "k8s.") }
 
 func routing(flags map[string]string) *cm.Routing {
 	r := &cm.Routing{InterHostRoutingMode: cm.RoutingInterHostRoutingModeNative,
