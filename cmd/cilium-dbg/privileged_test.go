@@ -69,11 +69,12 @@ func TestPrivilegedPinnedMaps(t *testing.T) {
 		}},
 		{[]string{"bpf", "policy", "get", "11"}, &[]bpfPolicyEntry{}, []bpfPolicyEntry{}},
 		{[]string{"bpf", "ct", "list"}, &[]bpfConnection{}, []bpfConnection{}},
-		{[]string{"bpf", "lb", "list"}, &[]bpfLBEntry{}, []bpfLBEntry{
-			{Frontend: "10.96.0.10:53/UDP", Scope: "external", Flags: []string{"affinity"}, AffinityTimeout: 60, RevNAT: 3,
-				RevNATAddress: "10.96.0.10:53", Backends: []string{"10.10.1.11:5353", "10.10.2.21:5353 (terminating)"}},
-			{Frontend: "192.168.50.1:30053/UDP", Scope: "external", Flags: []string{"nodeport"}, RevNAT: 4,
-				RevNATAddress: "192.168.50.1:30053", Backends: []string{}},
+		// Cilium's layout: each slot of a frontend to what it holds.
+		{[]string{"bpf", "lb", "list"}, &map[string][]string{}, map[string][]string{
+			"10.96.0.10:53/UDP (0)":      {"0.0.0.0:0 (3) (0) [ClusterIP, sessionAffinity (60s)]"},
+			"10.96.0.10:53/UDP (1)":      {"10.10.1.11:5353/UDP (3) (1)"},
+			"10.96.0.10:53/UDP (2)":      {"10.10.2.21:5353/UDP (3) (2) [terminating]"},
+			"192.168.50.1:30053/UDP (0)": {"0.0.0.0:0 (4) (0) [NodePort]"},
 		}},
 		{[]string{"bpf", "metrics", "list"}, &[]bpfCounter{}, []bpfCounter{}},
 	} {
