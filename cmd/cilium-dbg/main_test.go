@@ -318,7 +318,7 @@ func TestStatusBrief(t *testing.T) {
 	}
 	degraded := startAgent(t, agentOptions{degraded: true})
 	out, err := run(t, degraded.socket, "status", "--brief")
-	if err == nil || out != "error in cilium: degraded: ipcache\n" {
+	if err == nil || out != "error in cilium: ipcache: sync failed: map full\n" {
 		t.Errorf("degraded: %q %v", out, err)
 	}
 	var st cm.StatusResponse

@@ -10,6 +10,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	cm "github.com/cilium/cilium/api/v1/models"
 	"github.com/spf13/cobra"
 
 	"github.com/cilium-go/cilium/pkg/api/ciliumapi"
@@ -56,10 +57,11 @@ func newStatusCommand(o *options) *cobra.Command {
 				}
 				return err
 			}
+			cst := ciliumapi.Status(in)
 			if brief && !o.structured() {
-				return st.brief(o.out)
+				return briefLine(o.out, cst)
 			}
-			return o.render(ciliumapi.Status(in), func(w *tabwriter.Writer) { st.table(w) })
+			return o.render(cst, func(w *tabwriter.Writer) { st.table(w) })
 		},
 	}
 	cmd.Flags().BoolVar(&brief, "brief", false, "print one line: OK, or the first unhealthy part (exit code 1)")
@@ -69,26 +71,15 @@ func newStatusCommand(o *options) *cobra.Command {
 }
 
 // brief prints Cilium's one-line status and fails when it is not OK.
-func (s statusView) brief(w io.Writer) error {
-	msg := ""
-	switch {
-	case strings.HasPrefix(s.Kubernetes, "Degraded") || strings.HasPrefix(s.Kubernetes, "Enabled, no report"):
-		msg = "kubernetes: " + s.Kubernetes
-	case !s.OK:
-		var bad []string
-		for _, m := range s.Modules {
-			if m.Level == "Degraded" {
-				bad = append(bad, m.Module)
-			}
-		}
-		msg = "cilium: degraded: " + strings.Join(bad, ", ")
-	}
-	if msg == "" {
-		_, err := fmt.Fprintln(w, "OK")
+func briefLine(w io.Writer, st *cm.StatusResponse) error {
+	line, ok := ciliumapi.Brief(st)
+	if _, err := fmt.Fprintln(w, line); err != nil {
 		return err
 	}
-	fmt.Fprintln(w, "error in "+msg)
-	return errUnhealthy
+	if !ok {
+		return errUnhealthy
+	}
+	return nil
 }
 
 // errUnhealthy fails status --brief after its line says why.

@@ -11,7 +11,8 @@ import (
 )
 
 // Services are svcs in Cilium's Service model, numbered from 1 in their
-// order. A service that the datapath holds (status Done) is realized.
+// order. A service that the datapath holds (status Done, with its age) is
+// realized.
 func Services(svcs []models.Service) ([]*cm.Service, error) {
 	out := make([]*cm.Service, 0, len(svcs))
 	for i, s := range svcs {
@@ -20,7 +21,7 @@ func Services(svcs []models.Service) ([]*cm.Service, error) {
 			return nil, err
 		}
 		svc := &cm.Service{Spec: spec, Status: &cm.ServiceStatus{}}
-		if s.Status == "Done" {
+		if s.Status == "Done" || strings.HasPrefix(s.Status, "Done ") {
 			svc.Status.Realized = spec
 		}
 		out = append(out, svc)

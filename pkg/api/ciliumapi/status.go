@@ -38,7 +38,7 @@ func Status(in StatusInput) *cm.StatusResponse {
 		Masquerading:           &cm.Masquerading{Enabled: on("enable-ipv4-masquerade"), Mode: cm.MasqueradingModeBPF},
 		KubeProxyReplacement:   kubeProxyReplacement(flags),
 		Hubble:                 &cm.HubbleStatus{State: cm.HubbleStatusStateDisabled},
-		HostFirewall:           &cm.HostFirewall{Mode: cm.HostFirewallModeDisabled},
+		HostFirewall:           &cm.HostFirewall{Mode: cm.HostFirewallModeDisabled, Devices: []string{}},
 		Encryption:             &cm.EncryptionStatus{Mode: cm.EncryptionStatusModeDisabled},
 		CniChaining:            &cm.CNIChainingStatus{Mode: cm.CNIChainingStatusModeNone},
 		Ipam:                   ipam(in.Allocations),
@@ -60,6 +60,21 @@ func orDefault(s, def string) string {
 		return def
 	}
 	return s
+}
+
+// Brief is Cilium's one-line status: OK, or the first unhealthy part
+// (Kubernetes, then the agent), and whether it is OK.
+func Brief(st *cm.StatusResponse) (string, bool) {
+	unhealthy := func(state string) bool {
+		return state == cm.StatusStateWarning || state == cm.StatusStateFailure
+	}
+	switch {
+	case st.Kubernetes != nil && unhealthy(st.Kubernetes.State):
+		return "error in kubernetes: " + st.Kubernetes.Msg, false
+	case st.Cilium != nil && unhealthy(st.Cilium.State):
+		return "error in cilium: " + st.Cilium.Msg, false
+	}
+	return "OK", true
 }
 
 // ciliumStatus is Ok, or a Warning naming the degraded modules.

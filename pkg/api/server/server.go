@@ -216,6 +216,7 @@ var routes = []route{
 	{"GET", "/v1/map", (*Server).getMap},
 	{"GET", "/v1/ipcache", (*Server).getIPCache},
 	{"GET", "/v1/node", (*Server).getNode},
+	{"GET", "/v1/cluster/nodes", (*Server).getClusterNodes},
 	{"GET", "/v1/service", (*Server).getService},
 	{"GET", "/v1/policy", (*Server).getPolicy},
 	{"GET", "/v1/policy/selectors", (*Server).getPolicySelectors},
