@@ -38,7 +38,8 @@ func newBPFCommand(o *options) *cobra.Command {
 		})
 		cmd.AddCommand(group)
 	}
-	groups["ipcache"].AddCommand(newIPCacheGetCommand(o), newIPCacheMatchCommand(o))
+	groups["ipcache"].AddCommand(newIPCacheGetCommand(o), newIPCacheMatchCommand(o), newIPCacheDeleteCommand(o),
+		newIPCacheUpdateCommand(o))
 	groups["ct"].AddCommand(newCTFlushCommand(o))
 	policy := &cobra.Command{Use: "policy", Short: "An endpoint's policy map entries"}
 	policy.AddCommand(&cobra.Command{

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"net/netip"
 	"path/filepath"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/cilium-go/cilium/internal/datapath"
 	"github.com/cilium-go/cilium/internal/datapath/spec"
+	"github.com/cilium-go/cilium/pkg/identity"
 )
 
 // ipcacheValue is an ipcache entry as Cilium's cilium-dbg prints one;
@@ -78,6 +80,72 @@ func newIPCacheMatchCommand(o *options) *cobra.Command {
 			})
 		},
 	}
+}
+
+// ipcacheWriteNote is why writes by hand do not last.
+const ipcacheWriteNote = `The agent owns the ipcache: its reconciler puts back what it wants there at
+its next refresh. Writing by hand is for debugging and for tests that take an
+entry away for a while (cilium-cli's pod-to-pod-missing-ipcache).`
+
+func newIPCacheDeleteCommand(o *options) *cobra.Command {
+	return &cobra.Command{
+		Use:   "delete <prefix>",
+		Short: "Delete the ipcache's entry of exactly this prefix",
+		Long:  "Delete the ipcache's entry of exactly this prefix.\n\n" + ipcacheWriteNote,
+		Args:  cobra.ExactArgs(1),
+		RunE: func(_ *cobra.Command, args []string) error {
+			p, err := netip.ParsePrefix(args[0])
+			if err != nil || !p.Addr().Is4() {
+				return fmt.Errorf("prefix %q: not an IPv4 prefix (want address/length, 10.0.0.0/24)", args[0])
+			}
+			return o.withMaps(func(m *datapath.Maps) error {
+				entries, err := m.IPCacheEntries()
+				if err != nil {
+					return err
+				}
+				if _, ok := entries[p]; !ok {
+					return fmt.Errorf("%s does not match to any ipcache entry", args[0])
+				}
+				return m.DeleteIPCache(p)
+			})
+		},
+	}
+}
+
+func newIPCacheUpdateCommand(o *options) *cobra.Command {
+	var id, cidrID, encryptKey uint32
+	var tunnel string
+	cmd := &cobra.Command{
+		Use:   "update <prefix> --identity <id> [--tunnelendpoint <ip>]",
+		Short: "Write the ipcache's entry of a prefix",
+		Long:  "Write the ipcache's entry of a prefix: its identity and, behind a tunnel, the node's address.\n\n" + ipcacheWriteNote,
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			p, err := netip.ParsePrefix(args[0])
+			if err != nil || !p.Addr().Is4() || p != p.Masked() {
+				return fmt.Errorf("prefix %q: not an IPv4 prefix without host bits (want address/length, 10.0.0.0/24)", args[0])
+			}
+			if !cmd.Flags().Changed("identity") || id == 0 {
+				return errors.New("--identity: required, a number from 1")
+			}
+			if encryptKey != 0 {
+				return fmt.Errorf("--encryptkey %d: cilium-go has no encryption; want 0", encryptKey)
+			}
+			e := spec.IPCacheEntry{Identity: identity.NumericIdentity(id), CIDRIdentity: identity.NumericIdentity(cidrID)}
+			if tunnel != "" && tunnel != "0.0.0.0" && tunnel != "<nil>" {
+				if e.TunnelEndpoint, err = netip.ParseAddr(tunnel); err != nil || !e.TunnelEndpoint.Is4() {
+					return fmt.Errorf("--tunnelendpoint %q: not an IPv4 address", tunnel)
+				}
+			}
+			return o.withMaps(func(m *datapath.Maps) error { return m.UpsertIPCache(p, e) })
+		},
+	}
+	fs := cmd.Flags()
+	fs.Uint32Var(&id, "identity", 0, "the prefix's security identity")
+	fs.StringVar(&tunnel, "tunnelendpoint", "", "the address of the node behind a tunnel; empty or 0.0.0.0: none")
+	fs.Uint32Var(&encryptKey, "encryptkey", 0, "Cilium's encryption key index; cilium-go takes only 0")
+	fs.Uint32Var(&cidrID, "cidr-identity", 0, "the ipBlock prefix's identity judged beside --identity; 0: none")
+	return cmd
 }
 
 func newCTFlushCommand(o *options) *cobra.Command {

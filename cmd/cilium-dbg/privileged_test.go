@@ -372,11 +372,33 @@ func TestPrivilegedIPCacheLookupAndCTFlush(t *testing.T) {
 		{[]string{"bpf", "ipcache", "match", "10.10.2.0/25"}, "10.10.2.0/25 does not match to any ipcache entry"},
 		{[]string{"bpf", "ipcache", "match", "10.10.2.0"}, `prefix "10.10.2.0": not a prefix`},
 		{[]string{"bpf", "ct", "flush", "99"}, "endpoint 99: not in the datapath's endpoints"},
+		{[]string{"bpf", "ipcache", "delete", "10.10.9.0/24"}, "10.10.9.0/24 does not match to any ipcache entry"},
+		{[]string{"bpf", "ipcache", "update", "10.10.9.1/24", "--identity", "5"}, `prefix "10.10.9.1/24": not an IPv4 prefix without host bits`},
+		{[]string{"bpf", "ipcache", "update", "10.10.9.0/24"}, "--identity: required"},
+		{[]string{"bpf", "ipcache", "update", "10.10.9.0/24", "--identity", "5", "--encryptkey", "3"}, "--encryptkey 3: cilium-go has no encryption"},
+		{[]string{"bpf", "ipcache", "update", "10.10.9.0/24", "--identity", "5", "--tunnelendpoint", "x"}, `--tunnelendpoint "x": not an IPv4 address`},
 		{[]string{"bpf", "ct", "flush", "all"}, `endpoint "all": want global or an endpoint id`},
 	} {
 		if out, err := bpf(tc.args...); err == nil || !strings.Contains(err.Error(), tc.want) || out != "" {
 			t.Errorf("%v: %q %v, want an error naming %q", tc.args, out, err, tc.want)
 		}
+	}
+
+	// As cilium-cli's pod-to-pod-missing-ipcache: read an entry, delete it,
+	// write it back from what get printed.
+	if _, err := bpf("bpf", "ipcache", "delete", "10.10.2.21/32"); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := bpf("bpf", "ipcache", "get", "10.10.2.21"); err != nil || !strings.Contains(out, "identity=1020 ") {
+		t.Fatalf("after the delete, the /24 holds the address: %q %v", out, err)
+	}
+	if _, err := bpf("bpf", "ipcache", "update", "10.10.2.21/32", "--tunnelendpoint", "192.168.50.2", "--identity", "1021",
+		"--encryptkey", "0"); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := bpf("bpf", "ipcache", "match", "10.10.2.21/32"); err != nil ||
+		out != `key 10.10.2.21/32 has value "identity=1021 encryptkey=0 tunnelendpoint=192.168.50.2 flags=<none>"`+"\n" {
+		t.Fatalf("after the update: %q %v", out, err)
 	}
 
 	// Three connections, two of them endpoint 11's (10.10.1.11).
