@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/pflag"
 
 	apiv1 "github.com/cilium-go/cilium/api/v1"
+	"github.com/cilium-go/cilium/pkg/api/ciliumapi"
 	"github.com/cilium-go/cilium/pkg/api/models"
 	"github.com/cilium-go/cilium/pkg/endpoint"
 	"github.com/cilium-go/cilium/pkg/identity"
@@ -273,6 +274,29 @@ func (s *Server) labels(e endpoint.Endpoint) []string {
 }
 
 func (s *Server) getIdentity(w http.ResponseWriter, _ *http.Request) {
+	writeJSON(w, http.StatusOK, s.identities())
+}
+
+// getIdentityByID is Cilium's GET /v1/identity/{id}: one identity in
+// Cilium's Identity model, reserved or used by an endpoint of this node.
+func (s *Server) getIdentityByID(w http.ResponseWriter, r *http.Request) {
+	num, err := strconv.ParseUint(r.PathValue("id"), 10, 32)
+	if err != nil {
+		fail(w, invalid(fmt.Errorf("identity %q: not a number from 0 to 4294967295", r.PathValue("id"))))
+		return
+	}
+	for _, id := range s.identities() {
+		if uint64(id.ID) == num {
+			writeJSON(w, http.StatusOK, ciliumapi.Identity(id))
+			return
+		}
+	}
+	writeError(w, http.StatusNotFound, fmt.Errorf("identity %d: not reserved and not used by an endpoint of this node", num))
+}
+
+// identities are the reserved identities and those of the node's
+// endpoints, by number.
+func (s *Server) identities() []models.Identity {
 	byID := map[identity.NumericIdentity]*models.Identity{}
 	for id := identity.Host; id <= identity.WorldIPv6; id++ {
 		if r, ok := identity.ReservedIdentity(id); ok {
@@ -289,7 +313,7 @@ func (s *Server) getIdentity(w http.ResponseWriter, _ *http.Request) {
 	for _, id := range slices.Sorted(maps.Keys(byID)) {
 		out = append(out, *byID[id])
 	}
-	writeJSON(w, http.StatusOK, out)
+	return out
 }
 
 func (s *Server) getMap(w http.ResponseWriter, _ *http.Request) {

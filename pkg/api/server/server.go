@@ -213,6 +213,7 @@ var routes = []route{
 	{"PUT", "/v1/endpoint/{id}", (*Server).putEndpoint},
 	{"DELETE", "/v1/endpoint/{id}", (*Server).deleteEndpoint},
 	{"GET", "/v1/identity", (*Server).getIdentity},
+	{"GET", "/v1/identity/{id}", (*Server).getIdentityByID},
 	{"GET", "/v1/map", (*Server).getMap},
 	{"GET", "/v1/ipcache", (*Server).getIPCache},
 	{"GET", "/v1/node", (*Server).getNode},
