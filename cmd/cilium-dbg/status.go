@@ -70,7 +70,7 @@ func newStatusCommand(o *options) *cobra.Command {
 	return cmd
 }
 
-// brief prints Cilium's one-line status and fails when it is not OK.
+// briefLine prints Cilium's one-line status and fails when it is not OK.
 func briefLine(w io.Writer, st *cm.StatusResponse) error {
 	line, ok := ciliumapi.Brief(st)
 	if _, err := fmt.Fprintln(w, line); err != nil {
