@@ -305,3 +305,86 @@ func policyRevision(t *testing.T, dbg dbgRunner) int64 {
 	}
 	return rev
 }
+
+// A policy refused for an endpoint (its map would not hold it) is not
+// realized there: the endpoint's policy revision stays below the agent's,
+// so that cilium-cli, waiting for it, reports the policy not applied,
+// until the policy fits again.
+func TestCiliumToolsSeeARefusedPolicy(t *testing.T) {
+	dbg := dbgRunner{bin: buildDbg(t)}
+	kube := kubefake.NewClientset(
+		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "shop"}},
+		&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "web", UID: "uid-web",
+			Labels: map[string]string{"app": "web"}}, Spec: corev1.PodSpec{NodeName: "a", ServiceAccountName: "default"}},
+	)
+	cilium := k8sclient.NewFake()
+	dir := t.TempDir()
+	c := startOnFakes(t, &k8sagent.Clients{Kube: kube, Cilium: cilium}, endpointtest.NewDatapath(), dir,
+		append(baseArgs(dir), "--bpf-policy-map-max=256"))
+	dbg.socket = filepath.Join(dir, "run", "cilium.sock")
+	ctx := context.Background()
+	alloc, err := c.AllocateIP(ctx, "c1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.PutEndpoint(ctx, models.EndpointRequest{ContainerID: "c1", PodName: "web", PodNamespace: "shop",
+		IPv4: alloc.Address, MAC: "02:00:00:00:00:01", IfName: "eth0", HostIfName: "lxc1", HostIfindex: 5,
+		NetNSPath: "/proc/1/ns/net"}); err != nil {
+		t.Fatal(err)
+	}
+	realized := func() (int64, error) {
+		var eps []*cm.Endpoint
+		if err := dbg.decode(&eps, "endpoint", "list", "-o", "json"); err != nil {
+			return 0, err
+		}
+		if len(eps) != 1 || eps[0].Status.Policy == nil {
+			return 0, fmt.Errorf("endpoints %+v", eps)
+		}
+		return eps[0].Status.Policy.Realized.PolicyRevision, nil
+	}
+	rev0 := policyRevision(t, dbg)
+	testenv.Eventually(t, 30*time.Second, func() error {
+		if r, err := realized(); err != nil || r != rev0 {
+			return fmt.Errorf("realized %d %v, want %d", r, err, rev0)
+		}
+		return nil
+	})
+
+	// 300 ports: more entries than the endpoint's map holds.
+	var ports []api.PortProtocol
+	for p := 1000; p < 1300; p++ {
+		ports = append(ports, api.PortProtocol{Port: strconv.Itoa(p), Protocol: "TCP"})
+	}
+	rule := &api.Rule{EndpointSelector: &api.EndpointSelector{MatchLabels: map[string]string{"app": "web"}},
+		Ingress: []api.IngressRule{{ToPorts: []api.PortRule{{Ports: ports}}}}}
+	large := &v2.CiliumNetworkPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "large"}, Spec: rule}
+	cnps := cilium.CiliumV2().CiliumNetworkPolicies("shop")
+	if _, err := cnps.Create(ctx, large, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, 30*time.Second, func() error {
+		ep, err := c.GetEndpointByID(ctx, 1)
+		if err != nil || ep.Policy == nil || ep.Policy.Refused == "" {
+			return fmt.Errorf("endpoint policy %+v %v, want refused", ep.Policy, err)
+		}
+		if rev := policyRevision(t, dbg); rev <= rev0 {
+			return fmt.Errorf("policy revision %d, want above %d", rev, rev0)
+		}
+		if r, err := realized(); err != nil || r != 0 {
+			return fmt.Errorf("realized %d %v, want 0 while refused", r, err)
+		}
+		return nil
+	})
+
+	// Gone, the policy before is whole again, and realized.
+	if err := cnps.Delete(ctx, "large", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, 30*time.Second, func() error {
+		rev := policyRevision(t, dbg)
+		if r, err := realized(); err != nil || r < rev {
+			return fmt.Errorf("realized %d %v, want %d", r, err, rev)
+		}
+		return nil
+	})
+}

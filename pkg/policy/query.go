@@ -114,7 +114,8 @@ type EndpointPolicyInfo struct {
 	Error string
 	// PolicyRevision is the agent's policy revision (PolicyRevision) that
 	// the datapath holds for the endpoint: every policy change up to it is
-	// in its map. 0 while its entries are on their way.
+	// in its map. 0 while its entries are on their way, and while a policy
+	// is refused for it.
 	PolicyRevision uint64
 	Entries        map[spec.PolicyEntry][]Origin
 }
@@ -141,8 +142,9 @@ func (a *Agent) EndpointPolicy(ctx context.Context, id uint16) (EndpointPolicyIn
 	if r := a.realization(txn, id); r.known {
 		out.Realized, out.Error = r.realized, r.err
 		// Realized entries of the engine's latest revision for the
-		// endpoint hold every policy change written with them.
-		if out.Ready && r.realized >= out.Revision {
+		// endpoint hold every policy change written with them; a refused
+		// policy is not in force, and the endpoint realizes none after it.
+		if out.Ready && out.Refused == nil && r.realized >= out.Revision {
 			out.PolicyRevision = flushed + 1
 		}
 	}
