@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -114,25 +113,20 @@ func (o *options) status(ctx context.Context) (statusView, ciliumapi.StatusInput
 		ciliumapi.StatusInput{Health: h, Config: cfg, Allocations: allocs}, nil
 }
 
-// kubernetesStatus reads the Kubernetes flags and the k8s module's health.
+// kubernetesStatus is what Cilium's status model says of Kubernetes, as
+// the table shows it.
 func kubernetesStatus(cfg models.Config, h models.Health) string {
-	if cfg.Flags["enable-k8s"] != "true" && cfg.Flags["kubeconfig"] == "" {
+	k := ciliumapi.Status(ciliumapi.StatusInput{Health: h, Config: cfg}).Kubernetes
+	switch k.State {
+	case cm.K8sStatusStateDisabled:
 		return "Disabled"
+	case cm.K8sStatusStateOk:
+		if k.Msg == "" || k.Msg == "OK" {
+			return "OK"
+		}
+		return "OK: " + k.Msg
 	}
-	for _, m := range h.Modules {
-		if m.Module != "k8s" && !strings.HasPrefix(m.Module, "k8s.") {
-			continue
-		}
-		s := m.Level
-		if m.Message != "" {
-			s += ": " + m.Message
-		}
-		if m.Error != "" {
-			s += ": " + m.Error
-		}
-		return s
-	}
-	return "Enabled, no report yet"
+	return "Degraded: " + k.Msg
 }
 
 func (s statusView) table(w *tabwriter.Writer) {
