@@ -3,6 +3,7 @@ package e2e
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"flag"
 	"os"
 	"os/exec"
@@ -107,5 +108,21 @@ func TestPrivilegedCiliumCLIStatus(t *testing.T) {
 	}
 	if rev := strings.Trim(exec("cilium", "policy", "get", "-o", "jsonpath='{.revision}'"), "'\n"); rev == "" || rev == "0" {
 		t.Errorf("policy revision %q", rev)
+	}
+	// The features the connectivity test detects from the agent's runtime
+	// configuration (the lab's agents run with Cilium's default
+	// aggregation, Kubernetes, and no health checking).
+	var cfg struct {
+		MonitorAggregation                                  string
+		EnableICMPRules, EnableK8sNetworkPolicy             bool
+		EnableHealthChecking, EnableK8sClusterNetworkPolicy bool
+	}
+	raw := exec("cat", "/var/run/cilium/state/agent-runtime-config.json")
+	if err := json.Unmarshal([]byte(raw), &cfg); err != nil {
+		t.Fatalf("runtime config %q: %v", raw, err)
+	}
+	if cfg.MonitorAggregation != "medium" || !cfg.EnableICMPRules || !cfg.EnableK8sNetworkPolicy ||
+		cfg.EnableHealthChecking || cfg.EnableK8sClusterNetworkPolicy {
+		t.Errorf("runtime config %s", raw)
 	}
 }
