@@ -165,8 +165,11 @@ test-lab: build-lab build-cilium
 test-e2e-smoke: build-lab build-cilium build-hubble-upstream $(TESTREPORT)
 	set -o pipefail; $(GO) test -count=1 -json -short -timeout 20m ./test/e2e -run 'TestPrivilegedSmoke' -args -bin $(BIN) 2>&1 | $(REPORT) -v
 
+# CILIUM_CLI: Cilium's cilium-cli binary, for the tests that run it (make e2e
+# CILIUM_CLI=/path/to/cilium); without it they skip.
+CILIUM_CLI ?=
 e2e: prereqs-test build-lab build-cilium build-hubble-upstream $(TESTREPORT)
-	set -o pipefail; $(GO) test -count=1 -json -timeout 60m ./test/e2e -args -bin $(BIN) 2>&1 | $(REPORT) -v
+	set -o pipefail; $(GO) test -count=1 -json -timeout 60m ./test/e2e -args -bin $(BIN) -cilium-cli "$(CILIUM_CLI)" 2>&1 | $(REPORT) -v
 
 bench: prereqs-test build bench-datapath bench-cni bench-services bench-policy bench-hubble
 

@@ -25,6 +25,7 @@ import (
 	"github.com/cilium-go/cilium/pkg/paths"
 	"github.com/cilium-go/cilium/pkg/policy"
 	"github.com/cilium-go/cilium/pkg/pprof"
+	"github.com/cilium-go/cilium/pkg/runtimeconfig"
 )
 
 // The agent, module by module. Each module owns its flags.
@@ -54,6 +55,8 @@ var (
 		loadbalancer.Cell,   // --kube-proxy-replacement: Services as frontends and backends, tables that reconcilers program
 		server.Cell,         // REST API on the unix socket
 		healthcheck.Cell,    // --enable-health-checking, --enable-endpoint-health-checking: the health endpoint, probes of every node, health.sock
+		podLabels,           // the endpoints' labels, for the API
+		runtimeconfig.Cell,  // the agent's configuration where Cilium's tools read it (<run dir>/state/agent-runtime-config.json)
 		cniconf.Cell,        // --write-cni-conf-when-ready: the node's CNI configuration, last
 	)
 
@@ -67,6 +70,9 @@ var (
 		monitor.Cell, // the datapath's events, read once, for GET /v1/monitor and Hubble
 		hubble.Cell,  // --enable-hubble, --hubble-socket-path: flows over Hubble's gRPC API
 	)
+
+	// podLabels shows the API the identities the allocator gave pods.
+	podLabels = cell.Provide(func(p *allocator.PodIdentities) server.PodIdentities { return p })
 
 	// Started goes after every other cell: /healthz and /readyz pass once all started.
 	Started = metrics.MarkStarted

@@ -38,6 +38,9 @@ func TestAgentExplainsPolicy(t *testing.T) {
 	if rules, err := c.PolicyRules(ctx); err != nil || len(rules) != 1 || rules[0].Origin.String() != "builtin/health-endpoint" {
 		t.Fatalf("rules: %+v %v", rules, err)
 	}
+	if p, err := c.Policy(ctx); err != nil || p.Revision != 1 {
+		t.Fatalf("policy: %+v %v", p, err)
+	}
 	if _, err := c.PolicySelectors(ctx); err != nil {
 		t.Fatalf("selectors: %v", err)
 	}
@@ -46,7 +49,9 @@ func TestAgentExplainsPolicy(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		if p := ep.Policy; p == nil || p.Revision == 0 || p.Realized != p.Revision || p.EnforceIngress || p.EnforceEgress {
+		// Policy revision 1: no policy change yet, and the endpoint enforces it.
+		if p := ep.Policy; p == nil || p.Revision == 0 || p.Realized != p.Revision || p.PolicyRevision != 1 ||
+			p.EnforceIngress || p.EnforceEgress {
 			return fmt.Errorf("endpoint policy %+v", p)
 		}
 		return nil

@@ -17,6 +17,7 @@ import (
 
 func newBPFCommand(o *options) *cobra.Command {
 	cmd := &cobra.Command{Use: "bpf", Short: "The datapath's pinned maps under --bpf-root, read directly"}
+	groups := map[string]*cobra.Command{}
 	for _, sub := range []struct {
 		name, short string
 		run         func(*datapath.Maps) error
@@ -28,6 +29,7 @@ func newBPFCommand(o *options) *cobra.Command {
 		{"lb", "List the service maps: frontends, their backends by slot and reverse translation", o.bpfLB},
 	} {
 		group := &cobra.Command{Use: sub.name, Short: sub.short}
+		groups[sub.name] = group
 		group.AddCommand(&cobra.Command{
 			Use:   "list",
 			Short: sub.short,
@@ -36,6 +38,9 @@ func newBPFCommand(o *options) *cobra.Command {
 		})
 		cmd.AddCommand(group)
 	}
+	groups["ipcache"].AddCommand(newIPCacheGetCommand(o), newIPCacheMatchCommand(o), newIPCacheDeleteCommand(o),
+		newIPCacheUpdateCommand(o))
+	groups["ct"].AddCommand(newCTFlushCommand(o))
 	policy := &cobra.Command{Use: "policy", Short: "An endpoint's policy map entries"}
 	policy.AddCommand(&cobra.Command{
 		Use:     "list <endpoint-id>",

@@ -8,7 +8,11 @@ import (
 
 	"github.com/spf13/cobra"
 
+	cm "github.com/cilium/cilium/api/v1/models"
+
+	"github.com/cilium-go/cilium/pkg/api/ciliumapi"
 	"github.com/cilium-go/cilium/pkg/api/models"
+	"github.com/cilium-go/cilium/pkg/client"
 )
 
 func newEndpointCommand(o *options) *cobra.Command {
@@ -24,10 +28,15 @@ func newEndpointCommand(o *options) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if eps == nil {
-				eps = []models.Endpoint{}
+			var out []*cm.Endpoint
+			if o.structured() {
+				// Cilium's endpoints carry their policy status, which the
+				// list of ours does not: cilium-cli waits for its revision.
+				if out, err = o.ciliumEndpoints(ctx, eps); err != nil {
+					return err
+				}
 			}
-			return o.render(eps, func(w *tabwriter.Writer) {
+			return o.render(out, func(w *tabwriter.Writer) {
 				row(w, "ID", "IDENTITY", "IPV4", "POD", "CONTAINER", "HOST IF", "STATE")
 				for _, e := range eps {
 					row(w, e.ID, e.Identity, e.IPv4, podName(e), shortID(e.ContainerID), e.HostIfName, e.State)
@@ -45,7 +54,8 @@ func newEndpointCommand(o *options) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return o.render(e, func(w *tabwriter.Writer) {
+			// Cilium prints the endpoint in a list of one.
+			return o.render([]*cm.Endpoint{ciliumapi.Endpoint(e)}, func(w *tabwriter.Writer) {
 				row(w, "ID:", e.ID)
 				row(w, "Container:", e.ContainerID)
 				row(w, "Pod:", podName(e))
@@ -62,6 +72,23 @@ func newEndpointCommand(o *options) *cobra.Command {
 		},
 	})
 	return cmd
+}
+
+// ciliumEndpoints are eps with their policies, in Cilium's model. An
+// endpoint deleted meanwhile is left out.
+func (o *options) ciliumEndpoints(ctx context.Context, eps []models.Endpoint) ([]*cm.Endpoint, error) {
+	out := make([]*cm.Endpoint, 0, len(eps))
+	for _, e := range eps {
+		full, err := o.client().GetEndpointByID(ctx, e.ID)
+		if client.IsNotFound(err) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, ciliumapi.Endpoint(full))
+	}
+	return out, nil
 }
 
 // getEndpoint takes a numeric endpoint id, container-id:<id> or a bare

@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/cilium-go/cilium/pkg/api/ciliumapi"
 	"github.com/cilium-go/cilium/pkg/api/models"
 )
 
@@ -24,10 +25,7 @@ func newIdentityCommand(o *options) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if ids == nil {
-				ids = []models.Identity{}
-			}
-			return o.render(ids, func(w *tabwriter.Writer) {
+			return o.render(ciliumapi.Identities(ids), func(w *tabwriter.Writer) {
 				row(w, "ID", "ENDPOINTS", "LABELS")
 				for _, id := range ids {
 					row(w, id.ID, id.Endpoints, orDash(strings.Join(id.Labels, ",")))
@@ -41,7 +39,7 @@ func newIdentityCommand(o *options) *cobra.Command {
 		RunE: func(cmd *cobra.Command, args []string) error {
 			num, err := strconv.ParseUint(args[0], 10, 32)
 			if err != nil {
-				return fmt.Errorf("identity %q: not a number", args[0])
+				return fmt.Errorf("identity %q: not a number from 0 to 4294967295", args[0])
 			}
 			ctx, cancel := apiContext(cmd)
 			defer cancel()
@@ -53,7 +51,8 @@ func newIdentityCommand(o *options) *cobra.Command {
 				if uint64(id.ID) != num {
 					continue
 				}
-				return o.render(id, func(w *tabwriter.Writer) {
+				// Cilium prints the identity in a list of one.
+				return o.render(ciliumapi.Identities([]models.Identity{id}), func(w *tabwriter.Writer) {
 					row(w, "ID:", id.ID)
 					row(w, "Endpoints:", id.Endpoints)
 					row(w, "Labels:", orDash(strings.Join(id.Labels, ",")))

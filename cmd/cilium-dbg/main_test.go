@@ -5,16 +5,21 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http/httptest"
 	"net/netip"
 	"path/filepath"
+	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	cm "github.com/cilium/cilium/api/v1/models"
 	"github.com/cilium/hive/cell"
+	"github.com/go-openapi/strfmt"
 	"github.com/spf13/pflag"
 
 	"github.com/cilium-go/cilium/internal/podlink"
@@ -144,10 +149,11 @@ func TestTables(t *testing.T) {
 			{"1", "5", "10.0.1.10", "prod/web", "0123456789ab", "lxc01234567", "ready"},
 			{"2", "5", "10.0.1.11", "prod/db", "fedcba987654", "lxcfedcba98", "ready"},
 		}},
+		// Cilium's columns: cilium-cli reads the CIDR and the source.
 		{[]string{"node", "list"}, [][]string{
-			{"NAME", "IPV4", "POD", "CIDR", "LOCAL"},
-			{"node1", "192.168.1.1", "10.0.1.0/24", "true"},
-			{"node2", "192.168.1.2", "-", "false"},
+			{"Name", "IPv4", "Address", "Endpoint", "CIDR", "IPv6", "Address", "Endpoint", "CIDR", "Source"},
+			{"default/node1", "192.168.1.1", "10.0.1.0/24", "local"},
+			{"default/node2", "192.168.1.2", "custom-resource"},
 		}},
 		{[]string{"service", "list"}, [][]string{
 			{"FRONTEND", "TYPE", "SERVICE", "BACKENDS", "AFFINITY", "TRAFFIC", "POLICY", "STATUS"},
@@ -198,36 +204,132 @@ func decode(t *testing.T, socket string, v any, args ...string) {
 	}
 }
 
-func TestJSON(t *testing.T) {
-	a := startAgent(t, agentOptions{nodes: fakeNodes{{Name: "node1", IPv4: "192.168.1.1", Local: true}}, k8s: true})
+// ciliumDecode runs args with -o json and decodes the answer strictly
+// into v, Cilium's model, and validates it as Cilium's client would
+// (enums, required fields).
+func ciliumDecode(t *testing.T, socket string, v any, args ...string) {
+	t.Helper()
+	decode(t, socket, v, args...)
+	if st, ok := v.(*cm.StatusResponse); ok && st.KubeProxyReplacement != nil && st.KubeProxyReplacement.Features != nil {
+		// Cilium's agent says "Disabled", outside its own enum, and
+		// cilium-cli reads that: validate the rest.
+		c := *st
+		kpr, f, np := *c.KubeProxyReplacement, *c.KubeProxyReplacement.Features, *c.KubeProxyReplacement.Features.NodePort
+		if np.Acceleration != "Disabled" {
+			t.Fatalf("%v: node port acceleration %q, want Disabled", args, np.Acceleration)
+		}
+		np.Acceleration = ""
+		f.NodePort, kpr.Features, c.KubeProxyReplacement = &np, &f, &kpr
+		v = &c
+	}
+	if err := validate(v); err != nil {
+		t.Fatalf("%v: Cilium's model does not validate: %v", args, err)
+	}
+}
 
-	var eps []models.Endpoint
-	decode(t, a.socket, &eps, "endpoint", "list")
-	if len(eps) != 2 || eps[0].IPv4 != "10.0.1.10" || eps[1].PodName != "db" || eps[1].HostIfindex != 21 {
+// validate runs Cilium's generated validation on a model or a list of them.
+func validate(v any) error {
+	type validator interface{ Validate(strfmt.Registry) error }
+	rv := reflect.ValueOf(v)
+	for rv.Kind() == reflect.Pointer {
+		if m, ok := rv.Interface().(validator); ok {
+			return m.Validate(strfmt.Default)
+		}
+		rv = rv.Elem()
+	}
+	if rv.Kind() == reflect.Slice {
+		for i := range rv.Len() {
+			if err := validate(rv.Index(i).Interface()); err != nil {
+				return fmt.Errorf("[%d]: %w", i, err)
+			}
+		}
+	}
+	return nil
+}
+
+func TestJSON(t *testing.T) {
+	a := startAgent(t, agentOptions{nodes: fakeNodes{{Name: "node1", IPv4: "192.168.1.1", PodCIDR: "10.0.1.0/24", Local: true}}, k8s: true})
+
+	var eps []*cm.Endpoint
+	ciliumDecode(t, a.socket, &eps, "endpoint", "list")
+	if len(eps) != 2 || eps[0].Status.Networking.Addressing[0].IPv4 != "10.0.1.10" ||
+		eps[1].Status.ExternalIdentifiers.K8sPodName != "db" || eps[1].Status.Networking.InterfaceIndex != 21 ||
+		*eps[0].Status.State != cm.EndpointStateReady || eps[0].Status.Identity.ID != 5 ||
+		!slices.Equal(eps[0].Status.Identity.Labels, cm.Labels{"reserved:init"}) {
 		t.Errorf("endpoint list: %+v", eps)
 	}
 	for _, arg := range []string{"2", "container-id:fedcba9876543210fedc", "fedcba9876543210fedc"} {
-		var ep models.Endpoint
-		decode(t, a.socket, &ep, "endpoint", "get", arg)
-		if ep.ID != 2 || ep.ContainerID != "fedcba9876543210fedc" || ep.IPv4 != "10.0.1.11" {
+		var ep []*cm.Endpoint
+		ciliumDecode(t, a.socket, &ep, "endpoint", "get", arg)
+		if len(ep) != 1 || ep[0].ID != 2 || ep[0].Status.ExternalIdentifiers.ContainerID != "fedcba9876543210fedc" ||
+			ep[0].Status.Networking.Addressing[0].IPv4 != "10.0.1.11" {
 			t.Errorf("endpoint get %s: %+v", arg, ep)
 		}
 	}
-	var ids []models.Identity
-	decode(t, a.socket, &ids, "identity", "list")
-	if len(ids) != 10 || ids[0].ID != 1 || ids[0].Labels[0] != "reserved:host" || ids[4].Endpoints != 2 {
+	var ids []*cm.Identity
+	ciliumDecode(t, a.socket, &ids, "identity", "list")
+	if len(ids) != 10 || ids[0].ID != 1 || ids[0].Labels[0] != "reserved:host" || ids[4].ID != 5 {
 		t.Errorf("identity list: %+v", ids)
 	}
-	var nodes []models.Node
-	decode(t, a.socket, &nodes, "node", "list")
-	if len(nodes) != 1 || nodes[0] != (models.Node{Name: "node1", IPv4: "192.168.1.1", Local: true}) {
+	ciliumDecode(t, a.socket, &ids, "identity", "get", "2")
+	if len(ids) != 1 || ids[0].ID != 2 || !slices.Equal(ids[0].Labels, cm.Labels{"reserved:world"}) {
+		t.Errorf("identity get: %+v", ids)
+	}
+	var nodes []*cm.NodeElement
+	ciliumDecode(t, a.socket, &nodes, "node", "list")
+	if len(nodes) != 1 || nodes[0].Name != "default/node1" || nodes[0].PrimaryAddress.IPv4.IP != "192.168.1.1" ||
+		nodes[0].PrimaryAddress.IPv4.AllocRange != "10.0.1.0/24" || nodes[0].Source != "local" {
 		t.Errorf("node list: %+v", nodes)
 	}
-	var st statusView
-	decode(t, a.socket, &st, "status")
-	if !st.OK || st.Kubernetes != "OK: CiliumEndpoints published" || st.RoutingMode != "native" ||
-		st.Masquerade != "true" || st.Endpoints != 2 || st.Identities != 10 || len(st.Modules) != 2 {
+	var svcs []*cm.Service
+	ciliumDecode(t, a.socket, &svcs, "service", "list")
+	if len(svcs) != 2 {
+		t.Fatalf("service list: %+v", svcs)
+	}
+	dns, web := svcs[0], svcs[1]
+	if fe := dns.Spec.FrontendAddress; fe.IP != "10.96.0.10" || fe.Port != 53 || fe.Protocol != "udp" ||
+		len(dns.Spec.BackendAddresses) != 2 || *dns.Spec.BackendAddresses[1].IP != "10.0.2.7" ||
+		dns.Spec.BackendAddresses[1].State != cm.BackendAddressStateTerminatingDashNotDashServing ||
+		dns.Spec.Flags.Type != "ClusterIP" || dns.Spec.Flags.Namespace != "kube-system" || dns.Spec.Flags.Name != "dns" ||
+		dns.Status.Realized == nil {
+		t.Errorf("service list dns: %+v %+v", dns.Spec, dns.Status)
+	}
+	// Pending: not realized yet.
+	if web.Spec.Flags.Type != "NodePort" || web.Spec.Flags.ExtTrafficPolicy != "Local" || web.Status.Realized != nil {
+		t.Errorf("service list web: %+v %+v", web.Spec, web.Status)
+	}
+	var st cm.StatusResponse
+	ciliumDecode(t, a.socket, &st, "status")
+	if st.Cilium.State != cm.StatusStateOk || st.Kubernetes.State != cm.K8sStatusStateOk ||
+		st.Kubernetes.Msg != "CiliumEndpoints published" || st.Routing.InterHostRoutingMode != cm.RoutingInterHostRoutingModeNative ||
+		!st.Masquerading.Enabled || st.IdentityRange.MinIdentity != 256 || st.Ipam == nil || st.KubeProxyReplacement.Mode != "False" {
 		t.Errorf("status: %+v", st)
+	}
+	// As cilium-cli asks for the version.
+	if out, err := run(t, a.socket, "version", "-o", "jsonpath={$.Daemon.Version}"); err != nil || out != "1.20.2-cilium-go\n" {
+		t.Errorf("version: %q %v", out, err)
+	}
+}
+
+func TestStatusBrief(t *testing.T) {
+	healthy := startAgent(t, agentOptions{k8s: true})
+	if out, err := run(t, healthy.socket, "status", "--brief"); err != nil || out != "OK\n" {
+		t.Errorf("healthy: %q %v", out, err)
+	}
+	degraded := startAgent(t, agentOptions{degraded: true})
+	out, err := run(t, degraded.socket, "status", "--brief")
+	if err == nil || out != "error in cilium: ipcache: sync failed: map full\n" {
+		t.Errorf("degraded: %q %v", out, err)
+	}
+	var st cm.StatusResponse
+	ciliumDecode(t, degraded.socket, &st, "status")
+	if st.Cilium.State != cm.StatusStateWarning || !strings.Contains(st.Cilium.Msg, "ipcache: sync failed: map full") ||
+		st.Kubernetes.State != cm.K8sStatusStateDisabled {
+		t.Errorf("degraded status: %+v %+v", st.Cilium, st.Kubernetes)
+	}
+	gone := filepath.Join(t.TempDir(), "gone.sock")
+	if _, err := run(t, gone, "status", "--brief"); err == nil || err.Error() != "cilium: daemon unreachable" {
+		t.Errorf("unreachable: %v", err)
 	}
 }
 
@@ -270,7 +372,8 @@ func TestErrors(t *testing.T) {
 	}{
 		{gone, []string{"status"}, "agent unreachable at " + gone},
 		{gone, []string{"endpoint", "list"}, "agent unreachable at " + gone},
-		{a.socket, []string{"status", "-o", "yaml"}, `--output "yaml": want table or json`},
+		{a.socket, []string{"status", "-o", "yaml"}, `--output "yaml": want table, json or jsonpath=TEMPLATE`},
+		{a.socket, []string{"status", "-o", "jsonpath={.cilium"}, `--output "jsonpath={.cilium": jsonpath: unclosed action`},
 		{a.socket, []string{"endpoint", "get", "99"}, "404: 99: endpoint not found"},
 		{a.socket, []string{"endpoint", "get", "nosuch"}, "404: container-id:nosuch: endpoint not found"},
 		{a.socket, []string{"endpoint", "get"}, "accepts 1 arg(s)"},

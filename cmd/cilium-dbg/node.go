@@ -1,11 +1,14 @@
 package main
 
 import (
+	"cmp"
+	"slices"
 	"text/tabwriter"
 
+	cm "github.com/cilium/cilium/api/v1/models"
 	"github.com/spf13/cobra"
 
-	"github.com/cilium-go/cilium/pkg/api/models"
+	"github.com/cilium-go/cilium/pkg/api/ciliumapi"
 )
 
 func newNodeCommand(o *options) *cobra.Command {
@@ -13,24 +16,39 @@ func newNodeCommand(o *options) *cobra.Command {
 	cmd.AddCommand(&cobra.Command{
 		Use:   "list",
 		Short: "List the nodes, this one included",
-		Args:  cobra.NoArgs,
+		Long: `List the nodes, this one included, named cluster/node, in the columns of
+Cilium's cilium-dbg node list (cilium-cli reads them); -o json prints Cilium's
+NodeElement model.`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, cancel := apiContext(cmd)
 			defer cancel()
-			nodes, err := o.client().Nodes(ctx)
+			c := o.client()
+			nodes, err := c.Nodes(ctx)
 			if err != nil {
 				return err
 			}
-			if nodes == nil {
-				nodes = []models.Node{}
+			cfg, err := c.Config(ctx)
+			if err != nil {
+				return err
 			}
-			return o.render(nodes, func(w *tabwriter.Writer) {
-				row(w, "NAME", "IPV4", "POD CIDR", "LOCAL")
-				for _, n := range nodes {
-					row(w, n.Name, n.IPv4, orDash(n.PodCIDR), n.Local)
+			out := ciliumapi.Nodes(orDefault(cfg.Flags["cluster-name"], "default"), nodes)
+			slices.SortFunc(out, func(a, b *cm.NodeElement) int { return cmp.Compare(a.Name, b.Name) })
+			return o.render(out, func(w *tabwriter.Writer) {
+				row(w, "Name", "IPv4 Address", "Endpoint CIDR", "IPv6 Address", "Endpoint CIDR", "Source")
+				for _, n := range out {
+					v4 := n.PrimaryAddress.IPv4
+					row(w, n.Name, v4.IP, v4.AllocRange, "", "", n.Source)
 				}
 			})
 		},
 	})
 	return cmd
+}
+
+func orDefault(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
 }

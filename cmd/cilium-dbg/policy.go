@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/cilium-go/cilium/internal/datapath/spec"
+	"github.com/cilium-go/cilium/pkg/api/ciliumapi"
 	"github.com/cilium-go/cilium/pkg/api/models"
 	"github.com/cilium-go/cilium/pkg/identity"
 )
@@ -18,19 +19,25 @@ func newPolicyCommand(o *options) *cobra.Command {
 	cmd := &cobra.Command{Use: "policy", Short: "Network policy as the agent's policy engine holds and judges it"}
 	cmd.AddCommand(&cobra.Command{
 		Use:   "get",
-		Short: "List the rules the agent holds, by origin",
-		Args:  cobra.NoArgs,
+		Short: "List the rules the agent holds, by origin, and the policy revision",
+		Long: `List the rules the agent holds, by origin, and the policy revision, which
+counts the changes of the agent's policies from 1; an endpoint enforces every
+change up to the policy revision of its policy status (endpoint get).
+-o json prints Cilium's Policy model: the rules as JSON text, and the revision.`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, cancel := apiContext(cmd)
 			defer cancel()
-			rules, err := o.client().PolicyRules(ctx)
+			p, err := o.client().Policy(ctx)
 			if err != nil {
 				return err
 			}
-			if rules == nil {
-				rules = []models.PolicyRule{}
+			rules, err := p.Rules()
+			if err != nil {
+				return err
 			}
-			return o.render(rules, func(w *tabwriter.Writer) {
+			return o.render(ciliumapi.Policy(p), func(w *tabwriter.Writer) {
+				row(w, "Revision:", p.Revision)
 				row(w, "ORIGIN", "SUBJECT", "DIRECTION", "VERDICT", "ISOLATES", "PEERS", "PORTS")
 				for _, r := range rules {
 					ports := strings.Join(r.Ports, ",")

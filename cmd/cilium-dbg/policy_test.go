@@ -3,8 +3,11 @@ package main
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
+
+	cm "github.com/cilium/cilium/api/v1/models"
 
 	"github.com/cilium-go/cilium/internal/datapath/spec"
 	"github.com/cilium-go/cilium/pkg/api/models"
@@ -33,6 +36,8 @@ func (fakePolicy) PolicyRules(context.Context) ([]models.PolicyRule, error) {
 	}, nil
 }
 
+func (fakePolicy) PolicyRevision(context.Context) (uint64, error) { return 7, nil }
+
 func (fakePolicy) PolicySelectors(context.Context) ([]models.PolicySelector, error) {
 	return []models.PolicySelector{
 		{Selector: "entity:world", Identities: []identity.NumericIdentity{identity.World}, Users: 2},
@@ -45,7 +50,7 @@ func (fakePolicy) EndpointPolicy(_ context.Context, id uint16) (*models.Endpoint
 	if id != 2 {
 		return nil, nil
 	}
-	return &models.EndpointPolicy{Identity: 4343, Revision: 7, Realized: 6, Ready: true, EnforceIngress: true,
+	return &models.EndpointPolicy{Identity: 4343, Revision: 7, Realized: 6, PolicyRevision: 3, Ready: true, EnforceIngress: true,
 		Error: "update policy map: map full",
 		Entries: []models.PolicyEntry{
 			{Direction: "ingress", Identity: 4242, Protocol: spec.ProtoTCP, Port: 5432, Verdict: "allow",
@@ -93,6 +98,7 @@ func TestPolicyTables(t *testing.T) {
 		want [][]string // rows of fields, exactly
 	}{
 		{[]string{"policy", "get"}, [][]string{
+			{"Revision:", "7"},
 			{"ORIGIN", "SUBJECT", "DIRECTION", "VERDICT", "ISOLATES", "PEERS", "PORTS"},
 			{"CiliumClusterwideNetworkPolicy/deny-dns", "*", "egress", "deny", "no", "entity:world", "UDP/53"},
 			{"CiliumNetworkPolicy/prod/db-from-web", `ns=prod:{"matchLabels":{"k8s:app":"db"}}`, "ingress", "allow", "yes",
@@ -196,16 +202,26 @@ func TestEndpointGetPolicy(t *testing.T) {
 	if out, err := run(t, a.socket, "endpoint", "get", "1"); err != nil || !strings.HasSuffix(out, "Policy:          not known to the policy engine\n") {
 		t.Fatalf("endpoint 1: %v\n%s", err, out)
 	}
-	var ep models.Endpoint
-	decode(t, a.socket, &ep, "endpoint", "get", "2")
-	if ep.Policy == nil || ep.Policy.Revision != 7 || len(ep.Policy.Entries) != 4 || ep.Policy.Entries[1].EndPort != 8080 {
-		t.Fatalf("endpoint get json: %+v", ep.Policy)
+	var ep []*cm.Endpoint
+	ciliumDecode(t, a.socket, &ep, "endpoint", "get", "2")
+	if p := ep[0].Status.Policy; p == nil || p.Spec.Build != 7 || p.Realized.PolicyRevision != 3 ||
+		p.Spec.PolicyEnabled != cm.EndpointPolicyEnabledIngress || !slices.Equal(p.Spec.AllowedEgressIdentities, []int64{0}) {
+		t.Fatalf("endpoint get json: %+v", ep[0].Status.Policy)
 	}
-	// The list still works, without policies.
-	var eps []models.Endpoint
-	decode(t, a.socket, &eps, "endpoint", "list")
-	if len(eps) != 2 || eps[1].Policy != nil {
+	// The list has the policies too; endpoint 1's is not known yet.
+	var eps []*cm.Endpoint
+	ciliumDecode(t, a.socket, &eps, "endpoint", "list")
+	if len(eps) != 2 || eps[0].Status.Policy != nil || eps[1].Status.Policy.Realized.PolicyRevision != 3 {
 		t.Fatalf("endpoint list: %+v", eps)
+	}
+	// As cilium-cli asks for the policy revision.
+	if out, err := run(t, a.socket, "policy", "get", "-o", "jsonpath='{.revision}'"); err != nil || out != "'7'\n" {
+		t.Fatalf("policy revision: %q %v", out, err)
+	}
+	var pol cm.Policy
+	ciliumDecode(t, a.socket, &pol, "policy", "get")
+	if pol.Revision != 7 || !strings.Contains(pol.Policy, `"origin":{"kind":"NetworkPolicy","namespace":"prod","name":"isolate"}`) {
+		t.Fatalf("policy get json: %+v", pol)
 	}
 }
 

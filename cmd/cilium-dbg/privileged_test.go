@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"net"
@@ -68,11 +69,12 @@ func TestPrivilegedPinnedMaps(t *testing.T) {
 		}},
 		{[]string{"bpf", "policy", "get", "11"}, &[]bpfPolicyEntry{}, []bpfPolicyEntry{}},
 		{[]string{"bpf", "ct", "list"}, &[]bpfConnection{}, []bpfConnection{}},
-		{[]string{"bpf", "lb", "list"}, &[]bpfLBEntry{}, []bpfLBEntry{
-			{Frontend: "10.96.0.10:53/UDP", Scope: "external", Flags: []string{"affinity"}, AffinityTimeout: 60, RevNAT: 3,
-				RevNATAddress: "10.96.0.10:53", Backends: []string{"10.10.1.11:5353", "10.10.2.21:5353 (terminating)"}},
-			{Frontend: "192.168.50.1:30053/UDP", Scope: "external", Flags: []string{"nodeport"}, RevNAT: 4,
-				RevNATAddress: "192.168.50.1:30053", Backends: []string{}},
+		// Cilium's layout: each slot of a frontend to what it holds.
+		{[]string{"bpf", "lb", "list"}, &map[string][]string{}, map[string][]string{
+			"10.96.0.10:53/UDP (0)":      {"0.0.0.0:0 (3) (0) [ClusterIP, sessionAffinity (60s)]"},
+			"10.96.0.10:53/UDP (1)":      {"10.10.1.11:5353/UDP (3) (1)"},
+			"10.96.0.10:53/UDP (2)":      {"10.10.2.21:5353/UDP (3) (2) [terminating]"},
+			"192.168.50.1:30053/UDP (0)": {"0.0.0.0:0 (4) (0) [NodePort]"},
 		}},
 		{[]string{"bpf", "metrics", "list"}, &[]bpfCounter{}, []bpfCounter{}},
 	} {
@@ -335,3 +337,100 @@ func waitForEvent(t *testing.T, out *syncBuffer, match func(models.MonitorEvent)
 }
 
 func itoa(id uint16) string { return strconv.Itoa(int(id)) }
+
+// TestPrivilegedIPCacheLookupAndCTFlush looks addresses up in a real
+// pinned ipcache as Cilium's cilium-dbg does (and cilium-cli parses), and
+// flushes real conntrack entries, all or an endpoint's.
+func TestPrivilegedIPCacheLookupAndCTFlush(t *testing.T) {
+	testenv.Privileged(t) // mounts a bpffs and creates BPF maps
+	root := testnode.TempBPFFS(t)
+	writePins(t, filepath.Join(root, "maps"))
+	noAgent := filepath.Join(t.TempDir(), "no-agent.sock")
+	bpf := func(args ...string) (string, error) {
+		return run(t, noAgent, append(args, "--bpf-root", root)...)
+	}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		// The longest prefix holding the address.
+		{[]string{"bpf", "ipcache", "get", "10.10.2.5"}, "10.10.2.5 maps to identity identity=1020 encryptkey=0 tunnelendpoint=192.168.50.2 flags=<none>\n"},
+		{[]string{"bpf", "ipcache", "get", "10.10.2.21"}, "10.10.2.21 maps to identity identity=1021 encryptkey=0 tunnelendpoint=192.168.50.2 flags=<none>\n"},
+		{[]string{"bpf", "ipcache", "get", "10.10.1.12"}, "10.10.1.12 maps to identity identity=1012 encryptkey=0 tunnelendpoint=0.0.0.0 flags=<none>\n"},
+		{[]string{"bpf", "ipcache", "match", "10.10.2.0/24"}, `key 10.10.2.0/24 has value "identity=1020 encryptkey=0 tunnelendpoint=192.168.50.2 flags=<none>"` + "\n"},
+	} {
+		if out, err := bpf(tc.args...); err != nil || out != tc.want {
+			t.Errorf("%v: %q %v, want %q", tc.args, out, err, tc.want)
+		}
+	}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"bpf", "ipcache", "get", "8.8.8.8"}, "8.8.8.8 does not map to any identity"},
+		{[]string{"bpf", "ipcache", "get", "10.10.2"}, `ip "10.10.2": not an IP address`},
+		{[]string{"bpf", "ipcache", "match", "10.10.2.0/25"}, "10.10.2.0/25 does not match to any ipcache entry"},
+		{[]string{"bpf", "ipcache", "match", "10.10.2.0"}, `prefix "10.10.2.0": not a prefix`},
+		{[]string{"bpf", "ct", "flush", "99"}, "endpoint 99: not in the datapath's endpoints"},
+		{[]string{"bpf", "ipcache", "delete", "10.10.9.0/24"}, "10.10.9.0/24 does not match to any ipcache entry"},
+		{[]string{"bpf", "ipcache", "update", "10.10.9.1/24", "--identity", "5"}, `prefix "10.10.9.1/24": not an IPv4 prefix without host bits`},
+		{[]string{"bpf", "ipcache", "update", "10.10.9.0/24"}, "--identity: required"},
+		{[]string{"bpf", "ipcache", "update", "10.10.9.0/24", "--identity", "5", "--encryptkey", "3"}, "--encryptkey 3: cilium-go has no encryption"},
+		{[]string{"bpf", "ipcache", "update", "10.10.9.0/24", "--identity", "5", "--tunnelendpoint", "x"}, `--tunnelendpoint "x": not an IPv4 address`},
+		{[]string{"bpf", "ct", "flush", "all"}, `endpoint "all": want global or an endpoint id`},
+	} {
+		if out, err := bpf(tc.args...); err == nil || !strings.Contains(err.Error(), tc.want) || out != "" {
+			t.Errorf("%v: %q %v, want an error naming %q", tc.args, out, err, tc.want)
+		}
+	}
+
+	// As cilium-cli's pod-to-pod-missing-ipcache: read an entry, delete it,
+	// write it back from what get printed.
+	if _, err := bpf("bpf", "ipcache", "delete", "10.10.2.21/32"); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := bpf("bpf", "ipcache", "get", "10.10.2.21"); err != nil || !strings.Contains(out, "identity=1020 ") {
+		t.Fatalf("after the delete, the /24 holds the address: %q %v", out, err)
+	}
+	if _, err := bpf("bpf", "ipcache", "update", "10.10.2.21/32", "--tunnelendpoint", "192.168.50.2", "--identity", "1021",
+		"--encryptkey", "0"); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := bpf("bpf", "ipcache", "match", "10.10.2.21/32"); err != nil ||
+		out != `key 10.10.2.21/32 has value "identity=1021 encryptkey=0 tunnelendpoint=192.168.50.2 flags=<none>"`+"\n" {
+		t.Fatalf("after the update: %q %v", out, err)
+	}
+
+	// Three connections, two of them endpoint 11's (10.10.1.11).
+	m, err := datapath.OpenPinnedMaps(filepath.Join(root, "maps"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	be32 := func(s string) uint32 {
+		b := netip.MustParseAddr(s).As4()
+		return binary.NativeEndian.Uint32(b[:])
+	}
+	for i, c := range [][2]string{{"10.10.1.11", "10.10.2.21"}, {"10.10.2.21", "10.10.1.11"}, {"10.10.1.12", "10.10.2.21"}} {
+		k := datapath.CTKey{Saddr: be32(c[0]), Daddr: be32(c[1]), Sport: uint16(1000 + i), Dport: 80, Protocol: 6}
+		if err := m.CT4.Put(k, datapath.CTEntry{Expires: uint64(time.Hour)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctPath := filepath.Join(root, "maps", "cilium_ct4")
+	if out, err := bpf("bpf", "ct", "flush", "11"); err != nil || out != "Flushed 2 entries from "+ctPath+"\n" {
+		t.Fatalf("flush 11: %q %v", out, err)
+	}
+	var conns []bpfConnection
+	bpfJSON(t, root, &conns, "bpf", "ct", "list")
+	if len(conns) != 1 || conns[0].Src != "10.10.1.12" {
+		t.Fatalf("after flushing endpoint 11: %+v", conns)
+	}
+	if out, err := bpf("bpf", "ct", "flush", "global"); err != nil || out != "Flushed 1 entries from "+ctPath+"\n" {
+		t.Fatalf("flush global: %q %v", out, err)
+	}
+	bpfJSON(t, root, &conns, "bpf", "ct", "list")
+	if len(conns) != 0 {
+		t.Fatalf("after flushing all: %+v", conns)
+	}
+}

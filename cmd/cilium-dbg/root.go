@@ -30,24 +30,19 @@ const (
 func newRootCommand(out io.Writer) *cobra.Command {
 	o := &options{out: out}
 	root := &cobra.Command{
-		Use:           "cilium-dbg",
-		Short:         "Inspect the cilium-go agent and datapath of this node",
-		SilenceUsage:  true,
-		SilenceErrors: false,
-		PersistentPreRunE: func(*cobra.Command, []string) error {
-			if o.output != outputTable && o.output != outputJSON {
-				return fmt.Errorf("--output %q: want table or json", o.output)
-			}
-			return nil
-		},
+		Use:               "cilium-dbg",
+		Short:             "Inspect the cilium-go agent and datapath of this node",
+		SilenceUsage:      true,
+		SilenceErrors:     false,
+		PersistentPreRunE: func(*cobra.Command, []string) error { return o.checkOutput() },
 	}
 	root.SetOut(out)
 	fs := root.PersistentFlags()
 	fs.StringVar(&o.socket, "socket-path", paths.DefaultConfig.SocketPath, "the agent's API socket")
 	fs.StringVar(&o.bpfRoot, "bpf-root", paths.DefaultConfig.BPFRoot, "the agent's bpffs directory (its --bpf-root), for bpf and monitor")
-	fs.StringVarP(&o.output, "output", "o", outputTable, "output format: table or json")
+	fs.StringVarP(&o.output, "output", "o", outputTable, "output format: table, json (in Cilium's API models) or jsonpath=TEMPLATE")
 	root.AddCommand(newStatusCommand(o), newEndpointCommand(o), newIdentityCommand(o), newNodeCommand(o), newServiceCommand(o),
-		newPolicyCommand(o), newBPFCommand(o), newMonitorCommand(o))
+		newPolicyCommand(o), newBPFCommand(o), newMonitorCommand(o), newMetricsCommand(o), newVersionCommand(o))
 	return root
 }
 

@@ -3,8 +3,10 @@ package main
 import (
 	"cmp"
 	"fmt"
+	"maps"
 	"net/netip"
 	"slices"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 
@@ -12,6 +14,7 @@ import (
 
 	"github.com/cilium-go/cilium/internal/datapath"
 	"github.com/cilium-go/cilium/internal/datapath/spec"
+	"github.com/cilium-go/cilium/pkg/api/ciliumapi"
 	"github.com/cilium-go/cilium/pkg/api/models"
 )
 
@@ -28,10 +31,11 @@ func newServiceCommand(o *options) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if svcs == nil {
-				svcs = []models.Service{}
+			out, err := ciliumapi.Services(svcs)
+			if err != nil {
+				return err
 			}
-			return o.render(svcs, func(w *tabwriter.Writer) {
+			return o.render(out, func(w *tabwriter.Writer) {
 				row(w, "FRONTEND", "TYPE", "SERVICE", "BACKENDS", "AFFINITY", "TRAFFIC POLICY", "STATUS")
 				for _, s := range svcs {
 					backends := serviceBackends(s.Backends)
@@ -70,17 +74,10 @@ func serviceBackends(bs []models.ServiceBackend) string {
 	return strings.Join(out, ", ")
 }
 
-// bpfLBEntry is one frontend of the service maps with its slots resolved.
-type bpfLBEntry struct {
-	Frontend        string   `json:"frontend"`
-	Scope           string   `json:"scope"`
-	Flags           []string `json:"flags"`
-	AffinityTimeout uint32   `json:"affinityTimeout,omitempty"`
-	RevNAT          uint16   `json:"revNAT"`
-	RevNATAddress   string   `json:"revNATAddress"`
-	Backends        []string `json:"backends"`
-}
-
+// bpfLB lists the service maps as Cilium's bpf lb list does: each slot of
+// a frontend, "address:port/PROTO (slot)", to what it holds; slot 0, the
+// frontend's own, holds its reverse NAT index and flags, the others the
+// backend of that slot. -o json prints the same map.
 func (o *options) bpfLB(m *datapath.Maps) error {
 	svcs, err := m.Services()
 	if err != nil {
@@ -90,50 +87,73 @@ func (o *options) bpfLB(m *datapath.Maps) error {
 	if err != nil {
 		return err
 	}
-	revs, err := m.RevNATs()
-	if err != nil {
-		return err
-	}
-	out := make([]bpfLBEntry, 0, len(svcs))
+	out := map[string][]string{}
 	for _, s := range svcs {
-		e := bpfLBEntry{Frontend: s.Frontend.String(), Scope: "external", Flags: s.Flags.Names(),
-			RevNAT: s.RevNATIndex, Backends: []string{}}
-		if s.Frontend.Scope == spec.ScopeInternal {
-			e.Scope = "internal"
-		}
-		if s.Flags&spec.LBAffinity != 0 {
-			e.AffinityTimeout = s.AffinityTimeout
-		}
-		if r, ok := revs[s.RevNATIndex]; ok {
-			e.RevNATAddress = netip.AddrPortFrom(r.Address, r.Port).String()
-		}
+		fe := s.Frontend.String()
+		out[fmt.Sprintf("%s (0)", fe)] = []string{fmt.Sprintf("0.0.0.0:0 (%d) (0) [%s]", s.RevNATIndex, lbFlags(s))}
 		for i, id := range s.Backends {
+			slot := i + 1
 			b, ok := backends[id]
 			if !ok {
-				e.Backends = append(e.Backends, fmt.Sprintf("slot %d: backend %d missing", i+1, id))
+				out[fmt.Sprintf("%s (%d)", fe, slot)] = []string{fmt.Sprintf("backend %d not found", id)}
 				continue
 			}
-			a := netip.AddrPortFrom(b.Address, b.Port).String()
+			e := fmt.Sprintf("%s/%s (%d) (%d)", netip.AddrPortFrom(b.Address, b.Port), spec.ProtocolName(b.Protocol), s.RevNATIndex, slot)
 			if b.Terminating {
-				a += " (terminating)"
+				e += " [terminating]"
 			}
-			e.Backends = append(e.Backends, a)
+			out[fmt.Sprintf("%s (%d)", fe, slot)] = []string{e}
 		}
-		out = append(out, e)
 	}
-	slices.SortStableFunc(out, func(a, b bpfLBEntry) int { return cmp.Compare(a.Scope, b.Scope) })
 	return o.render(out, func(w *tabwriter.Writer) {
-		row(w, "FRONTEND", "SCOPE", "FLAGS", "REVNAT", "BACKENDS")
-		for _, e := range out {
-			flags := strings.Join(e.Flags, ",")
-			if e.AffinityTimeout > 0 {
-				flags += fmt.Sprintf(" affinity=%ds", e.AffinityTimeout)
+		row(w, "SERVICE ADDRESS", "BACKEND ADDRESS (REVNAT_ID) (SLOT)")
+		keys := slices.Collect(maps.Keys(out))
+		slices.SortFunc(keys, compareSlotKeys)
+		for _, k := range keys {
+			for i, v := range out[k] {
+				if i > 0 {
+					k = ""
+				}
+				row(w, k, v)
 			}
-			backends := strings.Join(e.Backends, ", ")
-			if backends == "" {
-				backends = "(none: rejected)"
-			}
-			row(w, e.Frontend, e.Scope, orDash(strings.TrimSpace(flags)), fmt.Sprintf("%d (%s)", e.RevNAT, orDash(e.RevNATAddress)), backends)
 		}
 	})
+}
+
+// compareSlotKeys orders "frontend (slot)" keys by frontend, then slot
+// as a number.
+func compareSlotKeys(a, b string) int {
+	fa, sa, _ := strings.Cut(a, " (")
+	fb, sb, _ := strings.Cut(b, " (")
+	na, _ := strconv.Atoi(strings.TrimSuffix(sa, ")"))
+	nb, _ := strconv.Atoi(strings.TrimSuffix(sb, ")"))
+	return cmp.Or(cmp.Compare(fa, fb), cmp.Compare(na, nb))
+}
+
+// lbFlags names a frontend's type and options as Cilium's service flags
+// do: its type first (ClusterIP unless another), then the options.
+func lbFlags(s spec.Service) string {
+	out := []string{"ClusterIP"}
+	for _, n := range []struct {
+		bit  spec.LBFlags
+		name string
+	}{{spec.LBNodePort, "NodePort"}, {spec.LBExternalIP, "ExternalIPs"}, {spec.LBHostPort, "HostPort"},
+		{spec.LBLoadBalancer, "LoadBalancer"}} {
+		if s.Flags&n.bit != 0 {
+			out[0] = n.name
+		}
+	}
+	if s.Flags&spec.LBAffinity != 0 {
+		out = append(out, fmt.Sprintf("sessionAffinity (%ds)", s.AffinityTimeout))
+	}
+	if s.Flags&spec.LBLocal != 0 {
+		out = append(out, "Local")
+	}
+	if s.Flags&spec.LBTwoScopes != 0 {
+		out = append(out, "two-scopes")
+	}
+	if s.Frontend.Scope == spec.ScopeInternal {
+		out = append(out, "internal")
+	}
+	return strings.Join(out, ", ")
 }

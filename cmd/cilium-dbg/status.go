@@ -2,14 +2,17 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"net/http"
-	"strings"
 	"text/tabwriter"
 	"time"
 
+	cm "github.com/cilium/cilium/api/v1/models"
 	"github.com/spf13/cobra"
 
+	"github.com/cilium-go/cilium/pkg/api/ciliumapi"
 	"github.com/cilium-go/cilium/pkg/api/models"
 )
 
@@ -34,65 +37,96 @@ type statusView struct {
 }
 
 func newStatusCommand(o *options) *cobra.Command {
-	return &cobra.Command{
+	var brief bool
+	cmd := &cobra.Command{
 		Use:   "status",
 		Short: "Kubernetes, datapath mode, endpoints, identities and the health of every module",
-		Args:  cobra.NoArgs,
+		Long: `Kubernetes, datapath mode, endpoints, identities and the health of every module.
+
+-o json prints Cilium's StatusResponse model, as cilium-cli reads it.
+--brief prints one line, OK or the first unhealthy part, and fails unless OK.`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, cancel := apiContext(cmd)
 			defer cancel()
-			st, err := o.status(ctx)
+			st, in, err := o.status(ctx)
 			if err != nil {
+				if brief {
+					return errors.New("cilium: daemon unreachable")
+				}
 				return err
 			}
-			return o.render(st, func(w *tabwriter.Writer) { st.table(w) })
+			cst := ciliumapi.Status(in)
+			if brief && !o.structured() {
+				return briefLine(o.out, cst)
+			}
+			return o.render(cst, func(w *tabwriter.Writer) { st.table(w) })
 		},
 	}
+	cmd.Flags().BoolVar(&brief, "brief", false, "print one line: OK, or the first unhealthy part (exit code 1)")
+	// Cilium's --verbose adds detail to the table; ours always has it all.
+	cmd.Flags().Bool("verbose", false, "print everything (the table always does)")
+	return cmd
 }
 
-func (o *options) status(ctx context.Context) (statusView, error) {
+// briefLine prints Cilium's one-line status and fails when it is not OK.
+func briefLine(w io.Writer, st *cm.StatusResponse) error {
+	line, ok := ciliumapi.Brief(st)
+	if _, err := fmt.Fprintln(w, line); err != nil {
+		return err
+	}
+	if !ok {
+		return errUnhealthy
+	}
+	return nil
+}
+
+// errUnhealthy fails status --brief after its line says why.
+var errUnhealthy = errors.New("agent unhealthy")
+
+func (o *options) status(ctx context.Context) (statusView, ciliumapi.StatusInput, error) {
 	c := o.client()
 	h, err := c.Healthz(ctx)
 	// A degraded agent answers 503 with its health: that is a status too.
 	if err != nil && !isStatus(err, http.StatusServiceUnavailable) {
-		return statusView{}, err
+		return statusView{}, ciliumapi.StatusInput{}, err
 	}
 	cfg, err := c.Config(ctx)
 	if err != nil {
-		return statusView{}, err
+		return statusView{}, ciliumapi.StatusInput{}, err
 	}
 	eps, err := c.Endpoints(ctx)
 	if err != nil {
-		return statusView{}, err
+		return statusView{}, ciliumapi.StatusInput{}, err
 	}
 	ids, err := c.Identities(ctx)
 	if err != nil {
-		return statusView{}, err
+		return statusView{}, ciliumapi.StatusInput{}, err
+	}
+	allocs, err := c.Allocations(ctx)
+	if err != nil {
+		return statusView{}, ciliumapi.StatusInput{}, err
 	}
 	return statusView{Socket: o.socket, OK: h.OK, Kubernetes: kubernetesStatus(cfg, h),
-		RoutingMode: orDash(cfg.Flags["routing-mode"]), Masquerade: orDash(cfg.Flags["enable-ipv4-masquerade"]),
-		Endpoints: len(eps), Identities: len(ids), Modules: h.Modules}, nil
+			RoutingMode: orDash(cfg.Flags["routing-mode"]), Masquerade: orDash(cfg.Flags["enable-ipv4-masquerade"]),
+			Endpoints: len(eps), Identities: len(ids), Modules: h.Modules},
+		ciliumapi.StatusInput{Health: h, Config: cfg, Allocations: allocs}, nil
 }
 
-// kubernetesStatus reads the Kubernetes flags and the k8s module's health.
+// kubernetesStatus is what Cilium's status model says of Kubernetes, as
+// the table shows it.
 func kubernetesStatus(cfg models.Config, h models.Health) string {
-	if cfg.Flags["enable-k8s"] != "true" && cfg.Flags["kubeconfig"] == "" {
+	k := ciliumapi.Status(ciliumapi.StatusInput{Health: h, Config: cfg}).Kubernetes
+	switch k.State {
+	case cm.K8sStatusStateDisabled:
 		return "Disabled"
+	case cm.K8sStatusStateOk:
+		if k.Msg == "" || k.Msg == "OK" {
+			return "OK"
+		}
+		return "OK: " + k.Msg
 	}
-	for _, m := range h.Modules {
-		if m.Module != "k8s" && !strings.HasPrefix(m.Module, "k8s.") {
-			continue
-		}
-		s := m.Level
-		if m.Message != "" {
-			s += ": " + m.Message
-		}
-		if m.Error != "" {
-			s += ": " + m.Error
-		}
-		return s
-	}
-	return "Enabled, no report yet"
+	return "Degraded: " + k.Msg
 }
 
 func (s statusView) table(w *tabwriter.Writer) {

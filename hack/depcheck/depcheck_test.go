@@ -127,11 +127,11 @@ func TestDatapathValuesHaveNoKernelNorKubernetes(t *testing.T) {
 }
 
 // ciliumAPI are the only packages of Cilium's module that cilium-go may
-// use: Hubble's generated gRPC API, so that Hubble's clients work against
-// cilium-go, and the generated models of the health API (health/models,
-// and the REST models it embeds), so that cilium-health's JSON is
-// Cilium's. Everything else is written here.
-var ciliumAPI = []string{"flow", "observer", "peer", "relay", "health/models", "models"}
+// use, all of them API schemas: Hubble's generated gRPC API, so that
+// Hubble's clients work against cilium-go, and the generated models of the
+// agent's and cilium-health's REST APIs, so that cilium-dbg prints the JSON
+// that cilium-cli decodes. Everything else is written here.
+var ciliumAPI = []string{"flow", "observer", "peer", "relay", "models", "health/models"}
 
 func TestOnlyAPISchemasFromCilium(t *testing.T) {
 	allowed := map[string]bool{}

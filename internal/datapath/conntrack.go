@@ -138,6 +138,34 @@ func (m *Maps) CollectConntrack(now time.Duration) (int, error) {
 	return m.deleteExpired(stale, now)
 }
 
+// FlushConntrack deletes the conntrack entries whose source or
+// destination address match takes (every entry with a nil match) and
+// returns how many went, as cilium-dbg bpf ct flush does. The connections
+// lose their state: their next packets are judged as new ones.
+func (m *Maps) FlushConntrack(match func(netip.Addr) bool) (int, error) {
+	var keys []CTKey
+	err := m.walkConntrack(func(k *CTKey, _ *CTEntry) {
+		if match == nil || match(addrOfBE32(k.Saddr)) || match(addrOfBE32(k.Daddr)) {
+			keys = append(keys, *k)
+		}
+	})
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for i := range keys {
+		err := m.CT4.Delete(&keys[i])
+		if errors.Is(err, ebpf.ErrKeyNotExist) {
+			continue
+		}
+		if err != nil {
+			return n, fmt.Errorf("delete conntrack entry: %w", err)
+		}
+		n++
+	}
+	return n, nil
+}
+
 // deleteExpired deletes the entries of keys that are still expired. The
 // walk that found them takes a while, and meanwhile a new connection may
 // have taken an expired entry's tuple (a client's port comes round

@@ -241,11 +241,27 @@ func (c *Client) GetEndpointByID(ctx context.Context, id uint16) (models.Endpoin
 	return out, c.do(ctx, http.MethodGet, fmt.Sprintf("/v1/endpoint/%d", id), nil, &out)
 }
 
-// PolicyRules lists the rules of the agent's policy engine; an agent
-// without one answers 501.
-func (c *Client) PolicyRules(ctx context.Context) ([]models.PolicyRule, error) {
-	var out []models.PolicyRule
+// Policy is the agent's policy: its rules (PolicyRules decodes them) and
+// revision; an agent without a policy engine answers 501.
+func (c *Client) Policy(ctx context.Context) (models.Policy, error) {
+	var out models.Policy
 	return out, c.do(ctx, http.MethodGet, "/v1/policy", nil, &out)
+}
+
+// PolicyRules lists the rules of the agent's policy engine.
+func (c *Client) PolicyRules(ctx context.Context) ([]models.PolicyRule, error) {
+	p, err := c.Policy(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return p.Rules()
+}
+
+// Get decodes the answer of GET path into out: for the routes whose
+// bodies are Cilium's models (GET /v1/metrics/), which this package does
+// not link, so that the CNI plugin stays small.
+func (c *Client) Get(ctx context.Context, path string, out any) error {
+	return c.do(ctx, http.MethodGet, path, nil, out)
 }
 
 // PolicySelectors lists the policy engine's selector cache.

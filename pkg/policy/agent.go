@@ -110,6 +110,9 @@ type Agent struct {
 	onPolicyMu     sync.Mutex
 	onPolicy       []func(PolicyChange)
 	policyRevision uint64
+	// flushedRevision is policyRevision as of the last write: the
+	// policy changes that the tables' entries include.
+	flushedRevision uint64
 }
 
 // PolicyChange is a policy whose rules were set, or removed (Rules 0).
@@ -389,6 +392,7 @@ func (a *Agent) publishPrefixes() {
 // only their groups.
 func (a *Agent) write(markInitialized bool) {
 	eps, changes := a.engine.Flush()
+	a.flushedRevision = a.policyRevision
 	a.publishPrefixes()
 	if len(eps) == 0 && !markInitialized {
 		return

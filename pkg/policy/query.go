@@ -70,6 +70,18 @@ func (a *Agent) Rules(ctx context.Context) ([]RuleInfo, error) {
 	return out, nil
 }
 
+// PolicyRevision counts the changes of the agent's policies, from 1 (no
+// policy yet) as Cilium's repository revision does: once an endpoint's
+// EndpointPolicyInfo.PolicyRevision reaches it, the endpoint enforces
+// every policy the agent had when asked.
+func (a *Agent) PolicyRevision(ctx context.Context) (uint64, error) {
+	var rev uint64
+	if err := a.ask(ctx, func(*Engine) { rev = a.policyRevision }); err != nil {
+		return 0, err
+	}
+	return rev + 1, nil
+}
+
 // SelectorInfo is a selector in use and the identities it selects.
 type SelectorInfo struct {
 	Selector   string
@@ -99,8 +111,13 @@ type EndpointPolicyInfo struct {
 	// Realized is the revision the datapath holds; 0 until the first.
 	Realized uint64
 	// Error is the reconciler's last failure to realize it.
-	Error   string
-	Entries map[spec.PolicyEntry][]Origin
+	Error string
+	// PolicyRevision is the agent's policy revision (PolicyRevision) that
+	// the datapath holds for the endpoint: every policy change up to it is
+	// in its map. 0 while its entries are on their way, and while a policy
+	// is refused for it.
+	PolicyRevision uint64
+	Entries        map[spec.PolicyEntry][]Origin
 }
 
 // ErrNoEndpoint is returned for an endpoint the engine does not know.
@@ -110,9 +127,11 @@ var ErrNoEndpoint = errors.New("endpoint not known to the policy engine")
 func (a *Agent) EndpointPolicy(ctx context.Context, id uint16) (EndpointPolicyInfo, error) {
 	var out EndpointPolicyInfo
 	var ok bool
+	var flushed uint64
 	if err := a.ask(ctx, func(e *Engine) {
 		out.EndpointStatus, ok = e.Endpoint(id)
 		out.Entries = e.Entries(id)
+		flushed = a.flushedRevision
 	}); err != nil {
 		return EndpointPolicyInfo{}, err
 	}
@@ -122,6 +141,12 @@ func (a *Agent) EndpointPolicy(ctx context.Context, id uint16) (EndpointPolicyIn
 	txn := a.db.ReadTxn()
 	if r := a.realization(txn, id); r.known {
 		out.Realized, out.Error = r.realized, r.err
+		// Realized entries of the engine's latest revision for the
+		// endpoint hold every policy change written with them; a refused
+		// policy is not in force, and the endpoint realizes none after it.
+		if out.Ready && out.Refused == nil && r.realized >= out.Revision {
+			out.PolicyRevision = flushed + 1
+		}
 	}
 	if out.Refused != nil {
 		// What is in force: the policy of before, not what did not fit.

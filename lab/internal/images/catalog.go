@@ -56,7 +56,11 @@ type Spec struct {
 	// Binaries maps a file name in the bin directory to its path in the pod root.
 	Binaries map[string]string
 	// Extras are like Binaries but optional.
-	Extras     map[string]string
+	Extras map[string]string
+	// Links are further paths in the pod root of a file of Binaries or
+	// Extras, by name: Cilium's agent image has cilium-dbg also as cilium,
+	// the name cilium-cli runs in the agent pod.
+	Links      map[string]string
 	Entrypoint []string
 	Cmd        []string
 	User       *int64
@@ -125,7 +129,8 @@ func DefaultRules() []Rule {
 				Binaries: map[string]string{"cilium-agent": "/usr/bin/cilium-agent"},
 				Extras: map[string]string{"cilium-dbg": "/usr/bin/cilium-dbg", "cilium-cni": "/usr/bin/cilium-cni",
 					"hubble": "/usr/bin/hubble"},
-				Cmd: []string{"/usr/bin/cilium-agent"},
+				Links: map[string]string{"/usr/bin/cilium": "cilium-dbg"},
+				Cmd:   []string{"/usr/bin/cilium-agent"},
 			},
 		},
 		{
@@ -246,6 +251,11 @@ func (c *Catalog) Resolve(ref string) (Image, error) {
 		}
 		for _, name := range slices.Sorted(maps.Keys(r.Spec.Extras)) {
 			img.Files = append(img.Files, File{Host: filepath.Join(c.binDir, name), Path: r.Spec.Extras[name], Optional: true})
+		}
+		for _, path := range slices.Sorted(maps.Keys(r.Spec.Links)) {
+			name := r.Spec.Links[path]
+			_, required := r.Spec.Binaries[name]
+			img.Files = append(img.Files, File{Host: filepath.Join(c.binDir, name), Path: path, Optional: !required})
 		}
 		return img, nil
 	}

@@ -48,7 +48,7 @@ func TestResolveDefaults(t *testing.T) {
 		{"busybox", nil, nil, []string{"sh"}},
 		{"ghcr.io/cilium-go/cilium:dev", []File{{"/lab/bin/cilium-agent", "/usr/bin/cilium-agent", false},
 			{"/lab/bin/cilium-cni", "/usr/bin/cilium-cni", true}, {"/lab/bin/cilium-dbg", "/usr/bin/cilium-dbg", true},
-			{"/lab/bin/hubble", "/usr/bin/hubble", true}}, nil, []string{"/usr/bin/cilium-agent"}},
+			{"/lab/bin/hubble", "/usr/bin/hubble", true}, {"/lab/bin/cilium-dbg", "/usr/bin/cilium", true}}, nil, []string{"/usr/bin/cilium-agent"}},
 		{"ghcr.io/cilium-go/hubble-relay:v1", []File{{"/lab/bin/hubble-relay", "/usr/bin/hubble-relay", false}},
 			[]string{"/usr/bin/hubble-relay"}, []string{"serve"}},
 		{"alpine:3.20", nil, nil, []string{"sh"}},

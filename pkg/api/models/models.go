@@ -115,8 +115,11 @@ type Endpoint struct {
 	HostIfindex  int                      `json:"hostIfindex"`
 	NetNSPath    string                   `json:"netnsPath"`
 	Identity     identity.NumericIdentity `json:"identity"`
-	State        string                   `json:"state"`
-	Created      time.Time                `json:"created"`
+	// Labels are the identity's security labels, where the agent knows
+	// them.
+	Labels  []string  `json:"labels"`
+	State   string    `json:"state"`
+	Created time.Time `json:"created"`
 	// Policy is the endpoint's policy, in GET /v1/endpoint/{id} only and
 	// only once the policy engine knows the endpoint.
 	Policy *EndpointPolicy `json:"policy,omitempty"`

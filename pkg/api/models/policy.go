@@ -1,6 +1,7 @@
 package models
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
@@ -31,6 +32,23 @@ func (o PolicyOrigin) String() string {
 		return o.Kind + "/" + o.Name
 	}
 	return o.Kind + "/" + o.Namespace + "/" + o.Name
+}
+
+// Policy is GET /v1/policy, in the shape of Cilium's: the rules the
+// engine holds, as the JSON text of a list of PolicyRule, and the agent's
+// policy revision, which counts the changes of its policies from 1.
+type Policy struct {
+	Policy   string `json:"policy"`
+	Revision uint64 `json:"revision"`
+}
+
+// Rules decodes the policy's rules.
+func (p Policy) Rules() ([]PolicyRule, error) {
+	var out []PolicyRule
+	if err := json.Unmarshal([]byte(p.Policy), &out); err != nil {
+		return nil, fmt.Errorf("policy: %w", err)
+	}
+	return out, nil
 }
 
 // PolicyRule is one direction of one rule the policy engine holds (GET
@@ -70,6 +88,10 @@ type EndpointPolicy struct {
 	// way).
 	Revision uint64 `json:"revision"`
 	Realized uint64 `json:"realized"`
+	// PolicyRevision is the agent's policy revision (Policy.Revision)
+	// that the datapath enforces for the endpoint; 0 while its entries
+	// are on their way.
+	PolicyRevision uint64 `json:"policyRevision"`
 	// Ready: the identity's labels are known and the entries computed.
 	Ready          bool `json:"ready"`
 	EnforceIngress bool `json:"enforceIngress"`

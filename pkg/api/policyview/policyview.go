@@ -30,6 +30,7 @@ type Engine interface {
 	Selectors(ctx context.Context) ([]policy.SelectorInfo, error)
 	EndpointPolicy(ctx context.Context, id uint16) (policy.EndpointPolicyInfo, error)
 	Trace(ctx context.Context, src, dst policy.Peer, proto uint8, port uint16) (policy.TraceResult, error)
+	PolicyRevision(ctx context.Context) (uint64, error)
 }
 
 var (
@@ -82,7 +83,8 @@ func (v View) EndpointPolicy(ctx context.Context, id uint16) (*models.EndpointPo
 		return nil, err
 	}
 	out := &models.EndpointPolicy{Identity: info.Identity, Revision: info.Revision, Realized: info.Realized,
-		Ready: info.Ready, EnforceIngress: info.EnforceIngress, EnforceEgress: info.EnforceEgress, Error: info.Error,
+		PolicyRevision: info.PolicyRevision,
+		Ready:          info.Ready, EnforceIngress: info.EnforceIngress, EnforceEgress: info.EnforceEgress, Error: info.Error,
 		Entries: make([]models.PolicyEntry, 0, len(info.Entries))}
 	if info.Refused != nil {
 		out.Refused = info.Refused.String()
@@ -93,6 +95,11 @@ func (v View) EndpointPolicy(ctx context.Context, id uint16) (*models.EndpointPo
 			Origins: origins(info.Entries[e])})
 	}
 	return out, nil
+}
+
+// PolicyRevision implements server.PolicyExplainer.
+func (v View) PolicyRevision(ctx context.Context) (uint64, error) {
+	return v.Engine.PolicyRevision(ctx)
 }
 
 // PolicyTrace implements server.PolicyExplainer.

@@ -30,6 +30,8 @@ func (fakeEngine) Rules(context.Context) ([]policy.RuleInfo, error) {
 	}, nil
 }
 
+func (fakeEngine) PolicyRevision(context.Context) (uint64, error) { return 1, nil }
+
 func (fakeEngine) Selectors(context.Context) ([]policy.SelectorInfo, error) {
 	return []policy.SelectorInfo{{Selector: "entity:host", Identities: []identity.NumericIdentity{1}, Users: 2}, {Selector: "none"}}, nil
 }
@@ -92,7 +94,7 @@ func TestView(t *testing.T) {
 		{"selectors", func() (any, error) { return v.PolicySelectors(ctx) },
 			`[{"selector":"entity:host","identities":[1],"users":2},{"selector":"none","identities":[],"users":0}]`},
 		{"endpoint policy, entries sorted", func() (any, error) { return v.EndpointPolicy(ctx, 1) },
-			`{"identity":4242,"revision":5,"realized":0,"ready":true,"enforceIngress":true,"enforceEgress":false,` +
+			`{"identity":4242,"revision":5,"realized":0,"policyRevision":0,"ready":true,"enforceIngress":true,"enforceEgress":false,` +
 				`"error":"update policy map: map full","entries":[` +
 				`{"direction":"ingress","identity":1,"protocol":0,"port":0,"verdict":"allow","origins":[` +
 				`{"kind":"builtin","name":"allow-all"},{"kind":"CiliumNetworkPolicy","namespace":"prod","name":"web"}]},` +

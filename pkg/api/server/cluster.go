@@ -4,6 +4,9 @@ import (
 	"errors"
 	"net/http"
 
+	cm "github.com/cilium/cilium/api/v1/models"
+
+	"github.com/cilium-go/cilium/pkg/api/ciliumapi"
 	"github.com/cilium-go/cilium/pkg/api/models"
 )
 
@@ -48,6 +51,32 @@ func (s *Server) getNode(w http.ResponseWriter, _ *http.Request) {
 	}
 	if out == nil {
 		out = []models.Node{}
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// getClusterNodes is Cilium's GET /v1/cluster/nodes: the nodes in its
+// ClusterNodeStatus model, every node added (the agent keeps no client
+// ids, so each call is a whole list), named cluster/node.
+func (s *Server) getClusterNodes(w http.ResponseWriter, _ *http.Request) {
+	if s.p.Nodes == nil {
+		writeError(w, http.StatusNotImplemented, errors.New("nodes: the agent runs without Kubernetes"))
+		return
+	}
+	nodes, err := s.p.Nodes.ListNodes()
+	if err != nil {
+		fail(w, err)
+		return
+	}
+	cluster := "default"
+	if f := s.p.Flags.Lookup("cluster-name"); f != nil && f.Value.String() != "" {
+		cluster = f.Value.String()
+	}
+	out := &cm.ClusterNodeStatus{NodesAdded: ciliumapi.Nodes(cluster, nodes), NodesRemoved: []*cm.NodeElement{}}
+	for _, n := range out.NodesAdded {
+		if n.Source == "local" {
+			out.Self = n.Name
+		}
 	}
 	writeJSON(w, http.StatusOK, out)
 }

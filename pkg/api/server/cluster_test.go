@@ -39,6 +39,11 @@ func TestIPCacheAndNodes(t *testing.T) {
 		{"ipcache error", fakeIPCache{err: errors.New("iterate ipcache: boom")}, nil, "/v1/ipcache", 500, "boom"},
 		{"nodes", nil, fakeNodes(nodes), "/v1/node", 200,
 			`[{"name":"n1","ipv4":"192.168.1.1","podCIDR":"10.0.1.0/24","local":true}]`},
+		{"cluster nodes without kubernetes", nil, nil, "/v1/cluster/nodes", 501, "without Kubernetes"},
+		// Cilium's shape, which Cilium's clients decode.
+		{"cluster nodes", nil, fakeNodes(nodes), "/v1/cluster/nodes", 200,
+			`{"nodes-added":[{"name":"default/n1","primary-address":{"ipv4":{"alloc-range":"10.0.1.0/24","enabled":true,"ip":"192.168.1.1"}},` +
+				`"secondary-addresses":[],"source":"local"}],"nodes-removed":[],"self":"default/n1"}`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFixture(t)

@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/pflag"
 
 	apiv1 "github.com/cilium-go/cilium/api/v1"
+	"github.com/cilium-go/cilium/pkg/api/ciliumapi"
 	"github.com/cilium-go/cilium/pkg/api/models"
 	"github.com/cilium-go/cilium/pkg/endpoint"
 	"github.com/cilium-go/cilium/pkg/identity"
@@ -137,7 +138,7 @@ func (s *Server) deleteIPAM(w http.ResponseWriter, r *http.Request) {
 func (s *Server) listEndpoints(w http.ResponseWriter, _ *http.Request) {
 	out := []models.Endpoint{}
 	for _, e := range s.p.Endpoints.List() {
-		out = append(out, toModel(e))
+		out = append(out, s.toModel(e))
 	}
 	writeJSON(w, http.StatusOK, out)
 }
@@ -148,7 +149,7 @@ func (s *Server) getEndpoint(w http.ResponseWriter, r *http.Request) {
 		fail(w, err)
 		return
 	}
-	m := toModel(e)
+	m := s.toModel(e)
 	if m.Policy, err = s.endpointPolicy(r.Context(), e.ID); err != nil {
 		fail(w, err)
 		return
@@ -201,7 +202,7 @@ func (s *Server) putEndpoint(w http.ResponseWriter, r *http.Request) {
 	if created {
 		status = http.StatusCreated
 	}
-	writeJSON(w, status, toModel(e))
+	writeJSON(w, status, s.toModel(e))
 }
 
 // admit lets an endpoint through only with an address that IPAM gave its
@@ -236,7 +237,7 @@ func (s *Server) deleteEndpoint(w http.ResponseWriter, r *http.Request) {
 		fail(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, toModel(e))
+	writeJSON(w, http.StatusOK, s.toModel(e))
 }
 
 // toSpec converts a request into an endpoint spec; endpoint.Spec.Validate holds the
@@ -252,13 +253,50 @@ func toSpec(r models.EndpointRequest) (endpoint.Spec, error) {
 	return s, s.Validate()
 }
 
-func toModel(e endpoint.Endpoint) models.Endpoint {
+func (s *Server) toModel(e endpoint.Endpoint) models.Endpoint {
 	return models.Endpoint{ID: e.ID, ContainerID: e.ContainerID, PodName: e.PodName, PodNamespace: e.PodNamespace,
 		IPv4: e.IPv4.String(), MAC: e.MAC, IfName: e.IfName, HostIfName: e.HostIfName, HostIfindex: e.HostIfindex,
-		NetNSPath: e.NetNSPath, Identity: e.Identity, State: "ready", Created: e.Created}
+		NetNSPath: e.NetNSPath, Identity: e.Identity, Labels: s.labels(e), State: "ready", Created: e.Created}
+}
+
+// labels are the security labels of e's identity; none where they are not
+// known here (no Kubernetes, or the identity is still being allocated).
+func (s *Server) labels(e endpoint.Endpoint) []string {
+	if r, ok := identity.ReservedIdentity(e.Identity); ok {
+		return r.Labels.Strings()
+	}
+	if s.p.PodIdentities != nil && e.PodName != "" {
+		if id, ok := s.p.PodIdentities.Identity(endpoint.Pod{Namespace: e.PodNamespace, Name: e.PodName}); ok && id.ID == e.Identity {
+			return id.Labels.Strings()
+		}
+	}
+	return []string{}
 }
 
 func (s *Server) getIdentity(w http.ResponseWriter, _ *http.Request) {
+	writeJSON(w, http.StatusOK, s.identities())
+}
+
+// getIdentityByID is Cilium's GET /v1/identity/{id}: one identity in
+// Cilium's Identity model, reserved or used by an endpoint of this node.
+func (s *Server) getIdentityByID(w http.ResponseWriter, r *http.Request) {
+	num, err := strconv.ParseUint(r.PathValue("id"), 10, 32)
+	if err != nil {
+		fail(w, invalid(fmt.Errorf("identity %q: not a number from 0 to 4294967295", r.PathValue("id"))))
+		return
+	}
+	for _, id := range s.identities() {
+		if uint64(id.ID) == num {
+			writeJSON(w, http.StatusOK, ciliumapi.Identity(id))
+			return
+		}
+	}
+	writeError(w, http.StatusNotFound, fmt.Errorf("identity %d: not reserved and not used by an endpoint of this node", num))
+}
+
+// identities are the reserved identities and those of the node's
+// endpoints, by number.
+func (s *Server) identities() []models.Identity {
 	byID := map[identity.NumericIdentity]*models.Identity{}
 	for id := identity.Host; id <= identity.WorldIPv6; id++ {
 		if r, ok := identity.ReservedIdentity(id); ok {
@@ -267,9 +305,7 @@ func (s *Server) getIdentity(w http.ResponseWriter, _ *http.Request) {
 	}
 	for _, e := range s.p.Endpoints.List() {
 		if byID[e.Identity] == nil {
-			// Labels of cluster identities come with the identity
-			// allocator; until then only the number is known here.
-			byID[e.Identity] = &models.Identity{ID: e.Identity, Labels: []string{}}
+			byID[e.Identity] = &models.Identity{ID: e.Identity, Labels: s.labels(e)}
 		}
 		byID[e.Identity].Endpoints++
 	}
@@ -277,7 +313,7 @@ func (s *Server) getIdentity(w http.ResponseWriter, _ *http.Request) {
 	for _, id := range slices.Sorted(maps.Keys(byID)) {
 		out = append(out, *byID[id])
 	}
-	writeJSON(w, http.StatusOK, out)
+	return out
 }
 
 func (s *Server) getMap(w http.ResponseWriter, _ *http.Request) {

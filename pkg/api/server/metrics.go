@@ -1,12 +1,30 @@
 package server
 
 import (
+	"fmt"
 	"net/http"
 	"strconv"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/cilium-go/cilium/pkg/api/ciliumapi"
 )
+
+// getMetrics is Cilium's GET /v1/metrics/: the agent's metrics, each
+// sample one Metric of Cilium's model.
+func (s *Server) getMetrics(w http.ResponseWriter, _ *http.Request) {
+	if s.p.Registry == nil {
+		writeJSON(w, http.StatusOK, ciliumapi.Metrics(nil))
+		return
+	}
+	families, err := s.p.Registry.Gather()
+	if err != nil {
+		writeError(w, http.StatusInternalServerError, fmt.Errorf("gather metrics: %w", err))
+		return
+	}
+	writeJSON(w, http.StatusOK, ciliumapi.Metrics(families))
+}
 
 // apiMetrics times every request, as Cilium's
 // cilium_agent_api_process_time_seconds does.

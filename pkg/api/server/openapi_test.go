@@ -61,7 +61,7 @@ func TestModelsMatchOpenAPI(t *testing.T) {
 		"IPAMResponse": models.IPAMResponse{}, "IPAMAllocation": models.IPAMAllocation{}, "EndpointRequest": models.EndpointRequest{},
 		"Endpoint": models.Endpoint{}, "Identity": models.Identity{}, "BPFMap": models.BPFMap{},
 		"IPCacheEntry": models.IPCacheEntry{}, "Node": models.Node{}, "Service": models.Service{},
-		"ServiceBackend": models.ServiceBackend{}, "PolicyOrigin": models.PolicyOrigin{}, "PolicyRule": models.PolicyRule{},
+		"ServiceBackend": models.ServiceBackend{}, "PolicyOrigin": models.PolicyOrigin{}, "Policy": models.Policy{}, "PolicyRule": models.PolicyRule{},
 		"PolicySelector": models.PolicySelector{}, "EndpointPolicy": models.EndpointPolicy{}, "PolicyEntry": models.PolicyEntry{},
 		"PolicyTrace": models.PolicyTrace{}, "TracePeer": models.TracePeer{}, "PolicyVerdict": models.PolicyVerdict{},
 		"MonitorEvent": models.MonitorEvent{},
@@ -85,7 +85,7 @@ func TestModelsMatchOpenAPI(t *testing.T) {
 			t.Errorf("schema %s has %v, model has %v", name, props, fields)
 		}
 	}
-	if len(doc.Components.Schemas) != 25 {
-		t.Errorf("%d schemas, the test knows 25", len(doc.Components.Schemas))
+	if len(doc.Components.Schemas) != 26 {
+		t.Errorf("%d schemas, the test knows 26", len(doc.Components.Schemas))
 	}
 }

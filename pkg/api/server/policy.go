@@ -3,6 +3,7 @@ package server
 import (
 	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
@@ -28,6 +29,8 @@ type PolicyExplainer interface {
 	// /v1/policy/trace takes them, to protocol proto (spec.ProtoTCP, ...)
 	// and port. A peer that names nothing known is a *PeerError.
 	PolicyTrace(ctx context.Context, src, dst string, proto uint8, port uint16) (models.PolicyTrace, error)
+	// PolicyRevision counts the changes of the agent's policies, from 1.
+	PolicyRevision(ctx context.Context) (uint64, error)
 }
 
 // PeerError is a traced peer that names nothing the agent knows: the
@@ -59,15 +62,26 @@ func (s *Server) getPolicy(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), policyTimeout)
 	defer cancel()
-	out, err := s.p.Policy.PolicyRules(ctx)
+	// The revision first: the rules are then at least as new as it says.
+	rev, err := s.p.Policy.PolicyRevision(ctx)
 	if err != nil {
 		fail(w, err)
 		return
 	}
-	if out == nil {
-		out = []models.PolicyRule{}
+	rules, err := s.p.Policy.PolicyRules(ctx)
+	if err != nil {
+		fail(w, err)
+		return
 	}
-	writeJSON(w, http.StatusOK, out)
+	if rules == nil {
+		rules = []models.PolicyRule{}
+	}
+	text, err := json.Marshal(rules)
+	if err != nil {
+		fail(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, models.Policy{Policy: string(text), Revision: rev})
 }
 
 func (s *Server) getPolicySelectors(w http.ResponseWriter, r *http.Request) {

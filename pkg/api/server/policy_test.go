@@ -35,6 +35,8 @@ func (f *fakePolicy) PolicyRules(context.Context) ([]models.PolicyRule, error) {
 	return []models.PolicyRule{webRule}, f.err
 }
 
+func (f *fakePolicy) PolicyRevision(context.Context) (uint64, error) { return 3, f.err }
+
 func (f *fakePolicy) PolicySelectors(context.Context) ([]models.PolicySelector, error) {
 	return nil, f.err
 }
@@ -71,9 +73,11 @@ func TestPolicyRoutes(t *testing.T) {
 		{"rules without engine", nil, "/v1/policy", 501, "without a policy engine", ""},
 		{"selectors without engine", nil, "/v1/policy/selectors", 501, "without a policy engine", ""},
 		{"trace without engine", nil, "/v1/policy/trace?src=1&dst=2&dport=80", 501, "without a policy engine", ""},
-		{"rules", &fakePolicy{}, "/v1/policy", 200, `"origin":{"kind":"CiliumNetworkPolicy","namespace":"prod","name":"web"},` +
-			`"subject":"{\"matchLabels\":{\"k8s:app\":\"web\"}}","direction":"ingress","verdict":"allow","defaultDeny":true,` +
-			`"peers":["entity:host"],"ports":["TCP/80"]`, ""},
+		// Cilium's shape: the rules as JSON text, and the revision.
+		{"rules", &fakePolicy{}, "/v1/policy", 200, `\"origin\":{\"kind\":\"CiliumNetworkPolicy\",\"namespace\":\"prod\",\"name\":\"web\"},` +
+			`\"subject\":\"{\\\"matchLabels\\\":{\\\"k8s:app\\\":\\\"web\\\"}}\",\"direction\":\"ingress\",\"verdict\":\"allow\",\"defaultDeny\":true,` +
+			`\"peers\":[\"entity:host\"],\"ports\":[\"TCP/80\"]`, ""},
+		{"revision", &fakePolicy{}, "/v1/policy", 200, `"revision":3}`, ""},
 		{"no selectors is a list", &fakePolicy{}, "/v1/policy/selectors", 200, `[]`, ""},
 		{"engine busy", &fakePolicy{err: busy}, "/v1/policy", 503, "policy engine busy", ""},
 		{"trace", &fakePolicy{}, "/v1/policy/trace?src=1&dst=prod/web&dport=80", 200,

@@ -22,6 +22,7 @@ import (
 	"github.com/cilium-go/cilium/pkg/api/models"
 	"github.com/cilium-go/cilium/pkg/endpoint"
 	"github.com/cilium-go/cilium/pkg/health"
+	"github.com/cilium-go/cilium/pkg/identity"
 	"github.com/cilium-go/cilium/pkg/ipam"
 	"github.com/cilium-go/cilium/pkg/paths"
 )
@@ -76,6 +77,11 @@ type PodDeviceChecker interface {
 	CheckPodDevice(hostIfName string, hostIfindex int) error
 }
 
+// PodIdentities tells the identity, with its labels, given to a pod.
+type PodIdentities interface {
+	Identity(pod endpoint.Pod) (*identity.Identity, bool)
+}
+
 // Params are the server's dependencies.
 type Params struct {
 	cell.In
@@ -88,16 +94,19 @@ type Params struct {
 	Endpoints *endpoint.Manager
 	// PodDevices is required: without it no request could be checked.
 	PodDevices PodDeviceChecker
-	Maps       MapLister            `optional:"true"`
-	Node       NodeInfo             `optional:"true"`
-	IPCache    IPCacheLister        `optional:"true"`
-	Nodes      NodeLister           `optional:"true"`
-	Services   ServiceLister        `optional:"true"`
-	Policy     PolicyExplainer      `optional:"true"`
-	Monitor    Monitor              `optional:"true"`
-	LogLevel   *slog.LevelVar       `optional:"true"`
-	Registry   *prometheus.Registry `optional:"true"`
-	Reporter   cell.Health          `optional:"true"`
+	Maps       MapLister       `optional:"true"`
+	Node       NodeInfo        `optional:"true"`
+	IPCache    IPCacheLister   `optional:"true"`
+	Nodes      NodeLister      `optional:"true"`
+	Services   ServiceLister   `optional:"true"`
+	Policy     PolicyExplainer `optional:"true"`
+	Monitor    Monitor         `optional:"true"`
+	// PodIdentities labels the endpoints' identities; without it (no
+	// Kubernetes) only reserved identities have labels.
+	PodIdentities PodIdentities        `optional:"true"`
+	LogLevel      *slog.LevelVar       `optional:"true"`
+	Registry      *prometheus.Registry `optional:"true"`
+	Reporter      cell.Health          `optional:"true"`
 }
 
 // A client that trickles its request or holds idle connections must not
@@ -204,14 +213,17 @@ var routes = []route{
 	{"PUT", "/v1/endpoint/{id}", (*Server).putEndpoint},
 	{"DELETE", "/v1/endpoint/{id}", (*Server).deleteEndpoint},
 	{"GET", "/v1/identity", (*Server).getIdentity},
+	{"GET", "/v1/identity/{id}", (*Server).getIdentityByID},
 	{"GET", "/v1/map", (*Server).getMap},
 	{"GET", "/v1/ipcache", (*Server).getIPCache},
 	{"GET", "/v1/node", (*Server).getNode},
+	{"GET", "/v1/cluster/nodes", (*Server).getClusterNodes},
 	{"GET", "/v1/service", (*Server).getService},
 	{"GET", "/v1/policy", (*Server).getPolicy},
 	{"GET", "/v1/policy/selectors", (*Server).getPolicySelectors},
 	{"GET", "/v1/policy/trace", (*Server).getPolicyTrace},
 	{"GET", "/v1/monitor", (*Server).getMonitor},
+	{"GET", "/v1/metrics/", (*Server).getMetrics},
 	{"GET", "/v1/openapi.yaml", (*Server).getOpenAPI},
 }
 

@@ -11,9 +11,11 @@ import (
 	"net/http/httptest"
 	"net/netip"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
+	cm "github.com/cilium/cilium/api/v1/models"
 	"github.com/spf13/pflag"
 
 	"github.com/cilium-go/cilium/internal/podlink"
@@ -110,6 +112,17 @@ func TestEndpointLifecycle(t *testing.T) {
 	f.do(t, "GET", "/v1/identity", "", &ids)
 	if len(ids) != 10 || ids[4].ID != 5 || ids[4].Endpoints != 1 || ids[4].Labels[0] != "reserved:init" {
 		t.Fatalf("identities %+v", ids)
+	}
+	// Cilium's GET /v1/identity/{id}, in Cilium's model.
+	var one cm.Identity
+	if code := f.do(t, "GET", "/v1/identity/5", "", &one); code != 200 || one.ID != 5 || !slices.Equal(one.Labels, cm.Labels{"reserved:init"}) {
+		t.Fatalf("GET /v1/identity/5: %d %+v", code, one)
+	}
+	for path, want := range map[string]int{"/v1/identity/4242": http.StatusNotFound, "/v1/identity/web": http.StatusBadRequest} {
+		var e models.Error
+		if code := f.do(t, "GET", path, "", &e); code != want || !strings.Contains(e.Message, "identity ") {
+			t.Fatalf("GET %s: %d %+v, want %d", path, code, e, want)
+		}
 	}
 	if code := f.do(t, "DELETE", "/v1/endpoint/container-id:abc", "", &ep); code != http.StatusOK {
 		t.Fatalf("DELETE: %d", code)

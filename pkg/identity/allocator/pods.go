@@ -101,7 +101,11 @@ func (a *PodIdentities) Release(_ context.Context, pod endpoint.Pod, num identit
 }
 
 // Identity returns the identity, with its labels, given to pod.
+// A nil PodIdentities (the agent without Kubernetes) gives none.
 func (a *PodIdentities) Identity(pod endpoint.Pod) (*identity.Identity, bool) {
+	if a == nil {
+		return nil, false
+	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	id, ok := a.byPod[pod]

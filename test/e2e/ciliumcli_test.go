@@ -1,0 +1,128 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"flag"
+	"os"
+	"os/exec"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+)
+
+var ciliumCLI = flag.String("cilium-cli", "", "Cilium's cilium-cli binary (e.g. built from github.com/cilium/cilium-cli); empty: the tests that run it skip")
+
+// agentPods stands in for the agent DaemonSet that cilium-cli looks for
+// (kube-system/cilium, pods k8s-app=cilium, container cilium-agent): the
+// lab runs each node's agent as a supervised process, and these pods run
+// the image's cilium (cilium-dbg) against it, through the node's
+// /var/run/cilium.
+const agentPods = `
+apiVersion: apps/v1
+kind: DaemonSet
+metadata:
+  name: cilium
+  namespace: kube-system
+  labels:
+    k8s-app: cilium
+spec:
+  selector:
+    matchLabels:
+      k8s-app: cilium
+  template:
+    metadata:
+      labels:
+        k8s-app: cilium
+    spec:
+      hostNetwork: true
+      tolerations:
+        - operator: Exists
+      containers:
+        - name: cilium-agent
+          image: ghcr.io/cilium-go/cilium:dev
+          command: [/usr/bin/cilium-dbg, monitor]
+          securityContext:
+            privileged: true
+          volumeMounts:
+            - name: cilium-run
+              mountPath: /var/run/cilium
+            - name: bpf
+              mountPath: /sys/fs/bpf
+      volumes:
+        - name: cilium-run
+          hostPath:
+            path: /var/run/cilium
+        - name: bpf
+          hostPath:
+            path: /sys/fs/bpf
+`
+
+// ansi matches the terminal's colour codes.
+var ansi = regexp.MustCompile("\x1b\\[[0-9;]*m")
+
+// TestPrivilegedCiliumCLIStatus: Cilium's own cilium-cli reads cilium-go's
+// agents. cilium status execs `cilium status -o json` and `cilium endpoint
+// list -o json` in every agent pod and decodes them with Cilium's models:
+// it says the agents are OK and counts the pods they manage.
+func TestPrivilegedCiliumCLIStatus(t *testing.T) {
+	if *ciliumCLI == "" {
+		t.Skip("no -cilium-cli: Cilium's cilium-cli binary is not part of this repository")
+	}
+	lab := StartLab(t, "dbgl", "--nodes", "2", "--cni=cilium")
+	lab.KubectlApply(agentPods)
+	lab.Kubectl("apply", "-f", "../../install/kubernetes/cilium-config.yaml")
+	lab.Kubectl("-n", "kube-system", "rollout", "status", "daemonset/cilium", "--timeout=120s")
+
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, *ciliumCLI, "status", "--wait", "--wait-duration", "3m")
+	cmd.Env = append(os.Environ(), "KUBECONFIG="+lab.Kubeconfig, "NO_COLOR=1")
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	err := cmd.Run()
+	text := ansi.ReplaceAllString(out.String(), "")
+	t.Logf("cilium status:\n%s", text)
+	if err != nil {
+		t.Fatalf("cilium status: %v", err)
+	}
+	for _, want := range []*regexp.Regexp{regexp.MustCompile(`Cilium:\s+OK`), regexp.MustCompile(`Ready: 2/2`),
+		regexp.MustCompile(`Cluster Pods:\s+1/1 managed by Cilium`)} {
+		if !want.MatchString(text) {
+			t.Errorf("cilium status says nothing like %s", want)
+		}
+	}
+	if strings.Contains(text, "Errors:") || strings.Contains(text, "Warnings:") {
+		t.Errorf("cilium status reports errors or warnings")
+	}
+
+	// What cilium-cli's connectivity test asks the agent pod.
+	pod := strings.Fields(lab.Kubectl("-n", "kube-system", "get", "pods", "-l", "k8s-app=cilium", "-o", "name"))[0]
+	exec := func(args ...string) string {
+		return lab.Kubectl(append([]string{"-n", "kube-system", "exec", pod, "-c", "cilium-agent", "--"}, args...)...)
+	}
+	if v := exec("cilium", "version", "-o", "jsonpath={$.Daemon.Version}"); !strings.HasPrefix(v, "1.20.2") {
+		t.Errorf("version %q", v)
+	}
+	if rev := strings.Trim(exec("cilium", "policy", "get", "-o", "jsonpath='{.revision}'"), "'\n"); rev == "" || rev == "0" {
+		t.Errorf("policy revision %q", rev)
+	}
+	// The features the connectivity test detects from the agent's runtime
+	// configuration (the lab's agents run with Cilium's default
+	// aggregation, Kubernetes, and no health checking).
+	var cfg struct {
+		MonitorAggregation                                  string
+		EnableICMPRules, EnableK8sNetworkPolicy             bool
+		EnableHealthChecking, EnableK8sClusterNetworkPolicy bool
+	}
+	raw := exec("cat", "/var/run/cilium/state/agent-runtime-config.json")
+	if err := json.Unmarshal([]byte(raw), &cfg); err != nil {
+		t.Fatalf("runtime config %q: %v", raw, err)
+	}
+	if cfg.MonitorAggregation != "medium" || !cfg.EnableICMPRules || !cfg.EnableK8sNetworkPolicy ||
+		cfg.EnableHealthChecking || cfg.EnableK8sClusterNetworkPolicy {
+		t.Errorf("runtime config %s", raw)
+	}
+}
