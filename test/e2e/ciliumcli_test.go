@@ -111,7 +111,7 @@ func TestPrivilegedCiliumCLIStatus(t *testing.T) {
 	}
 	// The features the connectivity test detects from the agent's runtime
 	// configuration (the lab's agents run with Cilium's default
-	// aggregation, Kubernetes, and no health checking).
+	// aggregation, Kubernetes and health checking).
 	var cfg struct {
 		MonitorAggregation                                  string
 		EnableICMPRules, EnableK8sNetworkPolicy             bool
@@ -122,7 +122,7 @@ func TestPrivilegedCiliumCLIStatus(t *testing.T) {
 		t.Fatalf("runtime config %q: %v", raw, err)
 	}
 	if cfg.MonitorAggregation != "medium" || !cfg.EnableICMPRules || !cfg.EnableK8sNetworkPolicy ||
-		cfg.EnableHealthChecking || cfg.EnableK8sClusterNetworkPolicy {
+		!cfg.EnableHealthChecking || cfg.EnableK8sClusterNetworkPolicy {
 		t.Errorf("runtime config %s", raw)
 	}
 }
