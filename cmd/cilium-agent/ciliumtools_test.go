@@ -120,7 +120,7 @@ func TestCiliumToolsReadTheAgent(t *testing.T) {
 		// The monitor and the datapath (--monitor-aggregation,
 		// --routing-mode) are not among this agent's cells: the runtime
 		// config tells no mode of theirs then.
-		if cfg.MonitorAggregation != "" || !cfg.EnableICMPRules || cfg.EnableHealthChecking || cfg.EncryptNode ||
+		if cfg.MonitorAggregation != "" || !cfg.EnableICMPRules || !cfg.EnableHealthChecking || !cfg.EnableEndpointHealthChecking || cfg.EncryptNode ||
 			!cfg.EnableK8sNetworkPolicy || cfg.EnableK8sClusterNetworkPolicy || cfg.RoutingMode != "" {
 			t.Errorf("runtime config %s", b)
 		}
