@@ -60,6 +60,10 @@ type Config struct {
 	// VolumeRefresh is how often configMap, secret, downward API and token volumes
 	// are rewritten from the API (default 1m).
 	VolumeRefresh time.Duration
+	// StorageCheck is how often the local storage of pods with an
+	// ephemeral-storage limit or an emptyDir sizeLimit is measured (default 10s,
+	// the kubelet's housekeeping period).
+	StorageCheck time.Duration
 }
 
 func (c *Config) setDefaults() error {
@@ -86,6 +90,9 @@ func (c *Config) setDefaults() error {
 	}
 	if c.VolumeRefresh == 0 {
 		c.VolumeRefresh = time.Minute
+	}
+	if c.StorageCheck == 0 {
+		c.StorageCheck = 10 * time.Second
 	}
 	return nil
 }

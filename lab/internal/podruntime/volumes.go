@@ -237,6 +237,8 @@ type mountSpec struct {
 	ReadOnly bool   `json:"readOnly,omitempty"`
 	Tmpfs    bool   `json:"tmpfs,omitempty"`
 	IsFile   bool   `json:"isFile,omitempty"`
+	// Propagation is the volumeMount's mountPropagation; empty is None.
+	Propagation string `json:"propagation,omitempty"`
 }
 
 // volumeMounts turns the containers' volumeMounts into sandbox mounts. Containers
@@ -256,6 +258,13 @@ func volumeMounts(pod *corev1.Pod, vols map[string]volumeSource) ([]mountSpec, e
 				continue
 			}
 			m := mountSpec{Source: src.Path, Target: target, ReadOnly: vm.ReadOnly || src.ReadOnly, Tmpfs: src.Tmpfs, IsFile: src.IsFile}
+			if vm.MountPropagation != nil && *vm.MountPropagation != corev1.MountPropagationNone {
+				if src.Tmpfs || src.IsFile {
+					return nil, fmt.Errorf("container %s: mountPropagation %s of volume %s: only a directory of the node propagates mounts",
+						c.Name, *vm.MountPropagation, vm.Name)
+				}
+				m.Propagation = string(*vm.MountPropagation)
+			}
 			if sub := vm.SubPath; sub != "" {
 				if err := validRelPath(sub); err != nil {
 					return nil, fmt.Errorf("container %s: subPath: %w", c.Name, err)
