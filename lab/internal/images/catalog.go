@@ -50,7 +50,11 @@ type Spec struct {
 	// Binaries maps a file name in the bin directory to its path in the pod root.
 	Binaries map[string]string
 	// Extras are like Binaries but optional.
-	Extras     map[string]string
+	Extras map[string]string
+	// Aliases are further paths in the pod root (keys) of a file of the bin
+	// directory (values) that Binaries or Extras already hold: a binary that
+	// an image carries under two names. Optional like Extras.
+	Aliases    map[string]string
 	Entrypoint []string
 	Cmd        []string
 	User       *int64
@@ -114,10 +118,14 @@ func DefaultRules() []Rule {
 		{
 			Repositories: []string{"ghcr.io/cilium-go/cilium"},
 			Spec: Spec{
-				Binaries: map[string]string{"cilium-agent": "/usr/bin/cilium-agent"},
-				Extras: map[string]string{"cilium-dbg": "/usr/bin/cilium-dbg", "cilium-cni": "/usr/bin/cilium-cni",
-					"hubble": "/usr/bin/hubble"},
-				Cmd: []string{"/usr/bin/cilium-agent"},
+				// The DaemonSet's init container copies cilium-cni with the
+				// host's /bin/sh, cp and mv; `kubectl exec ds/cilium -- cilium-dbg`
+				// (or `cilium`, its old name) and hubble are the node's tools.
+				Binaries: map[string]string{"cilium-agent": "/usr/bin/cilium-agent", "cilium-cni": "/usr/bin/cilium-cni",
+					"cilium-dbg": "/usr/bin/cilium-dbg"},
+				Extras:  map[string]string{"hubble": "/usr/bin/hubble", "cilium-health": "/usr/bin/cilium-health"},
+				Aliases: map[string]string{"/usr/bin/cilium": "cilium-dbg"},
+				Cmd:     []string{"/usr/bin/cilium-agent"},
 			},
 		},
 		{
@@ -233,6 +241,9 @@ func (c *Catalog) Resolve(ref string) (Image, error) {
 		}
 		for _, name := range slices.Sorted(maps.Keys(r.Spec.Extras)) {
 			img.Files = append(img.Files, File{Host: filepath.Join(c.binDir, name), Path: r.Spec.Extras[name], Optional: true})
+		}
+		for _, path := range slices.Sorted(maps.Keys(r.Spec.Aliases)) {
+			img.Files = append(img.Files, File{Host: filepath.Join(c.binDir, r.Spec.Aliases[path]), Path: path, Optional: true})
 		}
 		return img, nil
 	}
