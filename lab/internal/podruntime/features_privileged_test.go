@@ -10,6 +10,7 @@ import (
 	"golang.org/x/sys/unix"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // sharedTmpfs mounts a tmpfs on a fresh directory of the test's node and
@@ -226,5 +227,42 @@ func TestPrivilegedEphemeralStorageEviction(t *testing.T) {
 	p := waitPod(t, env.rt, within, "running", podReady)
 	if p.Status.Phase != corev1.PodRunning {
 		t.Errorf("a pod within its limit: phase %s (%s)", p.Status.Phase, p.Status.Message)
+	}
+}
+
+// TestPrivilegedFSGroup: a container that runs as another user than root
+// reads a Secret of mode 0400 through the pod's fsGroup, as hubble-relay
+// does; without fsGroup it cannot.
+func TestPrivilegedFSGroup(t *testing.T) {
+	if !inTestNamespaces(t) {
+		return
+	}
+	env := newTestEnv(t, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "certs", Namespace: "default"},
+		Data: map[string][]byte{"tls.key": []byte("KEY")}})
+	mk := func(name string, fsGroup *int64) *corev1.Pod {
+		pod := newPod(name, func(p *corev1.Pod) {
+			p.Spec.SecurityContext = &corev1.PodSecurityContext{RunAsUser: ptr(int64(65532)), RunAsGroup: ptr(int64(65532)), FSGroup: fsGroup}
+			p.Spec.Volumes = []corev1.Volume{{Name: "tls", VolumeSource: corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{
+				DefaultMode: ptr(int32(0o400)),
+				Sources:     []corev1.VolumeProjection{{Secret: &corev1.SecretProjection{LocalObjectReference: corev1.LocalObjectReference{Name: "certs"}}}},
+			}}}}
+			p.Spec.Containers = []corev1.Container{{Name: "main", Image: "busybox", Command: []string{"sleep", "3600"},
+				VolumeMounts: []corev1.VolumeMount{{Name: "tls", MountPath: "/tls", ReadOnly: true}}}}
+		})
+		if err := env.rt.CreatePod(context.Background(), pod); err != nil {
+			t.Fatal(err)
+		}
+		waitPod(t, env.rt, pod, "Ready", podReady)
+		return pod
+	}
+	with, without := mk("with-fsgroup", ptr(int64(65532))), mk("without-fsgroup", nil)
+	if got := mustExec(t, env.rt, with, "main", "cat", "/tls/tls.key"); got != "KEY" {
+		t.Errorf("with fsGroup: %q", got)
+	}
+	if got := mustExec(t, env.rt, with, "main", "stat", "-L", "-c", "%a %g", "/tls/tls.key"); got != "440 65532\n" {
+		t.Errorf("with fsGroup: mode and group %q, want 440 65532", got)
+	}
+	if out, err := execIn(t, env.rt, without, "main", "cat", "/tls/tls.key"); err == nil {
+		t.Errorf("without fsGroup a non-root user read a 0400 file of root: %q", out)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"maps"
 	"os"
 	"path"
@@ -72,7 +73,39 @@ func (p *podState) prepareVolume(ctx context.Context, v *corev1.Volume) (volumeS
 	if err := writeAtomic(dir, files); err != nil {
 		return volumeSource{}, err
 	}
+	if sc := p.pod.Spec.SecurityContext; sc != nil && sc.FSGroup != nil {
+		if err := setVolumeOwnership(dir, *sc.FSGroup); err != nil {
+			return volumeSource{}, err
+		}
+	}
 	return volumeSource{Path: dir, ReadOnly: true}, nil
+}
+
+// setVolumeOwnership gives an API-projected volume to the pod's fsGroup, as
+// the kubelet does: its files and directories belong to the group, which
+// may read them (directories also enter them), so a container that runs as
+// another user than root still reads a Secret of mode 0400.
+func setVolumeOwnership(dir string, gid int64) error {
+	return filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if err := os.Lchown(path, -1, int(gid)); err != nil {
+			return err
+		}
+		if d.Type()&fs.ModeSymlink != 0 {
+			return nil
+		}
+		fi, err := d.Info()
+		if err != nil {
+			return err
+		}
+		mask := fs.FileMode(0o440)
+		if d.IsDir() {
+			mask = 0o550 | fs.ModeSetgid
+		}
+		return os.Chmod(path, fi.Mode()|mask)
+	})
 }
 
 func prepareHostPath(hp *corev1.HostPathVolumeSource) (volumeSource, error) {
