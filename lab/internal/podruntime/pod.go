@@ -436,9 +436,7 @@ func (p *podState) startSandbox(mounts []mountSpec) error {
 		Mounts:  mounts,
 	}
 	for _, c := range append(append([]corev1.Container(nil), p.pod.Spec.InitContainers...), p.pod.Spec.Containers...) {
-		if sc := c.SecurityContext; sc != nil && sc.Privileged != nil && *sc.Privileged {
-			spec.Privileged = true
-		}
+		spec.Privileged = spec.Privileged || privileged(&c)
 	}
 	if !hostNet {
 		spec.Hostname = p.hostname()

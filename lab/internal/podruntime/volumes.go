@@ -296,6 +296,12 @@ func volumeMounts(pod *corev1.Pod, vols map[string]volumeSource) ([]mountSpec, e
 					return nil, fmt.Errorf("container %s: mountPropagation %s of volume %s: only a directory of the node propagates mounts",
 						c.Name, *vm.MountPropagation, vm.Name)
 				}
+				if *vm.MountPropagation == corev1.MountPropagationBidirectional && !privileged(&c) {
+					// As the API server validates: mounts a container makes would
+					// reach the node.
+					return nil, fmt.Errorf("container %s: mountPropagation Bidirectional of volume %s needs a privileged container",
+						c.Name, vm.Name)
+				}
 				m.Propagation = string(*vm.MountPropagation)
 			}
 			if sub := vm.SubPath; sub != "" {
@@ -330,4 +336,8 @@ func volumeMounts(pod *corev1.Pod, vols map[string]volumeSource) ([]mountSpec, e
 		out = append(out, byTarget[t])
 	}
 	return out, nil
+}
+
+func privileged(c *corev1.Container) bool {
+	return c.SecurityContext != nil && c.SecurityContext.Privileged != nil && *c.SecurityContext.Privileged
 }
