@@ -107,6 +107,11 @@ func NodeInit(hostname string, binds []string) error {
 			return fmt.Errorf("bind %s on %s: %w", src, dst, err)
 		}
 	}
+	// Shared, as on a real node, so that a namespace pinned after an agent
+	// pod started appears in its HostToContainer volume.
+	if err := unix.Mount("", "/var/run/netns", "", unix.MS_SHARED, ""); err != nil {
+		return fmt.Errorf("make /var/run/netns shared: %w", err)
+	}
 	if _, err := os.Stdout.WriteString("ready\n"); err != nil {
 		return err
 	}

@@ -2,10 +2,12 @@ package podruntime
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 	corev1 "k8s.io/api/core/v1"
@@ -264,5 +266,49 @@ func TestPrivilegedFSGroup(t *testing.T) {
 	}
 	if out, err := execIn(t, env.rt, without, "main", "cat", "/tls/tls.key"); err == nil {
 		t.Errorf("without fsGroup a non-root user read a 0400 file of root: %q", out)
+	}
+}
+
+// TestPrivilegedNetnsDir: with NetnsDir the pod's network namespace is
+// pinned there as cni-<sandbox id>, as containerd pins them under
+// /var/run/netns (where the agent's pod sees them), and unpinned and
+// removed when the pod goes.
+func TestPrivilegedNetnsDir(t *testing.T) {
+	if !inTestNamespaces(t) {
+		return
+	}
+	env := newTestEnv(t)
+	dir := filepath.Join(t.TempDir(), "netns")
+	env.rt.cfg.NetnsDir = dir
+	pod := newPod("pinned", func(p *corev1.Pod) {
+		p.Spec.Containers = []corev1.Container{{Name: "main", Image: "busybox", Command: []string{"sleep", "3600"}}}
+	})
+	if err := env.rt.CreatePod(context.Background(), pod); err != nil {
+		t.Fatal(err)
+	}
+	waitPod(t, env.rt, pod, "Ready", podReady)
+	pins, _ := filepath.Glob(filepath.Join(dir, "cni-*"))
+	if len(pins) != 1 || !isNetns(pins[0]) {
+		t.Fatalf("pins in %s: %v, want one pinned namespace", dir, pins)
+	}
+	var st unix.Stat_t
+	if err := unix.Stat(pins[0], &st); err != nil {
+		t.Fatal(err)
+	}
+	if got := mustExec(t, env.rt, pod, "main", "readlink", "/proc/self/ns/net"); got != fmt.Sprintf("net:[%d]\n", st.Ino) {
+		t.Errorf("the pod's netns %q is not the pin's (inode %d)", got, st.Ino)
+	}
+	if err := env.rt.DeletePod(context.Background(), pod); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if _, err := os.Stat(pins[0]); os.IsNotExist(err) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s is still there after the pod was deleted", pins[0])
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }

@@ -509,6 +509,12 @@ func (p *podState) attachNetwork() error {
 	p.mu.Unlock()
 	if netnsPath == "" {
 		netnsPath = filepath.Join(p.dir, "netns")
+		if d := p.rt.cfg.NetnsDir; d != "" {
+			if err := os.MkdirAll(d, 0o755); err != nil {
+				return err
+			}
+			netnsPath = filepath.Join(d, "cni-"+sb.id)
+		}
 		if err := os.WriteFile(netnsPath, nil, 0o444); err != nil {
 			return err
 		}
@@ -561,8 +567,8 @@ func (p *podState) stopSandbox(ctx context.Context) error {
 				errs = append(errs, fmt.Errorf("network del: %w", err))
 			}
 		}
-		if err := unix.Unmount(netnsPath, unix.MNT_DETACH); err != nil && !errors.Is(err, unix.EINVAL) {
-			errs = append(errs, fmt.Errorf("unmount %s: %w", netnsPath, err))
+		if err := unpinNetns(netnsPath, p.dir); err != nil {
+			errs = append(errs, err)
 		}
 	}
 	p.killSandbox()
@@ -571,6 +577,21 @@ func (p *podState) stopSandbox(ctx context.Context) error {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
+}
+
+// unpinNetns unmounts a pinned network namespace and removes its file when
+// it lies outside the pod's directory (which goes as a whole).
+func unpinNetns(path, podDir string) error {
+	if err := unix.Unmount(path, unix.MNT_DETACH); err != nil && !errors.Is(err, unix.EINVAL) && !errors.Is(err, unix.ENOENT) {
+		return fmt.Errorf("unmount %s: %w", path, err)
+	}
+	if strings.HasPrefix(path, podDir+"/") {
+		return nil
+	}
+	if err := os.Remove(path); err != nil && !os.IsNotExist(err) {
+		return err
+	}
+	return nil
 }
 
 func (p *podState) killSandbox() {

@@ -64,6 +64,10 @@ type Config struct {
 	// ephemeral-storage limit or an emptyDir sizeLimit is measured (default 10s,
 	// the kubelet's housekeeping period).
 	StorageCheck time.Duration
+	// NetnsDir, if set, is where pods' network namespaces are pinned, each as
+	// cni-<sandbox id> (as containerd pins them under /var/run/netns), and the
+	// path CNI and the agent get; else each pod's is <pod dir>/netns.
+	NetnsDir string
 }
 
 func (c *Config) setDefaults() error {
