@@ -34,7 +34,7 @@ func TestInstallWithLabValues(t *testing.T) {
 			data, _, _ := unstructured.NestedStringMap(u.Object, "data")
 			for k, want := range map[string]string{"cluster-pool-ipv4-cidr": "10.244.0.0/16", "cluster-pool-ipv4-mask-size": "24",
 				"routing-mode": "tunnel", "kube-proxy-replacement": "true", "enable-host-legacy-routing": "false",
-				"cgroup-root": nodeCgroupRoot} {
+				"cgroup-root": nodeCgroupRoot, "hubble-metrics": labHubbleMetrics} {
 				if data[k] != want {
 					t.Errorf("cilium-config %s = %q, want %q", k, data[k], want)
 				}
