@@ -64,7 +64,7 @@ func DefaultOptions() Options {
 		Nodes:       2,
 		CNI:         CNICilium,
 		RoutingMode: "tunnel",
-		CiliumAs:    CiliumAsProcesses,
+		CiliumAs:    CiliumAsPods,
 		KubeProxy:   "",
 		Underlay:    netip.MustParsePrefix("172.30.0.0/24"),
 		ClusterCIDR: netip.MustParsePrefix("10.244.0.0/16"),
@@ -169,7 +169,7 @@ func New(o Options) (Plan, error) {
 			return Plan{}, fmt.Errorf("install dir %q: must be an absolute path", o.InstallDir)
 		}
 		if o.CiliumAs == "" {
-			o.CiliumAs = CiliumAsProcesses
+			o.CiliumAs = CiliumAsPods
 		}
 		if o.CiliumAs != CiliumAsPods && o.CiliumAs != CiliumAsProcesses {
 			return Plan{}, fmt.Errorf("cilium as %q: want %q or %q", o.CiliumAs, CiliumAsPods, CiliumAsProcesses)
