@@ -17,6 +17,10 @@ fi
 echo; echo "== Nodes"
 k get nodes -o wide
 
+echo; echo "== cilium-go, installed from install/kubernetes: the cilium DaemonSet, the operator and hubble-relay"
+k -n kube-system get daemonsets,deployments,pods -o wide
+k -n kube-system exec ds/cilium -c cilium-agent -- cilium-dbg status | head -8 || true
+
 echo; echo "== A Deployment of 4 agnhost echo servers spread over the nodes, and a Service"
 k apply -f - <<'YAML'
 apiVersion: apps/v1
@@ -94,9 +98,11 @@ printf 'intruder -> %s:8080: ' "$target"
 k exec intruder -- /agnhost connect "$target:8080" --timeout=2s && echo "ok (unexpected)" || echo "refused, as the policy says"
 
 echo; echo "== Hubble through hubble-relay, which asks every node: the nodes, then the flows to port 8080 with the policies that decided"
-# The relay wants mutual TLS: the lab's Hubble CA issued the CLI a certificate.
+# The relay wants mutual TLS: the operator issued the CLI a certificate
+# (the hubble-cli-client-certs Secret), which the lab copied to its state
+# directory with the relay's address (its Service, as seen from a node).
 HUBBLE_TLS=$STATE/pki/hubble
-relay_flags=(--server localhost:4245 --tls --tls-server-name hubble.hubble-relay.cilium.io --tls-ca-cert-files "$HUBBLE_TLS/ca.crt"
+relay_flags=(--server "$(cat "$STATE/hubble-relay")" --tls --tls-server-name hubble.hubble-relay.cilium.io --tls-ca-cert-files "$HUBBLE_TLS/ca.crt"
 	--tls-client-cert-file "$HUBBLE_TLS/cli.crt" --tls-client-key-file "$HUBBLE_TLS/cli.key")
 hubble() { "$BIN/cilium-lab" exec --state-dir "$STATE" "$node1" -- "$BIN/hubble" "$@" "${relay_flags[@]}"; }
 hubble list nodes || true

@@ -62,7 +62,7 @@ func TestPrivilegedLabCiliumAPIServerOutage(t *testing.T) {
 				t.Fatalf("%s /healthz (liveness) during the outage: %d %s %v", node, code, body, err)
 			}
 		}
-		if out, err := podConnect(client.ip, server.ip+":8080"); err != nil {
+		if out, err := podConnect(lab, client.ip, server.ip+":8080"); err != nil {
 			t.Fatalf("%s -> %s during the outage: %v\n%s", client.name, server.name, err, out)
 		}
 		time.Sleep(2 * time.Second)
@@ -134,8 +134,8 @@ func agentProbe(pid, port int, path string) (int, string, error) {
 // podConnect makes one TCP connection from the pod with address from,
 // entering its network namespace directly: kubectl exec needs the API
 // server.
-func podConnect(from, target string) (string, error) {
-	ns, err := podNetNS(from)
+func podConnect(lab *Lab, from, target string) (string, error) {
+	ns, err := podNetNS(lab, from)
 	if err != nil {
 		return "", err
 	}
@@ -145,8 +145,10 @@ func podConnect(from, target string) (string, error) {
 }
 
 // podNetNS finds the network namespace that holds ip among the
-// namespaces of the machine's agnhost processes.
-func podNetNS(ip string) (string, error) {
+// namespaces of the lab's agnhost processes (in its cgroup: another lab
+// on the machine may have a pod of the same address).
+func podNetNS(lab *Lab, ip string) (string, error) {
+	inLab := "/cilium-lab-" + lab.Name + "/"
 	entries, _ := os.ReadDir("/proc")
 	for _, e := range entries {
 		if _, err := strconv.Atoi(e.Name()); err != nil {
@@ -154,6 +156,9 @@ func podNetNS(ip string) (string, error) {
 		}
 		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
 		if err != nil || filepath.Base(strings.Split(string(b), "\x00")[0]) != "agnhost" {
+			continue
+		}
+		if cg, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cgroup")); err != nil || !strings.Contains(string(cg), inLab) {
 			continue
 		}
 		ns := filepath.Join("/proc", e.Name(), "ns", "net")

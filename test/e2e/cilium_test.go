@@ -372,13 +372,18 @@ func operatorFailoverKeepsIPAM(t *testing.T, lab *Lab, cidrs map[string]string) 
 		}
 		return nil
 	})
-	// The identity is the replica's host and PID.
-	pid, err := strconv.Atoi(leader[strings.LastIndex(leader, "-")+1:])
-	if err != nil {
-		t.Fatalf("Lease holder %q does not end in a PID", leader)
-	}
-	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
-		t.Fatalf("kill the leading operator %s: %v", leader, err)
+	// As pods, the identity is the pod's name (--leader-election-identity);
+	// as processes, the replica's host and PID.
+	if _, err := lab.run("kubectl", "-n", "kube-system", "get", "pod", leader); err == nil {
+		lab.Kubectl("-n", "kube-system", "delete", "pod", leader, "--grace-period=0", "--force", "--wait=false")
+	} else {
+		pid, err := strconv.Atoi(leader[strings.LastIndex(leader, "-")+1:])
+		if err != nil {
+			t.Fatalf("Lease holder %q is no pod and does not end in a PID", leader)
+		}
+		if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+			t.Fatalf("kill the leading operator %s: %v", leader, err)
+		}
 	}
 	lab.Eventually("another operator takes over", 2*time.Minute, func() error {
 		if h := holder(); h == leader || h == "" {

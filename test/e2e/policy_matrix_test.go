@@ -138,7 +138,7 @@ func matrixPods(l *Lab) []*matrixPod {
 		return nil
 	})
 	for _, p := range pods {
-		ns, err := podNetNS(p.ip)
+		ns, err := podNetNS(l, p.ip)
 		if err != nil {
 			l.t.Fatal(err)
 		}

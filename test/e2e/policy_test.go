@@ -3,6 +3,7 @@ package e2e
 import (
 	"fmt"
 	"net/http"
+	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -649,15 +650,24 @@ func policyCondition(ns, name, status, msg string) func(l *Lab) error {
 	}
 }
 
-// relayPort is where the lab's hubble-relay serves, in the first node.
-const relayPort = "localhost:4245"
+// relayAddress is where the lab's hubble-relay serves, as seen from a
+// node: cilium-lab up writes it (its Service's ClusterIP and port when
+// cilium-go runs as pods, the first node's relay process otherwise).
+func (l *Lab) relayAddress() string {
+	l.t.Helper()
+	b, err := os.ReadFile(filepath.Join(l.StateDir, "hubble-relay"))
+	if err != nil {
+		l.t.Fatalf("the relay's address: %v", err)
+	}
+	return strings.TrimSpace(string(b))
+}
 
 // relayFlags are how the hubble CLI reaches the lab's relay, which wants
-// mutual TLS: the relay's name, the lab's Hubble CA and the client
-// certificate it issued the CLI (lab/internal/cluster/cilium.go).
+// mutual TLS: the relay's name, the Hubble CA and the client certificate
+// issued to the CLI, which cilium-lab up leaves in <state>/pki/hubble.
 func (l *Lab) relayFlags() []string {
 	dir := filepath.Join(l.StateDir, "pki", "hubble")
-	return []string{"--server", relayPort, "--tls", "--tls-server-name", "hubble.hubble-relay.cilium.io",
+	return []string{"--server", l.relayAddress(), "--tls", "--tls-server-name", "hubble.hubble-relay.cilium.io",
 		"--tls-ca-cert-files", filepath.Join(dir, "ca.crt"),
 		"--tls-client-cert-file", filepath.Join(dir, "cli.crt"), "--tls-client-key-file", filepath.Join(dir, "cli.key")}
 }

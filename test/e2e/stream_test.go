@@ -101,7 +101,14 @@ const outsideClient = "outside"
 // client, towards to (address[:port]).
 func (l *Lab) startStream(from, to string) *stream {
 	l.t.Helper()
-	client := []string{"python3", "-u", "-c", streamClient, to, fmt.Sprint(streamInterval.Seconds()), "600"}
+	return l.startClient(from, to, streamClient)
+}
+
+// startClient runs a client script (streamClient or connectsClient) in pod
+// from, or on the outside client, towards to (address[:port]).
+func (l *Lab) startClient(from, to, script string) *stream {
+	l.t.Helper()
+	client := []string{"python3", "-u", "-c", script, to, fmt.Sprint(streamInterval.Seconds()), "600"}
 	cmd := exec.Command(filepath.Join(*binDir, "kubectl"), append([]string{"exec", "-i", from, "--"}, client...)...)
 	if from == outsideClient {
 		cmd = exec.Command(filepath.Join(*binDir, "cilium-lab"), append([]string{"exec", "--state-dir", l.StateDir, outsideClient, "--"}, client...)...)

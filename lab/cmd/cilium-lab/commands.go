@@ -92,6 +92,7 @@ func upCommand(stateDir *string) *cobra.Command {
 	f.StringVar(&o.RoutingMode, "routing-mode", o.RoutingMode, "with --cni=cilium: tunnel (VXLAN) or native")
 	o.InstallDir = filepath.Join(filepath.Dir(binDir()), "install", "kubernetes")
 	f.StringVar(&o.InstallDir, "install-dir", o.InstallDir, "with --cni=cilium: the repository's install/kubernetes, whose RBAC the lab applies")
+	f.StringVar(&o.CiliumAs, "cilium-as", o.CiliumAs, "with --cni=cilium: pods (install/kubernetes applied: the cilium DaemonSet, the operator and hubble-relay Deployments, as users install it) or processes (the supervisor runs them in the nodes: quicker to iterate on)")
 	f.StringVar(&o.KubeProxy, "kube-proxy", o.KubeProxy, "kube-proxy on every node: none (cilium-go's kube-proxy replacement; the default with --cni=cilium), iptables (the default with --cni=bridge) or nftables")
 	f.BoolVar(&o.HubbleExport, "hubble-export", o.HubbleExport, "with --cni=cilium: every agent exports its flows to the node's "+plan.HubbleExportFile+" (hubble observe --input-file reads it)")
 	f.StringVar(&underlay, "underlay", o.Underlay.String(), "IPv4 prefix of the network joining the machines")

@@ -67,6 +67,11 @@ func ciliumBinaries() []string {
 func hubbleTLSDir(p plan.Plan) string        { return filepath.Join(p.StateDir, "pki", "hubble") }
 func hubbleTLS(p plan.Plan, f string) string { return filepath.Join(hubbleTLSDir(p), f) }
 
+// labHubbleMetrics are Hubble's metrics in the lab: who talked to whom,
+// by pod, in the drops and policy verdicts.
+const labHubbleMetrics = "flow tcp port-distribution icmp drop:sourceContext=pod;destinationContext=pod " +
+	"policy:sourceContext=pod;destinationContext=pod"
+
 const (
 	hubbleServerName = "*.default.hubble-grpc.cilium.io"
 	relayServerName  = "*.hubble-relay.cilium.io"
@@ -257,8 +262,7 @@ func agentProcess(p plan.Plan, n plan.Node, binDir string) proc.Spec {
 		"--hubble-tls-client-ca-files=" + hubbleTLS(p, pki.CACertFile),
 		// Hubble's metrics on Cilium's port, with who talked to whom.
 		"--hubble-metrics-server=:9965",
-		"--hubble-metrics=flow tcp port-distribution icmp drop:sourceContext=pod;destinationContext=pod " +
-			"policy:sourceContext=pod;destinationContext=pod",
+		"--hubble-metrics=" + labHubbleMetrics,
 	}
 	if p.HubbleExport {
 		args = append(args, "--hubble-export-file-path="+plan.HubbleExportFile)

@@ -120,7 +120,13 @@ func Supervise(ctx context.Context, stateDir, binDir string, log *slog.Logger) e
 		if err := retry(ctx, func() error { return applier.Apply(ctx, dns) }); err != nil {
 			return fmt.Errorf("cluster DNS: %w", err)
 		}
-		if p.CNI == plan.CNICilium {
+		switch {
+		case p.CNI == plan.CNICilium && p.CiliumAs == plan.CiliumAsPods:
+			setPhase("installing cilium-go", nil)
+			if err := installCilium(ctx, applier, p); err != nil {
+				return err
+			}
+		case p.CNI == plan.CNICilium:
 			setPhase("starting cilium-go", nil)
 			if err := startCilium(ctx, cs, applier, sup, p, cp, binDir, log); err != nil {
 				return err

@@ -97,6 +97,9 @@ func checkFree(p plan.Plan, binDir string) error {
 	bins := []string{"cilium-lab", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl", "agnhost", "coredns", "cni/bridge", "cni/host-local", "cni/loopback", "cni/portmap"}
 	if p.CNI == plan.CNICilium {
 		bins = append(bins, ciliumBinaries()...)
+		if p.CiliumAs == plan.CiliumAsPods {
+			bins = append(bins, "cilium-dbg")
+		}
 		if _, err := installRBAC(p.InstallDir); err != nil {
 			return fmt.Errorf("--install-dir: %w", err)
 		}
@@ -145,7 +148,8 @@ func up(ctx context.Context, p plan.Plan, o UpOptions, pr *progress) error {
 			return err
 		}
 	}
-	if p.CNI == plan.CNICilium {
+	if p.CNI == plan.CNICilium && p.CiliumAs == plan.CiliumAsProcesses {
+		// As pods, the operator issues them (hubble-tls-auto).
 		if err := ensureHubbleCerts(p); err != nil {
 			return err
 		}
@@ -163,7 +167,8 @@ func up(ctx context.Context, p plan.Plan, o UpOptions, pr *progress) error {
 	if err := installCNIPlugins(p, o.BinDir); err != nil {
 		return err
 	}
-	if p.CNI == plan.CNICilium {
+	if p.CNI == plan.CNICilium && p.CiliumAs == plan.CiliumAsProcesses {
+		// As pods, the agent's init container installs it.
 		if err := installCiliumCNI(p, o.BinDir); err != nil {
 			return err
 		}
@@ -225,6 +230,22 @@ func up(ctx context.Context, p plan.Plan, o UpOptions, pr *progress) error {
 		return errors.Join(alive(), deploymentAvailable(ctx, cs, "kube-system", "coredns"))
 	}); err != nil {
 		return err
+	}
+	if p.CNI == plan.CNICilium && p.CiliumAs == plan.CiliumAsPods {
+		pr.step("cilium-go pods")
+		if err := pr.waitFor(ctx, func() error {
+			return errors.Join(alive(), daemonSetReady(ctx, cs, ciliumNamespace, agentDaemonSet),
+				deploymentAvailable(ctx, cs, ciliumNamespace, operatorDeployment),
+				deploymentAvailable(ctx, cs, ciliumNamespace, relayDeployment),
+				writeHubbleCLICerts(ctx, cs, p))
+		}); err != nil {
+			return err
+		}
+	}
+	if p.CNI == plan.CNICilium {
+		if err := writeRelayAddress(ctx, cs, p); err != nil {
+			return err
+		}
 	}
 	pr.done()
 	return nil

@@ -57,10 +57,10 @@ type Spec struct {
 	Binaries map[string]string
 	// Extras are like Binaries but optional.
 	Extras map[string]string
-	// Links are further paths in the pod root of a file of Binaries or
-	// Extras, by name: Cilium's agent image has cilium-dbg also as cilium,
-	// the name cilium-cli runs in the agent pod.
-	Links      map[string]string
+	// Aliases are further paths in the pod root (keys) of a file of the bin
+	// directory (values) that Binaries or Extras already hold: a binary that
+	// an image carries under two names. Optional like Extras.
+	Aliases    map[string]string
 	Entrypoint []string
 	Cmd        []string
 	User       *int64
@@ -126,11 +126,14 @@ func DefaultRules() []Rule {
 		{
 			Repositories: []string{"ghcr.io/cilium-go/cilium"},
 			Spec: Spec{
-				Binaries: map[string]string{"cilium-agent": "/usr/bin/cilium-agent"},
-				Extras: map[string]string{"cilium-dbg": "/usr/bin/cilium-dbg", "cilium-cni": "/usr/bin/cilium-cni",
-					"hubble": "/usr/bin/hubble"},
-				Links: map[string]string{"/usr/bin/cilium": "cilium-dbg"},
-				Cmd:   []string{"/usr/bin/cilium-agent"},
+				// The DaemonSet's init container copies cilium-cni with the
+				// host's /bin/sh, cp and mv; `kubectl exec ds/cilium -- cilium-dbg`
+				// (or `cilium`, its old name) and hubble are the node's tools.
+				Binaries: map[string]string{"cilium-agent": "/usr/bin/cilium-agent", "cilium-cni": "/usr/bin/cilium-cni",
+					"cilium-dbg": "/usr/bin/cilium-dbg"},
+				Extras:  map[string]string{"hubble": "/usr/bin/hubble", "cilium-health": "/usr/bin/cilium-health"},
+				Aliases: map[string]string{"/usr/bin/cilium": "cilium-dbg"},
+				Cmd:     []string{"/usr/bin/cilium-agent"},
 			},
 		},
 		{
@@ -252,10 +255,8 @@ func (c *Catalog) Resolve(ref string) (Image, error) {
 		for _, name := range slices.Sorted(maps.Keys(r.Spec.Extras)) {
 			img.Files = append(img.Files, File{Host: filepath.Join(c.binDir, name), Path: r.Spec.Extras[name], Optional: true})
 		}
-		for _, path := range slices.Sorted(maps.Keys(r.Spec.Links)) {
-			name := r.Spec.Links[path]
-			_, required := r.Spec.Binaries[name]
-			img.Files = append(img.Files, File{Host: filepath.Join(c.binDir, name), Path: path, Optional: !required})
+		for _, path := range slices.Sorted(maps.Keys(r.Spec.Aliases)) {
+			img.Files = append(img.Files, File{Host: filepath.Join(c.binDir, r.Spec.Aliases[path]), Path: path, Optional: true})
 		}
 		return img, nil
 	}

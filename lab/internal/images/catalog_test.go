@@ -47,8 +47,10 @@ func TestResolveDefaults(t *testing.T) {
 		{"registry.k8s.io/coredns/coredns:v1.12.0", []File{{"/lab/bin/coredns", "/coredns", false}}, []string{"/coredns"}, nil},
 		{"busybox", nil, nil, []string{"sh"}},
 		{"ghcr.io/cilium-go/cilium:dev", []File{{"/lab/bin/cilium-agent", "/usr/bin/cilium-agent", false},
-			{"/lab/bin/cilium-cni", "/usr/bin/cilium-cni", true}, {"/lab/bin/cilium-dbg", "/usr/bin/cilium-dbg", true},
-			{"/lab/bin/hubble", "/usr/bin/hubble", true}, {"/lab/bin/cilium-dbg", "/usr/bin/cilium", true}}, nil, []string{"/usr/bin/cilium-agent"}},
+			{"/lab/bin/cilium-cni", "/usr/bin/cilium-cni", false}, {"/lab/bin/cilium-dbg", "/usr/bin/cilium-dbg", false},
+			{"/lab/bin/cilium-health", "/usr/bin/cilium-health", true}, {"/lab/bin/hubble", "/usr/bin/hubble", true},
+			// cilium-dbg's old name.
+			{"/lab/bin/cilium-dbg", "/usr/bin/cilium", true}}, nil, []string{"/usr/bin/cilium-agent"}},
 		{"ghcr.io/cilium-go/hubble-relay:v1", []File{{"/lab/bin/hubble-relay", "/usr/bin/hubble-relay", false}},
 			[]string{"/usr/bin/hubble-relay"}, []string{"serve"}},
 		{"alpine:3.20", nil, nil, []string{"sh"}},

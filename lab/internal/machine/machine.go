@@ -29,6 +29,9 @@ var NodeMounts = []struct{ Sub, Target string }{
 	{"var-lib-kubelet", "/var/lib/kubelet"},
 	{"var-log-pods", "/var/log/pods"},
 	{"var-lib-cni", "/var/lib/cni"},
+	// The pods' network namespaces (the node agent pins them as containerd
+	// does), the node's own: the host's /run/netns stays the host's.
+	{"run-netns", "/var/run/netns"},
 }
 
 // Builder creates the machines of one lab.

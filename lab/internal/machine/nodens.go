@@ -93,6 +93,11 @@ func NodeInit(hostname string, binds []string) error {
 	if err := unix.Mount("bpffs", "/sys/fs/bpf", "bpf", 0, "mode=0700"); err != nil {
 		return fmt.Errorf("mount bpffs: %w", err)
 	}
+	// Shared within the node, as on a real node: an agent pod's Bidirectional
+	// volume of it hands what the agent mounts there back to the node.
+	if err := unix.Mount("", "/sys/fs/bpf", "", unix.MS_SHARED, ""); err != nil {
+		return fmt.Errorf("make bpffs shared: %w", err)
+	}
 	for _, bind := range binds {
 		src, dst, ok := cut(bind)
 		if !ok {
@@ -101,6 +106,11 @@ func NodeInit(hostname string, binds []string) error {
 		if err := unix.Mount(src, dst, "none", unix.MS_BIND, ""); err != nil {
 			return fmt.Errorf("bind %s on %s: %w", src, dst, err)
 		}
+	}
+	// Shared, as on a real node, so that a namespace pinned after an agent
+	// pod started appears in its HostToContainer volume.
+	if err := unix.Mount("", "/var/run/netns", "", unix.MS_SHARED, ""); err != nil {
+		return fmt.Errorf("make /var/run/netns shared: %w", err)
 	}
 	if _, err := os.Stdout.WriteString("ready\n"); err != nil {
 		return err

@@ -56,6 +56,9 @@ type Config struct {
 	CNIBinDir  string
 	CNICache   string
 	PodsDir    string
+	// NetnsDir is where pods' network namespaces are pinned, as containerd
+	// pins them: the agent's pod sees them there (HostToContainer).
+	NetnsDir string
 }
 
 // Run runs the node until ctx is done.
@@ -83,6 +86,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 			NodeName:      cfg.Node,
 			NodeIP:        cfg.NodeIP,
 			PodsDir:       cfg.PodsDir,
+			NetnsDir:      cfg.NetnsDir,
 			SandboxBinary: "/proc/self/exe",
 			Images:        images.New(cfg.BinDir),
 			Network:       network,
@@ -246,4 +250,5 @@ func (c *Config) DefaultPaths() {
 	c.CNIBinDir = "/opt/cni/bin"
 	c.CNICache = "/var/lib/cni/cache"
 	c.PodsDir = "/var/lib/kubelet/pods"
+	c.NetnsDir = "/var/run/netns"
 }

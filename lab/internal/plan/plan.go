@@ -17,6 +17,12 @@ import (
 const (
 	CNICilium = "cilium" // cilium-go: agent, CNI plugin and operator
 	CNIBridge = "bridge" // containernetworking reference plugins: the baseline
+
+	// How cilium-go runs in the lab: installed from install/kubernetes as
+	// pods (the DaemonSet and Deployments, as users run it), or as processes
+	// the supervisor starts in the nodes (quick to iterate on).
+	CiliumAsPods      = "pods"
+	CiliumAsProcesses = "processes"
 )
 
 // How cilium-go carries pod traffic between nodes.
@@ -37,7 +43,9 @@ type Options struct {
 	RoutingMode string
 	// InstallDir is install/kubernetes of the repository: the lab applies its
 	// ServiceAccounts and RBAC for cilium-go.
-	InstallDir  string
+	InstallDir string
+	// CiliumAs is CiliumAsPods or CiliumAsProcesses.
+	CiliumAs    string
 	KubeProxy   string
 	Underlay    netip.Prefix
 	ClusterCIDR netip.Prefix
@@ -63,6 +71,7 @@ func DefaultOptions() Options {
 		Nodes:       2,
 		CNI:         CNICilium,
 		RoutingMode: "tunnel",
+		CiliumAs:    CiliumAsPods,
 		KubeProxy:   "",
 		Underlay:    netip.MustParsePrefix("172.30.0.0/24"),
 		ClusterCIDR: netip.MustParsePrefix("10.244.0.0/16"),
@@ -114,6 +123,7 @@ type Plan struct {
 	// RoutingMode and InstallDir matter with CNI cilium only.
 	RoutingMode string `json:"routingMode,omitempty"`
 	InstallDir  string `json:"installDir,omitempty"`
+	CiliumAs    string `json:"ciliumAs,omitempty"`
 	// KubeProxy is the kube-proxy mode, or "none".
 	KubeProxy string `json:"kubeProxy"`
 	// HubbleExport: the agents export flows to HubbleExportFile.
@@ -159,13 +169,19 @@ func New(o Options) (Plan, error) {
 	}
 	switch o.CNI {
 	case CNIBridge:
-		o.RoutingMode, o.InstallDir = "", ""
+		o.RoutingMode, o.InstallDir, o.CiliumAs = "", "", ""
 	case CNICilium:
 		if !routingModes[o.RoutingMode] {
 			return Plan{}, fmt.Errorf("routing mode %q: want tunnel or native", o.RoutingMode)
 		}
 		if !filepath.IsAbs(o.InstallDir) {
 			return Plan{}, fmt.Errorf("install dir %q: must be an absolute path", o.InstallDir)
+		}
+		if o.CiliumAs == "" {
+			o.CiliumAs = CiliumAsPods
+		}
+		if o.CiliumAs != CiliumAsPods && o.CiliumAs != CiliumAsProcesses {
+			return Plan{}, fmt.Errorf("cilium as %q: want %q or %q", o.CiliumAs, CiliumAsPods, CiliumAsProcesses)
 		}
 	default:
 		return Plan{}, fmt.Errorf("cni %q: want %q or %q", o.CNI, CNICilium, CNIBridge)
@@ -196,6 +212,7 @@ func New(o Options) (Plan, error) {
 		CNI:             o.CNI,
 		RoutingMode:     o.RoutingMode,
 		InstallDir:      o.InstallDir,
+		CiliumAs:        o.CiliumAs,
 		KubeProxy:       o.KubeProxy,
 		HubbleExport:    o.HubbleExport && o.CNI == CNICilium,
 		Underlay:        o.Underlay.Masked(),

@@ -55,11 +55,12 @@ type podState struct {
 	initialized bool
 	creating    string // why the sandbox is not ready yet
 	finished    bool   // every container is final
-	// deadlineExceeded is set when activeDeadlineSeconds ran out.
-	deadlineExceeded bool
-	deleted          bool
-	conds            map[corev1.PodConditionType]corev1.PodCondition
-	tokens           map[string]cachedToken // by projection path and audience
+	// failure is set when the node failed the pod: activeDeadlineSeconds ran
+	// out (DeadlineExceeded) or it was evicted (Evicted).
+	failure *podFailure
+	deleted bool
+	conds   map[corev1.PodConditionType]corev1.PodCondition
+	tokens  map[string]cachedToken // by projection path and audience
 }
 
 type sandboxProc struct {
@@ -184,6 +185,10 @@ func (p *podState) run() {
 		p.wg.Add(1)
 		go func() { defer p.wg.Done(); p.enforceDeadline(time.Duration(*ads) * time.Second) }()
 	}
+	if l := podStorageLimits(p.pod); l.any() {
+		p.wg.Add(1)
+		go func() { defer p.wg.Done(); p.watchStorage(l) }()
+	}
 	for _, c := range p.initCtrs {
 		if c.sidecar {
 			p.wg.Add(1)
@@ -235,15 +240,28 @@ func (p *podState) enforceDeadline(d time.Duration) {
 	case <-time.After(time.Until(p.startTime.Add(d))):
 	}
 	p.rt.log.Info("pod exceeded its active deadline", "pod", p.key())
+	p.fail("DeadlineExceeded", "the pod ran longer than its activeDeadlineSeconds", p.gracePeriod())
+}
+
+// podFailure is why the node failed a pod, its status's reason and message.
+type podFailure struct{ Reason, Message string }
+
+// fail ends the pod in phase Failed with reason and message: every container
+// stops (within grace) and none restarts, as when the kubelet fails or evicts
+// a pod. The first failure stays.
+func (p *podState) fail(reason, msg string, grace time.Duration) {
 	p.mu.Lock()
-	p.deadlineExceeded = true
+	if p.failure == nil {
+		p.failure = &podFailure{Reason: reason, Message: msg}
+	}
 	p.mu.Unlock()
+	p.changed()
 	all := append(append([]*container(nil), p.initCtrs...), p.containers...)
 	var stops sync.WaitGroup
 	for _, c := range all {
 		p.markFinal(c)
 		stops.Add(1)
-		go func() { defer stops.Done(); p.stopContainer(c, p.gracePeriod()) }()
+		go func() { defer stops.Done(); p.stopContainer(c, grace) }()
 	}
 	stops.Wait()
 	p.finish()
@@ -397,6 +415,15 @@ func (p *podState) sandboxMounts(vols map[string]volumeSource) ([]mountSpec, err
 	if err != nil {
 		return nil, err
 	}
+	for _, m := range vm {
+		if m.Propagation != string(corev1.MountPropagationBidirectional) {
+			continue
+		}
+		// As the kubelet requires: otherwise the pod's mounts would stay its own.
+		if err := checkShared(m.Source); err != nil {
+			return nil, fmt.Errorf("mountPropagation Bidirectional for %s: %w", m.Target, err)
+		}
+	}
 	return append(out, vm...), nil
 }
 
@@ -407,6 +434,9 @@ func (p *podState) startSandbox(mounts []mountSpec) error {
 		Scratch: filepath.Join(p.dir, "overlay"),
 		NewNet:  !hostNet,
 		Mounts:  mounts,
+	}
+	for _, c := range append(append([]corev1.Container(nil), p.pod.Spec.InitContainers...), p.pod.Spec.Containers...) {
+		spec.Privileged = spec.Privileged || privileged(&c)
 	}
 	if !hostNet {
 		spec.Hostname = p.hostname()
@@ -479,6 +509,12 @@ func (p *podState) attachNetwork() error {
 	p.mu.Unlock()
 	if netnsPath == "" {
 		netnsPath = filepath.Join(p.dir, "netns")
+		if d := p.rt.cfg.NetnsDir; d != "" {
+			if err := os.MkdirAll(d, 0o755); err != nil {
+				return err
+			}
+			netnsPath = filepath.Join(d, "cni-"+sb.id)
+		}
 		if err := os.WriteFile(netnsPath, nil, 0o444); err != nil {
 			return err
 		}
@@ -531,8 +567,8 @@ func (p *podState) stopSandbox(ctx context.Context) error {
 				errs = append(errs, fmt.Errorf("network del: %w", err))
 			}
 		}
-		if err := unix.Unmount(netnsPath, unix.MNT_DETACH); err != nil && !errors.Is(err, unix.EINVAL) {
-			errs = append(errs, fmt.Errorf("unmount %s: %w", netnsPath, err))
+		if err := unpinNetns(netnsPath, p.dir); err != nil {
+			errs = append(errs, err)
 		}
 	}
 	p.killSandbox()
@@ -541,6 +577,21 @@ func (p *podState) stopSandbox(ctx context.Context) error {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
+}
+
+// unpinNetns unmounts a pinned network namespace and removes its file when
+// it lies outside the pod's directory (which goes as a whole).
+func unpinNetns(path, podDir string) error {
+	if err := unix.Unmount(path, unix.MNT_DETACH); err != nil && !errors.Is(err, unix.EINVAL) && !errors.Is(err, unix.ENOENT) {
+		return fmt.Errorf("unmount %s: %w", path, err)
+	}
+	if strings.HasPrefix(path, podDir+"/") {
+		return nil
+	}
+	if err := os.Remove(path); err != nil && !os.IsNotExist(err) {
+		return err
+	}
+	return nil
 }
 
 func (p *podState) killSandbox() {

@@ -226,6 +226,7 @@ func (env *testEnv) newRuntime(t *testing.T, binDir string) *Runtime {
 		BackoffInitial: 100 * time.Millisecond,
 		BackoffMax:     time.Second,
 		VolumeRefresh:  200 * time.Millisecond,
+		StorageCheck:   200 * time.Millisecond,
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -139,6 +139,11 @@ func Cleanup(ctx context.Context, podsDir string, network Network, log *slog.Log
 			}
 			cancel()
 		}
+		if rec.Netns != "" {
+			if err := unpinNetns(rec.Netns, dir); err != nil {
+				log.Warn("unpin stale pod's netns", "dir", dir, "error", err)
+			}
+		}
 		if err := removePodDir(dir); err != nil {
 			log.Warn("remove stale pod dir", "dir", dir, "error", err)
 			continue

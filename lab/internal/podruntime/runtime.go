@@ -60,6 +60,14 @@ type Config struct {
 	// VolumeRefresh is how often configMap, secret, downward API and token volumes
 	// are rewritten from the API (default 1m).
 	VolumeRefresh time.Duration
+	// StorageCheck is how often the local storage of pods with an
+	// ephemeral-storage limit or an emptyDir sizeLimit is measured (default 10s,
+	// the kubelet's housekeeping period).
+	StorageCheck time.Duration
+	// NetnsDir, if set, is where pods' network namespaces are pinned, each as
+	// cni-<sandbox id> (as containerd pins them under /var/run/netns), and the
+	// path CNI and the agent get; else each pod's is <pod dir>/netns.
+	NetnsDir string
 }
 
 func (c *Config) setDefaults() error {
@@ -86,6 +94,9 @@ func (c *Config) setDefaults() error {
 	}
 	if c.VolumeRefresh == 0 {
 		c.VolumeRefresh = time.Minute
+	}
+	if c.StorageCheck == 0 {
+		c.StorageCheck = 10 * time.Second
 	}
 	return nil
 }

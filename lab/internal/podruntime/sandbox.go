@@ -10,6 +10,7 @@ import (
 
 	securejoin "github.com/cyphar/filepath-securejoin"
 	"golang.org/x/sys/unix"
+	corev1 "k8s.io/api/core/v1"
 )
 
 // sandboxSpec is what the runtime tells pod-init to build. It is written as JSON into
@@ -27,6 +28,10 @@ type sandboxSpec struct {
 	// Mounts are made in order after the base filesystem: image files, the pod's /etc
 	// files, then volumes.
 	Mounts []mountSpec `json:"mounts"`
+	// Privileged is set when a container of the pod is privileged: /sys and
+	// /proc/sys are writable (the namespaces' mounts are shared by the
+	// pod's containers, so one privileged container opens them for all).
+	Privileged bool `json:"privileged,omitempty"`
 }
 
 // rootEntry is what the pod root does with one top-level entry of the host's root.
@@ -98,15 +103,32 @@ func setupSandbox(specPath string) error {
 	if err := json.Unmarshal(data, &spec); err != nil {
 		return fmt.Errorf("parse %s: %w", specPath, err)
 	}
-	// Nothing this process mounts may reach the node or the host.
+	// Bidirectional volumes are cloned while this namespace's copies of the
+	// node's mounts are still their peers: a clone of a shared mount joins
+	// its peer group, so what the pod mounts below it reaches the node.
+	clones, err := cloneBidirectional(spec.Mounts)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		for _, fd := range clones {
+			unix.Close(fd)
+		}
+	}()
+	// Nothing else this process mounts may reach the node or the host.
 	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_SLAVE, ""); err != nil {
 		return fmt.Errorf("make / rslave: %w", err)
 	}
 	if err := buildRoot(&spec); err != nil {
 		return err
 	}
-	for _, m := range spec.Mounts {
-		if err := mountInRoot(spec.Root, m); err != nil {
+	for i, m := range spec.Mounts {
+		if fd, ok := clones[i]; ok {
+			err = attachClone(spec.Root, m, fd)
+		} else {
+			err = mountInRoot(spec.Root, m)
+		}
+		if err != nil {
 			return err
 		}
 	}
@@ -197,16 +219,33 @@ func buildRoot(spec *sandboxSpec) error {
 		flags            uintptr
 		data             string
 	}
+	// As a container runtime does: /sys read-only and /proc/sys a read-only
+	// view unless the pod is privileged (an agent sets sysctls and writes
+	// to /sys).
+	sysFlags := uintptr(unix.MS_NOSUID | unix.MS_NOEXEC | unix.MS_NODEV)
+	if !spec.Privileged {
+		sysFlags |= unix.MS_RDONLY
+	}
 	mounts := []fsMount{
 		{"tmpfs", "tmp", "tmpfs", unix.MS_NOSUID | unix.MS_NODEV, "mode=1777"},
 		{"tmpfs", "run", "tmpfs", unix.MS_NOSUID | unix.MS_NODEV, "mode=755"},
 		{"proc", "proc", "proc", unix.MS_NOSUID | unix.MS_NOEXEC | unix.MS_NODEV, ""},
-		{"sysfs", "sys", "sysfs", unix.MS_RDONLY | unix.MS_NOSUID | unix.MS_NOEXEC | unix.MS_NODEV, ""},
+		{"sysfs", "sys", "sysfs", sysFlags, ""},
 		{"tmpfs", "dev", "tmpfs", unix.MS_NOSUID, "mode=755"},
 	}
 	for _, m := range mounts {
 		if err := unix.Mount(m.src, filepath.Join(root, m.dst), m.fstype, m.flags, m.data); err != nil {
 			return fmt.Errorf("mount %s on /%s: %w", m.src, m.dst, err)
+		}
+	}
+	if !spec.Privileged {
+		procSys := filepath.Join(root, "proc/sys")
+		if err := unix.Mount(procSys, procSys, "", unix.MS_BIND, ""); err != nil {
+			return fmt.Errorf("bind /proc/sys: %w", err)
+		}
+		flags := uintptr(unix.MS_BIND | unix.MS_REMOUNT | unix.MS_RDONLY | unix.MS_NOSUID | unix.MS_NOEXEC | unix.MS_NODEV)
+		if err := unix.Mount("", procSys, "", flags, ""); err != nil {
+			return fmt.Errorf("make /proc/sys read-only: %w", err)
 		}
 	}
 	return buildDev(filepath.Join(root, "dev"))
@@ -279,11 +318,25 @@ func mountInRoot(root string, m mountSpec) error {
 	} else if err := unix.Mount(m.Source, dst, "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
 		return fmt.Errorf("bind %s on %s: %w", m.Source, m.Target, err)
 	}
+	// The kubelet's None is private; HostToContainer receives the node's
+	// new mounts below the source (a bind of this namespace's slave copy is
+	// a slave of the same master, so it stays one).
+	prop := uintptr(unix.MS_PRIVATE)
+	if m.Propagation == string(corev1.MountPropagationHostToContainer) {
+		prop = unix.MS_SLAVE
+	}
+	if err := unix.Mount("", dst, "", unix.MS_REC|prop, ""); err != nil {
+		return fmt.Errorf("set propagation of %s: %w", m.Target, err)
+	}
+	return readOnly(dst, m)
+}
+
+func readOnly(dst string, m mountSpec) error {
 	if !m.ReadOnly {
 		return nil
 	}
 	attr := &unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY}
-	err = unix.MountSetattr(-1, dst, unix.AT_RECURSIVE, attr)
+	err := unix.MountSetattr(-1, dst, unix.AT_RECURSIVE, attr)
 	if errors.Is(err, unix.ENOSYS) {
 		err = unix.Mount("", dst, "", unix.MS_BIND|unix.MS_REMOUNT|unix.MS_RDONLY, "")
 	}
@@ -291,6 +344,41 @@ func mountInRoot(root string, m mountSpec) error {
 		return fmt.Errorf("make %s read-only: %w", m.Target, err)
 	}
 	return nil
+}
+
+// cloneBidirectional clones the source of every Bidirectional mount, by its
+// index in mounts, as a detached tree.
+func cloneBidirectional(mounts []mountSpec) (map[int]int, error) {
+	out := map[int]int{}
+	for i, m := range mounts {
+		if m.Propagation != string(corev1.MountPropagationBidirectional) {
+			continue
+		}
+		fd, err := unix.OpenTree(unix.AT_FDCWD, m.Source, unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC|unix.AT_RECURSIVE)
+		if err != nil {
+			for _, fd := range out {
+				unix.Close(fd)
+			}
+			return nil, fmt.Errorf("clone %s for %s: %w", m.Source, m.Target, err)
+		}
+		out[i] = fd
+	}
+	return out, nil
+}
+
+// attachClone puts a tree from cloneBidirectional at its target in the root.
+func attachClone(root string, m mountSpec, fd int) error {
+	dst, err := securejoin.SecureJoin(root, m.Target)
+	if err != nil {
+		return fmt.Errorf("resolve %s: %w", m.Target, err)
+	}
+	if err := os.MkdirAll(dst, 0o755); err != nil {
+		return fmt.Errorf("mount point %s: %w", m.Target, err)
+	}
+	if err := unix.MoveMount(fd, "", unix.AT_FDCWD, dst, unix.MOVE_MOUNT_F_EMPTY_PATH); err != nil {
+		return fmt.Errorf("attach %s on %s: %w", m.Source, m.Target, err)
+	}
+	return readOnly(dst, m)
 }
 
 // pivotRoot swaps the root and drops the old one, so the sandbox (and everything that

@@ -74,9 +74,8 @@ func (p *podState) statusLocked() corev1.PodStatus {
 		st.ContainerStatuses = append(st.ContainerStatuses, p.containerStatus(c))
 	}
 	st.Phase = p.phaseLocked(st)
-	if p.deadlineExceeded {
-		st.Phase, st.Reason = corev1.PodFailed, "DeadlineExceeded"
-		st.Message = "the pod ran longer than its activeDeadlineSeconds"
+	if f := p.failure; f != nil {
+		st.Phase, st.Reason, st.Message = corev1.PodFailed, f.Reason, f.Message
 	}
 
 	allReady := len(st.ContainerStatuses) > 0

@@ -498,9 +498,61 @@ func TestRunAsImageGroup(t *testing.T) {
 	}
 }
 
+// mountPropagation is carried to the sandbox, and refused where it cannot
+// work or may not be: Bidirectional only for privileged containers, and
+// never for a file or a memory volume.
+func TestVolumeMountsPropagation(t *testing.T) {
+	bidi, h2c := corev1.MountPropagationBidirectional, corev1.MountPropagationHostToContainer
+	vols := map[string]volumeSource{"bpf": {Path: "/sys/fs/bpf"}, "netns": {Path: "/run/netns"},
+		"mem": {Path: "/x", Tmpfs: true}, "file": {Path: "/f", IsFile: true}}
+	mk := func(priv bool, mounts ...corev1.VolumeMount) *corev1.Pod {
+		return testPod(func(p *corev1.Pod) {
+			p.Spec.Containers[0].VolumeMounts = mounts
+			p.Spec.Containers[0].SecurityContext = &corev1.SecurityContext{Privileged: &priv}
+		})
+	}
+	got, err := volumeMounts(mk(true, corev1.VolumeMount{Name: "bpf", MountPath: "/sys/fs/bpf", MountPropagation: &bidi},
+		corev1.VolumeMount{Name: "netns", MountPath: "/var/run/netns", MountPropagation: &h2c}), vols)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []mountSpec{{Source: "/sys/fs/bpf", Target: "/sys/fs/bpf", Propagation: "Bidirectional"},
+		{Source: "/run/netns", Target: "/var/run/netns", Propagation: "HostToContainer"}}
+	if !slices.Equal(got, want) {
+		t.Errorf("mounts:\n%+v\nwant:\n%+v", got, want)
+	}
+	for _, tc := range []struct {
+		pod  *corev1.Pod
+		want string
+	}{
+		{mk(false, corev1.VolumeMount{Name: "bpf", MountPath: "/b", MountPropagation: &bidi}), "needs a privileged container"},
+		{mk(true, corev1.VolumeMount{Name: "mem", MountPath: "/m", MountPropagation: &h2c}), "only a directory of the node"},
+		{mk(true, corev1.VolumeMount{Name: "file", MountPath: "/f", MountPropagation: &bidi}), "only a directory of the node"},
+	} {
+		if _, err := volumeMounts(tc.pod, vols); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("error %v, want %q", err, tc.want)
+		}
+	}
+}
+
 func deref(p *int64) any {
 	if p == nil {
 		return "none"
 	}
 	return *p
+}
+
+func TestMountOf(t *testing.T) {
+	mi := `22 1 0:21 / / rw shared:1 - ext4 /dev/sda rw
+30 22 0:30 / /sys/fs/bpf rw,relatime shared:9 - bpf bpffs rw
+31 22 0:31 / /run/netns rw master:4 - tmpfs tmpfs rw
+32 22 0:32 / /run/net rw - tmpfs tmpfs rw
+`
+	entries := parseMountinfo(mi)
+	for path, want := range map[string]string{"/sys/fs/bpf/tc": "/sys/fs/bpf", "/run/netns": "/run/netns",
+		"/run/network": "/", "/run/net/x": "/run/net"} {
+		if m, ok := mountOf(entries, path); !ok || m.Point != want {
+			t.Errorf("mountOf(%s) = %+v, want %s", path, m, want)
+		}
+	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"maps"
 	"os"
 	"path"
@@ -72,7 +73,39 @@ func (p *podState) prepareVolume(ctx context.Context, v *corev1.Volume) (volumeS
 	if err := writeAtomic(dir, files); err != nil {
 		return volumeSource{}, err
 	}
+	if sc := p.pod.Spec.SecurityContext; sc != nil && sc.FSGroup != nil {
+		if err := setVolumeOwnership(dir, *sc.FSGroup); err != nil {
+			return volumeSource{}, err
+		}
+	}
 	return volumeSource{Path: dir, ReadOnly: true}, nil
+}
+
+// setVolumeOwnership gives an API-projected volume to the pod's fsGroup, as
+// the kubelet does: its files and directories belong to the group, which
+// may read them (directories also enter them), so a container that runs as
+// another user than root still reads a Secret of mode 0400.
+func setVolumeOwnership(dir string, gid int64) error {
+	return filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if err := os.Lchown(path, -1, int(gid)); err != nil {
+			return err
+		}
+		if d.Type()&fs.ModeSymlink != 0 {
+			return nil
+		}
+		fi, err := d.Info()
+		if err != nil {
+			return err
+		}
+		mask := fs.FileMode(0o440)
+		if d.IsDir() {
+			mask = 0o550 | fs.ModeSetgid
+		}
+		return os.Chmod(path, fi.Mode()|mask)
+	})
 }
 
 func prepareHostPath(hp *corev1.HostPathVolumeSource) (volumeSource, error) {
@@ -237,6 +270,8 @@ type mountSpec struct {
 	ReadOnly bool   `json:"readOnly,omitempty"`
 	Tmpfs    bool   `json:"tmpfs,omitempty"`
 	IsFile   bool   `json:"isFile,omitempty"`
+	// Propagation is the volumeMount's mountPropagation; empty is None.
+	Propagation string `json:"propagation,omitempty"`
 }
 
 // volumeMounts turns the containers' volumeMounts into sandbox mounts. Containers
@@ -256,6 +291,19 @@ func volumeMounts(pod *corev1.Pod, vols map[string]volumeSource) ([]mountSpec, e
 				continue
 			}
 			m := mountSpec{Source: src.Path, Target: target, ReadOnly: vm.ReadOnly || src.ReadOnly, Tmpfs: src.Tmpfs, IsFile: src.IsFile}
+			if vm.MountPropagation != nil && *vm.MountPropagation != corev1.MountPropagationNone {
+				if src.Tmpfs || src.IsFile {
+					return nil, fmt.Errorf("container %s: mountPropagation %s of volume %s: only a directory of the node propagates mounts",
+						c.Name, *vm.MountPropagation, vm.Name)
+				}
+				if *vm.MountPropagation == corev1.MountPropagationBidirectional && !privileged(&c) {
+					// As the API server validates: mounts a container makes would
+					// reach the node.
+					return nil, fmt.Errorf("container %s: mountPropagation Bidirectional of volume %s needs a privileged container",
+						c.Name, vm.Name)
+				}
+				m.Propagation = string(*vm.MountPropagation)
+			}
 			if sub := vm.SubPath; sub != "" {
 				if err := validRelPath(sub); err != nil {
 					return nil, fmt.Errorf("container %s: subPath: %w", c.Name, err)
@@ -288,4 +336,8 @@ func volumeMounts(pod *corev1.Pod, vols map[string]volumeSource) ([]mountSpec, e
 		out = append(out, byTarget[t])
 	}
 	return out, nil
+}
+
+func privileged(c *corev1.Container) bool {
+	return c.SecurityContext != nil && c.SecurityContext.Privileged != nil && *c.SecurityContext.Privileged
 }
