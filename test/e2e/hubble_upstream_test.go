@@ -60,19 +60,13 @@ type hubbleServer struct {
 
 // hubbleServers are a node's socket and the relay (mutual TLS), as a user
 // reaches them: this one function knows the addresses. The relay is
-// named by address: upstream hubble resolves a name with gRPC's DNS
-// resolver, whose lookups wait for the lab nodes' unreachable name
-// server (10s for "localhost").
+// named by its Service's address (relayFlags): upstream hubble resolves a
+// name with gRPC's DNS resolver, whose lookups wait for the lab nodes'
+// unreachable name server (10s for "localhost").
 func hubbleServers(l *Lab, node string) []hubbleServer {
-	relay := append([]string(nil), l.relayFlags()...)
-	for i := range relay {
-		if relay[i] == relayPort {
-			relay[i] = "127.0.0.1:4245"
-		}
-	}
 	return []hubbleServer{
 		{name: "socket of " + node, node: node, flags: []string{"--server", "unix:///var/run/cilium/hubble.sock"}},
-		{name: "relay", node: l.Name + "-node1", flags: relay},
+		{name: "relay", node: l.Name + "-node1", flags: l.relayFlags()},
 	}
 }
 
@@ -259,7 +253,7 @@ func TestPrivilegedSmokeHubbleUpstream(t *testing.T) {
 						return
 					case <-time.After(2 * time.Second):
 					}
-					podConnect(client.ip, pods[0].ip+":8080")
+					podConnect(lab, client.ip, pods[0].ip+":8080")
 				}
 			}()
 			check("follow", 10*time.Second, []string{"observe", "--follow", "--pod", clientPod}, client.name)

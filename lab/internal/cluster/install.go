@@ -72,7 +72,7 @@ func readInstall(dir string) ([]*unstructured.Unstructured, error) {
 
 // labValues fits the install to the lab the way a user fits Cilium's chart
 // with values: the pod CIDRs and routing mode of the plan, Hubble's
-// metrics with pod contexts, the kube-proxy
+// metrics with pod contexts, the flow exporter when asked, the kube-proxy
 // replacement when the lab runs no kube-proxy, and the API server's address
 // for the agents and operators (Cilium's k8sServiceHost: without kube-proxy
 // the kubernetes Service works only once the agents run).
@@ -86,6 +86,9 @@ func labValues(p plan.Plan, objs []*unstructured.Unstructured) error {
 			data["cluster-pool-ipv4-mask-size"] = strconv.Itoa(p.NodeMask)
 			data["routing-mode"] = p.RoutingMode
 			data["hubble-metrics"] = labHubbleMetrics
+			if p.HubbleExport {
+				data["hubble-export-file-path"] = plan.HubbleExportFile
+			}
 			if p.KubeProxy == "none" {
 				data["kube-proxy-replacement"] = "true"
 				data["enable-host-legacy-routing"] = "false"
