@@ -103,6 +103,16 @@ func setupSandbox(specPath string) error {
 	if err := json.Unmarshal(data, &spec); err != nil {
 		return fmt.Errorf("parse %s: %w", specPath, err)
 	}
+	// The pod's own network namespace, set up while /proc/sys is still the
+	// node's writable one: the root built below may make it read-only.
+	if spec.NewNet {
+		if err := loopbackUp(); err != nil {
+			return fmt.Errorf("lo up: %w", err)
+		}
+		if err := podNetSysctls(); err != nil {
+			return err
+		}
+	}
 	// Bidirectional volumes are cloned while this namespace's copies of the
 	// node's mounts are still their peers: a clone of a shared mount joins
 	// its peer group, so what the pod mounts below it reaches the node.
@@ -138,14 +148,6 @@ func setupSandbox(specPath string) error {
 	if spec.Hostname != "" {
 		if err := unix.Sethostname([]byte(spec.Hostname)); err != nil {
 			return fmt.Errorf("sethostname: %w", err)
-		}
-	}
-	if spec.NewNet {
-		if err := loopbackUp(); err != nil {
-			return fmt.Errorf("lo up: %w", err)
-		}
-		if err := podNetSysctls(); err != nil {
-			return err
 		}
 	}
 	return nil
