@@ -24,20 +24,23 @@ type Changes interface {
 // that arrive while sync runs are merged into one call.
 func SyncJobs(g job.Group, name string, db *statedb.DB, eps statedb.Table[*Desired], changes Changes,
 	sync func(context.Context, []Endpoint) error) {
-	// The timer runs only when woken: once at start, then on changes.
+	// The timer runs only when woken: once the endpoints are watched, then
+	// on changes. Each wake comes after its watch channel was taken, so no
+	// change falls between a sync's read and the next watch (one did when
+	// the first wake came before this job had started watching: an
+	// endpoint inserted then waited for the resync).
 	wake := job.NewTrigger()
-	wake.Trigger()
 	if changes != nil {
 		changes.OnChange(wake.Trigger)
 	}
 	g.Add(job.OneShot(name+"-endpoints", func(ctx context.Context, _ cell.Health) error {
 		for {
 			_, watch := eps.AllWatch(db.ReadTxn())
+			wake.Trigger()
 			select {
 			case <-ctx.Done():
 				return nil
 			case <-watch:
-				wake.Trigger()
 			}
 		}
 	}))
