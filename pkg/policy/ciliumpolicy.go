@@ -4,7 +4,6 @@ import (
 	"maps"
 	"net/netip"
 	"slices"
-	"strconv"
 	"strings"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -498,48 +497,31 @@ func (t *ciliumTranslation) port(pp api.PortProtocol, path *field.Path) (Port, b
 	return out, true
 }
 
-// icmpV4Types are the ICMPv4 type names Cilium accepts.
-var icmpV4Types = map[string]uint8{
-	"EchoReply":              0,
-	"DestinationUnreachable": 3,
-	"Redirect":               5,
-	"Echo":                   8,
-	"EchoRequest":            8,
-	"RouterAdvertisement":    9,
-	"RouterSelection":        10,
-	"TimeExceeded":           11,
-	"ParameterProblem":       12,
-	"Timestamp":              13,
-	"TimestampReply":         14,
-	"Photuris":               40,
-	"ExtendedEchoRequest":    42,
-	"ExtendedEchoReply":      43,
-}
-
 // icmps translates ICMP types into ports of ICMP, whose port is the type.
-// IPv6 fields are skipped: no ICMPv6 traffic in an IPv4-only cluster.
+// IPv6 fields select nothing: no ICMPv6 traffic in an IPv4-only cluster.
 // Type 0 (echo reply) comes out as port 0, every type: Cilium has the
 // same limit (cilium/cilium#41304), and the datapath's entries cannot
 // tell the two apart.
 func (t *ciliumTranslation) icmps(rules []api.ICMPRule, path *field.Path) []Port {
 	var out []Port
 	for i, r := range rules {
-		for j, f := range r.Fields {
+		for j := range r.Fields {
+			f := &r.Fields[j]
 			p := path.Index(i).Child("fields").Index(j)
-			switch f.Family {
-			case "", "IPv4":
-			case "IPv6":
+			switch f.ICMPFamilyOrDefault() {
+			case api.ICMPFamilyIPv4:
+			case api.ICMPFamilyIPv6:
+				if _, err := f.TypeNumber(); err != nil {
+					t.fail(field.Invalid(p.Child("type"), f.Type.String(), err.Error()))
+				}
 				continue
 			default:
-				t.fail(field.NotSupported(p.Child("family"), f.Family, []string{"IPv4", "IPv6"}))
+				t.fail(field.NotSupported(p.Child("family"), f.Family, api.ICMPFamilies))
 				continue
 			}
-			typ, ok := icmpV4Types[f.Type]
-			if n, err := strconv.ParseUint(f.Type, 10, 8); err == nil {
-				typ, ok = uint8(n), true
-			}
-			if !ok {
-				t.fail(field.Invalid(p.Child("type"), f.Type, "must be a number from 0 to 255 or an ICMPv4 type name"))
+			typ, err := f.TypeNumber()
+			if err != nil {
+				t.fail(field.Invalid(p.Child("type"), f.Type.String(), err.Error()))
 				continue
 			}
 			out = append(out, Port{Protocol: spec.ProtoICMP, Port: uint16(typ)})
