@@ -66,9 +66,10 @@ func rulePaths(specRule *api.Rule, specs api.Rules) []*field.Path {
 // FromCiliumRules translates the rules of a Cilium policy, with Cilium's
 // semantics at L3 and L4, into rules with origin. namespace is the
 // policy's namespace, "" for a clusterwide policy. paths[i] names
-// rules[i] in errors; without one it is "specs[i]". What this agent does
+// rules[i] in errors; without one it is "specs[i]". IPv6 peers and ICMPv6
+// types select nothing in this IPv4-only cluster. What this agent does
 // not implement (layer-7 rules, FQDNs, host policies, node selectors,
-// CIDR groups, IPv6 prefixes) is refused rather than half enforced: a
+// CIDR groups) is refused rather than half enforced: a
 // policy with any of it, or that is not valid, yields no rules and one
 // error naming every such field. toServices are resolved against svcs
 // as they are now (nil: no Services); a Service that does not exist is
@@ -334,28 +335,30 @@ func copySelector(es *api.EndpointSelector) api.EndpointSelector {
 	return out
 }
 
-// prefix reads an IPv4 prefix. The cluster is IPv4-only: an IPv6 prefix
-// could never match, and silently allowing nothing would surprise.
-func (t *ciliumTranslation) prefix(c api.CIDR, path *field.Path) (netip.Prefix, bool) {
+// prefix reads a prefix. The cluster is IPv4-only, so an IPv6 prefix
+// selects nothing: as in Cilium, whose IPv6 CIDR identities are never
+// allocated when IPv6 is off, the policy applies and its IPv6 peers are
+// left out (ok false, no error). They must not be replaced by anything,
+// since a rule's empty peer list allows nothing.
+func (t *ciliumTranslation) prefix(c api.CIDR, path *field.Path) (p netip.Prefix, ok bool) {
 	p, err := api.ParseCIDR(c)
 	if err != nil {
 		t.fail(field.Invalid(path, string(c), err.Error()))
 		return netip.Prefix{}, false
 	}
-	if !p.Addr().Is4() {
-		t.fail(field.Invalid(path, string(c), "IPv6 is not supported: the cluster is IPv4-only"))
-		return netip.Prefix{}, false
-	}
-	return p, true
+	return p, p.Addr().Is4()
 }
 
+// cidrSet translates a CIDR set; one of IPv6 selects nothing, but its
+// excepts are checked all the same.
 func (t *ciliumTranslation) cidrSet(r *api.CIDRRule, path *field.Path) (Selector, bool) {
 	if r.CIDRGroupRef != "" {
 		t.fail(field.Forbidden(path.Child("cidrGroupRef"), "CIDR groups are not supported yet"))
 		return nil, false
 	}
-	p, ok := t.prefix(r.Cidr, path.Child("cidr"))
-	if !ok {
+	p, err := api.ParseCIDR(r.Cidr)
+	if err != nil {
+		t.fail(field.Invalid(path.Child("cidr"), string(r.Cidr), err.Error()))
 		return nil, false
 	}
 	sel := CIDRSelector{Prefix: p}
@@ -367,7 +370,7 @@ func (t *ciliumTranslation) cidrSet(r *api.CIDRRule, path *field.Path) (Selector
 		}
 		sel.Except = append(sel.Except, e)
 	}
-	return sel, true
+	return sel, p.Addr().Is4()
 }
 
 // entityIdentities are the entities that stand for one reserved identity.

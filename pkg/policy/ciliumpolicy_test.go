@@ -234,11 +234,11 @@ func TestFromCNP(t *testing.T) {
 		p: func() *v2.CiliumNetworkPolicy {
 			p := makeCNP()
 			p.Specs = api.Rules{makeRule(), makeRule(ingress(api.IngressRule{IngressCommonRule: api.IngressCommonRule{
-				FromCIDRSet: []api.CIDRRule{{Cidr: "fd00::/8"}},
+				FromCIDRSet: []api.CIDRRule{{Cidr: "fd00::/8", ExceptCIDRs: []api.CIDR{"10.0.0.0/8"}}},
 			}}))}
 			return p
 		}(),
-		wantErr: []string{"specs[1].ingress[0].fromCIDRSet[0].cidr"},
+		wantErr: []string{"specs[1].ingress[0].fromCIDRSet[0].except[0]"},
 	}}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
