@@ -45,6 +45,37 @@ spec:
 `,
 		want: []ruleView{{Dir: spec.Ingress, DefaultDeny: true, Subject: []string{"x/web"}, Peers: []string{"x/db"}, Ports: []policy.Port{icmp(8)}}},
 	}, {
+		name: "echo-ingress-icmp-deny: the same fields in ingressDeny",
+		doc: `
+metadata: {name: cnp, namespace: x}
+spec:
+  endpointSelector: {matchLabels: {app: web}}
+  ingressDeny:
+  - fromEndpoints: [{matchLabels: {app: db}}]
+    icmps:
+    - fields:
+      - family: IPv4
+        type: 8
+      - family: IPv6
+        type: 128
+`,
+		want: []ruleView{{Dir: spec.Ingress, Deny: true, DefaultDeny: true, Subject: []string{"x/web"}, Peers: []string{"x/db"}, Ports: []policy.Port{icmp(8)}}},
+	}, {
+		name: "client-egress-icmp: no peers, every peer",
+		doc: `
+metadata: {name: cnp, namespace: x}
+spec:
+  endpointSelector: {matchLabels: {app: web}}
+  egress:
+  - icmps:
+    - fields:
+      - type: 8
+        family: IPv4
+      - type: 128
+        family: IPv6
+`,
+		want: []ruleView{{Dir: spec.Egress, DefaultDeny: true, Subject: []string{"x/web"}, Peers: []string{"*"}, Ports: []policy.Port{icmp(8)}}},
+	}, {
 		name: "types by name, family IPv4 by default",
 		doc: `
 metadata: {name: cnp, namespace: x}
