@@ -388,3 +388,94 @@ func TestCiliumToolsSeeARefusedPolicy(t *testing.T) {
 		return nil
 	})
 }
+
+// A policy refused whole (here for toFQDNs, which the agent does not
+// enforce) changes nothing in the agent's repository, so, as in Cilium,
+// whose agent imports nothing of a policy it cannot parse, it does not
+// count as a policy revision and holds no endpoint back: the endpoints
+// stay at the revision the agent reports, and reach the next one, of a
+// policy accepted beside it. Deleting it counts, as every removal does in
+// Cilium, and is realized at once.
+func TestCiliumToolsRefusedPolicyHoldsNoEndpointBack(t *testing.T) {
+	dbg := dbgRunner{bin: buildDbg(t)}
+	kube := kubefake.NewClientset(
+		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "shop"}},
+		&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "web", UID: "uid-web",
+			Labels: map[string]string{"app": "web"}}, Spec: corev1.PodSpec{NodeName: "a", ServiceAccountName: "default"}},
+	)
+	cilium := k8sclient.NewFake()
+	dir := t.TempDir()
+	c := startOnFakes(t, &k8sagent.Clients{Kube: kube, Cilium: cilium}, endpointtest.NewDatapath(), dir, baseArgs(dir))
+	dbg.socket = filepath.Join(dir, "run", "cilium.sock")
+	ctx := context.Background()
+	alloc, err := c.AllocateIP(ctx, "c1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.PutEndpoint(ctx, models.EndpointRequest{ContainerID: "c1", PodName: "web", PodNamespace: "shop",
+		IPv4: alloc.Address, MAC: "02:00:00:00:00:01", IfName: "eth0", HostIfName: "lxc1", HostIfindex: 5,
+		NetNSPath: "/proc/1/ns/net"}); err != nil {
+		t.Fatal(err)
+	}
+	// realizedAt waits until the agent reports revision want and the
+	// endpoint realized it, as cilium-cli waits.
+	realizedAt := func(want int64) {
+		t.Helper()
+		testenv.Eventually(t, 30*time.Second, func() error {
+			if rev := policyRevision(t, dbg); rev != want {
+				return fmt.Errorf("policy revision %d, want %d", rev, want)
+			}
+			var eps []*cm.Endpoint
+			if err := dbg.decode(&eps, "endpoint", "list", "-o", "json"); err != nil {
+				return err
+			}
+			if len(eps) != 1 || eps[0].Status.Policy == nil || eps[0].Status.Policy.Realized == nil {
+				return fmt.Errorf("endpoints %+v", eps)
+			}
+			if r := eps[0].Status.Policy.Realized.PolicyRevision; r != want {
+				return fmt.Errorf("endpoint realized %d, want %d", r, want)
+			}
+			return nil
+		})
+	}
+	web := &api.EndpointSelector{MatchLabels: map[string]string{"app": "web"}}
+	rev0 := policyRevision(t, dbg)
+	realizedAt(rev0)
+
+	cnps := cilium.CiliumV2().CiliumNetworkPolicies("shop")
+	// Generation 1, as the API server sets it: the agent's status writes
+	// (a subresource) keep it, so they are no change of the policy.
+	refused := &v2.CiliumNetworkPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "fqdn", Generation: 1},
+		Spec: &api.Rule{EndpointSelector: web, Egress: []api.EgressRule{{ToFQDNs: []api.FQDNSelector{{MatchName: "example.com"}}}}}}
+	if _, err := cnps.Create(ctx, refused, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, 30*time.Second, func() error {
+		p, err := cnps.Get(ctx, "fqdn", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		for _, cond := range p.Status.Conditions {
+			if cond.Type == "Valid" && cond.Status == metav1.ConditionFalse {
+				return nil
+			}
+		}
+		return fmt.Errorf("conditions %+v, want Valid False", p.Status.Conditions)
+	})
+	realizedAt(rev0)
+
+	accepted := &v2.CiliumNetworkPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "allow-all-ingress", Generation: 1},
+		Spec: &api.Rule{EndpointSelector: web, Ingress: []api.IngressRule{{IngressCommonRule: api.IngressCommonRule{
+			FromEntities: []api.Entity{api.EntityAll}}}}}}
+	if _, err := cnps.Create(ctx, accepted, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	realizedAt(rev0 + 1)
+
+	for i, name := range []string{"fqdn", "allow-all-ingress"} {
+		if err := cnps.Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		realizedAt(rev0 + 2 + int64(i))
+	}
+}

@@ -4,7 +4,6 @@ import (
 	"maps"
 	"net/netip"
 	"slices"
-	"strconv"
 	"strings"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -67,9 +66,10 @@ func rulePaths(specRule *api.Rule, specs api.Rules) []*field.Path {
 // FromCiliumRules translates the rules of a Cilium policy, with Cilium's
 // semantics at L3 and L4, into rules with origin. namespace is the
 // policy's namespace, "" for a clusterwide policy. paths[i] names
-// rules[i] in errors; without one it is "specs[i]". What this agent does
+// rules[i] in errors; without one it is "specs[i]". IPv6 peers and ICMPv6
+// types select nothing in this IPv4-only cluster. What this agent does
 // not implement (layer-7 rules, FQDNs, host policies, node selectors,
-// CIDR groups, IPv6 prefixes) is refused rather than half enforced: a
+// CIDR groups) is refused rather than half enforced: a
 // policy with any of it, or that is not valid, yields no rules and one
 // error naming every such field. toServices are resolved against svcs
 // as they are now (nil: no Services); a Service that does not exist is
@@ -335,28 +335,30 @@ func copySelector(es *api.EndpointSelector) api.EndpointSelector {
 	return out
 }
 
-// prefix reads an IPv4 prefix. The cluster is IPv4-only: an IPv6 prefix
-// could never match, and silently allowing nothing would surprise.
-func (t *ciliumTranslation) prefix(c api.CIDR, path *field.Path) (netip.Prefix, bool) {
+// prefix reads a prefix. The cluster is IPv4-only, so an IPv6 prefix
+// selects nothing: as in Cilium, whose IPv6 CIDR identities are never
+// allocated when IPv6 is off, the policy applies and its IPv6 peers are
+// left out (ok false, no error). They must not be replaced by anything,
+// since a rule's empty peer list allows nothing.
+func (t *ciliumTranslation) prefix(c api.CIDR, path *field.Path) (p netip.Prefix, ok bool) {
 	p, err := api.ParseCIDR(c)
 	if err != nil {
 		t.fail(field.Invalid(path, string(c), err.Error()))
 		return netip.Prefix{}, false
 	}
-	if !p.Addr().Is4() {
-		t.fail(field.Invalid(path, string(c), "IPv6 is not supported: the cluster is IPv4-only"))
-		return netip.Prefix{}, false
-	}
-	return p, true
+	return p, p.Addr().Is4()
 }
 
+// cidrSet translates a CIDR set; one of IPv6 selects nothing, but its
+// excepts are checked all the same.
 func (t *ciliumTranslation) cidrSet(r *api.CIDRRule, path *field.Path) (Selector, bool) {
 	if r.CIDRGroupRef != "" {
 		t.fail(field.Forbidden(path.Child("cidrGroupRef"), "CIDR groups are not supported yet"))
 		return nil, false
 	}
-	p, ok := t.prefix(r.Cidr, path.Child("cidr"))
-	if !ok {
+	p, err := api.ParseCIDR(r.Cidr)
+	if err != nil {
+		t.fail(field.Invalid(path.Child("cidr"), string(r.Cidr), err.Error()))
 		return nil, false
 	}
 	sel := CIDRSelector{Prefix: p}
@@ -368,7 +370,7 @@ func (t *ciliumTranslation) cidrSet(r *api.CIDRRule, path *field.Path) (Selector
 		}
 		sel.Except = append(sel.Except, e)
 	}
-	return sel, true
+	return sel, p.Addr().Is4()
 }
 
 // entityIdentities are the entities that stand for one reserved identity.
@@ -498,48 +500,31 @@ func (t *ciliumTranslation) port(pp api.PortProtocol, path *field.Path) (Port, b
 	return out, true
 }
 
-// icmpV4Types are the ICMPv4 type names Cilium accepts.
-var icmpV4Types = map[string]uint8{
-	"EchoReply":              0,
-	"DestinationUnreachable": 3,
-	"Redirect":               5,
-	"Echo":                   8,
-	"EchoRequest":            8,
-	"RouterAdvertisement":    9,
-	"RouterSelection":        10,
-	"TimeExceeded":           11,
-	"ParameterProblem":       12,
-	"Timestamp":              13,
-	"TimestampReply":         14,
-	"Photuris":               40,
-	"ExtendedEchoRequest":    42,
-	"ExtendedEchoReply":      43,
-}
-
 // icmps translates ICMP types into ports of ICMP, whose port is the type.
-// IPv6 fields are skipped: no ICMPv6 traffic in an IPv4-only cluster.
+// IPv6 fields select nothing: no ICMPv6 traffic in an IPv4-only cluster.
 // Type 0 (echo reply) comes out as port 0, every type: Cilium has the
 // same limit (cilium/cilium#41304), and the datapath's entries cannot
 // tell the two apart.
 func (t *ciliumTranslation) icmps(rules []api.ICMPRule, path *field.Path) []Port {
 	var out []Port
 	for i, r := range rules {
-		for j, f := range r.Fields {
+		for j := range r.Fields {
+			f := &r.Fields[j]
 			p := path.Index(i).Child("fields").Index(j)
-			switch f.Family {
-			case "", "IPv4":
-			case "IPv6":
+			switch f.ICMPFamilyOrDefault() {
+			case api.ICMPFamilyIPv4:
+			case api.ICMPFamilyIPv6:
+				if _, err := f.TypeNumber(); err != nil {
+					t.fail(field.Invalid(p.Child("type"), f.Type.String(), err.Error()))
+				}
 				continue
 			default:
-				t.fail(field.NotSupported(p.Child("family"), f.Family, []string{"IPv4", "IPv6"}))
+				t.fail(field.NotSupported(p.Child("family"), f.Family, api.ICMPFamilies))
 				continue
 			}
-			typ, ok := icmpV4Types[f.Type]
-			if n, err := strconv.ParseUint(f.Type, 10, 8); err == nil {
-				typ, ok = uint8(n), true
-			}
-			if !ok {
-				t.fail(field.Invalid(p.Child("type"), f.Type, "must be a number from 0 to 255 or an ICMPv4 type name"))
+			typ, err := f.TypeNumber()
+			if err != nil {
+				t.fail(field.Invalid(p.Child("type"), f.Type.String(), err.Error()))
 				continue
 			}
 			out = append(out, Port{Protocol: spec.ProtoICMP, Port: uint16(typ)})

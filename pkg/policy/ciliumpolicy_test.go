@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/cilium-go/cilium/internal/datapath/spec"
@@ -165,12 +166,12 @@ func TestFromCNP(t *testing.T) {
 	}, {
 		name: "icmps",
 		p: makeCNP(egress(api.EgressRule{ICMPs: icmps(
-			api.ICMPField{Type: "EchoRequest"}, api.ICMPField{Family: "IPv4", Type: "3"},
-			api.ICMPField{Family: "IPv6", Type: "EchoRequest"})})),
+			api.ICMPField{Type: intstr.FromString("EchoRequest")}, api.ICMPField{Family: "IPv4", Type: intstr.FromString("3")},
+			api.ICMPField{Family: "IPv6", Type: intstr.FromString("EchoRequest")})})),
 		want: []ruleView{eg([]string{"*"}, policy.Port{Protocol: spec.ProtoICMP, Port: 8}, policy.Port{Protocol: spec.ProtoICMP, Port: 3})},
 	}, {
 		name: "only IPv6 icmps allow nothing",
-		p:    makeCNP(egress(api.EgressRule{ICMPs: icmps(api.ICMPField{Family: "IPv6", Type: "EchoRequest"})})),
+		p:    makeCNP(egress(api.EgressRule{ICMPs: icmps(api.ICMPField{Family: "IPv6", Type: intstr.FromString("EchoRequest")})})),
 		want: []ruleView{eg(nil)},
 	}, {
 		name: "deny rules isolate too",
@@ -215,23 +216,29 @@ func TestFromCNP(t *testing.T) {
 					ToCIDR:    []api.CIDR{"2001:db8::/32"},
 					ToCIDRSet: []api.CIDRRule{{CIDRGroupRef: "group"}},
 					ToNodes:   []api.EndpointSelector{{}},
-				}},
-				api.EgressRule{ICMPs: icmps(api.ICMPField{Type: "Ping"}, api.ICMPField{Type: "256"})})),
+				}})),
+		wantErr: []string{"spec.egress[1].toCIDRSet[0].cidrGroupRef", "spec.egress[1].toNodes"},
+	}, {
+		name: "bad ICMP types refused",
+		p: makeCNP(egress(api.EgressRule{ICMPs: icmps(
+			api.ICMPField{Type: intstr.FromString("Ping")}, api.ICMPField{Type: intstr.FromString("256")},
+			api.ICMPField{Type: intstr.FromInt32(256)}, api.ICMPField{Type: intstr.FromInt32(-1)},
+			api.ICMPField{Family: "IPv6", Type: intstr.FromString("Redirect")})})),
 		wantErr: []string{
-			"spec.egress[1].toCIDR[0]",
-			"spec.egress[1].toCIDRSet[0].cidrGroupRef", "spec.egress[1].toNodes",
-			"spec.egress[2].icmps[0].fields[0].type", "spec.egress[2].icmps[0].fields[1].type",
+			"spec.egress[0].icmps[0].fields[0].type", "spec.egress[0].icmps[0].fields[1].type",
+			"spec.egress[0].icmps[0].fields[2].type", "spec.egress[0].icmps[0].fields[3].type",
+			"spec.egress[0].icmps[0].fields[4].type",
 		},
 	}, {
 		name: "refused in specs",
 		p: func() *v2.CiliumNetworkPolicy {
 			p := makeCNP()
 			p.Specs = api.Rules{makeRule(), makeRule(ingress(api.IngressRule{IngressCommonRule: api.IngressCommonRule{
-				FromCIDRSet: []api.CIDRRule{{Cidr: "fd00::/8"}},
+				FromCIDRSet: []api.CIDRRule{{Cidr: "fd00::/8", ExceptCIDRs: []api.CIDR{"10.0.0.0/8"}}},
 			}}))}
 			return p
 		}(),
-		wantErr: []string{"specs[1].ingress[0].fromCIDRSet[0].cidr"},
+		wantErr: []string{"specs[1].ingress[0].fromCIDRSet[0].except[0]"},
 	}}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

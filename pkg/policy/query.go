@@ -73,7 +73,9 @@ func (a *Agent) Rules(ctx context.Context) ([]RuleInfo, error) {
 // PolicyRevision counts the changes of the agent's policies, from 1 (no
 // policy yet) as Cilium's repository revision does: once an endpoint's
 // EndpointPolicyInfo.PolicyRevision reaches it, the endpoint enforces
-// every policy the agent had when asked.
+// every policy the agent had when asked. A policy refused whole changes
+// nothing and is not counted, as Cilium's agent imports nothing of a
+// policy it cannot parse; its deletion is, as every removal is in Cilium.
 func (a *Agent) PolicyRevision(ctx context.Context) (uint64, error) {
 	var rev uint64
 	if err := a.ask(ctx, func(*Engine) { rev = a.policyRevision }); err != nil {

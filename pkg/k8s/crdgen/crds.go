@@ -6,6 +6,7 @@ import (
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 
 	ciliumio "github.com/cilium-go/cilium/pkg/k8s/apis/cilium.io"
 	v2 "github.com/cilium-go/cilium/pkg/k8s/apis/cilium.io/v2"
@@ -107,6 +108,16 @@ func DefaultReflector() *Reflector {
 		reflect.TypeFor[api.L4Proto](): enum(schemaProtocols),
 		reflect.TypeFor[api.RawRules](): func() apiextensionsv1.JSONSchemaProps {
 			return apiextensionsv1.JSONSchemaProps{Type: "object", XPreserveUnknownFields: ptr(true)}
+		},
+		reflect.TypeFor[api.ICMPFamily](): func() apiextensionsv1.JSONSchemaProps {
+			s := enum(api.ICMPFamilies)()
+			s.Default = &apiextensionsv1.JSON{Raw: []byte(`"IPv4"`)}
+			return s
+		},
+		// An ICMP type is a number or a name, as in Cilium: the agent
+		// checks the name against the field's family.
+		reflect.TypeFor[intstr.IntOrString](): func() apiextensionsv1.JSONSchemaProps {
+			return apiextensionsv1.JSONSchemaProps{XIntOrString: true}
 		},
 		reflect.TypeFor[api.CIDR](): func() apiextensionsv1.JSONSchemaProps {
 			return apiextensionsv1.JSONSchemaProps{Type: "string", MaxLength: ptr[int64](64)}

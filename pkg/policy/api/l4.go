@@ -2,6 +2,8 @@ package api
 
 import (
 	"encoding/json"
+
+	"k8s.io/apimachinery/pkg/util/intstr"
 )
 
 // L4Proto is a transport protocol name.
@@ -42,10 +44,25 @@ type PortDenyRule struct {
 	Ports []PortProtocol `json:"ports,omitempty"`
 }
 
-// ICMPField is one ICMP type, numeric or by name, of one family.
+// ICMPFamily is the IP family of an ICMP field: ICMP for IPv4, ICMPv6
+// for IPv6.
+type ICMPFamily string
+
+// ICMP families; empty means IPv4.
+const (
+	ICMPFamilyIPv4 ICMPFamily = "IPv4"
+	ICMPFamilyIPv6 ICMPFamily = "IPv6"
+)
+
+// ICMPFamilies lists the families an ICMP field may name.
+var ICMPFamilies = []ICMPFamily{ICMPFamilyIPv4, ICMPFamilyIPv6}
+
+// ICMPField is one ICMP type of one family. Type is a number from 0 to
+// 255 (in YAML either 8 or "8") or the type's name in that family
+// (EchoRequest is 8 for IPv4 and 128 for IPv6).
 type ICMPField struct {
-	Family string `json:"family,omitempty"`
-	Type   string `json:"type"`
+	Family ICMPFamily         `json:"family,omitempty"`
+	Type   intstr.IntOrString `json:"type"`
 }
 
 // ICMPRule allows or denies the listed ICMP types.

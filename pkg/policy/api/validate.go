@@ -296,11 +296,12 @@ func validateICMPs(path *field.Path, rules []ICMPRule, hasPorts bool) field.Erro
 	for i, r := range rules {
 		for j, f := range r.Fields {
 			p := path.Index(i).Child("fields").Index(j)
-			if f.Family != "" && f.Family != "IPv4" && f.Family != "IPv6" {
-				errs = append(errs, field.NotSupported(p.Child("family"), f.Family, []string{"IPv4", "IPv6"}))
+			if f.Family != "" && f.Family != ICMPFamilyIPv4 && f.Family != ICMPFamilyIPv6 {
+				errs = append(errs, field.NotSupported(p.Child("family"), f.Family, ICMPFamilies))
+				continue
 			}
-			if f.Type == "" {
-				errs = append(errs, field.Required(p.Child("type"), ""))
+			if _, err := f.TypeNumber(); err != nil {
+				errs = append(errs, field.Invalid(p.Child("type"), f.Type.String(), err.Error()))
 			}
 		}
 	}
