@@ -45,6 +45,11 @@ type Config struct {
 	RoutingMode          string `mapstructure:"routing-mode"`
 	TunnelPort           int    `mapstructure:"tunnel-port"`
 	EnableIPv4Masquerade bool   `mapstructure:"enable-ipv4-masquerade"`
+	// EnableIPv4 and EnableIPv6 are Cilium's address family switches, which
+	// Cilium's tools read from cilium-config: cilium-go is IPv4-only, so
+	// IPv4 must stay on and IPv6 off.
+	EnableIPv4 bool `mapstructure:"enable-ipv4"`
+	EnableIPv6 bool `mapstructure:"enable-ipv6"`
 	// EnableHostLegacyRouting sends pod traffic through the node's stack
 	// (netfilter, kube-proxy) instead of around it.
 	EnableHostLegacyRouting bool `mapstructure:"enable-host-legacy-routing"`
@@ -81,6 +86,7 @@ var DefaultConfig = Config{
 	RoutingMode:             "tunnel",
 	TunnelPort:              datapath.DefaultTunnelPort,
 	EnableIPv4Masquerade:    true,
+	EnableIPv4:              true,
 	EnableHostLegacyRouting: true,
 	DatapathMode:            string(podlink.DeviceVeth),
 	ConntrackGCInterval:     DefaultConntrackGCInterval,
@@ -97,6 +103,8 @@ func (d Config) Flags(fs *pflag.FlagSet) {
 	fs.String("routing-mode", d.RoutingMode, "how pod traffic crosses nodes: tunnel or native")
 	fs.Int("tunnel-port", d.TunnelPort, "VXLAN UDP port in tunnel mode")
 	fs.Bool("enable-ipv4-masquerade", d.EnableIPv4Masquerade, "masquerade pod traffic leaving the cluster to the node address")
+	fs.Bool("enable-ipv4", d.EnableIPv4, "IPv4 addressing of pods (cilium-go is IPv4-only: it must stay on)")
+	fs.Bool("enable-ipv6", d.EnableIPv6, "IPv6 addressing of pods (not in cilium-go: it must stay off)")
 	fs.Bool("enable-host-legacy-routing", d.EnableHostLegacyRouting,
 		"route pod traffic through the node's network stack, so that netfilter (kube-proxy) sees it; off: the datapath forwards around the stack")
 	fs.String("node-netns", d.NodeNetNS, "path of the node's network namespace; empty for the agent's own")
@@ -133,6 +141,9 @@ func (c Config) traces() (datapath.Traces, error) {
 // Datapath turns the flags into the datapath's configuration, naming the
 // first bad flag.
 func (c Config) Datapath(p paths.Config, lb loadbalancer.Config, pol policy.MapConfig) (datapath.Config, error) {
+	if !c.EnableIPv4 || c.EnableIPv6 {
+		return datapath.Config{}, fmt.Errorf("--enable-ipv4=%t --enable-ipv6=%t: cilium-go is IPv4-only (--enable-ipv4=true --enable-ipv6=false)", c.EnableIPv4, c.EnableIPv6)
+	}
 	ip, err := netip.ParseAddr(c.NodeIPv4)
 	if err != nil || !ip.Is4() {
 		return datapath.Config{}, fmt.Errorf("--node-ipv4 %q: an IPv4 address is required", c.NodeIPv4)

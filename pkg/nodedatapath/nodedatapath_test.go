@@ -34,15 +34,17 @@ func TestConfigNamesFlag(t *testing.T) {
 		t.Fatalf("netkit: %+v %v", dc, err)
 	}
 	for flag, tweak := range map[string]func(*Config){
-		"--node-ipv4":                    func(c *Config) { c.NodeIPv4 = "fd00::1" },
-		"--uplink":                       func(c *Config) { c.Uplink = "" },
-		"--routing-mode":                 func(c *Config) { c.RoutingMode = "vxlan" },
-		"--tunnel-port":                  func(c *Config) { c.TunnelPort = 0 },
-		"--node-netns":                   func(c *Config) { c.NodeNetNS = "netns/node1" },
-		"--datapath-mode":                func(c *Config) { c.DatapathMode = "netkit-l2" },
-		"--monitor-aggregation:":         func(c *Config) { c.MonitorAggregation = "high" },
-		"--monitor-aggregation-flags":    func(c *Config) { c.MonitorAggregationFlags = []string{"syn", "psh-ack"} },
-		"--monitor-aggregation-interval": func(c *Config) { c.MonitorAggregationInterval = 500 * time.Millisecond },
+		"--node-ipv4":                           func(c *Config) { c.NodeIPv4 = "fd00::1" },
+		"--uplink":                              func(c *Config) { c.Uplink = "" },
+		"--enable-ipv4=false":                   func(c *Config) { c.EnableIPv4 = false },
+		"--enable-ipv4=true --enable-ipv6=true": func(c *Config) { c.EnableIPv6 = true },
+		"--routing-mode":                        func(c *Config) { c.RoutingMode = "vxlan" },
+		"--tunnel-port":                         func(c *Config) { c.TunnelPort = 0 },
+		"--node-netns":                          func(c *Config) { c.NodeNetNS = "netns/node1" },
+		"--datapath-mode":                       func(c *Config) { c.DatapathMode = "netkit-l2" },
+		"--monitor-aggregation:":                func(c *Config) { c.MonitorAggregation = "high" },
+		"--monitor-aggregation-flags":           func(c *Config) { c.MonitorAggregationFlags = []string{"syn", "psh-ack"} },
+		"--monitor-aggregation-interval":        func(c *Config) { c.MonitorAggregationInterval = 500 * time.Millisecond },
 	} {
 		c := good
 		tweak(&c)

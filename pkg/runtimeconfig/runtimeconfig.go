@@ -91,7 +91,7 @@ func FromFlags(fs *pflag.FlagSet, k8s bool) Config {
 		EnablePolicy:            str("enable-policy"),
 		RoutingMode:             str("routing-mode"),
 		DatapathMode:            str("datapath-mode"),
-		EnableIPv4:              true,
+		EnableIPv4:              on("enable-ipv4"),
 		EnableIPv4Masquerade:    on("enable-ipv4-masquerade"),
 		EnableHostLegacyRouting: on("enable-host-legacy-routing"),
 		KubeProxyReplacement:    strconv.FormatBool(on("kube-proxy-replacement")),

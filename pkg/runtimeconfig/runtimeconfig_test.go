@@ -17,6 +17,7 @@ func TestFromFlags(t *testing.T) {
 	fs.Bool("kube-proxy-replacement", false, "")
 	fs.Bool("bpf-lb-sock", true, "")
 	fs.Bool("enable-ipv4-masquerade", true, "")
+	fs.Bool("enable-ipv4", true, "")
 	fs.Bool("enable-health-checking", true, "")
 	fs.Bool("enable-endpoint-health-checking", true, "")
 	if err := fs.Parse([]string{"--routing-mode=tunnel", "--monitor-aggregation=none"}); err != nil {
@@ -25,7 +26,7 @@ func TestFromFlags(t *testing.T) {
 	c := FromFlags(fs, true)
 	if c.MonitorAggregation != "none" || c.RoutingMode != "tunnel" || c.TunnelProtocol != "vxlan" || c.TunnelPort != 8472 ||
 		!c.EnableK8sNetworkPolicy || c.EnableK8sClusterNetworkPolicy || !c.EnableHealthChecking || !c.EnableEndpointHealthChecking || c.EncryptNode ||
-		c.KubeProxyReplacement != "false" || c.EnableSocketLB || !c.EnableBPFMasquerade {
+		c.KubeProxyReplacement != "false" || c.EnableSocketLB || !c.EnableBPFMasquerade || !c.EnableIPv4 || c.EnableIPv6 {
 		t.Errorf("%+v", c)
 	}
 	if c := FromFlags(fs, false); c.EnableK8sNetworkPolicy || c.EnableEndpointHealthChecking || !c.EnableHealthChecking {
