@@ -98,7 +98,7 @@ func TestPrivilegedHubbleServesTheDatapathsFlows(t *testing.T) {
 	for seen := false; !seen; {
 		select {
 		case ev := <-monitored:
-			seen = ev.Src == a.ip.String() && ev.Dst == b.ip.String() && ev.DstPort == 8080 && ev.Reason == "policy denied"
+			seen = ev.Src == a.ip.String() && ev.Dst == b.ip.String() && ev.DstPort == 8080 && ev.Reason == "Policy denied"
 		case <-again.C:
 			if c, err := dptest.DialTCP(a.ns, b.ip, 8080, 200*time.Millisecond); err == nil {
 				c.Close()

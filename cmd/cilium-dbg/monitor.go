@@ -139,7 +139,7 @@ func (o *options) printEvent(w io.Writer, v models.MonitorEvent) error {
 	return err
 }
 
-// eventLine is one event in one line, what first: "drop (policy denied)
+// eventLine is one event in one line, what first: "drop (Policy denied)
 // ingress tcp 10.0.1.5:4000 -> 10.0.2.7:8080 identity 1234->5678 ...".
 func eventLine(v models.MonitorEvent) string {
 	if v.Type == "lost" {

@@ -68,12 +68,12 @@ func TestMonitorLines(t *testing.T) {
 		want  []string
 	}{
 		{"all", nil, 3, []string{
-			"drop (policy denied) ingress tcp 10.0.1.5:40000 -> 10.0.2.7:8080 identity 1234->5678 endpoint 0->12 ifindex 7 len 60",
+			"drop (Policy denied) ingress tcp 10.0.1.5:40000 -> 10.0.2.7:8080 identity 1234->5678 endpoint 0->12 ifindex 7 len 60",
 			"trace to-overlay icmp 10.0.1.5:9 -> 10.0.2.7 identity 1234->5678 endpoint 3->0 ifindex 4 len 84",
 			"policy-verdict allowed egress udp 10.0.1.5:40001 -> 10.0.2.7:53 identity 1234->2 ct new ifindex 7 len 70",
 		}},
 		{"drops only", []string{"drop"}, 1, []string{
-			"drop (policy denied) ingress tcp 10.0.1.5:40000 -> 10.0.2.7:8080 identity 1234->5678 endpoint 0->12 ifindex 7 len 60",
+			"drop (Policy denied) ingress tcp 10.0.1.5:40000 -> 10.0.2.7:8080 identity 1234->5678 endpoint 0->12 ifindex 7 len 60",
 		}},
 		{"verdicts only", []string{"policy-verdict"}, 1, []string{
 			"policy-verdict allowed egress udp 10.0.1.5:40001 -> 10.0.2.7:53 identity 1234->2 ct new ifindex 7 len 70",
@@ -108,7 +108,7 @@ func TestMonitorJSONLines(t *testing.T) {
 		got = append(got, v)
 	}
 	want := []models.MonitorEvent{
-		{Type: "drop", Reason: "policy denied", ReasonCode: 133, Direction: "ingress", Protocol: "tcp", Src: "10.0.1.5",
+		{Type: "drop", Reason: "Policy denied", ReasonCode: 133, Direction: "ingress", Protocol: "tcp", Src: "10.0.1.5",
 			SrcPort: 40000, Dst: "10.0.2.7", DstPort: 8080, SrcIdentity: 1234, DstIdentity: 5678, DstEndpoint: 12, Ifindex: 7, Length: 60},
 		{Type: "policy-verdict", Verdict: "allowed", CT: "new", Direction: "egress", Protocol: "udp", Src: "10.0.1.5",
 			SrcPort: 40001, Dst: "10.0.2.7", DstPort: 53, SrcIdentity: 1234, DstIdentity: 2, Ifindex: 7, Length: 70},

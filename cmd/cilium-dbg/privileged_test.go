@@ -249,7 +249,7 @@ func TestPrivilegedLiveDatapath(t *testing.T) {
 	drop := waitForEvent(t, &events, func(v models.MonitorEvent) bool {
 		return v.Dst == server.IP.String() && v.DstPort == 8080 && v.Src == other.IP.String()
 	})
-	if drop.Reason != "policy denied" || drop.SrcIdentity != other.Identity || drop.Direction != "ingress" || drop.Protocol != "tcp" {
+	if drop.Reason != "Policy denied" || drop.SrcIdentity != other.Identity || drop.Direction != "ingress" || drop.Protocol != "tcp" {
 		t.Errorf("drop event %+v", drop)
 	}
 	cancel()

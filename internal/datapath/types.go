@@ -66,22 +66,25 @@ const (
 	DropPolicyDeny      = Reason(lxcDropReasonDROP_POLICY_DENY)
 )
 
+// reasonNames are Cilium's texts for its reason codes (what its monitor
+// prints and its drop metrics carry as the reason label), so that
+// dashboards and cilium-cli's drop checks read ours unchanged.
 var reasonNames = map[Reason]string{
-	Forwarded:           "forwarded",
-	DropUnsupportedL3:   "unsupported L3 protocol",
-	DropInvalidSource:   "invalid source ip",
-	DropPolicy:          "policy denied",
-	DropInvalid:         "invalid packet",
-	DropCTCreate:        "conntrack entry not created",
-	DropNoTunnelKey:     "no tunnel key",
-	DropFragNoSupport:   "fragment cannot be translated",
-	DropNoService:       "service has no backend",
-	DropNATNoMapping:    "no free masquerade port",
-	DropUnknownCT:       "no connection for a TCP segment that starts none",
-	DropInvalidIdentity: "identity a remote node may not send",
-	DropUnknownSender:   "tunnel packet from no known node",
-	DropFragNotFound:    "first fragment not seen",
-	DropPolicyDeny:      "policy deny rule",
+	Forwarded:           "Success",
+	DropUnsupportedL3:   "Unsupported L3 protocol",
+	DropInvalidSource:   "Invalid source ip",
+	DropPolicy:          "Policy denied",
+	DropInvalid:         "Invalid packet",
+	DropCTCreate:        "CT: Map insertion failed",
+	DropNoTunnelKey:     "Error retrieving tunnel key",
+	DropFragNoSupport:   "IP fragmentation not supported",
+	DropNoService:       "Service backend not found",
+	DropNATNoMapping:    "No mapping for NAT masquerade",
+	DropUnknownCT:       "Unknown connection tracking state",
+	DropInvalidIdentity: "Invalid identity",
+	DropUnknownSender:   "Unknown sender",
+	DropFragNotFound:    "First logical datagram fragment not found",
+	DropPolicyDeny:      "Policy denied by denylist",
 }
 
 func (r Reason) String() string {

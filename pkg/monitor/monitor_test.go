@@ -75,7 +75,7 @@ func TestStream(t *testing.T) {
 		case <-time.After(10 * time.Millisecond):
 		}
 	}
-	want := models.MonitorEvent{Type: "drop", Reason: "policy denied", ReasonCode: 133, Direction: "ingress", Protocol: "tcp",
+	want := models.MonitorEvent{Type: "drop", Reason: "Policy denied", ReasonCode: 133, Direction: "ingress", Protocol: "tcp",
 		Src: "10.0.1.5", SrcPort: 40000, Dst: "10.0.2.7", DstPort: 8080, SrcIdentity: 1234, DstIdentity: 5678, DstEndpoint: 12,
 		Ifindex: 7, Length: 60}
 	if first != want {
@@ -112,7 +112,7 @@ func TestModelOfVerdicts(t *testing.T) {
 	deny := datapath.Event{Type: datapath.EventPolicyVerdict, Verdict: datapath.VerdictDeny, Reason: datapath.DropPolicyDeny,
 		CT: datapath.CTNew, Direction: spec.Egress, Protocol: spec.ProtoUDP}
 	m := Model(deny)
-	if m.Type != "policy-verdict" || m.Verdict != "denied" || m.Reason != "policy deny rule" || m.ReasonCode != 181 ||
+	if m.Type != "policy-verdict" || m.Verdict != "denied" || m.Reason != "Policy denied by denylist" || m.ReasonCode != 181 ||
 		m.CT != "new" || m.Direction != "egress" || m.Protocol != "udp" || m.Src != "" {
 		t.Fatalf("%+v", m)
 	}

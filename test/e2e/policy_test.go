@@ -497,6 +497,7 @@ func TestPrivilegedSmokePolicy(t *testing.T) {
 		}
 	}
 	hubbleMetricsCounted(t, lab)
+	datapathMetricsCounted(t, lab)
 	agentEventsShown(t, lab)
 	relayKeepsServing(t, lab)
 }
@@ -547,6 +548,32 @@ func hubbleMetricsCounted(t *testing.T, lab *Lab) {
 	} {
 		if !want.MatchString(all.String()) {
 			t.Errorf("hubble metrics have no line like %s", want)
+		}
+	}
+}
+
+// datapathMetricsCounted: the agents' metrics (:9962) carry the
+// datapath's packet counters under Cilium's names and labels, which
+// dashboards and cilium-cli's connectivity test read: the matrix's
+// forwarded packets, and its policy drops with Cilium's reason text.
+func datapathMetricsCounted(t *testing.T, lab *Lab) {
+	t.Helper()
+	var all strings.Builder
+	for _, node := range []string{lab.Name + "-node1", lab.Name + "-node2"} {
+		code, body, err := agentProbe(agentPID(t, node), 9962, "/metrics")
+		if err != nil || code != http.StatusOK {
+			t.Fatalf("metrics of %s: %d %v\n%s", node, code, err, body)
+		}
+		all.WriteString(body)
+	}
+	for _, want := range []*regexp.Regexp{
+		regexp.MustCompile(`cilium_forward_count_total\{direction="EGRESS"\} [1-9]`),
+		regexp.MustCompile(`cilium_forward_count_total\{direction="INGRESS"\} [1-9]`),
+		regexp.MustCompile(`cilium_forward_bytes_total\{direction="INGRESS"\} [1-9]`),
+		regexp.MustCompile(`cilium_drop_count_total\{direction="INGRESS",reason="Policy denied"\} [1-9]`),
+	} {
+		if !want.MatchString(all.String()) {
+			t.Errorf("agent metrics have no line like %s", want)
 		}
 	}
 }

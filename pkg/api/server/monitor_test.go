@@ -40,7 +40,7 @@ func TestMonitorStreams(t *testing.T) {
 	f := newFixture(t)
 	mon := &fakeMonitor{asked: make(chan []string, 1), events: []models.MonitorEvent{
 		{Type: "trace", Point: "to-endpoint", Protocol: "tcp"},
-		{Type: "drop", Reason: "policy denied", ReasonCode: 133, Protocol: "tcp", Src: "10.0.1.5", DstPort: 80},
+		{Type: "drop", Reason: "Policy denied", ReasonCode: 133, Protocol: "tcp", Src: "10.0.1.5", DstPort: 80},
 		{Type: "drop", Reason: "invalid packet", ReasonCode: 134, Protocol: "udp"},
 	}}
 	f.s.p.Monitor = mon
