@@ -21,6 +21,7 @@ import (
 	"github.com/cilium-go/cilium/lab/internal/nodeagent"
 	"github.com/cilium-go/cilium/lab/internal/plan"
 	"github.com/cilium-go/cilium/lab/internal/podruntime"
+	"github.com/cilium-go/cilium/lab/internal/world"
 )
 
 func newRootCommand() *cobra.Command {
@@ -36,6 +37,7 @@ func newRootCommand() *cobra.Command {
 		upCommand(&stateDir), downCommand(&stateDir), statusCommand(&stateDir),
 		kubeconfigCommand(&stateDir), execCommand(&stateDir),
 		superviseCommand(&stateDir), nodeAgentCommand(), nodeInitCommand(), podInitCommand(), etcdCommand(),
+		worldServerCommand(),
 	)
 	return root
 }
@@ -252,6 +254,27 @@ func podInitCommand() *cobra.Command {
 			os.Exit(podruntime.SandboxMain(args))
 		},
 	}
+}
+
+func worldServerCommand() *cobra.Command {
+	cfg := world.DefaultConfig()
+	cmd := &cobra.Command{
+		Use:    "world-server",
+		Short:  "Serve the lab's world, HTTP and HTTPS on its addresses (run by the supervisor in the outside client)",
+		Hidden: true,
+		Args:   cobra.NoArgs,
+		RunE: func(*cobra.Command, []string) error {
+			s, err := world.Listen(cfg)
+			if err != nil {
+				return err
+			}
+			ctx, cancel := signalContext()
+			defer cancel()
+			return s.Serve(ctx, slog.New(slog.NewTextHandler(os.Stderr, nil)))
+		},
+	}
+	cfg.Flags(cmd.Flags())
+	return cmd
 }
 
 func etcdCommand() *cobra.Command {
