@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 
@@ -36,6 +37,7 @@ func newRootCommand() *cobra.Command {
 	root.AddCommand(
 		upCommand(&stateDir), downCommand(&stateDir), statusCommand(&stateDir),
 		kubeconfigCommand(&stateDir), execCommand(&stateDir),
+		connectivityTestFlagsCommand(&stateDir),
 		superviseCommand(&stateDir), nodeAgentCommand(), nodeInitCommand(), podInitCommand(), etcdCommand(),
 		worldServerCommand(),
 	)
@@ -57,7 +59,7 @@ func binDir() string {
 
 func upCommand(stateDir *string) *cobra.Command {
 	o := plan.DefaultOptions()
-	var underlay, clusterCIDR, serviceCIDR string
+	var underlay, clusterCIDR, serviceCIDR, worldCIDR string
 	uo := cluster.UpOptions{Timeout: 5 * time.Minute}
 	cmd := &cobra.Command{
 		Use:   "up",
@@ -69,7 +71,8 @@ func upCommand(stateDir *string) *cobra.Command {
 				name string
 				s    string
 				p    *netip.Prefix
-			}{{"--underlay", underlay, &o.Underlay}, {"--cluster-cidr", clusterCIDR, &o.ClusterCIDR}, {"--service-cidr", serviceCIDR, &o.ServiceCIDR}} {
+			}{{"--underlay", underlay, &o.Underlay}, {"--cluster-cidr", clusterCIDR, &o.ClusterCIDR}, {"--service-cidr", serviceCIDR, &o.ServiceCIDR},
+				{"--world-cidr", worldCIDR, &o.World}} {
 				if *f.p, err = netip.ParsePrefix(f.s); err != nil {
 					return fmt.Errorf("%s %q: %w", f.name, f.s, err)
 				}
@@ -101,6 +104,8 @@ func upCommand(stateDir *string) *cobra.Command {
 	f.StringVar(&clusterCIDR, "cluster-cidr", o.ClusterCIDR.String(), "IPv4 prefix pods get addresses from")
 	f.IntVar(&o.NodeMask, "node-cidr-mask-size", o.NodeMask, "prefix length of each node's pod CIDR")
 	f.StringVar(&serviceCIDR, "service-cidr", o.ServiceCIDR.String(), "IPv4 prefix of Service ClusterIPs")
+	f.StringVar(&worldCIDR, "world-cidr", o.World.String(), "IPv4 prefix of the world the outside client serves: "+
+		plan.WorldTargetName+" at its first address, "+plan.WorldOtherName+" at its second (see connectivity-test-flags)")
 	f.IntVar(&o.APIPort, "api-port", o.APIPort, "port on the host's 127.0.0.1 where kubectl reaches the API server")
 	f.BoolVar(&uo.KeepOnFailure, "keep-on-failure", false, "leave a lab that failed to start in place for inspection")
 	f.DurationVar(&uo.Timeout, "timeout", uo.Timeout, "how long to wait for the lab to become ready")
@@ -164,6 +169,26 @@ func execCommand(stateDir *string) *cobra.Command {
 				os.Exit(exit.ExitCode())
 			}
 			return err
+		},
+	}
+}
+
+func connectivityTestFlagsCommand(stateDir *string) *cobra.Command {
+	return &cobra.Command{
+		Use:   "connectivity-test-flags",
+		Short: "Print the flags that point cilium-cli's connectivity test at the lab's world: cilium connectivity test $(cilium-lab connectivity-test-flags)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			p, err := plan.Load(*stateDir)
+			if err != nil {
+				return err
+			}
+			flags, err := p.World.ConnectivityTestFlags()
+			if err != nil {
+				return err
+			}
+			fmt.Fprintln(cmd.OutOrStdout(), strings.Join(flags, " "))
+			return nil
 		},
 	}
 }
