@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 
@@ -21,6 +22,7 @@ import (
 	"github.com/cilium-go/cilium/lab/internal/nodeagent"
 	"github.com/cilium-go/cilium/lab/internal/plan"
 	"github.com/cilium-go/cilium/lab/internal/podruntime"
+	"github.com/cilium-go/cilium/lab/internal/world"
 )
 
 func newRootCommand() *cobra.Command {
@@ -35,7 +37,9 @@ func newRootCommand() *cobra.Command {
 	root.AddCommand(
 		upCommand(&stateDir), downCommand(&stateDir), statusCommand(&stateDir),
 		kubeconfigCommand(&stateDir), execCommand(&stateDir),
+		connectivityTestFlagsCommand(&stateDir),
 		superviseCommand(&stateDir), nodeAgentCommand(), nodeInitCommand(), podInitCommand(), etcdCommand(),
+		worldServerCommand(),
 	)
 	return root
 }
@@ -55,7 +59,7 @@ func binDir() string {
 
 func upCommand(stateDir *string) *cobra.Command {
 	o := plan.DefaultOptions()
-	var underlay, clusterCIDR, serviceCIDR string
+	var underlay, clusterCIDR, serviceCIDR, worldCIDR string
 	uo := cluster.UpOptions{Timeout: 5 * time.Minute}
 	cmd := &cobra.Command{
 		Use:   "up",
@@ -67,7 +71,8 @@ func upCommand(stateDir *string) *cobra.Command {
 				name string
 				s    string
 				p    *netip.Prefix
-			}{{"--underlay", underlay, &o.Underlay}, {"--cluster-cidr", clusterCIDR, &o.ClusterCIDR}, {"--service-cidr", serviceCIDR, &o.ServiceCIDR}} {
+			}{{"--underlay", underlay, &o.Underlay}, {"--cluster-cidr", clusterCIDR, &o.ClusterCIDR}, {"--service-cidr", serviceCIDR, &o.ServiceCIDR},
+				{"--world-cidr", worldCIDR, &o.World}} {
 				if *f.p, err = netip.ParsePrefix(f.s); err != nil {
 					return fmt.Errorf("%s %q: %w", f.name, f.s, err)
 				}
@@ -99,6 +104,8 @@ func upCommand(stateDir *string) *cobra.Command {
 	f.StringVar(&clusterCIDR, "cluster-cidr", o.ClusterCIDR.String(), "IPv4 prefix pods get addresses from")
 	f.IntVar(&o.NodeMask, "node-cidr-mask-size", o.NodeMask, "prefix length of each node's pod CIDR")
 	f.StringVar(&serviceCIDR, "service-cidr", o.ServiceCIDR.String(), "IPv4 prefix of Service ClusterIPs")
+	f.StringVar(&worldCIDR, "world-cidr", o.World.String(), "IPv4 prefix of the world the outside client serves: "+
+		plan.WorldTargetName+" at its first address, "+plan.WorldOtherName+" at its second (see connectivity-test-flags)")
 	f.IntVar(&o.APIPort, "api-port", o.APIPort, "port on the host's 127.0.0.1 where kubectl reaches the API server")
 	f.BoolVar(&uo.KeepOnFailure, "keep-on-failure", false, "leave a lab that failed to start in place for inspection")
 	f.DurationVar(&uo.Timeout, "timeout", uo.Timeout, "how long to wait for the lab to become ready")
@@ -162,6 +169,26 @@ func execCommand(stateDir *string) *cobra.Command {
 				os.Exit(exit.ExitCode())
 			}
 			return err
+		},
+	}
+}
+
+func connectivityTestFlagsCommand(stateDir *string) *cobra.Command {
+	return &cobra.Command{
+		Use:   "connectivity-test-flags",
+		Short: "Print the flags that point cilium-cli's connectivity test at the lab's world: cilium connectivity test $(cilium-lab connectivity-test-flags)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			p, err := plan.Load(*stateDir)
+			if err != nil {
+				return err
+			}
+			flags, err := p.World.ConnectivityTestFlags()
+			if err != nil {
+				return err
+			}
+			fmt.Fprintln(cmd.OutOrStdout(), strings.Join(flags, " "))
+			return nil
 		},
 	}
 }
@@ -252,6 +279,27 @@ func podInitCommand() *cobra.Command {
 			os.Exit(podruntime.SandboxMain(args))
 		},
 	}
+}
+
+func worldServerCommand() *cobra.Command {
+	cfg := world.DefaultConfig()
+	cmd := &cobra.Command{
+		Use:    "world-server",
+		Short:  "Serve the lab's world, HTTP and HTTPS on its addresses (run by the supervisor in the outside client)",
+		Hidden: true,
+		Args:   cobra.NoArgs,
+		RunE: func(*cobra.Command, []string) error {
+			s, err := world.Listen(cfg)
+			if err != nil {
+				return err
+			}
+			ctx, cancel := signalContext()
+			defer cancel()
+			return s.Serve(ctx, slog.New(slog.NewTextHandler(os.Stderr, nil)))
+		},
+	}
+	cfg.Flags(cmd.Flags())
+	return cmd
 }
 
 func etcdCommand() *cobra.Command {

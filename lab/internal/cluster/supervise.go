@@ -79,6 +79,10 @@ func Supervise(ctx context.Context, stateDir, binDir string, log *slog.Logger) e
 	if err := forwardAPI(ctx, p, log); err != nil {
 		return err
 	}
+	// The world needs nothing of the cluster.
+	if s, ok := worldProcess(p, binDir); ok {
+		sup.Start(ctx, s, 2*time.Second)
+	}
 	// etcd and the API server first: the controller manager exits while it cannot reach
 	// the API, and each restart would cost it a back-off.
 	cpProcs := controlplane.Processes(cp)
@@ -109,7 +113,7 @@ func Supervise(ctx context.Context, stateDir, binDir string, log *slog.Logger) e
 		if err := retry(ctx, func() error { return controlplane.Bootstrap(ctx, cs) }); err != nil {
 			return fmt.Errorf("bootstrap RBAC: %w", err)
 		}
-		dns, err := addons.CoreDNS(p.ClusterDNS, p.ClusterDomain)
+		dns, err := addons.CoreDNS(p.ClusterDNS, p.ClusterDomain, worldHosts(p))
 		if err != nil {
 			return err
 		}

@@ -143,6 +143,9 @@ func up(ctx context.Context, p plan.Plan, o UpOptions, pr *progress) error {
 	if err := controlplane.Prepare(cp, ca); err != nil {
 		return err
 	}
+	if err := ensureWorldCert(p, ca); err != nil {
+		return fmt.Errorf("world: %w", err)
+	}
 	for _, n := range p.Nodes {
 		if _, err := controlplane.NodeCredentials(cp, ca, n.Name, n.IP); err != nil {
 			return err

@@ -116,8 +116,9 @@ func (b Builder) createNode(n plan.Node) error {
 	return b.nodeNamespaces(n)
 }
 
-// createOutside makes the outside client: an address on the underlay, no route beyond
-// it, and forwarding off, so it answers for itself only and forwards nothing.
+// createOutside makes the outside client: an address on the underlay, the world's
+// addresses, no route beyond them, and forwarding off, so it answers for itself only
+// and forwards nothing.
 func (b Builder) createOutside() error {
 	o := b.Plan.Outside
 	if err := b.newNetns(o.Netns); err != nil {
@@ -126,9 +127,38 @@ func (b Builder) createOutside() error {
 	if err := b.uplink(o.Netns, o.Uplink, "outside", o.IP); err != nil {
 		return err
 	}
+	if err := b.world(); err != nil {
+		return fmt.Errorf("world: %w", err)
+	}
 	return netns.Do(o.Netns, func() error {
 		if err := os.WriteFile("/proc/sys/net/ipv4/ip_forward", []byte("0"), 0); err != nil {
 			return fmt.Errorf("sysctl ip_forward: %w", err)
+		}
+		return nil
+	})
+}
+
+// world puts the world's addresses on the outside client's uplink, each alone (/32),
+// after the uplink's own address, which stays the namespace's first. The machines
+// send what is for the world to the outside, their default gateway, which takes it
+// as its own: no route anywhere else is needed, and a reply goes back over the
+// underlay to the node that masqueraded it. The rest of the world's prefix has no
+// route in the outside, which forwards nothing: it is dropped there.
+func (b Builder) world() error {
+	w, o := b.Plan.World, b.Plan.Outside
+	if !w.Valid() {
+		return nil
+	}
+	return inNS(o.Netns, func(h *netlink.Handle) error {
+		l, err := h.LinkByName(o.Uplink)
+		if err != nil {
+			return err
+		}
+		for _, host := range w.Hosts() {
+			addr := &netlink.Addr{IPNet: &net.IPNet{IP: host.IP.AsSlice(), Mask: net.CIDRMask(32, 32)}}
+			if err := h.AddrAdd(l, addr); err != nil {
+				return fmt.Errorf("address %s: %w", host.IP, err)
+			}
 		}
 		return nil
 	})

@@ -107,6 +107,7 @@ func TestPrivilegedMachines(t *testing.T) {
 		t.Fatalf("node2 answered %q", got)
 	}
 	checkOutside(t, p)
+	checkWorld(t, p)
 
 	// The root namespace is exactly as it was: no link, address or route was added.
 	if after := rootNetwork(t); after != before {
@@ -209,6 +210,60 @@ func checkOutside(t *testing.T, p plan.Plan) {
 	})
 	if strings.TrimSpace(string(fwd)) != "0" {
 		t.Errorf("the outside client forwards: ip_forward=%q (%v)", fwd, err)
+	}
+}
+
+// checkWorld: the outside client holds the world's addresses, after its uplink's
+// (which the e2e tests take for the outside's address), and every machine reaches
+// them by its default route.
+func checkWorld(t *testing.T, p plan.Plan) {
+	t.Helper()
+	out := p.Outside
+	var addrs []string
+	if err := netns.Do(out.Netns, func() error {
+		as, err := net.InterfaceAddrs()
+		for _, a := range as {
+			if n, ok := a.(*net.IPNet); ok && n.IP.To4() != nil && !n.IP.IsLoopback() {
+				addrs = append(addrs, n.String())
+			}
+		}
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{out.IP.String() + "/24", "192.0.2.1/32", "192.0.2.2/32"}
+	if strings.Join(addrs, " ") != strings.Join(want, " ") {
+		t.Errorf("outside client addresses %v, want %v", addrs, want)
+	}
+	for _, h := range p.World.Hosts() {
+		ln, err := netns.Listen(out.Netns, "tcp", net.JoinHostPort(h.IP.String(), "7003"))
+		if err != nil {
+			t.Fatalf("listen on %s in the outside client: %v", h.IP, err)
+		}
+		go func() {
+			for {
+				c, err := ln.Accept()
+				if err != nil {
+					return
+				}
+				io.WriteString(c, h.Name)
+				c.Close()
+			}
+		}()
+		for _, m := range []struct{ name, ns string }{{"control plane", p.ControlPlaneNS}, {p.Nodes[1].Name, p.Nodes[1].Netns}} {
+			conn, err := netns.Dialer(m.ns)(t.Context(), "tcp", net.JoinHostPort(h.IP.String(), "7003"))
+			if err != nil {
+				t.Errorf("%s -> %s: %v", m.name, h.IP, err)
+				continue
+			}
+			conn.SetDeadline(time.Now().Add(5 * time.Second))
+			got, _ := io.ReadAll(conn)
+			conn.Close()
+			if string(got) != h.Name {
+				t.Errorf("%s -> %s answered %q", m.name, h.IP, got)
+			}
+		}
+		ln.Close()
 	}
 }
 

@@ -51,7 +51,10 @@ type Options struct {
 	ClusterCIDR netip.Prefix
 	NodeMask    int
 	ServiceCIDR netip.Prefix
-	APIPort     int // on the host's loopback, held open by the supervisor
+	// World is the prefix of the world's addresses, in the outside client's
+	// namespace (see World).
+	World   netip.Prefix
+	APIPort int // on the host's loopback, held open by the supervisor
 	// CgroupRoot is where the machine's cgroup v2 hierarchy is mounted.
 	CgroupRoot string
 	// HubbleExport has every agent export its flows to the node's
@@ -77,8 +80,10 @@ func DefaultOptions() Options {
 		ClusterCIDR: netip.MustParsePrefix("10.244.0.0/16"),
 		NodeMask:    24,
 		ServiceCIDR: netip.MustParsePrefix("10.96.0.0/16"),
-		APIPort:     16443,
-		CgroupRoot:  "/sys/fs/cgroup",
+		// TEST-NET-1 (RFC 5737): documentation's addresses, never the internet's.
+		World:      netip.MustParsePrefix("192.0.2.0/24"),
+		APIPort:    16443,
+		CgroupRoot: "/sys/fs/cgroup",
 	}
 }
 
@@ -140,6 +145,8 @@ type Plan struct {
 	HostAPIPort int `json:"hostAPIPort"`
 	// Outside is the underlay's client outside the cluster and every machine's gateway.
 	Outside Outside `json:"outside"`
+	// World is what pods reach beyond the cluster, served by the outside client.
+	World World `json:"world"`
 	// Cgroup is the lab's cgroup v2 directory: the supervisor and every process it
 	// starts, the nodes' cgroups below it.
 	Cgroup string `json:"cgroup,omitempty"`
@@ -237,6 +244,7 @@ func New(o Options) (Plan, error) {
 		Netns:  "/run/netns/" + o.Name + "-outside",
 		Uplink: "eth0",
 	}
+	p.World = newWorld(o.World.Masked())
 	p.APIServiceIP = nth(p.ServiceCIDR.Addr(), 1)
 	p.ClusterDNS = nth(p.ServiceCIDR.Addr(), 10)
 	for i := 1; i <= o.Nodes; i++ {
@@ -277,10 +285,13 @@ func checkPrefixes(o Options) error {
 	if !o.ServiceCIDR.IsValid() || !o.ServiceCIDR.Addr().Is4() || o.ServiceCIDR.Bits() > 24 {
 		return fmt.Errorf("service CIDR %s: want an IPv4 prefix of /24 or larger", o.ServiceCIDR)
 	}
+	if !o.World.IsValid() || !o.World.Addr().Is4() || o.World.Bits() > 30 {
+		return fmt.Errorf("world %s: want an IPv4 prefix of /30 or larger (two addresses)", o.World)
+	}
 	named := []struct {
 		name string
 		p    netip.Prefix
-	}{{"underlay", o.Underlay}, {"cluster CIDR", o.ClusterCIDR}, {"service CIDR", o.ServiceCIDR}}
+	}{{"underlay", o.Underlay}, {"cluster CIDR", o.ClusterCIDR}, {"service CIDR", o.ServiceCIDR}, {"world", o.World}}
 	for i := range named {
 		for j := i + 1; j < len(named); j++ {
 			if named[i].p.Overlaps(named[j].p) {

@@ -87,6 +87,12 @@ func TestNewRejects(t *testing.T) {
 		}, "holds 2 nodes"},
 		{"cgroup root", func(o *Options) { o.CgroupRoot = "sys/fs/cgroup" }, "cgroup root"},
 		{"ipv6 underlay", func(o *Options) { o.Underlay = netip.MustParsePrefix("fd00::/64") }, "underlay"},
+		{"world in the underlay", func(o *Options) { o.World = netip.MustParsePrefix("172.30.0.128/25") }, "underlay 172.30.0.0/24 overlaps world"},
+		{"world holds the pods", func(o *Options) { o.World = netip.MustParsePrefix("10.0.0.0/8") }, "cluster CIDR 10.244.0.0/16 overlaps world"},
+		{"world in the services", func(o *Options) { o.World = netip.MustParsePrefix("10.96.3.0/24") }, "service CIDR 10.96.0.0/16 overlaps world"},
+		{"world too small", func(o *Options) { o.World = netip.MustParsePrefix("192.0.2.4/31") }, "world 192.0.2.4/31"},
+		{"ipv6 world", func(o *Options) { o.World = netip.MustParsePrefix("2001:db8::/64") }, "world"},
+		{"no world", func(o *Options) { o.World = netip.Prefix{} }, "world"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			o := options()
@@ -116,7 +122,8 @@ func TestSaveLoad(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if q.Nodes[1] != p.Nodes[1] || q.ClusterDNS != p.ClusterDNS || q.HostAPIPort != p.HostAPIPort || q.Outside != p.Outside {
+	if q.Nodes[1] != p.Nodes[1] || q.ClusterDNS != p.ClusterDNS || q.HostAPIPort != p.HostAPIPort || q.Outside != p.Outside ||
+		q.World != p.World {
 		t.Fatalf("reloaded plan differs: %+v vs %+v", q, p)
 	}
 }

@@ -1,0 +1,55 @@
+package cluster
+
+import (
+	"crypto/x509"
+	"slices"
+	"testing"
+
+	"github.com/cilium-go/cilium/lab/internal/pki"
+	"github.com/cilium-go/cilium/lab/internal/plan"
+)
+
+// The world's server runs in the outside client, on both world addresses, with a
+// certificate from the lab CA for both names and both addresses.
+func TestWorldServer(t *testing.T) {
+	o := plan.DefaultOptions()
+	o.CNI = plan.CNIBridge
+	o.StateDir = t.TempDir()
+	p, err := plan.New(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, ok := worldProcess(p, "/lab/bin")
+	if !ok {
+		t.Fatal("no world process")
+	}
+	l := layout{p.StateDir}
+	wantArgs := []string{"world-server", "--addr=192.0.2.1", "--addr=192.0.2.2", "--http-port=80", "--https-port=443",
+		"--cert=" + l.worldCert(), "--key=" + l.worldKey()}
+	if s.Path != "/lab/bin/cilium-lab" || !slices.Equal(s.Args, wantArgs) || s.Namespaces.Net != p.Outside.Netns {
+		t.Errorf("world process %+v, want cilium-lab %v in %s", s, wantArgs, p.Outside.Netns)
+	}
+
+	ca, err := pki.NewCA("test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ensureWorldCert(p, ca); err != nil {
+		t.Fatal(err)
+	}
+	cert, err := pki.LoadCert(l.worldCert())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"world.cilium-lab.test", "other.world.cilium-lab.test", "192.0.2.1", "192.0.2.2"} {
+		if _, err := cert.Verify(x509.VerifyOptions{Roots: ca.Pool(), DNSName: name}); err != nil {
+			t.Errorf("the world's certificate for %s: %v", name, err)
+		}
+	}
+
+	// A plan from before the world: nothing to run, nothing for DNS.
+	p.World = plan.World{}
+	if _, ok := worldProcess(p, "/lab/bin"); ok || worldHosts(p) != nil || ensureWorldCert(p, ca) != nil {
+		t.Error("a lab without a world got a world server, DNS names or a certificate")
+	}
+}
