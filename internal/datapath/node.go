@@ -241,6 +241,9 @@ func (n *Node) Start() error {
 		}
 		n.consts.TunnelIfindex = tunnel.Attrs().Index
 	}
+	if err := n.ensureHostDevices(uplink.Attrs().MTU); err != nil {
+		return err
+	}
 	progs, err := LoadNodePrograms(maps, n.consts)
 	if err != nil {
 		return err
@@ -289,7 +292,7 @@ func (n *Node) close() error {
 }
 
 // Teardown removes everything Start and the endpoints made: links, the
-// VXLAN device and the pins. Running it twice is harmless.
+// VXLAN device, the host devices and the pins. Running it twice is harmless.
 func (n *Node) Teardown() error {
 	n.mu.Lock()
 	defer n.mu.Unlock()
@@ -300,6 +303,11 @@ func (n *Node) Teardown() error {
 	}
 	if n.nl != nil && n.cfg.Mode == spec.Tunnel {
 		if l, err := n.nl.LinkByName(n.cfg.TunnelDevice); err == nil {
+			errs = append(errs, n.nl.LinkDel(l))
+		}
+	}
+	if n.nl != nil {
+		if l, err := n.nl.LinkByName(HostDevice); err == nil { // its peer goes with it
 			errs = append(errs, n.nl.LinkDel(l))
 		}
 	}

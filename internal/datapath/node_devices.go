@@ -3,6 +3,7 @@ package datapath
 import (
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 
 	"github.com/cilium/ebpf"
@@ -77,6 +78,58 @@ func (n *Node) ensureVXLAN(mtu int) (netlink.Link, error) {
 		return nil, fmt.Errorf("set %s up: %w", name, err)
 	}
 	return l, nil
+}
+
+// HostDevice and its peer are Cilium's pair of host devices. Cilium routes
+// through them; cilium-go's programs do not need them, but Cilium's tools
+// name cilium_host when they ask the node how it routes pod traffic
+// (cilium-cli's encryption checks run `ip route get DST from POD iif
+// cilium_host`): the pair exists, up, with no address, and with source
+// validation off on cilium_host so such a lookup answers as the node
+// would forward.
+const (
+	HostDevice     = "cilium_host"
+	HostPeerDevice = "cilium_net"
+)
+
+// ensureHostDevices creates the pair (a veth) if it is missing and brings
+// both ends up.
+func (n *Node) ensureHostDevices(mtu int) error {
+	l, err := n.nl.LinkByName(HostDevice)
+	if err != nil {
+		var notFound netlink.LinkNotFoundError
+		if !errors.As(err, &notFound) {
+			return fmt.Errorf("look up %s: %w", HostDevice, err)
+		}
+		veth := &netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: HostDevice, MTU: mtu}, PeerName: HostPeerDevice}
+		if err := n.nl.LinkAdd(veth); err != nil {
+			return fmt.Errorf("create %s: %w", HostDevice, err)
+		}
+		if l, err = n.nl.LinkByName(HostDevice); err != nil {
+			return fmt.Errorf("look up %s: %w", HostDevice, err)
+		}
+	}
+	peer, err := n.nl.LinkByName(HostPeerDevice)
+	if err != nil {
+		return fmt.Errorf("look up %s: %w", HostPeerDevice, err)
+	}
+	for _, d := range []netlink.Link{l, peer} {
+		if err := n.nl.LinkSetUp(d); err != nil {
+			return fmt.Errorf("set %s up: %w", d.Attrs().Name, err)
+		}
+	}
+	return inns.Do(n.cfg.NetNS, func() error {
+		for _, c := range []struct{ dev, key, val string }{
+			{HostDevice, "rp_filter", "0"}, {HostPeerDevice, "rp_filter", "0"},
+			{HostDevice, "accept_local", "1"},
+		} {
+			p := filepath.Join("/proc/sys/net/ipv4/conf", c.dev, c.key)
+			if err := os.WriteFile(p, []byte(c.val), 0o644); err != nil {
+				return fmt.Errorf("%s: %w", p, err)
+			}
+		}
+		return nil
+	})
 }
 
 // attachDevices hooks the node programs to the uplink and, in tunnel

@@ -111,3 +111,56 @@ func TestPrivilegedEndpointRouteDeleteLeavesOthers(t *testing.T) {
 		t.Fatalf("routes to 10.9.0.7 after deleting an endpoint there: %v, want the other owner's", routes)
 	}
 }
+
+// The node has Cilium's host device pair, and a route lookup that names
+// cilium_host as the input device answers as the node forwards, from a
+// pod address and from the node's own (what cilium-cli's encryption
+// checks ask); Teardown removes the pair.
+func TestPrivilegedHostDevices(t *testing.T) {
+	testenv.Privileged(t) // creates namespaces, links and BPF programs
+	node, ns := startRouteTestNode(t, spec.Tunnel)
+	nl, err := inns.Netlink(ns)
+	must(t, err)
+	t.Cleanup(func() { nl.Close() })
+	host, err := nl.LinkByName(HostDevice)
+	must(t, err)
+	peer, err := nl.LinkByName(HostPeerDevice)
+	must(t, err)
+	for _, l := range []netlink.Link{host, peer} {
+		if l.Attrs().Flags&net.FlagUp == 0 {
+			t.Errorf("%s is down", l.Attrs().Name)
+		}
+	}
+	must(t, node.UpsertRemoteNode(spec.RemoteNode{IPv4: netip.MustParseAddr("192.168.77.2"),
+		PodCIDR: netip.MustParsePrefix("10.2.0.0/24")}))
+	for _, q := range []struct {
+		src, dst string
+		dev      string
+	}{
+		{"10.1.0.5", "10.2.0.7", DefaultTunnelDevice}, // pod to a remote pod
+		{"192.168.77.1", "192.168.77.2", "eth0"},      // node to node
+	} {
+		var routes []netlink.Route
+		err := inns.Do(ns, func() error {
+			var err error
+			routes, err = nl.RouteGetWithOptions(net.ParseIP(q.dst),
+				&netlink.RouteGetOptions{SrcAddr: net.ParseIP(q.src), Iif: HostDevice})
+			return err
+		})
+		if err != nil {
+			t.Fatalf("route get %s from %s iif %s: %v", q.dst, q.src, HostDevice, err)
+		}
+		if len(routes) == 0 {
+			t.Fatalf("route get %s from %s: no route", q.dst, q.src)
+		}
+		dev, err := nl.LinkByIndex(routes[0].LinkIndex)
+		must(t, err)
+		if dev.Attrs().Name != q.dev {
+			t.Errorf("route get %s from %s iif %s: dev %s, want %s", q.dst, q.src, HostDevice, dev.Attrs().Name, q.dev)
+		}
+	}
+	must(t, node.Teardown())
+	if _, err := nl.LinkByName(HostDevice); err == nil {
+		t.Errorf("%s still there after Teardown", HostDevice)
+	}
+}
