@@ -54,7 +54,7 @@ build-coredns:
 
 # Stand-ins for the programs of the images Cilium's connectivity test deploys
 # (lab/internal/images/connectivity.go): pause, json-mock, tcd-client,
-# tcd-server, netperf, netserver.
+# tcd-server, netperf, netserver, echo-advanced.
 build-standins:
 	cd lab && GOBIN=$(BIN) $(GOINSTALL) standins ./cmd/standins/...
 

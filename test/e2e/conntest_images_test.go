@@ -16,8 +16,10 @@ import (
 // with its default images: the echo pod (json-mock with the CoreDNS DNS test server
 // beside it), the client (alpine-curl running pause), the test-conn-disrupt servers
 // behind their Service and the clients that hold connections to it, and the perf
-// server (netserver) and client of `cilium connectivity perf`. The client and the
-// perf client run on the other node than the echo and perf servers.
+// server (netserver) and client of `cilium connectivity perf`, and the l7-lb
+// Deployment (Gateway API's echo-advanced, Istio's echo server) with the Service
+// without the L7 annotation that pod-to-itself-via-service curls. The client and
+// the perf client run on the other node than the echo and perf servers.
 const conntestManifest = `apiVersion: v1
 kind: Namespace
 metadata: {name: cilium-test-1}
@@ -147,6 +149,28 @@ spec:
       - name: perf-client
         image: quay.io/cilium/network-perf:3.21-1782913202-88c270c@sha256:c115a00b80bbf4ff49857dd545f0c40025f226d79051b2c8fdab3e8b938c7f92
         command: ["/bin/bash", "-c", "sleep 10000000"]
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: l7-lb, namespace: cilium-test-1}
+spec:
+  selector: {matchLabels: {name: l7-lb}}
+  template:
+    metadata: {labels: {name: l7-lb, kind: l7-lb}}
+    spec:
+      nodeSelector: {kubernetes.io/hostname: NODE1}
+      containers:
+      - name: l7-lb
+        image: gcr.io/k8s-staging-gateway-api/echo-advanced:v20251204-v1.4.1
+        args: ["--tcp=9090", "--port=8080", "--grpc=7070", "--port=8443", "--tls=8443", "--crt=/cert.crt", "--key=/cert.key"]
+        readinessProbe: {httpGet: {path: /, port: 8080}, periodSeconds: 1}
+---
+apiVersion: v1
+kind: Service
+metadata: {name: l7-lb-non-l7, namespace: cilium-test-1}
+spec:
+  selector: {name: l7-lb}
+  ports: [{name: http, port: 8080}]
 `
 
 // TestPrivilegedLabConnectivityTestImages runs those workloads on a two-node
@@ -225,6 +249,19 @@ func TestPrivilegedLabConnectivityTestImages(t *testing.T) {
 	}
 	if out, err := in("client", "ping", "-c", "1", "-W", "2", echoIP); err != nil {
 		t.Errorf("ping the echo pod: %v\n%s", err, out)
+	}
+
+	// pod-to-itself-via-service: the l7-lb pod curls its own Service's
+	// ClusterIP (hairpin) and gets 200 from the echo server; its HTTPS port
+	// answers with the certificate the stand-in made (curl -k, as the suite's).
+	lab.KubectlJSON(&service, "-n", ns, "get", "service", "l7-lb-non-l7")
+	out, err = in("l7-lb", append(append(curl, wform...), "http://"+service.Spec.ClusterIP+":8080")...)
+	if want := regexp.MustCompile(`-> ` + regexp.QuoteMeta(service.Spec.ClusterIP) + `:8080 = 200\n$`); err != nil || !want.MatchString(out) {
+		t.Errorf("curl l7-lb's own Service from l7-lb: %v %q", err, out)
+	}
+	out, err = in("l7-lb", append(curl, "-k", "https://"+ip["l7-lb"]+":8443/")...)
+	if err != nil || !strings.Contains(out, "ServicePort=8443\n") || !strings.Contains(out, "StatusCode=200\n") {
+		t.Errorf("curl l7-lb's HTTPS port: %v %q", err, out)
 	}
 
 	// The perf benchmark's command line, across nodes.

@@ -2,7 +2,8 @@ package images
 
 // connectivityRules serve the images that cilium-cli's `cilium connectivity test`
 // deploys (its defaults: alpine-curl, json-mock, test-connection-disruption,
-// alpine/socat, network-perf; the DNS test server is the CoreDNS image above),
+// alpine/socat, network-perf, Gateway API's echo-advanced; the DNS test server
+// is the CoreDNS image above),
 // with the entrypoint, command, user and working directory of each real image.
 // The tools the images install come from the host's /usr (hack/deps.sh installs
 // the Debian packages); the programs of their own are stand-ins the lab builds
@@ -49,6 +50,18 @@ func connectivityRules() []Rule {
 			Repositories: []string{"quay.io/cilium/network-perf"},
 			Spec: Spec{Binaries: map[string]string{"netperf": "/usr/local/bin/netperf", "netserver": "/usr/local/bin/netserver"},
 				Cmd: []string{"/bin/bash"}, WorkingDir: "/netperf"},
+		},
+		{
+			// Gateway API's conformance echo server, the l7-lb Deployment's image:
+			// its Dockerfile is only FROM gcr.io/istio-release/app, whose
+			// Dockerfile.app copies Istio's echo server to /usr/local/bin/server
+			// (and its client to /usr/local/bin/client, which the suite does
+			// not run) and sets ENTRYPOINT ["/usr/local/bin/server"]; the
+			// Deployment gives only args. The image's /cert.crt and /cert.key
+			// are not in the lab: the stand-in makes a certificate at start.
+			Repositories: []string{"gcr.io/k8s-staging-gateway-api/echo-advanced"},
+			Spec: Spec{Binaries: map[string]string{"echo-advanced": "/usr/local/bin/server"},
+				Entrypoint: []string{"/usr/local/bin/server"}},
 		},
 	}
 }

@@ -35,6 +35,8 @@ func TestResolveConnectivityTestImages(t *testing.T) {
 		{ref: "quay.io/cilium/network-perf:3.21-1782913202-88c270c@sha256:c115a00b80bbf4ff49857dd545f0c40025f226d79051b2c8fdab3e8b938c7f92",
 			files: []File{{"/lab/bin/netperf", "/usr/local/bin/netperf", false}, {"/lab/bin/netserver", "/usr/local/bin/netserver", false}},
 			cmd:   []string{"/bin/bash"}, workingDir: "/netperf"},
+		{ref: "gcr.io/k8s-staging-gateway-api/echo-advanced:v20251204-v1.4.1",
+			files: []File{{"/lab/bin/echo-advanced", "/usr/local/bin/server", false}}, entrypoint: []string{"/usr/local/bin/server"}},
 	} {
 		t.Run(tc.ref, func(t *testing.T) {
 			img, err := c.Resolve(tc.ref)
@@ -53,12 +55,11 @@ func TestResolveConnectivityTestImages(t *testing.T) {
 }
 
 // The suite's optional images that the lab does not serve (FRR for the BGP
-// tests, Gateway API's echo-advanced) fail with an error naming them.
+// tests) fail with an error naming them.
 func TestConnectivityTestImagesLeftOut(t *testing.T) {
 	c := New("/lab/bin")
 	for _, ref := range []string{
 		"quay.io/frrouting/frr:10.7.0@sha256:65e5967b922572c0565d968388fb06af69d7e9b3b3eea40ad7e3810687667f68",
-		"gcr.io/k8s-staging-gateway-api/echo-advanced:v20251204-v1.4.1",
 	} {
 		_, err := c.Resolve(ref)
 		if !errors.Is(err, ErrUnknown) || !strings.Contains(err.Error(), ref) {
