@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -83,5 +84,48 @@ func TestPrivilegedCiliumCLIStatus(t *testing.T) {
 	if cfg.MonitorAggregation != "medium" || !cfg.EnableICMPRules || !cfg.EnableK8sNetworkPolicy ||
 		!cfg.EnableHealthChecking || cfg.EnableK8sClusterNetworkPolicy {
 		t.Errorf("runtime config %s", raw)
+	}
+}
+
+// TestPrivilegedCiliumConnectivityTest: Cilium's own validation of an
+// install, cilium-cli's `cilium connectivity test`, passes against
+// cilium-go. Its tests of features cilium-go does not claim in
+// cilium-config and the runtime configuration (L7 proxy, encryption,
+// egress gateway...) skip themselves; every other one must pass. Its
+// tests of the world reach the lab's (cilium-lab
+// connectivity-test-flags).
+func TestPrivilegedCiliumConnectivityTest(t *testing.T) {
+	if *ciliumCLI == "" {
+		t.Skip("no -cilium-cli: Cilium's cilium-cli binary is not part of this repository")
+	}
+	lab := StartLab(t, "ctl", "--nodes", "2", "--cni=cilium")
+	flags, err := lab.run("cilium-lab", "connectivity-test-flags", "--state-dir", lab.StateDir)
+	if err != nil {
+		t.Fatalf("connectivity-test-flags: %v\n%s", err, flags)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
+	defer cancel()
+	args := append([]string{"connectivity", "test"}, strings.Fields(flags)...)
+	cmd := exec.CommandContext(ctx, *ciliumCLI, args...)
+	cmd.Env = append(os.Environ(), "KUBECONFIG="+lab.Kubeconfig, "NO_COLOR=1")
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	err = cmd.Run()
+	text := ansi.ReplaceAllString(out.String(), "")
+	t.Logf("cilium %s:\n%s", strings.Join(args, " "), text)
+	if err != nil {
+		t.Fatalf("cilium connectivity test: %v", err)
+	}
+	// "✅ [cilium-test-1] All 55 tests (408 actions) successful, 77 tests
+	// skipped, 0 scenarios skipped." A run of no action proves nothing.
+	m := regexp.MustCompile(`All (\d+) tests \((\d+) actions\) successful`).FindStringSubmatch(text)
+	if m == nil {
+		t.Fatalf("cilium connectivity test does not say all its tests passed")
+	}
+	if tests, _ := strconv.Atoi(m[1]); tests < 40 {
+		t.Errorf("only %s tests ran", m[1])
+	}
+	if actions, _ := strconv.Atoi(m[2]); actions < 300 {
+		t.Errorf("only %s actions ran", m[2])
 	}
 }
