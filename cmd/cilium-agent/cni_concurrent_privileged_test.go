@@ -12,6 +12,7 @@ import (
 
 	"github.com/vishvananda/netlink"
 
+	"github.com/cilium-go/cilium/internal/datapath"
 	"github.com/cilium-go/cilium/internal/datapath/testnode"
 	"github.com/cilium-go/cilium/internal/testenv"
 	"github.com/cilium-go/cilium/pkg/client"
@@ -100,7 +101,10 @@ func TestPrivilegedCNIConcurrentPods(t *testing.T) {
 	rt.inNode(func() error {
 		ls, err := netlink.LinkList()
 		for _, l := range ls {
-			if l.Type() == "veth" && l.Attrs().Name != "eth0" && l.Attrs().Name != "eth0peer" {
+			switch name := l.Attrs().Name; {
+			case l.Type() != "veth", name == "eth0", name == "eth0peer":
+			case name == datapath.HostDevice, name == datapath.HostPeerDevice: // the node's, not a pod's
+			default:
 				links = append(links, l.Attrs().Name)
 			}
 		}
