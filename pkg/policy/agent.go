@@ -76,10 +76,11 @@ type Agent struct {
 	eps      statedb.Table[*endpoint.Desired]
 	clients  *k8sagent.Clients
 	watchers *k8sagent.Watchers
-	// services are the Services and EndpointSlices toServices name; svcs
-	// is services for translations, a nil interface without Kubernetes.
+	// services are the Services and EndpointSlices toServices name;
+	// cluster has them (a nil interface without Kubernetes) and the
+	// CIDR groups for translations.
 	services *k8sagent.ServiceSource
-	svcs     Services
+	cluster  Cluster
 	mode     Mode
 	engine   *Engine
 	initDone func(statedb.WriteTxn)
@@ -88,10 +89,10 @@ type Agent struct {
 	queue []func(*Engine)
 	wake  chan struct{}
 
-	// svcPolicies are the Cilium policies whose toServices name
-	// Services, translated again when one of those changes. Owned by
-	// the engine's goroutine.
-	svcPolicies map[Origin]*servicePolicy
+	// depPolicies are the Cilium policies that name Services or CIDR
+	// groups, translated again when one of those changes. Owned by the
+	// engine's goroutine.
+	depPolicies map[Origin]*dependentPolicy
 	// refusals are the endpoints whose policy does not fit their maps,
 	// as reported to the policies' authors through rep (nil without
 	// Kubernetes). Owned by the engine's goroutine.
@@ -169,9 +170,9 @@ func newAgent(p agentParams) (*Agent, error) {
 	txn.Commit()
 	a := &Agent{log: p.Log, db: p.DB, tbl: p.Table, entries: p.Entries, cookies: p.Cookies, eps: p.Endpoints, clients: p.Clients, watchers: p.Watchers,
 		services: p.Services, mode: mode, engine: NewEngine(mode), initDone: done, wake: make(chan struct{}, 1),
-		svcPolicies: map[Origin]*servicePolicy{}, onPrefixes: map[int]func(){}, refusals: map[uint16]*Refusal{}}
+		depPolicies: map[Origin]*dependentPolicy{}, onPrefixes: map[int]func(){}, refusals: map[uint16]*Refusal{}}
 	if p.Services != nil {
-		a.svcs = p.Services
+		a.cluster.Services = p.Services
 	}
 	a.engine.LimitEntries(p.MapConfig.BPFPolicyMapMax)
 	return a, nil
@@ -559,14 +560,17 @@ func (a *Agent) collectTombstones(ctx context.Context, _ cell.Health) error {
 
 // watch starts the informers of policies and identities, feeding the
 // engine, and waits until they listed everything. The Services that
-// toServices name are listed first, so that the first translation of a
-// policy already sees them.
+// toServices name and the CIDR groups are listed first, so that the
+// first translation of a policy already sees them.
 func (a *Agent) watch(ctx context.Context) error {
 	if a.services != nil {
 		a.services.OnChange(a.serviceChanged)
 		if err := a.services.StartServices(ctx); err != nil {
 			return err
 		}
+	}
+	if err := a.watchCIDRGroups(ctx); err != nil {
+		return err
 	}
 	factory := kubeinformers.NewSharedInformerFactory(a.clients.Kube, 10*time.Minute)
 	nps := factory.Networking().V1().NetworkPolicies().Informer()
@@ -577,15 +581,15 @@ func (a *Agent) watch(ctx context.Context) error {
 		kind      string
 		translate translateFunc
 	}{
-		{nps, KindNetworkPolicy, func(obj any, _ Services) ([]Rule, serviceRefs, error) {
+		{nps, KindNetworkPolicy, func(obj any, _ Cluster) ([]Rule, dependencies, error) {
 			rules, err := FromNetworkPolicy(obj.(*networkingv1.NetworkPolicy))
-			return rules, serviceRefs{}, err
+			return rules, dependencies{}, err
 		}},
-		{cnps, KindCNP, func(obj any, svcs Services) ([]Rule, serviceRefs, error) {
-			return fromCNP(obj.(*v2.CiliumNetworkPolicy), svcs)
+		{cnps, KindCNP, func(obj any, c Cluster) ([]Rule, dependencies, error) {
+			return fromCNP(obj.(*v2.CiliumNetworkPolicy), c)
 		}},
-		{ccnps, KindCCNP, func(obj any, svcs Services) ([]Rule, serviceRefs, error) {
-			return fromCCNP(obj.(*v2.CiliumClusterwideNetworkPolicy), svcs)
+		{ccnps, KindCCNP, func(obj any, c Cluster) ([]Rule, dependencies, error) {
+			return fromCCNP(obj.(*v2.CiliumClusterwideNetworkPolicy), c)
 		}},
 	}
 	node := ""
@@ -619,9 +623,9 @@ func (a *Agent) watch(ctx context.Context) error {
 	return nil
 }
 
-// translateFunc translates a policy object, with the Services its
-// toServices may name, and says which Services it depends on.
-type translateFunc func(obj any, svcs Services) ([]Rule, serviceRefs, error)
+// translateFunc translates a policy object, with the Services and CIDR
+// groups it may name, and says which of them it depends on.
+type translateFunc func(obj any, c Cluster) ([]Rule, dependencies, error)
 
 // policyHandler turns a policy object into rules for the engine. An
 // object that does not translate is reported (an event, and the Valid
@@ -634,7 +638,7 @@ func (a *Agent) policyHandler(ctx context.Context, rep *reporter, kind string, t
 			return
 		}
 		origin := Origin{Kind: kind, Namespace: meta.GetNamespace(), Name: meta.GetName()}
-		rs, refs, err := translate(obj, a.svcs)
+		rs, refs, err := translate(obj, a.cluster)
 		if err != nil {
 			a.log.Warn("policy refused, its previous rules stay in force", "policy", origin.String(), "error", err)
 		}
@@ -646,17 +650,17 @@ func (a *Agent) policyHandler(ctx context.Context, rep *reporter, kind string, t
 		}
 		if refs.empty() {
 			a.do(func(e *Engine) {
-				delete(a.svcPolicies, origin)
+				delete(a.depPolicies, origin)
 				a.setRules(e, origin, rs)
 			})
 			return
 		}
-		sp := &servicePolicy{translate: func(svcs Services) ([]Rule, serviceRefs, error) { return translate(obj, svcs) }, refs: refs}
+		sp := &dependentPolicy{translate: func(c Cluster) ([]Rule, dependencies, error) { return translate(obj, c) }, refs: refs}
 		a.do(func(e *Engine) {
-			a.svcPolicies[origin] = sp
-			// Translated again on the engine's goroutine: a Service
-			// that changed since the translation above may have been
-			// handled before the policy was known here.
+			a.depPolicies[origin] = sp
+			// Translated again on the engine's goroutine: a Service or
+			// group that changed since the translation above may have
+			// been handled before the policy was known here.
 			a.translateAgain(e, origin, sp)
 		})
 	}
@@ -672,18 +676,18 @@ func (a *Agent) policyHandler(ctx context.Context, rep *reporter, kind string, t
 			ns, name, _ := cache.SplitMetaNamespaceKey(key)
 			origin := Origin{Kind: kind, Namespace: ns, Name: name}
 			a.do(func(e *Engine) {
-				delete(a.svcPolicies, origin)
+				delete(a.depPolicies, origin)
 				a.setRules(e, origin, nil)
 			})
 		},
 	}
 }
 
-// servicePolicy is a Cilium policy whose toServices name Services:
-// translate translates its object.
-type servicePolicy struct {
-	translate func(svcs Services) ([]Rule, serviceRefs, error)
-	refs      serviceRefs
+// dependentPolicy is a Cilium policy that names Services or CIDR
+// groups: translate translates its object.
+type dependentPolicy struct {
+	translate func(c Cluster) ([]Rule, dependencies, error)
+	refs      dependencies
 }
 
 // serviceChanged queues the translation, again, of the policies that may
@@ -693,21 +697,21 @@ func (a *Agent) serviceChanged(n loadbalancer.ServiceName) {
 		return
 	}
 	a.do(func(e *Engine) {
-		for origin, sp := range a.svcPolicies {
-			if sp.refs.concerns(n.Namespace, n.Name) {
+		for origin, sp := range a.depPolicies {
+			if sp.refs.services.concerns(n.Namespace, n.Name) {
 				a.translateAgain(e, origin, sp)
 			}
 		}
 	})
 }
 
-// translateAgain translates a policy with the Services as they are now;
-// the engine changes only if the rules did.
-func (a *Agent) translateAgain(e *Engine, origin Origin, sp *servicePolicy) {
-	rs, _, err := sp.translate(a.svcs)
+// translateAgain translates a policy with the Services and CIDR groups
+// as they are now; the engine changes only if the rules did.
+func (a *Agent) translateAgain(e *Engine, origin Origin, sp *dependentPolicy) {
+	rs, _, err := sp.translate(a.cluster)
 	if err != nil {
-		// The same object translated before; only Services changed,
-		// and they are no error.
+		// The same object translated before; only Services or groups
+		// changed, and they are no error.
 		a.log.Error("policy no longer translates, its previous rules stay in force", "policy", origin.String(), "error", err)
 		return
 	}

@@ -16,39 +16,55 @@ import (
 	"github.com/cilium-go/cilium/pkg/policy/api"
 )
 
+// Cluster is what translating a Cilium policy reads of the cluster
+// besides the policy: the Services that toServices may name and the
+// CiliumCIDRGroups that CIDR rules may name. A nil field reads as none.
+type Cluster struct {
+	Services   Services
+	CIDRGroups CIDRGroups
+}
+
+// dependencies are what a translation read of the Cluster: which
+// changes of it may change the rules.
+type dependencies struct {
+	services serviceRefs
+	groups   groupRefs
+}
+
+func (d dependencies) empty() bool { return d.services.empty() && d.groups.empty() }
+
 // FromCNP translates a CiliumNetworkPolicy: its rules apply to endpoints
 // of its namespace, and its endpoint peers and Services are of its
-// namespace unless they say otherwise. svcs are the Services that
-// toServices may name (nil: none).
-func FromCNP(p *v2.CiliumNetworkPolicy, svcs Services) ([]Rule, error) {
-	rules, _, err := fromCNP(p, svcs)
+// namespace unless they say otherwise.
+func FromCNP(p *v2.CiliumNetworkPolicy, c Cluster) ([]Rule, error) {
+	rules, _, err := fromCNP(p, c)
 	return rules, err
 }
 
-func fromCNP(p *v2.CiliumNetworkPolicy, svcs Services) ([]Rule, serviceRefs, error) {
+func fromCNP(p *v2.CiliumNetworkPolicy, c Cluster) ([]Rule, dependencies, error) {
 	rules, err := p.Rules()
 	if err != nil {
-		return nil, serviceRefs{}, err
+		return nil, dependencies{}, err
 	}
 	origin := Origin{Kind: KindCNP, Namespace: p.Namespace, Name: p.Name}
-	return translateCilium(origin, p.Namespace, rules, rulePaths(p.Spec, p.Specs), svcs)
+	return translateCilium(origin, p.Namespace, rules, rulePaths(p.Spec, p.Specs), c)
 }
 
 // FromCCNP translates a CiliumClusterwideNetworkPolicy: its rules apply
 // to endpoints of every namespace, and a Service named without a
 // namespace is looked for in every namespace.
-func FromCCNP(p *v2.CiliumClusterwideNetworkPolicy, svcs Services) ([]Rule, error) {
-	rules, _, err := fromCCNP(p, svcs)
+func FromCCNP(p *v2.CiliumClusterwideNetworkPolicy, c Cluster) ([]Rule, error) {
+	rules, _, err := fromCCNP(p, c)
 	return rules, err
 }
 
-func fromCCNP(p *v2.CiliumClusterwideNetworkPolicy, svcs Services) ([]Rule, serviceRefs, error) {
+func fromCCNP(p *v2.CiliumClusterwideNetworkPolicy, c Cluster) ([]Rule, dependencies, error) {
 	rules, err := p.Rules()
 	if err != nil {
-		return nil, serviceRefs{}, err
+		return nil, dependencies{}, err
 	}
 	origin := Origin{Kind: KindCCNP, Name: p.Name}
-	return translateCilium(origin, "", rules, rulePaths(p.Spec, p.Specs), svcs)
+	return translateCilium(origin, "", rules, rulePaths(p.Spec, p.Specs), c)
 }
 
 // rulePaths names the rules that Rules() returns: Spec first, then Specs.
@@ -68,21 +84,20 @@ func rulePaths(specRule *api.Rule, specs api.Rules) []*field.Path {
 // policy's namespace, "" for a clusterwide policy. paths[i] names
 // rules[i] in errors; without one it is "specs[i]". IPv6 peers and ICMPv6
 // types select nothing in this IPv4-only cluster. What this agent does
-// not implement (layer-7 rules, FQDNs, host policies, node selectors,
-// CIDR groups) is refused rather than half enforced: a
-// policy with any of it, or that is not valid, yields no rules and one
-// error naming every such field. toServices are resolved against svcs
-// as they are now (nil: no Services); a Service that does not exist is
-// no error, it selects nothing.
-func FromCiliumRules(origin Origin, namespace string, rules api.Rules, paths []*field.Path, svcs Services) ([]Rule, error) {
-	out, _, err := translateCilium(origin, namespace, rules, paths, svcs)
+// not implement (layer-7 rules, FQDNs, host policies, node selectors)
+// is refused rather than half enforced: a policy with any of it, or that
+// is not valid, yields no rules and one error naming every such field.
+// toServices and CIDR groups are resolved against c as it is now; a
+// Service or a group that does not exist is no error, it selects nothing.
+func FromCiliumRules(origin Origin, namespace string, rules api.Rules, paths []*field.Path, c Cluster) ([]Rule, error) {
+	out, _, err := translateCilium(origin, namespace, rules, paths, c)
 	return out, err
 }
 
-// translateCilium is FromCiliumRules, also saying which Services the
-// rules depend on.
-func translateCilium(origin Origin, namespace string, rules api.Rules, paths []*field.Path, svcs Services) ([]Rule, serviceRefs, error) {
-	t := &ciliumTranslation{origin: origin, namespace: namespace, svcs: svcs}
+// translateCilium is FromCiliumRules, also saying which Services and
+// CIDR groups the rules depend on.
+func translateCilium(origin Origin, namespace string, rules api.Rules, paths []*field.Path, c Cluster) ([]Rule, dependencies, error) {
+	t := &ciliumTranslation{origin: origin, namespace: namespace, cluster: c}
 	for i, r := range rules {
 		path := field.NewPath("specs").Index(i)
 		if i < len(paths) && paths[i] != nil {
@@ -96,7 +111,7 @@ func translateCilium(origin Origin, namespace string, rules api.Rules, paths []*
 		t.rule(r, path)
 	}
 	if len(t.errs) > 0 {
-		return nil, serviceRefs{}, t.errs.ToAggregate()
+		return nil, dependencies{}, t.errs.ToAggregate()
 	}
 	return t.rules, t.refs, nil
 }
@@ -112,11 +127,12 @@ type ciliumTranslation struct {
 	// that are still initializing. Those have no labels yet, so Cilium
 	// does not confine a clusterwide rule's peers to pods for them.
 	initSubject bool
-	// svcs are looked up for toServices; refs record what was named.
-	svcs  Services
-	refs  serviceRefs
-	rules []Rule
-	errs  field.ErrorList
+	// cluster is looked up for toServices and CIDR groups; refs record
+	// what was named.
+	cluster Cluster
+	refs    dependencies
+	rules   []Rule
+	errs    field.ErrorList
 }
 
 // fail records an error unless one for the same field is there: Validate
@@ -257,7 +273,10 @@ func (t *ciliumTranslation) peers(f peerFields, path *field.Path) l3 {
 		}
 	}
 	for i := range f.cidrSets {
-		if sel, ok := t.cidrSet(&f.cidrSets[i], path.Child(f.prefix+"CIDRSet").Index(i)); ok {
+		r, p := &f.cidrSets[i], path.Child(f.prefix+"CIDRSet").Index(i)
+		if r.Cidr == "" {
+			out.peers = append(out.peers, t.cidrGroupPeers(r, p)...)
+		} else if sel, ok := t.cidrSet(r, p); ok {
 			out.peers = append(out.peers, sel)
 		}
 	}
@@ -349,13 +368,9 @@ func (t *ciliumTranslation) prefix(c api.CIDR, path *field.Path) (p netip.Prefix
 	return p, p.Addr().Is4()
 }
 
-// cidrSet translates a CIDR set; one of IPv6 selects nothing, but its
-// excepts are checked all the same.
+// cidrSet translates a CIDR set that names a prefix; one of IPv6 selects
+// nothing, but its excepts are checked all the same.
 func (t *ciliumTranslation) cidrSet(r *api.CIDRRule, path *field.Path) (Selector, bool) {
-	if r.CIDRGroupRef != "" {
-		t.fail(field.Forbidden(path.Child("cidrGroupRef"), "CIDR groups are not supported yet"))
-		return nil, false
-	}
 	p, err := api.ParseCIDR(r.Cidr)
 	if err != nil {
 		t.fail(field.Invalid(path.Child("cidr"), string(r.Cidr), err.Error()))

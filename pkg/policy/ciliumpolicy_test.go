@@ -217,7 +217,7 @@ func TestFromCNP(t *testing.T) {
 					ToCIDRSet: []api.CIDRRule{{CIDRGroupRef: "group"}},
 					ToNodes:   []api.EndpointSelector{{}},
 				}})),
-		wantErr: []string{"spec.egress[1].toCIDRSet[0].cidrGroupRef", "spec.egress[1].toNodes"},
+		wantErr: []string{"spec.egress[1].toNodes"},
 	}, {
 		name: "bad ICMP types refused",
 		p: makeCNP(egress(api.EgressRule{ICMPs: icmps(
@@ -242,7 +242,7 @@ func TestFromCNP(t *testing.T) {
 	}}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			rules, err := policy.FromCNP(tt.p, nil)
+			rules, err := policy.FromCNP(tt.p, policy.Cluster{})
 			if tt.wantErr != nil {
 				checkErr(t, err, tt.wantErr)
 				if rules != nil {
@@ -286,7 +286,7 @@ func TestFromCCNP(t *testing.T) {
 	}}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			rules, err := policy.FromCCNP(tt.p, nil)
+			rules, err := policy.FromCCNP(tt.p, policy.Cluster{})
 			if tt.wantErr != nil {
 				checkErr(t, err, tt.wantErr)
 				return
@@ -307,21 +307,21 @@ func TestFromCiliumRulesStandalone(t *testing.T) {
 		makeRule(ingress(api.IngressRule{IngressCommonRule: api.IngressCommonRule{FromCIDR: []api.CIDR{"10.0.0.0/33"}}})),
 		nil,
 	}
-	_, err := policy.FromCiliumRules(origin, "x", rules, nil, nil)
+	_, err := policy.FromCiliumRules(origin, "x", rules, nil, policy.Cluster{})
 	checkErr(t, err, []string{"specs[0].ingress[0].fromCIDR[0]", "specs[1]"})
 
-	_, err = policy.FromCiliumRules(origin, "x", rules[:1], []*field.Path{field.NewPath("spec")}, nil)
+	_, err = policy.FromCiliumRules(origin, "x", rules[:1], []*field.Path{field.NewPath("spec")}, policy.Cluster{})
 	checkErr(t, err, []string{"spec.ingress[0].fromCIDR[0]"})
 
 	// Validate refuses layer-7 rules too: the field is named once.
 	l7 := makeRule(ingress(api.IngressRule{ToPorts: []api.PortRule{{Rules: &api.RawRules{Raw: json.RawMessage(`{}`)}}}}))
-	_, err = policy.FromCiliumRules(origin, "x", api.Rules{l7}, nil, nil)
+	_, err = policy.FromCiliumRules(origin, "x", api.Rules{l7}, nil, policy.Cluster{})
 	checkErr(t, err, []string{"specs[0].ingress[0].toPorts[0].rules"})
 	if n := strings.Count(err.Error(), "toPorts[0].rules"); n != 1 {
 		t.Errorf("error %q names the field %d times", err, n)
 	}
 
-	got, err := policy.FromCiliumRules(origin, "x", api.Rules{makeRule(ingress(fromEntities(api.EntityHost)))}, nil, nil)
+	got, err := policy.FromCiliumRules(origin, "x", api.Rules{makeRule(ingress(fromEntities(api.EntityHost)))}, nil, policy.Cluster{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -37,23 +37,23 @@ func TestForgedNamespaceLabelSelectsNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	nsTeam := es("k8s:io.cilium.k8s.namespace.labels.team", "trusted")
-	cnpRules, err := policy.FromCNP(makeCNP(ingress(fromEndpoints(nsTeam))), nil)
+	cnpRules, err := policy.FromCNP(makeCNP(ingress(fromEndpoints(nsTeam))), policy.Cluster{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	ccnpRules, err := policy.FromCCNP(makeCCNP(ingress(fromEndpoints(nsTeam))), nil)
+	ccnpRules, err := policy.FromCCNP(makeCCNP(ingress(fromEndpoints(nsTeam))), policy.Cluster{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	// A service account selector, which a pod could forge the same way.
 	saRules, err := policy.FromCCNP(makeCCNP(ingress(fromEndpoints(
-		es("k8s:io.cilium.k8s.policy.serviceaccount", "trusted-sa")))), nil)
+		es("k8s:io.cilium.k8s.policy.serviceaccount", "trusted-sa")))), policy.Cluster{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	// A clusterwide policy whose subject is the trusted namespace's pods.
 	subject, err := policy.FromCCNP(makeCCNP(func(r *api.Rule) { r.EndpointSelector = nsTeam },
-		ingress(fromEndpoints(es()))), nil)
+		ingress(fromEndpoints(es()))), policy.Cluster{})
 	if err != nil {
 		t.Fatal(err)
 	}

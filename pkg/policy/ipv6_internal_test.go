@@ -34,7 +34,7 @@ spec:
 	if err := yaml.UnmarshalStrict([]byte(doc), p); err != nil {
 		t.Fatal(err)
 	}
-	rules, err := FromCNP(p, nil)
+	rules, err := FromCNP(p, Cluster{})
 	if err != nil {
 		t.Fatalf("refused: %v", err)
 	}

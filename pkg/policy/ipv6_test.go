@@ -127,7 +127,7 @@ spec:
 	}}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			rules, err := policy.FromCNP(decodeCNP(t, tt.doc), nil)
+			rules, err := policy.FromCNP(decodeCNP(t, tt.doc), policy.Cluster{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -153,7 +153,7 @@ spec:
   - toEndpoints: [{}]
     icmps: [{fields: [{family: IPv6, type: EchoRequest}]}]
 `} {
-		rules, err := policy.FromCNP(decodeCNP(t, doc), nil)
+		rules, err := policy.FromCNP(decodeCNP(t, doc), policy.Cluster{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -185,7 +185,7 @@ spec:
     - {cidr: "10.0.0.0/8", except: ["::/0"]}
   - icmps: [{fields: [{family: IPv6, type: Echo}, {family: IPv6, type: 256}, {type: RouterSolicitation}, {family: IPv5, type: 8}]}]
 `
-	_, err := policy.FromCNP(decodeCNP(t, doc), nil)
+	_, err := policy.FromCNP(decodeCNP(t, doc), policy.Cluster{})
 	checkErr(t, err, []string{
 		"spec.egress[0].toCIDR[0]", "spec.egress[0].toCIDR[1]",
 		"spec.egress[1].toCIDRSet[0].except[0]", "spec.egress[1].toCIDRSet[1].except[0]", "spec.egress[1].toCIDRSet[2].except[0]",

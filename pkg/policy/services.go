@@ -96,25 +96,25 @@ func (t *ciliumTranslation) services(ref api.Service) []*corev1.Service {
 	case ref.K8sService != nil && ref.K8sServiceSelector == nil:
 		ns := ref.K8sService.Namespace
 		name := ref.K8sService.ServiceName
-		t.refs.addName(ns, name)
-		if t.svcs == nil {
+		t.refs.services.addName(ns, name)
+		if t.cluster.Services == nil {
 			return nil
 		}
 		if ns != "" {
-			if svc, ok := t.svcs.KubeService(ns, name); ok {
+			if svc, ok := t.cluster.Services.KubeService(ns, name); ok {
 				return []*corev1.Service{svc}
 			}
 			return nil
 		}
-		return slices.DeleteFunc(t.svcs.KubeServices(""), func(s *corev1.Service) bool { return s.Name != name })
+		return slices.DeleteFunc(t.cluster.Services.KubeServices(""), func(s *corev1.Service) bool { return s.Name != name })
 	case ref.K8sServiceSelector != nil && ref.K8sService == nil:
 		ns := ref.K8sServiceSelector.Namespace
-		t.refs.addNamespace(ns)
-		if t.svcs == nil {
+		t.refs.services.addNamespace(ns)
+		if t.cluster.Services == nil {
 			return nil
 		}
 		sel := &ref.K8sServiceSelector.Selector
-		return slices.DeleteFunc(t.svcs.KubeServices(ns), func(s *corev1.Service) bool {
+		return slices.DeleteFunc(t.cluster.Services.KubeServices(ns), func(s *corev1.Service) bool {
 			return !sel.Matches(serviceLabels(s))
 		})
 	}
@@ -139,7 +139,7 @@ func (t *ciliumTranslation) backends(svc *corev1.Service) []Selector {
 		return []Selector{LabelSelector{Selector: sel, Namespace: svc.Namespace}}
 	}
 	var addrs []netip.Addr
-	for _, es := range t.svcs.EndpointSlices(svc.Namespace, svc.Name) {
+	for _, es := range t.cluster.Services.EndpointSlices(svc.Namespace, svc.Name) {
 		for _, ep := range k8sagent.Endpoints(es) {
 			// Those a connection may reach: ready, or still serving
 			// while terminating.

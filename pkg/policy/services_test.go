@@ -173,7 +173,7 @@ func TestToServices(t *testing.T) {
 	}}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			rules, err := policy.FromCNP(tt.p, cluster)
+			rules, err := policy.FromCNP(tt.p, policy.Cluster{Services: cluster})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -197,7 +197,7 @@ func TestToServicesClusterwide(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			rules, err := policy.FromCCNP(tt.p, cluster)
+			rules, err := policy.FromCCNP(tt.p, policy.Cluster{Services: cluster})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -217,7 +217,7 @@ func TestToServicesRefused(t *testing.T) {
 		byName("Not_A_Name", "y!"),
 		bySelector(bad, ""),
 	)))
-	rules, err := policy.FromCNP(p, cluster)
+	rules, err := policy.FromCNP(p, policy.Cluster{Services: cluster})
 	checkErr(t, err, []string{
 		"spec.egress[0].toServices[1].k8sService.serviceName: Required",
 		"spec.egress[0].toServices[2].k8sService: Required",

@@ -1,6 +1,7 @@
 package crds
 
 import (
+	"fmt"
 	"slices"
 	"testing"
 
@@ -19,6 +20,7 @@ func TestAllCRDs(t *testing.T) {
 		"ciliumendpoints.cilium.io":                  apiextensionsv1.NamespaceScoped,
 		"ciliumnodes.cilium.io":                      apiextensionsv1.ClusterScoped,
 		"ciliumendpointslices.cilium.io":             apiextensionsv1.ClusterScoped,
+		"ciliumcidrgroups.cilium.io":                 apiextensionsv1.ClusterScoped,
 	}
 	if len(crds) != len(want) {
 		t.Fatalf("%d CRDs, want %d", len(crds), len(want))
@@ -28,9 +30,27 @@ func TestAllCRDs(t *testing.T) {
 		if !ok || c.Spec.Scope != scope {
 			t.Errorf("%s: scope %s, want %s", c.Name, c.Spec.Scope, scope)
 		}
-		if c.Spec.Group != "cilium.io" || len(c.Spec.Versions) != 1 || c.Spec.Versions[0].Schema == nil {
+		if c.Spec.Group != "cilium.io" || len(c.Spec.Versions) == 0 || c.Spec.Versions[0].Schema == nil ||
+			!c.Spec.Versions[0].Storage {
 			t.Errorf("%s: %+v", c.Name, c.Spec)
 		}
+	}
+	// Cilium 1.20 stores CiliumCIDRGroups as v2 and still serves
+	// v2alpha1, which cilium-cli's connectivity test applies.
+	ccg := crds[slices.IndexFunc(crds, func(c *apiextensionsv1.CustomResourceDefinition) bool {
+		return c.Spec.Names.Kind == "CiliumCIDRGroup"
+	})]
+	var versions []string
+	for _, v := range ccg.Spec.Versions {
+		versions = append(versions, fmt.Sprintf("%s served=%t storage=%t", v.Name, v.Served, v.Storage))
+	}
+	if want := []string{"v2 served=true storage=true", "v2alpha1 served=true storage=false"}; !slices.Equal(versions, want) ||
+		!slices.Equal(ccg.Spec.Names.ShortNames, []string{"ccg"}) {
+		t.Errorf("CiliumCIDRGroup versions %q short names %v, want %q [ccg]", versions, ccg.Spec.Names.ShortNames, want)
+	}
+	ext := ccg.Spec.Versions[1].Schema.OpenAPIV3Schema.Properties["spec"].Properties["externalCIDRs"]
+	if ext.Type != "array" || ext.Items.Schema.Type != "string" {
+		t.Errorf("v2alpha1 externalCIDRs schema: %+v", ext)
 	}
 	cnp := crds[slices.IndexFunc(crds, func(c *apiextensionsv1.CustomResourceDefinition) bool {
 		return c.Spec.Names.Kind == "CiliumNetworkPolicy"

@@ -61,6 +61,7 @@ type (
 	CiliumIdentityInterface                 = ResourceInterface[*v2.CiliumIdentity, *v2.CiliumIdentityList]
 	CiliumEndpointInterface                 = ResourceInterface[*v2.CiliumEndpoint, *v2.CiliumEndpointList]
 	CiliumNodeInterface                     = ResourceInterface[*v2.CiliumNode, *v2.CiliumNodeList]
+	CiliumCIDRGroupInterface                = ResourceInterface[*v2.CiliumCIDRGroup, *v2.CiliumCIDRGroupList]
 	CiliumEndpointSliceInterface            = ResourceInterface[*v2alpha1.CiliumEndpointSlice, *v2alpha1.CiliumEndpointSliceList]
 )
 
@@ -71,6 +72,7 @@ type CiliumV2Interface interface {
 	CiliumIdentities() CiliumIdentityInterface
 	CiliumEndpoints(namespace string) CiliumEndpointInterface
 	CiliumNodes() CiliumNodeInterface
+	CiliumCIDRGroups() CiliumCIDRGroupInterface
 }
 
 // CiliumV2alpha1Interface reaches the cilium.io/v2alpha1 kinds.
@@ -160,6 +162,12 @@ func (c *v2Client) CiliumNodes() CiliumNodeInterface {
 	return gentype.NewClientWithList(v2.CNPluralNameForNode, c.rc, ParameterCodec, "",
 		func() *v2.CiliumNode { return &v2.CiliumNode{} },
 		func() *v2.CiliumNodeList { return &v2.CiliumNodeList{} })
+}
+
+func (c *v2Client) CiliumCIDRGroups() CiliumCIDRGroupInterface {
+	return gentype.NewClientWithList(v2.CCGPluralName, c.rc, ParameterCodec, "",
+		func() *v2.CiliumCIDRGroup { return &v2.CiliumCIDRGroup{} },
+		func() *v2.CiliumCIDRGroupList { return &v2.CiliumCIDRGroupList{} })
 }
 
 type v2alpha1Client struct{ rc rest.Interface }

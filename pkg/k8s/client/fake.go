@@ -112,6 +112,18 @@ func (c fakeV2) CiliumNodes() CiliumNodeInterface {
 		func(l *v2.CiliumNodeList, items []*v2.CiliumNode) { l.Items = gentype.FromPointerSlice(items) })
 }
 
+func (c fakeV2) CiliumCIDRGroups() CiliumCIDRGroupInterface {
+	return gentype.NewFakeClientWithList(c.f, "",
+		v2.SchemeGroupVersion.WithResource(v2.CCGPluralName), v2.SchemeGroupVersion.WithKind(v2.CCGKindDefinition),
+		func() *v2.CiliumCIDRGroup { return &v2.CiliumCIDRGroup{} },
+		func() *v2.CiliumCIDRGroupList { return &v2.CiliumCIDRGroupList{} },
+		func(dst, src *v2.CiliumCIDRGroupList) { dst.ListMeta = src.ListMeta },
+		func(l *v2.CiliumCIDRGroupList) []*v2.CiliumCIDRGroup { return gentype.ToPointerSlice(l.Items) },
+		func(l *v2.CiliumCIDRGroupList, items []*v2.CiliumCIDRGroup) {
+			l.Items = gentype.FromPointerSlice(items)
+		})
+}
+
 type fakeV2alpha1 struct{ f *k8stesting.Fake }
 
 func (c fakeV2alpha1) CiliumEndpointSlices() CiliumEndpointSliceInterface {

@@ -61,6 +61,11 @@ func NewCiliumClusterwideNetworkPolicyInformer(c Interface, resync time.Duration
 	return NewInformer(c, c.CiliumV2().CiliumClusterwideNetworkPolicies(), &v2.CiliumClusterwideNetworkPolicy{}, resync, indexers)
 }
 
+// NewCiliumCIDRGroupInformer watches CiliumCIDRGroups.
+func NewCiliumCIDRGroupInformer(c Interface, resync time.Duration, indexers cache.Indexers) cache.SharedIndexInformer {
+	return NewInformer(c, c.CiliumV2().CiliumCIDRGroups(), &v2.CiliumCIDRGroup{}, resync, indexers)
+}
+
 // NewCiliumEndpointSliceInformer watches CiliumEndpointSlices.
 func NewCiliumEndpointSliceInformer(c Interface, resync time.Duration, indexers cache.Indexers) cache.SharedIndexInformer {
 	return NewInformer(c, c.CiliumV2alpha1().CiliumEndpointSlices(), &v2alpha1.CiliumEndpointSlice{}, resync, indexers)
@@ -74,6 +79,7 @@ type (
 	CiliumNetworkPolicyLister            = listers.ResourceIndexer[*v2.CiliumNetworkPolicy]
 	CiliumClusterwideNetworkPolicyLister = listers.ResourceIndexer[*v2.CiliumClusterwideNetworkPolicy]
 	CiliumEndpointSliceLister            = listers.ResourceIndexer[*v2alpha1.CiliumEndpointSlice]
+	CiliumCIDRGroupLister                = listers.ResourceIndexer[*v2.CiliumCIDRGroup]
 )
 
 // NewLister returns a lister over an informer's indexer for resource (a plural

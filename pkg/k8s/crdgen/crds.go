@@ -26,6 +26,10 @@ type Kind struct {
 	Scope      apiextensionsv1.ResourceScope
 	Status     bool // status subresource
 	Columns    []apiextensionsv1.CustomResourceColumnDefinition
+	// Deprecated are older versions still served with the same schema,
+	// neither stored nor converted (the API server only rewrites
+	// apiVersion between versions of one schema).
+	Deprecated []string
 }
 
 // Kinds are the resources cilium-go serves, with Cilium's names.
@@ -78,6 +82,14 @@ var Kinds = []Kind{
 			{Name: "InternalIP", Type: "string", JSONPath: `.spec.addresses[?(@.type=="InternalIP")].ip`},
 			{Name: "Age", Type: "date", JSONPath: ".metadata.creationTimestamp"},
 		},
+	},
+	{
+		// Cilium 1.20 stores v2 and still serves v2alpha1, which
+		// policies written for older releases (and cilium-cli's
+		// connectivity test) apply.
+		Type: reflect.TypeFor[v2.CiliumCIDRGroup](), Version: v2.Version, Kind: v2.CCGKindDefinition,
+		Plural: v2.CCGPluralName, Singular: "ciliumcidrgroup", ShortNames: []string{"ccg"},
+		Categories: []string{"cilium"}, Scope: apiextensionsv1.ClusterScoped, Deprecated: []string{v2alpha1.Version},
 	},
 	{
 		Type: reflect.TypeFor[v2alpha1.CiliumEndpointSlice](), Version: v2alpha1.Version, Kind: v2alpha1.CESKindDefinition,
@@ -139,6 +151,12 @@ func Build(r *Reflector, k Kind) (*apiextensionsv1.CustomResourceDefinition, err
 	if k.Status {
 		v.Subresources = &apiextensionsv1.CustomResourceSubresources{Status: &apiextensionsv1.CustomResourceSubresourceStatus{}}
 	}
+	versions := []apiextensionsv1.CustomResourceDefinitionVersion{v}
+	for _, name := range k.Deprecated {
+		old := *v.DeepCopy()
+		old.Name, old.Storage, old.Deprecated = name, false, true
+		versions = append(versions, old)
+	}
 	return &apiextensionsv1.CustomResourceDefinition{
 		TypeMeta: metav1.TypeMeta{APIVersion: "apiextensions.k8s.io/v1", Kind: "CustomResourceDefinition"},
 		ObjectMeta: metav1.ObjectMeta{
@@ -152,7 +170,7 @@ func Build(r *Reflector, k Kind) (*apiextensionsv1.CustomResourceDefinition, err
 				ShortNames: k.ShortNames, Categories: k.Categories,
 			},
 			Scope:    k.Scope,
-			Versions: []apiextensionsv1.CustomResourceDefinitionVersion{v},
+			Versions: versions,
 		},
 	}, nil
 }

@@ -198,10 +198,37 @@ func ParseCIDR(c CIDR) (netip.Prefix, error) {
 
 func (r *CIDRRule) validate(path *field.Path) field.ErrorList {
 	var errs field.ErrorList
-	if (r.Cidr == "") == (r.CIDRGroupRef == "") {
-		errs = append(errs, field.Invalid(path.Child("cidr"), string(r.Cidr), "exactly one of cidr or cidrGroupRef is required"))
+	var set []string
+	if r.Cidr != "" {
+		set = append(set, "cidr")
 	}
+	if r.CIDRGroupRef != "" {
+		set = append(set, "cidrGroupRef")
+	}
+	if r.CIDRGroupSelector != nil {
+		set = append(set, "cidrGroupSelector")
+	}
+	switch len(set) {
+	case 0:
+		return append(errs, field.Required(path.Child("cidr"), "one of cidr, cidrGroupRef or cidrGroupSelector is required"))
+	case 1:
+	default:
+		return append(errs, field.Invalid(path.Child(set[1]), "", "only one of cidr, cidrGroupRef or cidrGroupSelector may be set, not "+strings.Join(set, " and ")))
+	}
+	if r.CIDRGroupRef != "" {
+		for _, msg := range validation.IsDNS1123Subdomain(r.CIDRGroupRef) {
+			errs = append(errs, field.Invalid(path.Child("cidrGroupRef"), r.CIDRGroupRef, msg))
+		}
+	}
+	errs = append(errs, r.CIDRGroupSelector.validate(path.Child("cidrGroupSelector"))...)
 	if r.Cidr == "" {
+		// The group's prefixes are known only when the rule is resolved:
+		// an except applies to those it falls in, as in Cilium.
+		for i, ex := range r.ExceptCIDRs {
+			if _, err := ParseCIDR(ex); err != nil {
+				errs = append(errs, field.Invalid(path.Child("except").Index(i), string(ex), err.Error()))
+			}
+		}
 		return errs
 	}
 	base, err := ParseCIDR(r.Cidr)

@@ -48,6 +48,18 @@ egress:
 egressDeny:
 - toServices:
   - k8sService: {serviceName: db}`,
+		"cidr groups": `
+endpointSelector: {matchLabels: {kind: client}}
+egressDeny:
+- toCIDRSet:
+  - cidrGroupRef: cilium-test-external-cidr
+    except: [192.0.2.1/32, "2001:db8::1/128"]
+  - cidrGroupSelector: {matchLabels: {destination: external}}
+ingress:
+- fromCIDRSet:
+  - cidrGroupSelector:
+      matchExpressions: [{key: team, operator: In, values: [a, b]}]
+    except: [10.0.0.1]`,
 		"host policy": `
 nodeSelector: {matchLabels: {"node-role.kubernetes.io/control-plane": ""}}
 ingress:
@@ -75,6 +87,18 @@ func TestDecodeRuleErrors(t *testing.T) {
 		{"bad cidr", `{endpointSelector: {}, egress: [{toCIDR: [10.0.0.0/33]}]}`, "spec.egress[0].toCIDR[0]"},
 		{"except outside", `{endpointSelector: {}, egress: [{toCIDRSet: [{cidr: 10.0.0.0/8, except: [11.0.0.0/16]}]}]}`,
 			"spec.egress[0].toCIDRSet[0].except[0]"},
+		{"empty cidr rule", `{endpointSelector: {}, egress: [{toCIDRSet: [{except: [10.0.0.0/8]}]}]}`,
+			"spec.egress[0].toCIDRSet[0].cidr: Required value: one of cidr, cidrGroupRef or cidrGroupSelector is required"},
+		{"cidr and group", `{endpointSelector: {}, egress: [{toCIDRSet: [{cidr: 10.0.0.0/8, cidrGroupRef: g}]}]}`,
+			"spec.egress[0].toCIDRSet[0].cidrGroupRef: Invalid value: \"\": only one of cidr, cidrGroupRef or cidrGroupSelector may be set, not cidr and cidrGroupRef"},
+		{"group and selector", `{endpointSelector: {}, ingressDeny: [{fromCIDRSet: [{cidrGroupRef: g, cidrGroupSelector: {}}]}]}`,
+			"spec.ingressDeny[0].fromCIDRSet[0].cidrGroupSelector: Invalid value: \"\": only one of cidr, cidrGroupRef or cidrGroupSelector may be set, not cidrGroupRef and cidrGroupSelector"},
+		{"bad group name", `{endpointSelector: {}, egressDeny: [{toCIDRSet: [{cidrGroupRef: Not_A_Name}]}]}`,
+			"spec.egressDeny[0].toCIDRSet[0].cidrGroupRef: Invalid value: \"Not_A_Name\""},
+		{"bad group selector", `{endpointSelector: {}, ingress: [{fromCIDRSet: [{cidrGroupSelector: {matchExpressions: [{key: a, operator: Has}]}}]}]}`,
+			"spec.ingress[0].fromCIDRSet[0].cidrGroupSelector.matchExpressions[0].operator"},
+		{"bad group except", `{endpointSelector: {}, egress: [{toCIDRSet: [{cidrGroupRef: g, except: [10.0.0.0/40]}]}]}`,
+			"spec.egress[0].toCIDRSet[0].except[0]: Invalid value: \"10.0.0.0/40\""},
 		{"port too big", `{endpointSelector: {}, ingress: [{toPorts: [{ports: [{port: "70000"}]}]}]}`,
 			"spec.ingress[0].toPorts[0].ports[0].port"},
 		{"range backwards", `{endpointSelector: {}, ingress: [{toPorts: [{ports: [{port: "90", endPort: 80}]}]}]}`,

@@ -26,6 +26,8 @@ const (
 	CEPPluralName       = "ciliumendpoints"
 	CNKindDefinition    = "CiliumNode"
 	CNPluralNameForNode = "ciliumnodes"
+	CCGKindDefinition   = "CiliumCIDRGroup"
+	CCGPluralName       = "ciliumcidrgroups"
 )
 
 // Resource returns the group-qualified resource for a plural name.
@@ -47,6 +49,7 @@ func addKnownTypes(scheme *runtime.Scheme) error {
 		&CiliumIdentity{}, &CiliumIdentityList{},
 		&CiliumEndpoint{}, &CiliumEndpointList{},
 		&CiliumNode{}, &CiliumNodeList{},
+		&CiliumCIDRGroup{}, &CiliumCIDRGroupList{},
 	)
 	metav1.AddToGroupVersion(scheme, SchemeGroupVersion)
 	return nil
