@@ -9,8 +9,10 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/netip"
 	"os"
 	"os/signal"
+	"strconv"
 	"syscall"
 	"time"
 
@@ -37,6 +39,7 @@ func main() {
 type config struct {
 	peerService            string
 	listenAddress          string
+	localListenAddress     string
 	healthListenAddress    string
 	clusterName            string
 	dialTimeout            time.Duration
@@ -63,7 +66,10 @@ func newCommand(c *config) *cobra.Command {
 	fs := serve.Flags()
 	fs.StringVar(&c.peerService, "peer-service", "unix:///var/run/cilium/hubble.sock",
 		"the Peer service that lists the nodes: unix:///path or host:port (in Kubernetes the hubble-peer Service)")
-	fs.StringVar(&c.listenAddress, "listen-address", ":4245", "where the relay serves")
+	fs.StringVar(&c.listenAddress, "listen-address", ":4245", "where the relay serves, with the server TLS below")
+	fs.StringVar(&c.localListenAddress, "local-listen-address", "",
+		"a loopback address where the relay also serves, in plaintext, for what runs in its network namespace "+
+			"(such as a port-forward: `cilium hubble port-forward`); empty: nowhere")
 	fs.StringVar(&c.healthListenAddress, "health-listen-address", ":4222",
 		"where the relay serves gRPC's health service alone, in plaintext, for probes (empty: nowhere)")
 	fs.StringVar(&c.clusterName, "cluster-name", "default", "the cluster's name, part of the names in the Hubble servers' certificates")
@@ -111,7 +117,7 @@ func (c *config) clientTLS(log *slog.Logger) (*tls.Config, error) {
 // --tls-relay-client-ca-files; renewed files are read at the next
 // handshake. Plaintext only when asked for.
 func (c *config) serverOptions(log *slog.Logger) ([]grpc.ServerOption, error) {
-	opts := []grpc.ServerOption{grpc.StreamInterceptor(c.limits.StreamInterceptor())}
+	var opts []grpc.ServerOption
 	if c.disableServerTLS {
 		if len(c.clientCAFiles) > 0 {
 			return nil, fmt.Errorf("--tls-relay-client-ca-files needs server TLS: drop --disable-server-tls")
@@ -137,7 +143,34 @@ func (c *config) validate() error {
 	if c.dialTimeout <= 0 || c.retryTimeout <= 0 || c.sortBufferDrainTimeout <= 0 {
 		return fmt.Errorf("--dial-timeout, --retry-timeout and --sort-buffer-drain-timeout must be positive")
 	}
+	if err := c.validateLocalListenAddress(); err != nil {
+		return err
+	}
 	return c.limits.Validate()
+}
+
+// validateLocalListenAddress keeps the plaintext listener off the
+// network: only a loopback address, and not the port of a --listen-address
+// that takes every address (the two would collide; the network listener
+// belongs on the pod's IP then).
+func (c *config) validateLocalListenAddress() error {
+	if c.localListenAddress == "" {
+		return nil
+	}
+	local, err := netip.ParseAddrPort(c.localListenAddress)
+	if err != nil || !local.Addr().IsLoopback() {
+		return fmt.Errorf("--local-listen-address %q: want a loopback address and port, such as 127.0.0.1:4245 "+
+			"(it serves in plaintext, without TLS, so it must not be reachable from the network)", c.localListenAddress)
+	}
+	host, port, err := net.SplitHostPort(c.listenAddress)
+	if err != nil {
+		return fmt.Errorf("--listen-address %q: %w", c.listenAddress, err)
+	}
+	if ip, err := netip.ParseAddr(host); (host == "" || err == nil && ip.IsUnspecified()) && port == strconv.Itoa(int(local.Port())) {
+		return fmt.Errorf("--listen-address %q takes every address, --local-listen-address's port %d too: "+
+			"give --listen-address the pod's IP (such as $(POD_IP):%s)", c.listenAddress, local.Port(), port)
+	}
+	return nil
 }
 
 func (c *config) run(ctx context.Context) error {
@@ -150,6 +183,13 @@ func (c *config) run(ctx context.Context) error {
 		return fmt.Errorf("--listen-address: %w", err)
 	}
 	defer ln.Close()
+	var localLn net.Listener
+	if c.localListenAddress != "" {
+		if localLn, err = net.Listen("tcp", c.localListenAddress); err != nil {
+			return fmt.Errorf("--local-listen-address: %w", err)
+		}
+		defer localLn.Close()
+	}
 	var healthLn net.Listener
 	if c.healthListenAddress != "" {
 		if healthLn, err = net.Listen("tcp", c.healthListenAddress); err != nil {
@@ -157,12 +197,12 @@ func (c *config) run(ctx context.Context) error {
 		}
 		defer healthLn.Close()
 	}
-	return c.serve(ctx, log, ln, healthLn)
+	return c.serve(ctx, log, ln, localLn, healthLn)
 }
 
-// serve runs the relay on ln, and its health service alone on healthLn
-// (if any), until ctx ends.
-func (c *config) serve(ctx context.Context, log *slog.Logger, ln, healthLn net.Listener) error {
+// serve runs the relay on ln, in plaintext on localLn (if any), and its
+// health service alone on healthLn (if any), until ctx ends.
+func (c *config) serve(ctx context.Context, log *slog.Logger, ln, localLn, healthLn net.Listener) error {
 	clientTLS, err := c.clientTLS(log)
 	if err != nil {
 		return err
@@ -177,10 +217,24 @@ func (c *config) serve(ctx context.Context, log *slog.Logger, ln, healthLn net.L
 		TLS: clientTLS, DialTimeout: c.dialTimeout, RetryTimeout: c.retryTimeout}, log)
 	hs := health.NewServer()
 	go reportHealth(ctx, pool, hs, healthInterval)
-	srv := grpc.NewServer(opts...)
-	observer.RegisterObserverServer(srv, relay.NewServer(pool, "cilium-go", c.sortBufferLenMax, c.sortBufferDrainTimeout))
-	healthpb.RegisterHealthServer(srv, hs)
+	// One Observer, one health and one count of streams behind both
+	// listeners: they differ only in TLS.
+	obs := relay.NewServer(pool, "cilium-go", c.sortBufferLenMax, c.sortBufferDrainTimeout)
+	limit := grpc.StreamInterceptor(c.limits.StreamInterceptor())
+	newServer := func(opts ...grpc.ServerOption) *grpc.Server {
+		s := grpc.NewServer(append(opts, limit)...)
+		observer.RegisterObserverServer(s, obs)
+		healthpb.RegisterHealthServer(s, hs)
+		return s
+	}
+	srv := newServer(opts...)
 	go pool.Run(ctx)
+	if localLn != nil {
+		local := newServer()
+		go local.Serve(localLn)
+		defer local.Stop()
+		log.Info("hubble-relay serving in plaintext on loopback", "address", localLn.Addr().String())
+	}
 	if healthLn != nil {
 		// The kubelet's gRPC probes speak no TLS.
 		probes := grpc.NewServer()

@@ -35,31 +35,45 @@ func configOf(t *testing.T, args ...string) *config {
 	return c
 }
 
-// startRelay serves c on loopback ports and returns the relay's address
-// and its health port's.
-func startRelay(t *testing.T, c *config) (string, string) {
+// listen listens on a free loopback port.
+func listen(t *testing.T) net.Listener {
 	t.Helper()
-	if err := c.validate(); err != nil {
-		t.Fatal(err)
-	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	healthLn, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
+	return ln
+}
+
+// startRelay serves c on loopback ports and returns the relay's address
+// and its health port's.
+func startRelay(t *testing.T, c *config) (string, string) {
+	t.Helper()
+	addr, _, healthAddr := startRelayWithLocal(t, c, nil)
+	return addr, healthAddr
+}
+
+// startRelayWithLocal is startRelay that also serves on localLn, and
+// returns its address too.
+func startRelayWithLocal(t *testing.T, c *config, localLn net.Listener) (addr, localAddr, healthAddr string) {
+	t.Helper()
+	if err := c.validate(); err != nil {
 		t.Fatal(err)
+	}
+	ln, healthLn := listen(t), listen(t)
+	if localLn != nil {
+		localAddr = localLn.Addr().String()
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- c.serve(ctx, slog.New(slog.DiscardHandler), ln, healthLn) }()
+	go func() { done <- c.serve(ctx, slog.New(slog.DiscardHandler), ln, localLn, healthLn) }()
 	t.Cleanup(func() {
 		cancel()
 		if err := <-done; err != nil {
 			t.Errorf("serve: %v", err)
 		}
 	})
-	return ln.Addr().String(), healthLn.Addr().String()
+	return ln.Addr().String(), localAddr, healthLn.Addr().String()
 }
 
 // status asks the relay at addr for its status over a new connection
@@ -159,6 +173,43 @@ func TestRelayRefusesClientsWithoutTheCAsCertificate(t *testing.T) {
 	}
 }
 
+// TestRelayServesPlaintextOnLoopback: with --local-listen-address the
+// relay serves the same API in plaintext there (a port-forward's
+// `hubble observe`), with the Observer's health, while its network
+// listener still refuses a client in plaintext or without a certificate.
+func TestRelayServesPlaintextOnLoopback(t *testing.T) {
+	dir := t.TempDir()
+	ca := testenv.NewPKI(t, dir, "ca")
+	ca.Issue(t, "relay-server", x509.ExtKeyUsageServerAuth, []string{"*.hubble-relay.cilium.io"})
+	localLn := listen(t)
+	addr, localAddr, _ := startRelayWithLocal(t, configOf(t, "--peer-service=unix://"+ca.Path("no.sock"), "--disable-client-tls",
+		"--listen-address=10.0.0.5:4245", "--local-listen-address="+localLn.Addr().String(),
+		"--tls-relay-server-cert-file="+ca.Path("relay-server.crt"), "--tls-relay-server-key-file="+ca.Path("relay-server.key"),
+		"--tls-relay-client-ca-files="+ca.Path("ca.crt")), localLn)
+
+	if err := status(localAddr, insecure.NewCredentials()); err != nil {
+		t.Errorf("plaintext on the loopback listener: %v", err)
+	}
+	conn, err := grpc.NewClient(localAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if resp, err := healthpb.NewHealthClient(conn).Check(ctx, &healthpb.HealthCheckRequest{Service: relay.HealthServiceName}); err != nil ||
+		resp.GetStatus() != healthpb.HealthCheckResponse_NOT_SERVING {
+		t.Errorf("health of %s on the loopback listener, without nodes: %v, %v", relay.HealthServiceName, resp, err)
+	}
+
+	noCert := credentials.NewTLS(&tls.Config{RootCAs: pool(t, ca.Path("ca.crt")), ServerName: "hubble.hubble-relay.cilium.io", MinVersion: tls.VersionTLS13})
+	for name, creds := range map[string]credentials.TransportCredentials{"in plaintext": insecure.NewCredentials(), "without a certificate": noCert} {
+		if err := status(addr, creds); err == nil {
+			t.Errorf("the network listener served a client %s", name)
+		}
+	}
+}
+
 // copyFile replaces dst by a new file, as Kubernetes swaps a Secret's.
 func copyFile(t *testing.T, src, dst string) {
 	t.Helper()
@@ -192,6 +243,17 @@ func TestServerTLSFlags(t *testing.T) {
 		{[]string{"--disable-server-tls", "--tls-relay-client-ca-files=" + ca.Path("ca.crt")}, "needs server TLS"},
 		{[]string{"--max-concurrent-streams=0"}, "--max-concurrent-streams 0"},
 		{[]string{"--max-concurrent-streams=8", "--max-concurrent-streams-per-client=9"}, "--max-concurrent-streams-per-client 9"},
+		// The plaintext listener stays on loopback, and off the network
+		// listener's port when that one takes every address.
+		{[]string{cert, key, "--listen-address=10.0.0.5:4245", "--local-listen-address=127.0.0.1:4245"}, ""},
+		{[]string{cert, key, "--listen-address=[fd00::5]:4245", "--local-listen-address=[::1]:4245"}, ""},
+		{[]string{cert, key, "--local-listen-address=127.0.0.1:4246"}, ""},
+		{[]string{cert, key, "--local-listen-address=127.0.0.1:4245"}, "--listen-address \":4245\" takes every address"},
+		{[]string{cert, key, "--listen-address=0.0.0.0:4245", "--local-listen-address=127.0.0.1:4245"}, "$(POD_IP):4245"},
+		{[]string{cert, key, "--local-listen-address=0.0.0.0:4245"}, "--local-listen-address \"0.0.0.0:4245\": want a loopback address"},
+		{[]string{cert, key, "--local-listen-address=10.0.0.5:4245"}, "must not be reachable from the network"},
+		{[]string{cert, key, "--local-listen-address=:4245"}, "--local-listen-address"},
+		{[]string{cert, key, "--local-listen-address=localhost:4245"}, "--local-listen-address"},
 	} {
 		c := configOf(t, tc.args...)
 		err := c.validate()

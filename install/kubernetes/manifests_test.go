@@ -395,8 +395,10 @@ func argOf(c *corev1.Container, flag string) string {
 }
 
 // TestRelayPorts: the hubble-relay Service is on Cilium's port for TLS,
-// 443, to the port the relay serves on; the kubelet's gRPC probes, which
-// speak no TLS, go to its plaintext health port.
+// 443, to the port the relay serves on with TLS, on the pod's IP (from the
+// downward API); the same port on the pod's loopback serves port-forwards
+// in plaintext; the kubelet's gRPC probes, which speak no TLS, go to its
+// plaintext health port.
 func TestRelayPorts(t *testing.T) {
 	relay := mustObject[*appsv1.Deployment](t, "hubble-relay")
 	c, err := findContainer(&relay.Spec.Template.Spec, "hubble-relay")
@@ -411,8 +413,19 @@ func TestRelayPorts(t *testing.T) {
 	i := slices.IndexFunc(c.Ports, func(p corev1.ContainerPort) bool {
 		return p.Name == target.String() || int(p.ContainerPort) == target.IntValue()
 	})
-	if i < 0 || argOf(c, "--listen-address") != ":"+strconv.Itoa(int(c.Ports[i].ContainerPort)) {
-		t.Errorf("the Service targets %s; the relay listens on %q", target.String(), argOf(c, "--listen-address"))
+	port := ""
+	if i >= 0 {
+		port = strconv.Itoa(int(c.Ports[i].ContainerPort))
+	}
+	if i < 0 || argOf(c, "--listen-address") != "$(POD_IP):"+port {
+		t.Errorf("the Service targets %s; the relay listens on %q, want the pod's IP", target.String(), argOf(c, "--listen-address"))
+	}
+	if got := argOf(c, "--local-listen-address"); got != "127.0.0.1:"+port {
+		t.Errorf("--local-listen-address %q, want the Service's target port on loopback, 127.0.0.1:%s", got, port)
+	}
+	if i := slices.IndexFunc(c.Env, func(e corev1.EnvVar) bool { return e.Name == "POD_IP" }); i < 0 ||
+		c.Env[i].ValueFrom == nil || c.Env[i].ValueFrom.FieldRef == nil || c.Env[i].ValueFrom.FieldRef.FieldPath != "status.podIP" {
+		t.Errorf("env %+v has no POD_IP from status.podIP", c.Env)
 	}
 	health := argOf(c, "--health-listen-address")
 	for name, p := range map[string]*corev1.Probe{"readiness": c.ReadinessProbe, "liveness": c.LivenessProbe} {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -88,8 +89,9 @@ func (l *Lab) upstream(s hubbleServer, timeout time.Duration, args ...string) (s
 // TestPrivilegedSmokeHubbleUpstream: Cilium's hubble CLI, unchanged,
 // against a node's socket and through the relay: status (the gRPC health
 // service), observe in every output (field masks), filters, the time
-// window, nodes, namespaces, peers, agent and debug events, and the
-// exporter's file read back with --input-file.
+// window, nodes, namespaces, through a port-forward to the relay in
+// plaintext, peers, agent and debug events, and the exporter's file read
+// back with --input-file.
 func TestPrivilegedSmokeHubbleUpstream(t *testing.T) {
 	upstreamHubble(t)
 	lab := StartLab(t, "hubup", "--nodes", "2", "--cni=cilium", "--hubble-export")
@@ -272,6 +274,8 @@ func TestPrivilegedSmokeHubbleUpstream(t *testing.T) {
 		})
 	}
 
+	t.Run("port-forward", func(t *testing.T) { relayPortForward(t, lab, node) })
+
 	// Peers come from a node's Peer service (the relay serves none),
 	// with the addresses where the relay reaches them; a node whose Node
 	// object goes is told gone.
@@ -308,5 +312,59 @@ func TestPrivilegedSmokeHubbleUpstream(t *testing.T) {
 		"--pod", clientPod, "--verdict", "FORWARDED")
 	if err != nil || !strings.Contains(out, client.name) || !strings.Contains(out, "FORWARDED") {
 		t.Errorf("hubble observe --input-file: %v\n%s", err, out)
+	}
+}
+
+// relayPortForward is `cilium hubble port-forward` and `hubble observe`
+// as a user runs them on their machine: kubectl port-forward to the first
+// port of the hubble-relay Service, then the upstream CLI in plaintext on
+// localhost (the relay's loopback listener, which the port-forward
+// reaches in the pod). The relay's pod IP serves no plaintext to a node.
+func relayPortForward(t *testing.T, lab *Lab, node string) {
+	var svc struct {
+		Spec struct{ Ports []struct{ Port int } }
+	}
+	lab.KubectlJSON(&svc, "-n", "kube-system", "get", "service", "hubble-relay")
+	if len(svc.Spec.Ports) == 0 {
+		t.Fatal("the hubble-relay Service has no port")
+	}
+	local := freePort(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	fwd := exec.CommandContext(ctx, filepath.Join(*binDir, "kubectl"), "-n", "kube-system", "port-forward", "--address", "127.0.0.1",
+		"svc/hubble-relay", fmt.Sprintf("%d:%d", local, svc.Spec.Ports[0].Port))
+	fwd.Env = append(os.Environ(), "KUBECONFIG="+lab.Kubeconfig)
+	var fwdOut strings.Builder
+	fwd.Stdout, fwd.Stderr = &fwdOut, &fwdOut
+	if err := fwd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cancel()
+		fwd.Wait()
+		t.Logf("kubectl port-forward:\n%s", fwdOut.String())
+	})
+	hubble := func(args ...string) (string, error) {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		out, err := exec.CommandContext(ctx, upstreamHubble(t), append(args, "--server", fmt.Sprintf("localhost:%d", local))...).CombinedOutput()
+		return string(out), err
+	}
+	testenv.Eventually(t, time.Minute, func() error {
+		out, err := hubble("status")
+		if err != nil || !strings.Contains(out, "Healthcheck (via") || !strings.Contains(out, ": Ok") {
+			return fmt.Errorf("hubble status through the port-forward: %v\n%s", err, out)
+		}
+		return nil
+	})
+	out, err := hubble("observe", "--last", "5", "-o", "json")
+	if n := strings.Count(out, `"flow":`); err != nil || n == 0 {
+		t.Errorf("hubble observe --last 5 through the port-forward: %d flows, %v\n%s", n, err, out)
+	}
+
+	podIP := strings.TrimSpace(lab.Kubectl("-n", "kube-system", "get", "pod", "-l", "k8s-app=hubble-relay",
+		"-o", "jsonpath={.items[0].status.podIP}"))
+	out, err = lab.upstream(hubbleServer{node: node, flags: []string{"--server", net.JoinHostPort(podIP, "4245")}}, 15*time.Second, "status")
+	if err == nil || strings.Contains(out, ": Ok") {
+		t.Errorf("hubble status in plaintext to the relay's pod IP from %s: %v\n%s", node, err, out)
 	}
 }

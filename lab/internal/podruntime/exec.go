@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"syscall"
 
+	"github.com/cilium-go/cilium/lab/internal/netns"
 	"github.com/creack/pty"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/virtual-kubelet/virtual-kubelet/errdefs"
@@ -192,20 +193,27 @@ func (rt *Runtime) GetContainerLogs(ctx context.Context, namespace, podName, con
 
 var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
 
-// PortForward connects stream to port on the pod's IP, dialled from the node's
-// network namespace.
+// PortForward connects stream to port on localhost inside the pod's network
+// namespace (a host-network pod's is the node's), as containerd's CRI does: a
+// listener on the pod's loopback alone is reached, as one on its IP.
 func (rt *Runtime) PortForward(ctx context.Context, namespace, podName string, port int32, stream io.ReadWriteCloser) error {
 	p := rt.lookup(namespace, podName)
 	if p == nil {
 		return errdefs.NotFoundf("pod %s/%s not found", namespace, podName)
 	}
-	f := p.facts()
-	if len(f.PodIPs) == 0 {
-		return errdefs.InvalidInputf("pod %s/%s has no IP", namespace, podName)
+	p.mu.Lock()
+	netnsPath := p.netnsPath
+	p.mu.Unlock()
+	dial := (&net.Dialer{}).DialContext // the runtime runs in the node's namespace
+	if !p.pod.Spec.HostNetwork {
+		if netnsPath == "" {
+			return errdefs.InvalidInputf("pod %s/%s has no network namespace yet", namespace, podName)
+		}
+		dial = netns.Dialer(netnsPath)
 	}
-	conn, err := (&net.Dialer{}).DialContext(ctx, "tcp", net.JoinHostPort(f.PodIPs[0].String(), strconv.Itoa(int(port))))
+	conn, err := dialLocalhost(ctx, dial, port)
 	if err != nil {
-		return fmt.Errorf("dial pod port %d: %w", port, err)
+		return fmt.Errorf("pod %s/%s: %w", namespace, podName, err)
 	}
 	defer conn.Close()
 	defer stream.Close()
@@ -217,6 +225,22 @@ func (rt *Runtime) PortForward(ctx context.Context, namespace, podName string, p
 	case <-ctx.Done():
 	}
 	return nil
+}
+
+// dialLocalhost dials localhost:port over IPv4, then IPv6, as containerd does.
+// One address at a time: a dial of both at once would race them from
+// goroutines outside the namespace.
+func dialLocalhost(ctx context.Context, dial func(context.Context, string, string) (net.Conn, error), port int32) (net.Conn, error) {
+	p := strconv.Itoa(int(port))
+	conn, err4 := dial(ctx, "tcp4", net.JoinHostPort("127.0.0.1", p))
+	if err4 == nil {
+		return conn, nil
+	}
+	conn, err6 := dial(ctx, "tcp6", net.JoinHostPort("::1", p))
+	if err6 == nil {
+		return conn, nil
+	}
+	return nil, fmt.Errorf("dial localhost:%d: %w", port, errors.Join(err4, err6))
 }
 
 // GetStatsSummary is not implemented: the lab does not account resources per pod.

@@ -187,7 +187,7 @@ func TestPrivilegedPodServesAndExecs(t *testing.T) {
 		t.Errorf("node mounts under the pods dir: %v", m)
 	}
 
-	// Port-forward reaches the server through the node's network namespace.
+	// Port-forward reaches the server through the pod's loopback.
 	client, server := net.Pipe()
 	fwdDone := make(chan error, 1)
 	go func() { fwdDone <- rt.PortForward(context.Background(), "default", "web", 8080, server) }()
@@ -344,6 +344,74 @@ func TestPrivilegedHostNetwork(t *testing.T) {
 	if env.net.adds != 0 {
 		t.Errorf("Network.Add called %d times for a host-network pod", env.net.adds)
 	}
+}
+
+// TestPrivilegedPortForwardLoopback: port-forward dials localhost inside the
+// pod's network namespace, as containerd does, so it reaches a server bound
+// to the pod's 127.0.0.1 alone, which the node cannot; a host-network pod's
+// is the node's.
+func TestPrivilegedPortForwardLoopback(t *testing.T) {
+	if !inTestNamespaces(t) {
+		return
+	}
+	lo, err := netlink.LinkByName("lo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := netlink.LinkSetUp(lo); err != nil { // the test's node namespace starts with lo down
+		t.Fatal(err)
+	}
+	env := newTestEnv(t)
+	serving := func(name, reply string, hostNetwork bool) *corev1.Pod {
+		return newPod(name, func(p *corev1.Pod) {
+			p.Spec.HostNetwork = hostNetwork
+			p.Spec.Containers = []corev1.Container{{Name: "socat", Image: socatImage,
+				Args: []string{"TCP-LISTEN:7000,bind=127.0.0.1,fork,reuseaddr", "SYSTEM:echo " + reply}}}
+		})
+	}
+	inPod, onNode := serving("loopback", "in-pod", false), serving("hostnet", "on-node", true)
+	var podIP string
+	for _, p := range []*corev1.Pod{inPod, onNode} {
+		if err := env.rt.CreatePod(context.Background(), p); err != nil {
+			t.Fatal(err)
+		}
+		running := waitPod(t, env.rt, p, "running", func(p *corev1.Pod) bool { return containerStatus(p, "socat").State.Running != nil })
+		if p == inPod {
+			podIP = running.Status.PodIP
+		}
+	}
+	for _, tc := range []struct{ pod, want string }{{"loopback", "in-pod"}, {"hostnet", "on-node"}} {
+		var got string
+		var err error
+		for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+			if got, err = portForward(env.rt, tc.pod, 7000); err == nil {
+				break
+			}
+		}
+		if err != nil || strings.TrimSpace(got) != tc.want {
+			t.Errorf("port-forward to %s: %q %v, want %q", tc.pod, got, err, tc.want)
+		}
+	}
+	if conn, err := net.DialTimeout("tcp", net.JoinHostPort(podIP, "7000"), 2*time.Second); err == nil {
+		conn.Close()
+		t.Error("the node reached the pod's loopback-only server on its IP")
+	}
+	if _, err := portForward(env.rt, "loopback", 7001); err == nil {
+		t.Error("port-forward to a port nothing listens on succeeded")
+	}
+}
+
+// portForward forwards a stream to port of pod name and returns what came back.
+func portForward(rt *Runtime, name string, port int32) (string, error) {
+	client, server := net.Pipe()
+	defer client.Close()
+	errc := make(chan error, 1)
+	go func() {
+		errc <- rt.PortForward(context.Background(), "default", name, port, server)
+		server.Close()
+	}()
+	out, _ := io.ReadAll(client)
+	return string(out), <-errc
 }
 
 func readlink(t *testing.T, p string) string {
