@@ -11,7 +11,6 @@ import (
 	"strconv"
 	"syscall"
 
-	"github.com/cilium-go/cilium/lab/internal/netns"
 	"github.com/creack/pty"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/virtual-kubelet/virtual-kubelet/errdefs"
@@ -19,6 +18,8 @@ import (
 	"golang.org/x/sys/unix"
 	statsv1alpha1 "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 	utilexec "k8s.io/utils/exec"
+
+	"github.com/cilium-go/cilium/lab/internal/netns"
 )
 
 // findContainer returns a pod's running container and the sandbox pid to enter.
