@@ -23,15 +23,16 @@ import (
 )
 
 // labBinDir returns the directory of built lab binaries (LAB_BIN_DIR, or the
-// repository's bin/), or skips.
-func labBinDir(t *testing.T) string {
+// repository's bin/), or skips; extra names binaries a test needs besides
+// the lab's own.
+func labBinDir(t *testing.T, extra ...string) string {
 	t.Helper()
 	dir := os.Getenv("LAB_BIN_DIR")
 	if dir == "" {
 		dir = filepath.Join("..", "..", "..", "bin")
 	}
 	dir, _ = filepath.Abs(dir)
-	for _, b := range []string{"cilium-lab", "kube-apiserver", "agnhost", "coredns", "cni/bridge"} {
+	for _, b := range append([]string{"cilium-lab", "kube-apiserver", "agnhost", "coredns", "cni/bridge"}, extra...) {
 		if _, err := os.Stat(filepath.Join(dir, b)); err != nil {
 			t.Skipf("%s is not built: run `make build` or set LAB_BIN_DIR", filepath.Join(dir, b))
 		}

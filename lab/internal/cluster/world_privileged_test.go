@@ -36,15 +36,7 @@ func (l *testLab) kubectl(t *testing.T, args ...string) (string, error) {
 // and by name (the certificate verifies against the lab CA, and only
 // against it); pings come back; the world sees the pod's node, masqueraded.
 func TestPrivilegedWorld(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: brings up a lab")
-	}
-	binDir := labBinDir(t)
-	for _, b := range append(ciliumBinaries(), "cilium-dbg", "kubectl") {
-		if _, err := os.Stat(filepath.Join(binDir, b)); err != nil {
-			t.Skipf("%s is not built: run `make build`", filepath.Join(binDir, b))
-		}
-	}
+	labBinDir(t, append(ciliumBinaries(), "cilium-dbg", "kubectl")...)
 	installDir, err := filepath.Abs(filepath.Join("..", "..", "..", "install", "kubernetes"))
 	if err != nil {
 		t.Fatal(err)
