@@ -136,20 +136,28 @@ func (s *Server) Close() {
 }
 
 // Serve answers on every listener until ctx is done or one of them fails.
+//
+// Plain and TLS listeners get a server each: net/http settles HTTP/2 once per
+// server, on whichever Serve or ServeTLS runs first, so a server shared by both
+// kinds would sometimes offer h2 in ALPN and then drop the connections that
+// take it, with nothing logged.
 func (s *Server) Serve(ctx context.Context, log *slog.Logger) error {
-	srv := &http.Server{
-		Handler:           http.HandlerFunc(answer),
-		ReadHeaderTimeout: 30 * time.Second,
-		IdleTimeout:       time.Minute,
-		TLSConfig:         s.tls,
-		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	newServer := func(tlsConfig *tls.Config) *http.Server {
+		return &http.Server{
+			Handler:           http.HandlerFunc(answer),
+			ReadHeaderTimeout: 30 * time.Second,
+			IdleTimeout:       time.Minute,
+			TLSConfig:         tlsConfig,
+			ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+		}
 	}
+	plain, secure := newServer(nil), newServer(s.tls)
 	errs := make(chan error, len(s.http)+len(s.https))
 	for _, ln := range s.http {
-		go func() { errs <- srv.Serve(ln) }()
+		go func() { errs <- plain.Serve(ln) }()
 	}
 	for _, ln := range s.https {
-		go func() { errs <- srv.ServeTLS(ln, "", "") }()
+		go func() { errs <- secure.ServeTLS(ln, "", "") }()
 	}
 	log.Info("serving the world", "http", s.HTTPAddrs(), "https", s.HTTPSAddrs())
 	var err error
@@ -159,7 +167,8 @@ func (s *Server) Serve(ctx context.Context, log *slog.Logger) error {
 	}
 	sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	srv.Shutdown(sctx)
+	plain.Shutdown(sctx)
+	secure.Shutdown(sctx)
 	if errors.Is(err, http.ErrServerClosed) {
 		err = nil
 	}
