@@ -1,0 +1,143 @@
+package tables
+
+import (
+	"github.com/cilium/hive/cell"
+	"github.com/cilium/hive/job"
+	"github.com/cilium/statedb"
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+
+	"github.com/cilium-go/cilium/pkg/health"
+	v2 "github.com/cilium-go/cilium/pkg/k8s/apis/cilium.io/v2"
+)
+
+// Cell provides a read-only statedb.Table for every watched kind and
+// fills each with its reflector when *Clients is there. Without
+// Kubernetes (no *Clients) the tables stay empty, and initialized.
+var Cell = cell.Module("k8s-tables", "Kubernetes objects as tables filled by reflectors",
+	health.JobGroup,
+	cell.ProvidePrivate(NewRW),
+	cell.Provide((*RW).readOnly),
+	cell.Invoke(registerReflectors),
+)
+
+// RW are the tables as their reflectors write them.
+type RW struct {
+	Pods             statedb.RWTable[*corev1.Pod]
+	Namespaces       statedb.RWTable[*corev1.Namespace]
+	Nodes            statedb.RWTable[*corev1.Node]
+	Services         statedb.RWTable[*corev1.Service]
+	EndpointSlices   statedb.RWTable[*discoveryv1.EndpointSlice]
+	NetworkPolicies  statedb.RWTable[*networkingv1.NetworkPolicy]
+	CiliumNodes      statedb.RWTable[*v2.CiliumNode]
+	CiliumEndpoints  statedb.RWTable[*v2.CiliumEndpoint]
+	CiliumIdentities statedb.RWTable[*v2.CiliumIdentity]
+	CNPs             statedb.RWTable[*v2.CiliumNetworkPolicy]
+	CCNPs            statedb.RWTable[*v2.CiliumClusterwideNetworkPolicy]
+	CIDRGroups       statedb.RWTable[*v2.CiliumCIDRGroup]
+}
+
+// NewRW creates every table and registers it with db.
+func NewRW(db *statedb.DB) (*RW, error) {
+	var (
+		t   RW
+		err error
+	)
+	create(db, &err, &t.Pods, PodsName)
+	create(db, &err, &t.Namespaces, NamespacesName)
+	create(db, &err, &t.Nodes, NodesName)
+	create(db, &err, &t.Services, ServicesName)
+	create(db, &err, &t.EndpointSlices, EndpointSlicesName, ServiceIndex)
+	create(db, &err, &t.NetworkPolicies, NetworkPoliciesName)
+	create(db, &err, &t.CiliumNodes, CiliumNodesName)
+	create(db, &err, &t.CiliumEndpoints, CiliumEndpointsName, EndpointIPIndex)
+	create(db, &err, &t.CiliumIdentities, CiliumIdentitiesName)
+	create(db, &err, &t.CNPs, CNPsName)
+	create(db, &err, &t.CCNPs, CCNPsName)
+	create(db, &err, &t.CIDRGroups, CIDRGroupsName)
+	if err != nil {
+		return nil, err
+	}
+	return &t, nil
+}
+
+// create makes *dst unless an earlier table failed.
+func create[T Object](db *statedb.DB, err *error, dst *statedb.RWTable[T], name string, secondary ...statedb.Indexer[T]) {
+	if *err == nil {
+		*dst, *err = newTable(db, name, secondary...)
+	}
+}
+
+// RO are the tables as consumers read them.
+type RO struct {
+	cell.Out
+
+	Pods             statedb.Table[*corev1.Pod]
+	Namespaces       statedb.Table[*corev1.Namespace]
+	Nodes            statedb.Table[*corev1.Node]
+	Services         statedb.Table[*corev1.Service]
+	EndpointSlices   statedb.Table[*discoveryv1.EndpointSlice]
+	NetworkPolicies  statedb.Table[*networkingv1.NetworkPolicy]
+	CiliumNodes      statedb.Table[*v2.CiliumNode]
+	CiliumEndpoints  statedb.Table[*v2.CiliumEndpoint]
+	CiliumIdentities statedb.Table[*v2.CiliumIdentity]
+	CNPs             statedb.Table[*v2.CiliumNetworkPolicy]
+	CCNPs            statedb.Table[*v2.CiliumClusterwideNetworkPolicy]
+	CIDRGroups       statedb.Table[*v2.CiliumCIDRGroup]
+}
+
+func (t *RW) readOnly() RO {
+	return RO{
+		Pods: t.Pods, Namespaces: t.Namespaces, Nodes: t.Nodes, Services: t.Services,
+		EndpointSlices: t.EndpointSlices, NetworkPolicies: t.NetworkPolicies, CiliumNodes: t.CiliumNodes,
+		CiliumEndpoints: t.CiliumEndpoints, CiliumIdentities: t.CiliumIdentities,
+		CNPs: t.CNPs, CCNPs: t.CCNPs, CIDRGroups: t.CIDRGroups,
+	}
+}
+
+type reflectorParams struct {
+	cell.In
+
+	Jobs    job.Group
+	DB      *statedb.DB
+	Tables  *RW
+	Clients *Clients `optional:"true"`
+}
+
+func registerReflectors(p reflectorParams) {
+	if p.Clients == nil {
+		return
+	}
+	RegisterAll(p.Jobs, p.DB, p.Tables, p.Clients)
+}
+
+// RegisterAll registers every kind's reflector, one per table. Pods are
+// this node's only: nothing on a node needs the others' pods.
+func RegisterAll(jobs job.Group, db *statedb.DB, t *RW, c *Clients) {
+	kube, cilium := c.Kube, c.Cilium
+	Register(jobs, db, Reflector[*corev1.Pod]{Table: t.Pods, Transform: trim[*corev1.Pod],
+		ListerWatcher: listWatch(kube, kube.CoreV1().Pods(""), onNode(c.NodeName))})
+	Register(jobs, db, Reflector[*corev1.Namespace]{Table: t.Namespaces, Transform: trim[*corev1.Namespace],
+		ListerWatcher: listWatch(kube, kube.CoreV1().Namespaces(), nil)})
+	Register(jobs, db, Reflector[*corev1.Node]{Table: t.Nodes, Transform: trim[*corev1.Node],
+		ListerWatcher: listWatch(kube, kube.CoreV1().Nodes(), nil)})
+	Register(jobs, db, Reflector[*corev1.Service]{Table: t.Services, Transform: trim[*corev1.Service],
+		ListerWatcher: listWatch(kube, kube.CoreV1().Services(""), nil)})
+	Register(jobs, db, Reflector[*discoveryv1.EndpointSlice]{Table: t.EndpointSlices, Transform: trim[*discoveryv1.EndpointSlice],
+		ListerWatcher: listWatch(kube, kube.DiscoveryV1().EndpointSlices(""), nil)})
+	Register(jobs, db, Reflector[*networkingv1.NetworkPolicy]{Table: t.NetworkPolicies, Transform: trim[*networkingv1.NetworkPolicy],
+		ListerWatcher: listWatch(kube, kube.NetworkingV1().NetworkPolicies(""), nil)})
+	Register(jobs, db, Reflector[*v2.CiliumNode]{Table: t.CiliumNodes, Transform: trim[*v2.CiliumNode],
+		ListerWatcher: listWatch(cilium, cilium.CiliumV2().CiliumNodes(), nil)})
+	Register(jobs, db, Reflector[*v2.CiliumEndpoint]{Table: t.CiliumEndpoints, Transform: trim[*v2.CiliumEndpoint],
+		ListerWatcher: listWatch(cilium, cilium.CiliumV2().CiliumEndpoints(""), nil)})
+	Register(jobs, db, Reflector[*v2.CiliumIdentity]{Table: t.CiliumIdentities, Transform: trim[*v2.CiliumIdentity],
+		ListerWatcher: listWatch(cilium, cilium.CiliumV2().CiliumIdentities(), nil)})
+	Register(jobs, db, Reflector[*v2.CiliumNetworkPolicy]{Table: t.CNPs, Transform: trim[*v2.CiliumNetworkPolicy],
+		ListerWatcher: listWatch(cilium, cilium.CiliumV2().CiliumNetworkPolicies(""), nil)})
+	Register(jobs, db, Reflector[*v2.CiliumClusterwideNetworkPolicy]{Table: t.CCNPs, Transform: trim[*v2.CiliumClusterwideNetworkPolicy],
+		ListerWatcher: listWatch(cilium, cilium.CiliumV2().CiliumClusterwideNetworkPolicies(), nil)})
+	Register(jobs, db, Reflector[*v2.CiliumCIDRGroup]{Table: t.CIDRGroups, Transform: trim[*v2.CiliumCIDRGroup],
+		ListerWatcher: listWatch(cilium, cilium.CiliumV2().CiliumCIDRGroups(), nil)})
+}
