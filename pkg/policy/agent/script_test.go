@@ -64,6 +64,7 @@ func runScripts(t *testing.T, newMap func(testing.TB) scriptMap) {
 		m := newMap(t)
 		clients, watchers := agenttest.StartWatchers(t, "node-a", nil)
 		var cookies *policy.Cookies
+		var agent *policyagent.Agent
 		h := health.NewHive(
 			job.Cell, statedb.Cell, health.Cell,
 			policyagent.Cell, policyagent.EngineCell,
@@ -73,7 +74,7 @@ func runScripts(t *testing.T, newMap func(testing.TB) scriptMap) {
 				func() *k8sagent.Watchers { return watchers },
 				func() policyagent.MapSource { return func() policyagent.Map { return m } },
 			),
-			cell.Invoke(func(c *policy.Cookies) { cookies = c }),
+			cell.Invoke(func(c *policy.Cookies, a *policyagent.Agent) { cookies, agent = c, a }),
 		)
 		// "#! --flag=value" lines set the policy cells' flags.
 		for _, a := range args {
@@ -99,9 +100,22 @@ func runScripts(t *testing.T, newMap func(testing.TB) scriptMap) {
 				if err != nil {
 					return nil, err
 				}
-				for _, e := range mergeBlocks(entries) {
+				for _, e := range mergeBlocks(effective(entries)) {
 					lines = append(lines, entryLine(uint16(id), e, cookies))
 				}
+			}
+			return lines2out(lines), nil
+		})
+		cmds["policy/prefixes"] = script.Command(script.CmdUsage{
+			Summary: "the prefixes that rules name, with the CIDR identities the engine gave them for the ipcache",
+		}, func(*script.State, ...string) (script.WaitFunc, error) {
+			var lines []string
+			for _, p := range agent.Prefixes() {
+				in := ""
+				if p.InCluster {
+					in = " in-cluster"
+				}
+				lines = append(lines, fmt.Sprintf("%s %d%s", p.Prefix, p.Identity, in))
 			}
 			return lines2out(lines), nil
 		})
@@ -131,6 +145,42 @@ func lines2out(lines []string) script.WaitFunc {
 		}
 		return strings.Join(lines, "\n") + "\n", "", nil
 	}
+}
+
+// effective is what the datapath enforces of entries: an allow that a
+// deny of the same direction and identity covers is that deny, as the
+// datapath's map holds it (a map in memory holds both).
+func effective(entries []spec.PolicyEntry) []spec.PolicyEntry {
+	var out []spec.PolicyEntry
+	for _, e := range entries {
+		if !e.Deny {
+			for _, d := range entries {
+				if d.Deny && covers(d, e) {
+					e.Deny, e.Cookie = true, d.Cookie
+					break
+				}
+			}
+		}
+		if !slices.Contains(out, e) {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// covers reports whether deny d matches every packet that e does.
+func covers(d, e spec.PolicyEntry) bool {
+	switch {
+	case d.Direction != e.Direction || d.Identity != e.Identity:
+		return false
+	case d.Protocol == 0:
+		return true
+	case d.Protocol != e.Protocol:
+		return false
+	case d.Port == 0:
+		return true
+	}
+	return e.Port != 0 && e.Port >= d.Port && max(e.Port, e.EndPort) <= max(d.Port, d.EndPort)
 }
 
 // mergeBlocks joins entries that differ only in adjacent port ranges:
