@@ -26,8 +26,9 @@ import (
 	"github.com/cilium-go/cilium/pkg/k8s/agent"
 	v2 "github.com/cilium-go/cilium/pkg/k8s/apis/cilium.io/v2"
 	"github.com/cilium-go/cilium/pkg/k8s/client"
-	"github.com/cilium-go/cilium/pkg/policy"
+	policyagent "github.com/cilium-go/cilium/pkg/policy/agent"
 	"github.com/cilium-go/cilium/pkg/policy/api"
+	policyk8s "github.com/cilium-go/cilium/pkg/policy/k8s"
 )
 
 // The churn part runs the agent's policy cells in this process (the
@@ -76,7 +77,7 @@ func churnPolicy(j int) *v2.CiliumClusterwideNetworkPolicy {
 	return &v2.CiliumClusterwideNetworkPolicy{
 		ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("p%d", j)},
 		Status: v2.CiliumNetworkPolicyStatus{Conditions: []v2.NetworkPolicyCondition{
-			{Type: policy.ConditionValid, Status: metav1.ConditionTrue, Reason: "Accepted"}}},
+			{Type: policyk8s.ConditionValid, Status: metav1.ConditionTrue, Reason: "Accepted"}}},
 		Spec: &api.Rule{
 			EndpointSelector: &api.EndpointSelector{MatchLabels: map[string]string{"role": "local"}},
 			Ingress: []api.IngressRule{{
@@ -117,10 +118,10 @@ func churn(ctx context.Context, log *slog.Logger, identities, adds int) (churnRe
 
 	var db *statedb.DB
 	var eps statedb.RWTable[*endpoint.Desired]
-	h := health.NewHive(job.Cell, statedb.Cell, health.Cell, policy.Cell, policy.EngineCell,
+	h := health.NewHive(job.Cell, statedb.Cell, health.Cell, policyagent.Cell, policyagent.EngineCell,
 		cell.Provide(endpoint.NewTable, statedb.RWTable[*endpoint.Desired].ToTable,
 			func() *agent.Clients { return clients }, func() *agent.Watchers { return w },
-			func() policy.MapSource { return func() policy.Map { return maps } }),
+			func() policyagent.MapSource { return func() policyagent.Map { return maps } }),
 		cell.Invoke(func(d *statedb.DB, t statedb.RWTable[*endpoint.Desired]) { db, eps = d, t }),
 	)
 	hlog := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))

@@ -31,7 +31,7 @@ import (
 	"github.com/cilium-go/cilium/pkg/loadbalancer/lbtest"
 	"github.com/cilium-go/cilium/pkg/node"
 	"github.com/cilium-go/cilium/pkg/node/nodetest"
-	"github.com/cilium-go/cilium/pkg/policy"
+	policyagent "github.com/cilium-go/cilium/pkg/policy/agent"
 	"github.com/cilium-go/cilium/pkg/policy/policytest"
 )
 
@@ -51,7 +51,7 @@ func memDatapathCell(dp endpoint.Datapath) cell.Cell {
 			func() server.PodDeviceChecker { return anyDevice{} },
 			func() ipcache.MapSource { return func() ipcache.Map { return ipc } },
 			func() node.Routes { return routes },
-			func() policy.MapSource { return func() policy.Map { return pol } },
+			func() policyagent.MapSource { return func() policyagent.Map { return pol } },
 			func() loadbalancer.MapSource { return func() loadbalancer.Map { return lb } },
 			func() loadbalancer.NodeAddresses { return nil },
 		))

@@ -23,7 +23,7 @@ import (
 	"github.com/cilium-go/cilium/pkg/monitor"
 	"github.com/cilium-go/cilium/pkg/nodedatapath"
 	"github.com/cilium-go/cilium/pkg/paths"
-	"github.com/cilium-go/cilium/pkg/policy"
+	policyagent "github.com/cilium-go/cilium/pkg/policy/agent"
 	"github.com/cilium-go/cilium/pkg/pprof"
 	"github.com/cilium-go/cilium/pkg/runtimeconfig"
 )
@@ -42,22 +42,22 @@ var (
 
 	// ControlPlane: what the agent decides, and the API to ask it.
 	ControlPlane = cell.Group(
-		k8sagent.Cell,       // --enable-k8s, --kubeconfig, --k8s-node-name: clients and watchers (none with Kubernetes off)
-		ipam.Cell,           // --ipam-pod-cidr: pod addresses
-		clusterpool.Cell,    // the pod CIDR from this node's CiliumNode
-		allocator.Cell,      // identities of pods from their labels, following relabels
-		endpoint.Cell,       // endpoints: create, persist, restore; a table that a reconciler programs
-		ciliumendpoint.Cell, // a CiliumEndpoint for every local endpoint
-		ipcache.Cell,        // the ipcache and routes to other nodes' pods: tables that reconcilers program
-		policy.EngineCell,   // --enable-policy: NetworkPolicies and Cilium policies into endpoints' policies
-		policy.Cell,         // endpoints' policies: a table that a reconciler programs
-		policyview.Cell,     // the policy engine's rules, selectors and verdicts for the API
-		loadbalancer.Cell,   // --kube-proxy-replacement: Services as frontends and backends, tables that reconcilers program
-		server.Cell,         // REST API on the unix socket
-		healthcheck.Cell,    // --enable-health-checking, --enable-endpoint-health-checking: the health endpoint, probes of every node, health.sock
-		podLabels,           // the endpoints' labels, for the API
-		runtimeconfig.Cell,  // the agent's configuration where Cilium's tools read it (<run dir>/state/agent-runtime-config.json)
-		cniconf.Cell,        // --write-cni-conf-when-ready: the node's CNI configuration, last
+		k8sagent.Cell,          // --enable-k8s, --kubeconfig, --k8s-node-name: clients and watchers (none with Kubernetes off)
+		ipam.Cell,              // --ipam-pod-cidr: pod addresses
+		clusterpool.Cell,       // the pod CIDR from this node's CiliumNode
+		allocator.Cell,         // identities of pods from their labels, following relabels
+		endpoint.Cell,          // endpoints: create, persist, restore; a table that a reconciler programs
+		ciliumendpoint.Cell,    // a CiliumEndpoint for every local endpoint
+		ipcache.Cell,           // the ipcache and routes to other nodes' pods: tables that reconcilers program
+		policyagent.EngineCell, // --enable-policy: NetworkPolicies and Cilium policies into endpoints' policies
+		policyagent.Cell,       // endpoints' policies: a table that a reconciler programs
+		policyview.Cell,        // the policy engine's rules, selectors and verdicts for the API
+		loadbalancer.Cell,      // --kube-proxy-replacement: Services as frontends and backends, tables that reconcilers program
+		server.Cell,            // REST API on the unix socket
+		healthcheck.Cell,       // --enable-health-checking, --enable-endpoint-health-checking: the health endpoint, probes of every node, health.sock
+		podLabels,              // the endpoints' labels, for the API
+		runtimeconfig.Cell,     // the agent's configuration where Cilium's tools read it (<run dir>/state/agent-runtime-config.json)
+		cniconf.Cell,           // --write-cni-conf-when-ready: the node's CNI configuration, last
 	)
 
 	// Datapath: the kernel side.

@@ -126,6 +126,24 @@ func TestDatapathValuesHaveNoKernelNorKubernetes(t *testing.T) {
 	}
 }
 
+// policyEngine is the pure policy engine: rules, identities and
+// endpoints in, policy map entries out. It must be usable (by tests, by
+// cilium-dbg, by Hubble's parser that names its origins) without a
+// Kubernetes client, statedb, hive or the kernel; translation from
+// Kubernetes is pkg/policy/k8s and the agent's runtime pkg/policy/agent.
+const policyEngine = module + "/pkg/policy"
+
+var policyEngineForbidden = []string{"k8s.io/client-go", "github.com/cilium/statedb", "github.com/cilium/hive",
+	"github.com/cilium/ebpf"}
+
+func TestPolicyEngineIsPure(t *testing.T) {
+	for _, dep := range goList(t, "-deps", policyEngine) {
+		if under(dep, policyEngineForbidden...) {
+			t.Errorf("%s depends on %s", policyEngine, dep)
+		}
+	}
+}
+
 // ciliumAPI are the only packages of Cilium's module that cilium-go may
 // use, all of them API schemas: Hubble's generated gRPC API, so that
 // Hubble's clients work against cilium-go, and the generated models of the

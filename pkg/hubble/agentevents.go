@@ -14,6 +14,7 @@ import (
 	"github.com/cilium-go/cilium/pkg/hubble/parser"
 	"github.com/cilium-go/cilium/pkg/identity"
 	"github.com/cilium-go/cilium/pkg/policy"
+	policyagent "github.com/cilium-go/cilium/pkg/policy/agent"
 )
 
 // agentEventsCapacity is how many agent events a node keeps, in a ring
@@ -36,7 +37,7 @@ func (a *agentEvents) started(at time.Time) {
 }
 
 // policyChanged is a policy's rules set or removed.
-func (a *agentEvents) policyChanged(c policy.PolicyChange) {
+func (a *agentEvents) policyChanged(c policyagent.PolicyChange) {
 	typ := flow.AgentEventType_POLICY_UPDATED
 	if c.Rules == 0 {
 		typ = flow.AgentEventType_POLICY_DELETED
@@ -96,15 +97,15 @@ func (a *agentEvents) watchEndpoints(ctx context.Context, db *statedb.DB, tbl st
 // watchRefusals tells of each endpoint whose policy its map cannot hold
 // (ENDPOINT_REGENERATE_FAILURE, naming the policy), and of each whose
 // policy fits again (ENDPOINT_REGENERATE_SUCCESS).
-func (a *agentEvents) watchRefusals(ctx context.Context, db *statedb.DB, tbl statedb.Table[*policy.EndpointPolicy],
+func (a *agentEvents) watchRefusals(ctx context.Context, db *statedb.DB, tbl statedb.Table[*policyagent.EndpointPolicy],
 	labels func(identity.NumericIdentity) ([]string, bool)) error {
 	refused := map[uint16]policy.Refusal{}
-	regen := func(typ flow.AgentEventType, p *policy.EndpointPolicy, err string) {
+	regen := func(typ flow.AgentEventType, p *policyagent.EndpointPolicy, err string) {
 		ls, _ := labels(p.Identity)
 		a.add(&flow.AgentEvent{Type: typ, Notification: &flow.AgentEvent_EndpointRegenerate{
 			EndpointRegenerate: &flow.EndpointRegenNotification{Id: uint64(p.EndpointID), Labels: ls, Error: err}}})
 	}
-	return follow(ctx, db, tbl, func(ev statedb.Change[*policy.EndpointPolicy], _ bool) {
+	return follow(ctx, db, tbl, func(ev statedb.Change[*policyagent.EndpointPolicy], _ bool) {
 		p := ev.Object
 		prev, was := refused[p.EndpointID]
 		switch {

@@ -14,6 +14,7 @@ import (
 	"github.com/cilium-go/cilium/pkg/hubble/container"
 	"github.com/cilium-go/cilium/pkg/identity"
 	"github.com/cilium-go/cilium/pkg/policy"
+	policyagent "github.com/cilium-go/cilium/pkg/policy/agent"
 )
 
 // An endpoint whose policy its map cannot hold is told of once, naming
@@ -22,7 +23,7 @@ import (
 // it says nothing.
 func TestAgentEventsTellOfRefusals(t *testing.T) {
 	db := statedb.New()
-	tbl, err := policy.NewTable(db)
+	tbl, err := policyagent.NewTable(db)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -42,7 +43,7 @@ func TestAgentEventsTellOfRefusals(t *testing.T) {
 		cancel()
 		<-done
 	})
-	put := func(p *policy.EndpointPolicy) {
+	put := func(p *policyagent.EndpointPolicy) {
 		txn := db.WriteTxn(tbl)
 		if _, _, err := tbl.Insert(txn, p); err != nil {
 			t.Fatal(err)
@@ -60,15 +61,15 @@ func TestAgentEventsTellOfRefusals(t *testing.T) {
 		return out
 	}
 	large := &policy.Refusal{Origin: policy.Origin{Kind: policy.KindCNP, Namespace: "x", Name: "large"}, Max: 16384}
-	put(&policy.EndpointPolicy{EndpointID: 7, Identity: 1000, Revision: 1, Refused: large})
+	put(&policyagent.EndpointPolicy{EndpointID: 7, Identity: 1000, Revision: 1, Refused: large})
 	testenv.Eventually(t, 10*time.Second, func() error {
 		if n := len(events()); n != 1 {
 			return fmt.Errorf("%d events, want the refusal", n)
 		}
 		return nil
 	})
-	put(&policy.EndpointPolicy{EndpointID: 7, Identity: 1000, Revision: 2, Refused: large})
-	put(&policy.EndpointPolicy{EndpointID: 7, Identity: 1000, Revision: 3})
+	put(&policyagent.EndpointPolicy{EndpointID: 7, Identity: 1000, Revision: 2, Refused: large})
+	put(&policyagent.EndpointPolicy{EndpointID: 7, Identity: 1000, Revision: 3})
 	testenv.Eventually(t, 10*time.Second, func() error {
 		evs := events()
 		if len(evs) != 2 {

@@ -51,6 +51,7 @@ import (
 	"github.com/cilium-go/cilium/pkg/monitor"
 	"github.com/cilium-go/cilium/pkg/nodedatapath"
 	"github.com/cilium-go/cilium/pkg/policy"
+	policyagent "github.com/cilium-go/cilium/pkg/policy/agent"
 )
 
 // Cell runs the Hubble server when --enable-hubble is set.
@@ -177,9 +178,9 @@ type params struct {
 	Endpoints statedb.Table[*endpoint.Desired]
 	Watchers  *k8sagent.Watchers `optional:"true"`
 	Cookies   *policy.Cookies
-	Policy    *policy.Agent                            `optional:"true"`
-	Policies  statedb.Table[*policy.EndpointPolicy]    `optional:"true"`
-	Frontends statedb.Table[*loadbalancer.FrontendRow] `optional:"true"`
+	Policy    *policyagent.Agent                         `optional:"true"`
+	Policies  statedb.Table[*policyagent.EndpointPolicy] `optional:"true"`
+	Frontends statedb.Table[*loadbalancer.FrontendRow]   `optional:"true"`
 }
 
 // Version is what ServerStatus reports.

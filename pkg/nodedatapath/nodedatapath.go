@@ -27,7 +27,7 @@ import (
 	"github.com/cilium-go/cilium/pkg/loadbalancer"
 	"github.com/cilium-go/cilium/pkg/node"
 	"github.com/cilium-go/cilium/pkg/paths"
-	"github.com/cilium-go/cilium/pkg/policy"
+	policyagent "github.com/cilium-go/cilium/pkg/policy/agent"
 )
 
 // Cell starts the datapath when the agent starts.
@@ -140,7 +140,7 @@ func (c Config) traces() (datapath.Traces, error) {
 
 // Datapath turns the flags into the datapath's configuration, naming the
 // first bad flag.
-func (c Config) Datapath(p paths.Config, lb loadbalancer.Config, pol policy.MapConfig) (datapath.Config, error) {
+func (c Config) Datapath(p paths.Config, lb loadbalancer.Config, pol policyagent.MapConfig) (datapath.Config, error) {
 	if !c.EnableIPv4 || c.EnableIPv6 {
 		return datapath.Config{}, fmt.Errorf("--enable-ipv4=%t --enable-ipv6=%t: cilium-go is IPv4-only (--enable-ipv4=true --enable-ipv6=false)", c.EnableIPv4, c.EnableIPv6)
 	}
@@ -195,7 +195,7 @@ type nodeParams struct {
 	cell.In
 	Config    Config
 	LB        loadbalancer.Config
-	PolicyMap policy.MapConfig
+	PolicyMap policyagent.MapConfig
 	Paths     paths.Config
 	Log       *slog.Logger
 	Lifecycle cell.Lifecycle
@@ -250,8 +250,8 @@ func asIPCacheMap(n *datapath.Node) ipcache.MapSource {
 }
 
 // asPolicyMap: as asIPCacheMap, for the policy reconciler.
-func asPolicyMap(n *datapath.Node) policy.MapSource {
-	return func() policy.Map {
+func asPolicyMap(n *datapath.Node) policyagent.MapSource {
+	return func() policyagent.Map {
 		if m := n.Maps(); m != nil {
 			return m
 		}
@@ -306,7 +306,7 @@ func newNodeInfo(n *datapath.Node, lc cell.Lifecycle) server.NodeInfo {
 // node's namespace; the uplink and the tunnel device are never a pod's.
 type podDevices struct{ cfg datapath.Config }
 
-func newPodDevices(c Config, p paths.Config, lb loadbalancer.Config, pol policy.MapConfig) (server.PodDeviceChecker, error) {
+func newPodDevices(c Config, p paths.Config, lb loadbalancer.Config, pol policyagent.MapConfig) (server.PodDeviceChecker, error) {
 	cfg, err := c.Datapath(p, lb, pol)
 	return podDevices{cfg: cfg}, err
 }

@@ -13,13 +13,13 @@ import (
 	"github.com/cilium-go/cilium/pkg/api/models"
 	"github.com/cilium-go/cilium/pkg/loadbalancer"
 	"github.com/cilium-go/cilium/pkg/paths"
-	"github.com/cilium-go/cilium/pkg/policy"
+	policyagent "github.com/cilium-go/cilium/pkg/policy/agent"
 )
 
 func TestConfigNamesFlag(t *testing.T) {
 	good := DefaultConfig
 	good.NodeIPv4 = "192.168.1.10"
-	dc, err := good.Datapath(paths.DefaultConfig, loadbalancer.DefaultConfig, policy.DefaultMapConfig)
+	dc, err := good.Datapath(paths.DefaultConfig, loadbalancer.DefaultConfig, policyagent.DefaultMapConfig)
 	if err != nil || dc.Mode != spec.Tunnel || dc.BPFFSDir != "/sys/fs/bpf/cilium" || !dc.Masquerade || !dc.LegacyRouting ||
 		dc.PodDevice != podlink.DeviceVeth {
 		t.Fatalf("%+v %v", dc, err)
@@ -30,7 +30,7 @@ func TestConfigNamesFlag(t *testing.T) {
 	}
 	nk := good
 	nk.DatapathMode = "netkit"
-	if dc, err := nk.Datapath(paths.DefaultConfig, loadbalancer.DefaultConfig, policy.DefaultMapConfig); err != nil || dc.PodDevice != podlink.DeviceNetkit || !dc.LegacyRouting {
+	if dc, err := nk.Datapath(paths.DefaultConfig, loadbalancer.DefaultConfig, policyagent.DefaultMapConfig); err != nil || dc.PodDevice != podlink.DeviceNetkit || !dc.LegacyRouting {
 		t.Fatalf("netkit: %+v %v", dc, err)
 	}
 	for flag, tweak := range map[string]func(*Config){
@@ -48,7 +48,7 @@ func TestConfigNamesFlag(t *testing.T) {
 	} {
 		c := good
 		tweak(&c)
-		if _, err := c.Datapath(paths.DefaultConfig, loadbalancer.DefaultConfig, policy.DefaultMapConfig); err == nil || !strings.HasPrefix(err.Error(), flag) {
+		if _, err := c.Datapath(paths.DefaultConfig, loadbalancer.DefaultConfig, policyagent.DefaultMapConfig); err == nil || !strings.HasPrefix(err.Error(), flag) {
 			t.Errorf("%s: %v", flag, err)
 		}
 	}
@@ -59,26 +59,26 @@ func TestConfigNamesFlag(t *testing.T) {
 	kpr.KubeProxyReplacement = true
 	kpr.BPFLBMapMax = 4096
 	kpr.NodePortRange = "20000-22767"
-	if _, err := good.Datapath(paths.DefaultConfig, kpr, policy.DefaultMapConfig); err == nil || !strings.HasPrefix(err.Error(), "--bpf-lb-sock") {
+	if _, err := good.Datapath(paths.DefaultConfig, kpr, policyagent.DefaultMapConfig); err == nil || !strings.HasPrefix(err.Error(), "--bpf-lb-sock") {
 		t.Errorf("socket LB without --cgroup-root: %v", err)
 	}
 	withCgroup := good
 	withCgroup.CgroupRoot = "/sys/fs/cgroup/lab/node1"
-	if dc, err := withCgroup.Datapath(paths.DefaultConfig, kpr, policy.DefaultMapConfig); err != nil || !dc.SocketLB || dc.CgroupRoot != withCgroup.CgroupRoot || dc.LBMapMax != 4096 ||
+	if dc, err := withCgroup.Datapath(paths.DefaultConfig, kpr, policyagent.DefaultMapConfig); err != nil || !dc.SocketLB || dc.CgroupRoot != withCgroup.CgroupRoot || dc.LBMapMax != 4096 ||
 		dc.NodePorts != (datapath.PortRange{Min: 20000, Max: 22767}) || dc.PolicyMapMax != 16384 {
 		t.Errorf("socket LB: %+v %v", dc, err)
 	}
 	kpr.BPFLBSock = false
-	if dc, err := good.Datapath(paths.DefaultConfig, kpr, policy.DefaultMapConfig); err != nil || dc.SocketLB {
+	if dc, err := good.Datapath(paths.DefaultConfig, kpr, policyagent.DefaultMapConfig); err != nil || dc.SocketLB {
 		t.Errorf("--bpf-lb-sock=false: %+v %v", dc, err)
 	}
 	kpr.BPFLBMode = "dsr"
-	if _, err := good.Datapath(paths.DefaultConfig, kpr, policy.DefaultMapConfig); err == nil || !strings.HasPrefix(err.Error(), "--bpf-lb-mode") {
+	if _, err := good.Datapath(paths.DefaultConfig, kpr, policyagent.DefaultMapConfig); err == nil || !strings.HasPrefix(err.Error(), "--bpf-lb-mode") {
 		t.Errorf("--bpf-lb-mode dsr: %v", err)
 	}
 	relative := good
 	relative.CgroupRoot = "lab/node1"
-	if _, err := relative.Datapath(paths.DefaultConfig, loadbalancer.DefaultConfig, policy.DefaultMapConfig); err == nil || !strings.HasPrefix(err.Error(), "--cgroup-root") {
+	if _, err := relative.Datapath(paths.DefaultConfig, loadbalancer.DefaultConfig, policyagent.DefaultMapConfig); err == nil || !strings.HasPrefix(err.Error(), "--cgroup-root") {
 		t.Errorf("relative --cgroup-root: %v", err)
 	}
 }

@@ -8,7 +8,6 @@ import (
 
 	"github.com/cilium-go/cilium/internal/datapath/spec"
 	"github.com/cilium-go/cilium/pkg/identity"
-	"github.com/cilium-go/cilium/pkg/ipcache"
 	"github.com/cilium-go/cilium/pkg/labels"
 )
 
@@ -92,15 +91,35 @@ func (e *Engine) collectCIDRs() {
 	}
 }
 
+// Prefix is a prefix that rules name and the CIDR identity that the
+// ipcache gives its addresses.
+type Prefix struct {
+	Prefix   netip.Prefix
+	Identity identity.NumericIdentity
+	// InCluster: the identity that pods' and nodes' addresses in the
+	// prefix carry beside their own (NetworkPolicy's ipBlock).
+	InCluster bool
+}
+
 // Prefixes are the prefixes that rules name with their CIDR identities,
 // for the ipcache.
-func (e *Engine) Prefixes() []ipcache.PolicyPrefix {
-	out := make([]ipcache.PolicyPrefix, 0, len(e.cidrs))
+func (e *Engine) Prefixes() []Prefix {
+	out := make([]Prefix, 0, len(e.cidrs))
 	for _, k := range slices.SortedFunc(maps.Keys(e.cidrs), func(a, b cidrKey) int {
 		return cmp.Or(a.prefix.Addr().Compare(b.prefix.Addr()), cmp.Compare(a.prefix.Bits(), b.prefix.Bits()),
 			spec.CompareBools(a.inCluster, b.inCluster))
 	}) {
-		out = append(out, ipcache.PolicyPrefix{Prefix: k.prefix, Identity: e.cidrs[k].id.ID, InCluster: k.inCluster})
+		out = append(out, Prefix{Prefix: k.prefix, Identity: e.cidrs[k].id.ID, InCluster: k.inCluster})
 	}
 	return out
+}
+
+// ChangedPrefixes returns Prefixes when they changed since the last
+// call, and whether they did: the ipcache needs them only then.
+func (e *Engine) ChangedPrefixes() ([]Prefix, bool) {
+	if !e.cidrsChanged {
+		return nil, false
+	}
+	e.cidrsChanged = false
+	return e.Prefixes(), true
 }

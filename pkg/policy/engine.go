@@ -176,6 +176,12 @@ func NewEngine(mode Mode) *Engine {
 	return e
 }
 
+// EndpointCount is how many local endpoints the engine knows.
+func (e *Engine) EndpointCount() int { return len(e.eps) }
+
+// RulesOf returns the rules that origin's object holds now.
+func (e *Engine) RulesOf(origin Origin) []Rule { return e.rules[origin] }
+
 // LimitEntries refuses, from now on, an endpoint's policy that would take
 // more than n keys of its policy map: the endpoint keeps its policy of
 // before (EndpointStatus.Refused), and the engine stops computing for it

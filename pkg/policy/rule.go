@@ -2,6 +2,7 @@ package policy
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/cilium-go/cilium/internal/datapath/spec"
 )
@@ -144,4 +145,14 @@ func (p Port) resolve(ports NamedPorts) []l4 {
 		}
 	}
 	return out
+}
+
+// SameRules reports whether two translations of a policy are the same:
+// selectors with equal keys select the same identities.
+func SameRules(a, b []Rule) bool {
+	return slices.EqualFunc(a, b, func(x, y Rule) bool {
+		return x.Origin == y.Origin && x.Subject.Key() == y.Subject.Key() && x.Direction == y.Direction &&
+			x.Deny == y.Deny && x.DefaultDeny == y.DefaultDeny && slices.Equal(x.Ports, y.Ports) &&
+			slices.EqualFunc(x.Peers, y.Peers, func(p, q Selector) bool { return p.Key() == q.Key() })
+	})
 }

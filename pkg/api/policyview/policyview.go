@@ -17,6 +17,7 @@ import (
 	"github.com/cilium-go/cilium/pkg/api/models"
 	"github.com/cilium-go/cilium/pkg/api/server"
 	"github.com/cilium-go/cilium/pkg/policy"
+	policyagent "github.com/cilium-go/cilium/pkg/policy/agent"
 )
 
 // Cell provides the API's view of the policy engine.
@@ -24,22 +25,22 @@ var Cell = cell.Module("policy-api", "Policy rules and selectors and verdicts fo
 	cell.Provide(New),
 )
 
-// Engine is what the view asks; *policy.Agent is one.
+// Engine is what the view asks; *policyagent.Agent is one.
 type Engine interface {
 	Rules(ctx context.Context) ([]policy.RuleInfo, error)
 	Selectors(ctx context.Context) ([]policy.SelectorInfo, error)
-	EndpointPolicy(ctx context.Context, id uint16) (policy.EndpointPolicyInfo, error)
+	EndpointPolicy(ctx context.Context, id uint16) (policyagent.EndpointPolicyInfo, error)
 	Trace(ctx context.Context, src, dst policy.Peer, proto uint8, port uint16) (policy.TraceResult, error)
 	PolicyRevision(ctx context.Context) (uint64, error)
 }
 
 var (
-	_ Engine                 = (*policy.Agent)(nil)
+	_ Engine                 = (*policyagent.Agent)(nil)
 	_ server.PolicyExplainer = View{}
 )
 
 // New shows the agent's policy engine to the API.
-func New(a *policy.Agent) server.PolicyExplainer { return View{Engine: a} }
+func New(a *policyagent.Agent) server.PolicyExplainer { return View{Engine: a} }
 
 // View implements server.PolicyExplainer over an Engine.
 type View struct {
@@ -76,7 +77,7 @@ func (v View) PolicySelectors(ctx context.Context) ([]models.PolicySelector, err
 // EndpointPolicy implements server.PolicyExplainer.
 func (v View) EndpointPolicy(ctx context.Context, id uint16) (*models.EndpointPolicy, error) {
 	info, err := v.Engine.EndpointPolicy(ctx, id)
-	if errors.Is(err, policy.ErrNoEndpoint) {
+	if errors.Is(err, policyagent.ErrNoEndpoint) {
 		return nil, nil
 	}
 	if err != nil {

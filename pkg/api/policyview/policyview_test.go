@@ -12,6 +12,7 @@ import (
 	"github.com/cilium-go/cilium/pkg/identity"
 	"github.com/cilium-go/cilium/pkg/labels"
 	"github.com/cilium-go/cilium/pkg/policy"
+	policyagent "github.com/cilium-go/cilium/pkg/policy/agent"
 )
 
 var (
@@ -36,11 +37,11 @@ func (fakeEngine) Selectors(context.Context) ([]policy.SelectorInfo, error) {
 	return []policy.SelectorInfo{{Selector: "entity:host", Identities: []identity.NumericIdentity{1}, Users: 2}, {Selector: "none"}}, nil
 }
 
-func (fakeEngine) EndpointPolicy(_ context.Context, id uint16) (policy.EndpointPolicyInfo, error) {
+func (fakeEngine) EndpointPolicy(_ context.Context, id uint16) (policyagent.EndpointPolicyInfo, error) {
 	if id != 1 {
-		return policy.EndpointPolicyInfo{}, fmt.Errorf("endpoint %d: %w", id, policy.ErrNoEndpoint)
+		return policyagent.EndpointPolicyInfo{}, fmt.Errorf("endpoint %d: %w", id, policyagent.ErrNoEndpoint)
 	}
-	return policy.EndpointPolicyInfo{
+	return policyagent.EndpointPolicyInfo{
 		EndpointStatus: policy.EndpointStatus{ID: 1, Identity: 4242, Revision: 5, Ready: true, EnforceIngress: true},
 		Error:          "update policy map: map full",
 		Entries: map[spec.PolicyEntry][]policy.Origin{

@@ -12,7 +12,7 @@ import (
 	"github.com/cilium-go/cilium/internal/datapath/spec"
 )
 
-// Map holds each policy group's entries (a policy.Map).
+// Map holds each policy group's entries (a policyagent.Map).
 type Map struct {
 	mu      sync.Mutex
 	groups  map[spec.PolicyGroup][]spec.PolicyEntry
@@ -57,7 +57,7 @@ func (m *Map) Flushed(id uint16) int {
 	return m.flushed[id]
 }
 
-// UpdatePolicy implements policy.Map. It checks entries as the
+// UpdatePolicy implements policyagent.Map. It checks entries as the
 // datapath does; narrowed is true when an entry went. With a limit, a
 // policy of more entries than it is refused whole, as the datapath's
 // maps refuse one that does not fit.
@@ -114,7 +114,7 @@ func (m *Map) setLocked(g spec.PolicyGroup, entries []spec.PolicyEntry) (narrowe
 	return narrowed
 }
 
-// SyncPolicy implements policy.Map.
+// SyncPolicy implements policyagent.Map.
 func (m *Map) SyncPolicy(groups map[spec.PolicyGroup][]spec.PolicyEntry) ([]uint16, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -132,7 +132,7 @@ func (m *Map) SyncPolicy(groups map[spec.PolicyGroup][]spec.PolicyEntry) ([]uint
 	return slices.Sorted(maps.Keys(narrowed)), nil
 }
 
-// FlushDisallowed implements policy.Map: it counts.
+// FlushDisallowed implements policyagent.Map: it counts.
 func (m *Map) FlushDisallowed(ids ...uint16) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()

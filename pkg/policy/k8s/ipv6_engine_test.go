@@ -1,4 +1,4 @@
-package policy
+package k8s_test
 
 import (
 	"net/netip"
@@ -10,6 +10,8 @@ import (
 	"github.com/cilium-go/cilium/pkg/identity"
 	v2 "github.com/cilium-go/cilium/pkg/k8s/apis/cilium.io/v2"
 	"github.com/cilium-go/cilium/pkg/labels"
+	"github.com/cilium-go/cilium/pkg/policy"
+	policyk8s "github.com/cilium-go/cilium/pkg/policy/k8s"
 )
 
 // A policy whose allow rules name only IPv6 peers or ICMPv6 types is
@@ -34,22 +36,22 @@ spec:
 	if err := yaml.UnmarshalStrict([]byte(doc), p); err != nil {
 		t.Fatal(err)
 	}
-	rules, err := FromCNP(p, Cluster{})
+	rules, err := policyk8s.FromCNP(p, policyk8s.Cluster{})
 	if err != nil {
 		t.Fatalf("refused: %v", err)
 	}
-	e := NewEngine(ModeDefault)
+	e := policy.NewEngine(policy.ModeDefault)
 	web := appIdentity(1000, "web")
 	web.Labels.Add(labels.New(labels.SourceK8s, labels.KeyPodNamespace, "x"))
 	other := appIdentity(1001, "db")
 	other.Labels.Add(labels.New(labels.SourceK8s, labels.KeyPodNamespace, "x"))
-	v6 := &Identity{ID: identity.LocalIdentityFlag | 1, Prefix: netip.MustParsePrefix("2606:4700:4700::1111/128")}
-	v4 := &Identity{ID: identity.LocalIdentityFlag | 2, Prefix: netip.MustParsePrefix("1.1.1.1/32")}
-	for _, id := range []*Identity{web, other, v6, v4} {
+	v6 := &policy.Identity{ID: identity.LocalIdentityFlag | 1, Prefix: netip.MustParsePrefix("2606:4700:4700::1111/128")}
+	v4 := &policy.Identity{ID: identity.LocalIdentityFlag | 2, Prefix: netip.MustParsePrefix("1.1.1.1/32")}
+	for _, id := range []*policy.Identity{web, other, v6, v4} {
 		e.UpsertIdentity(id)
 	}
-	e.SetRules(Origin{Kind: KindCNP, Namespace: "x", Name: "v6only"}, rules)
-	remotes := []*Identity{other, v6, v4}
+	e.SetRules(policy.Origin{Kind: policy.KindCNP, Namespace: "x", Name: "v6only"}, rules)
+	remotes := []*policy.Identity{other, v6, v4}
 	for _, num := range []identity.NumericIdentity{identity.World, identity.WorldIPv4, identity.WorldIPv6, identity.Host} {
 		id, ok := e.Identity(num)
 		if !ok {
@@ -73,4 +75,10 @@ spec:
 			}
 		}
 	}
+}
+
+func appIdentity(num identity.NumericIdentity, app string) *policy.Identity {
+	ls := labels.Labels{}
+	ls.Add(labels.New(labels.SourceK8s, "app", app))
+	return &policy.Identity{ID: num, Labels: ls}
 }

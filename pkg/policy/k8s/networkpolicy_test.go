@@ -1,4 +1,4 @@
-package policy_test
+package k8s_test
 
 import (
 	"fmt"
@@ -17,6 +17,7 @@ import (
 	"github.com/cilium-go/cilium/pkg/identity"
 	"github.com/cilium-go/cilium/pkg/labels"
 	"github.com/cilium-go/cilium/pkg/policy"
+	policyk8s "github.com/cilium-go/cilium/pkg/policy/k8s"
 )
 
 // namedIdentity is an identity of the test universe with a name that
@@ -326,7 +327,7 @@ func TestFromNetworkPolicy(t *testing.T) {
 	}}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			rules, err := policy.FromNetworkPolicy(tt.np)
+			rules, err := policyk8s.FromNetworkPolicy(tt.np)
 			if tt.wantErr != nil {
 				checkErr(t, err, tt.wantErr)
 				if rules != nil {

@@ -1,4 +1,4 @@
-package policy
+package k8s
 
 import (
 	"context"
@@ -18,19 +18,20 @@ import (
 	k8sagent "github.com/cilium-go/cilium/pkg/k8s/agent"
 	v2 "github.com/cilium-go/cilium/pkg/k8s/apis/cilium.io/v2"
 	"github.com/cilium-go/cilium/pkg/k8s/client"
+	"github.com/cilium-go/cilium/pkg/policy"
 )
 
 // ConditionValid is the condition on a Cilium policy that says whether
 // the agents accepted it, as Cilium's agents write it.
 const ConditionValid = "Valid"
 
-// reporter tells a policy's author what the agent made of it: a warning
+// Reporter tells a policy's author what the agent made of it: a warning
 // event on an object it refused (its previous rules stay in force), and
 // on Cilium's policies the Valid condition. Conditions are written in
 // the background by one worker, the latest verdict on a policy winning,
 // through a client of their own: a thousand policies created at once
 // must not hold up the agent's identity and endpoint writes behind them.
-type reporter struct {
+type Reporter struct {
 	log      *slog.Logger
 	cilium   client.Interface
 	recorder record.EventRecorder
@@ -49,11 +50,11 @@ type reporter struct {
 
 type statusKey struct{ kind, namespace, name string }
 
-func newReporter(ctx context.Context, log *slog.Logger, c *k8sagent.Clients, node string) *reporter {
+func NewReporter(ctx context.Context, log *slog.Logger, c *k8sagent.Clients, node string) *Reporter {
 	b := record.NewBroadcaster(record.WithContext(ctx))
 	b.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: c.Kube.CoreV1().Events("")})
 	rec := b.NewRecorder(runtime.NewScheme(), corev1.EventSource{Component: "cilium-agent", Host: node})
-	r := &reporter{log: log, cilium: c.Status, recorder: rec, node: node,
+	r := &Reporter{log: log, cilium: c.Status, recorder: rec, node: node,
 		pending: map[statusKey]v2.NetworkPolicyCondition{}, refusals: map[statusKey]string{}, wake: make(chan struct{}, 1)}
 	if r.cilium == nil {
 		r.cilium = c.Cilium
@@ -62,16 +63,16 @@ func newReporter(ctx context.Context, log *slog.Logger, c *k8sagent.Clients, nod
 	return r
 }
 
-// report records the verdict on obj (err nil: accepted), in the
+// Report records the verdict on obj (err nil: accepted), in the
 // background: the informers must not wait for the API server.
-func (r *reporter) report(kind string, obj metav1.Object, err error) {
+func (r *Reporter) Report(kind string, obj metav1.Object, err error) {
 	if err != nil {
-		ref := Origin{Kind: kind, Namespace: obj.GetNamespace(), Name: obj.GetName()}.objectReference()
+		ref := objectReference(policy.Origin{Kind: kind, Namespace: obj.GetNamespace(), Name: obj.GetName()})
 		ref.UID, ref.ResourceVersion = obj.GetUID(), obj.GetResourceVersion()
 		r.recorder.Event(ref, corev1.EventTypeWarning, "PolicyRejected",
 			"refused, its previous rules stay in force: "+err.Error())
 	}
-	if kind == KindNetworkPolicy {
+	if kind == policy.KindNetworkPolicy {
 		return // NetworkPolicy has no status
 	}
 	cond := v2.NetworkPolicyCondition{Type: ConditionValid, Status: metav1.ConditionTrue, Reason: "Accepted"}
@@ -91,17 +92,17 @@ func (r *reporter) report(kind string, obj metav1.Object, err error) {
 	}
 }
 
-// refusal tells a policy's author that this node refuses it for some of
+// ReportRefusal tells a policy's author that this node refuses it for some of
 // its endpoints, whose policy maps it does not fit (msg says which and
 // why), or no longer does (msg ""): a warning event, and on Cilium's
 // policies this node's entry of status.nodes, which no other agent
-// writes. Written in the background, as report is.
-func (r *reporter) refusal(o Origin, msg string) {
+// writes. Written in the background, as Report is.
+func (r *Reporter) ReportRefusal(o policy.Origin, msg string) {
 	if msg != "" {
-		r.recorder.Event(o.objectReference(), corev1.EventTypeWarning, "PolicyRefused",
+		r.recorder.Event(objectReference(o), corev1.EventTypeWarning, "PolicyRefused",
 			fmt.Sprintf("refused on node %s: %s", r.node, msg))
 	}
-	if o.Kind != KindCNP && o.Kind != KindCCNP || r.node == "" {
+	if o.Kind != policy.KindCNP && o.Kind != policy.KindCCNP || r.node == "" {
 		return
 	}
 	k := statusKey{o.Kind, o.Namespace, o.Name}
@@ -119,7 +120,7 @@ func (r *reporter) refusal(o Origin, msg string) {
 
 // run writes the pending conditions and node statuses one at a time
 // until ctx ends.
-func (r *reporter) run(ctx context.Context) {
+func (r *Reporter) run(ctx context.Context) {
 	for {
 		r.mu.Lock()
 		var k statusKey
@@ -159,7 +160,7 @@ func (r *reporter) run(ctx context.Context) {
 // setNodeStatus writes this node's entry of the policy's status.nodes
 // (msg ""): removes it) with a merge patch, which touches no other
 // node's entry.
-func (r *reporter) setNodeStatus(ctx context.Context, k statusKey, msg string) error {
+func (r *Reporter) setNodeStatus(ctx context.Context, k statusKey, msg string) error {
 	var entry any // null removes the entry
 	if msg != "" {
 		entry = v2.CiliumNetworkPolicyNodeStatus{OK: false, Error: msg, LastUpdated: metav1.Now()}
@@ -169,10 +170,10 @@ func (r *reporter) setNodeStatus(ctx context.Context, k statusKey, msg string) e
 		return err
 	}
 	switch k.kind {
-	case KindCNP:
+	case policy.KindCNP:
 		_, err = r.cilium.CiliumV2().CiliumNetworkPolicies(k.namespace).Patch(ctx, k.name, types.MergePatchType, patch,
 			metav1.PatchOptions{}, "status")
-	case KindCCNP:
+	case policy.KindCCNP:
 		_, err = r.cilium.CiliumV2().CiliumClusterwideNetworkPolicies().Patch(ctx, k.name, types.MergePatchType, patch,
 			metav1.PatchOptions{}, "status")
 	}
@@ -184,17 +185,17 @@ func (r *reporter) setNodeStatus(ctx context.Context, k statusKey, msg string) e
 
 // setCondition writes cond into the policy's status unless it is there,
 // retrying on conflicts with other agents writing the same.
-func (r *reporter) setCondition(ctx context.Context, kind, ns, name string, cond v2.NetworkPolicyCondition) error {
+func (r *Reporter) setCondition(ctx context.Context, kind, ns, name string, cond v2.NetworkPolicyCondition) error {
 	for range 5 {
 		var err error
 		switch kind {
-		case KindCNP:
+		case policy.KindCNP:
 			api := r.cilium.CiliumV2().CiliumNetworkPolicies(ns)
 			var p *v2.CiliumNetworkPolicy
 			if p, err = api.Get(ctx, name, metav1.GetOptions{}); err == nil && withCondition(&p.Status, cond) {
 				_, err = api.UpdateStatus(ctx, p, metav1.UpdateOptions{})
 			}
-		case KindCCNP:
+		case policy.KindCCNP:
 			api := r.cilium.CiliumV2().CiliumClusterwideNetworkPolicies()
 			var p *v2.CiliumClusterwideNetworkPolicy
 			if p, err = api.Get(ctx, name, metav1.GetOptions{}); err == nil && withCondition(&p.Status, cond) {
@@ -214,10 +215,10 @@ func (r *reporter) setCondition(ctx context.Context, kind, ns, name string, cond
 }
 
 // objectReference names o's object for events.
-func (o Origin) objectReference() *corev1.ObjectReference {
+func objectReference(o policy.Origin) *corev1.ObjectReference {
 	ref := &corev1.ObjectReference{Kind: o.Kind, Namespace: o.Namespace, Name: o.Name,
 		APIVersion: v2.SchemeGroupVersion.String()}
-	if o.Kind == KindNetworkPolicy {
+	if o.Kind == policy.KindNetworkPolicy {
 		ref.APIVersion = "networking.k8s.io/v1"
 	}
 	return ref
@@ -239,4 +240,25 @@ func withCondition(s *v2.CiliumNetworkPolicyStatus, cond v2.NetworkPolicyConditi
 	cond.LastTransitionTime = metav1.Now()
 	s.Conditions = append(s.Conditions, cond)
 	return true
+}
+
+// Reported says whether obj's Valid condition already tells err: then
+// there is nothing to write.
+func Reported(obj any, err error) bool {
+	var st *v2.CiliumNetworkPolicyStatus
+	switch p := obj.(type) {
+	case *v2.CiliumNetworkPolicy:
+		st = &p.Status
+	case *v2.CiliumClusterwideNetworkPolicy:
+		st = &p.Status
+	default:
+		return false
+	}
+	for _, c := range st.Conditions {
+		if c.Type == ConditionValid {
+			return (err == nil && c.Status == metav1.ConditionTrue) ||
+				(err != nil && c.Status == metav1.ConditionFalse && c.Message == err.Error())
+		}
+	}
+	return false
 }

@@ -1,4 +1,4 @@
-package policy_test
+package k8s_test
 
 import (
 	"testing"
@@ -11,6 +11,7 @@ import (
 	v2 "github.com/cilium-go/cilium/pkg/k8s/apis/cilium.io/v2"
 	"github.com/cilium-go/cilium/pkg/policy"
 	"github.com/cilium-go/cilium/pkg/policy/api"
+	policyk8s "github.com/cilium-go/cilium/pkg/policy/k8s"
 )
 
 // fakeServices holds Services and EndpointSlices as the agent's caches
@@ -173,7 +174,7 @@ func TestToServices(t *testing.T) {
 	}}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			rules, err := policy.FromCNP(tt.p, policy.Cluster{Services: cluster})
+			rules, err := policyk8s.FromCNP(tt.p, policyk8s.Cluster{Services: cluster})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -197,7 +198,7 @@ func TestToServicesClusterwide(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			rules, err := policy.FromCCNP(tt.p, policy.Cluster{Services: cluster})
+			rules, err := policyk8s.FromCCNP(tt.p, policyk8s.Cluster{Services: cluster})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -217,7 +218,7 @@ func TestToServicesRefused(t *testing.T) {
 		byName("Not_A_Name", "y!"),
 		bySelector(bad, ""),
 	)))
-	rules, err := policy.FromCNP(p, policy.Cluster{Services: cluster})
+	rules, err := policyk8s.FromCNP(p, policyk8s.Cluster{Services: cluster})
 	checkErr(t, err, []string{
 		"spec.egress[0].toServices[1].k8sService.serviceName: Required",
 		"spec.egress[0].toServices[2].k8sService: Required",

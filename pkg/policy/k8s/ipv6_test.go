@@ -1,4 +1,4 @@
-package policy_test
+package k8s_test
 
 import (
 	"testing"
@@ -8,6 +8,7 @@ import (
 	"github.com/cilium-go/cilium/internal/datapath/spec"
 	v2 "github.com/cilium-go/cilium/pkg/k8s/apis/cilium.io/v2"
 	"github.com/cilium-go/cilium/pkg/policy"
+	policyk8s "github.com/cilium-go/cilium/pkg/policy/k8s"
 )
 
 func decodeCNP(t *testing.T, doc string) *v2.CiliumNetworkPolicy {
@@ -127,7 +128,7 @@ spec:
 	}}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			rules, err := policy.FromCNP(decodeCNP(t, tt.doc), policy.Cluster{})
+			rules, err := policyk8s.FromCNP(decodeCNP(t, tt.doc), policyk8s.Cluster{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -153,7 +154,7 @@ spec:
   - toEndpoints: [{}]
     icmps: [{fields: [{family: IPv6, type: EchoRequest}]}]
 `} {
-		rules, err := policy.FromCNP(decodeCNP(t, doc), policy.Cluster{})
+		rules, err := policyk8s.FromCNP(decodeCNP(t, doc), policyk8s.Cluster{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -185,7 +186,7 @@ spec:
     - {cidr: "10.0.0.0/8", except: ["::/0"]}
   - icmps: [{fields: [{family: IPv6, type: Echo}, {family: IPv6, type: 256}, {type: RouterSolicitation}, {family: IPv5, type: 8}]}]
 `
-	_, err := policy.FromCNP(decodeCNP(t, doc), policy.Cluster{})
+	_, err := policyk8s.FromCNP(decodeCNP(t, doc), policyk8s.Cluster{})
 	checkErr(t, err, []string{
 		"spec.egress[0].toCIDR[0]", "spec.egress[0].toCIDR[1]",
 		"spec.egress[1].toCIDRSet[0].except[0]", "spec.egress[1].toCIDRSet[1].except[0]", "spec.egress[1].toCIDRSet[2].except[0]",

@@ -1,4 +1,4 @@
-package policy
+package k8s
 
 import (
 	"net/netip"
@@ -14,6 +14,7 @@ import (
 
 	"github.com/cilium-go/cilium/internal/datapath/spec"
 	"github.com/cilium-go/cilium/pkg/labels"
+	"github.com/cilium-go/cilium/pkg/policy"
 	"github.com/cilium-go/cilium/pkg/policy/api"
 )
 
@@ -43,7 +44,7 @@ type npRule struct {
 // direction its policy types name, and each rule allows its peers and
 // ports. A policy that is not valid yields no rules and one error naming
 // every bad field under "spec".
-func FromNetworkPolicy(np *networkingv1.NetworkPolicy) ([]Rule, error) {
+func FromNetworkPolicy(np *networkingv1.NetworkPolicy) ([]policy.Rule, error) {
 	root := field.NewPath("spec")
 	errs := metav1validation.ValidateLabelSelector(&np.Spec.PodSelector, npSelectorOpts, root.Child("podSelector"))
 	isolateIn, isolateEg, typeErrs := npIsolation(&np.Spec, root.Child("policyTypes"))
@@ -51,9 +52,9 @@ func FromNetworkPolicy(np *networkingv1.NetworkPolicy) ([]Rule, error) {
 
 	subject := api.EndpointSelector{}
 	addK8sSelector(&subject, &np.Spec.PodSelector, k8sKeyPrefix)
-	base := Rule{
-		Origin:  Origin{Kind: KindNetworkPolicy, Namespace: np.Namespace, Name: np.Name},
-		Subject: LabelSelector{Selector: subject, Namespace: np.Namespace},
+	base := policy.Rule{
+		Origin:  policy.Origin{Kind: policy.KindNetworkPolicy, Namespace: np.Namespace, Name: np.Name},
+		Subject: policy.LabelSelector{Selector: subject, Namespace: np.Namespace},
 	}
 	ingress := make([]npRule, len(np.Spec.Ingress))
 	for i, r := range np.Spec.Ingress {
@@ -64,7 +65,7 @@ func FromNetworkPolicy(np *networkingv1.NetworkPolicy) ([]Rule, error) {
 		egress[i] = npRule{peers: r.To, ports: r.Ports}
 	}
 
-	var rules []Rule
+	var rules []policy.Rule
 	for _, d := range []struct {
 		dir      spec.Direction
 		name     string
@@ -115,19 +116,19 @@ func npIsolation(s *networkingv1.NetworkPolicySpec, path *field.Path) (ingress, 
 // npDirection turns the rules of one direction into Rules that isolate.
 // An isolated direction without rules still needs a Rule: it is what
 // isolates, and it allows nothing.
-func npDirection(base Rule, ns string, rules []npRule, path *field.Path, peerField string) ([]Rule, field.ErrorList) {
+func npDirection(base policy.Rule, ns string, rules []npRule, path *field.Path, peerField string) ([]policy.Rule, field.ErrorList) {
 	base.DefaultDeny = true
 	if len(rules) == 0 {
-		return []Rule{base}, nil
+		return []policy.Rule{base}, nil
 	}
 	var errs field.ErrorList
-	out := make([]Rule, 0, len(rules))
+	out := make([]policy.Rule, 0, len(rules))
 	for i, r := range rules {
 		p := path.Index(i)
 		rule := base
 		if len(r.peers) == 0 {
 			// No peers: every source or destination, in the cluster or not.
-			rule.Peers = []Selector{Wildcard{}}
+			rule.Peers = []policy.Selector{policy.Wildcard{}}
 		}
 		for j := range r.peers {
 			sel, peerErrs := npPeer(ns, &r.peers[j], p.Child(peerField).Index(j))
@@ -149,7 +150,7 @@ func npDirection(base Rule, ns string, rules []npRule, path *field.Path, peerFie
 // npPeer translates one peer. A pod selector alone means pods of the
 // policy's namespace; a namespace selector means pods of the namespaces
 // it selects, all of them unless a pod selector narrows them down.
-func npPeer(ns string, peer *networkingv1.NetworkPolicyPeer, path *field.Path) (Selector, field.ErrorList) {
+func npPeer(ns string, peer *networkingv1.NetworkPolicyPeer, path *field.Path) (policy.Selector, field.ErrorList) {
 	var errs field.ErrorList
 	switch {
 	case peer.IPBlock != nil && (peer.PodSelector != nil || peer.NamespaceSelector != nil):
@@ -164,7 +165,7 @@ func npPeer(ns string, peer *networkingv1.NetworkPolicyPeer, path *field.Path) (
 	sel := api.EndpointSelector{}
 	addK8sSelector(&sel, peer.PodSelector, k8sKeyPrefix)
 	if peer.NamespaceSelector == nil {
-		return LabelSelector{Selector: sel, Namespace: ns}, errs
+		return policy.LabelSelector{Selector: sel, Namespace: ns}, errs
 	}
 	addK8sSelector(&sel, peer.NamespaceSelector, namespaceKeyPrefix)
 	// Only pods carry a namespace: the requirement keeps a namespace
@@ -172,18 +173,18 @@ func npPeer(ns string, peer *networkingv1.NetworkPolicyPeer, path *field.Path) (
 	// selecting endpoints that are not pods.
 	sel.MatchExpressions = append(sel.MatchExpressions,
 		metav1.LabelSelectorRequirement{Key: podNamespaceKey, Operator: metav1.LabelSelectorOpExists})
-	return LabelSelector{Selector: sel}, errs
+	return policy.LabelSelector{Selector: sel}, errs
 }
 
 // npIPBlock translates an ipBlock. Its prefixes match pods' and nodes'
 // addresses too (InCluster), unlike Cilium's CIDR rules.
-func npIPBlock(b *networkingv1.IPBlock, path *field.Path) (Selector, field.ErrorList) {
+func npIPBlock(b *networkingv1.IPBlock, path *field.Path) (policy.Selector, field.ErrorList) {
 	cidr, err := netip.ParsePrefix(b.CIDR)
 	if err != nil {
 		return nil, field.ErrorList{field.Invalid(path.Child("cidr"), b.CIDR, "must be a valid CIDR, e.g. 10.0.0.0/8")}
 	}
 	cidr = cidr.Masked()
-	sel := CIDRSelector{Prefix: cidr, InCluster: true}
+	sel := policy.CIDRSelector{Prefix: cidr, InCluster: true}
 	var errs field.ErrorList
 	for i, s := range b.Except {
 		p := path.Child("except").Index(i)
@@ -202,9 +203,9 @@ func npIPBlock(b *networkingv1.IPBlock, path *field.Path) (Selector, field.Error
 
 // npPort translates one port. Without a protocol it is TCP; without a
 // port, every port of the protocol.
-func npPort(np *networkingv1.NetworkPolicyPort, path *field.Path) (Port, field.ErrorList) {
+func npPort(np *networkingv1.NetworkPolicyPort, path *field.Path) (policy.Port, field.ErrorList) {
 	var errs field.ErrorList
-	var port Port
+	var port policy.Port
 	proto := corev1.ProtocolTCP
 	if np.Protocol != nil {
 		proto = *np.Protocol

@@ -1,4 +1,4 @@
-package policy_test
+package k8s_test
 
 import (
 	"encoding/json"
@@ -13,6 +13,7 @@ import (
 	v2 "github.com/cilium-go/cilium/pkg/k8s/apis/cilium.io/v2"
 	"github.com/cilium-go/cilium/pkg/policy"
 	"github.com/cilium-go/cilium/pkg/policy/api"
+	policyk8s "github.com/cilium-go/cilium/pkg/policy/k8s"
 )
 
 func makeCNP(tweaks ...func(*api.Rule)) *v2.CiliumNetworkPolicy {
@@ -242,7 +243,7 @@ func TestFromCNP(t *testing.T) {
 	}}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			rules, err := policy.FromCNP(tt.p, policy.Cluster{})
+			rules, err := policyk8s.FromCNP(tt.p, policyk8s.Cluster{})
 			if tt.wantErr != nil {
 				checkErr(t, err, tt.wantErr)
 				if rules != nil {
@@ -286,7 +287,7 @@ func TestFromCCNP(t *testing.T) {
 	}}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			rules, err := policy.FromCCNP(tt.p, policy.Cluster{})
+			rules, err := policyk8s.FromCCNP(tt.p, policyk8s.Cluster{})
 			if tt.wantErr != nil {
 				checkErr(t, err, tt.wantErr)
 				return
@@ -307,21 +308,21 @@ func TestFromCiliumRulesStandalone(t *testing.T) {
 		makeRule(ingress(api.IngressRule{IngressCommonRule: api.IngressCommonRule{FromCIDR: []api.CIDR{"10.0.0.0/33"}}})),
 		nil,
 	}
-	_, err := policy.FromCiliumRules(origin, "x", rules, nil, policy.Cluster{})
+	_, err := policyk8s.FromCiliumRules(origin, "x", rules, nil, policyk8s.Cluster{})
 	checkErr(t, err, []string{"specs[0].ingress[0].fromCIDR[0]", "specs[1]"})
 
-	_, err = policy.FromCiliumRules(origin, "x", rules[:1], []*field.Path{field.NewPath("spec")}, policy.Cluster{})
+	_, err = policyk8s.FromCiliumRules(origin, "x", rules[:1], []*field.Path{field.NewPath("spec")}, policyk8s.Cluster{})
 	checkErr(t, err, []string{"spec.ingress[0].fromCIDR[0]"})
 
 	// Validate refuses layer-7 rules too: the field is named once.
 	l7 := makeRule(ingress(api.IngressRule{ToPorts: []api.PortRule{{Rules: &api.RawRules{Raw: json.RawMessage(`{}`)}}}}))
-	_, err = policy.FromCiliumRules(origin, "x", api.Rules{l7}, nil, policy.Cluster{})
+	_, err = policyk8s.FromCiliumRules(origin, "x", api.Rules{l7}, nil, policyk8s.Cluster{})
 	checkErr(t, err, []string{"specs[0].ingress[0].toPorts[0].rules"})
 	if n := strings.Count(err.Error(), "toPorts[0].rules"); n != 1 {
 		t.Errorf("error %q names the field %d times", err, n)
 	}
 
-	got, err := policy.FromCiliumRules(origin, "x", api.Rules{makeRule(ingress(fromEntities(api.EntityHost)))}, nil, policy.Cluster{})
+	got, err := policyk8s.FromCiliumRules(origin, "x", api.Rules{makeRule(ingress(fromEntities(api.EntityHost)))}, nil, policyk8s.Cluster{})
 	if err != nil {
 		t.Fatal(err)
 	}

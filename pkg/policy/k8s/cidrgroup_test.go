@@ -1,4 +1,4 @@
-package policy_test
+package k8s_test
 
 import (
 	"net/netip"
@@ -12,6 +12,7 @@ import (
 	v2 "github.com/cilium-go/cilium/pkg/k8s/apis/cilium.io/v2"
 	"github.com/cilium-go/cilium/pkg/policy"
 	"github.com/cilium-go/cilium/pkg/policy/api"
+	policyk8s "github.com/cilium-go/cilium/pkg/policy/k8s"
 )
 
 // fakeGroups holds CiliumCIDRGroups as the agent's cache does.
@@ -103,7 +104,7 @@ func TestCIDRGroupPeers(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			rules, err := policy.FromCNP(makeCNP(tt.rule), policy.Cluster{CIDRGroups: groups})
+			rules, err := policyk8s.FromCNP(makeCNP(tt.rule), policyk8s.Cluster{CIDRGroups: groups})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -120,7 +121,7 @@ func TestCIDRGroupPeers(t *testing.T) {
 func TestCIDRGroupVerdicts(t *testing.T) {
 	p := makeCNP(toGroups(api.CIDRRule{CIDRGroupRef: "external", ExceptCIDRs: []api.CIDR{"192.0.2.1/32"}}))
 	verdicts := func(groups fakeGroups) map[string]bool {
-		rules, err := policy.FromCNP(p, policy.Cluster{CIDRGroups: groups})
+		rules, err := policyk8s.FromCNP(p, policyk8s.Cluster{CIDRGroups: groups})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -157,7 +158,7 @@ func TestCIDRGroupRefused(t *testing.T) {
 		api.CIDRRule{CIDRGroupRef: "a", ExceptCIDRs: []api.CIDR{"10.0.0.0/99"}},
 	), fromGroups(api.CIDRRule{CIDRGroupSelector: &api.EndpointSelector{
 		MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "a", Operator: "Has"}}}}))
-	rules, err := policy.FromCNP(p, policy.Cluster{CIDRGroups: fakeGroups{makeGroup("a", nil, "10.0.0.0/8")}})
+	rules, err := policyk8s.FromCNP(p, policyk8s.Cluster{CIDRGroups: fakeGroups{makeGroup("a", nil, "10.0.0.0/8")}})
 	checkErr(t, err, []string{
 		"spec.egressDeny[0].toCIDRSet[0].cidrGroupRef: Invalid value: \"\": only one of cidr, cidrGroupRef or cidrGroupSelector may be set, not cidr and cidrGroupRef",
 		"spec.egressDeny[0].toCIDRSet[1].cidrGroupSelector: Invalid value",

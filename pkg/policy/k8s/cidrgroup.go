@@ -1,4 +1,4 @@
-package policy
+package k8s
 
 import (
 	"cmp"
@@ -9,6 +9,7 @@ import (
 
 	v2 "github.com/cilium-go/cilium/pkg/k8s/apis/cilium.io/v2"
 	"github.com/cilium-go/cilium/pkg/labels"
+	"github.com/cilium-go/cilium/pkg/policy"
 	"github.com/cilium-go/cilium/pkg/policy/api"
 )
 
@@ -49,7 +50,7 @@ func (r groupRefs) concerns(name string) bool { return r.any || r.names[name] }
 // selects nothing; the rule still names peers, so it allows nothing
 // rather than everything. Prefixes a group cannot hold (the API server
 // checks only their length) and IPv6 ones select nothing either.
-func (t *ciliumTranslation) cidrGroupPeers(r *api.CIDRRule, path *field.Path) []Selector {
+func (t *ciliumTranslation) cidrGroupPeers(r *api.CIDRRule, path *field.Path) []policy.Selector {
 	var excepts []netip.Prefix
 	for i, ex := range r.ExceptCIDRs {
 		e, err := api.ParseCIDR(ex)
@@ -72,9 +73,9 @@ func (t *ciliumTranslation) cidrGroupPeers(r *api.CIDRRule, path *field.Path) []
 	slices.SortFunc(prefixes, func(a, b netip.Prefix) int {
 		return cmp.Or(a.Addr().Compare(b.Addr()), cmp.Compare(a.Bits(), b.Bits()))
 	})
-	var out []Selector
+	var out []policy.Selector
 	for _, p := range slices.Compact(prefixes) {
-		sel := CIDRSelector{Prefix: p}
+		sel := policy.CIDRSelector{Prefix: p}
 		excluded := false
 		for _, e := range excepts {
 			switch {
@@ -121,4 +122,9 @@ func cidrGroupLabels(g *v2.CiliumCIDRGroup) labels.Labels {
 		ls.Add(labels.New(labels.SourceK8s, k, v))
 	}
 	return ls
+}
+
+// contains reports whether every address of q is in p.
+func contains(p, q netip.Prefix) bool {
+	return p.Bits() <= q.Bits() && p.Contains(q.Addr())
 }

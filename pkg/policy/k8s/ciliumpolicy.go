@@ -1,4 +1,4 @@
-package policy
+package k8s
 
 import (
 	"maps"
@@ -10,9 +10,9 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/cilium-go/cilium/internal/datapath/spec"
-	"github.com/cilium-go/cilium/pkg/identity"
 	v2 "github.com/cilium-go/cilium/pkg/k8s/apis/cilium.io/v2"
 	"github.com/cilium-go/cilium/pkg/labels"
+	"github.com/cilium-go/cilium/pkg/policy"
 	"github.com/cilium-go/cilium/pkg/policy/api"
 )
 
@@ -24,46 +24,59 @@ type Cluster struct {
 	CIDRGroups CIDRGroups
 }
 
-// dependencies are what a translation read of the Cluster: which
+// Dependencies are what a translation read of the Cluster: which
 // changes of it may change the rules.
-type dependencies struct {
+type Dependencies struct {
 	services serviceRefs
 	groups   groupRefs
 }
 
-func (d dependencies) empty() bool { return d.services.empty() && d.groups.empty() }
+// Empty: the rules read nothing of the Cluster.
+func (d Dependencies) Empty() bool { return d.services.empty() && d.groups.empty() }
+
+// ConcernsService reports whether a change of the Service namespace/name
+// (or of its EndpointSlices) may change the rules.
+func (d Dependencies) ConcernsService(namespace, name string) bool {
+	return d.services.concerns(namespace, name)
+}
+
+// ConcernsCIDRGroup reports whether a change of the CIDR group name (its
+// creation, update or deletion) may change the rules.
+func (d Dependencies) ConcernsCIDRGroup(name string) bool { return d.groups.concerns(name) }
 
 // FromCNP translates a CiliumNetworkPolicy: its rules apply to endpoints
 // of its namespace, and its endpoint peers and Services are of its
 // namespace unless they say otherwise.
-func FromCNP(p *v2.CiliumNetworkPolicy, c Cluster) ([]Rule, error) {
-	rules, _, err := fromCNP(p, c)
+func FromCNP(p *v2.CiliumNetworkPolicy, c Cluster) ([]policy.Rule, error) {
+	rules, _, err := TranslateCNP(p, c)
 	return rules, err
 }
 
-func fromCNP(p *v2.CiliumNetworkPolicy, c Cluster) ([]Rule, dependencies, error) {
+// TranslateCNP is FromCNP, also saying what of c the rules depend on.
+func TranslateCNP(p *v2.CiliumNetworkPolicy, c Cluster) ([]policy.Rule, Dependencies, error) {
 	rules, err := p.Rules()
 	if err != nil {
-		return nil, dependencies{}, err
+		return nil, Dependencies{}, err
 	}
-	origin := Origin{Kind: KindCNP, Namespace: p.Namespace, Name: p.Name}
+	origin := policy.Origin{Kind: policy.KindCNP, Namespace: p.Namespace, Name: p.Name}
 	return translateCilium(origin, p.Namespace, rules, rulePaths(p.Spec, p.Specs), c)
 }
 
 // FromCCNP translates a CiliumClusterwideNetworkPolicy: its rules apply
 // to endpoints of every namespace, and a Service named without a
 // namespace is looked for in every namespace.
-func FromCCNP(p *v2.CiliumClusterwideNetworkPolicy, c Cluster) ([]Rule, error) {
-	rules, _, err := fromCCNP(p, c)
+func FromCCNP(p *v2.CiliumClusterwideNetworkPolicy, c Cluster) ([]policy.Rule, error) {
+	rules, _, err := TranslateCCNP(p, c)
 	return rules, err
 }
 
-func fromCCNP(p *v2.CiliumClusterwideNetworkPolicy, c Cluster) ([]Rule, dependencies, error) {
+// TranslateCCNP is FromCCNP, also saying what of c the rules depend on.
+func TranslateCCNP(p *v2.CiliumClusterwideNetworkPolicy, c Cluster) ([]policy.Rule, Dependencies, error) {
 	rules, err := p.Rules()
 	if err != nil {
-		return nil, dependencies{}, err
+		return nil, Dependencies{}, err
 	}
-	origin := Origin{Kind: KindCCNP, Name: p.Name}
+	origin := policy.Origin{Kind: policy.KindCCNP, Name: p.Name}
 	return translateCilium(origin, "", rules, rulePaths(p.Spec, p.Specs), c)
 }
 
@@ -89,14 +102,14 @@ func rulePaths(specRule *api.Rule, specs api.Rules) []*field.Path {
 // is not valid, yields no rules and one error naming every such field.
 // toServices and CIDR groups are resolved against c as it is now; a
 // Service or a group that does not exist is no error, it selects nothing.
-func FromCiliumRules(origin Origin, namespace string, rules api.Rules, paths []*field.Path, c Cluster) ([]Rule, error) {
+func FromCiliumRules(origin policy.Origin, namespace string, rules api.Rules, paths []*field.Path, c Cluster) ([]policy.Rule, error) {
 	out, _, err := translateCilium(origin, namespace, rules, paths, c)
 	return out, err
 }
 
 // translateCilium is FromCiliumRules, also saying which Services and
 // CIDR groups the rules depend on.
-func translateCilium(origin Origin, namespace string, rules api.Rules, paths []*field.Path, c Cluster) ([]Rule, dependencies, error) {
+func translateCilium(origin policy.Origin, namespace string, rules api.Rules, paths []*field.Path, c Cluster) ([]policy.Rule, Dependencies, error) {
 	t := &ciliumTranslation{origin: origin, namespace: namespace, cluster: c}
 	for i, r := range rules {
 		path := field.NewPath("specs").Index(i)
@@ -111,7 +124,7 @@ func translateCilium(origin Origin, namespace string, rules api.Rules, paths []*
 		t.rule(r, path)
 	}
 	if len(t.errs) > 0 {
-		return nil, dependencies{}, t.errs.ToAggregate()
+		return nil, Dependencies{}, t.errs.ToAggregate()
 	}
 	return t.rules, t.refs, nil
 }
@@ -121,7 +134,7 @@ const initKey = labels.SourceReserved + ":init"
 
 // ciliumTranslation collects the rules and errors of one policy.
 type ciliumTranslation struct {
-	origin    Origin
+	origin    policy.Origin
 	namespace string
 	// initSubject: the api rule being translated applies to endpoints
 	// that are still initializing. Those have no labels yet, so Cilium
@@ -130,8 +143,8 @@ type ciliumTranslation struct {
 	// cluster is looked up for toServices and CIDR groups; refs record
 	// what was named.
 	cluster Cluster
-	refs    dependencies
-	rules   []Rule
+	refs    Dependencies
+	rules   []policy.Rule
 	errs    field.ErrorList
 }
 
@@ -154,7 +167,7 @@ func (t *ciliumTranslation) rule(r *api.Rule, path *field.Path) {
 	}
 	t.initSubject = hasKey(r.EndpointSelector, initKey)
 	isolateIn, isolateEg := defaultDeny(r)
-	base := Rule{Origin: t.origin, Subject: t.subject(r.EndpointSelector)}
+	base := policy.Rule{Origin: t.origin, Subject: t.subject(r.EndpointSelector)}
 	for i := range r.Ingress {
 		ir := &r.Ingress[i]
 		p := path.Child("ingress").Index(i)
@@ -187,19 +200,19 @@ func (t *ciliumTranslation) rule(r *api.Rule, path *field.Path) {
 // l3 is what a rule says of its peers: the selectors, and whether it
 // names peers at all (it may name some that select nothing here).
 type l3 struct {
-	peers []Selector
+	peers []policy.Selector
 	given bool
 }
 
 // add appends the Rule of one api rule. Cilium reads a rule that names
 // ports but no peers as allowing those ports from (to) every peer, and
 // one that names neither as allowing nothing.
-func (t *ciliumTranslation) add(base Rule, dir spec.Direction, deny, defaultDeny bool, peers l3, ports []Port, l4 bool) {
+func (t *ciliumTranslation) add(base policy.Rule, dir spec.Direction, deny, defaultDeny bool, peers l3, ports []policy.Port, l4 bool) {
 	r := base
 	r.Direction, r.Deny, r.DefaultDeny = dir, deny, defaultDeny
 	r.Peers = peers.peers
 	if !peers.given && l4 {
-		r.Peers = []Selector{Wildcard{}}
+		r.Peers = []policy.Selector{policy.Wildcard{}}
 	}
 	if l4 && len(ports) == 0 {
 		// Ports were named, none of them IPv4 traffic's: no ports
@@ -225,12 +238,12 @@ func defaultDeny(r *api.Rule) (ingress, egress bool) {
 // subject selects the endpoints a rule applies to. A namespaced policy
 // applies in its namespace only; Cilium replaces a namespace the selector
 // names, so this does too.
-func (t *ciliumTranslation) subject(es *api.EndpointSelector) LabelSelector {
+func (t *ciliumTranslation) subject(es *api.EndpointSelector) policy.LabelSelector {
 	sel := copySelector(es)
 	if t.namespace != "" {
 		delete(sel.MatchLabels, podNamespaceKey)
 	}
-	return LabelSelector{Selector: sel, Namespace: t.namespace}
+	return policy.LabelSelector{Selector: sel, Namespace: t.namespace}
 }
 
 // peerFields are the peer fields of an ingress or egress rule, which
@@ -269,7 +282,7 @@ func (t *ciliumTranslation) peers(f peerFields, path *field.Path) l3 {
 	}
 	for i, c := range f.cidrs {
 		if p, ok := t.prefix(c, path.Child(f.prefix+"CIDR").Index(i)); ok {
-			out.peers = append(out.peers, CIDRSelector{Prefix: p})
+			out.peers = append(out.peers, policy.CIDRSelector{Prefix: p})
 		}
 	}
 	for i := range f.cidrSets {
@@ -281,7 +294,7 @@ func (t *ciliumTranslation) peers(f peerFields, path *field.Path) l3 {
 		}
 	}
 	for _, e := range f.entities {
-		if sel := entitySelector(e); sel != nil {
+		if sel := policy.EntitySelector(e); sel != nil {
 			out.peers = append(out.peers, sel)
 		}
 	}
@@ -289,7 +302,7 @@ func (t *ciliumTranslation) peers(f peerFields, path *field.Path) l3 {
 	// Entities overlap ("world" and "world-ipv4"), and so may Services
 	// and other peers: one filter each is enough.
 	seen := map[string]bool{}
-	out.peers = slices.DeleteFunc(out.peers, func(s Selector) bool {
+	out.peers = slices.DeleteFunc(out.peers, func(s policy.Selector) bool {
 		dup := seen[s.Key()]
 		seen[s.Key()] = true
 		return dup
@@ -300,7 +313,7 @@ func (t *ciliumTranslation) peers(f peerFields, path *field.Path) l3 {
 // endpointPeer scopes an endpoint peer as Cilium does: to pods (and in a
 // namespaced policy, to its namespace) unless the selector names reserved
 // identities, the pod namespace, or (namespaced) namespace labels.
-func (t *ciliumTranslation) endpointPeer(es *api.EndpointSelector) Selector {
+func (t *ciliumTranslation) endpointPeer(es *api.EndpointSelector) policy.Selector {
 	sel := copySelector(es)
 	switch {
 	case hasKeyFunc(&sel, func(k string) bool { return strings.HasPrefix(k, labels.SourceReserved+":") }):
@@ -309,12 +322,12 @@ func (t *ciliumTranslation) endpointPeer(es *api.EndpointSelector) Selector {
 		if hasKeyFunc(&sel, func(k string) bool { return isK8sKeyPrefix(k, labels.PrefixNamespaceLabels) }) {
 			break
 		}
-		return LabelSelector{Selector: sel, Namespace: t.namespace}
+		return policy.LabelSelector{Selector: sel, Namespace: t.namespace}
 	case !t.initSubject:
 		sel.MatchExpressions = append(sel.MatchExpressions,
 			metav1.LabelSelectorRequirement{Key: podNamespaceKey, Operator: metav1.LabelSelectorOpExists})
 	}
-	return LabelSelector{Selector: sel}
+	return policy.LabelSelector{Selector: sel}
 }
 
 // isK8sKey reports whether selector key k selects the Kubernetes label
@@ -370,13 +383,13 @@ func (t *ciliumTranslation) prefix(c api.CIDR, path *field.Path) (p netip.Prefix
 
 // cidrSet translates a CIDR set that names a prefix; one of IPv6 selects
 // nothing, but its excepts are checked all the same.
-func (t *ciliumTranslation) cidrSet(r *api.CIDRRule, path *field.Path) (Selector, bool) {
+func (t *ciliumTranslation) cidrSet(r *api.CIDRRule, path *field.Path) (policy.Selector, bool) {
 	p, err := api.ParseCIDR(r.Cidr)
 	if err != nil {
 		t.fail(field.Invalid(path.Child("cidr"), string(r.Cidr), err.Error()))
 		return nil, false
 	}
-	sel := CIDRSelector{Prefix: p}
+	sel := policy.CIDRSelector{Prefix: p}
 	for i, ex := range r.ExceptCIDRs {
 		e, err := api.ParseCIDR(ex)
 		if err != nil || !contains(p, e) {
@@ -386,64 +399,6 @@ func (t *ciliumTranslation) cidrSet(r *api.CIDRRule, path *field.Path) (Selector
 		sel.Except = append(sel.Except, e)
 	}
 	return sel, p.Addr().Is4()
-}
-
-// entityIdentities are the entities that stand for one reserved identity.
-var entityIdentities = map[api.Entity]identity.NumericIdentity{
-	api.EntityHost:          identity.Host,
-	api.EntityRemoteNode:    identity.RemoteNode,
-	api.EntityKubeAPIServer: identity.KubeAPIServer,
-	api.EntityHealth:        identity.Health,
-	api.EntityInit:          identity.Init,
-	api.EntityUnmanaged:     identity.Unmanaged,
-	api.EntityIngress:       identity.Ingress,
-}
-
-// entitySelector is the selector of an entity; nil for those that select
-// nothing here ("none", and "world-ipv6" in an IPv4-only cluster).
-func entitySelector(e api.Entity) Selector {
-	switch e {
-	case api.EntityAll:
-		return Wildcard{}
-	case api.EntityWorld, api.EntityWorldIPv4:
-		return worldSelector{}
-	case api.EntityCluster:
-		return clusterSelector{}
-	}
-	if id, ok := entityIdentities[e]; ok {
-		return IdentitySet{Name: "entity:" + string(e), IDs: []identity.NumericIdentity{id}}
-	}
-	return nil
-}
-
-// worldSelector selects what is outside the cluster: the world identities
-// and the CIDR identities of prefixes, but not those that pods' and nodes'
-// addresses carry.
-type worldSelector struct{}
-
-func (worldSelector) Key() string { return "entity:world" }
-
-func (worldSelector) Selects(id *Identity) bool {
-	if id.Prefix.IsValid() {
-		return !id.InCluster
-	}
-	return id.ID == identity.World || id.ID == identity.WorldIPv4
-}
-
-// clusterIdentities are the reserved identities inside the cluster.
-var clusterIdentities = []identity.NumericIdentity{
-	identity.Host, identity.RemoteNode, identity.Init, identity.Health,
-	identity.Unmanaged, identity.KubeAPIServer, identity.Ingress,
-}
-
-// clusterSelector selects every endpoint of the cluster: the pods'
-// identities and the reserved identities of what runs in it.
-type clusterSelector struct{}
-
-func (clusterSelector) Key() string { return "entity:cluster" }
-
-func (clusterSelector) Selects(id *Identity) bool {
-	return id.ID.IsCluster() || slices.Contains(clusterIdentities, id.ID)
 }
 
 // portRuleLists are the ports of toPorts. Layer-7 rules are refused: the
@@ -470,7 +425,7 @@ func portDenyRuleLists(rules []api.PortDenyRule) [][]api.PortProtocol {
 // ports translates toPorts (as lists of ports) and icmps, and says
 // whether the rule names any of them (l4): Validate refuses both in one
 // rule.
-func (t *ciliumTranslation) ports(lists [][]api.PortProtocol, icmps []api.ICMPRule, path *field.Path) (out []Port, l4 bool) {
+func (t *ciliumTranslation) ports(lists [][]api.PortProtocol, icmps []api.ICMPRule, path *field.Path) (out []policy.Port, l4 bool) {
 	for i, pps := range lists {
 		for j, pp := range pps {
 			if p, ok := t.port(pp, path.Child("toPorts").Index(i).Child("ports").Index(j)); ok {
@@ -484,8 +439,8 @@ func (t *ciliumTranslation) ports(lists [][]api.PortProtocol, icmps []api.ICMPRu
 
 // port translates one port. ANY (or no protocol) is TCP, UDP and SCTP,
 // or with port 0 every protocol.
-func (t *ciliumTranslation) port(pp api.PortProtocol, path *field.Path) (Port, bool) {
-	var out Port
+func (t *ciliumTranslation) port(pp api.PortProtocol, path *field.Path) (policy.Port, bool) {
+	var out policy.Port
 	switch pp.Protocol {
 	case "", api.ProtoAny:
 		out.AnyL4 = true
@@ -497,12 +452,12 @@ func (t *ciliumTranslation) port(pp api.PortProtocol, path *field.Path) (Port, b
 		out.Protocol = spec.ProtoSCTP
 	default:
 		t.fail(field.NotSupported(path.Child("protocol"), pp.Protocol, api.Protocols))
-		return Port{}, false
+		return policy.Port{}, false
 	}
 	n, named, err := api.ParsePort(pp.Port)
 	if err != nil {
 		t.fail(field.Invalid(path.Child("port"), pp.Port, err.Error()))
-		return Port{}, false
+		return policy.Port{}, false
 	}
 	if named {
 		out.Name = pp.Port
@@ -520,8 +475,8 @@ func (t *ciliumTranslation) port(pp api.PortProtocol, path *field.Path) (Port, b
 // Type 0 (echo reply) comes out as port 0, every type: Cilium has the
 // same limit (cilium/cilium#41304), and the datapath's entries cannot
 // tell the two apart.
-func (t *ciliumTranslation) icmps(rules []api.ICMPRule, path *field.Path) []Port {
-	var out []Port
+func (t *ciliumTranslation) icmps(rules []api.ICMPRule, path *field.Path) []policy.Port {
+	var out []policy.Port
 	for i, r := range rules {
 		for j := range r.Fields {
 			f := &r.Fields[j]
@@ -542,7 +497,7 @@ func (t *ciliumTranslation) icmps(rules []api.ICMPRule, path *field.Path) []Port
 				t.fail(field.Invalid(p.Child("type"), f.Type.String(), err.Error()))
 				continue
 			}
-			out = append(out, Port{Protocol: spec.ProtoICMP, Port: uint16(typ)})
+			out = append(out, policy.Port{Protocol: spec.ProtoICMP, Port: uint16(typ)})
 		}
 	}
 	return out

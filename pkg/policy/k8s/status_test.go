@@ -1,4 +1,4 @@
-package policy
+package k8s
 
 import (
 	"context"
@@ -17,6 +17,7 @@ import (
 	k8sagent "github.com/cilium-go/cilium/pkg/k8s/agent"
 	v2 "github.com/cilium-go/cilium/pkg/k8s/apis/cilium.io/v2"
 	"github.com/cilium-go/cilium/pkg/k8s/client"
+	"github.com/cilium-go/cilium/pkg/policy"
 )
 
 // Conditions are written through the status client, never the agent's
@@ -27,9 +28,9 @@ func TestReporterWritesTheLatestVerdictThroughItsOwnClient(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	clients := &k8sagent.Clients{Kube: kubefake.NewClientset(), Cilium: own, Status: status}
-	r := newReporter(ctx, slog.New(slog.NewTextHandler(io.Discard, nil)), clients, "node-a")
-	r.report(KindCNP, p, errors.New("spec.egress[0].toFQDNs: not supported"))
-	r.report(KindCNP, p, nil)
+	r := NewReporter(ctx, slog.New(slog.NewTextHandler(io.Discard, nil)), clients, "node-a")
+	r.Report(policy.KindCNP, p, errors.New("spec.egress[0].toFQDNs: not supported"))
+	r.Report(policy.KindCNP, p, nil)
 
 	deadline := time.Now().Add(10 * time.Second)
 	for {
@@ -60,8 +61,8 @@ func TestReporterWritesThisNodesRefusal(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	clients := &k8sagent.Clients{Kube: kubefake.NewClientset(), Cilium: client.NewFake(), Status: status}
-	r := newReporter(ctx, slog.New(slog.NewTextHandler(io.Discard, nil)), clients, "node-a")
-	origin := Origin{Kind: KindCNP, Namespace: "x", Name: "p"}
+	r := NewReporter(ctx, slog.New(slog.NewTextHandler(io.Discard, nil)), clients, "node-a")
+	origin := policy.Origin{Kind: policy.KindCNP, Namespace: "x", Name: "p"}
 	nodes := func(want func(map[string]v2.CiliumNetworkPolicyNodeStatus) bool) {
 		t.Helper()
 		testenv.Eventually(t, 10*time.Second, func() error {
@@ -75,11 +76,11 @@ func TestReporterWritesThisNodesRefusal(t *testing.T) {
 			return nil
 		})
 	}
-	r.refusal(origin, "endpoint 7 (x/web): its policy would need more than 16384 policy map entries")
+	r.ReportRefusal(origin, "endpoint 7 (x/web): its policy would need more than 16384 policy map entries")
 	nodes(func(n map[string]v2.CiliumNetworkPolicyNodeStatus) bool {
 		return strings.Contains(n["node-a"].Error, "endpoint 7") && !n["node-a"].OK && n["node-b"].Error == "b's"
 	})
-	r.refusal(origin, "")
+	r.ReportRefusal(origin, "")
 	nodes(func(n map[string]v2.CiliumNetworkPolicyNodeStatus) bool {
 		_, a := n["node-a"]
 		return !a && n["node-b"].Error == "b's"

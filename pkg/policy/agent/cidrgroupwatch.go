@@ -1,4 +1,4 @@
-package policy
+package agent
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 
 	v2 "github.com/cilium-go/cilium/pkg/k8s/apis/cilium.io/v2"
 	"github.com/cilium-go/cilium/pkg/k8s/client"
+	"github.com/cilium-go/cilium/pkg/policy"
 )
 
 // cidrGroupCache is the CIDRGroups of an informer's cache.
@@ -37,9 +38,9 @@ func (a *Agent) watchCIDRGroups(ctx context.Context) error {
 		if err != nil {
 			return
 		}
-		a.do(func(e *Engine) {
+		a.do(func(e *policy.Engine) {
 			for origin, dp := range a.depPolicies {
-				if dp.refs.groups.concerns(key) {
+				if dp.refs.ConcernsCIDRGroup(key) {
 					a.translateAgain(e, origin, dp)
 				}
 			}

@@ -1,4 +1,4 @@
-package policy
+package k8s
 
 import (
 	"cmp"
@@ -11,6 +11,7 @@ import (
 
 	k8sagent "github.com/cilium-go/cilium/pkg/k8s/agent"
 	"github.com/cilium-go/cilium/pkg/labels"
+	"github.com/cilium-go/cilium/pkg/policy"
 	"github.com/cilium-go/cilium/pkg/policy/api"
 )
 
@@ -68,7 +69,7 @@ func (r serviceRefs) concerns(namespace, name string) bool {
 // they select, which exist now. A Service that does not exist selects
 // nothing; the rule still names peers, so it allows nothing rather than
 // everything.
-func (t *ciliumTranslation) servicePeers(refs []api.Service) []Selector {
+func (t *ciliumTranslation) servicePeers(refs []api.Service) []policy.Selector {
 	var svcs []*corev1.Service
 	for _, ref := range refs {
 		svcs = append(svcs, t.services(ref)...)
@@ -81,7 +82,7 @@ func (t *ciliumTranslation) servicePeers(refs []api.Service) []Selector {
 	svcs = slices.CompactFunc(svcs, func(a, b *corev1.Service) bool {
 		return a.Namespace == b.Namespace && a.Name == b.Name
 	})
-	var out []Selector
+	var out []policy.Selector
 	for _, svc := range svcs {
 		out = append(out, t.backends(svc)...)
 	}
@@ -133,10 +134,10 @@ func serviceLabels(svc *corev1.Service) labels.Labels {
 // backends are a Service's backends as Cilium reads them: the pods its
 // selector selects in its namespace; without a selector, the addresses
 // of its EndpointSlices, as prefixes outside the cluster (toCIDR).
-func (t *ciliumTranslation) backends(svc *corev1.Service) []Selector {
+func (t *ciliumTranslation) backends(svc *corev1.Service) []policy.Selector {
 	if len(svc.Spec.Selector) > 0 {
 		sel := api.EndpointSelector{MatchLabels: maps.Clone(svc.Spec.Selector)}
-		return []Selector{LabelSelector{Selector: sel, Namespace: svc.Namespace}}
+		return []policy.Selector{policy.LabelSelector{Selector: sel, Namespace: svc.Namespace}}
 	}
 	var addrs []netip.Addr
 	for _, es := range t.cluster.Services.EndpointSlices(svc.Namespace, svc.Name) {
@@ -149,19 +150,9 @@ func (t *ciliumTranslation) backends(svc *corev1.Service) []Selector {
 		}
 	}
 	slices.SortFunc(addrs, netip.Addr.Compare)
-	var out []Selector
+	var out []policy.Selector
 	for _, a := range slices.Compact(addrs) {
-		out = append(out, CIDRSelector{Prefix: netip.PrefixFrom(a, a.BitLen())})
+		out = append(out, policy.CIDRSelector{Prefix: netip.PrefixFrom(a, a.BitLen())})
 	}
 	return out
-}
-
-// sameRules reports whether two translations of a policy are the same:
-// selectors with equal keys select the same identities.
-func sameRules(a, b []Rule) bool {
-	return slices.EqualFunc(a, b, func(x, y Rule) bool {
-		return x.Origin == y.Origin && x.Subject.Key() == y.Subject.Key() && x.Direction == y.Direction &&
-			x.Deny == y.Deny && x.DefaultDeny == y.DefaultDeny && slices.Equal(x.Ports, y.Ports) &&
-			slices.EqualFunc(x.Peers, y.Peers, func(p, q Selector) bool { return p.Key() == q.Key() })
-	})
 }

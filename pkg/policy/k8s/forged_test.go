@@ -1,4 +1,4 @@
-package policy_test
+package k8s_test
 
 import (
 	"testing"
@@ -9,6 +9,7 @@ import (
 	"github.com/cilium-go/cilium/pkg/labels"
 	"github.com/cilium-go/cilium/pkg/policy"
 	"github.com/cilium-go/cilium/pkg/policy/api"
+	policyk8s "github.com/cilium-go/cilium/pkg/policy/k8s"
 )
 
 // A pod's own labels cannot claim what only its Namespace object says:
@@ -32,28 +33,28 @@ func TestForgedNamespaceLabelSelectsNothing(t *testing.T) {
 
 	np := makeNP(npPolicyTypes(networkingv1.PolicyTypeIngress),
 		npIngress([]networkingv1.NetworkPolicyPeer{namespaces(sel("team", "trusted"))}))
-	npRules, err := policy.FromNetworkPolicy(np)
+	npRules, err := policyk8s.FromNetworkPolicy(np)
 	if err != nil {
 		t.Fatal(err)
 	}
 	nsTeam := es("k8s:io.cilium.k8s.namespace.labels.team", "trusted")
-	cnpRules, err := policy.FromCNP(makeCNP(ingress(fromEndpoints(nsTeam))), policy.Cluster{})
+	cnpRules, err := policyk8s.FromCNP(makeCNP(ingress(fromEndpoints(nsTeam))), policyk8s.Cluster{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	ccnpRules, err := policy.FromCCNP(makeCCNP(ingress(fromEndpoints(nsTeam))), policy.Cluster{})
+	ccnpRules, err := policyk8s.FromCCNP(makeCCNP(ingress(fromEndpoints(nsTeam))), policyk8s.Cluster{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	// A service account selector, which a pod could forge the same way.
-	saRules, err := policy.FromCCNP(makeCCNP(ingress(fromEndpoints(
-		es("k8s:io.cilium.k8s.policy.serviceaccount", "trusted-sa")))), policy.Cluster{})
+	saRules, err := policyk8s.FromCCNP(makeCCNP(ingress(fromEndpoints(
+		es("k8s:io.cilium.k8s.policy.serviceaccount", "trusted-sa")))), policyk8s.Cluster{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	// A clusterwide policy whose subject is the trusted namespace's pods.
-	subject, err := policy.FromCCNP(makeCCNP(func(r *api.Rule) { r.EndpointSelector = nsTeam },
-		ingress(fromEndpoints(es()))), policy.Cluster{})
+	subject, err := policyk8s.FromCCNP(makeCCNP(func(r *api.Rule) { r.EndpointSelector = nsTeam },
+		ingress(fromEndpoints(es()))), policyk8s.Cluster{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,0 +1,463 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/cilium/hive/cell"
+	"github.com/cilium/statedb"
+	"github.com/cilium/statedb/reconciler"
+
+	"github.com/cilium-go/cilium/internal/datapath/spec"
+	"github.com/cilium-go/cilium/pkg/endpoint"
+	"github.com/cilium-go/cilium/pkg/endpoint/ciliumendpoint"
+	"github.com/cilium-go/cilium/pkg/identity"
+	"github.com/cilium-go/cilium/pkg/ipcache"
+	k8sagent "github.com/cilium-go/cilium/pkg/k8s/agent"
+	"github.com/cilium-go/cilium/pkg/policy"
+	policyk8s "github.com/cilium-go/cilium/pkg/policy/k8s"
+)
+
+// Agent runs the engine for the agent: one goroutine owns the engine,
+// and everything else hands it work through a queue.
+type Agent struct {
+	log      *slog.Logger
+	db       *statedb.DB
+	tbl      statedb.RWTable[*EndpointPolicy]
+	entries  statedb.RWTable[*MapEntry]
+	cookies  *policy.Cookies
+	eps      statedb.Table[*endpoint.Desired]
+	clients  *k8sagent.Clients
+	watchers *k8sagent.Watchers
+	// services are the Services and EndpointSlices toServices name;
+	// cluster has them (a nil interface without Kubernetes) and the
+	// CIDR groups for translations.
+	services *k8sagent.ServiceSource
+	cluster  policyk8s.Cluster
+	mode     policy.Mode
+	engine   *policy.Engine
+	initDone func(statedb.WriteTxn)
+
+	mu    sync.Mutex
+	queue []func(*policy.Engine)
+	wake  chan struct{}
+
+	// depPolicies are the Cilium policies that name Services or CIDR
+	// groups, translated again when one of those changes. Owned by the
+	// engine's goroutine.
+	depPolicies map[policy.Origin]*dependentPolicy
+	// refusals are the endpoints whose policy does not fit their maps,
+	// as reported to the policies' authors through rep (nil without
+	// Kubernetes). Owned by the engine's goroutine.
+	refusals map[uint16]*policy.Refusal
+	rep      *policyk8s.Reporter
+
+	// prefixes is the engine's CIDR identities as last written, for the
+	// ipcache, which onPrefixes wakes.
+	prefixMu   sync.Mutex
+	prefixes   []ipcache.PolicyPrefix
+	onPrefixes map[int]func()
+	nextOn     int
+
+	// onPolicy are told of each policy's change (OnPolicyChange), on the
+	// engine's goroutine, which alone counts policyRevision.
+	onPolicyMu     sync.Mutex
+	onPolicy       []func(PolicyChange)
+	policyRevision uint64
+	// flushedRevision is policyRevision as of the last write: the
+	// policy changes that the tables' entries include.
+	flushedRevision uint64
+}
+
+// PolicyChange is a policy whose rules were set, or removed (Rules 0).
+// Revision counts the changes of the agent's policies.
+type PolicyChange struct {
+	Origin   policy.Origin
+	Rules    int
+	Revision uint64
+}
+
+// OnPolicyChange calls fn after each change of a policy's rules, on the
+// engine's goroutine: fn must not block.
+func (a *Agent) OnPolicyChange(fn func(PolicyChange)) {
+	a.onPolicyMu.Lock()
+	defer a.onPolicyMu.Unlock()
+	a.onPolicy = append(a.onPolicy, fn)
+}
+
+// setRules sets origin's rules in the engine and tells who asked.
+func (a *Agent) setRules(e *policy.Engine, origin policy.Origin, rules []policy.Rule) {
+	e.SetRules(origin, rules)
+	a.policyRevision++
+	a.onPolicyMu.Lock()
+	fns := slices.Clone(a.onPolicy)
+	a.onPolicyMu.Unlock()
+	for _, fn := range fns {
+		fn(PolicyChange{Origin: origin, Rules: len(rules), Revision: a.policyRevision})
+	}
+}
+
+// Enforced implements endpoint.PolicyGate.
+func (a *Agent) Enforced() bool { return a.mode != policy.ModeNever }
+
+// AwaitPolicy implements endpoint.PolicyGate.
+func (a *Agent) AwaitPolicy(ctx context.Context, id uint16, num identity.NumericIdentity) error {
+	if !a.Enforced() {
+		return nil
+	}
+	for {
+		r := a.realization(a.db.ReadTxn(), id)
+		if r.known && r.row.Identity == num {
+			switch {
+			case r.row.Refused != nil:
+				return fmt.Errorf("policy refused: %s", r.row.Refused)
+			case r.err != "":
+				return errors.New(r.err)
+			case r.realized >= r.row.Revision:
+				return nil
+			}
+		}
+		select {
+		case <-r.watch:
+		case <-r.entriesWatch:
+		case <-ctx.Done():
+			return fmt.Errorf("policy not in place yet: %w", context.Cause(ctx))
+		}
+	}
+}
+
+// realization is how far an endpoint's policy got into the datapath.
+type realization struct {
+	row      *EndpointPolicy
+	known    bool
+	realized uint64 // the revision the datapath holds
+	err      string // an entry the reconciler failed to write
+	// watch and entriesWatch close when the row or its entries change.
+	watch, entriesWatch <-chan struct{}
+}
+
+// realization reads it: the datapath holds revision R once no entry
+// written at or before R is still to be reconciled.
+func (a *Agent) realization(txn statedb.ReadTxn, id uint16) realization {
+	var r realization
+	r.row, _, r.watch, r.known = a.tbl.GetWatch(txn, EndpointIndex.Query(id))
+	rows, watch := a.entries.ListWatch(txn, EntryEndpointIndex.Query(id))
+	r.entriesWatch = watch
+	if !r.known {
+		return r
+	}
+	r.realized = r.row.Revision
+	for e := range rows {
+		switch e.Status.Kind {
+		case reconciler.StatusKindDone:
+			continue
+		case reconciler.StatusKindError:
+			r.err = e.Status.GetError()
+		}
+		r.realized = min(r.realized, e.Revision-1)
+	}
+	return r
+}
+
+// do queues work for the engine's goroutine.
+func (a *Agent) do(fn func(*policy.Engine)) {
+	a.mu.Lock()
+	a.queue = append(a.queue, fn)
+	a.mu.Unlock()
+	select {
+	case a.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (a *Agent) run(ctx context.Context, h cell.Health) error {
+	if a.clients != nil && a.mode != policy.ModeNever {
+		if err := a.watch(ctx); err != nil {
+			return err
+		}
+	}
+	wtxn := a.db.WriteTxn(a.eps)
+	changes, err := a.eps.Changes(wtxn)
+	wtxn.Commit()
+	if err != nil {
+		return err
+	}
+	// Restored endpoints are in the table once it is initialized: the
+	// first rows written then hold every endpoint's policy, and only
+	// then may the reconciler prune what an earlier run left.
+	if err := a.awaitEndpointsInitialized(ctx); err != nil {
+		return err
+	}
+	initialized := false
+	for {
+		a.mu.Lock()
+		work := a.queue
+		a.queue = nil
+		a.mu.Unlock()
+		for _, fn := range work {
+			fn(a.engine)
+		}
+		evs, watch := changes.Next(a.db.ReadTxn())
+		for ev := range evs {
+			a.endpointChanged(ev.Object, ev.Deleted)
+		}
+		a.write(!initialized)
+		initialized = true
+		h.OK(fmt.Sprintf("%d endpoints", a.engine.EndpointCount()))
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-a.wake:
+		case <-watch:
+		}
+	}
+}
+
+func (a *Agent) awaitEndpointsInitialized(ctx context.Context) error {
+	for {
+		ok, watch := a.eps.Initialized(a.db.ReadTxn())
+		if ok {
+			return nil
+		}
+		select {
+		case <-watch:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+func (a *Agent) endpointChanged(d *endpoint.Desired, deleted bool) {
+	if deleted {
+		a.engine.DeleteEndpoint(d.ID)
+		return
+	}
+	var ports policy.NamedPorts
+	if a.watchers != nil {
+		if pod, ok := a.watchers.Pod(d.PodNamespace, d.PodName); ok {
+			ports = policyk8s.NamedPorts(ciliumendpoint.NamedPorts(pod))
+		}
+	}
+	a.engine.UpsertEndpoint(policy.EndpointInfo{ID: d.ID, Identity: d.Identity, NamedPorts: ports})
+}
+
+// Prefixes implements ipcache.PrefixSource.
+func (a *Agent) Prefixes() []ipcache.PolicyPrefix {
+	a.prefixMu.Lock()
+	defer a.prefixMu.Unlock()
+	return a.prefixes
+}
+
+// OnChange implements ipcache.PrefixSource: fn runs when the prefixes
+// change.
+func (a *Agent) OnChange(fn func()) (stop func()) {
+	a.prefixMu.Lock()
+	defer a.prefixMu.Unlock()
+	n := a.nextOn
+	a.nextOn++
+	a.onPrefixes[n] = fn
+	return func() {
+		a.prefixMu.Lock()
+		defer a.prefixMu.Unlock()
+		delete(a.onPrefixes, n)
+	}
+}
+
+// publishPrefixes hands the engine's prefixes to the ipcache when they
+// changed. The ipcache has them before the entries that name their
+// identities are reconciled or soon after; either way an address is
+// judged by an identity the policy map knows or by the world's.
+func (a *Agent) publishPrefixes() {
+	changed, ok := a.engine.ChangedPrefixes()
+	if !ok {
+		return
+	}
+	prefixes := make([]ipcache.PolicyPrefix, len(changed))
+	for i, p := range changed {
+		prefixes[i] = ipcache.PolicyPrefix(p)
+	}
+	a.prefixMu.Lock()
+	a.prefixes = prefixes
+	fns := slices.Collect(maps.Values(a.onPrefixes))
+	a.prefixMu.Unlock()
+	for _, fn := range fns {
+		fn()
+	}
+}
+
+// write puts what the engine changed into the tables, in one
+// transaction: only the entries that changed, so the reconciler writes
+// only their groups.
+func (a *Agent) write(markInitialized bool) {
+	eps, changes := a.engine.Flush()
+	a.flushedRevision = a.policyRevision
+	a.publishPrefixes()
+	if len(eps) == 0 && !markInitialized {
+		return
+	}
+	txn := a.db.WriteTxn(a.tbl, a.entries)
+	defer txn.Abort()
+	var rev uint64
+	for _, st := range eps {
+		rev = max(rev, st.Revision)
+	}
+	var resync []uint16
+	for _, st := range eps {
+		switch {
+		case st.Deleted:
+			_, _, _ = a.tbl.Delete(txn, &EndpointPolicy{EndpointID: st.ID})
+			a.tombstoneEntries(txn, st.ID, nil, rev)
+		case st.Refused != nil:
+			// The entries stay as they were: the policy of before.
+			row := &EndpointPolicy{EndpointID: st.ID, Revision: st.Revision}
+			if old, _, ok := a.tbl.Get(txn, EndpointIndex.Query(st.ID)); ok {
+				row = old.clone()
+			}
+			row.Identity, row.Refused = st.Identity, st.Refused
+			_, _, _ = a.tbl.Insert(txn, row)
+		case st.Ready:
+			row := &EndpointPolicy{EndpointID: st.ID, Identity: st.Identity, Revision: st.Revision,
+				EnforceIngress: st.EnforceIngress, EnforceEgress: st.EnforceEgress}
+			_, _, _ = a.tbl.Insert(txn, row)
+			if st.Resync {
+				resync = append(resync, st.ID)
+			}
+		}
+	}
+	keep := map[uint16]map[spec.PolicyEntry]bool{}
+	for _, c := range changes {
+		a.writeEntry(txn, c, rev)
+		if keep[c.EndpointID] == nil {
+			keep[c.EndpointID] = map[spec.PolicyEntry]bool{}
+		}
+		keep[c.EndpointID][c.Entry] = true
+	}
+	for _, id := range resync {
+		a.tombstoneEntries(txn, id, keep[id], rev)
+	}
+	if markInitialized {
+		a.initDone(txn)
+	}
+	txn.Commit()
+	a.reportRefusals(eps)
+}
+
+// reportRefusals tells the authors of the policies that endpoints' maps
+// do not fit, or fit again, which endpoints of this node refuse them.
+func (a *Agent) reportRefusals(eps []policy.EndpointStatus) {
+	touched := map[policy.Origin]bool{}
+	for _, st := range eps {
+		prev, now := a.refusals[st.ID], st.Refused
+		if prev != nil && now != nil && *prev == *now {
+			continue
+		}
+		if prev != nil {
+			touched[prev.Origin] = true
+		}
+		if now != nil {
+			touched[now.Origin] = true
+			a.refusals[st.ID] = now
+		} else {
+			delete(a.refusals, st.ID)
+		}
+	}
+	if len(touched) == 0 {
+		return
+	}
+	txn := a.db.ReadTxn()
+	for o := range touched {
+		var refused []string
+		size := 0
+		for _, id := range slices.Sorted(maps.Keys(a.refusals)) {
+			r := a.refusals[id]
+			if r.Origin != o {
+				continue
+			}
+			size = r.Max
+			name := strconv.Itoa(int(id))
+			if ep, _, ok := a.eps.Get(txn, endpoint.IDIndex.Query(id)); ok && ep.PodName != "" {
+				name += " (" + ep.PodNamespace + "/" + ep.PodName + ")"
+			}
+			refused = append(refused, name)
+		}
+		msg := ""
+		if len(refused) > 0 {
+			msg = fmt.Sprintf("endpoint %s: its policy would need more than %d policy map entries (--bpf-policy-map-max); the previous policy stays in force",
+				strings.Join(refused, ", "), size)
+			a.log.Warn("policy refused: an endpoint's policy map cannot hold it", "policy", o.String(), "endpoints", refused, "max", size)
+		}
+		if a.rep != nil {
+			a.rep.ReportRefusal(o, msg)
+		}
+	}
+}
+
+// writeEntry inserts a changed entry, or turns a removed one into a
+// tombstone that the reconciler removes from the map.
+func (a *Agent) writeEntry(txn statedb.WriteTxn, c policy.EntryChange, rev uint64) {
+	old, _, found := a.entries.Get(txn, EntryIndex.Query(entryID{c.EndpointID, c.Entry}))
+	row := &MapEntry{EndpointID: c.EndpointID, Entry: c.Entry, Origins: c.Origins, Revision: rev,
+		Status: reconciler.StatusPending()}
+	switch {
+	case len(c.Origins) == 0 && (!found || old.Deleted):
+		return
+	case len(c.Origins) == 0:
+		row.Deleted = true
+	case found && !old.Deleted && slices.Equal(old.Origins, c.Origins):
+		return
+	}
+	if _, _, err := a.entries.Insert(txn, row); err != nil {
+		a.log.Error("write policy entry", "endpoint", c.EndpointID, "entry", c.Entry.String(), "error", err)
+	}
+}
+
+// tombstoneEntries turns every live entry of an endpoint but those of
+// keep into a tombstone.
+func (a *Agent) tombstoneEntries(txn statedb.WriteTxn, id uint16, keep map[spec.PolicyEntry]bool, rev uint64) {
+	var gone []spec.PolicyEntry
+	for e := range a.entries.List(txn, EntryEndpointIndex.Query(id)) {
+		if !e.Deleted && !keep[e.Entry] {
+			gone = append(gone, e.Entry)
+		}
+	}
+	for _, ent := range gone {
+		a.writeEntry(txn, policy.EntryChange{EndpointID: id, Entry: ent}, rev)
+	}
+}
+
+// collectTombstones deletes the tombstones whose entries left the map.
+func (a *Agent) collectTombstones(ctx context.Context, _ cell.Health) error {
+	for {
+		rows, watch := a.entries.ListWatch(a.db.ReadTxn(), DeletedIndex.Query(true))
+		var done []*MapEntry
+		for e := range rows {
+			if e.Status.Kind == reconciler.StatusKindDone {
+				done = append(done, e)
+			}
+		}
+		if len(done) > 0 {
+			txn := a.db.WriteTxn(a.entries)
+			for _, e := range done {
+				// Only if still the same tombstone: the engine may have
+				// brought the entry back meanwhile.
+				if cur, _, ok := a.entries.Get(txn, EntryIndex.Query(entryID{e.EndpointID, e.Entry})); ok && cur.Deleted &&
+					cur.Status.Kind == reconciler.StatusKindDone {
+					_, _, _ = a.entries.Delete(txn, cur)
+				}
+			}
+			txn.Commit()
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-watch:
+		}
+	}
+}

@@ -1,0 +1,122 @@
+// Package agent runs the policy engine in the agent: a hive cell whose
+// job owns the engine (pkg/policy), feeds it the policies that
+// pkg/policy/k8s translates, the cluster's identities and the local
+// endpoints, and writes each endpoint's policy into statedb tables; a
+// reconciler makes each endpoint's policy map in the datapath match
+// them, the changed policy groups (endpoint, direction, remote
+// identity) of an endpoint at a time.
+package agent
+
+import (
+	"fmt"
+	"log/slog"
+
+	"github.com/cilium/hive/cell"
+	"github.com/cilium/hive/job"
+	"github.com/cilium/statedb"
+	"github.com/spf13/pflag"
+
+	"github.com/cilium-go/cilium/pkg/endpoint"
+	"github.com/cilium-go/cilium/pkg/health"
+	"github.com/cilium-go/cilium/pkg/ipcache"
+	k8sagent "github.com/cilium-go/cilium/pkg/k8s/agent"
+	"github.com/cilium-go/cilium/pkg/policy"
+)
+
+// Config holds the policy engine's flags.
+type Config struct {
+	EnablePolicy string
+}
+
+// DefaultConfig is Cilium's default: isolate what rules select.
+var DefaultConfig = Config{EnablePolicy: string(policy.ModeDefault)}
+
+// Flags implements cell.Flagger.
+func (def Config) Flags(flags *pflag.FlagSet) {
+	flags.String("enable-policy", def.EnablePolicy,
+		"Policy enforcement: default (endpoints that rules select are isolated), always (every endpoint is), never")
+}
+
+// EngineCell runs the policy engine: it reads NetworkPolicies,
+// CiliumNetworkPolicies, CiliumClusterwideNetworkPolicies, the cluster's
+// identities and the local endpoints, and writes every endpoint's policy
+// into the table that the policy map's reconciler programs. It provides
+// the endpoint manager's PolicyGate.
+var EngineCell = cell.Module("policy", "Network policy rules to endpoints policy map entries",
+	cell.Config(DefaultConfig),
+	cell.Provide(newAgent, func(a *Agent) endpoint.PolicyGate { return a }, func(a *Agent) ipcache.PrefixSource { return a }),
+	health.JobGroup,
+	cell.Invoke(func(jobs job.Group, a *Agent) {
+		jobs.Add(job.OneShot("policy-engine", a.run), job.OneShot("policy-tombstones", a.collectTombstones))
+	}),
+)
+
+// MapConfig sizes the endpoints' policy maps, as Cilium's flag does.
+type MapConfig struct {
+	// BPFPolicyMapMax is how many entries each endpoint's policy map
+	// holds; a policy that needs more is refused for that endpoint.
+	BPFPolicyMapMax int `mapstructure:"bpf-policy-map-max"`
+}
+
+// DefaultMapConfig is Cilium's default.
+var DefaultMapConfig = MapConfig{BPFPolicyMapMax: 16384}
+
+// Flags implements cell.Flagger.
+func (def MapConfig) Flags(flags *pflag.FlagSet) {
+	flags.Int("bpf-policy-map-max", def.BPFPolicyMapMax,
+		"entries of each endpoint's policy map: a policy that needs more for an endpoint is refused for it, the endpoint keeping its previous policy")
+}
+
+// Validate names the flag when it is out of Cilium's range.
+func (c MapConfig) Validate() error {
+	if c.BPFPolicyMapMax < 1<<8 || c.BPFPolicyMapMax > 1<<16 {
+		return fmt.Errorf("--bpf-policy-map-max %d: want %d to %d", c.BPFPolicyMapMax, 1<<8, 1<<16)
+	}
+	return nil
+}
+
+// Cell provides the tables (statedb.RWTable for the policy engine,
+// statedb.Table for readers) and reconciles the entries into the maps
+// that a MapSource from the datapath gives.
+var Cell = cell.Module("policy-map", "Endpoint policies reconciled into the endpoints policy maps",
+	cell.Config(DefaultMapConfig),
+	cell.Invoke(MapConfig.Validate),
+	cell.Provide(NewTable, statedb.RWTable[*EndpointPolicy].ToTable,
+		NewEntriesTable, statedb.RWTable[*MapEntry].ToTable, policy.NewCookies),
+	health.JobGroup,
+	cell.Invoke(RegisterReconciler),
+)
+
+type agentParams struct {
+	cell.In
+	Config    Config
+	Log       *slog.Logger
+	DB        *statedb.DB
+	Table     statedb.RWTable[*EndpointPolicy]
+	Entries   statedb.RWTable[*MapEntry]
+	Cookies   *policy.Cookies
+	Endpoints statedb.Table[*endpoint.Desired]
+	Clients   *k8sagent.Clients       `optional:"true"`
+	Watchers  *k8sagent.Watchers      `optional:"true"`
+	Services  *k8sagent.ServiceSource `optional:"true"`
+	// MapConfig sizes the policy maps the engine's endpoints must fit.
+	MapConfig MapConfig `optional:"true"`
+}
+
+func newAgent(p agentParams) (*Agent, error) {
+	mode, err := policy.ParseMode(p.Config.EnablePolicy)
+	if err != nil {
+		return nil, err
+	}
+	txn := p.DB.WriteTxn(p.Entries)
+	done := p.Entries.RegisterInitializer(txn, "policy-engine")
+	txn.Commit()
+	a := &Agent{log: p.Log, db: p.DB, tbl: p.Table, entries: p.Entries, cookies: p.Cookies, eps: p.Endpoints, clients: p.Clients, watchers: p.Watchers,
+		services: p.Services, mode: mode, engine: policy.NewEngine(mode), initDone: done, wake: make(chan struct{}, 1),
+		depPolicies: map[policy.Origin]*dependentPolicy{}, onPrefixes: map[int]func(){}, refusals: map[uint16]*policy.Refusal{}}
+	if p.Services != nil {
+		a.cluster.Services = p.Services
+	}
+	a.engine.LimitEntries(p.MapConfig.BPFPolicyMapMax)
+	return a, nil
+}
