@@ -11,7 +11,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"time"
 
 	"github.com/cilium/hive/cell"
 	"github.com/cilium/hive/job"
@@ -21,7 +20,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	kubeinformers "k8s.io/client-go/informers"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/cilium-go/cilium/internal/datapath/spec"
@@ -32,7 +30,7 @@ import (
 	"github.com/cilium-go/cilium/pkg/ipcache"
 	k8sagent "github.com/cilium-go/cilium/pkg/k8s/agent"
 	v2 "github.com/cilium-go/cilium/pkg/k8s/apis/cilium.io/v2"
-	"github.com/cilium-go/cilium/pkg/k8s/client"
+	"github.com/cilium-go/cilium/pkg/k8s/tables"
 	"github.com/cilium-go/cilium/pkg/labels"
 	"github.com/cilium-go/cilium/pkg/loadbalancer"
 )
@@ -252,7 +250,7 @@ func (a *Agent) do(fn func(*Engine)) {
 }
 
 func (a *Agent) run(ctx context.Context, h cell.Health) error {
-	if a.clients != nil && a.mode != ModeNever {
+	if a.watchers != nil && a.mode != ModeNever {
 		if err := a.watch(ctx); err != nil {
 			return err
 		}
@@ -572,55 +570,50 @@ func (a *Agent) watch(ctx context.Context) error {
 	if err := a.watchCIDRGroups(ctx); err != nil {
 		return err
 	}
-	factory := kubeinformers.NewSharedInformerFactory(a.clients.Kube, 10*time.Minute)
-	nps := factory.Networking().V1().NetworkPolicies().Informer()
-	cnps := client.NewCiliumNetworkPolicyInformer(a.clients.Cilium, "", 10*time.Minute, nil)
-	ccnps := client.NewCiliumClusterwideNetworkPolicyInformer(a.clients.Cilium, 10*time.Minute, nil)
-	handlers := []struct {
-		inf       cache.SharedIndexInformer
-		kind      string
-		translate translateFunc
-	}{
-		{nps, KindNetworkPolicy, func(obj any, _ Cluster) ([]Rule, dependencies, error) {
-			rules, err := FromNetworkPolicy(obj.(*networkingv1.NetworkPolicy))
-			return rules, dependencies{}, err
-		}},
-		{cnps, KindCNP, func(obj any, c Cluster) ([]Rule, dependencies, error) {
-			return fromCNP(obj.(*v2.CiliumNetworkPolicy), c)
-		}},
-		{ccnps, KindCCNP, func(obj any, c Cluster) ([]Rule, dependencies, error) {
-			return fromCCNP(obj.(*v2.CiliumClusterwideNetworkPolicy), c)
-		}},
-	}
-	node := ""
-	if a.watchers != nil {
-		node = a.watchers.NodeName
-	}
-	rep := newReporter(ctx, a.log, a.clients, node)
+	db, t := a.watchers.DB(), a.watchers.Tables()
+	rep := newReporter(ctx, a.log, a.clients, a.watchers.NodeName)
 	a.rep = rep
-	synced := []cache.InformerSynced{}
-	for _, h := range handlers {
-		if _, err := h.inf.AddEventHandler(a.policyHandler(ctx, rep, h.kind, h.translate)); err != nil {
-			return err
-		}
-		go h.inf.RunWithContext(ctx)
-		synced = append(synced, h.inf.HasSynced)
+	var synced []cache.InformerSynced
+	follow := func(ch <-chan struct{}, err error) error {
+		synced = append(synced, closed(ch))
+		return err
 	}
-	if a.watchers != nil {
-		ids, err := a.watchers.CiliumIdentities.AddEventHandler(a.identityHandler())
-		if err != nil {
-			return err
-		}
-		ceps, err := a.watchers.CiliumEndpoints.AddEventHandler(a.namedPortsHandler())
-		if err != nil {
-			return err
-		}
-		synced = append(synced, ids.HasSynced, ceps.HasSynced)
+	err := errors.Join(
+		follow(tables.Follow(ctx, db, t.NetworkPolicies, a.policyHandler(ctx, rep, KindNetworkPolicy,
+			func(obj any, _ Cluster) ([]Rule, dependencies, error) {
+				rules, err := FromNetworkPolicy(obj.(*networkingv1.NetworkPolicy))
+				return rules, dependencies{}, err
+			}))),
+		follow(tables.Follow(ctx, db, t.CNPs, a.policyHandler(ctx, rep, KindCNP,
+			func(obj any, c Cluster) ([]Rule, dependencies, error) {
+				return fromCNP(obj.(*v2.CiliumNetworkPolicy), c)
+			}))),
+		follow(tables.Follow(ctx, db, t.CCNPs, a.policyHandler(ctx, rep, KindCCNP,
+			func(obj any, c Cluster) ([]Rule, dependencies, error) {
+				return fromCCNP(obj.(*v2.CiliumClusterwideNetworkPolicy), c)
+			}))),
+		follow(tables.Follow(ctx, db, t.CiliumIdentities, a.identityHandler())),
+		follow(tables.Follow(ctx, db, t.CiliumEndpoints, a.namedPortsHandler())),
+	)
+	if err != nil {
+		return err
 	}
 	if !cache.WaitForCacheSync(ctx.Done(), synced...) {
 		return errors.New("policy caches not synced")
 	}
 	return nil
+}
+
+// closed says whether ch is closed, as cache.InformerSynced.
+func closed(ch <-chan struct{}) cache.InformerSynced {
+	return func() bool {
+		select {
+		case <-ch:
+			return true
+		default:
+			return false
+		}
+	}
 }
 
 // translateFunc translates a policy object, with the Services and CIDR

@@ -11,7 +11,6 @@ import (
 
 	"github.com/cilium-go/cilium/internal/datapath/spec"
 	"github.com/cilium-go/cilium/pkg/identity"
-	v2 "github.com/cilium-go/cilium/pkg/k8s/apis/cilium.io/v2"
 	"github.com/cilium-go/cilium/pkg/labels"
 )
 
@@ -241,12 +240,11 @@ func (a *Agent) resolvePod(e *Engine, ns, name string) (*Identity, NamedPorts, e
 	if a.watchers == nil {
 		return nil, nil, errors.New("pods need Kubernetes")
 	}
-	obj, ok, err := a.watchers.CiliumEndpoints.GetStore().GetByKey(ns + "/" + name)
-	if err != nil || !ok {
+	cep, ok := a.watchers.CiliumEndpoint(ns, name)
+	if !ok {
 		return nil, nil, fmt.Errorf("pod %s/%s has no CiliumEndpoint", ns, name)
 	}
-	cep, ok := obj.(*v2.CiliumEndpoint)
-	if !ok || cep.Status.Identity == nil {
+	if cep.Status.Identity == nil {
 		return nil, nil, fmt.Errorf("pod %s/%s has no identity yet", ns, name)
 	}
 	id, ok := e.Identity(identity.NumericIdentity(cep.Status.Identity.ID))
