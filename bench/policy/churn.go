@@ -26,6 +26,7 @@ import (
 	"github.com/cilium-go/cilium/pkg/k8s/agent"
 	v2 "github.com/cilium-go/cilium/pkg/k8s/apis/cilium.io/v2"
 	"github.com/cilium-go/cilium/pkg/k8s/client"
+	"github.com/cilium-go/cilium/pkg/k8s/tables"
 	policyagent "github.com/cilium-go/cilium/pkg/policy/agent"
 	"github.com/cilium-go/cilium/pkg/policy/api"
 	policyk8s "github.com/cilium-go/cilium/pkg/policy/k8s"
@@ -108,13 +109,14 @@ func churn(ctx context.Context, log *slog.Logger, identities, adds int) (churnRe
 		objs = append(objs, churnPolicy(j))
 	}
 	clients := &agent.Clients{Kube: kubefake.NewClientset(), Cilium: client.NewFake(objs...)}
-	w := agent.NewWatchers(clients, "node-a", 0)
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	w.Run(wctx)
-	if err := w.WaitForSync(ctx); err != nil {
+	wdb := statedb.New()
+	tbls, err := tables.Start(wctx, wdb, &tables.Clients{Kube: clients.Kube, Cilium: clients.Cilium, NodeName: "node-a"})
+	if err != nil {
 		return res, err
 	}
+	w := agent.NewWatchers(wdb, agent.TablesOf(tbls), "node-a")
 
 	var db *statedb.DB
 	var eps statedb.RWTable[*endpoint.Desired]

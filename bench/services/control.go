@@ -165,6 +165,10 @@ func measureControlPlane(ctx context.Context, log *slog.Logger, o options, onClo
 	onClose(c.Close)
 	m := c.Nodes[0].DP.Maps()
 	kube := kubefake.NewClientset()
+	source, err := agent.StartServiceSource(ctx, kube, cpNodeName)
+	if err != nil {
+		return nil, err
+	}
 	var lb lbHive
 	h := health.NewHive(
 		job.Cell, statedb.Cell, health.Cell,
@@ -172,7 +176,7 @@ func measureControlPlane(ctx context.Context, log *slog.Logger, o options, onClo
 		cell.Provide(
 			func() loadbalancer.MapSource { return func() loadbalancer.Map { return m } },
 			func() loadbalancer.NodeAddresses { return loadbalancer.NodeAddresses{c.Nodes[0].IP} },
-			func() loadbalancer.Source { return agent.NewServiceSource(&agent.Clients{Kube: kube}, cpNodeName) },
+			func() loadbalancer.Source { return source },
 			// healthCheckNodePorts (none here) listen in memory, never on the machine.
 			func() loadbalancer.ListenFunc { return lbtest.NewNet().Listen },
 		),

@@ -18,6 +18,7 @@ import (
 	"github.com/cilium-go/cilium/pkg/ipam/clusterpool"
 	"github.com/cilium-go/cilium/pkg/ipcache"
 	k8sagent "github.com/cilium-go/cilium/pkg/k8s/agent"
+	k8stables "github.com/cilium-go/cilium/pkg/k8s/tables"
 	"github.com/cilium-go/cilium/pkg/loadbalancer"
 	"github.com/cilium-go/cilium/pkg/metrics"
 	"github.com/cilium-go/cilium/pkg/monitor"
@@ -43,6 +44,7 @@ var (
 	// ControlPlane: what the agent decides, and the API to ask it.
 	ControlPlane = cell.Group(
 		k8sagent.Cell,          // --enable-k8s, --kubeconfig, --k8s-node-name: clients and watchers (none with Kubernetes off)
+		k8stables.Cell,         // the cluster's objects as tables, one reflector per kind (empty with Kubernetes off)
 		ipam.Cell,              // --ipam-pod-cidr: pod addresses
 		clusterpool.Cell,       // the pod CIDR from this node's CiliumNode
 		allocator.Cell,         // identities of pods from their labels, following relabels

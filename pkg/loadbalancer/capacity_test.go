@@ -99,10 +99,13 @@ type lbHive struct {
 func startLB(t *testing.T, m loadbalancer.Map, objs []runtime.Object, flags ...string) *lbHive {
 	kube := kubefake.NewClientset(objs...)
 	lb := &lbHive{kube: kube, m: m}
-	source := agent.NewServiceSource(&agent.Clients{Kube: kube}, "node-a")
-	events := agent.NewServiceEvents(kube, source, "node-a")
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
+	source, err := agent.StartServiceSource(ctx, kube, "node-a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	events := agent.NewServiceEvents(kube, source, "node-a")
 	events.Start(ctx)
 	h := health.NewHive(
 		job.Cell, statedb.Cell, health.Cell,

@@ -58,10 +58,13 @@ func runScripts(t *testing.T, newMap func(testing.TB) loadbalancer.Map) {
 		socks := &fakeSockets{}
 		// healthCheckNodePorts listen in memory, not on the machine.
 		hcNet := lbtest.NewNet()
-		source := agent.NewServiceSource(&agent.Clients{Kube: kube}, "node-a")
-		events := agent.NewServiceEvents(kube, source, "node-a")
 		ctx, cancel := context.WithCancel(context.Background())
 		t.Cleanup(cancel)
+		source, err := agent.StartServiceSource(ctx, kube, "node-a")
+		if err != nil {
+			t.Fatal(err)
+		}
+		events := agent.NewServiceEvents(kube, source, "node-a")
 		events.Start(ctx)
 		cells := []cell.Cell{
 			job.Cell, statedb.Cell, health.Cell,

@@ -17,7 +17,6 @@ import (
 	"github.com/cilium-go/cilium/pkg/endpoint"
 	"github.com/cilium-go/cilium/pkg/identity/allocator"
 	"github.com/cilium-go/cilium/pkg/k8s/agent/agenttest"
-	v2 "github.com/cilium-go/cilium/pkg/k8s/apis/cilium.io/v2"
 	"github.com/cilium-go/cilium/pkg/k8s/k8stest"
 	"github.com/cilium-go/cilium/pkg/labels"
 )
@@ -58,8 +57,7 @@ func TestPublisherSync(t *testing.T) {
 		t.Errorf("CiliumEndpoint status %+v %+v", got.Status.Identity, got.Status.Networking)
 	}
 	testenv.Eventually(t, 30*time.Second, func() error {
-		_, ok, _ := w.CiliumEndpoints.GetStore().GetByKey("shop/web")
-		if !(ok) {
+		if _, ok := w.CiliumEndpoint("shop", "web"); !ok {
 			return errors.New("the cache does not see the CiliumEndpoint")
 		}
 		return nil
@@ -74,8 +72,7 @@ func TestPublisherSync(t *testing.T) {
 		t.Fatalf("after update: %+v, %v", got, err)
 	}
 	testenv.Eventually(t, 30*time.Second, func() error {
-		obj, _, _ := w.CiliumEndpoints.GetStore().GetByKey("shop/web")
-		cep, ok := obj.(*v2.CiliumEndpoint)
+		cep, ok := w.CiliumEndpoint("shop", "web")
 		if !(ok && cep.Status.Identity.ID == 999) {
 			return errors.New("the cache does not see the update")
 		}

@@ -56,18 +56,16 @@ type entry struct {
 type AllocatorConfig struct {
 	// Min and Max bound the numbers handed out; default 256..65535.
 	Min, Max identity.NumericIdentity
-	// Cache, when set, is a CiliumIdentity informer's lister. A cached object
-	// with the wanted labels is used without an API round trip; everything
-	// else (free or foreign numbers) is still decided by the API server, since
-	// a stale cache must never make two agents pick different numbers.
+	// Cache, when set, reads CiliumIdentities by name from a local copy
+	// of the cluster's (the agent's table of them). A cached object with
+	// the wanted labels is used without an API round trip; everything
+	// else (free or foreign numbers) is still decided by the API server,
+	// since a stale cache must never make two agents pick different numbers.
 	Cache IdentityCache
 }
 
-// IdentityCache reads CiliumIdentity objects by name from a local cache;
-// client.CiliumIdentityLister is one.
-type IdentityCache interface {
-	Get(name string) (*v2.CiliumIdentity, error)
-}
+// IdentityCache reads a CiliumIdentity by name; false when it has none.
+type IdentityCache func(name string) (*v2.CiliumIdentity, bool)
 
 // NewAllocator returns an allocator writing CiliumIdentity objects through c.
 func NewAllocator(c client.CiliumIdentityInterface, log *slog.Logger, cfg AllocatorConfig) (*Allocator, error) {
@@ -177,8 +175,8 @@ func (a *Allocator) cached(num identity.NumericIdentity, key string) bool {
 	if a.cache == nil {
 		return false
 	}
-	obj, err := a.cache.Get(num.String())
-	return err == nil && obj.DeletionTimestamp == nil && labels.FromSecurityLabels(obj.SecurityLabels).Key() == key
+	obj, ok := a.cache(num.String())
+	return ok && obj.DeletionTimestamp == nil && labels.FromSecurityLabels(obj.SecurityLabels).Key() == key
 }
 
 // hashKey is FNV-1a of the canonical label key: stable across agents and

@@ -9,15 +9,16 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/cilium/statedb"
 	k8serrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	k8stesting "k8s.io/client-go/testing"
-	"k8s.io/client-go/tools/cache"
 
 	"github.com/cilium-go/cilium/pkg/identity"
 	v2 "github.com/cilium-go/cilium/pkg/k8s/apis/cilium.io/v2"
 	"github.com/cilium-go/cilium/pkg/k8s/client"
+	"github.com/cilium-go/cilium/pkg/k8s/tables"
 	"github.com/cilium-go/cilium/pkg/labels"
 )
 
@@ -224,14 +225,14 @@ func TestAllocateUsesCache(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	inf := client.NewCiliumIdentityInformer(fake, 0, nil)
-	stop := make(chan struct{})
-	t.Cleanup(func() { close(stop) })
-	go inf.Run(stop)
-	if !cache.WaitForCacheSync(stop, inf.HasSynced) {
-		t.Fatal("cache did not sync")
+	db := statedb.New()
+	tbls, err := tables.Start(t.Context(), db, &tables.Clients{Cilium: fake})
+	if err != nil {
+		t.Fatal(err)
 	}
-	b := newAllocator(t, fake, AllocatorConfig{Cache: client.NewLister[*v2.CiliumIdentity](inf, v2.CIDPluralName)})
+	b := newAllocator(t, fake, AllocatorConfig{Cache: func(name string) (*v2.CiliumIdentity, bool) {
+		return tables.Get(db.ReadTxn(), tbls.CiliumIdentities, name)
+	}})
 	// With the object in the cache, the second agent needs no API call.
 	fake.PrependReactor("*", "ciliumidentities", func(action k8stesting.Action) (bool, runtime.Object, error) {
 		if action.GetVerb() == "create" || action.GetVerb() == "get" {

@@ -10,8 +10,6 @@ import (
 	"github.com/cilium-go/cilium/pkg/endpoint"
 	"github.com/cilium-go/cilium/pkg/health"
 	"github.com/cilium-go/cilium/pkg/k8s/agent"
-	v2 "github.com/cilium-go/cilium/pkg/k8s/apis/cilium.io/v2"
-	"github.com/cilium-go/cilium/pkg/k8s/client"
 	"github.com/cilium-go/cilium/pkg/labels"
 )
 
@@ -35,7 +33,7 @@ func newIdentities(log *slog.Logger, cfg agent.Config, c *agent.Clients, w *agen
 		return identityOut{Allocator: endpoint.NewInitIdentityAllocator()}, nil
 	}
 	ids, err := NewAllocator(c.Cilium.CiliumV2().CiliumIdentities(), log, AllocatorConfig{
-		Cache: client.NewLister[*v2.CiliumIdentity](w.CiliumIdentities, "ciliumidentities"),
+		Cache: w.CiliumIdentity,
 	})
 	if err != nil {
 		return identityOut{}, err

@@ -1,28 +1,27 @@
 package agent
 
 import (
-	"context"
-	"time"
-
 	"github.com/cilium/hive/cell"
+	"github.com/cilium/statedb"
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 
 	"github.com/cilium-go/cilium/pkg/ipcache"
+	v2 "github.com/cilium-go/cilium/pkg/k8s/apis/cilium.io/v2"
+	"github.com/cilium-go/cilium/pkg/k8s/tables"
 )
 
-// Cell connects to Kubernetes and provides *Clients and *Watchers, the
-// ipcache's ClusterSource, the API's node list, and the Services and
-// EndpointSlices (*ServiceSource) that are the load balancer's Source and
-// that policies' toServices read, and the Events the load balancer warns
-// Services' authors with (all nil with Kubernetes off).
+// Cell connects to Kubernetes and provides *Clients (and the tables'
+// *tables.Clients), *Watchers, the ipcache's ClusterSource, the API's node
+// list, and the Services and EndpointSlices (*ServiceSource) that are the
+// load balancer's Source and that policies' toServices read, and the
+// Events the load balancer warns Services' authors with (all nil with
+// Kubernetes off). What they read is in the tables of pkg/k8s/tables.
 var Cell = cell.Module("k8s", "Kubernetes clients and watchers",
 	cell.Config(DefaultConfig),
-	cell.Provide(newClients, newWatchers, newClusterSource, newNodeLister, newServiceSource, loadBalancerSource,
+	cell.Provide(newClients, tableClients, newWatchers, newClusterSource, newNodeLister, newServiceSource, loadBalancerSource,
 		newServiceEvents),
 )
-
-// resync is how often the informers replay their caches, which repairs
-// what a handler missed.
-const resync = 10 * time.Minute
 
 func newClients(cfg Config) (*Clients, error) {
 	if err := cfg.Validate(); err != nil {
@@ -34,21 +33,43 @@ func newClients(cfg Config) (*Clients, error) {
 	return NewClients(cfg)
 }
 
-func newWatchers(lc cell.Lifecycle, cfg Config, c *Clients) *Watchers {
+// tableClients are what the tables' reflectors list and watch through.
+func tableClients(cfg Config, c *Clients) *tables.Clients {
 	if c == nil {
 		return nil
 	}
-	w := NewWatchers(c, cfg.K8sNodeName, resync)
-	ctx, cancel := context.WithCancel(context.Background())
-	lc.Append(cell.Hook{
-		// Identities and ipcache read the caches: start only once they
-		// hold the cluster.
-		OnStart: func(hc cell.HookContext) error {
-			w.Run(ctx)
-			return w.WaitForSync(hc)
-		},
-		OnStop: func(cell.HookContext) error { cancel(); return nil },
-	})
+	return &tables.Clients{Kube: c.Kube, Cilium: c.Cilium, NodeName: cfg.K8sNodeName}
+}
+
+type watchersParams struct {
+	cell.In
+
+	Lifecycle        cell.Lifecycle
+	Config           Config
+	Clients          *Clients `optional:"true"`
+	DB               *statedb.DB
+	Pods             statedb.Table[*corev1.Pod]
+	Namespaces       statedb.Table[*corev1.Namespace]
+	Nodes            statedb.Table[*corev1.Node]
+	CiliumNodes      statedb.Table[*v2.CiliumNode]
+	CiliumEndpoints  statedb.Table[*v2.CiliumEndpoint]
+	CiliumIdentities statedb.Table[*v2.CiliumIdentity]
+	NetworkPolicies  statedb.Table[*networkingv1.NetworkPolicy]
+	CNPs             statedb.Table[*v2.CiliumNetworkPolicy]
+	CCNPs            statedb.Table[*v2.CiliumClusterwideNetworkPolicy]
+	CIDRGroups       statedb.Table[*v2.CiliumCIDRGroup]
+}
+
+func newWatchers(p watchersParams) *Watchers {
+	if p.Clients == nil {
+		return nil
+	}
+	w := NewWatchers(p.DB, Tables{Pods: p.Pods, Namespaces: p.Namespaces, Nodes: p.Nodes, CiliumNodes: p.CiliumNodes,
+		CiliumEndpoints: p.CiliumEndpoints, CiliumIdentities: p.CiliumIdentities,
+		NetworkPolicies: p.NetworkPolicies, CNPs: p.CNPs, CCNPs: p.CCNPs, CIDRGroups: p.CIDRGroups}, p.Config.K8sNodeName)
+	// Identities and ipcache read the tables: start only once they hold
+	// the cluster.
+	p.Lifecycle.Append(cell.Hook{OnStart: func(hc cell.HookContext) error { return w.WaitForSync(hc) }})
 	return w
 }
 

@@ -17,18 +17,18 @@ import (
 // as this node's endpoints: *Watchers is the ipcache's ClusterSource.
 func (w *Watchers) Cluster(local []endpoint.Endpoint) ipcache.Cluster {
 	return clusterOf(w.NodeName, local, w.ListCiliumEndpoints(),
-		listAs[*corev1.Node](w.Nodes), listAs[*v2.CiliumNode](w.CiliumNodes))
+		list(w.db, w.t.Nodes), list(w.db, w.t.CiliumNodes))
 }
 
 // ListNodes is every node with an IPv4 address, from Nodes and
 // CiliumNodes merged, sorted by name.
 func (w *Watchers) ListNodes() []ipcache.Node {
-	return mergeNodes(w.NodeName, listAs[*corev1.Node](w.Nodes), listAs[*v2.CiliumNode](w.CiliumNodes))
+	return mergeNodes(w.NodeName, list(w.db, w.t.Nodes), list(w.db, w.t.CiliumNodes))
 }
 
 // ListCiliumEndpoints lists the CiliumEndpoints of the cluster from the cache.
 func (w *Watchers) ListCiliumEndpoints() []*v2.CiliumEndpoint {
-	return listAs[*v2.CiliumEndpoint](w.CiliumEndpoints)
+	return list(w.db, w.t.CiliumEndpoints)
 }
 
 // NodeIPv4 is the IPv4 address of this node, once the watchers know it.

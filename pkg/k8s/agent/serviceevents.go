@@ -65,8 +65,7 @@ func (e *ServiceEvents) Warn(n loadbalancer.ServiceName, reason, message string)
 	}
 	ref := &corev1.ObjectReference{APIVersion: "v1", Kind: "Service", Namespace: n.Namespace, Name: n.Name}
 	if pod, ok := n.HostPortPod(); ok {
-		obj, _, _ := e.source.pods.GetStore().GetByKey(n.Namespace + "/" + pod)
-		p, ok := obj.(*corev1.Pod)
+		p, ok := get(e.source.db, e.source.pods, n.Namespace+"/"+pod)
 		if !ok {
 			return
 		}

@@ -46,9 +46,12 @@ func TestServiceEvents(t *testing.T) {
 	})
 	kube := kubefake.NewClientset(
 		&corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "web", UID: "u-web"}}, pod)
-	src := agent.NewServiceSource(&agent.Clients{Kube: kube}, "node-a")
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
+	src, err := agent.StartServiceSource(ctx, kube, "node-a")
+	if err != nil {
+		t.Fatal(err)
+	}
 	if err := src.Start(ctx); err != nil {
 		t.Fatal(err)
 	}

@@ -2,69 +2,76 @@ package agent
 
 import (
 	"context"
-	"errors"
+	"fmt"
 	"net/netip"
 	"sync"
 
+	"github.com/cilium/hive/cell"
+	"github.com/cilium/statedb"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/fields"
-	kubeinformers "k8s.io/client-go/informers"
-	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/kubernetes"
 
 	"github.com/cilium-go/cilium/internal/datapath/spec"
+	"github.com/cilium-go/cilium/pkg/k8s/tables"
 	"github.com/cilium-go/cilium/pkg/loadbalancer"
 )
 
-// serviceNameIndex indexes EndpointSlices by the Service they belong to.
-const serviceNameIndex = "service"
-
 // ServiceSource is the load balancer's Source: Services and their
 // EndpointSlices, and this node's pods that name hostPorts, each as a
-// service of type HostPort (see HostPortService); watched only once the
-// load balancer starts it. The policy engine reads the same Services and
-// EndpointSlices for toServices (StartServices, KubeService, ...): the
-// agent watches them once, for both.
+// service of type HostPort (see HostPortService). The policy engine reads
+// the same Services and EndpointSlices for toServices (StartServices,
+// KubeService, ...). All of them are in the tables of pkg/k8s/tables.
 type ServiceSource struct {
 	nodeName  string
-	services  cache.SharedIndexInformer
-	slices    cache.SharedIndexInformer
-	pods      cache.SharedIndexInformer
+	db        *statedb.DB
+	services  statedb.Table[*corev1.Service]
+	slices    statedb.Table[*discoveryv1.EndpointSlice]
+	pods      statedb.Table[*corev1.Pod]
 	mu        sync.Mutex
 	listeners []func(loadbalancer.ServiceName)
 
-	// runOnce starts the Service and EndpointSlice informers for the
-	// first of Start and StartServices.
-	runOnce sync.Once
-	runErr  error
+	// followOnce starts following the tables' changes for the first of
+	// Start and StartServices.
+	followOnce sync.Once
+	followErr  error
 }
 
-// NewServiceSource builds the informers; nothing is watched before Start.
-func NewServiceSource(c *Clients, nodeName string) *ServiceSource {
-	f := kubeinformers.NewSharedInformerFactory(c.Kube, resync)
-	local := kubeinformers.NewSharedInformerFactoryWithOptions(c.Kube, resync,
-		kubeinformers.WithTweakListOptions(func(o *metav1.ListOptions) {
-			o.FieldSelector = fields.OneTermEqualSelector("spec.nodeName", nodeName).String()
-		}))
-	s := &ServiceSource{nodeName: nodeName, services: f.Core().V1().Services().Informer(),
-		slices: f.Discovery().V1().EndpointSlices().Informer(), pods: local.Core().V1().Pods().Informer()}
-	_ = s.slices.AddIndexers(cache.Indexers{serviceNameIndex: func(obj any) ([]string, error) {
-		if es, ok := obj.(*discoveryv1.EndpointSlice); ok {
-			if n := es.Labels[discoveryv1.LabelServiceName]; n != "" {
-				return []string{es.Namespace + "/" + n}, nil
-			}
-		}
-		return nil, nil
-	}})
-	return s
+// NewServiceSource reads Services, EndpointSlices and this node's pods
+// from the tables in db.
+func NewServiceSource(db *statedb.DB, services statedb.Table[*corev1.Service],
+	slices statedb.Table[*discoveryv1.EndpointSlice], pods statedb.Table[*corev1.Pod], nodeName string) *ServiceSource {
+	return &ServiceSource{nodeName: nodeName, db: db, services: services, slices: slices, pods: pods}
 }
 
-func newServiceSource(cfg Config, c *Clients) *ServiceSource {
-	if c == nil {
+// StartServiceSource is a ServiceSource over tables of its own, filled
+// from kube until ctx ends, for users without the agent's hive (tests,
+// benchmarks); it returns once they are listed.
+func StartServiceSource(ctx context.Context, kube kubernetes.Interface, nodeName string) (*ServiceSource, error) {
+	db := statedb.New()
+	t, err := tables.Start(ctx, db, &tables.Clients{Kube: kube, NodeName: nodeName})
+	if err != nil {
+		return nil, err
+	}
+	return NewServiceSource(db, t.Services, t.EndpointSlices, t.Pods, nodeName), nil
+}
+
+type serviceSourceParams struct {
+	cell.In
+
+	Config         Config
+	Clients        *Clients `optional:"true"`
+	DB             *statedb.DB
+	Services       statedb.Table[*corev1.Service]
+	EndpointSlices statedb.Table[*discoveryv1.EndpointSlice]
+	Pods           statedb.Table[*corev1.Pod]
+}
+
+func newServiceSource(p serviceSourceParams) *ServiceSource {
+	if p.Clients == nil {
 		return nil
 	}
-	return NewServiceSource(c, cfg.K8sNodeName)
+	return NewServiceSource(p.DB, p.Services, p.EndpointSlices, p.Pods, p.Config.K8sNodeName)
 }
 
 // loadBalancerSource is s for the load balancer; nil with Kubernetes
@@ -95,97 +102,124 @@ func (s *ServiceSource) notify(n loadbalancer.ServiceName) {
 	}
 }
 
-// handler notifies the listeners of the service each event changes.
-func (s *ServiceSource) handler() cache.ResourceEventHandler {
-	svcName := func(obj any) (loadbalancer.ServiceName, bool) {
-		if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-			obj = d.Obj
-		}
-		switch o := obj.(type) {
-		case *corev1.Service:
-			return loadbalancer.ServiceName{Namespace: o.Namespace, Name: o.Name}, true
-		case *discoveryv1.EndpointSlice:
-			n := o.Labels[discoveryv1.LabelServiceName]
-			return loadbalancer.ServiceName{Namespace: o.Namespace, Name: n}, n != ""
-		case *corev1.Pod:
-			// Only pods that name hostPorts are services; a pod that
-			// stops naming them changes its service too (see UpdateFunc).
-			return loadbalancer.HostPortName(o.Namespace, o.Name), hasHostPorts(o)
-		}
-		return loadbalancer.ServiceName{}, false
+// follow tells the listeners of every Service that a change of the
+// tables touches, until ctx ends. A slice that moves to another Service
+// changes both, and a pod that drops its hostPorts changes its service:
+// what each object named last is remembered for that.
+func (s *ServiceSource) follow(ctx context.Context) error {
+	svcs, err := changes(s.db, s.services)
+	if err != nil {
+		return err
 	}
-	changed := func(obj any) {
-		if n, ok := svcName(obj); ok {
+	slices, err := changes(s.db, s.slices)
+	if err != nil {
+		return err
+	}
+	pods, err := changes(s.db, s.pods)
+	if err != nil {
+		return err
+	}
+	named := map[string]loadbalancer.ServiceName{} // by slice or pod key
+	changed := func(key string, n loadbalancer.ServiceName, ok, deleted bool) {
+		if old, had := named[key]; had && (old != n || !ok || deleted) {
+			s.notify(old)
+			delete(named, key)
+		}
+		if ok {
+			if !deleted {
+				named[key] = n
+			}
 			s.notify(n)
 		}
 	}
-	return cache.ResourceEventHandlerFuncs{
-		AddFunc: changed,
-		UpdateFunc: func(old, cur any) {
-			// A slice that moves to another service changes both.
-			// A pod that drops its hostPorts changes its service.
-			on, oldOK := svcName(old)
-			cn, curOK := svcName(cur)
-			if oldOK && (cn != on || !curOK) {
-				s.notify(on)
+	go func() {
+		ws := statedb.NewWatchSet()
+		for {
+			txn := s.db.ReadTxn()
+			ws.Clear()
+			it, watch := svcs.Next(txn)
+			for c := range it {
+				s.notify(loadbalancer.ServiceName{Namespace: c.Object.Namespace, Name: c.Object.Name})
 			}
-			changed(cur)
-		},
-		DeleteFunc: changed,
-	}
-}
-
-// runServices starts the Service and EndpointSlice informers once; they
-// run until the ctx of the first caller ends (the agent's jobs share one
-// lifetime).
-func (s *ServiceSource) runServices(ctx context.Context) error {
-	s.runOnce.Do(func() {
-		for _, inf := range []cache.SharedIndexInformer{s.services, s.slices} {
-			if _, err := inf.AddEventHandler(s.handler()); err != nil {
-				s.runErr = err
+			ws.Add(watch)
+			sit, watch := slices.Next(txn)
+			for c := range sit {
+				n := c.Object.Labels[discoveryv1.LabelServiceName]
+				changed("slice/"+tables.Key(c.Object), loadbalancer.ServiceName{Namespace: c.Object.Namespace, Name: n}, n != "", c.Deleted)
+			}
+			ws.Add(watch)
+			pit, watch := pods.Next(txn)
+			for c := range pit {
+				changed("pod/"+tables.Key(c.Object), loadbalancer.HostPortName(c.Object.Namespace, c.Object.Name),
+					hasHostPorts(c.Object), c.Deleted)
+			}
+			ws.Add(watch)
+			if _, err := ws.Wait(ctx, 0); err != nil {
 				return
 			}
-			go inf.RunWithContext(ctx)
 		}
-	})
-	return s.runErr
+	}()
+	return nil
 }
 
-// Start implements loadbalancer.Source: the informers run until ctx ends.
+// changes follows t's changes from now, the objects already there first.
+func changes[T any](db *statedb.DB, t statedb.Table[T]) (statedb.ChangeIterator[T], error) {
+	txn := db.WriteTxn(t)
+	defer txn.Commit()
+	it, err := t.Changes(txn)
+	if err != nil {
+		return nil, fmt.Errorf("follow %s: %w", t.Name(), err)
+	}
+	return it, nil
+}
+
+// waitFor returns once every table in ts holds its first list.
+func (s *ServiceSource) waitFor(ctx context.Context, ts ...statedb.TableMeta) error {
+	for _, t := range ts {
+		_, initialized := t.Initialized(s.db.ReadTxn())
+		select {
+		case <-initialized:
+		case <-ctx.Done():
+			return fmt.Errorf("table %s not listed: %w", t.Name(), ctx.Err())
+		}
+	}
+	return nil
+}
+
+// startFollowing starts following the tables once; it follows until the
+// ctx of the first caller ends (the agent's jobs share one lifetime).
+func (s *ServiceSource) startFollowing(ctx context.Context) error {
+	s.followOnce.Do(func() { s.followErr = s.follow(ctx) })
+	return s.followErr
+}
+
+// Start implements loadbalancer.Source: it returns once Services,
+// EndpointSlices and pods are listed.
 func (s *ServiceSource) Start(ctx context.Context) error {
-	if err := s.runServices(ctx); err != nil {
+	if err := s.startFollowing(ctx); err != nil {
 		return err
 	}
-	if _, err := s.pods.AddEventHandler(s.handler()); err != nil {
-		return err
-	}
-	go s.pods.RunWithContext(ctx)
-	if !cache.WaitForCacheSync(ctx.Done(), s.services.HasSynced, s.slices.HasSynced, s.pods.HasSynced) {
-		return errors.New("services, endpoint slices and pods not synced")
-	}
-	return nil
+	return s.waitFor(ctx, s.services, s.slices, s.pods)
 }
 
-// StartServices watches Services and EndpointSlices only, without the
-// pods of hostPorts, for readers other than the load balancer; it
-// returns once they are listed. OnChange's listeners hear of them.
+// StartServices is Start for readers other than the load balancer, who
+// need Services and EndpointSlices only: it returns once they are listed.
+// OnChange's listeners hear of them.
 func (s *ServiceSource) StartServices(ctx context.Context) error {
-	if err := s.runServices(ctx); err != nil {
+	if err := s.startFollowing(ctx); err != nil {
 		return err
 	}
-	if !cache.WaitForCacheSync(ctx.Done(), s.services.HasSynced, s.slices.HasSynced) {
-		return errors.New("services and endpoint slices not synced")
-	}
-	return nil
+	return s.waitFor(ctx, s.services, s.slices)
 }
 
 // Services implements loadbalancer.Source.
 func (s *ServiceSource) Services() []loadbalancer.ServiceName {
 	var out []loadbalancer.ServiceName
-	for _, o := range listAs[*corev1.Service](s.services) {
+	txn := s.db.ReadTxn()
+	for o := range s.services.All(txn) {
 		out = append(out, loadbalancer.ServiceName{Namespace: o.Namespace, Name: o.Name})
 	}
-	for _, p := range listAs[*corev1.Pod](s.pods) {
+	for p := range s.pods.All(txn) {
 		if hasHostPorts(p) {
 			out = append(out, loadbalancer.HostPortName(p.Namespace, p.Name))
 		}
@@ -196,21 +230,13 @@ func (s *ServiceSource) Services() []loadbalancer.ServiceName {
 // Service implements loadbalancer.Source.
 func (s *ServiceSource) Service(n loadbalancer.ServiceName) (loadbalancer.Service, []loadbalancer.Endpoint, bool) {
 	if pod, ok := n.HostPortPod(); ok {
-		obj, ok, err := s.pods.GetStore().GetByKey(n.Namespace + "/" + pod)
-		if err != nil || !ok {
-			return loadbalancer.Service{}, nil, false
-		}
-		p, ok := obj.(*corev1.Pod)
+		p, ok := get(s.db, s.pods, n.Namespace+"/"+pod)
 		if !ok {
 			return loadbalancer.Service{}, nil, false
 		}
 		return HostPortService(p, s.nodeName)
 	}
-	obj, ok, err := s.services.GetStore().GetByKey(n.String())
-	if err != nil || !ok {
-		return loadbalancer.Service{}, nil, false
-	}
-	svc, ok := obj.(*corev1.Service)
+	svc, ok := get(s.db, s.services, n.String())
 	if !ok {
 		return loadbalancer.Service{}, nil, false
 	}
@@ -221,43 +247,24 @@ func (s *ServiceSource) Service(n loadbalancer.ServiceName) (loadbalancer.Servic
 	return ServiceOf(svc), eps, true
 }
 
-// KubeService returns the Service namespace/name from the cache.
+// KubeService returns the Service namespace/name.
 func (s *ServiceSource) KubeService(namespace, name string) (*corev1.Service, bool) {
-	obj, ok, err := s.services.GetStore().GetByKey(namespace + "/" + name)
-	if err != nil || !ok {
-		return nil, false
-	}
-	svc, ok := obj.(*corev1.Service)
-	return svc, ok
+	return get(s.db, s.services, namespace+"/"+name)
 }
 
-// KubeServices lists the cached Services of a namespace, of every
-// namespace for "".
+// KubeServices lists the Services of a namespace, of every namespace for
+// "".
 func (s *ServiceSource) KubeServices(namespace string) []*corev1.Service {
+	txn := s.db.ReadTxn()
 	if namespace == "" {
-		return listAs[*corev1.Service](s.services)
+		return statedb.Collect(s.services.All(txn))
 	}
-	objs, _ := s.services.GetIndexer().ByIndex(cache.NamespaceIndex, namespace)
-	out := make([]*corev1.Service, 0, len(objs))
-	for _, o := range objs {
-		if svc, ok := o.(*corev1.Service); ok {
-			out = append(out, svc)
-		}
-	}
-	return out
+	return statedb.Collect(s.services.Prefix(txn, tables.NameIndex[*corev1.Service]().Query(namespace+"/")))
 }
 
-// EndpointSlices lists the cached EndpointSlices of the Service
-// namespace/name.
+// EndpointSlices lists the EndpointSlices of the Service namespace/name.
 func (s *ServiceSource) EndpointSlices(namespace, name string) []*discoveryv1.EndpointSlice {
-	objs, _ := s.slices.GetIndexer().ByIndex(serviceNameIndex, namespace+"/"+name)
-	out := make([]*discoveryv1.EndpointSlice, 0, len(objs))
-	for _, o := range objs {
-		if es, ok := o.(*discoveryv1.EndpointSlice); ok {
-			out = append(out, es)
-		}
-	}
-	return out
+	return statedb.Collect(s.slices.List(s.db.ReadTxn(), tables.ServiceIndex.Query(namespace+"/"+name)))
 }
 
 // ServiceOf reads what the load balancer needs of a Service.

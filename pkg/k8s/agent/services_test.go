@@ -27,7 +27,12 @@ func TestServiceSourceSharedWatch(t *testing.T) {
 		&discoveryv1.EndpointSlice{ObjectMeta: metav1.ObjectMeta{Namespace: "a", Name: "db-1",
 			Labels: map[string]string{discoveryv1.LabelServiceName: "db"}}, AddressType: discoveryv1.AddressTypeIPv4},
 	)
-	s := agent.NewServiceSource(&agent.Clients{Kube: kube}, "node-a")
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	s, err := agent.StartServiceSource(ctx, kube, "node-a")
+	if err != nil {
+		t.Fatal(err)
+	}
 	var mu sync.Mutex
 	heard := map[loadbalancer.ServiceName]int{}
 	s.OnChange(func(n loadbalancer.ServiceName) {
@@ -35,8 +40,6 @@ func TestServiceSourceSharedWatch(t *testing.T) {
 		heard[n]++
 		mu.Unlock()
 	})
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
 	if err := s.StartServices(ctx); err != nil {
 		t.Fatal(err)
 	}

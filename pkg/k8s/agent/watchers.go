@@ -1,196 +1,196 @@
-// Package agent is the agent's Kubernetes side: the API clients and the
-// watchers of pods, namespaces, nodes and Cilium objects. They feed the
-// ipcache (as its ClusterSource), identities, CiliumEndpoints and the pod
-// CIDR, which take what they need in their own packages.
+// Package agent is the agent's Kubernetes side: the API clients, and the
+// views of pods, namespaces, nodes and Cilium objects that the ipcache
+// (as its ClusterSource), identities, CiliumEndpoints and the pod CIDR
+// take what they need from. The objects themselves are in the tables of
+// pkg/k8s/tables.
 package agent
 
 import (
 	"context"
-	"errors"
 	"net/netip"
 	"time"
 
+	"github.com/cilium/statedb"
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/fields"
-	kubeinformers "k8s.io/client-go/informers"
-	"k8s.io/client-go/tools/cache"
+	networkingv1 "k8s.io/api/networking/v1"
 
 	"github.com/cilium-go/cilium/pkg/identity"
 	v2 "github.com/cilium-go/cilium/pkg/k8s/apis/cilium.io/v2"
-	"github.com/cilium-go/cilium/pkg/k8s/client"
+	"github.com/cilium-go/cilium/pkg/k8s/tables"
 	"github.com/cilium-go/cilium/pkg/labels"
 )
+
+// Tables are the Kubernetes tables the watchers read, and the policies'
+// tables, which the policy engine follows.
+type Tables struct {
+	Pods             statedb.Table[*corev1.Pod]
+	Namespaces       statedb.Table[*corev1.Namespace]
+	Nodes            statedb.Table[*corev1.Node]
+	CiliumNodes      statedb.Table[*v2.CiliumNode]
+	CiliumEndpoints  statedb.Table[*v2.CiliumEndpoint]
+	CiliumIdentities statedb.Table[*v2.CiliumIdentity]
+
+	NetworkPolicies statedb.Table[*networkingv1.NetworkPolicy]
+	CNPs            statedb.Table[*v2.CiliumNetworkPolicy]
+	CCNPs           statedb.Table[*v2.CiliumClusterwideNetworkPolicy]
+	CIDRGroups      statedb.Table[*v2.CiliumCIDRGroup]
+}
+
+// TablesOf are the watchers' tables among all of t.
+func TablesOf(t *tables.RW) Tables {
+	return Tables{Pods: t.Pods, Namespaces: t.Namespaces, Nodes: t.Nodes, CiliumNodes: t.CiliumNodes,
+		CiliumEndpoints: t.CiliumEndpoints, CiliumIdentities: t.CiliumIdentities,
+		NetworkPolicies: t.NetworkPolicies, CNPs: t.CNPs, CCNPs: t.CCNPs, CIDRGroups: t.CIDRGroups}
+}
 
 // Watchers hold the agent's view of the cluster: this node's pods, all
 // namespaces, nodes, CiliumNodes, CiliumEndpoints and CiliumIdentities.
 type Watchers struct {
-	NodeName         string
-	Pods             cache.SharedIndexInformer
-	Namespaces       cache.SharedIndexInformer
-	Nodes            cache.SharedIndexInformer
-	CiliumNodes      cache.SharedIndexInformer
-	CiliumEndpoints  cache.SharedIndexInformer
-	CiliumIdentities cache.SharedIndexInformer
+	NodeName string
+	db       *statedb.DB
+	t        Tables
+	watches  []func(statedb.ReadTxn) <-chan struct{}
 }
 
-// NewWatchers builds the informers; Run starts them.
-func NewWatchers(c *Clients, nodeName string, resync time.Duration) *Watchers {
-	local := kubeinformers.NewSharedInformerFactoryWithOptions(c.Kube, resync,
-		kubeinformers.WithTweakListOptions(func(o *metav1.ListOptions) {
-			o.FieldSelector = fields.OneTermEqualSelector("spec.nodeName", nodeName).String()
-		}))
-	all := kubeinformers.NewSharedInformerFactory(c.Kube, resync)
-	w := &Watchers{
-		NodeName:         nodeName,
-		Pods:             local.Core().V1().Pods().Informer(),
-		Namespaces:       all.Core().V1().Namespaces().Informer(),
-		Nodes:            all.Core().V1().Nodes().Informer(),
-		CiliumNodes:      client.NewCiliumNodeInformer(c.Cilium, resync, nil),
-		CiliumEndpoints:  client.NewCiliumEndpointInformer(c.Cilium, "", resync, cache.Indexers{byIPv4: ciliumEndpointIPv4s}),
-		CiliumIdentities: client.NewCiliumIdentityInformer(c.Cilium, resync, nil),
-	}
-	return w
+// NewWatchers reads the cluster from t in db.
+func NewWatchers(db *statedb.DB, t Tables, nodeName string) *Watchers {
+	return &Watchers{NodeName: nodeName, db: db, t: t, watches: []func(statedb.ReadTxn) <-chan struct{}{
+		allWatch(t.Pods), allWatch(t.Namespaces), allWatch(t.Nodes),
+		allWatch(t.CiliumNodes), allWatch(t.CiliumEndpoints), allWatch(t.CiliumIdentities),
+	}}
 }
 
-func (w *Watchers) informers() []cache.SharedIndexInformer {
-	return []cache.SharedIndexInformer{w.Pods, w.Namespaces, w.Nodes, w.CiliumNodes, w.CiliumEndpoints, w.CiliumIdentities}
+func (w *Watchers) metas() []statedb.TableMeta {
+	return []statedb.TableMeta{w.t.Pods, w.t.Namespaces, w.t.Nodes, w.t.CiliumNodes, w.t.CiliumEndpoints, w.t.CiliumIdentities,
+		w.t.NetworkPolicies, w.t.CNPs, w.t.CCNPs, w.t.CIDRGroups}
 }
 
-// Run starts every informer until ctx ends.
-func (w *Watchers) Run(ctx context.Context) {
-	for _, inf := range w.informers() {
-		go inf.RunWithContext(ctx)
-	}
-}
-
-// WaitForSync returns once every informer has listed, or an error when
-// ctx ends first.
+// WaitForSync returns once every table holds its first list, or ctx's
+// error when it ends first.
 func (w *Watchers) WaitForSync(ctx context.Context) error {
-	var synced []cache.InformerSynced
-	for _, inf := range w.informers() {
-		synced = append(synced, inf.HasSynced)
-	}
-	if !cache.WaitForCacheSync(ctx.Done(), synced...) {
-		return errors.New("kubernetes caches not synced")
+	for _, t := range w.metas() {
+		_, initialized := t.Initialized(w.db.ReadTxn())
+		select {
+		case <-initialized:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
 	}
 	return nil
 }
 
-// OnChange calls fn after every change of the watched objects, until
-// stop. fn must not block: it is called from the informers' goroutines.
+// changeSettle merges the changes of a burst (a relist, a rollout) into
+// one call.
+const changeSettle = 10 * time.Millisecond
+
+// OnChange calls fn after every change of the watched objects (policies
+// aside), until
+// stop: from a goroutine of its own, one call per burst of changes.
 func (w *Watchers) OnChange(fn func()) (stop func()) {
-	h := cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(any) { fn() },
-		UpdateFunc: func(any, any) { fn() },
-		DeleteFunc: func(any) { fn() },
-	}
-	var regs []func()
-	for _, inf := range w.informers() {
-		// Fails only once the informer stopped, when there is nothing
-		// left to hear.
-		if reg, err := inf.AddEventHandler(h); err == nil {
-			regs = append(regs, func() { _ = inf.RemoveEventHandler(reg) })
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	// The first watch is taken now, so that a change right after OnChange
+	// returns is heard.
+	ws := w.watchSet()
+	go func() {
+		defer close(done)
+		for {
+			if _, err := ws.Wait(ctx, changeSettle); err != nil {
+				return
+			}
+			ws = w.watchSet()
+			fn()
 		}
+	}()
+	return func() { cancel(); <-done }
+}
+
+// watchSet holds the channels that close at the watched tables' next
+// changes.
+func (w *Watchers) watchSet() *statedb.WatchSet {
+	ws := statedb.NewWatchSet()
+	txn := w.db.ReadTxn()
+	for _, watch := range w.watches {
+		ws.Add(watch(txn))
 	}
-	return func() {
-		for _, r := range regs {
-			r()
-		}
+	return ws
+}
+
+// allWatch gives the channel that closes at t's next change after a txn.
+func allWatch[T any](t statedb.Table[T]) func(statedb.ReadTxn) <-chan struct{} {
+	return func(txn statedb.ReadTxn) <-chan struct{} {
+		_, ch := t.AllWatch(txn)
+		return ch
 	}
 }
 
-// Pod returns this node's pod from the cache.
+// get is the object named key in t, as of now.
+func get[T tables.Object](db *statedb.DB, t statedb.Table[T], key string) (T, bool) {
+	return tables.Get(db.ReadTxn(), t, key)
+}
+
+// list is every object in t, as of now.
+func list[T any](db *statedb.DB, t statedb.Table[T]) []T {
+	return statedb.Collect(t.All(db.ReadTxn()))
+}
+
+// DB and Tables are where the watchers read, for those who follow the
+// tables' changes themselves.
+func (w *Watchers) DB() *statedb.DB { return w.db }
+func (w *Watchers) Tables() Tables  { return w.t }
+
+// CiliumIdentity returns the CiliumIdentity named name (its number).
+func (w *Watchers) CiliumIdentity(name string) (*v2.CiliumIdentity, bool) {
+	return get(w.db, w.t.CiliumIdentities, name)
+}
+
+// CiliumEndpoint returns the CiliumEndpoint namespace/name, of any node.
+func (w *Watchers) CiliumEndpoint(namespace, name string) (*v2.CiliumEndpoint, bool) {
+	return get(w.db, w.t.CiliumEndpoints, namespace+"/"+name)
+}
+
+// Pod returns this node's pod.
 func (w *Watchers) Pod(namespace, name string) (*corev1.Pod, bool) {
-	obj, ok, err := w.Pods.GetStore().GetByKey(namespace + "/" + name)
-	if err != nil || !ok {
-		return nil, false
-	}
-	p, ok := obj.(*corev1.Pod)
-	return p, ok
-}
-
-// byIPv4 indexes CiliumEndpoints by their IPv4 addresses.
-const byIPv4 = "ipv4"
-
-func ciliumEndpointIPv4s(obj any) ([]string, error) {
-	cep, ok := obj.(*v2.CiliumEndpoint)
-	if !ok || cep.Status.Networking == nil {
-		return nil, nil
-	}
-	var out []string
-	for _, pair := range cep.Status.Networking.Addressing {
-		if pair != nil && pair.IPV4 != "" {
-			out = append(out, pair.IPV4)
-		}
-	}
-	return out, nil
+	return get(w.db, w.t.Pods, namespace+"/"+name)
 }
 
 // CiliumEndpointByIP is the CiliumEndpoint, of any node, with addr.
 func (w *Watchers) CiliumEndpointByIP(addr netip.Addr) (*v2.CiliumEndpoint, bool) {
-	objs, err := w.CiliumEndpoints.GetIndexer().ByIndex(byIPv4, addr.String())
-	if err != nil || len(objs) == 0 {
-		return nil, false
-	}
-	cep, ok := objs[0].(*v2.CiliumEndpoint)
+	cep, _, ok := w.t.CiliumEndpoints.Get(w.db.ReadTxn(), tables.EndpointIPIndex.Query(addr))
 	return cep, ok
 }
 
 // IdentityLabels are the labels of an identity: a reserved one's, or a
-// CiliumIdentity's from the cache.
+// CiliumIdentity's.
 func (w *Watchers) IdentityLabels(num identity.NumericIdentity) (labels.Labels, bool) {
 	if r, ok := identity.ReservedIdentity(num); ok {
 		return r.Labels, true
 	}
-	obj, ok, err := w.CiliumIdentities.GetStore().GetByKey(num.String())
-	if err != nil || !ok {
-		return nil, false
-	}
-	ci, ok := obj.(*v2.CiliumIdentity)
+	ci, ok := get(w.db, w.t.CiliumIdentities, num.String())
 	if !ok {
 		return nil, false
 	}
 	return labels.FromClusterIdentity(ci.SecurityLabels), true
 }
 
-func listAs[T any](inf cache.SharedIndexInformer) []T {
-	objs := inf.GetStore().List()
-	out := make([]T, 0, len(objs))
-	for _, o := range objs {
-		if t, ok := o.(T); ok {
-			out = append(out, t)
-		}
-	}
-	return out
-}
-
 // OwnPodCIDR is the first IPv4 CIDR of spec.ipam.podCIDRs of this node's
 // CiliumNode, invalid while there is none.
 func (w *Watchers) OwnPodCIDR() netip.Prefix {
-	obj, ok, err := w.CiliumNodes.GetStore().GetByKey(w.NodeName)
-	if err != nil || !ok {
-		return netip.Prefix{}
-	}
-	n, ok := obj.(*v2.CiliumNode)
+	n, ok := get(w.db, w.t.CiliumNodes, w.NodeName)
 	if !ok {
 		return netip.Prefix{}
 	}
 	return firstIPv4Prefix(n.Spec.IPAM.PodCIDRs)
 }
 
-// PodInput reads a local pod and its namespace from the caches: what
-// bears on the pod's identity.
+// PodInput reads a local pod and its namespace: what bears on the pod's
+// identity.
 func (w *Watchers) PodInput(namespace, name string) (labels.PodInput, bool) {
 	p, ok := w.Pod(namespace, name)
 	if !ok {
 		return labels.PodInput{}, false
 	}
-	obj, ok, err := w.Namespaces.GetStore().GetByKey(namespace)
-	if err != nil || !ok {
-		return labels.PodInput{}, false
-	}
-	ns, ok := obj.(*corev1.Namespace)
+	ns, ok := get(w.db, w.t.Namespaces, namespace)
 	if !ok {
 		return labels.PodInput{}, false
 	}

@@ -1,15 +1,20 @@
 package tables
 
 import (
+	"context"
+	"fmt"
+
 	"github.com/cilium/hive/cell"
 	"github.com/cilium/hive/job"
 	"github.com/cilium/statedb"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	networkingv1 "k8s.io/api/networking/v1"
+	"k8s.io/client-go/kubernetes"
 
 	"github.com/cilium-go/cilium/pkg/health"
 	v2 "github.com/cilium-go/cilium/pkg/k8s/apis/cilium.io/v2"
+	"github.com/cilium-go/cilium/pkg/k8s/client"
 )
 
 // Cell provides a read-only statedb.Table for every watched kind and
@@ -112,32 +117,91 @@ func registerReflectors(p reflectorParams) {
 	RegisterAll(p.Jobs, p.DB, p.Tables, p.Clients)
 }
 
-// RegisterAll registers every kind's reflector, one per table. Pods are
-// this node's only: nothing on a node needs the others' pods.
+// RegisterAll registers every kind's reflector, one per table, in jobs.
+// The tables stay uninitialized until their first list is in, so call it
+// before the hive starts.
 func RegisterAll(jobs job.Group, db *statedb.DB, t *RW, c *Clients) {
-	kube, cilium := c.Kube, c.Cilium
-	Register(jobs, db, Reflector[*corev1.Pod]{Table: t.Pods, Transform: trim[*corev1.Pod],
-		ListerWatcher: listWatch(kube, kube.CoreV1().Pods(""), onNode(c.NodeName))})
-	Register(jobs, db, Reflector[*corev1.Namespace]{Table: t.Namespaces, Transform: trim[*corev1.Namespace],
-		ListerWatcher: listWatch(kube, kube.CoreV1().Namespaces(), nil)})
-	Register(jobs, db, Reflector[*corev1.Node]{Table: t.Nodes, Transform: trim[*corev1.Node],
-		ListerWatcher: listWatch(kube, kube.CoreV1().Nodes(), nil)})
-	Register(jobs, db, Reflector[*corev1.Service]{Table: t.Services, Transform: trim[*corev1.Service],
-		ListerWatcher: listWatch(kube, kube.CoreV1().Services(""), nil)})
-	Register(jobs, db, Reflector[*discoveryv1.EndpointSlice]{Table: t.EndpointSlices, Transform: trim[*discoveryv1.EndpointSlice],
-		ListerWatcher: listWatch(kube, kube.DiscoveryV1().EndpointSlices(""), nil)})
-	Register(jobs, db, Reflector[*networkingv1.NetworkPolicy]{Table: t.NetworkPolicies, Transform: trim[*networkingv1.NetworkPolicy],
-		ListerWatcher: listWatch(kube, kube.NetworkingV1().NetworkPolicies(""), nil)})
-	Register(jobs, db, Reflector[*v2.CiliumNode]{Table: t.CiliumNodes, Transform: trim[*v2.CiliumNode],
-		ListerWatcher: listWatch(cilium, cilium.CiliumV2().CiliumNodes(), nil)})
-	Register(jobs, db, Reflector[*v2.CiliumEndpoint]{Table: t.CiliumEndpoints, Transform: trim[*v2.CiliumEndpoint],
-		ListerWatcher: listWatch(cilium, cilium.CiliumV2().CiliumEndpoints(""), nil)})
-	Register(jobs, db, Reflector[*v2.CiliumIdentity]{Table: t.CiliumIdentities, Transform: trim[*v2.CiliumIdentity],
-		ListerWatcher: listWatch(cilium, cilium.CiliumV2().CiliumIdentities(), nil)})
-	Register(jobs, db, Reflector[*v2.CiliumNetworkPolicy]{Table: t.CNPs, Transform: trim[*v2.CiliumNetworkPolicy],
-		ListerWatcher: listWatch(cilium, cilium.CiliumV2().CiliumNetworkPolicies(""), nil)})
-	Register(jobs, db, Reflector[*v2.CiliumClusterwideNetworkPolicy]{Table: t.CCNPs, Transform: trim[*v2.CiliumClusterwideNetworkPolicy],
-		ListerWatcher: listWatch(cilium, cilium.CiliumV2().CiliumClusterwideNetworkPolicies(), nil)})
-	Register(jobs, db, Reflector[*v2.CiliumCIDRGroup]{Table: t.CIDRGroups, Transform: trim[*v2.CiliumCIDRGroup],
-		ListerWatcher: listWatch(cilium, cilium.CiliumV2().CiliumCIDRGroups(), nil)})
+	for _, r := range reflectors(t, c) {
+		name, run := r.prepare(db)
+		jobs.Add(job.OneShot(name, func(ctx context.Context, _ cell.Health) error {
+			run(ctx)
+			return nil
+		}))
+	}
+}
+
+// Start fills new tables in db from c until ctx ends, and returns them
+// once every one holds its first list: the tables without a hive, for
+// tests and benchmarks.
+func Start(ctx context.Context, db *statedb.DB, c *Clients) (*RW, error) {
+	t, err := NewRW(db)
+	if err != nil {
+		return nil, err
+	}
+	for _, r := range reflectors(t, c) {
+		_, run := r.prepare(db)
+		go run(ctx)
+	}
+	for _, tbl := range t.all() {
+		_, initialized := tbl.Initialized(db.ReadTxn())
+		select {
+		case <-initialized:
+		case <-ctx.Done():
+			return nil, fmt.Errorf("table %s: %w", tbl.Name(), ctx.Err())
+		}
+	}
+	return t, nil
+}
+
+func (t *RW) all() []statedb.TableMeta {
+	return []statedb.TableMeta{t.Pods, t.Namespaces, t.Nodes, t.Services, t.EndpointSlices, t.NetworkPolicies,
+		t.CiliumNodes, t.CiliumEndpoints, t.CiliumIdentities, t.CNPs, t.CCNPs, t.CIDRGroups}
+}
+
+// reflectors are every kind's reflector, one per table, of the clients
+// that c has (the tables of a missing one stay empty). Pods are this
+// node's only: nothing on a node needs the others' pods.
+func reflectors(t *RW, c *Clients) []runner {
+	var out []runner
+	if kube := c.Kube; kube != nil {
+		out = append(out, kubeReflectors(t, kube, c.NodeName)...)
+	}
+	if cilium := c.Cilium; cilium != nil {
+		out = append(out, ciliumReflectors(t, cilium)...)
+	}
+	return out
+}
+
+func kubeReflectors(t *RW, kube kubernetes.Interface, node string) []runner {
+	return []runner{
+		Reflector[*corev1.Pod]{Table: t.Pods, Transform: trim[*corev1.Pod],
+			ListerWatcher: listWatch(kube, kube.CoreV1().Pods(""), onNode(node))},
+		Reflector[*corev1.Namespace]{Table: t.Namespaces, Transform: trim[*corev1.Namespace],
+			ListerWatcher: listWatch(kube, kube.CoreV1().Namespaces(), nil)},
+		Reflector[*corev1.Node]{Table: t.Nodes, Transform: trim[*corev1.Node],
+			ListerWatcher: listWatch(kube, kube.CoreV1().Nodes(), nil)},
+		Reflector[*corev1.Service]{Table: t.Services, Transform: trim[*corev1.Service],
+			ListerWatcher: listWatch(kube, kube.CoreV1().Services(""), nil)},
+		Reflector[*discoveryv1.EndpointSlice]{Table: t.EndpointSlices, Transform: trim[*discoveryv1.EndpointSlice],
+			ListerWatcher: listWatch(kube, kube.DiscoveryV1().EndpointSlices(""), nil)},
+		Reflector[*networkingv1.NetworkPolicy]{Table: t.NetworkPolicies, Transform: trim[*networkingv1.NetworkPolicy],
+			ListerWatcher: listWatch(kube, kube.NetworkingV1().NetworkPolicies(""), nil)},
+	}
+}
+
+func ciliumReflectors(t *RW, cilium client.Interface) []runner {
+	return []runner{
+		Reflector[*v2.CiliumNode]{Table: t.CiliumNodes, Transform: trim[*v2.CiliumNode],
+			ListerWatcher: listWatch(cilium, cilium.CiliumV2().CiliumNodes(), nil)},
+		Reflector[*v2.CiliumEndpoint]{Table: t.CiliumEndpoints, Transform: trim[*v2.CiliumEndpoint],
+			ListerWatcher: listWatch(cilium, cilium.CiliumV2().CiliumEndpoints(""), nil)},
+		Reflector[*v2.CiliumIdentity]{Table: t.CiliumIdentities, Transform: trim[*v2.CiliumIdentity],
+			ListerWatcher: listWatch(cilium, cilium.CiliumV2().CiliumIdentities(), nil)},
+		Reflector[*v2.CiliumNetworkPolicy]{Table: t.CNPs, Transform: trim[*v2.CiliumNetworkPolicy],
+			ListerWatcher: listWatch(cilium, cilium.CiliumV2().CiliumNetworkPolicies(""), nil)},
+		Reflector[*v2.CiliumClusterwideNetworkPolicy]{Table: t.CCNPs, Transform: trim[*v2.CiliumClusterwideNetworkPolicy],
+			ListerWatcher: listWatch(cilium, cilium.CiliumV2().CiliumClusterwideNetworkPolicies(), nil)},
+		Reflector[*v2.CiliumCIDRGroup]{Table: t.CIDRGroups, Transform: trim[*v2.CiliumCIDRGroup],
+			ListerWatcher: listWatch(cilium, cilium.CiliumV2().CiliumCIDRGroups(), nil)},
+	}
 }

@@ -9,8 +9,6 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/cilium/hive/cell"
-	"github.com/cilium/hive/job"
 	"github.com/cilium/statedb"
 	"github.com/cilium/statedb/index"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -45,6 +43,12 @@ func NameIndex[T Object]() statedb.Index[T, string] {
 	}
 }
 
+// Get is the object named key in t, as of txn.
+func Get[T Object](txn statedb.ReadTxn, t statedb.Table[T], key string) (T, bool) {
+	o, _, ok := t.Get(txn, NameIndex[T]().Query(key))
+	return o, ok
+}
+
 // newTable creates a table of T named name, with extra secondary indexes.
 func newTable[T Object](db *statedb.DB, name string, secondary ...statedb.Indexer[T]) (statedb.RWTable[T], error) {
 	return statedb.NewTableAny(db, name,
@@ -63,17 +67,18 @@ type Reflector[T Object] struct {
 	Transform func(T) T
 }
 
-// Register runs r in jobs while the hive runs. The table stays
-// uninitialized until the first list is in, so call Register before the
-// hive starts.
-func Register[T Object](jobs job.Group, db *statedb.DB, r Reflector[T]) {
+// prepare registers the table's initializer and returns the reflector's
+// name and loop.
+func (r Reflector[T]) prepare(db *statedb.DB) (string, func(context.Context)) {
 	st := newStore(db, r.Table, r.Transform)
 	var example T
 	ref := cache.NewReflectorWithOptions(r.ListerWatcher, example, st, cache.ReflectorOptions{Name: r.Table.Name()})
-	jobs.Add(job.OneShot("reflect-"+r.Table.Name(), func(ctx context.Context, _ cell.Health) error {
-		ref.RunWithContext(ctx)
-		return nil
-	}))
+	return "reflect-" + r.Table.Name(), ref.RunWithContext
+}
+
+// runner is a Reflector of any kind.
+type runner interface {
+	prepare(db *statedb.DB) (string, func(context.Context))
 }
 
 // store is a Reflector's store that writes into a table: each event is

@@ -178,7 +178,7 @@ func (a *Agent) do(fn func(*policy.Engine)) {
 }
 
 func (a *Agent) run(ctx context.Context, h cell.Health) error {
-	if a.clients != nil && a.mode != policy.ModeNever {
+	if a.watchers != nil && a.mode != policy.ModeNever {
 		if err := a.watch(ctx); err != nil {
 			return err
 		}

@@ -2,37 +2,37 @@ package agent
 
 import (
 	"context"
-	"time"
 
-	k8slabels "k8s.io/apimachinery/pkg/labels"
+	"github.com/cilium/statedb"
 	"k8s.io/client-go/tools/cache"
 
 	v2 "github.com/cilium-go/cilium/pkg/k8s/apis/cilium.io/v2"
-	"github.com/cilium-go/cilium/pkg/k8s/client"
+	"github.com/cilium-go/cilium/pkg/k8s/tables"
 	"github.com/cilium-go/cilium/pkg/policy"
 )
 
-// cidrGroupCache is the CIDRGroups of an informer's cache.
-type cidrGroupCache struct{ lister client.CiliumCIDRGroupLister }
-
-func (c cidrGroupCache) CIDRGroup(name string) (*v2.CiliumCIDRGroup, bool) {
-	g, err := c.lister.Get(name)
-	return g, err == nil
+// cidrGroupTable is the CIDRGroups of the cluster's table of them.
+type cidrGroupTable struct {
+	db *statedb.DB
+	t  statedb.Table[*v2.CiliumCIDRGroup]
 }
 
-func (c cidrGroupCache) ListCIDRGroups() []*v2.CiliumCIDRGroup {
-	gs, _ := c.lister.List(k8slabels.Everything())
-	return gs
+func (c cidrGroupTable) CIDRGroup(name string) (*v2.CiliumCIDRGroup, bool) {
+	return tables.Get(c.db.ReadTxn(), c.t, name)
 }
 
-// watchCIDRGroups starts the informer of CiliumCIDRGroups, which the
+func (c cidrGroupTable) ListCIDRGroups() []*v2.CiliumCIDRGroup {
+	return statedb.Collect(c.t.All(c.db.ReadTxn()))
+}
+
+// watchCIDRGroups follows the table of CiliumCIDRGroups, which the
 // translations read, and waits until it listed them all. Each change of
 // a group translates again the policies that name it (by name or by a
-// selector): the informer's cache already holds the change, or no longer
-// the group, when its handler runs.
+// selector): the table already holds the change, or no longer the group,
+// when its handler runs.
 func (a *Agent) watchCIDRGroups(ctx context.Context) error {
-	inf := client.NewCiliumCIDRGroupInformer(a.clients.Cilium, 10*time.Minute, nil)
-	a.cluster.CIDRGroups = cidrGroupCache{client.NewLister[*v2.CiliumCIDRGroup](inf, v2.CCGPluralName)}
+	db, t := a.watchers.DB(), a.watchers.Tables().CIDRGroups
+	a.cluster.CIDRGroups = cidrGroupTable{db, t}
 	changed := func(obj any) {
 		key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj)
 		if err != nil {
@@ -46,7 +46,7 @@ func (a *Agent) watchCIDRGroups(ctx context.Context) error {
 			}
 		})
 	}
-	reg, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+	synced, err := tables.Follow(ctx, db, t, cache.ResourceEventHandlerFuncs{
 		AddFunc:    changed,
 		UpdateFunc: func(_, obj any) { changed(obj) },
 		DeleteFunc: changed,
@@ -54,9 +54,10 @@ func (a *Agent) watchCIDRGroups(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	go inf.RunWithContext(ctx)
-	if !cache.WaitForCacheSync(ctx.Done(), reg.HasSynced) {
+	select {
+	case <-synced:
+		return nil
+	case <-ctx.Done():
 		return context.Cause(ctx)
 	}
-	return nil
 }

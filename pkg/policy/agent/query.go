@@ -7,7 +7,6 @@ import (
 
 	"github.com/cilium-go/cilium/internal/datapath/spec"
 	"github.com/cilium-go/cilium/pkg/identity"
-	v2 "github.com/cilium-go/cilium/pkg/k8s/apis/cilium.io/v2"
 	"github.com/cilium-go/cilium/pkg/policy"
 	policyk8s "github.com/cilium-go/cilium/pkg/policy/k8s"
 )
@@ -141,12 +140,11 @@ func (a *Agent) Trace(ctx context.Context, src, dst policy.Peer, proto uint8, po
 
 // pod finds a pod's identity and named ports in its CiliumEndpoint.
 func (a *Agent) pod(ns, name string) (identity.NumericIdentity, policy.NamedPorts, error) {
-	obj, ok, err := a.watchers.CiliumEndpoints.GetStore().GetByKey(ns + "/" + name)
-	if err != nil || !ok {
+	cep, ok := a.watchers.CiliumEndpoint(ns, name)
+	if !ok {
 		return 0, nil, fmt.Errorf("pod %s/%s has no CiliumEndpoint", ns, name)
 	}
-	cep, ok := obj.(*v2.CiliumEndpoint)
-	if !ok || cep.Status.Identity == nil {
+	if cep.Status.Identity == nil {
 		return 0, nil, fmt.Errorf("pod %s/%s has no identity yet", ns, name)
 	}
 	return identity.NumericIdentity(cep.Status.Identity.ID), policyk8s.NamedPorts(cep.Status.NamedPorts), nil

@@ -6,24 +6,22 @@ import (
 	"errors"
 	"slices"
 	"sync"
-	"time"
 
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	kubeinformers "k8s.io/client-go/informers"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/cilium-go/cilium/pkg/identity"
 	v2 "github.com/cilium-go/cilium/pkg/k8s/apis/cilium.io/v2"
-	"github.com/cilium-go/cilium/pkg/k8s/client"
+	"github.com/cilium-go/cilium/pkg/k8s/tables"
 	"github.com/cilium-go/cilium/pkg/labels"
 	"github.com/cilium-go/cilium/pkg/loadbalancer"
 	"github.com/cilium-go/cilium/pkg/policy"
 	policyk8s "github.com/cilium-go/cilium/pkg/policy/k8s"
 )
 
-// watch starts the informers of policies and identities, feeding the
-// engine, and waits until they listed everything. The Services that
+// watch follows the tables of policies, identities and CiliumEndpoints,
+// feeding the engine, and waits until they hold everything. The Services that
 // toServices name and the CIDR groups are listed first, so that the
 // first translation of a policy already sees them.
 func (a *Agent) watch(ctx context.Context) error {
@@ -36,55 +34,50 @@ func (a *Agent) watch(ctx context.Context) error {
 	if err := a.watchCIDRGroups(ctx); err != nil {
 		return err
 	}
-	factory := kubeinformers.NewSharedInformerFactory(a.clients.Kube, 10*time.Minute)
-	nps := factory.Networking().V1().NetworkPolicies().Informer()
-	cnps := client.NewCiliumNetworkPolicyInformer(a.clients.Cilium, "", 10*time.Minute, nil)
-	ccnps := client.NewCiliumClusterwideNetworkPolicyInformer(a.clients.Cilium, 10*time.Minute, nil)
-	handlers := []struct {
-		inf       cache.SharedIndexInformer
-		kind      string
-		translate translateFunc
-	}{
-		{nps, policy.KindNetworkPolicy, func(obj any, _ policyk8s.Cluster) ([]policy.Rule, policyk8s.Dependencies, error) {
-			rules, err := policyk8s.FromNetworkPolicy(obj.(*networkingv1.NetworkPolicy))
-			return rules, policyk8s.Dependencies{}, err
-		}},
-		{cnps, policy.KindCNP, func(obj any, c policyk8s.Cluster) ([]policy.Rule, policyk8s.Dependencies, error) {
-			return policyk8s.TranslateCNP(obj.(*v2.CiliumNetworkPolicy), c)
-		}},
-		{ccnps, policy.KindCCNP, func(obj any, c policyk8s.Cluster) ([]policy.Rule, policyk8s.Dependencies, error) {
-			return policyk8s.TranslateCCNP(obj.(*v2.CiliumClusterwideNetworkPolicy), c)
-		}},
-	}
-	node := ""
-	if a.watchers != nil {
-		node = a.watchers.NodeName
-	}
-	rep := policyk8s.NewReporter(ctx, a.log, a.clients, node)
+	db, t := a.watchers.DB(), a.watchers.Tables()
+	rep := policyk8s.NewReporter(ctx, a.log, a.clients, a.watchers.NodeName)
 	a.rep = rep
-	synced := []cache.InformerSynced{}
-	for _, h := range handlers {
-		if _, err := h.inf.AddEventHandler(a.policyHandler(ctx, rep, h.kind, h.translate)); err != nil {
-			return err
-		}
-		go h.inf.RunWithContext(ctx)
-		synced = append(synced, h.inf.HasSynced)
+	var synced []cache.InformerSynced
+	follow := func(ch <-chan struct{}, err error) error {
+		synced = append(synced, closed(ch))
+		return err
 	}
-	if a.watchers != nil {
-		ids, err := a.watchers.CiliumIdentities.AddEventHandler(a.identityHandler())
-		if err != nil {
-			return err
-		}
-		ceps, err := a.watchers.CiliumEndpoints.AddEventHandler(a.namedPortsHandler())
-		if err != nil {
-			return err
-		}
-		synced = append(synced, ids.HasSynced, ceps.HasSynced)
+	err := errors.Join(
+		follow(tables.Follow(ctx, db, t.NetworkPolicies, a.policyHandler(ctx, rep, policy.KindNetworkPolicy,
+			func(obj any, _ policyk8s.Cluster) ([]policy.Rule, policyk8s.Dependencies, error) {
+				rules, err := policyk8s.FromNetworkPolicy(obj.(*networkingv1.NetworkPolicy))
+				return rules, policyk8s.Dependencies{}, err
+			}))),
+		follow(tables.Follow(ctx, db, t.CNPs, a.policyHandler(ctx, rep, policy.KindCNP,
+			func(obj any, c policyk8s.Cluster) ([]policy.Rule, policyk8s.Dependencies, error) {
+				return policyk8s.TranslateCNP(obj.(*v2.CiliumNetworkPolicy), c)
+			}))),
+		follow(tables.Follow(ctx, db, t.CCNPs, a.policyHandler(ctx, rep, policy.KindCCNP,
+			func(obj any, c policyk8s.Cluster) ([]policy.Rule, policyk8s.Dependencies, error) {
+				return policyk8s.TranslateCCNP(obj.(*v2.CiliumClusterwideNetworkPolicy), c)
+			}))),
+		follow(tables.Follow(ctx, db, t.CiliumIdentities, a.identityHandler())),
+		follow(tables.Follow(ctx, db, t.CiliumEndpoints, a.namedPortsHandler())),
+	)
+	if err != nil {
+		return err
 	}
 	if !cache.WaitForCacheSync(ctx.Done(), synced...) {
 		return errors.New("policy caches not synced")
 	}
 	return nil
+}
+
+// closed says whether ch is closed, as cache.InformerSynced.
+func closed(ch <-chan struct{}) cache.InformerSynced {
+	return func() bool {
+		select {
+		case <-ch:
+			return true
+		default:
+			return false
+		}
+	}
 }
 
 // translateFunc translates a policy object, with the Services and CIDR

@@ -1,32 +1,46 @@
-// Package agenttest runs the agent's Kubernetes watchers over fake
-// clientsets, for the tests of the packages that read them.
+// Package agenttest runs the agent's Kubernetes tables and watchers over
+// fake clientsets, for the tests of the packages that read them.
 package agenttest
 
 import (
 	"context"
 	"testing"
-	"time"
 
+	"github.com/cilium/statedb"
 	"k8s.io/apimachinery/pkg/runtime"
 	kubefake "k8s.io/client-go/kubernetes/fake"
 
 	"github.com/cilium-go/cilium/pkg/k8s/agent"
 	"github.com/cilium-go/cilium/pkg/k8s/client"
+	"github.com/cilium-go/cilium/pkg/k8s/tables"
 )
 
-// StartWatchers runs the watchers of node over fake clientsets holding
-// kubeObjs and ciliumObjs, synced, until the test ends.
-func StartWatchers(t testing.TB, node string, kubeObjs []runtime.Object, ciliumObjs ...runtime.Object) (*agent.Clients, *agent.Watchers) {
+// Cluster is a fake cluster as the agent of one node reads it.
+type Cluster struct {
+	Clients  *agent.Clients
+	DB       *statedb.DB
+	Tables   *tables.RW
+	Watchers *agent.Watchers
+}
+
+// Start fills the tables of node from fake clientsets holding kubeObjs
+// and ciliumObjs, listed, until the test ends.
+func Start(t testing.TB, node string, kubeObjs []runtime.Object, ciliumObjs ...runtime.Object) *Cluster {
 	t.Helper()
 	c := &agent.Clients{Kube: kubefake.NewClientset(kubeObjs...), Cilium: client.NewFake(ciliumObjs...)}
-	w := agent.NewWatchers(c, node, 0)
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	w.Run(ctx)
-	syncCtx, stop := context.WithTimeout(ctx, 30*time.Second)
-	defer stop()
-	if err := w.WaitForSync(syncCtx); err != nil {
+	db := statedb.New()
+	tbls, err := tables.Start(ctx, db, &tables.Clients{Kube: c.Kube, Cilium: c.Cilium, NodeName: node})
+	if err != nil {
 		t.Fatal(err)
 	}
-	return c, w
+	return &Cluster{Clients: c, DB: db, Tables: tbls, Watchers: agent.NewWatchers(db, agent.TablesOf(tbls), node)}
+}
+
+// StartWatchers is Start for those who read the watchers only.
+func StartWatchers(t testing.TB, node string, kubeObjs []runtime.Object, ciliumObjs ...runtime.Object) (*agent.Clients, *agent.Watchers) {
+	t.Helper()
+	c := Start(t, node, kubeObjs, ciliumObjs...)
+	return c.Clients, c.Watchers
 }
