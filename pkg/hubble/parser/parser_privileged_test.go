@@ -159,7 +159,7 @@ func TestPrivilegedFlowsOfRealEvents(t *testing.T) {
 	// through the frontend names it; its SYN-ACK comes from it.
 	var direct, toSvc, fromSvc *flow.Flow
 	for _, f := range clientSide {
-		if !f.GetL4().GetTCP().GetFlags().GetSYN() || f.GetEventType().GetType() != int32(datapath.EventTrace) {
+		if !f.GetL4().GetTCP().GetFlags().GetSYN() || f.GetEventType().GetType() != int32(spec.EventTrace) {
 			continue
 		}
 		switch {
@@ -190,7 +190,7 @@ func TestPrivilegedFlowsOfRealEvents(t *testing.T) {
 		}
 		return flows[i]
 	}
-	synTo := func(from *dptest.Pod, typ datapath.EventType) func(*flow.Flow) bool {
+	synTo := func(from *dptest.Pod, typ spec.EventType) func(*flow.Flow) bool {
 		return func(f *flow.Flow) bool {
 			return f.GetIP().GetSource() == from.IP.String() && f.GetL4().GetTCP().GetDestinationPort() == 8080 &&
 				f.GetL4().GetTCP().GetFlags().GetSYN() && !f.GetL4().GetTCP().GetFlags().GetACK() &&
@@ -198,7 +198,7 @@ func TestPrivilegedFlowsOfRealEvents(t *testing.T) {
 		}
 	}
 
-	ok := find("the allowed client's verdict", synTo(allowed, datapath.EventPolicyVerdict))
+	ok := find("the allowed client's verdict", synTo(allowed, spec.EventPolicyVerdict))
 	if ok.GetVerdict() != flow.Verdict_FORWARDED || ok.GetTrafficDirection() != flow.TrafficDirection_INGRESS ||
 		ok.GetIsReply().GetValue() || ok.GetIsReply() == nil || ok.GetNodeName() != n2.Name || ok.GetType() != flow.FlowType_L3_L4 {
 		t.Errorf("allowed verdict: %v", ok)
@@ -222,7 +222,7 @@ func TestPrivilegedFlowsOfRealEvents(t *testing.T) {
 	// Traces at medium aggregation: the connection's news, not each
 	// packet. The SYN goes into the server; the server's SYN-ACK goes
 	// out to the tunnel, a reply of a connection that came in.
-	in := find("the allowed client's SYN delivered", synTo(allowed, datapath.EventTrace))
+	in := find("the allowed client's SYN delivered", synTo(allowed, spec.EventTrace))
 	if in.GetVerdict() != flow.Verdict_FORWARDED || in.GetTraceObservationPoint() != flow.TraceObservationPoint_TO_ENDPOINT ||
 		in.GetTraceReason() != flow.TraceReason_NEW || in.GetTrafficDirection() != flow.TrafficDirection_INGRESS ||
 		in.GetDestination().GetPodName() != server.Name {
@@ -230,7 +230,7 @@ func TestPrivilegedFlowsOfRealEvents(t *testing.T) {
 	}
 	synAck := find("the server's SYN-ACK", func(f *flow.Flow) bool {
 		fl := f.GetL4().GetTCP().GetFlags()
-		return f.GetEventType().GetType() == int32(datapath.EventTrace) && fl.GetSYN() && fl.GetACK() &&
+		return f.GetEventType().GetType() == int32(spec.EventTrace) && fl.GetSYN() && fl.GetACK() &&
 			f.GetIP().GetDestination() == allowed.IP.String()
 	})
 	if synAck.GetTraceObservationPoint() != flow.TraceObservationPoint_TO_OVERLAY || synAck.GetTraceReason() != flow.TraceReason_REPLY ||
@@ -245,7 +245,7 @@ func TestPrivilegedFlowsOfRealEvents(t *testing.T) {
 	traced := map[uint32][]string{} // by the client's port
 	for _, f := range flows {
 		tcp := f.GetL4().GetTCP()
-		if f.GetEventType().GetType() != int32(datapath.EventTrace) || tcp == nil {
+		if f.GetEventType().GetType() != int32(spec.EventTrace) || tcp == nil {
 			continue
 		}
 		switch allowed.IP.String() {
@@ -265,13 +265,13 @@ func TestPrivilegedFlowsOfRealEvents(t *testing.T) {
 		}
 	}
 
-	drop := find("the unnamed client's drop", synTo(unnamed, datapath.EventDrop))
+	drop := find("the unnamed client's drop", synTo(unnamed, spec.EventDrop))
 	if drop.GetVerdict() != flow.Verdict_DROPPED || drop.GetDropReasonDesc() != flow.DropReason_POLICY_DENIED ||
 		drop.GetTrafficDirection() != flow.TrafficDirection_INGRESS || len(drop.GetIngressDeniedBy()) != 0 ||
 		drop.GetSource().GetPodName() != unnamed.Name {
 		t.Errorf("default drop: %v", drop)
 	}
-	denyDrop := find("the denied client's drop", synTo(denied, datapath.EventDrop))
+	denyDrop := find("the denied client's drop", synTo(denied, spec.EventDrop))
 	if denyDrop.GetVerdict() != flow.Verdict_DROPPED || denyDrop.GetDropReasonDesc() != flow.DropReason_POLICY_DENY {
 		t.Errorf("deny drop: %v", denyDrop)
 	}

@@ -9,12 +9,11 @@ import (
 
 	"github.com/cilium/cilium/api/v1/flow"
 
-	"github.com/cilium-go/cilium/internal/datapath"
 	"github.com/cilium-go/cilium/internal/datapath/spec"
 )
 
-func tcpEvent(src, dst string, sport uint16) datapath.Event {
-	return datapath.Event{Type: datapath.EventTrace, Point: datapath.TraceToLXC, Direction: spec.Ingress, CT: datapath.CTNew,
+func tcpEvent(src, dst string, sport uint16) spec.Event {
+	return spec.Event{Type: spec.EventTrace, Point: spec.TraceToLXC, Direction: spec.Ingress, CT: spec.CTNew,
 		Src: netip.MustParseAddr(src), Dst: netip.MustParseAddr(dst), SrcPort: sport, DstPort: 80, Protocol: spec.ProtoTCP,
 		TCPFlags: 0x02, SrcIdentity: 1000, DstIdentity: 1001, DstEndpoint: 7, Ifindex: 3, Monotonic: 5 * time.Second}
 }
@@ -82,18 +81,18 @@ func TestDecodeSocketTraces(t *testing.T) {
 		local: map[uint16]Endpoint{5: client},
 		byIP:  map[netip.Addr]Endpoint{backend: {Identity: 1001, Namespace: "default", PodName: "echo-1"}, caller: client},
 		netns: map[uint64]uint16{99: 5}})
-	sock := func(x datapath.SockXlatePoint, dst string, port uint16, netns uint64) datapath.Event {
-		return datapath.Event{Type: datapath.EventTraceSock, Xlate: x, Src: netip.IPv4Unspecified(), Dst: netip.MustParseAddr(dst),
+	sock := func(x spec.SockXlatePoint, dst string, port uint16, netns uint64) spec.Event {
+		return spec.Event{Type: spec.EventTraceSock, Xlate: x, Src: netip.IPv4Unspecified(), Dst: netip.MustParseAddr(dst),
 			DstPort: port, Protocol: spec.ProtoTCP, RevNAT: 7, NetNSCookie: netns}
 	}
 	for _, c := range []struct {
-		ev           datapath.Event
+		ev           spec.Event
 		verdict      flow.Verdict
 		from, to, ip string
 	}{
-		{sock(datapath.SockPreForward, "10.96.0.10", 80, 99), flow.Verdict_TRACED, "client", "", caller.String()},
-		{sock(datapath.SockPostForward, backend.String(), 8080, 99), flow.Verdict_TRANSLATED, "client", "echo-1", caller.String()},
-		{sock(datapath.SockPreForward, "10.96.0.10", 80, 12345), flow.Verdict_TRACED, "", "", ""},
+		{sock(spec.SockPreForward, "10.96.0.10", 80, 99), flow.Verdict_TRACED, "client", "", caller.String()},
+		{sock(spec.SockPostForward, backend.String(), 8080, 99), flow.Verdict_TRANSLATED, "client", "echo-1", caller.String()},
+		{sock(spec.SockPreForward, "10.96.0.10", 80, 12345), flow.Verdict_TRACED, "", "", ""},
 	} {
 		f, err := p.Decode(c.ev)
 		if err != nil {
