@@ -95,6 +95,23 @@ func TestClientsLinkNoDatapath(t *testing.T) {
 	}
 }
 
+// flowPackages turn the datapath's events into flows and select them:
+// pure code, as the policy engine is, which reads events as spec values
+// and links no kernel, Kubernetes client, statedb nor hive.
+var flowPackages = []string{module + "/pkg/hubble/parser", module + "/pkg/hubble/filters", module + "/pkg/hubble/flows"}
+
+func TestFlowPackagesArePure(t *testing.T) {
+	impure := append([]string{"github.com/cilium/ebpf", datapath, "k8s.io/client-go", "github.com/cilium/statedb", "github.com/cilium/hive"},
+		kernelLibraries...)
+	for _, pkg := range flowPackages {
+		for _, dep := range goList(t, "-deps", pkg) {
+			if under(dep, impure...) && dep != spec {
+				t.Errorf("%s depends on %s", pkg, dep)
+			}
+		}
+	}
+}
+
 // datapathUsers may hold the kernel datapath itself: the agent cell that
 // runs it, the debug tool that reads its pinned maps, and the benchmarks.
 // Everyone else describes desired state with internal/datapath/spec and

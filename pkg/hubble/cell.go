@@ -34,7 +34,6 @@ import (
 	"google.golang.org/grpc/keepalive"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
-	"github.com/cilium-go/cilium/internal/datapath"
 	"github.com/cilium-go/cilium/pkg/api/server"
 	"github.com/cilium-go/cilium/pkg/crypto/certloader"
 	"github.com/cilium-go/cilium/pkg/endpoint"
@@ -204,8 +203,8 @@ func register(p params) error {
 		node, _ = os.Hostname()
 	}
 	st := &agentState{db: p.DB, endpoints: p.Endpoints, watchers: p.Watchers, cookies: p.Cookies, frontends: p.Frontends,
-		netns: newNetNSEndpoints(p.DB, p.Endpoints, datapath.NetNSCookie)}
-	pr := parser.New(node, st)
+		netns: newNetNSEndpoints(p.DB, p.Endpoints, nodedatapath.NetNSCookie)}
+	pr := parser.New(node, st, monitor.Clock)
 	counted, err := serveMetrics(p)
 	if err != nil {
 		return err
@@ -418,7 +417,14 @@ func (s *agentState) ServiceByRevNAT(index uint16) (parser.Service, bool) {
 	return parser.Service{Name: r.Service.Name, Namespace: r.Service.Namespace}, true
 }
 
-func (s *agentState) PolicyOrigins(cookie uint32) []policy.Origin { return s.cookies.Origins(cookie) }
+func (s *agentState) PolicyOrigins(cookie uint32) []parser.Policy {
+	origins := s.cookies.Origins(cookie)
+	out := make([]parser.Policy, len(origins))
+	for i, o := range origins {
+		out[i] = parser.Policy(o)
+	}
+	return out
+}
 
 func (s *agentState) EndpointByNetNS(cookie uint64) (uint16, netip.Addr, bool) {
 	return s.netns.lookup(cookie)

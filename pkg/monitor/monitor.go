@@ -12,6 +12,7 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/cilium/hive/cell"
 	"github.com/cilium/hive/job"
@@ -157,6 +158,14 @@ func (h *Hub) Read(ctx context.Context, m *datapath.Maps) error {
 			return err
 		}
 	}
+}
+
+// Clock reads the wall clock and the clock the datapath stamps its
+// events with (the kernel's CLOCK_MONOTONIC) together: what a reader of
+// events needs to date them.
+func Clock() (time.Time, time.Duration, error) {
+	mono, err := datapath.Monotonic()
+	return time.Now(), mono, err
 }
 
 // streamQueue is the queue of an API reader.

@@ -20,11 +20,9 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
-	"github.com/cilium-go/cilium/internal/datapath"
 	"github.com/cilium-go/cilium/internal/datapath/spec"
 	"github.com/cilium-go/cilium/pkg/hubble/flows"
 	"github.com/cilium-go/cilium/pkg/identity"
-	"github.com/cilium-go/cilium/pkg/policy"
 )
 
 // Endpoint is what the agent knows of a pod.
@@ -41,6 +39,15 @@ type Endpoint struct {
 // Service names a Service.
 type Service struct{ Name, Namespace string }
 
+// Policy names a policy whose entry decided, as a flow's allowed-by and
+// denied-by lists show it. The parser keeps its own type, not the policy
+// engine's, so that turning events into flows links no engine.
+type Policy struct {
+	Kind      string // NetworkPolicy, CiliumNetworkPolicy, CiliumClusterwideNetworkPolicy, or a built-in
+	Namespace string // empty for cluster-wide kinds
+	Name      string
+}
+
 // State is what the parser asks of the agent. Every method must be safe
 // for concurrent use and answer from memory: the parser runs once per
 // event.
@@ -54,18 +61,23 @@ type State interface {
 	// ServiceByRevNAT is the Service of the frontend with the reverse
 	// NAT index, the one that translated a connection.
 	ServiceByRevNAT(index uint16) (Service, bool)
-	// PolicyOrigins are the rules a policy entry's cookie names.
-	PolicyOrigins(cookie uint32) []policy.Origin
+	// PolicyOrigins are the policies a policy entry's cookie names.
+	PolicyOrigins(cookie uint32) []Policy
 	// EndpointByNetNS is the local endpoint, and its address, whose
 	// network namespace has the cookie (a socket trace's caller).
 	EndpointByNetNS(cookie uint64) (id uint16, addr netip.Addr, ok bool)
 }
 
+// Clock reads, at one moment, the wall clock and the kernel's monotonic
+// clock (CLOCK_MONOTONIC), which the datapath stamps its events with. The
+// datapath's reader (pkg/monitor) has the real one.
+type Clock func() (wall time.Time, mono time.Duration, err error)
+
 // Parser decodes events of one node.
 type Parser struct {
 	node  string
 	state State
-	clock func() (wall time.Time, mono time.Duration, err error)
+	clock Clock
 
 	// mu is held through a Decode: what follows is its.
 	mu         sync.Mutex
@@ -93,11 +105,11 @@ var (
 	eventTypesMu sync.Mutex
 )
 
-// New returns a parser for node's events.
-func New(node string, state State) *Parser {
+// New returns a parser for node's events, which clock dates.
+func New(node string, state State, clock Clock) *Parser {
 	var seed [32]byte
 	crand.Read(seed[:])
-	return &Parser{node: node, state: state, clock: clocks, endpoints: map[epKey]*flow.Endpoint{},
+	return &Parser{node: node, state: state, clock: clock, endpoints: map[epKey]*flow.Endpoint{},
 		addrs: map[netip.Addr]string{}, uuids: rand.NewChaCha8(seed)}
 }
 
@@ -112,11 +124,6 @@ func eventType(typ, sub int32) *flow.CiliumEventType {
 	t := &flow.CiliumEventType{Type: typ, SubType: sub}
 	eventTypes[k] = t
 	return t
-}
-
-func clocks() (time.Time, time.Duration, error) {
-	mono, err := datapath.Monotonic()
-	return time.Now(), mono, err
 }
 
 // Decode makes a flow of an event.
@@ -270,7 +277,7 @@ func (p *Parser) policies(f *flow.Flow, ev spec.Event) {
 }
 
 // PolicyLabels are the labels Cilium derives for a policy's rules.
-func PolicyLabels(o policy.Origin) []string {
+func PolicyLabels(o Policy) []string {
 	ls := []string{"k8s:io.cilium.k8s.policy.derived-from=" + o.Kind, "k8s:io.cilium.k8s.policy.name=" + o.Name}
 	if o.Namespace != "" {
 		ls = append(ls, "k8s:io.cilium.k8s.policy.namespace="+o.Namespace)

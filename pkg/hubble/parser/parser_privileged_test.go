@@ -25,7 +25,7 @@ type fakeState struct {
 	byIP     map[netip.Addr]Endpoint
 	labels   map[identity.NumericIdentity][]string
 	services map[uint16]Service // by reverse NAT index
-	cookies  map[uint32][]policy.Origin
+	cookies  map[uint32][]Policy
 	netns    map[uint64]uint16 // endpoint ids by namespace cookie
 }
 
@@ -44,7 +44,7 @@ func (s *fakeState) ServiceByRevNAT(index uint16) (Service, bool) {
 	svc, ok := s.services[index]
 	return svc, ok
 }
-func (s *fakeState) PolicyOrigins(c uint32) []policy.Origin { return s.cookies[c] }
+func (s *fakeState) PolicyOrigins(c uint32) []Policy { return s.cookies[c] }
 func (s *fakeState) EndpointByNetNS(c uint64) (uint16, netip.Addr, bool) {
 	ep, ok := s.netns[c]
 	if !ok {
@@ -86,11 +86,11 @@ func TestPrivilegedFlowsOfRealEvents(t *testing.T) {
 	allow := spec.PolicyEntry{Direction: spec.Ingress, Identity: allowed.Identity, Protocol: spec.ProtoTCP, Port: 8080, Cookie: 7}
 	deny := spec.PolicyEntry{Direction: spec.Ingress, Identity: denied.Identity, Protocol: spec.ProtoTCP, Port: 8080, Deny: true, Cookie: 9}
 	must(t, n2.DP.Maps().SetPolicy(server.ID, []spec.PolicyEntry{allow, deny}))
-	allowPolicy := policy.Origin{Kind: policy.KindCNP, Namespace: "x", Name: "allow-client"}
-	denyPolicy := policy.Origin{Kind: policy.KindCCNP, Name: "deny-bad"}
+	allowPolicy := Policy{Kind: "CiliumNetworkPolicy", Namespace: "x", Name: "allow-client"}
+	denyPolicy := Policy{Kind: "CiliumClusterwideNetworkPolicy", Name: "deny-bad"}
 
 	state := &fakeState{local: map[uint16]Endpoint{}, byIP: map[netip.Addr]Endpoint{}, labels: map[identity.NumericIdentity][]string{},
-		cookies: map[uint32][]policy.Origin{7: {allowPolicy}, 9: {denyPolicy}}, services: map[uint16]Service{5: {Namespace: "x", Name: "echo"}}}
+		cookies: map[uint32][]Policy{7: {allowPolicy}, 9: {denyPolicy}}, services: map[uint16]Service{5: {Namespace: "x", Name: "echo"}}}
 	for _, p := range c.Pods() {
 		ep := Endpoint{Identity: p.Identity, Namespace: "x", PodName: p.Name, Labels: []string{"k8s:app=" + p.Name}}
 		state.byIP[p.IP] = ep
@@ -99,7 +99,7 @@ func TestPrivilegedFlowsOfRealEvents(t *testing.T) {
 			state.local[p.ID] = ep
 		}
 	}
-	parser := New(n2.Name, state)
+	parser := New(n2.Name, state, kernelClock)
 	// A Service the allowed client also reaches the server through: its
 	// node's programs translate, and name the frontend in their events.
 	vip := netip.MustParseAddr("172.20.0.10")
@@ -142,7 +142,7 @@ func TestPrivilegedFlowsOfRealEvents(t *testing.T) {
 		flows = append(flows, f)
 	}
 	// The client's node: the connection through the Service, named.
-	p1 := New(n1.Name, state)
+	p1 := New(n1.Name, state, kernelClock)
 	var clientSide []*flow.Flow
 	r1.SetDeadline(time.Now().Add(time.Second))
 	for {
@@ -285,4 +285,11 @@ func must(t *testing.T, err error) {
 	if err != nil {
 		t.Fatal(err)
 	}
+}
+
+// kernelClock dates the events of a real datapath, as the agent's monitor
+// does.
+func kernelClock() (time.Time, time.Duration, error) {
+	mono, err := datapath.Monotonic()
+	return time.Now(), mono, err
 }

@@ -18,11 +18,13 @@ func tcpEvent(src, dst string, sport uint16) spec.Event {
 		TCPFlags: 0x02, SrcIdentity: 1000, DstIdentity: 1001, DstEndpoint: 7, Ifindex: 3, Monotonic: 5 * time.Second}
 }
 
+// fixedClock says the kernel booted at 999s past the epoch.
+func fixedClock() (time.Time, time.Duration, error) { return time.Unix(1000, 0), time.Second, nil }
+
 // Flows made one after the other share nothing that one of them owns:
 // each keeps its own addresses, ports, flags and time.
 func TestDecodeFlowsAreTheirOwn(t *testing.T) {
-	p := New("node1", &fakeState{})
-	p.clock = func() (time.Time, time.Duration, error) { return time.Unix(1000, 0), time.Second, nil }
+	p := New("node1", &fakeState{}, fixedClock)
 	a, err := p.Decode(tcpEvent("10.0.0.1", "10.0.1.2", 40000))
 	if err != nil {
 		t.Fatal(err)
@@ -61,7 +63,7 @@ func TestDecodeFlowsAreTheirOwn(t *testing.T) {
 
 // BenchmarkDecode is the parser's share of a flow's cost.
 func BenchmarkDecode(b *testing.B) {
-	p := New("node1", &fakeState{})
+	p := New("node1", &fakeState{}, fixedClock)
 	ev := tcpEvent("10.0.0.1", "10.0.1.2", 40000)
 	b.ReportAllocs()
 	for b.Loop() {
@@ -80,7 +82,7 @@ func TestDecodeSocketTraces(t *testing.T) {
 	p := New("node1", &fakeState{services: map[uint16]Service{7: {Name: "echo", Namespace: "default"}},
 		local: map[uint16]Endpoint{5: client},
 		byIP:  map[netip.Addr]Endpoint{backend: {Identity: 1001, Namespace: "default", PodName: "echo-1"}, caller: client},
-		netns: map[uint64]uint16{99: 5}})
+		netns: map[uint64]uint16{99: 5}}, fixedClock)
 	sock := func(x spec.SockXlatePoint, dst string, port uint16, netns uint64) spec.Event {
 		return spec.Event{Type: spec.EventTraceSock, Xlate: x, Src: netip.IPv4Unspecified(), Dst: netip.MustParseAddr(dst),
 			DstPort: port, Protocol: spec.ProtoTCP, RevNAT: 7, NetNSCookie: netns}
