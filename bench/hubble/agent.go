@@ -18,13 +18,13 @@ import (
 
 	"github.com/cilium/cilium/api/v1/flow"
 
-	"github.com/cilium-go/cilium/internal/datapath"
 	"github.com/cilium-go/cilium/internal/datapath/dptest"
 	"github.com/cilium-go/cilium/pkg/hubble"
 	"github.com/cilium-go/cilium/pkg/hubble/container"
 	"github.com/cilium-go/cilium/pkg/hubble/parser"
 	"github.com/cilium-go/cilium/pkg/identity"
 	"github.com/cilium-go/cilium/pkg/monitor"
+	"github.com/cilium-go/cilium/pkg/nodedatapath"
 )
 
 // The agent's event path runs in a process of its own, the benchmark's
@@ -172,7 +172,7 @@ func runAgent(stdin io.Reader, stdout io.Writer) error {
 	var subs []*monitor.Subscription
 	var rings []*container.Ring
 	for _, n := range cfg.Nodes {
-		m, err := datapath.OpenPinnedMaps(n.PinDir)
+		m, err := nodedatapath.OpenPinnedMaps(n.PinDir)
 		if err != nil {
 			return err
 		}

@@ -46,6 +46,12 @@ var (
 	_ = [1]struct{}{}[spec.VerdictAllow-spec.Verdict(lxcPolicyVerdictVERDICT_ALLOW)]
 	_ = [1]struct{}{}[spec.VerdictDeny-spec.Verdict(lxcPolicyVerdictVERDICT_DENY)]
 
+	_ = [1]struct{}{}[spec.AggregationNone-spec.MonitorAggregation(lxcMonitorAggregationMONITOR_NONE)]
+	_ = [1]struct{}{}[spec.AggregationLowest-spec.MonitorAggregation(lxcMonitorAggregationMONITOR_LOWEST)]
+	_ = [1]struct{}{}[spec.AggregationLow-spec.MonitorAggregation(lxcMonitorAggregationMONITOR_LOW)]
+	_ = [1]struct{}{}[spec.AggregationMedium-spec.MonitorAggregation(lxcMonitorAggregationMONITOR_MEDIUM)]
+	_ = [1]struct{}{}[spec.AggregationMax-spec.MonitorAggregation(lxcMonitorAggregationMONITOR_MAX)]
+
 	_ = [1]struct{}{}[spec.Forwarded-spec.Reason(lxcDropReasonREASON_FORWARDED)]
 	_ = [1]struct{}{}[spec.DropInvalidSource-spec.Reason(lxcDropReasonDROP_INVALID_SIP)]
 	_ = [1]struct{}{}[spec.DropPolicy-spec.Reason(lxcDropReasonDROP_POLICY)]

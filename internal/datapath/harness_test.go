@@ -55,8 +55,8 @@ const (
 type envOpts struct {
 	mode          spec.RoutingMode
 	trace         bool
-	aggregation   MonitorAggregation
-	reportEvery   time.Duration // DefaultReportInterval when unset
+	aggregation   spec.MonitorAggregation
+	reportEvery   time.Duration // spec.DefaultReportInterval when unset
 	policyIngress bool          // for A
 	policyEgress  bool          // for A
 	ingressB      bool
@@ -168,10 +168,10 @@ func newEnv(t testing.TB, o envOpts) *env {
 	e.maps = maps
 
 	node := NodeConstants{NodeIPv4: nodeIP, Mode: o.mode, TunnelIfindex: tunnelIfindex,
-		Traces:     Traces{Enabled: o.trace, Aggregation: o.aggregation, ReportFlags: DefaultReportFlags, ReportInterval: o.reportEvery},
+		Traces:     spec.Traces{Enabled: o.trace, Aggregation: o.aggregation, ReportFlags: spec.DefaultReportFlags, ReportInterval: o.reportEvery},
 		Masquerade: o.masquerade, LegacyRouting: o.legacyRouting}
 	if node.Traces.ReportInterval == 0 {
-		node.Traces.ReportInterval = DefaultReportInterval
+		node.Traces.ReportInterval = spec.DefaultReportInterval
 	}
 	e.node = node
 	lxc, err := LoadEndpointPrograms(maps, EndpointConstants{

@@ -43,7 +43,7 @@ func TestPrivilegedMonitorAggregation(t *testing.T) {
 				t.Fatalf("traces %v, want %v", got, want)
 			}
 		}},
-		{"lowest leaves out where packets arrive", envOpts{mode: spec.Native, trace: true, aggregation: AggregationLowest}, func(t *testing.T, e *env) {
+		{"lowest leaves out where packets arrive", envOpts{mode: spec.Native, trace: true, aggregation: spec.AggregationLowest}, func(t *testing.T, e *env) {
 			e.allowed(e.fromContainer, out("S"))
 			e.allowed(e.fromContainer, out("A"))
 			e.allowed(e.fromNetdev, tcp(ipC, ipWorld, 5000, 80, "S"))
@@ -51,7 +51,7 @@ func TestPrivilegedMonitorAggregation(t *testing.T) {
 				t.Fatalf("traces %v, want to-stack twice and no from-network", got)
 			}
 		}},
-		{"medium reports a connection's news only", envOpts{mode: spec.Native, trace: true, aggregation: AggregationMedium}, func(t *testing.T, e *env) {
+		{"medium reports a connection's news only", envOpts{mode: spec.Native, trace: true, aggregation: spec.AggregationMedium}, func(t *testing.T, e *env) {
 			for _, step := range []struct {
 				p     pkt
 				in    bool
@@ -89,7 +89,7 @@ func TestPrivilegedMonitorAggregation(t *testing.T) {
 		// backend, which no conntrack entry of its own tracks: without
 		// them medium traces none of its packets.
 		{"medium reports a NodePort connection to a remote backend's news", envOpts{mode: spec.Native, trace: true,
-			aggregation: AggregationMedium}, func(t *testing.T, e *env) {
+			aggregation: spec.AggregationMedium}, func(t *testing.T, e *env) {
 			e.serve(npTCP, spec.LBNodePort, beC)
 			src, _, _ := e.sends(e.fromNetdev, clientSYN(npTCP, 40000), actRedirect)
 			if got := e.drain(); len(got) != 1 || got[0].Point != spec.TraceToStack || got[0].Dst != ipC || got[0].RevNAT != revNATOf(npTCP) {
@@ -116,7 +116,7 @@ func TestPrivilegedMonitorAggregation(t *testing.T) {
 			}
 		}},
 		{"medium reports a quiet connection again after the interval", envOpts{mode: spec.Native, trace: true,
-			aggregation: AggregationMedium, reportEvery: time.Second}, func(t *testing.T, e *env) {
+			aggregation: spec.AggregationMedium, reportEvery: time.Second}, func(t *testing.T, e *env) {
 			e.allowed(e.fromContainer, out("S"))
 			e.allowed(e.fromNetdev, back("SA"))
 			e.drain()

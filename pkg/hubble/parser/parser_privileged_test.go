@@ -66,8 +66,8 @@ func (s *fakeState) EndpointByNetNS(c uint64) (uint16, netip.Addr, bool) {
 func TestPrivilegedFlowsOfRealEvents(t *testing.T) {
 	testenv.Privileged(t)
 	c, err := dptest.New(dptest.Options{Mode: spec.Tunnel, PolicyIngress: true, PodsPerNode: 3,
-		Traces: datapath.Traces{Enabled: true, Aggregation: datapath.AggregationMedium,
-			ReportFlags: datapath.DefaultReportFlags, ReportInterval: datapath.DefaultReportInterval}})
+		Traces: spec.Traces{Enabled: true, Aggregation: spec.AggregationMedium,
+			ReportFlags: spec.DefaultReportFlags, ReportInterval: spec.DefaultReportInterval}})
 	if err != nil {
 		t.Fatal(err)
 	}
