@@ -18,14 +18,13 @@ import (
 
 	"github.com/cilium/cilium/api/v1/flow"
 
-	"github.com/cilium-go/cilium/internal/datapath"
 	"github.com/cilium-go/cilium/internal/datapath/dptest"
 	"github.com/cilium-go/cilium/pkg/hubble"
 	"github.com/cilium-go/cilium/pkg/hubble/container"
 	"github.com/cilium-go/cilium/pkg/hubble/parser"
 	"github.com/cilium-go/cilium/pkg/identity"
 	"github.com/cilium-go/cilium/pkg/monitor"
-	"github.com/cilium-go/cilium/pkg/policy"
+	"github.com/cilium-go/cilium/pkg/nodedatapath"
 )
 
 // The agent's event path runs in a process of its own, the benchmark's
@@ -173,7 +172,7 @@ func runAgent(stdin io.Reader, stdout io.Writer) error {
 	var subs []*monitor.Subscription
 	var rings []*container.Ring
 	for _, n := range cfg.Nodes {
-		m, err := datapath.OpenPinnedMaps(n.PinDir)
+		m, err := nodedatapath.OpenPinnedMaps(n.PinDir)
 		if err != nil {
 			return err
 		}
@@ -191,7 +190,7 @@ func runAgent(stdin io.Reader, stdout io.Writer) error {
 				fmt.Fprintln(os.Stderr, "bench/hubble agent:", n.Name, err)
 			}
 		}()
-		go hubble.ReadEvents(ctx, log, sub, parser.New(n.Name, newState(cfg.Pods, n.Name)), ring, nil)
+		go hubble.ReadEvents(ctx, log, sub, parser.New(n.Name, newState(cfg.Pods, n.Name), monitor.Clock), ring, nil)
 	}
 	enc := json.NewEncoder(stdout)
 	for in.Scan() {
@@ -266,7 +265,7 @@ func newState(pods []agentPod, node string) *state {
 
 func (s *state) LocalEndpoint(id uint16) (parser.Endpoint, bool)   { e, ok := s.byID[id]; return e, ok }
 func (s *state) EndpointByIP(a netip.Addr) (parser.Endpoint, bool) { e, ok := s.byIP[a]; return e, ok }
-func (s *state) PolicyOrigins(uint32) []policy.Origin              { return nil }
+func (s *state) PolicyOrigins(uint32) []parser.Policy              { return nil }
 func (s *state) IdentityLabels(id identity.NumericIdentity) ([]string, bool) {
 	l, ok := s.labels[id]
 	return l, ok

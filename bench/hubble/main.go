@@ -45,7 +45,6 @@ import (
 
 	"github.com/cilium-go/cilium/bench/internal/stats"
 	"github.com/cilium-go/cilium/bench/internal/traffic"
-	"github.com/cilium-go/cilium/internal/datapath"
 	"github.com/cilium-go/cilium/internal/datapath/dptest"
 	"github.com/cilium-go/cilium/internal/datapath/spec"
 	"github.com/cilium-go/cilium/internal/inns"
@@ -107,9 +106,9 @@ func main() {
 
 func run(log *slog.Logger, out io.Writer, reps int, dur time.Duration, rate int, loadFor time.Duration, readers bool,
 	agentProfile string) error {
-	medium := datapath.Traces{Enabled: true, Aggregation: datapath.AggregationMedium,
-		ReportFlags: datapath.DefaultReportFlags, ReportInterval: datapath.DefaultReportInterval}
-	off, err := newBed(datapath.Traces{}, false, ringCapacity, "")
+	medium := spec.Traces{Enabled: true, Aggregation: spec.AggregationMedium,
+		ReportFlags: spec.DefaultReportFlags, ReportInterval: spec.DefaultReportInterval}
+	off, err := newBed(spec.Traces{}, false, ringCapacity, "")
 	if err != nil {
 		return err
 	}
@@ -175,7 +174,7 @@ func run(log *slog.Logger, out io.Writer, reps int, dur time.Duration, rate int,
 // loadPart offers rate events per second to each node, first with Hubble
 // off and then on, and reports what was lost and the CPU it took.
 func loadPart(log *slog.Logger, out io.Writer, rate int, d time.Duration) error {
-	every := datapath.Traces{Enabled: true, Aggregation: datapath.AggregationNone}
+	every := spec.Traces{Enabled: true, Aggregation: spec.AggregationNone}
 	type result struct {
 		exchanges int
 		cpu       time.Duration // the traffic's process, where the datapath runs too
@@ -186,7 +185,7 @@ func loadPart(log *slog.Logger, out io.Writer, rate int, d time.Duration) error 
 	var on *bed
 	var counts agentReply // the agent's after the load with Hubble on
 	for i, hubbleOn := range []bool{false, true} {
-		traces := datapath.Traces{}
+		traces := spec.Traces{}
 		if hubbleOn {
 			traces = every
 		}
@@ -331,7 +330,7 @@ type bed struct {
 	closed         bool
 }
 
-func newBed(traces datapath.Traces, hubbleOn bool, capacity int, profile string) (b *bed, err error) {
+func newBed(traces spec.Traces, hubbleOn bool, capacity int, profile string) (b *bed, err error) {
 	c, err := dptest.New(dptest.Options{Mode: spec.Tunnel, PodsPerNode: 1, Traces: traces})
 	if err != nil {
 		return nil, err

@@ -17,7 +17,7 @@ import (
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
 	kubefake "k8s.io/client-go/kubernetes/fake"
 
-	"github.com/cilium-go/cilium/internal/datapath"
+	"github.com/cilium-go/cilium/bench/internal/benchlab"
 	"github.com/cilium-go/cilium/internal/datapath/dptest"
 	"github.com/cilium-go/cilium/internal/datapath/spec"
 	"github.com/cilium-go/cilium/pkg/endpoint"
@@ -165,7 +165,7 @@ func churn(ctx context.Context, log *slog.Logger, identities, adds int) (churnRe
 }
 
 // awaitEntry waits until every local endpoint's map admits id on TCP 80.
-func awaitEntry(ctx context.Context, m *datapath.Maps, id identity.NumericIdentity, wait time.Duration) error {
+func awaitEntry(ctx context.Context, m benchlab.Maps, id identity.NumericIdentity, wait time.Duration) error {
 	deadline := time.Now().Add(wait)
 	for ep := range uint16(churnEndpoints) {
 		for !m.PolicyHas(ep+1, spec.Ingress, id, spec.ProtoTCP, 80) {

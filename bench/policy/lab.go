@@ -20,7 +20,6 @@ import (
 
 	"github.com/cilium-go/cilium/bench/internal/benchlab"
 	"github.com/cilium-go/cilium/bench/internal/traffic"
-	"github.com/cilium-go/cilium/internal/datapath"
 	"github.com/cilium-go/cilium/internal/datapath/dptest"
 	"github.com/cilium-go/cilium/internal/datapath/spec"
 	"github.com/cilium-go/cilium/internal/inns"
@@ -77,7 +76,7 @@ type labBed struct {
 	cilium  *client.Clientset
 	servers []netip.Addr
 	clients []string // each node's client pod's network namespace
-	maps    []*datapath.Maps
+	maps    []benchlab.Maps
 	// serverEPs are the server pods' endpoint IDs, by node.
 	serverEPs []uint16
 	fillers   int

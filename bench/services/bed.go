@@ -9,10 +9,10 @@ import (
 	"time"
 
 	"github.com/cilium-go/cilium/bench/internal/traffic"
-	"github.com/cilium-go/cilium/internal/datapath"
 	"github.com/cilium-go/cilium/internal/datapath/dptest"
 	"github.com/cilium-go/cilium/internal/datapath/spec"
 	"github.com/cilium-go/cilium/internal/inns"
+	"github.com/cilium-go/cilium/pkg/nodedatapath"
 )
 
 const (
@@ -197,7 +197,7 @@ func (b *bed) scaleTo(n int) error {
 // wherever cgroup2 is mounted, and removes it at the end (its processes
 // have ended by then).
 func newCgroup(onClose func(func() error)) (string, error) {
-	root, err := datapath.Cgroup2Root()
+	root, err := nodedatapath.Cgroup2Root()
 	if err != nil {
 		return "", fmt.Errorf("socket LB: %w (-parts without sock)", err)
 	}

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -25,7 +24,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	kubefake "k8s.io/client-go/kubernetes/fake"
 
-	"github.com/cilium-go/cilium/internal/datapath"
+	"github.com/cilium-go/cilium/bench/internal/benchlab"
 	"github.com/cilium-go/cilium/internal/datapath/dptest"
 	"github.com/cilium-go/cilium/internal/datapath/spec"
 	"github.com/cilium-go/cilium/pkg/health"
@@ -257,7 +256,7 @@ func countDone[T any](rows func(func(T, statedb.Revision) bool), status func(T) 
 }
 
 // mapsHold checks the BPF maps themselves.
-func mapsHold(m *datapath.Maps, services, backends int) error {
+func mapsHold(m benchlab.Maps, services, backends int) error {
 	svcs, err := m.Services()
 	if err != nil {
 		return err
@@ -275,7 +274,7 @@ func mapsHold(m *datapath.Maps, services, backends int) error {
 // changes moves one backend of a Service to a new address, o.cpRate times
 // a second for o.cpDuration, and times each from the clientset's update to
 // the maps holding the new backend in the frontend's slots.
-func (lb lbHive) changes(ctx context.Context, kube kubernetes.Interface, m *datapath.Maps, objs *cpObjects,
+func (lb lbHive) changes(ctx context.Context, kube kubernetes.Interface, m benchlab.Maps, objs *cpObjects,
 	o options, res *cpResults) error {
 	var (
 		mu   sync.Mutex
@@ -327,7 +326,7 @@ var errLost = errors.New("change not in the maps in time")
 // waitBackend waits for the service's frontend to be reconciled with a
 // backend at addr, then confirms it in the maps: the backend's entry and
 // a slot of the frontend naming it.
-func (lb lbHive) waitBackend(ctx context.Context, m *datapath.Maps, name loadbalancer.ServiceName, addr netip.Addr,
+func (lb lbHive) waitBackend(ctx context.Context, m benchlab.Maps, name loadbalancer.ServiceName, addr netip.Addr,
 	t0 time.Time) (time.Duration, error) {
 	deadline := time.NewTimer(time.Until(t0.Add(changeWait)))
 	defer deadline.Stop()
@@ -371,24 +370,12 @@ func (lb lbHive) waitBackend(ctx context.Context, m *datapath.Maps, name loadbal
 
 // inMaps says whether the backend is in the backends map and in one of
 // the frontend's slots.
-func inMaps(m *datapath.Maps, r *loadbalancer.FrontendRow, b spec.Backend) (bool, error) {
-	var v datapath.LB4Backend
-	id := uint32(b.ID)
-	if err := m.LB4Backends.Lookup(&id, &v); err != nil {
+func inMaps(m benchlab.Maps, r *loadbalancer.FrontendRow, b spec.Backend) (bool, error) {
+	// A read racing the agent's write of the same frontend may find a
+	// slot gone: not there yet, and the caller reads again.
+	bs, err := m.ServiceBackends(spec.Frontend{Address: r.Address, Port: r.Port, Protocol: r.Protocol})
+	if err != nil {
 		return false, nil
 	}
-	a := b.Address.As4()
-	if v.Address != binary.NativeEndian.Uint32(a[:]) {
-		return false, nil
-	}
-	f := r.Address.As4()
-	for slot := range len(r.SlotIDs) {
-		k := datapath.LB4Key{Address: binary.NativeEndian.Uint32(f[:]), Dport: r.Port<<8 | r.Port>>8,
-			BackendSlot: uint16(slot + 1), Proto: r.Protocol}
-		var s datapath.LB4Service
-		if err := m.LB4Services.Lookup(&k, &s); err == nil && s.BackendId == id {
-			return true, nil
-		}
-	}
-	return false, nil
+	return slices.ContainsFunc(bs, func(got spec.Backend) bool { return got.ID == b.ID && got.Address == b.Address }), nil
 }

@@ -15,7 +15,6 @@ import (
 
 	"github.com/cilium-go/cilium/bench/internal/benchlab"
 	"github.com/cilium-go/cilium/bench/internal/traffic"
-	"github.com/cilium-go/cilium/internal/datapath"
 	"github.com/cilium-go/cilium/internal/datapath/dptest"
 	"github.com/cilium-go/cilium/internal/inns"
 )
@@ -75,7 +74,7 @@ type labBed struct {
 	fillers  []*filler  // in creation order
 	// maps are cilium-go's nodes' pinned maps, in node order; nil with
 	// kube-proxy.
-	maps []*datapath.Maps
+	maps []benchlab.Maps
 }
 
 // startLab brings a lab up for mode and puts the measured Service and its

@@ -22,7 +22,6 @@ import (
 
 	"github.com/cilium-go/cilium/bench/internal/benchlab"
 	"github.com/cilium-go/cilium/bench/internal/traffic"
-	"github.com/cilium-go/cilium/internal/datapath"
 	"github.com/cilium-go/cilium/internal/datapath/spec"
 	"github.com/cilium-go/cilium/internal/inns"
 )
@@ -357,7 +356,7 @@ var errNotProgrammed = errors.New("not in the maps in time")
 
 // programmed polls every node's maps until f's backends include addr, and
 // returns the time from start to the last node having it.
-func programmed(ctx context.Context, maps []*datapath.Maps, f spec.Frontend, addr netip.Addr, start time.Time) (time.Duration, error) {
+func programmed(ctx context.Context, maps []benchlab.Maps, f spec.Frontend, addr netip.Addr, start time.Time) (time.Duration, error) {
 	var last time.Duration
 	for _, m := range maps {
 		for {

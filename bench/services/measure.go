@@ -10,9 +10,9 @@ import (
 	"slices"
 	"time"
 
+	"github.com/cilium-go/cilium/bench/internal/benchlab"
 	"github.com/cilium-go/cilium/bench/internal/stats"
 	"github.com/cilium-go/cilium/bench/internal/traffic"
-	"github.com/cilium-go/cilium/internal/datapath"
 )
 
 // A path is how the client reaches the backends.
@@ -189,15 +189,10 @@ func (b *bed) crr(ctx context.Context, p path, d time.Duration) (traffic.CRR, er
 // connections, not the client pod's tc program behind them (which would
 // reach the backends too): each socket they translate leaves an entry in
 // the reverse map.
-func sockTranslated(maps *datapath.Maps) error {
-	m := maps.LB4ReverseSock
-	k, v := make([]byte, m.KeySize()), make([]byte, m.ValueSize())
-	it := m.Iterate()
-	if it.Next(k, v) {
-		return nil
-	}
-	if err := it.Err(); err != nil {
-		return fmt.Errorf("socket reverse map: %w", err)
+func sockTranslated(maps benchlab.Maps) error {
+	ok, err := maps.SockTranslated()
+	if err != nil || ok {
+		return err
 	}
 	return errors.New("the socket reverse map is empty: the socket programs translated nothing")
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/cilium-go/cilium/internal/datapath"
+	"github.com/cilium-go/cilium/internal/datapath/spec"
 	"github.com/cilium-go/cilium/pkg/api/models"
 	"github.com/cilium-go/cilium/pkg/client"
 	"github.com/cilium-go/cilium/pkg/monitor"
@@ -21,7 +22,7 @@ import (
 
 // eventSource is the datapath's event reader; tests feed their own.
 type eventSource interface {
-	Read() (datapath.Event, error)
+	Read() (spec.Event, error)
 	SetDeadline(time.Time)
 	Close() error
 }

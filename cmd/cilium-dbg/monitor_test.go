@@ -22,16 +22,16 @@ import (
 // buffer does.
 type fakeEvents struct {
 	mu     sync.Mutex
-	events []datapath.Event
+	events []spec.Event
 	closed chan struct{}
 	once   sync.Once
 }
 
-func newFakeEvents(evs ...datapath.Event) *fakeEvents {
+func newFakeEvents(evs ...spec.Event) *fakeEvents {
 	return &fakeEvents{events: evs, closed: make(chan struct{})}
 }
 
-func (f *fakeEvents) Read() (datapath.Event, error) {
+func (f *fakeEvents) Read() (spec.Event, error) {
 	f.mu.Lock()
 	if len(f.events) > 0 {
 		ev := f.events[0]
@@ -41,7 +41,7 @@ func (f *fakeEvents) Read() (datapath.Event, error) {
 	}
 	f.mu.Unlock()
 	<-f.closed
-	return datapath.Event{}, errors.New("read event: closed")
+	return spec.Event{}, errors.New("read event: closed")
 }
 
 func (f *fakeEvents) SetDeadline(time.Time) {}
@@ -49,13 +49,13 @@ func (f *fakeEvents) SetDeadline(time.Time) {}
 func (f *fakeEvents) Close() error { f.once.Do(func() { close(f.closed) }); return nil }
 
 var (
-	policyDrop = datapath.Event{Type: datapath.EventDrop, Reason: datapath.DropPolicy, Direction: spec.Ingress,
+	policyDrop = spec.Event{Type: spec.EventDrop, Reason: spec.DropPolicy, Direction: spec.Ingress,
 		Src: netip.MustParseAddr("10.0.1.5"), Dst: netip.MustParseAddr("10.0.2.7"), SrcPort: 40000, DstPort: 8080,
 		Protocol: 6, SrcIdentity: 1234, DstIdentity: 5678, DstEndpoint: 12, Ifindex: 7, Length: 60}
-	trace = datapath.Event{Type: datapath.EventTrace, Point: datapath.TraceToOverlay,
+	trace = spec.Event{Type: spec.EventTrace, Point: spec.TraceToOverlay,
 		Src: netip.MustParseAddr("10.0.1.5"), Dst: netip.MustParseAddr("10.0.2.7"), Protocol: 1, SrcPort: 9,
 		SrcIdentity: 1234, DstIdentity: 5678, SrcEndpoint: 3, Ifindex: 4, Length: 84}
-	verdict = datapath.Event{Type: datapath.EventPolicyVerdict, Verdict: datapath.VerdictAllow, CT: datapath.CTNew,
+	verdict = spec.Event{Type: spec.EventPolicyVerdict, Verdict: spec.VerdictAllow, CT: spec.CTNew,
 		Direction: spec.Egress, Src: netip.MustParseAddr("10.0.1.5"), Dst: netip.MustParseAddr("10.0.2.7"),
 		SrcPort: 40001, DstPort: 53, Protocol: 17, SrcIdentity: 1234, DstIdentity: 2, Ifindex: 7, Length: 70}
 )

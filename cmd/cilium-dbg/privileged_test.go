@@ -284,9 +284,9 @@ func checkLiveMaps(t *testing.T, c *dptest.Cluster, client, server *dptest.Pod) 
 	var forwarded, denied uint64
 	for _, ct := range counters {
 		switch ct.ReasonCode {
-		case uint8(datapath.Forwarded):
+		case uint8(spec.Forwarded):
 			forwarded += ct.Packets
-		case uint8(datapath.DropPolicy):
+		case uint8(spec.DropPolicy):
 			denied += ct.Packets
 		}
 	}

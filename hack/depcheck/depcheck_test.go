@@ -95,13 +95,34 @@ func TestClientsLinkNoDatapath(t *testing.T) {
 	}
 }
 
+// flowPackages turn the datapath's events into flows and select them:
+// pure code, as the policy engine is, which reads events as spec values
+// and links no kernel, Kubernetes client, statedb nor hive.
+var flowPackages = []string{module + "/pkg/hubble/parser", module + "/pkg/hubble/filters", module + "/pkg/hubble/flows"}
+
+func TestFlowPackagesArePure(t *testing.T) {
+	impure := append([]string{"github.com/cilium/ebpf", datapath, "k8s.io/client-go", "github.com/cilium/statedb", "github.com/cilium/hive"},
+		kernelLibraries...)
+	for _, pkg := range flowPackages {
+		for _, dep := range goList(t, "-deps", pkg) {
+			if under(dep, impure...) && dep != spec {
+				t.Errorf("%s depends on %s", pkg, dep)
+			}
+		}
+	}
+}
+
 // datapathUsers may hold the kernel datapath itself: the agent cell that
-// runs it, the debug tool that reads its pinned maps, and the benchmarks.
-// Everyone else describes desired state with internal/datapath/spec and
-// reaches the kernel through reconcilers that these packages provide.
-// The monitor reads the datapath's events, and Hubble makes flows of them.
-var datapathUsers = []string{datapath, module + "/pkg/nodedatapath", module + "/cmd/cilium-dbg", module + "/bench",
-	module + "/pkg/monitor", module + "/pkg/hubble"}
+// runs it (the node datapath), the monitor that reads its events, and the
+// debug tool that reads its pinned maps. Everyone else describes desired
+// state and reads events with internal/datapath/spec, and reaches the
+// kernel through what these packages provide.
+var datapathUsers = []string{datapath, module + "/pkg/nodedatapath", module + "/cmd/cilium-dbg", module + "/pkg/monitor"}
+
+// harnesses are the datapath's test kit: real nodes and pods in throwaway
+// namespaces. The benchmarks measure such nodes, so they may build them,
+// and read their maps through pkg/nodedatapath like any other tool.
+var harnesses = []string{datapath + "/dptest", datapath + "/testnode"}
 
 func TestControlPlaneHoldsOnlyDatapathValues(t *testing.T) {
 	for _, line := range goList(t, "-f", "{{.ImportPath}} {{join .Imports \" \"}}", module+"/...") {
@@ -111,6 +132,9 @@ func TestControlPlaneHoldsOnlyDatapathValues(t *testing.T) {
 			continue
 		}
 		for _, imp := range imports {
+			if under(imp, harnesses...) && under(pkg, module+"/bench") {
+				continue
+			}
 			if under(imp, datapath) && imp != spec {
 				t.Errorf("%s imports %s: only %v may; values are in %s", pkg, imp, datapathUsers, spec)
 			}

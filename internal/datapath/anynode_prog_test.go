@@ -26,7 +26,7 @@ func TestPrivilegedProgNodePortAtAnyNode(t *testing.T) {
 		{"egress policy judges the backend, not the node", envOpts{policyEgress: true}, func(t *testing.T, e *env) {
 			e.setPolicy(epA, egress(uint32(identity.RemoteNode), 0, 0, 0))
 			e.serve(anyTCP, spec.LBNodePort, beC)
-			ev := e.denied(e.fromContainer, atRemote(40000, anyTCP, "S"), DropPolicy)
+			ev := e.denied(e.fromContainer, atRemote(40000, anyTCP, "S"), spec.DropPolicy)
 			if ev.Dst != ipC || ev.DstPort != 8080 || ev.DstIdentity != idC {
 				t.Fatalf("drop event %+v, want the backend %v:8080 with identity %d", ev, ipC, idC)
 			}
@@ -39,7 +39,7 @@ func TestPrivilegedProgNodePortAtAnyNode(t *testing.T) {
 			func(t *testing.T, e *env) {
 				e.setPolicy(epA, egress(uint32(identity.RemoteNode), 0, 0, 0))
 				e.serve(anyTCP, spec.LBNodePort, beC)
-				e.denied(e.fromContainer, atRemote(40000, anyTCP, "S"), DropPolicy)
+				e.denied(e.fromContainer, atRemote(40000, anyTCP, "S"), spec.DropPolicy)
 				e.setPolicy(epA, egress(uint32(identity.RemoteNode), 0, 0, 0), egress(idC, tcpProto, 8080, 0))
 				if _, dst, _ := e.sends(e.fromContainer, atRemote(40001, anyTCP, "S"), actRedirect); dst != ap(ipC, 8080) {
 					t.Fatalf("allowed SYN left for %v, want the backend %v", dst, ap(ipC, 8080))
@@ -50,7 +50,7 @@ func TestPrivilegedProgNodePortAtAnyNode(t *testing.T) {
 			// does not allow the backend behind it.
 			e.setPolicy(epA, egress(uint32(identity.World), 0, 0, 0))
 			e.serve(extTCP, spec.LBExternalIP, beC)
-			ev := e.denied(e.fromContainer, toFront(ipA, 40000, extTCP, "S"), DropPolicy)
+			ev := e.denied(e.fromContainer, toFront(ipA, 40000, extTCP, "S"), spec.DropPolicy)
 			if ev.Dst != ipC || ev.DstIdentity != idC {
 				t.Fatalf("drop event %+v, want the backend %v with identity %d", ev, ipC, idC)
 			}

@@ -47,7 +47,7 @@ func TestPrivilegedProgConntrack(t *testing.T) {
 			e.setPolicy(epA, egress(idC, tcpProto, 80, 0))
 			e.allowed(e.fromContainer, tcp(ipA, ipC, 40000, 80, "S"))
 			e.allowed(e.fromNetdev, tcp(ipC, ipA, 80, 40000, "SA"))
-			e.denied(e.fromNetdev, tcp(ipC, ipA, 80, 22, "S"), DropPolicy)
+			e.denied(e.fromNetdev, tcp(ipC, ipA, 80, 22, "S"), spec.DropPolicy)
 		}},
 		{"established flows the new policy allows survive a policy change", both, func(t *testing.T, e *env) {
 			e.setPolicy(epA, egress(idC, tcpProto, 80, 0))
@@ -55,7 +55,7 @@ func TestPrivilegedProgConntrack(t *testing.T) {
 			e.setPolicy(epA, egress(idC, tcpProto, 80, 0), egress(idD, udpProto, 53, 0))
 			e.allowed(e.fromContainer, tcp(ipA, ipC, 40000, 80, "A"))
 			e.allowed(e.fromNetdev, tcp(ipC, ipA, 80, 40000, "A"))
-			e.denied(e.fromContainer, tcp(ipA, ipC, 40001, 81, "S"), DropPolicy)
+			e.denied(e.fromContainer, tcp(ipA, ipC, 40001, 81, "S"), spec.DropPolicy)
 		}},
 		{"removing an egress allow stops its TCP and UDP flows", both, func(t *testing.T, e *env) {
 			e.setPolicy(epA, egress(idC, tcpProto, 80, 0), egress(idC, udpProto, 53, 0), egress(idD, tcpProto, 443, 0))
@@ -67,9 +67,9 @@ func TestPrivilegedProgConntrack(t *testing.T) {
 			e.setPolicy(epA, egress(idD, tcpProto, 443, 0))
 			// The next packets of the flows policy no longer allows drop,
 			// from either end; the one it still allows goes on.
-			e.denied(e.fromContainer, udp(ipA, ipC, 5000, 53), DropPolicy)
-			e.denied(e.fromContainer, tcp(ipA, ipC, 40000, 80, "A"), DropUnknownCT)
-			e.denied(e.fromNetdev, tcp(ipC, ipA, 80, 40000, "A"), DropUnknownCT)
+			e.denied(e.fromContainer, udp(ipA, ipC, 5000, 53), spec.DropPolicy)
+			e.denied(e.fromContainer, tcp(ipA, ipC, 40000, 80, "A"), spec.DropUnknownCT)
+			e.denied(e.fromNetdev, tcp(ipC, ipA, 80, 40000, "A"), spec.DropUnknownCT)
 			e.allowed(e.fromContainer, tcp(ipA, ipD, 40001, 443, "A"))
 			if _, ok := e.ctEntry(tcp(ipA, ipD, 40001, 443, "")); !ok {
 				t.Fatal("the allowed connection lost its conntrack entry")
@@ -81,16 +81,16 @@ func TestPrivilegedProgConntrack(t *testing.T) {
 			e.allowed(e.fromNetdev, udp(ipC, ipA, 5000, 53))
 			e.allowed(e.fromContainer, udp(ipA, ipC, 53, 5000))
 			e.setPolicy(epA, ingressRule(idD, tcpProto, 80, 0))
-			e.denied(e.fromNetdev, tcp(ipC, ipA, 40000, 80, "A"), DropUnknownCT)
-			e.denied(e.fromNetdev, udp(ipC, ipA, 5000, 53), DropPolicy)
+			e.denied(e.fromNetdev, tcp(ipC, ipA, 40000, 80, "A"), spec.DropUnknownCT)
+			e.denied(e.fromNetdev, udp(ipC, ipA, 5000, 53), spec.DropPolicy)
 			// The server's answer is no reply any more either: egress is
 			// default deny too.
-			e.denied(e.fromContainer, udp(ipA, ipC, 53, 5000), DropPolicy)
+			e.denied(e.fromContainer, udp(ipA, ipC, 53, 5000), spec.DropPolicy)
 		}},
 		{"a TCP segment of no tracked connection is dropped", envOpts{mode: spec.Tunnel}, func(t *testing.T, e *env) {
-			e.denied(e.fromContainer, tcp(ipA, ipC, 40000, 80, "A"), DropUnknownCT)
-			e.denied(e.fromNetdev, tcp(ipC, ipA, 80, 40000, "SA"), DropUnknownCT)
-			e.denied(e.fromNetdev, tcp(ipC, ipA, 80, 40000, "R"), DropUnknownCT)
+			e.denied(e.fromContainer, tcp(ipA, ipC, 40000, 80, "A"), spec.DropUnknownCT)
+			e.denied(e.fromNetdev, tcp(ipC, ipA, 80, 40000, "SA"), spec.DropUnknownCT)
+			e.denied(e.fromNetdev, tcp(ipC, ipA, 80, 40000, "R"), spec.DropUnknownCT)
 			e.allowed(e.fromNetdev, tcp(ipC, ipA, 40001, 80, "S"))
 		}},
 		{"related ICMP errors pass, unrelated ones do not", both, func(t *testing.T, e *env) {
@@ -99,14 +99,14 @@ func TestPrivilegedProgConntrack(t *testing.T) {
 			e.allowed(e.fromContainer, sent)
 			e.allowed(e.fromNetdev, unreachable(t, ipC, ipA, sent))
 			other := udp(ipA, ipC, 5001, 53)
-			e.denied(e.fromNetdev, unreachable(t, ipC, ipA, other), DropPolicy)
+			e.denied(e.fromNetdev, unreachable(t, ipC, ipA, other), spec.DropPolicy)
 		}},
 		{"an ICMP error from a router on the path is not related", both, func(t *testing.T, e *env) {
 			e.setPolicy(epA, egress(idC, udpProto, 53, 0), ingressRule(uint32(identity.RemoteNode), icmpProto, 11, 0))
 			sent := udp(ipA, ipC, 5000, 53)
 			e.allowed(e.fromContainer, sent)
 			// Port unreachable from the router: ICMP type 3 is not allowed.
-			e.denied(e.fromNetdev, unreachable(t, remoteIP, ipA, sent), DropPolicy)
+			e.denied(e.fromNetdev, unreachable(t, remoteIP, ipA, sent), spec.DropPolicy)
 			// Time exceeded (11) is, by policy alone.
 			exceeded := unreachable(t, remoteIP, ipA, sent)
 			exceeded.icmpType, exceeded.icmpCode = 11, 0
@@ -121,7 +121,7 @@ func TestPrivilegedProgConntrack(t *testing.T) {
 			e.allowed(e.fromNetdev, exceeded)
 			other := unreachable(t, ipC, ipA, echo(ipA, ipC, 6, false))
 			other.icmpType, other.icmpCode = 11, 0
-			e.denied(e.fromNetdev, other, DropPolicy)
+			e.denied(e.fromNetdev, other, spec.DropPolicy)
 		}},
 		{"a pod cannot send ICMP errors quoting its flow to anyone else", both, func(t *testing.T, e *env) {
 			// A serves C on UDP 53; B has a flow with D. Egress is default deny.
@@ -133,10 +133,10 @@ func TestPrivilegedProgConntrack(t *testing.T) {
 			e.allowed(e.fromContainer, unreachable(t, ipA, ipC, query))
 			// The same quote towards the world or another pod carries a
 			// payload past egress policy.
-			e.denied(e.fromContainer, unreachable(t, ipA, ipWorld, query), DropPolicy)
-			e.denied(e.fromContainer, unreachable(t, ipA, ipD, query), DropPolicy)
+			e.denied(e.fromContainer, unreachable(t, ipA, ipWorld, query), spec.DropPolicy)
+			e.denied(e.fromContainer, unreachable(t, ipA, ipD, query), spec.DropPolicy)
 			// Quoting B's flow, towards B's peer.
-			e.denied(e.fromContainer, unreachable(t, ipA, ipD, udp(ipD, ipB, 6000, 53)), DropPolicy)
+			e.denied(e.fromContainer, unreachable(t, ipA, ipD, udp(ipD, ipB, 6000, 53)), spec.DropPolicy)
 		}},
 		{"an ICMP error for another pod's flow does not enter a pod", envOpts{policyIngress: true, mode: spec.Tunnel}, func(t *testing.T, e *env) {
 			// B has a flow with C, and so has A; ingress into A is default deny.
@@ -146,17 +146,17 @@ func TestPrivilegedProgConntrack(t *testing.T) {
 			e.allowed(e.fromContainer, sentA)
 			e.allowed(e.fromNetdev, unreachable(t, ipC, ipA, sentA))
 			// Quoting B's flow (either direction), addressed to A.
-			e.denied(e.fromNetdev, unreachable(t, ipC, ipA, sentB), DropPolicy)
-			e.denied(e.fromNetdev, unreachable(t, ipC, ipA, udp(ipC, ipB, 53, 7000)), DropPolicy)
+			e.denied(e.fromNetdev, unreachable(t, ipC, ipA, sentB), spec.DropPolicy)
+			e.denied(e.fromNetdev, unreachable(t, ipC, ipA, udp(ipC, ipB, 53, 7000)), spec.DropPolicy)
 			// Quoting A's flow, from somebody who is not its peer.
-			e.denied(e.fromNetdev, unreachable(t, ipD, ipA, sentA), DropPolicy)
-			e.denied(e.fromNetdev, unreachable(t, ipWorld, ipA, sentA), DropPolicy)
+			e.denied(e.fromNetdev, unreachable(t, ipD, ipA, sentA), spec.DropPolicy)
+			e.denied(e.fromNetdev, unreachable(t, ipWorld, ipA, sentA), spec.DropPolicy)
 		}},
 		{"echo replies follow their request", both, func(t *testing.T, e *env) {
 			e.setPolicy(epA, egress(idC, icmpProto, 0, 0))
 			e.allowed(e.fromContainer, echo(ipA, ipC, 7, false))
 			e.allowed(e.fromNetdev, echo(ipC, ipA, 7, true))
-			e.denied(e.fromNetdev, echo(ipC, ipA, 8, true), DropPolicy)
+			e.denied(e.fromNetdev, echo(ipC, ipA, 8, true), spec.DropPolicy)
 		}},
 		{"TCP lifetimes: SYN short, established long, closing shortest", envOpts{mode: spec.Tunnel}, func(t *testing.T, e *env) {
 			syn := tcp(ipA, ipC, 40000, 80, "S")
@@ -186,7 +186,7 @@ func TestPrivilegedProgConntrack(t *testing.T) {
 		{"an expired entry is no reply", both, func(t *testing.T, e *env) {
 			k := CTKey{Saddr: be32(ipA), Daddr: be32(ipC), Sport: htons(40000), Dport: htons(80), Protocol: tcpProto}
 			must(t, e.maps.CT4.Put(&k, &CTEntry{Expires: 1}))
-			e.denied(e.fromNetdev, tcp(ipC, ipA, 80, 40000, "SA"), DropUnknownCT)
+			e.denied(e.fromNetdev, tcp(ipC, ipA, 80, 40000, "SA"), spec.DropUnknownCT)
 		}},
 		{"garbage collection removes expired entries only", envOpts{mode: spec.Tunnel}, func(t *testing.T, e *env) {
 			live := udp(ipA, ipC, 5000, 53)
@@ -242,17 +242,17 @@ func TestPrivilegedProgFragments(t *testing.T) {
 		}},
 		{"a later fragment without its first is dropped", enforce, func(t *testing.T, e *env) {
 			e.setPolicy(epA, egress(idC, 0, 0, 0))
-			e.denied(e.fromContainer, later(100), DropFragNotFound)
+			e.denied(e.fromContainer, later(100), spec.DropFragNotFound)
 		}},
 		{"later fragments of a denied port stay denied", enforce, func(t *testing.T, e *env) {
 			e.setPolicy(epA, egress(idC, udpProto, 53, 0))
-			e.denied(e.fromContainer, first(54, 101), DropPolicy)
-			e.denied(e.fromContainer, later(101), DropPolicy)
+			e.denied(e.fromContainer, first(54, 101), spec.DropPolicy)
+			e.denied(e.fromContainer, later(101), spec.DropPolicy)
 		}},
 		{"fragments arriving from the network are judged too", envOpts{policyIngress: true}, func(t *testing.T, e *env) {
 			p := udp(ipC, ipA, 0, 0)
 			p.ipID, p.fragOffset = 102, 4
-			e.denied(e.fromNetdev, p, DropFragNotFound)
+			e.denied(e.fromNetdev, p, spec.DropFragNotFound)
 		}},
 	})
 }
@@ -260,8 +260,8 @@ func TestPrivilegedProgFragments(t *testing.T) {
 func TestPrivilegedProgEvents(t *testing.T) {
 	runProgCases(t, []progCase{
 		{"a drop event carries tuple, identities and direction", envOpts{policyEgress: true}, func(t *testing.T, e *env) {
-			ev := e.denied(e.fromContainer, tcp(ipA, ipC, 40000, 80, "S"), DropPolicy)
-			want := Event{Type: EventDrop, Reason: DropPolicy, Direction: spec.Egress, Src: ipA, Dst: ipC,
+			ev := e.denied(e.fromContainer, tcp(ipA, ipC, 40000, 80, "S"), spec.DropPolicy)
+			want := spec.Event{Type: spec.EventDrop, Reason: spec.DropPolicy, Direction: spec.Egress, Src: ipA, Dst: ipC,
 				SrcPort: 40000, DstPort: 80, Protocol: tcpProto, TCPFlags: 0x02, SrcIdentity: idA,
 				DstIdentity: idC, SrcEndpoint: epA, Length: ev.Length, Monotonic: ev.Monotonic, Ifindex: ev.Ifindex}
 			if ev != want || ev.Length == 0 || ev.Monotonic == 0 {
@@ -272,7 +272,7 @@ func TestPrivilegedProgEvents(t *testing.T) {
 			e.setPolicy(epA, egress(idC, tcpProto, 80, 0))
 			e.allowed(e.fromContainer, tcp(ipA, ipC, 40000, 80, "S"))
 			evs := e.drain()
-			if len(evs) != 1 || evs[0].Type != EventPolicyVerdict || evs[0].Verdict != VerdictAllow || evs[0].Direction != spec.Egress {
+			if len(evs) != 1 || evs[0].Type != spec.EventPolicyVerdict || evs[0].Verdict != spec.VerdictAllow || evs[0].Direction != spec.Egress {
 				t.Fatalf("events %+v, want one allow verdict", evs)
 			}
 			e.allowed(e.fromContainer, tcp(ipA, ipC, 40000, 80, "A"))
@@ -284,7 +284,7 @@ func TestPrivilegedProgEvents(t *testing.T) {
 			e.setPolicy(epA, denyRule(egress(idC, 0, 0, 0)))
 			e.run(e.fromContainer, tcp(ipA, ipC, 40000, 80, "S").frame(t))
 			evs := e.drain()
-			if len(evs) != 2 || evs[0].Verdict != VerdictDeny || evs[0].Reason != DropPolicyDeny || evs[1].Type != EventDrop {
+			if len(evs) != 2 || evs[0].Verdict != spec.VerdictDeny || evs[0].Reason != spec.DropPolicyDeny || evs[1].Type != spec.EventDrop {
 				t.Fatalf("events %+v, want a deny verdict then a drop", evs)
 			}
 		}},
@@ -298,8 +298,8 @@ func TestPrivilegedProgEvents(t *testing.T) {
 			e.allowed(e.fromContainer, tcp(ipA, ipB, 40000, 80, "S"))
 			e.allowed(e.fromNetdev, tcp(ipC, ipA, 40000, 80, "S"))
 			evs := e.drain()
-			if len(evs) != 2 || evs[0].Point != TraceToLXC || evs[0].DstEndpoint != epB ||
-				evs[1].Point != TraceToLXC || evs[1].DstEndpoint != epA || evs[1].CT != CTNew {
+			if len(evs) != 2 || evs[0].Point != spec.TraceToLXC || evs[0].DstEndpoint != epB ||
+				evs[1].Point != spec.TraceToLXC || evs[1].DstEndpoint != epA || evs[1].CT != spec.CTNew {
 				t.Fatalf("events %+v", evs)
 			}
 		}},
@@ -308,16 +308,16 @@ func TestPrivilegedProgEvents(t *testing.T) {
 			p := tcp(ipA, ipC, 40000, 80, "S")
 			e.allowed(e.fromContainer, p)
 			e.allowed(e.fromContainer, p)
-			e.denied(e.fromContainer, tcp(ipA, ipC, 40000, 81, "S"), DropPolicy)
+			e.denied(e.fromContainer, tcp(ipA, ipC, 40000, 81, "S"), spec.DropPolicy)
 			e.allowed(e.fromNetdev, tcp(ipC, ipA, 80, 40000, "SA"))
 			size := uint64(len(p.frame(t)))
-			if c := e.counter(Forwarded, spec.Egress); c.Packets != 2 || c.Bytes != 2*size {
+			if c := e.counter(spec.Forwarded, spec.Egress); c.Packets != 2 || c.Bytes != 2*size {
 				t.Fatalf("forwarded egress %+v, want 2 packets of %d bytes", c, size)
 			}
-			if c := e.counter(DropPolicy, spec.Egress); c.Packets != 1 {
+			if c := e.counter(spec.DropPolicy, spec.Egress); c.Packets != 1 {
 				t.Fatalf("policy drops %+v, want 1", c)
 			}
-			if c := e.counter(Forwarded, spec.Ingress); c.Packets != 1 {
+			if c := e.counter(spec.Forwarded, spec.Ingress); c.Packets != 1 {
 				t.Fatalf("forwarded ingress %+v, want 1", c)
 			}
 			// Untouched slots of the metrics array are not reported.

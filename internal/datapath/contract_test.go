@@ -27,18 +27,18 @@ func TestEnumsHaveGoNames(t *testing.T) {
 		// name reports whether the C value has a Go counterpart.
 		name func(name string, v uint64) bool
 	}{
-		{"drop_reason", func(_ string, v uint64) bool { return named(Reason(v), "reason(") }},
-		{"event_type", func(_ string, v uint64) bool { return named(EventType(v), "event(") }},
-		{"trace_point", func(_ string, v uint64) bool { return named(TracePoint(v), "point(") }},
+		{"drop_reason", func(_ string, v uint64) bool { return named(spec.Reason(v), "reason(") }},
+		{"event_type", func(_ string, v uint64) bool { return named(spec.EventType(v), "event(") }},
+		{"trace_point", func(_ string, v uint64) bool { return named(spec.TracePoint(v), "point(") }},
 		{"ct_status", func(_ string, v uint64) bool {
-			switch CTStatus(v) {
-			case CTNew, CTEstablished, CTReply, CTRelated, CTInvalid:
+			switch spec.CTStatus(v) {
+			case spec.CTNew, spec.CTEstablished, spec.CTReply, spec.CTRelated, spec.CTInvalid:
 				return true
 			}
 			return false
 		}},
 		{"policy_verdict", func(_ string, v uint64) bool {
-			return Verdict(v) == VerdictAllow || Verdict(v) == VerdictDeny
+			return spec.Verdict(v) == spec.VerdictAllow || spec.Verdict(v) == spec.VerdictDeny
 		}},
 		// Values the control plane's packages define on their own: the
 		// numbers must agree name by name.

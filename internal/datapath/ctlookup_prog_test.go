@@ -15,7 +15,7 @@ func TestPrivilegedProgConntrackLookupOrder(t *testing.T) {
 	type step struct {
 		prog func(e *env) *ebpf.Program
 		p    pkt
-		want CTStatus
+		want spec.CTStatus
 	}
 	out := func(e *env) *ebpf.Program { return e.fromContainer }
 	in := func(e *env) *ebpf.Program { return e.fromNetdev }
@@ -24,31 +24,31 @@ func TestPrivilegedProgConntrackLookupOrder(t *testing.T) {
 		steps []step
 	}{
 		{"client on a high port", []step{
-			{out, tcp(ipA, ipC, 40000, 80, "S"), CTNew},
-			{in, tcp(ipC, ipA, 80, 40000, "SA"), CTReply},
-			{out, tcp(ipA, ipC, 40000, 80, "A"), CTEstablished},
-			{in, tcp(ipC, ipA, 80, 40000, "A"), CTReply},
+			{out, tcp(ipA, ipC, 40000, 80, "S"), spec.CTNew},
+			{in, tcp(ipC, ipA, 80, 40000, "SA"), spec.CTReply},
+			{out, tcp(ipA, ipC, 40000, 80, "A"), spec.CTEstablished},
+			{in, tcp(ipC, ipA, 80, 40000, "A"), spec.CTReply},
 		}},
 		{"client on a port below the server's", []step{
-			{out, tcp(ipA, ipC, 1000, 8080, "S"), CTNew},
-			{in, tcp(ipC, ipA, 8080, 1000, "SA"), CTReply},
-			{out, tcp(ipA, ipC, 1000, 8080, "A"), CTEstablished},
-			{in, tcp(ipC, ipA, 8080, 1000, "A"), CTReply},
+			{out, tcp(ipA, ipC, 1000, 8080, "S"), spec.CTNew},
+			{in, tcp(ipC, ipA, 8080, 1000, "SA"), spec.CTReply},
+			{out, tcp(ipA, ipC, 1000, 8080, "A"), spec.CTEstablished},
+			{in, tcp(ipC, ipA, 8080, 1000, "A"), spec.CTReply},
 		}},
 		{"connection from the network to a pod", []step{
-			{in, tcp(ipC, ipA, 40000, 80, "S"), CTNew},
-			{out, tcp(ipA, ipC, 80, 40000, "SA"), CTReply},
-			{in, tcp(ipC, ipA, 40000, 80, "A"), CTEstablished},
+			{in, tcp(ipC, ipA, 40000, 80, "S"), spec.CTNew},
+			{out, tcp(ipA, ipC, 80, 40000, "SA"), spec.CTReply},
+			{in, tcp(ipC, ipA, 40000, 80, "A"), spec.CTEstablished},
 		}},
 		{"UDP with equal ports", []step{
-			{out, udp(ipA, ipC, 5000, 5000), CTNew},
-			{in, udp(ipC, ipA, 5000, 5000), CTReply},
-			{out, udp(ipA, ipC, 5000, 5000), CTEstablished},
+			{out, udp(ipA, ipC, 5000, 5000), spec.CTNew},
+			{in, udp(ipC, ipA, 5000, 5000), spec.CTReply},
+			{out, udp(ipA, ipC, 5000, 5000), spec.CTEstablished},
 		}},
 		{"echo", []step{
-			{out, echo(ipA, ipC, 9, false), CTNew},
-			{in, echo(ipC, ipA, 9, true), CTReply},
-			{out, echo(ipA, ipC, 9, false), CTEstablished},
+			{out, echo(ipA, ipC, 9, false), spec.CTNew},
+			{in, echo(ipC, ipA, 9, true), spec.CTReply},
+			{out, echo(ipA, ipC, 9, false), spec.CTEstablished},
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -96,7 +96,7 @@ func TestPrivilegedProgConntrackRemembersLocalSides(t *testing.T) {
 			e.drain()
 			e.expect(e.fromContainer, tcp(ipA, ipC, 80, 40000, "SA").frame(t), actRedirect)
 			evs := e.drain()
-			if len(evs) != 1 || evs[0].Point != TraceToStack || evs[0].DstIdentity != idC || evs[0].CT != CTReply {
+			if len(evs) != 1 || evs[0].Point != spec.TraceToStack || evs[0].DstIdentity != idC || evs[0].CT != spec.CTReply {
 				t.Fatalf("events %+v, want one reply traced to the stack from identity %d", evs, idC)
 			}
 		}},
@@ -108,12 +108,12 @@ func TestPrivilegedProgConntrackRemembersLocalSides(t *testing.T) {
 			e.drain()
 			p.flags = "A"
 			e.allowed(e.fromContainer, p)
-			if evs := e.drain(); len(evs) != 1 || evs[0].Point != TraceToStack || evs[0].DstEndpoint != 0 {
+			if evs := e.drain(); len(evs) != 1 || evs[0].Point != spec.TraceToStack || evs[0].DstEndpoint != 0 {
 				t.Fatalf("events %+v, want one trace to the stack", evs)
 			}
 			// A new connection does ask.
 			e.allowed(e.fromContainer, tcp(ipA, ipC, 40001, 80, "S"))
-			if evs := e.drain(); len(evs) != 1 || evs[0].Point != TraceToLXC || evs[0].DstEndpoint != 9 {
+			if evs := e.drain(); len(evs) != 1 || evs[0].Point != spec.TraceToLXC || evs[0].DstEndpoint != 9 {
 				t.Fatalf("events %+v, want one trace to the new local endpoint", evs)
 			}
 		}},

@@ -15,168 +15,59 @@ import (
 	"github.com/cilium-go/cilium/pkg/identity"
 )
 
-// EventType says what an Event records. The numbers are Cilium's monitor
-// message types.
-type EventType uint8
+// The event values live in spec, which sees no generated code and so
+// writes the C enums' numbers out; each line here fails to compile (a
+// constant index out of range) if a number there and the enum bpf2go
+// generates from bpf/lib/common.h disagree.
+var (
+	_ = [1]struct{}{}[spec.EventDrop-spec.EventType(lxcEventTypeEVENT_DROP)]
+	_ = [1]struct{}{}[spec.EventTrace-spec.EventType(lxcEventTypeEVENT_TRACE)]
+	_ = [1]struct{}{}[spec.EventPolicyVerdict-spec.EventType(lxcEventTypeEVENT_POLICY_VERDICT)]
+	_ = [1]struct{}{}[spec.EventTraceSock-spec.EventType(lxcEventTypeEVENT_TRACE_SOCK)]
 
-const (
-	EventDrop          = EventType(lxcEventTypeEVENT_DROP)
-	EventTrace         = EventType(lxcEventTypeEVENT_TRACE)
-	EventPolicyVerdict = EventType(lxcEventTypeEVENT_POLICY_VERDICT)
-	// EventTraceSock: socket-level balancing saw a connect or send to a
-	// frontend (Xlate says before or after it translated it).
-	EventTraceSock = EventType(lxcEventTypeEVENT_TRACE_SOCK)
+	_ = [1]struct{}{}[spec.TraceToLXC-spec.TracePoint(lxcTracePointTRACE_TO_LXC)]
+	_ = [1]struct{}{}[spec.TraceToHost-spec.TracePoint(lxcTracePointTRACE_TO_HOST)]
+	_ = [1]struct{}{}[spec.TraceToStack-spec.TracePoint(lxcTracePointTRACE_TO_STACK)]
+	_ = [1]struct{}{}[spec.TraceToOverlay-spec.TracePoint(lxcTracePointTRACE_TO_OVERLAY)]
+	_ = [1]struct{}{}[spec.TraceFromLXC-spec.TracePoint(lxcTracePointTRACE_FROM_LXC)]
+	_ = [1]struct{}{}[spec.TraceFromHost-spec.TracePoint(lxcTracePointTRACE_FROM_HOST)]
+	_ = [1]struct{}{}[spec.TraceFromOverlay-spec.TracePoint(lxcTracePointTRACE_FROM_OVERLAY)]
+	_ = [1]struct{}{}[spec.TraceFromNetwork-spec.TracePoint(lxcTracePointTRACE_FROM_NETWORK)]
+
+	_ = [1]struct{}{}[spec.SockPreForward-spec.SockXlatePoint(lxcSockXlatePointSOCK_XLATE_PRE_FWD)]
+	_ = [1]struct{}{}[spec.SockPostForward-spec.SockXlatePoint(lxcSockXlatePointSOCK_XLATE_POST_FWD)]
+
+	_ = [1]struct{}{}[spec.CTNew-spec.CTStatus(lxcCtStatusCT_NEW)]
+	_ = [1]struct{}{}[spec.CTEstablished-spec.CTStatus(lxcCtStatusCT_ESTABLISHED)]
+	_ = [1]struct{}{}[spec.CTReply-spec.CTStatus(lxcCtStatusCT_REPLY)]
+	_ = [1]struct{}{}[spec.CTRelated-spec.CTStatus(lxcCtStatusCT_RELATED)]
+	_ = [1]struct{}{}[spec.CTInvalid-spec.CTStatus(lxcCtStatusCT_INVALID)]
+
+	_ = [1]struct{}{}[spec.VerdictAllow-spec.Verdict(lxcPolicyVerdictVERDICT_ALLOW)]
+	_ = [1]struct{}{}[spec.VerdictDeny-spec.Verdict(lxcPolicyVerdictVERDICT_DENY)]
+
+	_ = [1]struct{}{}[spec.AggregationNone-spec.MonitorAggregation(lxcMonitorAggregationMONITOR_NONE)]
+	_ = [1]struct{}{}[spec.AggregationLowest-spec.MonitorAggregation(lxcMonitorAggregationMONITOR_LOWEST)]
+	_ = [1]struct{}{}[spec.AggregationLow-spec.MonitorAggregation(lxcMonitorAggregationMONITOR_LOW)]
+	_ = [1]struct{}{}[spec.AggregationMedium-spec.MonitorAggregation(lxcMonitorAggregationMONITOR_MEDIUM)]
+	_ = [1]struct{}{}[spec.AggregationMax-spec.MonitorAggregation(lxcMonitorAggregationMONITOR_MAX)]
+
+	_ = [1]struct{}{}[spec.Forwarded-spec.Reason(lxcDropReasonREASON_FORWARDED)]
+	_ = [1]struct{}{}[spec.DropInvalidSource-spec.Reason(lxcDropReasonDROP_INVALID_SIP)]
+	_ = [1]struct{}{}[spec.DropPolicy-spec.Reason(lxcDropReasonDROP_POLICY)]
+	_ = [1]struct{}{}[spec.DropInvalid-spec.Reason(lxcDropReasonDROP_INVALID)]
+	_ = [1]struct{}{}[spec.DropUnsupportedL3-spec.Reason(lxcDropReasonDROP_UNSUPPORTED_L3)]
+	_ = [1]struct{}{}[spec.DropNoTunnelKey-spec.Reason(lxcDropReasonDROP_NO_TUNNEL_KEY)]
+	_ = [1]struct{}{}[spec.DropCTCreate-spec.Reason(lxcDropReasonDROP_CT_CREATE)]
+	_ = [1]struct{}{}[spec.DropFragNoSupport-spec.Reason(lxcDropReasonDROP_FRAG_NOSUPPORT)]
+	_ = [1]struct{}{}[spec.DropNoService-spec.Reason(lxcDropReasonDROP_NO_SERVICE)]
+	_ = [1]struct{}{}[spec.DropUnknownCT-spec.Reason(lxcDropReasonDROP_UNKNOWN_CT)]
+	_ = [1]struct{}{}[spec.DropNATNoMapping-spec.Reason(lxcDropReasonDROP_NAT_NO_MAPPING)]
+	_ = [1]struct{}{}[spec.DropInvalidIdentity-spec.Reason(lxcDropReasonDROP_INVALID_IDENTITY)]
+	_ = [1]struct{}{}[spec.DropUnknownSender-spec.Reason(lxcDropReasonDROP_UNKNOWN_SENDER)]
+	_ = [1]struct{}{}[spec.DropFragNotFound-spec.Reason(lxcDropReasonDROP_FRAG_NOT_FOUND)]
+	_ = [1]struct{}{}[spec.DropPolicyDeny-spec.Reason(lxcDropReasonDROP_POLICY_DENY)]
 )
-
-func (t EventType) String() string {
-	switch t {
-	case EventDrop:
-		return "drop"
-	case EventTrace:
-		return "trace"
-	case EventPolicyVerdict:
-		return "policy-verdict"
-	case EventTraceSock:
-		return "trace-sock"
-	}
-	return fmt.Sprintf("event(%d)", uint8(t))
-}
-
-// TracePoint is where a trace event was observed (Cilium's numbers).
-type TracePoint uint8
-
-const (
-	TraceToLXC       = TracePoint(lxcTracePointTRACE_TO_LXC)
-	TraceToHost      = TracePoint(lxcTracePointTRACE_TO_HOST)
-	TraceToStack     = TracePoint(lxcTracePointTRACE_TO_STACK)
-	TraceToOverlay   = TracePoint(lxcTracePointTRACE_TO_OVERLAY)
-	TraceFromLXC     = TracePoint(lxcTracePointTRACE_FROM_LXC)
-	TraceFromHost    = TracePoint(lxcTracePointTRACE_FROM_HOST)
-	TraceFromOverlay = TracePoint(lxcTracePointTRACE_FROM_OVERLAY)
-	TraceFromNetwork = TracePoint(lxcTracePointTRACE_FROM_NETWORK)
-)
-
-var tracePointNames = map[TracePoint]string{
-	TraceToLXC:       "to-endpoint",
-	TraceToHost:      "to-host",
-	TraceToStack:     "to-stack",
-	TraceToOverlay:   "to-overlay",
-	TraceFromLXC:     "from-endpoint",
-	TraceFromHost:    "from-host",
-	TraceFromOverlay: "from-overlay",
-	TraceFromNetwork: "from-network",
-}
-
-func (p TracePoint) String() string {
-	if s, ok := tracePointNames[p]; ok {
-		return s
-	}
-	return fmt.Sprintf("point(%d)", uint8(p))
-}
-
-// SockXlatePoint is where socket-level balancing saw a call (Cilium's
-// numbers).
-type SockXlatePoint uint8
-
-const (
-	// SockPreForward: the call as made, to the frontend.
-	SockPreForward = SockXlatePoint(lxcSockXlatePointSOCK_XLATE_PRE_FWD)
-	// SockPostForward: the call as translated, to the backend.
-	SockPostForward = SockXlatePoint(lxcSockXlatePointSOCK_XLATE_POST_FWD)
-)
-
-func (x SockXlatePoint) String() string {
-	switch x {
-	case SockPreForward:
-		return "pre-xlate-fwd"
-	case SockPostForward:
-		return "post-xlate-fwd"
-	}
-	return fmt.Sprintf("xlate(%d)", uint8(x))
-}
-
-// CTStatus is the connection tracking result for a packet.
-type CTStatus uint8
-
-const (
-	CTNew         = CTStatus(lxcCtStatusCT_NEW)
-	CTEstablished = CTStatus(lxcCtStatusCT_ESTABLISHED)
-	CTReply       = CTStatus(lxcCtStatusCT_REPLY)
-	CTRelated     = CTStatus(lxcCtStatusCT_RELATED)
-	// CTInvalid: a TCP segment that is no SYN, of no tracked connection.
-	CTInvalid = CTStatus(lxcCtStatusCT_INVALID)
-)
-
-func (c CTStatus) String() string {
-	switch c {
-	case CTNew:
-		return "new"
-	case CTEstablished:
-		return "established"
-	case CTReply:
-		return "reply"
-	case CTRelated:
-		return "related"
-	case CTInvalid:
-		return "invalid"
-	}
-	return fmt.Sprintf("ct(%d)", uint8(c))
-}
-
-// Verdict of a policy lookup.
-type Verdict uint8
-
-const (
-	VerdictAllow = Verdict(lxcPolicyVerdictVERDICT_ALLOW)
-	VerdictDeny  = Verdict(lxcPolicyVerdictVERDICT_DENY)
-)
-
-func (v Verdict) String() string {
-	switch v {
-	case VerdictAllow:
-		return "allowed"
-	case VerdictDeny:
-		return "denied"
-	}
-	return fmt.Sprintf("verdict(%d)", uint8(v))
-}
-
-// Event is one decoded ring buffer record.
-type Event struct {
-	Type EventType
-	// Reason is set on drops and on denied policy verdicts.
-	Reason Reason
-	// Point is set on traces.
-	Point TracePoint
-	// Xlate is set on socket traces.
-	Xlate       SockXlatePoint
-	Verdict     Verdict
-	Direction   spec.Direction
-	CT          CTStatus
-	Src, Dst    netip.Addr
-	SrcPort     uint16 // ICMP echo: the id on requests
-	DstPort     uint16 // ICMP echo: the id on replies
-	Protocol    uint8
-	TCPFlags    uint8
-	SrcIdentity identity.NumericIdentity
-	DstIdentity identity.NumericIdentity
-	// SrcEndpoint and DstEndpoint are local endpoint ids, 0 if none.
-	SrcEndpoint uint16
-	DstEndpoint uint16
-	Ifindex     uint32
-	Length      uint32
-	// Monotonic is the kernel's CLOCK_MONOTONIC at the event.
-	Monotonic time.Duration
-	// PolicyCookie, on a policy verdict and the drop a deny causes, is
-	// the deciding policy entry's cookie (0: no entry matched).
-	PolicyCookie uint32
-	// RevNAT is the reverse NAT index of the service that translated
-	// the packet's connection (0: none): the frontend's.
-	RevNAT uint16
-	// NetNSCookie, on socket traces, is the network namespace of the
-	// calling process (its cookie, SO_NETNS_COOKIE).
-	NetNSCookie uint64
-}
 
 // eventSize is the size of a ring buffer record; a record grows only at
 // its end, and oldestEventSize is the size before socket traces, which
@@ -187,19 +78,19 @@ const (
 	oldestEventSize = int(unsafe.Offsetof(rawEvent{}.NetnsCookie))
 )
 
-func decodeEvent(b []byte) (Event, error) {
+func decodeEvent(b []byte) (spec.Event, error) {
 	if len(b) < oldestEventSize {
-		return Event{}, fmt.Errorf("decode event: a record of %d bytes, want at least %d", len(b), oldestEventSize)
+		return spec.Event{}, fmt.Errorf("decode event: a record of %d bytes, want at least %d", len(b), oldestEventSize)
 	}
 	// The record is the C struct in the host's layout and byte order,
 	// which rawEvent has: a copy is the whole decoding.
 	var r rawEvent
 	copy(unsafe.Slice((*byte)(unsafe.Pointer(&r)), eventSize), b)
-	e := Event{
-		Type:         EventType(r.Type),
-		Verdict:      Verdict(r.Verdict),
+	e := spec.Event{
+		Type:         spec.EventType(r.Type),
+		Verdict:      spec.Verdict(r.Verdict),
 		Direction:    spec.Direction(r.Direction),
-		CT:           CTStatus(r.CtStatus),
+		CT:           spec.CTStatus(r.CtStatus),
 		SrcPort:      htons(r.Sport),
 		DstPort:      htons(r.Dport),
 		Protocol:     r.Protocol,
@@ -220,12 +111,12 @@ func decodeEvent(b []byte) (Event, error) {
 		e.Dst = netip.AddrFrom4([4]byte(r.Daddr[:4]))
 	}
 	switch e.Type {
-	case EventTrace:
-		e.Point = TracePoint(r.Subtype)
-	case EventTraceSock:
-		e.Xlate = SockXlatePoint(r.Subtype)
+	case spec.EventTrace:
+		e.Point = spec.TracePoint(r.Subtype)
+	case spec.EventTraceSock:
+		e.Xlate = spec.SockXlatePoint(r.Subtype)
 	default:
-		e.Reason = Reason(r.Subtype)
+		e.Reason = spec.Reason(r.Subtype)
 	}
 	return e, nil
 }
@@ -267,16 +158,16 @@ var ErrNoEvent = errors.New("no event before deadline")
 
 // Read blocks for the next event, until the deadline set with
 // SetDeadline, or until Close.
-func (r *EventReader) Read() (Event, error) {
+func (r *EventReader) Read() (spec.Event, error) {
 	if r.deadline.IsZero() && r.available() == 0 {
 		time.Sleep(batchWait)
 	}
 	err := r.rd.ReadInto(&r.rec)
 	if errors.Is(err, os.ErrDeadlineExceeded) {
-		return Event{}, ErrNoEvent
+		return spec.Event{}, ErrNoEvent
 	}
 	if err != nil {
-		return Event{}, fmt.Errorf("read event: %w", err)
+		return spec.Event{}, fmt.Errorf("read event: %w", err)
 	}
 	return decodeEvent(r.rec.RawSample)
 }
@@ -284,12 +175,12 @@ func (r *EventReader) Read() (Event, error) {
 // ReadBatch waits as Read does for an event, and returns it with the
 // others already in the ring buffer, max at most, so that a reader
 // hands on the events of a busy datapath by the batch.
-func (r *EventReader) ReadBatch(max int) ([]Event, error) {
+func (r *EventReader) ReadBatch(max int) ([]spec.Event, error) {
 	ev, err := r.Read()
 	if err != nil {
 		return nil, err
 	}
-	batch := []Event{ev}
+	batch := []spec.Event{ev}
 	for len(batch) < max && r.available() > 0 {
 		if err := r.rd.ReadInto(&r.rec); err != nil {
 			return batch, nil // the next call reports it

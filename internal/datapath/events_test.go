@@ -7,14 +7,16 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/cilium-go/cilium/internal/datapath/spec"
 )
 
 // The record decodes field by field as the C struct lays it out: the
 // copy into rawEvent agrees with a decoding that walks the fields.
 func TestDecodeEventFields(t *testing.T) {
 	raw := rawEvent{Ktime: 1234567, Ifindex: 7, SrcIdentity: 0x10203, DstIdentity: 2, Len: 1500,
-		Sport: 0x3930, Dport: 0x5000, SourceEp: 11, DstEp: 12, Type: uint8(EventTrace), Subtype: uint8(TraceToLXC),
-		Protocol: 6, Direction: 1, Verdict: 0, CtStatus: uint8(CTReply), TcpFlags: 0x12, Family: afInet,
+		Sport: 0x3930, Dport: 0x5000, SourceEp: 11, DstEp: 12, Type: uint8(spec.EventTrace), Subtype: uint8(spec.TraceToLXC),
+		Protocol: 6, Direction: 1, Verdict: 0, CtStatus: uint8(spec.CTReply), TcpFlags: 0x12, Family: afInet,
 		PolicyCookie: 0xdeadbeef, RevNat: 42, NetnsCookie: 1 << 40}
 	copy(raw.Saddr[:], []byte{10, 0, 0, 1})
 	copy(raw.Daddr[:], []byte{10, 0, 1, 2})
@@ -29,7 +31,7 @@ func TestDecodeEventFields(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := Event{Type: EventTrace, Point: TraceToLXC, Direction: 1, CT: CTReply, Src: netip.MustParseAddr("10.0.0.1"),
+	want := spec.Event{Type: spec.EventTrace, Point: spec.TraceToLXC, Direction: 1, CT: spec.CTReply, Src: netip.MustParseAddr("10.0.0.1"),
 		Dst: netip.MustParseAddr("10.0.1.2"), SrcPort: 12345, DstPort: 80, Protocol: 6, TCPFlags: 0x12, SrcIdentity: 0x10203,
 		DstIdentity: 2, SrcEndpoint: 11, DstEndpoint: 12, Ifindex: 7, Length: 1500, Monotonic: 1234567 * time.Nanosecond,
 		PolicyCookie: 0xdeadbeef, RevNAT: 42, NetNSCookie: 1 << 40}

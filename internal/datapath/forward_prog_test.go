@@ -20,7 +20,7 @@ func TestPrivilegedProgForwarding(t *testing.T) {
 		{"netkit: local pod is redirected out of its host device", envOpts{netkit: true, ingressB: true}, func(t *testing.T, e *env) {
 			// B's ingress policy is judged here, as without netkit; no
 			// entry admits A, so the SYN is dropped.
-			e.denied(e.fromContainer, tcp(ipA, ipB, 40000, 80, "S"), DropPolicy)
+			e.denied(e.fromContainer, tcp(ipA, ipB, 40000, 80, "S"), spec.DropPolicy)
 			must(t, e.maps.SetPolicy(epB, []spec.PolicyEntry{{Direction: spec.Ingress, Identity: idA}}))
 			out := e.expect(e.fromContainer, tcp(ipA, ipB, 40001, 80, "S").frame(t), actRedirect)
 			if !bytes.Equal(out[0:6], macB) || !bytes.Equal(out[6:12], hostMacB) {
@@ -30,7 +30,7 @@ func TestPrivilegedProgForwarding(t *testing.T) {
 		{"remote pod in tunnel mode goes to the overlay", envOpts{mode: spec.Tunnel, trace: true}, func(t *testing.T, e *env) {
 			e.expect(e.fromContainer, tcp(ipA, ipC, 40000, 80, "S").frame(t), actRedirect)
 			evs := e.drain()
-			if len(evs) != 1 || evs[0].Point != TraceToOverlay || evs[0].DstIdentity != idC {
+			if len(evs) != 1 || evs[0].Point != spec.TraceToOverlay || evs[0].DstIdentity != idC {
 				t.Fatalf("events %+v, want one trace to overlay", evs)
 			}
 		}},
@@ -66,7 +66,7 @@ func TestPrivilegedProgForwarding(t *testing.T) {
 		}},
 		{"native mode ignores the tunnel endpoint", envOpts{mode: spec.Native, trace: true}, func(t *testing.T, e *env) {
 			e.expect(e.fromContainer, tcp(ipA, ipC, 40000, 80, "S").frame(t), actRedirect)
-			if evs := e.drain(); len(evs) != 1 || evs[0].Point != TraceToStack {
+			if evs := e.drain(); len(evs) != 1 || evs[0].Point != spec.TraceToStack {
 				t.Fatalf("events %+v, want one trace to stack", evs)
 			}
 		}},
@@ -87,7 +87,7 @@ func TestPrivilegedProgForwarding(t *testing.T) {
 		}},
 		{"IPv6 is dropped as unsupported", envOpts{}, func(t *testing.T, e *env) {
 			e.expect(e.fromContainer, ipv6Frame(t), actShot)
-			if evs := e.drain(); len(evs) != 1 || evs[0].Reason != DropUnsupportedL3 {
+			if evs := e.drain(); len(evs) != 1 || evs[0].Reason != spec.DropUnsupportedL3 {
 				t.Fatalf("events %+v", evs)
 			}
 		}},
@@ -95,12 +95,12 @@ func TestPrivilegedProgForwarding(t *testing.T) {
 			f := tcp(ipA, ipB, 1, 2, "S").frame(t)
 			f[14] = 0x44 // IHL 4: shorter than the fixed header
 			e.expect(e.fromContainer, f, actShot)
-			if evs := e.drain(); len(evs) != 1 || evs[0].Reason != DropInvalid {
+			if evs := e.drain(); len(evs) != 1 || evs[0].Reason != spec.DropInvalid {
 				t.Fatalf("events %+v", evs)
 			}
 		}},
 		{"a spoofed source is dropped", envOpts{}, func(t *testing.T, e *env) {
-			ev := e.denied(e.fromContainer, tcp(ipB, ipC, 40000, 80, "S"), DropInvalidSource)
+			ev := e.denied(e.fromContainer, tcp(ipB, ipC, 40000, 80, "S"), spec.DropInvalidSource)
 			if ev.Src != ipB || ev.SrcEndpoint != epA {
 				t.Fatalf("drop event %+v", ev)
 			}
@@ -120,14 +120,14 @@ func TestPrivilegedProgForwarding(t *testing.T) {
 			e.expect(e.fromNetdev, tcp(remoteIP, nodeIP, 40000, 22, "S").frame(t), actOK)
 		}},
 		{"the overlay drops packets without a tunnel key", envOpts{}, func(t *testing.T, e *env) {
-			e.denied(e.fromOverlay, tcp(ipC, ipA, 40000, 80, "S"), DropNoTunnelKey)
+			e.denied(e.fromOverlay, tcp(ipC, ipA, 40000, 80, "S"), spec.DropNoTunnelKey)
 		}},
 		{"the overlay takes the source identity from the VNI", envOpts{vni: idC, policyIngress: true}, func(t *testing.T, e *env) {
 			// The ipcache says ipD is idD; the VNI says idC, and the VNI wins.
 			e.setPolicy(epA, spec.PolicyEntry{Direction: spec.Ingress, Identity: idC, Protocol: 6, Port: 80})
 			e.allowed(e.fromOverlay, tcp(ipD, ipA, 40000, 80, "S"))
 			evs := e.drain()
-			if len(evs) != 1 || evs[0].Type != EventPolicyVerdict || evs[0].SrcIdentity != idC {
+			if len(evs) != 1 || evs[0].Type != spec.EventPolicyVerdict || evs[0].SrcIdentity != idC {
 				t.Fatalf("events %+v, want an allow verdict for identity %d", evs, idC)
 			}
 		}},
@@ -143,17 +143,17 @@ func TestPrivilegedProgForwarding(t *testing.T) {
 		name   string
 		src    netip.Addr
 		vni    uint32
-		reason Reason
+		reason spec.Reason
 	}{
-		{"a remote pod's address", ipC, idC, DropUnknownSender},
-		{"a local pod's address", ipB, idB, DropUnknownSender},
-		{"an unknown address", netip.MustParseAddr("192.168.1.99"), idC, DropUnknownSender},
-		{"the world", ipWorld, idC, DropUnknownSender},
-		{"this node's own address", nodeIP, idC, DropUnknownSender},
-		{"a node claiming host", remoteIP, uint32(identity.Host), DropInvalidIdentity},
-		{"a node claiming unmanaged", remoteIP, 3, DropInvalidIdentity},
-		{"a node claiming init", remoteIP, 5, DropInvalidIdentity},
-		{"a node claiming a node-local CIDR identity", remoteIP, 1<<24 | 7, DropInvalidIdentity},
+		{"a remote pod's address", ipC, idC, spec.DropUnknownSender},
+		{"a local pod's address", ipB, idB, spec.DropUnknownSender},
+		{"an unknown address", netip.MustParseAddr("192.168.1.99"), idC, spec.DropUnknownSender},
+		{"the world", ipWorld, idC, spec.DropUnknownSender},
+		{"this node's own address", nodeIP, idC, spec.DropUnknownSender},
+		{"a node claiming host", remoteIP, uint32(identity.Host), spec.DropInvalidIdentity},
+		{"a node claiming unmanaged", remoteIP, 3, spec.DropInvalidIdentity},
+		{"a node claiming init", remoteIP, 5, spec.DropInvalidIdentity},
+		{"a node claiming a node-local CIDR identity", remoteIP, 1<<24 | 7, spec.DropInvalidIdentity},
 	} {
 		forged = append(forged, progCase{"the overlay drops tunnel packets from " + c.name,
 			envOpts{vni: c.vni, tunnelSrc: c.src}, func(t *testing.T, e *env) {
@@ -167,7 +167,7 @@ func TestPrivilegedProgForwarding(t *testing.T) {
 	runProgCases(t, []progCase{
 		{"the overlay denies by the VNI identity", envOpts{vni: idD, policyIngress: true}, func(t *testing.T, e *env) {
 			e.setPolicy(epA, spec.PolicyEntry{Direction: spec.Ingress, Identity: idC, Protocol: 6, Port: 80})
-			ev := e.denied(e.fromOverlay, tcp(ipC, ipA, 40000, 80, "S"), DropPolicy)
+			ev := e.denied(e.fromOverlay, tcp(ipC, ipA, 40000, 80, "S"), spec.DropPolicy)
 			if ev.SrcIdentity != idD || ev.Direction != spec.Ingress || ev.DstEndpoint != epA {
 				t.Fatalf("drop event %+v", ev)
 			}

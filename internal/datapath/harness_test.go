@@ -55,8 +55,8 @@ const (
 type envOpts struct {
 	mode          spec.RoutingMode
 	trace         bool
-	aggregation   MonitorAggregation
-	reportEvery   time.Duration // DefaultReportInterval when unset
+	aggregation   spec.MonitorAggregation
+	reportEvery   time.Duration // spec.DefaultReportInterval when unset
 	policyIngress bool          // for A
 	policyEgress  bool          // for A
 	ingressB      bool
@@ -168,10 +168,10 @@ func newEnv(t testing.TB, o envOpts) *env {
 	e.maps = maps
 
 	node := NodeConstants{NodeIPv4: nodeIP, Mode: o.mode, TunnelIfindex: tunnelIfindex,
-		Traces:     Traces{Enabled: o.trace, Aggregation: o.aggregation, ReportFlags: DefaultReportFlags, ReportInterval: o.reportEvery},
+		Traces:     spec.Traces{Enabled: o.trace, Aggregation: o.aggregation, ReportFlags: spec.DefaultReportFlags, ReportInterval: o.reportEvery},
 		Masquerade: o.masquerade, LegacyRouting: o.legacyRouting}
 	if node.Traces.ReportInterval == 0 {
-		node.Traces.ReportInterval = DefaultReportInterval
+		node.Traces.ReportInterval = spec.DefaultReportInterval
 	}
 	e.node = node
 	lxc, err := LoadEndpointPrograms(maps, EndpointConstants{
@@ -258,9 +258,9 @@ func (e *env) expect(prog *ebpf.Program, frame []byte, want uint32) []byte {
 }
 
 // drain returns every event emitted so far.
-func (e *env) drain() []Event {
+func (e *env) drain() []spec.Event {
 	e.t.Helper()
-	var out []Event
+	var out []spec.Event
 	e.events.SetDeadline(time.Now())
 	for {
 		ev, err := e.events.Read()
@@ -279,7 +279,7 @@ func (e *env) setPolicy(ep uint16, entries ...spec.PolicyEntry) {
 	must(e.t, e.maps.SetPolicy(ep, entries))
 }
 
-func (e *env) counter(r Reason, d spec.Direction) Counter {
+func (e *env) counter(r spec.Reason, d spec.Direction) Counter {
 	e.t.Helper()
 	cs, err := e.maps.Counters()
 	must(e.t, err)
@@ -302,14 +302,14 @@ func (e *env) allowed(prog *ebpf.Program, p pkt) []byte {
 }
 
 // denied runs p through prog and fails unless it is dropped for reason.
-func (e *env) denied(prog *ebpf.Program, p pkt, reason Reason) Event {
+func (e *env) denied(prog *ebpf.Program, p pkt, reason spec.Reason) spec.Event {
 	e.t.Helper()
 	if got, _ := e.run(prog, p.frame(e.t)); got != actShot {
 		e.t.Fatalf("%v -> %v: verdict %d, want drop (%v)", p.src, p.dst, got, reason)
 	}
-	var drops []Event
+	var drops []spec.Event
 	for _, ev := range e.drain() {
-		if ev.Type == EventDrop {
+		if ev.Type == spec.EventDrop {
 			drops = append(drops, ev)
 		}
 	}

@@ -16,7 +16,7 @@ type NodeConstants struct {
 	NodeIPv4      netip.Addr
 	Mode          spec.RoutingMode
 	TunnelIfindex int
-	Traces        Traces
+	Traces        spec.Traces
 	// Masquerade translates pod traffic to the world to NodeIPv4.
 	Masquerade bool
 	// LegacyRouting hands routed pod traffic to the stack rather than
@@ -100,7 +100,7 @@ func (c NodeConstants) set(v nodeVars) error {
 		setVar(v.trace, boolU8(c.Traces.Enabled)),
 		setVar(v.aggregation, uint8(c.Traces.Aggregation)),
 		setVar(v.reportFlags, c.Traces.ReportFlags),
-		setVar(v.reportInterval, c.Traces.reportSeconds()),
+		setVar(v.reportInterval, c.Traces.ReportSeconds()),
 		setVar(v.masquerade, boolU8(c.Masquerade)),
 		setVar(v.legacyRouting, boolU8(c.LegacyRouting)),
 		setVar(v.natPortMin, ports.Min),

@@ -9,7 +9,7 @@ import (
 // Counter is the per-reason, per-direction packet and byte count,
 // summed over CPUs.
 type Counter struct {
-	Reason    Reason
+	Reason    spec.Reason
 	Direction spec.Direction
 	Packets   uint64
 	Bytes     uint64
@@ -24,7 +24,7 @@ func (m *Maps) Counters() ([]Counter, error) {
 	var per []MetricsValue
 	it := m.Metrics.Iterate()
 	for it.Next(&k, &per) {
-		c := Counter{Reason: Reason(k >> 2), Direction: spec.Direction(k & 3)}
+		c := Counter{Reason: spec.Reason(k >> 2), Direction: spec.Direction(k & 3)}
 		for _, v := range per {
 			c.Packets += v.Packets
 			c.Bytes += v.Bytes

@@ -7,6 +7,8 @@ import (
 
 	"github.com/gopacket/gopacket"
 	"github.com/gopacket/gopacket/layers"
+
+	"github.com/cilium-go/cilium/internal/datapath/spec"
 )
 
 // decoded parses a frame the program left and fails unless every checksum
@@ -162,7 +164,7 @@ func TestPrivilegedProgMasquerade(t *testing.T) {
 			e.expect(e.fromContainer, first.frame(t), actRedirect)
 			later := udp(ipA, ipWorld, 0, 0)
 			later.ipID, later.fragOffset = 7, 4
-			e.denied(e.fromContainer, later, DropFragNoSupport)
+			e.denied(e.fromContainer, later, spec.DropFragNoSupport)
 		}},
 	})
 }

@@ -37,7 +37,7 @@ type Config struct {
 	TunnelDevice string
 	TunnelPort   int
 	// Traces are the trace events of forwarded packets.
-	Traces Traces
+	Traces spec.Traces
 	// Masquerade translates pod traffic to the world (addresses outside
 	// the ipcache) to NodeIPv4, in BPF. Cilium enables it by default.
 	Masquerade bool

@@ -104,7 +104,7 @@ func TestPrivilegedProgNodePortForward(t *testing.T) {
 		// allowed to A's port, so the translated SYN drops there.
 		{"ingress policy judges the client's identity", envOpts{policyIngress: true}, func(t *testing.T, e *env) {
 			e.serve(npTCP, spec.LBNodePort, beA)
-			ev := e.denied(e.fromNetdev, clientSYN(npTCP, 40000), DropPolicy)
+			ev := e.denied(e.fromNetdev, clientSYN(npTCP, 40000), spec.DropPolicy)
 			if ev.Src != ipWorld || ev.SrcIdentity != identity.World || ev.Dst != ipA || ev.DstPort != 8080 {
 				t.Fatalf("drop %+v, want the world's packet to the backend", ev)
 			}
@@ -133,7 +133,7 @@ func TestPrivilegedProgNodePortForward(t *testing.T) {
 			e.serve(npUDP, spec.LBNodePort, udpBeC)
 			src, dst, _ := e.sends(e.fromNetdev, outside(toFront(ipWorld, 5000, npUDP, "")), actRedirect)
 			evs := e.drain()
-			if src.Addr() != nodeIP || dst != ap(ipC, 5353) || len(evs) != 1 || evs[0].Point != TraceToOverlay ||
+			if src.Addr() != nodeIP || dst != ap(ipC, 5353) || len(evs) != 1 || evs[0].Point != spec.TraceToOverlay ||
 				evs[0].DstIdentity != idC {
 				t.Fatalf("sent %v -> %v, events %+v: want one trace to the overlay", src, dst, evs)
 			}
@@ -148,7 +148,7 @@ func TestPrivilegedProgNodePortForward(t *testing.T) {
 			e.serve(hostPort, spec.LBHostPort, beA)
 			e.deliveredLocal(clientSYN(hostPort, 40000), beA)
 			e.serve(hostPort, spec.LBHostPort, beC)
-			e.denied(e.fromNetdev, clientSYN(hostPort, 40001), DropNoService)
+			e.denied(e.fromNetdev, clientSYN(hostPort, 40001), spec.DropNoService)
 		}},
 		// Proves the refusal: without it the SYN would go to the stack,
 		// which has nothing on the port, or time out.
@@ -166,7 +166,7 @@ func TestPrivilegedProgNodePortForward(t *testing.T) {
 				t.Fatalf("answer MACs %x -> %x, want back to the next hop", frame[6:12], frame[0:6])
 			}
 			evs := e.drain()
-			if len(evs) != 1 || evs[0].Reason != DropNoService || evs[0].Src != ipWorld || evs[0].Dst != nodeIP {
+			if len(evs) != 1 || evs[0].Reason != spec.DropNoService || evs[0].Src != ipWorld || evs[0].Dst != nodeIP {
 				t.Fatalf("events %+v, want one drop for no service", evs)
 			}
 		}},
@@ -195,7 +195,7 @@ func TestPrivilegedProgNodePortLocal(t *testing.T) {
 		// translated and sent to C.
 		{"a remote backend is never used and nothing is translated", envOpts{}, func(t *testing.T, e *env) {
 			e.serve(npTCP, local, beC)
-			e.denied(e.fromNetdev, clientSYN(npTCP, 40000), DropNoService)
+			e.denied(e.fromNetdev, clientSYN(npTCP, 40000), spec.DropNoService)
 			var k NATKey
 			var v NATEntry
 			if e.maps.SNAT4.Iterate().Next(&k, &v) {
@@ -206,7 +206,7 @@ func TestPrivilegedProgNodePortLocal(t *testing.T) {
 		// the service is closed, where kube-proxy drops.
 		{"no local backend: dropped, not refused", envOpts{}, func(t *testing.T, e *env) {
 			e.serve(npTCP, local)
-			e.denied(e.fromNetdev, clientSYN(npTCP, 40000), DropNoService)
+			e.denied(e.fromNetdev, clientSYN(npTCP, 40000), spec.DropNoService)
 		}},
 	})
 }
@@ -253,7 +253,7 @@ func TestPrivilegedProgNodePortReply(t *testing.T) {
 			e.serve(npTCP, spec.LBNodePort, beC)
 			port := e.forwardedRemote(npTCP, beC, 40000, actRedirect)
 			must(t, e.maps.DeleteRevNAT(revNATOf(npTCP)))
-			e.denied(e.fromNetdev, tcp(ipC, nodeIP, 8080, port, "SA"), DropNATNoMapping)
+			e.denied(e.fromNetdev, tcp(ipC, nodeIP, 8080, port, "SA"), spec.DropNATNoMapping)
 		}},
 	})
 }
@@ -340,11 +340,11 @@ func TestPrivilegedProgNodePortAttacks(t *testing.T) {
 		// Proves the hairpin check at the node's devices.
 		{"the hairpin source from outside drops", envOpts{}, func(t *testing.T, e *env) {
 			e.serve(npTCP, spec.LBNodePort, beA)
-			e.denied(e.fromNetdev, outside(tcp(HairpinIPv4, nodeIP, 40000, 30080, "S")), DropInvalidSource)
-			e.denied(e.fromNetdev, outside(tcp(HairpinIPv4, ipA, 40000, 8080, "SA")), DropInvalidSource)
+			e.denied(e.fromNetdev, outside(tcp(HairpinIPv4, nodeIP, 40000, 30080, "S")), spec.DropInvalidSource)
+			e.denied(e.fromNetdev, outside(tcp(HairpinIPv4, ipA, 40000, 8080, "SA")), spec.DropInvalidSource)
 		}},
 		{"the hairpin source through the tunnel drops", envOpts{mode: spec.Tunnel, vni: idC}, func(t *testing.T, e *env) {
-			e.denied(e.fromOverlay, tcp(HairpinIPv4, ipA, 40000, 8080, "SA"), DropInvalidSource)
+			e.denied(e.fromOverlay, tcp(HairpinIPv4, ipA, 40000, 8080, "SA"), spec.DropInvalidSource)
 		}},
 		// Proves that errors are translated only for north-south flows
 		// they quote: one about no flow, and one about a pod's

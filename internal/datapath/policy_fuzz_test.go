@@ -80,9 +80,9 @@ func (pe policyFuzzEnv) check(t *testing.T, s policyScenario) {
 			prog = e.fromContainer
 		}
 		verdict, _ := e.run(prog, p.frame(t))
-		var drops []Event
+		var drops []spec.Event
 		for _, ev := range e.drain() {
-			if ev.Type == EventDrop {
+			if ev.Type == spec.EventDrop {
 				drops = append(drops, ev)
 			}
 		}

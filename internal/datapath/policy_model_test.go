@@ -261,7 +261,7 @@ func peerIdentity(a netip.Addr) uint32 {
 // modelVerdict is what the model expects: a pass, or a drop for reason.
 type modelVerdict struct {
 	pass   bool
-	reason Reason
+	reason spec.Reason
 }
 
 func (v modelVerdict) String() string {
@@ -296,11 +296,11 @@ func judge(rules []spec.PolicyEntry, dir spec.Direction, remote identity.Numeric
 	}
 	switch {
 	case denied:
-		return modelVerdict{reason: DropPolicyDeny}
+		return modelVerdict{reason: spec.DropPolicyDeny}
 	case allowed:
 		return modelVerdict{pass: true}
 	}
-	return modelVerdict{reason: DropPolicy}
+	return modelVerdict{reason: spec.DropPolicy}
 }
 
 // modelConn is what the model remembers of a connection: how endpoint A
@@ -335,7 +335,7 @@ func (m *policyModel) packet(p pkt) modelVerdict {
 		return modelVerdict{pass: true}
 	}
 	if p.proto == layers.IPProtocolTCP && (!strings.Contains(p.flags, "S") || strings.Contains(p.flags, "A")) {
-		return modelVerdict{reason: DropUnknownCT}
+		return modelVerdict{reason: spec.DropUnknownCT}
 	}
 	c := modelConn{dir: spec.Egress, remote: identity.NumericIdentity(peerIdentity(p.dst)), port: policyPort(p)}
 	if p.dst == ipA {

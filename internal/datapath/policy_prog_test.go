@@ -42,9 +42,9 @@ func TestPrivilegedProgPolicy(t *testing.T) {
 			e.setPolicy(epA, egress(idC, spec.ProtoSCTP, 0, 0), denyRule(egress(idC, spec.ProtoSCTP, 80, 0)),
 				egress(idD, spec.ProtoSCTP, 3868, 3870))
 			e.allowed(e.fromContainer, sctp(ipA, ipC, 5000, 81))
-			e.denied(e.fromContainer, sctp(ipA, ipC, 5000, 80), DropPolicyDeny)
+			e.denied(e.fromContainer, sctp(ipA, ipC, 5000, 80), spec.DropPolicyDeny)
 			e.allowed(e.fromContainer, sctp(ipA, ipD, 5000, 3869))
-			e.denied(e.fromContainer, sctp(ipA, ipD, 5000, 3871), DropPolicy)
+			e.denied(e.fromContainer, sctp(ipA, ipD, 5000, 3871), spec.DropPolicy)
 			// Replies follow the tracked association.
 			e.allowed(e.fromNetdev, sctp(ipC, ipA, 81, 5000))
 		}},
@@ -61,7 +61,7 @@ func TestPrivilegedProgPolicy(t *testing.T) {
 			e.allowed(e.fromContainer, tcp(ipA, ipC, 40000, 80, "FA"))
 			setGroup()                                                // no longer allowed, not flushed yet
 			e.allowed(e.fromContainer, tcp(ipA, ipC, 40000, 80, "A")) // the closing connection's last ACK
-			e.denied(e.fromContainer, tcp(ipA, ipC, 40000, 80, "S"), DropPolicy)
+			e.denied(e.fromContainer, tcp(ipA, ipC, 40000, 80, "S"), spec.DropPolicy)
 			// Allowed again, the new connection replaces the old entry.
 			setGroup(egress(idC, tcpProto, 80, 0))
 			e.allowed(e.fromContainer, tcp(ipA, ipC, 40000, 80, "S"))
@@ -84,7 +84,7 @@ func TestPrivilegedProgPolicy(t *testing.T) {
 			setGroup(toC, false, egress(idC, tcpProto, 80, 90), denyRule(egress(idC, tcpProto, 85, 0)))
 			setGroup(toD, false, egress(idD, udpProto, 53, 0))
 			e.allowed(e.fromContainer, tcp(ipA, ipC, 40000, 80, "S"))
-			e.denied(e.fromContainer, tcp(ipA, ipC, 40001, 85, "S"), DropPolicyDeny)
+			e.denied(e.fromContainer, tcp(ipA, ipC, 40001, 85, "S"), spec.DropPolicyDeny)
 			e.allowed(e.fromContainer, udp(ipA, ipD, 40002, 53))
 			if _, err := e.maps.UpdatePolicy(epA, map[spec.PolicyGroup][]spec.PolicyEntry{toC: {egress(idD, tcpProto, 80, 0)}}); err == nil {
 				t.Fatal("an entry of another group was written")
@@ -94,8 +94,8 @@ func TestPrivilegedProgPolicy(t *testing.T) {
 			e.allowed(e.fromContainer, udp(ipA, ipD, 40003, 53))                               // D untouched
 			e.allowed(e.fromContainer, tcp(ipA, ipC, 40000, 80, "A"))                          // until flushed
 			must(t, e.maps.FlushDisallowed(epA))
-			e.denied(e.fromContainer, tcp(ipA, ipC, 40000, 80, "A"), DropUnknownCT) // forgotten
-			e.allowed(e.fromContainer, udp(ipA, ipD, 40002, 53))                    // still allowed: kept
+			e.denied(e.fromContainer, tcp(ipA, ipC, 40000, 80, "A"), spec.DropUnknownCT) // forgotten
+			e.allowed(e.fromContainer, udp(ipA, ipD, 40002, 53))                         // still allowed: kept
 			// A full sync repairs what the index does not know.
 			stray := PolicyKey{Prefixlen: policyPrefixFull, Identity: 4242, EpId: epA, Direction: uint8(spec.Egress)}
 			mp, err := e.maps.policyMapOf(epA)
@@ -132,9 +132,9 @@ func TestPrivilegedProgPolicy(t *testing.T) {
 				var drops []uint32
 				for _, ev := range e.drain() {
 					switch ev.Type {
-					case EventPolicyVerdict:
+					case spec.EventPolicyVerdict:
 						verdict = ev.PolicyCookie
-					case EventDrop:
+					case spec.EventDrop:
 						drops = append(drops, ev.PolicyCookie)
 					}
 				}
@@ -158,38 +158,38 @@ func TestPrivilegedProgPolicy(t *testing.T) {
 		}},
 		{"exact rule denies other ports", enforce, func(t *testing.T, e *env) {
 			e.setPolicy(epA, egress(idC, tcpProto, 80, 0))
-			e.denied(e.fromContainer, tcp(ipA, ipC, 40000, 81, "S"), DropPolicy)
+			e.denied(e.fromContainer, tcp(ipA, ipC, 40000, 81, "S"), spec.DropPolicy)
 		}},
 		{"exact rule denies other identities", enforce, func(t *testing.T, e *env) {
 			e.setPolicy(epA, egress(idC, tcpProto, 80, 0))
-			e.denied(e.fromContainer, tcp(ipA, ipD, 40000, 80, "S"), DropPolicy)
+			e.denied(e.fromContainer, tcp(ipA, ipD, 40000, 80, "S"), spec.DropPolicy)
 		}},
 		{"wildcard identity", enforce, func(t *testing.T, e *env) {
 			e.setPolicy(epA, egress(uint32(identity.Unknown), tcpProto, 80, 0))
 			e.allowed(e.fromContainer, tcp(ipA, ipC, 40000, 80, "S"))
 			e.allowed(e.fromContainer, tcp(ipA, ipD, 40000, 80, "S"))
 			e.allowed(e.fromContainer, tcp(ipA, ipWorld, 40000, 80, "S"))
-			e.denied(e.fromContainer, tcp(ipA, ipD, 40000, 81, "S"), DropPolicy)
+			e.denied(e.fromContainer, tcp(ipA, ipD, 40000, 81, "S"), spec.DropPolicy)
 		}},
 		{"wildcard port", enforce, func(t *testing.T, e *env) {
 			e.setPolicy(epA, egress(idC, tcpProto, 0, 0))
 			e.allowed(e.fromContainer, tcp(ipA, ipC, 40000, 12345, "S"))
 			e.allowed(e.fromContainer, tcp(ipA, ipC, 40000, 1, "S"))
-			e.denied(e.fromContainer, udp(ipA, ipC, 40000, 53), DropPolicy)
+			e.denied(e.fromContainer, udp(ipA, ipC, 40000, 53), spec.DropPolicy)
 		}},
 		{"wildcard protocol", enforce, func(t *testing.T, e *env) {
 			e.setPolicy(epA, egress(idC, 0, 0, 0))
 			e.allowed(e.fromContainer, udp(ipA, ipC, 40000, 53))
 			e.allowed(e.fromContainer, echo(ipA, ipC, 7, false))
-			e.denied(e.fromContainer, udp(ipA, ipD, 40000, 53), DropPolicy)
+			e.denied(e.fromContainer, udp(ipA, ipD, 40000, 53), spec.DropPolicy)
 		}},
 		{"port range", enforce, func(t *testing.T, e *env) {
 			e.setPolicy(epA, egress(idC, tcpProto, 8000, 8080))
 			for _, port := range []uint16{8000, 8001, 8042, 8079, 8080} {
 				e.allowed(e.fromContainer, tcp(ipA, ipC, 40000, port, "S"))
 			}
-			e.denied(e.fromContainer, tcp(ipA, ipC, 40000, 7999, "S"), DropPolicy)
-			e.denied(e.fromContainer, tcp(ipA, ipC, 40000, 8081, "S"), DropPolicy)
+			e.denied(e.fromContainer, tcp(ipA, ipC, 40000, 7999, "S"), spec.DropPolicy)
+			e.denied(e.fromContainer, tcp(ipA, ipC, 40000, 8081, "S"), spec.DropPolicy)
 		}},
 		{"IP options do not hide the ports", enforce, func(t *testing.T, e *env) {
 			e.setPolicy(epA, egress(idC, tcpProto, 80, 0))
@@ -201,31 +201,31 @@ func TestPrivilegedProgPolicy(t *testing.T) {
 			e.allowed(e.fromContainer, allowed)
 			denied := tcp(ipA, ipC, 40000, 81, "S")
 			denied.ipOptions = true
-			e.denied(e.fromContainer, denied, DropPolicy)
+			e.denied(e.fromContainer, denied, spec.DropPolicy)
 		}},
 		{"ICMP rules match the type", enforce, func(t *testing.T, e *env) {
 			e.setPolicy(epA, egress(idC, icmpProto, 8, 0))
 			e.allowed(e.fromContainer, echo(ipA, ipC, 7, false))
 			p := echo(ipA, ipC, 7, false)
 			p.icmpType = 13 // timestamp request
-			e.denied(e.fromContainer, p, DropPolicy)
+			e.denied(e.fromContainer, p, spec.DropPolicy)
 		}},
 		{"a wildcard-identity deny beats an exact allow", enforce, func(t *testing.T, e *env) {
 			e.setPolicy(epA, egress(idC, tcpProto, 80, 0), denyRule(egress(uint32(identity.Unknown), 0, 0, 0)))
-			e.denied(e.fromContainer, tcp(ipA, ipC, 40000, 80, "S"), DropPolicyDeny)
+			e.denied(e.fromContainer, tcp(ipA, ipC, 40000, 80, "S"), spec.DropPolicyDeny)
 		}},
 		{"a broad deny beats a narrower allow", enforce, func(t *testing.T, e *env) {
 			e.setPolicy(epA, denyRule(egress(idC, tcpProto, 0, 0)), egress(idC, tcpProto, 80, 0))
-			e.denied(e.fromContainer, tcp(ipA, ipC, 40000, 80, "S"), DropPolicyDeny)
+			e.denied(e.fromContainer, tcp(ipA, ipC, 40000, 80, "S"), spec.DropPolicyDeny)
 		}},
 		{"a deny inside an allowed range", enforce, func(t *testing.T, e *env) {
 			e.setPolicy(epA, egress(idC, tcpProto, 1, 1000), denyRule(egress(idC, tcpProto, 80, 0)))
-			e.denied(e.fromContainer, tcp(ipA, ipC, 40000, 80, "S"), DropPolicyDeny)
+			e.denied(e.fromContainer, tcp(ipA, ipC, 40000, 80, "S"), spec.DropPolicyDeny)
 			e.allowed(e.fromContainer, tcp(ipA, ipC, 40000, 81, "S"))
 			e.allowed(e.fromContainer, tcp(ipA, ipC, 40000, 79, "S"))
 		}},
 		{"enforcement with no entry drops", enforce, func(t *testing.T, e *env) {
-			e.denied(e.fromContainer, tcp(ipA, ipC, 40000, 80, "S"), DropPolicy)
+			e.denied(e.fromContainer, tcp(ipA, ipC, 40000, 80, "S"), spec.DropPolicy)
 		}},
 		{"enforcement off allows everything", envOpts{mode: spec.Tunnel}, func(t *testing.T, e *env) {
 			e.setPolicy(epA, denyRule(egress(idD, 0, 0, 0))) // entries do not matter when off
@@ -233,7 +233,7 @@ func TestPrivilegedProgPolicy(t *testing.T) {
 			e.allowed(e.fromContainer, udp(ipA, ipD, 40000, 53))
 		}},
 		{"a local peer's ingress policy applies on the sender's node", envOpts{ingressB: true}, func(t *testing.T, e *env) {
-			ev := e.denied(e.fromContainer, tcp(ipA, ipB, 40000, 80, "S"), DropPolicy)
+			ev := e.denied(e.fromContainer, tcp(ipA, ipB, 40000, 80, "S"), spec.DropPolicy)
 			if ev.Direction != spec.Ingress || ev.DstEndpoint != epB {
 				t.Fatalf("drop event %+v, want ingress of endpoint %d", ev, epB)
 			}
@@ -243,28 +243,28 @@ func TestPrivilegedProgPolicy(t *testing.T) {
 		{"ingress from the network uses the ipcache identity", envOpts{policyIngress: true}, func(t *testing.T, e *env) {
 			e.setPolicy(epA, spec.PolicyEntry{Direction: spec.Ingress, Identity: idC, Protocol: udpProto, Port: 53})
 			e.allowed(e.fromNetdev, udp(ipC, ipA, 5000, 53))
-			e.denied(e.fromNetdev, udp(ipD, ipA, 5000, 53), DropPolicy)
+			e.denied(e.fromNetdev, udp(ipD, ipA, 5000, 53), spec.DropPolicy)
 		}},
 		// Proves the third lookup: a pod's address inside an ipBlock is
 		// judged by the block's identity too, allow or deny.
 		{"a peer's CIDR identity is judged beside its own", envOpts{policyIngress: true, policyEgress: true}, func(t *testing.T, e *env) {
 			const block = identity.LocalIdentityFlag | 7
 			must(t, e.maps.UpsertIPCache(netip.PrefixFrom(ipC, 32), spec.IPCacheEntry{Identity: idC, CIDRIdentity: block}))
-			e.denied(e.fromNetdev, udp(ipC, ipA, 5000, 53), DropPolicy)
+			e.denied(e.fromNetdev, udp(ipC, ipA, 5000, 53), spec.DropPolicy)
 			e.setPolicy(epA, spec.PolicyEntry{Direction: spec.Ingress, Identity: block, Protocol: udpProto, Port: 53},
 				spec.PolicyEntry{Direction: spec.Egress, Identity: block})
 			e.allowed(e.fromNetdev, udp(ipC, ipA, 5001, 53))
-			e.denied(e.fromNetdev, udp(ipD, ipA, 5000, 53), DropPolicy) // no block identity
+			e.denied(e.fromNetdev, udp(ipD, ipA, 5000, 53), spec.DropPolicy) // no block identity
 			e.allowed(e.fromContainer, tcp(ipA, ipC, 40000, 80, "S"))
-			e.denied(e.fromContainer, tcp(ipA, ipD, 40000, 80, "S"), DropPolicy)
+			e.denied(e.fromContainer, tcp(ipA, ipD, 40000, 80, "S"), spec.DropPolicy)
 			// A deny of the block wins over an allow of the pod.
 			e.setPolicy(epA, spec.PolicyEntry{Direction: spec.Ingress, Identity: idC},
 				spec.PolicyEntry{Direction: spec.Ingress, Identity: block, Deny: true})
-			e.denied(e.fromNetdev, udp(ipC, ipA, 5002, 53), DropPolicyDeny)
+			e.denied(e.fromNetdev, udp(ipC, ipA, 5002, 53), spec.DropPolicyDeny)
 		}},
 		{"ingress from the host is judged by to-container", envOpts{policyIngress: true}, func(t *testing.T, e *env) {
 			p := tcp(nodeIP, ipA, 40000, 80, "S")
-			e.denied(e.toContainer, p, DropPolicy)
+			e.denied(e.toContainer, p, spec.DropPolicy)
 			e.setPolicy(epA, spec.PolicyEntry{Direction: spec.Ingress, Identity: identity.Host})
 			e.allowed(e.toContainer, p)
 		}},
@@ -304,13 +304,13 @@ func TestPrivilegedProgPolicyMapFull(t *testing.T) {
 				t.Fatalf("policy after a refused update\n%+v, want the old one\n%+v", after, before)
 			}
 			e.allowed(e.fromContainer, tcp(ipA, ipC, 40000, 80, "S"))
-			e.denied(e.fromContainer, tcp(ipA, ipD, 40001, 22, "S"), DropPolicyDeny)
-			e.denied(e.fromContainer, tcp(ipA, ipC, 40002, 1001, "S"), DropPolicy)
+			e.denied(e.fromContainer, tcp(ipA, ipD, 40001, 22, "S"), spec.DropPolicyDeny)
+			e.denied(e.fromContainer, tcp(ipA, ipC, 40002, 1001, "S"), spec.DropPolicy)
 			// One entry fewer fits.
 			e.setPolicy(epA, next[:8]...)
 			e.allowed(e.fromContainer, tcp(ipA, ipC, 40003, 1001, "S"))
-			e.denied(e.fromContainer, tcp(ipA, ipC, 40004, 1006, "S"), DropPolicyDeny)
-			e.denied(e.fromContainer, tcp(ipA, ipC, 40005, 80, "S"), DropPolicy)
+			e.denied(e.fromContainer, tcp(ipA, ipC, 40004, 1006, "S"), spec.DropPolicyDeny)
+			e.denied(e.fromContainer, tcp(ipA, ipC, 40005, 80, "S"), spec.DropPolicy)
 		}},
 		{"an update that does not fit in place swaps the whole map", small, func(t *testing.T, e *env) {
 			// Six allows and two denies fill the map; the new policy
@@ -333,8 +333,8 @@ func TestPrivilegedProgPolicyMapFull(t *testing.T) {
 				t.Fatal("the update was written in place into a map it does not fit")
 			}
 			e.allowed(e.fromContainer, tcp(ipA, ipC, 40000, 6, "S"))
-			e.denied(e.fromContainer, tcp(ipA, ipD, 40001, 3, "S"), DropPolicyDeny)
-			e.denied(e.fromContainer, tcp(ipA, ipD, 40002, 1, "S"), DropPolicy)
+			e.denied(e.fromContainer, tcp(ipA, ipD, 40001, 3, "S"), spec.DropPolicyDeny)
+			e.denied(e.fromContainer, tcp(ipA, ipD, 40002, 1, "S"), spec.DropPolicy)
 		}},
 		{"one endpoint's full map leaves another's alone", small, func(t *testing.T, e *env) {
 			e.setPolicy(epA, ports(idC, false, 1, 8)...)
@@ -350,12 +350,12 @@ func TestPrivilegedProgPolicyMapFull(t *testing.T) {
 			e.allowed(e.fromContainer, tcp(ipA, ipC, 40000, 8, "S"))
 		}},
 		{"an endpoint without a policy map allows nothing", envOpts{policyEgress: true, policyIngress: true}, func(t *testing.T, e *env) {
-			e.denied(e.fromContainer, tcp(ipA, ipC, 40000, 80, "S"), DropPolicy)
-			e.denied(e.fromNetdev, tcp(ipC, ipA, 40001, 80, "S"), DropPolicy)
+			e.denied(e.fromContainer, tcp(ipA, ipC, 40000, 80, "S"), spec.DropPolicy)
+			e.denied(e.fromNetdev, tcp(ipC, ipA, 40001, 80, "S"), spec.DropPolicy)
 			e.setPolicy(epA, egress(idC, 0, 0, 0))
 			e.allowed(e.fromContainer, tcp(ipA, ipC, 40002, 80, "S"))
 			must(t, e.maps.DeletePolicy(epA))
-			e.denied(e.fromContainer, tcp(ipA, ipC, 40003, 80, "S"), DropPolicy)
+			e.denied(e.fromContainer, tcp(ipA, ipC, 40003, 80, "S"), spec.DropPolicy)
 		}},
 	})
 }

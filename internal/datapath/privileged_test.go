@@ -122,7 +122,7 @@ func TestPrivilegedConnectivity(t *testing.T) {
 				}
 				var fwd, dropped uint64
 				for _, ct := range cs {
-					if ct.Reason == datapath.Forwarded {
+					if ct.Reason == spec.Forwarded {
 						fwd += ct.Packets
 					} else {
 						dropped += ct.Packets
@@ -137,13 +137,13 @@ func TestPrivilegedConnectivity(t *testing.T) {
 }
 
 // waitDrop reads events until a drop of a packet to dst:port shows up.
-func waitDrop(t *testing.T, r *datapath.EventReader, dst *dptest.Pod, port uint16) datapath.Event {
+func waitDrop(t *testing.T, r *datapath.EventReader, dst *dptest.Pod, port uint16) spec.Event {
 	t.Helper()
-	return waitDropFor(t, r, dst, port, func(datapath.Event) bool { return true })
+	return waitDropFor(t, r, dst, port, func(spec.Event) bool { return true })
 }
 
 // waitDropFor waits for a drop towards dst:port that match accepts.
-func waitDropFor(t *testing.T, r *datapath.EventReader, dst *dptest.Pod, port uint16, match func(datapath.Event) bool) datapath.Event {
+func waitDropFor(t *testing.T, r *datapath.EventReader, dst *dptest.Pod, port uint16, match func(spec.Event) bool) spec.Event {
 	t.Helper()
 	r.SetDeadline(time.Now().Add(5 * time.Second))
 	for {
@@ -151,7 +151,7 @@ func waitDropFor(t *testing.T, r *datapath.EventReader, dst *dptest.Pod, port ui
 		if err != nil {
 			t.Fatalf("no drop event for %s:%d: %v", dst.IP, port, err)
 		}
-		if ev.Type == datapath.EventDrop && ev.Dst == dst.IP && ev.DstPort == port && match(ev) {
+		if ev.Type == spec.EventDrop && ev.Dst == dst.IP && ev.DstPort == port && match(ev) {
 			return ev
 		}
 	}
@@ -188,7 +188,7 @@ func TestPrivilegedPolicy(t *testing.T) {
 				t.Fatalf("%s reached %s without a rule", other.Name, server.Name)
 			}
 			ev := waitDrop(t, events, server, 8080)
-			if ev.Reason != datapath.DropPolicy || ev.Src != other.IP || ev.SrcIdentity != other.Identity || ev.Direction != spec.Ingress {
+			if ev.Reason != spec.DropPolicy || ev.Src != other.IP || ev.SrcIdentity != other.Identity || ev.Direction != spec.Ingress {
 				t.Fatalf("drop event %+v", ev)
 			}
 			// A neighbour on the server's node takes the same-node path,
@@ -199,7 +199,7 @@ func TestPrivilegedPolicy(t *testing.T) {
 				t.Fatalf("%s reached %s without a rule", neighbour.Name, server.Name)
 			}
 			ev = waitDrop(t, events, server, 8080)
-			if ev.Reason != datapath.DropPolicy || ev.Src != neighbour.IP || ev.Direction != spec.Ingress {
+			if ev.Reason != spec.DropPolicy || ev.Src != neighbour.IP || ev.Direction != spec.Ingress {
 				t.Fatalf("same-node drop event %+v", ev)
 			}
 
@@ -211,7 +211,7 @@ func TestPrivilegedPolicy(t *testing.T) {
 			if err := dptest.RoundTrip(established, "after"); err == nil {
 				t.Fatal("established connection still open after its allow went away")
 			}
-			if ev := waitDrop(t, events, server, 8080); ev.Src != client.IP || ev.Reason != datapath.DropUnknownCT {
+			if ev := waitDrop(t, events, server, 8080); ev.Src != client.IP || ev.Reason != spec.DropUnknownCT {
 				t.Fatalf("drop event %+v, want the established connection's segment dropped", ev)
 			}
 			if conn, err := dptest.DialTCP(client.NS, server.IP, 8080, 500*time.Millisecond); err == nil {
@@ -219,8 +219,8 @@ func TestPrivilegedPolicy(t *testing.T) {
 				t.Fatal("new connection allowed after the rule went away")
 			}
 			// The established connection's retransmissions drop too.
-			isNew := func(ev datapath.Event) bool { return ev.Reason != datapath.DropUnknownCT }
-			if ev := waitDropFor(t, events, server, 8080, isNew); ev.Src != client.IP || ev.Reason != datapath.DropPolicy {
+			isNew := func(ev spec.Event) bool { return ev.Reason != spec.DropUnknownCT }
+			if ev := waitDropFor(t, events, server, 8080, isNew); ev.Src != client.IP || ev.Reason != spec.DropPolicy {
 				t.Fatalf("drop event %+v", ev)
 			}
 		})

@@ -15,7 +15,7 @@ func TestPrivilegedProgServiceAttacks(t *testing.T) {
 		// the drop names the packet as sent.
 		{"a spoofed source to a frontend is dropped before translation", envOpts{}, func(t *testing.T, e *env) {
 			e.serve(tcpFront, spec.LBAffinity, beC)
-			ev := e.denied(e.fromContainer, toFront(ipB, 40000, tcpFront, "S"), DropInvalidSource)
+			ev := e.denied(e.fromContainer, toFront(ipB, 40000, tcpFront, "S"), spec.DropInvalidSource)
 			if ev.Dst != svcIP || ev.DstPort != 80 {
 				t.Fatalf("drop event %+v, want the untranslated packet", ev)
 			}
@@ -30,9 +30,9 @@ func TestPrivilegedProgServiceAttacks(t *testing.T) {
 		}},
 		{"no pod may send from the hairpin address", envOpts{}, func(t *testing.T, e *env) {
 			e.serve(tcpFront, 0, beA)
-			e.denied(e.fromContainer, tcp(HairpinIPv4, svcIP, 40000, 80, "S"), DropInvalidSource)
-			e.denied(e.fromContainer, tcp(HairpinIPv4, ipA, 40000, 8080, "S"), DropInvalidSource)
-			e.denied(e.fromContainer, udp(HairpinIPv4, ipB, 40000, 8080), DropInvalidSource)
+			e.denied(e.fromContainer, tcp(HairpinIPv4, svcIP, 40000, 80, "S"), spec.DropInvalidSource)
+			e.denied(e.fromContainer, tcp(HairpinIPv4, ipA, 40000, 8080, "S"), spec.DropInvalidSource)
+			e.denied(e.fromContainer, udp(HairpinIPv4, ipB, 40000, 8080), spec.DropInvalidSource)
 		}},
 		// The service translates its own port only, to its target port;
 		// every other destination is judged as what it is.
@@ -42,12 +42,12 @@ func TestPrivilegedProgServiceAttacks(t *testing.T) {
 			e.allowed(e.fromContainer, toFront(ipA, 40000, tcpFront, "S"))
 			// Other ports of the frontend are not translated: their
 			// destination is the ClusterIP, which policy does not allow.
-			ev := e.denied(e.fromContainer, tcp(ipA, svcIP, 40000, 22, "S"), DropPolicy)
+			ev := e.denied(e.fromContainer, tcp(ipA, svcIP, 40000, 22, "S"), spec.DropPolicy)
 			if ev.Dst != svcIP || ev.DstPort != 22 {
 				t.Fatalf("drop event %+v, want the untranslated frontend port", ev)
 			}
-			e.denied(e.fromContainer, udp(ipA, svcIP, 40000, 80), DropPolicy)
-			e.denied(e.fromContainer, tcp(ipA, ipC, 40000, 22, "S"), DropPolicy)
+			e.denied(e.fromContainer, udp(ipA, svcIP, 40000, 80), spec.DropPolicy)
+			e.denied(e.fromContainer, tcp(ipA, ipC, 40000, 22, "S"), spec.DropPolicy)
 		}},
 		// Reverse translation needs a tracked connection with a reverse
 		// NAT index: nothing else is made to look like the frontend's.
@@ -55,7 +55,7 @@ func TestPrivilegedProgServiceAttacks(t *testing.T) {
 			e.serve(udpFront, 0, udpBeC)
 			e.serve(tcpFront, 0, beC)
 			e.backendFor(5000, udpFront)
-			e.denied(e.fromNetdev, tcp(ipC, ipA, 8080, 40000, "SA"), DropUnknownCT)
+			e.denied(e.fromNetdev, tcp(ipC, ipA, 8080, 40000, "SA"), spec.DropUnknownCT)
 			for _, p := range []pkt{
 				udp(ipC, ipA, 5353, 5001), // no such connection
 				udp(ipC, ipA, 5354, 5000), // another port of the backend
@@ -69,7 +69,7 @@ func TestPrivilegedProgServiceAttacks(t *testing.T) {
 		{"a pod cannot forge a backend's reply", envOpts{}, func(t *testing.T, e *env) {
 			e.serve(udpFront, 0, udpBeA)
 			e.serve(tcpFront, 0, beA)
-			e.denied(e.fromContainer, tcp(ipA, ipB, 8080, 40000, "SA"), DropUnknownCT)
+			e.denied(e.fromContainer, tcp(ipA, ipB, 8080, 40000, "SA"), spec.DropUnknownCT)
 			if src, _, _ := e.sends(e.fromContainer, udp(ipA, ipB, 5353, 5000), actRedirect); src != ap(ipA, 5353) {
 				t.Fatalf("A's datagram to B left from %v", src)
 			}
@@ -87,7 +87,7 @@ func TestPrivilegedProgServiceAttacks(t *testing.T) {
 			e.serve(udpFront, 0, udpBeC)
 			e.backendFor(5000, udpFront)
 			forged := unreachable(t, ipD, ipA, udp(ipA, ipC, 5000, 5353))
-			e.denied(e.fromNetdev, forged, DropPolicy)
+			e.denied(e.fromNetdev, forged, spec.DropPolicy)
 			e.setPolicy(epA, ingressRule(idD, 1, 0, 0))
 			src, _, frame := e.sends(e.fromNetdev, forged, actRedirect)
 			if _, qd := quotedTuple(t, frame); src.Addr() != ipD || qd != ap(svcIP, 53) {

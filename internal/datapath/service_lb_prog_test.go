@@ -33,7 +33,7 @@ func (e *env) refused(p pkt, quoteLen int) {
 		e.t.Fatalf("quote %x, want the packet's first %d bytes %x", quote, quoteLen, orig[:quoteLen])
 	}
 	evs := e.drain()
-	if len(evs) != 1 || evs[0].Type != EventDrop || evs[0].Reason != DropNoService || evs[0].Dst != p.dst ||
+	if len(evs) != 1 || evs[0].Type != spec.EventDrop || evs[0].Reason != spec.DropNoService || evs[0].Dst != p.dst ||
 		evs[0].DstPort != p.dport || evs[0].SrcEndpoint != epA {
 		e.t.Fatalf("events %+v, want one drop for no service naming the frontend", evs)
 	}
@@ -48,7 +48,7 @@ func TestPrivilegedProgServiceNoBackend(t *testing.T) {
 			e.serve(tcpFront, 0)
 			p := toFront(ipA, 40000, tcpFront, "S")
 			e.refused(p, len(p.ipBytes(t)))
-			if c := e.counter(DropNoService, spec.Egress); c.Packets != 1 {
+			if c := e.counter(spec.DropNoService, spec.Egress); c.Packets != 1 {
 				t.Fatalf("counter %+v, want one packet", c)
 			}
 			conns, err := e.maps.Connections()
@@ -87,7 +87,7 @@ func TestPrivilegedProgServiceNoBackend(t *testing.T) {
 			e.serve(tcpFront, 0, beC)
 			forged := unreachable(t, svcIP, ipA, p)
 			forged.srcMAC, forged.dstMAC = hostMacA, macA
-			e.denied(e.toContainer, forged, DropPolicy)
+			e.denied(e.toContainer, forged, spec.DropPolicy)
 		}},
 	})
 }
@@ -120,7 +120,7 @@ func TestPrivilegedProgServiceHairpin(t *testing.T) {
 		// either way, yet A reaches itself (and only itself).
 		{"a hairpin is loopback, which policy does not judge", envOpts{policyIngress: true, policyEgress: true}, func(t *testing.T, e *env) {
 			hairpin(t, e, actRedirect)
-			e.denied(e.fromContainer, tcp(ipA, ipB, 40001, 8080, "S"), DropPolicy)
+			e.denied(e.fromContainer, tcp(ipA, ipB, 40001, 8080, "S"), spec.DropPolicy)
 		}},
 		// The stack has no route back for the hairpin address.
 		{"legacy routing: hairpin packets skip the stack", envOpts{legacyRouting: true}, func(t *testing.T, e *env) {
@@ -259,7 +259,7 @@ func TestPrivilegedProgServiceTerminating(t *testing.T) {
 			e.backendFor(40000, tcpFront)
 			e.serve(tcpFront, 0, beD)
 			must(t, e.maps.DeleteBackend(beC.ID))
-			e.denied(e.fromContainer, toFront(ipA, 40000, tcpFront, "A"), DropUnknownCT)
+			e.denied(e.fromContainer, toFront(ipA, 40000, tcpFront, "A"), spec.DropUnknownCT)
 		}},
 	})
 }

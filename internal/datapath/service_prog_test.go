@@ -213,7 +213,7 @@ func TestPrivilegedProgServiceForward(t *testing.T) {
 			e.serve(tcpFront, 0, beC)
 			_, dst, _ := e.sends(e.fromContainer, toFront(ipA, 40000, tcpFront, "S"), actRedirect)
 			evs := e.drain()
-			if dst != ap(ipC, 8080) || len(evs) != 1 || evs[0].Point != TraceToOverlay ||
+			if dst != ap(ipC, 8080) || len(evs) != 1 || evs[0].Point != spec.TraceToOverlay ||
 				evs[0].Dst != ipC || evs[0].DstPort != 8080 || evs[0].DstIdentity != idC {
 				t.Fatalf("sent to %v, events %+v: want one trace to the overlay naming the backend", dst, evs)
 			}
@@ -247,7 +247,7 @@ func TestPrivilegedProgServiceForward(t *testing.T) {
 			e.serve(tcpFront, 0, beC)
 			e.allowed(e.fromContainer, toFront(ipA, 40000, tcpFront, "S"))
 			e.serve(tcpFront, 0, beD)
-			ev := e.denied(e.fromContainer, toFront(ipA, 40001, tcpFront, "S"), DropPolicy)
+			ev := e.denied(e.fromContainer, toFront(ipA, 40001, tcpFront, "S"), spec.DropPolicy)
 			if ev.Dst != ipD || ev.DstPort != 8080 || ev.DstIdentity != idD {
 				t.Fatalf("drop event %+v, want the backend %v:8080 with identity %d", ev, ipD, idD)
 			}

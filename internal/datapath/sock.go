@@ -242,3 +242,17 @@ func NetNSCookie(path string) (uint64, error) {
 	}
 	return cookie, nil
 }
+
+// SockTranslated says whether socket-level balancing translated a socket
+// that it still remembers: whether its reverse map holds an entry.
+func (m *Maps) SockTranslated() (bool, error) {
+	k, v := make([]byte, m.LB4ReverseSock.KeySize()), make([]byte, m.LB4ReverseSock.ValueSize())
+	it := m.LB4ReverseSock.Iterate()
+	if it.Next(k, v) {
+		return true, nil
+	}
+	if err := it.Err(); err != nil {
+		return false, fmt.Errorf("socket reverse map: %w", err)
+	}
+	return false, nil
+}

@@ -181,7 +181,7 @@ func TestPrivilegedSocketLBTraces(t *testing.T) {
 	defer events.Close()
 
 	runSockClient(t, w.ns, w.cgroup, "tcp:10.96.0.1:80", "udp:10.96.0.2:53", "tcp:10.0.0.3:8080")
-	var got []Event
+	var got []spec.Event
 	events.SetDeadline(time.Now().Add(time.Second))
 	for {
 		ev, err := events.Read()
@@ -199,22 +199,22 @@ func TestPrivilegedSocketLBTraces(t *testing.T) {
 		}
 	}
 	type sockTrace struct {
-		xlate SockXlatePoint
+		xlate spec.SockXlatePoint
 		dst   netip.AddrPort
 		proto uint8
 		rev   uint16
 	}
 	var traces []sockTrace
 	for _, ev := range got {
-		if ev.Type != EventTraceSock {
+		if ev.Type != spec.EventTraceSock {
 			t.Fatalf("event %+v, want socket traces only", ev)
 		}
 		traces = append(traces, sockTrace{ev.Xlate, netip.AddrPortFrom(ev.Dst, ev.DstPort), ev.Protocol, ev.RevNAT})
 	}
 	want := []sockTrace{
-		{SockPreForward, netip.MustParseAddrPort("10.96.0.1:80"), spec.ProtoTCP, 7},
-		{SockPostForward, netip.MustParseAddrPort("10.0.0.3:8080"), spec.ProtoTCP, 7},
-		{SockPreForward, netip.MustParseAddrPort("10.96.0.2:53"), spec.ProtoUDP, 8},
+		{spec.SockPreForward, netip.MustParseAddrPort("10.96.0.1:80"), spec.ProtoTCP, 7},
+		{spec.SockPostForward, netip.MustParseAddrPort("10.0.0.3:8080"), spec.ProtoTCP, 7},
+		{spec.SockPreForward, netip.MustParseAddrPort("10.96.0.2:53"), spec.ProtoUDP, 8},
 	}
 	if !slices.Equal(traces, want) {
 		t.Fatalf("socket traces\n%+v\nwant\n%+v", traces, want)

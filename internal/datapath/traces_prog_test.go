@@ -9,10 +9,10 @@ import (
 )
 
 // points lists the trace points of the traces among evs.
-func points(evs []Event) []TracePoint {
-	var out []TracePoint
+func points(evs []spec.Event) []spec.TracePoint {
+	var out []spec.TracePoint
 	for _, ev := range evs {
-		if ev.Type == EventTrace {
+		if ev.Type == spec.EventTrace {
 			out = append(out, ev.Point)
 		}
 	}
@@ -38,20 +38,20 @@ func TestPrivilegedMonitorAggregation(t *testing.T) {
 				t.Errorf("senders of C's packets into A: %d, %d, want %d", evs[1].SrcIdentity, evs[4].SrcIdentity, idC)
 			}
 			got := points(evs)
-			want := []TracePoint{TraceToStack, TraceToLXC, TraceToStack, TraceFromNetwork, TraceToLXC}
+			want := []spec.TracePoint{spec.TraceToStack, spec.TraceToLXC, spec.TraceToStack, spec.TraceFromNetwork, spec.TraceToLXC}
 			if !slices.Equal(got, want) {
 				t.Fatalf("traces %v, want %v", got, want)
 			}
 		}},
-		{"lowest leaves out where packets arrive", envOpts{mode: spec.Native, trace: true, aggregation: AggregationLowest}, func(t *testing.T, e *env) {
+		{"lowest leaves out where packets arrive", envOpts{mode: spec.Native, trace: true, aggregation: spec.AggregationLowest}, func(t *testing.T, e *env) {
 			e.allowed(e.fromContainer, out("S"))
 			e.allowed(e.fromContainer, out("A"))
 			e.allowed(e.fromNetdev, tcp(ipC, ipWorld, 5000, 80, "S"))
-			if got := points(e.drain()); len(got) != 2 || got[0] != TraceToStack || got[1] != TraceToStack {
+			if got := points(e.drain()); len(got) != 2 || got[0] != spec.TraceToStack || got[1] != spec.TraceToStack {
 				t.Fatalf("traces %v, want to-stack twice and no from-network", got)
 			}
 		}},
-		{"medium reports a connection's news only", envOpts{mode: spec.Native, trace: true, aggregation: AggregationMedium}, func(t *testing.T, e *env) {
+		{"medium reports a connection's news only", envOpts{mode: spec.Native, trace: true, aggregation: spec.AggregationMedium}, func(t *testing.T, e *env) {
 			for _, step := range []struct {
 				p     pkt
 				in    bool
@@ -89,10 +89,10 @@ func TestPrivilegedMonitorAggregation(t *testing.T) {
 		// backend, which no conntrack entry of its own tracks: without
 		// them medium traces none of its packets.
 		{"medium reports a NodePort connection to a remote backend's news", envOpts{mode: spec.Native, trace: true,
-			aggregation: AggregationMedium}, func(t *testing.T, e *env) {
+			aggregation: spec.AggregationMedium}, func(t *testing.T, e *env) {
 			e.serve(npTCP, spec.LBNodePort, beC)
 			src, _, _ := e.sends(e.fromNetdev, clientSYN(npTCP, 40000), actRedirect)
-			if got := e.drain(); len(got) != 1 || got[0].Point != TraceToStack || got[0].Dst != ipC || got[0].RevNAT != revNATOf(npTCP) {
+			if got := e.drain(); len(got) != 1 || got[0].Point != spec.TraceToStack || got[0].Dst != ipC || got[0].RevNAT != revNATOf(npTCP) {
 				t.Fatalf("the client's SYN: events %+v, want one trace towards the backend naming the service", got)
 			}
 			in := func(flags string) pkt { return outside(toFront(ipWorld, 40000, npTCP, flags)) }
@@ -116,7 +116,7 @@ func TestPrivilegedMonitorAggregation(t *testing.T) {
 			}
 		}},
 		{"medium reports a quiet connection again after the interval", envOpts{mode: spec.Native, trace: true,
-			aggregation: AggregationMedium, reportEvery: time.Second}, func(t *testing.T, e *env) {
+			aggregation: spec.AggregationMedium, reportEvery: time.Second}, func(t *testing.T, e *env) {
 			e.allowed(e.fromContainer, out("S"))
 			e.allowed(e.fromNetdev, back("SA"))
 			e.drain()

@@ -2,7 +2,6 @@ package datapath
 
 import (
 	"encoding/binary"
-	"fmt"
 	"net/netip"
 )
 
@@ -43,56 +42,6 @@ const (
 	policyPrefixProto  = uint32(lxcPolicyPrefixPOLICY_PREFIX_PROTO)
 	policyPrefixFull   = uint32(lxcPolicyPrefixPOLICY_PREFIX_FULL)
 )
-
-// Reason is why a packet was dropped, or Forwarded. The numbers are
-// Cilium's drop reasons so that Hubble can report them unchanged.
-type Reason uint8
-
-const (
-	Forwarded           = Reason(lxcDropReasonREASON_FORWARDED)
-	DropInvalidSource   = Reason(lxcDropReasonDROP_INVALID_SIP)
-	DropPolicy          = Reason(lxcDropReasonDROP_POLICY)
-	DropInvalid         = Reason(lxcDropReasonDROP_INVALID)
-	DropUnsupportedL3   = Reason(lxcDropReasonDROP_UNSUPPORTED_L3)
-	DropNoTunnelKey     = Reason(lxcDropReasonDROP_NO_TUNNEL_KEY)
-	DropCTCreate        = Reason(lxcDropReasonDROP_CT_CREATE)
-	DropFragNoSupport   = Reason(lxcDropReasonDROP_FRAG_NOSUPPORT)
-	DropNoService       = Reason(lxcDropReasonDROP_NO_SERVICE)
-	DropUnknownCT       = Reason(lxcDropReasonDROP_UNKNOWN_CT)
-	DropNATNoMapping    = Reason(lxcDropReasonDROP_NAT_NO_MAPPING)
-	DropInvalidIdentity = Reason(lxcDropReasonDROP_INVALID_IDENTITY)
-	DropUnknownSender   = Reason(lxcDropReasonDROP_UNKNOWN_SENDER)
-	DropFragNotFound    = Reason(lxcDropReasonDROP_FRAG_NOT_FOUND)
-	DropPolicyDeny      = Reason(lxcDropReasonDROP_POLICY_DENY)
-)
-
-// reasonNames are Cilium's texts for its reason codes (what its monitor
-// prints and its drop metrics carry as the reason label), so that
-// dashboards and cilium-cli's drop checks read ours unchanged.
-var reasonNames = map[Reason]string{
-	Forwarded:           "Success",
-	DropUnsupportedL3:   "Unsupported L3 protocol",
-	DropInvalidSource:   "Invalid source ip",
-	DropPolicy:          "Policy denied",
-	DropInvalid:         "Invalid packet",
-	DropCTCreate:        "CT: Map insertion failed",
-	DropNoTunnelKey:     "Error retrieving tunnel key",
-	DropFragNoSupport:   "IP fragmentation not supported",
-	DropNoService:       "Service backend not found",
-	DropNATNoMapping:    "No mapping for NAT masquerade",
-	DropUnknownCT:       "Unknown connection tracking state",
-	DropInvalidIdentity: "Invalid identity",
-	DropUnknownSender:   "Unknown sender",
-	DropFragNotFound:    "First logical datagram fragment not found",
-	DropPolicyDeny:      "Policy denied by denylist",
-}
-
-func (r Reason) String() string {
-	if s, ok := reasonNames[r]; ok {
-		return s
-	}
-	return fmt.Sprintf("reason(%d)", uint8(r))
-}
 
 // be32 is the uint32 whose in-memory bytes are the address, as the C side
 // stores addresses in network order.

@@ -22,42 +22,42 @@ func TestPrivilegedProgHostIdentityNotFromWire(t *testing.T) {
 			e.setPolicy(epA, ingressRule(uint32(identity.Host), 0, 0, 0))
 			// The node's own packet to A comes through the stack: host.
 			e.allowed(e.toContainer, tcp(nodeIP, ipA, 40000, 80, "S"))
-			ev := e.denied(e.fromNetdev, outside(tcp(nodeIP, ipA, 40001, 80, "S")), DropInvalidSource)
+			ev := e.denied(e.fromNetdev, outside(tcp(nodeIP, ipA, 40001, 80, "S")), spec.DropInvalidSource)
 			if ev.SrcIdentity != identity.World {
 				t.Fatalf("drop names identity %v, want world", ev.SrcIdentity)
 			}
 		}},
 		{"the node's address through a NodePort", envOpts{}, func(t *testing.T, e *env) {
 			e.serve(npTCP, spec.LBNodePort, beA)
-			e.denied(e.fromNetdev, outside(tcp(nodeIP, nodeIP, 40000, npTCP.Port, "S")), DropInvalidSource)
+			e.denied(e.fromNetdev, outside(tcp(nodeIP, nodeIP, 40000, npTCP.Port, "S")), spec.DropInvalidSource)
 		}},
 		{"a local pod's address into another pod", envOpts{policyIngress: true}, func(t *testing.T, e *env) {
 			e.setPolicy(epA, ingressRule(idB, 0, 0, 0))
-			e.denied(e.fromNetdev, outside(tcp(ipB, ipA, 40000, 80, "S")), DropInvalidSource)
+			e.denied(e.fromNetdev, outside(tcp(ipB, ipA, 40000, 80, "S")), spec.DropInvalidSource)
 		}},
 		{"a local pod's address into a connection between local pods", envOpts{}, func(t *testing.T, e *env) {
 			e.allowed(e.fromContainer, tcp(ipA, ipB, 40000, 80, "S"))
-			e.denied(e.fromNetdev, outside(tcp(ipB, ipA, 80, 40000, "SA")), DropInvalidSource)
-			e.denied(e.fromNetdev, outside(tcp(ipA, ipB, 40000, 80, "A")), DropInvalidSource)
+			e.denied(e.fromNetdev, outside(tcp(ipB, ipA, 80, 40000, "SA")), spec.DropInvalidSource)
+			e.denied(e.fromNetdev, outside(tcp(ipA, ipB, 40000, 80, "A")), spec.DropInvalidSource)
 			// A remote pod's connection to A is judged as usual.
 			e.allowed(e.fromNetdev, outside(tcp(ipC, ipA, 40001, 80, "S")))
 			e.allowed(e.fromNetdev, outside(tcp(ipC, ipA, 40001, 80, "A")))
 		}},
 		{"a local pod's address to the stack", envOpts{mode: spec.Tunnel}, func(t *testing.T, e *env) {
-			e.denied(e.fromNetdev, outside(tcp(ipA, ipC, 40000, 80, "S")), DropInvalidSource)
+			e.denied(e.fromNetdev, outside(tcp(ipA, ipC, 40000, 80, "S")), spec.DropInvalidSource)
 		}},
 		{"a local pod's address with legacy routing", envOpts{legacyRouting: true}, func(t *testing.T, e *env) {
-			e.denied(e.fromNetdev, outside(tcp(ipB, ipA, 40000, 80, "S")), DropInvalidSource)
+			e.denied(e.fromNetdev, outside(tcp(ipB, ipA, 40000, 80, "S")), spec.DropInvalidSource)
 		}},
 		{"a local pod's address from the tunnel", envOpts{vni: idC, policyIngress: true}, func(t *testing.T, e *env) {
 			e.setPolicy(epA, ingressRule(idC, 0, 0, 0))
-			e.denied(e.fromOverlay, tcp(ipB, ipA, 40000, 80, "S"), DropInvalidSource)
-			e.denied(e.fromOverlay, tcp(nodeIP, ipA, 40000, 80, "S"), DropInvalidSource)
+			e.denied(e.fromOverlay, tcp(ipB, ipA, 40000, 80, "S"), spec.DropInvalidSource)
+			e.denied(e.fromOverlay, tcp(nodeIP, ipA, 40000, 80, "S"), spec.DropInvalidSource)
 		}},
 		{"another host address is the world", hostOnly, func(t *testing.T, e *env) {
 			must(t, e.maps.UpsertIPCache(netip.PrefixFrom(otherHostIP, 32), spec.IPCacheEntry{Identity: identity.Host}))
 			e.setPolicy(epA, ingressRule(uint32(identity.Host), 0, 0, 0))
-			ev := e.denied(e.fromNetdev, outside(tcp(otherHostIP, ipA, 40000, 80, "S")), DropPolicy)
+			ev := e.denied(e.fromNetdev, outside(tcp(otherHostIP, ipA, 40000, 80, "S")), spec.DropPolicy)
 			if ev.SrcIdentity != identity.World {
 				t.Fatalf("drop names identity %v, want world", ev.SrcIdentity)
 			}
@@ -68,7 +68,7 @@ func TestPrivilegedProgHostIdentityNotFromWire(t *testing.T) {
 			must(t, e.maps.UpsertIPCache(netip.PrefixFrom(otherHostIP, 32), spec.IPCacheEntry{Identity: identity.Host}))
 			e.setPolicy(epA, ingressRule(uint32(identity.Host), 0, 0, 0))
 			e.serve(npTCP, spec.LBNodePort, beA)
-			ev := e.denied(e.fromNetdev, outside(tcp(otherHostIP, nodeIP, 40000, npTCP.Port, "S")), DropPolicy)
+			ev := e.denied(e.fromNetdev, outside(tcp(otherHostIP, nodeIP, 40000, npTCP.Port, "S")), spec.DropPolicy)
 			if ev.SrcIdentity != identity.World {
 				t.Fatalf("drop names identity %v, want world", ev.SrcIdentity)
 			}
@@ -81,7 +81,7 @@ func TestPrivilegedProgHostIdentityNotFromWire(t *testing.T) {
 		cases = append(cases, progCase{"an address of identity " + c.name + " is the world", hostOnly, func(t *testing.T, e *env) {
 			must(t, e.maps.UpsertIPCache(netip.PrefixFrom(otherHostIP, 32), spec.IPCacheEntry{Identity: c.id}))
 			e.setPolicy(epA, ingressRule(uint32(c.id), 0, 0, 0))
-			ev := e.denied(e.fromNetdev, outside(tcp(otherHostIP, ipA, 40000, 80, "S")), DropPolicy)
+			ev := e.denied(e.fromNetdev, outside(tcp(otherHostIP, ipA, 40000, 80, "S")), spec.DropPolicy)
 			if ev.SrcIdentity != identity.World {
 				t.Fatalf("drop names identity %v, want world", ev.SrcIdentity)
 			}
@@ -110,12 +110,12 @@ func TestPrivilegedProgForgedFirstFragment(t *testing.T) {
 	}
 	runProgCases(t, []progCase{
 		{"a pod spoofing another pod", envOpts{}, func(t *testing.T, e *env) {
-			e.denied(e.fromContainer, forgedFirst(ipB), DropInvalidSource)
+			e.denied(e.fromContainer, forgedFirst(ipB), spec.DropInvalidSource)
 			empty(t, e)
 			// B's own later fragment of that datagram finds no ports.
 			later := udp(ipB, ipC, 0, 0)
 			later.ipID, later.fragOffset = 4242, 4
-			e.denied(e.fromNetdev, outside(later), DropInvalidSource)
+			e.denied(e.fromNetdev, outside(later), spec.DropInvalidSource)
 			// A's own first fragment is recorded.
 			e.allowed(e.fromContainer, forgedFirst(ipA))
 			var k lxcFrag4Key
@@ -125,13 +125,13 @@ func TestPrivilegedProgForgedFirstFragment(t *testing.T) {
 			}
 		}},
 		{"a pod spoofing the world", envOpts{}, func(t *testing.T, e *env) {
-			e.denied(e.fromContainer, forgedFirst(ipWorld), DropInvalidSource)
+			e.denied(e.fromContainer, forgedFirst(ipWorld), spec.DropInvalidSource)
 			empty(t, e)
 		}},
 		{"a tunnel packet from an unknown sender", envOpts{vni: idC, tunnelSrc: ipWorld}, func(t *testing.T, e *env) {
 			p := udp(ipC, ipA, 5000, 53)
 			p.ipID, p.moreFrags = 4243, true
-			e.denied(e.fromOverlay, p, DropUnknownSender)
+			e.denied(e.fromOverlay, p, spec.DropUnknownSender)
 			empty(t, e)
 		}},
 	})

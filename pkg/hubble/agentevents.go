@@ -43,7 +43,7 @@ func (a *agentEvents) policyChanged(c policyagent.PolicyChange) {
 		typ = flow.AgentEventType_POLICY_DELETED
 	}
 	a.add(&flow.AgentEvent{Type: typ, Notification: &flow.AgentEvent_PolicyUpdate{PolicyUpdate: &flow.PolicyUpdateNotification{
-		Labels: parser.PolicyLabels(c.Origin), Revision: c.Revision, RuleCount: int64(c.Rules)}}})
+		Labels: parser.PolicyLabels(parser.Policy(c.Origin)), Revision: c.Revision, RuleCount: int64(c.Rules)}}})
 }
 
 // follow calls fn with each change of tbl until ctx ends, first for

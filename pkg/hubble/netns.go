@@ -12,7 +12,7 @@ import (
 
 // netnsEndpoints names the local endpoint of a network namespace cookie:
 // a socket trace names its caller by its namespace. Namespaces are
-// measured (datapath.NetNSCookie) when a cookie is not known, those of
+// measured (nodedatapath.NetNSCookie) when a cookie is not known, those of
 // endpoints not measured yet, at most once a rescan interval.
 type netnsEndpoints struct {
 	db        *statedb.DB

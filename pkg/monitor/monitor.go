@@ -12,6 +12,7 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/cilium/hive/cell"
 	"github.com/cilium/hive/job"
@@ -42,11 +43,11 @@ func NewHub() *Hub { return &Hub{subs: map[*Subscription]struct{}{}} }
 // Subscription is one reader's queue.
 type Subscription struct {
 	hub *Hub
-	c   chan []datapath.Event
+	c   chan []spec.Event
 	// size bounds the events queued, which queued counts.
 	size   int
 	queued atomic.Int64
-	cur    []datapath.Event // the batch Next is handing out
+	cur    []spec.Event // the batch Next is handing out
 	mu     sync.Mutex
 	lost   uint64
 }
@@ -54,7 +55,7 @@ type Subscription struct {
 // Subscribe adds a reader with a queue of size events.
 func (h *Hub) Subscribe(size int) *Subscription {
 	size = max(size, 1)
-	s := &Subscription{hub: h, c: make(chan []datapath.Event, size), size: size}
+	s := &Subscription{hub: h, c: make(chan []spec.Event, size), size: size}
 	h.mu.Lock()
 	h.subs[s] = struct{}{}
 	h.mu.Unlock()
@@ -73,7 +74,7 @@ func (s *Subscription) TakeLost() uint64 {
 
 // Next waits for the next event; lost is how many events the queue had
 // no room for before it. ok is false once ctx ended.
-func (s *Subscription) Next(ctx context.Context) (ev datapath.Event, lost uint64, ok bool) {
+func (s *Subscription) Next(ctx context.Context) (ev spec.Event, lost uint64, ok bool) {
 	if len(s.cur) == 0 {
 		select {
 		case <-ctx.Done():
@@ -96,7 +97,7 @@ func (s *Subscription) Close() {
 // Publish queues evs, a batch that no one changes after, for every
 // subscriber, without waiting for any: a subscriber with no room for
 // them loses them all.
-func (h *Hub) Publish(evs ...datapath.Event) {
+func (h *Hub) Publish(evs ...spec.Event) {
 	if len(evs) == 0 {
 		return
 	}
@@ -159,6 +160,14 @@ func (h *Hub) Read(ctx context.Context, m *datapath.Maps) error {
 	}
 }
 
+// Clock reads the wall clock and the clock the datapath stamps its
+// events with (the kernel's CLOCK_MONOTONIC) together: what a reader of
+// events needs to date them.
+func Clock() (time.Time, time.Duration, error) {
+	mono, err := datapath.Monotonic()
+	return time.Now(), mono, err
+}
+
 // streamQueue is the queue of an API reader.
 const streamQueue = 4096
 
@@ -188,7 +197,7 @@ func (h *Hub) Stream(ctx context.Context, types []string, emit func(models.Monit
 }
 
 // Model is an event as the API shows it.
-func Model(ev datapath.Event) models.MonitorEvent {
+func Model(ev spec.Event) models.MonitorEvent {
 	m := models.MonitorEvent{Type: ev.Type.String(), Protocol: spec.ProtoString(ev.Protocol), SrcPort: ev.SrcPort,
 		DstPort: ev.DstPort, SrcIdentity: ev.SrcIdentity, DstIdentity: ev.DstIdentity, SrcEndpoint: ev.SrcEndpoint,
 		DstEndpoint: ev.DstEndpoint, Ifindex: ev.Ifindex, Length: ev.Length}
@@ -202,13 +211,13 @@ func Model(ev datapath.Event) models.MonitorEvent {
 		m.Direction = ev.Direction.String()
 	}
 	switch ev.Type {
-	case datapath.EventTrace:
+	case spec.EventTrace:
 		m.Point = ev.Point.String()
-	case datapath.EventDrop:
+	case spec.EventDrop:
 		m.Reason, m.ReasonCode = ev.Reason.String(), uint8(ev.Reason)
-	case datapath.EventPolicyVerdict:
+	case spec.EventPolicyVerdict:
 		m.Verdict, m.CT = ev.Verdict.String(), ev.CT.String()
-		if ev.Verdict == datapath.VerdictDeny {
+		if ev.Verdict == spec.VerdictDeny {
 			m.Reason, m.ReasonCode = ev.Reason.String(), uint8(ev.Reason)
 		}
 	}

@@ -7,16 +7,15 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cilium-go/cilium/internal/datapath"
 	"github.com/cilium-go/cilium/internal/datapath/spec"
 	"github.com/cilium-go/cilium/pkg/api/models"
 )
 
-var drop = datapath.Event{Type: datapath.EventDrop, Reason: datapath.DropPolicy, Direction: spec.Ingress,
+var drop = spec.Event{Type: spec.EventDrop, Reason: spec.DropPolicy, Direction: spec.Ingress,
 	Src: netip.MustParseAddr("10.0.1.5"), Dst: netip.MustParseAddr("10.0.2.7"), SrcPort: 40000, DstPort: 8080,
 	Protocol: spec.ProtoTCP, SrcIdentity: 1234, DstIdentity: 5678, DstEndpoint: 12, Ifindex: 7, Length: 60}
 
-var trace = datapath.Event{Type: datapath.EventTrace, Point: datapath.TraceToOverlay, Protocol: spec.ProtoICMP,
+var trace = spec.Event{Type: spec.EventTrace, Point: spec.TraceToOverlay, Protocol: spec.ProtoICMP,
 	Src: netip.MustParseAddr("10.0.1.5"), Dst: netip.MustParseAddr("10.0.2.7")}
 
 // TestEverySubscriberGetsEveryEvent, and one whose queue is full loses
@@ -109,8 +108,8 @@ func TestStream(t *testing.T) {
 }
 
 func TestModelOfVerdicts(t *testing.T) {
-	deny := datapath.Event{Type: datapath.EventPolicyVerdict, Verdict: datapath.VerdictDeny, Reason: datapath.DropPolicyDeny,
-		CT: datapath.CTNew, Direction: spec.Egress, Protocol: spec.ProtoUDP}
+	deny := spec.Event{Type: spec.EventPolicyVerdict, Verdict: spec.VerdictDeny, Reason: spec.DropPolicyDeny,
+		CT: spec.CTNew, Direction: spec.Egress, Protocol: spec.ProtoUDP}
 	m := Model(deny)
 	if m.Type != "policy-verdict" || m.Verdict != "denied" || m.Reason != "Policy denied by denylist" || m.ReasonCode != 181 ||
 		m.CT != "new" || m.Direction != "egress" || m.Protocol != "udp" || m.Src != "" {

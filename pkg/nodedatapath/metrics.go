@@ -97,7 +97,7 @@ func (p *packetCounters) Collect(ch chan<- prometheus.Metric) {
 	}
 	for _, c := range counters {
 		dir := directionLabel(c)
-		if c.Reason == datapath.Forwarded {
+		if c.Reason == spec.Forwarded {
 			ch <- prometheus.MustNewConstMetric(p.forwardCount, prometheus.CounterValue, float64(c.Packets), dir)
 			ch <- prometheus.MustNewConstMetric(p.forwardBytes, prometheus.CounterValue, float64(c.Bytes), dir)
 			continue

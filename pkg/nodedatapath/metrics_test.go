@@ -48,11 +48,11 @@ func TestMapPressure(t *testing.T) {
 // cilium-cli's connectivity test and Cilium's dashboards select on.
 func TestPacketCounters(t *testing.T) {
 	counters := []datapath.Counter{
-		{Reason: datapath.Forwarded, Direction: spec.Egress, Packets: 7, Bytes: 700},
-		{Reason: datapath.Forwarded, Direction: spec.Ingress, Packets: 5, Bytes: 500},
-		{Reason: datapath.DropPolicy, Direction: spec.Ingress, Packets: 2, Bytes: 120},
-		{Reason: datapath.DropPolicyDeny, Direction: spec.Egress, Packets: 1, Bytes: 60},
-		{Reason: datapath.DropNoService, Direction: 0, Packets: 3, Bytes: 180},
+		{Reason: spec.Forwarded, Direction: spec.Egress, Packets: 7, Bytes: 700},
+		{Reason: spec.Forwarded, Direction: spec.Ingress, Packets: 5, Bytes: 500},
+		{Reason: spec.DropPolicy, Direction: spec.Ingress, Packets: 2, Bytes: 120},
+		{Reason: spec.DropPolicyDeny, Direction: spec.Egress, Packets: 1, Bytes: 60},
+		{Reason: spec.DropNoService, Direction: 0, Packets: 3, Bytes: 180},
 	}
 	c := newPacketCounters(func() ([]datapath.Counter, error) { return counters, nil })
 	want := `

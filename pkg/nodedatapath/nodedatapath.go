@@ -93,7 +93,7 @@ var DefaultConfig = Config{
 	// Cilium's Helm chart's: the agent's own flag defaults to none.
 	MonitorAggregation:         "medium",
 	MonitorAggregationFlags:    []string{"syn", "fin", "rst"},
-	MonitorAggregationInterval: datapath.DefaultReportInterval,
+	MonitorAggregationInterval: spec.DefaultReportInterval,
 }
 
 // Flags implements cell.Flagger.
@@ -122,19 +122,19 @@ func (d Config) Flags(fs *pflag.FlagSet) {
 }
 
 // traces turns the monitor aggregation flags into the datapath's.
-func (c Config) traces() (datapath.Traces, error) {
-	level, err := datapath.ParseMonitorAggregation(c.MonitorAggregation)
+func (c Config) traces() (spec.Traces, error) {
+	level, err := spec.ParseMonitorAggregation(c.MonitorAggregation)
 	if err != nil {
-		return datapath.Traces{}, fmt.Errorf("--monitor-aggregation: %w", err)
+		return spec.Traces{}, fmt.Errorf("--monitor-aggregation: %w", err)
 	}
-	flags, err := datapath.ParseTCPFlags(c.MonitorAggregationFlags)
+	flags, err := spec.ParseTCPFlags(c.MonitorAggregationFlags)
 	if err != nil {
-		return datapath.Traces{}, fmt.Errorf("--monitor-aggregation-flags: %w", err)
+		return spec.Traces{}, fmt.Errorf("--monitor-aggregation-flags: %w", err)
 	}
 	if c.MonitorAggregationInterval < time.Second {
-		return datapath.Traces{}, fmt.Errorf("--monitor-aggregation-interval %s: want 1s or more", c.MonitorAggregationInterval)
+		return spec.Traces{}, fmt.Errorf("--monitor-aggregation-interval %s: want 1s or more", c.MonitorAggregationInterval)
 	}
-	return datapath.Traces{Aggregation: level, ReportFlags: flags,
+	return spec.Traces{Aggregation: level, ReportFlags: flags,
 		ReportInterval: c.MonitorAggregationInterval}, nil
 }
 

@@ -24,7 +24,7 @@ func TestConfigNamesFlag(t *testing.T) {
 		dc.PodDevice != podlink.DeviceVeth {
 		t.Fatalf("%+v %v", dc, err)
 	}
-	if want := (datapath.Traces{Aggregation: datapath.AggregationMedium, ReportFlags: datapath.DefaultReportFlags,
+	if want := (spec.Traces{Aggregation: spec.AggregationMedium, ReportFlags: spec.DefaultReportFlags,
 		ReportInterval: 5 * time.Second}); dc.Traces != want {
 		t.Fatalf("traces %+v, want Cilium's defaults %+v", dc.Traces, want)
 	}

@@ -60,3 +60,7 @@ func (s *sockets) TerminateUDP(backend netip.AddrPort) error {
 	}
 	return err
 }
+
+// NetNSCookie is the kernel's cookie of the network namespace at path, by
+// which socket traces (spec.EventTraceSock) name their caller's.
+func NetNSCookie(path string) (uint64, error) { return datapath.NetNSCookie(path) }

@@ -25,8 +25,10 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
-	"github.com/cilium-go/cilium/internal/datapath"
+	"github.com/cilium-go/cilium/internal/datapath/spec"
 	"github.com/cilium-go/cilium/internal/inns"
+	"github.com/cilium-go/cilium/pkg/identity"
+	"github.com/cilium-go/cilium/pkg/nodedatapath"
 	"github.com/cilium-go/cilium/pkg/paths"
 )
 
@@ -225,9 +227,21 @@ func HasAddr(ns string, addr netip.Addr) (bool, error) {
 	return found, err
 }
 
+// Maps is what the benchmarks read of a node datapath's maps, to see that
+// the agent programmed what they changed: an agent's (AgentMaps) or a
+// test node's.
+type Maps interface {
+	PolicyHas(epID uint16, dir spec.Direction, remote identity.NumericIdentity, proto uint8, port uint16) bool
+	Services() ([]spec.Service, error)
+	Backends() (map[spec.BackendID]spec.Backend, error)
+	ServiceBackends(f spec.Frontend) ([]spec.Backend, error)
+	SockTranslated() (bool, error)
+	Close() error
+}
+
 // AgentMaps opens a node's pinned maps, in the node's own bpffs, through its
 // agent's root.
-func AgentMaps(n Node) (*datapath.Maps, error) {
+func AgentMaps(n Node) (Maps, error) {
 	procs, err := NodeProcs(n)
 	if err != nil {
 		return nil, err
@@ -236,7 +250,7 @@ func AgentMaps(n Node) (*datapath.Maps, error) {
 		return nil, fmt.Errorf("no cilium-agent in %s", n.Cgroup)
 	}
 	root := fmt.Sprintf("/proc/%d/root", procs["cilium-agent"][0])
-	return datapath.OpenPinnedMaps(filepath.Join(root, paths.DefaultConfig.BPFRoot, "maps"))
+	return nodedatapath.OpenPinnedMaps(filepath.Join(root, paths.DefaultConfig.BPFRoot, "maps"))
 }
 
 // Freeze stops or continues every process of the lab at once (cgroup v2

@@ -44,7 +44,7 @@ type Options struct {
 	// PodDevice is the kind of pair pods get ("" is veth).
 	PodDevice podlink.Device
 	// Traces are the datapath's traces of forwarded packets.
-	Traces      datapath.Traces
+	Traces      spec.Traces
 	Nodes       int // default 2
 	PodsPerNode int // default 2
 	Log         *slog.Logger

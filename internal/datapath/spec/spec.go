@@ -1,10 +1,12 @@
 // Package spec describes what the datapath should hold: endpoints,
 // ipcache entries, routes to other nodes, policy entries and the modes the
-// node runs in. These are plain values with no kernel access, as
-// cilium/ebpf's MapSpec is to its Map: the control plane computes them,
-// keeps them in statedb tables, and internal/datapath turns them into
-// kernel objects. Packages that only describe desired state import this
-// one, never internal/datapath.
+// node runs in; and what it reports: the events of its ring buffer, once
+// internal/datapath has decoded them. These are plain values with no
+// kernel access, as cilium/ebpf's MapSpec is to its Map: the control plane
+// computes them, keeps them in statedb tables, and internal/datapath turns
+// them into kernel objects. Packages that only describe desired state, or
+// read what the datapath reported, import this one, never
+// internal/datapath.
 package spec
 
 import (

@@ -32,6 +32,11 @@ var celEnv = func() *cel.Env {
 	return env
 }()
 
+// celFilter: experimental.cel_expression.
+func celFilter(ff *flow.FlowFilter) ([]Func, error) {
+	return when(ff.GetExperimental().GetCelExpression(), celExpressions)
+}
+
 // celExpressions matches a flow when one of the boolean expressions
 // holds for it; an expression that fails on a flow (or costs more than
 // the limit) does not hold.

@@ -73,3 +73,15 @@ func TestCELCostIsBounded(t *testing.T) {
 		t.Error("the same expression on 3 labels did not hold")
 	}
 }
+
+func TestCELFilter(t *testing.T) {
+	cel := func(exprs ...string) *flow.FlowFilter {
+		return &flow.FlowFilter{Experimental: &flow.FlowFilter_Experimental{CelExpression: exprs}}
+	}
+	testBuilder(t, celFilter, []builderCase{
+		{name: "holds", ff: cel("_flow.verdict == Verdict.DROPPED"), f: tcpFlow(), want: true},
+		{name: "one of", ff: cel("false", "_flow.source.identity == 300u"), f: tcpFlow(), want: true},
+		{name: "does not hold", ff: cel("_flow.verdict == Verdict.FORWARDED"), f: tcpFlow(), want: false},
+		{name: "not boolean", ff: cel("1"), err: "cel_expression"},
+	})
+}

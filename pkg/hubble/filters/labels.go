@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+
+	"github.com/cilium/cilium/api/v1/flow"
 )
 
 // A selector is a label selector as Hubble's --label takes it: terms
@@ -118,4 +120,36 @@ func (sel selector) matches(labels []string) bool {
 		}
 	}
 	return true
+}
+
+// labelFilters: source_label and destination_label, selectors on the
+// identity's labels; a side matches when any of its selectors does.
+func labelFilters(ff *flow.FlowFilter) ([]Func, error) {
+	var out []Func
+	for _, side := range []struct {
+		name      string
+		selectors []string
+		get       func(*flow.Flow) []string
+	}{{"source_label", ff.GetSourceLabel(), func(f *flow.Flow) []string { return f.GetSource().GetLabels() }},
+		{"destination_label", ff.GetDestinationLabel(), func(f *flow.Flow) []string { return f.GetDestination().GetLabels() }}} {
+		fs, err := when(side.selectors, func(selectors []string) (Func, error) {
+			var sels []selector
+			for _, s := range selectors {
+				sel, err := parseSelector(s)
+				if err != nil {
+					return nil, fmt.Errorf("%s %q: %w", side.name, s, err)
+				}
+				sels = append(sels, sel)
+			}
+			return func(f *flow.Flow) bool {
+				ls := side.get(f)
+				return slices.ContainsFunc(sels, func(s selector) bool { return s.matches(ls) })
+			}, nil
+		})
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, fs...)
+	}
+	return out, nil
 }

@@ -23,6 +23,9 @@ var protocolOf = map[string]func(*flow.Flow) bool{
 	"http":   func(f *flow.Flow) bool { return f.GetL7().GetHttp() != nil },
 }
 
+// protocolFilter: protocol, by Hubble's names.
+func protocolFilter(ff *flow.FlowFilter) ([]Func, error) { return when(ff.GetProtocol(), protocol) }
+
 func protocol(values []string) (Func, error) {
 	var ms []func(*flow.Flow) bool
 	for _, v := range values {

@@ -20,11 +20,9 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
-	"github.com/cilium-go/cilium/internal/datapath"
 	"github.com/cilium-go/cilium/internal/datapath/spec"
 	"github.com/cilium-go/cilium/pkg/hubble/flows"
 	"github.com/cilium-go/cilium/pkg/identity"
-	"github.com/cilium-go/cilium/pkg/policy"
 )
 
 // Endpoint is what the agent knows of a pod.
@@ -41,6 +39,15 @@ type Endpoint struct {
 // Service names a Service.
 type Service struct{ Name, Namespace string }
 
+// Policy names a policy whose entry decided, as a flow's allowed-by and
+// denied-by lists show it. The parser keeps its own type, not the policy
+// engine's, so that turning events into flows links no engine.
+type Policy struct {
+	Kind      string // NetworkPolicy, CiliumNetworkPolicy, CiliumClusterwideNetworkPolicy, or a built-in
+	Namespace string // empty for cluster-wide kinds
+	Name      string
+}
+
 // State is what the parser asks of the agent. Every method must be safe
 // for concurrent use and answer from memory: the parser runs once per
 // event.
@@ -54,18 +61,23 @@ type State interface {
 	// ServiceByRevNAT is the Service of the frontend with the reverse
 	// NAT index, the one that translated a connection.
 	ServiceByRevNAT(index uint16) (Service, bool)
-	// PolicyOrigins are the rules a policy entry's cookie names.
-	PolicyOrigins(cookie uint32) []policy.Origin
+	// PolicyOrigins are the policies a policy entry's cookie names.
+	PolicyOrigins(cookie uint32) []Policy
 	// EndpointByNetNS is the local endpoint, and its address, whose
 	// network namespace has the cookie (a socket trace's caller).
 	EndpointByNetNS(cookie uint64) (id uint16, addr netip.Addr, ok bool)
 }
 
+// Clock reads, at one moment, the wall clock and the kernel's monotonic
+// clock (CLOCK_MONOTONIC), which the datapath stamps its events with. The
+// datapath's reader (pkg/monitor) has the real one.
+type Clock func() (wall time.Time, mono time.Duration, err error)
+
 // Parser decodes events of one node.
 type Parser struct {
 	node  string
 	state State
-	clock func() (wall time.Time, mono time.Duration, err error)
+	clock Clock
 
 	// mu is held through a Decode: what follows is its.
 	mu         sync.Mutex
@@ -93,11 +105,11 @@ var (
 	eventTypesMu sync.Mutex
 )
 
-// New returns a parser for node's events.
-func New(node string, state State) *Parser {
+// New returns a parser for node's events, which clock dates.
+func New(node string, state State, clock Clock) *Parser {
 	var seed [32]byte
 	crand.Read(seed[:])
-	return &Parser{node: node, state: state, clock: clocks, endpoints: map[epKey]*flow.Endpoint{},
+	return &Parser{node: node, state: state, clock: clock, endpoints: map[epKey]*flow.Endpoint{},
 		addrs: map[netip.Addr]string{}, uuids: rand.NewChaCha8(seed)}
 }
 
@@ -114,22 +126,17 @@ func eventType(typ, sub int32) *flow.CiliumEventType {
 	return t
 }
 
-func clocks() (time.Time, time.Duration, error) {
-	mono, err := datapath.Monotonic()
-	return time.Now(), mono, err
-}
-
 // Decode makes a flow of an event.
-func (p *Parser) Decode(ev datapath.Event) (*flow.Flow, error) {
+func (p *Parser) Decode(ev spec.Event) (*flow.Flow, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	var sub int32
 	switch ev.Type {
-	case datapath.EventDrop:
+	case spec.EventDrop:
 		sub = int32(ev.Reason)
-	case datapath.EventTrace:
+	case spec.EventTrace:
 		sub = int32(ev.Point)
-	case datapath.EventTraceSock:
+	case spec.EventTraceSock:
 		sub = int32(ev.Xlate)
 	}
 	parts := new(flowParts)
@@ -143,25 +150,25 @@ func (p *Parser) Decode(ev datapath.Event) (*flow.Flow, error) {
 	f.NodeName = p.node
 	f.EventType = eventType(int32(ev.Type), sub)
 	switch ev.Type {
-	case datapath.EventDrop:
+	case spec.EventDrop:
 		f.Verdict = flow.Verdict_DROPPED
 		f.DropReason = uint32(ev.Reason)
 		f.DropReasonDesc = flow.DropReason(ev.Reason)
 		f.TrafficDirection = direction(ev.Direction)
-	case datapath.EventTrace:
+	case spec.EventTrace:
 		f.Verdict = flow.Verdict_FORWARDED
 		f.TraceObservationPoint = observationPoint(ev.Point)
 		f.TraceReason, f.TrafficDirection = traceReason(ev)
-	case datapath.EventPolicyVerdict:
+	case spec.EventPolicyVerdict:
 		f.TrafficDirection = direction(ev.Direction)
-		if ev.Verdict == datapath.VerdictAllow {
+		if ev.Verdict == spec.VerdictAllow {
 			f.Verdict = flow.Verdict_FORWARDED
 		} else {
 			f.Verdict = flow.Verdict_DROPPED
 			f.DropReason = uint32(ev.Reason)
 			f.DropReasonDesc = flow.DropReason(ev.Reason)
 		}
-	case datapath.EventTraceSock:
+	case spec.EventTraceSock:
 		return p.sockFlow(parts, ev), nil
 	default:
 		return nil, fmt.Errorf("event type %d is not one Hubble shows", uint8(ev.Type))
@@ -173,9 +180,9 @@ func (p *Parser) Decode(ev datapath.Event) (*flow.Flow, error) {
 	f.IP = &parts.ip
 	f.L4 = parts.layer4(ev)
 	switch ev.CT {
-	case datapath.CTReply, datapath.CTRelated:
+	case spec.CTReply, spec.CTRelated:
 		f.IsReply = replyTrue
-	case datapath.CTNew, datapath.CTEstablished:
+	case spec.CTNew, spec.CTEstablished:
 		f.IsReply = replyFalse
 	}
 	if ev.Ifindex != 0 {
@@ -207,12 +214,12 @@ func (p *Parser) Decode(ev datapath.Event) (*flow.Flow, error) {
 // (TRANSLATED), both naming the Service. The call has no packet yet, no
 // source port nor flags; the caller is the pod of its network namespace,
 // and stays empty for a process of no pod (the node's own), as Cilium's.
-func (p *Parser) sockFlow(parts *flowParts, ev datapath.Event) *flow.Flow {
+func (p *Parser) sockFlow(parts *flowParts, ev spec.Event) *flow.Flow {
 	f := &parts.f
 	f.Type = flow.FlowType_SOCK
 	f.SockXlatePoint = flow.SocketTranslationPoint(ev.Xlate)
 	f.Verdict = flow.Verdict_TRACED
-	if ev.Xlate == datapath.SockPostForward {
+	if ev.Xlate == spec.SockPostForward {
 		f.Verdict = flow.Verdict_TRANSLATED
 	}
 	parts.ip.Destination, parts.ip.IpVersion = p.addrString(ev.Dst), flow.IPVersion_IPv4
@@ -248,15 +255,15 @@ func (p *Parser) serviceOf(revNAT uint16) (Service, bool) {
 
 // policies names the rules behind a policy verdict, or behind the drop
 // that a deny entry caused.
-func (p *Parser) policies(f *flow.Flow, ev datapath.Event) {
-	if ev.PolicyCookie == 0 || (ev.Type != datapath.EventPolicyVerdict && ev.Type != datapath.EventDrop) {
+func (p *Parser) policies(f *flow.Flow, ev spec.Event) {
+	if ev.PolicyCookie == 0 || (ev.Type != spec.EventPolicyVerdict && ev.Type != spec.EventDrop) {
 		return
 	}
 	var named []*flow.Policy
 	for _, o := range p.state.PolicyOrigins(ev.PolicyCookie) {
 		named = append(named, &flow.Policy{Name: o.Name, Namespace: o.Namespace, Kind: o.Kind, Labels: PolicyLabels(o)})
 	}
-	allowed := ev.Type == datapath.EventPolicyVerdict && ev.Verdict == datapath.VerdictAllow
+	allowed := ev.Type == spec.EventPolicyVerdict && ev.Verdict == spec.VerdictAllow
 	switch {
 	case ev.Direction == spec.Ingress && allowed:
 		f.IngressAllowedBy = named
@@ -270,7 +277,7 @@ func (p *Parser) policies(f *flow.Flow, ev datapath.Event) {
 }
 
 // PolicyLabels are the labels Cilium derives for a policy's rules.
-func PolicyLabels(o policy.Origin) []string {
+func PolicyLabels(o Policy) []string {
 	ls := []string{"k8s:io.cilium.k8s.policy.derived-from=" + o.Kind, "k8s:io.cilium.k8s.policy.name=" + o.Name}
 	if o.Namespace != "" {
 		ls = append(ls, "k8s:io.cilium.k8s.policy.namespace="+o.Namespace)
@@ -350,7 +357,7 @@ type flowParts struct {
 	udpL4 flow.UDP
 }
 
-func (parts *flowParts) layer4(ev datapath.Event) *flow.Layer4 {
+func (parts *flowParts) layer4(ev spec.Event) *flow.Layer4 {
 	switch ev.Protocol {
 	case spec.ProtoTCP:
 		parts.tcpL4.SourcePort, parts.tcpL4.DestinationPort, parts.tcpL4.Flags = uint32(ev.SrcPort), uint32(ev.DstPort), tcpFlagSets[ev.TCPFlags]
@@ -390,18 +397,18 @@ func direction(d spec.Direction) flow.TrafficDirection {
 // direction of its connection as the endpoint sees it: a reply that an
 // endpoint sends belongs to a connection coming in. Where packets arrive
 // from outside the datapath has not asked conntrack.
-func traceReason(ev datapath.Event) (flow.TraceReason, flow.TrafficDirection) {
+func traceReason(ev spec.Event) (flow.TraceReason, flow.TrafficDirection) {
 	switch ev.Point {
-	case datapath.TraceFromLXC, datapath.TraceFromHost, datapath.TraceFromOverlay, datapath.TraceFromNetwork:
+	case spec.TraceFromLXC, spec.TraceFromHost, spec.TraceFromOverlay, spec.TraceFromNetwork:
 		return flow.TraceReason_TRACE_REASON_UNKNOWN, flow.TrafficDirection_TRAFFIC_DIRECTION_UNKNOWN
 	}
 	dir := direction(ev.Direction)
 	switch ev.CT {
-	case datapath.CTNew:
+	case spec.CTNew:
 		return flow.TraceReason_NEW, dir
-	case datapath.CTEstablished:
+	case spec.CTEstablished:
 		return flow.TraceReason_ESTABLISHED, dir
-	case datapath.CTReply:
+	case spec.CTReply:
 		switch dir {
 		case flow.TrafficDirection_INGRESS:
 			dir = flow.TrafficDirection_EGRESS
@@ -409,24 +416,24 @@ func traceReason(ev datapath.Event) (flow.TraceReason, flow.TrafficDirection) {
 			dir = flow.TrafficDirection_INGRESS
 		}
 		return flow.TraceReason_REPLY, dir
-	case datapath.CTRelated:
+	case spec.CTRelated:
 		return flow.TraceReason_RELATED, dir
 	}
 	return flow.TraceReason_TRACE_REASON_UNKNOWN, dir
 }
 
-var observationPoints = map[datapath.TracePoint]flow.TraceObservationPoint{
-	datapath.TraceToLXC:       flow.TraceObservationPoint_TO_ENDPOINT,
-	datapath.TraceToHost:      flow.TraceObservationPoint_TO_HOST,
-	datapath.TraceToStack:     flow.TraceObservationPoint_TO_STACK,
-	datapath.TraceToOverlay:   flow.TraceObservationPoint_TO_OVERLAY,
-	datapath.TraceFromLXC:     flow.TraceObservationPoint_FROM_ENDPOINT,
-	datapath.TraceFromHost:    flow.TraceObservationPoint_FROM_HOST,
-	datapath.TraceFromOverlay: flow.TraceObservationPoint_FROM_OVERLAY,
-	datapath.TraceFromNetwork: flow.TraceObservationPoint_FROM_NETWORK,
+var observationPoints = map[spec.TracePoint]flow.TraceObservationPoint{
+	spec.TraceToLXC:       flow.TraceObservationPoint_TO_ENDPOINT,
+	spec.TraceToHost:      flow.TraceObservationPoint_TO_HOST,
+	spec.TraceToStack:     flow.TraceObservationPoint_TO_STACK,
+	spec.TraceToOverlay:   flow.TraceObservationPoint_TO_OVERLAY,
+	spec.TraceFromLXC:     flow.TraceObservationPoint_FROM_ENDPOINT,
+	spec.TraceFromHost:    flow.TraceObservationPoint_FROM_HOST,
+	spec.TraceFromOverlay: flow.TraceObservationPoint_FROM_OVERLAY,
+	spec.TraceFromNetwork: flow.TraceObservationPoint_FROM_NETWORK,
 }
 
-func observationPoint(p datapath.TracePoint) flow.TraceObservationPoint {
+func observationPoint(p spec.TracePoint) flow.TraceObservationPoint {
 	return observationPoints[p] // UNKNOWN_POINT for one not listed
 }
 

@@ -25,7 +25,7 @@ type fakeState struct {
 	byIP     map[netip.Addr]Endpoint
 	labels   map[identity.NumericIdentity][]string
 	services map[uint16]Service // by reverse NAT index
-	cookies  map[uint32][]policy.Origin
+	cookies  map[uint32][]Policy
 	netns    map[uint64]uint16 // endpoint ids by namespace cookie
 }
 
@@ -44,7 +44,7 @@ func (s *fakeState) ServiceByRevNAT(index uint16) (Service, bool) {
 	svc, ok := s.services[index]
 	return svc, ok
 }
-func (s *fakeState) PolicyOrigins(c uint32) []policy.Origin { return s.cookies[c] }
+func (s *fakeState) PolicyOrigins(c uint32) []Policy { return s.cookies[c] }
 func (s *fakeState) EndpointByNetNS(c uint64) (uint16, netip.Addr, bool) {
 	ep, ok := s.netns[c]
 	if !ok {
@@ -66,8 +66,8 @@ func (s *fakeState) EndpointByNetNS(c uint64) (uint16, netip.Addr, bool) {
 func TestPrivilegedFlowsOfRealEvents(t *testing.T) {
 	testenv.Privileged(t)
 	c, err := dptest.New(dptest.Options{Mode: spec.Tunnel, PolicyIngress: true, PodsPerNode: 3,
-		Traces: datapath.Traces{Enabled: true, Aggregation: datapath.AggregationMedium,
-			ReportFlags: datapath.DefaultReportFlags, ReportInterval: datapath.DefaultReportInterval}})
+		Traces: spec.Traces{Enabled: true, Aggregation: spec.AggregationMedium,
+			ReportFlags: spec.DefaultReportFlags, ReportInterval: spec.DefaultReportInterval}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -86,11 +86,11 @@ func TestPrivilegedFlowsOfRealEvents(t *testing.T) {
 	allow := spec.PolicyEntry{Direction: spec.Ingress, Identity: allowed.Identity, Protocol: spec.ProtoTCP, Port: 8080, Cookie: 7}
 	deny := spec.PolicyEntry{Direction: spec.Ingress, Identity: denied.Identity, Protocol: spec.ProtoTCP, Port: 8080, Deny: true, Cookie: 9}
 	must(t, n2.DP.Maps().SetPolicy(server.ID, []spec.PolicyEntry{allow, deny}))
-	allowPolicy := policy.Origin{Kind: policy.KindCNP, Namespace: "x", Name: "allow-client"}
-	denyPolicy := policy.Origin{Kind: policy.KindCCNP, Name: "deny-bad"}
+	allowPolicy := Policy{Kind: "CiliumNetworkPolicy", Namespace: "x", Name: "allow-client"}
+	denyPolicy := Policy{Kind: "CiliumClusterwideNetworkPolicy", Name: "deny-bad"}
 
 	state := &fakeState{local: map[uint16]Endpoint{}, byIP: map[netip.Addr]Endpoint{}, labels: map[identity.NumericIdentity][]string{},
-		cookies: map[uint32][]policy.Origin{7: {allowPolicy}, 9: {denyPolicy}}, services: map[uint16]Service{5: {Namespace: "x", Name: "echo"}}}
+		cookies: map[uint32][]Policy{7: {allowPolicy}, 9: {denyPolicy}}, services: map[uint16]Service{5: {Namespace: "x", Name: "echo"}}}
 	for _, p := range c.Pods() {
 		ep := Endpoint{Identity: p.Identity, Namespace: "x", PodName: p.Name, Labels: []string{"k8s:app=" + p.Name}}
 		state.byIP[p.IP] = ep
@@ -99,7 +99,7 @@ func TestPrivilegedFlowsOfRealEvents(t *testing.T) {
 			state.local[p.ID] = ep
 		}
 	}
-	parser := New(n2.Name, state)
+	parser := New(n2.Name, state, kernelClock)
 	// A Service the allowed client also reaches the server through: its
 	// node's programs translate, and name the frontend in their events.
 	vip := netip.MustParseAddr("172.20.0.10")
@@ -142,7 +142,7 @@ func TestPrivilegedFlowsOfRealEvents(t *testing.T) {
 		flows = append(flows, f)
 	}
 	// The client's node: the connection through the Service, named.
-	p1 := New(n1.Name, state)
+	p1 := New(n1.Name, state, kernelClock)
 	var clientSide []*flow.Flow
 	r1.SetDeadline(time.Now().Add(time.Second))
 	for {
@@ -159,7 +159,7 @@ func TestPrivilegedFlowsOfRealEvents(t *testing.T) {
 	// through the frontend names it; its SYN-ACK comes from it.
 	var direct, toSvc, fromSvc *flow.Flow
 	for _, f := range clientSide {
-		if !f.GetL4().GetTCP().GetFlags().GetSYN() || f.GetEventType().GetType() != int32(datapath.EventTrace) {
+		if !f.GetL4().GetTCP().GetFlags().GetSYN() || f.GetEventType().GetType() != int32(spec.EventTrace) {
 			continue
 		}
 		switch {
@@ -190,7 +190,7 @@ func TestPrivilegedFlowsOfRealEvents(t *testing.T) {
 		}
 		return flows[i]
 	}
-	synTo := func(from *dptest.Pod, typ datapath.EventType) func(*flow.Flow) bool {
+	synTo := func(from *dptest.Pod, typ spec.EventType) func(*flow.Flow) bool {
 		return func(f *flow.Flow) bool {
 			return f.GetIP().GetSource() == from.IP.String() && f.GetL4().GetTCP().GetDestinationPort() == 8080 &&
 				f.GetL4().GetTCP().GetFlags().GetSYN() && !f.GetL4().GetTCP().GetFlags().GetACK() &&
@@ -198,7 +198,7 @@ func TestPrivilegedFlowsOfRealEvents(t *testing.T) {
 		}
 	}
 
-	ok := find("the allowed client's verdict", synTo(allowed, datapath.EventPolicyVerdict))
+	ok := find("the allowed client's verdict", synTo(allowed, spec.EventPolicyVerdict))
 	if ok.GetVerdict() != flow.Verdict_FORWARDED || ok.GetTrafficDirection() != flow.TrafficDirection_INGRESS ||
 		ok.GetIsReply().GetValue() || ok.GetIsReply() == nil || ok.GetNodeName() != n2.Name || ok.GetType() != flow.FlowType_L3_L4 {
 		t.Errorf("allowed verdict: %v", ok)
@@ -222,7 +222,7 @@ func TestPrivilegedFlowsOfRealEvents(t *testing.T) {
 	// Traces at medium aggregation: the connection's news, not each
 	// packet. The SYN goes into the server; the server's SYN-ACK goes
 	// out to the tunnel, a reply of a connection that came in.
-	in := find("the allowed client's SYN delivered", synTo(allowed, datapath.EventTrace))
+	in := find("the allowed client's SYN delivered", synTo(allowed, spec.EventTrace))
 	if in.GetVerdict() != flow.Verdict_FORWARDED || in.GetTraceObservationPoint() != flow.TraceObservationPoint_TO_ENDPOINT ||
 		in.GetTraceReason() != flow.TraceReason_NEW || in.GetTrafficDirection() != flow.TrafficDirection_INGRESS ||
 		in.GetDestination().GetPodName() != server.Name {
@@ -230,7 +230,7 @@ func TestPrivilegedFlowsOfRealEvents(t *testing.T) {
 	}
 	synAck := find("the server's SYN-ACK", func(f *flow.Flow) bool {
 		fl := f.GetL4().GetTCP().GetFlags()
-		return f.GetEventType().GetType() == int32(datapath.EventTrace) && fl.GetSYN() && fl.GetACK() &&
+		return f.GetEventType().GetType() == int32(spec.EventTrace) && fl.GetSYN() && fl.GetACK() &&
 			f.GetIP().GetDestination() == allowed.IP.String()
 	})
 	if synAck.GetTraceObservationPoint() != flow.TraceObservationPoint_TO_OVERLAY || synAck.GetTraceReason() != flow.TraceReason_REPLY ||
@@ -245,7 +245,7 @@ func TestPrivilegedFlowsOfRealEvents(t *testing.T) {
 	traced := map[uint32][]string{} // by the client's port
 	for _, f := range flows {
 		tcp := f.GetL4().GetTCP()
-		if f.GetEventType().GetType() != int32(datapath.EventTrace) || tcp == nil {
+		if f.GetEventType().GetType() != int32(spec.EventTrace) || tcp == nil {
 			continue
 		}
 		switch allowed.IP.String() {
@@ -265,13 +265,13 @@ func TestPrivilegedFlowsOfRealEvents(t *testing.T) {
 		}
 	}
 
-	drop := find("the unnamed client's drop", synTo(unnamed, datapath.EventDrop))
+	drop := find("the unnamed client's drop", synTo(unnamed, spec.EventDrop))
 	if drop.GetVerdict() != flow.Verdict_DROPPED || drop.GetDropReasonDesc() != flow.DropReason_POLICY_DENIED ||
 		drop.GetTrafficDirection() != flow.TrafficDirection_INGRESS || len(drop.GetIngressDeniedBy()) != 0 ||
 		drop.GetSource().GetPodName() != unnamed.Name {
 		t.Errorf("default drop: %v", drop)
 	}
-	denyDrop := find("the denied client's drop", synTo(denied, datapath.EventDrop))
+	denyDrop := find("the denied client's drop", synTo(denied, spec.EventDrop))
 	if denyDrop.GetVerdict() != flow.Verdict_DROPPED || denyDrop.GetDropReasonDesc() != flow.DropReason_POLICY_DENY {
 		t.Errorf("deny drop: %v", denyDrop)
 	}
@@ -285,4 +285,11 @@ func must(t *testing.T, err error) {
 	if err != nil {
 		t.Fatal(err)
 	}
+}
+
+// kernelClock dates the events of a real datapath, as the agent's monitor
+// does.
+func kernelClock() (time.Time, time.Duration, error) {
+	mono, err := datapath.Monotonic()
+	return time.Now(), mono, err
 }

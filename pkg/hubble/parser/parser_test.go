@@ -9,21 +9,22 @@ import (
 
 	"github.com/cilium/cilium/api/v1/flow"
 
-	"github.com/cilium-go/cilium/internal/datapath"
 	"github.com/cilium-go/cilium/internal/datapath/spec"
 )
 
-func tcpEvent(src, dst string, sport uint16) datapath.Event {
-	return datapath.Event{Type: datapath.EventTrace, Point: datapath.TraceToLXC, Direction: spec.Ingress, CT: datapath.CTNew,
+func tcpEvent(src, dst string, sport uint16) spec.Event {
+	return spec.Event{Type: spec.EventTrace, Point: spec.TraceToLXC, Direction: spec.Ingress, CT: spec.CTNew,
 		Src: netip.MustParseAddr(src), Dst: netip.MustParseAddr(dst), SrcPort: sport, DstPort: 80, Protocol: spec.ProtoTCP,
 		TCPFlags: 0x02, SrcIdentity: 1000, DstIdentity: 1001, DstEndpoint: 7, Ifindex: 3, Monotonic: 5 * time.Second}
 }
 
+// fixedClock says the kernel booted at 999s past the epoch.
+func fixedClock() (time.Time, time.Duration, error) { return time.Unix(1000, 0), time.Second, nil }
+
 // Flows made one after the other share nothing that one of them owns:
 // each keeps its own addresses, ports, flags and time.
 func TestDecodeFlowsAreTheirOwn(t *testing.T) {
-	p := New("node1", &fakeState{})
-	p.clock = func() (time.Time, time.Duration, error) { return time.Unix(1000, 0), time.Second, nil }
+	p := New("node1", &fakeState{}, fixedClock)
 	a, err := p.Decode(tcpEvent("10.0.0.1", "10.0.1.2", 40000))
 	if err != nil {
 		t.Fatal(err)
@@ -62,7 +63,7 @@ func TestDecodeFlowsAreTheirOwn(t *testing.T) {
 
 // BenchmarkDecode is the parser's share of a flow's cost.
 func BenchmarkDecode(b *testing.B) {
-	p := New("node1", &fakeState{})
+	p := New("node1", &fakeState{}, fixedClock)
 	ev := tcpEvent("10.0.0.1", "10.0.1.2", 40000)
 	b.ReportAllocs()
 	for b.Loop() {
@@ -81,19 +82,19 @@ func TestDecodeSocketTraces(t *testing.T) {
 	p := New("node1", &fakeState{services: map[uint16]Service{7: {Name: "echo", Namespace: "default"}},
 		local: map[uint16]Endpoint{5: client},
 		byIP:  map[netip.Addr]Endpoint{backend: {Identity: 1001, Namespace: "default", PodName: "echo-1"}, caller: client},
-		netns: map[uint64]uint16{99: 5}})
-	sock := func(x datapath.SockXlatePoint, dst string, port uint16, netns uint64) datapath.Event {
-		return datapath.Event{Type: datapath.EventTraceSock, Xlate: x, Src: netip.IPv4Unspecified(), Dst: netip.MustParseAddr(dst),
+		netns: map[uint64]uint16{99: 5}}, fixedClock)
+	sock := func(x spec.SockXlatePoint, dst string, port uint16, netns uint64) spec.Event {
+		return spec.Event{Type: spec.EventTraceSock, Xlate: x, Src: netip.IPv4Unspecified(), Dst: netip.MustParseAddr(dst),
 			DstPort: port, Protocol: spec.ProtoTCP, RevNAT: 7, NetNSCookie: netns}
 	}
 	for _, c := range []struct {
-		ev           datapath.Event
+		ev           spec.Event
 		verdict      flow.Verdict
 		from, to, ip string
 	}{
-		{sock(datapath.SockPreForward, "10.96.0.10", 80, 99), flow.Verdict_TRACED, "client", "", caller.String()},
-		{sock(datapath.SockPostForward, backend.String(), 8080, 99), flow.Verdict_TRANSLATED, "client", "echo-1", caller.String()},
-		{sock(datapath.SockPreForward, "10.96.0.10", 80, 12345), flow.Verdict_TRACED, "", "", ""},
+		{sock(spec.SockPreForward, "10.96.0.10", 80, 99), flow.Verdict_TRACED, "client", "", caller.String()},
+		{sock(spec.SockPostForward, backend.String(), 8080, 99), flow.Verdict_TRANSLATED, "client", "echo-1", caller.String()},
+		{sock(spec.SockPreForward, "10.96.0.10", 80, 12345), flow.Verdict_TRACED, "", "", ""},
 	} {
 		f, err := p.Decode(c.ev)
 		if err != nil {

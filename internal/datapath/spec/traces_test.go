@@ -1,4 +1,4 @@
-package datapath
+package spec
 
 import "testing"
 

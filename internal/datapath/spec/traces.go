@@ -1,4 +1,4 @@
-package datapath
+package spec
 
 import (
 	"fmt"
@@ -26,26 +26,28 @@ const (
 	DefaultReportInterval = 5 * time.Second
 )
 
-func (t Traces) reportSeconds() uint32 {
+// ReportSeconds is ReportInterval as the datapath counts it.
+func (t Traces) ReportSeconds() uint32 {
 	return uint32(max(t.ReportInterval/time.Second, 1))
 }
 
 // MonitorAggregation is how the datapath thins its traces: Cilium's
-// monitor-aggregation levels.
+// monitor-aggregation levels, bpf/lib/common.h's enum (internal/datapath
+// checks the numbers).
 type MonitorAggregation uint8
 
 const (
 	// AggregationNone traces every forwarded packet.
-	AggregationNone = MonitorAggregation(lxcMonitorAggregationMONITOR_NONE)
+	AggregationNone = MonitorAggregation(0)
 	// AggregationLowest leaves out traces where packets are received
 	// (from-network, from-overlay): a packet is traced once at most.
-	AggregationLowest = MonitorAggregation(lxcMonitorAggregationMONITOR_LOWEST)
-	AggregationLow    = MonitorAggregation(lxcMonitorAggregationMONITOR_LOW)
+	AggregationLowest = MonitorAggregation(1)
+	AggregationLow    = MonitorAggregation(2)
 	// AggregationMedium also traces a connection's packets only when
 	// they have news: the first, a new TCP flag, or a report interval
 	// gone by. Packets without conntrack's word are not traced.
-	AggregationMedium = MonitorAggregation(lxcMonitorAggregationMONITOR_MEDIUM)
-	AggregationMax    = MonitorAggregation(lxcMonitorAggregationMONITOR_MAX)
+	AggregationMedium = MonitorAggregation(3)
+	AggregationMax    = MonitorAggregation(4)
 )
 
 var aggregationNames = map[string]MonitorAggregation{

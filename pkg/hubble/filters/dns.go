@@ -1,0 +1,75 @@
+package filters
+
+import (
+	"fmt"
+	"regexp"
+	"slices"
+	"strings"
+
+	"github.com/cilium/cilium/api/v1/flow"
+)
+
+// dnsFilters: dns_query (regular expressions on a DNS record's query),
+// source_fqdn and destination_fqdn (patterns on the names a side is
+// known by). Flows carry them only once DNS is proxied; until then they
+// match none.
+func dnsFilters(ff *flow.FlowFilter) ([]Func, error) {
+	query, err := when(ff.GetDnsQuery(), dnsQuery)
+	if err != nil {
+		return nil, err
+	}
+	src, err := when(ff.GetSourceFqdn(), func(v []string) (Func, error) {
+		return fqdn("source_fqdn", v, func(f *flow.Flow) []string { return f.GetSourceNames() })
+	})
+	if err != nil {
+		return nil, err
+	}
+	dst, err := when(ff.GetDestinationFqdn(), func(v []string) (Func, error) {
+		return fqdn("destination_fqdn", v, func(f *flow.Flow) []string { return f.GetDestinationNames() })
+	})
+	if err != nil {
+		return nil, err
+	}
+	return slices.Concat(query, src, dst), nil
+}
+
+func dnsQuery(values []string) (Func, error) {
+	res, err := regexps("dns_query", values)
+	if err != nil {
+		return nil, err
+	}
+	return func(f *flow.Flow) bool {
+		d := f.GetL7().GetDns()
+		return d != nil && anyMatches(res, d.GetQuery())
+	}, nil
+}
+
+// fqdn matches DNS names against patterns where * stands for any run of
+// name characters, case-insensitive, a trailing dot ignored.
+func fqdn(field string, patterns []string, get func(*flow.Flow) []string) (Func, error) {
+	var alts []string
+	for _, p := range patterns {
+		p = strings.ToLower(strings.TrimSuffix(strings.TrimSpace(p), "."))
+		if p == "" {
+			return nil, fmt.Errorf("%s: an empty pattern", field)
+		}
+		var b strings.Builder
+		for _, r := range p {
+			switch {
+			case r == '*':
+				b.WriteString(`[-.0-9a-z_]*`)
+			case r == '.':
+				b.WriteString(`\.`)
+			case r == '-' || r == '_' || ('0' <= r && r <= '9') || ('a' <= r && r <= 'z'):
+				b.WriteRune(r)
+			default:
+				return nil, fmt.Errorf("%s %q: %q is not a DNS name character", field, p, r)
+			}
+		}
+		alts = append(alts, b.String())
+	}
+	re := regexp.MustCompile(`^(?:` + strings.Join(alts, "|") + `)$`)
+	return func(f *flow.Flow) bool {
+		return slices.ContainsFunc(get(f), func(n string) bool { return re.MatchString(strings.ToLower(strings.TrimSuffix(n, "."))) })
+	}, nil
+}

@@ -1,0 +1,21 @@
+package filters
+
+import (
+	"testing"
+
+	"github.com/cilium/cilium/api/v1/flow"
+)
+
+func TestDNSFilters(t *testing.T) {
+	f := &flow.Flow{L7: &flow.Layer7{Record: &flow.Layer7_Dns{Dns: &flow.DNS{Query: "api.example.com."}}},
+		DestinationNames: []string{"API.example.com."}}
+	testBuilder(t, dnsFilters, []builderCase{
+		{name: "query", ff: &flow.FlowFilter{DnsQuery: []string{`example\.com\.$`}}, f: f, want: true},
+		{name: "no record", ff: &flow.FlowFilter{DnsQuery: []string{"."}}, f: tcpFlow(), want: false},
+		{name: "fqdn wildcard, any case", ff: &flow.FlowFilter{DestinationFqdn: []string{"*.example.com"}}, f: f, want: true},
+		{name: "fqdn is whole", ff: &flow.FlowFilter{DestinationFqdn: []string{"example.com"}}, f: f, want: false},
+		{name: "source has none", ff: &flow.FlowFilter{SourceFqdn: []string{"*"}}, f: f, want: false},
+		{name: "bad query", ff: &flow.FlowFilter{DnsQuery: []string{"("}}, err: "dns_query"},
+		{name: "bad fqdn", ff: &flow.FlowFilter{SourceFqdn: []string{"example.com/x"}}, err: "source_fqdn"},
+	})
+}

@@ -1,0 +1,146 @@
+package hubble
+
+import (
+	"context"
+	"log/slog"
+	"os"
+	"time"
+
+	"github.com/cilium/cilium/api/v1/flow"
+	"github.com/cilium/hive/cell"
+	"github.com/cilium/hive/job"
+	"github.com/cilium/statedb"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/cilium-go/cilium/pkg/endpoint"
+	"github.com/cilium-go/cilium/pkg/hubble/container"
+	"github.com/cilium-go/cilium/pkg/hubble/metrics"
+	hubbleobserver "github.com/cilium-go/cilium/pkg/hubble/observer"
+	"github.com/cilium-go/cilium/pkg/hubble/parser"
+	k8sagent "github.com/cilium-go/cilium/pkg/k8s/agent"
+	"github.com/cilium-go/cilium/pkg/monitor"
+	policyagent "github.com/cilium-go/cilium/pkg/policy/agent"
+)
+
+// observerCell makes flows of the monitor's events into the node's flow
+// ring, keeps the agent's events in a ring of their own, and provides the
+// Observer service that reads both.
+var observerCell = cell.Module("observer", "Datapath events made flows and kept in the node rings",
+	cell.Provide(newNodeName, newAgentState, newFlowRing, newAgentEvents, newObserver),
+	cell.Invoke(registerEventJobs),
+)
+
+// nodeName is the node's name in flows: the Kubernetes node's, else the
+// host's.
+type nodeName string
+
+func newNodeName(k k8sagent.Config) nodeName {
+	if k.K8sNodeName != "" {
+		return nodeName(k.K8sNodeName)
+	}
+	host, _ := os.Hostname()
+	return nodeName(host)
+}
+
+// flowRing is the node's flows, last ones kept: the events job writes
+// it; the Observer service and the exporter read it.
+type flowRing struct{ *container.Ring }
+
+// newFlowRing is nil when Hubble is off, as every part built from it.
+func newFlowRing(c Config) (*flowRing, error) {
+	if !c.EnableHubble {
+		return nil, nil
+	}
+	r, err := container.NewRing(c.HubbleEventBufferCapacity)
+	if err != nil {
+		return nil, err
+	}
+	return &flowRing{r}, nil
+}
+
+func newAgentEvents(c Config, node nodeName) (*agentEvents, error) {
+	if !c.EnableHubble {
+		return nil, nil
+	}
+	r, err := container.NewRing(agentEventsCapacity)
+	if err != nil {
+		return nil, err
+	}
+	return &agentEvents{ring: r, node: string(node)}, nil
+}
+
+func newObserver(ring *flowRing, agent *agentEvents, node nodeName) *hubbleobserver.Server {
+	if ring == nil {
+		return nil
+	}
+	return hubbleobserver.New(ring.Ring, string(node), Version).WithAgentEvents(agent.ring)
+}
+
+type eventParams struct {
+	cell.In
+	Config    Config
+	Log       *slog.Logger
+	Jobs      job.Group
+	Monitor   *monitor.Hub
+	Node      nodeName
+	State     *agentState
+	Ring      *flowRing
+	Agent     *agentEvents
+	Metrics   *metrics.Metrics
+	DB        *statedb.DB
+	Endpoints statedb.Table[*endpoint.Desired]
+	Policy    *policyagent.Agent                         `optional:"true"`
+	Policies  statedb.Table[*policyagent.EndpointPolicy] `optional:"true"`
+}
+
+// registerEventJobs subscribes to the monitor now, so that no event after
+// the agent starts is missed, and adds the jobs that fill the rings.
+func registerEventJobs(p eventParams) {
+	if !p.Config.EnableHubble {
+		return
+	}
+	pr := parser.New(string(p.Node), p.State, monitor.Clock)
+	sub := p.Monitor.Subscribe(p.Config.queueSize())
+	p.Jobs.Add(job.OneShot("hubble-events", func(ctx context.Context, _ cell.Health) error {
+		return ReadEvents(ctx, p.Log, sub, pr, p.Ring.Ring, p.Metrics)
+	}))
+	agent := p.Agent
+	if p.Policy != nil {
+		p.Policy.OnPolicyChange(agent.policyChanged)
+	}
+	p.Jobs.Add(job.OneShot("hubble-agent-events", func(ctx context.Context, _ cell.Health) error {
+		agent.started(time.Now())
+		return agent.watchEndpoints(ctx, p.DB, p.Endpoints, p.State.IdentityLabels)
+	}))
+	if p.Policies != nil {
+		p.Jobs.Add(job.OneShot("hubble-policy-refusals", func(ctx context.Context, _ cell.Health) error {
+			return agent.watchRefusals(ctx, p.DB, p.Policies, p.State.IdentityLabels)
+		}))
+	}
+}
+
+// ReadEvents makes flows of the events sub receives until ctx ends, and
+// counts them into m when there are metrics.
+func ReadEvents(ctx context.Context, log *slog.Logger, sub *monitor.Subscription, pr *parser.Parser, ring *container.Ring, m *metrics.Metrics) error {
+	defer sub.Close()
+	for {
+		ev, lost, ok := sub.Next(ctx)
+		if !ok {
+			return nil
+		}
+		if lost > 0 {
+			// Readers see the loss where it happened, among the flows.
+			ring.Write(container.Event{Lost: &flow.LostEvent{Source: flow.LostEventSource_OBSERVER_EVENTS_QUEUE,
+				NumEventsLost: lost, Last: timestamppb.Now()}})
+		}
+		f, err := pr.Decode(ev)
+		if err != nil {
+			log.Debug("event not shown", "error", err)
+			continue
+		}
+		ring.Write(container.Event{Flow: f})
+		if m != nil {
+			m.Process(f)
+		}
+	}
+}
