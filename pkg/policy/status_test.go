@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"strings"
 	"testing"
@@ -27,7 +26,7 @@ func TestReporterWritesTheLatestVerdictThroughItsOwnClient(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	clients := &k8sagent.Clients{Kube: kubefake.NewClientset(), Cilium: own, Status: status}
-	r := newReporter(ctx, slog.New(slog.NewTextHandler(io.Discard, nil)), clients, "node-a")
+	r := newReporter(ctx, slog.New(slog.DiscardHandler), clients, "node-a")
 	r.report(KindCNP, p, errors.New("spec.egress[0].toFQDNs: not supported"))
 	r.report(KindCNP, p, nil)
 
@@ -60,7 +59,7 @@ func TestReporterWritesThisNodesRefusal(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	clients := &k8sagent.Clients{Kube: kubefake.NewClientset(), Cilium: client.NewFake(), Status: status}
-	r := newReporter(ctx, slog.New(slog.NewTextHandler(io.Discard, nil)), clients, "node-a")
+	r := newReporter(ctx, slog.New(slog.DiscardHandler), clients, "node-a")
 	origin := Origin{Kind: KindCNP, Namespace: "x", Name: "p"}
 	nodes := func(want func(map[string]v2.CiliumNetworkPolicyNodeStatus) bool) {
 		t.Helper()
