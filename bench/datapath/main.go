@@ -135,7 +135,7 @@ func run(ctx context.Context, log *slog.Logger, d time.Duration, reps int, want 
 	nk, nkPolicy, err := buildNetkit(build)
 	switch {
 	case errors.Is(err, podlink.ErrNetkitUnsupported):
-		log.Warn("no (c-nk) and (c'-nk): this kernel cannot make netkit devices", "err", err)
+		log.Warn("no (c-nk) and (c'-nk): this kernel cannot make netkit devices", "error", err)
 	case err != nil:
 		return err
 	default:

@@ -128,7 +128,7 @@ func (a *agentProc) ask(req string) (agentReply, error) {
 		return r, fmt.Errorf("agent process: %w", err)
 	}
 	if !a.out.Scan() {
-		return r, fmt.Errorf("agent process: no answer to %s: %v", req, a.out.Err())
+		return r, fmt.Errorf("agent process: no answer to %s: %v", req, a.out.Err()) //nolint:errorlint // nil at EOF: shown, not wrapped
 	}
 	if err := json.Unmarshal(a.out.Bytes(), &r); err != nil {
 		return r, fmt.Errorf("agent process: %w", err)

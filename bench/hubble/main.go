@@ -200,7 +200,7 @@ func loadPart(log *slog.Logger, out io.Writer, rate int, d time.Duration) error 
 				return err
 			}
 		}
-		log.Info("load", "hubble", hubbleOn, "events/s per node", rate)
+		log.Info("load", "hubble", hubbleOn, "events-per-s-per-node", rate)
 		cpu0, t0 := cpuTime(), time.Now()
 		// Two percent over, so that the rate a whole run offers (its
 		// start and end included) is not below the one asked for.

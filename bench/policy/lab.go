@@ -81,6 +81,7 @@ type labBed struct {
 	serverEPs []uint16
 	fillers   int
 	newPods   int
+	log       *slog.Logger
 }
 
 // labPart brings a lab up, measures with one filler and then with
@@ -98,7 +99,7 @@ func labPart(ctx context.Context, log *slog.Logger, bin string, flips, newPods, 
 	if err != nil {
 		return nil, err
 	}
-	b := &labBed{Lab: lab}
+	b := &labBed{Lab: lab, log: log}
 	if b.cilium, err = client.NewForConfig(lab.Config); err != nil {
 		return nil, err
 	}
@@ -379,7 +380,7 @@ func (b *labBed) newPod(ctx context.Context) (time.Duration, error) {
 		zero := int64(0)
 		err := b.Clientset.CoreV1().Pods(labNS).Delete(context.WithoutCancel(ctx), name, metav1.DeleteOptions{GracePeriodSeconds: &zero})
 		if err != nil && !k8serrors.IsNotFound(err) {
-			slog.Warn("deleting a new pod", "pod", name, "err", err)
+			b.log.Warn("deleting a new pod", "pod", name, "error", err)
 		}
 	}()
 	ns, err := awaitRouted(ctx, node, known, netip.AddrPortFrom(b.servers[0], serverPort))

@@ -215,7 +215,7 @@ func measureControlPlane(ctx context.Context, log *slog.Logger, o options, onClo
 	res.inuseFull, res.liveFull = heap()
 	log.Info("control plane: programmed", "took", res.program.Round(time.Millisecond))
 
-	log.Info("control plane: changing EndpointSlices", "per second", o.cpRate, "for", o.cpDuration)
+	log.Info("control plane: changing EndpointSlices", "per-second", o.cpRate, "for", o.cpDuration)
 	if err := lb.changes(ctx, kube, m, objs, o, res); err != nil {
 		return nil, err
 	}

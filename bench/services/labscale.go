@@ -75,8 +75,8 @@ func (l *labBed) scaleTo(ctx context.Context, log *slog.Logger, n int) error {
 	if err := l.waitReachable(ctx, sentinel.cip, 10*time.Minute); err != nil {
 		return err
 	}
-	log.Info("Services in the lab", "proxy", l.mode.name, "n", n, "created in", created.Round(time.Millisecond),
-		"programmed after", time.Since(t0).Round(time.Millisecond))
+	log.Info("Services in the lab", "proxy", l.mode.name, "n", n, "created-in", created.Round(time.Millisecond),
+		"programmed-after", time.Since(t0).Round(time.Millisecond))
 	return nil
 }
 

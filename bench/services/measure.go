@@ -103,7 +103,7 @@ func (b *bed) measure(ctx context.Context, log *slog.Logger, o options) (*dpResu
 			if err := b.scaleTo(n); err != nil {
 				return nil, err
 			}
-			log.Info("services in the maps", "n", n, "written in", time.Since(t0).Round(time.Millisecond))
+			log.Info("services in the maps", "n", n, "written-in", time.Since(t0).Round(time.Millisecond))
 			var paths []path
 			if o.want("crr") {
 				paths = append(paths, podTC, cipTC)

@@ -131,7 +131,7 @@ func TestAgentServesAPIAndRestoresAfterRestart(t *testing.T) {
 	testenv.Eventually(t, 10*time.Second, func() error {
 		hz, err := c.Healthz(ctx)
 		if err != nil || !hz.OK {
-			return fmt.Errorf("healthz: %+v %v", hz, err)
+			return fmt.Errorf("healthz: %+v %v", hz, err) //nolint:errorlint // err may be nil: shown beside the state, not wrapped
 		}
 		levels := map[string]string{}
 		for _, m := range hz.Modules {

@@ -345,7 +345,7 @@ func TestCiliumToolsSeeARefusedPolicy(t *testing.T) {
 	rev0 := policyRevision(t, dbg)
 	testenv.Eventually(t, 30*time.Second, func() error {
 		if r, err := realized(); err != nil || r != rev0 {
-			return fmt.Errorf("realized %d %v, want %d", r, err, rev0)
+			return fmt.Errorf("realized %d %v, want %d", r, err, rev0) //nolint:errorlint // err may be nil: shown beside the state, not wrapped
 		}
 		return nil
 	})
@@ -365,13 +365,13 @@ func TestCiliumToolsSeeARefusedPolicy(t *testing.T) {
 	testenv.Eventually(t, 30*time.Second, func() error {
 		ep, err := c.GetEndpointByID(ctx, 1)
 		if err != nil || ep.Policy == nil || ep.Policy.Refused == "" {
-			return fmt.Errorf("endpoint policy %+v %v, want refused", ep.Policy, err)
+			return fmt.Errorf("endpoint policy %+v %v, want refused", ep.Policy, err) //nolint:errorlint // err may be nil: shown beside the state, not wrapped
 		}
 		if rev := policyRevision(t, dbg); rev <= rev0 {
 			return fmt.Errorf("policy revision %d, want above %d", rev, rev0)
 		}
 		if r, err := realized(); err != nil || r != 0 {
-			return fmt.Errorf("realized %d %v, want 0 while refused", r, err)
+			return fmt.Errorf("realized %d %v, want 0 while refused", r, err) //nolint:errorlint // err may be nil: shown beside the state, not wrapped
 		}
 		return nil
 	})
@@ -383,7 +383,7 @@ func TestCiliumToolsSeeARefusedPolicy(t *testing.T) {
 	testenv.Eventually(t, 30*time.Second, func() error {
 		rev := policyRevision(t, dbg)
 		if r, err := realized(); err != nil || r < rev {
-			return fmt.Errorf("realized %d %v, want %d", r, err, rev)
+			return fmt.Errorf("realized %d %v, want %d", r, err, rev) //nolint:errorlint // err may be nil: shown beside the state, not wrapped
 		}
 		return nil
 	})

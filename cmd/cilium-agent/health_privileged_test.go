@@ -428,18 +428,18 @@ func TestPrivilegedHealthEndpointAcrossRestarts(t *testing.T) {
 	testenv.Eventually(t, time.Minute, func() error {
 		eps, err := client.New(n.apiSock()).Endpoints(ctx)
 		if err != nil || len(eps) != 0 {
-			return fmt.Errorf("endpoints %+v %v", eps, err)
+			return fmt.Errorf("endpoints %+v %v", eps, err) //nolint:errorlint // err may be nil: shown beside the state, not wrapped
 		}
 		allocs, err := client.New(n.apiSock()).Allocations(ctx)
 		if err != nil || len(allocs) != 0 {
-			return fmt.Errorf("allocations %+v %v", allocs, err)
+			return fmt.Errorf("allocations %+v %v", allocs, err) //nolint:errorlint // err may be nil: shown beside the state, not wrapped
 		}
 		if hostLink() {
 			return errors.New("lxc_health is still there")
 		}
 		cn, err := cilium.CiliumV2().CiliumNodes().Get(ctx, n.name, metav1.GetOptions{})
 		if err != nil || cn.Spec.HealthAddressing.IPv4 != "" {
-			return fmt.Errorf("CiliumNode health %+v %v", cn.Spec.HealthAddressing, err)
+			return fmt.Errorf("CiliumNode health %+v %v", cn.Spec.HealthAddressing, err) //nolint:errorlint // err may be nil: shown beside the state, not wrapped
 		}
 		return nil
 	})

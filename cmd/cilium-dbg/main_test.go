@@ -61,7 +61,7 @@ type agentOptions struct {
 func startAgent(t *testing.T, o agentOptions) *agent {
 	t.Helper()
 	dir := t.TempDir()
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	log := slog.New(slog.DiscardHandler)
 	alloc, _, err := ipam.New(netip.MustParsePrefix("10.0.1.0/24"), podlink.GatewayIPv4, filepath.Join(dir, "ipam.json"))
 	if err != nil {
 		t.Fatal(err)

@@ -5,6 +5,7 @@ package depcheck
 
 import (
 	"encoding/json"
+	"errors"
 	"os/exec"
 	"strings"
 	"testing"
@@ -38,7 +39,7 @@ func goList(t *testing.T, args ...string) []string {
 	t.Helper()
 	out, err := exec.Command("go", append([]string{"list"}, args...)...).Output()
 	if err != nil {
-		if ee, ok := err.(*exec.ExitError); ok {
+		if ee := (*exec.ExitError)(nil); errors.As(err, &ee) {
 			t.Fatalf("go list %v: %v\n%s", args, err, ee.Stderr)
 		}
 		t.Fatalf("go list %v: %v", args, err)

@@ -2,6 +2,7 @@ package datapath
 
 import (
 	"encoding/binary"
+	"errors"
 	"net"
 	"net/netip"
 	"os"
@@ -264,7 +265,7 @@ func (e *env) drain() []spec.Event {
 	e.events.SetDeadline(time.Now())
 	for {
 		ev, err := e.events.Read()
-		if err == ErrNoEvent {
+		if errors.Is(err, ErrNoEvent) {
 			return out
 		}
 		if err != nil {

@@ -233,7 +233,7 @@ func (n *Node) Start() error {
 	n.consts.MasqueradePorts = MasqueradePortRange(ephemeral, n.cfg.NodePorts)
 	n.consts.NodePorts = n.cfg.NodePorts
 	n.log.Info("source translation", "masquerade", n.cfg.Masquerade, "ports", n.consts.MasqueradePorts,
-		"nodeEphemeralPorts", ephemeral)
+		"node-ephemeral-ports", ephemeral)
 	var tunnel netlink.Link
 	if n.cfg.Mode == spec.Tunnel {
 		if tunnel, err = n.ensureVXLAN(uplink.Attrs().MTU - vxlanOverhead); err != nil {

@@ -1,7 +1,6 @@
 package datapath
 
 import (
-	"io"
 	"log/slog"
 	"net"
 	"net/netip"
@@ -78,7 +77,7 @@ func startRouteTestNode(t *testing.T, mode spec.RoutingMode) (*Node, string) {
 	must(t, testnode.AddUplink(ns, "192.168.77.1/24"))
 	node, err := NewNode(Config{BPFFSDir: testnode.TempBPFFS(t), NetNS: ns,
 		NodeIPv4: netip.MustParseAddr("192.168.77.1"), Uplink: "eth0", Mode: mode},
-		slog.New(slog.NewTextHandler(io.Discard, nil)))
+		slog.New(slog.DiscardHandler))
 	must(t, err)
 	t.Cleanup(func() {
 		if err := node.Teardown(); err != nil {

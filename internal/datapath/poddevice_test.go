@@ -1,7 +1,6 @@
 package datapath
 
 import (
-	"io"
 	"log/slog"
 	"net/netip"
 	"testing"
@@ -32,7 +31,7 @@ func TestParsePodDevice(t *testing.T) {
 // NewNode settles the pod device and refuses netkit with tc filters,
 // which cannot attach to a netkit pair's pod side.
 func TestConfigPodDevice(t *testing.T) {
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	log := slog.New(slog.DiscardHandler)
 	base := Config{BPFFSDir: "/sys/fs/bpf/x", NodeIPv4: netip.MustParseAddr("192.168.1.1"), Uplink: "eth0", Mode: spec.Native}
 	for _, tc := range []struct {
 		name     string

@@ -2,7 +2,6 @@ package datapath
 
 import (
 	"errors"
-	"io"
 	"log/slog"
 	"net"
 	"net/netip"
@@ -408,7 +407,7 @@ func TestPrivilegedNodeSocketLB(t *testing.T) {
 	cgroup := newTestCgroup(t)
 	node, err := NewNode(Config{BPFFSDir: testnode.TempBPFFS(t), NetNS: ns, NodeIPv4: netip.MustParseAddr("192.168.77.1"),
 		Uplink: "eth0", Mode: spec.Native, SocketLB: true, CgroupRoot: cgroup},
-		slog.New(slog.NewTextHandler(io.Discard, nil)))
+		slog.New(slog.DiscardHandler))
 	must(t, err)
 	t.Cleanup(func() { node.Teardown() })
 	must(t, node.Start())

@@ -53,9 +53,9 @@ func ParseConf(b []byte) (*NetConf, error) {
 type PodArgs struct {
 	types.CommonArgs
 	K8S_POD_NAME               types.UnmarshallableString //nolint:revive // CNI_ARGS names
-	K8S_POD_NAMESPACE          types.UnmarshallableString //nolint:revive
-	K8S_POD_INFRA_CONTAINER_ID types.UnmarshallableString //nolint:revive
-	K8S_POD_UID                types.UnmarshallableString //nolint:revive
+	K8S_POD_NAMESPACE          types.UnmarshallableString //nolint:revive // CNI_ARGS names
+	K8S_POD_INFRA_CONTAINER_ID types.UnmarshallableString //nolint:revive // CNI_ARGS names
+	K8S_POD_UID                types.UnmarshallableString //nolint:revive // CNI_ARGS names
 }
 
 // ParseArgs reads CNI_ARGS; unknown keys are ignored, as runtimes pass

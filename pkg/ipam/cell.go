@@ -104,9 +104,9 @@ func newFromConfig(p params) (*Allocator, error) {
 			return err
 		}
 		for _, d := range dropped {
-			p.Log.Warn("dropping allocation outside the pod CIDR", "ip", d.IP, "owner", d.Owner, "podCIDR", cidr)
+			p.Log.Warn("dropping allocation outside the pod CIDR", "ip", d.IP, "owner", d.Owner, "pod-cidr", cidr)
 		}
-		p.Log.Info("IPAM ready", "podCIDR", cidr, "allocations", len(a.List()))
+		p.Log.Info("IPAM ready", "pod-cidr", cidr, "allocations", len(a.List()))
 		p.Health.OK(fmt.Sprintf("pod CIDR %s", cidr))
 		return nil
 	}})

@@ -232,7 +232,7 @@ func TestReconcilerWaitsForMap(t *testing.T) {
 	testenv.Eventually(t, 10*time.Second, func() error { // an error status while there is no map
 		var noMap error
 		if s, ok := h.reconcilerHealth(); !ok || !strings.Contains(s.Error, errNoMap.Error()) {
-			noMap = fmt.Errorf("reconciler health %+v (found %v), want an error containing %q", s, ok, errNoMap)
+			noMap = fmt.Errorf("reconciler health %+v (found %v), want an error containing %q", s, ok, errNoMap.Error())
 		}
 		return errors.Join(h.statusIs(p, reconciler.StatusKindError), noMap)
 	})

@@ -84,7 +84,7 @@ func TestPrivilegedLabCiliumAPIServerOutage(t *testing.T) {
 				return fmt.Errorf("the agent of %s was restarted (pid %d, was %d)", node, now, pid)
 			}
 			if code, body, err := agentProbe(pid, 9962, "/readyz"); err != nil || code != http.StatusOK {
-				return fmt.Errorf("%s /readyz: %d %s %v", node, code, body, err)
+				return fmt.Errorf("%s /readyz: %d %s %v", node, code, body, err) //nolint:errorlint // err may be nil: shown beside the state, not wrapped
 			}
 		}
 		return nil

@@ -243,7 +243,7 @@ func agentRestartKeepsTCP(t *testing.T, lab *Lab, node, tracked string, whileDow
 	lab.Eventually("the connections in the node's conntrack map", 30*time.Second, func() error {
 		ct, err := lab.dbg(node, "bpf", "ct", "list", "-o", "json")
 		if err != nil || !strings.Contains(ct, `"`+tracked+`"`) {
-			return fmt.Errorf("no connection of %s: %v", tracked, err)
+			return fmt.Errorf("no connection of %s: %v", tracked, err) //nolint:errorlint // err may be nil: shown beside the state, not wrapped
 		}
 		return nil
 	})
@@ -343,7 +343,7 @@ func checkGone(t *testing.T, lab *Lab, gone echoPod, nodes ...string) {
 			for _, cmd := range [][]string{{"endpoint", "list"}, {"bpf", "endpoint", "list"}, {"bpf", "ipcache", "list"}} {
 				out, err := lab.dbg(node, append(cmd, "-o", "json")...)
 				if err != nil {
-					return fmt.Errorf("%s on %s: %v\n%s", strings.Join(cmd, " "), node, err, out)
+					return fmt.Errorf("%s on %s: %w\n%s", strings.Join(cmd, " "), node, err, out)
 				}
 				for _, q := range quoted {
 					if strings.Contains(out, q) {

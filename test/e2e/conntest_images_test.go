@@ -320,7 +320,7 @@ func TestPrivilegedLabConnectivityTestImages(t *testing.T) {
 			// What the client said last, and its restarts, for whoever reads the failure.
 			last, _ := lab.run("kubectl", "-n", ns, "logs", pod, "--tail=5")
 			status, _ := lab.run("kubectl", "-n", ns, "get", "pod", pod, "-o", "jsonpath={.status.containerStatuses[0]}")
-			return fmt.Errorf("no replies counted since %s yet (%v); last lines:\n%s\nstatus: %s", since, err, last, status)
+			return fmt.Errorf("no replies counted since %s yet (%v); last lines:\n%s\nstatus: %s", since, err, last, status) //nolint:errorlint // err may be nil: shown beside the state, not wrapped
 		})
 	}
 	if after := restarts(); fmt.Sprint(after) != fmt.Sprint(before) {

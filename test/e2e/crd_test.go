@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"log/slog"
 	"path/filepath"
 	"reflect"
@@ -91,7 +90,7 @@ func TestPrivilegedSmokeCRDs(t *testing.T) {
 			out, err := lab.run("kubectl", "get", "crd", n+".cilium.io",
 				"-o", `jsonpath={.status.conditions[?(@.type=="Established")].status}`)
 			if err != nil || strings.TrimSpace(out) != "True" {
-				return fmt.Errorf("Established %q: %v", out, err)
+				return fmt.Errorf("Established %q: %v", out, err) //nolint:errorlint // err may be nil: shown beside the state, not wrapped
 			}
 			return nil
 		})
@@ -208,7 +207,7 @@ func testKinds(t *testing.T, cs *client.Clientset) {
 func testIdentityRace(t *testing.T, cfg *rest.Config) {
 	const sets, workers = 12, 4
 	allocCfg := allocator.AllocatorConfig{Min: 40000, Max: 40000 + 23}
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	log := slog.New(slog.DiscardHandler)
 	var agents []*allocator.Allocator
 	for range 2 {
 		cs, err := client.NewForConfig(cfg)

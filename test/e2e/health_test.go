@@ -34,7 +34,7 @@ func TestPrivilegedSmokeHealth(t *testing.T) {
 		}
 		out, err := lab.run("kubectl", "get", "ciliumnodes", "-o", "json")
 		if err != nil {
-			return fmt.Errorf("%v: %s", err, out)
+			return fmt.Errorf("%w: %s", err, out)
 		}
 		if err := json.Unmarshal([]byte(out), &list); err != nil {
 			return err
@@ -138,7 +138,7 @@ func healthProbe(lab *Lab, node string) (*healthmodels.HealthStatusResponse, err
 	out, err := lab.run("cilium-lab", "exec", "--state-dir", lab.StateDir, node, "--",
 		filepath.Join(*binDir, "cilium-health"), "status", "--probe", "-o", "json")
 	if err != nil {
-		return nil, fmt.Errorf("%v: %s", err, out)
+		return nil, fmt.Errorf("%w: %s", err, out)
 	}
 	i := strings.Index(out, "{")
 	if i < 0 {

@@ -104,7 +104,7 @@ func TestPrivilegedSmokeHubbleUpstream(t *testing.T) {
 	lab.Eventually("the locked pod runs", 2*time.Minute, func() error {
 		out, err := lab.run("kubectl", "get", "pod", "locked", "-o", "json")
 		if err != nil {
-			return fmt.Errorf("%v: %s", err, out)
+			return fmt.Errorf("%w: %s", err, out)
 		}
 		if err := json.Unmarshal([]byte(out), &locked); err != nil {
 			return err
@@ -137,7 +137,7 @@ func TestPrivilegedSmokeHubbleUpstream(t *testing.T) {
 					var err error
 					out, err = lab.upstream(s, timeout, args...)
 					if err != nil && !strings.Contains(err.Error(), "exit status 124") {
-						return fmt.Errorf("%s: hubble %s: %v\n%s", what, strings.Join(args, " "), err, out)
+						return fmt.Errorf("%s: hubble %s: %w\n%s", what, strings.Join(args, " "), err, out)
 					}
 					for _, w := range want {
 						if !strings.Contains(out, w) {
@@ -352,7 +352,7 @@ func relayPortForward(t *testing.T, lab *Lab, node string) {
 	testenv.Eventually(t, time.Minute, func() error {
 		out, err := hubble("status")
 		if err != nil || !strings.Contains(out, "Healthcheck (via") || !strings.Contains(out, ": Ok") {
-			return fmt.Errorf("hubble status through the port-forward: %v\n%s", err, out)
+			return fmt.Errorf("hubble status through the port-forward: %v\n%s", err, out) //nolint:errorlint // err may be nil: shown beside the state, not wrapped
 		}
 		return nil
 	})

@@ -44,7 +44,7 @@ func TestPrivilegedSmokeInstall(t *testing.T) {
 	lab.Eventually("both nodes connected through hubble-relay", time.Minute, func() error {
 		out, err := lab.hubble("list", "nodes")
 		if err != nil || strings.Count(out, "Connected") != 2 {
-			return fmt.Errorf("%v\n%s", err, out)
+			return fmt.Errorf("%v\n%s", err, out) //nolint:errorlint // err may be nil: shown beside the state, not wrapped
 		}
 		return nil
 	})

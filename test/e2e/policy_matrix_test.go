@@ -126,12 +126,12 @@ func matrixPods(l *Lab) []*matrixPod {
 			out, err := l.run("kubectl", "-n", p.ns, "get", "pod", p.name, "-o",
 				`jsonpath={.status.podIP} {.status.conditions[?(@.type=="Ready")].status}`)
 			if f := strings.Fields(out); err != nil || len(f) != 2 || f[1] != "True" {
-				return fmt.Errorf("pod %s: %q %v", p, out, err)
+				return fmt.Errorf("pod %s: %q %v", p, out, err) //nolint:errorlint // err may be nil: shown beside the state, not wrapped
 			}
 			p.ip = strings.Fields(out)[0]
 			svc, err := l.run("kubectl", "-n", p.ns, "get", "service", "s-"+p.name, "-o", "jsonpath={.spec.clusterIP}")
 			if err != nil || svc == "" {
-				return fmt.Errorf("service of %s: %q %v", p, svc, err)
+				return fmt.Errorf("service of %s: %q %v", p, svc, err) //nolint:errorlint // err may be nil: shown beside the state, not wrapped
 			}
 			p.svcIP = svc
 		}

@@ -458,7 +458,7 @@ spec:
 				out, err := l.run("kubectl", "-n", "x", "get", "events", "--field-selector", "reason=PolicyRejected,involvedObject.name=guard",
 					"-o", "jsonpath={.items[*].message}")
 				if err != nil || !strings.Contains(out, "toFQDNs") {
-					return fmt.Errorf("no PolicyRejected event naming toFQDNs: %q %v", out, err)
+					return fmt.Errorf("no PolicyRejected event naming toFQDNs: %q %v", out, err) //nolint:errorlint // err may be nil: shown beside the state, not wrapped
 				}
 				return nil
 			}},
@@ -589,7 +589,7 @@ func relayKeepsServing(t *testing.T, lab *Lab) {
 		return func() error {
 			out, err := lab.hubble("list", "nodes")
 			if err != nil {
-				return fmt.Errorf("hubble list nodes: %v\n%s", err, out)
+				return fmt.Errorf("hubble list nodes: %w\n%s", err, out)
 			}
 			for _, w := range want {
 				if !regexp.MustCompile(`(?m)^` + w).MatchString(out) {
@@ -603,7 +603,7 @@ func relayKeepsServing(t *testing.T, lab *Lab) {
 	lab.Eventually("flows of both nodes through the relay", 30*time.Second, func() error {
 		out, err := lab.hubble("observe", "--last", "1000", "-o", "json")
 		if err != nil {
-			return fmt.Errorf("hubble observe: %v\n%s", err, out)
+			return fmt.Errorf("hubble observe: %w\n%s", err, out)
 		}
 		for _, n := range []string{n1, n2} {
 			if !strings.Contains(out, `"nodeName":"`+n+`"`) {
@@ -631,7 +631,7 @@ func relayKeepsServing(t *testing.T, lab *Lab) {
 	lab.Eventually("the other node's flows while one is away", 30*time.Second, func() error {
 		out, err := lab.hubble("observe", "--last", "20")
 		if err != nil {
-			return fmt.Errorf("hubble observe: %v\n%s", err, out)
+			return fmt.Errorf("hubble observe: %w\n%s", err, out)
 		}
 		if !strings.Contains(out, "1 nodes are unavailable: "+n2) || !strings.Contains(out, "FORWARDED") {
 			return fmt.Errorf("hubble observe with %s away:\n%s", n2, out)
@@ -667,7 +667,7 @@ func policyCondition(ns, name, status, msg string) func(l *Lab) error {
 		out, err := l.run("kubectl", "-n", ns, "get", "ciliumnetworkpolicy", name, "-o",
 			`jsonpath={.status.conditions[?(@.type=="Valid")].status} {.status.conditions[?(@.type=="Valid")].message}`)
 		if err != nil {
-			return fmt.Errorf("%s/%s: %v: %s", ns, name, err, out)
+			return fmt.Errorf("%s/%s: %w: %s", ns, name, err, out)
 		}
 		got, message, _ := strings.Cut(out, " ")
 		if got != status || !strings.Contains(message, msg) {
@@ -713,7 +713,7 @@ func hubbleShows(filter []string, want ...string) func(l *Lab) error {
 	return func(l *Lab) error {
 		out, err := l.hubble(append([]string{"observe", "--last", "1000", "--print-policy-names"}, filter...)...)
 		if err != nil {
-			return fmt.Errorf("hubble observe through the relay: %v\n%s", err, out)
+			return fmt.Errorf("hubble observe through the relay: %w\n%s", err, out)
 		}
 		lines := strings.Split(out, "\n")
 		for _, line := range lines {
@@ -730,7 +730,7 @@ func hubbleShows(filter []string, want ...string) func(l *Lab) error {
 func trace(l *Lab, src, dst string, want ...string) error {
 	out, err := l.dbg(l.Name+"-node1", "policy", "trace", "--src", src, "--dst", dst, "--dport", "80/tcp")
 	if err != nil {
-		return fmt.Errorf("policy trace %s -> %s: %v\n%s", src, dst, err, out)
+		return fmt.Errorf("policy trace %s -> %s: %w\n%s", src, dst, err, out)
 	}
 	for _, w := range want {
 		if !strings.Contains(out, w) {

@@ -159,7 +159,7 @@ func checkServices(t *testing.T, lab *Lab, client echoPod, nodes ...string) {
 	lab.Eventually("the hairpin pod reaches itself through its Service", time.Minute, func() error {
 		out, err := lab.run("kubectl", "exec", "hairpin", "--", "/agnhost", "connect", "hairpin.default.svc.cluster.local:80", "--timeout=3s")
 		if err != nil {
-			return fmt.Errorf("%v: %s", err, out)
+			return fmt.Errorf("%w: %s", err, out)
 		}
 		return nil
 	})
@@ -178,7 +178,7 @@ func checkServices(t *testing.T, lab *Lab, client echoPod, nodes ...string) {
 	lab.Eventually("hubble naming the Service of translated calls", 30*time.Second, func() error {
 		out, err := lab.hubble("observe", "--last", "1000", "--type", "trace-sock", "--to-service", "default/echo", "-o", "json")
 		if err != nil {
-			return fmt.Errorf("hubble observe: %v\n%s", err, out)
+			return fmt.Errorf("hubble observe: %w\n%s", err, out)
 		}
 		for _, want := range []string{`"verdict":"TRACED"`, `"verdict":"TRANSLATED"`} {
 			if !slices.ContainsFunc(strings.Split(out, "\n"), func(line string) bool {
@@ -212,7 +212,7 @@ func checkNodePorts(t *testing.T, lab *Lab, nodes ...string) {
 			out, err := lab.run("cilium-lab", "exec", "--state-dir", lab.StateDir, "outside", "--",
 				"curl", "-sS", "-m", "3", url(30080, "hostname"))
 			if err != nil {
-				return fmt.Errorf("%v: %s", err, out)
+				return fmt.Errorf("%w: %s", err, out)
 			}
 			return nil
 		})
@@ -236,7 +236,7 @@ func checkNodePorts(t *testing.T, lab *Lab, nodes ...string) {
 	lab.Eventually("hubble naming the NodePort's Service", 30*time.Second, func() error {
 		out, err := lab.hubble("observe", "--last", "1000", "--to-service", "default/echo-local", "-o", "json")
 		if err != nil {
-			return fmt.Errorf("hubble observe: %v\n%s", err, out)
+			return fmt.Errorf("hubble observe: %w\n%s", err, out)
 		}
 		if !strings.Contains(out, `"destinationService":{"name":"echo-local","namespace":"default"}`) ||
 			!strings.Contains(out, `"IP":{"source":"`+outsideIP+`"`) {
@@ -256,7 +256,7 @@ func checkNodePorts(t *testing.T, lab *Lab, nodes ...string) {
 	lab.Eventually("the ExternalIP answers the outside client", time.Minute, func() error {
 		out, err := exec("curl", "-sS", "-m", "3", "http://203.0.113.10/hostname")
 		if err != nil {
-			return fmt.Errorf("%v: %s", err, out)
+			return fmt.Errorf("%w: %s", err, out)
 		}
 		return nil
 	})
@@ -282,7 +282,7 @@ func hugeServiceRefusedAlone(t *testing.T, lab *Lab, client echoPod) {
 		out, err := lab.run("kubectl", "get", "events", "--field-selector", "involvedObject.name=huge,reason=ServiceRefused",
 			"-o", "jsonpath={.items[*].message}")
 		if err != nil || !strings.Contains(out, "refused") {
-			return fmt.Errorf("no ServiceRefused event on the Service: %v %q", err, out)
+			return fmt.Errorf("no ServiceRefused event on the Service: %v %q", err, out) //nolint:errorlint // err may be nil: shown beside the state, not wrapped
 		}
 		return nil
 	})

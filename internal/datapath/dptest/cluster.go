@@ -7,7 +7,6 @@ package dptest
 import (
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"net/netip"
@@ -103,7 +102,7 @@ func New(o Options) (c *Cluster, err error) {
 		o.PodsPerNode = 2
 	}
 	if o.Log == nil {
-		o.Log = slog.New(slog.NewTextHandler(io.Discard, nil))
+		o.Log = slog.New(slog.DiscardHandler)
 	}
 	c = &Cluster{opts: o}
 	defer func() {

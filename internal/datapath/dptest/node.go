@@ -1,7 +1,6 @@
 package dptest
 
 import (
-	"io"
 	"log/slog"
 	"net/netip"
 	"testing"
@@ -21,7 +20,7 @@ func StartNode(t testing.TB, ns string) *datapath.Node {
 	}
 	n, err := datapath.NewNode(datapath.Config{BPFFSDir: testnode.TempBPFFS(t), NetNS: ns,
 		NodeIPv4: netip.MustParseAddr("192.168.77.1"), Uplink: "eth0", Mode: spec.Native},
-		slog.New(slog.NewTextHandler(io.Discard, nil)))
+		slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}

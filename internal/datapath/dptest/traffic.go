@@ -236,5 +236,5 @@ func UDPRefused(ns string, to netip.Addr, port int) error {
 	if errors.Is(err, unix.ECONNREFUSED) {
 		return nil
 	}
-	return fmt.Errorf("read: %v, want connection refused", err)
+	return fmt.Errorf("read: %v, want connection refused", err) //nolint:errorlint // err is nil when the read succeeded: shown, not wrapped
 }

@@ -92,9 +92,9 @@ func (a *Agent) waitHealthy(ctx context.Context, timeout time.Duration) error {
 		last = err
 		select {
 		case <-a.exited:
-			return fmt.Errorf("agent exited while starting (%v): %s", a.waitErr, a.LogTail(20))
+			return fmt.Errorf("agent exited while starting (%v): %s", a.waitErr, a.LogTail(20)) //nolint:errorlint // nil when the agent exited 0: shown, not wrapped
 		case <-ctx.Done():
-			return fmt.Errorf("agent not healthy (last: %v): %w\n%s", last, ctx.Err(), a.LogTail(20))
+			return fmt.Errorf("agent not healthy (last: %v): %w\n%s", last, ctx.Err(), a.LogTail(20)) //nolint:errorlint // last is nil while healthz answers not OK: shown; the deadline is wrapped
 		case <-tick.C:
 		}
 	}

@@ -308,7 +308,7 @@ func startCilium(ctx context.Context, cs kubernetes.Interface, applier *apply.Ap
 			// The Node exists once the node agent registered it.
 			err := retry(ctx, func() error { return tokenKubeconfig(ctx, cs, cp, agentSA, n.Name, agentKubeconfig(n)) })
 			if err != nil {
-				log.Error("cilium-agent credentials", "node", n.Name, "err", err)
+				log.Error("cilium-agent credentials", "node", n.Name, "error", err)
 				return
 			}
 			sup.Start(ctx, agentProcess(p, n, binDir), 30*time.Second)

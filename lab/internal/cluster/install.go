@@ -177,7 +177,7 @@ func bindNodeCgroups(p plan.Plan) error {
 		script := `mkdir -p "$2" && { mountpoint -q "$2" || mount --bind "$1" "$2"; }`
 		out, err := exec.Command("nsenter", "--mount="+n.MntNS, "--", "sh", "-ec", script, "sh", n.Cgroup, nodeCgroupRoot).CombinedOutput()
 		if err != nil {
-			return fmt.Errorf("node %s: bind its cgroup at %s: %v: %s", n.Name, nodeCgroupRoot, err, out)
+			return fmt.Errorf("node %s: bind its cgroup at %s: %w: %s", n.Name, nodeCgroupRoot, err, out)
 		}
 	}
 	return nil

@@ -119,11 +119,11 @@ func routeNodes(ctx context.Context, cs kubernetes.Interface, dyn dynamic.Interf
 				err = ciliumNodeRoutes(ctx, dyn, nodeIPs(nodes.Items), want)
 			}
 			if err != nil {
-				log.Warn("pod CIDR routes", "err", err)
+				log.Warn("pod CIDR routes", "error", err)
 			}
 			for _, ns := range machines {
 				if err := syncRoutes(ns, p, want); err != nil {
-					log.Warn("pod CIDR routes", "netns", ns, "err", err)
+					log.Warn("pod CIDR routes", "netns", ns, "error", err)
 				}
 			}
 		}

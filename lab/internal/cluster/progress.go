@@ -63,7 +63,7 @@ func (p *progress) waitFor(ctx context.Context, fn func() error) error {
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("%s: gave up after %s: %v", p.stepName, time.Since(p.stepStart).Round(time.Second), err)
+			return fmt.Errorf("%s: gave up after %s: %w", p.stepName, time.Since(p.stepStart).Round(time.Second), err)
 		case <-time.After(200 * time.Millisecond):
 		}
 	}

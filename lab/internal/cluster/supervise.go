@@ -151,7 +151,7 @@ func Supervise(ctx context.Context, stateDir, binDir string, log *slog.Logger) e
 	}()
 	if err != nil {
 		setPhase("failed", err)
-		log.Error("lab start", "err", err)
+		log.Error("lab start", "error", err)
 	} else {
 		setPhase("running", nil)
 	}
@@ -202,7 +202,7 @@ func retry(ctx context.Context, fn func() error) error {
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("%w (last error: %v)", ctx.Err(), err)
+			return fmt.Errorf("%w (last error: %w)", ctx.Err(), err)
 		case <-time.After(250 * time.Millisecond):
 		}
 	}
@@ -226,7 +226,7 @@ func forwardAPI(ctx context.Context, p plan.Plan, log *slog.Logger) error {
 			c, err := ln.Accept()
 			if err != nil {
 				if ctx.Err() == nil {
-					log.Error("API forwarder", "err", err)
+					log.Error("API forwarder", "error", err)
 				}
 				return
 			}

@@ -189,7 +189,7 @@ func up(ctx context.Context, p plan.Plan, o UpOptions, pr *progress) error {
 	alive := func() error {
 		select {
 		case err := <-exited:
-			return backoffStop{fmt.Errorf("the supervisor exited (%v): see %s", err, filepath.Join(l.logs(), "supervisor.log"))}
+			return backoffStop{fmt.Errorf("the supervisor exited (%v): see %s", err, filepath.Join(l.logs(), "supervisor.log"))} //nolint:errorlint // nil when the supervisor exited 0: shown, not wrapped
 		default:
 		}
 		if err := supervisorFailed(l); err != nil {

@@ -198,7 +198,7 @@ func checkAgentAsServiceAccount(t *testing.T, ctx context.Context, cfg Config, i
 		if apierrors.IsNotFound(err) {
 			return nil
 		}
-		return fmt.Errorf("still there: %v", err)
+		return fmt.Errorf("still there: %v", err) //nolint:errorlint // err may be nil: shown beside the state, not wrapped
 	})
 }
 

@@ -98,7 +98,7 @@ func checkOperatorAsServiceAccount(t *testing.T, ctx context.Context, cfg Config
 			}
 			p, err := netip.ParsePrefix(cidrs[0])
 			if err != nil || p.Bits() != mask || !pool.Overlaps(p) {
-				return fmt.Errorf("pod CIDR %s outside %s or not /%d (%v)", cidrs[0], pool, mask, err)
+				return fmt.Errorf("pod CIDR %s outside %s or not /%d (%v)", cidrs[0], pool, mask, err) //nolint:errorlint // err may be nil: shown beside the state, not wrapped
 			}
 			return nil
 		})
@@ -108,7 +108,7 @@ func checkOperatorAsServiceAccount(t *testing.T, ctx context.Context, cfg Config
 		if apierrors.IsNotFound(err) {
 			return nil
 		}
-		return fmt.Errorf("still there: %v", err)
+		return fmt.Errorf("still there: %v", err) //nolint:errorlint // err may be nil: shown beside the state, not wrapped
 	})
 	eventually(t, 60*time.Second, "unused identity marked", func() error {
 		got, err := ic.dyn.Resource(ciliumIdentities).Get(ctx, "54321", metav1.GetOptions{})
@@ -128,7 +128,7 @@ func checkOperatorAsServiceAccount(t *testing.T, ctx context.Context, cfg Config
 		if apierrors.IsNotFound(err) {
 			return nil
 		}
-		return fmt.Errorf("still there: %v", err)
+		return fmt.Errorf("still there: %v", err) //nolint:errorlint // err may be nil: shown beside the state, not wrapped
 	})
 
 }

@@ -63,7 +63,7 @@ func (b Builder) nodeNamespaces(n plan.Node) error {
 	}()
 	line, err := bufio.NewReader(stdout).ReadString('\n')
 	if err != nil || line != "ready\n" {
-		return fmt.Errorf("node-init did not get ready: %q %v", line, err)
+		return fmt.Errorf("node-init did not get ready: %q %v", line, err) //nolint:errorlint // err may be nil: shown beside the state, not wrapped
 	}
 	for _, ns := range []struct{ kind, file string }{{"mnt", n.MntNS}, {"uts", n.UTSNS}} {
 		if err := b.Record.Add(record.Entry{Kind: record.NSFile, Path: ns.file}); err != nil {

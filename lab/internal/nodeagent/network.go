@@ -55,15 +55,15 @@ func (n *cniNetwork) config() (*libcni.NetworkConfigList, error) {
 			}
 			return list, nil
 		}
-		conf, err := libcni.ConfFromFile(f)
+		conf, err := libcni.ConfFromFile(f) //nolint:staticcheck // a single-plugin .conf is still a node config; libcni v1.3 reads it only through these
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", f, err)
 		}
-		list, err := libcni.ConfListFromConf(conf)
+		list, err := libcni.ConfListFromConf(conf) //nolint:staticcheck // as above
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", f, err)
 		}
-		return list, nil
+		return list, nil //nolint:staticcheck // SA4004: the first file in order is the network, as a runtime picks it
 	}
 	return nil, fmt.Errorf("%s: %w", n.confDir, ErrNoNetworkConfig)
 }

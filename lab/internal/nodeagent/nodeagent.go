@@ -125,7 +125,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if cfg.BridgeCNI {
 		go func() {
 			if err := installBridge(ctx, client, cfg); err != nil && ctx.Err() == nil {
-				log.Error("bridge network", "err", err)
+				log.Error("bridge network", "error", err)
 			}
 		}()
 	}

@@ -120,7 +120,7 @@ func (f *fakeNetwork) Ready() error { return f.err }
 
 func TestNodeStatusFollowsNetwork(t *testing.T) {
 	net := &fakeNetwork{err: ErrNoNetworkConfig}
-	s := newNodeStatus(nodeSpec(Config{Node: "n1"}), net, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	s := newNodeStatus(nodeSpec(Config{Node: "n1"}), net, slog.New(slog.DiscardHandler))
 	var reports []corev1.ConditionStatus
 	s.NotifyNodeStatus(t.Context(), func(n *corev1.Node) {
 		for _, c := range n.Status.Conditions {

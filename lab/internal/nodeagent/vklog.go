@@ -13,7 +13,7 @@ import (
 // errors (a pod it could not hand to the runtime, a failed status update) are seen.
 type vkLogger struct{ l *slog.Logger }
 
-func (v vkLogger) log(level slog.Level, msg string) { v.l.Log(context.Background(), level, msg) }
+func (v vkLogger) log(level slog.Level, msg string) { v.l.Log(context.Background(), level, msg) } //nolint:sloglint // virtual-kubelet's messages, passed through
 
 func (v vkLogger) Debug(a ...any)            { v.log(slog.LevelDebug, fmt.Sprint(a...)) }
 func (v vkLogger) Debugf(f string, a ...any) { v.log(slog.LevelDebug, fmt.Sprintf(f, a...)) }
@@ -27,7 +27,7 @@ func (v vkLogger) Fatal(a ...any)            { v.Error(a...); os.Exit(1) }
 func (v vkLogger) Fatalf(f string, a ...any) { v.Errorf(f, a...); os.Exit(1) }
 
 func (v vkLogger) WithField(k string, val any) vklog.Logger { return vkLogger{v.l.With(k, val)} }
-func (v vkLogger) WithError(err error) vklog.Logger         { return vkLogger{v.l.With("err", err)} }
+func (v vkLogger) WithError(err error) vklog.Logger         { return vkLogger{v.l.With("error", err)} }
 
 func (v vkLogger) WithFields(f vklog.Fields) vklog.Logger {
 	l := v.l

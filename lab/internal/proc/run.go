@@ -101,7 +101,7 @@ func (s *Supervisor) Start(ctx context.Context, spec Spec, grace time.Duration) 
 			if ctx.Err() != nil {
 				return
 			}
-			s.Log.Warn("process exited", "name", spec.Name, "err", err)
+			s.Log.Warn("process exited", "name", spec.Name, "error", err)
 			if time.Since(started) > time.Minute {
 				backoff = 500 * time.Millisecond
 			}

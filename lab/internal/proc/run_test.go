@@ -2,7 +2,6 @@ package proc
 
 import (
 	"context"
-	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -43,7 +42,7 @@ func waitFor(t *testing.T, what string, fn func() bool) {
 func TestSupervisorRestartsAndStops(t *testing.T) {
 	dir := t.TempDir()
 	log := filepath.Join(dir, "crash.log")
-	s := &Supervisor{Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	s := &Supervisor{Log: slog.New(slog.DiscardHandler)}
 	ctx, cancel := context.WithCancel(context.Background())
 	s.Start(ctx, Spec{Name: "crash", Path: "/bin/sh", Args: []string{"-c", "echo boom; exit 3"}, LogFile: log}, time.Second)
 	s.Start(ctx, Spec{Name: "steady", Path: "/bin/sleep", Args: []string{"600"}}, time.Second)

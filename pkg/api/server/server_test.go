@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -51,7 +50,7 @@ type fixture struct {
 func newFixture(t *testing.T) *fixture {
 	t.Helper()
 	dir := t.TempDir()
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	log := slog.New(slog.DiscardHandler)
 	a, _, err := ipam.New(netip.MustParsePrefix("10.0.1.0/24"), podlink.GatewayIPv4, filepath.Join(dir, "ipam.json"))
 	if err != nil {
 		t.Fatal(err)

@@ -288,7 +288,7 @@ func TestGetAgentEvents(t *testing.T) {
 		var out []uint64
 		for len(out) < n || n < 0 {
 			r, err := stream.Recv()
-			if err == io.EOF {
+			if errors.Is(err, io.EOF) {
 				break
 			}
 			if err != nil {

@@ -5,6 +5,7 @@ package relay
 import (
 	"context"
 	"crypto/tls"
+	"errors"
 	"fmt"
 	"io"
 	"slices"
@@ -143,7 +144,7 @@ func TestMergedAnswersAreTheOldCuts(t *testing.T) {
 			must(t, err)
 			for {
 				r, err := stream.Recv()
-				if err == io.EOF {
+				if errors.Is(err, io.EOF) {
 					break
 				}
 				must(t, err)

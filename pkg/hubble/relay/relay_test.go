@@ -6,6 +6,7 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -158,7 +159,7 @@ func (c *cluster) waitForNodes(t *testing.T, client observer.ObserverClient) {
 	testenv.Eventually(t, 10*time.Second, func() error {
 		nodes, err := client.GetNodes(context.Background(), &observer.GetNodesRequest{})
 		if err != nil || len(nodes.GetNodes()) != len(c.nodes) {
-			return fmt.Errorf("nodes %v (%v)", nodes.GetNodes(), err)
+			return fmt.Errorf("nodes %v (%v)", nodes.GetNodes(), err) //nolint:errorlint // err may be nil: shown beside the state, not wrapped
 		}
 		return nil
 	})
@@ -171,7 +172,7 @@ func answer(t *testing.T, stream grpc.ServerStreamingClient[observer.GetFlowsRes
 	var out []string
 	for n < 0 || len(out) < n {
 		r, err := stream.Recv()
-		if err == io.EOF {
+		if errors.Is(err, io.EOF) {
 			break
 		}
 		must(t, err)
@@ -354,7 +355,7 @@ func TestRelayMergesMaskedFlows(t *testing.T) {
 	var got []string
 	for {
 		r, err := stream.Recv()
-		if err == io.EOF {
+		if errors.Is(err, io.EOF) {
 			break
 		}
 		must(t, err)
@@ -429,7 +430,7 @@ func TestRelayAgentAndDebugEvents(t *testing.T) {
 		var out []string
 		for {
 			r, err := stream.Recv()
-			if err == io.EOF {
+			if errors.Is(err, io.EOF) {
 				return out
 			}
 			must(t, err)
@@ -449,7 +450,7 @@ func TestRelayAgentAndDebugEvents(t *testing.T) {
 	defer cancel()
 	stream, err := client.GetDebugEvents(ctx, &observer.GetDebugEventsRequest{})
 	must(t, err)
-	if _, err := stream.Recv(); err != io.EOF {
+	if _, err := stream.Recv(); !errors.Is(err, io.EOF) {
 		t.Errorf("debug events: %v, want an empty answer", err)
 	}
 }

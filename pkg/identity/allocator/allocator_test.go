@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"sync"
 	"testing"
@@ -24,7 +23,7 @@ import (
 
 func newAllocator(t *testing.T, c client.Interface, cfg AllocatorConfig) *Allocator {
 	t.Helper()
-	a, err := NewAllocator(c.CiliumV2().CiliumIdentities(), slog.New(slog.NewTextHandler(io.Discard, nil)), cfg)
+	a, err := NewAllocator(c.CiliumV2().CiliumIdentities(), slog.New(slog.DiscardHandler), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

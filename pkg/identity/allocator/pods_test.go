@@ -2,7 +2,6 @@ package allocator
 
 import (
 	"context"
-	"io"
 	"log/slog"
 	"testing"
 
@@ -18,7 +17,7 @@ import (
 	"github.com/cilium-go/cilium/pkg/labels"
 )
 
-var discard = slog.New(slog.NewTextHandler(io.Discard, nil))
+var discard = slog.New(slog.DiscardHandler)
 
 func newPodIdentities(t *testing.T, cilium *client.Fake, objs ...runtime.Object) *PodIdentities {
 	t.Helper()

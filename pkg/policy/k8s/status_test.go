@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"strings"
 	"testing"
@@ -28,7 +27,7 @@ func TestReporterWritesTheLatestVerdictThroughItsOwnClient(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	clients := &k8sagent.Clients{Kube: kubefake.NewClientset(), Cilium: own, Status: status}
-	r := NewReporter(ctx, slog.New(slog.NewTextHandler(io.Discard, nil)), clients, "node-a")
+	r := NewReporter(ctx, slog.New(slog.DiscardHandler), clients, "node-a")
 	r.Report(policy.KindCNP, p, errors.New("spec.egress[0].toFQDNs: not supported"))
 	r.Report(policy.KindCNP, p, nil)
 
@@ -61,7 +60,7 @@ func TestReporterWritesThisNodesRefusal(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	clients := &k8sagent.Clients{Kube: kubefake.NewClientset(), Cilium: client.NewFake(), Status: status}
-	r := NewReporter(ctx, slog.New(slog.NewTextHandler(io.Discard, nil)), clients, "node-a")
+	r := NewReporter(ctx, slog.New(slog.DiscardHandler), clients, "node-a")
 	origin := policy.Origin{Kind: policy.KindCNP, Namespace: "x", Name: "p"}
 	nodes := func(want func(map[string]v2.CiliumNetworkPolicyNodeStatus) bool) {
 		t.Helper()
