@@ -1,6 +1,8 @@
 package hubble
 
 import (
+	"github.com/cilium/statedb"
+
 	"maps"
 	"net"
 	"slices"
@@ -12,11 +14,10 @@ import (
 	"github.com/cilium-go/cilium/pkg/ipcache"
 )
 
-// NodeSource is the cluster's nodes as the agent knows them, and a
-// callback when they change (the Kubernetes watchers).
+// NodeSource is the cluster's nodes as the agent knows them (the
+// Kubernetes watchers), with the channels that close when they change.
 type NodeSource interface {
-	ListNodes() []ipcache.Node
-	OnChange(fn func()) (stop func())
+	WatchNodes() ([]ipcache.Node, *statedb.WatchSet)
 }
 
 // peerServer is Hubble's Peer service: it tells a relay where every
@@ -35,18 +36,11 @@ type peerServer struct {
 // Notify implements peer.PeerServer: every node, then the changes, until
 // the client goes.
 func (s *peerServer) Notify(_ *peer.NotifyRequest, stream peer.Peer_NotifyServer) error {
-	wake := make(chan struct{}, 1)
-	stop := s.nodes.OnChange(func() {
-		select {
-		case wake <- struct{}{}:
-		default:
-		}
-	})
-	defer stop()
 	known := map[string]*peer.ChangeNotification{}
 	for {
 		now := map[string]*peer.ChangeNotification{}
-		for _, n := range s.nodes.ListNodes() {
+		nodes, changed := s.nodes.WatchNodes()
+		for _, n := range nodes {
 			if n.IPv4.IsValid() {
 				now[n.Name] = s.notification(n)
 			}
@@ -74,10 +68,8 @@ func (s *peerServer) Notify(_ *peer.NotifyRequest, stream peer.Peer_NotifyServer
 			}
 		}
 		known = now
-		select {
-		case <-stream.Context().Done():
-			return nil
-		case <-wake:
+		if _, err := changed.Wait(stream.Context(), 0); err != nil {
+			return nil // the client went
 		}
 	}
 }

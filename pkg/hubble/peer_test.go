@@ -1,6 +1,8 @@
 package hubble
 
 import (
+	"github.com/cilium/statedb"
+
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -27,32 +29,30 @@ import (
 )
 
 type fakeNodes struct {
-	mu    sync.Mutex
-	nodes []ipcache.Node
-	cbs   []func()
+	mu      sync.Mutex
+	nodes   []ipcache.Node
+	changed chan struct{} // closed by the next set
 }
 
-func (f *fakeNodes) ListNodes() []ipcache.Node {
+func (f *fakeNodes) WatchNodes() ([]ipcache.Node, *statedb.WatchSet) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return append([]ipcache.Node(nil), f.nodes...)
-}
-
-func (f *fakeNodes) OnChange(fn func()) func() {
-	f.mu.Lock()
-	f.cbs = append(f.cbs, fn)
-	f.mu.Unlock()
-	return func() {}
+	if f.changed == nil {
+		f.changed = make(chan struct{})
+	}
+	ws := statedb.NewWatchSet()
+	ws.Add(f.changed)
+	return append([]ipcache.Node(nil), f.nodes...), ws
 }
 
 func (f *fakeNodes) set(nodes ...ipcache.Node) {
 	f.mu.Lock()
+	defer f.mu.Unlock()
 	f.nodes = nodes
-	cbs := f.cbs
-	f.mu.Unlock()
-	for _, cb := range cbs {
-		cb()
+	if f.changed != nil {
+		close(f.changed)
 	}
+	f.changed = make(chan struct{})
 }
 
 func node(name, ip string) ipcache.Node {

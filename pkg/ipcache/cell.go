@@ -9,6 +9,7 @@ import (
 	"github.com/cilium/statedb"
 	"github.com/cilium/statedb/reconciler"
 
+	"github.com/cilium-go/cilium/pkg/desired"
 	"github.com/cilium-go/cilium/pkg/endpoint"
 	"github.com/cilium-go/cilium/pkg/health"
 	"github.com/cilium-go/cilium/pkg/node"
@@ -50,7 +51,17 @@ func register(p params) error {
 	if err := node.RegisterReconciler(p.Reconciler, p.Nodes, p.Routes); err != nil {
 		return err
 	}
-	endpoint.SyncJobs(p.Jobs, "ipcache", p.Reconciler.DB, p.Endpoints, anyChange{p.Source, p.Prefixes}, s.sync)
+	inputs := []desired.Input{desired.TableInput(p.Endpoints)}
+	var wakes []func(func())
+	if p.Source != nil {
+		inputs = append(inputs, p.Source.ClusterInputs()...)
+	}
+	if p.Prefixes != nil {
+		wakes = append(wakes, func(wake func()) { p.Prefixes.OnChange(wake) })
+	}
+	desired.Controller(p.Jobs, "ipcache", p.Reconciler.DB, inputs, func(ctx context.Context, txn statedb.ReadTxn) error {
+		return s.sync(ctx, txn, endpoint.Local(txn, p.Endpoints))
+	}, wakes...)
 	return nil
 }
 
@@ -63,27 +74,10 @@ type clusterSync struct {
 	prefixes PrefixSource  // nil: no policy prefixes
 }
 
-// anyChange wakes on a change of any of its sources that is not nil.
-type anyChange []endpoint.Changes
-
-func (a anyChange) OnChange(fn func()) (stop func()) {
-	var stops []func()
-	for _, c := range a {
-		if c != nil {
-			stops = append(stops, c.OnChange(fn))
-		}
-	}
-	return func() {
-		for _, s := range stops {
-			s()
-		}
-	}
-}
-
-func (s *clusterSync) sync(_ context.Context, local []endpoint.Endpoint) error {
+func (s *clusterSync) sync(_ context.Context, txn statedb.ReadTxn, local []endpoint.Endpoint) error {
 	c := Cluster{Local: local}
 	if s.source != nil {
-		c = s.source.Cluster(local)
+		c = s.source.Cluster(txn, local)
 	}
 	if s.prefixes != nil {
 		c.Prefixes = s.prefixes.Prefixes()

@@ -9,6 +9,7 @@ import (
 	"github.com/cilium/statedb"
 
 	"github.com/cilium-go/cilium/internal/datapath/spec"
+	"github.com/cilium-go/cilium/pkg/desired"
 	"github.com/cilium-go/cilium/pkg/endpoint"
 	"github.com/cilium-go/cilium/pkg/identity"
 	"github.com/cilium-go/cilium/pkg/node"
@@ -146,11 +147,11 @@ func TestDesiredIPCache(t *testing.T) {
 // fixedSource is a ClusterSource that always tells the same nodes.
 type fixedSource struct{ nodes []Node }
 
-func (s *fixedSource) Cluster(local []endpoint.Endpoint) Cluster {
+func (s *fixedSource) Cluster(_ statedb.ReadTxn, local []endpoint.Endpoint) Cluster {
 	return Cluster{Local: local, Nodes: s.nodes}
 }
 
-func (s *fixedSource) OnChange(func()) func() { return func() {} }
+func (s *fixedSource) ClusterInputs() []desired.Input { return nil }
 
 func tableContents(db *statedb.DB, tbl statedb.Table[*Entry]) map[netip.Prefix]spec.IPCacheEntry {
 	out := map[netip.Prefix]spec.IPCacheEntry{}
@@ -210,7 +211,7 @@ func TestClusterSync(t *testing.T) {
 	for _, st := range steps {
 		t.Run(st.name, func(t *testing.T) {
 			src.nodes = st.nodes
-			if err := s.sync(context.Background(), st.local); err != nil {
+			if err := s.sync(context.Background(), db.ReadTxn(), st.local); err != nil {
 				t.Fatalf("sync: %v", err)
 			}
 			if got := tableContents(db, tbl); !reflect.DeepEqual(got, st.wantIPC) {

@@ -1,6 +1,9 @@
 package ipcache
 
 import (
+	"github.com/cilium/statedb"
+
+	"github.com/cilium-go/cilium/pkg/desired"
 	"net/netip"
 
 	"github.com/cilium-go/cilium/internal/datapath/spec"
@@ -32,7 +35,7 @@ type PolicyPrefix struct {
 // engine does) and wakes OnChange's callbacks when they change.
 type PrefixSource interface {
 	Prefixes() []PolicyPrefix
-	endpoint.Changes
+	OnChange(fn func()) (stop func())
 }
 
 // RemoteEndpoint is an endpoint that another node published.
@@ -53,11 +56,11 @@ type Node struct {
 	HealthIPv4 netip.Addr
 }
 
-// ClusterSource tells the rest of the cluster (the Kubernetes watchers do)
-// and wakes OnChange's callbacks when it changes.
+// ClusterSource tells the rest of the cluster (the Kubernetes watchers
+// do), as of a read transaction, and the inputs it reads it from.
 type ClusterSource interface {
-	Cluster(local []endpoint.Endpoint) Cluster
-	endpoint.Changes
+	Cluster(txn statedb.ReadTxn, local []endpoint.Endpoint) Cluster
+	ClusterInputs() []desired.Input
 }
 
 // DesiredIPCache is the ipcache the datapath should hold for c. When two

@@ -69,8 +69,8 @@ func runScripts(t *testing.T, newDatapath func(testing.TB) (ipcache.Map, node.Ro
 		cmds := map[string]script.Cmd{}
 		// "#! --k8s=false" runs a script with Kubernetes off: no source.
 		if !slices.Contains(args, "--k8s=false") {
-			c, w := agenttest.StartWatchers(t, "node-a", nil)
-			cells = append(cells, cell.Provide(func() ipcache.ClusterSource { return w }))
+			c, k8sCells := agenttest.Cells("node-a", nil)
+			cells = append(cells, k8sCells)
 			maps.Copy(cmds, k8stest.ScriptCmds(k8stest.Trackers{
 				Kube: c.Kube.(*kubefake.Clientset).Tracker(), Cilium: c.Cilium.(*client.Fake).Tracker}))
 		}

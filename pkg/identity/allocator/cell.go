@@ -1,12 +1,15 @@
 package allocator
 
 import (
+	"context"
+
 	"log/slog"
 
 	"github.com/cilium/hive/cell"
 	"github.com/cilium/hive/job"
 	"github.com/cilium/statedb"
 
+	"github.com/cilium-go/cilium/pkg/desired"
 	"github.com/cilium-go/cilium/pkg/endpoint"
 	"github.com/cilium-go/cilium/pkg/health"
 	"github.com/cilium-go/cilium/pkg/k8s/agent"
@@ -59,5 +62,9 @@ func registerRelabel(p relabelParams) {
 		return
 	}
 	relabel := Relabeler{w: p.Watchers, ids: p.IDs, eps: p.Manager}
-	endpoint.SyncJobs(p.Jobs, "relabel", p.DB, p.Endpoints, p.Watchers, relabel.Sync)
+	t := p.Watchers.Tables()
+	inputs := []desired.Input{desired.TableInput(p.Endpoints), desired.TableInput(t.Pods), desired.TableInput(t.Namespaces)}
+	desired.Controller(p.Jobs, "relabel", p.DB, inputs, func(ctx context.Context, txn statedb.ReadTxn) error {
+		return relabel.Sync(ctx, endpoint.Local(txn, p.Endpoints))
+	})
 }

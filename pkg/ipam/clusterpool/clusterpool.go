@@ -8,6 +8,7 @@ import (
 
 	"github.com/cilium/hive/cell"
 
+	"github.com/cilium-go/cilium/pkg/desired"
 	"github.com/cilium-go/cilium/pkg/ipam"
 	"github.com/cilium-go/cilium/pkg/k8s/agent"
 )
@@ -28,22 +29,16 @@ type podCIDRSource struct{ w *agent.Watchers }
 // WaitPodCIDR returns this node's pod CIDR from its CiliumNode, waiting
 // for the operator to write one.
 func (s podCIDRSource) WaitPodCIDR(ctx context.Context) (netip.Prefix, error) {
-	changes := make(chan struct{}, 1)
-	stop := s.w.OnChange(func() {
-		select {
-		case changes <- struct{}{}:
-		default:
-		}
-	})
-	defer stop()
+	nodes := desired.TableInput(s.w.Tables().CiliumNodes)
 	for {
+		watch := nodes.Watch(s.w.DB().ReadTxn())
 		if p := s.w.OwnPodCIDR(); p.IsValid() {
 			return p, nil
 		}
 		select {
 		case <-ctx.Done():
 			return netip.Prefix{}, context.Cause(ctx)
-		case <-changes:
+		case <-watch:
 		}
 	}
 }

@@ -19,9 +19,13 @@ import (
 // Kubernetes off). What they read is in the tables of pkg/k8s/tables.
 var Cell = cell.Module("k8s", "Kubernetes clients and watchers",
 	cell.Config(DefaultConfig),
-	cell.Provide(newClients, tableClients, newWatchers, newClusterSource, newNodeLister, newServiceSource, loadBalancerSource,
-		newServiceEvents),
+	cell.Provide(newClients, tableClients, newNodeLister, newServiceSource, loadBalancerSource, newServiceEvents),
+	WatchersCell,
 )
+
+// WatchersCell provides *Watchers and the ipcache's ClusterSource over the
+// tables of pkg/k8s/tables, given Config and *Clients.
+var WatchersCell = cell.Provide(newWatchers, newClusterSource)
 
 func newClients(cfg Config) (*Clients, error) {
 	if err := cfg.Validate(); err != nil {
@@ -44,7 +48,6 @@ func tableClients(cfg Config, c *Clients) *tables.Clients {
 type watchersParams struct {
 	cell.In
 
-	Lifecycle        cell.Lifecycle
 	Config           Config
 	Clients          *Clients `optional:"true"`
 	DB               *statedb.DB
@@ -67,9 +70,6 @@ func newWatchers(p watchersParams) *Watchers {
 	w := NewWatchers(p.DB, Tables{Pods: p.Pods, Namespaces: p.Namespaces, Nodes: p.Nodes, CiliumNodes: p.CiliumNodes,
 		CiliumEndpoints: p.CiliumEndpoints, CiliumIdentities: p.CiliumIdentities,
 		NetworkPolicies: p.NetworkPolicies, CNPs: p.CNPs, CCNPs: p.CCNPs, CIDRGroups: p.CIDRGroups}, p.Config.K8sNodeName)
-	// Identities and ipcache read the tables: start only once they hold
-	// the cluster.
-	p.Lifecycle.Append(cell.Hook{OnStart: func(hc cell.HookContext) error { return w.WaitForSync(hc) }})
 	return w
 }
 

@@ -5,6 +5,7 @@ import (
 	"net/netip"
 	"slices"
 
+	"github.com/cilium/statedb"
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/cilium-go/cilium/pkg/endpoint"
@@ -13,11 +14,23 @@ import (
 	v2 "github.com/cilium-go/cilium/pkg/k8s/apis/cilium.io/v2"
 )
 
-// Cluster is the watchers' view of the cluster for the ipcache, with local
-// as this node's endpoints: *Watchers is the ipcache's ClusterSource.
-func (w *Watchers) Cluster(local []endpoint.Endpoint) ipcache.Cluster {
-	return clusterOf(w.NodeName, local, w.ListCiliumEndpoints(),
-		list(w.db, w.t.Nodes), list(w.db, w.t.CiliumNodes))
+// Cluster is the watchers' view of the cluster for the ipcache as of txn,
+// with local as this node's endpoints: *Watchers is the ipcache's
+// ClusterSource.
+func (w *Watchers) Cluster(txn statedb.ReadTxn, local []endpoint.Endpoint) ipcache.Cluster {
+	return clusterOf(w.NodeName, local, statedb.Collect(w.t.CiliumEndpoints.All(txn)),
+		statedb.Collect(w.t.Nodes.All(txn)), statedb.Collect(w.t.CiliumNodes.All(txn)))
+}
+
+// WatchNodes is ListNodes with the channels that close when the nodes
+// change.
+func (w *Watchers) WatchNodes() ([]ipcache.Node, *statedb.WatchSet) {
+	txn := w.db.ReadTxn()
+	nodes, nodesChanged := w.t.Nodes.AllWatch(txn)
+	ciliumNodes, ciliumNodesChanged := w.t.CiliumNodes.AllWatch(txn)
+	ws := statedb.NewWatchSet()
+	ws.Add(nodesChanged, ciliumNodesChanged)
+	return mergeNodes(w.NodeName, statedb.Collect(nodes), statedb.Collect(ciliumNodes)), ws
 }
 
 // ListNodes is every node with an IPv4 address, from Nodes and

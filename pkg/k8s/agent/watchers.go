@@ -6,14 +6,13 @@
 package agent
 
 import (
-	"context"
 	"net/netip"
-	"time"
 
 	"github.com/cilium/statedb"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 
+	"github.com/cilium-go/cilium/pkg/desired"
 	"github.com/cilium-go/cilium/pkg/identity"
 	v2 "github.com/cilium-go/cilium/pkg/k8s/apis/cilium.io/v2"
 	"github.com/cilium-go/cilium/pkg/k8s/tables"
@@ -49,79 +48,18 @@ type Watchers struct {
 	NodeName string
 	db       *statedb.DB
 	t        Tables
-	watches  []func(statedb.ReadTxn) <-chan struct{}
 }
 
 // NewWatchers reads the cluster from t in db.
 func NewWatchers(db *statedb.DB, t Tables, nodeName string) *Watchers {
-	return &Watchers{NodeName: nodeName, db: db, t: t, watches: []func(statedb.ReadTxn) <-chan struct{}{
-		allWatch(t.Pods), allWatch(t.Namespaces), allWatch(t.Nodes),
-		allWatch(t.CiliumNodes), allWatch(t.CiliumEndpoints), allWatch(t.CiliumIdentities),
-	}}
+	return &Watchers{NodeName: nodeName, db: db, t: t}
 }
 
-func (w *Watchers) metas() []statedb.TableMeta {
-	return []statedb.TableMeta{w.t.Pods, w.t.Namespaces, w.t.Nodes, w.t.CiliumNodes, w.t.CiliumEndpoints, w.t.CiliumIdentities,
-		w.t.NetworkPolicies, w.t.CNPs, w.t.CCNPs, w.t.CIDRGroups}
-}
-
-// WaitForSync returns once every table holds its first list, or ctx's
-// error when it ends first.
-func (w *Watchers) WaitForSync(ctx context.Context) error {
-	for _, t := range w.metas() {
-		_, initialized := t.Initialized(w.db.ReadTxn())
-		select {
-		case <-initialized:
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	}
-	return nil
-}
-
-// changeSettle merges the changes of a burst (a relist, a rollout) into
-// one call.
-const changeSettle = 10 * time.Millisecond
-
-// OnChange calls fn after every change of the watched objects (policies
-// aside), until
-// stop: from a goroutine of its own, one call per burst of changes.
-func (w *Watchers) OnChange(fn func()) (stop func()) {
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	// The first watch is taken now, so that a change right after OnChange
-	// returns is heard.
-	ws := w.watchSet()
-	go func() {
-		defer close(done)
-		for {
-			if _, err := ws.Wait(ctx, changeSettle); err != nil {
-				return
-			}
-			ws = w.watchSet()
-			fn()
-		}
-	}()
-	return func() { cancel(); <-done }
-}
-
-// watchSet holds the channels that close at the watched tables' next
-// changes.
-func (w *Watchers) watchSet() *statedb.WatchSet {
-	ws := statedb.NewWatchSet()
-	txn := w.db.ReadTxn()
-	for _, watch := range w.watches {
-		ws.Add(watch(txn))
-	}
-	return ws
-}
-
-// allWatch gives the channel that closes at t's next change after a txn.
-func allWatch[T any](t statedb.Table[T]) func(statedb.ReadTxn) <-chan struct{} {
-	return func(txn statedb.ReadTxn) <-chan struct{} {
-		_, ch := t.AllWatch(txn)
-		return ch
-	}
+// ClusterInputs are the tables the ipcache's view of the cluster comes
+// from: nodes and CiliumEndpoints.
+func (w *Watchers) ClusterInputs() []desired.Input {
+	return []desired.Input{desired.TableInput(w.t.Nodes), desired.TableInput(w.t.CiliumNodes),
+		desired.TableInput(w.t.CiliumEndpoints)}
 }
 
 // get is the object named key in t, as of now.

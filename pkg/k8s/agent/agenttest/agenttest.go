@@ -6,6 +6,7 @@ import (
 	"context"
 	"testing"
 
+	"github.com/cilium/hive/cell"
 	"github.com/cilium/statedb"
 	"k8s.io/apimachinery/pkg/runtime"
 	kubefake "k8s.io/client-go/kubernetes/fake"
@@ -36,6 +37,22 @@ func Start(t testing.TB, node string, kubeObjs []runtime.Object, ciliumObjs ...r
 		t.Fatal(err)
 	}
 	return &Cluster{Clients: c, DB: db, Tables: tbls, Watchers: agent.NewWatchers(db, agent.TablesOf(tbls), node)}
+}
+
+// Cells run the tables and watchers of node in a hive, over fake
+// clientsets holding kubeObjs and ciliumObjs: what the agent's Kubernetes
+// cells provide, in the hive's own database.
+func Cells(node string, kubeObjs []runtime.Object, ciliumObjs ...runtime.Object) (*agent.Clients, cell.Cell) {
+	c := &agent.Clients{Kube: kubefake.NewClientset(kubeObjs...), Cilium: client.NewFake(ciliumObjs...)}
+	return c, cell.Group(
+		cell.Provide(
+			func() *agent.Clients { return c },
+			func() agent.Config { return agent.Config{EnableK8s: true, K8sNodeName: node} },
+			func() *tables.Clients { return &tables.Clients{Kube: c.Kube, Cilium: c.Cilium, NodeName: node} },
+		),
+		tables.Cell,
+		agent.WatchersCell,
+	)
 }
 
 // StartWatchers is Start for those who read the watchers only.
