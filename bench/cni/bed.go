@@ -18,7 +18,7 @@ import (
 	"github.com/containernetworking/cni/pkg/version"
 
 	"github.com/cilium-go/cilium/internal/datapath/testnode"
-	"github.com/cilium-go/cilium/internal/inns"
+	"github.com/cilium-go/cilium/internal/netnamespace"
 )
 
 // node is a node namespace with one CNI network and pod namespaces to
@@ -55,7 +55,7 @@ func newBed(ctx context.Context, dir, bin string, o options, onClose func(func()
 	}
 	newNS := func(name string) (string, error) {
 		path := filepath.Join(nsDir, name)
-		remove, err := inns.Create(path)
+		remove, err := netnamespace.Create(path)
 		if err != nil {
 			return "", err
 		}
@@ -154,7 +154,7 @@ func (n *node) addAll(ctx context.Context, pods []pod, width int) ([]time.Durati
 		ready.Add(1)
 		done.Go(func() {
 			waiting := true
-			errs[i] = inns.Do(n.ns, func() error {
+			errs[i] = netnamespace.Do(n.ns, func() error {
 				waiting = false
 				ready.Done()
 				<-start
@@ -211,7 +211,7 @@ func (n *node) delAll(ctx context.Context, pods []pod) error {
 	var wg sync.WaitGroup
 	for i, p := range pods {
 		wg.Go(func() {
-			errs[i] = inns.Do(n.ns, func() error {
+			errs[i] = netnamespace.Do(n.ns, func() error {
 				if err := n.cni.DelNetworkList(ctx, n.list, rtConf(p)); err != nil {
 					return fmt.Errorf("DEL %s: %w", p.id, err)
 				}

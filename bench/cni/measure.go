@@ -13,7 +13,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/cilium-go/cilium/pkg/client"
+	"github.com/cilium-go/cilium/pkg/api/client"
 )
 
 // results is what the run measured.

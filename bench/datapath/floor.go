@@ -10,7 +10,7 @@ import (
 	"github.com/vishvananda/netlink"
 
 	"github.com/cilium-go/cilium/internal/datapath/dptest"
-	"github.com/cilium-go/cilium/internal/inns"
+	"github.com/cilium-go/cilium/internal/netnamespace"
 )
 
 // wireFloor turns a plain cluster into the floor, scenario (f): the pods
@@ -57,7 +57,7 @@ func wireFloor(c *dptest.Cluster) (func() error, error) {
 		if err := attach(n.NS, uplink.Index, "floor_in", in); err != nil {
 			return nil, errors.Join(err, undo())
 		}
-		err = inns.Do(n.NS, func() error {
+		err = netnamespace.Do(n.NS, func() error {
 			return netlink.RouteDel(&netlink.Route{Dst: &net.IPNet{IP: peer.CIDR.Addr().AsSlice(),
 				Mask: net.CIDRMask(peer.CIDR.Bits(), 32)}})
 		})
@@ -76,7 +76,7 @@ type floorVars struct {
 }
 
 func deviceOf(ns, name string) (attrs *netlink.LinkAttrs, err error) {
-	err = inns.Do(ns, func() error {
+	err = netnamespace.Do(ns, func() error {
 		l, err := netlink.LinkByName(name)
 		if err != nil {
 			return fmt.Errorf("device %s: %w", name, err)
@@ -117,7 +117,7 @@ func attachFloor(ns string, at int, prog string, v floorVars) (func() error, err
 	}
 	p := map[string]*ebpf.Program{"floor_out": objs.FloorOut, "floor_in": objs.FloorIn}[prog]
 	var l link.Link
-	err = inns.Do(ns, func() (err error) {
+	err = netnamespace.Do(ns, func() (err error) {
 		l, err = link.AttachTCX(link.TCXOptions{Interface: at, Program: p, Attach: ebpf.AttachTCXIngress})
 		return err
 	})

@@ -47,7 +47,7 @@ import (
 	"github.com/cilium-go/cilium/bench/internal/traffic"
 	"github.com/cilium-go/cilium/internal/datapath/dptest"
 	"github.com/cilium-go/cilium/internal/datapath/spec"
-	"github.com/cilium-go/cilium/internal/inns"
+	"github.com/cilium-go/cilium/internal/netnamespace"
 	"github.com/cilium-go/cilium/pkg/hubble/container"
 )
 
@@ -366,7 +366,7 @@ func (b *bed) dial(port int) traffic.Dial {
 // loses its exchange, and the load goes on.
 func (b *bed) udpLoad(perSec int, d time.Duration) (int, error) {
 	var conn net.Conn
-	err := inns.Do(b.client.NS, func() (err error) {
+	err := netnamespace.Do(b.client.NS, func() (err error) {
 		conn, err = net.Dial("udp4", netip.AddrPortFrom(b.server.IP, udpPort).String())
 		return err
 	})

@@ -22,7 +22,7 @@ import (
 	"github.com/cilium-go/cilium/bench/internal/traffic"
 	"github.com/cilium-go/cilium/internal/datapath/dptest"
 	"github.com/cilium-go/cilium/internal/datapath/spec"
-	"github.com/cilium-go/cilium/internal/inns"
+	"github.com/cilium-go/cilium/internal/netnamespace"
 	"github.com/cilium-go/cilium/pkg/identity"
 	v2 "github.com/cilium-go/cilium/pkg/k8s/apis/cilium.io/v2"
 	"github.com/cilium-go/cilium/pkg/k8s/client"
@@ -440,7 +440,7 @@ func awaitRouted(ctx context.Context, n benchlab.Node, known map[int]bool, dst n
 // routed reports whether ns has an address and a route to dst: a UDP
 // socket connects (which sends nothing).
 func routed(ns string, dst netip.AddrPort) bool {
-	return inns.Do(ns, func() error {
+	return netnamespace.Do(ns, func() error {
 		c, err := net.DialUDP("udp4", nil, net.UDPAddrFromAddrPort(dst))
 		if err == nil {
 			c.Close()

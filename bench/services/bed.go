@@ -11,7 +11,7 @@ import (
 	"github.com/cilium-go/cilium/bench/internal/traffic"
 	"github.com/cilium-go/cilium/internal/datapath/dptest"
 	"github.com/cilium-go/cilium/internal/datapath/spec"
-	"github.com/cilium-go/cilium/internal/inns"
+	"github.com/cilium-go/cilium/internal/netnamespace"
 	"github.com/cilium-go/cilium/pkg/nodedatapath"
 )
 
@@ -63,7 +63,7 @@ func newBed(log *slog.Logger, o options, onClose func(func() error)) (*bed, erro
 	}
 	// Connect/request/close reuses ports in TIME_WAIT, so that the rate
 	// measures the datapath and not the ephemeral port range.
-	err = inns.Do(b.client.NS, func() error {
+	err = netnamespace.Do(b.client.NS, func() error {
 		return os.WriteFile("/proc/sys/net/ipv4/tcp_tw_reuse", []byte("1"), 0o644)
 	})
 	if err != nil {

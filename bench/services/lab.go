@@ -16,7 +16,7 @@ import (
 	"github.com/cilium-go/cilium/bench/internal/benchlab"
 	"github.com/cilium-go/cilium/bench/internal/traffic"
 	"github.com/cilium-go/cilium/internal/datapath/dptest"
-	"github.com/cilium-go/cilium/internal/inns"
+	"github.com/cilium-go/cilium/internal/netnamespace"
 )
 
 // The lab part runs what the parts on dptest namespaces cannot: the same
@@ -122,7 +122,7 @@ func (l *labBed) deploy(ctx context.Context, onClose func(func() error)) error {
 	// keeps connect's search for a free port, the same on every path, out
 	// of the latencies (it cost 15 % of the baseline's p50).
 	for _, ns := range []string{l.clientNS, l.directNS} {
-		err := inns.Do(ns, func() error {
+		err := netnamespace.Do(ns, func() error {
 			if err := os.WriteFile("/proc/sys/net/ipv4/tcp_tw_reuse", []byte("1"), 0o644); err != nil {
 				return err
 			}
@@ -188,7 +188,7 @@ func (l *labBed) waitReachable(ctx context.Context, addr netip.Addr, within time
 	to := netip.AddrPortFrom(addr, 80)
 	deadline := time.Now().Add(within)
 	for {
-		err := inns.Do(l.directNS, func() error {
+		err := netnamespace.Do(l.directNS, func() error {
 			c, err := net.DialTimeout("tcp4", to.String(), 500*time.Millisecond)
 			if err != nil {
 				return err

@@ -23,7 +23,7 @@ import (
 	"github.com/cilium-go/cilium/bench/internal/benchlab"
 	"github.com/cilium-go/cilium/bench/internal/traffic"
 	"github.com/cilium-go/cilium/internal/datapath/spec"
-	"github.com/cilium-go/cilium/internal/inns"
+	"github.com/cilium-go/cilium/internal/netnamespace"
 )
 
 // The lab's paths. Every client is a child process in the client pod's
@@ -392,7 +392,7 @@ func (l *labBed) kubeProxyMetrics() ([]metrics, error) {
 	for _, n := range l.Plan.Nodes {
 		tr := &http.Transport{DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
 			var c net.Conn
-			err := inns.Do(n.Netns, func() error {
+			err := netnamespace.Do(n.Netns, func() error {
 				var err error
 				c, err = (&net.Dialer{}).DialContext(ctx, network, addr)
 				return err

@@ -13,7 +13,7 @@ import (
 
 	"github.com/cilium-go/cilium/bench/internal/traffic"
 	"github.com/cilium-go/cilium/internal/datapath/dptest"
-	"github.com/cilium-go/cilium/internal/inns"
+	"github.com/cilium-go/cilium/internal/netnamespace"
 )
 
 // Socket-level balancing acts on the processes of a cgroup, and cgroup v2
@@ -87,7 +87,7 @@ func crrIn(ns string, targets []netip.AddrPort, d time.Duration, countFailures b
 		return net.DialTimeout("tcp4", t.String(), dptest.ReplyWait)
 	}
 	var r traffic.CRR
-	err := inns.Do(ns, func() error {
+	err := netnamespace.Do(ns, func() error {
 		if _, err := run(dial, min(d/5, 200*time.Millisecond)); err != nil {
 			return fmt.Errorf("warm-up: %w", err)
 		}

@@ -18,9 +18,9 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/cilium-go/cilium/internal/testenv"
+	"github.com/cilium-go/cilium/pkg/api/client"
 	"github.com/cilium-go/cilium/pkg/api/models"
 	"github.com/cilium-go/cilium/pkg/api/server"
-	"github.com/cilium-go/cilium/pkg/client"
 	"github.com/cilium-go/cilium/pkg/cni"
 	"github.com/cilium-go/cilium/pkg/endpoint"
 	"github.com/cilium-go/cilium/pkg/endpoint/endpointtest"

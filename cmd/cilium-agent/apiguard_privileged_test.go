@@ -13,8 +13,8 @@ import (
 
 	"github.com/cilium-go/cilium/internal/datapath/testnode"
 	"github.com/cilium-go/cilium/internal/testenv"
+	"github.com/cilium-go/cilium/pkg/api/client"
 	"github.com/cilium-go/cilium/pkg/api/models"
-	"github.com/cilium-go/cilium/pkg/client"
 )
 
 // TestPrivilegedAPIRefusesNodeDevicesAndForeignAddresses plays a caller of

@@ -15,7 +15,7 @@ import (
 	"github.com/cilium-go/cilium/internal/datapath"
 	"github.com/cilium-go/cilium/internal/datapath/testnode"
 	"github.com/cilium-go/cilium/internal/testenv"
-	"github.com/cilium-go/cilium/pkg/client"
+	"github.com/cilium-go/cilium/pkg/api/client"
 )
 
 // TestPrivilegedCNIConcurrentPods adds and deletes many pods at once, as

@@ -24,9 +24,9 @@ import (
 
 	"github.com/cilium-go/cilium/internal/datapath/dptest"
 	"github.com/cilium-go/cilium/internal/datapath/testnode"
-	"github.com/cilium-go/cilium/internal/inns"
+	"github.com/cilium-go/cilium/internal/netnamespace"
 	"github.com/cilium-go/cilium/internal/testenv"
-	"github.com/cilium-go/cilium/pkg/client"
+	"github.com/cilium-go/cilium/pkg/api/client"
 )
 
 // TestPrivilegedCNIThroughLibcni runs the real cilium-cni binary through
@@ -186,7 +186,7 @@ func (r *cniRuntime) rtConf(p *cniPod) *libcni.RuntimeConf {
 
 // inNode runs fn on a thread in the node's namespace: the plugin process
 // that libcni starts from there inherits it, as it would on a node.
-func (r *cniRuntime) inNode(fn func() error) error { return inns.Do(r.nodeNS, fn) }
+func (r *cniRuntime) inNode(fn func() error) error { return netnamespace.Do(r.nodeNS, fn) }
 
 func (r *cniRuntime) add(p *cniPod) {
 	r.t.Helper()

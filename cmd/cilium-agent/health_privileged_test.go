@@ -24,9 +24,9 @@ import (
 	"github.com/cilium-go/cilium/internal/datapath"
 	"github.com/cilium-go/cilium/internal/datapath/dptest"
 	"github.com/cilium-go/cilium/internal/datapath/testnode"
-	"github.com/cilium-go/cilium/internal/inns"
+	"github.com/cilium-go/cilium/internal/netnamespace"
 	"github.com/cilium-go/cilium/internal/testenv"
-	"github.com/cilium-go/cilium/pkg/client"
+	"github.com/cilium-go/cilium/pkg/api/client"
 	"github.com/cilium-go/cilium/pkg/identity"
 	k8sagent "github.com/cilium-go/cilium/pkg/k8s/agent"
 	k8sclient "github.com/cilium-go/cilium/pkg/k8s/client"
@@ -50,7 +50,7 @@ func (n *healthNode) apiSock() string    { return filepath.Join(n.dir, "run", "c
 func underlay(t *testing.T, nodes ...*healthNode) {
 	t.Helper()
 	u := testenv.NewNetNS(t)
-	ul, err := inns.Netlink(u)
+	ul, err := netnamespace.Netlink(u)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -64,7 +64,7 @@ func underlay(t *testing.T, nodes ...*healthNode) {
 	}
 	for _, n := range nodes {
 		n.ns = testenv.NewNetNS(t)
-		nl, err := inns.Netlink(n.ns)
+		nl, err := netnamespace.Netlink(n.ns)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -17,8 +17,8 @@ import (
 	"github.com/cilium-go/cilium/internal/datapath/dptest"
 	"github.com/cilium-go/cilium/internal/datapath/testnode"
 	"github.com/cilium-go/cilium/internal/testenv"
+	"github.com/cilium-go/cilium/pkg/api/client"
 	"github.com/cilium-go/cilium/pkg/api/models"
-	"github.com/cilium-go/cilium/pkg/client"
 )
 
 // TestPrivilegedHubbleServesTheDatapathsFlows runs the real agent with

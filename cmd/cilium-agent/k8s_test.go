@@ -15,8 +15,8 @@ import (
 	kubefake "k8s.io/client-go/kubernetes/fake"
 
 	"github.com/cilium-go/cilium/internal/testenv"
+	"github.com/cilium-go/cilium/pkg/api/client"
 	"github.com/cilium-go/cilium/pkg/api/models"
-	"github.com/cilium-go/cilium/pkg/client"
 	"github.com/cilium-go/cilium/pkg/endpoint/endpointtest"
 	"github.com/cilium-go/cilium/pkg/identity"
 	k8sagent "github.com/cilium-go/cilium/pkg/k8s/agent"

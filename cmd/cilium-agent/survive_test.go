@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/cilium-go/cilium/internal/testenv"
+	"github.com/cilium-go/cilium/pkg/api/client"
 	"github.com/cilium-go/cilium/pkg/api/models"
-	"github.com/cilium-go/cilium/pkg/client"
 	"github.com/cilium-go/cilium/pkg/endpoint/endpointtest"
 )
 

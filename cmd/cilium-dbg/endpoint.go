@@ -11,8 +11,8 @@ import (
 	cm "github.com/cilium/cilium/api/v1/models"
 
 	"github.com/cilium-go/cilium/pkg/api/ciliumapi"
+	"github.com/cilium-go/cilium/pkg/api/client"
 	"github.com/cilium-go/cilium/pkg/api/models"
-	"github.com/cilium-go/cilium/pkg/client"
 )
 
 func newEndpointCommand(o *options) *cobra.Command {

@@ -15,8 +15,8 @@ import (
 
 	"github.com/cilium-go/cilium/internal/datapath"
 	"github.com/cilium-go/cilium/internal/datapath/spec"
+	"github.com/cilium-go/cilium/pkg/api/client"
 	"github.com/cilium-go/cilium/pkg/api/models"
-	"github.com/cilium-go/cilium/pkg/client"
 	"github.com/cilium-go/cilium/pkg/monitor"
 )
 

@@ -9,8 +9,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/cilium-go/cilium/internal/datapath"
+	"github.com/cilium-go/cilium/pkg/api/client"
 	"github.com/cilium-go/cilium/pkg/api/models"
-	"github.com/cilium-go/cilium/pkg/client"
 	"github.com/cilium-go/cilium/pkg/paths"
 )
 

@@ -26,7 +26,7 @@ const (
 var kernelFacing = []string{
 	datapath,
 	module + "/internal/podlink",
-	module + "/internal/inns",
+	module + "/internal/netnamespace",
 	testenv,
 	// The benchmark loads its own floor program (bpf/bench).
 	module + "/bench/datapath",

@@ -8,7 +8,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/cilium-go/cilium/internal/inns"
+	"github.com/cilium-go/cilium/internal/netnamespace"
 	"github.com/cilium-go/cilium/internal/podlink"
 )
 
@@ -36,7 +36,7 @@ func (h HealthLink) Create() (podlink.Result, error) {
 	if err := h.Remove(); err != nil {
 		return podlink.Result{}, err
 	}
-	remove, err := inns.Create(h.NetNS)
+	remove, err := netnamespace.Create(h.NetNS)
 	if err != nil {
 		return podlink.Result{}, fmt.Errorf("health endpoint namespace: %w", err)
 	}

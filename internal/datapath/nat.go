@@ -5,7 +5,7 @@ import (
 	"os"
 	"strings"
 
-	"github.com/cilium-go/cilium/internal/inns"
+	"github.com/cilium-go/cilium/internal/netnamespace"
 )
 
 // PortRange is the ports Min..Max, both included.
@@ -53,7 +53,7 @@ func (r PortRange) Contains(port uint16) bool { return port >= r.Min && port <= 
 // namespace at netns ("" for the current one).
 func EphemeralPorts(netns string) (PortRange, error) {
 	var raw []byte
-	err := inns.Do(netns, func() (err error) {
+	err := netnamespace.Do(netns, func() (err error) {
 		raw, err = os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
 		return err
 	})

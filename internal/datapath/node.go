@@ -16,7 +16,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/cilium-go/cilium/internal/datapath/spec"
-	"github.com/cilium-go/cilium/internal/inns"
+	"github.com/cilium-go/cilium/internal/netnamespace"
 	"github.com/cilium-go/cilium/internal/podlink"
 )
 
@@ -249,7 +249,7 @@ func (n *Node) Start() error {
 		return err
 	}
 	defer progs.Close()
-	err = inns.Do(n.cfg.NetNS, func() error {
+	err = netnamespace.Do(n.cfg.NetNS, func() error {
 		return os.WriteFile("/proc/sys/net/ipv4/ip_forward", []byte("1"), 0o644)
 	})
 	if err != nil {

@@ -10,7 +10,7 @@ import (
 	"github.com/vishvananda/netlink"
 
 	"github.com/cilium-go/cilium/internal/datapath/spec"
-	"github.com/cilium-go/cilium/internal/inns"
+	"github.com/cilium-go/cilium/internal/netnamespace"
 	"github.com/cilium-go/cilium/internal/testenv"
 )
 
@@ -22,7 +22,7 @@ import (
 func TestPrivilegedNodeConcurrentUse(t *testing.T) {
 	testenv.Privileged(t) // creates a namespace, links, routes and BPF programs
 	node, ns := startRouteTestNode(t, spec.Native)
-	nl, err := inns.Netlink(ns)
+	nl, err := netnamespace.Netlink(ns)
 	must(t, err)
 	t.Cleanup(func() { nl.Close() })
 	host := &netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: "lxcrace"}, PeerName: "lxcracepeer"}

@@ -9,17 +9,17 @@ import (
 	"github.com/cilium/ebpf"
 	"github.com/vishvananda/netlink"
 
-	"github.com/cilium-go/cilium/internal/inns"
+	"github.com/cilium-go/cilium/internal/netnamespace"
 )
 
 // attach hooks prog to a device of the node: a pinned TCX or netkit link,
 // or a tc filter when configured or when the kernel has no TCX.
 func (n *Node) attach(pin string, ifindex int, prog *ebpf.Program, at ebpf.AttachType) error {
 	if isNetkit(at) {
-		return inns.Do(n.cfg.NetNS, func() error { return attachTCX(pin, ifindex, prog, at) })
+		return netnamespace.Do(n.cfg.NetNS, func() error { return attachTCX(pin, ifindex, prog, at) })
 	}
 	if !n.cfg.LegacyTC {
-		err := inns.Do(n.cfg.NetNS, func() error { return attachTCX(pin, ifindex, prog, at) })
+		err := netnamespace.Do(n.cfg.NetNS, func() error { return attachTCX(pin, ifindex, prog, at) })
 		if !errors.Is(err, ebpf.ErrNotSupported) {
 			return err
 		}
@@ -49,7 +49,7 @@ func (n *Node) linkPin(kind, name, dir string) string {
 }
 
 func (n *Node) netlinkHandle() (*netlink.Handle, error) {
-	return inns.Netlink(n.cfg.NetNS)
+	return netnamespace.Netlink(n.cfg.NetNS)
 }
 
 // ensureVXLAN creates the VXLAN device in external (collect metadata)
@@ -118,7 +118,7 @@ func (n *Node) ensureHostDevices(mtu int) error {
 			return fmt.Errorf("set %s up: %w", d.Attrs().Name, err)
 		}
 	}
-	return inns.Do(n.cfg.NetNS, func() error {
+	return netnamespace.Do(n.cfg.NetNS, func() error {
 		for _, c := range []struct{ dev, key, val string }{
 			{HostDevice, "rp_filter", "0"}, {HostPeerDevice, "rp_filter", "0"},
 			{HostDevice, "accept_local", "1"},

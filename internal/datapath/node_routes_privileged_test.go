@@ -11,7 +11,7 @@ import (
 
 	"github.com/cilium-go/cilium/internal/datapath/spec"
 	"github.com/cilium-go/cilium/internal/datapath/testnode"
-	"github.com/cilium-go/cilium/internal/inns"
+	"github.com/cilium-go/cilium/internal/netnamespace"
 	"github.com/cilium-go/cilium/internal/testenv"
 )
 
@@ -30,7 +30,7 @@ func TestPrivilegedRemoteNodeRoutes(t *testing.T) {
 			node, ns := startRouteTestNode(t, mode.mode)
 
 			// Someone else's route through the same device is not ours.
-			nl, err := inns.Netlink(ns)
+			nl, err := netnamespace.Netlink(ns)
 			must(t, err)
 			t.Cleanup(func() { nl.Close() })
 			up, err := nl.LinkByName("eth0")
@@ -93,7 +93,7 @@ func startRouteTestNode(t *testing.T, mode spec.RoutingMode) (*Node, string) {
 func TestPrivilegedEndpointRouteDeleteLeavesOthers(t *testing.T) {
 	testenv.Privileged(t) // creates a namespace, links, routes and BPF programs
 	node, ns := startRouteTestNode(t, spec.Native)
-	nl, err := inns.Netlink(ns)
+	nl, err := netnamespace.Netlink(ns)
 	must(t, err)
 	t.Cleanup(func() { nl.Close() })
 	lo, err := nl.LinkByName("lo")
@@ -118,7 +118,7 @@ func TestPrivilegedEndpointRouteDeleteLeavesOthers(t *testing.T) {
 func TestPrivilegedHostDevices(t *testing.T) {
 	testenv.Privileged(t) // creates namespaces, links and BPF programs
 	node, ns := startRouteTestNode(t, spec.Tunnel)
-	nl, err := inns.Netlink(ns)
+	nl, err := netnamespace.Netlink(ns)
 	must(t, err)
 	t.Cleanup(func() { nl.Close() })
 	host, err := nl.LinkByName(HostDevice)
@@ -140,7 +140,7 @@ func TestPrivilegedHostDevices(t *testing.T) {
 		{"192.168.77.1", "192.168.77.2", "eth0"},      // node to node
 	} {
 		var routes []netlink.Route
-		err := inns.Do(ns, func() error {
+		err := netnamespace.Do(ns, func() error {
 			var err error
 			routes, err = nl.RouteGetWithOptions(net.ParseIP(q.dst),
 				&netlink.RouteGetOptions{SrcAddr: net.ParseIP(q.src), Iif: HostDevice})

@@ -15,7 +15,7 @@ import (
 	"github.com/cilium-go/cilium/internal/datapath/dptest"
 	"github.com/cilium-go/cilium/internal/datapath/spec"
 	"github.com/cilium-go/cilium/internal/datapath/testnode"
-	"github.com/cilium-go/cilium/internal/inns"
+	"github.com/cilium-go/cilium/internal/netnamespace"
 	"github.com/cilium-go/cilium/internal/podlink"
 )
 
@@ -23,7 +23,7 @@ import (
 // the test ends.
 func handleIn(t *testing.T, nsPath string) *netlink.Handle {
 	t.Helper()
-	h, err := inns.Netlink(nsPath)
+	h, err := netnamespace.Netlink(nsPath)
 	if err != nil {
 		t.Fatal(err)
 	}

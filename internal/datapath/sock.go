@@ -10,7 +10,7 @@ import (
 	"github.com/cilium/ebpf/link"
 	"golang.org/x/sys/unix"
 
-	"github.com/cilium-go/cilium/internal/inns"
+	"github.com/cilium-go/cilium/internal/netnamespace"
 )
 
 // Socket-level balancing (bpf/sock.c): programs on a cgroup v2 directory
@@ -228,7 +228,7 @@ func (n *Node) detachSocketLB() error {
 // reads as SO_NETNS_COOKIE.
 func NetNSCookie(path string) (uint64, error) {
 	var cookie uint64
-	err := inns.Do(path, func() error {
+	err := netnamespace.Do(path, func() error {
 		fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
 		if err != nil {
 			return err

@@ -17,7 +17,7 @@ import (
 
 	"github.com/cilium-go/cilium/internal/datapath/spec"
 	"github.com/cilium-go/cilium/internal/datapath/testnode"
-	"github.com/cilium-go/cilium/internal/inns"
+	"github.com/cilium-go/cilium/internal/netnamespace"
 	"github.com/cilium-go/cilium/internal/testenv"
 	"github.com/cilium-go/cilium/pkg/identity"
 )
@@ -42,7 +42,7 @@ type sockWorld struct {
 func newSockWorld(t *testing.T, traces bool) *sockWorld {
 	t.Helper()
 	w := &sockWorld{ns: testenv.NewNetNS(t)}
-	nl, err := inns.Netlink(w.ns)
+	nl, err := netnamespace.Netlink(w.ns)
 	must(t, err)
 	t.Cleanup(func() { nl.Close() })
 	lo, err := nl.LinkByName("lo")

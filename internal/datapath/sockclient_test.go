@@ -15,7 +15,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/cilium-go/cilium/internal/inns"
+	"github.com/cilium-go/cilium/internal/netnamespace"
 )
 
 // Socket-level balancing acts on the processes of a cgroup, and cgroup v2
@@ -56,7 +56,7 @@ type sockResult struct {
 func sockClientMain(ns string, steps []string) int {
 	out := json.NewEncoder(os.Stdout)
 	in := bufio.NewReader(os.Stdin)
-	err := inns.Do(ns, func() error {
+	err := netnamespace.Do(ns, func() error {
 		kept := -1
 		defer func() {
 			if kept >= 0 {

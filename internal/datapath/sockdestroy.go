@@ -10,7 +10,7 @@ import (
 	"github.com/cilium/ebpf/link"
 
 	"github.com/cilium-go/cilium/internal/datapath/spec"
-	"github.com/cilium-go/cilium/internal/inns"
+	"github.com/cilium-go/cilium/internal/netnamespace"
 )
 
 // ErrSockDestroyUnsupported says the kernel cannot end sockets from BPF
@@ -60,7 +60,7 @@ func (m *Maps) DestroySocketsTo(netns string, backend netip.AddrPort, proto uint
 	}
 	defer objs.Destroy.Close()
 	var out []byte
-	err = inns.Do(netns, func() error {
+	err = netnamespace.Do(netns, func() error {
 		it, err := link.AttachIter(link.IterOptions{Program: objs.Destroy})
 		if err != nil {
 			return fmt.Errorf("attach socket destroy iterator: %w", err)

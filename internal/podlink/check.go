@@ -7,14 +7,14 @@ import (
 
 	"github.com/vishvananda/netlink"
 
-	"github.com/cilium-go/cilium/internal/inns"
+	"github.com/cilium-go/cilium/internal/netnamespace"
 )
 
 // Check verifies that the pair Create made is still as it
 // made it: the host side of the right kind with its ifindex, the pod side up with the /32
 // and the default route through GatewayIPv4. It backs the CNI CHECK.
 func Check(l Link, hostIfindex int) error {
-	node, err := inns.Netlink(l.NodeNetNS)
+	node, err := netnamespace.Netlink(l.NodeNetNS)
 	if err != nil {
 		return err
 	}
@@ -33,7 +33,7 @@ func Check(l Link, hostIfindex int) error {
 	if host.Attrs().Index != hostIfindex {
 		return fmt.Errorf("host side %s: ifindex %d, endpoint has %d", l.HostIfName, host.Attrs().Index, hostIfindex)
 	}
-	pod, err := inns.Netlink(l.PodNetNS)
+	pod, err := netnamespace.Netlink(l.PodNetNS)
 	if err != nil {
 		return err
 	}

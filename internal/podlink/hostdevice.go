@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"slices"
 
-	"github.com/cilium-go/cilium/internal/inns"
+	"github.com/cilium-go/cilium/internal/netnamespace"
 )
 
 // ErrNotPodDevice: the device named for an endpoint is not a pod's.
@@ -22,7 +22,7 @@ func CheckPodDevice(nodeNetNS, name string, ifindex int, notPod ...string) error
 	if name == "lo" || slices.Contains(notPod, name) {
 		return fmt.Errorf("%s is a device of the node: %w", name, ErrNotPodDevice)
 	}
-	h, err := inns.Netlink(nodeNetNS)
+	h, err := netnamespace.Netlink(nodeNetNS)
 	if err != nil {
 		return err
 	}

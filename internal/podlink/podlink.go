@@ -16,7 +16,7 @@ import (
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 
-	"github.com/cilium-go/cilium/internal/inns"
+	"github.com/cilium-go/cilium/internal/netnamespace"
 )
 
 // GatewayIPv4 is every pod's next hop. It is a name only: the pod holds a
@@ -81,12 +81,12 @@ func Create(l Link) (Result, error) {
 	if l.MTU == 0 {
 		l.MTU = 1500
 	}
-	node, err := inns.Netlink(l.NodeNetNS)
+	node, err := netnamespace.Netlink(l.NodeNetNS)
 	if err != nil {
 		return res, err
 	}
 	defer node.Close()
-	pod, err := inns.Netlink(l.PodNetNS)
+	pod, err := netnamespace.Netlink(l.PodNetNS)
 	if err != nil {
 		return res, err
 	}
@@ -134,7 +134,7 @@ func Create(l Link) (Result, error) {
 // without CONFIG_NETKIT, or is older than 6.7).
 func ProbeNetkit(nodeNetNS string) error {
 	const name, peer = "cilium_nkprobe", "cilium_nkprobe1"
-	node, err := inns.Netlink(nodeNetNS)
+	node, err := netnamespace.Netlink(nodeNetNS)
 	if err != nil {
 		return err
 	}
@@ -208,7 +208,7 @@ func configurePodSide(pod *netlink.Handle, l Link, hostMAC net.HardwareAddr) (ne
 // Delete removes the pair by its host side; a missing link is no
 // error.
 func Delete(nodeNetNS, hostIfName string) error {
-	node, err := inns.Netlink(nodeNetNS)
+	node, err := netnamespace.Netlink(nodeNetNS)
 	if err != nil {
 		return err
 	}
@@ -232,7 +232,7 @@ func deleteLink(h *netlink.Handle, name string) error {
 }
 
 func disableIPv6(ns, dev string) error {
-	return inns.Do(ns, func() error {
+	return netnamespace.Do(ns, func() error {
 		err := os.WriteFile("/proc/sys/net/ipv6/conf/"+dev+"/disable_ipv6", []byte("1"), 0o644)
 		if err != nil && !errors.Is(err, os.ErrNotExist) { // a kernel without IPv6
 			return fmt.Errorf("disable IPv6 on %s: %w", dev, err)

@@ -4,7 +4,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/cilium-go/cilium/internal/inns"
+	"github.com/cilium-go/cilium/internal/netnamespace"
 )
 
 // NewNetNS creates a network namespace for the test, with lo up, and
@@ -17,7 +17,7 @@ func NewNetNS(t testing.TB) string {
 	// TempDir's own cleanup, which removes the directory, was registered
 	// first and so runs after the removal below.
 	path := filepath.Join(t.TempDir(), "netns")
-	remove, err := inns.Create(path)
+	remove, err := netnamespace.Create(path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -30,11 +30,11 @@ func NewNetNS(t testing.TB) string {
 }
 
 // InNetNS runs fn on an OS thread in the network namespace at path (see
-// inns.Do) and fails the test with fn's error. fn runs on a goroutine of
+// netnamespace.Do) and fails the test with fn's error. fn runs on a goroutine of
 // its own, so it must not call t.Fatal: it returns its error instead.
 func InNetNS(t testing.TB, path string, fn func() error) {
 	t.Helper()
-	if err := inns.Do(path, fn); err != nil {
+	if err := netnamespace.Do(path, fn); err != nil {
 		t.Fatalf("in netns %s: %v", path, err)
 	}
 }

@@ -15,8 +15,8 @@ import (
 	current "github.com/containernetworking/cni/pkg/types/100"
 
 	"github.com/cilium-go/cilium/internal/podlink"
+	"github.com/cilium-go/cilium/pkg/api/client"
 	"github.com/cilium-go/cilium/pkg/api/models"
-	"github.com/cilium-go/cilium/pkg/client"
 	"github.com/cilium-go/cilium/pkg/identity"
 )
 

@@ -22,7 +22,7 @@ import (
 
 	"github.com/cilium-go/cilium/internal/datapath/dptest"
 	"github.com/cilium-go/cilium/internal/datapath/spec"
-	"github.com/cilium-go/cilium/internal/inns"
+	"github.com/cilium-go/cilium/internal/netnamespace"
 	"github.com/cilium-go/cilium/internal/podlink"
 	"github.com/cilium-go/cilium/internal/testenv"
 	"github.com/cilium-go/cilium/pkg/endpoint"
@@ -99,7 +99,7 @@ func realDatapath(t testing.TB) scriptDatapath {
 			if err != nil {
 				return nil, err
 			}
-			nl, err := inns.Netlink(ns)
+			nl, err := netnamespace.Netlink(ns)
 			if err != nil {
 				return nil, err
 			}

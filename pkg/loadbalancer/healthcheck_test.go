@@ -15,7 +15,7 @@ import (
 	"github.com/cilium/statedb"
 
 	"github.com/cilium-go/cilium/internal/datapath/spec"
-	"github.com/cilium-go/cilium/internal/inns"
+	"github.com/cilium-go/cilium/internal/netnamespace"
 	"github.com/cilium-go/cilium/internal/testenv"
 	"github.com/cilium-go/cilium/pkg/health"
 	"github.com/cilium-go/cilium/pkg/loadbalancer/lbtest"
@@ -64,11 +64,11 @@ func TestPrivilegedHealthChecks(t *testing.T) {
 	ns := testenv.NewNetNS(t)
 	testHealthChecks(t, hcNet{addrs: []netip.Addr{netip.MustParseAddr("127.0.0.1"), netip.MustParseAddr("127.0.0.2")},
 		listen: func(a netip.AddrPort) (l net.Listener, err error) {
-			err = inns.Do(ns, func() error { l, err = listenTCP(a); return err })
+			err = netnamespace.Do(ns, func() error { l, err = listenTCP(a); return err })
 			return l, err
 		},
 		dial: func(ctx context.Context, a netip.AddrPort) (c net.Conn, err error) {
-			err = inns.Do(ns, func() error {
+			err = netnamespace.Do(ns, func() error {
 				c, err = (&net.Dialer{}).DialContext(ctx, "tcp4", a.String())
 				return err
 			})

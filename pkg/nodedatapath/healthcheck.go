@@ -8,7 +8,7 @@ import (
 	"path/filepath"
 
 	"github.com/cilium-go/cilium/internal/datapath"
-	"github.com/cilium-go/cilium/internal/inns"
+	"github.com/cilium-go/cilium/internal/netnamespace"
 	"github.com/cilium-go/cilium/pkg/healthcheck"
 	"github.com/cilium-go/cilium/pkg/paths"
 )
@@ -33,19 +33,19 @@ func newHealthDatapath(n *datapath.Node, c Config, p paths.Config) healthcheck.D
 func (h *healthDatapath) NodeIPv4() netip.Addr { return h.nodeIP }
 
 func (h *healthDatapath) DialContext(ctx context.Context, network, addr string) (net.Conn, error) {
-	return inns.DialContext(ctx, h.nodeNS, network, addr)
+	return netnamespace.DialContext(ctx, h.nodeNS, network, addr)
 }
 
 func (h *healthDatapath) ListenICMP() (net.PacketConn, error) {
-	return inns.ListenPacket(h.nodeNS, "ip4:icmp", "0.0.0.0")
+	return netnamespace.ListenPacket(h.nodeNS, "ip4:icmp", "0.0.0.0")
 }
 
 func (h *healthDatapath) ListenNode(addr string) (net.Listener, error) {
-	return inns.Listen(h.nodeNS, "tcp", addr)
+	return netnamespace.Listen(h.nodeNS, "tcp", addr)
 }
 
 func (h *healthDatapath) ListenHealth(addr string) (net.Listener, error) {
-	return inns.Listen(h.netns, "tcp", addr)
+	return netnamespace.Listen(h.netns, "tcp", addr)
 }
 
 func (h *healthDatapath) link(ip netip.Addr) (datapath.HealthLink, error) {

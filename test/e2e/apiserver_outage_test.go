@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cilium-go/cilium/internal/inns"
+	"github.com/cilium-go/cilium/internal/netnamespace"
 )
 
 // apiOutage is how long the API server stays frozen: longer than the
@@ -109,7 +109,7 @@ func apiServerPID(t *testing.T, lab *Lab) int {
 // network namespace: the kubelet's view.
 func agentProbe(pid, port int, path string) (int, string, error) {
 	var conn net.Conn
-	err := inns.Do(fmt.Sprintf("/proc/%d/ns/net", pid), func() (err error) {
+	err := netnamespace.Do(fmt.Sprintf("/proc/%d/ns/net", pid), func() (err error) {
 		conn, err = net.DialTimeout("tcp", fmt.Sprintf("127.0.0.1:%d", port), 5*time.Second)
 		return err
 	})

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cilium-go/cilium/internal/inns"
+	"github.com/cilium-go/cilium/internal/netnamespace"
 )
 
 // The policy tests' reachability matrix: namespaces x, y and z, each
@@ -154,7 +154,7 @@ func probe(from, to *matrixPod, kind probeKind, timeout time.Duration) bool {
 		addr = to.svcIP
 	}
 	target := net.JoinHostPort(addr, fmt.Sprint(kind.port))
-	err := inns.Do(from.netns, func() error {
+	err := netnamespace.Do(from.netns, func() error {
 		c, err := net.DialTimeout(kind.proto, target, timeout)
 		if err != nil {
 			return err
@@ -299,7 +299,7 @@ func startTargets(t *testing.T, l *Lab, pods []*matrixPod) *targets {
 // netnsAddrs lists the IPv4 addresses in a network namespace.
 func netnsAddrs(t *testing.T, path string) []string {
 	var out []string
-	err := inns.Do(path, func() error {
+	err := netnamespace.Do(path, func() error {
 		addrs, err := net.InterfaceAddrs()
 		for _, a := range addrs {
 			if n, ok := a.(*net.IPNet); ok && n.IP.To4() != nil && !n.IP.IsLoopback() {
@@ -318,7 +318,7 @@ func netnsAddrs(t *testing.T, path string) []string {
 // until the test ends.
 func listen(t *testing.T, path string) {
 	var ln net.Listener
-	err := inns.Do(path, func() (err error) {
+	err := netnamespace.Do(path, func() (err error) {
 		ln, err = net.Listen("tcp4", fmt.Sprintf(":%d", targetPort))
 		return err
 	})
@@ -381,7 +381,7 @@ func (tg *targets) check(t *testing.T, name string, probes []outsideProbe) bool 
 				port = fmt.Sprint(targetPort)
 			}
 			target := net.JoinHostPort(tg.address(to), port)
-			err := inns.Do(from.netns, func() error {
+			err := netnamespace.Do(from.netns, func() error {
 				c, err := net.DialTimeout("tcp", target, time.Second)
 				if err == nil {
 					c.Close()

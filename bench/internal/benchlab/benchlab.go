@@ -26,7 +26,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/cilium-go/cilium/internal/datapath/spec"
-	"github.com/cilium-go/cilium/internal/inns"
+	"github.com/cilium-go/cilium/internal/netnamespace"
 	"github.com/cilium-go/cilium/pkg/identity"
 	"github.com/cilium-go/cilium/pkg/nodedatapath"
 	"github.com/cilium-go/cilium/pkg/paths"
@@ -215,7 +215,7 @@ func PodNetns(n Node, addr netip.Addr) (string, error) {
 // HasAddr reports whether an interface of the network namespace ns has addr.
 func HasAddr(ns string, addr netip.Addr) (bool, error) {
 	var found bool
-	err := inns.Do(ns, func() error {
+	err := netnamespace.Do(ns, func() error {
 		addrs, err := net.InterfaceAddrs()
 		for _, a := range addrs {
 			if p, ok := a.(*net.IPNet); ok && p.IP.Equal(addr.AsSlice()) {

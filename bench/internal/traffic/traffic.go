@@ -16,7 +16,7 @@ import (
 	"time"
 
 	"github.com/cilium-go/cilium/internal/datapath/dptest"
-	"github.com/cilium-go/cilium/internal/inns"
+	"github.com/cilium-go/cilium/internal/netnamespace"
 )
 
 // Servers run in a destination namespace: a sink that counts what it
@@ -87,7 +87,7 @@ func accept(ln net.Listener, handle func(net.Conn)) {
 // so that its rate measures the datapath and not the ephemeral port
 // range.
 func TuneClient(ns string) error {
-	return inns.Do(ns, func() error {
+	return netnamespace.Do(ns, func() error {
 		return os.WriteFile("/proc/sys/net/ipv4/tcp_tw_reuse", []byte("1"), 0o644)
 	})
 }

@@ -20,7 +20,7 @@ import (
 	"github.com/cilium-go/cilium/internal/datapath"
 	"github.com/cilium-go/cilium/internal/datapath/spec"
 	"github.com/cilium-go/cilium/internal/datapath/testnode"
-	"github.com/cilium-go/cilium/internal/inns"
+	"github.com/cilium-go/cilium/internal/netnamespace"
 	"github.com/cilium-go/cilium/internal/podlink"
 	"github.com/cilium-go/cilium/pkg/identity"
 )
@@ -195,7 +195,7 @@ func (c *Cluster) newNS(short string) (string, error) {
 		c.nsDir = dir
 	}
 	path := filepath.Join(c.nsDir, fmt.Sprintf("%d-%s", seq.Add(1), short))
-	remove, err := inns.Create(path)
+	remove, err := netnamespace.Create(path)
 	if err != nil {
 		return "", err
 	}
@@ -204,7 +204,7 @@ func (c *Cluster) newNS(short string) (string, error) {
 }
 
 func (c *Cluster) handle(path string) (*netlink.Handle, error) {
-	h, err := inns.Netlink(path)
+	h, err := netnamespace.Netlink(path)
 	if err != nil {
 		return nil, err
 	}
@@ -308,7 +308,7 @@ func (c *Cluster) addNode(u *netlink.Handle, br *netlink.Bridge, i int) (*Node, 
 		return nil, fmt.Errorf("address %s: %w", n.Name, err)
 	}
 	if c.opts.Plain {
-		err = inns.Do(n.NS, func() error {
+		err = netnamespace.Do(n.NS, func() error {
 			return os.WriteFile("/proc/sys/net/ipv4/ip_forward", []byte("1"), 0o644)
 		})
 		if err != nil {

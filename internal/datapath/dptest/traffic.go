@@ -17,7 +17,7 @@ import (
 	"github.com/gopacket/gopacket/layers"
 	"golang.org/x/sys/unix"
 
-	"github.com/cilium-go/cilium/internal/inns"
+	"github.com/cilium-go/cilium/internal/netnamespace"
 )
 
 // Traffic runs from Go sockets created inside the namespaces: a socket
@@ -29,7 +29,7 @@ const ReplyWait = 3 * time.Second
 // ListenTCP opens a TCP listener inside the namespace.
 func ListenTCP(ns string, addr netip.Addr, port int) (net.Listener, error) {
 	var ln net.Listener
-	err := inns.Do(ns, func() (err error) {
+	err := netnamespace.Do(ns, func() (err error) {
 		ln, err = net.Listen("tcp4", net.JoinHostPort(addr.String(), strconv.Itoa(port)))
 		return err
 	})
@@ -66,7 +66,7 @@ func ServeTCPEcho(ns string, addr netip.Addr, port int) (io.Closer, error) {
 // ServeUDPEcho runs a UDP echo server in the namespace until closed.
 func ServeUDPEcho(ns string, addr netip.Addr, port int) (io.Closer, error) {
 	var pc net.PacketConn
-	err := inns.Do(ns, func() (err error) {
+	err := netnamespace.Do(ns, func() (err error) {
 		pc, err = net.ListenPacket("udp4", net.JoinHostPort(addr.String(), strconv.Itoa(port)))
 		return err
 	})
@@ -89,7 +89,7 @@ func ServeUDPEcho(ns string, addr netip.Addr, port int) (io.Closer, error) {
 // DialTCP connects from inside the namespace.
 func DialTCP(ns string, to netip.Addr, port int, timeout time.Duration) (net.Conn, error) {
 	var c net.Conn
-	err := inns.Do(ns, func() (err error) {
+	err := netnamespace.Do(ns, func() (err error) {
 		c, err = net.DialTimeout("tcp4", net.JoinHostPort(to.String(), strconv.Itoa(port)), timeout)
 		return err
 	})
@@ -125,7 +125,7 @@ func TCPEcho(ns string, to netip.Addr, port int) error {
 // UDPEcho sends one datagram and expects it echoed.
 func UDPEcho(ns string, to netip.Addr, port int) error {
 	var c net.Conn
-	err := inns.Do(ns, func() (err error) {
+	err := netnamespace.Do(ns, func() (err error) {
 		c, err = net.Dial("udp4", net.JoinHostPort(to.String(), strconv.Itoa(port)))
 		return err
 	})
@@ -142,7 +142,7 @@ var pingID atomic.Uint32
 // matching reply.
 func Ping(ns string, to netip.Addr) error {
 	id := uint16(0x4000 + pingID.Add(1))
-	return inns.Do(ns, func() error {
+	return netnamespace.Do(ns, func() error {
 		fd, err := unix.Socket(unix.AF_INET, unix.SOCK_RAW, unix.IPPROTO_ICMP)
 		if err != nil {
 			return fmt.Errorf("raw socket: %w", err)
@@ -220,7 +220,7 @@ func ReadRemoteAddr(c net.Conn) (netip.AddrPort, error) {
 // reports whether the ICMP port-unreachable came back to the socket.
 func UDPRefused(ns string, to netip.Addr, port int) error {
 	var c net.Conn
-	err := inns.Do(ns, func() (err error) {
+	err := netnamespace.Do(ns, func() (err error) {
 		c, err = net.Dial("udp4", net.JoinHostPort(to.String(), strconv.Itoa(port)))
 		return err
 	})

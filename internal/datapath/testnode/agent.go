@@ -11,8 +11,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/cilium-go/cilium/internal/inns"
-	"github.com/cilium-go/cilium/pkg/client"
+	"github.com/cilium-go/cilium/internal/netnamespace"
+	"github.com/cilium-go/cilium/pkg/api/client"
 )
 
 // AgentConfig says how to run a cilium-agent process for one node.
@@ -33,7 +33,7 @@ type AgentConfig struct {
 // Agent is a running cilium-agent process.
 type Agent struct {
 	// Socket is the unix socket of its REST API, for cilium-cni and
-	// pkg/client.
+	// pkg/api/client.
 	Socket string
 	// LogPath is the file its stderr and stdout go to.
 	LogPath string
@@ -64,7 +64,7 @@ func StartAgent(ctx context.Context, c AgentConfig) (*Agent, error) {
 	// which then stops the agent in order, and not the agent directly.
 	a.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	// A process inherits the namespace of the thread that starts it.
-	if err := inns.Do(c.NodeNS, a.cmd.Start); err != nil {
+	if err := netnamespace.Do(c.NodeNS, a.cmd.Start); err != nil {
 		return nil, fmt.Errorf("start agent: %w", err)
 	}
 	go func() {

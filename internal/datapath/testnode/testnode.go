@@ -16,7 +16,7 @@ import (
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 
-	"github.com/cilium-go/cilium/internal/inns"
+	"github.com/cilium-go/cilium/internal/netnamespace"
 )
 
 // AddUplink gives the node namespace ns an eth0 with the address cidr
@@ -27,7 +27,7 @@ func AddUplink(ns, cidr string) error {
 	if err != nil {
 		return fmt.Errorf("uplink address: %w", err)
 	}
-	nl, err := inns.Netlink(ns)
+	nl, err := netnamespace.Netlink(ns)
 	if err != nil {
 		return err
 	}

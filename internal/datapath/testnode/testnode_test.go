@@ -9,7 +9,7 @@ import (
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 
-	"github.com/cilium-go/cilium/internal/inns"
+	"github.com/cilium-go/cilium/internal/netnamespace"
 	"github.com/cilium-go/cilium/internal/testenv"
 )
 
@@ -19,7 +19,7 @@ func TestPrivilegedNodePieces(t *testing.T) {
 	testenv.Privileged(t) // creates a network namespace and mounts a bpffs
 	dir := t.TempDir()
 	ns := filepath.Join(dir, "node")
-	remove, err := inns.Create(ns)
+	remove, err := netnamespace.Create(ns)
 	if err != nil {
 		t.Fatal(err)
 	}

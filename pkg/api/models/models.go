@@ -1,5 +1,5 @@
 // Package models holds the JSON bodies of the agent's REST API, as
-// described by api/v1/openapi.yaml. The agent's server and pkg/client
+// described by api/v1/openapi.yaml. The agent's server and pkg/api/client
 // share them; the package depends only on value packages (identities, the
 // datapath's values) so that small clients (the CNI plugin) stay small.
 package models

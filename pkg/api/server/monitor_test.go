@@ -9,8 +9,8 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/cilium-go/cilium/pkg/api/client"
 	"github.com/cilium-go/cilium/pkg/api/models"
-	"github.com/cilium-go/cilium/pkg/client"
 )
 
 // fakeMonitor emits its events of the types asked for, then waits for

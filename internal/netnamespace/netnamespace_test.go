@@ -1,4 +1,4 @@
-package inns_test
+package netnamespace_test
 
 import (
 	"errors"
@@ -10,7 +10,7 @@ import (
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 
-	"github.com/cilium-go/cilium/internal/inns"
+	"github.com/cilium-go/cilium/internal/netnamespace"
 	"github.com/cilium-go/cilium/internal/testenv"
 )
 
@@ -32,7 +32,7 @@ func TestPrivilegedDo(t *testing.T) {
 	}
 	// The link is made through a handle bound to the namespace, so that a
 	// broken Do could not put it in the caller's.
-	h, err := inns.Netlink(ns)
+	h, err := netnamespace.Netlink(ns)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -48,7 +48,7 @@ func TestPrivilegedDo(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	err = inns.Do(ns, func() error {
+	err = netnamespace.Do(ns, func() error {
 		got, err := inode("/proc/thread-self/ns/net")
 		if err != nil {
 			return err
@@ -72,24 +72,24 @@ func TestPrivilegedDo(t *testing.T) {
 func TestPrivilegedDoReturnsFnsError(t *testing.T) {
 	ns := testenv.NewNetNS(t)
 	errFn := errors.New("from fn")
-	if err := inns.Do(ns, func() error { return errFn }); !errors.Is(err, errFn) {
+	if err := netnamespace.Do(ns, func() error { return errFn }); !errors.Is(err, errFn) {
 		t.Fatalf("Do: %v, want %v", err, errFn)
 	}
 }
 
 func TestDoWithoutPathRunsHere(t *testing.T) {
 	ran := false
-	if err := inns.Do("", func() error { ran = true; return nil }); err != nil || !ran {
+	if err := netnamespace.Do("", func() error { ran = true; return nil }); err != nil || !ran {
 		t.Fatalf("ran %v, %v", ran, err)
 	}
 }
 
 func TestMissingNamespace(t *testing.T) {
 	missing := t.TempDir() + "/none"
-	if err := inns.Do(missing, func() error { t.Error("fn ran"); return nil }); !errors.Is(err, fs.ErrNotExist) {
+	if err := netnamespace.Do(missing, func() error { t.Error("fn ran"); return nil }); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("Do: %v, want %v", err, fs.ErrNotExist)
 	}
-	if _, err := inns.Netlink(missing); !errors.Is(err, fs.ErrNotExist) {
+	if _, err := netnamespace.Netlink(missing); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("Netlink: %v, want %v", err, fs.ErrNotExist)
 	}
 }

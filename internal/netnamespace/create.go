@@ -1,4 +1,4 @@
-package inns
+package netnamespace
 
 import (
 	"errors"

@@ -1,6 +1,6 @@
-// Package inns runs code inside a network namespace on a thread of its
+// Package netnamespace runs code inside a network namespace on a thread of its
 // own, and opens netlink handles there.
-package inns
+package netnamespace
 
 import (
 	"fmt"
