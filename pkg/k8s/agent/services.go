@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/netip"
 	"sync"
@@ -11,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
 
 	"github.com/cilium-go/cilium/internal/datapath/spec"
 	"github.com/cilium-go/cilium/pkg/k8s/tables"
@@ -103,74 +105,50 @@ func (s *ServiceSource) notify(n loadbalancer.ServiceName) {
 }
 
 // follow tells the listeners of every Service that a change of the
-// tables touches, until ctx ends. A slice that moves to another Service
-// changes both, and a pod that drops its hostPorts changes its service:
-// what each object named last is remembered for that.
+// tables touches, until ctx ends.
 func (s *ServiceSource) follow(ctx context.Context) error {
-	svcs, err := changes(s.db, s.services)
-	if err != nil {
-		return err
-	}
-	slices, err := changes(s.db, s.slices)
-	if err != nil {
-		return err
-	}
-	pods, err := changes(s.db, s.pods)
-	if err != nil {
-		return err
-	}
-	named := map[string]loadbalancer.ServiceName{} // by slice or pod key
-	changed := func(key string, n loadbalancer.ServiceName, ok, deleted bool) {
-		if old, had := named[key]; had && (old != n || !ok || deleted) {
-			s.notify(old)
-			delete(named, key)
+	h := s.handler()
+	_, err1 := tables.Follow(ctx, s.db, s.services, h)
+	_, err2 := tables.Follow(ctx, s.db, s.slices, h)
+	_, err3 := tables.Follow(ctx, s.db, s.pods, h)
+	return errors.Join(err1, err2, err3)
+}
+
+// handler notifies the listeners of the service each event changes.
+func (s *ServiceSource) handler() cache.ResourceEventHandler {
+	svcName := func(obj any) (loadbalancer.ServiceName, bool) {
+		switch o := obj.(type) {
+		case *corev1.Service:
+			return loadbalancer.ServiceName{Namespace: o.Namespace, Name: o.Name}, true
+		case *discoveryv1.EndpointSlice:
+			n := o.Labels[discoveryv1.LabelServiceName]
+			return loadbalancer.ServiceName{Namespace: o.Namespace, Name: n}, n != ""
+		case *corev1.Pod:
+			// Only pods that name hostPorts are services; a pod that
+			// stops naming them changes its service too (see UpdateFunc).
+			return loadbalancer.HostPortName(o.Namespace, o.Name), hasHostPorts(o)
 		}
-		if ok {
-			if !deleted {
-				named[key] = n
-			}
+		return loadbalancer.ServiceName{}, false
+	}
+	changed := func(obj any) {
+		if n, ok := svcName(obj); ok {
 			s.notify(n)
 		}
 	}
-	go func() {
-		ws := statedb.NewWatchSet()
-		for {
-			txn := s.db.ReadTxn()
-			ws.Clear()
-			it, watch := svcs.Next(txn)
-			for c := range it {
-				s.notify(loadbalancer.ServiceName{Namespace: c.Object.Namespace, Name: c.Object.Name})
+	return cache.ResourceEventHandlerFuncs{
+		AddFunc: changed,
+		UpdateFunc: func(old, cur any) {
+			// A slice that moves to another service changes both.
+			// A pod that drops its hostPorts changes its service.
+			on, oldOK := svcName(old)
+			cn, curOK := svcName(cur)
+			if oldOK && (cn != on || !curOK) {
+				s.notify(on)
 			}
-			ws.Add(watch)
-			sit, watch := slices.Next(txn)
-			for c := range sit {
-				n := c.Object.Labels[discoveryv1.LabelServiceName]
-				changed("slice/"+tables.Key(c.Object), loadbalancer.ServiceName{Namespace: c.Object.Namespace, Name: n}, n != "", c.Deleted)
-			}
-			ws.Add(watch)
-			pit, watch := pods.Next(txn)
-			for c := range pit {
-				changed("pod/"+tables.Key(c.Object), loadbalancer.HostPortName(c.Object.Namespace, c.Object.Name),
-					hasHostPorts(c.Object), c.Deleted)
-			}
-			ws.Add(watch)
-			if _, err := ws.Wait(ctx, 0); err != nil {
-				return
-			}
-		}
-	}()
-	return nil
-}
-
-// changes follows t's changes from now, the objects already there first.
-func changes[T any](db *statedb.DB, t statedb.Table[T]) (statedb.ChangeIterator[T], error) {
-	txn := db.WriteTxn(t)
-	defer txn.Commit()
-	it, err := t.Changes(txn)
-	if err != nil {
-		return nil, fmt.Errorf("follow %s: %w", t.Name(), err)
+			changed(cur)
+		},
+		DeleteFunc: changed,
 	}
-	return it, nil
 }
 
 // waitFor returns once every table in ts holds its first list.
