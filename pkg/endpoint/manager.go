@@ -67,16 +67,6 @@ type Manager struct {
 	// RetryRestore tries them again.
 	unrestored map[uint16]bool
 	skipped    error
-
-	// draining are ids whose row is gone but whose programs may not be:
-	// they are not given out again until the reconciler removed them.
-	drainMu  sync.Mutex
-	draining map[uint16]*drain
-}
-
-type drain struct {
-	done chan struct{}
-	err  error // the last failed attempt
 }
 
 // NewManager keeps its state files in dir and its rows in tbl. It touches
@@ -87,8 +77,7 @@ func NewManager(log *slog.Logger, db *statedb.DB, tbl statedb.RWTable[*Desired],
 	done := tbl.RegisterInitializer(txn, "endpoint-restore")
 	txn.Commit()
 	return &Manager{log: log, db: db, tbl: tbl, ids: ids, ipam: ipam, policy: policy, dir: dir, now: time.Now, initDone: done,
-		byID: map[uint16]*Endpoint{}, byContainer: map[string]*Endpoint{}, unrestored: map[uint16]bool{},
-		draining: map[uint16]*drain{}}
+		byID: map[uint16]*Endpoint{}, byContainer: map[string]*Endpoint{}, unrestored: map[uint16]bool{}}
 }
 
 // Create makes the endpoint for s, and returns once its datapath is live.
@@ -143,11 +132,15 @@ func (m *Manager) Create(ctx context.Context, s Spec) (ep Endpoint, created bool
 
 func (e *Endpoint) pod() Pod { return Pod{Namespace: e.PodNamespace, Name: e.PodName} }
 
+// freeIDLocked is an id that no endpoint has and no tombstone holds
+// (its old programs may still be in the datapath).
 func (m *Manager) freeIDLocked() (uint16, bool) {
-	m.drainMu.Lock()
-	defer m.drainMu.Unlock()
+	txn := m.db.ReadTxn()
 	for id := uint16(1); id <= MaxID; id++ {
-		if _, taken := m.byID[id]; !taken && m.draining[id] == nil {
+		if _, taken := m.byID[id]; taken {
+			continue
+		}
+		if _, _, held := m.tbl.Get(txn, IDIndex.Query(id)); !held {
 			return id, true
 		}
 	}

@@ -194,6 +194,46 @@ func TestDeleteRemovesEverything(t *testing.T) {
 	}
 }
 
+// A deleted endpoint's id stays taken until its programs are gone: the
+// delete reports the datapath's failure, a new endpoint gets another id,
+// and once the reconciler's retry unprogrammed it, the id is free again.
+func TestDeleteHoldsTheIDUntilUnprogrammed(t *testing.T) {
+	f := newFixture(t, t.TempDir(), nil)
+	ctx := context.Background()
+	if _, _, err := f.m.Create(ctx, podSpec(1)); err != nil {
+		t.Fatal(err)
+	}
+	f.dp.FailDeletes(errors.New("device busy"))
+	if _, err := f.m.Delete(ctx, "c1"); err == nil || !strings.Contains(err.Error(), "device busy") {
+		t.Fatalf("Delete with a failing datapath: %v, want its error", err)
+	}
+	if _, ok := f.dp.Live(1); !ok {
+		t.Fatal("endpoint 1 unprogrammed although every delete failed")
+	}
+	ep, _, err := f.m.Create(ctx, podSpec(2))
+	if err != nil || ep.ID != 2 {
+		t.Fatalf("Create beside the undeleted endpoint 1: %+v %v, want id 2", ep, err)
+	}
+	f.dp.FailDeletes(nil)
+	testenv.Eventually(t, 10*time.Second, func() error {
+		if _, ok := f.dp.Live(1); ok {
+			return errors.New("endpoint 1 still programmed")
+		}
+		return nil
+	})
+	testenv.Eventually(t, 10*time.Second, func() error {
+		ep, _, err := f.m.Create(ctx, podSpec(3))
+		if err != nil {
+			return err
+		}
+		if ep.ID != 1 {
+			_, err := f.m.Delete(ctx, "c3")
+			return errors.Join(fmt.Errorf("got id %d, want the freed 1", ep.ID), err)
+		}
+		return nil
+	})
+}
+
 func TestRestoreAfterRestart(t *testing.T) {
 	dir := t.TempDir()
 	f := newFixture(t, dir, nil)

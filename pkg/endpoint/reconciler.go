@@ -21,47 +21,43 @@ type Datapath interface {
 }
 
 // RegisterReconciler makes dp hold what m's table says: every row
-// programmed, every removed row unprogrammed, the rest pruned once the
-// table is initialized (after Restore) and every desired.PruneInterval.
-// Register it before the hook that calls Restore, so that Restore can
-// wait for it.
+// programmed, every tombstone unprogrammed (and then collected), the rest
+// pruned once the table is initialized (after Restore) and every
+// desired.PruneInterval. Register it before the hook that calls Restore,
+// so that Restore can wait for it.
 func RegisterReconciler(p reconciler.Params, m *Manager, dp Datapath) error {
-	_, err := desired.Register(p, m.tbl, ops{dp: dp, m: m})
-	return err
+	if _, err := desired.Register(p, m.tbl, ops{dp: dp}); err != nil {
+		return err
+	}
+	desired.CollectTombstones(p.JobGroup, p.DB, m.tbl, TombstoneIndex)
+	return nil
 }
 
-type ops struct {
-	dp Datapath
-	m  *Manager
-}
+type ops struct{ dp Datapath }
 
-// Update implements reconciler.Operations.
+// Update implements reconciler.Operations: it programs a row, and
+// unprograms a tombstone.
 func (o ops) Update(_ context.Context, _ statedb.ReadTxn, _ statedb.Revision, d *Desired) error {
+	if d.Deleted {
+		return o.dp.DeleteEndpoint(d.datapathEndpoint())
+	}
 	return o.dp.UpsertEndpoint(d.datapathEndpoint())
 }
 
-// Delete implements reconciler.Operations. The endpoint's id is free for
-// a new endpoint only once its old programs are gone.
-func (o ops) Delete(_ context.Context, _ statedb.ReadTxn, _ statedb.Revision, d *Desired) error {
-	if err := o.dp.DeleteEndpoint(d.datapathEndpoint()); err != nil {
-		o.m.unprogramFailed(d.ID, err)
-		return err
-	}
-	o.m.unprogrammed(d.ID)
+// Delete implements reconciler.Operations. Only tombstones leave the
+// table, once unprogrammed: there is nothing left to do.
+func (o ops) Delete(context.Context, statedb.ReadTxn, statedb.Revision, *Desired) error {
 	return nil
 }
 
-// Prune implements reconciler.Operations.
+// Prune implements reconciler.Operations: the datapath keeps the live
+// rows' endpoints only.
 func (o ops) Prune(_ context.Context, _ statedb.ReadTxn, rows iter.Seq2[*Desired, statedb.Revision]) error {
 	var keep []spec.Endpoint
-	ids := map[uint16]bool{}
 	for d := range rows {
-		keep = append(keep, d.datapathEndpoint())
-		ids[d.ID] = true
+		if !d.Deleted {
+			keep = append(keep, d.datapathEndpoint())
+		}
 	}
-	if err := o.dp.PruneEndpoints(keep); err != nil {
-		return err
-	}
-	o.m.prunedExcept(ids)
-	return nil
+	return o.dp.PruneEndpoints(keep)
 }

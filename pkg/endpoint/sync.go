@@ -6,7 +6,7 @@ import "github.com/cilium/statedb"
 // that follow the endpoints (desired.Controller) compute from.
 func Local(txn statedb.ReadTxn, eps statedb.Table[*Desired]) []Endpoint {
 	var out []Endpoint
-	for d := range eps.All(txn) {
+	for d := range Live(txn, eps) {
 		out = append(out, d.Endpoint)
 	}
 	return out

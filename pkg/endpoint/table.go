@@ -1,6 +1,7 @@
 package endpoint
 
 import (
+	"iter"
 	"strconv"
 
 	"github.com/cilium/statedb"
@@ -20,8 +21,16 @@ type Desired struct {
 	// by its policy map, in both directions. Where no rule isolates the
 	// endpoint, the policy engine writes an allow-all entry.
 	EnforcePolicy bool
-	Status        reconciler.Status
+	// Deleted makes the row a tombstone: the endpoint is gone, and the
+	// row stays until the reconciler unprogrammed it (see
+	// desired.CollectTombstones), its id taken meanwhile. Readers of the
+	// table skip tombstones (see Live).
+	Deleted bool
+	Status  reconciler.Status
 }
+
+// IsTombstone implements desired.Tombstone.
+func (d *Desired) IsTombstone() bool { return d.Deleted }
 
 // TableHeader implements statedb.TableWritable.
 func (*Desired) TableHeader() []string {
@@ -34,8 +43,12 @@ func (d *Desired) TableRow() []string {
 	if d.PodName != "" {
 		pod = d.PodNamespace + "/" + d.PodName
 	}
+	status := d.Status.String()
+	if d.Deleted {
+		status = "(removed) " + status
+	}
 	return []string{strconv.Itoa(int(d.ID)), d.ContainerID, pod, d.IPv4.String(), d.Identity.String(),
-		d.HostIfName, d.Status.String()}
+		d.HostIfName, status}
 }
 
 // Clone implements desired.Row.
@@ -64,9 +77,28 @@ var IDIndex = statedb.Index[*Desired, uint16]{
 	Unique:     true,
 }
 
+// TombstoneIndex finds the tombstones.
+var TombstoneIndex = statedb.Index[*Desired, bool]{
+	Name: "tombstone",
+	FromObject: func(d *Desired) index.KeySet {
+		return index.NewKeySet(index.Bool(d.Deleted))
+	},
+	FromKey:    index.Bool,
+	FromString: index.BoolString,
+}
+
 // NewTable creates the endpoints table and registers it with db.
 func NewTable(db *statedb.DB) (statedb.RWTable[*Desired], error) {
-	return statedb.NewTable(db, TableName, IDIndex)
+	return statedb.NewTable(db, TableName, IDIndex, TombstoneIndex)
+}
+
+// Gone tells whether a change of the table ends an endpoint: the row
+// deleted, or turned into a tombstone.
+func Gone(c statedb.Change[*Desired]) bool { return c.Deleted || c.Object.Deleted }
+
+// Live are the endpoints of the table as of txn, tombstones left out.
+func Live(txn statedb.ReadTxn, eps statedb.Table[*Desired]) iter.Seq[*Desired] {
+	return statedb.ToSeq(eps.List(txn, TombstoneIndex.Query(false)))
 }
 
 var _ statedb.TableWritable = (*Desired)(nil)

@@ -39,7 +39,7 @@ func (s *sockets) TerminateUDP(backend netip.AddrPort) error {
 	}
 	total, err := s.n.DestroySocketsTo(backend, spec.ProtoUDP)
 	errs := []error{err}
-	for d := range s.eps.All(s.db.ReadTxn()) {
+	for d := range endpoint.Live(s.db.ReadTxn(), s.eps) {
 		if d.NetNSPath == "" {
 			continue
 		}

@@ -23,13 +23,14 @@ import (
 )
 
 // Datapath is endpoint.Datapath in memory: what is programmed, by id.
-// Fail, while set, fails every upsert.
+// Fail, while set, fails every upsert, and FailDeletes every delete.
 type Datapath struct {
-	mu      sync.Mutex
-	live    map[uint16]spec.Endpoint
-	upserts int
-	pruned  [][]uint16
-	fail    error
+	mu          sync.Mutex
+	live        map[uint16]spec.Endpoint
+	upserts     int
+	pruned      [][]uint16
+	fail        error
+	failDeletes error
 }
 
 var _ endpoint.Datapath = (*Datapath)(nil)
@@ -53,6 +54,9 @@ func (d *Datapath) UpsertEndpoint(ep spec.Endpoint) error {
 func (d *Datapath) DeleteEndpoint(ep spec.Endpoint) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	if d.failDeletes != nil {
+		return d.failDeletes
+	}
 	delete(d.live, ep.ID)
 	return nil
 }
@@ -81,6 +85,13 @@ func (d *Datapath) Fail(err error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	d.fail = err
+}
+
+// FailDeletes makes every delete fail with err until FailDeletes(nil).
+func (d *Datapath) FailDeletes(err error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.failDeletes = err
 }
 
 // Live is the programmed endpoint of id.

@@ -206,7 +206,7 @@ func (a *Agent) run(ctx context.Context, h cell.Health) error {
 		}
 		evs, watch := changes.Next(a.db.ReadTxn())
 		for ev := range evs {
-			a.endpointChanged(ev.Object, ev.Deleted)
+			a.endpointChanged(ev.Object, endpoint.Gone(ev))
 		}
 		a.write(!initialized)
 		initialized = true
@@ -429,35 +429,5 @@ func (a *Agent) tombstoneEntries(txn statedb.WriteTxn, id uint16, keep map[spec.
 	}
 	for _, ent := range gone {
 		a.writeEntry(txn, policy.EntryChange{EndpointID: id, Entry: ent}, rev)
-	}
-}
-
-// collectTombstones deletes the tombstones whose entries left the map.
-func (a *Agent) collectTombstones(ctx context.Context, _ cell.Health) error {
-	for {
-		rows, watch := a.entries.ListWatch(a.db.ReadTxn(), DeletedIndex.Query(true))
-		var done []*MapEntry
-		for e := range rows {
-			if e.Status.Kind == reconciler.StatusKindDone {
-				done = append(done, e)
-			}
-		}
-		if len(done) > 0 {
-			txn := a.db.WriteTxn(a.entries)
-			for _, e := range done {
-				// Only if still the same tombstone: the engine may have
-				// brought the entry back meanwhile.
-				if cur, _, ok := a.entries.Get(txn, EntryIndex.Query(entryID{e.EndpointID, e.Entry})); ok && cur.Deleted &&
-					cur.Status.Kind == reconciler.StatusKindDone {
-					_, _, _ = a.entries.Delete(txn, cur)
-				}
-			}
-			txn.Commit()
-		}
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-watch:
-		}
 	}
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/cilium/statedb"
 	"github.com/spf13/pflag"
 
+	"github.com/cilium-go/cilium/pkg/desired"
 	"github.com/cilium-go/cilium/pkg/endpoint"
 	"github.com/cilium-go/cilium/pkg/health"
 	"github.com/cilium-go/cilium/pkg/ipcache"
@@ -47,7 +48,8 @@ var EngineCell = cell.Module("policy", "Network policy rules to endpoints policy
 	cell.Provide(newAgent, func(a *Agent) endpoint.PolicyGate { return a }, func(a *Agent) ipcache.PrefixSource { return a }),
 	health.JobGroup,
 	cell.Invoke(func(jobs job.Group, a *Agent) {
-		jobs.Add(job.OneShot("policy-engine", a.run), job.OneShot("policy-tombstones", a.collectTombstones))
+		jobs.Add(job.OneShot("policy-engine", a.run))
+		desired.CollectTombstones(jobs, a.db, a.entries, DeletedIndex)
 	}),
 )
 

@@ -98,6 +98,9 @@ type MapEntry struct {
 	Status     reconciler.Status
 }
 
+// IsTombstone implements desired.Tombstone.
+func (e *MapEntry) IsTombstone() bool { return e.Deleted }
+
 func (e *MapEntry) group() spec.PolicyGroup { return e.Entry.Group(e.EndpointID) }
 
 // TableHeader implements statedb.TableWritable.
