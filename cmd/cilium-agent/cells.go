@@ -22,6 +22,7 @@ import (
 	"github.com/cilium-go/cilium/pkg/loadbalancer"
 	"github.com/cilium-go/cilium/pkg/metrics"
 	"github.com/cilium-go/cilium/pkg/monitor"
+	"github.com/cilium-go/cilium/pkg/node"
 	"github.com/cilium-go/cilium/pkg/nodedatapath"
 	"github.com/cilium-go/cilium/pkg/paths"
 	policyagent "github.com/cilium-go/cilium/pkg/policy/agent"
@@ -45,6 +46,7 @@ var (
 	ControlPlane = cell.Group(
 		k8sagent.Cell,          // --enable-k8s, --kubeconfig, --k8s-node-name: clients and watchers (none with Kubernetes off)
 		k8stables.Cell,         // the cluster's objects as tables, one reflector per kind (empty with Kubernetes off)
+		node.ClusterCell,       // the cluster's nodes, from the Node and CiliumNode tables; the API's node list
 		ipam.Cell,              // --ipam-pod-cidr: pod addresses
 		clusterpool.Cell,       // the pod CIDR from this node's CiliumNode
 		allocator.Cell,         // identities of pods from their labels, following relabels

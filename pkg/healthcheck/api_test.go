@@ -14,6 +14,7 @@ import (
 	"github.com/cilium-go/cilium/pkg/health"
 	"github.com/cilium-go/cilium/pkg/healthcheck/client"
 	"github.com/cilium-go/cilium/pkg/healthcheck/probe"
+	"github.com/cilium-go/cilium/pkg/node"
 )
 
 // noNet is a network where nothing answers.
@@ -27,8 +28,8 @@ func (noNet) ListenICMP() (net.PacketConn, error) { return nil, errors.New("netw
 // The API's paths and JSON are Cilium's: the client (Cilium's models)
 // reads GET /status before and after PUT /status/probe, and GET /healthz.
 func TestAPI(t *testing.T) {
-	nodes := func() []Node {
-		return []Node{{Name: "a", Self: true, IPv4: netip.MustParseAddr("192.0.2.1")}}
+	nodes := func() []node.Node {
+		return []node.Node{{Name: "a", Self: true, IPv4: netip.MustParseAddr("192.0.2.1")}}
 	}
 	c := NewChecker(probe.New(noNet{}, 0), "a", DefaultInterval, true, nodes)
 	reg := health.NewRegistry()

@@ -23,6 +23,7 @@ import (
 	"github.com/cilium-go/cilium/pkg/healthcheck/probe"
 	"github.com/cilium-go/cilium/pkg/ipam"
 	k8sagent "github.com/cilium-go/cilium/pkg/k8s/agent"
+	"github.com/cilium-go/cilium/pkg/node"
 	"github.com/cilium-go/cilium/pkg/paths"
 )
 
@@ -71,8 +72,8 @@ type params struct {
 	Datapath  Datapath `optional:"true"`
 	Endpoints *endpoint.Manager
 	IPAM      *ipam.Allocator
-	Watchers  *k8sagent.Watchers `optional:"true"`
-	Clients   *k8sagent.Clients  `optional:"true"`
+	Cluster   *node.Cluster     `optional:"true"`
+	Clients   *k8sagent.Clients `optional:"true"`
 }
 
 func register(p params) error {
@@ -89,7 +90,7 @@ func register(p params) error {
 	}
 	he := &healthEndpoint{dp: p.Datapath, eps: p.Endpoints, ipam: p.IPAM}
 	endpoints := p.Config.EnableHealthChecking && p.Config.EnableEndpointHealthChecking
-	if endpoints && p.Watchers == nil {
+	if endpoints && p.Cluster == nil {
 		// Without the cluster the ipcache does not know this node's own
 		// address, so the node's probes would reach its health endpoint
 		// as the world, which the endpoint's rule refuses.
@@ -103,14 +104,14 @@ func register(p params) error {
 		return nil
 	}
 	var localHealthIP atomic.Pointer[netip.Addr]
-	nodes := func() []Node {
-		self := Node{Name: name, Self: true, IPv4: p.Datapath.NodeIPv4(), PodCIDR: p.IPAM.PodCIDR()}
+	nodes := func() []node.Node {
+		self := node.Node{Name: name, Self: true, IPv4: p.Datapath.NodeIPv4(), PodCIDR: p.IPAM.PodCIDR()}
 		if ip := localHealthIP.Load(); ip != nil {
 			self.HealthIPv4 = *ip
 		}
-		var others []Node
-		if p.Watchers != nil {
-			others = p.Watchers.ListNodes()
+		var others []node.Node
+		if p.Cluster != nil {
+			others = p.Cluster.List(p.Cluster.DB.ReadTxn())
 		}
 		return withSelf(others, self)
 	}

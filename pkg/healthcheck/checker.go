@@ -16,15 +16,11 @@ import (
 	healthmodels "github.com/cilium/cilium/api/v1/health/models"
 
 	"github.com/cilium-go/cilium/pkg/healthcheck/probe"
-	"github.com/cilium-go/cilium/pkg/ipcache"
+	"github.com/cilium-go/cilium/pkg/node"
 )
 
 // DefaultInterval is Cilium's probe interval for a small cluster.
 const DefaultInterval = time.Minute
-
-// Node is a node as the checker sees it; ipcache.Node is what the
-// Kubernetes watchers list.
-type Node = ipcache.Node
 
 // Checker probes the cluster's nodes and keeps the last result.
 type Checker struct {
@@ -32,7 +28,7 @@ type Checker struct {
 	self     string
 	interval time.Duration
 	// nodes lists the nodes to probe; the local node comes first.
-	nodes func() []Node
+	nodes func() []node.Node
 	// endpoints says whether health endpoints are probed.
 	endpoints bool
 
@@ -44,14 +40,14 @@ type Checker struct {
 }
 
 // NewChecker probes what nodes lists with prober; self names this node.
-func NewChecker(prober *probe.Prober, self string, interval time.Duration, endpoints bool, nodes func() []Node) *Checker {
+func NewChecker(prober *probe.Prober, self string, interval time.Duration, endpoints bool, nodes func() []node.Node) *Checker {
 	return &Checker{prober: prober, self: self, interval: interval, endpoints: endpoints, nodes: nodes}
 }
 
 // Targets are the nodes to probe. A health address outside the node's pod
 // CIDR is not probed: whoever can write a CiliumNode would otherwise
 // point this node's probes at any address of their choice.
-func Targets(nodes []Node, endpoints bool) []probe.Target {
+func Targets(nodes []node.Node, endpoints bool) []probe.Target {
 	out := make([]probe.Target, 0, len(nodes))
 	for _, n := range nodes {
 		t := probe.Target{Name: n.Name, NodeIP: n.IPv4}
@@ -114,8 +110,8 @@ func (c *Checker) Run(ctx context.Context) {
 }
 
 // withSelf puts this node first: self, with what nodes adds about it.
-func withSelf(nodes []Node, self Node) []Node {
-	out := []Node{self}
+func withSelf(nodes []node.Node, self node.Node) []node.Node {
+	out := []node.Node{self}
 	for _, n := range nodes {
 		if n.Name == self.Name || n.Self {
 			// The agent knows its own health address before its

@@ -10,13 +10,14 @@ import (
 	k8sagent "github.com/cilium-go/cilium/pkg/k8s/agent"
 	k8sclient "github.com/cilium-go/cilium/pkg/k8s/client"
 	"github.com/cilium-go/cilium/pkg/k8s/k8stest"
+	"github.com/cilium-go/cilium/pkg/node"
 )
 
 // Only a health address in the node's own pod CIDR is probed: a CiliumNode
 // cannot point this node's probes anywhere else.
 func TestTargetsProbeHealthAddressesOnlyInThePodCIDR(t *testing.T) {
 	ip, pfx := netip.MustParseAddr, netip.MustParsePrefix
-	nodes := []Node{
+	nodes := []node.Node{
 		{Name: "a", IPv4: ip("192.0.2.1"), PodCIDR: pfx("10.1.0.0/24"), HealthIPv4: ip("10.1.0.7")},
 		{Name: "b", IPv4: ip("192.0.2.2"), PodCIDR: pfx("10.2.0.0/24"), HealthIPv4: ip("169.254.169.254")},
 		{Name: "c", IPv4: ip("192.0.2.3"), HealthIPv4: ip("10.3.0.7")}, // no pod CIDR
@@ -36,8 +37,8 @@ func TestTargetsProbeHealthAddressesOnlyInThePodCIDR(t *testing.T) {
 // address before its CiliumNode tells it.
 func TestWithSelf(t *testing.T) {
 	ip, pfx := netip.MustParseAddr, netip.MustParsePrefix
-	self := Node{Name: "a", Self: true, IPv4: ip("192.0.2.1"), HealthIPv4: ip("10.1.0.7")}
-	got := withSelf([]Node{
+	self := node.Node{Name: "a", Self: true, IPv4: ip("192.0.2.1"), HealthIPv4: ip("10.1.0.7")}
+	got := withSelf([]node.Node{
 		{Name: "b", IPv4: ip("192.0.2.2")},
 		{Name: "a", Self: true, IPv4: ip("192.0.2.9"), PodCIDR: pfx("10.1.0.0/24")},
 	}, self)

@@ -11,13 +11,13 @@ import (
 	"github.com/cilium/cilium/api/v1/peer"
 
 	"github.com/cilium-go/cilium/pkg/hubble/relay"
-	"github.com/cilium-go/cilium/pkg/ipcache"
+	"github.com/cilium-go/cilium/pkg/node"
 )
 
-// NodeSource is the cluster's nodes as the agent knows them (the
-// Kubernetes watchers), with the channels that close when they change.
+// NodeSource is the cluster's nodes as the agent knows them, with the
+// channels that close when they change; *node.Cluster is one.
 type NodeSource interface {
-	WatchNodes() ([]ipcache.Node, *statedb.WatchSet)
+	Watch() ([]node.Node, *statedb.WatchSet)
 }
 
 // peerServer is Hubble's Peer service: it tells a relay where every
@@ -39,7 +39,7 @@ func (s *peerServer) Notify(_ *peer.NotifyRequest, stream peer.Peer_NotifyServer
 	known := map[string]*peer.ChangeNotification{}
 	for {
 		now := map[string]*peer.ChangeNotification{}
-		nodes, changed := s.nodes.WatchNodes()
+		nodes, changed := s.nodes.Watch()
 		for _, n := range nodes {
 			if n.IPv4.IsValid() {
 				now[n.Name] = s.notification(n)
@@ -74,7 +74,7 @@ func (s *peerServer) Notify(_ *peer.NotifyRequest, stream peer.Peer_NotifyServer
 	}
 }
 
-func (s *peerServer) notification(n ipcache.Node) *peer.ChangeNotification {
+func (s *peerServer) notification(n node.Node) *peer.ChangeNotification {
 	cn := &peer.ChangeNotification{Name: n.Name, Address: net.JoinHostPort(n.IPv4.String(), strconv.Itoa(s.port))}
 	if s.tls {
 		cn.Tls = &peer.TLS{ServerName: relay.ServerName(n.Name, s.cluster)}

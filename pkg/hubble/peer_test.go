@@ -25,16 +25,16 @@ import (
 	"github.com/cilium-go/cilium/internal/testenv"
 	"github.com/cilium-go/cilium/pkg/hubble/container"
 	hubbleobserver "github.com/cilium-go/cilium/pkg/hubble/observer"
-	"github.com/cilium-go/cilium/pkg/ipcache"
+	"github.com/cilium-go/cilium/pkg/node"
 )
 
 type fakeNodes struct {
 	mu      sync.Mutex
-	nodes   []ipcache.Node
+	nodes   []node.Node
 	changed chan struct{} // closed by the next set
 }
 
-func (f *fakeNodes) WatchNodes() ([]ipcache.Node, *statedb.WatchSet) {
+func (f *fakeNodes) Watch() ([]node.Node, *statedb.WatchSet) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.changed == nil {
@@ -42,10 +42,10 @@ func (f *fakeNodes) WatchNodes() ([]ipcache.Node, *statedb.WatchSet) {
 	}
 	ws := statedb.NewWatchSet()
 	ws.Add(f.changed)
-	return append([]ipcache.Node(nil), f.nodes...), ws
+	return append([]node.Node(nil), f.nodes...), ws
 }
 
-func (f *fakeNodes) set(nodes ...ipcache.Node) {
+func (f *fakeNodes) set(nodes ...node.Node) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.nodes = nodes
@@ -55,15 +55,15 @@ func (f *fakeNodes) set(nodes ...ipcache.Node) {
 	f.changed = make(chan struct{})
 }
 
-func node(name, ip string) ipcache.Node {
-	return ipcache.Node{Name: name, IPv4: netip.MustParseAddr(ip)}
+func peerNode(name, ip string) node.Node {
+	return node.Node{Name: name, IPv4: netip.MustParseAddr(ip)}
 }
 
 // TestPeersFollowTheNodes: a relay learns every node's Hubble address,
 // then each node that comes, moves or goes.
 func TestPeersFollowTheNodes(t *testing.T) {
 	nodes := &fakeNodes{}
-	nodes.set(node("b", "192.168.0.3"), node("a", "192.168.0.2"), ipcache.Node{Name: "no-address"})
+	nodes.set(peerNode("b", "192.168.0.3"), peerNode("a", "192.168.0.2"), node.Node{Name: "no-address"})
 	sock := filepath.Join(t.TempDir(), "hubble.sock")
 	ln, err := net.Listen("unix", sock)
 	if err != nil {
@@ -100,7 +100,7 @@ func TestPeersFollowTheNodes(t *testing.T) {
 			t.Fatalf("got %q, want %q", got, want)
 		}
 	}
-	nodes.set(node("a", "192.168.0.9"), node("c", "192.168.0.4"))
+	nodes.set(peerNode("a", "192.168.0.9"), peerNode("c", "192.168.0.4"))
 	for _, want := range []string{
 		"PEER_UPDATED a 192.168.0.9:4244 a.default.hubble-grpc.cilium.io",
 		"PEER_ADDED c 192.168.0.4:4244 c.default.hubble-grpc.cilium.io",

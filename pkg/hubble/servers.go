@@ -18,6 +18,7 @@ import (
 	hubbleobserver "github.com/cilium-go/cilium/pkg/hubble/observer"
 	"github.com/cilium-go/cilium/pkg/hubble/relay"
 	k8sagent "github.com/cilium-go/cilium/pkg/k8s/agent"
+	"github.com/cilium-go/cilium/pkg/node"
 )
 
 // services registers what the node's gRPC servers serve: the Observer,
@@ -29,11 +30,11 @@ type servicesParams struct {
 	Config   Config
 	Observer *hubbleobserver.Server
 	K8s      k8sagent.Config
-	Watchers *k8sagent.Watchers `optional:"true"`
+	Cluster  *node.Cluster `optional:"true"`
 }
 
 func newServices(p servicesParams) services {
-	c, obs, k8s, watchers := p.Config, p.Observer, p.K8s, p.Watchers
+	c, obs, k8s, cluster := p.Config, p.Observer, p.K8s, p.Cluster
 	if obs == nil {
 		return nil
 	}
@@ -44,8 +45,8 @@ func newServices(p servicesParams) services {
 		observer.RegisterObserverServer(srv, obs)
 		healthpb.RegisterHealthServer(srv, hs)
 		// Peers are the cluster's nodes: none to tell without Kubernetes.
-		if watchers != nil {
-			ps := &peerServer{nodes: watchers, port: c.listenPort(), cluster: k8s.ClusterName,
+		if cluster != nil {
+			ps := &peerServer{nodes: cluster, port: c.listenPort(), cluster: k8s.ClusterName,
 				tls: c.HubbleListenAddress != "" && !c.HubbleDisableTLS}
 			peer.RegisterPeerServer(srv, ps)
 		}

@@ -9,7 +9,9 @@ import (
 	"github.com/cilium-go/cilium/pkg/endpoint"
 	"github.com/cilium-go/cilium/pkg/hubble/parser"
 	"github.com/cilium-go/cilium/pkg/identity"
-	k8sagent "github.com/cilium-go/cilium/pkg/k8s/agent"
+	v2 "github.com/cilium-go/cilium/pkg/k8s/apis/cilium.io/v2"
+	"github.com/cilium-go/cilium/pkg/k8s/tables"
+	"github.com/cilium-go/cilium/pkg/labels"
 	"github.com/cilium-go/cilium/pkg/loadbalancer"
 	"github.com/cilium-go/cilium/pkg/nodedatapath"
 	"github.com/cilium-go/cilium/pkg/policy"
@@ -19,24 +21,29 @@ type stateParams struct {
 	cell.In
 	DB        *statedb.DB
 	Endpoints statedb.Table[*endpoint.Desired]
-	Watchers  *k8sagent.Watchers `optional:"true"`
-	Cookies   *policy.Cookies
-	Frontends statedb.Table[*loadbalancer.FrontendRow] `optional:"true"`
+	// The cluster's CiliumEndpoints and CiliumIdentities; empty, or
+	// absent, without Kubernetes.
+	CiliumEndpoints  statedb.Table[*v2.CiliumEndpoint] `optional:"true"`
+	CiliumIdentities statedb.Table[*v2.CiliumIdentity] `optional:"true"`
+	Cookies          *policy.Cookies
+	Frontends        statedb.Table[*loadbalancer.FrontendRow] `optional:"true"`
 }
 
 func newAgentState(p stateParams) *agentState {
-	return &agentState{db: p.DB, endpoints: p.Endpoints, watchers: p.Watchers, cookies: p.Cookies, frontends: p.Frontends,
+	return &agentState{db: p.DB, endpoints: p.Endpoints, ceps: p.CiliumEndpoints, identities: p.CiliumIdentities,
+		cookies: p.Cookies, frontends: p.Frontends,
 		netns: newNetNSEndpoints(p.DB, p.Endpoints, nodedatapath.NetNSCookie)}
 }
 
 // agentState answers the parser from the agent's tables and caches.
 type agentState struct {
-	db        *statedb.DB
-	endpoints statedb.Table[*endpoint.Desired]
-	watchers  *k8sagent.Watchers // nil without Kubernetes
-	cookies   *policy.Cookies
-	frontends statedb.Table[*loadbalancer.FrontendRow] // nil without the load balancer
-	netns     *netnsEndpoints
+	db         *statedb.DB
+	endpoints  statedb.Table[*endpoint.Desired]
+	ceps       statedb.Table[*v2.CiliumEndpoint] // nil without Kubernetes
+	identities statedb.Table[*v2.CiliumIdentity] // nil without Kubernetes
+	cookies    *policy.Cookies
+	frontends  statedb.Table[*loadbalancer.FrontendRow] // nil without the load balancer
+	netns      *netnsEndpoints
 }
 
 func (s *agentState) LocalEndpoint(id uint16) (parser.Endpoint, bool) {
@@ -48,10 +55,10 @@ func (s *agentState) LocalEndpoint(id uint16) (parser.Endpoint, bool) {
 }
 
 func (s *agentState) EndpointByIP(addr netip.Addr) (parser.Endpoint, bool) {
-	if s.watchers == nil {
+	if s.ceps == nil {
 		return parser.Endpoint{}, false
 	}
-	cep, ok := s.watchers.CiliumEndpointByIP(addr)
+	cep, _, ok := s.ceps.Get(s.db.ReadTxn(), tables.EndpointIPIndex.Query(addr))
 	if !ok {
 		return parser.Endpoint{}, false
 	}
@@ -63,15 +70,17 @@ func (s *agentState) EndpointByIP(addr netip.Addr) (parser.Endpoint, bool) {
 }
 
 func (s *agentState) IdentityLabels(num identity.NumericIdentity) ([]string, bool) {
-	if s.watchers == nil {
-		r, ok := identity.ReservedIdentity(num)
-		if !ok {
-			return nil, false
-		}
+	if r, ok := identity.ReservedIdentity(num); ok {
 		return r.Labels.Strings(), true
 	}
-	ls, ok := s.watchers.IdentityLabels(num)
-	return ls.Strings(), ok
+	if s.identities == nil {
+		return nil, false
+	}
+	ci, ok := tables.Get(s.db.ReadTxn(), s.identities, num.String())
+	if !ok {
+		return nil, false
+	}
+	return labels.FromClusterIdentity(ci.SecurityLabels).Strings(), true
 }
 
 // ServiceByRevNAT is the Service of the frontend with the index.

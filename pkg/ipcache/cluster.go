@@ -9,6 +9,7 @@ import (
 	"github.com/cilium-go/cilium/internal/datapath/spec"
 	"github.com/cilium-go/cilium/pkg/endpoint"
 	"github.com/cilium-go/cilium/pkg/identity"
+	"github.com/cilium-go/cilium/pkg/node"
 )
 
 // Cluster is what the ipcache and the routes to other nodes are computed
@@ -46,15 +47,7 @@ type RemoteEndpoint struct {
 }
 
 // Node is a node of the cluster, this one included.
-type Node struct {
-	Name    string
-	IPv4    netip.Addr
-	PodCIDR netip.Prefix // invalid when it has none
-	Self    bool         // this node
-	// HealthIPv4 is the node's health endpoint, as its CiliumNode
-	// publishes it (spec.health.ipv4); invalid when it has none.
-	HealthIPv4 netip.Addr
-}
+type Node = node.Node
 
 // ClusterSource tells the rest of the cluster (the Kubernetes watchers
 // do), as of a read transaction, and the inputs it reads it from.

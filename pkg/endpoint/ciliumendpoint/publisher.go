@@ -10,36 +10,52 @@ import (
 	"net/netip"
 	"reflect"
 
+	"github.com/cilium/statedb"
 	corev1 "k8s.io/api/core/v1"
 	k8serrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/cilium-go/cilium/pkg/desired"
 	"github.com/cilium-go/cilium/pkg/endpoint"
 	"github.com/cilium-go/cilium/pkg/identity/allocator"
 	"github.com/cilium-go/cilium/pkg/k8s/agent"
 	v2 "github.com/cilium-go/cilium/pkg/k8s/apis/cilium.io/v2"
+	"github.com/cilium-go/cilium/pkg/k8s/tables"
+	"github.com/cilium-go/cilium/pkg/node"
 )
 
 // Publisher keeps one CiliumEndpoint per local endpoint and removes the
 // ones of this node whose endpoint is gone.
 type Publisher struct {
 	clients *agent.Clients
-	w       *agent.Watchers
+	nodes   *node.Cluster
+	pods    statedb.Table[*corev1.Pod]
+	ceps    statedb.Table[*v2.CiliumEndpoint]
 	ids     *allocator.PodIdentities
 }
 
-// NewPublisher writes through c what w and ids say.
-func NewPublisher(c *agent.Clients, w *agent.Watchers, ids *allocator.PodIdentities) *Publisher {
-	return &Publisher{clients: c, w: w, ids: ids}
+// NewPublisher writes through c what the tables of nodes, pods and
+// CiliumEndpoints and ids say.
+func NewPublisher(c *agent.Clients, nodes *node.Cluster, pods statedb.Table[*corev1.Pod],
+	ceps statedb.Table[*v2.CiliumEndpoint], ids *allocator.PodIdentities) *Publisher {
+	return &Publisher{clients: c, nodes: nodes, pods: pods, ceps: ceps, ids: ids}
+}
+
+// Inputs are the tables what Sync writes depends on, besides the
+// endpoints: the pods (owners, labels), this node's address, and the
+// CiliumEndpoints as they are (a stray one goes, a changed one is put
+// back).
+func (p *Publisher) Inputs() []desired.Input {
+	return append(p.nodes.Inputs(), desired.TableInput(p.pods), desired.TableInput(p.ceps))
 }
 
 // Sync makes the CiliumEndpoints of this node match local. It reads
-// existing objects from the watcher's cache, so a write the cache has not
-// seen yet may conflict; the next Sync fixes that.
-func (p *Publisher) Sync(ctx context.Context, local []endpoint.Endpoint) error {
-	nodeIP, _ := p.w.NodeIPv4()
+// existing objects from their table as of txn, so a write the table has
+// not seen yet may conflict; the next Sync fixes that.
+func (p *Publisher) Sync(ctx context.Context, txn statedb.ReadTxn, local []endpoint.Endpoint) error {
+	nodeIP, _ := p.nodes.SelfIPv4(txn)
 	existing := map[string]*v2.CiliumEndpoint{}
-	for _, cep := range p.w.ListCiliumEndpoints() {
+	for cep := range p.ceps.All(txn) {
 		existing[cep.Namespace+"/"+cep.Name] = cep
 	}
 	var errs []error
@@ -50,7 +66,7 @@ func (p *Publisher) Sync(ctx context.Context, local []endpoint.Endpoint) error {
 		}
 		key := ep.PodNamespace + "/" + ep.PodName
 		want[key] = true
-		errs = append(errs, p.publish(ctx, ep, nodeIP, existing[key]))
+		errs = append(errs, p.publish(ctx, txn, ep, nodeIP, existing[key]))
 	}
 	for key, cep := range existing {
 		if want[key] || !p.ours(cep, nodeIP) {
@@ -72,8 +88,8 @@ func (p *Publisher) ours(cep *v2.CiliumEndpoint, nodeIP netip.Addr) bool {
 	return nodeIP.IsValid() && n != nil && n.NodeIP == nodeIP.String()
 }
 
-func (p *Publisher) publish(ctx context.Context, ep endpoint.Endpoint, nodeIP netip.Addr, old *v2.CiliumEndpoint) error {
-	pod, err := p.pod(ctx, ep)
+func (p *Publisher) publish(ctx context.Context, txn statedb.ReadTxn, ep endpoint.Endpoint, nodeIP netip.Addr, old *v2.CiliumEndpoint) error {
+	pod, err := p.pod(ctx, txn, ep)
 	if err != nil {
 		return err
 	}
@@ -101,10 +117,10 @@ func (p *Publisher) publish(ctx context.Context, ep endpoint.Endpoint, nodeIP ne
 	return nil
 }
 
-// pod is the endpoint's pod from the cache, or from the API server when
-// the cache has not seen it yet (it was just scheduled here).
-func (p *Publisher) pod(ctx context.Context, ep endpoint.Endpoint) (*corev1.Pod, error) {
-	if pod, ok := p.w.Pod(ep.PodNamespace, ep.PodName); ok {
+// pod is the endpoint's pod from its table, or from the API server when
+// the table has not seen it yet (it was just scheduled here).
+func (p *Publisher) pod(ctx context.Context, txn statedb.ReadTxn, ep endpoint.Endpoint) (*corev1.Pod, error) {
+	if pod, ok := tables.Get(txn, p.pods, ep.PodNamespace+"/"+ep.PodName); ok {
 		return pod, nil
 	}
 	pod, err := p.clients.Kube.CoreV1().Pods(ep.PodNamespace).Get(ctx, ep.PodName, metav1.GetOptions{})

@@ -17,6 +17,8 @@ import (
 	"github.com/cilium-go/cilium/pkg/endpoint"
 	"github.com/cilium-go/cilium/pkg/identity/allocator"
 	"github.com/cilium-go/cilium/pkg/k8s/agent/agenttest"
+	v2 "github.com/cilium-go/cilium/pkg/k8s/apis/cilium.io/v2"
+	"github.com/cilium-go/cilium/pkg/k8s/tables"
 	"github.com/cilium-go/cilium/pkg/k8s/k8stest"
 	"github.com/cilium-go/cilium/pkg/labels"
 )
@@ -30,7 +32,8 @@ func TestPublisherSync(t *testing.T) {
 	}
 	// Another node's CiliumEndpoint must survive this node's sync.
 	foreign := k8stest.CiliumEndpoint("shop", "db", "10.0.2.8", "192.168.0.3", 301)
-	c, w := agenttest.StartWatchers(t, "a", kubeObjs, foreign)
+	cl := agenttest.Start(t, "a", kubeObjs, foreign)
+	c := cl.Clients
 	alloc, err := allocator.NewAllocator(c.Cilium.CiliumV2().CiliumIdentities(), hivetest.Logger(t), allocator.AllocatorConfig{})
 	if err != nil {
 		t.Fatal(err)
@@ -42,10 +45,14 @@ func TestPublisherSync(t *testing.T) {
 		t.Fatal(err)
 	}
 	ep := endpoint.Endpoint{ID: 3, PodNamespace: "shop", PodName: "web", IPv4: netip.MustParseAddr("10.0.1.5"), Identity: num}
-	pub := NewPublisher(c, w, ids)
+	pub := NewPublisher(c, cl.Nodes, cl.Tables.Pods, cl.Tables.CiliumEndpoints, ids)
+	sync := func(local ...endpoint.Endpoint) error { return pub.Sync(ctx, cl.DB.ReadTxn(), local) }
+	cached := func() (*v2.CiliumEndpoint, bool) {
+		return tables.Get(cl.DB.ReadTxn(), cl.Tables.CiliumEndpoints, "shop/web")
+	}
 	ceps := c.Cilium.CiliumV2().CiliumEndpoints("shop")
 
-	if err := pub.Sync(ctx, []endpoint.Endpoint{ep}); err != nil {
+	if err := sync(ep); err != nil {
 		t.Fatal(err)
 	}
 	got, err := ceps.Get(ctx, "web", metav1.GetOptions{})
@@ -57,7 +64,7 @@ func TestPublisherSync(t *testing.T) {
 		t.Errorf("CiliumEndpoint status %+v %+v", got.Status.Identity, got.Status.Networking)
 	}
 	testenv.Eventually(t, 30*time.Second, func() error {
-		if _, ok := w.CiliumEndpoint("shop", "web"); !ok {
+		if _, ok := cached(); !ok {
 			return errors.New("the cache does not see the CiliumEndpoint")
 		}
 		return nil
@@ -65,14 +72,14 @@ func TestPublisherSync(t *testing.T) {
 
 	// A new identity (labels changed) updates the object in place.
 	ep.Identity = 999
-	if err := pub.Sync(ctx, []endpoint.Endpoint{ep}); err != nil {
+	if err := sync(ep); err != nil {
 		t.Fatal(err)
 	}
 	if got, err = ceps.Get(ctx, "web", metav1.GetOptions{}); err != nil || got.Status.Identity.ID != 999 {
 		t.Fatalf("after update: %+v, %v", got, err)
 	}
 	testenv.Eventually(t, 30*time.Second, func() error {
-		cep, ok := w.CiliumEndpoint("shop", "web")
+		cep, ok := cached()
 		if !(ok && cep.Status.Identity.ID == 999) {
 			return errors.New("the cache does not see the update")
 		}
@@ -80,7 +87,7 @@ func TestPublisherSync(t *testing.T) {
 	})
 
 	// The endpoint is gone: its object goes, the other node's stays.
-	if err := pub.Sync(ctx, nil); err != nil {
+	if err := sync(); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := ceps.Get(ctx, "web", metav1.GetOptions{}); err == nil {

@@ -8,11 +8,14 @@ import (
 	"github.com/cilium/hive/cell"
 	"github.com/cilium/hive/job"
 	"github.com/cilium/statedb"
+	corev1 "k8s.io/api/core/v1"
 
 	"github.com/cilium-go/cilium/pkg/desired"
 	"github.com/cilium-go/cilium/pkg/endpoint"
 	"github.com/cilium-go/cilium/pkg/health"
 	"github.com/cilium-go/cilium/pkg/k8s/agent"
+	v2 "github.com/cilium-go/cilium/pkg/k8s/apis/cilium.io/v2"
+	"github.com/cilium-go/cilium/pkg/k8s/tables"
 	"github.com/cilium-go/cilium/pkg/labels"
 )
 
@@ -31,40 +34,50 @@ type identityOut struct {
 	Pods      *PodIdentities
 }
 
-func newIdentities(log *slog.Logger, cfg agent.Config, c *agent.Clients, w *agent.Watchers) (identityOut, error) {
+type identitiesParams struct {
+	cell.In
+	Log        *slog.Logger
+	Config     agent.Config
+	Clients    *agent.Clients `optional:"true"`
+	DB         *statedb.DB
+	Identities statedb.Table[*v2.CiliumIdentity]
+}
+
+func newIdentities(p identitiesParams) (identityOut, error) {
+	c := p.Clients
 	if c == nil {
 		return identityOut{Allocator: endpoint.NewInitIdentityAllocator()}, nil
 	}
-	ids, err := NewAllocator(c.Cilium.CiliumV2().CiliumIdentities(), log, AllocatorConfig{
-		Cache: w.CiliumIdentity,
+	ids, err := NewAllocator(c.Cilium.CiliumV2().CiliumIdentities(), p.Log, AllocatorConfig{
+		Cache: func(name string) (*v2.CiliumIdentity, bool) { return tables.Get(p.DB.ReadTxn(), p.Identities, name) },
 	})
 	if err != nil {
 		return identityOut{}, err
 	}
-	p := NewPodIdentities(c.Kube, ids, labels.DefaultFilter(), cfg.ClusterName)
-	return identityOut{Allocator: p, Pods: p}, nil
+	pods := NewPodIdentities(c.Kube, ids, labels.DefaultFilter(), p.Config.ClusterName)
+	return identityOut{Allocator: pods, Pods: pods}, nil
 }
 
 type relabelParams struct {
 	cell.In
-	Jobs      job.Group
-	Watchers  *agent.Watchers
-	IDs       *PodIdentities
-	Manager   *endpoint.Manager
-	DB        *statedb.DB
-	Endpoints statedb.Table[*endpoint.Desired]
+	Jobs       job.Group
+	IDs        *PodIdentities
+	Manager    *endpoint.Manager
+	DB         *statedb.DB
+	Endpoints  statedb.Table[*endpoint.Desired]
+	Pods       statedb.Table[*corev1.Pod]
+	Namespaces statedb.Table[*corev1.Namespace]
 }
 
 // registerRelabel: identities follow labels, so a relabelled pod or
 // namespace moves its endpoints to the identity of their new labels.
 func registerRelabel(p relabelParams) {
-	if p.Watchers == nil {
-		return
+	if p.IDs == nil {
+		return // Kubernetes off: every endpoint has the init identity
 	}
-	relabel := Relabeler{w: p.Watchers, ids: p.IDs, eps: p.Manager}
-	t := p.Watchers.Tables()
-	inputs := []desired.Input{desired.TableInput(p.Endpoints), desired.TableInput(t.Pods), desired.TableInput(t.Namespaces)}
+	relabel := Relabeler{pods: p.Pods, namespaces: p.Namespaces, ids: p.IDs, eps: p.Manager}
+	inputs := []desired.Input{desired.TableInput(p.Endpoints), desired.TableInput(p.Pods), desired.TableInput(p.Namespaces)}
 	desired.Controller(p.Jobs, "relabel", p.DB, inputs, func(ctx context.Context, txn statedb.ReadTxn) error {
-		return relabel.Sync(ctx, endpoint.Local(txn, p.Endpoints))
+		return relabel.Sync(ctx, txn, endpoint.Local(txn, p.Endpoints))
 	})
 }

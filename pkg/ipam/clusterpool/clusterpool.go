@@ -8,31 +8,30 @@ import (
 
 	"github.com/cilium/hive/cell"
 
-	"github.com/cilium-go/cilium/pkg/desired"
 	"github.com/cilium-go/cilium/pkg/ipam"
-	"github.com/cilium-go/cilium/pkg/k8s/agent"
+	"github.com/cilium-go/cilium/pkg/node"
 )
 
 // Cell provides the ipam.PodCIDRSource; nil (no source) with Kubernetes
 // off.
 var Cell = cell.Provide(newPodCIDRSource)
 
-func newPodCIDRSource(w *agent.Watchers) ipam.PodCIDRSource {
-	if w == nil {
+func newPodCIDRSource(c *node.Cluster) ipam.PodCIDRSource {
+	if c == nil {
 		return nil
 	}
-	return podCIDRSource{w}
+	return podCIDRSource{c}
 }
 
-type podCIDRSource struct{ w *agent.Watchers }
+type podCIDRSource struct{ c *node.Cluster }
 
 // WaitPodCIDR returns this node's pod CIDR from its CiliumNode, waiting
 // for the operator to write one.
 func (s podCIDRSource) WaitPodCIDR(ctx context.Context) (netip.Prefix, error) {
-	nodes := desired.TableInput(s.w.Tables().CiliumNodes)
 	for {
-		watch := nodes.Watch(s.w.DB().ReadTxn())
-		if p := s.w.OwnPodCIDR(); p.IsValid() {
+		txn := s.c.DB.ReadTxn()
+		_, watch := s.c.CiliumNodes.AllWatch(txn)
+		if p := s.c.OwnPodCIDR(txn); p.IsValid() {
 			return p, nil
 		}
 		select {

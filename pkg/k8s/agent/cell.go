@@ -19,7 +19,7 @@ import (
 // Kubernetes off). What they read is in the tables of pkg/k8s/tables.
 var Cell = cell.Module("k8s", "Kubernetes clients and watchers",
 	cell.Config(DefaultConfig),
-	cell.Provide(newClients, tableClients, newNodeLister, newServiceSource, loadBalancerSource, newServiceEvents),
+	cell.Provide(newClients, tableClients, newServiceSource, loadBalancerSource, newServiceEvents),
 	WatchersCell,
 )
 

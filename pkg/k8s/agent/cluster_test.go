@@ -142,16 +142,3 @@ func TestClusterFromObjects(t *testing.T) {
 		})
 	}
 }
-
-// A CiliumNode's spec.health.ipv4 is the node's health endpoint; what
-// does not parse as IPv4 is none.
-func TestMergeNodesReadsHealthAddresses(t *testing.T) {
-	b := k8stest.CiliumNode("b", "192.168.0.3", "10.0.2.0/24")
-	b.Spec.HealthAddressing.IPv4 = "10.0.2.7"
-	c := k8stest.CiliumNode("c", "192.168.0.4", "10.0.3.0/24")
-	c.Spec.HealthAddressing.IPv4 = "fd00::7"
-	got := mergeNodes("a", nil, []*v2.CiliumNode{b, c})
-	if len(got) != 2 || got[0].HealthIPv4 != netip.MustParseAddr("10.0.2.7") || got[1].HealthIPv4.IsValid() {
-		t.Fatalf("nodes %+v", got)
-	}
-}

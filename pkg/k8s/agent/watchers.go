@@ -6,17 +6,14 @@
 package agent
 
 import (
-	"net/netip"
 
 	"github.com/cilium/statedb"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 
 	"github.com/cilium-go/cilium/pkg/desired"
-	"github.com/cilium-go/cilium/pkg/identity"
 	v2 "github.com/cilium-go/cilium/pkg/k8s/apis/cilium.io/v2"
 	"github.com/cilium-go/cilium/pkg/k8s/tables"
-	"github.com/cilium-go/cilium/pkg/labels"
 )
 
 // Tables are the Kubernetes tables the watchers read, and the policies'
@@ -77,10 +74,6 @@ func list[T any](db *statedb.DB, t statedb.Table[T]) []T {
 func (w *Watchers) DB() *statedb.DB { return w.db }
 func (w *Watchers) Tables() Tables  { return w.t }
 
-// CiliumIdentity returns the CiliumIdentity named name (its number).
-func (w *Watchers) CiliumIdentity(name string) (*v2.CiliumIdentity, bool) {
-	return get(w.db, w.t.CiliumIdentities, name)
-}
 
 // CiliumEndpoint returns the CiliumEndpoint namespace/name, of any node.
 func (w *Watchers) CiliumEndpoint(namespace, name string) (*v2.CiliumEndpoint, bool) {
@@ -92,46 +85,6 @@ func (w *Watchers) Pod(namespace, name string) (*corev1.Pod, bool) {
 	return get(w.db, w.t.Pods, namespace+"/"+name)
 }
 
-// CiliumEndpointByIP is the CiliumEndpoint, of any node, with addr.
-func (w *Watchers) CiliumEndpointByIP(addr netip.Addr) (*v2.CiliumEndpoint, bool) {
-	cep, _, ok := w.t.CiliumEndpoints.Get(w.db.ReadTxn(), tables.EndpointIPIndex.Query(addr))
-	return cep, ok
-}
 
-// IdentityLabels are the labels of an identity: a reserved one's, or a
-// CiliumIdentity's.
-func (w *Watchers) IdentityLabels(num identity.NumericIdentity) (labels.Labels, bool) {
-	if r, ok := identity.ReservedIdentity(num); ok {
-		return r.Labels, true
-	}
-	ci, ok := get(w.db, w.t.CiliumIdentities, num.String())
-	if !ok {
-		return nil, false
-	}
-	return labels.FromClusterIdentity(ci.SecurityLabels), true
-}
 
-// OwnPodCIDR is the first IPv4 CIDR of spec.ipam.podCIDRs of this node's
-// CiliumNode, invalid while there is none.
-func (w *Watchers) OwnPodCIDR() netip.Prefix {
-	n, ok := get(w.db, w.t.CiliumNodes, w.NodeName)
-	if !ok {
-		return netip.Prefix{}
-	}
-	return firstIPv4Prefix(n.Spec.IPAM.PodCIDRs)
-}
 
-// PodInput reads a local pod and its namespace: what bears on the pod's
-// identity.
-func (w *Watchers) PodInput(namespace, name string) (labels.PodInput, bool) {
-	p, ok := w.Pod(namespace, name)
-	if !ok {
-		return labels.PodInput{}, false
-	}
-	ns, ok := get(w.db, w.t.Namespaces, namespace)
-	if !ok {
-		return labels.PodInput{}, false
-	}
-	return labels.PodInput{PodLabels: p.Labels, Namespace: p.Namespace, NamespaceLabels: ns.Labels,
-		ServiceAccount: p.Spec.ServiceAccountName}, true
-}

@@ -14,6 +14,7 @@ import (
 	"github.com/cilium-go/cilium/pkg/k8s/agent"
 	"github.com/cilium-go/cilium/pkg/k8s/client"
 	"github.com/cilium-go/cilium/pkg/k8s/tables"
+	"github.com/cilium-go/cilium/pkg/node"
 )
 
 // Cluster is a fake cluster as the agent of one node reads it.
@@ -22,36 +23,39 @@ type Cluster struct {
 	DB       *statedb.DB
 	Tables   *tables.RW
 	Watchers *agent.Watchers
+	Nodes    *node.Cluster
 }
 
-// Start fills the tables of node from fake clientsets holding kubeObjs
+// Start fills the tables of the node self from fake clientsets holding kubeObjs
 // and ciliumObjs, listed, until the test ends.
-func Start(t testing.TB, node string, kubeObjs []runtime.Object, ciliumObjs ...runtime.Object) *Cluster {
+func Start(t testing.TB, self string, kubeObjs []runtime.Object, ciliumObjs ...runtime.Object) *Cluster {
 	t.Helper()
 	c := &agent.Clients{Kube: kubefake.NewClientset(kubeObjs...), Cilium: client.NewFake(ciliumObjs...)}
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	db := statedb.New()
-	tbls, err := tables.Start(ctx, db, &tables.Clients{Kube: c.Kube, Cilium: c.Cilium, NodeName: node})
+	tbls, err := tables.Start(ctx, db, &tables.Clients{Kube: c.Kube, Cilium: c.Cilium, NodeName: self})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &Cluster{Clients: c, DB: db, Tables: tbls, Watchers: agent.NewWatchers(db, agent.TablesOf(tbls), node)}
+	return &Cluster{Clients: c, DB: db, Tables: tbls, Watchers: agent.NewWatchers(db, agent.TablesOf(tbls), self),
+		Nodes: &node.Cluster{Self: self, DB: db, Nodes: tbls.Nodes, CiliumNodes: tbls.CiliumNodes}}
 }
 
-// Cells run the tables and watchers of node in a hive, over fake
+// Cells run the tables and watchers of the node self in a hive, over fake
 // clientsets holding kubeObjs and ciliumObjs: what the agent's Kubernetes
 // cells provide, in the hive's own database.
-func Cells(node string, kubeObjs []runtime.Object, ciliumObjs ...runtime.Object) (*agent.Clients, cell.Cell) {
+func Cells(self string, kubeObjs []runtime.Object, ciliumObjs ...runtime.Object) (*agent.Clients, cell.Cell) {
 	c := &agent.Clients{Kube: kubefake.NewClientset(kubeObjs...), Cilium: client.NewFake(ciliumObjs...)}
 	return c, cell.Group(
 		cell.Provide(
 			func() *agent.Clients { return c },
-			func() agent.Config { return agent.Config{EnableK8s: true, K8sNodeName: node} },
-			func() *tables.Clients { return &tables.Clients{Kube: c.Kube, Cilium: c.Cilium, NodeName: node} },
+			func() agent.Config { return agent.Config{EnableK8s: true, K8sNodeName: self} },
+			func() *tables.Clients { return &tables.Clients{Kube: c.Kube, Cilium: c.Cilium, NodeName: self} },
 		),
 		tables.Cell,
 		agent.WatchersCell,
+		node.ClusterCell,
 	)
 }
 
