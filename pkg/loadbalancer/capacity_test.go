@@ -26,7 +26,6 @@ import (
 	"github.com/cilium-go/cilium/internal/datapath/spec"
 	"github.com/cilium-go/cilium/internal/testenv"
 	"github.com/cilium-go/cilium/pkg/health"
-	"github.com/cilium-go/cilium/pkg/k8s/agent"
 	"github.com/cilium-go/cilium/pkg/loadbalancer"
 	"github.com/cilium-go/cilium/pkg/loadbalancer/lbtest"
 )
@@ -101,20 +100,12 @@ func startLB(t *testing.T, m loadbalancer.Map, objs []runtime.Object, flags ...s
 	lb := &lbHive{kube: kube, m: m}
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	source, err := agent.StartServiceSource(ctx, kube, "node-a")
-	if err != nil {
-		t.Fatal(err)
-	}
-	events := agent.NewServiceEvents(kube, source, "node-a")
-	events.Start(ctx)
 	h := health.NewHive(
 		job.Cell, statedb.Cell, health.Cell,
-		loadbalancer.Cell,
+		kubeCells(kube), loadbalancer.Cell,
 		cell.Provide(
 			func() loadbalancer.MapSource { return func() loadbalancer.Map { return m } },
 			func() loadbalancer.NodeAddresses { return loadbalancer.NodeAddresses{nodeIP} },
-			func() loadbalancer.Source { return source },
-			func() loadbalancer.Events { return events },
 			func() loadbalancer.ListenFunc { return lbtest.NewNet().Listen },
 		),
 		cell.Invoke(func(db *statedb.DB, f statedb.Table[*loadbalancer.FrontendRow], b statedb.Table[*loadbalancer.BackendRow]) {
