@@ -64,7 +64,7 @@ func runScripts(t *testing.T, newMap func(testing.TB) loadbalancer.Map) {
 		hcNet := lbtest.NewNet()
 		cells := []cell.Cell{
 			job.Cell, statedb.Cell, health.Cell,
-			kubeCells(kube), loadbalancer.Cell,
+			kubeCells(kube), lbk8s.Cell, loadbalancer.Cell,
 			cell.Provide(
 				func() loadbalancer.MapSource { return func() loadbalancer.Map { return m } },
 				func() loadbalancer.NodeAddresses { return loadbalancer.NodeAddresses{nodeIP} },
@@ -184,10 +184,11 @@ func runScripts(t *testing.T, newMap func(testing.TB) loadbalancer.Map) {
 }
 
 // kubeCells fill the Kubernetes tables from kube as node-a's agent does,
-// and give the load balancer its intake over them and its events.
+// and give the load balancer its events; lbk8s.Cell gives it its intake
+// over them.
 func kubeCells(kube kubernetes.Interface) cell.Cell {
 	return cell.Group(
-		k8stables.Cell, lbk8s.Cell,
+		k8stables.Cell,
 		cell.Provide(
 			func() *k8stables.Clients { return &k8stables.Clients{Kube: kube, NodeName: "node-a"} },
 			func(lc cell.Lifecycle, db *statedb.DB, svcs statedb.Table[*corev1.Service],
