@@ -5,9 +5,11 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/cilium-go/cilium/pkg/k8s/k8stest"
+	"github.com/cilium-go/cilium/pkg/loadbalancer"
 	lbk8s "github.com/cilium-go/cilium/pkg/loadbalancer/k8s"
 )
 
@@ -27,5 +29,45 @@ func TestServiceAge(t *testing.T) {
 	hp, _, ok := lbk8s.HostPortService(pod, pod.Spec.NodeName)
 	if !ok || !hp.CreationTime.Equal(created.Time) || hp.UID != "u-2" {
 		t.Fatalf("HostPort service of a pod: %v, created %v, UID %q", ok, hp.CreationTime, hp.UID)
+	}
+}
+
+// A row touches the service it belongs to: a slice its Service's, by
+// label; a pod its HostPort service while it names a hostPort, whether or
+// not that is mapped yet.
+func TestTouches(t *testing.T) {
+	labelled := func(labels map[string]string) *discoveryv1.EndpointSlice {
+		return &discoveryv1.EndpointSlice{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "web-1", Labels: labels}}
+	}
+	withPorts := func(ps ...corev1.ContainerPort) *corev1.Pod {
+		return k8stest.Pod("ns", "p", func(p *corev1.Pod) { p.Spec.Containers = []corev1.Container{{Name: "c", Ports: ps}} })
+	}
+	tests := []struct {
+		name string
+		got  func() (loadbalancer.ServiceName, bool)
+		want string // "" for none
+	}{
+		{"slice of a Service", func() (loadbalancer.ServiceName, bool) {
+			return lbk8s.SliceService(labelled(map[string]string{discoveryv1.LabelServiceName: "web"}))
+		}, "ns/web"},
+		{"slice of nothing", func() (loadbalancer.ServiceName, bool) { return lbk8s.SliceService(labelled(nil)) }, ""},
+		{"pod with a hostPort, no address yet", func() (loadbalancer.ServiceName, bool) {
+			return lbk8s.PodService(withPorts(corev1.ContainerPort{ContainerPort: 80, HostPort: 8080}))
+		}, "ns/hostport:p"},
+		{"pod without", func() (loadbalancer.ServiceName, bool) {
+			return lbk8s.PodService(withPorts(corev1.ContainerPort{ContainerPort: 80}))
+		}, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			n, ok := tt.got()
+			got := ""
+			if ok {
+				got = n.String()
+			}
+			if got != tt.want {
+				t.Errorf("touches %q, want %q", got, tt.want)
+			}
+		})
 	}
 }
