@@ -92,9 +92,9 @@ type NodeAddresses []netip.Addr
 
 // Cell provides the tables (statedb.Table for readers) and, with
 // --kube-proxy-replacement, fills them from the Intake (Services and this
-// node's pods' hostPorts, pkg/loadbalancer/k8s) and serves the healthCheckNodePorts; their
-// reconcilers write the service maps. Without it the tables stay empty,
-// and the maps too.
+// node's pods' hostPorts; pkg/loadbalancer/k8s provides it) and serves
+// the healthCheckNodePorts; their reconcilers write the service maps.
+// Without it the tables stay empty, and the maps too.
 var Cell = cell.Module("loadbalancer", "Services balanced in the datapath - the kube-proxy replacement",
 	cell.Config(DefaultConfig),
 	cell.Provide(NewTables, Tables.readers, newLister),

@@ -31,6 +31,7 @@ type controller struct {
 	wake  chan struct{}
 
 	// Owned by the job's goroutine.
+
 	// touches follow the intake's tables, one per input.
 	touches []touches
 	ids     *ids
@@ -102,6 +103,9 @@ func (c *controller) follow(ctx context.Context) error {
 			return fmt.Errorf("table %s not initialized: %w", in.table().Name(), ctx.Err())
 		}
 		metas = append(metas, in.table())
+	}
+	if len(metas) == 0 {
+		return nil
 	}
 	txn := c.db.WriteTxn(metas...)
 	defer txn.Abort()
