@@ -28,8 +28,9 @@ import (
 	"github.com/cilium-go/cilium/internal/datapath/dptest"
 	"github.com/cilium-go/cilium/internal/datapath/spec"
 	"github.com/cilium-go/cilium/pkg/health"
-	"github.com/cilium-go/cilium/pkg/k8s/agent"
+	k8stables "github.com/cilium-go/cilium/pkg/k8s/tables"
 	"github.com/cilium-go/cilium/pkg/loadbalancer"
+	lbk8s "github.com/cilium-go/cilium/pkg/loadbalancer/k8s"
 	"github.com/cilium-go/cilium/pkg/loadbalancer/lbtest"
 )
 
@@ -164,18 +165,14 @@ func measureControlPlane(ctx context.Context, log *slog.Logger, o options, onClo
 	onClose(c.Close)
 	m := c.Nodes[0].DP.Maps()
 	kube := kubefake.NewClientset()
-	source, err := agent.StartServiceSource(ctx, kube, cpNodeName)
-	if err != nil {
-		return nil, err
-	}
 	var lb lbHive
 	h := health.NewHive(
 		job.Cell, statedb.Cell, health.Cell,
-		loadbalancer.Cell,
+		k8stables.Cell, lbk8s.Cell, loadbalancer.Cell,
 		cell.Provide(
 			func() loadbalancer.MapSource { return func() loadbalancer.Map { return m } },
 			func() loadbalancer.NodeAddresses { return loadbalancer.NodeAddresses{c.Nodes[0].IP} },
-			func() loadbalancer.Source { return source },
+			func() *k8stables.Clients { return &k8stables.Clients{Kube: kube, NodeName: cpNodeName} },
 			// healthCheckNodePorts (none here) listen in memory, never on the machine.
 			func() loadbalancer.ListenFunc { return lbtest.NewNet().Listen },
 		),

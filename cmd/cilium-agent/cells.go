@@ -20,6 +20,7 @@ import (
 	k8sagent "github.com/cilium-go/cilium/pkg/k8s/agent"
 	k8stables "github.com/cilium-go/cilium/pkg/k8s/tables"
 	"github.com/cilium-go/cilium/pkg/loadbalancer"
+	lbk8s "github.com/cilium-go/cilium/pkg/loadbalancer/k8s"
 	"github.com/cilium-go/cilium/pkg/metrics"
 	"github.com/cilium-go/cilium/pkg/monitor"
 	"github.com/cilium-go/cilium/pkg/node"
@@ -57,6 +58,7 @@ var (
 		policyagent.Cell,       // endpoints' policies: a table that a reconciler programs
 		policyview.Cell,        // the policy engine's rules, selectors and verdicts for the API
 		loadbalancer.Cell,      // --kube-proxy-replacement: Services as frontends and backends, tables that reconcilers program
+		lbk8s.Cell,             // the load balancer's services from the Services, EndpointSlices and pods tables
 		server.Cell,            // REST API on the unix socket
 		healthcheck.Cell,       // --enable-health-checking, --enable-endpoint-health-checking: the health endpoint, probes of every node, health.sock
 		podLabels,              // the endpoints' labels, for the API

@@ -28,9 +28,10 @@ type plan struct {
 	refusal refusal
 }
 
-// plan reads the named services and records their claims; the services
-// that gain or lose a frontend by them join the pass, in name order.
-func (c *controller) plan(names []ServiceName) []*plan {
+// plan reads the named services as of txn and records their claims; the
+// services that gain or lose a frontend by them join the pass, in name
+// order.
+func (c *controller) plan(txn statedb.ReadTxn, names []ServiceName) []*plan {
 	byName := map[ServiceName]*plan{}
 	queue := slices.Clone(names)
 	for len(queue) > 0 {
@@ -40,8 +41,8 @@ func (c *controller) plan(names []ServiceName) []*plan {
 			continue
 		}
 		p := &plan{name: n, svc: Service{Name: n}}
-		if c.source != nil {
-			p.svc, p.eps, p.exists = c.source.Service(n)
+		if c.intake != nil {
+			p.svc, p.eps, p.exists = c.intake.Service(txn, n)
 			if p.exists {
 				p.want = Frontends(p.svc, p.eps, c.local)
 			}

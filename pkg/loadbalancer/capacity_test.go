@@ -26,8 +26,8 @@ import (
 	"github.com/cilium-go/cilium/internal/datapath/spec"
 	"github.com/cilium-go/cilium/internal/testenv"
 	"github.com/cilium-go/cilium/pkg/health"
-	"github.com/cilium-go/cilium/pkg/k8s/agent"
 	"github.com/cilium-go/cilium/pkg/loadbalancer"
+	lbk8s "github.com/cilium-go/cilium/pkg/loadbalancer/k8s"
 	"github.com/cilium-go/cilium/pkg/loadbalancer/lbtest"
 )
 
@@ -97,24 +97,21 @@ type lbHive struct {
 // startLB starts the load balancer over an API server that holds objs;
 // flags are "name=value".
 func startLB(t *testing.T, m loadbalancer.Map, objs []runtime.Object, flags ...string) *lbHive {
+	return startLBWith(t, m, objs, lbk8s.Cell, flags...)
+}
+
+// startLBWith is startLB with the cell that provides the intake.
+func startLBWith(t *testing.T, m loadbalancer.Map, objs []runtime.Object, intake cell.Cell, flags ...string) *lbHive {
 	kube := kubefake.NewClientset(objs...)
 	lb := &lbHive{kube: kube, m: m}
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	source, err := agent.StartServiceSource(ctx, kube, "node-a")
-	if err != nil {
-		t.Fatal(err)
-	}
-	events := agent.NewServiceEvents(kube, source, "node-a")
-	events.Start(ctx)
 	h := health.NewHive(
 		job.Cell, statedb.Cell, health.Cell,
-		loadbalancer.Cell,
+		kubeCells(kube), intake, loadbalancer.Cell,
 		cell.Provide(
 			func() loadbalancer.MapSource { return func() loadbalancer.Map { return m } },
 			func() loadbalancer.NodeAddresses { return loadbalancer.NodeAddresses{nodeIP} },
-			func() loadbalancer.Source { return source },
-			func() loadbalancer.Events { return events },
 			func() loadbalancer.ListenFunc { return lbtest.NewNet().Listen },
 		),
 		cell.Invoke(func(db *statedb.DB, f statedb.Table[*loadbalancer.FrontendRow], b statedb.Table[*loadbalancer.BackendRow]) {

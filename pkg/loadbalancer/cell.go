@@ -91,10 +91,10 @@ func (c Config) NodePorts() (PortRange, error) {
 type NodeAddresses []netip.Addr
 
 // Cell provides the tables (statedb.Table for readers) and, with
-// --kube-proxy-replacement, fills them from the Source (Services and this
-// node's pods' hostPorts) and serves the healthCheckNodePorts; their
-// reconcilers write the service maps. Without it the tables stay empty,
-// and the maps too.
+// --kube-proxy-replacement, fills them from the Intake (Services and this
+// node's pods' hostPorts; pkg/loadbalancer/k8s provides it) and serves
+// the healthCheckNodePorts; their reconcilers write the service maps.
+// Without it the tables stay empty, and the maps too.
 var Cell = cell.Module("loadbalancer", "Services balanced in the datapath - the kube-proxy replacement",
 	cell.Config(DefaultConfig),
 	cell.Provide(NewTables, Tables.readers, newLister),
@@ -122,7 +122,7 @@ type params struct {
 	Tables    Tables
 	Map       MapSource
 	Addresses NodeAddresses
-	Source    Source  `optional:"true"`
+	Intake    *Intake `optional:"true"`
 	Sockets   Sockets `optional:"true"`
 	Events    Events  `optional:"true"`
 	// Listen opens the healthCheckNodePorts; tests give their own.
@@ -134,15 +134,15 @@ func register(p params) error {
 	if err := p.Config.Validate(); err != nil {
 		return err
 	}
-	source := p.Source
+	intake := p.Intake
 	if !p.Config.KubeProxyReplacement {
-		source = nil
+		intake = nil
 	}
 	local := Local{Addresses: p.Addresses}
-	if source != nil {
-		local.NodeName = source.NodeName()
+	if intake != nil {
+		local.NodeName = intake.NodeName
 	}
-	c := newController(p.Reconciler.DB, p.Tables, local, source, p.Log, limitsOf(p.Config.BPFLBMapMax))
+	c := newController(p.Reconciler.DB, p.Tables, local, intake, p.Log, limitsOf(p.Config.BPFLBMapMax))
 	c.events = p.Events
 	sockets := p.Sockets
 	if !p.Config.BPFLBSock {
@@ -165,7 +165,7 @@ func register(p params) error {
 			return nil
 		}))
 	}
-	if source != nil {
+	if intake != nil {
 		// Replacing kube-proxy, the agent answers the load balancers'
 		// health checks too.
 		hc := newHealthChecks(p.Reconciler.DB, p.Tables.Services, p.Addresses, p.Log)
@@ -177,14 +177,15 @@ func register(p params) error {
 	return nil
 }
 
-// run starts the source, makes the first pass once the datapath's maps
-// are open, then rewrites the services that change.
+// run follows the intake's tables once they are initialized, makes the
+// first pass once the datapath's maps are open, then rewrites the
+// services that the tables' changes touch, and those to try again.
 func (c *controller) run(ctx context.Context, h cell.Health, source MapSource) error {
-	if c.source != nil {
-		c.source.OnChange(c.markDirty)
-		if err := c.source.Start(ctx); err != nil {
-			return err
+	if err := c.follow(ctx); err != nil {
+		if ctx.Err() != nil {
+			return nil // stopped before it started
 		}
+		return err
 	}
 	retry := 100 * time.Millisecond
 	backoff := func(err error) bool {
@@ -197,6 +198,7 @@ func (c *controller) run(ctx context.Context, h cell.Health, source MapSource) e
 		retry = min(2*retry, 10*time.Second)
 		return true
 	}
+	ws := statedb.NewWatchSet()
 	for {
 		m := source()
 		if m == nil {
@@ -205,7 +207,9 @@ func (c *controller) run(ctx context.Context, h cell.Health, source MapSource) e
 			}
 			continue
 		}
-		if err := c.first(m); err != nil {
+		txn := c.db.ReadTxn()
+		ws.Clear()
+		if err := c.first(m, txn, c.changed(txn, ws)); err != nil {
 			if !backoff(err) {
 				return nil
 			}
@@ -216,19 +220,19 @@ func (c *controller) run(ctx context.Context, h cell.Health, source MapSource) e
 	retry = 100 * time.Millisecond
 	h.OK("services written")
 	for {
-		select {
-		case <-ctx.Done():
+		if !c.wait(ctx, ws) {
 			return nil
-		case <-c.wake:
 		}
 		// The reconcilers may have freed room that refused services
 		// wait for.
 		c.settle()
-		names := c.takeDirty()
+		txn := c.db.ReadTxn()
+		ws.Clear()
+		names := c.changed(txn, ws)
 		if len(names) == 0 {
 			continue
 		}
-		if err := c.process(names, false); err != nil {
+		if err := c.process(txn, names, false); err != nil {
 			if !backoff(err) {
 				return nil
 			}
@@ -237,4 +241,21 @@ func (c *controller) run(ctx context.Context, h cell.Health, source MapSource) e
 		retry = 100 * time.Millisecond
 		h.OK("services written")
 	}
+}
+
+// wait returns once a table changed or the controller was woken; false
+// once ctx ended.
+func (c *controller) wait(ctx context.Context, ws *statedb.WatchSet) bool {
+	waitCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	changed := make(chan struct{})
+	go func() {
+		defer close(changed)
+		_, _ = ws.Wait(waitCtx, 0) // its error is waitCtx's, which ctx.Err below tells
+	}()
+	select {
+	case <-changed:
+	case <-c.wake:
+	}
+	return ctx.Err() == nil
 }

@@ -10,25 +10,7 @@ import (
 	"github.com/cilium/statedb"
 )
 
-// Source gives the load balancer the cluster's Services; the Kubernetes
-// side implements it from Services and EndpointSlices, and presents this
-// node's pods that map hostPorts as services of type HostPort.
-type Source interface {
-	// Start begins watching and returns once the source holds the
-	// cluster (every Service and EndpointSlice listed).
-	Start(ctx context.Context) error
-	// OnChange calls fn with the name of each Service whose object or
-	// endpoints changed. fn must not block.
-	OnChange(fn func(ServiceName))
-	// Service returns a Service and its endpoints; false once it is gone.
-	Service(ServiceName) (Service, []Endpoint, bool)
-	// Services names every Service.
-	Services() []ServiceName
-	// NodeName is this node's name, which endpoints name their node by.
-	NodeName() string
-}
-
-// controller keeps the tables in step with the Source: a changed Service
+// controller keeps the tables in step with the Intake: a changed Service
 // rewrites its own frontends, and only the frontends and backends whose
 // content changed are written, so that the reconcilers touch nothing
 // else. A Service that does not fit in the service maps is refused
@@ -38,16 +20,21 @@ type controller struct {
 	db     *statedb.DB
 	tables Tables
 	local  Local
-	source Source
+	intake *Intake // nil: no services
 	log    *slog.Logger
 	events Events // nil: warnings are only logged
 
+	// dirty are the services to try again: those of a pass that
+	// failed, and refused ones that may fit now.
 	mu    sync.Mutex
 	dirty map[ServiceName]bool
 	wake  chan struct{}
 
 	// Owned by the job's goroutine.
-	ids *ids
+
+	// touches follow the intake's tables, one per input.
+	touches []touches
+	ids     *ids
 	// backendRefs counts the frontends each backend serves.
 	backendRefs map[Addr]int
 	claims      *claims
@@ -68,8 +55,8 @@ type controller struct {
 }
 
 // newController keeps the tables within the maps' sizes limit.
-func newController(db *statedb.DB, t Tables, local Local, source Source, log *slog.Logger, limit usage) *controller {
-	c := &controller{db: db, tables: t, local: local, source: source, log: log, dirty: map[ServiceName]bool{},
+func newController(db *statedb.DB, t Tables, local Local, intake *Intake, log *slog.Logger, limit usage) *controller {
+	c := &controller{db: db, tables: t, local: local, intake: intake, log: log, dirty: map[ServiceName]bool{},
 		wake: make(chan struct{}, 1), ids: newIDs(), backendRefs: map[Addr]int{}, claims: newClaims(),
 		room: room{limit: limit}, frontendsDone: newFollower(nil), backendsDone: newFollower(nil),
 		refused: map[ServiceName]refusal{}, lost: map[ServiceName]map[Addr]string{}}
@@ -99,6 +86,62 @@ func (c *controller) trigger() {
 	}
 }
 
+// follow waits until the intake's tables are initialized (a first pass
+// over half the cluster would let the reconcilers prune what the rest
+// still needs), then starts following their changes, before anything
+// is read of them, so that no change falls between.
+func (c *controller) follow(ctx context.Context) error {
+	if c.intake == nil {
+		return nil
+	}
+	metas := make([]statedb.TableMeta, 0, len(c.intake.Inputs))
+	for _, in := range c.intake.Inputs {
+		_, initialized := in.table().Initialized(c.db.ReadTxn())
+		select {
+		case <-initialized:
+		case <-ctx.Done():
+			return fmt.Errorf("table %s not initialized: %w", in.table().Name(), ctx.Err())
+		}
+		metas = append(metas, in.table())
+	}
+	if len(metas) == 0 {
+		return nil
+	}
+	txn := c.db.WriteTxn(metas...)
+	defer txn.Abort()
+	for _, in := range c.intake.Inputs {
+		t, err := in.follow(txn)
+		if err != nil {
+			return err
+		}
+		c.touches = append(c.touches, t)
+	}
+	txn.Commit()
+	return nil
+}
+
+// changed are the services that the tables' changes up to txn touch,
+// and those to try again; ws gets the channels of the next changes.
+func (c *controller) changed(txn statedb.ReadTxn, ws *statedb.WatchSet) []ServiceName {
+	seen := map[ServiceName]bool{}
+	var out []ServiceName
+	add := func(ns []ServiceName) {
+		for _, n := range ns {
+			if !seen[n] {
+				seen[n] = true
+				out = append(out, n)
+			}
+		}
+	}
+	for _, t := range c.touches {
+		ns, watch := t.next(txn)
+		add(ns)
+		ws.Add(watch)
+	}
+	add(c.takeDirty())
+	return out
+}
+
 func (c *controller) takeDirty() []ServiceName {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -111,21 +154,22 @@ func (c *controller) takeDirty() []ServiceName {
 }
 
 // first is the first pass: after a restart, the numbers the datapath
-// holds are taken over; then every Service is written, and the tables
-// are marked initialized so that the reconcilers prune what is left.
-func (c *controller) first(m Map) error {
-	if err := c.ids.restore(m); err != nil {
+// holds are taken over; then every service named (all of them, as the
+// first changes are every row) is written, and the tables are marked
+// initialized so that the reconcilers prune what is left. A pass that
+// fails leaves its names to try again.
+func (c *controller) first(m Map, txn statedb.ReadTxn, names []ServiceName) error {
+	err := c.ids.restore(m)
+	if err == nil {
+		err = c.room.restore(m)
+	}
+	if err != nil {
+		for _, n := range names {
+			c.markDirty(n)
+		}
 		return fmt.Errorf("read the service maps: %w", err)
 	}
-	if err := c.room.restore(m); err != nil {
-		return fmt.Errorf("read the service maps: %w", err)
-	}
-	var names []ServiceName
-	if c.source != nil {
-		names = c.source.Services()
-		c.takeDirty() // all of them are in names
-	}
-	return c.process(names, true)
+	return c.process(txn, names, true)
 }
 
 // dropLeftovers frees, once both reconcilers have pruned the maps, what
@@ -161,15 +205,15 @@ type pass struct {
 	left *leftovers
 }
 
-// process rewrites the named services, and those that gain or lose a
-// frontend by their change, in one transaction. A service that does not
-// fit is refused alone: nothing of it is written (what it had stays),
-// and the others are written as usual.
-func (c *controller) process(names []ServiceName, initialize bool) error {
+// process rewrites the named services, as txn holds them, and those that
+// gain or lose a frontend by their change, in one transaction. A service
+// that does not fit is refused alone: nothing of it is written (what it
+// had stays), and the others are written as usual.
+func (c *controller) process(txn statedb.ReadTxn, names []ServiceName, initialize bool) error {
 	c.settle()
-	plans := c.plan(names)
-	txn := c.db.WriteTxn(c.tables.Services, c.tables.Frontends, c.tables.Backends)
-	defer txn.Abort()
+	plans := c.plan(txn, names)
+	wtxn := c.db.WriteTxn(c.tables.Services, c.tables.Frontends, c.tables.Backends)
+	defer wtxn.Abort()
 	p := &pass{left: c.room.left.clone()}
 	later := map[ServiceName]bool{}
 	for _, pl := range plans {
@@ -177,23 +221,23 @@ func (c *controller) process(names []ServiceName, initialize bool) error {
 	}
 	for _, pl := range plans {
 		delete(later, pl.name)
-		if err := c.apply(txn, pl, later, p); err != nil {
-			return c.abort(txn, plans, p, err)
+		if err := c.apply(wtxn, pl, later, p); err != nil {
+			return c.abort(wtxn, plans, p, err)
 		}
 	}
 	for _, pl := range plans {
 		if pl.refused == "" {
-			if err := c.remove(txn, pl, p); err != nil {
-				return c.abort(txn, plans, p, err)
+			if err := c.remove(wtxn, pl, p); err != nil {
+				return c.abort(wtxn, plans, p, err)
 			}
 		}
 	}
 	if initialize {
 		for _, done := range c.initDone {
-			done(txn)
+			done(wtxn)
 		}
 	}
-	rtxn := txn.Commit()
+	rtxn := wtxn.Commit()
 	if p.frontends.room != (usage{}) || len(p.frontends.addrs) > 0 {
 		p.frontends.rev = c.tables.Frontends.Revision(rtxn)
 		c.room.frontends = append(c.room.frontends, p.frontends)

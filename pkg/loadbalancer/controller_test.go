@@ -12,15 +12,9 @@ import (
 	"github.com/cilium-go/cilium/internal/datapath/spec"
 )
 
-// oneService is a Source holding one Service with two ports and two
+// oneService is an intake holding one Service with two ports and two
 // endpoints.
-type oneService struct{}
-
-func (oneService) Start(context.Context) error { return nil }
-func (oneService) OnChange(func(ServiceName))  {}
-func (oneService) NodeName() string            { return "node-a" }
-func (oneService) Services() []ServiceName     { return []ServiceName{{"default", "web"}} }
-func (oneService) Service(n ServiceName) (Service, []Endpoint, bool) {
+var oneService = &Intake{NodeName: "node-a", Service: func(_ statedb.ReadTxn, n ServiceName) (Service, []Endpoint, bool) {
 	svc := Service{Name: n, Type: TypeClusterIP, ClusterIPs: []netip.Addr{netip.MustParseAddr("10.96.0.5")},
 		Ports: []Port{{Name: "http", Protocol: spec.ProtoTCP, Port: 80}, {Name: "alt", Protocol: spec.ProtoTCP, Port: 81}}}
 	var eps []Endpoint
@@ -29,7 +23,7 @@ func (oneService) Service(n ServiceName) (Service, []Endpoint, bool) {
 			Ports: map[PortKey]uint16{{Name: "http", Protocol: spec.ProtoTCP}: 8080, {Name: "alt", Protocol: spec.ProtoTCP}: 8081}})
 	}
 	return svc, eps, true
-}
+}}
 
 // A service whose numbers run out half-way is refused: nothing of it
 // lands, in the tables or in the controller's counts, the numbers handed
@@ -40,14 +34,14 @@ func TestRefusedServiceLandsNothing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := newController(db, tables, Local{NodeName: "node-a"}, oneService{}, slog.New(slog.DiscardHandler), limitsOf(65536))
+	c := newController(db, tables, Local{NodeName: "node-a"}, oneService, slog.New(slog.DiscardHandler), limitsOf(65536))
 	// One reverse NAT index is free: the first frontend is numbered, the
 	// second cannot be.
 	for i := 2; i <= 0xffff; i++ {
 		c.ids.revNATs.take(Addr{Address: netip.AddrFrom4([4]byte{192, 0, byte(i >> 8), byte(i)}), Port: 1, Protocol: 6}, uint16(i))
 	}
 	names := []ServiceName{{"default", "web"}}
-	if err := c.process(names, false); err != nil {
+	if err := c.process(db.ReadTxn(), names, false); err != nil {
 		t.Fatal(err)
 	}
 	if c.refused[names[0]].key == "" {
@@ -61,7 +55,7 @@ func TestRefusedServiceLandsNothing(t *testing.T) {
 			n, 0xffff-1, m)
 	}
 	c.ids.revNATs.release(Addr{Address: netip.AddrFrom4([4]byte{192, 0, 0, 2}), Port: 1, Protocol: 6})
-	if err := c.process(names, false); err != nil {
+	if err := c.process(db.ReadTxn(), names, false); err != nil {
 		t.Fatal(err)
 	}
 	if n := tables.Backends.NumObjects(db.ReadTxn()); n != 4 || len(c.backendRefs) != 4 || c.refused[names[0]].key != "" {
@@ -72,30 +66,24 @@ func TestRefusedServiceLandsNothing(t *testing.T) {
 	}
 }
 
-// fakeSource holds Services that a test changes.
-type fakeSource struct {
+// fakeServices holds Services that a test changes, which its intake
+// reads: the controller's passes are tested here, its following of
+// tables with the Kubernetes tables in intake_test.go.
+type fakeServices struct {
 	svcs map[ServiceName]Service
 	eps  map[ServiceName][]Endpoint
 }
 
-func (s *fakeSource) Start(context.Context) error { return nil }
-func (s *fakeSource) OnChange(func(ServiceName))  {}
-func (s *fakeSource) NodeName() string            { return "node-a" }
-func (s *fakeSource) Services() []ServiceName {
-	var out []ServiceName
-	for n := range s.svcs {
-		out = append(out, n)
-	}
-	return out
-}
-func (s *fakeSource) Service(n ServiceName) (Service, []Endpoint, bool) {
-	svc, ok := s.svcs[n]
-	return svc, s.eps[n], ok
+func (s *fakeServices) intake() *Intake {
+	return &Intake{NodeName: "node-a", Service: func(_ statedb.ReadTxn, n ServiceName) (Service, []Endpoint, bool) {
+		svc, ok := s.svcs[n]
+		return svc, s.eps[n], ok
+	}}
 }
 
 // put adds a ClusterIP Service with port 80 and a ready endpoint at each
 // of backends, port 8080.
-func (s *fakeSource) put(name, clusterIP string, backends ...string) ServiceName {
+func (s *fakeServices) put(name, clusterIP string, backends ...string) ServiceName {
 	n := ServiceName{"default", name}
 	s.svcs[n] = Service{Name: n, Type: TypeClusterIP, ClusterIPs: []netip.Addr{netip.MustParseAddr(clusterIP)},
 		Ports: []Port{{Protocol: spec.ProtoTCP, Port: 80}}}
@@ -117,9 +105,9 @@ func TestRoomFreedOnceReconciled(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	src := &fakeSource{svcs: map[ServiceName]Service{}, eps: map[ServiceName][]Endpoint{}}
+	src := &fakeServices{svcs: map[ServiceName]Service{}, eps: map[ServiceName][]Endpoint{}}
 	// Room for two frontends of two backends each.
-	c := newController(db, tables, Local{NodeName: "node-a"}, src, slog.New(slog.DiscardHandler),
+	c := newController(db, tables, Local{NodeName: "node-a"}, src.intake(), slog.New(slog.DiscardHandler),
 		usage{services: 6, backends: 4, revNATs: 2})
 	gate, reached := make(chan struct{}), make(chan struct{}, 2)
 	wait := func(ctx context.Context, _ statedb.Revision) error {
@@ -139,11 +127,11 @@ func TestRoomFreedOnceReconciled(t *testing.T) {
 
 	web := src.put("web", "10.96.0.5", "10.244.1.5", "10.244.1.6")
 	api := src.put("api", "10.96.0.6", "10.244.2.5", "10.244.2.6")
-	if err := c.process([]ServiceName{web, api}, false); err != nil {
+	if err := c.process(db.ReadTxn(), []ServiceName{web, api}, false); err != nil {
 		t.Fatal(err)
 	}
 	late := src.put("late", "10.96.0.7", "10.244.3.5")
-	if err := c.process([]ServiceName{late}, false); err != nil {
+	if err := c.process(db.ReadTxn(), []ServiceName{late}, false); err != nil {
 		t.Fatal(err)
 	}
 	if c.refused[late].key == "" {
@@ -151,7 +139,7 @@ func TestRoomFreedOnceReconciled(t *testing.T) {
 	}
 
 	delete(src.svcs, web)
-	if err := c.process([]ServiceName{web}, false); err != nil {
+	if err := c.process(db.ReadTxn(), []ServiceName{web}, false); err != nil {
 		t.Fatal(err)
 	}
 	if why, _ := c.room.fit(usage{revNATs: 1}); c.refused[late].key == "" || why == "" {
@@ -178,7 +166,7 @@ func TestRoomFreedOnceReconciled(t *testing.T) {
 	if len(names) != 1 || names[0] != late {
 		t.Fatalf("tried again: %v, want the refused %s", names, late)
 	}
-	if err := c.process(names, false); err != nil {
+	if err := c.process(db.ReadTxn(), names, false); err != nil {
 		t.Fatal(err)
 	}
 	if c.refused[late].key != "" {

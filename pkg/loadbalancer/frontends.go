@@ -101,7 +101,7 @@ func Ours(s Service) bool {
 //     clients, as the local clients' scope of its own NodePorts;
 //   - a pod's HostPorts (TypeHostPort) are at the node's addresses, or
 //     at the hostIP when it is one of them; the pod, their one endpoint,
-//     serves them whatever its readiness (the source presents it as
+//     serves them whatever its readiness (HostPortService presents it as
 //     ready while it has an address, as portmap maps a pod's ports for
 //     as long as its sandbox has a network).
 func Frontends(s Service, eps []Endpoint, local Local) []Frontend {

@@ -140,12 +140,12 @@ func ownersAfter(t *testing.T, order []Service) map[Addr]ServiceName {
 	if err != nil {
 		t.Fatal(err)
 	}
-	src := &fakeSource{svcs: map[ServiceName]Service{}, eps: map[ServiceName][]Endpoint{}}
+	src := &fakeServices{svcs: map[ServiceName]Service{}, eps: map[ServiceName][]Endpoint{}}
 	local := Local{NodeName: "node-a", Addresses: []netip.Addr{netip.MustParseAddr("192.168.77.1")}}
-	c := newController(db, tables, local, src, slog.New(slog.DiscardHandler), limitsOf(65536))
+	c := newController(db, tables, local, src.intake(), slog.New(slog.DiscardHandler), limitsOf(65536))
 	for _, s := range order {
 		src.svcs[s.Name] = s
-		if err := c.process([]ServiceName{s.Name}, false); err != nil {
+		if err := c.process(db.ReadTxn(), []ServiceName{s.Name}, false); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -172,8 +172,8 @@ func TestOlderServiceTakesFrontend(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	src := &fakeSource{svcs: map[ServiceName]Service{}, eps: map[ServiceName][]Endpoint{}}
-	c := newController(db, tables, Local{NodeName: "node-a"}, src, slog.New(slog.DiscardHandler), limitsOf(65536))
+	src := &fakeServices{svcs: map[ServiceName]Service{}, eps: map[ServiceName][]Endpoint{}}
+	c := newController(db, tables, Local{NodeName: "node-a"}, src.intake(), slog.New(slog.DiscardHandler), limitsOf(65536))
 	var events fakeEvents
 	c.events = &events
 	svcs := contested()
@@ -183,7 +183,7 @@ func TestOlderServiceTakesFrontend(t *testing.T) {
 		src.svcs[s.Name] = s
 		src.eps[s.Name] = []Endpoint{{Address: netip.MustParseAddr(backend), Ready: true, Serving: true,
 			Ports: map[PortKey]uint16{{Name: "http", Protocol: spec.ProtoTCP}: 8080}}}
-		if err := c.process([]ServiceName{s.Name}, false); err != nil {
+		if err := c.process(db.ReadTxn(), []ServiceName{s.Name}, false); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -216,7 +216,7 @@ func TestOlderServiceTakesFrontend(t *testing.T) {
 		t.Fatalf("young's backend counts %v, want 1 (its ClusterIP)", c.backendRefs)
 	}
 	delete(src.svcs, old.Name)
-	if err := c.process([]ServiceName{old.Name}, false); err != nil {
+	if err := c.process(db.ReadTxn(), []ServiceName{old.Name}, false); err != nil {
 		t.Fatal(err)
 	}
 	holder(young.Name, "10.244.1.1")

@@ -20,7 +20,9 @@ import (
 	"github.com/cilium/hive/job"
 	"github.com/cilium/hive/script"
 	"github.com/cilium/statedb"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 	kubefake "k8s.io/client-go/kubernetes/fake"
 
 	"github.com/cilium-go/cilium/internal/datapath/dptest"
@@ -29,7 +31,9 @@ import (
 	"github.com/cilium-go/cilium/pkg/health"
 	"github.com/cilium-go/cilium/pkg/k8s/agent"
 	"github.com/cilium-go/cilium/pkg/k8s/k8stest"
+	k8stables "github.com/cilium-go/cilium/pkg/k8s/tables"
 	"github.com/cilium-go/cilium/pkg/loadbalancer"
+	lbk8s "github.com/cilium-go/cilium/pkg/loadbalancer/k8s"
 	"github.com/cilium-go/cilium/pkg/loadbalancer/lbtest"
 )
 
@@ -58,22 +62,12 @@ func runScripts(t *testing.T, newMap func(testing.TB) loadbalancer.Map) {
 		socks := &fakeSockets{}
 		// healthCheckNodePorts listen in memory, not on the machine.
 		hcNet := lbtest.NewNet()
-		ctx, cancel := context.WithCancel(context.Background())
-		t.Cleanup(cancel)
-		source, err := agent.StartServiceSource(ctx, kube, "node-a")
-		if err != nil {
-			t.Fatal(err)
-		}
-		events := agent.NewServiceEvents(kube, source, "node-a")
-		events.Start(ctx)
 		cells := []cell.Cell{
 			job.Cell, statedb.Cell, health.Cell,
-			loadbalancer.Cell,
+			kubeCells(kube), lbk8s.Cell, loadbalancer.Cell,
 			cell.Provide(
 				func() loadbalancer.MapSource { return func() loadbalancer.Map { return m } },
 				func() loadbalancer.NodeAddresses { return loadbalancer.NodeAddresses{nodeIP} },
-				func() loadbalancer.Source { return source },
-				func() loadbalancer.Events { return events },
 				func() loadbalancer.Sockets { return socks },
 				func() loadbalancer.ListenFunc { return hcNet.Listen },
 			),
@@ -187,6 +181,28 @@ func runScripts(t *testing.T, newMap func(testing.TB) loadbalancer.Map) {
 		}
 		return h, cmds
 	})
+}
+
+// kubeCells fill the Kubernetes tables from kube as node-a's agent does,
+// and give the load balancer its events; lbk8s.Cell gives it its intake
+// over them.
+func kubeCells(kube kubernetes.Interface) cell.Cell {
+	return cell.Group(
+		k8stables.Cell,
+		cell.Provide(
+			func() *k8stables.Clients { return &k8stables.Clients{Kube: kube, NodeName: "node-a"} },
+			func(lc cell.Lifecycle, db *statedb.DB, svcs statedb.Table[*corev1.Service],
+				pods statedb.Table[*corev1.Pod]) loadbalancer.Events {
+				events := agent.NewServiceEvents(kube, db, svcs, pods, "node-a")
+				ctx, cancel := context.WithCancel(context.Background())
+				lc.Append(cell.Hook{
+					OnStart: func(cell.HookContext) error { events.Start(ctx); return nil },
+					OnStop:  func(cell.HookContext) error { cancel(); return nil },
+				})
+				return events
+			},
+		),
+	)
 }
 
 // dumpMaps prints each frontend with its backends by address, so that

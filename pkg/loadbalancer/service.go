@@ -3,10 +3,12 @@
 // datapath balances connections over, keeps them in statedb tables, and
 // registers the reconcilers that write them into the service maps.
 //
-// Services come in as plain values (Service, Endpoint) from a Source,
-// which the Kubernetes side implements; what Kubernetes defines about
-// them (which endpoints serve, traffic policies, affinity) is decided
-// here, in Frontends, a pure function.
+// Services come in as plain values (Service, Endpoint) read out of
+// tables through an Intake (pkg/loadbalancer/k8s makes one from the
+// Kubernetes tables); the controller follows the tables' changes and
+// rewrites the services they touch. What Kubernetes defines about them
+// (which endpoints serve, traffic policies, affinity) is decided here, in
+// Frontends, a pure function.
 package loadbalancer
 
 import (

@@ -12,14 +12,13 @@ import (
 )
 
 // Cell connects to Kubernetes and provides *Clients (and the tables'
-// *tables.Clients), *Watchers, the ipcache's ClusterSource, the API's node
-// list, and the Services and EndpointSlices (*ServiceSource) that are the
-// load balancer's Source and that policies' toServices read, and the
-// Events the load balancer warns Services' authors with (all nil with
-// Kubernetes off). What they read is in the tables of pkg/k8s/tables.
+// *tables.Clients), *Watchers, the ipcache's ClusterSource, the Services and EndpointSlices (*ServiceSource) that policies'
+// toServices read, and the Events the load balancer warns Services'
+// authors with (all nil with Kubernetes off). What they read is in the
+// tables of pkg/k8s/tables.
 var Cell = cell.Module("k8s", "Kubernetes clients and watchers",
 	cell.Config(DefaultConfig),
-	cell.Provide(newClients, tableClients, newServiceSource, loadBalancerSource, newServiceEvents),
+	cell.Provide(newClients, tableClients, newServiceSource, newServiceEvents),
 	WatchersCell,
 )
 

@@ -5,12 +5,14 @@ import (
 	"sync"
 
 	"github.com/cilium/hive/cell"
+	"github.com/cilium/statedb"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/tools/record"
 
+	"github.com/cilium-go/cilium/pkg/k8s/tables"
 	"github.com/cilium-go/cilium/pkg/loadbalancer"
 )
 
@@ -18,18 +20,21 @@ import (
 // Services they are about, and on the pods of HostPort services: the
 // agent's loadbalancer.Events.
 type ServiceEvents struct {
-	kube   kubernetes.Interface
-	source *ServiceSource
-	node   string
+	kube     kubernetes.Interface
+	db       *statedb.DB
+	services statedb.Table[*corev1.Service]
+	pods     statedb.Table[*corev1.Pod]
+	node     string
 
 	mu       sync.Mutex
 	recorder record.EventRecorder // nil until Start
 }
 
 // NewServiceEvents records through kube once started; the objects' UIDs
-// come from source's caches.
-func NewServiceEvents(kube kubernetes.Interface, source *ServiceSource, node string) *ServiceEvents {
-	return &ServiceEvents{kube: kube, source: source, node: node}
+// come from the tables of Services and pods in db.
+func NewServiceEvents(kube kubernetes.Interface, db *statedb.DB, services statedb.Table[*corev1.Service],
+	pods statedb.Table[*corev1.Pod], node string) *ServiceEvents {
+	return &ServiceEvents{kube: kube, db: db, services: services, pods: pods, node: node}
 }
 
 // Start sends the events to the API server until ctx ends.
@@ -41,13 +46,24 @@ func (e *ServiceEvents) Start(ctx context.Context) {
 	e.mu.Unlock()
 }
 
-func newServiceEvents(lc cell.Lifecycle, cfg Config, c *Clients, s *ServiceSource) loadbalancer.Events {
-	if c == nil || s == nil {
+type serviceEventsParams struct {
+	cell.In
+
+	Lifecycle cell.Lifecycle
+	Config    Config
+	Clients   *Clients `optional:"true"`
+	DB        *statedb.DB
+	Services  statedb.Table[*corev1.Service]
+	Pods      statedb.Table[*corev1.Pod]
+}
+
+func newServiceEvents(p serviceEventsParams) loadbalancer.Events {
+	if p.Clients == nil {
 		return nil
 	}
-	e := NewServiceEvents(c.Kube, s, cfg.K8sNodeName)
+	e := NewServiceEvents(p.Clients.Kube, p.DB, p.Services, p.Pods, p.Config.K8sNodeName)
 	ctx, cancel := context.WithCancel(context.Background())
-	lc.Append(cell.Hook{
+	p.Lifecycle.Append(cell.Hook{
 		OnStart: func(cell.HookContext) error { e.Start(ctx); return nil },
 		OnStop:  func(cell.HookContext) error { cancel(); return nil },
 	})
@@ -55,7 +71,7 @@ func newServiceEvents(lc cell.Lifecycle, cfg Config, c *Clients, s *ServiceSourc
 }
 
 // Warn implements loadbalancer.Events. An object already gone from the
-// caches, or a warning before Start, gets no event: nobody would read it.
+// tables, or a warning before Start, gets no event: nobody would read it.
 func (e *ServiceEvents) Warn(n loadbalancer.ServiceName, reason, message string) {
 	e.mu.Lock()
 	rec := e.recorder
@@ -64,14 +80,15 @@ func (e *ServiceEvents) Warn(n loadbalancer.ServiceName, reason, message string)
 		return
 	}
 	ref := &corev1.ObjectReference{APIVersion: "v1", Kind: "Service", Namespace: n.Namespace, Name: n.Name}
+	txn := e.db.ReadTxn()
 	if pod, ok := n.HostPortPod(); ok {
-		p, ok := get(e.source.db, e.source.pods, n.Namespace+"/"+pod)
+		p, ok := tables.Get(txn, e.pods, n.Namespace+"/"+pod)
 		if !ok {
 			return
 		}
 		ref.Kind, ref.Name, ref.UID, ref.ResourceVersion = "Pod", pod, p.UID, p.ResourceVersion
 	} else {
-		svc, ok := e.source.KubeService(n.Namespace, n.Name)
+		svc, ok := tables.Get(txn, e.services, n.String())
 		if !ok {
 			return
 		}

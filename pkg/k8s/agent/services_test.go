@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cilium/statedb"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -14,12 +15,13 @@ import (
 
 	"github.com/cilium-go/cilium/internal/testenv"
 	"github.com/cilium-go/cilium/pkg/k8s/agent"
+	"github.com/cilium-go/cilium/pkg/k8s/tables"
 	"github.com/cilium-go/cilium/pkg/loadbalancer"
 )
 
-// The policy engine and the load balancer share one watch of Services
-// and EndpointSlices: whichever starts first starts it, both read the
-// same caches, and a listener hears each change once.
+// The policy engine's readers share one following of the Services and
+// EndpointSlices tables: whoever starts first starts it, all read the
+// same tables, and a listener hears each change once.
 func TestServiceSourceSharedWatch(t *testing.T) {
 	kube := kubefake.NewClientset(
 		&corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "a", Name: "db", Labels: map[string]string{"tier": "back"}}},
@@ -29,10 +31,12 @@ func TestServiceSourceSharedWatch(t *testing.T) {
 	)
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	s, err := agent.StartServiceSource(ctx, kube, "node-a")
+	db := statedb.New()
+	tbls, err := tables.Start(ctx, db, &tables.Clients{Kube: kube, NodeName: "node-a"})
 	if err != nil {
 		t.Fatal(err)
 	}
+	s := agent.NewServiceSource(db, tbls.Services, tbls.EndpointSlices)
 	var mu sync.Mutex
 	heard := map[loadbalancer.ServiceName]int{}
 	s.OnChange(func(n loadbalancer.ServiceName) {
@@ -43,7 +47,7 @@ func TestServiceSourceSharedWatch(t *testing.T) {
 	if err := s.StartServices(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Start(ctx); err != nil {
+	if err := s.StartServices(ctx); err != nil {
 		t.Fatal(err)
 	}
 	if svc, ok := s.KubeService("a", "db"); !ok || svc.Labels["tier"] != "back" {
@@ -63,7 +67,7 @@ func TestServiceSourceSharedWatch(t *testing.T) {
 	clear(heard)
 	mu.Unlock()
 	// Once the marker is heard, web was heard too (a handler hears in
-	// order): once, not once per caller of Start.
+	// order): once, not once per caller of StartServices.
 	for _, name := range []string{"web", "marker"} {
 		if _, err := kube.CoreV1().Services("c").Create(ctx, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "c", Name: name}},
 			metav1.CreateOptions{}); err != nil {

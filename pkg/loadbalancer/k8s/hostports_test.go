@@ -1,4 +1,4 @@
-package agent_test
+package k8s_test
 
 import (
 	"fmt"
@@ -10,9 +10,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/cilium-go/cilium/internal/datapath/spec"
-	"github.com/cilium-go/cilium/pkg/k8s/agent"
 	"github.com/cilium-go/cilium/pkg/k8s/k8stest"
 	"github.com/cilium-go/cilium/pkg/loadbalancer"
+	lbk8s "github.com/cilium-go/cilium/pkg/loadbalancer/k8s"
 )
 
 // ports makes the pod's one container declare ps and gives the pod an
@@ -65,7 +65,7 @@ func TestHostPortService(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			svc, eps, ok := agent.HostPortService(tt.pod, "node-a")
+			svc, eps, ok := lbk8s.HostPortService(tt.pod, "node-a")
 			got := ""
 			if ok {
 				if svc.Name.String() != "ns/hostport:p" || svc.Type != "HostPort" || len(eps) != 1 {

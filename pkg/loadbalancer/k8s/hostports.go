@@ -1,4 +1,4 @@
-package agent
+package k8s
 
 import (
 	"net/netip"
@@ -75,11 +75,11 @@ func hostPorts(pod *corev1.Pod) []corev1.ContainerPort {
 	return out
 }
 
-// hasHostPorts says whether obj is a pod that names a hostPort, which
-// makes its changes the load balancer's business.
-func hasHostPorts(obj any) bool {
-	p, ok := obj.(*corev1.Pod)
-	return ok && len(hostPorts(p)) > 0
+// PodService is the HostPort service a pod touches: its own while it
+// names a hostPort, none otherwise. Whether the service is mapped is
+// HostPortService's to say.
+func PodService(pod *corev1.Pod) (loadbalancer.ServiceName, bool) {
+	return loadbalancer.HostPortName(pod.Namespace, pod.Name), len(hostPorts(pod)) > 0
 }
 
 // podIPv4 is the pod's first IPv4 address, invalid while it has none.

@@ -1,0 +1,97 @@
+package loadbalancer
+
+import (
+	"fmt"
+
+	"github.com/cilium/statedb"
+)
+
+// Intake is where the controller reads services: tables whose rows
+// touch services (a Service, the EndpointSlices of one, a pod that maps
+// hostPorts), and how a service reads out of them. pkg/loadbalancer/k8s
+// makes it from the Kubernetes tables. The controller follows the
+// tables' changes itself; nobody calls it back.
+type Intake struct {
+	// Inputs are the tables; the controller starts once every one is
+	// initialized.
+	Inputs []Input
+	// Service reads a service and its endpoints as of txn; false when
+	// there is none.
+	Service func(txn statedb.ReadTxn, n ServiceName) (Service, []Endpoint, bool)
+	// NodeName is this node's name, which endpoints name their node by.
+	NodeName string
+}
+
+// Input is a table whose rows touch services.
+type Input interface {
+	table() statedb.TableMeta
+	// follow starts following the table's changes as of txn, which
+	// must lock the table.
+	follow(txn statedb.WriteTxn) (touches, error)
+}
+
+// touches tells which services a table's changes touch.
+type touches interface {
+	// next returns the services that the changes since the last call
+	// touch, as of txn, and a channel that closes at the next change.
+	next(txn statedb.ReadTxn) ([]ServiceName, <-chan struct{})
+}
+
+// TableInput is t as an Input: key names a row across its changes, and
+// touch is the service a row touches, false for none.
+func TableInput[T any](t statedb.Table[T], key func(T) string, touch func(T) (ServiceName, bool)) Input {
+	return tableInput[T]{t: t, key: key, touch: touch}
+}
+
+type tableInput[T any] struct {
+	t     statedb.Table[T]
+	key   func(T) string
+	touch func(T) (ServiceName, bool)
+}
+
+func (in tableInput[T]) table() statedb.TableMeta { return in.t }
+
+func (in tableInput[T]) follow(txn statedb.WriteTxn) (touches, error) {
+	it, err := in.t.Changes(txn)
+	if err != nil {
+		return nil, fmt.Errorf("follow table %s: %w", in.t.Name(), err)
+	}
+	return &tableTouches[T]{in: in, it: it, last: map[string]ServiceName{}}, nil
+}
+
+// tableTouches maps a table's changes to services. A change does not
+// carry the row it replaced, so the service each row touched when last
+// seen is kept: a row that moves to another service, or stops touching
+// one, touches the one it left too.
+type tableTouches[T any] struct {
+	in   tableInput[T]
+	it   statedb.ChangeIterator[T]
+	last map[string]ServiceName
+}
+
+func (tt *tableTouches[T]) next(txn statedb.ReadTxn) ([]ServiceName, <-chan struct{}) {
+	changes, watch := tt.it.Next(txn)
+	var out []ServiceName
+	seen := false
+	for ch := range changes {
+		seen = true
+		k := tt.in.key(ch.Object)
+		if old, ok := tt.last[k]; ok {
+			out = append(out, old)
+			delete(tt.last, k)
+		}
+		if ch.Deleted {
+			continue
+		}
+		if n, ok := tt.in.touch(ch.Object); ok {
+			tt.last[k] = n
+			out = append(out, n)
+		}
+	}
+	if seen {
+		// The channel of a look that found changes is closed; a second
+		// look as of the same txn gives the next change's.
+		_, watch = tt.it.Next(txn)
+	}
+	return out, watch
+}

@@ -1,0 +1,67 @@
+package k8s
+
+import (
+	"github.com/cilium/hive/cell"
+	"github.com/cilium/statedb"
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+
+	"github.com/cilium-go/cilium/pkg/k8s/tables"
+	"github.com/cilium-go/cilium/pkg/loadbalancer"
+)
+
+// Cell provides the load balancer's *loadbalancer.Intake over the
+// Kubernetes tables; nil with Kubernetes off (no *tables.Clients), which
+// leaves the load balancer without services.
+var Cell = cell.Provide(newIntake)
+
+type intakeParams struct {
+	cell.In
+
+	Clients        *tables.Clients `optional:"true"`
+	Services       statedb.Table[*corev1.Service]
+	EndpointSlices statedb.Table[*discoveryv1.EndpointSlice]
+	Pods           statedb.Table[*corev1.Pod]
+}
+
+func newIntake(p intakeParams) *loadbalancer.Intake {
+	if p.Clients == nil {
+		return nil
+	}
+	return NewIntake(p.Services, p.EndpointSlices, p.Pods, p.Clients.NodeName)
+}
+
+// NewIntake reads Services with their EndpointSlices, and the pods of
+// node nodeName that name hostPorts, from their tables.
+func NewIntake(services statedb.Table[*corev1.Service], slices statedb.Table[*discoveryv1.EndpointSlice],
+	pods statedb.Table[*corev1.Pod], nodeName string) *loadbalancer.Intake {
+	return &loadbalancer.Intake{
+		Inputs: []loadbalancer.Input{
+			loadbalancer.TableInput(services, key[*corev1.Service], serviceName),
+			loadbalancer.TableInput(slices, key[*discoveryv1.EndpointSlice], SliceService),
+			loadbalancer.TableInput(pods, key[*corev1.Pod], PodService),
+		},
+		Service: func(txn statedb.ReadTxn, n loadbalancer.ServiceName) (loadbalancer.Service, []loadbalancer.Endpoint, bool) {
+			if pod, ok := n.HostPortPod(); ok {
+				p, ok := tables.Get(txn, pods, n.Namespace+"/"+pod)
+				if !ok {
+					return loadbalancer.Service{}, nil, false
+				}
+				return HostPortService(p, nodeName)
+			}
+			svc, ok := tables.Get(txn, services, n.String())
+			if !ok {
+				return loadbalancer.Service{}, nil, false
+			}
+			var eps []loadbalancer.Endpoint
+			for es := range slices.List(txn, tables.ServiceIndex.Query(n.String())) {
+				eps = append(eps, Endpoints(es)...)
+			}
+			return ServiceOf(svc), eps, true
+		},
+		NodeName: nodeName,
+	}
+}
+
+// key names an object across its changes: its table's primary key.
+func key[T tables.Object](o T) string { return tables.Key(o) }
