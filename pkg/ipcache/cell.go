@@ -29,9 +29,11 @@ var Cell = cell.Module("ipcache", "The ipcache and remote node routes",
 
 type params struct {
 	cell.In
-	Jobs       job.Group
-	Source     ClusterSource `optional:"true"`
-	Prefixes   PrefixSource  `optional:"true"`
+	Jobs   job.Group
+	Source ClusterSource `optional:"true"`
+	// Prefixes are the prefixes that policy rules name: none without
+	// the policy engine.
+	Prefixes   statedb.Table[*PolicyPrefix] `optional:"true"`
 	Map        MapSource
 	Routes     node.Routes
 	Endpoints  statedb.Table[*endpoint.Desired]
@@ -52,16 +54,17 @@ func register(p params) error {
 		return err
 	}
 	inputs := []desired.Input{desired.TableInput(p.Endpoints)}
-	var wakes []func(func())
 	if p.Source != nil {
 		inputs = append(inputs, p.Source.ClusterInputs()...)
 	}
 	if p.Prefixes != nil {
-		wakes = append(wakes, func(wake func()) { p.Prefixes.OnChange(wake) })
+		// Initialized once the policy engine wrote it first: the first
+		// entries carry the CIDR identities that the policy maps name.
+		inputs = append(inputs, desired.TableInput(p.Prefixes))
 	}
 	desired.Controller(p.Jobs, "ipcache", p.Reconciler.DB, inputs, func(ctx context.Context, txn statedb.ReadTxn) error {
 		return s.sync(ctx, txn, endpoint.Local(txn, p.Endpoints))
-	}, wakes...)
+	})
 	return nil
 }
 
@@ -70,8 +73,8 @@ func register(p params) error {
 type clusterSync struct {
 	ipcache  *Writer
 	nodes    *node.Writer
-	source   ClusterSource // nil: the local endpoints alone
-	prefixes PrefixSource  // nil: no policy prefixes
+	source   ClusterSource                // nil: the local endpoints alone
+	prefixes statedb.Table[*PolicyPrefix] // nil: no policy prefixes
 }
 
 func (s *clusterSync) sync(_ context.Context, txn statedb.ReadTxn, local []endpoint.Endpoint) error {
@@ -80,7 +83,9 @@ func (s *clusterSync) sync(_ context.Context, txn statedb.ReadTxn, local []endpo
 		c = s.source.Cluster(txn, local)
 	}
 	if s.prefixes != nil {
-		c.Prefixes = s.prefixes.Prefixes()
+		for p := range s.prefixes.All(txn) {
+			c.Prefixes = append(c.Prefixes, *p)
+		}
 	}
 	_, _, err := s.ipcache.Replace(DesiredIPCache(c))
 	return errors.Join(err, s.nodes.Replace(RemoteNodes(c)))

@@ -31,13 +31,6 @@ type PolicyPrefix struct {
 	InCluster bool
 }
 
-// PrefixSource tells the prefixes that policy rules name (the policy
-// engine does) and wakes OnChange's callbacks when they change.
-type PrefixSource interface {
-	Prefixes() []PolicyPrefix
-	OnChange(fn func()) (stop func())
-}
-
 // RemoteEndpoint is an endpoint that another node published.
 type RemoteEndpoint struct {
 	IP       netip.Addr
