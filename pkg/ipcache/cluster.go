@@ -1,9 +1,6 @@
 package ipcache
 
 import (
-	"github.com/cilium/statedb"
-
-	"github.com/cilium-go/cilium/pkg/desired"
 	"net/netip"
 
 	"github.com/cilium-go/cilium/internal/datapath/spec"
@@ -11,8 +8,9 @@ import (
 	"github.com/cilium-go/cilium/pkg/identity"
 )
 
-// Cluster is what the ipcache and the routes to other nodes are computed
-// from: this node's endpoints and what a ClusterSource knows of the rest.
+// Cluster is what the ipcache is computed from: this node's endpoints,
+// what the Kubernetes objects tell of the rest (translated by MergeNodes
+// and RemoteEndpointOf), and the prefixes that policy rules name.
 type Cluster struct {
 	Local  []endpoint.Endpoint
 	Remote []RemoteEndpoint
@@ -49,14 +47,9 @@ type Node struct {
 	HealthIPv4 netip.Addr
 }
 
-// ClusterSource tells the rest of the cluster (the Kubernetes watchers
-// do), as of a read transaction, and the inputs it reads it from.
-type ClusterSource interface {
-	Cluster(txn statedb.ReadTxn, local []endpoint.Endpoint) Cluster
-	ClusterInputs() []desired.Input
-}
-
-// DesiredIPCache is the ipcache the datapath should hold for c. When two
+// DesiredIPCache is the ipcache the datapath should hold for c: the
+// specification that the controller's incremental computation (index)
+// follows, address by address, and is tested against. When two
 // sources name the same address, the more trusted wins: a local endpoint
 // over a node, a node over a remote endpoint (which is only as trusted as
 // whoever wrote its object, and so must not take over a node's address).
@@ -140,9 +133,9 @@ func addPolicyPrefixes(out map[netip.Prefix]spec.IPCacheEntry, prefixes []Policy
 }
 
 // RemoteNodes are the other nodes with a pod CIDR, for routes to their pods.
-func RemoteNodes(c Cluster) []spec.RemoteNode {
+func RemoteNodes(nodes []Node) []spec.RemoteNode {
 	var out []spec.RemoteNode
-	for _, n := range c.Nodes {
+	for _, n := range nodes {
 		if !n.Self && n.IPv4.Is4() && n.PodCIDR.IsValid() {
 			out = append(out, spec.RemoteNode{IPv4: n.IPv4, PodCIDR: n.PodCIDR})
 		}

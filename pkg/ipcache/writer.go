@@ -9,8 +9,8 @@ import (
 	"github.com/cilium-go/cilium/pkg/desired"
 )
 
-// Writer replaces the table's contents with the desired ipcache. It is
-// the table's only writer.
+// Writer writes the desired ipcache into the table, whole (Replace) or
+// the entries that changed (Update). It is the table's only writer.
 type Writer struct {
 	w *desired.Writer[netip.Prefix, *Entry]
 }
@@ -31,7 +31,29 @@ func (w *Writer) Replace(entries map[netip.Prefix]spec.IPCacheEntry) (changed, d
 	want := make(map[netip.Prefix]*Entry, len(entries))
 	for p, v := range entries {
 		p = p.Masked()
-		want[p] = &Entry{Prefix: p, Identity: v.Identity, TunnelEndpoint: v.TunnelEndpoint, CIDRIdentity: v.CIDRIdentity}
+		want[p] = newEntry(p, v)
 	}
 	return w.w.Replace(want)
+}
+
+// Update writes the entries of upsert and deletes those of gone, leaving
+// the others as they are, in one transaction. Like Replace it rewrites
+// only the entries whose value changed; its first call marks the table
+// initialized, so it must hold every entry. It returns how many entries
+// it inserted or changed and how many it deleted.
+func (w *Writer) Update(upsert map[netip.Prefix]spec.IPCacheEntry, gone []netip.Prefix) (changed, deleted int, err error) {
+	want := make(map[netip.Prefix]*Entry, len(upsert))
+	for p, v := range upsert {
+		p = p.Masked()
+		want[p] = newEntry(p, v)
+	}
+	masked := make([]netip.Prefix, len(gone))
+	for i, p := range gone {
+		masked[i] = p.Masked()
+	}
+	return w.w.Update(want, masked)
+}
+
+func newEntry(p netip.Prefix, v spec.IPCacheEntry) *Entry {
+	return &Entry{Prefix: p, Identity: v.Identity, TunnelEndpoint: v.TunnelEndpoint, CIDRIdentity: v.CIDRIdentity}
 }

@@ -1,4 +1,4 @@
-package agent
+package ipcache_test
 
 import (
 	"net/netip"
@@ -30,7 +30,20 @@ func entry(id identity.NumericIdentity, tunnel string) spec.IPCacheEntry {
 
 func pfx(s string) netip.Prefix { return netip.MustParsePrefix(s) }
 
-// objects are what the watchers hold.
+// clusterOf translates the objects into the cluster the ipcache computes
+// from.
+func clusterOf(self string, local []endpoint.Endpoint, ceps []*v2.CiliumEndpoint, nodes []*corev1.Node,
+	ciliumNodes []*v2.CiliumNode) ipcache.Cluster {
+	c := ipcache.Cluster{Local: local, Nodes: ipcache.MergeNodes(self, nodes, ciliumNodes)}
+	for _, cep := range ceps {
+		if ep, ok := ipcache.RemoteEndpointOf(cep); ok {
+			c.Remote = append(c.Remote, ep)
+		}
+	}
+	return c
+}
+
+// objects are what the Kubernetes tables hold.
 type objects struct {
 	NodeName        string
 	Local           []endpoint.Endpoint
@@ -39,7 +52,7 @@ type objects struct {
 	CiliumNodes     []*v2.CiliumNode
 }
 
-// TestClusterFromObjects: the ipcache and the routes as the watchers'
+// TestClusterFromObjects: the ipcache and the routes as the Kubernetes
 // objects make them.
 func TestClusterFromObjects(t *testing.T) {
 	tests := []struct {
@@ -136,7 +149,7 @@ func TestClusterFromObjects(t *testing.T) {
 			if got := ipcache.DesiredIPCache(c); !reflect.DeepEqual(got, tt.want) {
 				t.Errorf("DesiredIPCache()\n got %v\nwant %v", got, tt.want)
 			}
-			if got := ipcache.RemoteNodes(c); !reflect.DeepEqual(got, tt.wantNodes) {
+			if got := ipcache.RemoteNodes(c.Nodes); !reflect.DeepEqual(got, tt.wantNodes) {
 				t.Errorf("RemoteNodes()\n got %v\nwant %v", got, tt.wantNodes)
 			}
 		})
@@ -150,7 +163,7 @@ func TestMergeNodesReadsHealthAddresses(t *testing.T) {
 	b.Spec.HealthAddressing.IPv4 = "10.0.2.7"
 	c := k8stest.CiliumNode("c", "192.168.0.4", "10.0.3.0/24")
 	c.Spec.HealthAddressing.IPv4 = "fd00::7"
-	got := mergeNodes("a", nil, []*v2.CiliumNode{b, c})
+	got := ipcache.MergeNodes("a", nil, []*v2.CiliumNode{b, c})
 	if len(got) != 2 || got[0].HealthIPv4 != netip.MustParseAddr("10.0.2.7") || got[1].HealthIPv4.IsValid() {
 		t.Fatalf("nodes %+v", got)
 	}
