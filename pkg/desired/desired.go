@@ -136,6 +136,9 @@ func (w *Writer[K, Obj]) Replace(want map[K]Obj) (changed, deleted int, err erro
 func (w *Writer[K, Obj]) Update(want map[K]Obj, gone []K) (changed, deleted int, err error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	if len(want) == 0 && len(gone) == 0 && w.initDone == nil {
+		return 0, 0, nil // nothing to write: the table stays unlocked
+	}
 	txn := w.db.WriteTxn(w.tbl)
 	defer txn.Abort() // a no-op after Commit
 	for _, k := range gone {
