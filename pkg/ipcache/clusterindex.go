@@ -77,7 +77,7 @@ func (x *clusterIndex) forget(a netip.Addr) {
 // setLocal sets the local endpoint id, or deletes it (ok false).
 func (x *clusterIndex) setLocal(id uint16, ep localEndpoint, ok bool) {
 	old, had := x.local[id]
-	if had == ok && old == ep {
+	if (!had && !ok) || (had && ok && old == ep) {
 		return
 	}
 	if had {
@@ -99,7 +99,7 @@ func (x *clusterIndex) setLocal(id uint16, ep localEndpoint, ok bool) {
 // deletes it (ok false: gone, or it names no address, node or identity).
 func (x *clusterIndex) setRemote(key string, ep RemoteEndpoint, ok bool) {
 	old, had := x.remote[key]
-	if had == ok && old == ep {
+	if (!had && !ok) || (had && ok && old == ep) {
 		return
 	}
 	if had {
@@ -132,7 +132,7 @@ func (x *clusterIndex) setRemote(key string, ep RemoteEndpoint, ok bool) {
 // the node as it was and as it is. It tells whether the node changed.
 func (x *clusterIndex) setNode(name string, n Node, ok bool) bool {
 	old, had := x.nodes[name]
-	if had == ok && old == n {
+	if (!had && !ok) || (had && ok && old == n) {
 		return false
 	}
 	if had {
@@ -191,7 +191,7 @@ func (x *clusterIndex) setPrefix(k PrefixKey, id identity.NumericIdentity, ok bo
 	if k.InCluster {
 		m = x.inCluster
 	}
-	if old, had := m[p]; had == ok && old == id {
+	if old, had := m[p]; (!had && !ok) || (had && ok && old == id) {
 		return
 	}
 	if ok {
