@@ -7,11 +7,12 @@ import (
 	"github.com/cilium-go/cilium/pkg/identity"
 )
 
-// clusterIndex holds the ipcache's inputs by the addresses they name, so that a
-// change recomputes the entries of the addresses it touches and no
+// clusterIndex holds the ipcache's inputs by the addresses they name, so
+// that a change recomputes the entries of the addresses it touches and no
 // others. Its setters mark those entries' prefixes dirty; entry computes
 // one by DesiredIPCache's rules. It is owned by one goroutine.
 type clusterIndex struct {
+	// at are the endpoints that name each address.
 	at map[netip.Addr]*candidates
 	// local and remote are each endpoint as last set, by endpoint ID and
 	// by CiliumEndpoint key, for the address a change moves it from.
