@@ -55,19 +55,9 @@ const (
 // failure. Changes that come while run runs merge
 // into one more run. run reads the inputs through the transaction it is
 // given, whose watch channels are already taken, so that no change falls
-// between what run read and the next wait. wakes are sources that are not
-// tables yet: each is given a function that wakes the controller.
+// between what run read and the next wait.
 func Controller(g job.Group, name string, db *statedb.DB, inputs []Input,
-	run func(context.Context, statedb.ReadTxn) error, wakes ...func(wake func())) {
-	woken := make(chan struct{}, 1)
-	for _, w := range wakes {
-		w(func() {
-			select {
-			case woken <- struct{}{}:
-			default: // a run is due already
-			}
-		})
-	}
+	run func(context.Context, statedb.ReadTxn) error) {
 	g.Add(job.OneShot(name, func(ctx context.Context, h cell.Health) error {
 		if err := awaitInitialized(ctx, db, inputs); err != nil {
 			return nil // stopped before it started
@@ -88,16 +78,16 @@ func Controller(g job.Group, name string, db *statedb.DB, inputs []Input,
 				h.OK("in step with its inputs")
 				retry = retryMin
 			}
-			if err := wait(ctx, ws, woken, again); err != nil {
+			if err := wait(ctx, ws, again); err != nil {
 				return nil
 			}
 		}
 	}))
 }
 
-// wait returns when an input changed, a wake or again came, or ctx's
-// error when it ended first.
-func wait(ctx context.Context, ws *statedb.WatchSet, woken <-chan struct{}, again <-chan time.Time) error {
+// wait returns when an input changed or again came, or ctx's error when
+// it ended first.
+func wait(ctx context.Context, ws *statedb.WatchSet, again <-chan time.Time) error {
 	waitCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	changed := make(chan struct{})
@@ -107,7 +97,6 @@ func wait(ctx context.Context, ws *statedb.WatchSet, woken <-chan struct{}, agai
 	}()
 	select {
 	case <-changed:
-	case <-woken:
 	case <-again:
 	}
 	return ctx.Err()

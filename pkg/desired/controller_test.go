@@ -19,12 +19,11 @@ import (
 
 // A controller runs once at start, with nothing changed (that first run
 // is what lets the tables it writes prune what an earlier agent left),
-// again after each change of an input and each wake, and again after a
-// failure without anything changing.
+// again after each change of an input, and again after a failure without
+// anything changing.
 func TestController(t *testing.T) {
 	runs := make(chan int, 16) // endpoints seen by each run
 	var fail atomic.Bool
-	var wake func()
 	var db *statedb.DB
 	var eps statedb.RWTable[*endpoint.Desired]
 	h := health.NewHive(job.Cell, statedb.Cell, health.Cell,
@@ -40,7 +39,7 @@ func TestController(t *testing.T) {
 							return errors.New("no")
 						}
 						return nil
-					}, func(w func()) { wake = w })
+					})
 			})))
 	log := hivetest.Logger(t)
 	if err := h.Start(log, context.Background()); err != nil {
@@ -67,8 +66,10 @@ func TestController(t *testing.T) {
 		t.Errorf("run after the insert saw %d endpoints, want 1", n)
 	}
 	fail.Store(true)
-	wake()
-	next("after a wake")
+	txn = db.WriteTxn(eps)
+	_, _, _ = eps.Insert(txn, &endpoint.Desired{Endpoint: endpoint.Endpoint{ID: 8}})
+	txn.Commit()
+	next("after a second change")
 	fail.Store(false)
 	next("after a failure") // the retry, with nothing changed
 	select {

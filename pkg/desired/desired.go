@@ -1,6 +1,6 @@
 // Package desired is what the agent's desired-state tables share: each
-// table holds rows the kernel should hold, one Writer replaces its
-// contents, and a statedb reconciler, registered with the agent's
+// table holds rows the kernel should hold, one Writer replaces or updates
+// its contents, and a statedb reconciler, registered with the agent's
 // defaults, makes the kernel match it.
 package desired
 
@@ -68,7 +68,8 @@ func Register[Obj Row[Obj]](p reconciler.Params, tbl statedb.RWTable[Obj], ops r
 	return r, nil
 }
 
-// Writer replaces a table's contents. It is the table's only writer.
+// Writer replaces or updates a table's contents. It is the table's only
+// writer.
 type Writer[K comparable, Obj Row[Obj]] struct {
 	db  *statedb.DB
 	tbl statedb.RWTable[Obj]
@@ -120,19 +121,62 @@ func (w *Writer[K, Obj]) Replace(want map[K]Obj) (changed, deleted int, err erro
 		}
 		deleted++
 	}
+	if changed, err = w.upsert(txn, want); err != nil {
+		return 0, 0, err
+	}
+	w.commit(txn)
+	return changed, deleted, nil
+}
+
+// Update writes the rows of want and deletes the rows of gone, in one
+// transaction, leaving the other rows as they are: for a controller that
+// recomputes only what its inputs' changes touched. Like Replace, it
+// rewrites only the rows that changed, and its first call marks the table
+// initialized, so that call must write everything.
+func (w *Writer[K, Obj]) Update(want map[K]Obj, gone []K) (changed, deleted int, err error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if len(want) == 0 && len(gone) == 0 && w.initDone == nil {
+		return 0, 0, nil // nothing to write: the table stays unlocked
+	}
+	txn := w.db.WriteTxn(w.tbl)
+	defer txn.Abort() // a no-op after Commit
+	for _, k := range gone {
+		o, ok := w.get(txn, k)
+		if !ok {
+			continue
+		}
+		if _, _, err := w.tbl.Delete(txn, o); err != nil {
+			return 0, 0, fmt.Errorf("delete %v: %w", k, err)
+		}
+		deleted++
+	}
+	if changed, err = w.upsert(txn, want); err != nil {
+		return 0, 0, err
+	}
+	w.commit(txn)
+	return changed, deleted, nil
+}
+
+// upsert inserts the rows of want that are new or changed, as pending.
+func (w *Writer[K, Obj]) upsert(txn statedb.WriteTxn, want map[K]Obj) (changed int, err error) {
 	for k, o := range want {
 		if cur, ok := w.get(txn, k); ok && w.same(cur, o) {
 			continue
 		}
 		if _, _, err := w.tbl.Insert(txn, o.WithStatus(reconciler.StatusPending())); err != nil {
-			return 0, 0, fmt.Errorf("insert %v: %w", k, err)
+			return 0, fmt.Errorf("insert %v: %w", k, err)
 		}
 		changed++
 	}
+	return changed, nil
+}
+
+// commit commits txn, marking the table initialized the first time.
+func (w *Writer[K, Obj]) commit(txn statedb.WriteTxn) {
 	if w.initDone != nil {
 		w.initDone(txn)
 		w.initDone = nil
 	}
 	txn.Commit()
-	return changed, deleted, nil
 }

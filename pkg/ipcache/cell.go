@@ -2,24 +2,32 @@ package ipcache
 
 import (
 	"context"
-	"errors"
+	"fmt"
+	"log/slog"
+	"net/netip"
 
 	"github.com/cilium/hive/cell"
 	"github.com/cilium/hive/job"
 	"github.com/cilium/statedb"
 	"github.com/cilium/statedb/reconciler"
+	corev1 "k8s.io/api/core/v1"
 
+	"github.com/cilium-go/cilium/internal/datapath/spec"
 	"github.com/cilium-go/cilium/pkg/desired"
 	"github.com/cilium-go/cilium/pkg/endpoint"
 	"github.com/cilium-go/cilium/pkg/health"
+	v2 "github.com/cilium-go/cilium/pkg/k8s/apis/cilium.io/v2"
+	"github.com/cilium-go/cilium/pkg/k8s/tables"
 	"github.com/cilium-go/cilium/pkg/node"
 )
 
 // Cell computes the desired ipcache and the remote nodes to route to from
-// the local endpoints and the ClusterSource (none with Kubernetes off:
-// then the ipcache holds the local endpoints alone). It writes them into
-// their tables, whose reconcilers make the datapath's ipcache map and
-// routes match.
+// the local endpoints, the Nodes, CiliumNodes and CiliumEndpoints of the
+// Kubernetes tables (none in tests without them: then the ipcache holds
+// the local endpoints alone) and the prefixes that policy rules name. It
+// follows each input's changes and recomputes only the entries they
+// touch. It writes them into their tables, whose reconcilers make the
+// datapath's ipcache map and routes match.
 var Cell = cell.Module("ipcache", "The ipcache and remote node routes",
 	TableCell,
 	node.TableCell,
@@ -29,59 +37,181 @@ var Cell = cell.Module("ipcache", "The ipcache and remote node routes",
 
 type params struct {
 	cell.In
-	Jobs       job.Group
-	Source     ClusterSource `optional:"true"`
-	Prefixes   PrefixSource  `optional:"true"`
-	Map        MapSource
-	Routes     node.Routes
-	Endpoints  statedb.Table[*endpoint.Desired]
-	Table      statedb.RWTable[*Entry]
-	Nodes      statedb.RWTable[*node.Remote]
-	Reconciler reconciler.Params
+	Log         *slog.Logger
+	Jobs        job.Group
+	Map         MapSource
+	Routes      node.Routes
+	Endpoints   statedb.Table[*endpoint.Desired]
+	Table       statedb.RWTable[*Entry]
+	RemoteNodes statedb.RWTable[*node.Remote]
+	Reconciler  reconciler.Params
+
+	K8sNodes        statedb.Table[*corev1.Node]       `optional:"true"`
+	CiliumNodes     statedb.Table[*v2.CiliumNode]     `optional:"true"`
+	CiliumEndpoints statedb.Table[*v2.CiliumEndpoint] `optional:"true"`
+	// K8s names this node among the Nodes: nil with Kubernetes off.
+	K8s *tables.Clients `optional:"true"`
+	// Prefixes are the prefixes that policy rules name: none without
+	// the policy engine.
+	Prefixes statedb.Table[*PolicyPrefix] `optional:"true"`
 }
 
 func register(p params) error {
 	// The writers register before the reconcilers start, so that these
 	// prune nothing until the first sync wrote the tables.
-	s := &clusterSync{ipcache: NewWriter(p.Reconciler.DB, p.Table), nodes: node.NewWriter(p.Reconciler.DB, p.Nodes),
-		source: p.Source, prefixes: p.Prefixes}
+	s, err := newClusterSync(p)
+	if err != nil {
+		return err
+	}
 	if _, err := RegisterReconciler(p.Reconciler, p.Table, p.Map); err != nil {
 		return err
 	}
-	if err := node.RegisterReconciler(p.Reconciler, p.Nodes, p.Routes); err != nil {
+	if err := node.RegisterReconciler(p.Reconciler, p.RemoteNodes, p.Routes); err != nil {
 		return err
 	}
-	inputs := []desired.Input{desired.TableInput(p.Endpoints)}
-	var wakes []func(func())
-	if p.Source != nil {
-		inputs = append(inputs, p.Source.ClusterInputs()...)
-	}
-	if p.Prefixes != nil {
-		wakes = append(wakes, func(wake func()) { p.Prefixes.OnChange(wake) })
-	}
-	desired.Controller(p.Jobs, "ipcache", p.Reconciler.DB, inputs, func(ctx context.Context, txn statedb.ReadTxn) error {
-		return s.sync(ctx, txn, endpoint.Local(txn, p.Endpoints))
-	}, wakes...)
+	desired.Controller(p.Jobs, "ipcache", p.Reconciler.DB, s.inputs(), func(_ context.Context, txn statedb.ReadTxn) error {
+		st, err := s.round(txn)
+		if err == nil {
+			p.Log.Debug("ipcache updated", "computed", st.computed, "changed", st.changed, "deleted", st.deleted)
+		}
+		return err
+	})
 	return nil
 }
 
-// clusterSync writes the desired ipcache and remote nodes into their
-// tables.
+// clusterSync keeps the ipcache and the remote nodes in step with their
+// inputs: it reads each input table's changes into a clusterIndex, and
+// writes the entries of the prefixes that these touched.
 type clusterSync struct {
-	ipcache  *Writer
-	nodes    *node.Writer
-	source   ClusterSource // nil: the local endpoints alone
-	prefixes PrefixSource  // nil: no policy prefixes
+	self    string // this node's name
+	ipcache *Writer
+	nodes   *node.Writer
+	x       *clusterIndex
+	// nodesChanged: the remote nodes are to be written again (from the
+	// start, so that the first round initializes their table).
+	nodesChanged bool
+
+	endpoints       *follower[*endpoint.Desired]
+	k8sNodes        *follower[*corev1.Node]
+	ciliumNodes     *follower[*v2.CiliumNode]
+	ciliumEndpoints *follower[*v2.CiliumEndpoint]
+	prefixes        *follower[*PolicyPrefix]
 }
 
-func (s *clusterSync) sync(_ context.Context, txn statedb.ReadTxn, local []endpoint.Endpoint) error {
-	c := Cluster{Local: local}
-	if s.source != nil {
-		c = s.source.Cluster(txn, local)
+// newClusterSync starts following the inputs' changes: what happens
+// between now and the first round is in that round.
+func newClusterSync(p params) (*clusterSync, error) {
+	db := p.Reconciler.DB
+	s := &clusterSync{ipcache: NewWriter(db, p.Table), nodes: node.NewWriter(db, p.RemoteNodes),
+		x: newClusterIndex(), nodesChanged: true}
+	if p.K8s != nil {
+		s.self = p.K8s.NodeName
 	}
-	if s.prefixes != nil {
-		c.Prefixes = s.prefixes.Prefixes()
+	var err error
+	s.endpoints = follow(db, p.Endpoints, &err)
+	s.k8sNodes = follow(db, p.K8sNodes, &err)
+	s.ciliumNodes = follow(db, p.CiliumNodes, &err)
+	s.ciliumEndpoints = follow(db, p.CiliumEndpoints, &err)
+	s.prefixes = follow(db, p.Prefixes, &err)
+	if err != nil {
+		return nil, err
 	}
-	_, _, err := s.ipcache.Replace(DesiredIPCache(c))
-	return errors.Join(err, s.nodes.Replace(RemoteNodes(c)))
+	return s, nil
+}
+
+// inputs are the tables the sync follows. The prefixes are initialized
+// once the policy engine wrote them first, so that the first entries
+// carry the CIDR identities that the policy maps name.
+func (s *clusterSync) inputs() []desired.Input {
+	var in []desired.Input
+	for _, f := range []interface{ input() (desired.Input, bool) }{
+		s.endpoints, s.k8sNodes, s.ciliumNodes, s.ciliumEndpoints, s.prefixes} {
+		if i, ok := f.input(); ok {
+			in = append(in, i)
+		}
+	}
+	return in
+}
+
+// roundStats say what a round did: how many entries it computed, and
+// how many of those it wrote or deleted.
+type roundStats struct {
+	computed, changed, deleted int
+}
+
+// round reads the inputs' changes up to txn and writes the entries they
+// touched, and the remote nodes when a node changed. What it could not
+// write is written by the next round.
+func (s *clusterSync) round(txn statedb.ReadTxn) (roundStats, error) {
+	s.endpoints.next(txn, func(d *endpoint.Desired, deleted bool) {
+		s.x.setLocal(d.ID, localEndpoint{IPv4: d.IPv4, Identity: d.Identity}, !deleted && d.IPv4.Is4())
+	})
+	names := map[string]struct{}{}
+	s.k8sNodes.next(txn, func(n *corev1.Node, _ bool) { names[n.Name] = struct{}{} })
+	s.ciliumNodes.next(txn, func(n *v2.CiliumNode, _ bool) { names[n.Name] = struct{}{} })
+	for name := range names {
+		n, ok := s.node(txn, name)
+		if s.x.setNode(name, n, ok) {
+			s.nodesChanged = true
+		}
+	}
+	s.ciliumEndpoints.next(txn, func(cep *v2.CiliumEndpoint, deleted bool) {
+		ep, ok := RemoteEndpointOf(cep)
+		s.x.setRemote(tables.Key(cep), ep, ok && !deleted)
+	})
+	s.prefixes.next(txn, func(p *PolicyPrefix, deleted bool) {
+		s.x.setPrefix(p.Key(), p.Identity, !deleted)
+	})
+	return s.write()
+}
+
+// node is the node name as its Node and CiliumNode tell it, as of txn;
+// ok is false when neither gives it an IPv4 address.
+func (s *clusterSync) node(txn statedb.ReadTxn, name string) (Node, bool) {
+	var (
+		nodes       []*corev1.Node
+		ciliumNodes []*v2.CiliumNode
+	)
+	if s.k8sNodes != nil {
+		if n, ok := tables.Get(txn, s.k8sNodes.tbl, name); ok {
+			nodes = append(nodes, n)
+		}
+	}
+	if s.ciliumNodes != nil {
+		if n, ok := tables.Get(txn, s.ciliumNodes.tbl, name); ok {
+			ciliumNodes = append(ciliumNodes, n)
+		}
+	}
+	merged := node.Merge(s.self, nodes, ciliumNodes)
+	if len(merged) == 0 {
+		return Node{}, false
+	}
+	return merged[0], true
+}
+
+// write computes the dirty entries and writes them, then the remote
+// nodes if they changed. The dirty entries stay dirty until written.
+func (s *clusterSync) write() (roundStats, error) {
+	upsert := map[netip.Prefix]spec.IPCacheEntry{}
+	var gone []netip.Prefix
+	for p := range s.x.dirty {
+		if e, ok := s.x.entry(p); ok {
+			upsert[p] = e
+		} else {
+			gone = append(gone, p)
+		}
+	}
+	st := roundStats{computed: len(upsert) + len(gone)}
+	var err error
+	if st.changed, st.deleted, err = s.ipcache.Update(upsert, gone); err != nil {
+		return st, fmt.Errorf("write ipcache: %w", err)
+	}
+	s.x.clearDirty()
+	if s.nodesChanged {
+		if err := s.nodes.Replace(RemoteNodes(s.x.view.sorted)); err != nil {
+			return st, fmt.Errorf("write remote nodes: %w", err)
+		}
+		s.nodesChanged = false
+	}
+	return st, nil
 }

@@ -1,18 +1,13 @@
 package ipcache
 
 import (
-	"context"
 	"net/netip"
 	"reflect"
 	"testing"
 
-	"github.com/cilium/statedb"
-
 	"github.com/cilium-go/cilium/internal/datapath/spec"
-	"github.com/cilium-go/cilium/pkg/desired"
 	"github.com/cilium-go/cilium/pkg/endpoint"
 	"github.com/cilium-go/cilium/pkg/identity"
-	"github.com/cilium-go/cilium/pkg/node"
 )
 
 func entry(id identity.NumericIdentity, tunnel string) spec.IPCacheEntry {
@@ -139,86 +134,6 @@ func TestDesiredIPCache(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			if got := DesiredIPCache(tt.in); !reflect.DeepEqual(got, tt.want) {
 				t.Errorf("DesiredIPCache()\n got %v\nwant %v", got, tt.want)
-			}
-		})
-	}
-}
-
-// fixedSource is a ClusterSource that always tells the same nodes.
-type fixedSource struct{ nodes []Node }
-
-func (s *fixedSource) Cluster(_ statedb.ReadTxn, local []endpoint.Endpoint) Cluster {
-	return Cluster{Local: local, Nodes: s.nodes}
-}
-
-func (s *fixedSource) ClusterInputs() []desired.Input { return nil }
-
-func tableContents(db *statedb.DB, tbl statedb.Table[*Entry]) map[netip.Prefix]spec.IPCacheEntry {
-	out := map[netip.Prefix]spec.IPCacheEntry{}
-	for e := range tbl.All(db.ReadTxn()) {
-		out[e.Prefix] = e.Value()
-	}
-	return out
-}
-
-func nodesContents(db *statedb.DB, tbl statedb.Table[*node.Remote]) map[netip.Prefix]netip.Addr {
-	out := map[netip.Prefix]netip.Addr{}
-	for r := range tbl.All(db.ReadTxn()) {
-		out[r.PodCIDR] = r.IPv4
-	}
-	return out
-}
-
-// The sync writes both tables from one view: routes follow nodes that
-// move, leave and join.
-func TestClusterSync(t *testing.T) {
-	db, tbl := newTestTable(t)
-	nodes, err := node.NewTable(db)
-	if err != nil {
-		t.Fatal(err)
-	}
-	src := &fixedSource{}
-	s := &clusterSync{ipcache: NewWriter(db, tbl), nodes: node.NewWriter(db, nodes), source: src}
-
-	steps := []struct {
-		name       string
-		nodes      []Node
-		local      []endpoint.Endpoint
-		wantIPC    map[netip.Prefix]spec.IPCacheEntry
-		wantRoutes map[netip.Prefix]netip.Addr
-	}{
-		{
-			name:  "two nodes",
-			nodes: []Node{node4("a", "192.168.0.2", "10.0.1.0/24", true), node4("b", "192.168.0.3", "10.0.2.0/24", false)},
-			local: []endpoint.Endpoint{local("10.0.1.5", 300)},
-			wantIPC: map[netip.Prefix]spec.IPCacheEntry{pfx("192.168.0.2/32"): entry(1, ""), pfx("192.168.0.3/32"): entry(6, ""),
-				pfx("10.0.1.5/32"): entry(300, "")},
-			wantRoutes: map[netip.Prefix]netip.Addr{pfx("10.0.2.0/24"): addr("192.168.0.3")},
-		},
-		{
-			name:       "node b moves to another address",
-			nodes:      []Node{node4("a", "192.168.0.2", "10.0.1.0/24", true), node4("b", "192.168.0.4", "10.0.2.0/24", false)},
-			wantIPC:    map[netip.Prefix]spec.IPCacheEntry{pfx("192.168.0.2/32"): entry(1, ""), pfx("192.168.0.4/32"): entry(6, "")},
-			wantRoutes: map[netip.Prefix]netip.Addr{pfx("10.0.2.0/24"): addr("192.168.0.4")},
-		},
-		{
-			name:       "node b leaves, c joins",
-			nodes:      []Node{node4("a", "192.168.0.2", "10.0.1.0/24", true), node4("c", "192.168.0.5", "10.0.3.0/24", false)},
-			wantIPC:    map[netip.Prefix]spec.IPCacheEntry{pfx("192.168.0.2/32"): entry(1, ""), pfx("192.168.0.5/32"): entry(6, "")},
-			wantRoutes: map[netip.Prefix]netip.Addr{pfx("10.0.3.0/24"): addr("192.168.0.5")},
-		},
-	}
-	for _, st := range steps {
-		t.Run(st.name, func(t *testing.T) {
-			src.nodes = st.nodes
-			if err := s.sync(context.Background(), db.ReadTxn(), st.local); err != nil {
-				t.Fatalf("sync: %v", err)
-			}
-			if got := tableContents(db, tbl); !reflect.DeepEqual(got, st.wantIPC) {
-				t.Errorf("ipcache\n got %v\nwant %v", got, st.wantIPC)
-			}
-			if got := nodesContents(db, nodes); !reflect.DeepEqual(got, st.wantRoutes) {
-				t.Errorf("remote nodes\n got %v\nwant %v", got, st.wantRoutes)
 			}
 		})
 	}

@@ -1,9 +1,6 @@
 package ipcache
 
 import (
-	"github.com/cilium/statedb"
-
-	"github.com/cilium-go/cilium/pkg/desired"
 	"net/netip"
 
 	"github.com/cilium-go/cilium/internal/datapath/spec"
@@ -12,8 +9,9 @@ import (
 	"github.com/cilium-go/cilium/pkg/node"
 )
 
-// Cluster is what the ipcache and the routes to other nodes are computed
-// from: this node's endpoints and what a ClusterSource knows of the rest.
+// Cluster is what the ipcache is computed from: this node's endpoints,
+// what the Kubernetes objects tell of the rest (translated by MergeNodes
+// and RemoteEndpointOf), and the prefixes that policy rules name.
 type Cluster struct {
 	Local  []endpoint.Endpoint
 	Remote []RemoteEndpoint
@@ -32,13 +30,6 @@ type PolicyPrefix struct {
 	InCluster bool
 }
 
-// PrefixSource tells the prefixes that policy rules name (the policy
-// engine does) and wakes OnChange's callbacks when they change.
-type PrefixSource interface {
-	Prefixes() []PolicyPrefix
-	OnChange(fn func()) (stop func())
-}
-
 // RemoteEndpoint is an endpoint that another node published.
 type RemoteEndpoint struct {
 	IP       netip.Addr
@@ -49,14 +40,9 @@ type RemoteEndpoint struct {
 // Node is a node of the cluster, this one included.
 type Node = node.Node
 
-// ClusterSource tells the rest of the cluster (the Kubernetes watchers
-// do), as of a read transaction, and the inputs it reads it from.
-type ClusterSource interface {
-	Cluster(txn statedb.ReadTxn, local []endpoint.Endpoint) Cluster
-	ClusterInputs() []desired.Input
-}
-
-// DesiredIPCache is the ipcache the datapath should hold for c. When two
+// DesiredIPCache is the ipcache the datapath should hold for c: the
+// specification that the controller's incremental computation (index)
+// follows, address by address, and is tested against. When two
 // sources name the same address, the more trusted wins: a local endpoint
 // over a node, a node over a remote endpoint (which is only as trusted as
 // whoever wrote its object, and so must not take over a node's address).
@@ -140,9 +126,9 @@ func addPolicyPrefixes(out map[netip.Prefix]spec.IPCacheEntry, prefixes []Policy
 }
 
 // RemoteNodes are the other nodes with a pod CIDR, for routes to their pods.
-func RemoteNodes(c Cluster) []spec.RemoteNode {
+func RemoteNodes(nodes []Node) []spec.RemoteNode {
 	var out []spec.RemoteNode
-	for _, n := range c.Nodes {
+	for _, n := range nodes {
 		if !n.Self && n.IPv4.Is4() && n.PodCIDR.IsValid() {
 			out = append(out, spec.RemoteNode{IPv4: n.IPv4, PodCIDR: n.PodCIDR})
 		}

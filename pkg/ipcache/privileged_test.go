@@ -61,7 +61,7 @@ func TestPrivilegedReconcilerPinnedMap(t *testing.T) {
 
 	h := startReconciler(t, func() Map { return agentMaps })
 	desired := map[netip.Prefix]spec.IPCacheEntry{a: {Identity: 300}, b: {Identity: 400, TunnelEndpoint: tunnel}}
-	if _, _, err := h.w.Replace(desired); err != nil {
+	if _, _, err := h.replace(desired); err != nil {
 		t.Fatal(err)
 	}
 	// The map equal to the table: the previous run's entry pruned.
@@ -89,7 +89,7 @@ func TestPrivilegedReconcilerPinnedMap(t *testing.T) {
 	// A change of desired state is incremental and reaches the pins.
 	desired[a] = spec.IPCacheEntry{Identity: 302}
 	delete(desired, b)
-	if _, _, err := h.w.Replace(desired); err != nil {
+	if _, _, err := h.replace(desired); err != nil {
 		t.Fatal(err)
 	}
 	testenv.Eventually(t, 10*time.Second, mapHolds(other, desired))
@@ -108,7 +108,7 @@ func TestPrivilegedReconcilerFullMap(t *testing.T) {
 		p := netip.PrefixFrom(netip.AddrFrom4([4]byte{10, byte(i >> 16), byte(i >> 8), byte(i)}), 32)
 		desired[p] = spec.IPCacheEntry{Identity: identity.NumericIdentity(256 + i%1000)}
 	}
-	if _, _, err := h.w.Replace(desired); err != nil {
+	if _, _, err := h.replace(desired); err != nil {
 		t.Fatal(err)
 	}
 	testenv.Eventually(t, 10*time.Second, func() error {
@@ -136,7 +136,7 @@ func TestPrivilegedReconcilerFullMap(t *testing.T) {
 		delete(desired, p)
 		n++
 	}
-	if _, _, err := h.w.Replace(desired); err != nil {
+	if _, _, err := h.replace(desired); err != nil {
 		t.Fatal(err)
 	}
 	testenv.Eventually(t, 10*time.Second, func() error {

@@ -33,6 +33,11 @@ type recHarness struct {
 	health *health.Registry
 }
 
+// replace makes the table hold exactly want.
+func (h *recHarness) replace(want map[netip.Prefix]spec.IPCacheEntry) (changed, deleted int, err error) {
+	return replace(h.w, h.db, h.tbl, want)
+}
+
 // startReconciler starts a hive with the table, its writer and its
 // reconciler against the map getMap returns.
 func startReconciler(t *testing.T, getMap func() Map) *recHarness {
@@ -138,7 +143,7 @@ func TestReconcilerRetriesFailedUpdate(t *testing.T) {
 	h := startReconciler(t, func() Map { return m })
 	// The first sync initializes the table and the reconciler prunes
 	// once; after that only the incremental update and its retry write.
-	if _, _, err := h.w.Replace(nil); err != nil {
+	if _, _, err := h.replace(nil); err != nil {
 		t.Fatal(err)
 	}
 	testenv.Eventually(t, 10*time.Second, func() error {
@@ -150,7 +155,7 @@ func TestReconcilerRetriesFailedUpdate(t *testing.T) {
 	m.Fail(1)
 	p := pfx("10.0.1.5/32")
 	want := spec.IPCacheEntry{Identity: 300}
-	if _, _, err := h.w.Replace(map[netip.Prefix]spec.IPCacheEntry{p: want}); err != nil {
+	if _, _, err := h.replace(map[netip.Prefix]spec.IPCacheEntry{p: want}); err != nil {
 		t.Fatal(err)
 	}
 	testenv.Eventually(t, 10*time.Second, func() error {
@@ -167,7 +172,7 @@ func TestReconcilerRetriesFailedUpdate(t *testing.T) {
 
 	// A failing map shows in the module health until the retry succeeds.
 	m.Fail(1 << 30)
-	if _, _, err := h.w.Replace(map[netip.Prefix]spec.IPCacheEntry{p: {Identity: 301}}); err != nil {
+	if _, _, err := h.replace(map[netip.Prefix]spec.IPCacheEntry{p: {Identity: 301}}); err != nil {
 		t.Fatal(err)
 	}
 	testenv.Eventually(t, 10*time.Second, func() error {
@@ -196,7 +201,7 @@ func TestReconcilerDeletesAndPrunes(t *testing.T) {
 		t.Fatal("pruned before the first sync")
 	}
 	desired := map[netip.Prefix]spec.IPCacheEntry{a: {Identity: 300}, b: {Identity: 400}}
-	if _, _, err := h.w.Replace(desired); err != nil {
+	if _, _, err := h.replace(desired); err != nil {
 		t.Fatal(err)
 	}
 	// Equal to desired: the stray pruned.
@@ -204,7 +209,7 @@ func TestReconcilerDeletesAndPrunes(t *testing.T) {
 
 	// Deleted from the table: deleted from the map.
 	delete(desired, b)
-	if _, _, err := h.w.Replace(desired); err != nil {
+	if _, _, err := h.replace(desired); err != nil {
 		t.Fatal(err)
 	}
 	testenv.Eventually(t, 10*time.Second, func() error { return sameEntries(m.Entries(), desired) })
@@ -226,7 +231,7 @@ func TestReconcilerWaitsForMap(t *testing.T) {
 	}
 	h := startReconciler(t, getMap)
 	p := pfx("10.0.1.5/32")
-	if _, _, err := h.w.Replace(map[netip.Prefix]spec.IPCacheEntry{p: {Identity: 300}}); err != nil {
+	if _, _, err := h.replace(map[netip.Prefix]spec.IPCacheEntry{p: {Identity: 300}}); err != nil {
 		t.Fatal(err)
 	}
 	testenv.Eventually(t, 10*time.Second, func() error { // an error status while there is no map

@@ -1,8 +1,10 @@
 // Package ipcache computes the agent's desired ipcache (prefix ->
 // identity and tunnel endpoint) and the routes to other nodes' pods from
-// the local endpoints and the cluster, holds them in statedb tables, and
-// registers the statedb reconcilers that make the datapath's ipcache map
-// and routes match them.
+// the local endpoints, the cluster's Nodes, CiliumNodes and
+// CiliumEndpoints and the prefixes that policy rules name, following
+// those tables' changes so that a change recomputes only the entries it
+// touches; it holds them in statedb tables, and registers the statedb
+// reconcilers that make the datapath's ipcache map and routes match them.
 package ipcache
 
 import (

@@ -9,8 +9,8 @@ import (
 	"github.com/cilium-go/cilium/pkg/desired"
 )
 
-// Writer replaces the table's contents with the desired ipcache. It is
-// the table's only writer.
+// Writer writes the entries of the desired ipcache that changed into the
+// table. It is the table's only writer.
 type Writer struct {
 	w *desired.Writer[netip.Prefix, *Entry]
 }
@@ -23,15 +23,26 @@ func NewWriter(db *statedb.DB, tbl statedb.RWTable[*Entry]) *Writer {
 		func(a, b *Entry) bool { return a.Value() == b.Value() })}
 }
 
-// Replace makes the table hold exactly desired, in one transaction.
-// Entries whose value did not change are not rewritten, so the reconciler
-// does not touch them again. It returns how many entries it inserted or
-// changed and how many it deleted.
-func (w *Writer) Replace(entries map[netip.Prefix]spec.IPCacheEntry) (changed, deleted int, err error) {
-	want := make(map[netip.Prefix]*Entry, len(entries))
-	for p, v := range entries {
+// Update writes the entries of upsert and deletes those of gone, leaving
+// the others as they are, in one transaction. Entries whose value did not
+// change are not rewritten, so the reconciler does not touch them again.
+// Its first call marks the table initialized, so it must hold every
+// entry. It returns how many entries it inserted or changed and how many
+// it deleted.
+func (w *Writer) Update(upsert map[netip.Prefix]spec.IPCacheEntry, gone []netip.Prefix) (changed, deleted int, err error) {
+	want := make(map[netip.Prefix]*Entry, len(upsert))
+	for p, v := range upsert {
 		p = p.Masked()
-		want[p] = &Entry{Prefix: p, Identity: v.Identity, TunnelEndpoint: v.TunnelEndpoint, CIDRIdentity: v.CIDRIdentity}
+		want[p] = newEntry(p, v)
 	}
-	return w.w.Replace(want)
+	masked := make([]netip.Prefix, len(gone))
+	for i, p := range gone {
+		masked[i] = p.Masked()
+	}
+	return w.w.Update(want, masked)
+}
+
+// newEntry is the row of prefix p (masked) with value v.
+func newEntry(p netip.Prefix, v spec.IPCacheEntry) *Entry {
+	return &Entry{Prefix: p, Identity: v.Identity, TunnelEndpoint: v.TunnelEndpoint, CIDRIdentity: v.CIDRIdentity}
 }

@@ -8,7 +8,6 @@ import (
 	"github.com/cilium-go/cilium/pkg/endpoint"
 	"github.com/cilium-go/cilium/pkg/identity"
 	"github.com/cilium-go/cilium/pkg/ipcache"
-	"github.com/cilium-go/cilium/pkg/k8s/agent"
 	v2 "github.com/cilium-go/cilium/pkg/k8s/apis/cilium.io/v2"
 	"github.com/cilium-go/cilium/pkg/k8s/k8stest"
 	"github.com/cilium-go/cilium/pkg/labels"
@@ -65,7 +64,7 @@ func TestCiliumEndpoint(t *testing.T) {
 					cep.Status.Networking, want, want.Identity, want.Networking)
 			}
 			// What this node publishes, another node reads back.
-			got, ok := agent.RemoteEndpoint(cep)
+			got, ok := ipcache.RemoteEndpointOf(cep)
 			if tt.nodeIP.IsValid() && (!ok || got != ipcache.RemoteEndpoint{IP: ep.IPv4, Node: tt.nodeIP, Identity: 300}) {
 				t.Errorf("read back %+v %v", got, ok)
 			}

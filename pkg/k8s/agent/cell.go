@@ -6,25 +6,24 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 
-	"github.com/cilium-go/cilium/pkg/ipcache"
 	v2 "github.com/cilium-go/cilium/pkg/k8s/apis/cilium.io/v2"
 	"github.com/cilium-go/cilium/pkg/k8s/tables"
 )
 
 // Cell connects to Kubernetes and provides *Clients (and the tables'
-// *tables.Clients), *Watchers, the ipcache's ClusterSource, the Services and EndpointSlices (*ServiceSource) that policies'
-// toServices read, and the Events the load balancer warns Services'
-// authors with (all nil with Kubernetes off). What they read is in the
-// tables of pkg/k8s/tables.
+// *tables.Clients), *Watchers, the Services and EndpointSlices
+// (*ServiceSource) that policies' toServices read, and the Events the load
+// balancer warns Services' authors with (all nil with Kubernetes off).
+// What they read is in the tables of pkg/k8s/tables.
 var Cell = cell.Module("k8s", "Kubernetes clients and watchers",
 	cell.Config(DefaultConfig),
 	cell.Provide(newClients, tableClients, newServiceSource, newServiceEvents),
 	WatchersCell,
 )
 
-// WatchersCell provides *Watchers and the ipcache's ClusterSource over the
-// tables of pkg/k8s/tables, given Config and *Clients.
-var WatchersCell = cell.Provide(newWatchers, newClusterSource)
+// WatchersCell provides *Watchers over the tables of pkg/k8s/tables,
+// given Config and *Clients.
+var WatchersCell = cell.Provide(newWatchers)
 
 func newClients(cfg Config) (*Clients, error) {
 	if err := cfg.Validate(); err != nil {
@@ -69,12 +68,5 @@ func newWatchers(p watchersParams) *Watchers {
 	w := NewWatchers(p.DB, Tables{Pods: p.Pods, Namespaces: p.Namespaces, Nodes: p.Nodes, CiliumNodes: p.CiliumNodes,
 		CiliumEndpoints: p.CiliumEndpoints, CiliumIdentities: p.CiliumIdentities,
 		NetworkPolicies: p.NetworkPolicies, CNPs: p.CNPs, CCNPs: p.CCNPs, CIDRGroups: p.CIDRGroups}, p.Config.K8sNodeName)
-	return w
-}
-
-func newClusterSource(w *Watchers) ipcache.ClusterSource {
-	if w == nil {
-		return nil
-	}
 	return w
 }

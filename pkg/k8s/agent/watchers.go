@@ -1,7 +1,7 @@
 // Package agent is the agent's Kubernetes side: the API clients, and the
-// views of pods, namespaces, nodes and Cilium objects that the ipcache
-// (as its ClusterSource), identities, CiliumEndpoints and the pod CIDR
-// take what they need from. The objects themselves are in the tables of
+// views of pods, namespaces, nodes and Cilium objects that identities,
+// CiliumEndpoints, the pod CIDR, Hubble and the health checker take what
+// they need from. The objects themselves are in the tables of
 // pkg/k8s/tables.
 package agent
 
@@ -11,7 +11,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 
-	"github.com/cilium-go/cilium/pkg/desired"
 	v2 "github.com/cilium-go/cilium/pkg/k8s/apis/cilium.io/v2"
 	"github.com/cilium-go/cilium/pkg/k8s/tables"
 )
@@ -50,13 +49,6 @@ type Watchers struct {
 // NewWatchers reads the cluster from t in db.
 func NewWatchers(db *statedb.DB, t Tables, nodeName string) *Watchers {
 	return &Watchers{NodeName: nodeName, db: db, t: t}
-}
-
-// ClusterInputs are the tables the ipcache's view of the cluster comes
-// from: nodes and CiliumEndpoints.
-func (w *Watchers) ClusterInputs() []desired.Input {
-	return []desired.Input{desired.TableInput(w.t.Nodes), desired.TableInput(w.t.CiliumNodes),
-		desired.TableInput(w.t.CiliumEndpoints)}
 }
 
 // get is the object named key in t, as of now.

@@ -59,12 +59,11 @@ type Agent struct {
 	refusals map[uint16]*policy.Refusal
 	rep      *policyk8s.Reporter
 
-	// prefixes is the engine's CIDR identities as last written, for the
-	// ipcache, which onPrefixes wakes.
-	prefixMu   sync.Mutex
-	prefixes   []ipcache.PolicyPrefix
-	onPrefixes map[int]func()
-	nextOn     int
+	// prefixes is the table of the engine's CIDR identities, which the
+	// ipcache reads; prefixesInit marks it initialized after the first
+	// write.
+	prefixes     statedb.RWTable[*ipcache.PolicyPrefix]
+	prefixesInit func(statedb.WriteTxn)
 
 	// onPolicy are told of each policy's change (OnPolicyChange), on the
 	// engine's goroutine, which alone counts policyRevision.
@@ -248,57 +247,13 @@ func (a *Agent) endpointChanged(d *endpoint.Desired, deleted bool) {
 	a.engine.UpsertEndpoint(policy.EndpointInfo{ID: d.ID, Identity: d.Identity, NamedPorts: ports})
 }
 
-// Prefixes implements ipcache.PrefixSource.
-func (a *Agent) Prefixes() []ipcache.PolicyPrefix {
-	a.prefixMu.Lock()
-	defer a.prefixMu.Unlock()
-	return a.prefixes
-}
-
-// OnChange implements ipcache.PrefixSource: fn runs when the prefixes
-// change.
-func (a *Agent) OnChange(fn func()) (stop func()) {
-	a.prefixMu.Lock()
-	defer a.prefixMu.Unlock()
-	n := a.nextOn
-	a.nextOn++
-	a.onPrefixes[n] = fn
-	return func() {
-		a.prefixMu.Lock()
-		defer a.prefixMu.Unlock()
-		delete(a.onPrefixes, n)
-	}
-}
-
-// publishPrefixes hands the engine's prefixes to the ipcache when they
-// changed. The ipcache has them before the entries that name their
-// identities are reconciled or soon after; either way an address is
-// judged by an identity the policy map knows or by the world's.
-func (a *Agent) publishPrefixes() {
-	changed, ok := a.engine.ChangedPrefixes()
-	if !ok {
-		return
-	}
-	prefixes := make([]ipcache.PolicyPrefix, len(changed))
-	for i, p := range changed {
-		prefixes[i] = ipcache.PolicyPrefix(p)
-	}
-	a.prefixMu.Lock()
-	a.prefixes = prefixes
-	fns := slices.Collect(maps.Values(a.onPrefixes))
-	a.prefixMu.Unlock()
-	for _, fn := range fns {
-		fn()
-	}
-}
-
 // write puts what the engine changed into the tables, in one
 // transaction: only the entries that changed, so the reconciler writes
 // only their groups.
 func (a *Agent) write(markInitialized bool) {
 	eps, changes := a.engine.Flush()
 	a.flushedRevision = a.policyRevision
-	a.publishPrefixes()
+	a.publishPrefixes(markInitialized)
 	if len(eps) == 0 && !markInitialized {
 		return
 	}

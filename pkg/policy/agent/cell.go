@@ -42,10 +42,12 @@ func (def Config) Flags(flags *pflag.FlagSet) {
 // CiliumNetworkPolicies, CiliumClusterwideNetworkPolicies, the cluster's
 // identities and the local endpoints, and writes every endpoint's policy
 // into the table that the policy map's reconciler programs. It provides
-// the endpoint manager's PolicyGate.
+// the endpoint manager's PolicyGate, and the table of the prefixes that
+// rules name (the ipcache's input).
 var EngineCell = cell.Module("policy", "Network policy rules to endpoints policy map entries",
 	cell.Config(DefaultConfig),
-	cell.Provide(newAgent, func(a *Agent) endpoint.PolicyGate { return a }, func(a *Agent) ipcache.PrefixSource { return a }),
+	cell.Provide(newAgent, func(a *Agent) endpoint.PolicyGate { return a },
+		ipcache.NewPrefixesTable, statedb.RWTable[*ipcache.PolicyPrefix].ToTable),
 	health.JobGroup,
 	cell.Invoke(func(jobs job.Group, a *Agent) {
 		jobs.Add(job.OneShot("policy-engine", a.run))
@@ -98,6 +100,7 @@ type agentParams struct {
 	Entries   statedb.RWTable[*MapEntry]
 	Cookies   *policy.Cookies
 	Endpoints statedb.Table[*endpoint.Desired]
+	Prefixes  statedb.RWTable[*ipcache.PolicyPrefix]
 	Clients   *k8sagent.Clients       `optional:"true"`
 	Watchers  *k8sagent.Watchers      `optional:"true"`
 	Services  *k8sagent.ServiceSource `optional:"true"`
@@ -110,12 +113,13 @@ func newAgent(p agentParams) (*Agent, error) {
 	if err != nil {
 		return nil, err
 	}
-	txn := p.DB.WriteTxn(p.Entries)
+	txn := p.DB.WriteTxn(p.Entries, p.Prefixes)
 	done := p.Entries.RegisterInitializer(txn, "policy-engine")
+	prefixesDone := p.Prefixes.RegisterInitializer(txn, "policy-engine")
 	txn.Commit()
 	a := &Agent{log: p.Log, db: p.DB, tbl: p.Table, entries: p.Entries, cookies: p.Cookies, eps: p.Endpoints, clients: p.Clients, watchers: p.Watchers,
 		services: p.Services, mode: mode, engine: policy.NewEngine(mode), initDone: done, wake: make(chan struct{}, 1),
-		depPolicies: map[policy.Origin]*dependentPolicy{}, onPrefixes: map[int]func(){}, refusals: map[uint16]*policy.Refusal{}}
+		depPolicies: map[policy.Origin]*dependentPolicy{}, prefixes: p.Prefixes, prefixesInit: prefixesDone, refusals: map[uint16]*policy.Refusal{}}
 	if p.Services != nil {
 		a.cluster.Services = p.Services
 	}

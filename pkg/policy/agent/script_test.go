@@ -22,6 +22,7 @@ import (
 	"github.com/cilium-go/cilium/internal/testenv"
 	"github.com/cilium-go/cilium/pkg/endpoint"
 	"github.com/cilium-go/cilium/pkg/health"
+	"github.com/cilium-go/cilium/pkg/ipcache"
 	k8sagent "github.com/cilium-go/cilium/pkg/k8s/agent"
 	"github.com/cilium-go/cilium/pkg/k8s/agent/agenttest"
 	"github.com/cilium-go/cilium/pkg/k8s/client"
@@ -64,7 +65,10 @@ func runScripts(t *testing.T, newMap func(testing.TB) scriptMap) {
 		m := newMap(t)
 		clients, watchers := agenttest.StartWatchers(t, "node-a", nil)
 		var cookies *policy.Cookies
-		var agent *policyagent.Agent
+		var (
+			db       *statedb.DB
+			prefixes statedb.Table[*ipcache.PolicyPrefix]
+		)
 		h := health.NewHive(
 			job.Cell, statedb.Cell, health.Cell,
 			policyagent.Cell, policyagent.EngineCell,
@@ -74,7 +78,9 @@ func runScripts(t *testing.T, newMap func(testing.TB) scriptMap) {
 				func() *k8sagent.Watchers { return watchers },
 				func() policyagent.MapSource { return func() policyagent.Map { return m } },
 			),
-			cell.Invoke(func(c *policy.Cookies, a *policyagent.Agent) { cookies, agent = c, a }),
+			cell.Invoke(func(c *policy.Cookies, d *statedb.DB, t statedb.Table[*ipcache.PolicyPrefix]) {
+				cookies, db, prefixes = c, d, t
+			}),
 		)
 		// "#! --flag=value" lines set the policy cells' flags.
 		for _, a := range args {
@@ -110,7 +116,7 @@ func runScripts(t *testing.T, newMap func(testing.TB) scriptMap) {
 			Summary: "the prefixes that rules name, with the CIDR identities the engine gave them for the ipcache",
 		}, func(*script.State, ...string) (script.WaitFunc, error) {
 			var lines []string
-			for _, p := range agent.Prefixes() {
+			for p := range prefixes.All(db.ReadTxn()) {
 				in := ""
 				if p.InCluster {
 					in = " in-cluster"

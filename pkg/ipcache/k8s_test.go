@@ -1,4 +1,4 @@
-package agent
+package ipcache_test
 
 import (
 	"net/netip"
@@ -14,6 +14,7 @@ import (
 	"github.com/cilium-go/cilium/pkg/ipcache"
 	v2 "github.com/cilium-go/cilium/pkg/k8s/apis/cilium.io/v2"
 	"github.com/cilium-go/cilium/pkg/k8s/k8stest"
+	"github.com/cilium-go/cilium/pkg/node"
 )
 
 func local(ip string, id identity.NumericIdentity) endpoint.Endpoint {
@@ -30,7 +31,20 @@ func entry(id identity.NumericIdentity, tunnel string) spec.IPCacheEntry {
 
 func pfx(s string) netip.Prefix { return netip.MustParsePrefix(s) }
 
-// objects are what the watchers hold.
+// clusterOf translates the objects into the cluster the ipcache computes
+// from.
+func clusterOf(self string, local []endpoint.Endpoint, ceps []*v2.CiliumEndpoint, nodes []*corev1.Node,
+	ciliumNodes []*v2.CiliumNode) ipcache.Cluster {
+	c := ipcache.Cluster{Local: local, Nodes: node.Merge(self, nodes, ciliumNodes)}
+	for _, cep := range ceps {
+		if ep, ok := ipcache.RemoteEndpointOf(cep); ok {
+			c.Remote = append(c.Remote, ep)
+		}
+	}
+	return c
+}
+
+// objects are what the Kubernetes tables hold.
 type objects struct {
 	NodeName        string
 	Local           []endpoint.Endpoint
@@ -39,7 +53,7 @@ type objects struct {
 	CiliumNodes     []*v2.CiliumNode
 }
 
-// TestClusterFromObjects: the ipcache and the routes as the watchers'
+// TestClusterFromObjects: the ipcache and the routes as the Kubernetes
 // objects make them.
 func TestClusterFromObjects(t *testing.T) {
 	tests := []struct {
@@ -136,7 +150,7 @@ func TestClusterFromObjects(t *testing.T) {
 			if got := ipcache.DesiredIPCache(c); !reflect.DeepEqual(got, tt.want) {
 				t.Errorf("DesiredIPCache()\n got %v\nwant %v", got, tt.want)
 			}
-			if got := ipcache.RemoteNodes(c); !reflect.DeepEqual(got, tt.wantNodes) {
+			if got := ipcache.RemoteNodes(c.Nodes); !reflect.DeepEqual(got, tt.wantNodes) {
 				t.Errorf("RemoteNodes()\n got %v\nwant %v", got, tt.wantNodes)
 			}
 		})
