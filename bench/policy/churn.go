@@ -109,20 +109,16 @@ func churn(ctx context.Context, log *slog.Logger, identities, adds int) (churnRe
 		objs = append(objs, churnPolicy(j))
 	}
 	clients := &agent.Clients{Kube: kubefake.NewClientset(), Cilium: client.NewFake(objs...)}
-	wctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	wdb := statedb.New()
-	tbls, err := tables.Start(wctx, wdb, &tables.Clients{Kube: clients.Kube, Cilium: clients.Cilium, NodeName: "node-a"})
-	if err != nil {
-		return res, err
-	}
-	w := agent.NewWatchers(wdb, agent.TablesOf(tbls), "node-a")
 
 	var db *statedb.DB
 	var eps statedb.RWTable[*endpoint.Desired]
-	h := health.NewHive(job.Cell, statedb.Cell, health.Cell, policyagent.Cell, policyagent.EngineCell,
+	h := health.NewHive(job.Cell, statedb.Cell, health.Cell, tables.Cell, policyagent.Cell, policyagent.EngineCell,
 		cell.Provide(endpoint.NewTable, statedb.RWTable[*endpoint.Desired].ToTable,
-			func() *agent.Clients { return clients }, func() *agent.Watchers { return w },
+			func() *agent.Clients { return clients },
+			func() agent.Config { return agent.Config{EnableK8s: true, K8sNodeName: "node-a"} },
+			func() *tables.Clients {
+				return &tables.Clients{Kube: clients.Kube, Cilium: clients.Cilium, NodeName: "node-a"}
+			},
 			func() policyagent.MapSource { return func() policyagent.Map { return maps } }),
 		cell.Invoke(func(d *statedb.DB, t statedb.RWTable[*endpoint.Desired]) { db, eps = d, t }),
 	)

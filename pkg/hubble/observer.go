@@ -89,8 +89,8 @@ type eventParams struct {
 	Metrics   *metrics.Metrics
 	DB        *statedb.DB
 	Endpoints statedb.Table[*endpoint.Desired]
-	Policy    *policyagent.Agent                         `optional:"true"`
 	Policies  statedb.Table[*policyagent.EndpointPolicy] `optional:"true"`
+	Changes   statedb.Table[*policyagent.PolicyChange]   `optional:"true"`
 }
 
 // registerEventJobs subscribes to the monitor now, so that no event after
@@ -105,9 +105,6 @@ func registerEventJobs(p eventParams) {
 		return ReadEvents(ctx, p.Log, sub, pr, p.Ring.Ring, p.Metrics)
 	}))
 	agent := p.Agent
-	if p.Policy != nil {
-		p.Policy.OnPolicyChange(agent.policyChanged)
-	}
 	p.Jobs.Add(job.OneShot("hubble-agent-events", func(ctx context.Context, _ cell.Health) error {
 		agent.started(time.Now())
 		return agent.watchEndpoints(ctx, p.DB, p.Endpoints, p.State.IdentityLabels)
@@ -115,6 +112,11 @@ func registerEventJobs(p eventParams) {
 	if p.Policies != nil {
 		p.Jobs.Add(job.OneShot("hubble-policy-refusals", func(ctx context.Context, _ cell.Health) error {
 			return agent.watchRefusals(ctx, p.DB, p.Policies, p.State.IdentityLabels)
+		}))
+	}
+	if p.Changes != nil {
+		p.Jobs.Add(job.OneShot("hubble-policy-changes", func(ctx context.Context, _ cell.Health) error {
+			return agent.watchPolicyChanges(ctx, p.DB, p.Changes)
 		}))
 	}
 }

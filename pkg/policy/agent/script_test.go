@@ -22,7 +22,6 @@ import (
 	"github.com/cilium-go/cilium/internal/testenv"
 	"github.com/cilium-go/cilium/pkg/endpoint"
 	"github.com/cilium-go/cilium/pkg/health"
-	k8sagent "github.com/cilium-go/cilium/pkg/k8s/agent"
 	"github.com/cilium-go/cilium/pkg/k8s/agent/agenttest"
 	"github.com/cilium-go/cilium/pkg/k8s/client"
 	"github.com/cilium-go/cilium/pkg/k8s/k8stest"
@@ -62,16 +61,14 @@ func TestPrivilegedScript(t *testing.T) {
 func runScripts(t *testing.T, newMap func(testing.TB) scriptMap) {
 	testenv.RunHiveScripts(t, func(t testing.TB, args []string) (*hive.Hive, map[string]script.Cmd) {
 		m := newMap(t)
-		clients, watchers := agenttest.StartWatchers(t, "node-a", nil)
+		clients, k8sCells := agenttest.Cells("node-a", nil)
 		var cookies *policy.Cookies
 		var agent *policyagent.Agent
 		h := health.NewHive(
 			job.Cell, statedb.Cell, health.Cell,
-			policyagent.Cell, policyagent.EngineCell,
+			policyagent.Cell, policyagent.EngineCell, k8sCells,
 			cell.Provide(
 				endpoint.NewTable, statedb.RWTable[*endpoint.Desired].ToTable,
-				func() *k8sagent.Clients { return clients },
-				func() *k8sagent.Watchers { return watchers },
 				func() policyagent.MapSource { return func() policyagent.Map { return m } },
 			),
 			cell.Invoke(func(c *policy.Cookies, a *policyagent.Agent) { cookies, agent = c, a }),
