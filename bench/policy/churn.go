@@ -33,12 +33,12 @@ import (
 )
 
 // The churn part runs the agent's policy cells in this process (the
-// engine, its tables and the reconciler, fed by informers on a fake
-// clientset) into a node's real BPF maps, with 1,000 selectors and
-// 100 or 10,000 identities, and adds identities one at a time: each
-// matches one selector, which 4 local endpoints use. It measures the
-// process's CPU time per add and each add's time from the create to
-// its entry in the map.
+// engine, its tables and the reconciler, fed by the Kubernetes tables
+// that reflectors fill from a fake clientset) into a node's real BPF
+// maps, with 1,000 selectors and 100 or 10,000 identities, and adds
+// identities one at a time: each matches one selector, which 4 local
+// endpoints use. It measures the process's CPU time per add and each
+// add's time from the create to its entry in the map.
 
 const (
 	churnSelectors = 1000
