@@ -1,6 +1,9 @@
 package agent
 
 import (
+	"cmp"
+	"maps"
+	"slices"
 	"strconv"
 
 	"github.com/cilium/statedb"
@@ -53,10 +56,12 @@ func NewPolicyChangesTable(db *statedb.DB) (statedb.RWTable[*PolicyChange], erro
 }
 
 // writePolicyChanges puts the policies' changes since the last write
-// into their table: a removed policy's row is written with its removal,
-// then deleted, so that the deletion carries it.
+// into their table, in the order they happened, which the table's
+// change iterators see: a removed policy's row is written with its
+// removal, then deleted, so that the deletion carries it.
 func writePolicyChanges(txn statedb.WriteTxn, tbl statedb.RWTable[*PolicyChange], changes map[policy.Origin]*PolicyChange) error {
-	for _, c := range changes {
+	ordered := slices.SortedFunc(maps.Values(changes), func(x, y *PolicyChange) int { return cmp.Compare(x.Revision, y.Revision) })
+	for _, c := range ordered {
 		if _, _, err := tbl.Insert(txn, c); err != nil {
 			return err
 		}
