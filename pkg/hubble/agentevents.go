@@ -37,12 +37,21 @@ func (a *agentEvents) started(at time.Time) {
 }
 
 // watchPolicyChanges tells of each policy whose rules were set
-// (POLICY_UPDATED) or removed (POLICY_DELETED: no rules), as the policy
-// changes' table has it: a policy's removal is its row's deletion.
-func (a *agentEvents) watchPolicyChanges(ctx context.Context, db *statedb.DB, tbl statedb.Table[*policyagent.PolicyChange]) error {
-	return follow(ctx, db, tbl, func(ev statedb.Change[*policyagent.PolicyChange], _ bool) {
-		a.add(policyEvent(ev.Object, ev.Deleted))
-	})
+// (POLICY_UPDATED) or removed (POLICY_DELETED: no rules), as changes of
+// the policy changes' table give them, until ctx ends: a policy's
+// removal is its row's deletion.
+func (a *agentEvents) watchPolicyChanges(ctx context.Context, db *statedb.DB, changes statedb.ChangeIterator[*policyagent.PolicyChange]) error {
+	for {
+		evs, watch := changes.Next(db.ReadTxn())
+		for ev := range evs {
+			a.add(policyEvent(ev.Object, ev.Deleted))
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-watch:
+		}
+	}
 }
 
 // policyEvent is the agent event of a policy's change.

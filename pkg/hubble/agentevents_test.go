@@ -102,9 +102,15 @@ func TestAgentEventsTellOfPolicyChanges(t *testing.T) {
 		t.Fatal(err)
 	}
 	a := &agentEvents{ring: ring, node: "n1"}
+	wtxn := db.WriteTxn(tbl)
+	changes, err := tbl.Changes(wtxn)
+	wtxn.Commit()
+	if err != nil {
+		t.Fatal(err)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error)
-	go func() { done <- a.watchPolicyChanges(ctx, db, tbl) }()
+	go func() { done <- a.watchPolicyChanges(ctx, db, changes) }()
 	t.Cleanup(func() {
 		cancel()
 		<-done

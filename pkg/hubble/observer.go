@@ -2,6 +2,7 @@ package hubble
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"os"
 	"time"
@@ -93,11 +94,12 @@ type eventParams struct {
 	Changes   statedb.Table[*policyagent.PolicyChange]   `optional:"true"`
 }
 
-// registerEventJobs subscribes to the monitor now, so that no event after
-// the agent starts is missed, and adds the jobs that fill the rings.
-func registerEventJobs(p eventParams) {
+// registerEventJobs subscribes to the monitor and to the policy changes
+// now, so that no event after the agent starts is missed, and adds the
+// jobs that fill the rings.
+func registerEventJobs(p eventParams) error {
 	if !p.Config.EnableHubble {
-		return
+		return nil
 	}
 	pr := parser.New(string(p.Node), p.State, monitor.Clock)
 	sub := p.Monitor.Subscribe(p.Config.queueSize())
@@ -115,10 +117,17 @@ func registerEventJobs(p eventParams) {
 		}))
 	}
 	if p.Changes != nil {
+		wtxn := p.DB.WriteTxn(p.Changes)
+		changes, err := p.Changes.Changes(wtxn)
+		wtxn.Commit()
+		if err != nil {
+			return fmt.Errorf("follow %s: %w", p.Changes.Name(), err)
+		}
 		p.Jobs.Add(job.OneShot("hubble-policy-changes", func(ctx context.Context, _ cell.Health) error {
-			return agent.watchPolicyChanges(ctx, p.DB, p.Changes)
+			return agent.watchPolicyChanges(ctx, p.DB, changes)
 		}))
 	}
+	return nil
 }
 
 // ReadEvents makes flows of the events sub receives until ctx ends, and
