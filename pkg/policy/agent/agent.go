@@ -164,7 +164,7 @@ func (a *Agent) run(ctx context.Context, h cell.Health) error {
 	if err != nil {
 		return err
 	}
-	if in.networkPolicies != nil && a.clients != nil {
+	if in.followsKubernetes() && a.clients != nil {
 		a.rep = policyk8s.NewReporter(ctx, a.log, a.clients, a.node)
 	}
 	if err := a.awaitInitialized(ctx, waitFor); err != nil {

@@ -1,10 +1,12 @@
 // Package agent runs the policy engine in the agent: a hive cell whose
-// job owns the engine (pkg/policy), feeds it the policies that
-// pkg/policy/k8s translates, the cluster's identities and the local
-// endpoints, and writes each endpoint's policy into statedb tables; a
-// reconciler makes each endpoint's policy map in the datapath match
-// them, the changed policy groups (endpoint, direction, remote
-// identity) of an endpoint at a time.
+// job owns the engine (pkg/policy), feeds it the changes of its input
+// tables (the policies of pkg/k8s/tables, which pkg/policy/k8s
+// translates, with the Services and CIDR groups they name; the
+// cluster's identities and named ports; the local endpoints), and
+// writes each endpoint's policy, and each policy's last change, into
+// statedb tables; a reconciler makes each endpoint's policy map in the
+// datapath match them, the changed policy groups (endpoint, direction,
+// remote identity) of an endpoint at a time.
 package agent
 
 import (

@@ -116,16 +116,21 @@ type inputs struct {
 	sliceServices map[string]string
 }
 
-// startable is a follower before it starts.
+// startable is a follower, of any table, before it starts.
 type startable interface {
 	start(statedb.WriteTxn) error
 	meta() statedb.TableMeta
 }
 
+// kubernetes are the followers of Kubernetes tables.
 func (in *inputs) kubernetes() []startable {
 	return []startable{in.networkPolicies, in.cnps, in.ccnps, in.identities, in.ciliumEndpoints,
 		in.cidrGroups, in.services, in.endpointSlices}
 }
+
+// followsKubernetes: the engine reads the Kubernetes tables (unless
+// policy is never enforced).
+func (in *inputs) followsKubernetes() bool { return in.networkPolicies != nil }
 
 // follow starts following the endpoints and, unless policy is never
 // enforced, the Kubernetes tables, all from one transaction. It returns
@@ -186,18 +191,22 @@ func (a *Agent) awaitInitialized(ctx context.Context, ts []statedb.TableMeta) er
 }
 
 // apply gives the engine every change of its inputs up to txn, and adds
-// to ws the channels that close at their next changes. The Services and
-// CIDR groups come first, so that the policies translated after them and
-// those translated again read the same.
+// to ws the channels that close at their next changes.
 func (a *Agent) apply(in *inputs, txn statedb.ReadTxn, ws *statedb.WatchSet) {
+	if in.followsKubernetes() {
+		a.applyKubernetes(in, txn, ws)
+	}
 	evs, watch := in.endpoints.Next(txn)
 	ws.Add(watch)
-	if in.networkPolicies == nil {
-		for ev := range evs {
-			a.endpointChanged(txn, ev.Object, ev.Deleted)
-		}
-		return
+	for ev := range evs {
+		a.endpointChanged(txn, ev.Object, ev.Deleted)
 	}
+}
+
+// applyKubernetes gives the engine the changes of the Kubernetes tables.
+// The Services and CIDR groups come first, so that the policies
+// translated after them and those translated again read the same.
+func (a *Agent) applyKubernetes(in *inputs, txn statedb.ReadTxn, ws *statedb.WatchSet) {
 	c := a.clusterAt(txn)
 	a.translateDependents(c, a.touchedDependencies(in, txn, ws))
 	followPolicies(a, in.networkPolicies, txn, ws, c, policy.KindNetworkPolicy, translateNetworkPolicy)
@@ -209,7 +218,4 @@ func (a *Agent) apply(in *inputs, txn statedb.ReadTxn, ws *statedb.WatchSet) {
 			a.engine.SetNamedPorts(id, ports)
 		}
 	})
-	for ev := range evs {
-		a.endpointChanged(txn, ev.Object, ev.Deleted)
-	}
 }
