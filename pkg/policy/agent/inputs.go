@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	networkingv1 "k8s.io/api/networking/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/cilium-go/cilium/pkg/endpoint"
 	v2 "github.com/cilium-go/cilium/pkg/k8s/apis/cilium.io/v2"
@@ -67,16 +68,24 @@ func (f *follower[T]) next(txn statedb.ReadTxn, ws *statedb.WatchSet, fn func(ke
 	ws.Add(watch)
 	for c := range changes {
 		key := tables.Key(c.Object)
-		if f.gens != nil && !f.gens.apply(key, c.Object.GetGeneration(), c.Deleted) {
+		v := version{uid: c.Object.GetUID(), generation: c.Object.GetGeneration()}
+		if f.gens != nil && !f.gens.apply(key, v, c.Deleted) {
 			continue
 		}
 		fn(key, c.Object, c.Deleted)
 	}
 }
 
-// generations remember the generation of each object passed on, by key:
-// a change iterator gives no old object to compare with.
-type generations map[string]int64
+// generations remember the version of each object passed on, by key: a
+// change iterator gives no old object to compare with.
+type generations map[string]version
+
+// version is an object's identity (its UID: an object deleted and made
+// again under its name between two looks is another) and its generation.
+type version struct {
+	uid        types.UID
+	generation int64
+}
 
 // apply records a change and says whether it may change what the engine
 // reads of the object: not when its generation stayed, which the API
@@ -86,14 +95,14 @@ type generations map[string]int64
 // Generation 0 (a fake API server's objects) always counts as changed. A
 // deletion counts when the object was passed on: one that came and went
 // between two looks was never heard of.
-func (g generations) apply(key string, gen int64, deleted bool) bool {
+func (g generations) apply(key string, v version, deleted bool) bool {
 	old, had := g[key]
 	if deleted {
 		delete(g, key)
 		return had
 	}
-	g[key] = gen
-	return !had || gen == 0 || old != gen
+	g[key] = v
+	return !had || v.generation == 0 || old != v
 }
 
 // inputs are the engine's followers of its tables, and what it must

@@ -7,6 +7,7 @@ import (
 	"github.com/cilium/statedb"
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/cilium-go/cilium/pkg/endpoint"
@@ -63,9 +64,10 @@ func newInputsFixture(t *testing.T) *inputsFixture {
 		policy: policy.Origin{Kind: policy.KindNetworkPolicy, Namespace: "shop", Name: "web"}}
 }
 
-// networkPolicy isolates the pods app=web of shop, allowing TCP port in.
-func (f *inputsFixture) networkPolicy(generation int64, port int32) *networkingv1.NetworkPolicy {
-	np := &networkingv1.NetworkPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "web", Generation: generation}}
+// networkPolicy isolates the pods app=web of shop, allowing TCP port in;
+// uid tells one object of that name from another.
+func (f *inputsFixture) networkPolicy(uid types.UID, generation int64, port int32) *networkingv1.NetworkPolicy {
+	np := &networkingv1.NetworkPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "web", UID: uid, Generation: generation}}
 	np.Spec.PodSelector.MatchLabels = map[string]string{"app": "web"}
 	p := intstr.FromInt32(port)
 	np.Spec.Ingress = []networkingv1.NetworkPolicyIngressRule{{Ports: []networkingv1.NetworkPolicyPort{{Port: &p}}}}
@@ -82,7 +84,7 @@ func (f *inputsFixture) put(np *networkingv1.NetworkPolicy) {
 
 func (f *inputsFixture) remove() {
 	txn := f.db.WriteTxn(f.k8s.NetworkPolicies)
-	if _, _, err := f.k8s.NetworkPolicies.Delete(txn, f.networkPolicy(0, 0)); err != nil {
+	if _, _, err := f.k8s.NetworkPolicies.Delete(txn, f.networkPolicy("", 0, 0)); err != nil {
 		f.t.Fatal(err)
 	}
 	txn.Commit()
@@ -103,7 +105,7 @@ func (f *inputsFixture) rules() []policy.Rule { return f.agent.engine.RulesOf(f.
 // and went between two looks was never heard of.
 func TestPolicyDeletedWhileItsChangeIsPendingLeavesNoRules(t *testing.T) {
 	f := newInputsFixture(t)
-	f.put(f.networkPolicy(1, 80))
+	f.put(f.networkPolicy("u1", 1, 80))
 	f.look()
 	if len(f.rules()) == 0 {
 		t.Fatal("no rules after the policy came")
@@ -119,7 +121,7 @@ func TestPolicyDeletedWhileItsChangeIsPendingLeavesNoRules(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f.put(f.networkPolicy(2, 8080))
+	f.put(f.networkPolicy("u1", 2, 8080))
 	f.remove()
 	f.look()
 	if rs := f.rules(); len(rs) != 0 {
@@ -138,7 +140,7 @@ func TestPolicyDeletedWhileItsChangeIsPendingLeavesNoRules(t *testing.T) {
 	}
 
 	// Came and went between two looks: nothing to take back.
-	f.put(f.networkPolicy(3, 80))
+	f.put(f.networkPolicy("u1", 3, 80))
 	f.remove()
 	f.look()
 	if f.agent.policyRevision != 2 || len(f.rules()) != 0 {
@@ -147,19 +149,28 @@ func TestPolicyDeletedWhileItsChangeIsPendingLeavesNoRules(t *testing.T) {
 }
 
 // A change that leaves a policy's generation (its status, say) is not
-// translated again: the engine counts no change.
+// translated again: the engine counts no change; another object of the
+// same name and generation is.
 func TestPolicyUnchangedGenerationIsNotTranslatedAgain(t *testing.T) {
 	f := newInputsFixture(t)
-	f.put(f.networkPolicy(1, 80))
+	f.put(f.networkPolicy("u1", 1, 80))
 	f.look()
-	f.put(f.networkPolicy(1, 8080)) // as if only its status changed
+	f.put(f.networkPolicy("u1", 1, 8080)) // as if only its status changed
 	f.look()
 	if f.agent.policyRevision != 1 {
 		t.Errorf("revision %d, want 1: the same generation counts as no change", f.agent.policyRevision)
 	}
-	f.put(f.networkPolicy(2, 8080))
+	f.put(f.networkPolicy("u1", 2, 8080))
 	f.look()
 	if f.agent.policyRevision != 2 {
 		t.Errorf("revision %d, want 2 after the generation changed", f.agent.policyRevision)
+	}
+	// Deleted and made again between two looks, at the generation of the
+	// one before: another object, translated.
+	f.remove()
+	f.put(f.networkPolicy("u2", 2, 443))
+	f.look()
+	if rs := f.rules(); f.agent.policyRevision != 3 || len(rs) != 1 || len(rs[0].Ports) != 1 || rs[0].Ports[0].Port != 443 {
+		t.Errorf("revision %d, rules %+v, want revision 3 and the new object's port 443", f.agent.policyRevision, rs)
 	}
 }
