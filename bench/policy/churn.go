@@ -33,12 +33,12 @@ import (
 )
 
 // The churn part runs the agent's policy cells in this process (the
-// engine, its tables and the reconciler, fed by informers on a fake
-// clientset) into a node's real BPF maps, with 1,000 selectors and
-// 100 or 10,000 identities, and adds identities one at a time: each
-// matches one selector, which 4 local endpoints use. It measures the
-// process's CPU time per add and each add's time from the create to
-// its entry in the map.
+// engine, its tables and the reconciler, fed by the Kubernetes tables
+// that reflectors fill from a fake clientset) into a node's real BPF
+// maps, with 1,000 selectors and 100 or 10,000 identities, and adds
+// identities one at a time: each matches one selector, which 4 local
+// endpoints use. It measures the process's CPU time per add and each
+// add's time from the create to its entry in the map.
 
 const (
 	churnSelectors = 1000
@@ -109,20 +109,16 @@ func churn(ctx context.Context, log *slog.Logger, identities, adds int) (churnRe
 		objs = append(objs, churnPolicy(j))
 	}
 	clients := &agent.Clients{Kube: kubefake.NewClientset(), Cilium: client.NewFake(objs...)}
-	wctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	wdb := statedb.New()
-	tbls, err := tables.Start(wctx, wdb, &tables.Clients{Kube: clients.Kube, Cilium: clients.Cilium, NodeName: "node-a"})
-	if err != nil {
-		return res, err
-	}
-	w := agent.NewWatchers(wdb, agent.TablesOf(tbls), "node-a")
 
 	var db *statedb.DB
 	var eps statedb.RWTable[*endpoint.Desired]
-	h := health.NewHive(job.Cell, statedb.Cell, health.Cell, policyagent.Cell, policyagent.EngineCell,
+	h := health.NewHive(job.Cell, statedb.Cell, health.Cell, tables.Cell, policyagent.Cell, policyagent.EngineCell,
 		cell.Provide(endpoint.NewTable, statedb.RWTable[*endpoint.Desired].ToTable,
-			func() *agent.Clients { return clients }, func() *agent.Watchers { return w },
+			func() *agent.Clients { return clients },
+			func() agent.Config { return agent.Config{EnableK8s: true, K8sNodeName: "node-a"} },
+			func() *tables.Clients {
+				return &tables.Clients{Kube: clients.Kube, Cilium: clients.Cilium, NodeName: "node-a"}
+			},
 			func() policyagent.MapSource { return func() policyagent.Map { return maps } }),
 		cell.Invoke(func(d *statedb.DB, t statedb.RWTable[*endpoint.Desired]) { db, eps = d, t }),
 	)

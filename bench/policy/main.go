@@ -1,7 +1,7 @@
 // Command policy benchmarks network policy in one run on one machine.
 //
 // The churn part runs the agent's policy cells (engine, tables, reconciler,
-// fed by informers on a fake clientset) into a node's real BPF maps with
+// fed by the Kubernetes tables over a fake clientset) into a node's real BPF maps with
 // 1,000 selectors and 100 or 10,000 identities, and adds identities one at
 // a time; it prints the process's CPU time per add at each scale and their
 // ratio (target: at most 2), from interleaved repetitions with a 95%

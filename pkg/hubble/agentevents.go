@@ -36,14 +36,36 @@ func (a *agentEvents) started(at time.Time) {
 		Notification: &flow.AgentEvent_AgentStart{AgentStart: &flow.TimeNotification{Time: timestamppb.New(at)}}})
 }
 
-// policyChanged is a policy's rules set or removed.
-func (a *agentEvents) policyChanged(c policyagent.PolicyChange) {
+// watchPolicyChanges tells of each policy whose rules were set
+// (POLICY_UPDATED) or removed (POLICY_DELETED: no rules), as changes of
+// the policy changes' table give them, until ctx ends: a policy's
+// removal is its row's deletion.
+func (a *agentEvents) watchPolicyChanges(ctx context.Context, db *statedb.DB, changes statedb.ChangeIterator[*policyagent.PolicyChange]) error {
+	for {
+		evs, watch := changes.Next(db.ReadTxn())
+		for ev := range evs {
+			a.add(policyEvent(ev.Object, ev.Deleted))
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-watch:
+		}
+	}
+}
+
+// policyEvent is the agent event of a policy's change.
+func policyEvent(c *policyagent.PolicyChange, deleted bool) *flow.AgentEvent {
 	typ := flow.AgentEventType_POLICY_UPDATED
-	if c.Rules == 0 {
+	rules := c.Rules
+	if deleted {
+		rules = 0
+	}
+	if rules == 0 {
 		typ = flow.AgentEventType_POLICY_DELETED
 	}
-	a.add(&flow.AgentEvent{Type: typ, Notification: &flow.AgentEvent_PolicyUpdate{PolicyUpdate: &flow.PolicyUpdateNotification{
-		Labels: parser.PolicyLabels(parser.Policy(c.Origin)), Revision: c.Revision, RuleCount: int64(c.Rules)}}})
+	return &flow.AgentEvent{Type: typ, Notification: &flow.AgentEvent_PolicyUpdate{PolicyUpdate: &flow.PolicyUpdateNotification{
+		Labels: parser.PolicyLabels(parser.Policy(c.Origin)), Revision: c.Revision, RuleCount: int64(rules)}}}
 }
 
 // follow calls fn with each change of tbl until ctx ends, first for

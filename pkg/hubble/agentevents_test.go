@@ -3,6 +3,7 @@ package hubble
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -85,4 +86,80 @@ func TestAgentEventsTellOfRefusals(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// Each change of a policy's row is told of: POLICY_UPDATED with its rule
+// count and revision while it has rules, POLICY_DELETED when its row goes
+// with the revision of the removal, which the row's last state carries.
+func TestAgentEventsTellOfPolicyChanges(t *testing.T) {
+	db := statedb.New()
+	tbl, err := policyagent.NewPolicyChangesTable(db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ring, err := container.NewRing(15)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := &agentEvents{ring: ring, node: "n1"}
+	wtxn := db.WriteTxn(tbl)
+	changes, err := tbl.Changes(wtxn)
+	wtxn.Commit()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error)
+	go func() { done <- a.watchPolicyChanges(ctx, db, changes) }()
+	t.Cleanup(func() {
+		cancel()
+		<-done
+	})
+	origin := policy.Origin{Kind: policy.KindCNP, Namespace: "x", Name: "web"}
+	events := func() []*flow.AgentEvent {
+		var out []*flow.AgentEvent
+		_, next := ring.Bounds()
+		for i := range next {
+			if ev, _, ok := ring.At(i); ok {
+				out = append(out, ev.Agent.GetAgentEvent())
+			}
+		}
+		return out
+	}
+	awaitEvents := func(n int) {
+		testenv.Eventually(t, 10*time.Second, func() error {
+			if got := len(events()); got != n {
+				return fmt.Errorf("%d events, want %d", got, n)
+			}
+			return nil
+		})
+	}
+	txn := db.WriteTxn(tbl)
+	_, _, _ = tbl.Insert(txn, &policyagent.PolicyChange{Origin: origin, Rules: 2, Revision: 4})
+	txn.Commit()
+	awaitEvents(1)
+	// A removal as the policy engine writes it: the row's last state, then
+	// its deletion, in one transaction.
+	txn = db.WriteTxn(tbl)
+	_, _, _ = tbl.Insert(txn, &policyagent.PolicyChange{Origin: origin, Rules: 0, Revision: 5})
+	_, _, _ = tbl.Delete(txn, &policyagent.PolicyChange{Origin: origin})
+	txn.Commit()
+	awaitEvents(2)
+
+	want := []struct {
+		typ       flow.AgentEventType
+		rules     int64
+		revision  uint64
+		nameLabel string
+	}{
+		{flow.AgentEventType_POLICY_UPDATED, 2, 4, "k8s:io.cilium.k8s.policy.name=web"},
+		{flow.AgentEventType_POLICY_DELETED, 0, 5, "k8s:io.cilium.k8s.policy.name=web"},
+	}
+	for i, ev := range events() {
+		u := ev.GetPolicyUpdate()
+		w := want[i]
+		if ev.Type != w.typ || u == nil || u.RuleCount != w.rules || u.Revision != w.revision || !slices.Contains(u.Labels, w.nameLabel) {
+			t.Errorf("event %d: %v, want %v with %d rules, revision %d, labels with %s", i, ev, w.typ, w.rules, w.revision, w.nameLabel)
+		}
+	}
 }

@@ -2,6 +2,7 @@ package hubble
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"os"
 	"time"
@@ -89,15 +90,16 @@ type eventParams struct {
 	Metrics   *metrics.Metrics
 	DB        *statedb.DB
 	Endpoints statedb.Table[*endpoint.Desired]
-	Policy    *policyagent.Agent                         `optional:"true"`
 	Policies  statedb.Table[*policyagent.EndpointPolicy] `optional:"true"`
+	Changes   statedb.Table[*policyagent.PolicyChange]   `optional:"true"`
 }
 
-// registerEventJobs subscribes to the monitor now, so that no event after
-// the agent starts is missed, and adds the jobs that fill the rings.
-func registerEventJobs(p eventParams) {
+// registerEventJobs subscribes to the monitor and to the policy changes
+// now, so that no event after the agent starts is missed, and adds the
+// jobs that fill the rings.
+func registerEventJobs(p eventParams) error {
 	if !p.Config.EnableHubble {
-		return
+		return nil
 	}
 	pr := parser.New(string(p.Node), p.State, monitor.Clock)
 	sub := p.Monitor.Subscribe(p.Config.queueSize())
@@ -105,9 +107,6 @@ func registerEventJobs(p eventParams) {
 		return ReadEvents(ctx, p.Log, sub, pr, p.Ring.Ring, p.Metrics)
 	}))
 	agent := p.Agent
-	if p.Policy != nil {
-		p.Policy.OnPolicyChange(agent.policyChanged)
-	}
 	p.Jobs.Add(job.OneShot("hubble-agent-events", func(ctx context.Context, _ cell.Health) error {
 		agent.started(time.Now())
 		return agent.watchEndpoints(ctx, p.DB, p.Endpoints, p.State.IdentityLabels)
@@ -117,6 +116,18 @@ func registerEventJobs(p eventParams) {
 			return agent.watchRefusals(ctx, p.DB, p.Policies, p.State.IdentityLabels)
 		}))
 	}
+	if p.Changes != nil {
+		wtxn := p.DB.WriteTxn(p.Changes)
+		changes, err := p.Changes.Changes(wtxn)
+		wtxn.Commit()
+		if err != nil {
+			return fmt.Errorf("follow %s: %w", p.Changes.Name(), err)
+		}
+		p.Jobs.Add(job.OneShot("hubble-policy-changes", func(ctx context.Context, _ cell.Health) error {
+			return agent.watchPolicyChanges(ctx, p.DB, changes)
+		}))
+	}
+	return nil
 }
 
 // ReadEvents makes flows of the events sub receives until ctx ends, and

@@ -18,8 +18,8 @@ import (
 	"github.com/cilium-go/cilium/pkg/identity/allocator"
 	"github.com/cilium-go/cilium/pkg/k8s/agent/agenttest"
 	v2 "github.com/cilium-go/cilium/pkg/k8s/apis/cilium.io/v2"
-	"github.com/cilium-go/cilium/pkg/k8s/tables"
 	"github.com/cilium-go/cilium/pkg/k8s/k8stest"
+	"github.com/cilium-go/cilium/pkg/k8s/tables"
 	"github.com/cilium-go/cilium/pkg/labels"
 )
 

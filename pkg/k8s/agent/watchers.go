@@ -6,7 +6,6 @@
 package agent
 
 import (
-
 	"github.com/cilium/statedb"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
@@ -66,7 +65,6 @@ func list[T any](db *statedb.DB, t statedb.Table[T]) []T {
 func (w *Watchers) DB() *statedb.DB { return w.db }
 func (w *Watchers) Tables() Tables  { return w.t }
 
-
 // CiliumEndpoint returns the CiliumEndpoint namespace/name, of any node.
 func (w *Watchers) CiliumEndpoint(namespace, name string) (*v2.CiliumEndpoint, bool) {
 	return get(w.db, w.t.CiliumEndpoints, namespace+"/"+name)
@@ -76,7 +74,3 @@ func (w *Watchers) CiliumEndpoint(namespace, name string) (*v2.CiliumEndpoint, b
 func (w *Watchers) Pod(namespace, name string) (*corev1.Pod, bool) {
 	return get(w.db, w.t.Pods, namespace+"/"+name)
 }
-
-
-
-

@@ -17,7 +17,6 @@ import (
 
 	"github.com/cilium-go/cilium/internal/datapath/spec"
 	"github.com/cilium-go/cilium/pkg/endpoint"
-	"github.com/cilium-go/cilium/pkg/endpoint/ciliumendpoint"
 	"github.com/cilium-go/cilium/pkg/identity"
 	"github.com/cilium-go/cilium/pkg/ipcache"
 	k8sagent "github.com/cilium-go/cilium/pkg/k8s/agent"
@@ -26,21 +25,21 @@ import (
 )
 
 // Agent runs the engine for the agent: one goroutine owns the engine,
-// and everything else hands it work through a queue.
+// reads the policies' inputs from their tables and the API's questions
+// from a queue, and writes the endpoints' policies.
 type Agent struct {
-	log      *slog.Logger
-	db       *statedb.DB
-	tbl      statedb.RWTable[*EndpointPolicy]
-	entries  statedb.RWTable[*MapEntry]
-	cookies  *policy.Cookies
-	eps      statedb.Table[*endpoint.Desired]
-	clients  *k8sagent.Clients
-	watchers *k8sagent.Watchers
-	// services are the Services and EndpointSlices toServices name;
-	// cluster has them (a nil interface without Kubernetes) and the
-	// CIDR groups for translations.
-	services *k8sagent.ServiceSource
-	cluster  policyk8s.Cluster
+	log     *slog.Logger
+	db      *statedb.DB
+	tbl     statedb.RWTable[*EndpointPolicy]
+	entries statedb.RWTable[*MapEntry]
+	changes statedb.RWTable[*PolicyChange]
+	cookies *policy.Cookies
+	eps     statedb.Table[*endpoint.Desired]
+	clients *k8sagent.Clients
+	// node is this node's name, which the policies' status names.
+	node string
+	// in are the Kubernetes tables the engine reads.
+	in       inputTables
 	mode     policy.Mode
 	engine   *policy.Engine
 	initDone func(statedb.WriteTxn)
@@ -65,42 +64,22 @@ type Agent struct {
 	prefixes     statedb.RWTable[*ipcache.PolicyPrefix]
 	prefixesInit func(statedb.WriteTxn)
 
-	// onPolicy are told of each policy's change (OnPolicyChange), on the
-	// engine's goroutine, which alone counts policyRevision.
-	onPolicyMu     sync.Mutex
-	onPolicy       []func(PolicyChange)
+	// policyRevision counts the changes of policies' rules, on the
+	// engine's goroutine; pendingChanges are those not yet written to
+	// the policy changes' table, the last of each policy.
 	policyRevision uint64
+	pendingChanges map[policy.Origin]*PolicyChange
 	// flushedRevision is policyRevision as of the last write: the
 	// policy changes that the tables' entries include.
 	flushedRevision uint64
 }
 
-// PolicyChange is a policy whose rules were set, or removed (Rules 0).
-// Revision counts the changes of the agent's policies.
-type PolicyChange struct {
-	Origin   policy.Origin
-	Rules    int
-	Revision uint64
-}
-
-// OnPolicyChange calls fn after each change of a policy's rules, on the
-// engine's goroutine: fn must not block.
-func (a *Agent) OnPolicyChange(fn func(PolicyChange)) {
-	a.onPolicyMu.Lock()
-	defer a.onPolicyMu.Unlock()
-	a.onPolicy = append(a.onPolicy, fn)
-}
-
-// setRules sets origin's rules in the engine and tells who asked.
+// setRules sets origin's rules in the engine and counts the change, which
+// the next write puts in the policy changes' table.
 func (a *Agent) setRules(e *policy.Engine, origin policy.Origin, rules []policy.Rule) {
 	e.SetRules(origin, rules)
 	a.policyRevision++
-	a.onPolicyMu.Lock()
-	fns := slices.Clone(a.onPolicy)
-	a.onPolicyMu.Unlock()
-	for _, fn := range fns {
-		fn(PolicyChange{Origin: origin, Rules: len(rules), Revision: a.policyRevision})
-	}
+	a.pendingChanges[origin] = &PolicyChange{Origin: origin, Rules: len(rules), Revision: a.policyRevision}
 }
 
 // Enforced implements endpoint.PolicyGate.
@@ -176,26 +155,26 @@ func (a *Agent) do(fn func(*policy.Engine)) {
 	}
 }
 
+// run owns the engine: it follows the inputs' tables and, once they hold
+// everything, gives the engine their changes and the API's questions, and
+// writes what changed, until ctx ends.
 func (a *Agent) run(ctx context.Context, h cell.Health) error {
-	if a.watchers != nil && a.mode != policy.ModeNever {
-		if err := a.watch(ctx); err != nil {
-			return err
-		}
-	}
-	wtxn := a.db.WriteTxn(a.eps)
-	changes, err := a.eps.Changes(wtxn)
-	wtxn.Commit()
+	in, waitFor, err := a.follow()
 	if err != nil {
 		return err
 	}
-	// Restored endpoints are in the table once it is initialized: the
-	// first rows written then hold every endpoint's policy, and only
-	// then may the reconciler prune what an earlier run left.
-	if err := a.awaitEndpointsInitialized(ctx); err != nil {
-		return err
+	if in.followsKubernetes() && a.clients != nil {
+		a.rep = policyk8s.NewReporter(ctx, a.log, a.clients, a.node)
+	}
+	if err := a.awaitInitialized(ctx, waitFor); err != nil {
+		return nil // stopped before it started
 	}
 	initialized := false
 	for {
+		ws := statedb.NewWatchSet()
+		// wake is no watch channel, but a value in it ends the wait as
+		// a closed channel would.
+		ws.Add(a.wake)
 		a.mu.Lock()
 		work := a.queue
 		a.queue = nil
@@ -203,48 +182,14 @@ func (a *Agent) run(ctx context.Context, h cell.Health) error {
 		for _, fn := range work {
 			fn(a.engine)
 		}
-		evs, watch := changes.Next(a.db.ReadTxn())
-		for ev := range evs {
-			a.endpointChanged(ev.Object, endpoint.Gone(ev))
-		}
+		a.apply(in, a.db.ReadTxn(), ws)
 		a.write(!initialized)
 		initialized = true
 		h.OK(fmt.Sprintf("%d endpoints", a.engine.EndpointCount()))
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-a.wake:
-		case <-watch:
-		}
-	}
-}
-
-func (a *Agent) awaitEndpointsInitialized(ctx context.Context) error {
-	for {
-		ok, watch := a.eps.Initialized(a.db.ReadTxn())
-		if ok {
+		if _, err := ws.Wait(ctx, 0); err != nil {
 			return nil
 		}
-		select {
-		case <-watch:
-		case <-ctx.Done():
-			return ctx.Err()
-		}
 	}
-}
-
-func (a *Agent) endpointChanged(d *endpoint.Desired, deleted bool) {
-	if deleted {
-		a.engine.DeleteEndpoint(d.ID)
-		return
-	}
-	var ports policy.NamedPorts
-	if a.watchers != nil {
-		if pod, ok := a.watchers.Pod(d.PodNamespace, d.PodName); ok {
-			ports = policyk8s.NamedPorts(ciliumendpoint.NamedPorts(pod))
-		}
-	}
-	a.engine.UpsertEndpoint(policy.EndpointInfo{ID: d.ID, Identity: d.Identity, NamedPorts: ports})
 }
 
 // write puts what the engine changed into the tables, in one
@@ -254,11 +199,15 @@ func (a *Agent) write(markInitialized bool) {
 	eps, changes := a.engine.Flush()
 	a.flushedRevision = a.policyRevision
 	a.publishPrefixes(markInitialized)
-	if len(eps) == 0 && !markInitialized {
+	if len(eps) == 0 && len(a.pendingChanges) == 0 && !markInitialized {
 		return
 	}
-	txn := a.db.WriteTxn(a.tbl, a.entries)
+	txn := a.db.WriteTxn(a.tbl, a.entries, a.changes)
 	defer txn.Abort()
+	if err := writePolicyChanges(txn, a.changes, a.pendingChanges); err != nil {
+		a.log.Error("write policy changes", "error", err)
+	}
+	clear(a.pendingChanges)
 	var rev uint64
 	for _, st := range eps {
 		rev = max(rev, st.Revision)

@@ -1,10 +1,12 @@
 // Package agent runs the policy engine in the agent: a hive cell whose
-// job owns the engine (pkg/policy), feeds it the policies that
-// pkg/policy/k8s translates, the cluster's identities and the local
-// endpoints, and writes each endpoint's policy into statedb tables; a
-// reconciler makes each endpoint's policy map in the datapath match
-// them, the changed policy groups (endpoint, direction, remote
-// identity) of an endpoint at a time.
+// job owns the engine (pkg/policy), feeds it the changes of its input
+// tables (the policies of pkg/k8s/tables, which pkg/policy/k8s
+// translates, with the Services and CIDR groups they name; the
+// cluster's identities and named ports; the local endpoints), and
+// writes each endpoint's policy, and each policy's last change, into
+// statedb tables; a reconciler makes each endpoint's policy map in the
+// datapath match them, the changed policy groups (endpoint, direction,
+// remote identity) of an endpoint at a time.
 package agent
 
 import (
@@ -15,12 +17,16 @@ import (
 	"github.com/cilium/hive/job"
 	"github.com/cilium/statedb"
 	"github.com/spf13/pflag"
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 
 	"github.com/cilium-go/cilium/pkg/desired"
 	"github.com/cilium-go/cilium/pkg/endpoint"
 	"github.com/cilium-go/cilium/pkg/health"
 	"github.com/cilium-go/cilium/pkg/ipcache"
 	k8sagent "github.com/cilium-go/cilium/pkg/k8s/agent"
+	v2 "github.com/cilium-go/cilium/pkg/k8s/apis/cilium.io/v2"
 	"github.com/cilium-go/cilium/pkg/policy"
 )
 
@@ -42,10 +48,13 @@ func (def Config) Flags(flags *pflag.FlagSet) {
 // CiliumNetworkPolicies, CiliumClusterwideNetworkPolicies, the cluster's
 // identities and the local endpoints, and writes every endpoint's policy
 // into the table that the policy map's reconciler programs. It provides
-// the endpoint manager's PolicyGate, and the table of the prefixes that
-// rules name (the ipcache's input).
+// the endpoint manager's PolicyGate, the table of the prefixes that rules
+// name (the ipcache's input), and the table of policy changes
+// (statedb.Table[*PolicyChange]) that tells of each policy's updates.
 var EngineCell = cell.Module("policy", "Network policy rules to endpoints policy map entries",
 	cell.Config(DefaultConfig),
+	cell.ProvidePrivate(NewPolicyChangesTable),
+	cell.Provide(statedb.RWTable[*PolicyChange].ToTable),
 	cell.Provide(newAgent, func(a *Agent) endpoint.PolicyGate { return a },
 		ipcache.NewPrefixesTable, statedb.RWTable[*ipcache.PolicyPrefix].ToTable),
 	health.JobGroup,
@@ -98,12 +107,23 @@ type agentParams struct {
 	DB        *statedb.DB
 	Table     statedb.RWTable[*EndpointPolicy]
 	Entries   statedb.RWTable[*MapEntry]
+	Changes   statedb.RWTable[*PolicyChange]
 	Cookies   *policy.Cookies
 	Endpoints statedb.Table[*endpoint.Desired]
 	Prefixes  statedb.RWTable[*ipcache.PolicyPrefix]
-	Clients   *k8sagent.Clients       `optional:"true"`
-	Watchers  *k8sagent.Watchers      `optional:"true"`
-	Services  *k8sagent.ServiceSource `optional:"true"`
+	// K8s names this node, in the policies' status.
+	K8s     k8sagent.Config   `optional:"true"`
+	Clients *k8sagent.Clients `optional:"true"`
+	// The Kubernetes tables the engine reads.
+	Pods             statedb.Table[*corev1.Pod]
+	Services         statedb.Table[*corev1.Service]
+	EndpointSlices   statedb.Table[*discoveryv1.EndpointSlice]
+	NetworkPolicies  statedb.Table[*networkingv1.NetworkPolicy]
+	CNPs             statedb.Table[*v2.CiliumNetworkPolicy]
+	CCNPs            statedb.Table[*v2.CiliumClusterwideNetworkPolicy]
+	CiliumIdentities statedb.Table[*v2.CiliumIdentity]
+	CiliumEndpoints  statedb.Table[*v2.CiliumEndpoint]
+	CIDRGroups       statedb.Table[*v2.CiliumCIDRGroup]
 	// MapConfig sizes the policy maps the engine's endpoints must fit.
 	MapConfig MapConfig `optional:"true"`
 }
@@ -117,12 +137,12 @@ func newAgent(p agentParams) (*Agent, error) {
 	done := p.Entries.RegisterInitializer(txn, "policy-engine")
 	prefixesDone := p.Prefixes.RegisterInitializer(txn, "policy-engine")
 	txn.Commit()
-	a := &Agent{log: p.Log, db: p.DB, tbl: p.Table, entries: p.Entries, cookies: p.Cookies, eps: p.Endpoints, clients: p.Clients, watchers: p.Watchers,
-		services: p.Services, mode: mode, engine: policy.NewEngine(mode), initDone: done, wake: make(chan struct{}, 1),
-		depPolicies: map[policy.Origin]*dependentPolicy{}, prefixes: p.Prefixes, prefixesInit: prefixesDone, refusals: map[uint16]*policy.Refusal{}}
-	if p.Services != nil {
-		a.cluster.Services = p.Services
-	}
+	a := &Agent{log: p.Log, db: p.DB, tbl: p.Table, entries: p.Entries, changes: p.Changes, cookies: p.Cookies, eps: p.Endpoints,
+		clients: p.Clients, node: p.K8s.K8sNodeName, mode: mode, engine: policy.NewEngine(mode), initDone: done, wake: make(chan struct{}, 1),
+		in: inputTables{Pods: p.Pods, Services: p.Services, EndpointSlices: p.EndpointSlices, NetworkPolicies: p.NetworkPolicies,
+			CNPs: p.CNPs, CCNPs: p.CCNPs, CiliumIdentities: p.CiliumIdentities, CiliumEndpoints: p.CiliumEndpoints, CIDRGroups: p.CIDRGroups},
+		depPolicies: map[policy.Origin]*dependentPolicy{}, prefixes: p.Prefixes, prefixesInit: prefixesDone, refusals: map[uint16]*policy.Refusal{},
+		pendingChanges: map[policy.Origin]*PolicyChange{}}
 	a.engine.LimitEntries(p.MapConfig.BPFPolicyMapMax)
 	return a, nil
 }

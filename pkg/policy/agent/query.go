@@ -7,6 +7,7 @@ import (
 
 	"github.com/cilium-go/cilium/internal/datapath/spec"
 	"github.com/cilium-go/cilium/pkg/identity"
+	"github.com/cilium-go/cilium/pkg/k8s/tables"
 	"github.com/cilium-go/cilium/pkg/policy"
 	policyk8s "github.com/cilium-go/cilium/pkg/policy/k8s"
 )
@@ -124,7 +125,7 @@ func (a *Agent) Trace(ctx context.Context, src, dst policy.Peer, proto uint8, po
 	var out policy.TraceResult
 	var err error
 	var pods policy.PodLookup
-	if a.watchers != nil {
+	if a.clients != nil {
 		pods = a.pod
 	}
 	if askErr := a.ask(ctx, func(e *policy.Engine) {
@@ -140,7 +141,7 @@ func (a *Agent) Trace(ctx context.Context, src, dst policy.Peer, proto uint8, po
 
 // pod finds a pod's identity and named ports in its CiliumEndpoint.
 func (a *Agent) pod(ns, name string) (identity.NumericIdentity, policy.NamedPorts, error) {
-	cep, ok := a.watchers.CiliumEndpoint(ns, name)
+	cep, ok := tables.Get(a.db.ReadTxn(), a.in.CiliumEndpoints, ns+"/"+name)
 	if !ok {
 		return 0, nil, fmt.Errorf("pod %s/%s has no CiliumEndpoint", ns, name)
 	}

@@ -23,7 +23,6 @@ import (
 	"github.com/cilium-go/cilium/pkg/endpoint"
 	"github.com/cilium-go/cilium/pkg/health"
 	"github.com/cilium-go/cilium/pkg/ipcache"
-	k8sagent "github.com/cilium-go/cilium/pkg/k8s/agent"
 	"github.com/cilium-go/cilium/pkg/k8s/agent/agenttest"
 	"github.com/cilium-go/cilium/pkg/k8s/client"
 	"github.com/cilium-go/cilium/pkg/k8s/k8stest"
@@ -63,7 +62,7 @@ func TestPrivilegedScript(t *testing.T) {
 func runScripts(t *testing.T, newMap func(testing.TB) scriptMap) {
 	testenv.RunHiveScripts(t, func(t testing.TB, args []string) (*hive.Hive, map[string]script.Cmd) {
 		m := newMap(t)
-		clients, watchers := agenttest.StartWatchers(t, "node-a", nil)
+		clients, k8sCells := agenttest.Cells("node-a", nil)
 		var cookies *policy.Cookies
 		var (
 			db       *statedb.DB
@@ -71,11 +70,9 @@ func runScripts(t *testing.T, newMap func(testing.TB) scriptMap) {
 		)
 		h := health.NewHive(
 			job.Cell, statedb.Cell, health.Cell,
-			policyagent.Cell, policyagent.EngineCell,
+			policyagent.Cell, policyagent.EngineCell, k8sCells,
 			cell.Provide(
 				endpoint.NewTable, statedb.RWTable[*endpoint.Desired].ToTable,
-				func() *k8sagent.Clients { return clients },
-				func() *k8sagent.Watchers { return watchers },
 				func() policyagent.MapSource { return func() policyagent.Map { return m } },
 			),
 			cell.Invoke(func(c *policy.Cookies, d *statedb.DB, t statedb.Table[*ipcache.PolicyPrefix]) {

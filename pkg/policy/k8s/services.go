@@ -9,14 +9,14 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 
-	k8sagent "github.com/cilium-go/cilium/pkg/k8s/agent"
 	"github.com/cilium-go/cilium/pkg/labels"
 	"github.com/cilium-go/cilium/pkg/policy"
 	"github.com/cilium-go/cilium/pkg/policy/api"
 )
 
 // Services is what translating toServices reads of the cluster: the
-// agent's caches of Services and EndpointSlices implement it.
+// policy agent's view of the Services and EndpointSlices tables
+// implements it.
 type Services interface {
 	// KubeService returns the Service namespace/name; false when there
 	// is none.
@@ -141,13 +141,7 @@ func (t *ciliumTranslation) backends(svc *corev1.Service) []policy.Selector {
 	}
 	var addrs []netip.Addr
 	for _, es := range t.cluster.Services.EndpointSlices(svc.Namespace, svc.Name) {
-		for _, ep := range k8sagent.Endpoints(es) {
-			// Those a connection may reach: ready, or still serving
-			// while terminating.
-			if ep.Ready || ep.Serving {
-				addrs = append(addrs, ep.Address)
-			}
-		}
+		addrs = append(addrs, reachableAddrs(es)...)
 	}
 	slices.SortFunc(addrs, netip.Addr.Compare)
 	var out []policy.Selector
@@ -156,3 +150,28 @@ func (t *ciliumTranslation) backends(svc *corev1.Service) []policy.Selector {
 	}
 	return out
 }
+
+// reachableAddrs are the IPv4 addresses of a slice's endpoints that a
+// connection may reach: ready, or still serving while terminating. A
+// condition the slice leaves out counts as true, as the API says.
+func reachableAddrs(es *discoveryv1.EndpointSlice) []netip.Addr {
+	if es.AddressType != discoveryv1.AddressTypeIPv4 {
+		return nil
+	}
+	var out []netip.Addr
+	for _, ep := range es.Endpoints {
+		c := ep.Conditions
+		if !isTrue(c.Ready) && !isTrue(c.Serving) {
+			continue
+		}
+		for _, s := range ep.Addresses {
+			if a, err := netip.ParseAddr(s); err == nil && a.Is4() {
+				out = append(out, a)
+			}
+		}
+	}
+	return out
+}
+
+// isTrue reads a condition that counts as true when not given.
+func isTrue(c *bool) bool { return c == nil || *c }

@@ -64,7 +64,7 @@ func NewReporter(ctx context.Context, log *slog.Logger, c *k8sagent.Clients, nod
 }
 
 // Report records the verdict on obj (err nil: accepted), in the
-// background: the informers must not wait for the API server.
+// background: the policy engine must not wait for the API server.
 func (r *Reporter) Report(kind string, obj metav1.Object, err error) {
 	if err != nil {
 		ref := objectReference(policy.Origin{Kind: kind, Namespace: obj.GetNamespace(), Name: obj.GetName()})
