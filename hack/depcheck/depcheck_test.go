@@ -253,18 +253,10 @@ func TestUpstreamCLIStaysApart(t *testing.T) {
 // in. A reflector that knew a domain package would decide for it.
 var k8sAllowed = []string{module + "/pkg/k8s", module + "/pkg/policy/api", module + "/pkg/health"}
 
-// k8sDissolving is the one Kubernetes package that still holds domain
-// logic: its watchers and service source move onto the tables of
-// pkg/k8s/tables, and then it goes.
-const k8sDissolving = module + "/pkg/k8s/agent"
-
 func TestKubernetesPackagesImportNoDomain(t *testing.T) {
 	for _, line := range goList(t, "-f", "{{.ImportPath}} {{join .Imports \" \"}}", module+"/pkg/k8s/...") {
 		fields := strings.Fields(line)
 		pkg, imports := fields[0], fields[1:]
-		if under(pkg, k8sDissolving) {
-			continue
-		}
 		for _, imp := range imports {
 			if under(imp, module) && !under(imp, k8sAllowed...) {
 				t.Errorf("%s imports %s: Kubernetes packages import only %v", pkg, imp, k8sAllowed)

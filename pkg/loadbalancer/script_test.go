@@ -20,7 +20,6 @@ import (
 	"github.com/cilium/hive/job"
 	"github.com/cilium/hive/script"
 	"github.com/cilium/statedb"
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	kubefake "k8s.io/client-go/kubernetes/fake"
@@ -29,7 +28,6 @@ import (
 	"github.com/cilium-go/cilium/internal/datapath/spec"
 	"github.com/cilium-go/cilium/internal/testenv"
 	"github.com/cilium-go/cilium/pkg/health"
-	"github.com/cilium-go/cilium/pkg/k8s/agent"
 	"github.com/cilium-go/cilium/pkg/k8s/k8stest"
 	k8stables "github.com/cilium-go/cilium/pkg/k8s/tables"
 	"github.com/cilium-go/cilium/pkg/loadbalancer"
@@ -183,25 +181,13 @@ func runScripts(t *testing.T, newMap func(testing.TB) loadbalancer.Map) {
 	})
 }
 
-// kubeCells fill the Kubernetes tables from kube as node-a's agent does,
-// and give the load balancer its events; lbk8s.Cell gives it its intake
-// over them.
+// kubeCells fill the Kubernetes tables from kube as node-a's agent does;
+// lbk8s.Cell gives the load balancer its intake over them, and its
+// events.
 func kubeCells(kube kubernetes.Interface) cell.Cell {
 	return cell.Group(
 		k8stables.Cell,
-		cell.Provide(
-			func() *k8stables.Clients { return &k8stables.Clients{Kube: kube, NodeName: "node-a"} },
-			func(lc cell.Lifecycle, db *statedb.DB, svcs statedb.Table[*corev1.Service],
-				pods statedb.Table[*corev1.Pod]) loadbalancer.Events {
-				events := agent.NewServiceEvents(kube, db, svcs, pods, "node-a")
-				ctx, cancel := context.WithCancel(context.Background())
-				lc.Append(cell.Hook{
-					OnStart: func(cell.HookContext) error { events.Start(ctx); return nil },
-					OnStop:  func(cell.HookContext) error { cancel(); return nil },
-				})
-				return events
-			},
-		),
+		cell.Provide(func() *k8stables.Clients { return &k8stables.Clients{Kube: kube, NodeName: "node-a"} }),
 	)
 }
 

@@ -36,7 +36,7 @@ func TestMergeReadsHealthAddresses(t *testing.T) {
 func TestClusterReadsTheTables(t *testing.T) {
 	cl := agenttest.Start(t, "a", []runtime.Object{k8stest.Node("a", "192.168.0.2", ""), k8stest.Node("b", "192.168.0.3", "10.0.2.0/24")},
 		k8stest.CiliumNode("a", "192.168.0.2", "10.0.1.0/24"))
-	c := cl.Nodes
+	c := &node.Cluster{Self: "a", DB: cl.DB, Nodes: cl.Tables.Nodes, CiliumNodes: cl.Tables.CiliumNodes}
 	txn := cl.DB.ReadTxn()
 	if ip, ok := c.SelfIPv4(txn); !ok || ip != netip.MustParseAddr("192.168.0.2") {
 		t.Errorf("SelfIPv4: %v %v", ip, ok)

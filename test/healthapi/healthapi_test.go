@@ -22,6 +22,7 @@ import (
 	"github.com/cilium-go/cilium/pkg/health"
 	"github.com/cilium-go/cilium/pkg/healthcheck"
 	"github.com/cilium-go/cilium/pkg/healthcheck/probe"
+	"github.com/cilium-go/cilium/pkg/node"
 )
 
 type noNet struct{}
@@ -35,8 +36,8 @@ func (noNet) ListenICMP() (net.PacketConn, error) { return nil, errors.New("netw
 // every operation of the API and validates the answers against Cilium's
 // schema.
 func TestCiliumsClient(t *testing.T) {
-	nodes := func() []healthcheck.Node {
-		return []healthcheck.Node{{Name: "a", Self: true, IPv4: netip.MustParseAddr("192.0.2.1"),
+	nodes := func() []node.Node {
+		return []node.Node{{Name: "a", Self: true, IPv4: netip.MustParseAddr("192.0.2.1"),
 			PodCIDR: netip.MustParsePrefix("10.1.0.0/24"), HealthIPv4: netip.MustParseAddr("10.1.0.7")}}
 	}
 	c := healthcheck.NewChecker(probe.New(noNet{}, 0), "a", healthcheck.DefaultInterval, true, nodes)

@@ -21,6 +21,7 @@ import (
 	"github.com/cilium-go/cilium/pkg/k8s/k8stest"
 	"github.com/cilium-go/cilium/pkg/k8s/tables"
 	"github.com/cilium-go/cilium/pkg/labels"
+	"github.com/cilium-go/cilium/pkg/node"
 )
 
 func TestPublisherSync(t *testing.T) {
@@ -45,7 +46,8 @@ func TestPublisherSync(t *testing.T) {
 		t.Fatal(err)
 	}
 	ep := endpoint.Endpoint{ID: 3, PodNamespace: "shop", PodName: "web", IPv4: netip.MustParseAddr("10.0.1.5"), Identity: num}
-	pub := NewPublisher(c, cl.Nodes, cl.Tables.Pods, cl.Tables.CiliumEndpoints, ids)
+	nodes := &node.Cluster{Self: "a", DB: cl.DB, Nodes: cl.Tables.Nodes, CiliumNodes: cl.Tables.CiliumNodes}
+	pub := NewPublisher(c, nodes, cl.Tables.Pods, cl.Tables.CiliumEndpoints, ids)
 	sync := func(local ...endpoint.Endpoint) error { return pub.Sync(ctx, cl.DB.ReadTxn(), local) }
 	cached := func() (*v2.CiliumEndpoint, bool) {
 		return tables.Get(cl.DB.ReadTxn(), cl.Tables.CiliumEndpoints, "shop/web")

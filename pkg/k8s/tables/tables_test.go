@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net/netip"
-	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -211,85 +209,5 @@ func TestStoreReplace(t *testing.T) {
 	}
 	if err := st.Update(&corev1.Service{}); err == nil {
 		t.Error("a Service went into the pods table")
-	}
-}
-
-// recorder is a handler that writes down what it is told.
-type recorder struct {
-	mu  sync.Mutex
-	log []string
-}
-
-func (r *recorder) add(s string) {
-	r.mu.Lock()
-	r.log = append(r.log, s)
-	r.mu.Unlock()
-}
-
-func (r *recorder) OnAdd(obj any, initial bool) {
-	r.add(fmt.Sprintf("add %s initial=%v", Key(obj.(*corev1.Pod)), initial))
-}
-
-func (r *recorder) OnUpdate(old, obj any) {
-	r.add(fmt.Sprintf("update %s %s->%s", Key(obj.(*corev1.Pod)), old.(*corev1.Pod).ResourceVersion, obj.(*corev1.Pod).ResourceVersion))
-}
-func (r *recorder) OnDelete(obj any) { r.add("delete " + Key(obj.(*corev1.Pod))) }
-
-func (r *recorder) String() string {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return strings.Join(r.log, "\n")
-}
-
-// Follow replays a table as an informer's handlers hear it: the first
-// list as initial adds (synced closes after them), then adds, updates
-// with the object replaced, and deletes, in order.
-func TestFollow(t *testing.T) {
-	db := statedb.New()
-	tbl, err := newTable[*corev1.Pod](db, PodsName)
-	if err != nil {
-		t.Fatal(err)
-	}
-	st := newStore(db, tbl, nil)
-	rec := &recorder{}
-	synced, err := Follow(t.Context(), db, statedb.Table[*corev1.Pod](tbl), rec)
-	if err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case <-synced:
-		t.Fatal("synced before the table was listed")
-	case <-time.After(50 * time.Millisecond):
-	}
-	if err := st.Replace([]any{&corev1.Pod{ObjectMeta: meta("ns", "a")}}, "1"); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case <-synced:
-	case <-time.After(10 * time.Second):
-		t.Fatal("not synced after the first list")
-	}
-	b := &corev1.Pod{ObjectMeta: meta("ns", "b")}
-	a2 := &corev1.Pod{ObjectMeta: meta("ns", "a")}
-	a2.ResourceVersion = "2"
-	want := []string{"add ns/a initial=true"}
-	for _, step := range []struct {
-		do    func() error
-		heard string
-	}{
-		{func() error { return st.Add(b) }, "add ns/b initial=false"},
-		{func() error { return st.Update(a2) }, "update ns/a 1->2"},
-		{func() error { return st.Delete(b) }, "delete ns/b"},
-	} {
-		if err := step.do(); err != nil {
-			t.Fatal(err)
-		}
-		want = append(want, step.heard)
-		testenv.Eventually(t, 10*time.Second, func() error {
-			if got := rec.String(); got != strings.Join(want, "\n") {
-				return fmt.Errorf("heard:\n%s\nwant:\n%s", got, strings.Join(want, "\n"))
-			}
-			return nil
-		})
 	}
 }

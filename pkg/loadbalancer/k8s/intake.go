@@ -11,9 +11,10 @@ import (
 )
 
 // Cell provides the load balancer's *loadbalancer.Intake over the
-// Kubernetes tables; nil with Kubernetes off (no *tables.Clients), which
-// leaves the load balancer without services.
-var Cell = cell.Provide(newIntake)
+// Kubernetes tables, and the Events it warns Services' authors with;
+// neither with Kubernetes off (no *tables.Clients), which leaves the load
+// balancer without services.
+var Cell = cell.Provide(newIntake, newServiceEvents)
 
 type intakeParams struct {
 	cell.In

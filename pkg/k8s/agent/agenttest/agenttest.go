@@ -1,4 +1,4 @@
-// Package agenttest runs the agent's Kubernetes tables and watchers over
+// Package agenttest runs the agent's Kubernetes tables over
 // fake clientsets, for the tests of the packages that read them.
 package agenttest
 
@@ -14,16 +14,13 @@ import (
 	"github.com/cilium-go/cilium/pkg/k8s/agent"
 	"github.com/cilium-go/cilium/pkg/k8s/client"
 	"github.com/cilium-go/cilium/pkg/k8s/tables"
-	"github.com/cilium-go/cilium/pkg/node"
 )
 
 // Cluster is a fake cluster as the agent of one node reads it.
 type Cluster struct {
-	Clients  *agent.Clients
-	DB       *statedb.DB
-	Tables   *tables.RW
-	Watchers *agent.Watchers
-	Nodes    *node.Cluster
+	Clients *agent.Clients
+	DB      *statedb.DB
+	Tables  *tables.RW
 }
 
 // Start fills the tables of the node self from fake clientsets holding kubeObjs
@@ -38,11 +35,10 @@ func Start(t testing.TB, self string, kubeObjs []runtime.Object, ciliumObjs ...r
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &Cluster{Clients: c, DB: db, Tables: tbls, Watchers: agent.NewWatchers(db, agent.TablesOf(tbls), self),
-		Nodes: &node.Cluster{Self: self, DB: db, Nodes: tbls.Nodes, CiliumNodes: tbls.CiliumNodes}}
+	return &Cluster{Clients: c, DB: db, Tables: tbls}
 }
 
-// Cells run the tables and watchers of the node self in a hive, over fake
+// Cells run the tables of the node self in a hive, over fake
 // clientsets holding kubeObjs and ciliumObjs: what the agent's Kubernetes
 // cells provide, in the hive's own database.
 func Cells(self string, kubeObjs []runtime.Object, ciliumObjs ...runtime.Object) (*agent.Clients, cell.Cell) {
@@ -54,14 +50,5 @@ func Cells(self string, kubeObjs []runtime.Object, ciliumObjs ...runtime.Object)
 			func() *tables.Clients { return &tables.Clients{Kube: c.Kube, Cilium: c.Cilium, NodeName: self} },
 		),
 		tables.Cell,
-		agent.WatchersCell,
-		node.ClusterCell,
 	)
-}
-
-// StartWatchers is Start for those who read the watchers only.
-func StartWatchers(t testing.TB, node string, kubeObjs []runtime.Object, ciliumObjs ...runtime.Object) (*agent.Clients, *agent.Watchers) {
-	t.Helper()
-	c := Start(t, node, kubeObjs, ciliumObjs...)
-	return c.Clients, c.Watchers
 }

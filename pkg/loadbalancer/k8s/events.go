@@ -1,4 +1,4 @@
-package agent
+package k8s
 
 import (
 	"context"
@@ -50,8 +50,7 @@ type serviceEventsParams struct {
 	cell.In
 
 	Lifecycle cell.Lifecycle
-	Config    Config
-	Clients   *Clients `optional:"true"`
+	Clients   *tables.Clients `optional:"true"`
 	DB        *statedb.DB
 	Services  statedb.Table[*corev1.Service]
 	Pods      statedb.Table[*corev1.Pod]
@@ -61,7 +60,7 @@ func newServiceEvents(p serviceEventsParams) loadbalancer.Events {
 	if p.Clients == nil {
 		return nil
 	}
-	e := NewServiceEvents(p.Clients.Kube, p.DB, p.Services, p.Pods, p.Config.K8sNodeName)
+	e := NewServiceEvents(p.Clients.Kube, p.DB, p.Services, p.Pods, p.Clients.NodeName)
 	ctx, cancel := context.WithCancel(context.Background())
 	p.Lifecycle.Append(cell.Hook{
 		OnStart: func(cell.HookContext) error { e.Start(ctx); return nil },

@@ -1,4 +1,4 @@
-package agent_test
+package k8s_test
 
 import (
 	"context"
@@ -14,10 +14,10 @@ import (
 	kubefake "k8s.io/client-go/kubernetes/fake"
 
 	"github.com/cilium-go/cilium/internal/testenv"
-	"github.com/cilium-go/cilium/pkg/k8s/agent"
 	"github.com/cilium-go/cilium/pkg/k8s/k8stest"
 	"github.com/cilium-go/cilium/pkg/k8s/tables"
 	"github.com/cilium-go/cilium/pkg/loadbalancer"
+	lbk8s "github.com/cilium-go/cilium/pkg/loadbalancer/k8s"
 )
 
 // The load balancer's warnings become Events on the Service, or on the
@@ -37,7 +37,7 @@ func TestServiceEvents(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	events := agent.NewServiceEvents(kube, db, tbls.Services, tbls.Pods, "node-a")
+	events := lbk8s.NewServiceEvents(kube, db, tbls.Services, tbls.Pods, "node-a")
 	events.Start(ctx)
 	events.Warn(loadbalancer.ServiceName{Namespace: "ns", Name: "gone"}, loadbalancer.ReasonServiceRefused, "lost")
 	events.Warn(loadbalancer.ServiceName{Namespace: "ns", Name: "web"}, loadbalancer.ReasonServiceRefused, "too large")
