@@ -41,9 +41,9 @@ type params struct {
 	Jobs        job.Group
 	Map         MapSource
 	Routes      node.Routes
-	Endpoints   statedb.Table[*endpoint.Desired]
-	Table       statedb.RWTable[*Entry]
-	RemoteNodes statedb.RWTable[*node.Remote]
+	Endpoints   statedb.Table[*endpoint.EndpointRow]
+	Table       statedb.RWTable[*EntryRow]
+	RemoteNodes statedb.RWTable[*node.RouteRow]
 	Reconciler  reconciler.Params
 
 	K8sNodes        statedb.Table[*corev1.Node]       `optional:"true"`
@@ -53,7 +53,7 @@ type params struct {
 	K8s *tables.Clients `optional:"true"`
 	// Prefixes are the prefixes that policy rules name: none without
 	// the policy engine.
-	Prefixes statedb.Table[*PolicyPrefix] `optional:"true"`
+	Prefixes statedb.Table[*PolicyPrefixRow] `optional:"true"`
 }
 
 func register(p params) error {
@@ -91,11 +91,11 @@ type clusterSync struct {
 	// start, so that the first round initializes their table).
 	nodesChanged bool
 
-	endpoints       *follower[*endpoint.Desired]
+	endpoints       *follower[*endpoint.EndpointRow]
 	k8sNodes        *follower[*corev1.Node]
 	ciliumNodes     *follower[*v2.CiliumNode]
 	ciliumEndpoints *follower[*v2.CiliumEndpoint]
-	prefixes        *follower[*PolicyPrefix]
+	prefixes        *follower[*PolicyPrefixRow]
 }
 
 // newClusterSync starts following the inputs' changes: what happens
@@ -143,7 +143,7 @@ type roundStats struct {
 // touched, and the remote nodes when a node changed. What it could not
 // write is written by the next round.
 func (s *clusterSync) round(txn statedb.ReadTxn) (roundStats, error) {
-	s.endpoints.next(txn, func(d *endpoint.Desired, deleted bool) {
+	s.endpoints.next(txn, func(d *endpoint.EndpointRow, deleted bool) {
 		s.x.setLocal(d.ID, localEndpoint{IPv4: d.IPv4, Identity: d.Identity}, !deleted && d.IPv4.Is4())
 	})
 	names := map[string]struct{}{}
@@ -159,7 +159,7 @@ func (s *clusterSync) round(txn statedb.ReadTxn) (roundStats, error) {
 		ep, ok := RemoteEndpointOf(cep)
 		s.x.setRemote(tables.Key(cep), ep, ok && !deleted)
 	})
-	s.prefixes.next(txn, func(p *PolicyPrefix, deleted bool) {
+	s.prefixes.next(txn, func(p *PolicyPrefixRow, deleted bool) {
 		s.x.setPrefix(p.Key(), p.Identity, !deleted)
 	})
 	return s.write()
@@ -167,7 +167,7 @@ func (s *clusterSync) round(txn statedb.ReadTxn) (roundStats, error) {
 
 // node is the node name as its Node and CiliumNode tell it, as of txn;
 // ok is false when neither gives it an IPv4 address.
-func (s *clusterSync) node(txn statedb.ReadTxn, name string) (Node, bool) {
+func (s *clusterSync) node(txn statedb.ReadTxn, name string) (node.Node, bool) {
 	var (
 		nodes       []*corev1.Node
 		ciliumNodes []*v2.CiliumNode
@@ -184,7 +184,7 @@ func (s *clusterSync) node(txn statedb.ReadTxn, name string) (Node, bool) {
 	}
 	merged := node.Merge(s.self, nodes, ciliumNodes)
 	if len(merged) == 0 {
-		return Node{}, false
+		return node.Node{}, false
 	}
 	return merged[0], true
 }

@@ -30,11 +30,11 @@ import (
 type Agent struct {
 	log     *slog.Logger
 	db      *statedb.DB
-	tbl     statedb.RWTable[*EndpointPolicy]
-	entries statedb.RWTable[*MapEntry]
-	changes statedb.RWTable[*PolicyChange]
+	tbl     statedb.RWTable[*EndpointPolicyRow]
+	entries statedb.RWTable[*PolicyEntryRow]
+	changes statedb.RWTable[*PolicyChangeRow]
 	cookies *policy.Cookies
-	eps     statedb.Table[*endpoint.Desired]
+	eps     statedb.Table[*endpoint.EndpointRow]
 	clients *k8sagent.Clients
 	// node is this node's name, which the policies' status names.
 	node string
@@ -61,14 +61,14 @@ type Agent struct {
 	// prefixes is the table of the engine's CIDR identities, which the
 	// ipcache reads; prefixesInit marks it initialized after the first
 	// write.
-	prefixes     statedb.RWTable[*ipcache.PolicyPrefix]
+	prefixes     statedb.RWTable[*ipcache.PolicyPrefixRow]
 	prefixesInit func(statedb.WriteTxn)
 
 	// policyRevision counts the changes of policies' rules, on the
 	// engine's goroutine; pendingChanges are those not yet written to
 	// the policy changes' table, the last of each policy.
 	policyRevision uint64
-	pendingChanges map[policy.Origin]*PolicyChange
+	pendingChanges map[policy.Origin]*PolicyChangeRow
 	// flushedRevision is policyRevision as of the last write: the
 	// policy changes that the tables' entries include.
 	flushedRevision uint64
@@ -79,7 +79,7 @@ type Agent struct {
 func (a *Agent) setRules(e *policy.Engine, origin policy.Origin, rules []policy.Rule) {
 	e.SetRules(origin, rules)
 	a.policyRevision++
-	a.pendingChanges[origin] = &PolicyChange{Origin: origin, Rules: len(rules), Revision: a.policyRevision}
+	a.pendingChanges[origin] = &PolicyChangeRow{Origin: origin, Rules: len(rules), Revision: a.policyRevision}
 }
 
 // Enforced implements endpoint.PolicyGate.
@@ -113,7 +113,7 @@ func (a *Agent) AwaitPolicy(ctx context.Context, id uint16, num identity.Numeric
 
 // realization is how far an endpoint's policy got into the datapath.
 type realization struct {
-	row      *EndpointPolicy
+	row      *EndpointPolicyRow
 	known    bool
 	realized uint64 // the revision the datapath holds
 	err      string // an entry the reconciler failed to write
@@ -216,18 +216,18 @@ func (a *Agent) write(markInitialized bool) {
 	for _, st := range eps {
 		switch {
 		case st.Deleted:
-			_, _, _ = a.tbl.Delete(txn, &EndpointPolicy{EndpointID: st.ID})
+			_, _, _ = a.tbl.Delete(txn, &EndpointPolicyRow{EndpointID: st.ID})
 			a.tombstoneEntries(txn, st.ID, nil, rev)
 		case st.Refused != nil:
 			// The entries stay as they were: the policy of before.
-			row := &EndpointPolicy{EndpointID: st.ID, Revision: st.Revision}
+			row := &EndpointPolicyRow{EndpointID: st.ID, Revision: st.Revision}
 			if old, _, ok := a.tbl.Get(txn, EndpointIndex.Query(st.ID)); ok {
 				row = old.clone()
 			}
 			row.Identity, row.Refused = st.Identity, st.Refused
 			_, _, _ = a.tbl.Insert(txn, row)
 		case st.Ready:
-			row := &EndpointPolicy{EndpointID: st.ID, Identity: st.Identity, Revision: st.Revision,
+			row := &EndpointPolicyRow{EndpointID: st.ID, Identity: st.Identity, Revision: st.Revision,
 				EnforceIngress: st.EnforceIngress, EnforceEgress: st.EnforceEgress}
 			_, _, _ = a.tbl.Insert(txn, row)
 			if st.Resync {
@@ -307,7 +307,7 @@ func (a *Agent) reportRefusals(eps []policy.EndpointStatus) {
 // tombstone that the reconciler removes from the map.
 func (a *Agent) writeEntry(txn statedb.WriteTxn, c policy.EntryChange, rev uint64) {
 	old, _, found := a.entries.Get(txn, EntryIndex.Query(entryID{c.EndpointID, c.Entry}))
-	row := &MapEntry{EndpointID: c.EndpointID, Entry: c.Entry, Origins: c.Origins, Revision: rev,
+	row := &PolicyEntryRow{EndpointID: c.EndpointID, Entry: c.Entry, Origins: c.Origins, Revision: rev,
 		Status: reconciler.StatusPending()}
 	switch {
 	case len(c.Origins) == 0 && (!found || old.Deleted):

@@ -108,7 +108,7 @@ func (g generations) apply(key string, v version, deleted bool) bool {
 // inputs are the engine's followers of its tables, and what it must
 // remember of their objects between changes.
 type inputs struct {
-	endpoints       statedb.ChangeIterator[*endpoint.Desired]
+	endpoints       statedb.ChangeIterator[*endpoint.EndpointRow]
 	networkPolicies *follower[*networkingv1.NetworkPolicy]
 	cnps            *follower[*v2.CiliumNetworkPolicy]
 	ccnps           *follower[*v2.CiliumClusterwideNetworkPolicy]

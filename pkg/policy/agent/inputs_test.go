@@ -135,7 +135,7 @@ func TestPolicyDeletedWhileItsChangeIsPendingLeavesNoRules(t *testing.T) {
 	if _, _, ok := f.agent.changes.Get(f.db.ReadTxn(), PolicyChangeIndex.Query(f.policy)); ok {
 		t.Error("the removed policy still has its row")
 	}
-	var seen []statedb.Change[*PolicyChange]
+	var seen []statedb.Change[*PolicyChangeRow]
 	evs, _ := changes.Next(f.db.ReadTxn())
 	for ev := range evs {
 		seen = append(seen, ev)

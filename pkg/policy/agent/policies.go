@@ -184,7 +184,7 @@ func (a *Agent) identityChanged(key string, ci *v2.CiliumIdentity, deleted bool)
 
 // endpointChanged gives the engine a local endpoint, with the named
 // ports of its pod, or takes it back.
-func (a *Agent) endpointChanged(txn statedb.ReadTxn, d *endpoint.Desired, deleted bool) {
+func (a *Agent) endpointChanged(txn statedb.ReadTxn, d *endpoint.EndpointRow, deleted bool) {
 	if deleted {
 		a.engine.DeleteEndpoint(d.ID)
 		return
