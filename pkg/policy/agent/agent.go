@@ -2,7 +2,6 @@ package agent
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"maps"
@@ -16,6 +15,7 @@ import (
 	"github.com/cilium/statedb/reconciler"
 
 	"github.com/cilium-go/cilium/internal/datapath/spec"
+	"github.com/cilium-go/cilium/pkg/desired"
 	"github.com/cilium-go/cilium/pkg/endpoint"
 	"github.com/cilium-go/cilium/pkg/identity"
 	"github.com/cilium-go/cilium/pkg/ipcache"
@@ -85,63 +85,27 @@ func (a *Agent) setRules(e *policy.Engine, origin policy.Origin, rules []policy.
 // Enforced implements endpoint.PolicyGate.
 func (a *Agent) Enforced() bool { return a.mode != policy.ModeNever }
 
-// AwaitPolicy implements endpoint.PolicyGate.
+// AwaitPolicy implements endpoint.PolicyGate: it waits for the engine to
+// compute endpoint id's policy for identity num, then for the reconciler
+// to put every entry of it into the map.
 func (a *Agent) AwaitPolicy(ctx context.Context, id uint16, num identity.NumericIdentity) error {
 	if !a.Enforced() {
 		return nil
 	}
 	for {
-		r := a.realization(a.db.ReadTxn(), id)
-		if r.known && r.row.Identity == num {
-			switch {
-			case r.row.Refused != nil:
-				return fmt.Errorf("policy refused: %s", r.row.Refused)
-			case r.err != "":
-				return errors.New(r.err)
-			case r.realized >= r.row.Revision:
-				return nil
+		row, _, watch, ok := a.tbl.GetWatch(a.db.ReadTxn(), EndpointIndex.Query(id))
+		if ok && row.Identity == num {
+			if row.Refused != nil {
+				return fmt.Errorf("policy refused: %s", row.Refused)
 			}
+			return desired.Await(ctx, a.db, a.entries, EntryEndpointIndex.Query(id), 0)
 		}
 		select {
-		case <-r.watch:
-		case <-r.entriesWatch:
+		case <-watch:
 		case <-ctx.Done():
-			return fmt.Errorf("policy not in place yet: %w", context.Cause(ctx))
+			return fmt.Errorf("policy not computed yet: %w", context.Cause(ctx))
 		}
 	}
-}
-
-// realization is how far an endpoint's policy got into the datapath.
-type realization struct {
-	row      *EndpointPolicyRow
-	known    bool
-	realized uint64 // the revision the datapath holds
-	err      string // an entry the reconciler failed to write
-	// watch and entriesWatch close when the row or its entries change.
-	watch, entriesWatch <-chan struct{}
-}
-
-// realization reads it: the datapath holds revision R once no entry
-// written at or before R is still to be reconciled.
-func (a *Agent) realization(txn statedb.ReadTxn, id uint16) realization {
-	var r realization
-	r.row, _, r.watch, r.known = a.tbl.GetWatch(txn, EndpointIndex.Query(id))
-	rows, watch := a.entries.ListWatch(txn, EntryEndpointIndex.Query(id))
-	r.entriesWatch = watch
-	if !r.known {
-		return r
-	}
-	r.realized = r.row.Revision
-	for e := range rows {
-		switch e.Status.Kind {
-		case reconciler.StatusKindDone:
-			continue
-		case reconciler.StatusKindError:
-			r.err = e.Status.GetError()
-		}
-		r.realized = min(r.realized, e.Revision-1)
-	}
-	return r
 }
 
 // do queues work for the engine's goroutine.
