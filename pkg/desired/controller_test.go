@@ -34,11 +34,14 @@ func TestController(t *testing.T) {
 				db, eps = d, t
 				desired.Controller(g, "test", d, []desired.Input{desired.TableInput[*endpoint.EndpointRow](t)},
 					func(_ context.Context, txn statedb.ReadTxn) error {
-						runs <- len(endpoint.Local(txn, t))
+						// Whether the run fails is settled before the
+						// test hears of it, and sets fail for the next.
+						var err error
 						if fail.Load() {
-							return errors.New("no")
+							err = errors.New("no")
 						}
-						return nil
+						runs <- len(endpoint.Local(txn, t))
+						return err
 					})
 			})))
 	log := hivetest.Logger(t)

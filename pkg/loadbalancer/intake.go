@@ -4,6 +4,8 @@ import (
 	"fmt"
 
 	"github.com/cilium/statedb"
+
+	"github.com/cilium-go/cilium/pkg/desired"
 )
 
 // Intake is where the controller reads services: tables whose rows
@@ -24,7 +26,8 @@ type Intake struct {
 
 // Input is a table whose rows touch services.
 type Input interface {
-	table() statedb.TableMeta
+	// input is the table as the controller's input.
+	input() desired.Input
 	// follow starts following the table's changes as of txn, which
 	// must lock the table.
 	follow(txn statedb.WriteTxn) (touches, error)
@@ -33,8 +36,8 @@ type Input interface {
 // touches tells which services a table's changes touch.
 type touches interface {
 	// next returns the services that the changes since the last call
-	// touch, as of txn, and a channel that closes at the next change.
-	next(txn statedb.ReadTxn) ([]ServiceName, <-chan struct{})
+	// touch, as of txn.
+	next(txn statedb.ReadTxn) []ServiceName
 }
 
 // TableInput is t as an Input: key names a row across its changes, and
@@ -49,7 +52,7 @@ type tableInput[T any] struct {
 	touch func(T) (ServiceName, bool)
 }
 
-func (in tableInput[T]) table() statedb.TableMeta { return in.t }
+func (in tableInput[T]) input() desired.Input { return desired.TableInput(in.t) }
 
 func (in tableInput[T]) follow(txn statedb.WriteTxn) (touches, error) {
 	it, err := in.t.Changes(txn)
@@ -69,12 +72,10 @@ type tableTouches[T any] struct {
 	last map[string]ServiceName
 }
 
-func (tt *tableTouches[T]) next(txn statedb.ReadTxn) ([]ServiceName, <-chan struct{}) {
-	changes, watch := tt.it.Next(txn)
+func (tt *tableTouches[T]) next(txn statedb.ReadTxn) []ServiceName {
+	changes, _ := tt.it.Next(txn)
 	var out []ServiceName
-	seen := false
 	for ch := range changes {
-		seen = true
 		k := tt.in.key(ch.Object)
 		if old, ok := tt.last[k]; ok {
 			out = append(out, old)
@@ -88,10 +89,5 @@ func (tt *tableTouches[T]) next(txn statedb.ReadTxn) ([]ServiceName, <-chan stru
 			out = append(out, n)
 		}
 	}
-	if seen {
-		// The channel of a look that found changes is closed; a second
-		// look as of the same txn gives the next change's.
-		_, watch = tt.it.Next(txn)
-	}
-	return out, watch
+	return out
 }
