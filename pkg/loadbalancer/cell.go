@@ -158,8 +158,8 @@ func register(p params) error {
 	if err != nil {
 		return err
 	}
-	c.frontendsDone, c.backendsDone = newFollower(untilReconciled[*FrontendRow](fr)),
-		newFollower(untilReconciled[*BackendRow](br))
+	c.frontendsDone, c.backendsDone = newProgress(untilReconciled[*FrontendRow](fr)),
+		newProgress(untilReconciled[*BackendRow](br))
 	desired.Controller(p.Jobs, "loadbalancer", db, c.inputs(), c.run)
 	// The datapath that gives the maps opens them in a start hook,
 	// appended when it was made for this function's parameters, so
@@ -169,7 +169,7 @@ func register(p params) error {
 		c.wake.Fire()
 		return nil
 	}})
-	for name, f := range map[string]*follower{"loadbalancer-frontends-written": c.frontendsDone,
+	for name, f := range map[string]*progress{"loadbalancer-frontends-written": c.frontendsDone,
 		"loadbalancer-backends-written": c.backendsDone} {
 		p.Jobs.Add(job.OneShot(name, func(ctx context.Context, _ cell.Health) error {
 			f.run(ctx, c.wake.Fire)

@@ -50,7 +50,7 @@ type controller struct {
 	// frontendsDone and backendsDone follow the reconcilers, which
 	// free what the tables drained; once both have pruned, what the maps
 	// held at the start and no row took is gone too.
-	frontendsDone, backendsDone     *follower
+	frontendsDone, backendsDone     *progress
 	frontendsPruned, backendsPruned atomic.Bool
 	// refused are the services that did not fit; they are tried again
 	// when room frees.
@@ -68,29 +68,22 @@ type controller struct {
 func newController(db *statedb.DB, t Tables, local Local, intake *Intake, log *slog.Logger, limit usage) (*controller, error) {
 	c := &controller{db: db, tables: t, local: local, intake: intake, log: log, wake: desired.NewSignal(),
 		pending: map[ServiceName]bool{}, ids: newIDs(), backendRefs: map[Addr]int{}, claims: newClaims(),
-		room: room{limit: limit}, frontendsDone: newFollower(nil), backendsDone: newFollower(nil),
+		room: room{limit: limit}, frontendsDone: newProgress(nil), backendsDone: newProgress(nil),
 		refused: map[ServiceName]refusal{}, lost: map[ServiceName]map[Addr]string{}}
-	locked := []statedb.TableMeta{t.Services, t.Frontends, t.Backends}
-	for _, in := range c.inputs() {
-		if in.Table != nil {
-			locked = append(locked, in.Table)
-		}
-	}
-	txn := db.WriteTxn(locked...)
-	defer txn.Abort()
-	for _, tbl := range []interface {
-		RegisterInitializer(statedb.WriteTxn, string) func(statedb.WriteTxn)
-	}{t.Services, t.Frontends, t.Backends} {
-		c.initDone = append(c.initDone, tbl.RegisterInitializer(txn, "loadbalancer"))
-	}
 	if intake != nil {
 		for _, in := range intake.Inputs {
-			tt, err := in.follow(txn)
+			tt, err := in.follow(db)
 			if err != nil {
 				return nil, err
 			}
 			c.touches = append(c.touches, tt)
 		}
+	}
+	txn := db.WriteTxn(t.Services, t.Frontends, t.Backends)
+	for _, tbl := range []interface {
+		RegisterInitializer(statedb.WriteTxn, string) func(statedb.WriteTxn)
+	}{t.Services, t.Frontends, t.Backends} {
+		c.initDone = append(c.initDone, tbl.RegisterInitializer(txn, "loadbalancer"))
 	}
 	txn.Commit()
 	return c, nil

@@ -124,10 +124,10 @@ func TestRoomFreedOnceReconciled(t *testing.T) {
 			return ctx.Err()
 		}
 	}
-	c.frontendsDone, c.backendsDone = newFollower(wait), newFollower(wait)
+	c.frontendsDone, c.backendsDone = newProgress(wait), newProgress(wait)
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	for _, f := range []*follower{c.frontendsDone, c.backendsDone} {
+	for _, f := range []*progress{c.frontendsDone, c.backendsDone} {
 		go f.run(ctx, func() { reached <- struct{}{} })
 	}
 

@@ -1,8 +1,6 @@
 package loadbalancer
 
 import (
-	"fmt"
-
 	"github.com/cilium/statedb"
 
 	"github.com/cilium-go/cilium/pkg/desired"
@@ -28,9 +26,8 @@ type Intake struct {
 type Input interface {
 	// input is the table as the controller's input.
 	input() desired.Input
-	// follow starts following the table's changes as of txn, which
-	// must lock the table.
-	follow(txn statedb.WriteTxn) (touches, error)
+	// follow starts following the table's changes.
+	follow(db *statedb.DB) (touches, error)
 }
 
 // touches tells which services a table's changes touch.
@@ -54,12 +51,12 @@ type tableInput[T any] struct {
 
 func (in tableInput[T]) input() desired.Input { return desired.TableInput(in.t) }
 
-func (in tableInput[T]) follow(txn statedb.WriteTxn) (touches, error) {
-	it, err := in.t.Changes(txn)
+func (in tableInput[T]) follow(db *statedb.DB) (touches, error) {
+	f, err := desired.Follow(db, in.t)
 	if err != nil {
-		return nil, fmt.Errorf("follow table %s: %w", in.t.Name(), err)
+		return nil, err
 	}
-	return &tableTouches[T]{in: in, it: it, last: map[string]ServiceName{}}, nil
+	return &tableTouches[T]{in: in, f: f, last: map[string]ServiceName{}}, nil
 }
 
 // tableTouches maps a table's changes to services. A change does not
@@ -68,26 +65,25 @@ func (in tableInput[T]) follow(txn statedb.WriteTxn) (touches, error) {
 // one, touches the one it left too.
 type tableTouches[T any] struct {
 	in   tableInput[T]
-	it   statedb.ChangeIterator[T]
+	f    *desired.Follower[T]
 	last map[string]ServiceName
 }
 
 func (tt *tableTouches[T]) next(txn statedb.ReadTxn) []ServiceName {
-	changes, _ := tt.it.Next(txn)
 	var out []ServiceName
-	for ch := range changes {
-		k := tt.in.key(ch.Object)
+	tt.f.Next(txn, func(obj T, deleted bool) {
+		k := tt.in.key(obj)
 		if old, ok := tt.last[k]; ok {
 			out = append(out, old)
 			delete(tt.last, k)
 		}
-		if ch.Deleted {
-			continue
+		if deleted {
+			return
 		}
-		if n, ok := tt.in.touch(ch.Object); ok {
+		if n, ok := tt.in.touch(obj); ok {
 			tt.last[k] = n
 			out = append(out, n)
 		}
-	}
+	})
 	return out
 }

@@ -32,12 +32,10 @@ func TestTableTouches(t *testing.T) {
 	in := TableInput[row](tbl, func(r row) string { return r.key }, func(r row) (ServiceName, bool) {
 		return ServiceName{Namespace: "ns", Name: r.svc}, r.svc != ""
 	})
-	wtxn := db.WriteTxn(tbl)
-	tt, err := in.follow(wtxn)
+	tt, err := in.follow(db)
 	if err != nil {
 		t.Fatal(err)
 	}
-	wtxn.Commit()
 
 	write := func(rows []row, deleted ...string) {
 		t.Helper()
