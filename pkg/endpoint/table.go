@@ -94,7 +94,7 @@ func NewTable(db *statedb.DB) (statedb.RWTable[*EndpointRow], error) {
 
 // Gone tells whether a change of the table ends an endpoint: the row
 // deleted, or turned into a tombstone.
-func Gone(c statedb.Change[*EndpointRow]) bool { return c.Deleted || c.Object.Deleted }
+func Gone(e *EndpointRow, deleted bool) bool { return deleted || e.Deleted }
 
 // Live are the endpoints of the table as of txn, tombstones left out.
 func Live(txn statedb.ReadTxn, eps statedb.Table[*EndpointRow]) iter.Seq[*EndpointRow] {

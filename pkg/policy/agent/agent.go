@@ -10,7 +10,7 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/cilium/hive/cell"
+	"github.com/cilium/hive/job"
 	"github.com/cilium/statedb"
 	"github.com/cilium/statedb/reconciler"
 
@@ -46,7 +46,7 @@ type Agent struct {
 
 	mu    sync.Mutex
 	queue []func(*policy.Engine)
-	wake  chan struct{}
+	wake  *desired.Signal
 
 	// depPolicies are the Cilium policies that name Services or CIDR
 	// groups, translated again when one of those changes. Owned by the
@@ -113,47 +113,36 @@ func (a *Agent) do(fn func(*policy.Engine)) {
 	a.mu.Lock()
 	a.queue = append(a.queue, fn)
 	a.mu.Unlock()
-	select {
-	case a.wake <- struct{}{}:
-	default:
-	}
+	a.wake.Fire()
 }
 
-// run owns the engine: it follows the inputs' tables and, once they hold
-// everything, gives the engine their changes and the API's questions, and
-// writes what changed, until ctx ends.
-func (a *Agent) run(ctx context.Context, h cell.Health) error {
-	in, waitFor, err := a.follow()
+// start follows the engine's inputs and adds the controller that owns
+// the engine: once the inputs hold everything, each run gives the engine
+// their changes and the API's questions, and writes what changed.
+func (a *Agent) start(jobs job.Group) error {
+	in, inputs, err := a.follow()
 	if err != nil {
 		return err
 	}
-	if in.followsKubernetes() && a.clients != nil {
-		a.rep = policyk8s.NewReporter(ctx, a.log, a.clients, a.node)
-	}
-	if err := a.awaitInitialized(ctx, waitFor); err != nil {
-		return nil // stopped before it started
-	}
 	initialized := false
-	for {
-		ws := statedb.NewWatchSet()
-		// wake is no watch channel, but a value in it ends the wait as
-		// a closed channel would.
-		ws.Add(a.wake)
-		a.mu.Lock()
-		work := a.queue
-		a.queue = nil
-		a.mu.Unlock()
-		for _, fn := range work {
-			fn(a.engine)
-		}
-		a.apply(in, a.db.ReadTxn(), ws)
-		a.write(!initialized)
-		initialized = true
-		h.OK(fmt.Sprintf("%d endpoints", a.engine.EndpointCount()))
-		if _, err := ws.Wait(ctx, 0); err != nil {
+	desired.Controller(jobs, "policy-engine", a.db, append(inputs, a.wake.Input()),
+		func(ctx context.Context, txn statedb.ReadTxn) error {
+			if !initialized && in.followsKubernetes() && a.clients != nil {
+				a.rep = policyk8s.NewReporter(ctx, a.log, a.clients, a.node)
+			}
+			a.mu.Lock()
+			work := a.queue
+			a.queue = nil
+			a.mu.Unlock()
+			for _, fn := range work {
+				fn(a.engine)
+			}
+			a.apply(in, txn)
+			a.write(!initialized)
+			initialized = true
 			return nil
-		}
-	}
+		})
+	return nil
 }
 
 // write puts what the engine changed into the tables, in one

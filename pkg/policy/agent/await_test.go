@@ -87,9 +87,9 @@ func TestAwaitPolicyWaitsForEveryEntry(t *testing.T) {
 		t.Fatalf("an entry failed: AwaitPolicy returned %v, want its error", err)
 	}
 
-	done = await()
 	put(500, nil, &PolicyEntryRow{Entry: dns, Status: reconciler.StatusDone()},
 		&PolicyEntryRow{Entry: old, Deleted: true, Status: reconciler.StatusDone()})
+	done = await()
 	blocked(done, "a removed entry still in the table")
 	txn := db.WriteTxn(entries)
 	if _, _, err := entries.Delete(txn, &PolicyEntryRow{EndpointID: ep, Entry: old}); err != nil {

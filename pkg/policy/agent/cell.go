@@ -58,9 +58,9 @@ var EngineCell = cell.Module("policy", "Network policy rules to endpoints policy
 	cell.Provide(newAgent, func(a *Agent) endpoint.PolicyGate { return a },
 		ipcache.NewPrefixesTable, statedb.RWTable[*ipcache.PolicyPrefixRow].ToTable),
 	health.JobGroup,
-	cell.Invoke(func(jobs job.Group, a *Agent) {
-		jobs.Add(job.OneShot("policy-engine", a.run))
+	cell.Invoke(func(jobs job.Group, a *Agent) error {
 		desired.CollectTombstones(jobs, a.db, a.entries, DeletedIndex)
+		return a.start(jobs)
 	}),
 )
 
@@ -138,7 +138,7 @@ func newAgent(p agentParams) (*Agent, error) {
 	prefixesDone := p.Prefixes.RegisterInitializer(txn, "policy-engine")
 	txn.Commit()
 	a := &Agent{log: p.Log, db: p.DB, tbl: p.Table, entries: p.Entries, changes: p.Changes, cookies: p.Cookies, eps: p.Endpoints,
-		clients: p.Clients, node: p.K8s.K8sNodeName, mode: mode, engine: policy.NewEngine(mode), initDone: done, wake: make(chan struct{}, 1),
+		clients: p.Clients, node: p.K8s.K8sNodeName, mode: mode, engine: policy.NewEngine(mode), initDone: done, wake: desired.NewSignal(),
 		in: inputTables{Pods: p.Pods, Services: p.Services, EndpointSlices: p.EndpointSlices, NetworkPolicies: p.NetworkPolicies,
 			CNPs: p.CNPs, CCNPs: p.CCNPs, CiliumIdentities: p.CiliumIdentities, CiliumEndpoints: p.CiliumEndpoints, CIDRGroups: p.CIDRGroups},
 		depPolicies: map[policy.Origin]*dependentPolicy{}, prefixes: p.Prefixes, prefixesInit: prefixesDone, refusals: map[uint16]*policy.Refusal{},

@@ -97,7 +97,7 @@ func (f *inputsFixture) remove() {
 
 // look hands the engine every change so far and writes what it changed.
 func (f *inputsFixture) look() {
-	f.agent.apply(f.in, f.db.ReadTxn(), statedb.NewWatchSet())
+	f.agent.apply(f.in, f.db.ReadTxn())
 	f.agent.write(false)
 }
 
