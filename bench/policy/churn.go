@@ -111,16 +111,16 @@ func churn(ctx context.Context, log *slog.Logger, identities, adds int) (churnRe
 	clients := &agent.Clients{Kube: kubefake.NewClientset(), Cilium: client.NewFake(objs...)}
 
 	var db *statedb.DB
-	var eps statedb.RWTable[*endpoint.Desired]
+	var eps statedb.RWTable[*endpoint.EndpointRow]
 	h := health.NewHive(job.Cell, statedb.Cell, health.Cell, tables.Cell, policyagent.Cell, policyagent.EngineCell,
-		cell.Provide(endpoint.NewTable, statedb.RWTable[*endpoint.Desired].ToTable,
+		cell.Provide(endpoint.NewTable, statedb.RWTable[*endpoint.EndpointRow].ToTable,
 			func() *agent.Clients { return clients },
 			func() agent.Config { return agent.Config{EnableK8s: true, K8sNodeName: "node-a"} },
 			func() *tables.Clients {
 				return &tables.Clients{Kube: clients.Kube, Cilium: clients.Cilium, NodeName: "node-a"}
 			},
 			func() policyagent.MapSource { return func() policyagent.Map { return maps } }),
-		cell.Invoke(func(d *statedb.DB, t statedb.RWTable[*endpoint.Desired]) { db, eps = d, t }),
+		cell.Invoke(func(d *statedb.DB, t statedb.RWTable[*endpoint.EndpointRow]) { db, eps = d, t }),
 	)
 	hlog := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	if err := h.Start(hlog, ctx); err != nil {
@@ -129,7 +129,7 @@ func churn(ctx context.Context, log *slog.Logger, identities, adds int) (churnRe
 	defer func() { _ = h.Stop(hlog, context.Background()) }()
 	txn := db.WriteTxn(eps)
 	for id := range uint16(churnEndpoints) {
-		_, _, _ = eps.Insert(txn, &endpoint.Desired{Endpoint: endpoint.Endpoint{ID: id + 1, Identity: localIdentity}})
+		_, _, _ = eps.Insert(txn, &endpoint.EndpointRow{Endpoint: endpoint.Endpoint{ID: id + 1, Identity: localIdentity}})
 	}
 	txn.Commit()
 	// Every existing peer is in every endpoint's map before the adds.

@@ -9,13 +9,14 @@ import (
 	"github.com/cilium/statedb"
 )
 
-// Input is a table a controller reads.
+// Input is what a controller reads: a table, or a Signal.
 type Input struct {
 	// Watch is, as of a read transaction, the channel that closes at the
 	// input's next change.
 	Watch func(statedb.ReadTxn) <-chan struct{}
 	// Table tells whether the input holds everything yet (a table of
-	// Kubernetes objects before its first list does not).
+	// Kubernetes objects before its first list does not); nil for an
+	// input that is whole from the start.
 	Table statedb.TableMeta
 }
 
@@ -27,10 +28,13 @@ func TableInput[T any](t statedb.Table[T]) Input {
 	}}
 }
 
-// awaitInitialized returns once every input is initialized, or ctx's
-// error.
+// awaitInitialized returns once every input table is initialized, or
+// ctx's error.
 func awaitInitialized(ctx context.Context, db *statedb.DB, inputs []Input) error {
 	for _, in := range inputs {
+		if in.Table == nil {
+			continue
+		}
 		_, initialized := in.Table.Initialized(db.ReadTxn())
 		select {
 		case <-initialized:

@@ -25,20 +25,23 @@ func TestController(t *testing.T) {
 	runs := make(chan int, 16) // endpoints seen by each run
 	var fail atomic.Bool
 	var db *statedb.DB
-	var eps statedb.RWTable[*endpoint.Desired]
+	var eps statedb.RWTable[*endpoint.EndpointRow]
 	h := health.NewHive(job.Cell, statedb.Cell, health.Cell,
 		cell.Provide(endpoint.NewTable),
 		cell.Module("controller-test", "Controller under test",
 			health.JobGroup,
-			cell.Invoke(func(g job.Group, d *statedb.DB, t statedb.RWTable[*endpoint.Desired]) {
+			cell.Invoke(func(g job.Group, d *statedb.DB, t statedb.RWTable[*endpoint.EndpointRow]) {
 				db, eps = d, t
-				desired.Controller(g, "test", d, []desired.Input{desired.TableInput[*endpoint.Desired](t)},
+				desired.Controller(g, "test", d, []desired.Input{desired.TableInput[*endpoint.EndpointRow](t)},
 					func(_ context.Context, txn statedb.ReadTxn) error {
-						runs <- len(endpoint.Local(txn, t))
+						// Whether the run fails is settled before the
+						// test hears of it, and sets fail for the next.
+						var err error
 						if fail.Load() {
-							return errors.New("no")
+							err = errors.New("no")
 						}
-						return nil
+						runs <- len(endpoint.Local(txn, t))
+						return err
 					})
 			})))
 	log := hivetest.Logger(t)
@@ -60,14 +63,14 @@ func TestController(t *testing.T) {
 		t.Errorf("first run saw %d endpoints, want none", n)
 	}
 	txn := db.WriteTxn(eps)
-	_, _, _ = eps.Insert(txn, &endpoint.Desired{Endpoint: endpoint.Endpoint{ID: 7}})
+	_, _, _ = eps.Insert(txn, &endpoint.EndpointRow{Endpoint: endpoint.Endpoint{ID: 7}})
 	txn.Commit()
 	if n := next("after an input changed"); n != 1 {
 		t.Errorf("run after the insert saw %d endpoints, want 1", n)
 	}
 	fail.Store(true)
 	txn = db.WriteTxn(eps)
-	_, _, _ = eps.Insert(txn, &endpoint.Desired{Endpoint: endpoint.Endpoint{ID: 8}})
+	_, _, _ = eps.Insert(txn, &endpoint.EndpointRow{Endpoint: endpoint.Endpoint{ID: 8}})
 	txn.Commit()
 	next("after a second change")
 	fail.Store(false)

@@ -29,7 +29,7 @@ type kernel struct {
 	fail error
 }
 
-func (k *kernel) Update(_ context.Context, _ statedb.ReadTxn, _ statedb.Revision, d *endpoint.Desired) error {
+func (k *kernel) Update(_ context.Context, _ statedb.ReadTxn, _ statedb.Revision, d *endpoint.EndpointRow) error {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	if k.fail != nil {
@@ -39,11 +39,11 @@ func (k *kernel) Update(_ context.Context, _ statedb.ReadTxn, _ statedb.Revision
 	return nil
 }
 
-func (k *kernel) Delete(context.Context, statedb.ReadTxn, statedb.Revision, *endpoint.Desired) error {
+func (k *kernel) Delete(context.Context, statedb.ReadTxn, statedb.Revision, *endpoint.EndpointRow) error {
 	return nil
 }
 
-func (k *kernel) Prune(context.Context, statedb.ReadTxn, iter.Seq2[*endpoint.Desired, statedb.Revision]) error {
+func (k *kernel) Prune(context.Context, statedb.ReadTxn, iter.Seq2[*endpoint.EndpointRow, statedb.Revision]) error {
 	return nil
 }
 
@@ -65,14 +65,14 @@ func (k *kernel) failWith(err error) {
 func TestAwaitAndCollectTombstones(t *testing.T) {
 	k := &kernel{held: map[uint16]bool{}}
 	var db *statedb.DB
-	var tbl statedb.RWTable[*endpoint.Desired]
+	var tbl statedb.RWTable[*endpoint.EndpointRow]
 	h := health.NewHive(job.Cell, statedb.Cell, health.Cell,
 		cell.Module("tombstone-test", "Tombstones under test",
 			health.JobGroup,
 			cell.Provide(endpoint.NewTable),
-			cell.Invoke(func(p reconciler.Params, g job.Group, t statedb.RWTable[*endpoint.Desired]) error {
+			cell.Invoke(func(p reconciler.Params, g job.Group, t statedb.RWTable[*endpoint.EndpointRow]) error {
 				db, tbl = p.DB, t
-				if _, err := desired.Register(p, t, reconciler.Operations[*endpoint.Desired](k)); err != nil {
+				if _, err := desired.Register(p, t, reconciler.Operations[*endpoint.EndpointRow](k)); err != nil {
 					return err
 				}
 				desired.CollectTombstones(g, p.DB, t, endpoint.TombstoneIndex)
@@ -88,7 +88,7 @@ func TestAwaitAndCollectTombstones(t *testing.T) {
 	write := func(id uint16, tombstone bool) statedb.Revision {
 		t.Helper()
 		txn := db.WriteTxn(tbl)
-		if _, _, err := tbl.Insert(txn, &endpoint.Desired{Endpoint: endpoint.Endpoint{ID: id}, Deleted: tombstone,
+		if _, _, err := tbl.Insert(txn, &endpoint.EndpointRow{Endpoint: endpoint.Endpoint{ID: id}, Deleted: tombstone,
 			Status: reconciler.StatusPending()}); err != nil {
 			t.Fatal(err)
 		}
@@ -97,7 +97,7 @@ func TestAwaitAndCollectTombstones(t *testing.T) {
 	await := func(id uint16, rev statedb.Revision) error {
 		return desired.Await(ctx, db, tbl, endpoint.IDIndex.Query(id), rev)
 	}
-	inTable := func(id uint16) (*endpoint.Desired, bool) {
+	inTable := func(id uint16) (*endpoint.EndpointRow, bool) {
 		d, _, ok := tbl.Get(db.ReadTxn(), endpoint.IDIndex.Query(id))
 		return d, ok
 	}

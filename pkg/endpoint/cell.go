@@ -15,7 +15,7 @@ import (
 	"github.com/cilium-go/cilium/pkg/paths"
 )
 
-// Cell provides the *Manager and the endpoints table (statedb.Table[*Desired]
+// Cell provides the *Manager and the endpoints table (statedb.Table[*EndpointRow]
 // for readers), reconciles the table into the Datapath, and restores
 // endpoints when the agent starts. It needs a Datapath and an
 // IdentityAllocator from other cells.
@@ -25,7 +25,7 @@ var Cell = cell.Module("endpoint-manager", "Local endpoints created and programm
 	cell.Provide(newManagerCell, func(m *Manager) ipam.EndpointOwners { return m },
 		// From the table, not the manager: the policy engine reads the
 		// table and the manager waits on the policy engine.
-		func(t statedb.RWTable[*Desired]) statedb.Table[*Desired] { return t }),
+		func(t statedb.RWTable[*EndpointRow]) statedb.Table[*EndpointRow] { return t }),
 	cell.Invoke(registerMetrics),
 )
 
@@ -43,7 +43,7 @@ type managerParams struct {
 	IDs        IdentityAllocator
 	Policy     PolicyGate `optional:"true"`
 	IPAM       *ipam.Allocator
-	Table      statedb.RWTable[*Desired]
+	Table      statedb.RWTable[*EndpointRow]
 	Reconciler reconciler.Params
 }
 

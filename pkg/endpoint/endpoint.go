@@ -91,7 +91,7 @@ func (e *Endpoint) spec() Spec {
 }
 
 // datapathEndpoint is the endpoint as the datapath programs it.
-func (d *Desired) datapathEndpoint() spec.Endpoint {
+func (d *EndpointRow) datapathEndpoint() spec.Endpoint {
 	mac, _ := net.ParseMAC(d.MAC) // validated on creation
 	return spec.Endpoint{ID: d.ID, Identity: d.Identity, IPv4: d.IPv4, MAC: mac, HostDevice: d.HostIfName,
 		PolicyIngress: d.EnforcePolicy, PolicyEgress: d.EnforcePolicy}

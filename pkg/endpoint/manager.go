@@ -47,7 +47,7 @@ const MaxID = 4095
 type Manager struct {
 	log  *slog.Logger
 	db   *statedb.DB
-	tbl  statedb.RWTable[*Desired]
+	tbl  statedb.RWTable[*EndpointRow]
 	ids  IdentityAllocator
 	ipam AddressReleaser
 	// policy, when set, is the policy engine: endpoints enforce policy
@@ -71,7 +71,7 @@ type Manager struct {
 
 // NewManager keeps its state files in dir and its rows in tbl. It touches
 // nothing until Restore or Create.
-func NewManager(log *slog.Logger, db *statedb.DB, tbl statedb.RWTable[*Desired], ids IdentityAllocator, ipam AddressReleaser,
+func NewManager(log *slog.Logger, db *statedb.DB, tbl statedb.RWTable[*EndpointRow], ids IdentityAllocator, ipam AddressReleaser,
 	policy PolicyGate, dir string) *Manager {
 	txn := db.WriteTxn(tbl)
 	done := tbl.RegisterInitializer(txn, "endpoint-restore")

@@ -18,7 +18,7 @@ const programTimeout = time.Minute
 func (m *Manager) want(e *Endpoint) error {
 	txn := m.db.WriteTxn(m.tbl)
 	defer txn.Abort()
-	row := &Desired{Endpoint: *e, EnforcePolicy: m.policy != nil && m.policy.Enforced(), Status: reconciler.StatusPending()}
+	row := &EndpointRow{Endpoint: *e, EnforcePolicy: m.policy != nil && m.policy.Enforced(), Status: reconciler.StatusPending()}
 	if _, _, err := m.tbl.Insert(txn, row); err != nil {
 		return fmt.Errorf("endpoint %d: %w", e.ID, err)
 	}

@@ -37,7 +37,7 @@ type ops struct{ dp Datapath }
 
 // Update implements reconciler.Operations: it programs a row, and
 // unprograms a tombstone.
-func (o ops) Update(_ context.Context, _ statedb.ReadTxn, _ statedb.Revision, d *Desired) error {
+func (o ops) Update(_ context.Context, _ statedb.ReadTxn, _ statedb.Revision, d *EndpointRow) error {
 	if d.Deleted {
 		return o.dp.DeleteEndpoint(d.datapathEndpoint())
 	}
@@ -46,13 +46,13 @@ func (o ops) Update(_ context.Context, _ statedb.ReadTxn, _ statedb.Revision, d 
 
 // Delete implements reconciler.Operations. Only tombstones leave the
 // table, once unprogrammed: there is nothing left to do.
-func (o ops) Delete(context.Context, statedb.ReadTxn, statedb.Revision, *Desired) error {
+func (o ops) Delete(context.Context, statedb.ReadTxn, statedb.Revision, *EndpointRow) error {
 	return nil
 }
 
 // Prune implements reconciler.Operations: the datapath keeps the live
 // rows' endpoints only.
-func (o ops) Prune(_ context.Context, _ statedb.ReadTxn, rows iter.Seq2[*Desired, statedb.Revision]) error {
+func (o ops) Prune(_ context.Context, _ statedb.ReadTxn, rows iter.Seq2[*EndpointRow, statedb.Revision]) error {
 	var keep []spec.Endpoint
 	for d := range rows {
 		if !d.Deleted {

@@ -12,10 +12,10 @@ import (
 // TableName is the endpoints table's name in statedb.
 const TableName = "endpoints"
 
-// Desired is an endpoint as the datapath should hold it: the row of the
+// EndpointRow is an endpoint as the datapath should hold it: the row of the
 // endpoints table, which the endpoint reconciler programs into the kernel.
 // Rows are never changed in place: the manager inserts a changed copy.
-type Desired struct {
+type EndpointRow struct {
 	Endpoint
 	// EnforcePolicy makes the endpoint's programs judge new connections
 	// by its policy map, in both directions. Where no rule isolates the
@@ -30,15 +30,15 @@ type Desired struct {
 }
 
 // IsTombstone implements desired.Tombstone.
-func (d *Desired) IsTombstone() bool { return d.Deleted }
+func (d *EndpointRow) IsTombstone() bool { return d.Deleted }
 
 // TableHeader implements statedb.TableWritable.
-func (*Desired) TableHeader() []string {
+func (*EndpointRow) TableHeader() []string {
 	return []string{"ID", "Container", "Pod", "IPv4", "Identity", "Device", "Status"}
 }
 
 // TableRow implements statedb.TableWritable.
-func (d *Desired) TableRow() []string {
+func (d *EndpointRow) TableRow() []string {
 	pod := ""
 	if d.PodName != "" {
 		pod = d.PodNamespace + "/" + d.PodName
@@ -52,24 +52,24 @@ func (d *Desired) TableRow() []string {
 }
 
 // Clone implements desired.Row.
-func (d *Desired) Clone() *Desired {
+func (d *EndpointRow) Clone() *EndpointRow {
 	c := *d
 	return &c
 }
 
 // GetStatus implements desired.Row.
-func (d *Desired) GetStatus() reconciler.Status { return d.Status }
+func (d *EndpointRow) GetStatus() reconciler.Status { return d.Status }
 
 // WithStatus implements desired.Row.
-func (d *Desired) WithStatus(s reconciler.Status) *Desired {
+func (d *EndpointRow) WithStatus(s reconciler.Status) *EndpointRow {
 	d.Status = s
 	return d
 }
 
 // IDIndex is the primary index: one row per endpoint id.
-var IDIndex = statedb.Index[*Desired, uint16]{
+var IDIndex = statedb.Index[*EndpointRow, uint16]{
 	Name: "id",
-	FromObject: func(d *Desired) index.KeySet {
+	FromObject: func(d *EndpointRow) index.KeySet {
 		return index.NewKeySet(index.Uint16(d.ID))
 	},
 	FromKey:    index.Uint16,
@@ -78,9 +78,9 @@ var IDIndex = statedb.Index[*Desired, uint16]{
 }
 
 // TombstoneIndex finds the tombstones.
-var TombstoneIndex = statedb.Index[*Desired, bool]{
+var TombstoneIndex = statedb.Index[*EndpointRow, bool]{
 	Name: "tombstone",
-	FromObject: func(d *Desired) index.KeySet {
+	FromObject: func(d *EndpointRow) index.KeySet {
 		return index.NewKeySet(index.Bool(d.Deleted))
 	},
 	FromKey:    index.Bool,
@@ -88,17 +88,17 @@ var TombstoneIndex = statedb.Index[*Desired, bool]{
 }
 
 // NewTable creates the endpoints table and registers it with db.
-func NewTable(db *statedb.DB) (statedb.RWTable[*Desired], error) {
+func NewTable(db *statedb.DB) (statedb.RWTable[*EndpointRow], error) {
 	return statedb.NewTable(db, TableName, IDIndex, TombstoneIndex)
 }
 
 // Gone tells whether a change of the table ends an endpoint: the row
 // deleted, or turned into a tombstone.
-func Gone(c statedb.Change[*Desired]) bool { return c.Deleted || c.Object.Deleted }
+func Gone(e *EndpointRow, deleted bool) bool { return deleted || e.Deleted }
 
 // Live are the endpoints of the table as of txn, tombstones left out.
-func Live(txn statedb.ReadTxn, eps statedb.Table[*Desired]) iter.Seq[*Desired] {
+func Live(txn statedb.ReadTxn, eps statedb.Table[*EndpointRow]) iter.Seq[*EndpointRow] {
 	return statedb.ToSeq(eps.List(txn, TombstoneIndex.Query(false)))
 }
 
-var _ statedb.TableWritable = (*Desired)(nil)
+var _ statedb.TableWritable = (*EndpointRow)(nil)

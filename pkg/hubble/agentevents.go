@@ -40,7 +40,7 @@ func (a *agentEvents) started(at time.Time) {
 // (POLICY_UPDATED) or removed (POLICY_DELETED: no rules), as changes of
 // the policy changes' table give them, until ctx ends: a policy's
 // removal is its row's deletion.
-func (a *agentEvents) watchPolicyChanges(ctx context.Context, db *statedb.DB, changes statedb.ChangeIterator[*policyagent.PolicyChange]) error {
+func (a *agentEvents) watchPolicyChanges(ctx context.Context, db *statedb.DB, changes statedb.ChangeIterator[*policyagent.PolicyChangeRow]) error {
 	for {
 		evs, watch := changes.Next(db.ReadTxn())
 		for ev := range evs {
@@ -55,7 +55,7 @@ func (a *agentEvents) watchPolicyChanges(ctx context.Context, db *statedb.DB, ch
 }
 
 // policyEvent is the agent event of a policy's change.
-func policyEvent(c *policyagent.PolicyChange, deleted bool) *flow.AgentEvent {
+func policyEvent(c *policyagent.PolicyChangeRow, deleted bool) *flow.AgentEvent {
 	typ := flow.AgentEventType_POLICY_UPDATED
 	rules := c.Rules
 	if deleted {
@@ -92,10 +92,10 @@ func follow[Obj any](ctx context.Context, db *statedb.DB, tbl statedb.Table[Obj]
 
 // watchEndpoints tells of each endpoint created and deleted after the
 // endpoints the table held when it started.
-func (a *agentEvents) watchEndpoints(ctx context.Context, db *statedb.DB, tbl statedb.Table[*endpoint.Desired],
+func (a *agentEvents) watchEndpoints(ctx context.Context, db *statedb.DB, tbl statedb.Table[*endpoint.EndpointRow],
 	labels func(identity.NumericIdentity) ([]string, bool)) error {
 	known := map[uint16]bool{}
-	return follow(ctx, db, tbl, func(ev statedb.Change[*endpoint.Desired], initial bool) {
+	return follow(ctx, db, tbl, func(ev statedb.Change[*endpoint.EndpointRow], initial bool) {
 		d := ev.Object
 		typ := flow.AgentEventType_ENDPOINT_CREATED
 		switch {
@@ -119,15 +119,15 @@ func (a *agentEvents) watchEndpoints(ctx context.Context, db *statedb.DB, tbl st
 // watchRefusals tells of each endpoint whose policy its map cannot hold
 // (ENDPOINT_REGENERATE_FAILURE, naming the policy), and of each whose
 // policy fits again (ENDPOINT_REGENERATE_SUCCESS).
-func (a *agentEvents) watchRefusals(ctx context.Context, db *statedb.DB, tbl statedb.Table[*policyagent.EndpointPolicy],
+func (a *agentEvents) watchRefusals(ctx context.Context, db *statedb.DB, tbl statedb.Table[*policyagent.EndpointPolicyRow],
 	labels func(identity.NumericIdentity) ([]string, bool)) error {
 	refused := map[uint16]policy.Refusal{}
-	regen := func(typ flow.AgentEventType, p *policyagent.EndpointPolicy, err string) {
+	regen := func(typ flow.AgentEventType, p *policyagent.EndpointPolicyRow, err string) {
 		ls, _ := labels(p.Identity)
 		a.add(&flow.AgentEvent{Type: typ, Notification: &flow.AgentEvent_EndpointRegenerate{
 			EndpointRegenerate: &flow.EndpointRegenNotification{Id: uint64(p.EndpointID), Labels: ls, Error: err}}})
 	}
-	return follow(ctx, db, tbl, func(ev statedb.Change[*policyagent.EndpointPolicy], _ bool) {
+	return follow(ctx, db, tbl, func(ev statedb.Change[*policyagent.EndpointPolicyRow], _ bool) {
 		p := ev.Object
 		prev, was := refused[p.EndpointID]
 		switch {

@@ -44,7 +44,7 @@ func TestAgentEventsTellOfRefusals(t *testing.T) {
 		cancel()
 		<-done
 	})
-	put := func(p *policyagent.EndpointPolicy) {
+	put := func(p *policyagent.EndpointPolicyRow) {
 		txn := db.WriteTxn(tbl)
 		if _, _, err := tbl.Insert(txn, p); err != nil {
 			t.Fatal(err)
@@ -62,15 +62,15 @@ func TestAgentEventsTellOfRefusals(t *testing.T) {
 		return out
 	}
 	large := &policy.Refusal{Origin: policy.Origin{Kind: policy.KindCNP, Namespace: "x", Name: "large"}, Max: 16384}
-	put(&policyagent.EndpointPolicy{EndpointID: 7, Identity: 1000, Revision: 1, Refused: large})
+	put(&policyagent.EndpointPolicyRow{EndpointID: 7, Identity: 1000, Revision: 1, Refused: large})
 	testenv.Eventually(t, 10*time.Second, func() error {
 		if n := len(events()); n != 1 {
 			return fmt.Errorf("%d events, want the refusal", n)
 		}
 		return nil
 	})
-	put(&policyagent.EndpointPolicy{EndpointID: 7, Identity: 1000, Revision: 2, Refused: large})
-	put(&policyagent.EndpointPolicy{EndpointID: 7, Identity: 1000, Revision: 3})
+	put(&policyagent.EndpointPolicyRow{EndpointID: 7, Identity: 1000, Revision: 2, Refused: large})
+	put(&policyagent.EndpointPolicyRow{EndpointID: 7, Identity: 1000, Revision: 3})
 	testenv.Eventually(t, 10*time.Second, func() error {
 		evs := events()
 		if len(evs) != 2 {
@@ -135,14 +135,14 @@ func TestAgentEventsTellOfPolicyChanges(t *testing.T) {
 		})
 	}
 	txn := db.WriteTxn(tbl)
-	_, _, _ = tbl.Insert(txn, &policyagent.PolicyChange{Origin: origin, Rules: 2, Revision: 4})
+	_, _, _ = tbl.Insert(txn, &policyagent.PolicyChangeRow{Origin: origin, Rules: 2, Revision: 4})
 	txn.Commit()
 	awaitEvents(1)
 	// A removal as the policy engine writes it: the row's last state, then
 	// its deletion, in one transaction.
 	txn = db.WriteTxn(tbl)
-	_, _, _ = tbl.Insert(txn, &policyagent.PolicyChange{Origin: origin, Rules: 0, Revision: 5})
-	_, _, _ = tbl.Delete(txn, &policyagent.PolicyChange{Origin: origin})
+	_, _, _ = tbl.Insert(txn, &policyagent.PolicyChangeRow{Origin: origin, Rules: 0, Revision: 5})
+	_, _, _ = tbl.Delete(txn, &policyagent.PolicyChangeRow{Origin: origin})
 	txn.Commit()
 	awaitEvents(2)
 

@@ -80,7 +80,7 @@ func startHubble(t *testing.T, configure func(*Config)) *monitor.Hub {
 	h := health.NewHive(job.Cell, statedb.Cell, health.Cell, Cell,
 		cell.Provide(
 			func() *monitor.Hub { return hub },
-			func(db *statedb.DB) (statedb.Table[*endpoint.Desired], error) { return endpoint.NewTable(db) },
+			func(db *statedb.DB) (statedb.Table[*endpoint.EndpointRow], error) { return endpoint.NewTable(db) },
 			policy.NewCookies,
 			func() k8sagent.Config { return k8sagent.Config{K8sNodeName: "node-1"} },
 		))

@@ -16,7 +16,7 @@ import (
 // endpoints not measured yet, at most once a rescan interval.
 type netnsEndpoints struct {
 	db        *statedb.DB
-	endpoints statedb.Table[*endpoint.Desired]
+	endpoints statedb.Table[*endpoint.EndpointRow]
 	cookieOf  func(path string) (uint64, error)
 	rescan    time.Duration
 
@@ -31,7 +31,7 @@ type netnsEndpoint struct {
 	path string
 }
 
-func newNetNSEndpoints(db *statedb.DB, endpoints statedb.Table[*endpoint.Desired], cookieOf func(string) (uint64, error)) *netnsEndpoints {
+func newNetNSEndpoints(db *statedb.DB, endpoints statedb.Table[*endpoint.EndpointRow], cookieOf func(string) (uint64, error)) *netnsEndpoints {
 	return &netnsEndpoints{db: db, endpoints: endpoints, cookieOf: cookieOf, rescan: time.Second,
 		byCookie: map[uint64]netnsEndpoint{}, measured: map[string]uint64{}}
 }
@@ -74,7 +74,7 @@ func (n *netnsEndpoints) lookup(cookie uint64) (uint16, netip.Addr, bool) {
 
 // find is the endpoint cookie was measured for, if it is still the one
 // with that id and namespace.
-func (n *netnsEndpoints) find(txn statedb.ReadTxn, cookie uint64) (*endpoint.Desired, bool) {
+func (n *netnsEndpoints) find(txn statedb.ReadTxn, cookie uint64) (*endpoint.EndpointRow, bool) {
 	e, ok := n.byCookie[cookie]
 	if !ok {
 		return nil, false

@@ -20,7 +20,7 @@ func TestNetNSEndpoints(t *testing.T) {
 	}
 	put := func(id uint16, path, ip string) {
 		txn := db.WriteTxn(tbl)
-		if _, _, err := tbl.Insert(txn, &endpoint.Desired{Endpoint: endpoint.Endpoint{ID: id, NetNSPath: path,
+		if _, _, err := tbl.Insert(txn, &endpoint.EndpointRow{Endpoint: endpoint.Endpoint{ID: id, NetNSPath: path,
 			ContainerID: path, IPv4: netip.MustParseAddr(ip)}}); err != nil {
 			t.Fatal(err)
 		}

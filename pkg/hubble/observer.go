@@ -89,9 +89,9 @@ type eventParams struct {
 	Agent     *agentEvents
 	Metrics   *metrics.Metrics
 	DB        *statedb.DB
-	Endpoints statedb.Table[*endpoint.Desired]
-	Policies  statedb.Table[*policyagent.EndpointPolicy] `optional:"true"`
-	Changes   statedb.Table[*policyagent.PolicyChange]   `optional:"true"`
+	Endpoints statedb.Table[*endpoint.EndpointRow]
+	Policies  statedb.Table[*policyagent.EndpointPolicyRow] `optional:"true"`
+	Changes   statedb.Table[*policyagent.PolicyChangeRow]   `optional:"true"`
 }
 
 // registerEventJobs subscribes to the monitor and to the policy changes

@@ -20,7 +20,7 @@ import (
 type stateParams struct {
 	cell.In
 	DB        *statedb.DB
-	Endpoints statedb.Table[*endpoint.Desired]
+	Endpoints statedb.Table[*endpoint.EndpointRow]
 	// The cluster's CiliumEndpoints and CiliumIdentities; empty, or
 	// absent, without Kubernetes.
 	CiliumEndpoints  statedb.Table[*v2.CiliumEndpoint] `optional:"true"`
@@ -38,7 +38,7 @@ func newAgentState(p stateParams) *agentState {
 // agentState answers the parser from the agent's tables and caches.
 type agentState struct {
 	db         *statedb.DB
-	endpoints  statedb.Table[*endpoint.Desired]
+	endpoints  statedb.Table[*endpoint.EndpointRow]
 	ceps       statedb.Table[*v2.CiliumEndpoint] // nil without Kubernetes
 	identities statedb.Table[*v2.CiliumIdentity] // nil without Kubernetes
 	cookies    *policy.Cookies

@@ -2,6 +2,7 @@ package ipcache
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/netip"
@@ -41,9 +42,9 @@ type params struct {
 	Jobs        job.Group
 	Map         MapSource
 	Routes      node.Routes
-	Endpoints   statedb.Table[*endpoint.Desired]
-	Table       statedb.RWTable[*Entry]
-	RemoteNodes statedb.RWTable[*node.Remote]
+	Endpoints   statedb.Table[*endpoint.EndpointRow]
+	Table       statedb.RWTable[*EntryRow]
+	RemoteNodes statedb.RWTable[*node.RouteRow]
 	Reconciler  reconciler.Params
 
 	K8sNodes        statedb.Table[*corev1.Node]       `optional:"true"`
@@ -53,7 +54,7 @@ type params struct {
 	K8s *tables.Clients `optional:"true"`
 	// Prefixes are the prefixes that policy rules name: none without
 	// the policy engine.
-	Prefixes statedb.Table[*PolicyPrefix] `optional:"true"`
+	Prefixes statedb.Table[*PolicyPrefixRow] `optional:"true"`
 }
 
 func register(p params) error {
@@ -91,11 +92,11 @@ type clusterSync struct {
 	// start, so that the first round initializes their table).
 	nodesChanged bool
 
-	endpoints       *follower[*endpoint.Desired]
-	k8sNodes        *follower[*corev1.Node]
-	ciliumNodes     *follower[*v2.CiliumNode]
-	ciliumEndpoints *follower[*v2.CiliumEndpoint]
-	prefixes        *follower[*PolicyPrefix]
+	endpoints       *desired.Follower[*endpoint.EndpointRow]
+	k8sNodes        *desired.Follower[*corev1.Node]
+	ciliumNodes     *desired.Follower[*v2.CiliumNode]
+	ciliumEndpoints *desired.Follower[*v2.CiliumEndpoint]
+	prefixes        *desired.Follower[*PolicyPrefixRow]
 }
 
 // newClusterSync starts following the inputs' changes: what happens
@@ -107,13 +108,13 @@ func newClusterSync(p params) (*clusterSync, error) {
 	if p.K8s != nil {
 		s.self = p.K8s.NodeName
 	}
-	var err error
-	s.endpoints = follow(db, p.Endpoints, &err)
-	s.k8sNodes = follow(db, p.K8sNodes, &err)
-	s.ciliumNodes = follow(db, p.CiliumNodes, &err)
-	s.ciliumEndpoints = follow(db, p.CiliumEndpoints, &err)
-	s.prefixes = follow(db, p.Prefixes, &err)
-	if err != nil {
+	var errs [5]error
+	s.endpoints, errs[0] = desired.Follow(db, p.Endpoints)
+	s.k8sNodes, errs[1] = desired.Follow(db, p.K8sNodes)
+	s.ciliumNodes, errs[2] = desired.Follow(db, p.CiliumNodes)
+	s.ciliumEndpoints, errs[3] = desired.Follow(db, p.CiliumEndpoints)
+	s.prefixes, errs[4] = desired.Follow(db, p.Prefixes)
+	if err := errors.Join(errs[:]...); err != nil {
 		return nil, err
 	}
 	return s, nil
@@ -123,14 +124,7 @@ func newClusterSync(p params) (*clusterSync, error) {
 // once the policy engine wrote them first, so that the first entries
 // carry the CIDR identities that the policy maps name.
 func (s *clusterSync) inputs() []desired.Input {
-	var in []desired.Input
-	for _, f := range []interface{ input() (desired.Input, bool) }{
-		s.endpoints, s.k8sNodes, s.ciliumNodes, s.ciliumEndpoints, s.prefixes} {
-		if i, ok := f.input(); ok {
-			in = append(in, i)
-		}
-	}
-	return in
+	return desired.Inputs(s.endpoints, s.k8sNodes, s.ciliumNodes, s.ciliumEndpoints, s.prefixes)
 }
 
 // roundStats say what a round did: how many entries it computed, and
@@ -143,23 +137,23 @@ type roundStats struct {
 // touched, and the remote nodes when a node changed. What it could not
 // write is written by the next round.
 func (s *clusterSync) round(txn statedb.ReadTxn) (roundStats, error) {
-	s.endpoints.next(txn, func(d *endpoint.Desired, deleted bool) {
+	s.endpoints.Next(txn, func(d *endpoint.EndpointRow, deleted bool) {
 		s.x.setLocal(d.ID, localEndpoint{IPv4: d.IPv4, Identity: d.Identity}, !deleted && d.IPv4.Is4())
 	})
 	names := map[string]struct{}{}
-	s.k8sNodes.next(txn, func(n *corev1.Node, _ bool) { names[n.Name] = struct{}{} })
-	s.ciliumNodes.next(txn, func(n *v2.CiliumNode, _ bool) { names[n.Name] = struct{}{} })
+	s.k8sNodes.Next(txn, func(n *corev1.Node, _ bool) { names[n.Name] = struct{}{} })
+	s.ciliumNodes.Next(txn, func(n *v2.CiliumNode, _ bool) { names[n.Name] = struct{}{} })
 	for name := range names {
 		n, ok := s.node(txn, name)
 		if s.x.setNode(name, n, ok) {
 			s.nodesChanged = true
 		}
 	}
-	s.ciliumEndpoints.next(txn, func(cep *v2.CiliumEndpoint, deleted bool) {
+	s.ciliumEndpoints.Next(txn, func(cep *v2.CiliumEndpoint, deleted bool) {
 		ep, ok := RemoteEndpointOf(cep)
 		s.x.setRemote(tables.Key(cep), ep, ok && !deleted)
 	})
-	s.prefixes.next(txn, func(p *PolicyPrefix, deleted bool) {
+	s.prefixes.Next(txn, func(p *PolicyPrefixRow, deleted bool) {
 		s.x.setPrefix(p.Key(), p.Identity, !deleted)
 	})
 	return s.write()
@@ -167,24 +161,24 @@ func (s *clusterSync) round(txn statedb.ReadTxn) (roundStats, error) {
 
 // node is the node name as its Node and CiliumNode tell it, as of txn;
 // ok is false when neither gives it an IPv4 address.
-func (s *clusterSync) node(txn statedb.ReadTxn, name string) (Node, bool) {
+func (s *clusterSync) node(txn statedb.ReadTxn, name string) (node.Node, bool) {
 	var (
 		nodes       []*corev1.Node
 		ciliumNodes []*v2.CiliumNode
 	)
 	if s.k8sNodes != nil {
-		if n, ok := tables.Get(txn, s.k8sNodes.tbl, name); ok {
+		if n, ok := tables.Get(txn, s.k8sNodes.Table(), name); ok {
 			nodes = append(nodes, n)
 		}
 	}
 	if s.ciliumNodes != nil {
-		if n, ok := tables.Get(txn, s.ciliumNodes.tbl, name); ok {
+		if n, ok := tables.Get(txn, s.ciliumNodes.Table(), name); ok {
 			ciliumNodes = append(ciliumNodes, n)
 		}
 	}
 	merged := node.Merge(s.self, nodes, ciliumNodes)
 	if len(merged) == 0 {
-		return Node{}, false
+		return node.Node{}, false
 	}
 	return merged[0], true
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/cilium-go/cilium/internal/datapath/spec"
 	"github.com/cilium-go/cilium/pkg/endpoint"
 	"github.com/cilium-go/cilium/pkg/identity"
+	"github.com/cilium-go/cilium/pkg/node"
 )
 
 func entry(id identity.NumericIdentity, tunnel string) spec.IPCacheEntry {
@@ -22,15 +23,15 @@ func local(ip string, id identity.NumericIdentity) endpoint.Endpoint {
 	return endpoint.Endpoint{IPv4: addr(ip), Identity: id}
 }
 
-func node4(name, ip, podCIDR string, self bool) Node {
-	n := Node{Name: name, IPv4: addr(ip), Self: self}
+func node4(name, ip, podCIDR string, self bool) node.Node {
+	n := node.Node{Name: name, IPv4: addr(ip), Self: self}
 	if podCIDR != "" {
 		n.PodCIDR = pfx(podCIDR)
 	}
 	return n
 }
 
-func withHealth(n Node, ip string) Node {
+func withHealth(n node.Node, ip string) node.Node {
 	n.HealthIPv4 = addr(ip)
 	return n
 }
@@ -53,7 +54,7 @@ func TestDesiredIPCache(t *testing.T) {
 			in: Cluster{
 				Local:  []endpoint.Endpoint{local("10.0.1.5", 300)},
 				Remote: []RemoteEndpoint{{IP: addr("10.0.1.5"), Node: addr("192.168.0.3"), Identity: 400}},
-				Nodes:  []Node{node4("b", "10.0.1.5", "", false)},
+				Nodes:  []node.Node{node4("b", "10.0.1.5", "", false)},
 			},
 			want: map[netip.Prefix]spec.IPCacheEntry{pfx("10.0.1.5/32"): entry(300, "")},
 		},
@@ -61,7 +62,7 @@ func TestDesiredIPCache(t *testing.T) {
 			name: "a node wins over a remote endpoint",
 			in: Cluster{
 				Remote: []RemoteEndpoint{{IP: addr("192.168.0.2"), Node: addr("192.168.0.3"), Identity: 400}},
-				Nodes:  []Node{node4("a", "192.168.0.2", "", true), node4("b", "192.168.0.3", "", false)},
+				Nodes:  []node.Node{node4("a", "192.168.0.2", "", true), node4("b", "192.168.0.3", "", false)},
 			},
 			want: map[netip.Prefix]spec.IPCacheEntry{pfx("192.168.0.2/32"): entry(1, ""), pfx("192.168.0.3/32"): entry(6, "")},
 		},
@@ -70,7 +71,7 @@ func TestDesiredIPCache(t *testing.T) {
 			in: Cluster{
 				Remote: []RemoteEndpoint{{IP: addr("10.0.1.6"), Node: addr("192.168.0.2"), Identity: 300},
 					{IP: addr("10.0.2.6"), Node: addr("192.168.0.3"), Identity: 301}},
-				Nodes: []Node{node4("a", "192.168.0.2", "", true), node4("b", "192.168.0.3", "", false)},
+				Nodes: []node.Node{node4("a", "192.168.0.2", "", true), node4("b", "192.168.0.3", "", false)},
 			},
 			want: map[netip.Prefix]spec.IPCacheEntry{pfx("192.168.0.2/32"): entry(1, ""), pfx("192.168.0.3/32"): entry(6, ""),
 				pfx("10.0.2.6/32"): entry(301, "192.168.0.3")},
@@ -79,7 +80,7 @@ func TestDesiredIPCache(t *testing.T) {
 			name: "an endpoint behind an address that is no node is left out",
 			in: Cluster{
 				Remote: []RemoteEndpoint{{IP: addr("10.9.0.1"), Node: addr("203.0.113.7"), Identity: 301}},
-				Nodes:  []Node{node4("a", "192.168.0.2", "", true)},
+				Nodes:  []node.Node{node4("a", "192.168.0.2", "", true)},
 			},
 			want: map[netip.Prefix]spec.IPCacheEntry{pfx("192.168.0.2/32"): entry(1, "")},
 		},
@@ -89,7 +90,7 @@ func TestDesiredIPCache(t *testing.T) {
 				Remote: []RemoteEndpoint{{IP: addr("10.0.1.9"), Node: addr("192.168.0.3"), Identity: 400},
 					{IP: addr("10.0.3.9"), Node: addr("192.168.0.3"), Identity: 400},
 					{IP: addr("10.0.2.9"), Node: addr("192.168.0.3"), Identity: 301}},
-				Nodes: []Node{node4("a", "192.168.0.2", "10.0.1.0/24", true), node4("b", "192.168.0.3", "10.0.2.0/24", false),
+				Nodes: []node.Node{node4("a", "192.168.0.2", "10.0.1.0/24", true), node4("b", "192.168.0.3", "10.0.2.0/24", false),
 					node4("c", "192.168.0.4", "10.0.3.0/24", false)},
 			},
 			want: map[netip.Prefix]spec.IPCacheEntry{pfx("192.168.0.2/32"): entry(1, ""), pfx("192.168.0.3/32"): entry(6, ""),
@@ -99,7 +100,7 @@ func TestDesiredIPCache(t *testing.T) {
 			name: "a node's health endpoint in its own pod CIDR, behind the node, over a remote endpoint",
 			in: Cluster{
 				Remote: []RemoteEndpoint{{IP: addr("10.0.2.7"), Node: addr("192.168.0.3"), Identity: 400}},
-				Nodes: []Node{
+				Nodes: []node.Node{
 					withHealth(node4("b", "192.168.0.3", "10.0.2.0/24", false), "10.0.2.7"),
 					withHealth(node4("c", "192.168.0.4", "10.0.3.0/24", false), "10.0.2.8"), // in b's pod CIDR
 					withHealth(node4("d", "192.168.0.5", "", false), "10.0.4.1"),            // no pod CIDR to hold it
@@ -112,8 +113,8 @@ func TestDesiredIPCache(t *testing.T) {
 			name: "policy prefixes: the world's under pods and nodes, in-cluster ones beside them",
 			in: Cluster{
 				Local: []endpoint.Endpoint{local("10.0.1.5", 300), local("10.0.1.6", 301)},
-				Nodes: []Node{node4("a", "192.168.0.2", "", true)},
-				Prefixes: []PolicyPrefix{
+				Nodes: []node.Node{node4("a", "192.168.0.2", "", true)},
+				Prefixes: []PolicyPrefixRow{
 					{Prefix: pfx("10.0.0.0/8"), Identity: cidr(1)},
 					{Prefix: pfx("10.0.0.0/8"), Identity: cidr(2), InCluster: true},
 					{Prefix: pfx("10.0.1.5/32"), Identity: cidr(3)}, // a pod's address: the pod keeps it

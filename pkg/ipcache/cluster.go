@@ -15,16 +15,16 @@ import (
 type Cluster struct {
 	Local  []endpoint.Endpoint
 	Remote []RemoteEndpoint
-	Nodes  []Node // sorted by name
+	Nodes  []node.Node // sorted by name
 	// Prefixes are the prefixes that policy rules name.
-	Prefixes []PolicyPrefix
+	Prefixes []PolicyPrefixRow
 }
 
-// PolicyPrefix is a prefix that policy rules name, with its CIDR
+// PolicyPrefixRow is a prefix that policy rules name, with its CIDR
 // identity: for the addresses of the world in it, or (InCluster) the
 // identity that pods' and nodes' addresses in it carry beside their own,
 // for NetworkPolicy's ipBlock.
-type PolicyPrefix struct {
+type PolicyPrefixRow struct {
 	Prefix    netip.Prefix
 	Identity  identity.NumericIdentity
 	InCluster bool
@@ -36,9 +36,6 @@ type RemoteEndpoint struct {
 	Node     netip.Addr // the node that published it
 	Identity identity.NumericIdentity
 }
-
-// Node is a node of the cluster, this one included.
-type Node = node.Node
 
 // DesiredIPCache is the ipcache the datapath should hold for c: the
 // specification that the controller's incremental computation (index)
@@ -99,7 +96,7 @@ func DesiredIPCache(c Cluster) map[netip.Prefix]spec.IPCacheEntry {
 // addPolicyPrefixes gives the addresses of pods and nodes (the entries
 // so far) the identity of the most specific in-cluster prefix holding
 // them, and adds the world's prefixes that no pod or node takes.
-func addPolicyPrefixes(out map[netip.Prefix]spec.IPCacheEntry, prefixes []PolicyPrefix) {
+func addPolicyPrefixes(out map[netip.Prefix]spec.IPCacheEntry, prefixes []PolicyPrefixRow) {
 	inCluster := map[netip.Prefix]identity.NumericIdentity{}
 	for _, p := range prefixes {
 		if p.InCluster && p.Prefix.Addr().Is4() {
@@ -126,7 +123,7 @@ func addPolicyPrefixes(out map[netip.Prefix]spec.IPCacheEntry, prefixes []Policy
 }
 
 // RemoteNodes are the other nodes with a pod CIDR, for routes to their pods.
-func RemoteNodes(nodes []Node) []spec.RemoteNode {
+func RemoteNodes(nodes []node.Node) []spec.RemoteNode {
 	var out []spec.RemoteNode
 	for _, n := range nodes {
 		if !n.Self && n.IPv4.Is4() && n.PodCIDR.IsValid() {
@@ -137,7 +134,7 @@ func RemoteNodes(nodes []Node) []spec.RemoteNode {
 }
 
 // podCIDROwner is the address of the node whose pod CIDR holds ip.
-func podCIDROwner(nodes []Node, ip netip.Addr) (netip.Addr, bool) {
+func podCIDROwner(nodes []node.Node, ip netip.Addr) (netip.Addr, bool) {
 	for _, n := range nodes {
 		if n.PodCIDR.Contains(ip) {
 			return n.IPv4, true

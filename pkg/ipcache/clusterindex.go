@@ -5,6 +5,7 @@ import (
 
 	"github.com/cilium-go/cilium/internal/datapath/spec"
 	"github.com/cilium-go/cilium/pkg/identity"
+	"github.com/cilium-go/cilium/pkg/node"
 )
 
 // clusterIndex holds the ipcache's inputs by the addresses they name, so
@@ -22,8 +23,8 @@ type clusterIndex struct {
 	// address: a node that comes, goes or moves changes whether they are
 	// trusted.
 	behind map[netip.Addr]map[string]struct{}
-	nodes  map[string]Node // by name
-	view   nodeView        // of nodes
+	nodes  map[string]node.Node // by name
+	view   nodeView             // of nodes
 	// inCluster and world are the policy prefixes (masked, IPv4) and
 	// their CIDR identities.
 	inCluster, world map[netip.Prefix]identity.NumericIdentity
@@ -46,7 +47,7 @@ type localEndpoint struct {
 func newClusterIndex() *clusterIndex {
 	return &clusterIndex{at: map[netip.Addr]*candidates{}, local: map[uint16]localEndpoint{},
 		remote: map[string]RemoteEndpoint{}, behind: map[netip.Addr]map[string]struct{}{},
-		nodes: map[string]Node{}, view: newNodeView(nil),
+		nodes: map[string]node.Node{}, view: newNodeView(nil),
 		inCluster: map[netip.Prefix]identity.NumericIdentity{}, world: map[netip.Prefix]identity.NumericIdentity{},
 		dirty: map[netip.Prefix]struct{}{}}
 }
@@ -131,7 +132,7 @@ func (x *clusterIndex) setRemote(key string, ep RemoteEndpoint, ok bool) {
 // the endpoints published from its address are trusted, and which node
 // the addresses in its pod CIDR belong to: those are marked dirty, for
 // the node as it was and as it is. It tells whether the node changed.
-func (x *clusterIndex) setNode(name string, n Node, ok bool) bool {
+func (x *clusterIndex) setNode(name string, n node.Node, ok bool) bool {
 	old, had := x.nodes[name]
 	if (!had && !ok) || (had && ok && old == n) {
 		return false
@@ -148,7 +149,7 @@ func (x *clusterIndex) setNode(name string, n Node, ok bool) bool {
 	return true
 }
 
-func (x *clusterIndex) markNode(n Node) {
+func (x *clusterIndex) markNode(n node.Node) {
 	x.markAddr(n.IPv4)
 	x.markAddr(n.HealthIPv4)
 	for key := range x.behind[n.IPv4] {
@@ -288,17 +289,17 @@ func inClusterIdentity(p netip.Prefix, inCluster map[netip.Prefix]identity.Numer
 // nodeView is what the entries read of the nodes, computed once each
 // time a node changes.
 type nodeView struct {
-	sorted []Node // by name
+	sorted []node.Node // by name
 	// self and remote are the addresses of this node and of the others.
 	self, remote map[netip.Addr]bool
 	// byIP and health are the node that takes each node address and each
 	// health endpoint address: the last by name.
-	byIP, health map[netip.Addr]Node
+	byIP, health map[netip.Addr]node.Node
 }
 
-func newNodeView(nodes map[string]Node) nodeView {
+func newNodeView(nodes map[string]node.Node) nodeView {
 	v := nodeView{self: map[netip.Addr]bool{}, remote: map[netip.Addr]bool{},
-		byIP: map[netip.Addr]Node{}, health: map[netip.Addr]Node{}}
+		byIP: map[netip.Addr]node.Node{}, health: map[netip.Addr]node.Node{}}
 	for _, n := range nodes {
 		v.sorted = append(v.sorted, n)
 	}

@@ -7,12 +7,13 @@ import (
 
 	"github.com/cilium-go/cilium/pkg/identity"
 	v2 "github.com/cilium-go/cilium/pkg/k8s/apis/cilium.io/v2"
+	"github.com/cilium-go/cilium/pkg/node"
 )
 
 // sortNodes sorts nodes by name, the order in which a later node's word
 // on an address wins over an earlier's.
-func sortNodes(nodes []Node) {
-	slices.SortFunc(nodes, func(a, b Node) int { return cmp.Compare(a.Name, b.Name) })
+func sortNodes(nodes []node.Node) {
+	slices.SortFunc(nodes, func(a, b node.Node) int { return cmp.Compare(a.Name, b.Name) })
 }
 
 // RemoteEndpointOf reads the IPv4 address, node and identity of a

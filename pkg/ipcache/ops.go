@@ -36,7 +36,7 @@ type ops struct {
 
 // newOps gives the reconciler operations for the map getMap returns
 // (nil while there is none yet).
-func newOps(getMap MapSource) reconciler.Operations[*Entry] {
+func newOps(getMap MapSource) reconciler.Operations[*EntryRow] {
 	return ops{getMap: getMap}
 }
 
@@ -48,7 +48,7 @@ func (o ops) mapOrErr() (Map, error) {
 }
 
 // Update implements reconciler.Operations.
-func (o ops) Update(_ context.Context, _ statedb.ReadTxn, _ statedb.Revision, e *Entry) error {
+func (o ops) Update(_ context.Context, _ statedb.ReadTxn, _ statedb.Revision, e *EntryRow) error {
 	m, err := o.mapOrErr()
 	if err != nil {
 		return err
@@ -57,7 +57,7 @@ func (o ops) Update(_ context.Context, _ statedb.ReadTxn, _ statedb.Revision, e 
 }
 
 // Delete implements reconciler.Operations.
-func (o ops) Delete(_ context.Context, _ statedb.ReadTxn, _ statedb.Revision, e *Entry) error {
+func (o ops) Delete(_ context.Context, _ statedb.ReadTxn, _ statedb.Revision, e *EntryRow) error {
 	m, err := o.mapOrErr()
 	if err != nil {
 		return err
@@ -70,7 +70,7 @@ func (o ops) Delete(_ context.Context, _ statedb.ReadTxn, _ statedb.Revision, e 
 // rewrites desired entries that are missing or differ: the map is shared
 // with tools and restarts, and incremental updates alone would never
 // notice a change made behind the agent's back.
-func (o ops) Prune(_ context.Context, _ statedb.ReadTxn, desired iter.Seq2[*Entry, statedb.Revision]) error {
+func (o ops) Prune(_ context.Context, _ statedb.ReadTxn, desired iter.Seq2[*EntryRow, statedb.Revision]) error {
 	m, err := o.mapOrErr()
 	if err != nil {
 		return err

@@ -22,17 +22,17 @@ type PrefixKey struct {
 }
 
 // Key is the row's key in the prefixes table.
-func (p *PolicyPrefix) Key() PrefixKey {
+func (p *PolicyPrefixRow) Key() PrefixKey {
 	return PrefixKey{Prefix: p.Prefix.Masked(), InCluster: p.InCluster}
 }
 
 // TableHeader implements statedb.TableWritable.
-func (*PolicyPrefix) TableHeader() []string {
+func (*PolicyPrefixRow) TableHeader() []string {
 	return []string{"Prefix", "Identity", "InCluster"}
 }
 
 // TableRow implements statedb.TableWritable.
-func (p *PolicyPrefix) TableRow() []string {
+func (p *PolicyPrefixRow) TableRow() []string {
 	return []string{p.Prefix.String(), p.Identity.String(), fmt.Sprint(p.InCluster)}
 }
 
@@ -48,9 +48,9 @@ func prefixKey(k PrefixKey) index.Key {
 
 // PrefixKeyIndex is the prefixes table's primary index, by PrefixKey. Its
 // string form is the prefix, followed by " in-cluster" for the cluster's.
-var PrefixKeyIndex = statedb.Index[*PolicyPrefix, PrefixKey]{
+var PrefixKeyIndex = statedb.Index[*PolicyPrefixRow, PrefixKey]{
 	Name: "prefix",
-	FromObject: func(p *PolicyPrefix) index.KeySet {
+	FromObject: func(p *PolicyPrefixRow) index.KeySet {
 		return index.NewKeySet(prefixKey(p.Key()))
 	},
 	FromKey: prefixKey,
@@ -68,6 +68,6 @@ var PrefixKeyIndex = statedb.Index[*PolicyPrefix, PrefixKey]{
 // NewPrefixesTable creates the table of the prefixes that policy rules
 // name and registers it with db. The policy engine writes it; the
 // ipcache reads it.
-func NewPrefixesTable(db *statedb.DB) (statedb.RWTable[*PolicyPrefix], error) {
+func NewPrefixesTable(db *statedb.DB) (statedb.RWTable[*PolicyPrefixRow], error) {
 	return statedb.NewTable(db, PrefixesTableName, PrefixKeyIndex)
 }

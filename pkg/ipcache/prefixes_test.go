@@ -27,17 +27,17 @@ import (
 func TestIPCacheWaitsForThePolicyPrefixes(t *testing.T) {
 	var (
 		db       *statedb.DB
-		prefixes statedb.RWTable[*ipcache.PolicyPrefix]
-		entries  statedb.Table[*ipcache.Entry]
+		prefixes statedb.RWTable[*ipcache.PolicyPrefixRow]
+		entries  statedb.Table[*ipcache.EntryRow]
 		done     func(statedb.WriteTxn)
 	)
 	h := health.NewHive(job.Cell, statedb.Cell, health.Cell,
-		cell.Provide(endpoint.NewTable, statedb.RWTable[*endpoint.Desired].ToTable,
-			ipcache.NewPrefixesTable, statedb.RWTable[*ipcache.PolicyPrefix].ToTable,
+		cell.Provide(endpoint.NewTable, statedb.RWTable[*endpoint.EndpointRow].ToTable,
+			ipcache.NewPrefixesTable, statedb.RWTable[*ipcache.PolicyPrefixRow].ToTable,
 			func() ipcache.MapSource { m := ipcachetest.New(nil); return func() ipcache.Map { return m } },
 			func() node.Routes { return nodetest.New(nil) }),
 		ipcache.Cell,
-		cell.Invoke(func(d *statedb.DB, p statedb.RWTable[*ipcache.PolicyPrefix], e statedb.Table[*ipcache.Entry]) {
+		cell.Invoke(func(d *statedb.DB, p statedb.RWTable[*ipcache.PolicyPrefixRow], e statedb.Table[*ipcache.EntryRow]) {
 			db, prefixes, entries = d, p, e
 			txn := d.WriteTxn(p)
 			done = p.RegisterInitializer(txn, "policy-engine")
@@ -56,7 +56,7 @@ func TestIPCacheWaitsForThePolicyPrefixes(t *testing.T) {
 	case <-time.After(time.Second):
 	}
 
-	world := &ipcache.PolicyPrefix{Prefix: netip.MustParsePrefix("198.51.100.0/24"), Identity: identity.LocalIdentityFlag | 1}
+	world := &ipcache.PolicyPrefixRow{Prefix: netip.MustParsePrefix("198.51.100.0/24"), Identity: identity.LocalIdentityFlag | 1}
 	txn := db.WriteTxn(prefixes)
 	if _, _, err := prefixes.Insert(txn, world); err != nil {
 		t.Fatal(err)

@@ -27,9 +27,9 @@ import (
 // against a map, the way the agent wires them.
 type recHarness struct {
 	db     *statedb.DB
-	tbl    statedb.Table[*Entry]
+	tbl    statedb.Table[*EntryRow]
 	w      *Writer
-	rec    reconciler.Reconciler[*Entry]
+	rec    reconciler.Reconciler[*EntryRow]
 	health *health.Registry
 }
 
@@ -47,7 +47,7 @@ func startReconciler(t *testing.T, getMap func() Map) *recHarness {
 		statedb.Cell, job.Cell, health.Cell, TableCell,
 		cell.Module("ipcache", "test module",
 			cell.ProvidePrivate(func(r job.Registry, h cell.Health) job.Group { return r.NewGroup(h) }),
-			cell.Invoke(func(p reconciler.Params, tbl statedb.RWTable[*Entry], reg *health.Registry) error {
+			cell.Invoke(func(p reconciler.Params, tbl statedb.RWTable[*EntryRow], reg *health.Registry) error {
 				h.db, h.tbl, h.health = p.DB, tbl, reg
 				h.w = NewWriter(p.DB, tbl)
 				var err error

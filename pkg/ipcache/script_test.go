@@ -32,7 +32,7 @@ import (
 )
 
 // The scripts in testdata put Kubernetes objects and local endpoints in
-// and read the ipcache and remote-nodes tables, the ipcache map and the
+// and read the ipcache and node-routes tables, the ipcache map and the
 // routes out. TestScript runs them against the datapath in memory,
 // TestPrivilegedScript against a real one (pinned maps, routes in a
 // namespace of the test's own): the same scripts, the same output.
@@ -59,7 +59,7 @@ func runScripts(t *testing.T, newDatapath func(testing.TB) (ipcache.Map, node.Ro
 		m, routes := newDatapath(t)
 		cells := []cell.Cell{
 			job.Cell, statedb.Cell, health.Cell,
-			cell.Provide(endpoint.NewTable, statedb.RWTable[*endpoint.Desired].ToTable),
+			cell.Provide(endpoint.NewTable, statedb.RWTable[*endpoint.EndpointRow].ToTable),
 			ipcache.Cell,
 			cell.Provide(
 				func() ipcache.MapSource { return func() ipcache.Map { return m } },

@@ -26,10 +26,10 @@ type syncHarness struct {
 	t        *testing.T
 	db       *statedb.DB
 	k8s      *tables.RW
-	eps      statedb.RWTable[*endpoint.Desired]
-	prefixes statedb.RWTable[*PolicyPrefix]
-	ipcache  statedb.RWTable[*Entry]
-	routes   statedb.RWTable[*node.Remote]
+	eps      statedb.RWTable[*endpoint.EndpointRow]
+	prefixes statedb.RWTable[*PolicyPrefixRow]
+	ipcache  statedb.RWTable[*EntryRow]
+	routes   statedb.RWTable[*node.RouteRow]
 	s        *clusterSync
 }
 
@@ -126,7 +126,7 @@ func (h *syncHarness) check(what string) {
 	}
 }
 
-func tableContents(db *statedb.DB, tbl statedb.Table[*Entry]) map[netip.Prefix]spec.IPCacheEntry {
+func tableContents(db *statedb.DB, tbl statedb.Table[*EntryRow]) map[netip.Prefix]spec.IPCacheEntry {
 	out := map[netip.Prefix]spec.IPCacheEntry{}
 	for e := range tbl.All(db.ReadTxn()) {
 		out[e.Prefix] = e.Value()
@@ -134,7 +134,7 @@ func tableContents(db *statedb.DB, tbl statedb.Table[*Entry]) map[netip.Prefix]s
 	return out
 }
 
-func nodesContents(db *statedb.DB, tbl statedb.Table[*node.Remote]) map[netip.Prefix]netip.Addr {
+func nodesContents(db *statedb.DB, tbl statedb.Table[*node.RouteRow]) map[netip.Prefix]netip.Addr {
 	out := map[netip.Prefix]netip.Addr{}
 	for r := range tbl.All(db.ReadTxn()) {
 		out[r.PodCIDR] = r.IPv4
@@ -142,8 +142,8 @@ func nodesContents(db *statedb.DB, tbl statedb.Table[*node.Remote]) map[netip.Pr
 	return out
 }
 
-func localEP(id uint16, ip string, num identity.NumericIdentity) *endpoint.Desired {
-	return &endpoint.Desired{Endpoint: endpoint.Endpoint{ID: id, IPv4: addr(ip), Identity: num}}
+func localEP(id uint16, ip string, num identity.NumericIdentity) *endpoint.EndpointRow {
+	return &endpoint.EndpointRow{Endpoint: endpoint.Endpoint{ID: id, IPv4: addr(ip), Identity: num}}
 }
 
 // The first round writes both tables, initialized; later rounds follow
@@ -228,7 +228,7 @@ func TestOneCiliumEndpointComputesOnlyItsAddresses(t *testing.T) {
 	// revision rev.
 	written := func(rev statedb.Revision) int {
 		count := 0
-		for range h.ipcache.LowerBound(h.db.ReadTxn(), statedb.ByRevision[*Entry](rev+1)) {
+		for range h.ipcache.LowerBound(h.db.ReadTxn(), statedb.ByRevision[*EntryRow](rev+1)) {
 			count++
 		}
 		return count
@@ -336,7 +336,7 @@ func randomChange(h *syncHarness, rng *rand.Rand) {
 			put(h, h.k8s.CiliumEndpoints, cep)
 		}
 	default:
-		p := &PolicyPrefix{Prefix: pfx(pick(rng, prefixPool)), Identity: cidr(identity.NumericIdentity(1 + rng.IntN(3))),
+		p := &PolicyPrefixRow{Prefix: pfx(pick(rng, prefixPool)), Identity: cidr(identity.NumericIdentity(1 + rng.IntN(3))),
 			InCluster: rng.IntN(2) == 0}
 		if remove {
 			del(h, h.prefixes, p)

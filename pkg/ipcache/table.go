@@ -23,9 +23,9 @@ import (
 // TableName is the table's name in statedb (and in its script commands).
 const TableName = "ipcache"
 
-// Entry is one desired ipcache entry. Entries in the table are never
+// EntryRow is one desired ipcache entry. Entries in the table are never
 // changed in place: a writer inserts a changed copy.
-type Entry struct {
+type EntryRow struct {
 	Prefix         netip.Prefix
 	Identity       identity.NumericIdentity
 	TunnelEndpoint netip.Addr // invalid when not behind a tunnel
@@ -34,17 +34,17 @@ type Entry struct {
 }
 
 // Value is what the datapath map holds for the entry.
-func (e *Entry) Value() spec.IPCacheEntry {
+func (e *EntryRow) Value() spec.IPCacheEntry {
 	return spec.IPCacheEntry{Identity: e.Identity, TunnelEndpoint: e.TunnelEndpoint, CIDRIdentity: e.CIDRIdentity}
 }
 
 // TableHeader implements statedb.TableWritable.
-func (*Entry) TableHeader() []string {
+func (*EntryRow) TableHeader() []string {
 	return []string{"Prefix", "Identity", "TunnelEndpoint", "Status"}
 }
 
 // TableRow implements statedb.TableWritable.
-func (e *Entry) TableRow() []string {
+func (e *EntryRow) TableRow() []string {
 	tunnel := ""
 	if e.TunnelEndpoint.IsValid() {
 		tunnel = e.TunnelEndpoint.String()
@@ -53,24 +53,24 @@ func (e *Entry) TableRow() []string {
 }
 
 // Clone implements desired.Row.
-func (e *Entry) Clone() *Entry {
+func (e *EntryRow) Clone() *EntryRow {
 	c := *e
 	return &c
 }
 
 // GetStatus implements desired.Row.
-func (e *Entry) GetStatus() reconciler.Status { return e.Status }
+func (e *EntryRow) GetStatus() reconciler.Status { return e.Status }
 
 // WithStatus implements desired.Row.
-func (e *Entry) WithStatus(s reconciler.Status) *Entry {
+func (e *EntryRow) WithStatus(s reconciler.Status) *EntryRow {
 	e.Status = s
 	return e
 }
 
 // PrefixIndex is the primary index: one entry per (masked) prefix.
-var PrefixIndex = statedb.Index[*Entry, netip.Prefix]{
+var PrefixIndex = statedb.Index[*EntryRow, netip.Prefix]{
 	Name: "prefix",
-	FromObject: func(e *Entry) index.KeySet {
+	FromObject: func(e *EntryRow) index.KeySet {
 		return index.NewKeySet(index.NetIPPrefix(e.Prefix))
 	},
 	FromKey:    index.NetIPPrefix,
@@ -79,10 +79,10 @@ var PrefixIndex = statedb.Index[*Entry, netip.Prefix]{
 }
 
 // NewTable creates the table and registers it with db.
-func NewTable(db *statedb.DB) (statedb.RWTable[*Entry], error) {
+func NewTable(db *statedb.DB) (statedb.RWTable[*EntryRow], error) {
 	return statedb.NewTable(db, TableName, PrefixIndex)
 }
 
-// TableCell provides the table: statedb.RWTable[*Entry] for its one writer
-// and statedb.Table[*Entry] for readers. It needs a *statedb.DB.
-var TableCell = cell.Provide(NewTable, statedb.RWTable[*Entry].ToTable)
+// TableCell provides the table: statedb.RWTable[*EntryRow] for its one writer
+// and statedb.Table[*EntryRow] for readers. It needs a *statedb.DB.
+var TableCell = cell.Provide(NewTable, statedb.RWTable[*EntryRow].ToTable)

@@ -16,7 +16,7 @@ var (
 	addr = netip.MustParseAddr
 )
 
-func newTestTable(t *testing.T) (*statedb.DB, statedb.RWTable[*Entry]) {
+func newTestTable(t *testing.T) (*statedb.DB, statedb.RWTable[*EntryRow]) {
 	t.Helper()
 	db := statedb.New()
 	tbl, err := NewTable(db)
@@ -32,7 +32,7 @@ func newTestTable(t *testing.T) (*statedb.DB, statedb.RWTable[*Entry]) {
 
 // replace makes the table hold exactly want through w.Update, deleting
 // what want lacks: what a round writes when every prefix is dirty.
-func replace(w *Writer, db *statedb.DB, tbl statedb.Table[*Entry], want map[netip.Prefix]spec.IPCacheEntry) (changed, deleted int, err error) {
+func replace(w *Writer, db *statedb.DB, tbl statedb.Table[*EntryRow], want map[netip.Prefix]spec.IPCacheEntry) (changed, deleted int, err error) {
 	keep := map[netip.Prefix]bool{}
 	for p := range want {
 		keep[p.Masked()] = true
@@ -48,7 +48,7 @@ func replace(w *Writer, db *statedb.DB, tbl statedb.Table[*Entry], want map[neti
 
 // revisions are the table's entries by prefix, with the revision each was
 // last written at.
-func revisions(db *statedb.DB, tbl statedb.Table[*Entry]) map[netip.Prefix]statedb.Revision {
+func revisions(db *statedb.DB, tbl statedb.Table[*EntryRow]) map[netip.Prefix]statedb.Revision {
 	out := map[netip.Prefix]statedb.Revision{}
 	for e, rev := range tbl.All(db.ReadTxn()) {
 		out[e.Prefix] = rev

@@ -12,15 +12,15 @@ import (
 // Writer writes the entries of the desired ipcache that changed into the
 // table. It is the table's only writer.
 type Writer struct {
-	w *desired.Writer[netip.Prefix, *Entry]
+	w *desired.Writer[netip.Prefix, *EntryRow]
 }
 
 // NewWriter registers the writer as the table's initializer. Call it
 // before the reconciler starts.
-func NewWriter(db *statedb.DB, tbl statedb.RWTable[*Entry]) *Writer {
+func NewWriter(db *statedb.DB, tbl statedb.RWTable[*EntryRow]) *Writer {
 	return &Writer{w: desired.NewWriter(db, tbl, PrefixIndex,
-		func(e *Entry) netip.Prefix { return e.Prefix },
-		func(a, b *Entry) bool { return a.Value() == b.Value() })}
+		func(e *EntryRow) netip.Prefix { return e.Prefix },
+		func(a, b *EntryRow) bool { return a.Value() == b.Value() })}
 }
 
 // Update writes the entries of upsert and deletes those of gone, leaving
@@ -30,7 +30,7 @@ func NewWriter(db *statedb.DB, tbl statedb.RWTable[*Entry]) *Writer {
 // entry. It returns how many entries it inserted or changed and how many
 // it deleted.
 func (w *Writer) Update(upsert map[netip.Prefix]spec.IPCacheEntry, gone []netip.Prefix) (changed, deleted int, err error) {
-	want := make(map[netip.Prefix]*Entry, len(upsert))
+	want := make(map[netip.Prefix]*EntryRow, len(upsert))
 	for p, v := range upsert {
 		p = p.Masked()
 		want[p] = newEntry(p, v)
@@ -43,6 +43,6 @@ func (w *Writer) Update(upsert map[netip.Prefix]spec.IPCacheEntry, gone []netip.
 }
 
 // newEntry is the row of prefix p (masked) with value v.
-func newEntry(p netip.Prefix, v spec.IPCacheEntry) *Entry {
-	return &Entry{Prefix: p, Identity: v.Identity, TunnelEndpoint: v.TunnelEndpoint, CIDRIdentity: v.CIDRIdentity}
+func newEntry(p netip.Prefix, v spec.IPCacheEntry) *EntryRow {
+	return &EntryRow{Prefix: p, Identity: v.Identity, TunnelEndpoint: v.TunnelEndpoint, CIDRIdentity: v.CIDRIdentity}
 }

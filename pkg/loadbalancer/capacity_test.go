@@ -92,16 +92,22 @@ type lbHive struct {
 	frontends statedb.Table[*loadbalancer.FrontendRow]
 	backends  statedb.Table[*loadbalancer.BackendRow]
 	m         loadbalancer.Map
+	health    *health.Registry
 }
 
 // startLB starts the load balancer over an API server that holds objs;
 // flags are "name=value".
 func startLB(t *testing.T, m loadbalancer.Map, objs []runtime.Object, flags ...string) *lbHive {
-	return startLBWith(t, m, objs, lbk8s.Cell, flags...)
+	return startLBWith(t, m, open(m), objs, lbk8s.Cell, flags...)
 }
 
-// startLBWith is startLB with the cell that provides the intake.
-func startLBWith(t *testing.T, m loadbalancer.Map, objs []runtime.Object, intake cell.Cell, flags ...string) *lbHive {
+// open is m, open from the start.
+func open(m loadbalancer.Map) loadbalancer.MapSource { return func() loadbalancer.Map { return m } }
+
+// startLBWith is startLB with the maps as source gives them, and the
+// cell that provides the intake.
+func startLBWith(t *testing.T, m loadbalancer.Map, source loadbalancer.MapSource, objs []runtime.Object, intake cell.Cell,
+	flags ...string) *lbHive {
 	kube := kubefake.NewClientset(objs...)
 	lb := &lbHive{kube: kube, m: m}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -110,12 +116,13 @@ func startLBWith(t *testing.T, m loadbalancer.Map, objs []runtime.Object, intake
 		job.Cell, statedb.Cell, health.Cell,
 		kubeCells(kube), intake, loadbalancer.Cell,
 		cell.Provide(
-			func() loadbalancer.MapSource { return func() loadbalancer.Map { return m } },
+			func() loadbalancer.MapSource { return source },
 			func() loadbalancer.NodeAddresses { return loadbalancer.NodeAddresses{nodeIP} },
 			func() loadbalancer.ListenFunc { return lbtest.NewNet().Listen },
 		),
-		cell.Invoke(func(db *statedb.DB, f statedb.Table[*loadbalancer.FrontendRow], b statedb.Table[*loadbalancer.BackendRow]) {
-			lb.db, lb.frontends, lb.backends = db, f, b
+		cell.Invoke(func(db *statedb.DB, f statedb.Table[*loadbalancer.FrontendRow], b statedb.Table[*loadbalancer.BackendRow],
+			r *health.Registry) {
+			lb.db, lb.frontends, lb.backends, lb.health = db, f, b, r
 		}),
 	)
 	h.Viper().Set("kube-proxy-replacement", "true")

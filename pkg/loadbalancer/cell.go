@@ -7,7 +7,6 @@ import (
 	"net/netip"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/cilium/hive/cell"
 	"github.com/cilium/hive/job"
@@ -15,6 +14,7 @@ import (
 	"github.com/cilium/statedb/reconciler"
 	"github.com/spf13/pflag"
 
+	"github.com/cilium-go/cilium/pkg/desired"
 	"github.com/cilium-go/cilium/pkg/health"
 )
 
@@ -117,6 +117,7 @@ func (t Tables) readers() Readers {
 type params struct {
 	cell.In
 	Config    Config
+	Lifecycle cell.Lifecycle
 	Jobs      job.Group
 	Log       *slog.Logger
 	Tables    Tables
@@ -142,120 +143,47 @@ func register(p params) error {
 	if intake != nil {
 		local.NodeName = intake.NodeName
 	}
-	c := newController(p.Reconciler.DB, p.Tables, local, intake, p.Log, limitsOf(p.Config.BPFLBMapMax))
-	c.events = p.Events
+	db := p.Reconciler.DB
+	c, err := newController(db, p.Tables, local, intake, p.Log, limitsOf(p.Config.BPFLBMapMax))
+	if err != nil {
+		return err
+	}
+	c.events, c.maps = p.Events, p.Map
 	sockets := p.Sockets
 	if !p.Config.BPFLBSock {
 		sockets = nil
 	}
 	fr, br, err := registerReconcilers(p.Reconciler, p.Tables, p.Map, sockets,
-		func() { c.frontendsPruned.Store(true); c.trigger() }, func() { c.backendsPruned.Store(true); c.trigger() })
+		func() { c.frontendsPruned.Store(true); c.wake.Fire() }, func() { c.backendsPruned.Store(true); c.wake.Fire() })
 	if err != nil {
 		return err
 	}
-	c.frontendsDone, c.backendsDone = newFollower(untilReconciled[*FrontendRow](fr)),
-		newFollower(untilReconciled[*BackendRow](br))
-	p.Jobs.Add(job.OneShot("loadbalancer", func(ctx context.Context, h cell.Health) error {
-		return c.run(ctx, h, p.Map)
-	}))
-	for name, f := range map[string]*follower{"loadbalancer-frontends-written": c.frontendsDone,
+	c.frontendsDone, c.backendsDone = newProgress(untilReconciled[*FrontendRow](fr)),
+		newProgress(untilReconciled[*BackendRow](br))
+	desired.Controller(p.Jobs, "loadbalancer", db, c.inputs(), c.run)
+	// The datapath that gives the maps opens them in a start hook,
+	// appended when it was made for this function's parameters, so
+	// before this one: a first run that found them closed runs again
+	// now, not after its backoff.
+	p.Lifecycle.Append(cell.Hook{OnStart: func(cell.HookContext) error {
+		c.wake.Fire()
+		return nil
+	}})
+	for name, f := range map[string]*progress{"loadbalancer-frontends-written": c.frontendsDone,
 		"loadbalancer-backends-written": c.backendsDone} {
 		p.Jobs.Add(job.OneShot(name, func(ctx context.Context, _ cell.Health) error {
-			f.run(ctx, c.trigger)
+			f.run(ctx, c.wake.Fire)
 			return nil
 		}))
 	}
 	if intake != nil {
 		// Replacing kube-proxy, the agent answers the load balancers'
 		// health checks too.
-		hc := newHealthChecks(p.Reconciler.DB, p.Tables.Services, p.Addresses, p.Log)
+		hc := newHealthChecks(db, p.Tables.Services, p.Addresses, p.Log)
 		if p.Listen != nil {
 			hc.listen = p.Listen
 		}
 		p.Jobs.Add(job.OneShot("healthcheck-node-ports", hc.run))
 	}
 	return nil
-}
-
-// run follows the intake's tables once they are initialized, makes the
-// first pass once the datapath's maps are open, then rewrites the
-// services that the tables' changes touch, and those to try again.
-func (c *controller) run(ctx context.Context, h cell.Health, source MapSource) error {
-	if err := c.follow(ctx); err != nil {
-		if ctx.Err() != nil {
-			return nil // stopped before it started
-		}
-		return err
-	}
-	retry := 100 * time.Millisecond
-	backoff := func(err error) bool {
-		h.Degraded("services not written", err)
-		select {
-		case <-ctx.Done():
-			return false
-		case <-time.After(retry):
-		}
-		retry = min(2*retry, 10*time.Second)
-		return true
-	}
-	ws := statedb.NewWatchSet()
-	for {
-		m := source()
-		if m == nil {
-			if !backoff(errNoMap) {
-				return nil
-			}
-			continue
-		}
-		txn := c.db.ReadTxn()
-		ws.Clear()
-		if err := c.first(m, txn, c.changed(txn, ws)); err != nil {
-			if !backoff(err) {
-				return nil
-			}
-			continue
-		}
-		break
-	}
-	retry = 100 * time.Millisecond
-	h.OK("services written")
-	for {
-		if !c.wait(ctx, ws) {
-			return nil
-		}
-		// The reconcilers may have freed room that refused services
-		// wait for.
-		c.settle()
-		txn := c.db.ReadTxn()
-		ws.Clear()
-		names := c.changed(txn, ws)
-		if len(names) == 0 {
-			continue
-		}
-		if err := c.process(txn, names, false); err != nil {
-			if !backoff(err) {
-				return nil
-			}
-			continue
-		}
-		retry = 100 * time.Millisecond
-		h.OK("services written")
-	}
-}
-
-// wait returns once a table changed or the controller was woken; false
-// once ctx ended.
-func (c *controller) wait(ctx context.Context, ws *statedb.WatchSet) bool {
-	waitCtx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	changed := make(chan struct{})
-	go func() {
-		defer close(changed)
-		_, _ = ws.Wait(waitCtx, 0) // its error is waitCtx's, which ctx.Err below tells
-	}()
-	select {
-	case <-changed:
-	case <-c.wake:
-	}
-	return ctx.Err() == nil
 }

@@ -4,10 +4,11 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"sync"
 	"sync/atomic"
 
 	"github.com/cilium/statedb"
+
+	"github.com/cilium-go/cilium/pkg/desired"
 )
 
 // controller keeps the tables in step with the Intake: a changed Service
@@ -15,26 +16,33 @@ import (
 // content changed are written, so that the reconcilers touch nothing
 // else. A Service that does not fit in the service maps is refused
 // alone, and who gets a frontend two Services claim is decided by the
-// claims alone (see Owner), the same on every node.
+// claims alone (see Owner), the same on every node. run is a
+// desired.Controller's, whose goroutine alone touches the controller's
+// state but for the followers and the pruned flags, which the
+// reconcilers' side sets.
 type controller struct {
 	db     *statedb.DB
 	tables Tables
 	local  Local
 	intake *Intake // nil: no services
 	log    *slog.Logger
-	events Events // nil: warnings are only logged
+	events Events    // nil: warnings are only logged
+	maps   MapSource // read by the first run alone
 
-	// dirty are the services to try again: those of a pass that
-	// failed, and refused ones that may fit now.
-	mu    sync.Mutex
-	dirty map[ServiceName]bool
-	wake  chan struct{}
-
-	// Owned by the job's goroutine.
-
+	// wake runs the controller for what the tables do not say: the
+	// maps opened, a reconciler reached a revision awaited or pruned,
+	// services wait to be tried again.
+	wake *desired.Signal
 	// touches follow the intake's tables, one per input.
 	touches []touches
-	ids     *ids
+	// pending are the services the next pass writes: those whose
+	// change no pass wrote yet (the maps were not open, the pass
+	// failed), and refused ones that may fit now.
+	pending map[ServiceName]bool
+	// started: the first pass is done.
+	started bool
+
+	ids *ids
 	// backendRefs counts the frontends each backend serves.
 	backendRefs map[Addr]int
 	claims      *claims
@@ -42,7 +50,7 @@ type controller struct {
 	// frontendsDone and backendsDone follow the reconcilers, which
 	// free what the tables drained; once both have pruned, what the maps
 	// held at the start and no row took is gone too.
-	frontendsDone, backendsDone     *follower
+	frontendsDone, backendsDone     *progress
 	frontendsPruned, backendsPruned atomic.Bool
 	// refused are the services that did not fit; they are tried again
 	// when room frees.
@@ -54,12 +62,23 @@ type controller struct {
 	initDone []func(statedb.WriteTxn)
 }
 
-// newController keeps the tables within the maps' sizes limit.
-func newController(db *statedb.DB, t Tables, local Local, intake *Intake, log *slog.Logger, limit usage) *controller {
-	c := &controller{db: db, tables: t, local: local, intake: intake, log: log, dirty: map[ServiceName]bool{},
-		wake: make(chan struct{}, 1), ids: newIDs(), backendRefs: map[Addr]int{}, claims: newClaims(),
-		room: room{limit: limit}, frontendsDone: newFollower(nil), backendsDone: newFollower(nil),
+// newController keeps the tables within the maps' sizes limit. It
+// follows the intake's tables from now on: what changes before the
+// first run is in that run.
+func newController(db *statedb.DB, t Tables, local Local, intake *Intake, log *slog.Logger, limit usage) (*controller, error) {
+	c := &controller{db: db, tables: t, local: local, intake: intake, log: log, wake: desired.NewSignal(),
+		pending: map[ServiceName]bool{}, ids: newIDs(), backendRefs: map[Addr]int{}, claims: newClaims(),
+		room: room{limit: limit}, frontendsDone: newProgress(nil), backendsDone: newProgress(nil),
 		refused: map[ServiceName]refusal{}, lost: map[ServiceName]map[Addr]string{}}
+	if intake != nil {
+		for _, in := range intake.Inputs {
+			tt, err := in.follow(db)
+			if err != nil {
+				return nil, err
+			}
+			c.touches = append(c.touches, tt)
+		}
+	}
 	txn := db.WriteTxn(t.Services, t.Frontends, t.Backends)
 	for _, tbl := range []interface {
 		RegisterInitializer(statedb.WriteTxn, string) func(statedb.WriteTxn)
@@ -67,109 +86,80 @@ func newController(db *statedb.DB, t Tables, local Local, intake *Intake, log *s
 		c.initDone = append(c.initDone, tbl.RegisterInitializer(txn, "loadbalancer"))
 	}
 	txn.Commit()
-	return c
+	return c, nil
 }
 
-// markDirty queues a service for the next pass.
-func (c *controller) markDirty(n ServiceName) {
-	c.mu.Lock()
-	c.dirty[n] = true
-	c.mu.Unlock()
-	c.trigger()
-}
-
-// trigger wakes the job for a pass.
-func (c *controller) trigger() {
-	select {
-	case c.wake <- struct{}{}:
-	default:
-	}
-}
-
-// follow waits until the intake's tables are initialized (a first pass
-// over half the cluster would let the reconcilers prune what the rest
-// still needs), then starts following their changes, before anything
-// is read of them, so that no change falls between.
-func (c *controller) follow(ctx context.Context) error {
-	if c.intake == nil {
-		return nil
-	}
-	metas := make([]statedb.TableMeta, 0, len(c.intake.Inputs))
-	for _, in := range c.intake.Inputs {
-		_, initialized := in.table().Initialized(c.db.ReadTxn())
-		select {
-		case <-initialized:
-		case <-ctx.Done():
-			return fmt.Errorf("table %s not initialized: %w", in.table().Name(), ctx.Err())
-		}
-		metas = append(metas, in.table())
-	}
-	if len(metas) == 0 {
-		return nil
-	}
-	txn := c.db.WriteTxn(metas...)
-	defer txn.Abort()
-	for _, in := range c.intake.Inputs {
-		t, err := in.follow(txn)
-		if err != nil {
-			return err
-		}
-		c.touches = append(c.touches, t)
-	}
-	txn.Commit()
-	return nil
-}
-
-// changed are the services that the tables' changes up to txn touch,
-// and those to try again; ws gets the channels of the next changes.
-func (c *controller) changed(txn statedb.ReadTxn, ws *statedb.WatchSet) []ServiceName {
-	seen := map[ServiceName]bool{}
-	var out []ServiceName
-	add := func(ns []ServiceName) {
-		for _, n := range ns {
-			if !seen[n] {
-				seen[n] = true
-				out = append(out, n)
-			}
+// inputs are what the controller's run reads: the intake's tables, and
+// its wake.
+func (c *controller) inputs() []desired.Input {
+	out := []desired.Input{c.wake.Input()}
+	if c.intake != nil {
+		for _, in := range c.intake.Inputs {
+			out = append(out, in.input())
 		}
 	}
-	for _, t := range c.touches {
-		ns, watch := t.next(txn)
-		add(ns)
-		ws.Add(watch)
-	}
-	add(c.takeDirty())
 	return out
 }
 
-func (c *controller) takeDirty() []ServiceName {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	out := make([]ServiceName, 0, len(c.dirty))
-	for n := range c.dirty {
+// run is the controller's run: the services that the tables' changes
+// up to txn touch join the pending ones, which a pass writes. The first
+// pass waits for the maps. A pass that leaves services pending (refused
+// ones that fit now) runs the controller again.
+func (c *controller) run(_ context.Context, txn statedb.ReadTxn) error {
+	for _, tt := range c.touches {
+		for _, n := range tt.next(txn) {
+			c.pending[n] = true
+		}
+	}
+	var err error
+	if c.started {
+		// The reconcilers may have freed room that refused services
+		// wait for.
+		c.settle()
+		if len(c.pending) > 0 {
+			err = c.process(txn, c.takePending(), false)
+		}
+	} else {
+		err = c.first(txn)
+	}
+	if err == nil && len(c.pending) > 0 {
+		c.wake.Fire()
+	}
+	return err
+}
+
+// takePending returns the pending services and forgets them.
+func (c *controller) takePending() []ServiceName {
+	out := make([]ServiceName, 0, len(c.pending))
+	for n := range c.pending {
 		out = append(out, n)
 	}
-	clear(c.dirty)
+	clear(c.pending)
 	return out
 }
 
-// first is the first pass: after a restart, the numbers the datapath
-// holds are taken over; then every service named (all of them, as the
-// first changes are every row) is written, and the tables are marked
-// initialized so that the reconcilers prune what is left. A pass that
-// fails leaves its names to try again.
-func (c *controller) first(m Map, txn statedb.ReadTxn, names []ServiceName) error {
+// first is the first pass, once the maps are open: after a restart, the
+// numbers the datapath holds are taken over; then every service pending
+// (all of them, as the first changes are every row) is written, and the
+// tables are marked initialized so that the reconcilers prune what is
+// left.
+func (c *controller) first(txn statedb.ReadTxn) error {
+	m := c.maps()
+	if m == nil {
+		return errNoMap
+	}
 	err := c.ids.restore(m)
 	if err == nil {
 		err = c.room.restore(m)
 	}
 	if err != nil {
-		for _, n := range names {
-			c.markDirty(n)
-		}
 		return fmt.Errorf("read the service maps: %w", err)
 	}
-	return c.process(txn, names, true)
+	if err := c.process(txn, c.takePending(), true); err != nil {
+		return err
+	}
+	c.started = true
+	return nil
 }
 
 // dropLeftovers frees, once both reconcilers have pruned the maps, what
@@ -255,7 +245,7 @@ func (c *controller) process(txn statedb.ReadTxn, names []ServiceName, initializ
 
 // abort drops the pass: nothing of the transaction lands, the counts
 // are what the tables say again, the numbers the pass handed out go
-// back, and its services are tried again.
+// back, and its services are pending again.
 func (c *controller) abort(txn statedb.WriteTxn, plans []*plan, p *pass, err error) error {
 	txn.Abort()
 	c.recount()
@@ -272,7 +262,7 @@ func (c *controller) abort(txn statedb.WriteTxn, plans []*plan, p *pass, err err
 		}
 	}
 	for _, pl := range plans {
-		c.markDirty(pl.name)
+		c.pending[pl.name] = true
 	}
 	return err
 }
@@ -324,12 +314,12 @@ type refusal struct {
 	need usage
 }
 
-// retryRefused queues the refused services that the room free now may
-// fit (all of them with all): trying a large one again costs.
+// retryRefused makes pending the refused services that the room free now
+// may fit (all of them with all): trying a large one again costs.
 func (c *controller) retryRefused(all bool) {
 	for n, r := range c.refused {
 		if why, _ := c.room.fit(r.need); all || why == "" {
-			c.markDirty(n)
+			c.pending[n] = true
 		}
 	}
 }

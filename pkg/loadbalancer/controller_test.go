@@ -34,7 +34,10 @@ func TestRefusedServiceLandsNothing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := newController(db, tables, Local{NodeName: "node-a"}, oneService, slog.New(slog.DiscardHandler), limitsOf(65536))
+	c, err := newController(db, tables, Local{NodeName: "node-a"}, oneService, slog.New(slog.DiscardHandler), limitsOf(65536))
+	if err != nil {
+		t.Fatal(err)
+	}
 	// One reverse NAT index is free: the first frontend is numbered, the
 	// second cannot be.
 	for i := 2; i <= 0xffff; i++ {
@@ -107,8 +110,11 @@ func TestRoomFreedOnceReconciled(t *testing.T) {
 	}
 	src := &fakeServices{svcs: map[ServiceName]Service{}, eps: map[ServiceName][]Endpoint{}}
 	// Room for two frontends of two backends each.
-	c := newController(db, tables, Local{NodeName: "node-a"}, src.intake(), slog.New(slog.DiscardHandler),
+	c, err := newController(db, tables, Local{NodeName: "node-a"}, src.intake(), slog.New(slog.DiscardHandler),
 		usage{services: 6, backends: 4, revNATs: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
 	gate, reached := make(chan struct{}), make(chan struct{}, 2)
 	wait := func(ctx context.Context, _ statedb.Revision) error {
 		select {
@@ -118,10 +124,10 @@ func TestRoomFreedOnceReconciled(t *testing.T) {
 			return ctx.Err()
 		}
 	}
-	c.frontendsDone, c.backendsDone = newFollower(wait), newFollower(wait)
+	c.frontendsDone, c.backendsDone = newProgress(wait), newProgress(wait)
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	for _, f := range []*follower{c.frontendsDone, c.backendsDone} {
+	for _, f := range []*progress{c.frontendsDone, c.backendsDone} {
 		go f.run(ctx, func() { reached <- struct{}{} })
 	}
 
@@ -162,7 +168,7 @@ func TestRoomFreedOnceReconciled(t *testing.T) {
 	if len(c.ids.revNATs.byAddr) != 1 || len(c.ids.backends.byAddr) != 2 {
 		t.Fatalf("web's numbers are still taken: %v %v", c.ids.revNATs.byAddr, c.ids.backends.byAddr)
 	}
-	names := c.takeDirty()
+	names := c.takePending()
 	if len(names) != 1 || names[0] != late {
 		t.Fatalf("tried again: %v, want the refused %s", names, late)
 	}

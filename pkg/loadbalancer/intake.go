@@ -1,9 +1,9 @@
 package loadbalancer
 
 import (
-	"fmt"
-
 	"github.com/cilium/statedb"
+
+	"github.com/cilium-go/cilium/pkg/desired"
 )
 
 // Intake is where the controller reads services: tables whose rows
@@ -24,17 +24,17 @@ type Intake struct {
 
 // Input is a table whose rows touch services.
 type Input interface {
-	table() statedb.TableMeta
-	// follow starts following the table's changes as of txn, which
-	// must lock the table.
-	follow(txn statedb.WriteTxn) (touches, error)
+	// input is the table as the controller's input.
+	input() desired.Input
+	// follow starts following the table's changes.
+	follow(db *statedb.DB) (touches, error)
 }
 
 // touches tells which services a table's changes touch.
 type touches interface {
 	// next returns the services that the changes since the last call
-	// touch, as of txn, and a channel that closes at the next change.
-	next(txn statedb.ReadTxn) ([]ServiceName, <-chan struct{})
+	// touch, as of txn.
+	next(txn statedb.ReadTxn) []ServiceName
 }
 
 // TableInput is t as an Input: key names a row across its changes, and
@@ -49,14 +49,14 @@ type tableInput[T any] struct {
 	touch func(T) (ServiceName, bool)
 }
 
-func (in tableInput[T]) table() statedb.TableMeta { return in.t }
+func (in tableInput[T]) input() desired.Input { return desired.TableInput(in.t) }
 
-func (in tableInput[T]) follow(txn statedb.WriteTxn) (touches, error) {
-	it, err := in.t.Changes(txn)
+func (in tableInput[T]) follow(db *statedb.DB) (touches, error) {
+	f, err := desired.Follow(db, in.t)
 	if err != nil {
-		return nil, fmt.Errorf("follow table %s: %w", in.t.Name(), err)
+		return nil, err
 	}
-	return &tableTouches[T]{in: in, it: it, last: map[string]ServiceName{}}, nil
+	return &tableTouches[T]{in: in, f: f, last: map[string]ServiceName{}}, nil
 }
 
 // tableTouches maps a table's changes to services. A change does not
@@ -65,33 +65,25 @@ func (in tableInput[T]) follow(txn statedb.WriteTxn) (touches, error) {
 // one, touches the one it left too.
 type tableTouches[T any] struct {
 	in   tableInput[T]
-	it   statedb.ChangeIterator[T]
+	f    *desired.Follower[T]
 	last map[string]ServiceName
 }
 
-func (tt *tableTouches[T]) next(txn statedb.ReadTxn) ([]ServiceName, <-chan struct{}) {
-	changes, watch := tt.it.Next(txn)
+func (tt *tableTouches[T]) next(txn statedb.ReadTxn) []ServiceName {
 	var out []ServiceName
-	seen := false
-	for ch := range changes {
-		seen = true
-		k := tt.in.key(ch.Object)
+	tt.f.Next(txn, func(obj T, deleted bool) {
+		k := tt.in.key(obj)
 		if old, ok := tt.last[k]; ok {
 			out = append(out, old)
 			delete(tt.last, k)
 		}
-		if ch.Deleted {
-			continue
+		if deleted {
+			return
 		}
-		if n, ok := tt.in.touch(ch.Object); ok {
+		if n, ok := tt.in.touch(obj); ok {
 			tt.last[k] = n
 			out = append(out, n)
 		}
-	}
-	if seen {
-		// The channel of a look that found changes is closed; a second
-		// look as of the same txn gives the next change's.
-		_, watch = tt.it.Next(txn)
-	}
-	return out, watch
+	})
+	return out
 }

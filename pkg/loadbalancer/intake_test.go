@@ -66,7 +66,8 @@ func TestChangeProcessesItsServiceAlone(t *testing.T) {
 			slice(name(i), fmt.Sprintf("10.244.%d.1", i), fmt.Sprintf("10.244.%d.2", i)))
 	}
 	r := &reads{n: map[loadbalancer.ServiceName]int{}}
-	lb := startLBWith(t, lbtest.New(), objs, r.cell())
+	m := lbtest.New()
+	lb := startLBWith(t, m, open(m), objs, r.cell())
 	for i := range services {
 		lb.waitWritten(t, name(i), 1)
 	}

@@ -142,7 +142,10 @@ func ownersAfter(t *testing.T, order []Service) map[Addr]ServiceName {
 	}
 	src := &fakeServices{svcs: map[ServiceName]Service{}, eps: map[ServiceName][]Endpoint{}}
 	local := Local{NodeName: "node-a", Addresses: []netip.Addr{netip.MustParseAddr("192.168.77.1")}}
-	c := newController(db, tables, local, src.intake(), slog.New(slog.DiscardHandler), limitsOf(65536))
+	c, err := newController(db, tables, local, src.intake(), slog.New(slog.DiscardHandler), limitsOf(65536))
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, s := range order {
 		src.svcs[s.Name] = s
 		if err := c.process(db.ReadTxn(), []ServiceName{s.Name}, false); err != nil {
@@ -173,7 +176,10 @@ func TestOlderServiceTakesFrontend(t *testing.T) {
 		t.Fatal(err)
 	}
 	src := &fakeServices{svcs: map[ServiceName]Service{}, eps: map[ServiceName][]Endpoint{}}
-	c := newController(db, tables, Local{NodeName: "node-a"}, src.intake(), slog.New(slog.DiscardHandler), limitsOf(65536))
+	c, err := newController(db, tables, Local{NodeName: "node-a"}, src.intake(), slog.New(slog.DiscardHandler), limitsOf(65536))
+	if err != nil {
+		t.Fatal(err)
+	}
 	var events fakeEvents
 	c.events = &events
 	svcs := contested()

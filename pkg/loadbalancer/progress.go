@@ -39,10 +39,10 @@ func untilReconciled[Obj any](r reconciler.Reconciler[Obj]) waitReconciled {
 	}
 }
 
-// follower follows one reconciler for the controller: how far the
+// progress follows one reconciler for the controller: how far the
 // kernel holds what the table says, so that room drained from the table
 // can be used again.
-type follower struct {
+type progress struct {
 	wait waitReconciled // nil: no kernel behind the table (tests)
 
 	mu         sync.Mutex
@@ -50,12 +50,12 @@ type follower struct {
 	kick       chan struct{}
 }
 
-func newFollower(wait waitReconciled) *follower {
-	return &follower{wait: wait, kick: make(chan struct{}, 1)}
+func newProgress(wait waitReconciled) *progress {
+	return &progress{wait: wait, kick: make(chan struct{}, 1)}
 }
 
 // await asks to be told once the reconciler reaches rev.
-func (f *follower) await(rev statedb.Revision) {
+func (f *progress) await(rev statedb.Revision) {
 	f.mu.Lock()
 	f.want = max(f.want, rev)
 	if f.wait == nil {
@@ -69,7 +69,7 @@ func (f *follower) await(rev statedb.Revision) {
 }
 
 // reached is the revision up to which the kernel holds the table.
-func (f *follower) reached() statedb.Revision {
+func (f *progress) reached() statedb.Revision {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.have
@@ -77,7 +77,7 @@ func (f *follower) reached() statedb.Revision {
 
 // run waits for the revisions asked for and calls notify for each
 // reached, until ctx ends.
-func (f *follower) run(ctx context.Context, notify func()) {
+func (f *progress) run(ctx context.Context, notify func()) {
 	if f.wait == nil {
 		return
 	}

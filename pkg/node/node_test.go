@@ -40,7 +40,7 @@ func TestReconcilerFollowsTheTable(t *testing.T) {
 	h := health.NewHive(job.Cell, statedb.Cell, health.Cell, node.TableCell,
 		cell.Module("node-test", "Remote node reconciler under test",
 			cell.ProvidePrivate(func(r job.Registry, h cell.Health) job.Group { return r.NewGroup(h) }),
-			cell.Invoke(func(p reconciler.Params, tbl statedb.RWTable[*node.Remote]) error {
+			cell.Invoke(func(p reconciler.Params, tbl statedb.RWTable[*node.RouteRow]) error {
 				w = node.NewWriter(p.DB, tbl)
 				return node.RegisterReconciler(p, tbl, routes)
 			})))

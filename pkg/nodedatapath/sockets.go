@@ -21,11 +21,11 @@ import (
 type sockets struct {
 	n   *datapath.Node
 	db  *statedb.DB
-	eps statedb.Table[*endpoint.Desired]
+	eps statedb.Table[*endpoint.EndpointRow]
 	log *slog.Logger
 }
 
-func newSockets(n *datapath.Node, db *statedb.DB, eps statedb.Table[*endpoint.Desired], log *slog.Logger) loadbalancer.Sockets {
+func newSockets(n *datapath.Node, db *statedb.DB, eps statedb.Table[*endpoint.EndpointRow], log *slog.Logger) loadbalancer.Sockets {
 	return &sockets{n: n, db: db, eps: eps, log: log}
 }
 

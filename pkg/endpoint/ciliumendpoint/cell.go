@@ -31,7 +31,7 @@ type publisherParams struct {
 	Nodes           *node.Cluster  `optional:"true"`
 	IDs             *allocator.PodIdentities
 	DB              *statedb.DB
-	Endpoints       statedb.Table[*endpoint.Desired]
+	Endpoints       statedb.Table[*endpoint.EndpointRow]
 	Pods            statedb.Table[*corev1.Pod]
 	CiliumEndpoints statedb.Table[*v2.CiliumEndpoint]
 }

@@ -151,7 +151,7 @@ func Start(t testing.TB, dp endpoint.Datapath, ids endpoint.IdentityAllocator, i
 	h := health.NewHive(job.Cell, statedb.Cell, health.Cell,
 		cell.Module("endpoint-test", "Endpoint manager under test",
 			cell.Provide(endpoint.NewTable, func(r job.Registry, h cell.Health) job.Group { return r.NewGroup(h) }),
-			cell.Invoke(func(p reconciler.Params, tbl statedb.RWTable[*endpoint.Desired]) error {
+			cell.Invoke(func(p reconciler.Params, tbl statedb.RWTable[*endpoint.EndpointRow]) error {
 				m = endpoint.NewManager(hivetest.Logger(t), p.DB, tbl, ids, ipam, nil, dir)
 				return endpoint.RegisterReconciler(p, m, dp)
 			})))

@@ -64,7 +64,7 @@ type relabelParams struct {
 	IDs        *PodIdentities
 	Manager    *endpoint.Manager
 	DB         *statedb.DB
-	Endpoints  statedb.Table[*endpoint.Desired]
+	Endpoints  statedb.Table[*endpoint.EndpointRow]
 	Pods       statedb.Table[*corev1.Pod]
 	Namespaces statedb.Table[*corev1.Namespace]
 }

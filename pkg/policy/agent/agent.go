@@ -2,7 +2,6 @@ package agent
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"maps"
@@ -11,11 +10,12 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/cilium/hive/cell"
+	"github.com/cilium/hive/job"
 	"github.com/cilium/statedb"
 	"github.com/cilium/statedb/reconciler"
 
 	"github.com/cilium-go/cilium/internal/datapath/spec"
+	"github.com/cilium-go/cilium/pkg/desired"
 	"github.com/cilium-go/cilium/pkg/endpoint"
 	"github.com/cilium-go/cilium/pkg/identity"
 	"github.com/cilium-go/cilium/pkg/ipcache"
@@ -30,11 +30,11 @@ import (
 type Agent struct {
 	log     *slog.Logger
 	db      *statedb.DB
-	tbl     statedb.RWTable[*EndpointPolicy]
-	entries statedb.RWTable[*MapEntry]
-	changes statedb.RWTable[*PolicyChange]
+	tbl     statedb.RWTable[*EndpointPolicyRow]
+	entries statedb.RWTable[*PolicyEntryRow]
+	changes statedb.RWTable[*PolicyChangeRow]
 	cookies *policy.Cookies
-	eps     statedb.Table[*endpoint.Desired]
+	eps     statedb.Table[*endpoint.EndpointRow]
 	clients *k8sagent.Clients
 	// node is this node's name, which the policies' status names.
 	node string
@@ -46,7 +46,7 @@ type Agent struct {
 
 	mu    sync.Mutex
 	queue []func(*policy.Engine)
-	wake  chan struct{}
+	wake  *desired.Signal
 
 	// depPolicies are the Cilium policies that name Services or CIDR
 	// groups, translated again when one of those changes. Owned by the
@@ -61,14 +61,14 @@ type Agent struct {
 	// prefixes is the table of the engine's CIDR identities, which the
 	// ipcache reads; prefixesInit marks it initialized after the first
 	// write.
-	prefixes     statedb.RWTable[*ipcache.PolicyPrefix]
+	prefixes     statedb.RWTable[*ipcache.PolicyPrefixRow]
 	prefixesInit func(statedb.WriteTxn)
 
 	// policyRevision counts the changes of policies' rules, on the
 	// engine's goroutine; pendingChanges are those not yet written to
 	// the policy changes' table, the last of each policy.
 	policyRevision uint64
-	pendingChanges map[policy.Origin]*PolicyChange
+	pendingChanges map[policy.Origin]*PolicyChangeRow
 	// flushedRevision is policyRevision as of the last write: the
 	// policy changes that the tables' entries include.
 	flushedRevision uint64
@@ -79,69 +79,33 @@ type Agent struct {
 func (a *Agent) setRules(e *policy.Engine, origin policy.Origin, rules []policy.Rule) {
 	e.SetRules(origin, rules)
 	a.policyRevision++
-	a.pendingChanges[origin] = &PolicyChange{Origin: origin, Rules: len(rules), Revision: a.policyRevision}
+	a.pendingChanges[origin] = &PolicyChangeRow{Origin: origin, Rules: len(rules), Revision: a.policyRevision}
 }
 
 // Enforced implements endpoint.PolicyGate.
 func (a *Agent) Enforced() bool { return a.mode != policy.ModeNever }
 
-// AwaitPolicy implements endpoint.PolicyGate.
+// AwaitPolicy implements endpoint.PolicyGate: it waits for the engine to
+// compute endpoint id's policy for identity num, then for the reconciler
+// to put every entry of it into the map.
 func (a *Agent) AwaitPolicy(ctx context.Context, id uint16, num identity.NumericIdentity) error {
 	if !a.Enforced() {
 		return nil
 	}
 	for {
-		r := a.realization(a.db.ReadTxn(), id)
-		if r.known && r.row.Identity == num {
-			switch {
-			case r.row.Refused != nil:
-				return fmt.Errorf("policy refused: %s", r.row.Refused)
-			case r.err != "":
-				return errors.New(r.err)
-			case r.realized >= r.row.Revision:
-				return nil
+		row, _, watch, ok := a.tbl.GetWatch(a.db.ReadTxn(), EndpointIndex.Query(id))
+		if ok && row.Identity == num {
+			if row.Refused != nil {
+				return fmt.Errorf("policy refused: %s", row.Refused)
 			}
+			return desired.Await(ctx, a.db, a.entries, EntryEndpointIndex.Query(id), 0)
 		}
 		select {
-		case <-r.watch:
-		case <-r.entriesWatch:
+		case <-watch:
 		case <-ctx.Done():
-			return fmt.Errorf("policy not in place yet: %w", context.Cause(ctx))
+			return fmt.Errorf("policy not computed yet: %w", context.Cause(ctx))
 		}
 	}
-}
-
-// realization is how far an endpoint's policy got into the datapath.
-type realization struct {
-	row      *EndpointPolicy
-	known    bool
-	realized uint64 // the revision the datapath holds
-	err      string // an entry the reconciler failed to write
-	// watch and entriesWatch close when the row or its entries change.
-	watch, entriesWatch <-chan struct{}
-}
-
-// realization reads it: the datapath holds revision R once no entry
-// written at or before R is still to be reconciled.
-func (a *Agent) realization(txn statedb.ReadTxn, id uint16) realization {
-	var r realization
-	r.row, _, r.watch, r.known = a.tbl.GetWatch(txn, EndpointIndex.Query(id))
-	rows, watch := a.entries.ListWatch(txn, EntryEndpointIndex.Query(id))
-	r.entriesWatch = watch
-	if !r.known {
-		return r
-	}
-	r.realized = r.row.Revision
-	for e := range rows {
-		switch e.Status.Kind {
-		case reconciler.StatusKindDone:
-			continue
-		case reconciler.StatusKindError:
-			r.err = e.Status.GetError()
-		}
-		r.realized = min(r.realized, e.Revision-1)
-	}
-	return r
 }
 
 // do queues work for the engine's goroutine.
@@ -149,47 +113,36 @@ func (a *Agent) do(fn func(*policy.Engine)) {
 	a.mu.Lock()
 	a.queue = append(a.queue, fn)
 	a.mu.Unlock()
-	select {
-	case a.wake <- struct{}{}:
-	default:
-	}
+	a.wake.Fire()
 }
 
-// run owns the engine: it follows the inputs' tables and, once they hold
-// everything, gives the engine their changes and the API's questions, and
-// writes what changed, until ctx ends.
-func (a *Agent) run(ctx context.Context, h cell.Health) error {
-	in, waitFor, err := a.follow()
+// start follows the engine's inputs and adds the controller that owns
+// the engine: once the inputs hold everything, each run gives the engine
+// their changes and the API's questions, and writes what changed.
+func (a *Agent) start(jobs job.Group) error {
+	in, inputs, err := a.follow()
 	if err != nil {
 		return err
 	}
-	if in.followsKubernetes() && a.clients != nil {
-		a.rep = policyk8s.NewReporter(ctx, a.log, a.clients, a.node)
-	}
-	if err := a.awaitInitialized(ctx, waitFor); err != nil {
-		return nil // stopped before it started
-	}
 	initialized := false
-	for {
-		ws := statedb.NewWatchSet()
-		// wake is no watch channel, but a value in it ends the wait as
-		// a closed channel would.
-		ws.Add(a.wake)
-		a.mu.Lock()
-		work := a.queue
-		a.queue = nil
-		a.mu.Unlock()
-		for _, fn := range work {
-			fn(a.engine)
-		}
-		a.apply(in, a.db.ReadTxn(), ws)
-		a.write(!initialized)
-		initialized = true
-		h.OK(fmt.Sprintf("%d endpoints", a.engine.EndpointCount()))
-		if _, err := ws.Wait(ctx, 0); err != nil {
+	desired.Controller(jobs, "policy-engine", a.db, append(inputs, a.wake.Input()),
+		func(ctx context.Context, txn statedb.ReadTxn) error {
+			if !initialized && in.followsKubernetes() && a.clients != nil {
+				a.rep = policyk8s.NewReporter(ctx, a.log, a.clients, a.node)
+			}
+			a.mu.Lock()
+			work := a.queue
+			a.queue = nil
+			a.mu.Unlock()
+			for _, fn := range work {
+				fn(a.engine)
+			}
+			a.apply(in, txn)
+			a.write(!initialized)
+			initialized = true
 			return nil
-		}
-	}
+		})
+	return nil
 }
 
 // write puts what the engine changed into the tables, in one
@@ -216,18 +169,18 @@ func (a *Agent) write(markInitialized bool) {
 	for _, st := range eps {
 		switch {
 		case st.Deleted:
-			_, _, _ = a.tbl.Delete(txn, &EndpointPolicy{EndpointID: st.ID})
+			_, _, _ = a.tbl.Delete(txn, &EndpointPolicyRow{EndpointID: st.ID})
 			a.tombstoneEntries(txn, st.ID, nil, rev)
 		case st.Refused != nil:
 			// The entries stay as they were: the policy of before.
-			row := &EndpointPolicy{EndpointID: st.ID, Revision: st.Revision}
+			row := &EndpointPolicyRow{EndpointID: st.ID, Revision: st.Revision}
 			if old, _, ok := a.tbl.Get(txn, EndpointIndex.Query(st.ID)); ok {
 				row = old.clone()
 			}
 			row.Identity, row.Refused = st.Identity, st.Refused
 			_, _, _ = a.tbl.Insert(txn, row)
 		case st.Ready:
-			row := &EndpointPolicy{EndpointID: st.ID, Identity: st.Identity, Revision: st.Revision,
+			row := &EndpointPolicyRow{EndpointID: st.ID, Identity: st.Identity, Revision: st.Revision,
 				EnforceIngress: st.EnforceIngress, EnforceEgress: st.EnforceEgress}
 			_, _, _ = a.tbl.Insert(txn, row)
 			if st.Resync {
@@ -307,7 +260,7 @@ func (a *Agent) reportRefusals(eps []policy.EndpointStatus) {
 // tombstone that the reconciler removes from the map.
 func (a *Agent) writeEntry(txn statedb.WriteTxn, c policy.EntryChange, rev uint64) {
 	old, _, found := a.entries.Get(txn, EntryIndex.Query(entryID{c.EndpointID, c.Entry}))
-	row := &MapEntry{EndpointID: c.EndpointID, Entry: c.Entry, Origins: c.Origins, Revision: rev,
+	row := &PolicyEntryRow{EndpointID: c.EndpointID, Entry: c.Entry, Origins: c.Origins, Revision: rev,
 		Status: reconciler.StatusPending()}
 	switch {
 	case len(c.Origins) == 0 && (!found || old.Deleted):

@@ -50,17 +50,17 @@ func (def Config) Flags(flags *pflag.FlagSet) {
 // into the table that the policy map's reconciler programs. It provides
 // the endpoint manager's PolicyGate, the table of the prefixes that rules
 // name (the ipcache's input), and the table of policy changes
-// (statedb.Table[*PolicyChange]) that tells of each policy's updates.
+// (statedb.Table[*PolicyChangeRow]) that tells of each policy's updates.
 var EngineCell = cell.Module("policy", "Network policy rules to endpoints policy map entries",
 	cell.Config(DefaultConfig),
 	cell.ProvidePrivate(NewPolicyChangesTable),
-	cell.Provide(statedb.RWTable[*PolicyChange].ToTable),
+	cell.Provide(statedb.RWTable[*PolicyChangeRow].ToTable),
 	cell.Provide(newAgent, func(a *Agent) endpoint.PolicyGate { return a },
-		ipcache.NewPrefixesTable, statedb.RWTable[*ipcache.PolicyPrefix].ToTable),
+		ipcache.NewPrefixesTable, statedb.RWTable[*ipcache.PolicyPrefixRow].ToTable),
 	health.JobGroup,
-	cell.Invoke(func(jobs job.Group, a *Agent) {
-		jobs.Add(job.OneShot("policy-engine", a.run))
+	cell.Invoke(func(jobs job.Group, a *Agent) error {
 		desired.CollectTombstones(jobs, a.db, a.entries, DeletedIndex)
+		return a.start(jobs)
 	}),
 )
 
@@ -94,8 +94,8 @@ func (c MapConfig) Validate() error {
 var Cell = cell.Module("policy-map", "Endpoint policies reconciled into the endpoints policy maps",
 	cell.Config(DefaultMapConfig),
 	cell.Invoke(MapConfig.Validate),
-	cell.Provide(NewTable, statedb.RWTable[*EndpointPolicy].ToTable,
-		NewEntriesTable, statedb.RWTable[*MapEntry].ToTable, policy.NewCookies),
+	cell.Provide(NewTable, statedb.RWTable[*EndpointPolicyRow].ToTable,
+		NewEntriesTable, statedb.RWTable[*PolicyEntryRow].ToTable, policy.NewCookies),
 	health.JobGroup,
 	cell.Invoke(RegisterReconciler),
 )
@@ -105,12 +105,12 @@ type agentParams struct {
 	Config    Config
 	Log       *slog.Logger
 	DB        *statedb.DB
-	Table     statedb.RWTable[*EndpointPolicy]
-	Entries   statedb.RWTable[*MapEntry]
-	Changes   statedb.RWTable[*PolicyChange]
+	Table     statedb.RWTable[*EndpointPolicyRow]
+	Entries   statedb.RWTable[*PolicyEntryRow]
+	Changes   statedb.RWTable[*PolicyChangeRow]
 	Cookies   *policy.Cookies
-	Endpoints statedb.Table[*endpoint.Desired]
-	Prefixes  statedb.RWTable[*ipcache.PolicyPrefix]
+	Endpoints statedb.Table[*endpoint.EndpointRow]
+	Prefixes  statedb.RWTable[*ipcache.PolicyPrefixRow]
 	// K8s names this node, in the policies' status.
 	K8s     k8sagent.Config   `optional:"true"`
 	Clients *k8sagent.Clients `optional:"true"`
@@ -138,11 +138,11 @@ func newAgent(p agentParams) (*Agent, error) {
 	prefixesDone := p.Prefixes.RegisterInitializer(txn, "policy-engine")
 	txn.Commit()
 	a := &Agent{log: p.Log, db: p.DB, tbl: p.Table, entries: p.Entries, changes: p.Changes, cookies: p.Cookies, eps: p.Endpoints,
-		clients: p.Clients, node: p.K8s.K8sNodeName, mode: mode, engine: policy.NewEngine(mode), initDone: done, wake: make(chan struct{}, 1),
+		clients: p.Clients, node: p.K8s.K8sNodeName, mode: mode, engine: policy.NewEngine(mode), initDone: done, wake: desired.NewSignal(),
 		in: inputTables{Pods: p.Pods, Services: p.Services, EndpointSlices: p.EndpointSlices, NetworkPolicies: p.NetworkPolicies,
 			CNPs: p.CNPs, CCNPs: p.CCNPs, CiliumIdentities: p.CiliumIdentities, CiliumEndpoints: p.CiliumEndpoints, CIDRGroups: p.CIDRGroups},
 		depPolicies: map[policy.Origin]*dependentPolicy{}, prefixes: p.Prefixes, prefixesInit: prefixesDone, refusals: map[uint16]*policy.Refusal{},
-		pendingChanges: map[policy.Origin]*PolicyChange{}}
+		pendingChanges: map[policy.Origin]*PolicyChangeRow{}}
 	a.engine.LimitEntries(p.MapConfig.BPFPolicyMapMax)
 	return a, nil
 }

@@ -1,9 +1,7 @@
 package agent
 
 import (
-	"context"
 	"errors"
-	"fmt"
 
 	"github.com/cilium/statedb"
 	corev1 "k8s.io/api/core/v1"
@@ -11,6 +9,7 @@ import (
 	networkingv1 "k8s.io/api/networking/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/cilium-go/cilium/pkg/desired"
 	"github.com/cilium-go/cilium/pkg/endpoint"
 	v2 "github.com/cilium-go/cilium/pkg/k8s/apis/cilium.io/v2"
 	"github.com/cilium-go/cilium/pkg/k8s/tables"
@@ -32,48 +31,40 @@ type inputTables struct {
 	CIDRGroups       statedb.Table[*v2.CiliumCIDRGroup]
 }
 
-// follower reads one table's changes with a change iterator. With gens,
-// it skips the changes that leave an object's generation as it was, and
-// the deletions of objects it never passed on.
+// follower reads one table's changes. With gens, it skips the changes
+// that leave an object's generation as it was, and the deletions of
+// objects it never passed on. A nil follower has no changes.
 type follower[T tables.Object] struct {
-	table statedb.Table[T]
-	iter  statedb.ChangeIterator[T]
-	gens  generations
+	f    *desired.Follower[T]
+	gens generations
 }
 
-func newFollower[T tables.Object](t statedb.Table[T], byGeneration bool) *follower[T] {
-	f := &follower[T]{table: t}
-	if byGeneration {
-		f.gens = generations{}
-	}
-	return f
-}
-
-// start creates the change iterator; txn must lock the table.
-func (f *follower[T]) start(txn statedb.WriteTxn) error {
-	it, err := f.table.Changes(txn)
+// newFollower starts following t's changes.
+func newFollower[T tables.Object](db *statedb.DB, t statedb.Table[T], byGeneration bool) (*follower[T], error) {
+	f, err := desired.Follow(db, t)
 	if err != nil {
-		return fmt.Errorf("follow %s: %w", f.table.Name(), err)
+		return nil, err
 	}
-	f.iter = it
-	return nil
+	out := &follower[T]{f: f}
+	if byGeneration {
+		out.gens = generations{}
+	}
+	return out, nil
 }
 
-func (f *follower[T]) meta() statedb.TableMeta { return f.table }
-
-// next passes fn the changes up to txn, and adds to ws the channel that
-// closes at the table's next change.
-func (f *follower[T]) next(txn statedb.ReadTxn, ws *statedb.WatchSet, fn func(key string, obj T, deleted bool)) {
-	changes, watch := f.iter.Next(txn)
-	ws.Add(watch)
-	for c := range changes {
-		key := tables.Key(c.Object)
-		v := version{uid: c.Object.GetUID(), generation: c.Object.GetGeneration()}
-		if f.gens != nil && !f.gens.apply(key, v, c.Deleted) {
-			continue
-		}
-		fn(key, c.Object, c.Deleted)
+// next passes fn the changes up to txn.
+func (f *follower[T]) next(txn statedb.ReadTxn, fn func(key string, obj T, deleted bool)) {
+	if f == nil {
+		return
 	}
+	f.f.Next(txn, func(obj T, deleted bool) {
+		key := tables.Key(obj)
+		v := version{uid: obj.GetUID(), generation: obj.GetGeneration()}
+		if f.gens != nil && !f.gens.apply(key, v, deleted) {
+			return
+		}
+		fn(key, obj, deleted)
+	})
 }
 
 // generations remember the version of each object passed on, by key: a
@@ -108,7 +99,7 @@ func (g generations) apply(key string, v version, deleted bool) bool {
 // inputs are the engine's followers of its tables, and what it must
 // remember of their objects between changes.
 type inputs struct {
-	endpoints       statedb.ChangeIterator[*endpoint.Desired]
+	endpoints       *desired.Follower[*endpoint.EndpointRow]
 	networkPolicies *follower[*networkingv1.NetworkPolicy]
 	cnps            *follower[*v2.CiliumNetworkPolicy]
 	ccnps           *follower[*v2.CiliumClusterwideNetworkPolicy]
@@ -125,104 +116,63 @@ type inputs struct {
 	sliceServices map[string]string
 }
 
-// startable is a follower, of any table, before it starts.
-type startable interface {
-	start(statedb.WriteTxn) error
-	meta() statedb.TableMeta
-}
-
-// kubernetes are the followers of Kubernetes tables.
-func (in *inputs) kubernetes() []startable {
-	return []startable{in.networkPolicies, in.cnps, in.ccnps, in.identities, in.ciliumEndpoints,
-		in.cidrGroups, in.services, in.endpointSlices}
-}
-
 // followsKubernetes: the engine reads the Kubernetes tables (unless
 // policy is never enforced).
 func (in *inputs) followsKubernetes() bool { return in.networkPolicies != nil }
 
 // follow starts following the endpoints and, unless policy is never
-// enforced, the Kubernetes tables, all from one transaction. It returns
-// the tables the first write must wait for.
-func (a *Agent) follow() (*inputs, []statedb.TableMeta, error) {
+// enforced, the Kubernetes tables. It returns what the engine's
+// controller reads: those tables, whose first list the first write
+// waits for (it then holds every endpoint's policy under every policy,
+// and only then may the reconciler prune what an earlier run left).
+func (a *Agent) follow() (*inputs, []desired.Input, error) {
 	in := &inputs{sliceServices: map[string]string{}, namedPorts: namedPorts{}}
-	waitFor := []statedb.TableMeta{a.eps}
-	var followed []startable
+	var errs [9]error
+	in.endpoints, errs[0] = desired.Follow(a.db, a.eps)
 	if a.mode != policy.ModeNever {
-		in.networkPolicies = newFollower(a.in.NetworkPolicies, true)
-		in.cnps = newFollower(a.in.CNPs, true)
-		in.ccnps = newFollower(a.in.CCNPs, true)
-		in.identities = newFollower(a.in.CiliumIdentities, true)
-		in.ciliumEndpoints = newFollower(a.in.CiliumEndpoints, true)
+		in.networkPolicies, errs[1] = newFollower(a.db, a.in.NetworkPolicies, true)
+		in.cnps, errs[2] = newFollower(a.db, a.in.CNPs, true)
+		in.ccnps, errs[3] = newFollower(a.db, a.in.CCNPs, true)
+		in.identities, errs[4] = newFollower(a.db, a.in.CiliumIdentities, true)
+		in.ciliumEndpoints, errs[5] = newFollower(a.db, a.in.CiliumEndpoints, true)
 		// A change of these names no generation that says whether
 		// translations read it (labels and addresses do not bump it).
-		in.cidrGroups = newFollower(a.in.CIDRGroups, false)
-		in.services = newFollower(a.in.Services, false)
-		in.endpointSlices = newFollower(a.in.EndpointSlices, false)
-		followed = in.kubernetes()
+		in.cidrGroups, errs[6] = newFollower(a.db, a.in.CIDRGroups, false)
+		in.services, errs[7] = newFollower(a.db, a.in.Services, false)
+		in.endpointSlices, errs[8] = newFollower(a.db, a.in.EndpointSlices, false)
 	}
-	locked := []statedb.TableMeta{a.eps}
-	for _, f := range followed {
-		locked = append(locked, f.meta())
-		waitFor = append(waitFor, f.meta())
-	}
-	txn := a.db.WriteTxn(locked...)
-	defer txn.Abort()
-	var err error
-	in.endpoints, err = a.eps.Changes(txn)
-	if err != nil {
-		return nil, nil, fmt.Errorf("follow %s: %w", a.eps.Name(), err)
-	}
-	for _, f := range followed {
-		err = errors.Join(err, f.start(txn))
-	}
-	if err != nil {
+	if err := errors.Join(errs[:]...); err != nil {
 		return nil, nil, err
 	}
-	txn.Commit()
-	return in, waitFor, nil
-}
-
-// awaitInitialized returns once every table in ts holds everything: the
-// endpoints restored, the Kubernetes objects listed. The first write
-// then holds every endpoint's policy under every policy, and only then
-// may the reconciler prune what an earlier run left.
-func (a *Agent) awaitInitialized(ctx context.Context, ts []statedb.TableMeta) error {
-	for _, t := range ts {
-		_, initialized := t.Initialized(a.db.ReadTxn())
-		select {
-		case <-initialized:
-		case <-ctx.Done():
-			return fmt.Errorf("table %s not initialized: %w", t.Name(), context.Cause(ctx))
-		}
-	}
-	return nil
-}
-
-// apply gives the engine every change of its inputs up to txn, and adds
-// to ws the channels that close at their next changes.
-func (a *Agent) apply(in *inputs, txn statedb.ReadTxn, ws *statedb.WatchSet) {
+	inputs := desired.Inputs(in.endpoints)
 	if in.followsKubernetes() {
-		a.applyKubernetes(in, txn, ws)
+		inputs = append(inputs, desired.Inputs(in.networkPolicies.f, in.cnps.f, in.ccnps.f, in.identities.f,
+			in.ciliumEndpoints.f, in.cidrGroups.f, in.services.f, in.endpointSlices.f)...)
 	}
-	evs, watch := in.endpoints.Next(txn)
-	ws.Add(watch)
-	for ev := range evs {
-		a.endpointChanged(txn, ev.Object, endpoint.Gone(ev))
+	return in, inputs, nil
+}
+
+// apply gives the engine every change of its inputs up to txn.
+func (a *Agent) apply(in *inputs, txn statedb.ReadTxn) {
+	if in.followsKubernetes() {
+		a.applyKubernetes(in, txn)
 	}
+	in.endpoints.Next(txn, func(e *endpoint.EndpointRow, deleted bool) {
+		a.endpointChanged(txn, e, endpoint.Gone(e, deleted))
+	})
 }
 
 // applyKubernetes gives the engine the changes of the Kubernetes tables.
 // The Services and CIDR groups come first, so that the policies
 // translated after them and those translated again read the same.
-func (a *Agent) applyKubernetes(in *inputs, txn statedb.ReadTxn, ws *statedb.WatchSet) {
+func (a *Agent) applyKubernetes(in *inputs, txn statedb.ReadTxn) {
 	c := a.clusterAt(txn)
-	a.translateDependents(c, a.touchedDependencies(in, txn, ws))
-	followPolicies(a, in.networkPolicies, txn, ws, c, policy.KindNetworkPolicy, translateNetworkPolicy)
-	followPolicies(a, in.cnps, txn, ws, c, policy.KindCNP, policyk8s.TranslateCNP)
-	followPolicies(a, in.ccnps, txn, ws, c, policy.KindCCNP, policyk8s.TranslateCCNP)
-	in.identities.next(txn, ws, a.identityChanged)
-	in.ciliumEndpoints.next(txn, ws, func(key string, cep *v2.CiliumEndpoint, deleted bool) {
+	a.translateDependents(c, a.touchedDependencies(in, txn))
+	followPolicies(a, in.networkPolicies, txn, c, policy.KindNetworkPolicy, translateNetworkPolicy)
+	followPolicies(a, in.cnps, txn, c, policy.KindCNP, policyk8s.TranslateCNP)
+	followPolicies(a, in.ccnps, txn, c, policy.KindCCNP, policyk8s.TranslateCCNP)
+	in.identities.next(txn, a.identityChanged)
+	in.ciliumEndpoints.next(txn, func(key string, cep *v2.CiliumEndpoint, deleted bool) {
 		for id, ports := range in.namedPorts.apply(key, cep, deleted) {
 			a.engine.SetNamedPorts(id, ports)
 		}

@@ -97,7 +97,7 @@ func (f *inputsFixture) remove() {
 
 // look hands the engine every change so far and writes what it changed.
 func (f *inputsFixture) look() {
-	f.agent.apply(f.in, f.db.ReadTxn(), statedb.NewWatchSet())
+	f.agent.apply(f.in, f.db.ReadTxn())
 	f.agent.write(false)
 }
 
@@ -135,7 +135,7 @@ func TestPolicyDeletedWhileItsChangeIsPendingLeavesNoRules(t *testing.T) {
 	if _, _, ok := f.agent.changes.Get(f.db.ReadTxn(), PolicyChangeIndex.Query(f.policy)); ok {
 		t.Error("the removed policy still has its row")
 	}
-	var seen []statedb.Change[*PolicyChange]
+	var seen []statedb.Change[*PolicyChangeRow]
 	evs, _ := changes.Next(f.db.ReadTxn())
 	for ev := range evs {
 		seen = append(seen, ev)

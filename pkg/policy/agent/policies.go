@@ -24,9 +24,9 @@ func translateNetworkPolicy(np *networkingv1.NetworkPolicy, _ policyk8s.Cluster)
 }
 
 // followPolicies gives the engine the changes of one kind's policies.
-func followPolicies[T tables.Object](a *Agent, f *follower[T], txn statedb.ReadTxn, ws *statedb.WatchSet, c policyk8s.Cluster,
+func followPolicies[T tables.Object](a *Agent, f *follower[T], txn statedb.ReadTxn, c policyk8s.Cluster,
 	kind string, translate func(T, policyk8s.Cluster) ([]policy.Rule, policyk8s.Dependencies, error)) {
-	f.next(txn, ws, func(_ string, obj T, deleted bool) {
+	f.next(txn, func(_ string, obj T, deleted bool) {
 		origin := policy.Origin{Kind: kind, Namespace: obj.GetNamespace(), Name: obj.GetName()}
 		if deleted {
 			delete(a.depPolicies, origin)
@@ -102,13 +102,13 @@ func (t touched) concerns(refs policyk8s.Dependencies) bool {
 // EndpointSlices up to txn, and says which groups and Services they
 // touch. A slice touches the Service it names and the one it named
 // before, which the slice's key remembers.
-func (a *Agent) touchedDependencies(in *inputs, txn statedb.ReadTxn, ws *statedb.WatchSet) touched {
+func (a *Agent) touchedDependencies(in *inputs, txn statedb.ReadTxn) touched {
 	t := touched{services: map[serviceKey]bool{}, groups: map[string]bool{}}
-	in.cidrGroups.next(txn, ws, func(key string, _ *v2.CiliumCIDRGroup, _ bool) { t.groups[key] = true })
-	in.services.next(txn, ws, func(_ string, svc *corev1.Service, _ bool) {
+	in.cidrGroups.next(txn, func(key string, _ *v2.CiliumCIDRGroup, _ bool) { t.groups[key] = true })
+	in.services.next(txn, func(_ string, svc *corev1.Service, _ bool) {
 		t.services[serviceKey{svc.Namespace, svc.Name}] = true
 	})
-	in.endpointSlices.next(txn, ws, func(key string, es *discoveryv1.EndpointSlice, deleted bool) {
+	in.endpointSlices.next(txn, func(key string, es *discoveryv1.EndpointSlice, deleted bool) {
 		for _, name := range in.sliceMoved(key, es, deleted) {
 			t.services[serviceKey{es.Namespace, name}] = true
 		}
@@ -184,7 +184,7 @@ func (a *Agent) identityChanged(key string, ci *v2.CiliumIdentity, deleted bool)
 
 // endpointChanged gives the engine a local endpoint, with the named
 // ports of its pod, or takes it back.
-func (a *Agent) endpointChanged(txn statedb.ReadTxn, d *endpoint.Desired, deleted bool) {
+func (a *Agent) endpointChanged(txn statedb.ReadTxn, d *endpoint.EndpointRow, deleted bool) {
 	if deleted {
 		a.engine.DeleteEndpoint(d.ID)
 		return

@@ -15,12 +15,12 @@ import (
 // PolicyChangesName is the policy changes' table in statedb.
 const PolicyChangesName = "policy-changes"
 
-// PolicyChange is a row of the policy changes: the last change of one
+// PolicyChangeRow is a row of the policy changes: the last change of one
 // policy's rules, for those who tell of policy updates (Hubble's agent
 // events). A policy's removal is the deletion of its row, whose last
 // state (Rules 0, the revision of the removal) the table's change
 // iterators see.
-type PolicyChange struct {
+type PolicyChangeRow struct {
 	Origin policy.Origin
 	// Rules is how many rules the policy has; 0 when it has none, or
 	// when it was removed.
@@ -31,18 +31,18 @@ type PolicyChange struct {
 }
 
 // TableHeader implements statedb.TableWritable.
-func (*PolicyChange) TableHeader() []string { return []string{"Policy", "Rules", "Revision"} }
+func (*PolicyChangeRow) TableHeader() []string { return []string{"Policy", "Rules", "Revision"} }
 
 // TableRow implements statedb.TableWritable.
-func (c *PolicyChange) TableRow() []string {
+func (c *PolicyChangeRow) TableRow() []string {
 	return []string{c.Origin.String(), strconv.Itoa(c.Rules), strconv.FormatUint(c.Revision, 10)}
 }
 
 // PolicyChangeIndex is the policy changes' primary index: one row per
 // policy, by its origin ("kind/namespace/name").
-var PolicyChangeIndex = statedb.Index[*PolicyChange, policy.Origin]{
+var PolicyChangeIndex = statedb.Index[*PolicyChangeRow, policy.Origin]{
 	Name: "origin",
-	FromObject: func(c *PolicyChange) index.KeySet {
+	FromObject: func(c *PolicyChangeRow) index.KeySet {
 		return index.NewKeySet(index.String(c.Origin.String()))
 	},
 	FromKey:    func(o policy.Origin) index.Key { return index.String(o.String()) },
@@ -51,7 +51,7 @@ var PolicyChangeIndex = statedb.Index[*PolicyChange, policy.Origin]{
 }
 
 // NewPolicyChangesTable creates the policy changes' table.
-func NewPolicyChangesTable(db *statedb.DB) (statedb.RWTable[*PolicyChange], error) {
+func NewPolicyChangesTable(db *statedb.DB) (statedb.RWTable[*PolicyChangeRow], error) {
 	return statedb.NewTable(db, PolicyChangesName, PolicyChangeIndex)
 }
 
@@ -59,8 +59,8 @@ func NewPolicyChangesTable(db *statedb.DB) (statedb.RWTable[*PolicyChange], erro
 // into their table, in the order they happened, which the table's
 // change iterators see: a removed policy's row is written with its
 // removal, then deleted, so that the deletion carries it.
-func writePolicyChanges(txn statedb.WriteTxn, tbl statedb.RWTable[*PolicyChange], changes map[policy.Origin]*PolicyChange) error {
-	ordered := slices.SortedFunc(maps.Values(changes), func(x, y *PolicyChange) int { return cmp.Compare(x.Revision, y.Revision) })
+func writePolicyChanges(txn statedb.WriteTxn, tbl statedb.RWTable[*PolicyChangeRow], changes map[policy.Origin]*PolicyChangeRow) error {
+	ordered := slices.SortedFunc(maps.Values(changes), func(x, y *PolicyChangeRow) int { return cmp.Compare(x.Revision, y.Revision) })
 	for _, c := range ordered {
 		if _, _, err := tbl.Insert(txn, c); err != nil {
 			return err

@@ -38,13 +38,13 @@ func (a *Agent) publishPrefixes(markInitialized bool) {
 // writePrefixes makes tbl hold exactly prefixes, rewriting only the rows
 // that changed, so that the ipcache recomputes only the addresses under
 // those.
-func writePrefixes(txn statedb.WriteTxn, tbl statedb.RWTable[*ipcache.PolicyPrefix], prefixes []policy.Prefix) error {
-	want := make(map[ipcache.PrefixKey]*ipcache.PolicyPrefix, len(prefixes))
+func writePrefixes(txn statedb.WriteTxn, tbl statedb.RWTable[*ipcache.PolicyPrefixRow], prefixes []policy.Prefix) error {
+	want := make(map[ipcache.PrefixKey]*ipcache.PolicyPrefixRow, len(prefixes))
 	for _, p := range prefixes {
-		row := ipcache.PolicyPrefix(p)
+		row := ipcache.PolicyPrefixRow(p)
 		want[row.Key()] = &row
 	}
-	var stale []*ipcache.PolicyPrefix
+	var stale []*ipcache.PolicyPrefixRow
 	for row := range tbl.All(txn) {
 		if _, ok := want[row.Key()]; !ok {
 			stale = append(stale, row)

@@ -5,6 +5,9 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/cilium/statedb"
+	"github.com/cilium/statedb/reconciler"
+
 	"github.com/cilium-go/cilium/internal/datapath/spec"
 	"github.com/cilium-go/cilium/pkg/identity"
 	"github.com/cilium-go/cilium/pkg/k8s/tables"
@@ -155,3 +158,32 @@ func (a *Agent) pod(ns, name string) (identity.NumericIdentity, policy.NamedPort
 // none when no entry decided (the default drop) or the entry is an
 // earlier run's.
 func (a *Agent) DecidedBy(cookie uint32) []policy.Origin { return a.cookies.Origins(cookie) }
+
+// realization is how far an endpoint's policy got into the datapath.
+type realization struct {
+	row      *EndpointPolicyRow
+	known    bool
+	realized uint64 // the revision the datapath holds
+	err      string // an entry the reconciler failed to write
+}
+
+// realization reads it: the datapath holds revision R once no entry
+// written at or before R is still to be reconciled.
+func (a *Agent) realization(txn statedb.ReadTxn, id uint16) realization {
+	var r realization
+	r.row, _, r.known = a.tbl.Get(txn, EndpointIndex.Query(id))
+	if !r.known {
+		return r
+	}
+	r.realized = r.row.Revision
+	for e := range a.entries.List(txn, EntryEndpointIndex.Query(id)) {
+		switch e.Status.Kind {
+		case reconciler.StatusKindDone:
+			continue
+		case reconciler.StatusKindError:
+			r.err = e.Status.GetError()
+		}
+		r.realized = min(r.realized, e.Revision-1)
+	}
+	return r
+}

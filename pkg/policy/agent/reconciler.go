@@ -50,10 +50,10 @@ var errNoMap = errors.New("policy map not open yet")
 // order that never opens the endpoint beyond its old and its new policy.
 // A round takes up to roundSize rows, enough for what one policy change
 // writes.
-func RegisterReconciler(p reconciler.Params, jobs job.Group, tbl statedb.RWTable[*MapEntry], source MapSource, cookies *policy.Cookies) error {
+func RegisterReconciler(p reconciler.Params, jobs job.Group, tbl statedb.RWTable[*PolicyEntryRow], source MapSource, cookies *policy.Cookies) error {
 	o := &ops{tbl: tbl, source: source, cookies: cookies, flush: job.NewTrigger(), dirty: map[uint16]struct{}{}}
 	jobs.Add(job.Timer("policy-flush", o.flushDirty, flushInterval, job.WithTrigger(o.flush)))
-	_, err := desired.Register(p, tbl, o, desired.WithBatches[*MapEntry](o, roundSize))
+	_, err := desired.Register(p, tbl, o, desired.WithBatches[*PolicyEntryRow](o, roundSize))
 	return err
 }
 
@@ -64,7 +64,7 @@ const roundSize = 1 << 16
 const flushInterval = time.Minute
 
 type ops struct {
-	tbl     statedb.Table[*MapEntry]
+	tbl     statedb.Table[*PolicyEntryRow]
 	source  MapSource
 	cookies *policy.Cookies
 	flush   job.Trigger
@@ -92,7 +92,7 @@ func (o *ops) groupEntries(txn statedb.ReadTxn, g spec.PolicyGroup) []spec.Polic
 	return out
 }
 
-func (o *ops) withCookie(e *MapEntry) spec.PolicyEntry {
+func (o *ops) withCookie(e *PolicyEntryRow) spec.PolicyEntry {
 	ent := e.Entry
 	ent.Cookie = o.cookies.Of(e.Origins)
 	return ent
@@ -149,7 +149,7 @@ func (o *ops) flushDirty(context.Context) error {
 
 // UpdateBatch implements reconciler.BatchOperations: each endpoint's
 // changed groups in one update, whose result is every row's.
-func (o *ops) UpdateBatch(_ context.Context, txn statedb.ReadTxn, batch []reconciler.BatchEntry[*MapEntry]) {
+func (o *ops) UpdateBatch(_ context.Context, txn statedb.ReadTxn, batch []reconciler.BatchEntry[*PolicyEntryRow]) {
 	byEP := map[uint16]map[spec.PolicyGroup]struct{}{}
 	for _, b := range batch {
 		g := b.Object.group()
@@ -170,8 +170,8 @@ func (o *ops) UpdateBatch(_ context.Context, txn statedb.ReadTxn, batch []reconc
 // DeleteBatch implements reconciler.BatchOperations: a tombstone's entry
 // left the map when the tombstone was reconciled; any other row's group
 // is written again.
-func (o *ops) DeleteBatch(ctx context.Context, txn statedb.ReadTxn, batch []reconciler.BatchEntry[*MapEntry]) {
-	var live []reconciler.BatchEntry[*MapEntry]
+func (o *ops) DeleteBatch(ctx context.Context, txn statedb.ReadTxn, batch []reconciler.BatchEntry[*PolicyEntryRow]) {
+	var live []reconciler.BatchEntry[*PolicyEntryRow]
 	for _, b := range batch {
 		if !b.Object.Deleted {
 			live = append(live, b)
@@ -189,7 +189,7 @@ func (o *ops) DeleteBatch(ctx context.Context, txn statedb.ReadTxn, batch []reco
 // Update implements reconciler.Operations, for a row retried alone: the
 // endpoint's every group is written as txn has it, so that what failed
 // with the row in its batch goes in together again.
-func (o *ops) Update(_ context.Context, txn statedb.ReadTxn, _ statedb.Revision, e *MapEntry) error {
+func (o *ops) Update(_ context.Context, txn statedb.ReadTxn, _ statedb.Revision, e *PolicyEntryRow) error {
 	groups := map[spec.PolicyGroup]struct{}{}
 	for r := range o.tbl.List(txn, EntryEndpointIndex.Query(e.EndpointID)) {
 		groups[r.group()] = struct{}{}
@@ -199,7 +199,7 @@ func (o *ops) Update(_ context.Context, txn statedb.ReadTxn, _ statedb.Revision,
 }
 
 // Delete implements reconciler.Operations, as DeleteBatch.
-func (o *ops) Delete(ctx context.Context, txn statedb.ReadTxn, rev statedb.Revision, e *MapEntry) error {
+func (o *ops) Delete(ctx context.Context, txn statedb.ReadTxn, rev statedb.Revision, e *PolicyEntryRow) error {
 	if e.Deleted {
 		return nil
 	}
@@ -208,7 +208,7 @@ func (o *ops) Delete(ctx context.Context, txn statedb.ReadTxn, rev statedb.Revis
 
 // Prune implements reconciler.Operations: the maps are made to hold
 // exactly the table's groups, whatever an earlier agent or a hand left.
-func (o *ops) Prune(_ context.Context, _ statedb.ReadTxn, rows iter.Seq2[*MapEntry, statedb.Revision]) error {
+func (o *ops) Prune(_ context.Context, _ statedb.ReadTxn, rows iter.Seq2[*PolicyEntryRow, statedb.Revision]) error {
 	m, err := o.mapOrErr()
 	if err != nil {
 		return err

@@ -32,10 +32,10 @@ func TestReconcilerFollowsTheTable(t *testing.T) {
 		t.Fatal(err)
 	}
 	var db *statedb.DB
-	var tbl statedb.RWTable[*policyagent.MapEntry]
+	var tbl statedb.RWTable[*policyagent.PolicyEntryRow]
 	h := health.NewHive(job.Cell, statedb.Cell, health.Cell, policyagent.Cell,
 		cell.Provide(func() policyagent.MapSource { return func() policyagent.Map { return m } }),
-		cell.Invoke(func(d *statedb.DB, t statedb.RWTable[*policyagent.MapEntry]) { db, tbl = d, t }))
+		cell.Invoke(func(d *statedb.DB, t statedb.RWTable[*policyagent.PolicyEntryRow]) { db, tbl = d, t }))
 	log := hivetest.Logger(t)
 	if err := h.Start(log, context.Background()); err != nil {
 		t.Fatal(err)
@@ -58,7 +58,7 @@ func TestReconcilerFollowsTheTable(t *testing.T) {
 			return nil
 		}
 	}
-	write := func(rows ...*policyagent.MapEntry) {
+	write := func(rows ...*policyagent.PolicyEntryRow) {
 		txn := db.WriteTxn(tbl)
 		for _, r := range rows {
 			r.Status = reconciler.StatusPending()
@@ -72,15 +72,15 @@ func TestReconcilerFollowsTheTable(t *testing.T) {
 	http := spec.PolicyEntry{Direction: spec.Ingress, Identity: 300, Protocol: 6, Port: 80}
 	https := spec.PolicyEntry{Direction: spec.Ingress, Identity: 300, Protocol: 6, Port: 443}
 	dns := spec.PolicyEntry{Direction: spec.Egress, Protocol: 17, Port: 53}
-	write(&policyagent.MapEntry{EndpointID: 3, Entry: http}, &policyagent.MapEntry{EndpointID: 3, Entry: https},
-		&policyagent.MapEntry{EndpointID: 3, Entry: dns})
+	write(&policyagent.PolicyEntryRow{EndpointID: 3, Entry: http}, &policyagent.PolicyEntryRow{EndpointID: 3, Entry: https},
+		&policyagent.PolicyEntryRow{EndpointID: 3, Entry: dns})
 	testenv.Eventually(t, 10*time.Second, holds(map[uint16][]spec.PolicyEntry{3: {http, https, dns}}))
 	if n := m.Flushed(3); n != 0 {
 		t.Fatalf("endpoint 3 flushed %d times while its policy only grew", n)
 	}
 
 	// A tombstone takes its entry out, and the group narrowed.
-	write(&policyagent.MapEntry{EndpointID: 3, Entry: https, Deleted: true})
+	write(&policyagent.PolicyEntryRow{EndpointID: 3, Entry: https, Deleted: true})
 	testenv.Eventually(t, 10*time.Second, holds(map[uint16][]spec.PolicyEntry{3: {http, dns}}))
 	testenv.Eventually(t, 10*time.Second, func() error {
 		if m.Flushed(3) == 0 {

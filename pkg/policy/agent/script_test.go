@@ -66,16 +66,16 @@ func runScripts(t *testing.T, newMap func(testing.TB) scriptMap) {
 		var cookies *policy.Cookies
 		var (
 			db       *statedb.DB
-			prefixes statedb.Table[*ipcache.PolicyPrefix]
+			prefixes statedb.Table[*ipcache.PolicyPrefixRow]
 		)
 		h := health.NewHive(
 			job.Cell, statedb.Cell, health.Cell,
 			policyagent.Cell, policyagent.EngineCell, k8sCells,
 			cell.Provide(
-				endpoint.NewTable, statedb.RWTable[*endpoint.Desired].ToTable,
+				endpoint.NewTable, statedb.RWTable[*endpoint.EndpointRow].ToTable,
 				func() policyagent.MapSource { return func() policyagent.Map { return m } },
 			),
-			cell.Invoke(func(c *policy.Cookies, d *statedb.DB, t statedb.Table[*ipcache.PolicyPrefix]) {
+			cell.Invoke(func(c *policy.Cookies, d *statedb.DB, t statedb.Table[*ipcache.PolicyPrefixRow]) {
 				cookies, db, prefixes = c, d, t
 			}),
 		)

@@ -20,9 +20,9 @@ const (
 	EntriesTableName = "policy-entries"
 )
 
-// EndpointPolicy is a row of the endpoints' policies: what the engine
+// EndpointPolicyRow is a row of the endpoints' policies: what the engine
 // computed for an endpoint, whose entries are rows of the entries table.
-type EndpointPolicy struct {
+type EndpointPolicyRow struct {
 	EndpointID uint16
 	// Identity is the endpoint's identity the entries were computed for.
 	Identity identity.NumericIdentity
@@ -36,18 +36,18 @@ type EndpointPolicy struct {
 	Refused *policy.Refusal
 }
 
-func (p *EndpointPolicy) clone() *EndpointPolicy {
+func (p *EndpointPolicyRow) clone() *EndpointPolicyRow {
 	c := *p
 	return &c
 }
 
 // TableHeader implements statedb.TableWritable.
-func (*EndpointPolicy) TableHeader() []string {
+func (*EndpointPolicyRow) TableHeader() []string {
 	return []string{"Endpoint", "Identity", "Revision", "Enforcing", "Refused"}
 }
 
 // TableRow implements statedb.TableWritable.
-func (p *EndpointPolicy) TableRow() []string {
+func (p *EndpointPolicyRow) TableRow() []string {
 	refused := ""
 	if p.Refused != nil {
 		refused = p.Refused.Origin.String()
@@ -69,9 +69,9 @@ func enforcing(ingress, egress bool) string {
 }
 
 // EndpointIndex is the primary index: one row per endpoint.
-var EndpointIndex = statedb.Index[*EndpointPolicy, uint16]{
+var EndpointIndex = statedb.Index[*EndpointPolicyRow, uint16]{
 	Name: "endpoint",
-	FromObject: func(p *EndpointPolicy) index.KeySet {
+	FromObject: func(p *EndpointPolicyRow) index.KeySet {
 		return index.NewKeySet(index.Uint16(p.EndpointID))
 	},
 	FromKey:    index.Uint16,
@@ -80,16 +80,16 @@ var EndpointIndex = statedb.Index[*EndpointPolicy, uint16]{
 }
 
 // NewTable creates the endpoints' policies table.
-func NewTable(db *statedb.DB) (statedb.RWTable[*EndpointPolicy], error) {
+func NewTable(db *statedb.DB) (statedb.RWTable[*EndpointPolicyRow], error) {
 	return statedb.NewTable(db, TableName, EndpointIndex)
 }
 
-// MapEntry is a row of the entries table: one entry of one endpoint's
+// PolicyEntryRow is a row of the entries table: one entry of one endpoint's
 // policy, the rules it comes from, and the engine's revision that last
 // wrote it. A removed entry stays as a tombstone (Deleted) until the
 // reconciler removed it from the map, so that "realized" counts removals
 // too; then it goes.
-type MapEntry struct {
+type PolicyEntryRow struct {
 	EndpointID uint16
 	Entry      spec.PolicyEntry
 	Origins    []policy.Origin
@@ -99,17 +99,17 @@ type MapEntry struct {
 }
 
 // IsTombstone implements desired.Tombstone.
-func (e *MapEntry) IsTombstone() bool { return e.Deleted }
+func (e *PolicyEntryRow) IsTombstone() bool { return e.Deleted }
 
-func (e *MapEntry) group() spec.PolicyGroup { return e.Entry.Group(e.EndpointID) }
+func (e *PolicyEntryRow) group() spec.PolicyGroup { return e.Entry.Group(e.EndpointID) }
 
 // TableHeader implements statedb.TableWritable.
-func (*MapEntry) TableHeader() []string {
+func (*PolicyEntryRow) TableHeader() []string {
 	return []string{"Endpoint", "Entry", "Origins", "Revision", "Status"}
 }
 
 // TableRow implements statedb.TableWritable.
-func (e *MapEntry) TableRow() []string {
+func (e *PolicyEntryRow) TableRow() []string {
 	origins := make([]string, len(e.Origins))
 	for i, o := range e.Origins {
 		origins[i] = o.String()
@@ -123,16 +123,16 @@ func (e *MapEntry) TableRow() []string {
 }
 
 // Clone implements desired.Row.
-func (e *MapEntry) Clone() *MapEntry {
+func (e *PolicyEntryRow) Clone() *PolicyEntryRow {
 	c := *e
 	return &c
 }
 
 // GetStatus implements desired.Row.
-func (e *MapEntry) GetStatus() reconciler.Status { return e.Status }
+func (e *PolicyEntryRow) GetStatus() reconciler.Status { return e.Status }
 
 // WithStatus implements desired.Row.
-func (e *MapEntry) WithStatus(s reconciler.Status) *MapEntry {
+func (e *PolicyEntryRow) WithStatus(s reconciler.Status) *PolicyEntryRow {
 	e.Status = s
 	return e
 }
@@ -164,9 +164,9 @@ type entryID struct {
 }
 
 // EntryIndex is the entries table's primary index.
-var EntryIndex = statedb.Index[*MapEntry, entryID]{
+var EntryIndex = statedb.Index[*PolicyEntryRow, entryID]{
 	Name: "entry",
-	FromObject: func(e *MapEntry) index.KeySet {
+	FromObject: func(e *PolicyEntryRow) index.KeySet {
 		return index.NewKeySet(entryKey(e.EndpointID, e.Entry))
 	},
 	FromKey: func(id entryID) index.Key { return entryKey(id.ep, id.entry) },
@@ -174,9 +174,9 @@ var EntryIndex = statedb.Index[*MapEntry, entryID]{
 }
 
 // GroupIndex finds the rows of a policy group.
-var GroupIndex = statedb.Index[*MapEntry, spec.PolicyGroup]{
+var GroupIndex = statedb.Index[*PolicyEntryRow, spec.PolicyGroup]{
 	Name: "group",
-	FromObject: func(e *MapEntry) index.KeySet {
+	FromObject: func(e *PolicyEntryRow) index.KeySet {
 		return index.NewKeySet(groupKey(e.group()))
 	},
 	FromKey: groupKey,
@@ -184,9 +184,9 @@ var GroupIndex = statedb.Index[*MapEntry, spec.PolicyGroup]{
 }
 
 // EntryEndpointIndex finds an endpoint's rows.
-var EntryEndpointIndex = statedb.Index[*MapEntry, uint16]{
+var EntryEndpointIndex = statedb.Index[*PolicyEntryRow, uint16]{
 	Name: "entry-endpoint",
-	FromObject: func(e *MapEntry) index.KeySet {
+	FromObject: func(e *PolicyEntryRow) index.KeySet {
 		return index.NewKeySet(index.Uint16(e.EndpointID))
 	},
 	FromKey:    index.Uint16,
@@ -195,9 +195,9 @@ var EntryEndpointIndex = statedb.Index[*MapEntry, uint16]{
 }
 
 // DeletedIndex finds the tombstones.
-var DeletedIndex = statedb.Index[*MapEntry, bool]{
+var DeletedIndex = statedb.Index[*PolicyEntryRow, bool]{
 	Name: "deleted",
-	FromObject: func(e *MapEntry) index.KeySet {
+	FromObject: func(e *PolicyEntryRow) index.KeySet {
 		return index.NewKeySet(index.Bool(e.Deleted))
 	},
 	FromKey: index.Bool,
@@ -205,6 +205,6 @@ var DeletedIndex = statedb.Index[*MapEntry, bool]{
 }
 
 // NewEntriesTable creates the entries table.
-func NewEntriesTable(db *statedb.DB) (statedb.RWTable[*MapEntry], error) {
+func NewEntriesTable(db *statedb.DB) (statedb.RWTable[*PolicyEntryRow], error) {
 	return statedb.NewTable(db, EntriesTableName, EntryIndex, GroupIndex, EntryEndpointIndex, DeletedIndex)
 }
