@@ -137,6 +137,10 @@ func run(ctx context.Context, log *slog.Logger, o options) (err error) {
 	res := &results{base: w.base.rev, head: w.head.rev, headDirty: w.headDirty}
 	for _, p := range parts {
 		if err := measurePart(ctx, log, o, w, p, res); err != nil {
+			// What was measured before is still worth reading.
+			if res.measured() {
+				res.report(os.Stdout, o)
+			}
 			return err
 		}
 	}

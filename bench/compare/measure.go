@@ -29,6 +29,16 @@ type partResult struct {
 	wall   map[string][]time.Duration
 }
 
+// measured says whether any run completed.
+func (res *results) measured() bool {
+	for _, r := range res.parts {
+		if len(r.wall["base"])+len(r.wall["head"]) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
 func newPartResult(p *part, flags []string) *partResult {
 	return &partResult{part: p, flags: flags, units: map[string]string{},
 		values: map[string]map[string][]float64{"base": {}, "head": {}},
@@ -86,6 +96,9 @@ func measurePart(ctx context.Context, log *slog.Logger, o options, w *workspace,
 			wall := time.Since(start)
 			if serr := o.saveOutput(p.name, t.name, rep, out); serr != nil {
 				log.Warn("saving the output", "error", serr)
+			}
+			if ctx.Err() != nil {
+				return fmt.Errorf("%s, repetition %d, %s: interrupted: %w", p.name, rep+1, t.name, ctx.Err())
 			}
 			if err != nil {
 				return fmt.Errorf("%s, repetition %d: %w", p.name, rep+1, err)

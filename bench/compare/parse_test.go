@@ -16,6 +16,12 @@ func TestParse(t *testing.T) {
 		parse func(string) ([]sample, error)
 		want  []sample
 	}{
+		{"cni.txt", parseCNI, []sample{
+			{"ADD p50", "ms", 26426.9},
+			{"ADD p99", "ms", 45374.3},
+			{"ADD p99, cilium / bridge", "ratio", 39.54},
+			{"agent VmRSS, 30 endpoints", "MB", 69.4},
+		}},
 		{"services.txt", parseServices, []sample{
 			{"EndpointSlice change to maps p50", "ms", 3.82},
 			{"EndpointSlice change to maps p99", "ms", 93.08},
