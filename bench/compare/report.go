@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"slices"
 	"strings"
 	"time"
 
@@ -105,10 +104,12 @@ func ratioString(r stats.Ratio) string {
 }
 
 func medianDuration(v []time.Duration) time.Duration {
-	if len(v) == 0 {
+	f := make([]float64, len(v))
+	for i, d := range v {
+		f[i] = float64(d)
+	}
+	if len(f) == 0 {
 		return 0
 	}
-	s := slices.Clone(v)
-	slices.Sort(s)
-	return s[len(s)/2].Round(time.Second)
+	return time.Duration(stats.Median(f)).Round(time.Second)
 }
