@@ -80,12 +80,15 @@ func parsePolicy(out string) ([]sample, error) {
 		if m == nil {
 			continue
 		}
-		for _, c := range []struct{ name, v string }{{"CPU per add", m[2]}, {"add p99", m[3]}} {
+		for _, c := range []struct {
+			name, v, unit string
+			per           time.Duration
+		}{{"CPU per add", m[2], "µs", time.Microsecond}, {"add p99", m[3], "ms", time.Millisecond}} {
 			d, err := time.ParseDuration(c.v)
 			if err != nil {
 				return nil, fmt.Errorf("churn row %q: %w", line, err)
 			}
-			s = append(s, sample{fmt.Sprintf("churn, %s identities: %s", m[1], c.name), "µs", float64(d) / float64(time.Microsecond)})
+			s = append(s, sample{fmt.Sprintf("churn, %s identities: %s", m[1], c.name), c.unit, float64(d) / float64(c.per)})
 		}
 	}
 	if len(s) == 0 {

@@ -22,6 +22,12 @@ func TestParse(t *testing.T) {
 			{"ADD p99, cilium / bridge", "ratio", 39.54},
 			{"agent VmRSS, 30 endpoints", "MB", 69.4},
 		}},
+		{"policy-churn.txt", parsePolicy, []sample{
+			{"churn, 100 identities: CPU per add", "µs", 1175},
+			{"churn, 100 identities: add p99", "ms", 5.79},
+			{"churn, 3000 identities: CPU per add", "µs", 1211},
+			{"churn, 3000 identities: add p99", "ms", 20.19},
+		}},
 		{"services.txt", parseServices, []sample{
 			{"EndpointSlice change to maps p50", "ms", 3.82},
 			{"EndpointSlice change to maps p99", "ms", 93.08},

@@ -100,7 +100,17 @@ func ratioString(r stats.Ratio) string {
 	case r.N < 2:
 		return fmt.Sprintf("%5.3f  [no interval]", r.Est)
 	}
-	return fmt.Sprintf("%5.3f  [%5.3f, %5.3f]", r.Est, r.Lo, r.Hi)
+	return fmt.Sprintf("%5.3f  [%s, %s]", r.Est, bound(r.Lo), bound(r.Hi))
+}
+
+// bound is an end of an interval with three decimals, as the verdict
+// reads it against 1.10; a wide one (few repetitions of a noisy figure)
+// in three digits.
+func bound(v float64) string {
+	if v >= 100 {
+		return fmt.Sprintf("%.3g", v)
+	}
+	return fmt.Sprintf("%5.3f", v)
 }
 
 func medianDuration(v []time.Duration) time.Duration {
