@@ -37,9 +37,6 @@ type options struct {
 	flags map[string][]string
 	// save, when set, is a directory that keeps every run's output.
 	save string
-	// headBin, when set, holds the current tree's binaries, built
-	// already (make build-lab build-cilium build-cni).
-	headBin string
 }
 
 func main() {
@@ -55,8 +52,6 @@ func main() {
 		})
 	}
 	flag.StringVar(&o.save, "save", "", "a directory to keep each run's output in (part-tree-rep.txt)")
-	flag.StringVar(&o.headBin, "head-bin", "", "the current tree's binaries, built already (e.g. bin after make build-lab build-cilium build-cni): "+
-		"the current tree builds only its benchmark programs")
 	flag.Parse()
 	o.parts = splitList(*parts)
 	for _, p := range allParts {
@@ -109,11 +104,6 @@ func (o options) validate() error {
 			return fmt.Errorf("-parts: %s twice", name)
 		}
 	}
-	if o.headBin != "" {
-		if st, err := os.Stat(o.headBin); err != nil || !st.IsDir() {
-			return fmt.Errorf("-head-bin %s: not a directory", o.headBin)
-		}
-	}
 	if o.reps < 1 || o.reps > 50 {
 		return fmt.Errorf("-reps %d: want 1..50", o.reps)
 	}
@@ -136,7 +126,7 @@ func run(ctx context.Context, log *slog.Logger, o options) (err error) {
 	for _, name := range o.parts {
 		parts = append(parts, findPart(name))
 	}
-	w, err := newWorkspace(ctx, log, o.base, o.headBin)
+	w, err := newWorkspace(ctx, log, o.base)
 	if err != nil {
 		return err
 	}

@@ -18,12 +18,10 @@ import (
 // binaries are built into (a benchmark's -bin) and its built benchmark
 // programs.
 type tree struct {
-	name string // "base" or "head"
-	dir  string
-	rev  string
-	bin  string
-	// built says that bin holds the binaries already (-head-bin).
-	built bool
+	name  string // "base" or "head"
+	dir   string
+	rev   string
+	bin   string
 	progs map[string]string // "./bench/cni" -> its executable
 }
 
@@ -50,9 +48,8 @@ func git(ctx context.Context, dir string, args ...string) (string, error) {
 	return strings.TrimSpace(string(out)), nil
 }
 
-// newWorkspace resolves base and checks it out in a worktree. headBin,
-// if not "", holds the current tree's binaries.
-func newWorkspace(ctx context.Context, log *slog.Logger, base, headBin string) (*workspace, error) {
+// newWorkspace resolves base and checks it out in a worktree.
+func newWorkspace(ctx context.Context, log *slog.Logger, base string) (*workspace, error) {
 	repo, err := git(ctx, ".", "rev-parse", "--show-toplevel")
 	if err != nil {
 		return nil, fmt.Errorf("run it inside the repository: %w", err)
@@ -79,15 +76,13 @@ func newWorkspace(ctx context.Context, log *slog.Logger, base, headBin string) (
 		}
 		return nil, err
 	}
+	// Each tree's binaries go to its bin, as make's: the lab takes the
+	// install manifests from beside its binaries (bin/../install). The
+	// current tree's are rebuilt only if stale, as make bench-* does.
+	baseDir := filepath.Join(dir, "base")
 	w := &workspace{repo: repo, dir: dir, headDirty: status != "",
-		base: &tree{name: "base", dir: filepath.Join(dir, "base"), rev: baseRev, bin: filepath.Join(dir, "base-bin")},
-		head: &tree{name: "head", dir: repo, rev: headRev, bin: filepath.Join(dir, "head-bin")}}
-	if headBin != "" {
-		if w.head.bin, err = filepath.Abs(headBin); err != nil {
-			return nil, errors.Join(err, w.remove(log))
-		}
-		w.head.built = true
-	}
+		base: &tree{name: "base", dir: baseDir, rev: baseRev, bin: filepath.Join(baseDir, "bin")},
+		head: &tree{name: "head", dir: repo, rev: headRev, bin: filepath.Join(repo, "bin")}}
 	log.Info("checking out the base", "rev", baseRev[:12], "dir", w.base.dir)
 	if _, err := git(ctx, repo, "worktree", "add", "--detach", w.base.dir, baseRev); err != nil {
 		return nil, errors.Join(err, w.remove(log))
@@ -129,7 +124,7 @@ func (w *workspace) build(ctx context.Context, log *slog.Logger, parts []*part, 
 		programs = append(programs, p.program)
 	}
 	for _, t := range w.trees() {
-		if len(targets) > 0 && !t.built {
+		if len(targets) > 0 {
 			start := time.Now()
 			log.Info("building", "tree", t.name, "targets", strings.Join(targets, " "))
 			if slices.Contains(targets, "build-lab") {
