@@ -1,10 +1,11 @@
 // Command compare runs the benchmarks of two revisions in one run on one
 // machine: the current tree (head, uncommitted changes included) and an
 // earlier commit (-base), checked out in a git worktree of its own. Each
-// tree builds the binaries its benchmarks need and its own benchmark
-// programs, so that a benchmark that links the agent's packages in process
-// (bench/services' control plane, bench/policy's churn) measures that
-// tree's code. The programs run alternately, base and head, for -reps
+// tree builds the binaries its benchmarks need into its own bin (the
+// current tree's bin, as make bench-* does; the base's in the worktree)
+// and its own benchmark programs, so that a benchmark that links the
+// agent's packages in process (bench/services' control plane,
+// bench/policy's churn) measures that tree's code. The programs run alternately, base and head, for -reps
 // repetitions; their headline figures are read from what they print. It
 // prints, per figure, each tree's median and head/base as the geometric
 // mean of the per-repetition ratios with a 95% confidence interval, and a

@@ -73,7 +73,7 @@ func (r *partResult) report(w io.Writer, reps int) {
 	case len(slower) > 0:
 		fmt.Fprintf(w, "  verdict %s: SLOWER (%s)\n", r.part.name, strings.Join(slower, "; "))
 	case len(undecided) > 0:
-		fmt.Fprintf(w, "  verdict %s: undecided (%s): more -reps would decide\n", r.part.name, strings.Join(undecided, "; "))
+		fmt.Fprintf(w, "  verdict %s: undecided (%d of %d figures): more -reps would decide\n", r.part.name, len(undecided), len(r.figures))
 	default:
 		fmt.Fprintf(w, "  verdict %s: not slower\n", r.part.name)
 	}
