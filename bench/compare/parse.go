@@ -51,6 +51,8 @@ var (
 	// A row of the churn table: identities, CPU per add, add p50, add
 	// p99, lost.
 	policyChurnRow = regexp.MustCompile(`^(\d+)\s+(\S+)\s+\S+\s+(\S+)\s+(\d+)\s*$`)
+	// The churn report's last line.
+	policyChurnEnd = regexp.MustCompile(`(?m)^CPU per add, \d+ / \d+ identities: `)
 )
 
 // parsePolicy reads bench/policy's implementation delays on the lab, at
@@ -58,6 +60,14 @@ var (
 // one its -parts ran.
 func parsePolicy(out string) ([]sample, error) {
 	var s []sample
+	// Each report, when there, must be whole: its last line follows the
+	// table.
+	if strings.Contains(out, "\nImplementation delay on a lab cluster") && !strings.Contains(out, "\n(write: ") {
+		return nil, errors.New("the lab's report is cut short")
+	}
+	if strings.Contains(out, "\nIdentity churn:") && !policyChurnEnd.MatchString(out) {
+		return nil, errors.New("the identity churn's report is cut short")
+	}
 	for _, line := range section(out, "Implementation delay on a lab cluster") {
 		m := policyLabRow.FindStringSubmatch(line)
 		if m == nil {

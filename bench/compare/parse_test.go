@@ -22,6 +22,21 @@ func TestParse(t *testing.T) {
 			{"ADD p99, cilium / bridge", "ratio", 39.54},
 			{"agent VmRSS, 30 endpoints", "MB", 69.4},
 		}},
+		{"policy.txt", parsePolicy, []sample{
+			{"lab, 1 policies: allow p50", "ms", 12.51},
+			{"lab, 1 policies: allow p99", "ms", 22.92},
+			{"lab, 1 policies: new pod p50", "ms", 0.12},
+			{"lab, 1 policies: new pod p99", "ms", 7.86},
+			{"lab, 20 policies: allow p50", "ms", 10.57},
+			{"lab, 20 policies: allow p99", "ms", 13.46},
+			{"lab, 20 policies: new pod p50", "ms", 0.18},
+			{"lab, 20 policies: new pod p99", "ms", 0.98},
+			{"churn, 100 identities: CPU per add", "µs", 1466},
+			{"churn, 100 identities: add p99", "ms", 14.43},
+			{"churn, 3000 identities: CPU per add", "µs", 1410},
+			{"churn, 3000 identities: add p99", "ms", 9.17},
+		}},
+		// -parts churn: no lab.
 		{"policy-churn.txt", parsePolicy, []sample{
 			{"churn, 100 identities: CPU per add", "µs", 1175},
 			{"churn, 100 identities: add p99", "ms", 5.79},
