@@ -113,13 +113,14 @@ func bound(v float64) string {
 	return fmt.Sprintf("%5.3f", v)
 }
 
-func medianDuration(v []time.Duration) time.Duration {
+// medianDuration is "-" when no run completed.
+func medianDuration(v []time.Duration) string {
+	if len(v) == 0 {
+		return "-"
+	}
 	f := make([]float64, len(v))
 	for i, d := range v {
 		f[i] = float64(d)
 	}
-	if len(f) == 0 {
-		return 0
-	}
-	return time.Duration(stats.Median(f)).Round(time.Second)
+	return time.Duration(stats.Median(f)).Round(time.Second).String()
 }
