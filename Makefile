@@ -21,7 +21,7 @@ CNI_CMDS := github.com/containernetworking/plugins/plugins/main/bridge \
 LAB_FLAGS ?= --nodes 2
 
 .PHONY: all build build-cilium build-hubble-upstream build-lab build-k8s build-cni build-coredns build-standins generate check-generated check-tidy check-fmt \
-	test test-unit lint test-fuzz fuzz test-skips-reset test-netkit-vm test-lab test-e2e-smoke e2e bench bench-datapath bench-datapath-netkit bench-cni bench-services bench-policy bench-hubble demo lab-up lab-down clean
+	test test-unit lint test-fuzz fuzz test-skips-reset test-netkit-vm test-lab test-e2e-smoke e2e bench bench-datapath bench-datapath-netkit bench-cni bench-services bench-policy bench-hubble bench-compare demo lab-up lab-down clean
 
 all: build
 
@@ -226,6 +226,17 @@ bench-services: prereqs-test build-lab build-cilium
 # endpoints. BENCH_CNI_FLAGS passes e.g. -rounds 10.
 bench-cni: prereqs-test build-cilium build-cni
 	$(GO) run ./bench/cni -bin $(BIN) $(BENCH_CNI_FLAGS)
+
+# The current tree against an earlier revision, BASE, in one run (root):
+# bench/cni's ADD latency and agent memory, bench/policy's lab delays and
+# churn CPU, bench/services' control plane, each program run by both trees
+# in turn (the base in a git worktree, each tree building its own
+# binaries), and head/base per figure with its 95% interval and a verdict
+# per part. Not part of `make bench`: it builds every binary twice.
+# BENCH_COMPARE_FLAGS passes e.g. -reps 5 -parts cni,services.
+BASE ?= afa0859
+bench-compare: prereqs-test
+	$(GO) run ./bench/compare -base $(BASE) $(BENCH_COMPARE_FLAGS)
 
 demo: prereqs-demo build-lab build-cilium
 	./hack/demo.sh
