@@ -23,6 +23,7 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	kubefake "k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/cilium-go/cilium/bench/internal/benchlab"
 	"github.com/cilium-go/cilium/internal/datapath/dptest"
@@ -132,6 +133,23 @@ func heap() (inuse, live uint64) {
 	return ms.HeapInuse, ms.HeapAlloc
 }
 
+// quietFake is a fake clientset whose watches of the kinds the benchmark
+// never writes (the agent watches Pods, Namespaces, Nodes and
+// NetworkPolicies too) have no buffer: each fake watch holds a buffer of
+// watch.DefaultChanSize events, 2 MiB at the size the Service creates
+// need, which a real API server's watch does not cost the agent.
+func quietFake() *kubefake.Clientset {
+	kube := kubefake.NewClientset()
+	kube.PrependWatchReactor("*", func(a k8stesting.Action) (bool, watch.Interface, error) {
+		switch a.GetResource().Resource {
+		case "services", "endpointslices":
+			return false, nil, nil
+		}
+		return true, watch.NewFake(), nil
+	})
+	return kube
+}
+
 // lbHive is pkg/loadbalancer's cell on a real datapath's maps, fed by the
 // agent's Service source from a fake clientset.
 type lbHive struct {
@@ -144,7 +162,7 @@ func measureControlPlane(ctx context.Context, log *slog.Logger, o options, onClo
 	res := &cpResults{services: o.cpServices, backends: o.cpServices * o.cpBackends, rate: o.cpRate}
 	objs := &cpObjects{services: o.cpServices, perService: o.cpBackends, moved: map[int]netip.Addr{}}
 	// The fake clientset's watchers panic when their buffer is full; the
-	// informers drain them, but 20,000 creates outrun them.
+	// reflectors drain them, but 20,000 creates outrun them.
 	watch.DefaultChanSize = 1 << 16
 
 	log.Info("control plane: the fake API server's share of the heap", "services", o.cpServices)
@@ -164,7 +182,7 @@ func measureControlPlane(ctx context.Context, log *slog.Logger, o options, onClo
 	}
 	onClose(c.Close)
 	m := c.Nodes[0].DP.Maps()
-	kube := kubefake.NewClientset()
+	kube := quietFake()
 	var lb lbHive
 	h := health.NewHive(
 		job.Cell, statedb.Cell, health.Cell,
