@@ -82,7 +82,7 @@ func FrontendAddress(a netip.Addr) bool {
 // Ours says whether this load balancer serves s: kube-proxy leaves alone
 // headless and ExternalName services and those that name another proxy.
 func Ours(s Service) bool {
-	return s.Type != TypeExternalName && !s.Headless && s.ProxyName == ""
+	return s.Type != TypeExternalName && !s.Headless && !s.OtherProxy
 }
 
 // Frontends computes s's frontends from its endpoints, as kube-proxy
