@@ -3,6 +3,7 @@ package e2e
 import (
 	"fmt"
 	"maps"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -186,4 +187,7 @@ func checkServiceEdges(t *testing.T, lab *Lab, client echoPod, node1, node2 stri
 	if out, err := lab.run("kubectl", "exec", client.name, "--", "curl", "-sS", "-m", "3", "http://127.0.0.1:54323/hostname"); err == nil {
 		t.Errorf("pod %s reached a hostPort at its own loopback: %s", client.name, out)
 	}
+	t.Logf("hostNetwork backends %v answered through both nodes' NodePorts and the ClusterIP, from a pod, a node and outside; "+
+		"the headless-labelled Service was left alone; one hostPort served three pods at the loopback, the node's address and over UDP",
+		slices.Sorted(maps.Keys(backends)))
 }
