@@ -147,12 +147,14 @@ int cil_from_overlay(struct __sk_buff *skb)
 	return overlay_ingress(skb, &key);
 }
 
-/* cil_to_netdev masquerades, with legacy routing, what local pods send to
- * the world: here, after netfilter, the destination is final (a Service
- * address is already translated to its backend). Only connections the
- * pod opened: a reply to a connection from the world (the API server's
- * pod proxy, a NodePort through kube-proxy) keeps the pod's address, or
- * its client would see an answer from someone it never called. */
+/* cil_to_netdev translates back the node's replies as the backend of a
+ * north-south frontend (nodeport_host_reply), and masquerades, with
+ * legacy routing, what local pods send to the world: here, after
+ * netfilter, the destination is final (a Service address is already
+ * translated to its backend). Only connections the pod opened: a reply
+ * to a connection from the world (the API server's pod proxy, a NodePort
+ * through kube-proxy) keeps the pod's address, or its client would see
+ * an answer from someone it never called. */
 SEC("tc")
 int cil_to_netdev(struct __sk_buff *skb)
 {
@@ -160,7 +162,21 @@ int cil_to_netdev(struct __sk_buff *skb)
 	struct endpoint_info *ep;
 	int ret;
 
-	if (!MASQUERADE || !LEGACY_ROUTING || parse_ipv4(skb, &f.p) != 0)
+	ret = parse_ipv4(skb, &f.p);
+	if (ret == PARSE_NOT_IPV4)
+		return TC_ACT_OK;
+	if (ret == 0 && f.p.saddr == NODE_IPV4) {
+		/* The node's own datagrams: their later fragments need the
+		 * ports. */
+		frag_record(&f.p);
+		ret = nodeport_host_reply(skb, &f.p);
+		if (ret < 0) {
+			f.src_id = IDENTITY_HOST;
+			return drop(skb, &f, ret);
+		}
+		return TC_ACT_OK;
+	}
+	if (!MASQUERADE || !LEGACY_ROUTING || ret != 0)
 		return TC_ACT_OK;
 	ep = endpoint_lookup4(f.p.saddr);
 	if (!ep || !identity_is_world(identity_of4(f.p.daddr)) || ct_is_reply(&f.p))

@@ -8,7 +8,7 @@
  *
  * Every frontend found is served, whatever its flags: a ClusterIP, an
  * ExternalIP, a HostPort at an address of this node (the agent writes
- * them so), and a NodePort at the address of any node
+ * them so, the loopback among them, for the node's own namespace only), and a NodePort at the address of any node
  * (lb4_lookup_any_node), so that policy judges the backend. Clients are
  * internal: a frontend with two scopes serves them from its internal one.
  * Only TCP and UDP: SCTP associations may move between addresses the
@@ -20,6 +20,17 @@
 
 #include "lib/common.h"
 #include "lib/lb.h"
+
+/* HOST_NETNS_COOKIE is the cookie of the node's network namespace: a
+ * frontend at a loopback address (a HostPort at hostIP 127.0.0.1, as
+ * portmap maps it) serves the node's processes only. A pod's loopback is
+ * its own, though the pod's processes are in the cgroup too. */
+volatile const __u64 HOST_NETNS_COOKIE = 0;
+
+static __always_inline int sock4_loopback_elsewhere(struct bpf_sock_addr *ctx, __u32 daddr)
+{
+	return (bpf_ntohl(daddr) >> 24) == 127 && bpf_get_netns_cookie(ctx) != HOST_NETNS_COOKIE;
+}
 
 /* sock4_proto is the balanced protocol of the socket, or 0. */
 static __always_inline __u8 sock4_proto(const struct bpf_sock_addr *ctx)
@@ -76,7 +87,7 @@ static __always_inline int sock4_forward(struct bpf_sock_addr *ctx)
 	__u8 proto = sock4_proto(ctx);
 	__u32 id;
 
-	if (!proto)
+	if (!proto || sock4_loopback_elsewhere(ctx, daddr))
 		return 1;
 	svc = lb4_lookup_local(&key, daddr, dport, proto, 1);
 	if (!svc)

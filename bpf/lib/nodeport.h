@@ -12,6 +12,9 @@
  *   client. Its connection is marked CT_F_NODEPORT: the backend's replies
  *   and ICMP errors are translated back as they leave the pod, and routed
  *   out to the client, since no client node will translate them.
+ * - A backend in the node's own network (a hostNetwork pod's, at the
+ *   node's address) gets it through the stack, translated the same way;
+ *   the node's replies are translated back as they leave by the uplink.
  * - A remote backend gets the packet with the source translated too, to
  *   the node's address and a port of the translation range (nat.h), so
  *   that its replies come back here: Cilium's SNAT mode. The translation
@@ -197,6 +200,62 @@ static __always_inline int nodeport_icmp_in(struct __sk_buff *skb, struct flow *
 	return deliver_ingress(skb, f, ep, 0);
 }
 
+/* nodeport_to_host hands a translated packet to a backend in this node's
+ * own network (a hostNetwork pod's, at the node's address) through the
+ * stack, with the client's address kept as for a local pod. Its
+ * connection is marked CT_F_NODEPORT: the replies are translated back as
+ * they leave by the uplink (nodeport_host_reply). */
+static __always_inline int nodeport_to_host(struct __sk_buff *skb, struct flow *f)
+{
+	struct ct_entry *ct;
+	int ret;
+
+	f->dst_id = IDENTITY_HOST;
+	f->ct_status = ct_lookup(skb, &f->p, &ct, &f->report);
+	if (f->ct_status == CT_INVALID)
+		return nodeport_drop(skb, f, DROP_UNKNOWN_CT);
+	if (!f->src_id)
+		f->src_id = ct ? ct_sender_identity(ct, f->ct_status) : sender_identity4(f->p.saddr);
+	if (f->ct_status == CT_NEW) {
+		ret = ct_create(&f->p, f->src_id, IDENTITY_HOST, 0, CT_F_NO_SRC_EP | CT_F_NO_DST_EP | CT_F_NODEPORT,
+				f->rev_nat, 0);
+		if (ret < 0)
+			return nodeport_drop(skb, f, ret);
+	} else if (ct && ct->rev_nat_index != f->rev_nat) {
+		/* A tuple reused through another frontend. */
+		ct->rev_nat_index = f->rev_nat;
+		ct->flags |= CT_F_NODEPORT;
+	}
+	forwarded(skb, f, TRACE_TO_HOST);
+	return TC_ACT_OK;
+}
+
+/* nodeport_host_reply translates back what the node itself sends out of
+ * the uplink as a backend (nodeport_to_host): the reply of a connection
+ * marked CT_F_NODEPORT, or an ICMP error quoting one of its packets.
+ * Returns 1 when translated, 0 when the packet is no such reply. Only the
+ * node's address is looked at: nothing else is a host backend. */
+static __always_inline int nodeport_host_reply(struct __sk_buff *skb, struct pkt *p)
+{
+	struct ct4_key k = {};
+	struct ct_entry *e;
+	__u64 now;
+
+	if (p->saddr != NODE_IPV4)
+		return 0;
+	if (p->protocol == IPPROTO_ICMP)
+		return icmp_is_error(p->icmp_type) && !p->later_frag ? lb4_rev_nat_icmp(skb, p, CT_F_NODEPORT) : 0;
+	if (!lb_l4_proto(p->protocol))
+		return 0;
+	now = ct_now();
+	ct_key_of(p, &k, 1);
+	e = ct_find(&k, now);
+	if (!e || !e->rev_nat_index || !(e->flags & CT_F_NODEPORT))
+		return 0;
+	ct_touch(e, p, 1, now);
+	return lb4_rev_nat(skb, p, e->rev_nat_index, e->frontend_addr);
+}
+
 /* nodeport_ingress serves a packet from outside the node to a frontend
  * of its external scope. It returns a verdict, or NP_CONTINUE when the
  * packet is for no such frontend. */
@@ -237,6 +296,8 @@ static __always_inline int nodeport_ingress(struct __sk_buff *skb, struct flow *
 	ep = endpoint_lookup4(p->daddr);
 	if (ep)
 		return deliver_ingress(skb, f, ep, 0);
+	if (p->daddr == NODE_IPV4)
+		return nodeport_to_host(skb, f);
 	/* Local only: the client's address must reach the backend, and a
 	 * HostPort is a local pod's by definition. */
 	if (svc->flags & (LB_F_LOCAL | LB_F_HOSTPORT))

@@ -35,6 +35,21 @@ func TestPrivilegedProgNodePortAtAnyNode(t *testing.T) {
 				t.Fatalf("allowed SYN left for %v, want the backend %v", dst, ap(ipC, 8080))
 			}
 		}},
+		// A hostNetwork backend is the node it runs on: egress policy
+		// judges it as remote-node, whatever labels its pod has.
+		{"a backend in another node's own network is judged as remote-node", envOpts{policyEgress: true}, func(t *testing.T, e *env) {
+			hostBe := spec.Backend{ID: 99, Address: remoteIP, Port: 8080, Protocol: spec.ProtoTCP}
+			e.setPolicy(epA, egress(idC, 0, 0, 0))
+			e.serve(anyTCP, spec.LBNodePort, hostBe)
+			ev := e.denied(e.fromContainer, atRemote(40000, anyTCP, "S"), spec.DropPolicy)
+			if ev.Dst != remoteIP || ev.DstPort != 8080 || ev.DstIdentity != identity.RemoteNode {
+				t.Fatalf("drop event %+v, want the node %v:8080 as remote-node", ev, remoteIP)
+			}
+			e.setPolicy(epA, egress(uint32(identity.RemoteNode), tcpProto, 8080, 0))
+			if _, dst, _ := e.sends(e.fromContainer, atRemote(40001, anyTCP, "S"), actRedirect); dst != ap(remoteIP, 8080) {
+				t.Fatalf("allowed SYN left for %v, want the node's %v", dst, ap(remoteIP, 8080))
+			}
+		}},
 		{"tunnel mode too: the backend's node gets the translated packet", envOpts{mode: spec.Tunnel, policyEgress: true},
 			func(t *testing.T, e *env) {
 				e.setPolicy(epA, egress(uint32(identity.RemoteNode), 0, 0, 0))

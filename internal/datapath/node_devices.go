@@ -139,16 +139,10 @@ func (n *Node) attachDevices(progs *NodePrograms, uplink, tunnel netlink.Link) e
 		progs.FromNetdev, ebpf.AttachTCXIngress); err != nil {
 		return err
 	}
-	// Only legacy routing masquerades at the uplink; a previous run's
-	// link goes when the configuration changed.
-	egressPin := n.linkPin("netdev", n.cfg.Uplink, "egress")
-	var err error
-	if n.cfg.Masquerade && n.cfg.LegacyRouting {
-		err = n.attach(egressPin, uplink.Attrs().Index, progs.ToNetdev, ebpf.AttachTCXEgress)
-	} else {
-		err = n.detach(egressPin, n.cfg.Uplink, ebpf.AttachTCXEgress)
-	}
-	if err != nil {
+	// The uplink's egress translates the node's replies as a hostNetwork
+	// backend, and masquerades with legacy routing.
+	if err := n.attach(n.linkPin("netdev", n.cfg.Uplink, "egress"), uplink.Attrs().Index,
+		progs.ToNetdev, ebpf.AttachTCXEgress); err != nil {
 		return err
 	}
 	if tunnel == nil {

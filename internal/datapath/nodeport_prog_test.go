@@ -248,6 +248,25 @@ func TestPrivilegedProgNodePortReply(t *testing.T) {
 			src, _, _ := e.sends(e.fromNetdev, outside(toFront(ipWorld, 5000, npUDP, "")), actRedirect)
 			toClient(t, e.expect(e.fromOverlay, udp(ipC, nodeIP, 5353, src.Port()).frame(t), actRedirect), npUDP, 5000)
 		}},
+		// Proves nodeport_to_host and nodeport_host_reply: a backend in
+		// the node's own network (a hostNetwork pod) gets the client's
+		// packet through the stack, and the node's reply leaves the
+		// uplink from the frontend; without them the packet was
+		// translated at its source too and routed back to the node.
+		{"a backend in the node's own network: through the stack, the reply from the frontend", envOpts{}, func(t *testing.T, e *env) {
+			hostBe := spec.Backend{ID: 99, Address: nodeIP, Port: 8080, Protocol: spec.ProtoTCP}
+			e.serve(npTCP, spec.LBNodePort, hostBe)
+			if src, dst, _ := e.sends(e.fromNetdev, clientSYN(npTCP, 40000), actOK); src != ap(ipWorld, 40000) || dst != ap(nodeIP, 8080) {
+				t.Fatalf("to the stack as %v -> %v, want %v -> %v", src, dst, ap(ipWorld, 40000), ap(nodeIP, 8080))
+			}
+			if src, dst, _ := e.sends(e.toNetdev, tcp(nodeIP, ipWorld, 8080, 40000, "SA"), actOK); src != ap(nodeIP, 30080) || dst != ap(ipWorld, 40000) {
+				t.Fatalf("the reply left as %v -> %v, want %v -> %v", src, dst, ap(nodeIP, 30080), ap(ipWorld, 40000))
+			}
+			// The node's own connections are nobody's business.
+			if src, _, _ := e.sends(e.toNetdev, tcp(nodeIP, ipWorld, 8080, 40001, "SA"), actOK); src != ap(nodeIP, 8080) {
+				t.Fatalf("an untracked packet of the node left as %v, want it untouched", src)
+			}
+		}},
 		// The backend's address must never reach the client.
 		{"a reply whose service is gone drops", envOpts{}, func(t *testing.T, e *env) {
 			e.serve(npTCP, spec.LBNodePort, beC)

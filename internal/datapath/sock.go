@@ -47,10 +47,19 @@ var socketHooks = []struct {
 		func(p *SocketPrograms) *ebpf.Program { return p.Getpeername4 }},
 }
 
+// SocketOptions are what the socket programs are loaded with.
+type SocketOptions struct {
+	// HostNetNS is the cookie of the node's network namespace (NetNSCookie):
+	// only its processes reach the frontends at loopback addresses.
+	HostNetNS uint64
+	// Traces: the programs record the calls they translate
+	// (EventTraceSock).
+	Traces bool
+}
+
 // LoadSocketPrograms loads the socket-level balancing programs against
-// the node's maps; with traces, they record the calls they translate
-// (EventTraceSock).
-func LoadSocketPrograms(maps *Maps, traces bool) (*SocketPrograms, error) {
+// the node's maps.
+func LoadSocketPrograms(maps *Maps, o SocketOptions) (*SocketPrograms, error) {
 	cs, err := loadSock()
 	if err != nil {
 		return nil, fmt.Errorf("load sock spec: %w", err)
@@ -59,7 +68,8 @@ func LoadSocketPrograms(maps *Maps, traces bool) (*SocketPrograms, error) {
 	if err := cs.Assign(&vs); err != nil {
 		return nil, fmt.Errorf("sock constants: %w", err)
 	}
-	if err := setVar(vs.TRACE_ENABLED, boolU8(traces))(); err != nil {
+	if err := errors.Join(setVar(vs.TRACE_ENABLED, boolU8(o.Traces))(),
+		setVar(vs.HOST_NETNS_COOKIE, o.HostNetNS)()); err != nil {
 		return nil, fmt.Errorf("socket programs: %w", err)
 	}
 	var objs struct {
@@ -81,14 +91,13 @@ func LoadSocketPrograms(maps *Maps, traces bool) (*SocketPrograms, error) {
 // that they outlive the agent. Attaching again (an agent restart, a new
 // datapath version) swaps the programs of the pinned links in place, so a
 // hook never has two programs nor a moment with none; links to another
-// cgroup than cgroupPath are replaced. With traces the programs record
-// the calls they translate.
-func AttachSocketLB(maps *Maps, linksDir, cgroupPath string, traces bool) error {
+// cgroup than cgroupPath are replaced.
+func AttachSocketLB(maps *Maps, linksDir, cgroupPath string, o SocketOptions) error {
 	cgroupID, err := cgroup2ID(cgroupPath)
 	if err != nil {
 		return err
 	}
-	progs, err := LoadSocketPrograms(maps, traces)
+	progs, err := LoadSocketPrograms(maps, o)
 	if err != nil {
 		return err
 	}
@@ -208,7 +217,11 @@ func (n *Node) attachSocketLB(cgroupPath string) error {
 	if maps == nil {
 		return fmt.Errorf("attach socket LB: %w", ErrNotStarted)
 	}
-	return AttachSocketLB(maps, n.linksDir(), cgroupPath, n.cfg.Traces.Enabled)
+	cookie, err := NetNSCookie(n.cfg.NetNS)
+	if err != nil {
+		return fmt.Errorf("attach socket LB: the node's network namespace: %w", err)
+	}
+	return AttachSocketLB(maps, n.linksDir(), cgroupPath, SocketOptions{HostNetNS: cookie, Traces: n.cfg.Traces.Enabled})
 }
 
 // DetachSocketLB removes socket-level balancing from the cgroup it was

@@ -39,6 +39,7 @@ const (
 	sockVarCT_REPORT_INTERVAL   = "CT_REPORT_INTERVAL"
 	sockVarDESTROY_ADDRESS      = "DESTROY_ADDRESS"
 	sockVarDESTROY_PORT         = "DESTROY_PORT"
+	sockVarHOST_NETNS_COOKIE    = "HOST_NETNS_COOKIE"
 	sockVarLEGACY_ROUTING       = "LEGACY_ROUTING"
 	sockVarMASQUERADE           = "MASQUERADE"
 	sockVarMONITOR_AGGREGATION  = "MONITOR_AGGREGATION"
@@ -130,6 +131,7 @@ type sockVariableSpecs struct {
 	CT_REPORT_INTERVAL  *ebpf.VariableSpec `ebpf:"CT_REPORT_INTERVAL"`
 	DESTROY_ADDRESS     *ebpf.VariableSpec `ebpf:"DESTROY_ADDRESS"`
 	DESTROY_PORT        *ebpf.VariableSpec `ebpf:"DESTROY_PORT"`
+	HOST_NETNS_COOKIE   *ebpf.VariableSpec `ebpf:"HOST_NETNS_COOKIE"`
 	LEGACY_ROUTING      *ebpf.VariableSpec `ebpf:"LEGACY_ROUTING"`
 	MASQUERADE          *ebpf.VariableSpec `ebpf:"MASQUERADE"`
 	MONITOR_AGGREGATION *ebpf.VariableSpec `ebpf:"MONITOR_AGGREGATION"`
@@ -207,6 +209,7 @@ type sockVariables struct {
 	CT_REPORT_INTERVAL  *ebpf.Variable `ebpf:"CT_REPORT_INTERVAL"`
 	DESTROY_ADDRESS     *ebpf.Variable `ebpf:"DESTROY_ADDRESS"`
 	DESTROY_PORT        *ebpf.Variable `ebpf:"DESTROY_PORT"`
+	HOST_NETNS_COOKIE   *ebpf.Variable `ebpf:"HOST_NETNS_COOKIE"`
 	LEGACY_ROUTING      *ebpf.Variable `ebpf:"LEGACY_ROUTING"`
 	MASQUERADE          *ebpf.Variable `ebpf:"MASQUERADE"`
 	MONITOR_AGGREGATION *ebpf.Variable `ebpf:"MONITOR_AGGREGATION"`

@@ -36,6 +36,7 @@ type sockWorld struct {
 	cgroup   string
 	linksDir string
 	maps     *Maps
+	opts     SocketOptions
 }
 
 // newSockWorld attaches the socket programs, with traces or without.
@@ -57,7 +58,10 @@ func newSockWorld(t *testing.T, traces bool) *sockWorld {
 	t.Cleanup(func() { w.maps.Close() })
 	w.linksDir = testnode.TempBPFFS(t)
 	w.cgroup = newTestCgroup(t)
-	must(t, AttachSocketLB(w.maps, w.linksDir, w.cgroup, traces))
+	cookie, err := NetNSCookie(w.ns)
+	must(t, err)
+	w.opts = SocketOptions{HostNetNS: cookie, Traces: traces}
+	must(t, AttachSocketLB(w.maps, w.linksDir, w.cgroup, w.opts))
 	// Registered after the cgroup's removal, so it runs before.
 	t.Cleanup(func() {
 		if err := DetachSocketLB(w.linksDir); err != nil {
@@ -288,6 +292,22 @@ func TestPrivilegedSocketLB(t *testing.T) {
 			t.Errorf("%s: %+v, want ENETUNREACH: no node, no NodePort", got[1].Step, got[1])
 		}
 	})
+	// A HostPort at hostIP 127.0.0.1 is the node's: its namespace's
+	// processes reach the pod there, while a pod's own loopback, in
+	// another namespace of the same cgroup, stays its own.
+	t.Run("Loopback", func(t *testing.T) {
+		w.service(t, netip.MustParseAddrPort("127.0.0.1:54323"), spec.ProtoTCP, 7, spec.LBHostPort, backendB1)
+		w.service(t, netip.MustParseAddrPort("127.0.0.1:54323"), spec.ProtoUDP, 8, spec.LBHostPort, backendB1)
+		pod := testenv.NewNetNS(t)
+		serveTCP(t, pod, netip.MustParseAddrPort("127.0.0.1:54323"), "pod")
+		serveUDP(t, pod, netip.MustParseAddrPort("127.0.0.1:54323"), "pod")
+		got := runSockClient(t, w.ns, w.cgroup, "tcp:127.0.0.1:54323", "udp:127.0.0.1:54323")
+		wantResult(t, got[0], "127.0.0.1:54323", "b1")
+		wantResult(t, got[1], "127.0.0.1:54323", "b1")
+		got = runSockClient(t, pod, w.cgroup, "tcp:127.0.0.1:54323", "udp:127.0.0.1:54323")
+		wantResult(t, got[0], "127.0.0.1:54323", "pod")
+		wantResult(t, got[1], "127.0.0.1:54323", "pod")
+	})
 	t.Run("OutsideTheCgroup", func(t *testing.T) {
 		got := runSockClient(t, w.ns, "", "tcp:10.96.0.1:80", "udp:10.96.0.1:53")
 		// Untranslated, the frontend is an address no route leads to.
@@ -324,7 +344,7 @@ func TestPrivilegedSocketLBReattach(t *testing.T) {
 	w := newSockWorld(t, false)
 	w.service(t, netip.MustParseAddrPort("10.96.0.1:80"), spec.ProtoTCP, 1, 0, backendB1)
 	before := cgroupPrograms(t, w.cgroup)
-	must(t, AttachSocketLB(w.maps, w.linksDir, w.cgroup, false))
+	must(t, AttachSocketLB(w.maps, w.linksDir, w.cgroup, w.opts))
 	after := cgroupPrograms(t, w.cgroup)
 	for _, h := range socketHooks {
 		if len(before[h.at]) != 1 || len(after[h.at]) != 1 || before[h.at][0] == after[h.at][0] {
@@ -335,7 +355,7 @@ func TestPrivilegedSocketLBReattach(t *testing.T) {
 
 	// Another cgroup configured: the programs move there.
 	other := newTestCgroup(t)
-	must(t, AttachSocketLB(w.maps, w.linksDir, other, false))
+	must(t, AttachSocketLB(w.maps, w.linksDir, other, w.opts))
 	for at, ids := range cgroupPrograms(t, w.cgroup) {
 		t.Errorf("%s: programs %v left on the old cgroup", at, ids)
 	}

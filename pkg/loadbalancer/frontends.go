@@ -82,7 +82,7 @@ func FrontendAddress(a netip.Addr) bool {
 // Ours says whether this load balancer serves s: kube-proxy leaves alone
 // headless and ExternalName services and those that name another proxy.
 func Ours(s Service) bool {
-	return s.Type != TypeExternalName && !s.Headless && s.ProxyName == ""
+	return s.Type != TypeExternalName && !s.Headless && !s.OtherProxy
 }
 
 // Frontends computes s's frontends from its endpoints, as kube-proxy
@@ -131,7 +131,7 @@ func Frontends(s Service, eps []Endpoint, local Local) []Frontend {
 			base.AffinityTimeout = s.AffinityTimeout
 		}
 		add := func(addr netip.Addr, port uint16, kind spec.LBFlags, slots, internalSlots []Backend) {
-			if !FrontendAddress(addr) || port == 0 {
+			if !(FrontendAddress(addr) || kind == spec.LBHostPort && hostLoopback(addr)) || port == 0 {
 				return
 			}
 			f := base
@@ -183,20 +183,27 @@ func Frontends(s Service, eps []Endpoint, local Local) []Frontend {
 	return slices.CompactFunc(out, func(a, b Frontend) bool { return a.Addr == b.Addr })
 }
 
-// hostPortAddrs are the addresses a hostPort bound to hostIP listens on:
-// every node address when hostIP is unset or unspecified, else hostIP if
-// it is the node's. (portmap matches any local destination, and
-// hostIP's when it is set; an address that is not the node's receives
-// nothing for it.)
+// hostPortAddrs are the addresses a hostPort bound to hostIP listens on,
+// as portmap maps them: every node address and the loopback when hostIP
+// is unset or unspecified (portmap matches any local destination), else
+// hostIP when it is the node's or a loopback address; an address that is
+// not the node's receives nothing for it. A frontend at a loopback
+// address serves the node's own processes only (socket-level balancing
+// in the node's network namespace), as portmap's DNAT of the loopback
+// does in the node's OUTPUT chain.
 func hostPortAddrs(hostIP netip.Addr, node []netip.Addr) []netip.Addr {
 	if !hostIP.IsValid() || hostIP.IsUnspecified() {
-		return node
+		return append(slices.Clone(node), netip.AddrFrom4([4]byte{127, 0, 0, 1}))
 	}
-	if slices.Contains(node, hostIP) {
+	if slices.Contains(node, hostIP) || hostLoopback(hostIP) {
 		return []netip.Addr{hostIP}
 	}
 	return nil
 }
+
+// hostLoopback says whether a is an IPv4 loopback address, where only a
+// HostPort may have a frontend.
+func hostLoopback(a netip.Addr) bool { return a.Is4() && a.IsLoopback() }
 
 // orEmpty keeps an empty scope apart from no scope.
 func orEmpty(b []Backend) []Backend {

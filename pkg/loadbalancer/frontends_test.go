@@ -2,6 +2,7 @@ package loadbalancer
 
 import (
 	"net/netip"
+	"slices"
 	"testing"
 
 	"github.com/cilium-go/cilium/internal/datapath/spec"
@@ -21,5 +22,43 @@ func TestExternalIPsNeverSpecial(t *testing.T) {
 	fs := Frontends(svc, eps, Local{NodeName: "node-a"})
 	if len(fs) != 1 || fs[0].Address != netip.MustParseAddr("203.0.113.10") {
 		t.Fatalf("frontends %v, want 203.0.113.10:80 alone", fs)
+	}
+}
+
+// HostPorts are where portmap maps them: an unset hostIP at every node
+// address and the loopback, a hostIP at itself when the node has it
+// (any of its addresses) or it is a loopback address, nowhere else. Only
+// a HostPort gets a loopback frontend: an ExternalIP there is refused
+// (TestExternalIPsNeverSpecial).
+func TestHostPortAddresses(t *testing.T) {
+	a, b := netip.MustParseAddr("192.168.77.1"), netip.MustParseAddr("10.9.0.1")
+	local := Local{NodeName: "node-a", Addresses: []netip.Addr{a, b}}
+	for _, tc := range []struct {
+		hostIP string
+		want   []string
+	}{
+		{"", []string{"10.9.0.1", "127.0.0.1", "192.168.77.1"}},
+		{"0.0.0.0", []string{"10.9.0.1", "127.0.0.1", "192.168.77.1"}},
+		{"10.9.0.1", []string{"10.9.0.1"}},
+		{"192.168.77.1", []string{"192.168.77.1"}},
+		{"127.0.0.1", []string{"127.0.0.1"}},
+		{"127.0.0.2", []string{"127.0.0.2"}},
+		{"203.0.113.10", nil},
+	} {
+		var hostIP netip.Addr
+		if tc.hostIP != "" {
+			hostIP = netip.MustParseAddr(tc.hostIP)
+		}
+		svc := Service{Name: HostPortName("default", "web"), Type: TypeHostPort,
+			Ports: []Port{{Name: "8080", Protocol: spec.ProtoTCP, Port: 8080, HostIP: hostIP}}}
+		eps := []Endpoint{{Address: netip.MustParseAddr("10.244.1.5"), NodeName: "node-a", Ready: true, Serving: true,
+			Ports: map[PortKey]uint16{{Name: "8080", Protocol: spec.ProtoTCP}: 80}}}
+		var got []string
+		for _, f := range Frontends(svc, eps, local) {
+			got = append(got, f.Address.String())
+		}
+		if !slices.Equal(got, tc.want) {
+			t.Errorf("hostIP %q: frontends at %v, want %v", tc.hostIP, got, tc.want)
+		}
 	}
 }

@@ -63,7 +63,9 @@ type Service struct {
 	Type ServiceType
 	// ClusterIPs are the service's cluster addresses; none for a
 	// headless service.
-	ClusterIPs  []netip.Addr
+	ClusterIPs []netip.Addr
+	// Headless: clusterIP None, or the service.kubernetes.io/headless
+	// label (any value), which kube-proxy leaves alone too.
 	Headless    bool
 	ExternalIPs []netip.Addr
 	Ports       []Port
@@ -77,9 +79,10 @@ type Service struct {
 	// PreferSameNode: trafficDistribution PreferSameNode.
 	PreferSameNode      bool
 	HealthCheckNodePort uint16
-	// ProxyName is the service.kubernetes.io/service-proxy-name label:
-	// a service that names a proxy is that proxy's, not ours.
-	ProxyName string
+	// OtherProxy: the service.kubernetes.io/service-proxy-name label is
+	// set, to any value (even empty): the service is the proxy's it names,
+	// not ours, as kube-proxy leaves it.
+	OtherProxy bool
 	// CreationTime and UID are the object's (the pod's for a HostPort
 	// service): of two services that claim one frontend, the older one
 	// gets it, the same on every node (see Owner).

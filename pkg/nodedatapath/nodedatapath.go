@@ -10,6 +10,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -269,12 +270,23 @@ func asServiceMaps(n *datapath.Node) loadbalancer.MapSource {
 	}
 }
 
-// newNodeAddresses: NodePorts listen on the node's address.
-func newNodeAddresses(c Config) loadbalancer.NodeAddresses {
+// newNodeAddresses: NodePorts and hostPorts answer at the node's
+// address and at its devices' other addresses, as read at the start.
+func newNodeAddresses(c Config) (loadbalancer.NodeAddresses, error) {
+	var out loadbalancer.NodeAddresses
 	if ip, err := netip.ParseAddr(c.NodeIPv4); err == nil && ip.Is4() {
-		return loadbalancer.NodeAddresses{ip}
+		out = append(out, ip)
 	}
-	return nil
+	others, err := datapath.HostAddresses(c.NodeNetNS)
+	if err != nil {
+		return nil, fmt.Errorf("the node's addresses: %w", err)
+	}
+	for _, ip := range others {
+		if !slices.Contains(out, ip) {
+			out = append(out, ip)
+		}
+	}
+	return out, nil
 }
 
 // nodeInfo answers the API's questions about the node; it reads the

@@ -194,6 +194,7 @@ func checkServices(t *testing.T, lab *Lab, client echoPod, nodes ...string) {
 		t.Errorf("cilium-dbg service list on %s: %v\n%s", client.node, err, out)
 	}
 	checkNodePorts(t, lab, nodes...)
+	checkServiceEdges(t, lab, client, nodes[0], nodes[1])
 }
 
 // checkNodePorts connects from the lab's outside client, a machine on the

@@ -10,13 +10,19 @@ import (
 	"github.com/cilium-go/cilium/pkg/loadbalancer"
 )
 
+// labelServiceProxyName names the proxy that serves a Service; kube-proxy
+// (and so this load balancer) serves only Services without it.
+const labelServiceProxyName = "service.kubernetes.io/service-proxy-name"
+
 // ServiceOf reads what the load balancer needs of a Service.
 func ServiceOf(svc *corev1.Service) loadbalancer.Service {
+	_, otherProxy := svc.Labels[labelServiceProxyName]
+	_, headless := svc.Labels[corev1.IsHeadlessService]
 	s := loadbalancer.Service{
-		Name:      loadbalancer.ServiceName{Namespace: svc.Namespace, Name: svc.Name},
-		Type:      loadbalancer.ServiceType(svc.Spec.Type),
-		ProxyName: svc.Labels["service.kubernetes.io/service-proxy-name"],
-		Headless:  svc.Spec.ClusterIP == corev1.ClusterIPNone,
+		Name:       loadbalancer.ServiceName{Namespace: svc.Namespace, Name: svc.Name},
+		Type:       loadbalancer.ServiceType(svc.Spec.Type),
+		OtherProxy: otherProxy,
+		Headless:   headless || svc.Spec.ClusterIP == corev1.ClusterIPNone,
 		// Which of two Services claiming a frontend gets it.
 		CreationTime: svc.CreationTimestamp.Time,
 		UID:          string(svc.UID),
