@@ -8,8 +8,9 @@
  *
  * Every frontend found is served, whatever its flags: a ClusterIP, an
  * ExternalIP, a HostPort at an address of this node (the agent writes
- * them so, the loopback among them, for the node's own namespace only), and a NodePort at the address of any node
- * (lb4_lookup_any_node), so that policy judges the backend. Clients are
+ * them so; at the loopback, for the node's own namespace only), and a
+ * NodePort at the address of any node (lb4_lookup_any_node), so that
+ * policy judges the backend. Clients are
  * internal: a frontend with two scopes serves them from its internal one.
  * Only TCP and UDP: SCTP associations may move between addresses the
  * programs do not see.
