@@ -177,8 +177,11 @@ func checkServiceEdges(t *testing.T, lab *Lab, client echoPod, node1, node2 stri
 	} {
 		lab.Eventually(c.want+" through its hostPort", time.Minute, func() error {
 			out, err := node(c.args...)
-			if err != nil || strings.TrimSpace(out) != c.want {
-				return fmt.Errorf("%v: %v: %q, want %q", c.args, err, out, c.want)
+			if err != nil {
+				return fmt.Errorf("%v: %w: %s", c.args, err, out)
+			}
+			if strings.TrimSpace(out) != c.want {
+				return fmt.Errorf("%v: %q, want %q", c.args, out, c.want)
 			}
 			return nil
 		})
