@@ -45,9 +45,10 @@ func parseCNI(out string) ([]sample, error) {
 
 var (
 	// A row of the lab's table: policies, identities, flips/new pods, then
-	// allow, deny, new pod and write, each p50 and p99 as Go durations
-	// ("-" when none was measured).
-	policyLabRow = regexp.MustCompile(`^(\d+)\s+\d+\s+\d+/\d+((?:\s+\S+){8})\s*$`)
+	// allow, deny, new pod, write and answered (since 2026-12-04: not in
+	// an earlier base's), each p50 and p99 as Go durations ("-" when none
+	// was measured).
+	policyLabRow = regexp.MustCompile(`^(\d+)\s+\d+\s+\d+/\d+((?:\s+\S+){8}(?:\s+\S+\s+\S+)?)\s*$`)
 	// A row of the churn table: identities, CPU per add, add p50, add
 	// p99, lost.
 	policyChurnRow = regexp.MustCompile(`^(\d+)\s+(\S+)\s+\S+\s+(\S+)\s+(\d+)\s*$`)
@@ -73,11 +74,16 @@ func parsePolicy(out string) ([]sample, error) {
 		if m == nil {
 			continue
 		}
-		cols := strings.Fields(m[2])
-		for _, c := range []struct {
+		type column struct {
 			name string
 			col  int
-		}{{"allow p50", 0}, {"allow p99", 1}, {"new pod p50", 4}, {"new pod p99", 5}} {
+		}
+		cols := strings.Fields(m[2])
+		figures := []column{{"allow p50", 0}, {"allow p99", 1}, {"new pod p50", 4}, {"new pod p99", 5}}
+		if len(cols) == 10 {
+			figures = append(figures, column{"answered p50", 8}, column{"answered p99", 9})
+		}
+		for _, c := range figures {
 			v, err := durationMS(cols[c.col])
 			if err != nil {
 				return nil, fmt.Errorf("lab row %q: %w", line, err)

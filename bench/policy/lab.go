@@ -67,8 +67,10 @@ const delayTarget = 50 * time.Millisecond
 type labPhase struct {
 	policies, identities int
 	allow, deny, newPod  []time.Duration // sorted
-	// write is the API server's part of allow: the create call's time.
-	write []time.Duration
+	// write is the API server's part of allow: the create call's time;
+	// answered is the rest, the delay after its answer (the watch's and
+	// the agents' part).
+	write, answered []time.Duration
 }
 
 type labBed struct {
@@ -119,6 +121,7 @@ func labPart(ctx context.Context, log *slog.Logger, bin string, flips, newPods, 
 				return nil, err
 			}
 			p.allow, p.deny, p.write = append(p.allow, f.allow), append(p.deny, f.deny), append(p.write, f.write)
+			p.answered = append(p.answered, f.allow-f.write)
 		}
 		log.Info("lab: new pods", "count", newPods)
 		if err := b.createPolicy(ctx, allowClients(fmt.Sprintf("clients-%d", n))); err != nil {
@@ -137,7 +140,7 @@ func labPart(ctx context.Context, log *slog.Logger, bin string, flips, newPods, 
 		if err := b.cilium.CiliumV2().CiliumNetworkPolicies(labNS).Delete(ctx, fmt.Sprintf("clients-%d", n), metav1.DeleteOptions{}); err != nil {
 			return nil, err
 		}
-		for _, d := range [][]time.Duration{p.allow, p.deny, p.newPod, p.write} {
+		for _, d := range [][]time.Duration{p.allow, p.deny, p.newPod, p.write, p.answered} {
 			slices.Sort(d)
 		}
 		phases = append(phases, p)

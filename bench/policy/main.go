@@ -137,14 +137,16 @@ func perRep(small, large []churnResult) string {
 // labReport prints each load's delays and judges the p99s at the last.
 func labReport(w io.Writer, phases []labPhase) {
 	fmt.Fprintf(w, "\nImplementation delay on a lab cluster (2 nodes; probes from a client pod on each node to a server pod on each node, %s attempts)\n", probeTimeout)
-	fmt.Fprintf(w, "%-9s %-11s %-9s %10s %10s %10s %10s %12s %12s %10s %10s\n", "policies", "identities", "n", "allow p50", "allow p99",
-		"deny p50", "deny p99", "new pod p50", "new pod p99", "write p50", "write p99")
+	fmt.Fprintf(w, "%-9s %-11s %-9s %10s %10s %10s %10s %12s %12s %10s %10s %12s %12s\n", "policies", "identities", "n", "allow p50", "allow p99",
+		"deny p50", "deny p99", "new pod p50", "new pod p99", "write p50", "write p99", "answered p50", "answered p99")
 	for _, p := range phases {
-		fmt.Fprintf(w, "%-9d %-11d %-9s %10s %10s %10s %10s %12s %12s %10s %10s\n", p.policies, p.identities, fmt.Sprintf("%d/%d", len(p.allow), len(p.newPod)),
+		fmt.Fprintf(w, "%-9d %-11d %-9s %10s %10s %10s %10s %12s %12s %10s %10s %12s %12s\n", p.policies, p.identities, fmt.Sprintf("%d/%d", len(p.allow), len(p.newPod)),
 			quantile(p.allow, 0.5), quantile(p.allow, 0.99), quantile(p.deny, 0.5), quantile(p.deny, 0.99),
-			quantile(p.newPod, 0.5), quantile(p.newPod, 0.99), quantile(p.write, 0.5), quantile(p.write, 0.99))
+			quantile(p.newPod, 0.5), quantile(p.newPod, 0.99), quantile(p.write, 0.5), quantile(p.write, 0.99),
+			quantile(p.answered, 0.5), quantile(p.answered, 0.99))
 	}
-	fmt.Fprintln(w, "(write: the API server's share of allow, the create call's time; n: flips/new pods)")
+	fmt.Fprintln(w, "(write: the API server's share of allow, the create call's time; answered: the rest of each allow, from")
+	fmt.Fprintln(w, " the API server's answer to enforcement, the watch's and the agents' share; n: flips/new pods)")
 	if len(phases) == 0 {
 		return
 	}
