@@ -144,6 +144,12 @@ func TestPrivilegedProgNodePortForward(t *testing.T) {
 			frame := e.expect(e.fromNetdev, tcp(ipC, nodeIP, 8080, port, "SA").frame(t), actRedirect)
 			toClient(t, frame, extTCP, 40000)
 		}},
+		{"a LoadBalancer address is served like a NodePort", envOpts{}, func(t *testing.T, e *env) {
+			e.serve(extTCP, spec.LBLoadBalancer, beC)
+			port := e.forwardedRemote(extTCP, beC, 40000, actRedirect)
+			frame := e.expect(e.fromNetdev, tcp(ipC, nodeIP, 8080, port, "SA").frame(t), actRedirect)
+			toClient(t, frame, extTCP, 40000)
+		}},
 		{"a HostPort reaches its pod, never another node", envOpts{}, func(t *testing.T, e *env) {
 			e.serve(hostPort, spec.LBHostPort, beA)
 			e.deliveredLocal(clientSYN(hostPort, 40000), beA)

@@ -93,10 +93,12 @@ func Ours(s Service) bool {
 //     for this node, when there are any;
 //   - ClusterIPs serve local clients: internalTrafficPolicy Local
 //     narrows them to this node's backends;
-//   - ExternalIPs and NodePorts (on every node address) also serve
-//     clients from outside: externalTrafficPolicy Local narrows those to
-//     this node's backends, and then, as whenever the two policies
-//     differ, local clients have their own scope;
+//   - ExternalIPs, LoadBalancer addresses and NodePorts (on every node
+//     address) also serve clients from outside: externalTrafficPolicy
+//     Local narrows those to this node's backends, and then, as whenever
+//     the two policies differ, local clients have their own scope; a
+//     Service with loadBalancerSourceRanges has no LoadBalancer
+//     frontend yet (the datapath cannot enforce them);
 //   - a NodePort at another node's address (spec.AnyNode) serves local
 //     clients, as the local clients' scope of its own NodePorts;
 //   - a pod's HostPorts (TypeHostPort) are at the node's addresses, or
@@ -160,6 +162,14 @@ func Frontends(s Service, eps []Endpoint, local Local) []Frontend {
 		}
 		for _, ip := range s.ExternalIPs {
 			add(ip, p.Port, spec.LBExternalIP, external, twoScopes)
+		}
+		// Until the datapath enforces loadBalancerSourceRanges, a
+		// Service that has them gets no LoadBalancer frontend: it
+		// fails closed rather than admit every client.
+		if len(s.SourceRanges) == 0 {
+			for _, ip := range s.LoadBalancerIPs {
+				add(ip, p.Port, spec.LBLoadBalancer, external, twoScopes)
+			}
 		}
 		if p.NodePort != 0 && (s.Type == TypeNodePort || s.Type == TypeLoadBalancer) {
 			for _, ip := range local.Addresses {

@@ -68,7 +68,17 @@ type Service struct {
 	// label (any value), which kube-proxy leaves alone too.
 	Headless    bool
 	ExternalIPs []netip.Addr
-	Ports       []Port
+	// LoadBalancerIPs are the addresses of status.loadBalancer.ingress
+	// that reach the nodes as themselves (ipMode VIP, the default):
+	// frontends on every node, as ExternalIPs are. An address whose
+	// ipMode is Proxy is not one: its load balancer sends the traffic on
+	// to a node's address, and clients in the cluster must go through it
+	// too, so kube-proxy leaves it alone, and so does this.
+	LoadBalancerIPs []netip.Addr
+	// SourceRanges are spec.loadBalancerSourceRanges, the clients its
+	// LoadBalancer addresses admit; none (or one of /0) admits all.
+	SourceRanges []netip.Prefix
+	Ports        []Port
 	// AffinityTimeout is sessionAffinity ClientIP's timeout in seconds;
 	// 0: no affinity.
 	AffinityTimeout uint32

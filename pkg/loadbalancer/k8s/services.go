@@ -2,6 +2,7 @@ package k8s
 
 import (
 	"net/netip"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -36,6 +37,16 @@ func ServiceOf(svc *corev1.Service) loadbalancer.Service {
 	}
 	s.ClusterIPs = addrs(ips)
 	s.ExternalIPs = addrs(svc.Spec.ExternalIPs)
+	// Whoever wrote the status (a cloud's controller, MetalLB, LB-IPAM),
+	// and whatever the loadBalancerClass says: kube-proxy serves the
+	// addresses it finds there, on a Service of any type.
+	for _, ing := range svc.Status.LoadBalancer.Ingress {
+		if ing.IPMode != nil && *ing.IPMode != corev1.LoadBalancerIPModeVIP {
+			continue
+		}
+		s.LoadBalancerIPs = append(s.LoadBalancerIPs, addrs([]string{ing.IP})...)
+	}
+	s.SourceRanges = sourceRanges(svc.Spec.LoadBalancerSourceRanges)
 	for _, p := range svc.Spec.Ports {
 		s.Ports = append(s.Ports, loadbalancer.Port{Name: p.Name, Protocol: protocol(p.Protocol),
 			Port: uint16(p.Port), NodePort: uint16(p.NodePort)})
@@ -105,6 +116,24 @@ func addrs(ss []string) []netip.Addr {
 		if a, err := netip.ParseAddr(s); err == nil && a.Is4() {
 			out = append(out, a)
 		}
+	}
+	return out
+}
+
+// sourceRanges reads loadBalancerSourceRanges as kube-proxy does: the
+// IPv4 ones, padded with spaces or not (validation lets it through), and
+// none at all when one of them is /0 (it admits every client).
+func sourceRanges(ss []string) []netip.Prefix {
+	var out []netip.Prefix
+	for _, s := range ss {
+		p, err := netip.ParsePrefix(strings.TrimSpace(s))
+		if err != nil || !p.Addr().Is4() {
+			continue
+		}
+		if p.Bits() == 0 {
+			return nil
+		}
+		out = append(out, p.Masked())
 	}
 	return out
 }

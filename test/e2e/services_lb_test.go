@@ -1,0 +1,96 @@
+package e2e
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+)
+
+// lbManifest: a LoadBalancer Service of a class no controller in the lab
+// serves, so that its status is the test's to write, as a cloud's
+// controller or MetalLB would write it.
+const lbManifest = `apiVersion: v1
+kind: Service
+metadata: {name: echo-lb, namespace: default}
+spec:
+  type: LoadBalancer
+  loadBalancerClass: example.com/metal
+  selector: {app: echo}
+  ports:
+  - {port: 80, targetPort: 8080}
+`
+
+const (
+	lbVIP   = "203.0.113.20" // ipMode VIP: the nodes serve it
+	lbProxy = "203.0.113.21" // ipMode Proxy: its load balancer sends traffic to the nodes' addresses
+)
+
+// checkLoadBalancer proves that the addresses a Service's status gives it
+// are served on every node, as kube-proxy serves them: from a pod
+// (translated where its connection starts, so the backend sees the pod)
+// and from outside through either node, whatever the Service's
+// loadBalancerClass; an address of ipMode Proxy is left to its load
+// balancer; and an address the status drops is no longer served.
+func checkLoadBalancer(t *testing.T, lab *Lab, client echoPod, nodes ...string) {
+	t.Helper()
+	lab.KubectlApply(lbManifest)
+	setIngress := func(ingress string) {
+		t.Helper()
+		lab.Kubectl("patch", "service", "echo-lb", "--subresource=status", "--type=merge",
+			"-p", `{"status":{"loadBalancer":{"ingress":[`+ingress+`]}}}`)
+	}
+	setIngress(`{"ip":"` + lbVIP + `"},{"ip":"` + lbProxy + `","ipMode":"Proxy"}`)
+
+	lab.Eventually("a pod reaches the LoadBalancer address", time.Minute, func() error {
+		out, err := lab.run("kubectl", "exec", client.name, "--", "curl", "-sS", "-m", "3", "http://"+lbVIP+"/clientip")
+		if err != nil {
+			return fmt.Errorf("%w: %s", err, out)
+		}
+		// Translated at the pod: the backend sees the pod's address.
+		if !strings.HasPrefix(strings.TrimSpace(out), client.ip+":") {
+			return fmt.Errorf("the backend saw %q, want the pod's address %s", out, client.ip)
+		}
+		return nil
+	})
+	outside := func(args ...string) (string, error) {
+		return lab.run("cilium-lab", append([]string{"exec", "--state-dir", lab.StateDir, outsideClient, "--"}, args...)...)
+	}
+	var list nodeAddrList
+	lab.KubectlJSON(&list, "get", "nodes")
+	ips := list.internalIPs()
+	for _, node := range nodes {
+		if out, err := outside("ip", "route", "replace", lbVIP+"/32", "via", ips[node]); err != nil {
+			t.Fatalf("route the LoadBalancer address to %s on the outside client: %v: %s", node, err, out)
+		}
+		lab.Eventually("the LoadBalancer address answers the outside client through "+node, time.Minute, func() error {
+			if out, err := outside("curl", "-sS", "-m", "3", "http://"+lbVIP+"/hostname"); err != nil {
+				return fmt.Errorf("%w: %s", err, out)
+			}
+			return nil
+		})
+	}
+	for _, node := range nodes {
+		out, err := lab.dbg(node, "service", "list")
+		if err != nil || !strings.Contains(out, lbVIP+":80/TCP") || strings.Contains(out, lbProxy) {
+			t.Errorf("cilium-dbg service list on %s: %v: want %s but not %s (ipMode Proxy):\n%s", node, err, lbVIP, lbProxy, out)
+		}
+	}
+
+	// The status lets the address go: so does every node.
+	setIngress("")
+	for _, node := range nodes {
+		lab.Eventually("the dropped LoadBalancer address gone from "+node, time.Minute, func() error {
+			out, err := lab.dbg(node, "service", "list")
+			if err != nil || strings.Contains(out, lbVIP) {
+				return fmt.Errorf("cilium-dbg service list: %v: still shows %s:\n%s", err, lbVIP, out) //nolint:errorlint // err may be nil: shown beside the state, not wrapped
+			}
+			return nil
+		})
+	}
+	if out, err := lab.run("kubectl", "exec", client.name, "--", "curl", "-sS", "-m", "3", "http://"+lbVIP+"/hostname"); err == nil {
+		t.Errorf("a pod reached the LoadBalancer address after the status dropped it: %s", out)
+	}
+	t.Logf("LoadBalancer address %s served from a pod and from outside through %v; %s (ipMode Proxy) left alone; gone once the status dropped it",
+		lbVIP, nodes, lbProxy)
+}
