@@ -130,8 +130,8 @@ type Node struct {
 	// mu serializes the methods, and guards cfg (attach may fall back
 	// to tc filters) and the state that Start makes and Close drops:
 	// the netlink handle, the constants and the route watch. One lock
-	// for all is simple and costs little: an endpoint's programs load
-	// while the other reconcilers wait, which they do not often.
+	// for all is simple and costs little, since the one slow step, an
+	// endpoint's programs loading, runs without it (UpsertEndpoint).
 	mu        sync.Mutex
 	cfg       Config
 	nl        *netlink.Handle

@@ -20,15 +20,19 @@ import (
 // publishes it in the endpoint map and routes its address to it. On a
 // veth, from-container runs at the host side's ingress and to-container
 // at its egress; on a netkit pair, from-container runs as the pod's side
-// transmits and to-container as the node's side does.
+// transmits and to-container as the node's side does. The programs load
+// without the node's lock, so that endpoints load at once, one a CPU
+// (the verifier runs on the loading thread), and the other reconcilers
+// do not wait for them; attaching and publishing take the lock.
 func (n *Node) UpsertEndpoint(ep spec.Endpoint) error {
 	n.mu.Lock()
-	defer n.mu.Unlock()
-	maps := n.maps.Load()
+	maps, consts := n.maps.Load(), n.consts
 	if maps == nil {
+		n.mu.Unlock()
 		return fmt.Errorf("endpoint %d: %w", ep.ID, ErrNotStarted)
 	}
 	host, err := n.nl.LinkByName(ep.HostDevice)
+	n.mu.Unlock()
 	if err != nil {
 		return fmt.Errorf("endpoint %d device %s: %w", ep.ID, ep.HostDevice, err)
 	}
@@ -41,13 +45,21 @@ func (n *Node) UpsertEndpoint(ep spec.Endpoint) error {
 		fromAt, toAt = ebpf.AttachNetkitPeer, ebpf.AttachNetkitPrimary
 	}
 	progs, err := LoadEndpointPrograms(maps, EndpointConstants{
-		NodeConstants: n.consts, ID: ep.ID, Identity: ep.Identity, IPv4: ep.IPv4,
+		NodeConstants: consts, ID: ep.ID, Identity: ep.Identity, IPv4: ep.IPv4,
 		PolicyIngress: ep.PolicyIngress, PolicyEgress: ep.PolicyEgress, Netkit: netkit,
 	})
 	if err != nil {
 		return err
 	}
 	defer progs.Close()
+
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	// Closed, or closed and started again, while the programs loaded:
+	// they would use maps that are gone.
+	if n.maps.Load() != maps {
+		return fmt.Errorf("endpoint %d: %w", ep.ID, ErrNotStarted)
+	}
 	idx := host.Attrs().Index
 	if err := n.attach(n.endpointPin(ep.ID, "ingress"), idx, progs.FromContainer, fromAt); err != nil {
 		return fmt.Errorf("endpoint %d: %w", ep.ID, err)

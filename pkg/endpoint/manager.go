@@ -41,7 +41,8 @@ type AddressReleaser interface {
 const MaxID = 4095
 
 // Manager owns the node's endpoints. It is safe for concurrent use; one
-// lock serializes changes. It writes what the datapath should hold into
+// lock guards its state, and is not held while a change waits for the
+// identity allocator, the reconciler or the policy engine (see busy). It writes what the datapath should hold into
 // the endpoints table and waits for the endpoint reconciler (see
 // RegisterReconciler) to program it; it never calls the kernel itself.
 type Manager struct {
@@ -63,6 +64,9 @@ type Manager struct {
 	mu          sync.Mutex
 	byID        map[uint16]*Endpoint
 	byContainer map[string]*Endpoint
+	// busy are the containers whose endpoint is being created or
+	// deleted, by container id.
+	busy map[string]*busy
 	// unrestored are endpoints whose identity failed to restore;
 	// RetryRestore tries them again.
 	unrestored map[uint16]bool
@@ -77,67 +81,119 @@ func NewManager(log *slog.Logger, db *statedb.DB, tbl statedb.RWTable[*EndpointR
 	done := tbl.RegisterInitializer(txn, "endpoint-restore")
 	txn.Commit()
 	return &Manager{log: log, db: db, tbl: tbl, ids: ids, ipam: ipam, policy: policy, dir: dir, now: time.Now, initDone: done,
-		byID: map[uint16]*Endpoint{}, byContainer: map[string]*Endpoint{}, unrestored: map[uint16]bool{}}
+		byID: map[uint16]*Endpoint{}, byContainer: map[string]*Endpoint{}, busy: map[string]*busy{}, unrestored: map[uint16]bool{}}
 }
 
 // Create makes the endpoint for s, and returns once its datapath is live.
 // Asking again with the same spec returns the existing endpoint and
 // created=false; a different spec for the same container is ErrConflict.
+// Creates of different containers run at once: the lock is held only to
+// reserve the container, its id, address and device (see busy) and to
+// record the endpoint once its datapath is live.
 func (m *Manager) Create(ctx context.Context, s Spec) (ep Endpoint, created bool, err error) {
 	if err := s.Validate(); err != nil {
 		return Endpoint{}, false, err
 	}
 	m.mu.Lock()
+	// Whatever is under way for this container, its address or device
+	// decides what s gets: wait for it, then look again.
+	for {
+		b, ok := m.busy[s.ContainerID]
+		if !ok {
+			b = m.busyConflictLocked(s)
+		}
+		if b == nil {
+			break
+		}
+		if err := m.waitLocked(ctx, b); err != nil {
+			return Endpoint{}, false, err
+		}
+	}
+	e, err := m.startCreateLocked(s)
+	if err != nil || e == nil {
+		defer m.mu.Unlock()
+		if err != nil {
+			return Endpoint{}, false, err
+		}
+		return *m.byContainer[s.ContainerID], false, nil
+	}
+	b := m.reserveLocked(s, e.ID)
+	m.mu.Unlock()
+
+	err = m.bringUp(ctx, e)
+
+	m.mu.Lock()
 	defer m.mu.Unlock()
+	m.releaseLocked(b)
+	if err != nil {
+		return Endpoint{}, false, err
+	}
+	m.byID[e.ID] = e
+	m.byContainer[e.ContainerID] = e
+	m.log.Info("endpoint created", "id", e.ID, "container", e.ContainerID, "pod", e.PodNamespace+"/"+e.PodName,
+		"ipv4", e.IPv4, "identity", e.Identity)
+	return *e, true, nil
+}
+
+// startCreateLocked checks s against the endpoints there are and picks
+// the new endpoint's id. It returns nil and no error when the container
+// has the endpoint s asks for already.
+func (m *Manager) startCreateLocked(s Spec) (*Endpoint, error) {
 	if old, ok := m.byContainer[s.ContainerID]; ok {
 		if old.spec() != s {
-			return Endpoint{}, false, fmt.Errorf("container %s: %w", s.ContainerID, ErrConflict)
+			return nil, fmt.Errorf("container %s: %w", s.ContainerID, ErrConflict)
 		}
-		return *old, false, nil
+		return nil, nil
 	}
 	for _, o := range m.byID {
 		if o.IPv4 == s.IPv4 || o.HostIfName == s.HostIfName {
-			return Endpoint{}, false, fmt.Errorf("container %s: address or device in use by endpoint %d: %w",
+			return nil, fmt.Errorf("container %s: address or device in use by endpoint %d: %w",
 				s.ContainerID, o.ID, ErrConflict)
 		}
 	}
 	id, ok := m.freeIDLocked()
 	if !ok {
-		return Endpoint{}, false, fmt.Errorf("container %s: all %d endpoint ids in use", s.ContainerID, MaxID)
+		return nil, fmt.Errorf("container %s: all %d endpoint ids in use", s.ContainerID, MaxID)
 	}
-	e := &Endpoint{ID: id, ContainerID: s.ContainerID, PodName: s.PodName, PodNamespace: s.PodNamespace,
+	return &Endpoint{ID: id, ContainerID: s.ContainerID, PodName: s.PodName, PodNamespace: s.PodNamespace,
 		IPv4: s.IPv4, MAC: s.MAC, IfName: s.IfName, HostIfName: s.HostIfName, HostIfindex: s.HostIfindex,
-		NetNSPath: s.NetNSPath, ReservedIdentity: s.ReservedIdentity, Created: m.now().UTC()}
+		NetNSPath: s.NetNSPath, ReservedIdentity: s.ReservedIdentity, Created: m.now().UTC()}, nil
+}
+
+// bringUp gives e its identity, programs it and persists it; on failure
+// it undoes all of that before it returns. It runs without the lock:
+// e's container and id are reserved.
+func (m *Manager) bringUp(ctx context.Context, e *Endpoint) (err error) {
 	if e.Identity, err = m.allocateIdentity(ctx, e); err != nil {
-		return Endpoint{}, false, fmt.Errorf("endpoint %d identity: %w", id, err)
+		return fmt.Errorf("endpoint %d identity: %w", e.ID, err)
 	}
-	undo := func(err error) (Endpoint, bool, error) {
+	undo := func(err error) error {
 		// The reconciler unprograms what it managed to program; the
 		// id is free again once it has.
 		err = errors.Join(err, m.unwant(e.ID))
-		return Endpoint{}, false, errors.Join(err, m.awaitUnprogrammed(ctx, e.ID), m.releaseIdentity(ctx, e))
+		return errors.Join(err, m.awaitUnprogrammed(ctx, e.ID), m.releaseIdentity(ctx, e))
 	}
 	if err := m.program(ctx, e); err != nil {
-		return undo(fmt.Errorf("program endpoint %d: %w", id, err))
+		return undo(fmt.Errorf("program endpoint %d: %w", e.ID, err))
 	}
 	if err := m.persist(e); err != nil {
 		return undo(err)
 	}
-	m.byID[id] = e
-	m.byContainer[e.ContainerID] = e
-	m.log.Info("endpoint created", "id", id, "container", e.ContainerID, "pod", e.PodNamespace+"/"+e.PodName,
-		"ipv4", e.IPv4, "identity", e.Identity)
-	return *e, true, nil
+	return nil
 }
 
 func (e *Endpoint) pod() Pod { return Pod{Namespace: e.PodNamespace, Name: e.PodName} }
 
-// freeIDLocked is an id that no endpoint has and no tombstone holds
-// (its old programs may still be in the datapath).
+// freeIDLocked is an id that no endpoint has, no busy container holds and
+// no tombstone holds (its old programs may still be in the datapath).
 func (m *Manager) freeIDLocked() (uint16, bool) {
+	reserved := make(map[uint16]bool, len(m.busy))
+	for _, b := range m.busy {
+		reserved[b.id] = true
+	}
 	txn := m.db.ReadTxn()
 	for id := uint16(1); id <= MaxID; id++ {
-		if _, taken := m.byID[id]; taken {
+		if _, taken := m.byID[id]; taken || reserved[id] {
 			continue
 		}
 		if _, _, held := m.tbl.Get(txn, IDIndex.Query(id)); !held {
@@ -165,23 +221,39 @@ func (m *Manager) DeleteOwn(ctx context.Context, containerID string) (Endpoint, 
 
 func (m *Manager) delete(ctx context.Context, containerID string, own bool) (Endpoint, error) {
 	m.mu.Lock()
-	defer m.mu.Unlock()
+	for {
+		b, ok := m.busy[containerID]
+		if !ok {
+			break
+		}
+		if err := m.waitLocked(ctx, b); err != nil {
+			return Endpoint{}, err
+		}
+	}
 	e, ok := m.byContainer[containerID]
 	if ok && e.ReservedIdentity != 0 && !own {
+		m.mu.Unlock()
 		return Endpoint{}, fmt.Errorf("container %s: endpoint %d: %w", containerID, e.ID, ErrAgentOwned)
 	}
 	if !ok {
+		m.mu.Unlock()
 		// The address may be held without an endpoint when an ADD
 		// failed halfway; a delete must free it all the same.
 		return Endpoint{}, errors.Join(fmt.Errorf("container %s: %w", containerID, ErrNotFound),
 			m.ipam.ReleaseOwner(containerID))
 	}
 	if err := m.unwant(e.ID); err != nil {
+		m.mu.Unlock()
 		return Endpoint{}, err
 	}
 	delete(m.byID, e.ID)
 	delete(m.byContainer, e.ContainerID)
 	delete(m.unrestored, e.ID)
+	// Until its programs are gone, the container, its address and device
+	// stay reserved: a new endpoint that takes them waits.
+	b := m.reserveLocked(e.spec(), e.ID)
+	m.mu.Unlock()
+
 	err := errors.Join(
 		removeIfExists(m.stateFile(e.ID)),
 		m.releaseIdentity(ctx, e),
@@ -191,6 +263,10 @@ func (m *Manager) delete(ctx context.Context, containerID string, own bool) (End
 	// stays taken until it succeeds; the caller hears of the failure.
 	err = errors.Join(err, m.awaitUnprogrammed(ctx, e.ID))
 	m.log.Info("endpoint deleted", "id", e.ID, "container", e.ContainerID, "error", err)
+
+	m.mu.Lock()
+	m.releaseLocked(b)
+	m.mu.Unlock()
 	return *e, err
 }
 
@@ -249,13 +325,15 @@ func (m *Manager) Get(name string) (Endpoint, error) {
 	return Endpoint{}, fmt.Errorf("%s: %w", name, ErrNotFound)
 }
 
-// HasEndpoint tells whether the container has an endpoint; IPAM asks it
-// to find the addresses that no endpoint holds.
+// HasEndpoint tells whether the container has an endpoint, or one being
+// created or deleted; IPAM asks it to find the addresses that no endpoint
+// holds.
 func (m *Manager) HasEndpoint(containerID string) bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	_, ok := m.byContainer[containerID]
-	return ok
+	_, busy := m.busy[containerID]
+	return ok || busy
 }
 
 // List is every endpoint by id.
