@@ -42,9 +42,10 @@ const MaxID = 4095
 
 // Manager owns the node's endpoints. It is safe for concurrent use; one
 // lock guards its state, and is not held while a change waits for the
-// identity allocator, the reconciler or the policy engine (see busy). It writes what the datapath should hold into
-// the endpoints table and waits for the endpoint reconciler (see
-// RegisterReconciler) to program it; it never calls the kernel itself.
+// identity allocator, the reconciler or the policy engine (see busy). It
+// writes what the datapath should hold into the endpoints table and waits
+// for the endpoint reconciler (see RegisterReconciler) to program it; it
+// never calls the kernel itself.
 type Manager struct {
 	log  *slog.Logger
 	db   *statedb.DB
