@@ -4,14 +4,10 @@ import (
 	"context"
 	"errors"
 	"net/netip"
-	"runtime"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/cilium-go/cilium/internal/datapath/spec"
 	"github.com/cilium-go/cilium/pkg/endpoint"
-	"github.com/cilium-go/cilium/pkg/endpoint/endpointtest"
 	"github.com/cilium-go/cilium/pkg/identity"
 )
 
@@ -184,44 +180,5 @@ func TestFailedCreateFreesItsReservation(t *testing.T) {
 	}
 	if ids.held != 1 {
 		t.Fatalf("%d identities held, want 1", ids.held)
-	}
-}
-
-// gatedDatapath holds every upsert until the test opens the gate.
-type gatedDatapath struct {
-	*endpointtest.Datapath
-	entered chan uint16
-	gate    chan struct{}
-}
-
-func (g *gatedDatapath) UpsertEndpoint(ep spec.Endpoint) error {
-	g.entered <- ep.ID
-	<-g.gate
-	return g.Datapath.UpsertEndpoint(ep)
-}
-
-// The reconciler programs endpoints at once, one per CPU: the verifier
-// runs on the loading thread.
-func TestReconcilerProgramsEndpointsAtOnce(t *testing.T) {
-	if runtime.GOMAXPROCS(0) < 2 {
-		t.Skip("GOMAXPROCS is 1: the reconciler programs one endpoint at a time")
-	}
-	dp := &gatedDatapath{Datapath: endpointtest.NewDatapath(), entered: make(chan uint16, 16), gate: make(chan struct{})}
-	m := endpointtest.Start(t, dp, endpoint.NewInitIdentityAllocator(), &fakeIPAM{}, t.TempDir())
-	// Before the manager stops (cleanups run last first): its
-	// reconciler may wait at the gate.
-	var open sync.Once
-	t.Cleanup(func() { open.Do(func() { close(dp.gate) }) })
-	a, b := createAsync(m, podSpec(1)), createAsync(m, podSpec(2))
-	for i := range 2 {
-		select {
-		case <-dp.entered:
-		case <-time.After(10 * time.Second):
-			t.Fatalf("%d of 2 endpoints being programmed: the reconciler programs one at a time", i)
-		}
-	}
-	open.Do(func() { close(dp.gate) })
-	if ra, rb := await(t, a), await(t, b); ra.err != nil || rb.err != nil {
-		t.Fatalf("creates: %v, %v", ra.err, rb.err)
 	}
 }

@@ -3,8 +3,6 @@ package endpoint
 import (
 	"context"
 	"iter"
-	"runtime"
-	"sync"
 
 	"github.com/cilium/statedb"
 	"github.com/cilium/statedb/reconciler"
@@ -27,14 +25,8 @@ type Datapath interface {
 // pruned once the table is initialized (after Restore) and every
 // desired.PruneInterval. Register it before the hook that calls Restore,
 // so that Restore can wait for it.
-//
-// Programming an endpoint is slow (the verifier checks its programs), so
-// the rows of a round, one per CPU, are programmed at once, and a round's
-// rows are reported done when it ends, not when a long queue of others is
-// through.
 func RegisterReconciler(p reconciler.Params, m *Manager, dp Datapath) error {
-	o := ops{dp: dp}
-	if _, err := desired.Register(p, m.tbl, o, desired.WithBatches[*EndpointRow](o, parallelUpserts())); err != nil {
+	if _, err := desired.Register(p, m.tbl, ops{dp: dp}); err != nil {
 		return err
 	}
 	desired.CollectTombstones(p.JobGroup, p.DB, m.tbl, TombstoneIndex)
@@ -69,28 +61,3 @@ func (o ops) Prune(_ context.Context, _ statedb.ReadTxn, rows iter.Seq2[*Endpoin
 	}
 	return o.dp.PruneEndpoints(keep)
 }
-
-// parallelUpserts is how many endpoints are programmed at once: the
-// verifier runs on the loading thread, so one per CPU the process may use.
-func parallelUpserts() int { return max(1, runtime.GOMAXPROCS(0)) }
-
-// UpdateBatch implements reconciler.BatchOperations: tombstones first,
-// one at a time, since a new endpoint may take the address that a
-// deleted one gives up; then the rows, at once.
-func (o ops) UpdateBatch(ctx context.Context, txn statedb.ReadTxn, batch []reconciler.BatchEntry[*EndpointRow]) {
-	var wg sync.WaitGroup
-	for i := range batch {
-		if e := &batch[i]; e.Object.Deleted {
-			e.Result = o.Update(ctx, txn, e.Revision, e.Object)
-		}
-	}
-	for i := range batch {
-		if e := &batch[i]; !e.Object.Deleted {
-			wg.Go(func() { e.Result = o.Update(ctx, txn, e.Revision, e.Object) })
-		}
-	}
-	wg.Wait()
-}
-
-// DeleteBatch implements reconciler.BatchOperations: as Delete, nothing.
-func (o ops) DeleteBatch(context.Context, statedb.ReadTxn, []reconciler.BatchEntry[*EndpointRow]) {}
