@@ -141,6 +141,10 @@ type Node struct {
 	// maps is set under mu but read without it (Maps), so that the
 	// maps' many users never wait for an endpoint's programs to load.
 	maps atomic.Pointer[Maps]
+	// loads: endpoints' programs load under its read lock, without mu;
+	// close takes it to write, so that the maps a load binds stay open
+	// until it is done (the number of a closed descriptor is reused).
+	loads sync.RWMutex
 }
 
 // ErrNotStarted is returned by the methods that need the kernel's state
@@ -282,7 +286,9 @@ func (n *Node) close() error {
 		n.stopWatch = nil
 	}
 	if maps := n.maps.Swap(nil); maps != nil {
+		n.loads.Lock()
 		err = maps.Close()
+		n.loads.Unlock()
 	}
 	if n.nl != nil {
 		n.nl.Close()

@@ -21,33 +21,18 @@ import (
 // veth, from-container runs at the host side's ingress and to-container
 // at its egress; on a netkit pair, from-container runs as the pod's side
 // transmits and to-container as the node's side does. The programs load
-// without the node's lock, so that endpoints load at once, one a CPU
-// (the verifier runs on the loading thread), and the other reconcilers
-// do not wait for them; attaching and publishing take the lock.
+// without the node's lock, so that the other reconcilers do not wait for
+// the verifier; attaching and publishing take the lock.
 func (n *Node) UpsertEndpoint(ep spec.Endpoint) error {
-	n.mu.Lock()
-	maps, consts := n.maps.Load(), n.consts
-	if maps == nil {
-		n.mu.Unlock()
-		return fmt.Errorf("endpoint %d: %w", ep.ID, ErrNotStarted)
-	}
-	host, err := n.nl.LinkByName(ep.HostDevice)
-	n.mu.Unlock()
+	t, err := n.endpointTarget(ep)
 	if err != nil {
-		return fmt.Errorf("endpoint %d device %s: %w", ep.ID, ep.HostDevice, err)
+		return err
 	}
-	fromAt, toAt := ebpf.AttachTCXIngress, ebpf.AttachTCXEgress
-	nk, netkit := host.(*netlink.Netkit)
-	if netkit {
-		if !nk.IsPrimary() {
-			return fmt.Errorf("endpoint %d device %s: a netkit peer, want the primary", ep.ID, ep.HostDevice)
-		}
-		fromAt, toAt = ebpf.AttachNetkitPeer, ebpf.AttachNetkitPrimary
-	}
-	progs, err := LoadEndpointPrograms(maps, EndpointConstants{
-		NodeConstants: consts, ID: ep.ID, Identity: ep.Identity, IPv4: ep.IPv4,
-		PolicyIngress: ep.PolicyIngress, PolicyEgress: ep.PolicyEgress, Netkit: netkit,
+	progs, err := LoadEndpointPrograms(t.maps, EndpointConstants{
+		NodeConstants: t.consts, ID: ep.ID, Identity: ep.Identity, IPv4: ep.IPv4,
+		PolicyIngress: ep.PolicyIngress, PolicyEgress: ep.PolicyEgress, Netkit: t.netkit,
 	})
+	n.loads.RUnlock()
 	if err != nil {
 		return err
 	}
@@ -57,14 +42,15 @@ func (n *Node) UpsertEndpoint(ep spec.Endpoint) error {
 	defer n.mu.Unlock()
 	// Closed, or closed and started again, while the programs loaded:
 	// they would use maps that are gone.
+	maps, host := t.maps, t.host
 	if n.maps.Load() != maps {
 		return fmt.Errorf("endpoint %d: %w", ep.ID, ErrNotStarted)
 	}
 	idx := host.Attrs().Index
-	if err := n.attach(n.endpointPin(ep.ID, "ingress"), idx, progs.FromContainer, fromAt); err != nil {
+	if err := n.attach(n.endpointPin(ep.ID, "ingress"), idx, progs.FromContainer, t.fromAt); err != nil {
 		return fmt.Errorf("endpoint %d: %w", ep.ID, err)
 	}
-	if err := n.attach(n.endpointPin(ep.ID, "egress"), idx, progs.ToContainer, toAt); err != nil {
+	if err := n.attach(n.endpointPin(ep.ID, "egress"), idx, progs.ToContainer, t.toAt); err != nil {
 		return fmt.Errorf("endpoint %d: %w", ep.ID, err)
 	}
 	if err := maps.UpsertEndpoint(EndpointEntry{
@@ -81,6 +67,41 @@ func (n *Node) UpsertEndpoint(ep spec.Endpoint) error {
 	}
 	n.log.Debug("endpoint programmed", "id", ep.ID, "identity", ep.Identity, "ipv4", ep.IPv4)
 	return nil
+}
+
+// endpointTarget is what loading and attaching an endpoint's programs
+// needs from the node.
+type endpointTarget struct {
+	maps         *Maps
+	consts       NodeConstants
+	host         netlink.Link
+	netkit       bool
+	fromAt, toAt ebpf.AttachType
+}
+
+// endpointTarget reads it under mu, and returns with the loads lock held
+// for reading (taken under mu: Close cannot come between), which the
+// caller lets go once the programs are loaded.
+func (n *Node) endpointTarget(ep spec.Endpoint) (endpointTarget, error) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	t := endpointTarget{maps: n.maps.Load(), consts: n.consts, fromAt: ebpf.AttachTCXIngress, toAt: ebpf.AttachTCXEgress}
+	if t.maps == nil {
+		return t, fmt.Errorf("endpoint %d: %w", ep.ID, ErrNotStarted)
+	}
+	host, err := n.nl.LinkByName(ep.HostDevice)
+	if err != nil {
+		return t, fmt.Errorf("endpoint %d device %s: %w", ep.ID, ep.HostDevice, err)
+	}
+	t.host = host
+	if nk, ok := host.(*netlink.Netkit); ok {
+		if !nk.IsPrimary() {
+			return t, fmt.Errorf("endpoint %d device %s: a netkit peer, want the primary", ep.ID, ep.HostDevice)
+		}
+		t.netkit, t.fromAt, t.toAt = true, ebpf.AttachNetkitPeer, ebpf.AttachNetkitPrimary
+	}
+	n.loads.RLock()
+	return t, nil
 }
 
 // DeleteEndpoint detaches the endpoint's programs and forgets it and its
