@@ -130,7 +130,9 @@ func (c fakeV2) CiliumLoadBalancerIPPools() CiliumLoadBalancerIPPoolInterface {
 		func() *v2.CiliumLoadBalancerIPPool { return &v2.CiliumLoadBalancerIPPool{} },
 		func() *v2.CiliumLoadBalancerIPPoolList { return &v2.CiliumLoadBalancerIPPoolList{} },
 		func(dst, src *v2.CiliumLoadBalancerIPPoolList) { dst.ListMeta = src.ListMeta },
-		func(l *v2.CiliumLoadBalancerIPPoolList) []*v2.CiliumLoadBalancerIPPool { return gentype.ToPointerSlice(l.Items) },
+		func(l *v2.CiliumLoadBalancerIPPoolList) []*v2.CiliumLoadBalancerIPPool {
+			return gentype.ToPointerSlice(l.Items)
+		},
 		func(l *v2.CiliumLoadBalancerIPPoolList, items []*v2.CiliumLoadBalancerIPPool) {
 			l.Items = gentype.FromPointerSlice(items)
 		})
