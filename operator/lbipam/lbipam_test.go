@@ -17,6 +17,7 @@ import (
 
 	"github.com/cilium-go/cilium/internal/testenv"
 	"github.com/cilium-go/cilium/operator/k8s"
+	"github.com/cilium-go/cilium/operator/k8s/k8stest"
 	v2 "github.com/cilium-go/cilium/pkg/k8s/apis/cilium.io/v2"
 	ciliumclient "github.com/cilium-go/cilium/pkg/k8s/client"
 	lbipamk8s "github.com/cilium-go/cilium/pkg/lbipam/k8s"
@@ -72,21 +73,8 @@ func run(t *testing.T, svcs []runtime.Object, pools ...runtime.Object) *env {
 // lease.
 func (e *env) start(t *testing.T) {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
 	l := New(hivetest.Logger(t), k8s.Clients{Kube: e.kube, Cilium: e.cilium}, DefaultConfig)
-	go func() { done <- l.Run(ctx) }()
-	stopped := false
-	e.stop = func() {
-		if !stopped {
-			stopped = true
-			cancel()
-			if err := <-done; err != nil {
-				t.Errorf("controller: %v", err)
-			}
-		}
-	}
-	t.Cleanup(e.stop)
+	e.stop = k8stest.Start(t, "LB-IPAM", l.Run)
 }
 
 // state is each Service's addresses, or its condition's reason when it
