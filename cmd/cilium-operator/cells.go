@@ -9,6 +9,7 @@ import (
 	"github.com/cilium-go/cilium/operator/hubblecerts"
 	"github.com/cilium-go/cilium/operator/ipam"
 	"github.com/cilium-go/cilium/operator/k8s"
+	"github.com/cilium-go/cilium/operator/lbipam"
 	"github.com/cilium-go/cilium/operator/leader"
 )
 
@@ -28,5 +29,6 @@ var (
 		ipam.Cell,        // --cluster-pool-ipv4-*: a pod CIDR in each node's CiliumNode
 		gc.Cell,          // --identity-gc-*, --endpoint-gc-interval: leftovers of agents
 		hubblecerts.Cell, // --hubble-tls-*: Hubble's CA and certificates in Secrets
+		lbipam.Cell,      // --enable-lb-ipam, --default-lb-service-ipam: LoadBalancer addresses from pools
 	)
 )

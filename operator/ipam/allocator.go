@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"net/netip"
 	"slices"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	k8serrors "k8s.io/apimachinery/pkg/api/errors"
@@ -30,63 +29,22 @@ type Allocator struct {
 	pool   *pool.Pool
 	nodes  cache.SharedIndexInformer
 	cnodes cache.SharedIndexInformer
-	poke   chan struct{}
+	r      *k8s.Reconciler
 }
 
 // NewAllocator allocates from p, which must be empty: Run fills it from
 // the existing CiliumNodes first.
 func NewAllocator(log *slog.Logger, c k8s.Clients, p *pool.Pool) *Allocator {
-	a := &Allocator{log: log, c: c, pool: p, poke: make(chan struct{}, 1)}
+	a := &Allocator{log: log, c: c, pool: p}
 	a.nodes = informers.NewSharedInformerFactory(c.Kube, 0).Core().V1().Nodes().Informer()
 	a.cnodes = ciliumclient.NewCiliumNodeInformer(c.Cilium, 0, nil)
-	h := cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(any) { a.trigger() },
-		UpdateFunc: func(any, any) { a.trigger() },
-		DeleteFunc: func(any) { a.trigger() },
-	}
-	// Registering on a fresh informer cannot fail.
-	_, _ = a.nodes.AddEventHandler(h)
-	_, _ = a.cnodes.AddEventHandler(h)
+	a.r = k8s.NewReconciler(a.nodes, a.cnodes)
 	return a
-}
-
-func (a *Allocator) trigger() {
-	select {
-	case a.poke <- struct{}{}:
-	default:
-	}
 }
 
 // Run rebuilds the pool and reconciles until ctx ends.
 func (a *Allocator) Run(ctx context.Context) error {
-	go a.nodes.RunWithContext(ctx)
-	go a.cnodes.RunWithContext(ctx)
-	if !cache.WaitForCacheSync(ctx.Done(), a.nodes.HasSynced, a.cnodes.HasSynced) {
-		return fmt.Errorf("node caches: %w", ctx.Err())
-	}
-	a.rebuild()
-	retry := time.NewTimer(0)
-	defer retry.Stop()
-	pause := time.Second
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-a.poke:
-		case <-retry.C:
-		}
-		err := a.reconcile(ctx)
-		switch {
-		case ctx.Err() != nil:
-			return nil
-		case err != nil:
-			a.log.Warn("Cluster-pool IPAM incomplete; retrying", "error", err, "after", pause)
-			retry.Reset(pause)
-			pause = min(2*pause, 30*time.Second)
-		default:
-			pause = time.Second
-		}
-	}
+	return a.r.Run(ctx, a.log, "Cluster-pool IPAM", a.rebuild, a.reconcile)
 }
 
 // rebuild takes the CIDRs recorded in CiliumNodes into the pool. A CIDR

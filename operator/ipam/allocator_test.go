@@ -16,6 +16,7 @@ import (
 
 	"github.com/cilium-go/cilium/internal/testenv"
 	"github.com/cilium-go/cilium/operator/k8s"
+	"github.com/cilium-go/cilium/operator/k8s/k8stest"
 	v2 "github.com/cilium-go/cilium/pkg/k8s/apis/cilium.io/v2"
 	ciliumclient "github.com/cilium-go/cilium/pkg/k8s/client"
 )
@@ -52,21 +53,8 @@ func (e *env) start(t *testing.T, cidrs []string, mask int) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
 	a := NewAllocator(hivetest.Logger(t), k8s.Clients{Kube: e.kube, Cilium: e.cilium}, p)
-	go func() { done <- a.Run(ctx) }()
-	stopped := false
-	e.stop = func() {
-		if !stopped {
-			stopped = true
-			cancel()
-			if err := <-done; err != nil {
-				t.Errorf("allocator: %v", err)
-			}
-		}
-	}
-	t.Cleanup(e.stop)
+	e.stop = k8stest.Start(t, "allocator", a.Run)
 }
 
 // cidrs is every CiliumNode's pod CIDRs, joined.

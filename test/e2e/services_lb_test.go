@@ -93,4 +93,56 @@ func checkLoadBalancer(t *testing.T, lab *Lab, client echoPod, nodes ...string) 
 	}
 	t.Logf("LoadBalancer address %s served from a pod and from outside through %v; %s (ipMode Proxy) left alone; gone once the status dropped it",
 		lbVIP, nodes, lbProxy)
+	checkLBIPAM(t, lab, client)
+}
+
+// ipamManifest: a pool with allowFirstLastIPs No, and a LoadBalancer
+// Service of no class, which LB-IPAM serves.
+const ipamManifest = `apiVersion: cilium.io/v2
+kind: CiliumLoadBalancerIPPool
+metadata: {name: e2e-pool}
+spec:
+  allowFirstLastIPs: "No"
+  blocks:
+  - cidr: 203.0.113.40/30
+---
+apiVersion: v1
+kind: Service
+metadata: {name: echo-ipam, namespace: default}
+spec:
+  type: LoadBalancer
+  selector: {app: echo}
+  ports:
+  - {port: 80, targetPort: 8080}
+`
+
+// checkLBIPAM proves LB-IPAM on a real API server: the operator gives a
+// Service of no class the pool's first address it may hand out (the CIDR's
+// first address is not one), says so in the Service's and the pool's
+// conditions, and the agents serve it.
+func checkLBIPAM(t *testing.T, lab *Lab, client echoPod) {
+	t.Helper()
+	const want = "203.0.113.41"
+	lab.KubectlApply(ipamManifest)
+	lab.Eventually("LB-IPAM gives echo-ipam an address", time.Minute, func() error {
+		out, err := lab.run("kubectl", "get", "service", "echo-ipam", "-o",
+			`jsonpath={.status.loadBalancer.ingress[*].ip} {.status.conditions[?(@.type=="cilium.io/IPAMRequestSatisfied")].reason}`)
+		if err != nil || strings.TrimSpace(out) != want+" satisfied" {
+			return fmt.Errorf("echo-ipam's status: %v %q, want %s satisfied", err, out, want) //nolint:errorlint // err may be nil: shown beside the state, not wrapped
+		}
+		return nil
+	})
+	out := lab.Kubectl("get", "ciliumloadbalancerippools", "e2e-pool", "-o",
+		`jsonpath={.status.conditions[?(@.type=="cilium.io/IPsAvailable")].message} {.status.conditions[?(@.type=="cilium.io/PoolConflict")].status}`)
+	if strings.TrimSpace(out) != "1 False" {
+		t.Errorf("e2e-pool's conditions %q, want 1 available and no conflict", out)
+	}
+	lab.Eventually("a pod reaches the address LB-IPAM gave", time.Minute, func() error {
+		out, err := lab.run("kubectl", "exec", client.name, "--", "curl", "-sS", "-m", "3", "http://"+want+"/hostname")
+		if err != nil {
+			return fmt.Errorf("%w: %s", err, out)
+		}
+		return nil
+	})
+	t.Logf("LB-IPAM gave echo-ipam %s from e2e-pool, and a pod reached it", want)
 }

@@ -21,6 +21,7 @@ func TestAllCRDs(t *testing.T) {
 		"ciliumnodes.cilium.io":                      apiextensionsv1.ClusterScoped,
 		"ciliumendpointslices.cilium.io":             apiextensionsv1.ClusterScoped,
 		"ciliumcidrgroups.cilium.io":                 apiextensionsv1.ClusterScoped,
+		"ciliumloadbalancerippools.cilium.io":        apiextensionsv1.ClusterScoped,
 	}
 	if len(crds) != len(want) {
 		t.Fatalf("%d CRDs, want %d", len(crds), len(want))

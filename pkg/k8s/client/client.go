@@ -62,6 +62,7 @@ type (
 	CiliumEndpointInterface                 = ResourceInterface[*v2.CiliumEndpoint, *v2.CiliumEndpointList]
 	CiliumNodeInterface                     = ResourceInterface[*v2.CiliumNode, *v2.CiliumNodeList]
 	CiliumCIDRGroupInterface                = ResourceInterface[*v2.CiliumCIDRGroup, *v2.CiliumCIDRGroupList]
+	CiliumLoadBalancerIPPoolInterface       = ResourceInterface[*v2.CiliumLoadBalancerIPPool, *v2.CiliumLoadBalancerIPPoolList]
 	CiliumEndpointSliceInterface            = ResourceInterface[*v2alpha1.CiliumEndpointSlice, *v2alpha1.CiliumEndpointSliceList]
 )
 
@@ -73,6 +74,7 @@ type CiliumV2Interface interface {
 	CiliumEndpoints(namespace string) CiliumEndpointInterface
 	CiliumNodes() CiliumNodeInterface
 	CiliumCIDRGroups() CiliumCIDRGroupInterface
+	CiliumLoadBalancerIPPools() CiliumLoadBalancerIPPoolInterface
 }
 
 // CiliumV2alpha1Interface reaches the cilium.io/v2alpha1 kinds.
@@ -168,6 +170,12 @@ func (c *v2Client) CiliumCIDRGroups() CiliumCIDRGroupInterface {
 	return gentype.NewClientWithList(v2.CCGPluralName, c.rc, ParameterCodec, "",
 		func() *v2.CiliumCIDRGroup { return &v2.CiliumCIDRGroup{} },
 		func() *v2.CiliumCIDRGroupList { return &v2.CiliumCIDRGroupList{} })
+}
+
+func (c *v2Client) CiliumLoadBalancerIPPools() CiliumLoadBalancerIPPoolInterface {
+	return gentype.NewClientWithList(v2.PoolPluralName, c.rc, ParameterCodec, "",
+		func() *v2.CiliumLoadBalancerIPPool { return &v2.CiliumLoadBalancerIPPool{} },
+		func() *v2.CiliumLoadBalancerIPPoolList { return &v2.CiliumLoadBalancerIPPoolList{} })
 }
 
 type v2alpha1Client struct{ rc rest.Interface }

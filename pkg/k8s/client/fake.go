@@ -124,6 +124,20 @@ func (c fakeV2) CiliumCIDRGroups() CiliumCIDRGroupInterface {
 		})
 }
 
+func (c fakeV2) CiliumLoadBalancerIPPools() CiliumLoadBalancerIPPoolInterface {
+	return gentype.NewFakeClientWithList(c.f, "",
+		v2.SchemeGroupVersion.WithResource(v2.PoolPluralName), v2.SchemeGroupVersion.WithKind(v2.PoolKindDefinition),
+		func() *v2.CiliumLoadBalancerIPPool { return &v2.CiliumLoadBalancerIPPool{} },
+		func() *v2.CiliumLoadBalancerIPPoolList { return &v2.CiliumLoadBalancerIPPoolList{} },
+		func(dst, src *v2.CiliumLoadBalancerIPPoolList) { dst.ListMeta = src.ListMeta },
+		func(l *v2.CiliumLoadBalancerIPPoolList) []*v2.CiliumLoadBalancerIPPool {
+			return gentype.ToPointerSlice(l.Items)
+		},
+		func(l *v2.CiliumLoadBalancerIPPoolList, items []*v2.CiliumLoadBalancerIPPool) {
+			l.Items = gentype.FromPointerSlice(items)
+		})
+}
+
 type fakeV2alpha1 struct{ f *k8stesting.Fake }
 
 func (c fakeV2alpha1) CiliumEndpointSlices() CiliumEndpointSliceInterface {

@@ -92,6 +92,19 @@ var Kinds = []Kind{
 		Categories: []string{"cilium"}, Scope: apiextensionsv1.ClusterScoped, Deprecated: []string{v2alpha1.Version},
 	},
 	{
+		// Cilium 1.20 stores v2 and still serves v2alpha1.
+		Type: reflect.TypeFor[v2.CiliumLoadBalancerIPPool](), Version: v2.Version, Kind: v2.PoolKindDefinition,
+		Plural: v2.PoolPluralName, Singular: "ciliumloadbalancerippool",
+		ShortNames: []string{"ippools", "ippool", "lbippool", "lbippools"},
+		Categories: []string{"cilium"}, Scope: apiextensionsv1.ClusterScoped, Status: true, Deprecated: []string{v2alpha1.Version},
+		Columns: []apiextensionsv1.CustomResourceColumnDefinition{
+			{Name: "Disabled", Type: "boolean", JSONPath: ".spec.disabled"},
+			{Name: "Conflicting", Type: "string", JSONPath: `.status.conditions[?(@.type=="cilium.io/PoolConflict")].status`},
+			{Name: "IPs Available", Type: "string", JSONPath: `.status.conditions[?(@.type=="cilium.io/IPsAvailable")].message`},
+			{Name: "Age", Type: "date", JSONPath: ".metadata.creationTimestamp"},
+		},
+	},
+	{
 		Type: reflect.TypeFor[v2alpha1.CiliumEndpointSlice](), Version: v2alpha1.Version, Kind: v2alpha1.CESKindDefinition,
 		Plural: v2alpha1.CESPluralName, Singular: "ciliumendpointslice", ShortNames: []string{"ces"},
 		Categories: []string{"cilium"}, Scope: apiextensionsv1.ClusterScoped,
@@ -130,6 +143,10 @@ func DefaultReflector() *Reflector {
 		// checks the name against the field's family.
 		reflect.TypeFor[intstr.IntOrString](): func() apiextensionsv1.JSONSchemaProps {
 			return apiextensionsv1.JSONSchemaProps{XIntOrString: true}
+		},
+		reflect.TypeFor[v2.AllowFirstLastIPType](): enum(v2.AllowFirstLastIPTypes),
+		reflect.TypeFor[v2.IPv4orIPv6CIDR](): func() apiextensionsv1.JSONSchemaProps {
+			return apiextensionsv1.JSONSchemaProps{Type: "string", Format: "cidr"}
 		},
 		reflect.TypeFor[api.CIDR](): func() apiextensionsv1.JSONSchemaProps {
 			return apiextensionsv1.JSONSchemaProps{Type: "string", MaxLength: ptr[int64](64)}

@@ -28,6 +28,8 @@ const (
 	CNPluralNameForNode = "ciliumnodes"
 	CCGKindDefinition   = "CiliumCIDRGroup"
 	CCGPluralName       = "ciliumcidrgroups"
+	PoolKindDefinition  = "CiliumLoadBalancerIPPool"
+	PoolPluralName      = "ciliumloadbalancerippools"
 )
 
 // Resource returns the group-qualified resource for a plural name.
@@ -50,6 +52,7 @@ func addKnownTypes(scheme *runtime.Scheme) error {
 		&CiliumEndpoint{}, &CiliumEndpointList{},
 		&CiliumNode{}, &CiliumNodeList{},
 		&CiliumCIDRGroup{}, &CiliumCIDRGroupList{},
+		&CiliumLoadBalancerIPPool{}, &CiliumLoadBalancerIPPoolList{},
 	)
 	metav1.AddToGroupVersion(scheme, SchemeGroupVersion)
 	return nil

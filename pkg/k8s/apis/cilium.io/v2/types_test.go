@@ -126,3 +126,43 @@ func TestIdentityAndNodeFieldNames(t *testing.T) {
 		t.Fatalf("node: %+v", n.Spec)
 	}
 }
+
+// A pool as Cilium's LB-IPAM documentation writes them, decoded through a
+// scheme as a client would: every field lands, none is left over.
+const docsPool = `apiVersion: "cilium.io/v2"
+kind: CiliumLoadBalancerIPPool
+metadata:
+  name: "blue-pool"
+spec:
+  blocks:
+  - cidr: "20.0.10.0/24"
+  - start: "20.0.20.100"
+    stop: "20.0.20.200"
+  - start: "1.2.3.4"
+  serviceSelector:
+    matchExpressions:
+      - {key: color, operator: In, values: [blue, cyan]}
+  allowFirstLastIPs: "No"
+  disabled: true
+`
+
+func TestDecodeDocsPool(t *testing.T) {
+	s := runtime.NewScheme()
+	if err := AddToScheme(s); err != nil {
+		t.Fatal(err)
+	}
+	obj, gvk, err := serializer.NewCodecFactory(s, serializer.EnableStrict).UniversalDeserializer().Decode([]byte(docsPool), nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if gvk.Kind != PoolKindDefinition || gvk.Version != Version {
+		t.Fatalf("gvk %v", gvk)
+	}
+	p := obj.(*CiliumLoadBalancerIPPool).Spec
+	if len(p.Blocks) != 3 || p.Blocks[0].Cidr != "20.0.10.0/24" || p.Blocks[1].Start != "20.0.20.100" ||
+		p.Blocks[1].Stop != "20.0.20.200" || p.Blocks[2].Start != "1.2.3.4" || p.Blocks[2].Stop != "" ||
+		p.AllowFirstLastIPs != AllowFirstLastIPNo || !p.Disabled ||
+		p.ServiceSelector == nil || p.ServiceSelector.MatchExpressions[0].Values[1] != "cyan" {
+		t.Fatalf("decoded wrong: %+v", p)
+	}
+}
