@@ -10,6 +10,9 @@
 #include "lib/lb.h"
 #include "lib/lb_xlate.h"
 #include "lib/ingress.h"
+/* Unused here: this object declares every map of the node, which
+ * internal/datapath opens from its spec. */
+#include "lib/l2responder.h"
 #include "lib/nat.h"
 #include "lib/nodeport.h"
 #include "lib/packet.h"

@@ -6,6 +6,7 @@
 #include "lib/forward.h"
 #include "lib/lb.h"
 #include "lib/ingress.h"
+#include "lib/l2responder.h"
 #include "lib/nat.h"
 #include "lib/nodeport.h"
 #include "lib/packet.h"
@@ -33,8 +34,13 @@ static __always_inline int from_network(struct __sk_buff *skb, __u32 src_id, __u
 	int ret;
 
 	ret = parse_ipv4(skb, &f.p);
-	if (ret == PARSE_NOT_IPV4)
+	if (ret == PARSE_NOT_IPV4) {
+		/* ARP on the uplink may ask for an address this node
+		 * announces; through the tunnel it asks nothing of ours. */
+		if (point == TRACE_FROM_NETWORK && f.p.eth_proto_arp)
+			return l2_respond(skb);
 		return TC_ACT_OK;
+	}
 	/* Nothing this node sends comes back in from the network: not from
 	 * the hairpin address (a pod reaching itself through a service,
 	 * which never leaves its node), not from the node's address, not

@@ -23,7 +23,7 @@ podtools=(netcat-openbsd curl wget dnsutils iproute2)
 # (lab/internal/images/connectivity.go): alpine-curl's ping and tcpdump,
 # alpine/socat's socat, network-perf's iperf3. Debian has no netperf in main:
 # the lab builds a stand-in (lab/cmd/standins).
-podtools+=(iputils-ping tcpdump socat iperf3)
+podtools+=(iputils-ping iputils-arping tcpdump socat iperf3)
 # ... and what Cilium's agent image carries that the suite runs in it
 # (its drop check pipes `cilium metrics list -o json` into jq).
 podtools+=(jq)

@@ -19,6 +19,7 @@ import (
 	"github.com/cilium-go/cilium/pkg/ipcache"
 	k8sagent "github.com/cilium-go/cilium/pkg/k8s/agent"
 	k8stables "github.com/cilium-go/cilium/pkg/k8s/tables"
+	"github.com/cilium-go/cilium/pkg/l2announce"
 	"github.com/cilium-go/cilium/pkg/loadbalancer"
 	lbk8s "github.com/cilium-go/cilium/pkg/loadbalancer/k8s"
 	"github.com/cilium-go/cilium/pkg/metrics"
@@ -59,6 +60,7 @@ var (
 		policyview.Cell,        // the policy engine's rules, selectors and verdicts for the API
 		loadbalancer.Cell,      // --kube-proxy-replacement: Services as frontends and backends, tables that reconcilers program
 		lbk8s.Cell,             // the load balancer's services from the Services, EndpointSlices and pods tables
+		l2announce.Cell,        // --enable-l2-announcements: one node per Service answers ARP for its addresses, elected by Leases
 		server.Cell,            // REST API on the unix socket
 		healthcheck.Cell,       // --enable-health-checking, --enable-endpoint-health-checking: the health endpoint, probes of every node, health.sock
 		podLabels,              // the endpoints' labels, for the API

@@ -27,6 +27,7 @@ func newBPFCommand(o *options) *cobra.Command {
 		{"ct", "List the connection tracking table", o.bpfConntrack},
 		{"metrics", "List the datapath's packet counters by reason and direction", o.bpfMetrics},
 		{"lb", "List the service maps: frontends, their backends by slot and reverse translation", o.bpfLB},
+		{"l2-responder", "List the addresses this node answers ARP for (L2 announcements), by device", o.bpfL2Responder},
 	} {
 		group := &cobra.Command{Use: sub.name, Short: sub.short}
 		groups[sub.name] = group
@@ -184,6 +185,32 @@ type bpfCounter struct {
 	Direction  string `json:"direction"`
 	Packets    uint64 `json:"packets"`
 	Bytes      uint64 `json:"bytes"`
+}
+
+// bpfL2Entry is one entry of the L2 responder map.
+type bpfL2Entry struct {
+	IP        string `json:"ip"`
+	Ifindex   uint32 `json:"ifindex"`
+	MAC       string `json:"mac"`
+	Responses uint64 `json:"responses"`
+}
+
+func (o *options) bpfL2Responder(m *datapath.Maps) error {
+	es, err := m.L2Responders()
+	if err != nil {
+		return err
+	}
+	out := make([]bpfL2Entry, 0, len(es))
+	for _, e := range es {
+		out = append(out, bpfL2Entry{IP: e.Address.String(), Ifindex: e.Ifindex, MAC: e.MAC.String(), Responses: e.Responses})
+	}
+	slices.SortFunc(out, func(a, b bpfL2Entry) int { return cmp.Or(cmp.Compare(a.IP, b.IP), cmp.Compare(a.Ifindex, b.Ifindex)) })
+	return o.render(out, func(w *tabwriter.Writer) {
+		row(w, "IP", "IFINDEX", "MAC", "RESPONSES")
+		for _, e := range out {
+			row(w, e.IP, e.Ifindex, e.MAC, e.Responses)
+		}
+	})
 }
 
 func (o *options) bpfMetrics(m *datapath.Maps) error {

@@ -208,7 +208,7 @@ func TestEveryConfigKeyIsMountedOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	cm := mustObject[*corev1.ConfigMap](t, ConfigMapName)
-	shared := map[string]bool{"cluster-name": true}
+	shared := map[string]bool{"cluster-name": true, "enable-l2-announcements": true}
 	for key, value := range cm.Data {
 		a, inAgent := agent[key]
 		o, inOperator := operator[key]

@@ -200,6 +200,25 @@ type lxcIpcacheKey struct {
 	Addr      [16]uint8
 }
 
+type lxcL2Liveness struct {
+	_      structs.HostLayout
+	Seen   uint64
+	MaxAge uint64
+}
+
+type lxcL2ResponderEntry struct {
+	_         structs.HostLayout
+	Mac       [6]uint8
+	Pad       uint16
+	Responses uint64
+}
+
+type lxcL2ResponderKey struct {
+	_       structs.HostLayout
+	Ip4     uint32
+	Ifindex uint32
+}
+
 type lxcLb4Backend struct {
 	_       structs.HostLayout
 	Address uint32
@@ -427,6 +446,8 @@ const (
 	lxcMapCiliumFibGen        = "cilium_fib_gen"
 	lxcMapCiliumFrag4         = "cilium_frag4"
 	lxcMapCiliumIpcache       = "cilium_ipcache"
+	lxcMapCiliumL2Liveness    = "cilium_l2_liveness"
+	lxcMapCiliumL2ResponderV4 = "cilium_l2_responder_v4"
 	lxcMapCiliumLb4Backends   = "cilium_lb4_backends"
 	lxcMapCiliumLb4ReverseNat = "cilium_lb4_reverse_nat"
 	lxcMapCiliumLb4ReverseSk  = "cilium_lb4_reverse_sk"
@@ -521,6 +542,8 @@ type lxcMapSpecs struct {
 	CiliumFibGen        *ebpf.MapSpec `ebpf:"cilium_fib_gen"`
 	CiliumFrag4         *ebpf.MapSpec `ebpf:"cilium_frag4"`
 	CiliumIpcache       *ebpf.MapSpec `ebpf:"cilium_ipcache"`
+	CiliumL2Liveness    *ebpf.MapSpec `ebpf:"cilium_l2_liveness"`
+	CiliumL2ResponderV4 *ebpf.MapSpec `ebpf:"cilium_l2_responder_v4"`
 	CiliumLb4Backends   *ebpf.MapSpec `ebpf:"cilium_lb4_backends"`
 	CiliumLb4ReverseNat *ebpf.MapSpec `ebpf:"cilium_lb4_reverse_nat"`
 	CiliumLb4ReverseSk  *ebpf.MapSpec `ebpf:"cilium_lb4_reverse_sk"`
@@ -589,6 +612,8 @@ type lxcMaps struct {
 	CiliumFibGen        *ebpf.Map `ebpf:"cilium_fib_gen"`
 	CiliumFrag4         *ebpf.Map `ebpf:"cilium_frag4"`
 	CiliumIpcache       *ebpf.Map `ebpf:"cilium_ipcache"`
+	CiliumL2Liveness    *ebpf.Map `ebpf:"cilium_l2_liveness"`
+	CiliumL2ResponderV4 *ebpf.Map `ebpf:"cilium_l2_responder_v4"`
 	CiliumLb4Backends   *ebpf.Map `ebpf:"cilium_lb4_backends"`
 	CiliumLb4ReverseNat *ebpf.Map `ebpf:"cilium_lb4_reverse_nat"`
 	CiliumLb4ReverseSk  *ebpf.Map `ebpf:"cilium_lb4_reverse_sk"`
@@ -608,6 +633,8 @@ func (m *lxcMaps) Close() error {
 		m.CiliumFibGen,
 		m.CiliumFrag4,
 		m.CiliumIpcache,
+		m.CiliumL2Liveness,
+		m.CiliumL2ResponderV4,
 		m.CiliumLb4Backends,
 		m.CiliumLb4ReverseNat,
 		m.CiliumLb4ReverseSk,

@@ -38,6 +38,10 @@ type Maps struct {
 	// LB4ReverseSock is what sockets that socket-level balancing
 	// translated see as their peer (sock.go).
 	LB4ReverseSock *ebpf.Map
+	// L2Responder holds the addresses the node answers ARP for, and
+	// L2Liveness the agent's heartbeat (l2responder.go).
+	L2Responder *ebpf.Map
+	L2Liveness  *ebpf.Map
 
 	// groups indexes the endpoints' policy maps by policy group, so that
 	// a group is rewritten without reading a map (policygroup.go);
@@ -97,6 +101,10 @@ var mapTable = []mapDef{
 		field: func(m *Maps) **ebpf.Map { return &m.LBAffinity }, disposable: true, lbSized: true},
 	{name: "cilium_lb4_reverse_sk", spec: func(s *lxcMapSpecs) *ebpf.MapSpec { return s.CiliumLb4ReverseSk },
 		field: func(m *Maps) **ebpf.Map { return &m.LB4ReverseSock }, disposable: true, lbSized: true},
+	{name: "cilium_l2_responder_v4", spec: func(s *lxcMapSpecs) *ebpf.MapSpec { return s.CiliumL2ResponderV4 },
+		field: func(m *Maps) **ebpf.Map { return &m.L2Responder }},
+	{name: "cilium_l2_liveness", spec: func(s *lxcMapSpecs) *ebpf.MapSpec { return s.CiliumL2Liveness },
+		field: func(m *Maps) **ebpf.Map { return &m.L2Liveness }, disposable: true, internal: true},
 }
 
 // MapOption changes how OpenMaps creates maps.

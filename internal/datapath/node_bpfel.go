@@ -22,6 +22,8 @@ const (
 	nodeMapCiliumFibGen        = "cilium_fib_gen"
 	nodeMapCiliumFrag4         = "cilium_frag4"
 	nodeMapCiliumIpcache       = "cilium_ipcache"
+	nodeMapCiliumL2Liveness    = "cilium_l2_liveness"
+	nodeMapCiliumL2ResponderV4 = "cilium_l2_responder_v4"
 	nodeMapCiliumLb4Backends   = "cilium_lb4_backends"
 	nodeMapCiliumLb4ReverseNat = "cilium_lb4_reverse_nat"
 	nodeMapCiliumLb4ReverseSk  = "cilium_lb4_reverse_sk"
@@ -114,6 +116,8 @@ type nodeMapSpecs struct {
 	CiliumFibGen        *ebpf.MapSpec `ebpf:"cilium_fib_gen"`
 	CiliumFrag4         *ebpf.MapSpec `ebpf:"cilium_frag4"`
 	CiliumIpcache       *ebpf.MapSpec `ebpf:"cilium_ipcache"`
+	CiliumL2Liveness    *ebpf.MapSpec `ebpf:"cilium_l2_liveness"`
+	CiliumL2ResponderV4 *ebpf.MapSpec `ebpf:"cilium_l2_responder_v4"`
 	CiliumLb4Backends   *ebpf.MapSpec `ebpf:"cilium_lb4_backends"`
 	CiliumLb4ReverseNat *ebpf.MapSpec `ebpf:"cilium_lb4_reverse_nat"`
 	CiliumLb4ReverseSk  *ebpf.MapSpec `ebpf:"cilium_lb4_reverse_sk"`
@@ -176,6 +180,8 @@ type nodeMaps struct {
 	CiliumFibGen        *ebpf.Map `ebpf:"cilium_fib_gen"`
 	CiliumFrag4         *ebpf.Map `ebpf:"cilium_frag4"`
 	CiliumIpcache       *ebpf.Map `ebpf:"cilium_ipcache"`
+	CiliumL2Liveness    *ebpf.Map `ebpf:"cilium_l2_liveness"`
+	CiliumL2ResponderV4 *ebpf.Map `ebpf:"cilium_l2_responder_v4"`
 	CiliumLb4Backends   *ebpf.Map `ebpf:"cilium_lb4_backends"`
 	CiliumLb4ReverseNat *ebpf.Map `ebpf:"cilium_lb4_reverse_nat"`
 	CiliumLb4ReverseSk  *ebpf.Map `ebpf:"cilium_lb4_reverse_sk"`
@@ -195,6 +201,8 @@ func (m *nodeMaps) Close() error {
 		m.CiliumFibGen,
 		m.CiliumFrag4,
 		m.CiliumIpcache,
+		m.CiliumL2Liveness,
+		m.CiliumL2ResponderV4,
 		m.CiliumLb4Backends,
 		m.CiliumLb4ReverseNat,
 		m.CiliumLb4ReverseSk,

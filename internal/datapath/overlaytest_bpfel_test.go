@@ -22,6 +22,8 @@ const (
 	overlaytestMapCiliumFibGen        = "cilium_fib_gen"
 	overlaytestMapCiliumFrag4         = "cilium_frag4"
 	overlaytestMapCiliumIpcache       = "cilium_ipcache"
+	overlaytestMapCiliumL2Liveness    = "cilium_l2_liveness"
+	overlaytestMapCiliumL2ResponderV4 = "cilium_l2_responder_v4"
 	overlaytestMapCiliumLb4Backends   = "cilium_lb4_backends"
 	overlaytestMapCiliumLb4ReverseNat = "cilium_lb4_reverse_nat"
 	overlaytestMapCiliumLb4ReverseSk  = "cilium_lb4_reverse_sk"
@@ -118,6 +120,8 @@ type overlaytestMapSpecs struct {
 	CiliumFibGen        *ebpf.MapSpec `ebpf:"cilium_fib_gen"`
 	CiliumFrag4         *ebpf.MapSpec `ebpf:"cilium_frag4"`
 	CiliumIpcache       *ebpf.MapSpec `ebpf:"cilium_ipcache"`
+	CiliumL2Liveness    *ebpf.MapSpec `ebpf:"cilium_l2_liveness"`
+	CiliumL2ResponderV4 *ebpf.MapSpec `ebpf:"cilium_l2_responder_v4"`
 	CiliumLb4Backends   *ebpf.MapSpec `ebpf:"cilium_lb4_backends"`
 	CiliumLb4ReverseNat *ebpf.MapSpec `ebpf:"cilium_lb4_reverse_nat"`
 	CiliumLb4ReverseSk  *ebpf.MapSpec `ebpf:"cilium_lb4_reverse_sk"`
@@ -182,6 +186,8 @@ type overlaytestMaps struct {
 	CiliumFibGen        *ebpf.Map `ebpf:"cilium_fib_gen"`
 	CiliumFrag4         *ebpf.Map `ebpf:"cilium_frag4"`
 	CiliumIpcache       *ebpf.Map `ebpf:"cilium_ipcache"`
+	CiliumL2Liveness    *ebpf.Map `ebpf:"cilium_l2_liveness"`
+	CiliumL2ResponderV4 *ebpf.Map `ebpf:"cilium_l2_responder_v4"`
 	CiliumLb4Backends   *ebpf.Map `ebpf:"cilium_lb4_backends"`
 	CiliumLb4ReverseNat *ebpf.Map `ebpf:"cilium_lb4_reverse_nat"`
 	CiliumLb4ReverseSk  *ebpf.Map `ebpf:"cilium_lb4_reverse_sk"`
@@ -201,6 +207,8 @@ func (m *overlaytestMaps) Close() error {
 		m.CiliumFibGen,
 		m.CiliumFrag4,
 		m.CiliumIpcache,
+		m.CiliumL2Liveness,
+		m.CiliumL2ResponderV4,
 		m.CiliumLb4Backends,
 		m.CiliumLb4ReverseNat,
 		m.CiliumLb4ReverseSk,

@@ -25,6 +25,7 @@ import (
 	"github.com/cilium-go/cilium/operator/k8s"
 	"github.com/cilium-go/cilium/operator/leader"
 	v2 "github.com/cilium-go/cilium/pkg/k8s/apis/cilium.io/v2"
+	"github.com/cilium-go/cilium/pkg/k8s/apis/cilium.io/v2alpha1"
 	ciliumclient "github.com/cilium-go/cilium/pkg/k8s/client"
 	"github.com/cilium-go/cilium/pkg/lbipam"
 	lbipamk8s "github.com/cilium-go/cilium/pkg/lbipam/k8s"
@@ -44,6 +45,10 @@ type Config struct {
 	// DefaultLBServiceIPAM is who serves a Service without a
 	// loadBalancerClass: "lbipam" or "none".
 	DefaultLBServiceIPAM string `mapstructure:"default-lb-service-ipam"`
+	// EnableL2Announcements is the agents' flag, from the same
+	// ConfigMap: with it, LB-IPAM also serves the class
+	// io.cilium/l2-announcer, whose addresses the agents announce.
+	EnableL2Announcements bool `mapstructure:"enable-l2-announcements"`
 }
 
 // DefaultConfig: on, for Services without a class.
@@ -54,6 +59,16 @@ func (d Config) Flags(fs *pflag.FlagSet) {
 	fs.Bool("enable-lb-ipam", d.EnableLBIPAM, "hand out LoadBalancer addresses from CiliumLoadBalancerIPPools")
 	fs.String("default-lb-service-ipam", d.DefaultLBServiceIPAM,
 		"who hands out addresses to LoadBalancer Services without a loadBalancerClass: lbipam or none")
+	fs.Bool("enable-l2-announcements", d.EnableL2Announcements,
+		"the agents announce LoadBalancer addresses over L2: serve the loadBalancerClass io.cilium/l2-announcer too")
+}
+
+// classes are the loadBalancerClasses LB-IPAM serves.
+func (c Config) classes() []string {
+	if c.EnableL2Announcements {
+		return []string{v2alpha1.L2AnnounceLoadBalancerClass}
+	}
+	return nil
 }
 
 // Validate names the flag whose value is bad.
@@ -128,7 +143,7 @@ func (l *Controller) reconcile(ctx context.Context) error {
 	}
 	for _, o := range l.services.GetStore().List() {
 		svc := o.(*corev1.Service)
-		if !lbipamk8s.Ours(svc, l.cfg.DefaultLBServiceIPAM == "lbipam", nil) {
+		if !lbipamk8s.Ours(svc, l.cfg.DefaultLBServiceIPAM == "lbipam", l.cfg.classes()) {
 			continue
 		}
 		n := lbipam.Name{Namespace: svc.Namespace, Name: svc.Name}

@@ -98,6 +98,11 @@ type Service struct {
 	// gets it, the same on every node (see Owner).
 	CreationTime time.Time
 	UID          string
+	// Labels and LoadBalancerClass are the Service's, for those who
+	// select Services (L2 announcements); the load balancer reads
+	// neither.
+	Labels            map[string]string
+	LoadBalancerClass string
 }
 
 // Port is one of a Service's ports.

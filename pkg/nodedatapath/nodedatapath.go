@@ -25,6 +25,7 @@ import (
 	"github.com/cilium-go/cilium/pkg/endpoint"
 	"github.com/cilium-go/cilium/pkg/health"
 	"github.com/cilium-go/cilium/pkg/ipcache"
+	"github.com/cilium-go/cilium/pkg/l2announce"
 	"github.com/cilium-go/cilium/pkg/loadbalancer"
 	"github.com/cilium-go/cilium/pkg/node"
 	"github.com/cilium-go/cilium/pkg/paths"
@@ -34,7 +35,7 @@ import (
 // Cell starts the datapath when the agent starts.
 var Cell = cell.Module("datapath", "The eBPF datapath of this node",
 	cell.Config(DefaultConfig),
-	cell.Provide(newNode, asEndpointDatapath, asIPCacheMap, asPolicyMap, asServiceMaps, newNodeAddresses, newSockets, asRoutes, asMapLister, asIPCacheLister, newNodeInfo, newPodDevices, newHealthDatapath),
+	cell.Provide(newNode, asEndpointDatapath, asIPCacheMap, asPolicyMap, asServiceMaps, asL2Datapath, newNodeAddresses, newSockets, asRoutes, asMapLister, asIPCacheLister, newNodeInfo, newPodDevices, newHealthDatapath),
 	health.JobGroup,
 	cell.Invoke(registerMetrics, registerConntrackGC),
 )
@@ -268,6 +269,19 @@ func asServiceMaps(n *datapath.Node) loadbalancer.MapSource {
 		}
 		return nil
 	}
+}
+
+// asL2Datapath: the responder map opens with the others, when the
+// datapath starts.
+func asL2Datapath(n *datapath.Node) l2announce.Datapath { return l2Datapath{n} }
+
+type l2Datapath struct{ *datapath.Node }
+
+func (d l2Datapath) Map() l2announce.Map {
+	if m := d.Maps(); m != nil {
+		return m
+	}
+	return nil
 }
 
 // newNodeAddresses: NodePorts and hostPorts answer at the node's

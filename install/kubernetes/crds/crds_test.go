@@ -22,6 +22,7 @@ func TestAllCRDs(t *testing.T) {
 		"ciliumendpointslices.cilium.io":             apiextensionsv1.ClusterScoped,
 		"ciliumcidrgroups.cilium.io":                 apiextensionsv1.ClusterScoped,
 		"ciliumloadbalancerippools.cilium.io":        apiextensionsv1.ClusterScoped,
+		"ciliuml2announcementpolicies.cilium.io":     apiextensionsv1.ClusterScoped,
 	}
 	if len(crds) != len(want) {
 		t.Fatalf("%d CRDs, want %d", len(crds), len(want))

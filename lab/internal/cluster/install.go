@@ -92,6 +92,10 @@ func labValues(p plan.Plan, objs []*unstructured.Unstructured) error {
 			if p.KubeProxy == "none" {
 				data["kube-proxy-replacement"] = "true"
 				data["enable-host-legacy-routing"] = "false"
+				// The lab's underlay is one L2 segment, where the
+				// outside client reaches LoadBalancer addresses
+				// that the nodes announce.
+				data["enable-l2-announcements"] = "true"
 			}
 			if err := unstructured.SetNestedStringMap(u.Object, data, "data"); err != nil {
 				return err

@@ -64,6 +64,7 @@ type (
 	CiliumCIDRGroupInterface                = ResourceInterface[*v2.CiliumCIDRGroup, *v2.CiliumCIDRGroupList]
 	CiliumLoadBalancerIPPoolInterface       = ResourceInterface[*v2.CiliumLoadBalancerIPPool, *v2.CiliumLoadBalancerIPPoolList]
 	CiliumEndpointSliceInterface            = ResourceInterface[*v2alpha1.CiliumEndpointSlice, *v2alpha1.CiliumEndpointSliceList]
+	CiliumL2AnnouncementPolicyInterface     = ResourceInterface[*v2alpha1.CiliumL2AnnouncementPolicy, *v2alpha1.CiliumL2AnnouncementPolicyList]
 )
 
 // CiliumV2Interface reaches the cilium.io/v2 kinds.
@@ -80,6 +81,7 @@ type CiliumV2Interface interface {
 // CiliumV2alpha1Interface reaches the cilium.io/v2alpha1 kinds.
 type CiliumV2alpha1Interface interface {
 	CiliumEndpointSlices() CiliumEndpointSliceInterface
+	CiliumL2AnnouncementPolicies() CiliumL2AnnouncementPolicyInterface
 }
 
 // Interface is the clientset: what agents and the operator depend on, so tests
@@ -184,4 +186,10 @@ func (c *v2alpha1Client) CiliumEndpointSlices() CiliumEndpointSliceInterface {
 	return gentype.NewClientWithList(v2alpha1.CESPluralName, c.rc, ParameterCodec, "",
 		func() *v2alpha1.CiliumEndpointSlice { return &v2alpha1.CiliumEndpointSlice{} },
 		func() *v2alpha1.CiliumEndpointSliceList { return &v2alpha1.CiliumEndpointSliceList{} })
+}
+
+func (c *v2alpha1Client) CiliumL2AnnouncementPolicies() CiliumL2AnnouncementPolicyInterface {
+	return gentype.NewClientWithList(v2alpha1.L2PolicyPluralName, c.rc, ParameterCodec, "",
+		func() *v2alpha1.CiliumL2AnnouncementPolicy { return &v2alpha1.CiliumL2AnnouncementPolicy{} },
+		func() *v2alpha1.CiliumL2AnnouncementPolicyList { return &v2alpha1.CiliumL2AnnouncementPolicyList{} })
 }

@@ -155,6 +155,21 @@ func (c fakeV2alpha1) CiliumEndpointSlices() CiliumEndpointSliceInterface {
 		})
 }
 
+func (c fakeV2alpha1) CiliumL2AnnouncementPolicies() CiliumL2AnnouncementPolicyInterface {
+	return gentype.NewFakeClientWithList(c.f, "",
+		v2alpha1.SchemeGroupVersion.WithResource(v2alpha1.L2PolicyPluralName),
+		v2alpha1.SchemeGroupVersion.WithKind(v2alpha1.L2PolicyKindDefinition),
+		func() *v2alpha1.CiliumL2AnnouncementPolicy { return &v2alpha1.CiliumL2AnnouncementPolicy{} },
+		func() *v2alpha1.CiliumL2AnnouncementPolicyList { return &v2alpha1.CiliumL2AnnouncementPolicyList{} },
+		func(dst, src *v2alpha1.CiliumL2AnnouncementPolicyList) { dst.ListMeta = src.ListMeta },
+		func(l *v2alpha1.CiliumL2AnnouncementPolicyList) []*v2alpha1.CiliumL2AnnouncementPolicy {
+			return gentype.ToPointerSlice(l.Items)
+		},
+		func(l *v2alpha1.CiliumL2AnnouncementPolicyList, items []*v2alpha1.CiliumL2AnnouncementPolicy) {
+			l.Items = gentype.FromPointerSlice(items)
+		})
+}
+
 var (
 	_ Interface = (*Fake)(nil)
 	_ Interface = (*Clientset)(nil)

@@ -105,6 +105,14 @@ var Kinds = []Kind{
 		},
 	},
 	{
+		Type: reflect.TypeFor[v2alpha1.CiliumL2AnnouncementPolicy](), Version: v2alpha1.Version, Kind: v2alpha1.L2PolicyKindDefinition,
+		Plural: v2alpha1.L2PolicyPluralName, Singular: "ciliuml2announcementpolicy", ShortNames: []string{"l2announcement"},
+		Categories: []string{"cilium"}, Scope: apiextensionsv1.ClusterScoped, Status: true,
+		Columns: []apiextensionsv1.CustomResourceColumnDefinition{
+			{Name: "Age", Type: "date", JSONPath: ".metadata.creationTimestamp"},
+		},
+	},
+	{
 		Type: reflect.TypeFor[v2alpha1.CiliumEndpointSlice](), Version: v2alpha1.Version, Kind: v2alpha1.CESKindDefinition,
 		Plural: v2alpha1.CESPluralName, Singular: "ciliumendpointslice", ShortNames: []string{"ces"},
 		Categories: []string{"cilium"}, Scope: apiextensionsv1.ClusterScoped,

@@ -14,6 +14,7 @@ import (
 
 	"github.com/cilium-go/cilium/pkg/health"
 	v2 "github.com/cilium-go/cilium/pkg/k8s/apis/cilium.io/v2"
+	"github.com/cilium-go/cilium/pkg/k8s/apis/cilium.io/v2alpha1"
 	"github.com/cilium-go/cilium/pkg/k8s/client"
 )
 
@@ -41,6 +42,7 @@ type RW struct {
 	CNPs             statedb.RWTable[*v2.CiliumNetworkPolicy]
 	CCNPs            statedb.RWTable[*v2.CiliumClusterwideNetworkPolicy]
 	CIDRGroups       statedb.RWTable[*v2.CiliumCIDRGroup]
+	L2Policies       statedb.RWTable[*v2alpha1.CiliumL2AnnouncementPolicy]
 }
 
 // NewRW creates every table and registers it with db.
@@ -61,6 +63,7 @@ func NewRW(db *statedb.DB) (*RW, error) {
 	create(db, &err, &t.CNPs, CNPsName)
 	create(db, &err, &t.CCNPs, CCNPsName)
 	create(db, &err, &t.CIDRGroups, CIDRGroupsName)
+	create(db, &err, &t.L2Policies, L2PoliciesName)
 	if err != nil {
 		return nil, err
 	}
@@ -90,6 +93,7 @@ type RO struct {
 	CNPs             statedb.Table[*v2.CiliumNetworkPolicy]
 	CCNPs            statedb.Table[*v2.CiliumClusterwideNetworkPolicy]
 	CIDRGroups       statedb.Table[*v2.CiliumCIDRGroup]
+	L2Policies       statedb.Table[*v2alpha1.CiliumL2AnnouncementPolicy]
 }
 
 func (t *RW) readOnly() RO {
@@ -97,7 +101,7 @@ func (t *RW) readOnly() RO {
 		Pods: t.Pods, Namespaces: t.Namespaces, Nodes: t.Nodes, Services: t.Services,
 		EndpointSlices: t.EndpointSlices, NetworkPolicies: t.NetworkPolicies, CiliumNodes: t.CiliumNodes,
 		CiliumEndpoints: t.CiliumEndpoints, CiliumIdentities: t.CiliumIdentities,
-		CNPs: t.CNPs, CCNPs: t.CCNPs, CIDRGroups: t.CIDRGroups,
+		CNPs: t.CNPs, CCNPs: t.CCNPs, CIDRGroups: t.CIDRGroups, L2Policies: t.L2Policies,
 	}
 }
 
@@ -155,7 +159,7 @@ func Start(ctx context.Context, db *statedb.DB, c *Clients) (*RW, error) {
 
 func (t *RW) all() []statedb.TableMeta {
 	return []statedb.TableMeta{t.Pods, t.Namespaces, t.Nodes, t.Services, t.EndpointSlices, t.NetworkPolicies,
-		t.CiliumNodes, t.CiliumEndpoints, t.CiliumIdentities, t.CNPs, t.CCNPs, t.CIDRGroups}
+		t.CiliumNodes, t.CiliumEndpoints, t.CiliumIdentities, t.CNPs, t.CCNPs, t.CIDRGroups, t.L2Policies}
 }
 
 // reflectors are every kind's reflector, one per table, of the clients
@@ -203,5 +207,7 @@ func ciliumReflectors(t *RW, cilium client.Interface) []runner {
 			ListerWatcher: listWatch(cilium, cilium.CiliumV2().CiliumClusterwideNetworkPolicies(), nil)},
 		Reflector[*v2.CiliumCIDRGroup]{Table: t.CIDRGroups, Transform: trim[*v2.CiliumCIDRGroup],
 			ListerWatcher: listWatch(cilium, cilium.CiliumV2().CiliumCIDRGroups(), nil)},
+		Reflector[*v2alpha1.CiliumL2AnnouncementPolicy]{Table: t.L2Policies, Transform: trim[*v2alpha1.CiliumL2AnnouncementPolicy],
+			ListerWatcher: listWatch(cilium, cilium.CiliumV2alpha1().CiliumL2AnnouncementPolicies(), nil)},
 	}
 }

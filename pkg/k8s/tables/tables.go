@@ -32,6 +32,7 @@ const (
 	CNPsName             = "k8s-cnps"
 	CCNPsName            = "k8s-ccnps"
 	CIDRGroupsName       = "k8s-cidrgroups"
+	L2PoliciesName       = "k8s-l2announcementpolicies"
 )
 
 // ServiceIndex finds a Service's EndpointSlices by the Service's Key

@@ -27,6 +27,10 @@ func ServiceOf(svc *corev1.Service) loadbalancer.Service {
 		// Which of two Services claiming a frontend gets it.
 		CreationTime: svc.CreationTimestamp.Time,
 		UID:          string(svc.UID),
+		Labels:       svc.Labels,
+	}
+	if c := svc.Spec.LoadBalancerClass; c != nil {
+		s.LoadBalancerClass = *c
 	}
 	if s.Type == "" {
 		s.Type = loadbalancer.TypeClusterIP

@@ -20,6 +20,12 @@ const (
 	CESPluralName     = "ciliumendpointslices"
 )
 
+// Kind and plural resource name of CiliumL2AnnouncementPolicy.
+const (
+	L2PolicyKindDefinition = "CiliumL2AnnouncementPolicy"
+	L2PolicyPluralName     = "ciliuml2announcementpolicies"
+)
+
 // Resource returns the group-qualified resource for a plural name.
 func Resource(resource string) schema.GroupResource {
 	return SchemeGroupVersion.WithResource(resource).GroupResource()
@@ -33,7 +39,8 @@ var (
 )
 
 func addKnownTypes(scheme *runtime.Scheme) error {
-	scheme.AddKnownTypes(SchemeGroupVersion, &CiliumEndpointSlice{}, &CiliumEndpointSliceList{})
+	scheme.AddKnownTypes(SchemeGroupVersion, &CiliumEndpointSlice{}, &CiliumEndpointSliceList{},
+		&CiliumL2AnnouncementPolicy{}, &CiliumL2AnnouncementPolicyList{})
 	metav1.AddToGroupVersion(scheme, SchemeGroupVersion)
 	return nil
 }
