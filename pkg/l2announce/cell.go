@@ -16,6 +16,7 @@ import (
 	"github.com/cilium/statedb"
 	"github.com/cilium/statedb/reconciler"
 	"github.com/spf13/pflag"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/tools/leaderelection"
 
@@ -36,7 +37,16 @@ type Config struct {
 	RetryPeriod           time.Duration `mapstructure:"l2-announcements-retry-period"`
 	// K8sNamespace is the agent's namespace, where the Leases are.
 	K8sNamespace string `mapstructure:"k8s-namespace"`
+	// Election is how announcers are elected: "service", a Lease per
+	// Service (Cilium's), or "node", a Lease per node (nodelease.go).
+	Election string `mapstructure:"l2-announcements-election"`
 }
+
+// The values of --l2-announcements-election.
+const (
+	ElectionService = "service"
+	ElectionNode    = "node"
+)
 
 // DefaultConfig follows Cilium's defaults.
 var DefaultConfig = Config{
@@ -44,6 +54,7 @@ var DefaultConfig = Config{
 	RenewDeadline: 5 * time.Second,
 	RetryPeriod:   2 * time.Second,
 	K8sNamespace:  "kube-system",
+	Election:      ElectionService,
 }
 
 // Flags implements cell.Flagger.
@@ -55,6 +66,8 @@ func (c Config) Flags(fs *pflag.FlagSet) {
 	fs.Duration("l2-announcements-renew-deadline", c.RenewDeadline, "how long the announcer tries to renew its Lease before it gives it up")
 	fs.Duration("l2-announcements-retry-period", c.RetryPeriod, "how often the announcer renews, and the others try to take over")
 	fs.String("k8s-namespace", c.K8sNamespace, "the agent's namespace, which holds the announcement Leases")
+	fs.String("l2-announcements-election", c.Election,
+		"how a Service's announcer is elected: service (a Lease per Service, as Cilium; its holder renews it every retry period) or node (a Lease per node, renewed every retry period whatever the number of Services; each Service goes to one of the live nodes that may announce it, the same on every node)")
 }
 
 // Validate names the first bad flag. client-go's elections need the
@@ -74,6 +87,8 @@ func (c Config) Validate() error {
 			c.LeaseDuration, c.RenewDeadline)
 	case c.K8sNamespace == "":
 		return errors.New("--k8s-namespace: empty")
+	case c.Election != ElectionService && c.Election != ElectionNode:
+		return fmt.Errorf("--l2-announcements-election %q: want service or node", c.Election)
 	}
 	return nil
 }
@@ -118,6 +133,7 @@ type params struct {
 	Services   statedb.Table[*loadbalancer.ServiceRow]
 	Nodes      statedb.Table[*corev1.Node]
 	Policies   statedb.Table[*v2alpha1.CiliumL2AnnouncementPolicy]
+	NodeLeases statedb.Table[*coordinationv1.Lease]
 	Table      statedb.RWTable[*Announcement]
 	Datapath   Datapath `optional:"true"`
 	Reconciler reconciler.Params
@@ -140,24 +156,32 @@ func register(p params) error {
 	}
 	db := p.Reconciler.DB
 	events := newEventRecorder(p.Clients, p.K8s.K8sNodeName)
+	changed := desired.NewSignal()
+	timings := Timings{LeaseDuration: p.Config.LeaseDuration, RenewDeadline: p.Config.RenewDeadline, RetryPeriod: p.Config.RetryPeriod}
+	leases := p.Clients.Kube.CoordinationV1()
 	a := &announcer{
-		p:      p,
-		writer: desired.NewWriter(db, p.Table, EntryIndex, func(a *Announcement) string { return a.Entry.String() }, (*Announcement).same),
-		status: newStatusWriter(p.Log, p.Clients.Cilium),
+		p:       p,
+		writer:  desired.NewWriter(db, p.Table, EntryIndex, func(a *Announcement) string { return a.Entry.String() }, (*Announcement).same),
+		status:  newStatusWriter(p.Log, p.Clients.Cilium),
+		events:  events,
+		changed: changed,
+		owned:   map[loadbalancer.ServiceName]bool{},
 	}
 	a.elections = &elections{
-		log: p.Log, leases: p.Clients.Kube.CoordinationV1(), namespace: p.Config.K8sNamespace,
-		identity: p.K8s.K8sNodeName, changed: desired.NewSignal(), running: map[loadbalancer.ServiceName]*election{},
-		timings: Timings{LeaseDuration: p.Config.LeaseDuration, RenewDeadline: p.Config.RenewDeadline, RetryPeriod: p.Config.RetryPeriod},
-		onLead:  a.announced,
+		log: p.Log, leases: leases, namespace: p.Config.K8sNamespace, identity: p.K8s.K8sNodeName,
+		timings: timings, changed: changed, running: map[loadbalancer.ServiceName]*election{}, onLead: a.announced,
 	}
-	a.events = events
+	a.nodeLease = &nodeLease{log: p.Log, leases: leases.Leases(p.Config.K8sNamespace), node: p.K8s.K8sNodeName,
+		timings: timings, changed: changed}
+	a.peers = &peers{leaseDuration: p.Config.LeaseDuration}
+	a.wake = time.AfterFunc(time.Hour, changed.Fire)
+	a.wake.Stop()
 	if _, err := desired.Register(p.Reconciler, p.Table, ops{dp: p.Datapath}); err != nil {
 		return err
 	}
 	desired.Controller(p.Jobs, "l2-announcer", db, []desired.Input{
 		desired.TableInput(p.Services), desired.TableInput(p.Nodes), desired.TableInput(p.Policies),
-		a.elections.changed.Input(),
+		desired.TableInput(p.NodeLeases), changed.Input(),
 	}, a.run)
 	// The datapath answers only while the agent beats: a node whose agent
 	// died loses its Leases after their duration, and stops answering then.
@@ -178,6 +202,8 @@ func register(p params) error {
 		if m := p.Datapath.Map(); m != nil {
 			err = m.BeatL2(0) // silent from now: the Leases go next
 		}
+		a.wake.Stop()
+		a.nodeLease.stop()
 		a.elections.stop()
 		events.shutdown()
 		return err
@@ -186,12 +212,22 @@ func register(p params) error {
 }
 
 type announcer struct {
-	p         params
-	writer    *desired.Writer[string, *Announcement]
+	p       params
+	writer  *desired.Writer[string, *Announcement]
+	status  *statusWriter
+	events  *eventRecorder
+	devices []spec.Device
+	// changed wakes run: an election won or lost, a peer's Lease lapsing
+	// (wake).
+	changed *desired.Signal
+	// Election by Service.
 	elections *elections
-	status    *statusWriter
-	events    *eventRecorder
-	devices   []spec.Device
+	// Election by node: this node's Lease, the others', the wake at the
+	// next lapse, and the Services this node owned at the last run.
+	nodeLease *nodeLease
+	peers     *peers
+	wake      *time.Timer
+	owned     map[loadbalancer.ServiceName]bool
 	// written: the table holds this run's entries; stopped: the agent
 	// is stopping.
 	written, stopped atomic.Bool
@@ -207,7 +243,7 @@ func (a *announcer) run(ctx context.Context, txn statedb.ReadTxn) error {
 		}
 		a.devices = devs
 	}
-	node := Node{}
+	node := Node{Name: a.p.K8s.K8sNodeName}
 	if n, ok := tables.Get(txn, a.p.Nodes, a.p.K8s.K8sNodeName); ok {
 		node.Labels = n.Labels
 	}
@@ -227,15 +263,16 @@ func (a *announcer) run(ctx context.Context, txn statedb.ReadTxn) error {
 		services = append(services, s)
 	}
 	wanted := Wanted(node, policies, services)
-	names := map[loadbalancer.ServiceName]bool{}
-	for n := range wanted {
-		names[n] = true
+	var owned map[loadbalancer.ServiceName]bool
+	if a.p.Config.Election == ElectionNode {
+		owned = a.electByNode(txn, node, policies, services)
+	} else {
+		owned = a.electByService(wanted)
 	}
-	a.elections.sync(names)
 
 	rows := map[string]*Announcement{}
 	for n, entries := range wanted {
-		if !a.elections.leads(n) {
+		if !owned[n] {
 			continue
 		}
 		for _, e := range entries {
@@ -268,6 +305,69 @@ func (a *announcer) device(name string) (spec.Device, bool) {
 		}
 	}
 	return spec.Device{}, false
+}
+
+// electByService campaigns for the Lease of each Service this node may
+// announce, and returns those it holds.
+func (a *announcer) electByService(wanted map[loadbalancer.ServiceName][]Entry) map[loadbalancer.ServiceName]bool {
+	names := map[loadbalancer.ServiceName]bool{}
+	for n := range wanted {
+		names[n] = true
+	}
+	a.elections.sync(names)
+	owned := map[loadbalancer.ServiceName]bool{}
+	for n := range wanted {
+		if a.elections.leads(n) {
+			owned[n] = true
+		}
+	}
+	return owned
+}
+
+// electByNode returns the Services this node owns among the live nodes
+// (Owners), itself included while its own Lease is renewed, and tells the
+// Services it takes over.
+func (a *announcer) electByNode(txn statedb.ReadTxn, self Node, policies []Policy, services []*loadbalancer.ServiceRow) map[loadbalancer.ServiceName]bool {
+	if a.nodeLease.devices == nil {
+		a.nodeLease.devices = append([]string{}, self.Devices...)
+		a.nodeLease.start()
+	}
+	var leases []*coordinationv1.Lease
+	for l := range a.p.NodeLeases.All(txn) {
+		if l.Namespace == a.p.Config.K8sNamespace {
+			leases = append(leases, l)
+		}
+	}
+	live, next := a.peers.live(leases, time.Now())
+	if !next.IsZero() {
+		a.wake.Reset(time.Until(next))
+	}
+	var nodes []Node
+	for _, name := range sortedNodes(live) {
+		if name == self.Name {
+			continue // this node knows better than its Lease's last copy
+		}
+		n := Node{Name: name, Devices: live[name]}
+		if obj, ok := tables.Get(txn, a.p.Nodes, name); ok {
+			n.Labels = obj.Labels
+		}
+		nodes = append(nodes, n)
+	}
+	if a.nodeLease.live.Load() {
+		nodes = append(nodes, self)
+	}
+	owned := map[loadbalancer.ServiceName]bool{}
+	for s, owner := range Owners(nodes, policies, services) {
+		if owner != self.Name {
+			continue
+		}
+		owned[s] = true
+		if !a.owned[s] {
+			a.announced(s)
+		}
+	}
+	a.owned = owned
+	return owned
 }
 
 // collectLeases deletes the Leases of Services that are gone.

@@ -11,6 +11,7 @@ package l2announce
 import (
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"net/netip"
 	"regexp"
 	"slices"
@@ -88,19 +89,20 @@ type Entry struct {
 
 func (e Entry) String() string { return e.Address.String() + "@" + e.Device }
 
-// Node is what Wanted needs of this node.
+// Node is what Wanted needs of a node.
 type Node struct {
+	Name   string
 	Labels map[string]string
 	// Devices are the names of the devices the datapath serves.
 	Devices []string
 }
 
-// Wanted returns the Services this node may announce and, for each, the
+// Wanted returns the Services node may announce and, for each, the
 // entries it would hold as their announcer. A Service is a candidate when
-// a policy that selects this node selects it, and:
+// a policy that selects the node selects it, and:
 //   - it is ours (not headless, not another proxy's) and its
 //     loadBalancerClass is unset or io.cilium/l2-announcer;
-//   - with externalTrafficPolicy Local, this node has a ready backend of
+//   - with externalTrafficPolicy Local, the node has a ready backend of
 //     it: no other node may hold its announcement, which would send the
 //     traffic where nothing serves it and lose the client's address;
 //   - the policy announces an address it has (its LoadBalancer addresses
@@ -117,7 +119,7 @@ func Wanted(node Node, policies []Policy, services []*loadbalancer.ServiceRow) m
 			continue
 		}
 		for _, s := range services {
-			if !announceable(s) || !p.Services.Matches(serviceLabels(s.Service)) {
+			if !announceable(s, node.Name) || !p.Services.Matches(serviceLabels(s.Service)) {
 				continue
 			}
 			var addrs []netip.Addr
@@ -149,14 +151,34 @@ func Wanted(node Node, policies []Policy, services []*loadbalancer.ServiceRow) m
 	return out
 }
 
-func announceable(s *loadbalancer.ServiceRow) bool {
+func announceable(s *loadbalancer.ServiceRow, node string) bool {
 	if !loadbalancer.Ours(s.Service) {
 		return false
 	}
 	if c := s.LoadBalancerClass; c != "" && c != v2alpha1.L2AnnounceLoadBalancerClass {
 		return false
 	}
-	return !s.ExternalLocal || s.LocalReady > 0
+	return !s.ExternalLocal || slices.Contains(s.ReadyNodes, node)
+}
+
+// Owners picks, for each Service that some of nodes may announce, the one
+// that does: of those that may, the one whose hash with the Service's
+// name is highest (rendezvous hashing). Every node that sees the same
+// nodes picks the same owner, and a node that goes or comes moves only the
+// Services it owned or now owns. nodes are the live ones.
+func Owners(nodes []Node, policies []Policy, services []*loadbalancer.ServiceRow) map[loadbalancer.ServiceName]string {
+	out := map[loadbalancer.ServiceName]string{}
+	best := map[loadbalancer.ServiceName]uint64{}
+	for _, n := range nodes {
+		for s := range Wanted(n, policies, services) {
+			h := fnv.New64a()
+			h.Write([]byte(s.String() + "\x00" + n.Name))
+			if score := h.Sum64(); out[s] == "" || score > best[s] || score == best[s] && n.Name < out[s] {
+				out[s], best[s] = n.Name, score
+			}
+		}
+	}
+	return out
 }
 
 // devices are the devices p announces on, of those given.

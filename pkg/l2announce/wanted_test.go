@@ -3,6 +3,7 @@ package l2announce
 import (
 	"net/netip"
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -43,7 +44,7 @@ func entries(s ...string) []Entry {
 }
 
 func TestWanted(t *testing.T) {
-	node := Node{Labels: map[string]string{"zone": "a"}, Devices: []string{"eth0", "eth1", "lo"}}
+	node := Node{Name: "node-a", Labels: map[string]string{"zone": "a"}, Devices: []string{"eth0", "eth1", "lo"}}
 	lbOnly := v2alpha1.CiliumL2AnnouncementPolicySpec{LoadBalancerIPs: true, Interfaces: []string{"^eth[0-9]+"}}
 	ext := netip.MustParseAddr("198.51.100.7")
 	name := func(n string) loadbalancer.ServiceName {
@@ -112,9 +113,9 @@ func TestWanted(t *testing.T) {
 			name:     "externalTrafficPolicy Local: only with a ready local backend",
 			policies: []v2alpha1.CiliumL2AnnouncementPolicySpec{lbOnly},
 			services: []*loadbalancer.ServiceRow{
-				svc("none-here", func(r *loadbalancer.ServiceRow) { r.ExternalLocal = true }),
+				svc("none-here", func(r *loadbalancer.ServiceRow) { r.ExternalLocal, r.ReadyNodes = true, []string{"node-b"} }),
 				svc("one-here", func(r *loadbalancer.ServiceRow) {
-					r.ExternalLocal, r.LocalReady = true, 1
+					r.ExternalLocal, r.ReadyNodes = true, []string{"node-a", "node-b"}
 					r.LoadBalancerIPs = []netip.Addr{netip.MustParseAddr("192.0.2.12")}
 				}),
 			},
@@ -165,5 +166,43 @@ func TestPolicyOfNamesWhatIsWrong(t *testing.T) {
 func TestLeaseNameIsCiliums(t *testing.T) {
 	if got := LeaseName(loadbalancer.ServiceName{Namespace: "shop", Name: "web"}); got != "cilium-l2announce-shop-web" {
 		t.Fatalf("lease %q", got)
+	}
+}
+
+func TestOwners(t *testing.T) {
+	var services []*loadbalancer.ServiceRow
+	for i := range 40 {
+		services = append(services, svc("s"+strconv.Itoa(i), nil))
+	}
+	// One of them may only be announced where its backend is.
+	local := svc("local", func(r *loadbalancer.ServiceRow) { r.ExternalLocal, r.ReadyNodes = true, []string{"n3"} })
+	services = append(services, local)
+	pols := []Policy{policy(t, "all", v2alpha1.CiliumL2AnnouncementPolicySpec{LoadBalancerIPs: true})}
+	nodes := []Node{{Name: "n1", Devices: []string{"eth0"}}, {Name: "n2", Devices: []string{"eth0"}},
+		{Name: "n3", Devices: []string{"eth0"}}, {Name: "n4"}} // n4 has no device to announce on
+
+	owners := Owners(nodes, pols, services)
+	count := map[string]int{}
+	for _, s := range services {
+		count[owners[s.Name]]++
+	}
+	if owners[local.Name] != "n3" || count["n4"] != 0 || count[""] != 0 || len(owners) != len(services) {
+		t.Fatalf("owners %v: every Service owned once, by a node that may announce it", owners)
+	}
+	for _, n := range []string{"n1", "n2", "n3"} {
+		if count[n] < 5 {
+			t.Errorf("%s owns %d of %d Services: the hash spreads them", n, count[n], len(services))
+		}
+	}
+	// The same view in another order picks the same owners.
+	if again := Owners([]Node{nodes[3], nodes[2], nodes[1], nodes[0]}, pols, services); !reflect.DeepEqual(again, owners) {
+		t.Fatalf("another order: %v, want %v", again, owners)
+	}
+	// n2 goes: only its Services move.
+	after := Owners([]Node{nodes[0], nodes[2], nodes[3]}, pols, services)
+	for s, was := range owners {
+		if now := after[s]; was != "n2" && now != was || now == "n2" || now == "" {
+			t.Errorf("%s: owned by %s, then %q once n2 went", s, was, now)
+		}
 	}
 }

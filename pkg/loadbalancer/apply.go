@@ -97,7 +97,8 @@ func (c *controller) apply(txn statedb.WriteTxn, p *plan, later map[ServiceName]
 		return nil
 	}
 	if p.exists {
-		row := &ServiceRow{Service: p.svc, LocalReady: LocalReady(p.svc, p.eps, c.local.NodeName)}
+		row := &ServiceRow{Service: p.svc, LocalReady: LocalReady(p.svc, p.eps, c.local.NodeName),
+			ReadyNodes: ReadyNodes(p.svc, p.eps)}
 		if _, _, err := c.tables.Services.Insert(txn, row); err != nil {
 			return err
 		}

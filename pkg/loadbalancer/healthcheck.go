@@ -36,17 +36,37 @@ func NeedsHealthCheck(s Service) bool {
 func LocalReady(s Service, eps []Endpoint, node string) int {
 	seen := map[netip.Addr]bool{}
 	for _, e := range eps {
-		if e.NodeName != node || !e.Ready || !e.Address.Is4() {
-			continue
-		}
-		for _, p := range s.Ports {
-			if e.Ports[PortKey{Name: p.Name, Protocol: p.Protocol}] != 0 {
-				seen[e.Address] = true
-				break
-			}
+		if e.NodeName == node && readyFor(s, e) {
+			seen[e.Address] = true
 		}
 	}
 	return len(seen)
+}
+
+// ReadyNodes are the nodes that have an endpoint of s that LocalReady
+// counts, sorted.
+func ReadyNodes(s Service, eps []Endpoint) []string {
+	var out []string
+	for _, e := range eps {
+		if e.NodeName != "" && readyFor(s, e) && !slices.Contains(out, e.NodeName) {
+			out = append(out, e.NodeName)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// readyFor says whether e is ready and serves one of s's ports.
+func readyFor(s Service, e Endpoint) bool {
+	if !e.Ready || !e.Address.Is4() {
+		return false
+	}
+	for _, p := range s.Ports {
+		if e.Ports[PortKey{Name: p.Name, Protocol: p.Protocol}] != 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // ListenFunc opens a TCP listener at an address.

@@ -26,6 +26,8 @@ type ServiceRow struct {
 	// LocalReady is the number of the node's ready endpoints of the
 	// service (see LocalReady), which its healthCheckNodePort reports.
 	LocalReady int
+	// ReadyNodes are the nodes with a ready endpoint of the service.
+	ReadyNodes []string
 }
 
 // TableHeader implements statedb.TableWritable.

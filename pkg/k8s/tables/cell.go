@@ -7,6 +7,7 @@ import (
 	"github.com/cilium/hive/cell"
 	"github.com/cilium/hive/job"
 	"github.com/cilium/statedb"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	networkingv1 "k8s.io/api/networking/v1"
@@ -43,6 +44,7 @@ type RW struct {
 	CCNPs            statedb.RWTable[*v2.CiliumClusterwideNetworkPolicy]
 	CIDRGroups       statedb.RWTable[*v2.CiliumCIDRGroup]
 	L2Policies       statedb.RWTable[*v2alpha1.CiliumL2AnnouncementPolicy]
+	NodeLeases       statedb.RWTable[*coordinationv1.Lease]
 }
 
 // NewRW creates every table and registers it with db.
@@ -64,6 +66,7 @@ func NewRW(db *statedb.DB) (*RW, error) {
 	create(db, &err, &t.CCNPs, CCNPsName)
 	create(db, &err, &t.CIDRGroups, CIDRGroupsName)
 	create(db, &err, &t.L2Policies, L2PoliciesName)
+	create(db, &err, &t.NodeLeases, NodeLeasesName)
 	if err != nil {
 		return nil, err
 	}
@@ -94,6 +97,7 @@ type RO struct {
 	CCNPs            statedb.Table[*v2.CiliumClusterwideNetworkPolicy]
 	CIDRGroups       statedb.Table[*v2.CiliumCIDRGroup]
 	L2Policies       statedb.Table[*v2alpha1.CiliumL2AnnouncementPolicy]
+	NodeLeases       statedb.Table[*coordinationv1.Lease]
 }
 
 func (t *RW) readOnly() RO {
@@ -102,6 +106,7 @@ func (t *RW) readOnly() RO {
 		EndpointSlices: t.EndpointSlices, NetworkPolicies: t.NetworkPolicies, CiliumNodes: t.CiliumNodes,
 		CiliumEndpoints: t.CiliumEndpoints, CiliumIdentities: t.CiliumIdentities,
 		CNPs: t.CNPs, CCNPs: t.CCNPs, CIDRGroups: t.CIDRGroups, L2Policies: t.L2Policies,
+		NodeLeases: t.NodeLeases,
 	}
 }
 
@@ -159,7 +164,7 @@ func Start(ctx context.Context, db *statedb.DB, c *Clients) (*RW, error) {
 
 func (t *RW) all() []statedb.TableMeta {
 	return []statedb.TableMeta{t.Pods, t.Namespaces, t.Nodes, t.Services, t.EndpointSlices, t.NetworkPolicies,
-		t.CiliumNodes, t.CiliumEndpoints, t.CiliumIdentities, t.CNPs, t.CCNPs, t.CIDRGroups, t.L2Policies}
+		t.CiliumNodes, t.CiliumEndpoints, t.CiliumIdentities, t.CNPs, t.CCNPs, t.CIDRGroups, t.L2Policies, t.NodeLeases}
 }
 
 // reflectors are every kind's reflector, one per table, of the clients
@@ -190,6 +195,8 @@ func kubeReflectors(t *RW, kube kubernetes.Interface, node string) []runner {
 			ListerWatcher: listWatch(kube, kube.DiscoveryV1().EndpointSlices(""), nil)},
 		Reflector[*networkingv1.NetworkPolicy]{Table: t.NetworkPolicies, Transform: trim[*networkingv1.NetworkPolicy],
 			ListerWatcher: listWatch(kube, kube.NetworkingV1().NetworkPolicies(""), nil)},
+		Reflector[*coordinationv1.Lease]{Table: t.NodeLeases, Transform: trim[*coordinationv1.Lease],
+			ListerWatcher: listWatch(kube, kube.CoordinationV1().Leases(""), labelled(NodeLeaseLabel))},
 	}
 }
 

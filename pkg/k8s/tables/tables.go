@@ -33,7 +33,13 @@ const (
 	CCNPsName            = "k8s-ccnps"
 	CIDRGroupsName       = "k8s-cidrgroups"
 	L2PoliciesName       = "k8s-l2announcementpolicies"
+	NodeLeasesName       = "k8s-l2-node-leases"
 )
+
+// NodeLeaseLabel marks the Leases of nodes' L2 announcements, which the
+// NodeLeases table holds: one per node, held by the node, in the agents'
+// namespace (pkg/l2announce).
+const NodeLeaseLabel = "l2announce.cilium.io/node"
 
 // ServiceIndex finds a Service's EndpointSlices by the Service's Key
 // ("namespace/name", from the slice's kubernetes.io/service-name label).
@@ -105,6 +111,11 @@ func listWatch[L runtime.Object](cs any, c lister[L], tweak func(*metav1.ListOpt
 		},
 	}
 	return cache.ToListWatcherWithWatchListSemantics(lw, cs)
+}
+
+// labelled narrows a list to the objects that have the label key.
+func labelled(key string) func(*metav1.ListOptions) {
+	return func(o *metav1.ListOptions) { o.LabelSelector = key }
 }
 
 // onNode narrows a list of pods to those scheduled on node.
