@@ -161,6 +161,23 @@ func runScripts(t *testing.T, newMap func(testing.TB) loadbalancer.Map) {
 			}
 			return nil, m.UpsertRevNAT(spec.RevNAT{Index: uint16(idx), Address: a.Address, Port: a.Port})
 		})
+		cmds["lb/put-source-range"] = script.Command(script.CmdUsage{
+			Summary: "write a source range into the maps behind the reconciler's back, as an earlier agent did",
+			Args:    "rev-nat-index prefix",
+		}, func(_ *script.State, args ...string) (script.WaitFunc, error) {
+			if len(args) != 2 {
+				return nil, script.ErrUsage
+			}
+			idx, err := strconv.ParseUint(args[0], 10, 16)
+			if err != nil {
+				return nil, err
+			}
+			p, err := netip.ParsePrefix(args[1])
+			if err != nil {
+				return nil, err
+			}
+			return nil, m.UpsertSourceRange(spec.SourceRange{RevNATIndex: uint16(idx), Prefix: p})
+		})
 		cmds["lb/healthcheck"] = script.Command(script.CmdUsage{
 			Summary: "ask a healthCheckNodePort: status, endpoint weight and body, or refused",
 			Args:    "address:port",
