@@ -153,8 +153,25 @@ int cil_from_overlay(struct __sk_buff *skb)
 	return overlay_ingress(skb, &key);
 }
 
-/* cil_to_netdev translates back the node's replies as the backend of a
- * north-south frontend (nodeport_host_reply), and masquerades, with
+/* host_fenced says whether the node sends a packet to a frontend whose
+ * source ranges keep the node out: socket-level balancing left it
+ * untranslated (sock4_fenced), and it is dropped here, silently, as
+ * kube-proxy's firewall drops it. */
+static __always_inline int host_fenced(const struct pkt *p)
+{
+	struct lb4_service *svc;
+	struct lb4_key k;
+
+	if (!lb_l4_proto(p->protocol) || p->later_frag)
+		return 0;
+	svc = lb4_lookup_service(&k, p->daddr, p->dport, p->protocol, 1);
+	return svc && lb4_source_denied(svc, p->saddr);
+}
+
+/* cil_to_netdev drops what the node sends to a frontend whose source
+ * ranges keep it out (host_fenced), translates back the node's replies as
+ * the backend of a north-south frontend (nodeport_host_reply), and
+ * masquerades, with
  * legacy routing, what local pods send to the world: here, after
  * netfilter, the destination is final (a Service address is already
  * translated to its backend). Only connections the pod opened: a reply
@@ -175,6 +192,10 @@ int cil_to_netdev(struct __sk_buff *skb)
 		/* The node's own datagrams: their later fragments need the
 		 * ports. */
 		frag_record(&f.p);
+		if (host_fenced(&f.p)) {
+			f.src_id = IDENTITY_HOST;
+			return drop(skb, &f, DROP_NOT_IN_SRC_RANGE);
+		}
 		ret = nodeport_host_reply(skb, &f.p);
 		if (ret < 0) {
 			f.src_id = IDENTITY_HOST;

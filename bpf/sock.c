@@ -10,8 +10,9 @@
  * ExternalIP, a HostPort at an address of this node (the agent writes
  * them so; at the loopback, for the node's own namespace only), and a
  * NodePort at the address of any node (lb4_lookup_any_node), so that
- * policy judges the backend. Clients are
- * internal: a frontend with two scopes serves them from its internal one.
+ * policy judges the backend. A frontend with source ranges is translated
+ * here only for the node's processes that the ranges admit (sock4_fenced).
+ * Clients are internal: a frontend with two scopes serves them from its internal one.
  * Only TCP and UDP: SCTP associations may move between addresses the
  * programs do not see.
  *
@@ -73,6 +74,32 @@ static __always_inline void sock4_trace(struct bpf_sock_addr *ctx, enum sock_xla
 	bpf_ringbuf_submit(e, 0);
 }
 
+/* sock4_fenced says whether a frontend with source ranges is left to
+ * the packets' programs rather than translated here. A pod's call always
+ * is: its address, by which the ranges judge it, is not known before the
+ * call binds the socket, and its device's program (lb4_local) judges the
+ * packet. The node's own processes are judged here by their socket's
+ * address, the node's when it is not bound (or bound to the frontend
+ * itself, as kube-proxy lets the node through when a range holds its
+ * address): a client the ranges keep out goes on untranslated, and
+ * cil_to_netdev drops its packets. */
+static __always_inline int sock4_fenced(struct bpf_sock_addr *ctx, const struct lb4_service *svc, __u32 daddr)
+{
+	struct bpf_sock *sk;
+	__u32 saddr = 0;
+
+	if (!(svc->flags & LB_F_SOURCE_RANGE))
+		return 0;
+	if (bpf_get_netns_cookie(ctx) != HOST_NETNS_COOKIE)
+		return 1;
+	sk = ctx->sk;
+	if (sk)
+		saddr = sk->src_ip4;
+	if (!saddr || saddr == daddr)
+		saddr = NODE_IPV4;
+	return lb4_source_denied(svc, saddr);
+}
+
 /* sock4_forward aims a connect or send at a backend when its destination
  * is a frontend. It returns what the hook returns: 1 lets the call go on,
  * 0 fails it with the error set by bpf_set_retval. */
@@ -92,6 +119,8 @@ static __always_inline int sock4_forward(struct bpf_sock_addr *ctx)
 		return 1;
 	svc = lb4_lookup_local(&key, daddr, dport, proto, 1);
 	if (!svc)
+		return 1;
+	if (sock4_fenced(ctx, svc, daddr))
 		return 1;
 	sock4_trace(ctx, SOCK_XLATE_PRE_FWD, daddr, dport, proto, svc->rev_nat_index);
 	/* Affinity follows the client's network namespace: every process of

@@ -113,6 +113,8 @@ enum drop_reason {
 	DROP_INVALID_IDENTITY = 171,
 	DROP_UNKNOWN_SENDER = 172,
 	DROP_FRAG_NOT_FOUND = 175,
+	/* a client outside a frontend's loadBalancerSourceRanges */
+	DROP_NOT_IN_SRC_RANGE = 177,
 	DROP_POLICY_DENY = 181,
 };
 

@@ -36,6 +36,10 @@ enum lb_flags {
 	/* Only the node's own backends serve this scope: a client source
 	 * address is kept (externalTrafficPolicy: Local), never masqueraded. */
 	LB_F_LOCAL = 64,
+	/* Only clients whose address is in one of the frontend's source
+	 * ranges (cilium_lb4_source_range, by rev_nat_index) may use it:
+	 * loadBalancerSourceRanges. */
+	LB_F_SOURCE_RANGE = 128,
 };
 
 /* Backend states (lb4_backend.state). */
@@ -129,6 +133,26 @@ struct {
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 } cilium_lb_affinity SEC(".maps");
 
+/* A frontend's source ranges (LB_F_SOURCE_RANGE): the prefixes of the
+ * clients it admits, keyed by its reverse NAT index, which no other
+ * frontend has, so that one service's ranges never admit a client to
+ * another. The value says nothing: being there admits. */
+struct lb4_source_range_key {
+	__u32 prefixlen; /* 32 (index and pad) + address prefix */
+	__u16 rev_nat_index;
+	__u16 pad;
+	__u32 address; /* network order */
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LPM_TRIE);
+	__type(key, struct lb4_source_range_key);
+	__type(value, __u8);
+	__uint(max_entries, 65536);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} cilium_lb4_source_range SEC(".maps");
+
 /* What a socket that socket-level balancing sent to a backend must see as
  * its peer: the programs on the node's cgroup (sock.c) record it when they
  * translate, and translate back when the socket reads its peer or a
@@ -208,6 +232,23 @@ static __always_inline struct lb4_service *lb4_lookup_local(struct lb4_key *k, _
 	if (svc || !any_node)
 		return svc;
 	return lb4_lookup_any_node(k, daddr, dport, proto);
+}
+
+/* lb4_source_denied says whether the frontend svc keeps out a client at
+ * saddr: it has source ranges and none holds the address. A frontend
+ * whose ranges are being written admits fewer clients meanwhile, never
+ * more: the agent removes what goes before it adds what comes. */
+static __always_inline int lb4_source_denied(const struct lb4_service *svc, __u32 saddr)
+{
+	struct lb4_source_range_key k = {
+		.prefixlen = 32 + 32,
+		.rev_nat_index = svc->rev_nat_index,
+		.address = saddr,
+	};
+
+	if (!(svc->flags & LB_F_SOURCE_RANGE))
+		return 0;
+	return !bpf_map_lookup_elem(&cilium_lb4_source_range, &k);
 }
 
 static __always_inline struct lb4_backend *lb4_lookup_backend(__u32 backend_id)

@@ -162,7 +162,8 @@ static __always_inline struct lb4_backend *lb4_backend_of(const struct pkt *p, c
  * is for no frontend, LB_XLATED or LB_HAIRPIN when translated, p then
  * naming the translated packet, *rev_nat the service and *any_node the
  * node address of a NodePort that lb4_lookup_any_node found (else 0), or
- * a negative drop reason: -DROP_NO_SERVICE when no backend serves. Later
+ * a negative drop reason: -DROP_NO_SERVICE when no backend serves,
+ * -DROP_NOT_IN_SRC_RANGE when the frontend keeps the client out. Later
  * fragments find the service by the ports of their first fragment. */
 static __always_inline int lb4_local(struct __sk_buff *skb, struct pkt *p, __u16 *rev_nat, __u32 *any_node)
 {
@@ -177,6 +178,10 @@ static __always_inline int lb4_local(struct __sk_buff *skb, struct pkt *p, __u16
 	svc = lb4_lookup_local(&k, p->daddr, p->dport, p->protocol, lb_nodeport_range(p->dport));
 	if (!svc)
 		return LB_NONE;
+	/* A pod is judged by its own address, as kube-proxy's firewall
+	 * judges it, whichever of the service's fenced frontends it uses. */
+	if (lb4_source_denied(svc, p->saddr))
+		return -DROP_NOT_IN_SRC_RANGE;
 	*any_node = k.address ? 0 : p->daddr;
 	be = lb4_backend_of(p, &k, svc, &ret, 0);
 	if (!be)

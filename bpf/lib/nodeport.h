@@ -36,6 +36,9 @@
  *   directions: from the backend towards the client, and from outside
  *   (the client's host, a router) about the node's replies towards the
  *   backend. An error that quotes no translated flow is left alone.
+ * - A frontend with source ranges (loadBalancerSourceRanges) drops the
+ *   packets of clients whose address none of them holds
+ *   (DROP_NOT_IN_SRC_RANGE), as kube-proxy's firewall drops them.
  * - SCTP reaches local backends only: its CRC32c covers the ports that
  *   the source translation would change. So do the later fragments of a
  *   datagram, which the source translation cannot follow
@@ -275,6 +278,11 @@ static __always_inline int nodeport_ingress(struct __sk_buff *skb, struct flow *
 	svc = lb4_lookup_service(&k, p->daddr, p->dport, p->protocol, 0);
 	if (!svc || !(svc->flags & LB_F_FROM_OUTSIDE))
 		return NP_CONTINUE;
+	/* Every packet, not only a connection's first: a client that a
+	 * range no longer admits loses its connections too. Dropped
+	 * silently, as kube-proxy's firewall drops. */
+	if (lb4_source_denied(svc, p->saddr))
+		return nodeport_drop(skb, f, DROP_NOT_IN_SRC_RANGE);
 	/* A remote backend's connection is tracked by its service entry
 	 * only: it says what is news for monitor aggregation. (A local
 	 * backend's delivery asks its own conntrack entry.) */

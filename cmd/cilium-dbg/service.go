@@ -152,6 +152,9 @@ func lbFlags(s spec.Service) string {
 	if s.Flags&spec.LBTwoScopes != 0 {
 		out = append(out, "two-scopes")
 	}
+	if s.Flags&spec.LBSourceRange != 0 {
+		out = append(out, "check source-range")
+	}
 	if s.Frontend.Scope == spec.ScopeInternal {
 		out = append(out, "internal")
 	}

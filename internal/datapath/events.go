@@ -67,6 +67,7 @@ var (
 	_ = [1]struct{}{}[spec.DropUnknownSender-spec.Reason(lxcDropReasonDROP_UNKNOWN_SENDER)]
 	_ = [1]struct{}{}[spec.DropFragNotFound-spec.Reason(lxcDropReasonDROP_FRAG_NOT_FOUND)]
 	_ = [1]struct{}{}[spec.DropPolicyDeny-spec.Reason(lxcDropReasonDROP_POLICY_DENY)]
+	_ = [1]struct{}{}[spec.DropNotInSourceRange-spec.Reason(lxcDropReasonDROP_NOT_IN_SRC_RANGE)]
 )
 
 // eventSize is the size of a ring buffer record; a record grows only at

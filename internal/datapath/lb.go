@@ -12,10 +12,11 @@ import (
 
 // The service maps' key and value layouts, from bpf/lib/lb.h.
 type (
-	LB4Key        = lxcLb4Key
-	LB4Service    = lxcLb4Service
-	LB4Backend    = lxcLb4Backend
-	LB4ReverseNAT = lxcLb4ReverseNat
+	LB4Key            = lxcLb4Key
+	LB4Service        = lxcLb4Service
+	LB4Backend        = lxcLb4Backend
+	LB4ReverseNAT     = lxcLb4ReverseNat
+	LB4SourceRangeKey = lxcLb4SourceRangeKey
 )
 
 // HairpinIPv4 is the source a pod's packets to itself through a service
@@ -242,4 +243,66 @@ func (m *Maps) RevNATs() (map[uint16]spec.RevNAT, error) {
 		return nil, fmt.Errorf("iterate reverse NAT: %w", err)
 	}
 	return out, nil
+}
+
+// sourceRangeStatic is the part of a source range key always matched:
+// the reverse NAT index and its padding.
+const sourceRangeStatic = 32
+
+func sourceRangeKey(r spec.SourceRange) LB4SourceRangeKey {
+	return LB4SourceRangeKey{Prefixlen: uint32(sourceRangeStatic + r.Prefix.Bits()), RevNatIndex: r.RevNATIndex,
+		Address: be32(r.Prefix.Addr())}
+}
+
+// UpsertSourceRange admits the clients of r.Prefix to the frontend of
+// r.RevNATIndex (with spec.LBSourceRange).
+func (m *Maps) UpsertSourceRange(r spec.SourceRange) error {
+	if err := r.Validate(); err != nil {
+		return err
+	}
+	k := sourceRangeKey(r)
+	if err := m.LB4SourceRange.Put(&k, uint8(1)); err != nil {
+		return fmt.Errorf("put source range %s: %w", r, markFull(err))
+	}
+	return nil
+}
+
+// DeleteSourceRange removes one source range; a missing one is no error.
+func (m *Maps) DeleteSourceRange(r spec.SourceRange) error {
+	k := sourceRangeKey(r)
+	if err := m.LB4SourceRange.Delete(&k); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+		return fmt.Errorf("delete source range %s: %w", r, err)
+	}
+	return nil
+}
+
+// SourceRanges lists the source range map, by reverse NAT index and prefix.
+func (m *Maps) SourceRanges() ([]spec.SourceRange, error) {
+	var out []spec.SourceRange
+	var k LB4SourceRangeKey
+	var v uint8
+	it := m.LB4SourceRange.Iterate()
+	for it.Next(&k, &v) {
+		bits := int(k.Prefixlen) - sourceRangeStatic
+		p, err := addrOfBE32(k.Address).Prefix(max(0, min(bits, 32)))
+		if err != nil {
+			return nil, fmt.Errorf("source range of %d: %w", k.RevNatIndex, err)
+		}
+		out = append(out, spec.SourceRange{RevNATIndex: k.RevNatIndex, Prefix: p})
+	}
+	if err := it.Err(); err != nil {
+		return nil, fmt.Errorf("iterate source ranges: %w", err)
+	}
+	slices.SortFunc(out, compareSourceRanges)
+	return out, nil
+}
+
+func compareSourceRanges(a, b spec.SourceRange) int {
+	if a.RevNATIndex != b.RevNATIndex {
+		return int(a.RevNATIndex) - int(b.RevNATIndex)
+	}
+	if c := a.Prefix.Addr().Compare(b.Prefix.Addr()); c != 0 {
+		return c
+	}
+	return a.Prefix.Bits() - b.Prefix.Bits()
 }

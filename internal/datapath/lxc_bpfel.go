@@ -93,6 +93,7 @@ const (
 	lxcDropReasonDROP_INVALID_IDENTITY lxcDropReason = 171
 	lxcDropReasonDROP_UNKNOWN_SENDER   lxcDropReason = 172
 	lxcDropReasonDROP_FRAG_NOT_FOUND   lxcDropReason = 175
+	lxcDropReasonDROP_NOT_IN_SRC_RANGE lxcDropReason = 177
 	lxcDropReasonDROP_POLICY_DENY      lxcDropReason = 181
 )
 
@@ -269,6 +270,14 @@ type lxcLb4SockRevKey struct {
 	Pad     uint16
 }
 
+type lxcLb4SourceRangeKey struct {
+	_           structs.HostLayout
+	Prefixlen   uint32
+	RevNatIndex uint16
+	Pad         uint16
+	Address     uint32
+}
+
 type lxcLbAffinityKey struct {
 	_           structs.HostLayout
 	Client      uint64
@@ -301,6 +310,7 @@ const (
 	lxcLbFlagsLB_F_AFFINITY     lxcLbFlags = 16
 	lxcLbFlagsLB_F_TWO_SCOPES   lxcLbFlags = 32
 	lxcLbFlagsLB_F_LOCAL        lxcLbFlags = 64
+	lxcLbFlagsLB_F_SOURCE_RANGE lxcLbFlags = 128
 )
 
 type lxcLbHairpin uint32
@@ -440,50 +450,51 @@ const (
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
-	lxcMapCiliumCt4           = "cilium_ct4"
-	lxcMapCiliumEvents        = "cilium_events"
-	lxcMapCiliumFib4          = "cilium_fib4"
-	lxcMapCiliumFibGen        = "cilium_fib_gen"
-	lxcMapCiliumFrag4         = "cilium_frag4"
-	lxcMapCiliumIpcache       = "cilium_ipcache"
-	lxcMapCiliumL2Liveness    = "cilium_l2_liveness"
-	lxcMapCiliumL2ResponderV4 = "cilium_l2_responder_v4"
-	lxcMapCiliumLb4Backends   = "cilium_lb4_backends"
-	lxcMapCiliumLb4ReverseNat = "cilium_lb4_reverse_nat"
-	lxcMapCiliumLb4ReverseSk  = "cilium_lb4_reverse_sk"
-	lxcMapCiliumLb4Services   = "cilium_lb4_services"
-	lxcMapCiliumLbAffinity    = "cilium_lb_affinity"
-	lxcMapCiliumLxc           = "cilium_lxc"
-	lxcMapCiliumMetrics       = "cilium_metrics"
-	lxcMapCiliumPolicyV2      = "cilium_policy_v2"
-	lxcMapCiliumSnat4         = "cilium_snat4"
-	lxcProgCilFromContainer   = "cil_from_container"
-	lxcProgCilToContainer     = "cil_to_container"
-	lxcVarCT_REPORT_FLAGS     = "CT_REPORT_FLAGS"
-	lxcVarCT_REPORT_INTERVAL  = "CT_REPORT_INTERVAL"
-	lxcVarENDPOINT_ID         = "ENDPOINT_ID"
-	lxcVarENDPOINT_IDENTITY   = "ENDPOINT_IDENTITY"
-	lxcVarENDPOINT_IPV4       = "ENDPOINT_IPV4"
-	lxcVarLEGACY_ROUTING      = "LEGACY_ROUTING"
-	lxcVarMASQUERADE          = "MASQUERADE"
-	lxcVarMONITOR_AGGREGATION = "MONITOR_AGGREGATION"
-	lxcVarNAT_PORT_MAX        = "NAT_PORT_MAX"
-	lxcVarNAT_PORT_MIN        = "NAT_PORT_MIN"
-	lxcVarNETKIT              = "NETKIT"
-	lxcVarNODEPORT_MAX        = "NODEPORT_MAX"
-	lxcVarNODEPORT_MIN        = "NODEPORT_MIN"
-	lxcVarNODE_IPV4           = "NODE_IPV4"
-	lxcVarPOLICY_EGRESS       = "POLICY_EGRESS"
-	lxcVarPOLICY_INGRESS      = "POLICY_INGRESS"
-	lxcVarTRACE_ENABLED       = "TRACE_ENABLED"
-	lxcVarTUNNEL_IFINDEX      = "TUNNEL_IFINDEX"
-	lxcVarTUNNEL_MODE         = "TUNNEL_MODE"
-	lxcVarEventType           = "__event_type"
-	lxcVarGoContract          = "__go_contract"
-	lxcVarLbContract          = "__lb_contract"
-	lxcVarLbXlateContract     = "__lb_xlate_contract"
-	lxcVarPolicyEntryType     = "__policy_entry_type"
-	lxcVarPolicyKeyType       = "__policy_key_type"
+	lxcMapCiliumCt4            = "cilium_ct4"
+	lxcMapCiliumEvents         = "cilium_events"
+	lxcMapCiliumFib4           = "cilium_fib4"
+	lxcMapCiliumFibGen         = "cilium_fib_gen"
+	lxcMapCiliumFrag4          = "cilium_frag4"
+	lxcMapCiliumIpcache        = "cilium_ipcache"
+	lxcMapCiliumL2Liveness     = "cilium_l2_liveness"
+	lxcMapCiliumL2ResponderV4  = "cilium_l2_responder_v4"
+	lxcMapCiliumLb4Backends    = "cilium_lb4_backends"
+	lxcMapCiliumLb4ReverseNat  = "cilium_lb4_reverse_nat"
+	lxcMapCiliumLb4ReverseSk   = "cilium_lb4_reverse_sk"
+	lxcMapCiliumLb4Services    = "cilium_lb4_services"
+	lxcMapCiliumLb4SourceRange = "cilium_lb4_source_range"
+	lxcMapCiliumLbAffinity     = "cilium_lb_affinity"
+	lxcMapCiliumLxc            = "cilium_lxc"
+	lxcMapCiliumMetrics        = "cilium_metrics"
+	lxcMapCiliumPolicyV2       = "cilium_policy_v2"
+	lxcMapCiliumSnat4          = "cilium_snat4"
+	lxcProgCilFromContainer    = "cil_from_container"
+	lxcProgCilToContainer      = "cil_to_container"
+	lxcVarCT_REPORT_FLAGS      = "CT_REPORT_FLAGS"
+	lxcVarCT_REPORT_INTERVAL   = "CT_REPORT_INTERVAL"
+	lxcVarENDPOINT_ID          = "ENDPOINT_ID"
+	lxcVarENDPOINT_IDENTITY    = "ENDPOINT_IDENTITY"
+	lxcVarENDPOINT_IPV4        = "ENDPOINT_IPV4"
+	lxcVarLEGACY_ROUTING       = "LEGACY_ROUTING"
+	lxcVarMASQUERADE           = "MASQUERADE"
+	lxcVarMONITOR_AGGREGATION  = "MONITOR_AGGREGATION"
+	lxcVarNAT_PORT_MAX         = "NAT_PORT_MAX"
+	lxcVarNAT_PORT_MIN         = "NAT_PORT_MIN"
+	lxcVarNETKIT               = "NETKIT"
+	lxcVarNODEPORT_MAX         = "NODEPORT_MAX"
+	lxcVarNODEPORT_MIN         = "NODEPORT_MIN"
+	lxcVarNODE_IPV4            = "NODE_IPV4"
+	lxcVarPOLICY_EGRESS        = "POLICY_EGRESS"
+	lxcVarPOLICY_INGRESS       = "POLICY_INGRESS"
+	lxcVarTRACE_ENABLED        = "TRACE_ENABLED"
+	lxcVarTUNNEL_IFINDEX       = "TUNNEL_IFINDEX"
+	lxcVarTUNNEL_MODE          = "TUNNEL_MODE"
+	lxcVarEventType            = "__event_type"
+	lxcVarGoContract           = "__go_contract"
+	lxcVarLbContract           = "__lb_contract"
+	lxcVarLbXlateContract      = "__lb_xlate_contract"
+	lxcVarPolicyEntryType      = "__policy_entry_type"
+	lxcVarPolicyKeyType        = "__policy_key_type"
 )
 
 // loadLxc returns the embedded CollectionSpec for lxc.
@@ -536,23 +547,24 @@ type lxcProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type lxcMapSpecs struct {
-	CiliumCt4           *ebpf.MapSpec `ebpf:"cilium_ct4"`
-	CiliumEvents        *ebpf.MapSpec `ebpf:"cilium_events"`
-	CiliumFib4          *ebpf.MapSpec `ebpf:"cilium_fib4"`
-	CiliumFibGen        *ebpf.MapSpec `ebpf:"cilium_fib_gen"`
-	CiliumFrag4         *ebpf.MapSpec `ebpf:"cilium_frag4"`
-	CiliumIpcache       *ebpf.MapSpec `ebpf:"cilium_ipcache"`
-	CiliumL2Liveness    *ebpf.MapSpec `ebpf:"cilium_l2_liveness"`
-	CiliumL2ResponderV4 *ebpf.MapSpec `ebpf:"cilium_l2_responder_v4"`
-	CiliumLb4Backends   *ebpf.MapSpec `ebpf:"cilium_lb4_backends"`
-	CiliumLb4ReverseNat *ebpf.MapSpec `ebpf:"cilium_lb4_reverse_nat"`
-	CiliumLb4ReverseSk  *ebpf.MapSpec `ebpf:"cilium_lb4_reverse_sk"`
-	CiliumLb4Services   *ebpf.MapSpec `ebpf:"cilium_lb4_services"`
-	CiliumLbAffinity    *ebpf.MapSpec `ebpf:"cilium_lb_affinity"`
-	CiliumLxc           *ebpf.MapSpec `ebpf:"cilium_lxc"`
-	CiliumMetrics       *ebpf.MapSpec `ebpf:"cilium_metrics"`
-	CiliumPolicyV2      *ebpf.MapSpec `ebpf:"cilium_policy_v2"`
-	CiliumSnat4         *ebpf.MapSpec `ebpf:"cilium_snat4"`
+	CiliumCt4            *ebpf.MapSpec `ebpf:"cilium_ct4"`
+	CiliumEvents         *ebpf.MapSpec `ebpf:"cilium_events"`
+	CiliumFib4           *ebpf.MapSpec `ebpf:"cilium_fib4"`
+	CiliumFibGen         *ebpf.MapSpec `ebpf:"cilium_fib_gen"`
+	CiliumFrag4          *ebpf.MapSpec `ebpf:"cilium_frag4"`
+	CiliumIpcache        *ebpf.MapSpec `ebpf:"cilium_ipcache"`
+	CiliumL2Liveness     *ebpf.MapSpec `ebpf:"cilium_l2_liveness"`
+	CiliumL2ResponderV4  *ebpf.MapSpec `ebpf:"cilium_l2_responder_v4"`
+	CiliumLb4Backends    *ebpf.MapSpec `ebpf:"cilium_lb4_backends"`
+	CiliumLb4ReverseNat  *ebpf.MapSpec `ebpf:"cilium_lb4_reverse_nat"`
+	CiliumLb4ReverseSk   *ebpf.MapSpec `ebpf:"cilium_lb4_reverse_sk"`
+	CiliumLb4Services    *ebpf.MapSpec `ebpf:"cilium_lb4_services"`
+	CiliumLb4SourceRange *ebpf.MapSpec `ebpf:"cilium_lb4_source_range"`
+	CiliumLbAffinity     *ebpf.MapSpec `ebpf:"cilium_lb_affinity"`
+	CiliumLxc            *ebpf.MapSpec `ebpf:"cilium_lxc"`
+	CiliumMetrics        *ebpf.MapSpec `ebpf:"cilium_metrics"`
+	CiliumPolicyV2       *ebpf.MapSpec `ebpf:"cilium_policy_v2"`
+	CiliumSnat4          *ebpf.MapSpec `ebpf:"cilium_snat4"`
 }
 
 // lxcVariableSpecs contains global variables before they are loaded into the kernel.
@@ -606,23 +618,24 @@ func (o *lxcObjects) Close() error {
 //
 // It can be passed to loadLxcObjects or ebpf.CollectionSpec.LoadAndAssign.
 type lxcMaps struct {
-	CiliumCt4           *ebpf.Map `ebpf:"cilium_ct4"`
-	CiliumEvents        *ebpf.Map `ebpf:"cilium_events"`
-	CiliumFib4          *ebpf.Map `ebpf:"cilium_fib4"`
-	CiliumFibGen        *ebpf.Map `ebpf:"cilium_fib_gen"`
-	CiliumFrag4         *ebpf.Map `ebpf:"cilium_frag4"`
-	CiliumIpcache       *ebpf.Map `ebpf:"cilium_ipcache"`
-	CiliumL2Liveness    *ebpf.Map `ebpf:"cilium_l2_liveness"`
-	CiliumL2ResponderV4 *ebpf.Map `ebpf:"cilium_l2_responder_v4"`
-	CiliumLb4Backends   *ebpf.Map `ebpf:"cilium_lb4_backends"`
-	CiliumLb4ReverseNat *ebpf.Map `ebpf:"cilium_lb4_reverse_nat"`
-	CiliumLb4ReverseSk  *ebpf.Map `ebpf:"cilium_lb4_reverse_sk"`
-	CiliumLb4Services   *ebpf.Map `ebpf:"cilium_lb4_services"`
-	CiliumLbAffinity    *ebpf.Map `ebpf:"cilium_lb_affinity"`
-	CiliumLxc           *ebpf.Map `ebpf:"cilium_lxc"`
-	CiliumMetrics       *ebpf.Map `ebpf:"cilium_metrics"`
-	CiliumPolicyV2      *ebpf.Map `ebpf:"cilium_policy_v2"`
-	CiliumSnat4         *ebpf.Map `ebpf:"cilium_snat4"`
+	CiliumCt4            *ebpf.Map `ebpf:"cilium_ct4"`
+	CiliumEvents         *ebpf.Map `ebpf:"cilium_events"`
+	CiliumFib4           *ebpf.Map `ebpf:"cilium_fib4"`
+	CiliumFibGen         *ebpf.Map `ebpf:"cilium_fib_gen"`
+	CiliumFrag4          *ebpf.Map `ebpf:"cilium_frag4"`
+	CiliumIpcache        *ebpf.Map `ebpf:"cilium_ipcache"`
+	CiliumL2Liveness     *ebpf.Map `ebpf:"cilium_l2_liveness"`
+	CiliumL2ResponderV4  *ebpf.Map `ebpf:"cilium_l2_responder_v4"`
+	CiliumLb4Backends    *ebpf.Map `ebpf:"cilium_lb4_backends"`
+	CiliumLb4ReverseNat  *ebpf.Map `ebpf:"cilium_lb4_reverse_nat"`
+	CiliumLb4ReverseSk   *ebpf.Map `ebpf:"cilium_lb4_reverse_sk"`
+	CiliumLb4Services    *ebpf.Map `ebpf:"cilium_lb4_services"`
+	CiliumLb4SourceRange *ebpf.Map `ebpf:"cilium_lb4_source_range"`
+	CiliumLbAffinity     *ebpf.Map `ebpf:"cilium_lb_affinity"`
+	CiliumLxc            *ebpf.Map `ebpf:"cilium_lxc"`
+	CiliumMetrics        *ebpf.Map `ebpf:"cilium_metrics"`
+	CiliumPolicyV2       *ebpf.Map `ebpf:"cilium_policy_v2"`
+	CiliumSnat4          *ebpf.Map `ebpf:"cilium_snat4"`
 }
 
 func (m *lxcMaps) Close() error {
@@ -639,6 +652,7 @@ func (m *lxcMaps) Close() error {
 		m.CiliumLb4ReverseNat,
 		m.CiliumLb4ReverseSk,
 		m.CiliumLb4Services,
+		m.CiliumLb4SourceRange,
 		m.CiliumLbAffinity,
 		m.CiliumLxc,
 		m.CiliumMetrics,

@@ -35,6 +35,9 @@ type Maps struct {
 	LB4Backends   *ebpf.Map
 	LB4ReverseNAT *ebpf.Map
 	LBAffinity    *ebpf.Map
+	// LB4SourceRange holds the prefixes of the clients that frontends
+	// with source ranges admit.
+	LB4SourceRange *ebpf.Map
 	// LB4ReverseSock is what sockets that socket-level balancing
 	// translated see as their peer (sock.go).
 	LB4ReverseSock *ebpf.Map
@@ -99,6 +102,10 @@ var mapTable = []mapDef{
 		field: func(m *Maps) **ebpf.Map { return &m.LB4ReverseNAT }, lbSized: true},
 	{name: "cilium_lb_affinity", spec: func(s *lxcMapSpecs) *ebpf.MapSpec { return s.CiliumLbAffinity },
 		field: func(m *Maps) **ebpf.Map { return &m.LBAffinity }, disposable: true, lbSized: true},
+	// Losing it only keeps every client out of the fenced frontends until
+	// the reconciler writes it again.
+	{name: "cilium_lb4_source_range", spec: func(s *lxcMapSpecs) *ebpf.MapSpec { return s.CiliumLb4SourceRange },
+		field: func(m *Maps) **ebpf.Map { return &m.LB4SourceRange }, disposable: true, lbSized: true},
 	{name: "cilium_lb4_reverse_sk", spec: func(s *lxcMapSpecs) *ebpf.MapSpec { return s.CiliumLb4ReverseSk },
 		field: func(m *Maps) **ebpf.Map { return &m.LB4ReverseSock }, disposable: true, lbSized: true},
 	{name: "cilium_l2_responder_v4", spec: func(s *lxcMapSpecs) *ebpf.MapSpec { return s.CiliumL2ResponderV4 },

@@ -16,46 +16,47 @@ import (
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
-	nodeMapCiliumCt4           = "cilium_ct4"
-	nodeMapCiliumEvents        = "cilium_events"
-	nodeMapCiliumFib4          = "cilium_fib4"
-	nodeMapCiliumFibGen        = "cilium_fib_gen"
-	nodeMapCiliumFrag4         = "cilium_frag4"
-	nodeMapCiliumIpcache       = "cilium_ipcache"
-	nodeMapCiliumL2Liveness    = "cilium_l2_liveness"
-	nodeMapCiliumL2ResponderV4 = "cilium_l2_responder_v4"
-	nodeMapCiliumLb4Backends   = "cilium_lb4_backends"
-	nodeMapCiliumLb4ReverseNat = "cilium_lb4_reverse_nat"
-	nodeMapCiliumLb4ReverseSk  = "cilium_lb4_reverse_sk"
-	nodeMapCiliumLb4Services   = "cilium_lb4_services"
-	nodeMapCiliumLbAffinity    = "cilium_lb_affinity"
-	nodeMapCiliumLxc           = "cilium_lxc"
-	nodeMapCiliumMetrics       = "cilium_metrics"
-	nodeMapCiliumPolicyV2      = "cilium_policy_v2"
-	nodeMapCiliumSnat4         = "cilium_snat4"
-	nodeProgCilFromNetdev      = "cil_from_netdev"
-	nodeProgCilFromOverlay     = "cil_from_overlay"
-	nodeProgCilToNetdev        = "cil_to_netdev"
-	nodeProgCilToOverlay       = "cil_to_overlay"
-	nodeVarCT_REPORT_FLAGS     = "CT_REPORT_FLAGS"
-	nodeVarCT_REPORT_INTERVAL  = "CT_REPORT_INTERVAL"
-	nodeVarLEGACY_ROUTING      = "LEGACY_ROUTING"
-	nodeVarMASQUERADE          = "MASQUERADE"
-	nodeVarMONITOR_AGGREGATION = "MONITOR_AGGREGATION"
-	nodeVarNAT_PORT_MAX        = "NAT_PORT_MAX"
-	nodeVarNAT_PORT_MIN        = "NAT_PORT_MIN"
-	nodeVarNODEPORT_MAX        = "NODEPORT_MAX"
-	nodeVarNODEPORT_MIN        = "NODEPORT_MIN"
-	nodeVarNODE_IPV4           = "NODE_IPV4"
-	nodeVarTRACE_ENABLED       = "TRACE_ENABLED"
-	nodeVarTUNNEL_IFINDEX      = "TUNNEL_IFINDEX"
-	nodeVarTUNNEL_MODE         = "TUNNEL_MODE"
-	nodeVarEventType           = "__event_type"
-	nodeVarGoContract          = "__go_contract"
-	nodeVarLbContract          = "__lb_contract"
-	nodeVarLbXlateContract     = "__lb_xlate_contract"
-	nodeVarPolicyEntryType     = "__policy_entry_type"
-	nodeVarPolicyKeyType       = "__policy_key_type"
+	nodeMapCiliumCt4            = "cilium_ct4"
+	nodeMapCiliumEvents         = "cilium_events"
+	nodeMapCiliumFib4           = "cilium_fib4"
+	nodeMapCiliumFibGen         = "cilium_fib_gen"
+	nodeMapCiliumFrag4          = "cilium_frag4"
+	nodeMapCiliumIpcache        = "cilium_ipcache"
+	nodeMapCiliumL2Liveness     = "cilium_l2_liveness"
+	nodeMapCiliumL2ResponderV4  = "cilium_l2_responder_v4"
+	nodeMapCiliumLb4Backends    = "cilium_lb4_backends"
+	nodeMapCiliumLb4ReverseNat  = "cilium_lb4_reverse_nat"
+	nodeMapCiliumLb4ReverseSk   = "cilium_lb4_reverse_sk"
+	nodeMapCiliumLb4Services    = "cilium_lb4_services"
+	nodeMapCiliumLb4SourceRange = "cilium_lb4_source_range"
+	nodeMapCiliumLbAffinity     = "cilium_lb_affinity"
+	nodeMapCiliumLxc            = "cilium_lxc"
+	nodeMapCiliumMetrics        = "cilium_metrics"
+	nodeMapCiliumPolicyV2       = "cilium_policy_v2"
+	nodeMapCiliumSnat4          = "cilium_snat4"
+	nodeProgCilFromNetdev       = "cil_from_netdev"
+	nodeProgCilFromOverlay      = "cil_from_overlay"
+	nodeProgCilToNetdev         = "cil_to_netdev"
+	nodeProgCilToOverlay        = "cil_to_overlay"
+	nodeVarCT_REPORT_FLAGS      = "CT_REPORT_FLAGS"
+	nodeVarCT_REPORT_INTERVAL   = "CT_REPORT_INTERVAL"
+	nodeVarLEGACY_ROUTING       = "LEGACY_ROUTING"
+	nodeVarMASQUERADE           = "MASQUERADE"
+	nodeVarMONITOR_AGGREGATION  = "MONITOR_AGGREGATION"
+	nodeVarNAT_PORT_MAX         = "NAT_PORT_MAX"
+	nodeVarNAT_PORT_MIN         = "NAT_PORT_MIN"
+	nodeVarNODEPORT_MAX         = "NODEPORT_MAX"
+	nodeVarNODEPORT_MIN         = "NODEPORT_MIN"
+	nodeVarNODE_IPV4            = "NODE_IPV4"
+	nodeVarTRACE_ENABLED        = "TRACE_ENABLED"
+	nodeVarTUNNEL_IFINDEX       = "TUNNEL_IFINDEX"
+	nodeVarTUNNEL_MODE          = "TUNNEL_MODE"
+	nodeVarEventType            = "__event_type"
+	nodeVarGoContract           = "__go_contract"
+	nodeVarLbContract           = "__lb_contract"
+	nodeVarLbXlateContract      = "__lb_xlate_contract"
+	nodeVarPolicyEntryType      = "__policy_entry_type"
+	nodeVarPolicyKeyType        = "__policy_key_type"
 )
 
 // loadNode returns the embedded CollectionSpec for node.
@@ -110,23 +111,24 @@ type nodeProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type nodeMapSpecs struct {
-	CiliumCt4           *ebpf.MapSpec `ebpf:"cilium_ct4"`
-	CiliumEvents        *ebpf.MapSpec `ebpf:"cilium_events"`
-	CiliumFib4          *ebpf.MapSpec `ebpf:"cilium_fib4"`
-	CiliumFibGen        *ebpf.MapSpec `ebpf:"cilium_fib_gen"`
-	CiliumFrag4         *ebpf.MapSpec `ebpf:"cilium_frag4"`
-	CiliumIpcache       *ebpf.MapSpec `ebpf:"cilium_ipcache"`
-	CiliumL2Liveness    *ebpf.MapSpec `ebpf:"cilium_l2_liveness"`
-	CiliumL2ResponderV4 *ebpf.MapSpec `ebpf:"cilium_l2_responder_v4"`
-	CiliumLb4Backends   *ebpf.MapSpec `ebpf:"cilium_lb4_backends"`
-	CiliumLb4ReverseNat *ebpf.MapSpec `ebpf:"cilium_lb4_reverse_nat"`
-	CiliumLb4ReverseSk  *ebpf.MapSpec `ebpf:"cilium_lb4_reverse_sk"`
-	CiliumLb4Services   *ebpf.MapSpec `ebpf:"cilium_lb4_services"`
-	CiliumLbAffinity    *ebpf.MapSpec `ebpf:"cilium_lb_affinity"`
-	CiliumLxc           *ebpf.MapSpec `ebpf:"cilium_lxc"`
-	CiliumMetrics       *ebpf.MapSpec `ebpf:"cilium_metrics"`
-	CiliumPolicyV2      *ebpf.MapSpec `ebpf:"cilium_policy_v2"`
-	CiliumSnat4         *ebpf.MapSpec `ebpf:"cilium_snat4"`
+	CiliumCt4            *ebpf.MapSpec `ebpf:"cilium_ct4"`
+	CiliumEvents         *ebpf.MapSpec `ebpf:"cilium_events"`
+	CiliumFib4           *ebpf.MapSpec `ebpf:"cilium_fib4"`
+	CiliumFibGen         *ebpf.MapSpec `ebpf:"cilium_fib_gen"`
+	CiliumFrag4          *ebpf.MapSpec `ebpf:"cilium_frag4"`
+	CiliumIpcache        *ebpf.MapSpec `ebpf:"cilium_ipcache"`
+	CiliumL2Liveness     *ebpf.MapSpec `ebpf:"cilium_l2_liveness"`
+	CiliumL2ResponderV4  *ebpf.MapSpec `ebpf:"cilium_l2_responder_v4"`
+	CiliumLb4Backends    *ebpf.MapSpec `ebpf:"cilium_lb4_backends"`
+	CiliumLb4ReverseNat  *ebpf.MapSpec `ebpf:"cilium_lb4_reverse_nat"`
+	CiliumLb4ReverseSk   *ebpf.MapSpec `ebpf:"cilium_lb4_reverse_sk"`
+	CiliumLb4Services    *ebpf.MapSpec `ebpf:"cilium_lb4_services"`
+	CiliumLb4SourceRange *ebpf.MapSpec `ebpf:"cilium_lb4_source_range"`
+	CiliumLbAffinity     *ebpf.MapSpec `ebpf:"cilium_lb_affinity"`
+	CiliumLxc            *ebpf.MapSpec `ebpf:"cilium_lxc"`
+	CiliumMetrics        *ebpf.MapSpec `ebpf:"cilium_metrics"`
+	CiliumPolicyV2       *ebpf.MapSpec `ebpf:"cilium_policy_v2"`
+	CiliumSnat4          *ebpf.MapSpec `ebpf:"cilium_snat4"`
 }
 
 // nodeVariableSpecs contains global variables before they are loaded into the kernel.
@@ -174,23 +176,24 @@ func (o *nodeObjects) Close() error {
 //
 // It can be passed to loadNodeObjects or ebpf.CollectionSpec.LoadAndAssign.
 type nodeMaps struct {
-	CiliumCt4           *ebpf.Map `ebpf:"cilium_ct4"`
-	CiliumEvents        *ebpf.Map `ebpf:"cilium_events"`
-	CiliumFib4          *ebpf.Map `ebpf:"cilium_fib4"`
-	CiliumFibGen        *ebpf.Map `ebpf:"cilium_fib_gen"`
-	CiliumFrag4         *ebpf.Map `ebpf:"cilium_frag4"`
-	CiliumIpcache       *ebpf.Map `ebpf:"cilium_ipcache"`
-	CiliumL2Liveness    *ebpf.Map `ebpf:"cilium_l2_liveness"`
-	CiliumL2ResponderV4 *ebpf.Map `ebpf:"cilium_l2_responder_v4"`
-	CiliumLb4Backends   *ebpf.Map `ebpf:"cilium_lb4_backends"`
-	CiliumLb4ReverseNat *ebpf.Map `ebpf:"cilium_lb4_reverse_nat"`
-	CiliumLb4ReverseSk  *ebpf.Map `ebpf:"cilium_lb4_reverse_sk"`
-	CiliumLb4Services   *ebpf.Map `ebpf:"cilium_lb4_services"`
-	CiliumLbAffinity    *ebpf.Map `ebpf:"cilium_lb_affinity"`
-	CiliumLxc           *ebpf.Map `ebpf:"cilium_lxc"`
-	CiliumMetrics       *ebpf.Map `ebpf:"cilium_metrics"`
-	CiliumPolicyV2      *ebpf.Map `ebpf:"cilium_policy_v2"`
-	CiliumSnat4         *ebpf.Map `ebpf:"cilium_snat4"`
+	CiliumCt4            *ebpf.Map `ebpf:"cilium_ct4"`
+	CiliumEvents         *ebpf.Map `ebpf:"cilium_events"`
+	CiliumFib4           *ebpf.Map `ebpf:"cilium_fib4"`
+	CiliumFibGen         *ebpf.Map `ebpf:"cilium_fib_gen"`
+	CiliumFrag4          *ebpf.Map `ebpf:"cilium_frag4"`
+	CiliumIpcache        *ebpf.Map `ebpf:"cilium_ipcache"`
+	CiliumL2Liveness     *ebpf.Map `ebpf:"cilium_l2_liveness"`
+	CiliumL2ResponderV4  *ebpf.Map `ebpf:"cilium_l2_responder_v4"`
+	CiliumLb4Backends    *ebpf.Map `ebpf:"cilium_lb4_backends"`
+	CiliumLb4ReverseNat  *ebpf.Map `ebpf:"cilium_lb4_reverse_nat"`
+	CiliumLb4ReverseSk   *ebpf.Map `ebpf:"cilium_lb4_reverse_sk"`
+	CiliumLb4Services    *ebpf.Map `ebpf:"cilium_lb4_services"`
+	CiliumLb4SourceRange *ebpf.Map `ebpf:"cilium_lb4_source_range"`
+	CiliumLbAffinity     *ebpf.Map `ebpf:"cilium_lb_affinity"`
+	CiliumLxc            *ebpf.Map `ebpf:"cilium_lxc"`
+	CiliumMetrics        *ebpf.Map `ebpf:"cilium_metrics"`
+	CiliumPolicyV2       *ebpf.Map `ebpf:"cilium_policy_v2"`
+	CiliumSnat4          *ebpf.Map `ebpf:"cilium_snat4"`
 }
 
 func (m *nodeMaps) Close() error {
@@ -207,6 +210,7 @@ func (m *nodeMaps) Close() error {
 		m.CiliumLb4ReverseNat,
 		m.CiliumLb4ReverseSk,
 		m.CiliumLb4Services,
+		m.CiliumLb4SourceRange,
 		m.CiliumLbAffinity,
 		m.CiliumLxc,
 		m.CiliumMetrics,

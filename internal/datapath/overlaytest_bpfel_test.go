@@ -16,49 +16,50 @@ import (
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
-	overlaytestMapCiliumCt4           = "cilium_ct4"
-	overlaytestMapCiliumEvents        = "cilium_events"
-	overlaytestMapCiliumFib4          = "cilium_fib4"
-	overlaytestMapCiliumFibGen        = "cilium_fib_gen"
-	overlaytestMapCiliumFrag4         = "cilium_frag4"
-	overlaytestMapCiliumIpcache       = "cilium_ipcache"
-	overlaytestMapCiliumL2Liveness    = "cilium_l2_liveness"
-	overlaytestMapCiliumL2ResponderV4 = "cilium_l2_responder_v4"
-	overlaytestMapCiliumLb4Backends   = "cilium_lb4_backends"
-	overlaytestMapCiliumLb4ReverseNat = "cilium_lb4_reverse_nat"
-	overlaytestMapCiliumLb4ReverseSk  = "cilium_lb4_reverse_sk"
-	overlaytestMapCiliumLb4Services   = "cilium_lb4_services"
-	overlaytestMapCiliumLbAffinity    = "cilium_lb_affinity"
-	overlaytestMapCiliumLxc           = "cilium_lxc"
-	overlaytestMapCiliumMetrics       = "cilium_metrics"
-	overlaytestMapCiliumPolicyV2      = "cilium_policy_v2"
-	overlaytestMapCiliumSnat4         = "cilium_snat4"
-	overlaytestProgCilFromNetdev      = "cil_from_netdev"
-	overlaytestProgCilFromOverlay     = "cil_from_overlay"
-	overlaytestProgCilToNetdev        = "cil_to_netdev"
-	overlaytestProgCilToOverlay       = "cil_to_overlay"
-	overlaytestProgTestFromOverlay    = "test_from_overlay"
-	overlaytestVarCT_REPORT_FLAGS     = "CT_REPORT_FLAGS"
-	overlaytestVarCT_REPORT_INTERVAL  = "CT_REPORT_INTERVAL"
-	overlaytestVarLEGACY_ROUTING      = "LEGACY_ROUTING"
-	overlaytestVarMASQUERADE          = "MASQUERADE"
-	overlaytestVarMONITOR_AGGREGATION = "MONITOR_AGGREGATION"
-	overlaytestVarNAT_PORT_MAX        = "NAT_PORT_MAX"
-	overlaytestVarNAT_PORT_MIN        = "NAT_PORT_MIN"
-	overlaytestVarNODEPORT_MAX        = "NODEPORT_MAX"
-	overlaytestVarNODEPORT_MIN        = "NODEPORT_MIN"
-	overlaytestVarNODE_IPV4           = "NODE_IPV4"
-	overlaytestVarTEST_REMOTE_IPV4    = "TEST_REMOTE_IPV4"
-	overlaytestVarTEST_VNI            = "TEST_VNI"
-	overlaytestVarTRACE_ENABLED       = "TRACE_ENABLED"
-	overlaytestVarTUNNEL_IFINDEX      = "TUNNEL_IFINDEX"
-	overlaytestVarTUNNEL_MODE         = "TUNNEL_MODE"
-	overlaytestVarEventType           = "__event_type"
-	overlaytestVarGoContract          = "__go_contract"
-	overlaytestVarLbContract          = "__lb_contract"
-	overlaytestVarLbXlateContract     = "__lb_xlate_contract"
-	overlaytestVarPolicyEntryType     = "__policy_entry_type"
-	overlaytestVarPolicyKeyType       = "__policy_key_type"
+	overlaytestMapCiliumCt4            = "cilium_ct4"
+	overlaytestMapCiliumEvents         = "cilium_events"
+	overlaytestMapCiliumFib4           = "cilium_fib4"
+	overlaytestMapCiliumFibGen         = "cilium_fib_gen"
+	overlaytestMapCiliumFrag4          = "cilium_frag4"
+	overlaytestMapCiliumIpcache        = "cilium_ipcache"
+	overlaytestMapCiliumL2Liveness     = "cilium_l2_liveness"
+	overlaytestMapCiliumL2ResponderV4  = "cilium_l2_responder_v4"
+	overlaytestMapCiliumLb4Backends    = "cilium_lb4_backends"
+	overlaytestMapCiliumLb4ReverseNat  = "cilium_lb4_reverse_nat"
+	overlaytestMapCiliumLb4ReverseSk   = "cilium_lb4_reverse_sk"
+	overlaytestMapCiliumLb4Services    = "cilium_lb4_services"
+	overlaytestMapCiliumLb4SourceRange = "cilium_lb4_source_range"
+	overlaytestMapCiliumLbAffinity     = "cilium_lb_affinity"
+	overlaytestMapCiliumLxc            = "cilium_lxc"
+	overlaytestMapCiliumMetrics        = "cilium_metrics"
+	overlaytestMapCiliumPolicyV2       = "cilium_policy_v2"
+	overlaytestMapCiliumSnat4          = "cilium_snat4"
+	overlaytestProgCilFromNetdev       = "cil_from_netdev"
+	overlaytestProgCilFromOverlay      = "cil_from_overlay"
+	overlaytestProgCilToNetdev         = "cil_to_netdev"
+	overlaytestProgCilToOverlay        = "cil_to_overlay"
+	overlaytestProgTestFromOverlay     = "test_from_overlay"
+	overlaytestVarCT_REPORT_FLAGS      = "CT_REPORT_FLAGS"
+	overlaytestVarCT_REPORT_INTERVAL   = "CT_REPORT_INTERVAL"
+	overlaytestVarLEGACY_ROUTING       = "LEGACY_ROUTING"
+	overlaytestVarMASQUERADE           = "MASQUERADE"
+	overlaytestVarMONITOR_AGGREGATION  = "MONITOR_AGGREGATION"
+	overlaytestVarNAT_PORT_MAX         = "NAT_PORT_MAX"
+	overlaytestVarNAT_PORT_MIN         = "NAT_PORT_MIN"
+	overlaytestVarNODEPORT_MAX         = "NODEPORT_MAX"
+	overlaytestVarNODEPORT_MIN         = "NODEPORT_MIN"
+	overlaytestVarNODE_IPV4            = "NODE_IPV4"
+	overlaytestVarTEST_REMOTE_IPV4     = "TEST_REMOTE_IPV4"
+	overlaytestVarTEST_VNI             = "TEST_VNI"
+	overlaytestVarTRACE_ENABLED        = "TRACE_ENABLED"
+	overlaytestVarTUNNEL_IFINDEX       = "TUNNEL_IFINDEX"
+	overlaytestVarTUNNEL_MODE          = "TUNNEL_MODE"
+	overlaytestVarEventType            = "__event_type"
+	overlaytestVarGoContract           = "__go_contract"
+	overlaytestVarLbContract           = "__lb_contract"
+	overlaytestVarLbXlateContract      = "__lb_xlate_contract"
+	overlaytestVarPolicyEntryType      = "__policy_entry_type"
+	overlaytestVarPolicyKeyType        = "__policy_key_type"
 )
 
 // loadOverlaytest returns the embedded CollectionSpec for overlaytest.
@@ -114,23 +115,24 @@ type overlaytestProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type overlaytestMapSpecs struct {
-	CiliumCt4           *ebpf.MapSpec `ebpf:"cilium_ct4"`
-	CiliumEvents        *ebpf.MapSpec `ebpf:"cilium_events"`
-	CiliumFib4          *ebpf.MapSpec `ebpf:"cilium_fib4"`
-	CiliumFibGen        *ebpf.MapSpec `ebpf:"cilium_fib_gen"`
-	CiliumFrag4         *ebpf.MapSpec `ebpf:"cilium_frag4"`
-	CiliumIpcache       *ebpf.MapSpec `ebpf:"cilium_ipcache"`
-	CiliumL2Liveness    *ebpf.MapSpec `ebpf:"cilium_l2_liveness"`
-	CiliumL2ResponderV4 *ebpf.MapSpec `ebpf:"cilium_l2_responder_v4"`
-	CiliumLb4Backends   *ebpf.MapSpec `ebpf:"cilium_lb4_backends"`
-	CiliumLb4ReverseNat *ebpf.MapSpec `ebpf:"cilium_lb4_reverse_nat"`
-	CiliumLb4ReverseSk  *ebpf.MapSpec `ebpf:"cilium_lb4_reverse_sk"`
-	CiliumLb4Services   *ebpf.MapSpec `ebpf:"cilium_lb4_services"`
-	CiliumLbAffinity    *ebpf.MapSpec `ebpf:"cilium_lb_affinity"`
-	CiliumLxc           *ebpf.MapSpec `ebpf:"cilium_lxc"`
-	CiliumMetrics       *ebpf.MapSpec `ebpf:"cilium_metrics"`
-	CiliumPolicyV2      *ebpf.MapSpec `ebpf:"cilium_policy_v2"`
-	CiliumSnat4         *ebpf.MapSpec `ebpf:"cilium_snat4"`
+	CiliumCt4            *ebpf.MapSpec `ebpf:"cilium_ct4"`
+	CiliumEvents         *ebpf.MapSpec `ebpf:"cilium_events"`
+	CiliumFib4           *ebpf.MapSpec `ebpf:"cilium_fib4"`
+	CiliumFibGen         *ebpf.MapSpec `ebpf:"cilium_fib_gen"`
+	CiliumFrag4          *ebpf.MapSpec `ebpf:"cilium_frag4"`
+	CiliumIpcache        *ebpf.MapSpec `ebpf:"cilium_ipcache"`
+	CiliumL2Liveness     *ebpf.MapSpec `ebpf:"cilium_l2_liveness"`
+	CiliumL2ResponderV4  *ebpf.MapSpec `ebpf:"cilium_l2_responder_v4"`
+	CiliumLb4Backends    *ebpf.MapSpec `ebpf:"cilium_lb4_backends"`
+	CiliumLb4ReverseNat  *ebpf.MapSpec `ebpf:"cilium_lb4_reverse_nat"`
+	CiliumLb4ReverseSk   *ebpf.MapSpec `ebpf:"cilium_lb4_reverse_sk"`
+	CiliumLb4Services    *ebpf.MapSpec `ebpf:"cilium_lb4_services"`
+	CiliumLb4SourceRange *ebpf.MapSpec `ebpf:"cilium_lb4_source_range"`
+	CiliumLbAffinity     *ebpf.MapSpec `ebpf:"cilium_lb_affinity"`
+	CiliumLxc            *ebpf.MapSpec `ebpf:"cilium_lxc"`
+	CiliumMetrics        *ebpf.MapSpec `ebpf:"cilium_metrics"`
+	CiliumPolicyV2       *ebpf.MapSpec `ebpf:"cilium_policy_v2"`
+	CiliumSnat4          *ebpf.MapSpec `ebpf:"cilium_snat4"`
 }
 
 // overlaytestVariableSpecs contains global variables before they are loaded into the kernel.
@@ -180,23 +182,24 @@ func (o *overlaytestObjects) Close() error {
 //
 // It can be passed to loadOverlaytestObjects or ebpf.CollectionSpec.LoadAndAssign.
 type overlaytestMaps struct {
-	CiliumCt4           *ebpf.Map `ebpf:"cilium_ct4"`
-	CiliumEvents        *ebpf.Map `ebpf:"cilium_events"`
-	CiliumFib4          *ebpf.Map `ebpf:"cilium_fib4"`
-	CiliumFibGen        *ebpf.Map `ebpf:"cilium_fib_gen"`
-	CiliumFrag4         *ebpf.Map `ebpf:"cilium_frag4"`
-	CiliumIpcache       *ebpf.Map `ebpf:"cilium_ipcache"`
-	CiliumL2Liveness    *ebpf.Map `ebpf:"cilium_l2_liveness"`
-	CiliumL2ResponderV4 *ebpf.Map `ebpf:"cilium_l2_responder_v4"`
-	CiliumLb4Backends   *ebpf.Map `ebpf:"cilium_lb4_backends"`
-	CiliumLb4ReverseNat *ebpf.Map `ebpf:"cilium_lb4_reverse_nat"`
-	CiliumLb4ReverseSk  *ebpf.Map `ebpf:"cilium_lb4_reverse_sk"`
-	CiliumLb4Services   *ebpf.Map `ebpf:"cilium_lb4_services"`
-	CiliumLbAffinity    *ebpf.Map `ebpf:"cilium_lb_affinity"`
-	CiliumLxc           *ebpf.Map `ebpf:"cilium_lxc"`
-	CiliumMetrics       *ebpf.Map `ebpf:"cilium_metrics"`
-	CiliumPolicyV2      *ebpf.Map `ebpf:"cilium_policy_v2"`
-	CiliumSnat4         *ebpf.Map `ebpf:"cilium_snat4"`
+	CiliumCt4            *ebpf.Map `ebpf:"cilium_ct4"`
+	CiliumEvents         *ebpf.Map `ebpf:"cilium_events"`
+	CiliumFib4           *ebpf.Map `ebpf:"cilium_fib4"`
+	CiliumFibGen         *ebpf.Map `ebpf:"cilium_fib_gen"`
+	CiliumFrag4          *ebpf.Map `ebpf:"cilium_frag4"`
+	CiliumIpcache        *ebpf.Map `ebpf:"cilium_ipcache"`
+	CiliumL2Liveness     *ebpf.Map `ebpf:"cilium_l2_liveness"`
+	CiliumL2ResponderV4  *ebpf.Map `ebpf:"cilium_l2_responder_v4"`
+	CiliumLb4Backends    *ebpf.Map `ebpf:"cilium_lb4_backends"`
+	CiliumLb4ReverseNat  *ebpf.Map `ebpf:"cilium_lb4_reverse_nat"`
+	CiliumLb4ReverseSk   *ebpf.Map `ebpf:"cilium_lb4_reverse_sk"`
+	CiliumLb4Services    *ebpf.Map `ebpf:"cilium_lb4_services"`
+	CiliumLb4SourceRange *ebpf.Map `ebpf:"cilium_lb4_source_range"`
+	CiliumLbAffinity     *ebpf.Map `ebpf:"cilium_lb_affinity"`
+	CiliumLxc            *ebpf.Map `ebpf:"cilium_lxc"`
+	CiliumMetrics        *ebpf.Map `ebpf:"cilium_metrics"`
+	CiliumPolicyV2       *ebpf.Map `ebpf:"cilium_policy_v2"`
+	CiliumSnat4          *ebpf.Map `ebpf:"cilium_snat4"`
 }
 
 func (m *overlaytestMaps) Close() error {
@@ -213,6 +216,7 @@ func (m *overlaytestMaps) Close() error {
 		m.CiliumLb4ReverseNat,
 		m.CiliumLb4ReverseSk,
 		m.CiliumLb4Services,
+		m.CiliumLb4SourceRange,
 		m.CiliumLbAffinity,
 		m.CiliumLxc,
 		m.CiliumMetrics,

@@ -3,6 +3,7 @@ package datapath
 import (
 	"errors"
 	"fmt"
+	"net/netip"
 	"os"
 	"path/filepath"
 
@@ -52,6 +53,9 @@ type SocketOptions struct {
 	// HostNetNS is the cookie of the node's network namespace (NetNSCookie):
 	// only its processes reach the frontends at loopback addresses.
 	HostNetNS uint64
+	// NodeIPv4 is the address the node's unbound sockets send from,
+	// which frontends with source ranges judge them by.
+	NodeIPv4 netip.Addr
 	// Traces: the programs record the calls they translate
 	// (EventTraceSock).
 	Traces bool
@@ -69,7 +73,7 @@ func LoadSocketPrograms(maps *Maps, o SocketOptions) (*SocketPrograms, error) {
 		return nil, fmt.Errorf("sock constants: %w", err)
 	}
 	if err := errors.Join(setVar(vs.TRACE_ENABLED, boolU8(o.Traces))(),
-		setVar(vs.HOST_NETNS_COOKIE, o.HostNetNS)()); err != nil {
+		setVar(vs.HOST_NETNS_COOKIE, o.HostNetNS)(), setVar(vs.NODE_IPV4, as4(o.NodeIPv4))()); err != nil {
 		return nil, fmt.Errorf("socket programs: %w", err)
 	}
 	var objs struct {
@@ -221,7 +225,8 @@ func (n *Node) attachSocketLB(cgroupPath string) error {
 	if err != nil {
 		return fmt.Errorf("attach socket LB: the node's network namespace: %w", err)
 	}
-	return AttachSocketLB(maps, n.linksDir(), cgroupPath, SocketOptions{HostNetNS: cookie, Traces: n.cfg.Traces.Enabled})
+	return AttachSocketLB(maps, n.linksDir(), cgroupPath, SocketOptions{HostNetNS: cookie, NodeIPv4: n.cfg.NodeIPv4,
+		Traces: n.cfg.Traces.Enabled})
 }
 
 // DetachSocketLB removes socket-level balancing from the cgroup it was

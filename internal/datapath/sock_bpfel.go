@@ -26,6 +26,7 @@ const (
 	sockMapCiliumLb4ReverseNat  = "cilium_lb4_reverse_nat"
 	sockMapCiliumLb4ReverseSk   = "cilium_lb4_reverse_sk"
 	sockMapCiliumLb4Services    = "cilium_lb4_services"
+	sockMapCiliumLb4SourceRange = "cilium_lb4_source_range"
 	sockMapCiliumLbAffinity     = "cilium_lb_affinity"
 	sockMapCiliumLxc            = "cilium_lxc"
 	sockMapCiliumMetrics        = "cilium_metrics"
@@ -107,20 +108,21 @@ type sockProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type sockMapSpecs struct {
-	CiliumCt4           *ebpf.MapSpec `ebpf:"cilium_ct4"`
-	CiliumEvents        *ebpf.MapSpec `ebpf:"cilium_events"`
-	CiliumFib4          *ebpf.MapSpec `ebpf:"cilium_fib4"`
-	CiliumFibGen        *ebpf.MapSpec `ebpf:"cilium_fib_gen"`
-	CiliumFrag4         *ebpf.MapSpec `ebpf:"cilium_frag4"`
-	CiliumIpcache       *ebpf.MapSpec `ebpf:"cilium_ipcache"`
-	CiliumLb4Backends   *ebpf.MapSpec `ebpf:"cilium_lb4_backends"`
-	CiliumLb4ReverseNat *ebpf.MapSpec `ebpf:"cilium_lb4_reverse_nat"`
-	CiliumLb4ReverseSk  *ebpf.MapSpec `ebpf:"cilium_lb4_reverse_sk"`
-	CiliumLb4Services   *ebpf.MapSpec `ebpf:"cilium_lb4_services"`
-	CiliumLbAffinity    *ebpf.MapSpec `ebpf:"cilium_lb_affinity"`
-	CiliumLxc           *ebpf.MapSpec `ebpf:"cilium_lxc"`
-	CiliumMetrics       *ebpf.MapSpec `ebpf:"cilium_metrics"`
-	CiliumPolicyV2      *ebpf.MapSpec `ebpf:"cilium_policy_v2"`
+	CiliumCt4            *ebpf.MapSpec `ebpf:"cilium_ct4"`
+	CiliumEvents         *ebpf.MapSpec `ebpf:"cilium_events"`
+	CiliumFib4           *ebpf.MapSpec `ebpf:"cilium_fib4"`
+	CiliumFibGen         *ebpf.MapSpec `ebpf:"cilium_fib_gen"`
+	CiliumFrag4          *ebpf.MapSpec `ebpf:"cilium_frag4"`
+	CiliumIpcache        *ebpf.MapSpec `ebpf:"cilium_ipcache"`
+	CiliumLb4Backends    *ebpf.MapSpec `ebpf:"cilium_lb4_backends"`
+	CiliumLb4ReverseNat  *ebpf.MapSpec `ebpf:"cilium_lb4_reverse_nat"`
+	CiliumLb4ReverseSk   *ebpf.MapSpec `ebpf:"cilium_lb4_reverse_sk"`
+	CiliumLb4Services    *ebpf.MapSpec `ebpf:"cilium_lb4_services"`
+	CiliumLb4SourceRange *ebpf.MapSpec `ebpf:"cilium_lb4_source_range"`
+	CiliumLbAffinity     *ebpf.MapSpec `ebpf:"cilium_lb_affinity"`
+	CiliumLxc            *ebpf.MapSpec `ebpf:"cilium_lxc"`
+	CiliumMetrics        *ebpf.MapSpec `ebpf:"cilium_metrics"`
+	CiliumPolicyV2       *ebpf.MapSpec `ebpf:"cilium_policy_v2"`
 }
 
 // sockVariableSpecs contains global variables before they are loaded into the kernel.
@@ -166,20 +168,21 @@ func (o *sockObjects) Close() error {
 //
 // It can be passed to loadSockObjects or ebpf.CollectionSpec.LoadAndAssign.
 type sockMaps struct {
-	CiliumCt4           *ebpf.Map `ebpf:"cilium_ct4"`
-	CiliumEvents        *ebpf.Map `ebpf:"cilium_events"`
-	CiliumFib4          *ebpf.Map `ebpf:"cilium_fib4"`
-	CiliumFibGen        *ebpf.Map `ebpf:"cilium_fib_gen"`
-	CiliumFrag4         *ebpf.Map `ebpf:"cilium_frag4"`
-	CiliumIpcache       *ebpf.Map `ebpf:"cilium_ipcache"`
-	CiliumLb4Backends   *ebpf.Map `ebpf:"cilium_lb4_backends"`
-	CiliumLb4ReverseNat *ebpf.Map `ebpf:"cilium_lb4_reverse_nat"`
-	CiliumLb4ReverseSk  *ebpf.Map `ebpf:"cilium_lb4_reverse_sk"`
-	CiliumLb4Services   *ebpf.Map `ebpf:"cilium_lb4_services"`
-	CiliumLbAffinity    *ebpf.Map `ebpf:"cilium_lb_affinity"`
-	CiliumLxc           *ebpf.Map `ebpf:"cilium_lxc"`
-	CiliumMetrics       *ebpf.Map `ebpf:"cilium_metrics"`
-	CiliumPolicyV2      *ebpf.Map `ebpf:"cilium_policy_v2"`
+	CiliumCt4            *ebpf.Map `ebpf:"cilium_ct4"`
+	CiliumEvents         *ebpf.Map `ebpf:"cilium_events"`
+	CiliumFib4           *ebpf.Map `ebpf:"cilium_fib4"`
+	CiliumFibGen         *ebpf.Map `ebpf:"cilium_fib_gen"`
+	CiliumFrag4          *ebpf.Map `ebpf:"cilium_frag4"`
+	CiliumIpcache        *ebpf.Map `ebpf:"cilium_ipcache"`
+	CiliumLb4Backends    *ebpf.Map `ebpf:"cilium_lb4_backends"`
+	CiliumLb4ReverseNat  *ebpf.Map `ebpf:"cilium_lb4_reverse_nat"`
+	CiliumLb4ReverseSk   *ebpf.Map `ebpf:"cilium_lb4_reverse_sk"`
+	CiliumLb4Services    *ebpf.Map `ebpf:"cilium_lb4_services"`
+	CiliumLb4SourceRange *ebpf.Map `ebpf:"cilium_lb4_source_range"`
+	CiliumLbAffinity     *ebpf.Map `ebpf:"cilium_lb_affinity"`
+	CiliumLxc            *ebpf.Map `ebpf:"cilium_lxc"`
+	CiliumMetrics        *ebpf.Map `ebpf:"cilium_metrics"`
+	CiliumPolicyV2       *ebpf.Map `ebpf:"cilium_policy_v2"`
 }
 
 func (m *sockMaps) Close() error {
@@ -194,6 +197,7 @@ func (m *sockMaps) Close() error {
 		m.CiliumLb4ReverseNat,
 		m.CiliumLb4ReverseSk,
 		m.CiliumLb4Services,
+		m.CiliumLb4SourceRange,
 		m.CiliumLbAffinity,
 		m.CiliumLxc,
 		m.CiliumMetrics,

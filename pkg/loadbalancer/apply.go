@@ -86,6 +86,10 @@ func (c *controller) apply(txn statedb.WriteTxn, p *plan, later map[ServiceName]
 	}
 	if p.exists {
 		d := c.delta(txn, owned, drop)
+		if why, key := c.rangesFit(owned); why != "" {
+			p.refused, p.refusal = why, refusal{key: key}
+			return nil
+		}
 		if why, key := c.room.fit(d); why != "" {
 			p.refused, p.refusal = why, refusal{key: key, need: d}
 			return nil
@@ -140,18 +144,22 @@ func (c *controller) put(txn statedb.WriteTxn, r *FrontendRow, ps *pass) error {
 	if _, _, err := c.tables.Frontends.Insert(txn, r.WithStatus(reconciler.StatusPending())); err != nil {
 		return err
 	}
-	entries := serviceEntries(r.Frontend)
+	entries, ranges := serviceEntries(r.Frontend), rangeEntries(r.Frontend)
 	c.room.used.services += entries
+	c.room.used.ranges += ranges
 	if !held {
 		c.room.used.revNATs++
 		ps.frontends.room.services += c.room.left.takeFrontend(r.Addr, r.RevNATIndex, entries)
+		ps.frontends.room.ranges += c.room.left.takeRanges(r.RevNATIndex, ranges)
 		return c.refBackends(txn, r.Backends, 1, ps)
 	}
 	// The entries the row no longer has leave the map when the reconciler
 	// rewrites it.
-	old := serviceEntries(cur.Frontend)
+	old, oldRanges := serviceEntries(cur.Frontend), rangeEntries(cur.Frontend)
 	c.room.used.services -= old
+	c.room.used.ranges -= oldRanges
 	ps.frontends.room.services += max(0, old-entries)
+	ps.frontends.room.ranges += max(0, oldRanges-ranges)
 	// The backends it no longer has are counted out before the new ones
 	// in, so that their reconciler deletes before it adds; those it
 	// keeps are counted in and out, which writes a changed one.
@@ -182,10 +190,12 @@ func (c *controller) drop(txn statedb.WriteTxn, r *FrontendRow, ps *pass) error 
 	if _, _, err := c.tables.Frontends.Delete(txn, r); err != nil {
 		return err
 	}
-	entries := serviceEntries(r.Frontend)
+	entries, ranges := serviceEntries(r.Frontend), rangeEntries(r.Frontend)
 	c.room.used.services -= entries
+	c.room.used.ranges -= ranges
 	c.room.used.revNATs--
 	ps.frontends.room.services += entries
+	ps.frontends.room.ranges += ranges
 	ps.frontends.room.revNATs++
 	ps.frontends.addrs = append(ps.frontends.addrs, r.Addr)
 	return c.refBackends(txn, r.Backends, -1, ps)
@@ -236,6 +246,7 @@ func (c *controller) delta(txn statedb.ReadTxn, fs []Frontend, drop []*FrontendR
 	refs := map[Addr]int{} // change of each backend's count
 	for _, r := range drop {
 		d.services -= serviceEntries(r.Frontend)
+		d.ranges -= rangeEntries(r.Frontend)
 		d.revNATs--
 		for _, b := range r.Backends {
 			refs[b.Addr]--
@@ -244,12 +255,15 @@ func (c *controller) delta(txn statedb.ReadTxn, fs []Frontend, drop []*FrontendR
 	for _, f := range fs {
 		if cur, _, held := c.tables.Frontends.Get(txn, FrontendAddrIndex.Query(f.Addr)); held {
 			d.services += serviceEntries(f) - serviceEntries(cur.Frontend)
+			d.ranges += rangeEntries(f) - rangeEntries(cur.Frontend)
 			for _, b := range cur.Backends {
 				refs[b.Addr]--
 			}
 		} else {
 			d.services += serviceEntries(f) - left.entriesAt(f.Addr)
-			if idx, ok := c.ids.revNATs.byAddr[f.Addr]; !left.hasRevNAT(idx, ok) {
+			idx, ok := c.ids.revNATs.byAddr[f.Addr]
+			d.ranges += rangeEntries(f) - left.rangesAt(idx, ok)
+			if !left.hasRevNAT(idx, ok) {
 				d.revNATs++
 			}
 		}
@@ -269,6 +283,28 @@ func (c *controller) delta(txn statedb.ReadTxn, fs []Frontend, drop []*FrontendR
 		}
 	}
 	return d
+}
+
+// rangesFit says why the source ranges of a service's frontends fs take
+// more of the source range map than one Service may (1/rangeShare of it),
+// and the part of that which depends on the service alone; "" when they
+// do not. Its author wrote them, and every Service with ranges needs room.
+func (c *controller) rangesFit(fs []Frontend) (why, key string) {
+	n, fenced, prefixes := 0, 0, 0
+	for _, f := range fs {
+		if r := rangeEntries(f); r > 0 {
+			n += r
+			fenced++
+			prefixes = r
+		}
+	}
+	limit := max(1, c.room.limit.ranges/rangeShare)
+	if n <= limit {
+		return "", ""
+	}
+	key = fmt.Sprintf("its loadBalancerSourceRanges need %d source range entries (%d prefixes at %d frontends)",
+		n, prefixes, fenced)
+	return fmt.Sprintf("%s, at most %d per Service (1/%d of --bpf-lb-map-max)", key, limit, rangeShare), key
 }
 
 // rows numbers the frontends' backends and reverse translations. When

@@ -33,6 +33,10 @@ type Config struct {
 	// BPFLBMapMax is the size of the service, backend and reverse NAT
 	// maps; a Service that does not fit beside the others is refused.
 	BPFLBMapMax int `mapstructure:"bpf-lb-map-max"`
+	// BPFLBSourceRangeAllTypes: loadBalancerSourceRanges fence a
+	// Service's NodePorts and ExternalIPs too, not only its
+	// LoadBalancer addresses, so that they are no way around them.
+	BPFLBSourceRangeAllTypes bool `mapstructure:"bpf-lb-source-range-all-types"`
 }
 
 // DefaultConfig follows Cilium's defaults, with kube-proxy beside.
@@ -51,7 +55,9 @@ func (c Config) Flags(fs *pflag.FlagSet) {
 		"with the kube-proxy replacement, translate Service addresses at the socket (connect, sendmsg) for the processes of --cgroup-root")
 	fs.String("bpf-lb-mode", c.BPFLBMode, "how NodePort traffic reaches a backend on another node: snat")
 	fs.String("node-port-range", c.NodePortRange, "the NodePort range, as the API server's --service-node-port-range: min-max")
-	fs.Int("bpf-lb-map-max", c.BPFLBMapMax, "entries of the service and backend maps")
+	fs.Int("bpf-lb-map-max", c.BPFLBMapMax, "entries of the service, backend and source range maps")
+	fs.Bool("bpf-lb-source-range-all-types", c.BPFLBSourceRangeAllTypes,
+		"loadBalancerSourceRanges fence a Service's NodePorts and ExternalIPs too, not only its LoadBalancer addresses")
 }
 
 // PortRange is a range of ports, both ends included.
@@ -139,7 +145,7 @@ func register(p params) error {
 	if !p.Config.KubeProxyReplacement {
 		intake = nil
 	}
-	local := Local{Addresses: p.Addresses}
+	local := Local{Addresses: p.Addresses, SourceRangeAllTypes: p.Config.BPFLBSourceRangeAllTypes}
 	if intake != nil {
 		local.NodeName = intake.NodeName
 	}

@@ -277,6 +277,7 @@ func (c *controller) recount() {
 			c.backendRefs[b.Addr]++
 		}
 		c.room.used.services += serviceEntries(r.Frontend)
+		c.room.used.ranges += rangeEntries(r.Frontend)
 		c.room.used.revNATs++
 	}
 	c.room.used.backends = c.tables.Backends.NumObjects(txn)

@@ -53,6 +53,9 @@ type Frontend struct {
 	// Backends are all the frontend's backends in the datapath: those of
 	// its slots and the terminating ones that finish their connections.
 	Backends []Backend
+	// SourceRanges are the clients a frontend with spec.LBSourceRange
+	// admits (SourceRanges of the Service's); nil without the flag.
+	SourceRanges []netip.Prefix
 }
 
 // Kind names the frontend's type for people.
@@ -96,9 +99,12 @@ func Ours(s Service) bool {
 //   - ExternalIPs, LoadBalancer addresses and NodePorts (on every node
 //     address) also serve clients from outside: externalTrafficPolicy
 //     Local narrows those to this node's backends, and then, as whenever
-//     the two policies differ, local clients have their own scope; a
-//     Service with loadBalancerSourceRanges has no LoadBalancer
-//     frontend yet (the datapath cannot enforce them);
+//     the two policies differ, local clients have their own scope;
+//   - loadBalancerSourceRanges fence the LoadBalancer addresses, as
+//     kube-proxy fences them, and with local.SourceRangeAllTypes
+//     (--bpf-lb-source-range-all-types) the NodePorts and ExternalIPs
+//     too: only clients in a range may use them (spec.LBSourceRange),
+//     local pods and the node itself included, by their own address;
 //   - a NodePort at another node's address (spec.AnyNode) serves local
 //     clients, as the local clients' scope of its own NodePorts;
 //   - a pod's HostPorts (TypeHostPort) are at the node's addresses, or
@@ -132,6 +138,14 @@ func Frontends(s Service, eps []Endpoint, local Local) []Frontend {
 			base.Flags |= spec.LBAffinity
 			base.AffinityTimeout = s.AffinityTimeout
 		}
+		ranges := SourceRanges(s.SourceRanges)
+		fence := func(f *Frontend, kind spec.LBFlags) {
+			if len(ranges) > 0 && (kind == spec.LBLoadBalancer ||
+				local.SourceRangeAllTypes && (kind == spec.LBNodePort || kind == spec.LBExternalIP)) {
+				f.Flags |= spec.LBSourceRange
+				f.SourceRanges = ranges
+			}
+		}
 		add := func(addr netip.Addr, port uint16, kind spec.LBFlags, slots, internalSlots []Backend) {
 			if !(FrontendAddress(addr) || kind == spec.LBHostPort && hostLoopback(addr)) || port == 0 {
 				return
@@ -149,6 +163,7 @@ func Frontends(s Service, eps []Endpoint, local Local) []Frontend {
 				f.Flags |= spec.LBTwoScopes
 				f.InternalSlots = internalSlots
 			}
+			fence(&f, kind)
 			out = append(out, f)
 		}
 		// Outside clients and local ones differ only when one policy
@@ -163,13 +178,8 @@ func Frontends(s Service, eps []Endpoint, local Local) []Frontend {
 		for _, ip := range s.ExternalIPs {
 			add(ip, p.Port, spec.LBExternalIP, external, twoScopes)
 		}
-		// Until the datapath enforces loadBalancerSourceRanges, a
-		// Service that has them gets no LoadBalancer frontend: it
-		// fails closed rather than admit every client.
-		if len(s.SourceRanges) == 0 {
-			for _, ip := range s.LoadBalancerIPs {
-				add(ip, p.Port, spec.LBLoadBalancer, external, twoScopes)
-			}
+		for _, ip := range s.LoadBalancerIPs {
+			add(ip, p.Port, spec.LBLoadBalancer, external, twoScopes)
 		}
 		if p.NodePort != 0 && (s.Type == TypeNodePort || s.Type == TypeLoadBalancer) {
 			for _, ip := range local.Addresses {
@@ -179,6 +189,7 @@ func Frontends(s Service, eps []Endpoint, local Local) []Frontend {
 			f.Addr = Addr{Address: spec.AnyNode, Port: p.NodePort, Protocol: p.Protocol}
 			f.Flags |= spec.LBNodePort
 			f.Slots = orEmpty(internal)
+			fence(&f, spec.LBNodePort)
 			out = append(out, f)
 		}
 		if s.Type == TypeHostPort {
@@ -298,4 +309,30 @@ func kept(cs []candidate, slots ...[]Backend) []Backend {
 
 func (f Frontend) String() string {
 	return fmt.Sprintf("%s %s %s", f.Addr, f.Kind(), f.Service)
+}
+
+// SourceRanges are the prefixes the datapath holds for ranges: each
+// once, and none that another one holds (a client in it is in the other
+// one too), in address order. Prefixes nest or are apart, so in address
+// order (the longer of two at one address later) a prefix is held by
+// another exactly when the last one kept holds it: one pass, whatever
+// the Service's author wrote.
+func SourceRanges(ranges []netip.Prefix) []netip.Prefix {
+	ps := make([]netip.Prefix, 0, len(ranges))
+	for _, p := range ranges {
+		if p.Addr().Is4() {
+			ps = append(ps, p.Masked())
+		}
+	}
+	slices.SortFunc(ps, func(a, b netip.Prefix) int {
+		return cmp.Or(a.Addr().Compare(b.Addr()), cmp.Compare(a.Bits(), b.Bits()))
+	})
+	var out []netip.Prefix
+	for _, p := range ps {
+		if n := len(out); n > 0 && out[n-1].Contains(p.Addr()) {
+			continue
+		}
+		out = append(out, p)
+	}
+	return out
 }

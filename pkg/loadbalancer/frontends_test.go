@@ -62,3 +62,27 @@ func TestHostPortAddresses(t *testing.T) {
 		}
 	}
 }
+
+// The datapath holds each range once, and none that another holds.
+func TestSourceRanges(t *testing.T) {
+	ps := func(ss ...string) []netip.Prefix {
+		var out []netip.Prefix
+		for _, s := range ss {
+			out = append(out, netip.MustParsePrefix(s))
+		}
+		return out
+	}
+	for _, tt := range []struct {
+		in, want []netip.Prefix
+	}{
+		{nil, nil},
+		{ps("10.1.0.0/16", "10.0.0.0/8", "10.0.0.0/8"), ps("10.0.0.0/8")},
+		{ps("192.0.2.7/24", "192.0.2.128/25", "192.0.3.0/24"), ps("192.0.2.0/24", "192.0.3.0/24")},
+		{ps("10.0.0.1/32", "10.0.0.0/31", "9.255.255.255/32"), ps("9.255.255.255/32", "10.0.0.0/31")},
+		{ps("2001:db8::/64", "0.0.0.0/0", "10.0.0.0/8"), ps("0.0.0.0/0")},
+	} {
+		if got := SourceRanges(tt.in); !slices.Equal(got, tt.want) {
+			t.Errorf("SourceRanges(%v) = %v, want %v", tt.in, got, tt.want)
+		}
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"iter"
 	"net/netip"
+	"slices"
 
 	"github.com/cilium/statedb"
 	"github.com/cilium/statedb/reconciler"
@@ -24,6 +25,9 @@ type Map interface {
 	UpsertRevNAT(spec.RevNAT) error
 	DeleteRevNAT(index uint16) error
 	RevNATs() (map[uint16]spec.RevNAT, error)
+	UpsertSourceRange(spec.SourceRange) error
+	DeleteSourceRange(spec.SourceRange) error
+	SourceRanges() ([]spec.SourceRange, error)
 }
 
 // Sockets ends the connected UDP sockets of the node's processes and
@@ -53,7 +57,7 @@ func mapOf(source MapSource) (Map, error) {
 // that left the maps holding what the tables say.
 func registerReconcilers(p reconciler.Params, t Tables, source MapSource, sockets Sockets,
 	frontendsPruned, backendsPruned func()) (reconciler.Reconciler[*FrontendRow], reconciler.Reconciler[*BackendRow], error) {
-	fr, err := desired.Register(p, t.Frontends, frontendOps{source: source, pruned: frontendsPruned})
+	fr, err := desired.Register(p, t.Frontends, frontendOps{source: source, pruned: frontendsPruned, ranges: &heldRanges{}})
 	if err != nil {
 		return nil, nil, err
 	}
@@ -64,16 +68,37 @@ func registerReconcilers(p reconciler.Params, t Tables, source MapSource, socket
 type frontendOps struct {
 	source MapSource
 	pruned func()
+	// ranges are the source ranges the map holds, which only the
+	// reconciler's goroutine touches.
+	ranges *heldRanges
 }
 
 // Update implements reconciler.Operations: the frontend's backends, its
 // reverse translation, then its entries (the internal scope first, so
-// that the external one never announces a scope that is not there).
+// that the external one never announces a scope that is not there). A
+// fenced frontend's source ranges are written before its entries, and an
+// unfenced one's removed after them: a client the frontend is to keep
+// out never finds it open, not even while it is written.
 func (o frontendOps) Update(_ context.Context, _ statedb.ReadTxn, _ statedb.Revision, r *FrontendRow) error {
 	m, err := mapOf(o.source)
 	if err != nil {
 		return err
 	}
+	if len(r.SourceRanges) > 0 {
+		if err := o.ranges.write(m, r.RevNATIndex, r.SourceRanges); err != nil {
+			return err
+		}
+	}
+	if err := o.writeEntries(m, r); err != nil {
+		return err
+	}
+	if len(r.SourceRanges) == 0 {
+		return o.ranges.write(m, r.RevNATIndex, nil)
+	}
+	return nil
+}
+
+func (o frontendOps) writeEntries(m Map, r *FrontendRow) error {
 	for _, b := range r.BackendSpecs {
 		if err := m.UpsertBackend(b); err != nil {
 			return err
@@ -106,8 +131,12 @@ func (o frontendOps) Delete(_ context.Context, _ statedb.ReadTxn, _ statedb.Revi
 	f := spec.Frontend{Address: r.Address, Port: r.Port, Protocol: r.Protocol}
 	errs := []error{m.DeleteService(f)}
 	f.Scope = spec.ScopeInternal
-	errs = append(errs, m.DeleteService(f), m.DeleteRevNAT(r.RevNATIndex))
-	return errors.Join(errs...)
+	errs = append(errs, m.DeleteService(f))
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	// Its ranges go once nothing looks them up.
+	return errors.Join(o.ranges.write(m, r.RevNATIndex, nil), m.DeleteRevNAT(r.RevNATIndex))
 }
 
 // Prune implements reconciler.Operations: frontends and reverse
@@ -125,6 +154,9 @@ func (o frontendOps) Prune(ctx context.Context, txn statedb.ReadTxn, rows iter.S
 	if err != nil {
 		return err
 	}
+	// The ranges are read again: a failed write may have left the map
+	// otherwise than remembered.
+	o.ranges.forget()
 	var errs []error
 	wantFrontends := map[spec.Frontend]bool{}
 	wantRevs := map[uint16]bool{}
@@ -145,7 +177,83 @@ func (o frontendOps) Prune(ctx context.Context, txn statedb.ReadTxn, rows iter.S
 			errs = append(errs, m.DeleteRevNAT(idx))
 		}
 	}
+	// Ranges of indexes no row has, after the entries that named them.
+	errs = append(errs, o.ranges.prune(m, wantRevs))
 	return pruned(errors.Join(errs...), o.pruned)
+}
+
+// heldRanges are the source ranges the map holds, by reverse NAT index,
+// so that a frontend's write removes those it no longer has without
+// reading the whole map. Read from the map at the first use, and again
+// after a failed write: after a restart it holds the previous run's.
+type heldRanges struct {
+	byIndex map[uint16][]netip.Prefix // nil: not read yet
+}
+
+func (h *heldRanges) forget() { h.byIndex = nil }
+
+func (h *heldRanges) load(m Map) error {
+	if h.byIndex != nil {
+		return nil
+	}
+	rs, err := m.SourceRanges()
+	if err != nil {
+		return err
+	}
+	h.byIndex = map[uint16][]netip.Prefix{}
+	for _, r := range rs {
+		h.byIndex[r.RevNATIndex] = append(h.byIndex[r.RevNATIndex], r.Prefix)
+	}
+	return nil
+}
+
+// write makes the map hold want as idx's ranges: those that go are
+// removed before those that come are added, so that meanwhile the
+// frontend admits fewer clients, never more.
+func (h *heldRanges) write(m Map, idx uint16, want []netip.Prefix) (err error) {
+	if err := h.load(m); err != nil {
+		return err
+	}
+	defer func() {
+		if err != nil {
+			h.forget()
+		}
+	}()
+	have := h.byIndex[idx]
+	for _, p := range have {
+		if !slices.Contains(want, p) {
+			if err := m.DeleteSourceRange(spec.SourceRange{RevNATIndex: idx, Prefix: p}); err != nil {
+				return err
+			}
+		}
+	}
+	for _, p := range want {
+		if !slices.Contains(have, p) {
+			if err := m.UpsertSourceRange(spec.SourceRange{RevNATIndex: idx, Prefix: p}); err != nil {
+				return err
+			}
+		}
+	}
+	if len(want) == 0 {
+		delete(h.byIndex, idx)
+	} else {
+		h.byIndex[idx] = slices.Clone(want)
+	}
+	return nil
+}
+
+// prune removes the ranges of the indexes that are not wanted.
+func (h *heldRanges) prune(m Map, want map[uint16]bool) error {
+	if err := h.load(m); err != nil {
+		return err
+	}
+	var errs []error
+	for idx := range h.byIndex {
+		if !want[idx] {
+			errs = append(errs, h.write(m, idx, nil))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // pruned calls fn after a prune that succeeded.

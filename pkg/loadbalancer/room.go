@@ -16,17 +16,29 @@ type usage struct {
 	services int
 	backends int
 	revNATs  int
+	// ranges are cilium_lb4_source_range entries: a fenced frontend's
+	// prefixes.
+	ranges int
 }
 
 func (u usage) add(o usage) usage {
-	return usage{services: u.services + o.services, backends: u.backends + o.backends, revNATs: u.revNATs + o.revNATs}
+	return usage{services: u.services + o.services, backends: u.backends + o.backends, revNATs: u.revNATs + o.revNATs,
+		ranges: u.ranges + o.ranges}
 }
 
 // limitsOf are the maps' sizes for --bpf-lb-map-max: reverse NAT
 // indexes are 16 bits, 0 unused, so that map never holds more than 65535.
 func limitsOf(mapMax int) usage {
-	return usage{services: mapMax, backends: mapMax, revNATs: min(mapMax, 0xffff)}
+	return usage{services: mapMax, backends: mapMax, revNATs: min(mapMax, 0xffff), ranges: mapMax}
 }
+
+// rangeShare is the part of the source range map one Service may hold at
+// most (1/rangeShare): whoever may write a Service may write thousands of
+// loadBalancerSourceRanges, and the map is every Service's.
+const rangeShare = 16
+
+// rangeEntries are the cilium_lb4_source_range entries of a frontend.
+func rangeEntries(f Frontend) int { return len(f.SourceRanges) }
 
 // serviceEntries are the cilium_lb4_services entries of a frontend.
 func serviceEntries(f Frontend) int {
@@ -65,11 +77,16 @@ type leftovers struct {
 	revNATs  map[uint16]bool
 	backends map[spec.BackendID]bool
 	entries  int // services' sum
+	// ranges are the source range entries by reverse NAT index, and
+	// rangeEntries their sum.
+	ranges       map[uint16]int
+	rangeEntries int
 }
 
 // restore counts what the maps hold.
 func (r *room) restore(m Map) error {
-	l := &leftovers{services: map[Addr]int{}, revNATs: map[uint16]bool{}, backends: map[spec.BackendID]bool{}}
+	l := &leftovers{services: map[Addr]int{}, revNATs: map[uint16]bool{}, backends: map[spec.BackendID]bool{},
+		ranges: map[uint16]int{}}
 	svcs, err := m.Services()
 	if err != nil {
 		return err
@@ -93,6 +110,14 @@ func (r *room) restore(m Map) error {
 	for id := range backends {
 		l.backends[id] = true
 	}
+	ranges, err := m.SourceRanges()
+	if err != nil {
+		return err
+	}
+	for _, sr := range ranges {
+		l.ranges[sr.RevNATIndex]++
+		l.rangeEntries++
+	}
 	r.left = l
 	return nil
 }
@@ -103,6 +128,30 @@ func (l *leftovers) entriesAt(a Addr) int {
 		return 0
 	}
 	return l.services[a]
+}
+
+// rangesAt is what the maps hold as the source ranges of reverse NAT
+// index idx before a row takes it.
+func (l *leftovers) rangesAt(idx uint16, ok bool) int {
+	if l == nil || !ok {
+		return 0
+	}
+	return l.ranges[idx]
+}
+
+// takeRanges hands the source ranges of idx over to a new row of n; it
+// returns the entries beyond those, which the row's write removes.
+func (l *leftovers) takeRanges(idx uint16, n int) (extra int) {
+	if l == nil {
+		return 0
+	}
+	held, ok := l.ranges[idx]
+	if !ok {
+		return 0
+	}
+	delete(l.ranges, idx)
+	l.rangeEntries -= held
+	return max(0, held-n)
 }
 
 func (l *leftovers) hasRevNAT(idx uint16, ok bool) bool { return l != nil && ok && l.revNATs[idx] }
@@ -139,14 +188,14 @@ func (l *leftovers) clone() *leftovers {
 		return nil
 	}
 	return &leftovers{services: maps.Clone(l.services), revNATs: maps.Clone(l.revNATs), backends: maps.Clone(l.backends),
-		entries: l.entries}
+		entries: l.entries, ranges: maps.Clone(l.ranges), rangeEntries: l.rangeEntries}
 }
 
 func (l *leftovers) usage() usage {
 	if l == nil {
 		return usage{}
 	}
-	return usage{services: l.entries, revNATs: len(l.revNATs), backends: len(l.backends)}
+	return usage{services: l.entries, revNATs: len(l.revNATs), backends: len(l.backends), ranges: l.rangeEntries}
 }
 
 // drain is room, and the numbers of the addresses, that a committed pass
@@ -180,6 +229,7 @@ func (r *room) fit(more usage) (why, key string) {
 		{"cilium_lb4_services entries", held.services, more.services, r.limit.services},
 		{"backends", held.backends, more.backends, r.limit.backends},
 		{"reverse NAT indexes", held.revNATs, more.revNATs, r.limit.revNATs},
+		{"source range entries", held.ranges, more.ranges, r.limit.ranges},
 	} {
 		if m.more > 0 && m.held+m.more > m.room {
 			key = fmt.Sprintf("needs %d more %s", m.more, m.name)

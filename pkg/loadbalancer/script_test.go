@@ -72,7 +72,7 @@ func runScripts(t *testing.T, newMap func(testing.TB) loadbalancer.Map) {
 		}
 		cmds := k8stest.ScriptCmds(k8stest.Trackers{Kube: kube.Tracker()})
 		cmds["lb/maps"] = script.Command(script.CmdUsage{
-			Summary: "the datapath's service maps: frontend, flags, affinity, reverse NAT and backends by slot",
+			Summary: "the datapath's service maps: frontend, flags, affinity, reverse NAT, source ranges and backends by slot",
 		}, func(*script.State, ...string) (script.WaitFunc, error) {
 			lines, err := dumpMaps(m)
 			if err != nil {
@@ -161,6 +161,23 @@ func runScripts(t *testing.T, newMap func(testing.TB) loadbalancer.Map) {
 			}
 			return nil, m.UpsertRevNAT(spec.RevNAT{Index: uint16(idx), Address: a.Address, Port: a.Port})
 		})
+		cmds["lb/put-source-range"] = script.Command(script.CmdUsage{
+			Summary: "write a source range into the maps behind the reconciler's back, as an earlier agent did",
+			Args:    "rev-nat-index prefix",
+		}, func(_ *script.State, args ...string) (script.WaitFunc, error) {
+			if len(args) != 2 {
+				return nil, script.ErrUsage
+			}
+			idx, err := strconv.ParseUint(args[0], 10, 16)
+			if err != nil {
+				return nil, err
+			}
+			p, err := netip.ParsePrefix(args[1])
+			if err != nil {
+				return nil, err
+			}
+			return nil, m.UpsertSourceRange(spec.SourceRange{RevNATIndex: uint16(idx), Prefix: p})
+		})
 		cmds["lb/healthcheck"] = script.Command(script.CmdUsage{
 			Summary: "ask a healthCheckNodePort: status, endpoint weight and body, or refused",
 			Args:    "address:port",
@@ -208,6 +225,15 @@ func dumpMaps(m loadbalancer.Map) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
+	held, err := m.SourceRanges()
+	if err != nil {
+		return nil, err
+	}
+	ranges := map[uint16][]string{}
+	for _, r := range held {
+		ranges[r.RevNATIndex] = append(ranges[r.RevNATIndex], r.Prefix.String())
+	}
+	fenced := map[uint16]bool{}
 	used := map[spec.BackendID]bool{}
 	var lines []string
 	for _, s := range svcs {
@@ -231,7 +257,18 @@ func dumpMaps(m loadbalancer.Map) ([]string, error) {
 		if r, ok := revs[s.RevNATIndex]; !ok || r.Address != s.Frontend.Address || r.Port != s.Frontend.Port {
 			line += fmt.Sprintf(" BAD-REVNAT(%d)", s.RevNATIndex)
 		}
+		if s.Flags&spec.LBSourceRange != 0 {
+			fenced[s.RevNATIndex] = true
+			slices.Sort(ranges[s.RevNATIndex])
+			line += " from=" + strings.Join(ranges[s.RevNATIndex], ",")
+		}
 		lines = append(lines, line+" -> "+strings.Join(bs, " "))
+	}
+	// Source ranges of no fenced frontend are stale.
+	for _, r := range held {
+		if !fenced[r.RevNATIndex] {
+			lines = append(lines, fmt.Sprintf("STALE source range %s of reverse NAT %d", r.Prefix, r.RevNATIndex))
+		}
 	}
 	// Backends that no slot names are there for the connections they have.
 	for id, b := range backends {

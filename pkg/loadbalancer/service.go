@@ -148,11 +148,16 @@ type PortKey struct {
 	Protocol uint8
 }
 
-// Local is what the load balancer knows of its own node.
+// Local is what the load balancer knows of its own node, and how it
+// serves there.
 type Local struct {
 	NodeName string
 	// Addresses are the node's addresses that NodePorts listen on.
 	Addresses []netip.Addr
+	// SourceRangeAllTypes: loadBalancerSourceRanges fence a Service's
+	// NodePorts and ExternalIPs too, not only its LoadBalancer
+	// addresses (--bpf-lb-source-range-all-types).
+	SourceRangeAllTypes bool
 }
 
 func (s Service) String() string { return fmt.Sprintf("%s (%s)", s.Name, s.Type) }

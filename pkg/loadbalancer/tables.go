@@ -98,7 +98,7 @@ func (r *FrontendRow) sameAs(o *FrontendRow) bool {
 	return r.Addr == o.Addr && r.Service == o.Service && r.PortName == o.PortName && r.Flags == o.Flags &&
 		r.AffinityTimeout == o.AffinityTimeout && r.RevNATIndex == o.RevNATIndex &&
 		slices.Equal(r.SlotIDs, o.SlotIDs) && slices.Equal(r.InternalSlotIDs, o.InternalSlotIDs) &&
-		slices.Equal(r.BackendSpecs, o.BackendSpecs)
+		slices.Equal(r.BackendSpecs, o.BackendSpecs) && slices.Equal(r.SourceRanges, o.SourceRanges)
 }
 
 // TableHeader implements statedb.TableWritable.

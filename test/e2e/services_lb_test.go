@@ -1,7 +1,9 @@
 package e2e
 
 import (
+	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -76,6 +78,8 @@ func checkLoadBalancer(t *testing.T, lab *Lab, client echoPod, nodes ...string) 
 			t.Errorf("cilium-dbg service list on %s: %v: want %s but not %s (ipMode Proxy):\n%s", node, err, lbVIP, lbProxy, out)
 		}
 	}
+
+	checkSourceRanges(t, lab, client, outside)
 
 	// The status lets the address go: so does every node.
 	setIngress("")
@@ -159,4 +163,90 @@ func checkLBIPAM(t *testing.T, lab *Lab, client echoPod) {
 		return nil
 	})
 	t.Logf("LB-IPAM gave echo-ipam %s from e2e-pool, and a pod reached it; after an operator restart it kept it, and echo-ipam2 got the pool's other address", want)
+}
+
+// checkSourceRanges proves loadBalancerSourceRanges on the LoadBalancer
+// address, updated live, as kube-proxy applies them: the outside client
+// is let in while a range holds its address and kept out (silently: a
+// timeout) once none does; a pod is judged by its own address, and the
+// node's own process by the node's.
+func checkSourceRanges(t *testing.T, lab *Lab, client echoPod, outside func(...string) (string, error)) {
+	t.Helper()
+	out, err := outside("ip", "-4", "-o", "addr", "show", "scope", "global")
+	fields := strings.Fields(out)
+	i := slices.Index(fields, "inet")
+	if err != nil || i < 0 || i+1 >= len(fields) {
+		t.Fatalf("the outside client's address: %v: %s", err, out)
+	}
+	outsideIP, _, _ := strings.Cut(fields[i+1], "/")
+	var list nodeAddrList
+	lab.KubectlJSON(&list, "get", "nodes")
+	nodeIP := list.internalIPs()[client.node]
+	setRanges := func(ranges string) {
+		t.Helper()
+		lab.Kubectl("patch", "service", "echo-lb", "--type=merge", "-p", `{"spec":{"loadBalancerSourceRanges":`+ranges+`}}`)
+	}
+	url := "http://" + lbVIP + "/hostname"
+	fromOutside := func() error {
+		out, err := outside("curl", "-sS", "-m", "2", url)
+		if err != nil {
+			return fmt.Errorf("%w: %s", err, out)
+		}
+		return nil
+	}
+	fromPod := func() error {
+		out, err := lab.run("kubectl", "exec", client.name, "--", "curl", "-sS", "-m", "2", url)
+		if err != nil {
+			return fmt.Errorf("%w: %s", err, out)
+		}
+		return nil
+	}
+	fromNode := func() error {
+		out, err := lab.run("cilium-lab", "exec", "--state-dir", lab.StateDir, client.node, "--", "curl", "-sS", "-m", "2", url)
+		if err != nil {
+			return fmt.Errorf("%w: %s", err, out)
+		}
+		return nil
+	}
+	keptOut := func(what string, try func() error) {
+		t.Helper()
+		lab.Eventually(what+" kept out", time.Minute, func() error {
+			if err := try(); err == nil {
+				return errors.New("it got in")
+			} else if !strings.Contains(err.Error(), "timed out") {
+				return fmt.Errorf("want a timeout (a silent drop), got %w", err)
+			}
+			return nil
+		})
+	}
+
+	// Only the outside client: pods and the node are outside the range.
+	setRanges(`["` + outsideIP + `/32"]`)
+	lab.Eventually("the outside client in range let in", time.Minute, fromOutside)
+	keptOut("a pod out of range", fromPod)
+	keptOut("the node's own process out of range", fromNode)
+	lab.Eventually("hubble showing the source range drop", 30*time.Second, func() error {
+		out, err := lab.hubble("observe", "--last", "1000", "--verdict", "DROPPED",
+			"--drop-reason-desc", "DENIED_BY_LB_SRC_RANGE_CHECK", "-o", "json")
+		if err != nil {
+			return fmt.Errorf("hubble observe: %w\n%s", err, out)
+		}
+		if !strings.Contains(out, `"destination":"`+lbVIP+`"`) {
+			return fmt.Errorf("no drop for the source range to %s:\n%s", lbVIP, out)
+		}
+		return nil
+	})
+
+	// The range moves to the pod and the node: the outside client is
+	// kept out, they are let in.
+	setRanges(`["192.0.2.0/24", "` + client.ip + `/32", "` + nodeIP + `/32"]`)
+	keptOut("the outside client no longer in range", fromOutside)
+	lab.Eventually("a pod in range let in", time.Minute, fromPod)
+	lab.Eventually("the node's own process in range let in", time.Minute, fromNode)
+
+	// No range: every client again.
+	setRanges("null")
+	lab.Eventually("the outside client let in without ranges", time.Minute, fromOutside)
+	t.Logf("loadBalancerSourceRanges on %s: the outside client %s, pod %s and node %s let in or kept out by them",
+		lbVIP, outsideIP, client.ip, nodeIP)
 }

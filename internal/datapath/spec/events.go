@@ -195,28 +195,32 @@ const (
 	DropInvalidIdentity Reason = 171
 	DropUnknownSender   Reason = 172
 	DropFragNotFound    Reason = 175
-	DropPolicyDeny      Reason = 181
+	// DropNotInSourceRange: a client outside a frontend's
+	// loadBalancerSourceRanges (Hubble's DENIED_BY_LB_SRC_RANGE_CHECK).
+	DropNotInSourceRange Reason = 177
+	DropPolicyDeny       Reason = 181
 )
 
 // reasonNames are Cilium's texts for its reason codes (what its monitor
 // prints and its drop metrics carry as the reason label), so that
 // dashboards and cilium-cli's drop checks read ours unchanged.
 var reasonNames = map[Reason]string{
-	Forwarded:           "Success",
-	DropUnsupportedL3:   "Unsupported L3 protocol",
-	DropInvalidSource:   "Invalid source ip",
-	DropPolicy:          "Policy denied",
-	DropInvalid:         "Invalid packet",
-	DropCTCreate:        "CT: Map insertion failed",
-	DropNoTunnelKey:     "Error retrieving tunnel key",
-	DropFragNoSupport:   "IP fragmentation not supported",
-	DropNoService:       "Service backend not found",
-	DropNATNoMapping:    "No mapping for NAT masquerade",
-	DropUnknownCT:       "Unknown connection tracking state",
-	DropInvalidIdentity: "Invalid identity",
-	DropUnknownSender:   "Unknown sender",
-	DropFragNotFound:    "First logical datagram fragment not found",
-	DropPolicyDeny:      "Policy denied by denylist",
+	Forwarded:            "Success",
+	DropUnsupportedL3:    "Unsupported L3 protocol",
+	DropInvalidSource:    "Invalid source ip",
+	DropPolicy:           "Policy denied",
+	DropInvalid:          "Invalid packet",
+	DropCTCreate:         "CT: Map insertion failed",
+	DropNoTunnelKey:      "Error retrieving tunnel key",
+	DropFragNoSupport:    "IP fragmentation not supported",
+	DropNoService:        "Service backend not found",
+	DropNATNoMapping:     "No mapping for NAT masquerade",
+	DropUnknownCT:        "Unknown connection tracking state",
+	DropInvalidIdentity:  "Invalid identity",
+	DropUnknownSender:    "Unknown sender",
+	DropFragNotFound:     "First logical datagram fragment not found",
+	DropNotInSourceRange: "Denied by LB src range check",
+	DropPolicyDeny:       "Policy denied by denylist",
 }
 
 func (r Reason) String() string {

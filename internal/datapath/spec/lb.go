@@ -71,10 +71,13 @@ const (
 	// LBLocal: only this node's backends serve the scope, and the
 	// client's address is kept.
 	LBLocal LBFlags = 64
+	// LBSourceRange: only clients whose address is in one of the
+	// frontend's source ranges (SourceRange, by RevNATIndex) may use it.
+	LBSourceRange LBFlags = 128
 )
 
 // Names are the flags' names: nodeport, externalip, hostport,
-// loadbalancer, affinity, two-scopes, local.
+// loadbalancer, affinity, two-scopes, local, source-range.
 func (f LBFlags) Names() []string {
 	out := []string{}
 	for _, n := range []struct {
@@ -83,6 +86,7 @@ func (f LBFlags) Names() []string {
 	}{
 		{LBNodePort, "nodeport"}, {LBExternalIP, "externalip"}, {LBHostPort, "hostport"},
 		{LBLoadBalancer, "loadbalancer"}, {LBAffinity, "affinity"}, {LBTwoScopes, "two-scopes"}, {LBLocal, "local"},
+		{LBSourceRange, "source-range"},
 	} {
 		if f&n.bit != 0 {
 			out = append(out, n.name)
@@ -166,3 +170,26 @@ type RevNAT struct {
 	Address netip.Addr
 	Port    uint16
 }
+
+// SourceRange is one prefix of the clients a frontend with LBSourceRange
+// admits; the frontend is named by its reverse NAT index, which no other
+// frontend has.
+type SourceRange struct {
+	RevNATIndex uint16
+	Prefix      netip.Prefix
+}
+
+// Validate says what is wrong with r.
+func (r SourceRange) Validate() error {
+	switch {
+	case r.RevNATIndex == 0:
+		return fmt.Errorf("source range %s: reverse NAT index 0 is reserved", r.Prefix)
+	case !r.Prefix.IsValid() || !r.Prefix.Addr().Is4():
+		return fmt.Errorf("source range %s of %d: only IPv4 prefixes are supported", r.Prefix, r.RevNATIndex)
+	case r.Prefix != r.Prefix.Masked():
+		return fmt.Errorf("source range %s of %d: bits beyond the prefix length are set", r.Prefix, r.RevNATIndex)
+	}
+	return nil
+}
+
+func (r SourceRange) String() string { return fmt.Sprintf("%d %s", r.RevNATIndex, r.Prefix) }

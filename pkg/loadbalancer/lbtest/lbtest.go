@@ -24,6 +24,7 @@ type Map struct {
 	services map[spec.Frontend]spec.Service
 	backends map[spec.BackendID]spec.Backend
 	revNATs  map[uint16]spec.RevNAT
+	ranges   map[spec.SourceRange]bool
 }
 
 // ErrFull is the error of a write that a full map has no room for.
@@ -35,7 +36,7 @@ func New() *Map { return NewWithMax(65536) }
 // NewWithMax returns empty maps of max entries each (--bpf-lb-map-max).
 func NewWithMax(max int) *Map {
 	return &Map{max: max, services: map[spec.Frontend]spec.Service{}, backends: map[spec.BackendID]spec.Backend{},
-		revNATs: map[uint16]spec.RevNAT{}}
+		revNATs: map[uint16]spec.RevNAT{}, ranges: map[spec.SourceRange]bool{}}
 }
 
 // Full counts the writes refused for want of room: a control plane that
@@ -44,6 +45,13 @@ func (m *Map) Full() int {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return m.full
+}
+
+// SourceRangeEntries counts the entries of the source range map.
+func (m *Map) SourceRangeEntries() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return len(m.ranges)
 }
 
 // Entries counts the entries of the services, backends and reverse NAT maps.
@@ -153,4 +161,34 @@ func (m *Map) RevNATs() (map[uint16]spec.RevNAT, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return maps.Clone(m.revNATs), nil
+}
+
+// UpsertSourceRange implements loadbalancer.Map.
+func (m *Map) UpsertSourceRange(r spec.SourceRange) error {
+	if err := r.Validate(); err != nil {
+		return err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if !m.ranges[r] && len(m.ranges) >= m.max {
+		m.full++
+		return fmt.Errorf("put source range %s: %w", r, ErrFull)
+	}
+	m.ranges[r] = true
+	return nil
+}
+
+// DeleteSourceRange implements loadbalancer.Map.
+func (m *Map) DeleteSourceRange(r spec.SourceRange) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	delete(m.ranges, r)
+	return nil
+}
+
+// SourceRanges implements loadbalancer.Map.
+func (m *Map) SourceRanges() ([]spec.SourceRange, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return slices.Collect(maps.Keys(m.ranges)), nil
 }
