@@ -172,13 +172,7 @@ func checkLBIPAM(t *testing.T, lab *Lab, client echoPod) {
 // node's own process by the node's.
 func checkSourceRanges(t *testing.T, lab *Lab, client echoPod, outside func(...string) (string, error)) {
 	t.Helper()
-	out, err := outside("ip", "-4", "-o", "addr", "show", "scope", "global")
-	fields := strings.Fields(out)
-	i := slices.Index(fields, "inet")
-	if err != nil || i < 0 || i+1 >= len(fields) {
-		t.Fatalf("the outside client's address: %v: %s", err, out)
-	}
-	outsideIP, _, _ := strings.Cut(fields[i+1], "/")
+	outsideIP := outsideAddr(t, outside)
 	var list nodeAddrList
 	lab.KubectlJSON(&list, "get", "nodes")
 	nodeIP := list.internalIPs()[client.node]
@@ -249,4 +243,17 @@ func checkSourceRanges(t *testing.T, lab *Lab, client echoPod, outside func(...s
 	lab.Eventually("the outside client let in without ranges", time.Minute, fromOutside)
 	t.Logf("loadBalancerSourceRanges on %s: the outside client %s, pod %s and node %s let in or kept out by them",
 		lbVIP, outsideIP, client.ip, nodeIP)
+}
+
+// outsideAddr is the outside client's address on the underlay.
+func outsideAddr(t *testing.T, outside func(...string) (string, error)) string {
+	t.Helper()
+	out, err := outside("ip", "-4", "-o", "addr", "show", "scope", "global")
+	fields := strings.Fields(out)
+	i := slices.Index(fields, "inet")
+	if err != nil || i < 0 || i+1 >= len(fields) {
+		t.Fatalf("the outside client's address: %v: %s", err, out)
+	}
+	ip, _, _ := strings.Cut(fields[i+1], "/")
+	return ip
 }

@@ -196,7 +196,7 @@ func checkServices(t *testing.T, lab *Lab, client echoPod, nodes ...string) {
 	checkNodePorts(t, lab, nodes...)
 	checkServiceEdges(t, lab, client, nodes[0], nodes[1])
 	checkLoadBalancer(t, lab, client, nodes...)
-	checkL2Announcement(t, lab)
+	checkL2Announcement(t, lab, client)
 }
 
 // checkNodePorts connects from the lab's outside client, a machine on the
