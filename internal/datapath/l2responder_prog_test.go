@@ -9,8 +9,11 @@ import (
 
 	"github.com/gopacket/gopacket"
 	"github.com/gopacket/gopacket/layers"
+	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
 
 	"github.com/cilium-go/cilium/internal/datapath/spec"
+	"github.com/cilium-go/cilium/internal/testenv"
 )
 
 // BPF_PROG_RUN gives the packet the loopback device of the test's
@@ -111,5 +114,33 @@ func TestGratuitousARPFrame(t *testing.T) {
 		arp.Operation != layers.ARPRequest || !bytes.Equal(arp.SourceHwAddress, announcer) ||
 		!bytes.Equal(arp.SourceProtAddress, vip.AsSlice()) || !bytes.Equal(arp.DstProtAddress, vip.AsSlice()) {
 		t.Fatalf("gratuitous ARP %+v from %s to %s, want a broadcast request of %s at %s", arp, eth.SrcMAC, eth.DstMAC, vip, announcer)
+	}
+}
+
+// SendGratuitousARP puts the announcement on the wire: what arrives at
+// the other end of the device is the broadcast request of vip at its MAC.
+func TestPrivilegedGratuitousARP(t *testing.T) {
+	testenv.Privileged(t)
+	freshNetNS(t)
+	must(t, netlink.LinkAdd(&netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: "garp0", HardwareAddr: announcer}, PeerName: "garp1"}))
+	a, err := netlink.LinkByName("garp0")
+	must(t, err)
+	b, err := netlink.LinkByName("garp1")
+	must(t, err)
+	must(t, netlink.LinkSetUp(a))
+	must(t, netlink.LinkSetUp(b))
+
+	fd, err := unix.Socket(unix.AF_PACKET, unix.SOCK_RAW|unix.SOCK_CLOEXEC, int(htons(unix.ETH_P_ARP)))
+	must(t, err)
+	defer unix.Close(fd)
+	must(t, unix.Bind(fd, &unix.SockaddrLinklayer{Protocol: htons(unix.ETH_P_ARP), Ifindex: b.Attrs().Index}))
+	must(t, unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &unix.Timeval{Sec: 5}))
+
+	must(t, SendGratuitousARP("", uint32(a.Attrs().Index), announcer, vip))
+	buf := make([]byte, 128)
+	n, _, err := unix.Recvfrom(fd, buf, 0)
+	must(t, err)
+	if got, want := buf[:n], gratuitousARP(announcer, vip); !bytes.Equal(got[:len(want)], want) {
+		t.Fatalf("received %x, want %x", got, want)
 	}
 }
