@@ -136,6 +136,11 @@ func checkLBIPAM(t *testing.T, lab *Lab, client echoPod) {
 		}
 		return nil
 	})
+	// echo-lb's class is another controller's: LB-IPAM leaves it alone
+	// (its status, emptied above, stays empty).
+	if out := lab.Kubectl("get", "service", "echo-lb", "-o", `jsonpath={.status}`); strings.Contains(out, "ingress") || strings.Contains(out, "cilium.io/") {
+		t.Errorf("echo-lb (loadBalancerClass example.com/metal) has status %s: LB-IPAM served another class", out)
+	}
 	out := lab.Kubectl("get", "ciliumloadbalancerippools", "e2e-pool", "-o",
 		`jsonpath={.status.conditions[?(@.type=="cilium.io/IPsAvailable")].message} {.status.conditions[?(@.type=="cilium.io/PoolConflict")].status}`)
 	if strings.TrimSpace(out) != "1 False" {
