@@ -111,6 +111,7 @@ func (c *controller) run(_ context.Context, txn statedb.ReadTxn) error {
 			c.pending[n] = true
 		}
 	}
+	c.followZone(txn)
 	var err error
 	if c.started {
 		// The reconcilers may have freed room that refused services
@@ -126,6 +127,31 @@ func (c *controller) run(_ context.Context, txn statedb.ReadTxn) error {
 		c.wake.Fire()
 	}
 	return err
+}
+
+// followZone reads the node's zone as of txn. When it changed after the
+// first pass (which writes every service anyway), every service the
+// tables hold, and every refused one, is pending: any may have endpoints
+// hinted for the old zone or the new one.
+func (c *controller) followZone(txn statedb.ReadTxn) {
+	if c.intake == nil || c.intake.Zone == nil {
+		return
+	}
+	z := c.intake.Zone(txn)
+	if z == c.local.Zone {
+		return
+	}
+	c.log.Info("Node zone changed: rewriting every service", "from", c.local.Zone, "to", z)
+	c.local.Zone = z
+	if !c.started {
+		return
+	}
+	for r := range c.tables.Services.All(txn) {
+		c.pending[r.Name] = true
+	}
+	for n := range c.refused {
+		c.pending[n] = true
+	}
 }
 
 // takePending returns the pending services and forgets them.

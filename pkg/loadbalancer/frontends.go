@@ -92,10 +92,13 @@ func Ours(s Service) bool {
 // would on the node local:
 //   - a port's backends are the endpoints that give it a port number and
 //     are ready, or when none is, those serving while they terminate;
-//   - trafficDistribution PreferSameNode narrows them to those hinted
-//     for this node, when there are any;
+//   - where a traffic policy is Cluster, the endpoints' topology hints
+//     narrow them to the ready ones hinted for this node, or else for its
+//     zone, when every ready one has such hints and one is near
+//     (trafficDistribution PreferSameNode, PreferSameZone, PreferClose,
+//     the topology-mode annotation; see topologyOf);
 //   - ClusterIPs serve local clients: internalTrafficPolicy Local
-//     narrows them to this node's backends;
+//     narrows them to this node's backends, whatever their hints;
 //   - ExternalIPs, LoadBalancer addresses and NodePorts (on every node
 //     address) also serve clients from outside: externalTrafficPolicy
 //     Local narrows those to this node's backends, and then, as whenever
@@ -119,12 +122,7 @@ func Frontends(s Service, eps []Endpoint, local Local) []Frontend {
 	var out []Frontend
 	for _, p := range s.Ports {
 		cands := candidates(p, eps)
-		all := usable(cands)
-		if s.PreferSameNode {
-			if same := usable(filter(cands, func(b candidate) bool { return slices.Contains(b.forNodes, local.NodeName) })); len(same) > 0 {
-				all = same
-			}
-		}
+		all := clusterBackends(cands, local)
 		onNode := usable(filter(cands, func(b candidate) bool { return b.NodeName == local.NodeName }))
 		internal, external := all, all
 		if s.InternalLocal {
@@ -236,8 +234,8 @@ func orEmpty(b []Backend) []Backend {
 
 type candidate struct {
 	Backend
-	ready, serving bool
-	forNodes       []string
+	ready, serving     bool
+	forNodes, forZones []string
 }
 
 // candidates are the endpoints that give port p a number, once each.
@@ -255,7 +253,7 @@ func candidates(p Port, eps []Endpoint) []candidate {
 		}
 		seen[a] = true
 		out = append(out, candidate{Backend: Backend{Addr: a, NodeName: e.NodeName, Terminating: e.Terminating},
-			ready: e.Ready, serving: e.Serving, forNodes: e.ForNodes})
+			ready: e.Ready, serving: e.Serving, forNodes: e.ForNodes, forZones: e.ForZones})
 	}
 	slices.SortFunc(out, func(a, b candidate) int { return compareAddrs(a.Addr, b.Addr) })
 	return out

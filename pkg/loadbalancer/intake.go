@@ -20,6 +20,10 @@ type Intake struct {
 	Service func(txn statedb.ReadTxn, n ServiceName) (Service, []Endpoint, bool)
 	// NodeName is this node's name, which endpoints name their node by.
 	NodeName string
+	// Zone reads this node's zone (Local.Zone) as of txn, from a table
+	// among Inputs; nil: the node has none. When it changes, every
+	// service is written again, as topology hints choose by it.
+	Zone func(txn statedb.ReadTxn) string
 }
 
 // Input is a table whose rows touch services.

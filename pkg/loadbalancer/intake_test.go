@@ -31,8 +31,8 @@ type reads struct {
 // its reads.
 func (r *reads) cell() cell.Cell {
 	return cell.Provide(func(svcs statedb.Table[*corev1.Service], slices statedb.Table[*discoveryv1.EndpointSlice],
-		pods statedb.Table[*corev1.Pod]) *loadbalancer.Intake {
-		in := lbk8s.NewIntake(svcs, slices, pods, "node-a")
+		pods statedb.Table[*corev1.Pod], nodes statedb.Table[*corev1.Node]) *loadbalancer.Intake {
+		in := lbk8s.NewIntake(svcs, slices, pods, nodes, "node-a")
 		read := in.Service
 		in.Service = func(txn statedb.ReadTxn, n loadbalancer.ServiceName) (loadbalancer.Service, []loadbalancer.Endpoint, bool) {
 			r.mu.Lock()

@@ -86,8 +86,8 @@ type Service struct {
 	// internalTrafficPolicy Local.
 	ExternalLocal bool
 	InternalLocal bool
-	// PreferSameNode: trafficDistribution PreferSameNode.
-	PreferSameNode      bool
+	// HealthCheckNodePort is where the node answers load balancers'
+	// health checks; 0: nowhere.
 	HealthCheckNodePort uint16
 	// OtherProxy: the service.kubernetes.io/service-proxy-name label is
 	// set, to any value (even empty): the service is the proxy's it names,
@@ -138,8 +138,9 @@ type Endpoint struct {
 	// Conditions as EndpointSlices define them: Ready (nil counts as
 	// true), Serving, Terminating.
 	Ready, Serving, Terminating bool
-	// ForNodes are the topology hints' node names.
-	ForNodes []string
+	// ForNodes and ForZones are the topology hints' node and zone
+	// names (see topologyOf).
+	ForNodes, ForZones []string
 }
 
 // PortKey names an endpoint port: the Service port's name and protocol.
@@ -158,6 +159,9 @@ type Local struct {
 	// NodePorts and ExternalIPs too, not only its LoadBalancer
 	// addresses (--bpf-lb-source-range-all-types).
 	SourceRangeAllTypes bool
+	// Zone is the node's topology.kubernetes.io/zone label; "" without
+	// one.
+	Zone string
 }
 
 func (s Service) String() string { return fmt.Sprintf("%s (%s)", s.Name, s.Type) }

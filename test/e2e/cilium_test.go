@@ -31,7 +31,8 @@ func TestPrivilegedSmokeCiliumNative(t *testing.T) {
 type echoPod struct{ name, node, ip string }
 
 func testCiliumLab(t *testing.T, name, mode, kubeProxy string, full bool) {
-	lab := StartLab(t, name, "--nodes", "2", "--cni=cilium", "--routing-mode="+mode, "--kube-proxy="+kubeProxy)
+	lab := StartLab(t, name, "--nodes", "2", "--cni=cilium", "--routing-mode="+mode, "--kube-proxy="+kubeProxy,
+		"--zones", strings.Join(labZones, ","))
 	node1, node2 := name+"-node1", name+"-node2"
 
 	cidrs := ciliumNodeCIDRs(lab)
@@ -56,6 +57,7 @@ func testCiliumLab(t *testing.T, name, mode, kubeProxy string, full bool) {
 	client := onNode(pods, node1)[0]
 	if kubeProxy == "none" {
 		checkServices(t, lab, client, node1, node2)
+		checkTopology(t, lab, client, node1, node2)
 		if full {
 			hugeServiceRefusedAlone(t, lab, client)
 		}

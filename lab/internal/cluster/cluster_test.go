@@ -97,6 +97,12 @@ func TestNodeProcesses(t *testing.T) {
 	if !strings.Contains(strings.Join(specs[0].Args, " "), "--bridge-cni=true") {
 		t.Errorf("args %v", specs[0].Args)
 	}
+	o.Zones = []string{"zone-a", "zone-b"}
+	p, _ = plan.New(o)
+	specs = nodeProcesses(p, p.Nodes[1], controlPlaneConfig(p, "/bin-dir"), "/bin-dir")
+	if !strings.Contains(strings.Join(specs[0].Args, " "), "--zone=zone-b") {
+		t.Errorf("node 2 of zones a, b: args %v", specs[0].Args)
+	}
 }
 
 func TestFirstLineNamesFailingChecks(t *testing.T) {

@@ -46,6 +46,7 @@ func nodeProcesses(p plan.Plan, n plan.Node, cp controlplane.Config, binDir stri
 			"--cluster-dns=" + p.ClusterDNS.String(),
 			"--cluster-domain=" + p.ClusterDomain,
 			fmt.Sprintf("--bridge-cni=%t", p.CNI == plan.CNIBridge),
+			"--zone=" + n.Zone,
 		},
 		Namespaces: nodeNamespaces(n),
 		LogFile:    filepath.Join(n.Dir, "node-agent.log"),

@@ -51,6 +51,8 @@ type Config struct {
 	ClusterDomain string
 	// BridgeCNI makes the agent write the reference bridge network for its pod CIDR.
 	BridgeCNI bool
+	// Zone is the node's topology.kubernetes.io/zone label; "" for none.
+	Zone string
 
 	CNIConfDir string
 	CNIBinDir  string
@@ -193,15 +195,22 @@ func nodeSpec(cfg Config) corev1.Node {
 		corev1.ResourceMemory: *resource.NewQuantity(memTotal(), resource.BinarySI),
 		corev1.ResourcePods:   resource.MustParse("110"),
 	}
+	labels := map[string]string{
+		"kubernetes.io/hostname": cfg.Node,
+		"kubernetes.io/os":       "linux",
+		"kubernetes.io/arch":     runtime.GOARCH,
+		"cilium-lab.io/node":     "true",
+	}
+	// As a cloud's kubelet labels its node with the zone it runs in; the
+	// EndpointSlice controller and the load balancers read it for
+	// topology.
+	if cfg.Zone != "" {
+		labels[corev1.LabelTopologyZone] = cfg.Zone
+	}
 	return corev1.Node{
 		ObjectMeta: metav1.ObjectMeta{
-			Name: cfg.Node,
-			Labels: map[string]string{
-				"kubernetes.io/hostname": cfg.Node,
-				"kubernetes.io/os":       "linux",
-				"kubernetes.io/arch":     runtime.GOARCH,
-				"cilium-lab.io/node":     "true",
-			},
+			Name:   cfg.Node,
+			Labels: labels,
 		},
 		Status: corev1.NodeStatus{
 			Phase:       corev1.NodeRunning,

@@ -138,3 +138,14 @@ func TestNodeStatusFollowsNetwork(t *testing.T) {
 		t.Fatalf("reports %v, want %v", reports, want)
 	}
 }
+
+// The node carries its zone as a cloud's kubelet does, and no zone label
+// without one.
+func TestNodeZone(t *testing.T) {
+	if z, ok := nodeSpec(Config{Node: "n1", Zone: "zone-a"}).Labels[corev1.LabelTopologyZone]; !ok || z != "zone-a" {
+		t.Errorf("zone label %q (%v), want zone-a", z, ok)
+	}
+	if z, ok := nodeSpec(Config{Node: "n1"}).Labels[corev1.LabelTopologyZone]; ok {
+		t.Errorf("no zone: label %q", z)
+	}
+}

@@ -11,6 +11,8 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+
+	"k8s.io/apimachinery/pkg/util/validation"
 )
 
 // CNI choices for the lab's pod network.
@@ -60,6 +62,10 @@ type Options struct {
 	// HubbleExport has every agent export its flows to the node's
 	// HubbleExportFile.
 	HubbleExport bool
+	// Zones are the nodes' zones (their topology.kubernetes.io/zone
+	// label), in turn: node i is in Zones[(i-1) % len(Zones)]. None: the
+	// nodes have no zone.
+	Zones []string
 }
 
 // HubbleExportFile is where, in a node's mount namespace, its agent
@@ -100,6 +106,8 @@ type Node struct {
 	Dir string `json:"dir"`
 	// Uplink is the node's interface on the underlay.
 	Uplink string `json:"uplink"`
+	// Zone is the node's topology.kubernetes.io/zone label; "" for none.
+	Zone string `json:"zone,omitempty"`
 	// Cgroup is the node's cgroup v2 directory, below the lab's: every process the
 	// node runs (node agent, cilium-agent, kube-proxy, pods) lives in it or below,
 	// as a real node's processes live below its root cgroup. Socket-level load
@@ -212,6 +220,11 @@ func New(o Options) (Plan, error) {
 	if err := checkPrefixes(o); err != nil {
 		return Plan{}, err
 	}
+	for _, z := range o.Zones {
+		if errs := validation.IsValidLabelValue(z); z == "" || len(errs) > 0 {
+			return Plan{}, fmt.Errorf("zone %q: want a label value: up to 63 letters, digits, '-', '_' or '.', starting and ending with a letter or digit", z)
+		}
+	}
 
 	p := Plan{
 		Name:            o.Name,
@@ -249,7 +262,12 @@ func New(o Options) (Plan, error) {
 	p.ClusterDNS = nth(p.ServiceCIDR.Addr(), 10)
 	for i := 1; i <= o.Nodes; i++ {
 		name := fmt.Sprintf("%s-node%d", o.Name, i)
+		zone := ""
+		if len(o.Zones) > 0 {
+			zone = o.Zones[(i-1)%len(o.Zones)]
+		}
 		p.Nodes = append(p.Nodes, Node{
+			Zone:   zone,
 			Name:   name,
 			IP:     nth(base, 10+i),
 			Netns:  "/run/netns/" + name,

@@ -93,6 +93,8 @@ func TestNewRejects(t *testing.T) {
 		{"world too small", func(o *Options) { o.World = netip.MustParsePrefix("192.0.2.4/31") }, "world 192.0.2.4/31"},
 		{"ipv6 world", func(o *Options) { o.World = netip.MustParsePrefix("2001:db8::/64") }, "world"},
 		{"no world", func(o *Options) { o.World = netip.Prefix{} }, "world"},
+		{"empty zone", func(o *Options) { o.Zones = []string{"a", ""} }, `zone ""`},
+		{"zone not a label value", func(o *Options) { o.Zones = []string{"eu west"} }, `zone "eu west"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			o := options()
@@ -139,5 +141,35 @@ func TestKubeProxyDefault(t *testing.T) {
 		if err != nil || p.KubeProxy != want {
 			t.Errorf("--cni=%s: kube-proxy %q (%v), want %s", cni, p.KubeProxy, err, want)
 		}
+	}
+}
+
+// Nodes take the zones in turn, and keep them across a save; without
+// zones they have none.
+func TestZones(t *testing.T) {
+	o := options()
+	o.StateDir = t.TempDir()
+	o.Nodes = 3
+	o.Zones = []string{"zone-a", "zone-b"}
+	p, err := New(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, n := range p.Nodes {
+		got = append(got, n.Zone)
+	}
+	if strings.Join(got, ",") != "zone-a,zone-b,zone-a" {
+		t.Errorf("zones %v, want zone-a, zone-b, zone-a", got)
+	}
+	if err := p.Save(); err != nil {
+		t.Fatal(err)
+	}
+	if q, err := Load(o.StateDir); err != nil || q.Nodes[1].Zone != "zone-b" {
+		t.Errorf("reloaded: %v, node 2's zone %q", err, q.Nodes[1].Zone)
+	}
+	o.Zones = nil
+	if p, err := New(o); err != nil || p.Nodes[0].Zone != "" {
+		t.Errorf("no zones: %v, node 1's zone %q", err, p.Nodes[0].Zone)
 	}
 }

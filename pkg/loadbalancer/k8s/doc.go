@@ -3,6 +3,7 @@
 // EndpointSlices (Endpoints), and a pod's hostPorts as a service of type
 // HostPort (HostPortService). These are pure functions of the objects.
 // NewIntake reads them out of the Kubernetes tables of pkg/k8s/tables as
-// the load balancer's Intake, and tells it which service each row
+// the load balancer's Intake, with the node's zone (its Node's
+// topology.kubernetes.io/zone label), and tells it which service each row
 // touches (SliceService, PodService).
 package k8s

@@ -23,24 +23,29 @@ type intakeParams struct {
 	Services       statedb.Table[*corev1.Service]
 	EndpointSlices statedb.Table[*discoveryv1.EndpointSlice]
 	Pods           statedb.Table[*corev1.Pod]
+	Nodes          statedb.Table[*corev1.Node]
 }
 
 func newIntake(p intakeParams) *loadbalancer.Intake {
 	if p.Clients == nil {
 		return nil
 	}
-	return NewIntake(p.Services, p.EndpointSlices, p.Pods, p.Clients.NodeName)
+	return NewIntake(p.Services, p.EndpointSlices, p.Pods, p.Nodes, p.Clients.NodeName)
 }
 
-// NewIntake reads Services with their EndpointSlices, and the pods of
-// node nodeName that name hostPorts, from their tables.
+// NewIntake reads Services with their EndpointSlices, the pods of node
+// nodeName that name hostPorts, and the node's zone from its Node, from
+// their tables.
 func NewIntake(services statedb.Table[*corev1.Service], slices statedb.Table[*discoveryv1.EndpointSlice],
-	pods statedb.Table[*corev1.Pod], nodeName string) *loadbalancer.Intake {
+	pods statedb.Table[*corev1.Pod], nodes statedb.Table[*corev1.Node], nodeName string) *loadbalancer.Intake {
 	return &loadbalancer.Intake{
 		Inputs: []loadbalancer.Input{
 			loadbalancer.TableInput(services, key[*corev1.Service], serviceName),
 			loadbalancer.TableInput(slices, key[*discoveryv1.EndpointSlice], SliceService),
 			loadbalancer.TableInput(pods, key[*corev1.Pod], PodService),
+			// A Node touches no service itself: the controller reads
+			// the zone through Zone.
+			loadbalancer.TableInput(nodes, key[*corev1.Node], noService[*corev1.Node]),
 		},
 		Service: func(txn statedb.ReadTxn, n loadbalancer.ServiceName) (loadbalancer.Service, []loadbalancer.Endpoint, bool) {
 			if pod, ok := n.HostPortPod(); ok {
@@ -61,8 +66,17 @@ func NewIntake(services statedb.Table[*corev1.Service], slices statedb.Table[*di
 			return ServiceOf(svc), eps, true
 		},
 		NodeName: nodeName,
+		Zone: func(txn statedb.ReadTxn) string {
+			n, ok := tables.Get(txn, nodes, nodeName)
+			if !ok {
+				return ""
+			}
+			return n.Labels[corev1.LabelTopologyZone]
+		},
 	}
 }
+
+func noService[T any](T) (loadbalancer.ServiceName, bool) { return loadbalancer.ServiceName{}, false }
 
 // key names an object across its changes: its table's primary key.
 func key[T tables.Object](o T) string { return tables.Key(o) }

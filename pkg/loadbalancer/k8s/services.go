@@ -64,8 +64,6 @@ func ServiceOf(svc *corev1.Service) loadbalancer.Service {
 	s.ExternalLocal = svc.Spec.ExternalTrafficPolicy == corev1.ServiceExternalTrafficPolicyLocal &&
 		(s.Type == loadbalancer.TypeNodePort || s.Type == loadbalancer.TypeLoadBalancer || len(s.ExternalIPs) > 0)
 	s.InternalLocal = svc.Spec.InternalTrafficPolicy != nil && *svc.Spec.InternalTrafficPolicy == corev1.ServiceInternalTrafficPolicyLocal
-	s.PreferSameNode = svc.Spec.TrafficDistribution != nil &&
-		(*svc.Spec.TrafficDistribution == corev1.ServiceTrafficDistributionPreferSameNode)
 	s.HealthCheckNodePort = uint16(svc.Spec.HealthCheckNodePort)
 	return s
 }
@@ -101,9 +99,15 @@ func Endpoints(es *discoveryv1.EndpointSlice) []loadbalancer.Endpoint {
 		if e.NodeName != nil {
 			ep.NodeName = *e.NodeName
 		}
+		// trafficDistribution and the topology-mode annotation reach
+		// the load balancer only as the hints that the EndpointSlice
+		// controller writes for them, as they reach kube-proxy.
 		if e.Hints != nil {
 			for _, n := range e.Hints.ForNodes {
 				ep.ForNodes = append(ep.ForNodes, n.Name)
+			}
+			for _, z := range e.Hints.ForZones {
+				ep.ForZones = append(ep.ForZones, z.Name)
 			}
 		}
 		for _, a := range addrs(e.Addresses) {
