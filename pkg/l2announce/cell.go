@@ -228,6 +228,7 @@ type announcer struct {
 	peers     *peers
 	wake      *time.Timer
 	owned     map[loadbalancer.ServiceName]bool
+	ownersIn  ownersInput
 	// written: the table holds this run's entries; stopped: the agent
 	// is stopping.
 	written, stopped atomic.Bool
@@ -324,6 +325,12 @@ func (a *announcer) electByService(wanted map[loadbalancer.ServiceName][]Entry) 
 	return owned
 }
 
+// ownersInput is what the owners of the last run were computed from.
+type ownersInput struct {
+	nodes              string // the live nodes as Owners read them
+	services, policies statedb.Revision
+}
+
 // electByNode returns the Services this node owns among the live nodes
 // (Owners), itself included while its own Lease is renewed, and tells the
 // Services it takes over.
@@ -356,6 +363,13 @@ func (a *announcer) electByNode(txn statedb.ReadTxn, self Node, policies []Polic
 	if a.nodeLease.live.Load() {
 		nodes = append(nodes, self)
 	}
+	// Every node's renewal wakes run; the owners change only with the live
+	// nodes (their labels and devices), the Services or the policies.
+	in := ownersInput{nodes: fmt.Sprint(nodes), services: a.p.Services.Revision(txn), policies: a.p.Policies.Revision(txn)}
+	if in == a.ownersIn {
+		return a.owned
+	}
+	a.ownersIn = in
 	owned := map[loadbalancer.ServiceName]bool{}
 	for s, owner := range Owners(nodes, policies, services) {
 		if owner != self.Name {
