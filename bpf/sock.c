@@ -125,7 +125,7 @@ static __always_inline int sock4_forward(struct bpf_sock_addr *ctx)
 	sock4_trace(ctx, SOCK_XLATE_PRE_FWD, daddr, dport, proto, svc->rev_nat_index);
 	/* Affinity follows the client's network namespace: every process of
 	 * the node shares one, as they share the node's address. */
-	id = lb4_select(&key, svc, bpf_get_netns_cookie(ctx), 1);
+	id = lb4_select(&key, svc, bpf_get_netns_cookie(ctx), 1, 0);
 	be = id ? lb4_lookup_backend(id) : NULL;
 	if (!be) {
 		/* Nothing serves: refuse now, as a host with no listener

@@ -12,28 +12,43 @@ import (
 	"github.com/cilium-go/cilium/internal/datapath/dptest"
 	"github.com/cilium-go/cilium/internal/datapath/spec"
 	"github.com/cilium-go/cilium/internal/netnamespace"
+	"github.com/cilium-go/cilium/pkg/loadbalancer"
 	"github.com/cilium-go/cilium/pkg/nodedatapath"
 )
 
 const (
 	echoPort   = 8080 // the backends' one-byte echo
 	streamPort = 5001 // the backends' sink
-	// measuredFrontends are the ClusterIP's two ports: 80 to the echo
-	// and 5001 to the sink. They count among the services of a scale.
-	measuredFrontends = 2
+	// measuredFrontends are the ClusterIP's two ports (80 to the echo,
+	// 5001 to the sink) and the echo's frontends for clients from
+	// outside: a NodePort and two LoadBalancer addresses. They count
+	// among the services of a scale.
+	measuredFrontends = 5
+	nodePort          = 30080
 	// maxScale keeps fillers' backend ids and reverse NAT indexes in range
 	// and every entry in the maps' 65,536.
 	maxScale   = 12000
 	fillerBase = 100 // fillers' reverse NAT indexes start above the measured ones
 )
 
-// clusterIP is the measured Service's address.
-var clusterIP = netip.MustParseAddr("10.96.0.10")
+// clusterIP is the measured Service's address; vipRandom and vipMaglev
+// are its LoadBalancer addresses, which the world reaches through node 1:
+// the first picks backends at random, the second by its Maglev table.
+var (
+	clusterIP = netip.MustParseAddr("10.96.0.10")
+	vipRandom = netip.MustParseAddr("198.51.100.80")
+	vipMaglev = netip.MustParseAddr("198.51.100.81")
+)
+
+// maglevSeed seeds the measured Maglev tables.
+const maglevSeed = 0x5eed
 
 // bed is a 2-node cluster in native routing: the client pod on node 1,
-// the measured Service's backends on node 2, and the service maps of both
-// nodes holding the measured Service and as many fillers as the scale
-// asks.
+// the measured Service's backends on node 2, a client outside the
+// cluster (the world host on the nodes' network, routed to the pods and
+// the LoadBalancer addresses through node 1), and the service maps of
+// both nodes holding the measured Service and as many fillers as the
+// scale asks.
 type bed struct {
 	c        *dptest.Cluster
 	client   *dptest.Pod
@@ -47,7 +62,7 @@ type bed struct {
 
 func newBed(log *slog.Logger, o options, onClose func(func() error)) (*bed, error) {
 	log.Info("building the cluster")
-	c, err := dptest.New(dptest.Options{Mode: spec.Native, PodsPerNode: 3})
+	c, err := dptest.New(dptest.Options{Mode: spec.Native, PodsPerNode: 3, World: true, MaglevTableSize: 16381})
 	if err != nil {
 		return nil, err
 	}
@@ -63,10 +78,15 @@ func newBed(log *slog.Logger, o options, onClose func(func() error)) (*bed, erro
 	}
 	// Connect/request/close reuses ports in TIME_WAIT, so that the rate
 	// measures the datapath and not the ephemeral port range.
-	err = netnamespace.Do(b.client.NS, func() error {
-		return os.WriteFile("/proc/sys/net/ipv4/tcp_tw_reuse", []byte("1"), 0o644)
-	})
-	if err != nil {
+	for _, ns := range []string{b.client.NS, c.WorldNS} {
+		err = netnamespace.Do(ns, func() error {
+			return os.WriteFile("/proc/sys/net/ipv4/tcp_tw_reuse", []byte("1"), 0o644)
+		})
+		if err != nil {
+			return nil, err
+		}
+	}
+	if err := b.routeWorld(); err != nil {
 		return nil, err
 	}
 	if err := b.writeMeasured(); err != nil {
@@ -105,9 +125,26 @@ func (b *bed) echoAddrs() []netip.AddrPort {
 	return out
 }
 
+// routeWorld routes the world host's traffic to the pods and the
+// LoadBalancer addresses through node 1.
+func (b *bed) routeWorld() error {
+	for _, dst := range []string{"10.10.0.0/16", "198.51.100.0/24"} {
+		if err := b.c.RouteFromWorld(netip.MustParsePrefix(dst), b.c.Nodes[0].IP); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // writeService writes one frontend, its reverse NAT and its backends into
 // every node's maps, as the control plane does.
 func (b *bed) writeService(f spec.Frontend, rev uint16, backends []spec.Backend) error {
+	return b.writeServiceFlags(f, rev, 0, backends)
+}
+
+// writeServiceFlags is writeService with the frontend's flags: with
+// spec.LBMaglev, the Maglev table the control plane computes.
+func (b *bed) writeServiceFlags(f spec.Frontend, rev uint16, flags spec.LBFlags, backends []spec.Backend) error {
 	for _, n := range b.c.Nodes {
 		m := n.DP.Maps()
 		ids := make([]spec.BackendID, 0, len(backends))
@@ -120,7 +157,11 @@ func (b *bed) writeService(f spec.Frontend, rev uint16, backends []spec.Backend)
 		if err := m.UpsertRevNAT(spec.RevNAT{Index: rev, Address: f.Address, Port: f.Port}); err != nil {
 			return err
 		}
-		if err := m.UpsertService(spec.Service{Frontend: f, Backends: ids, RevNATIndex: rev}); err != nil {
+		svc := spec.Service{Frontend: f, Backends: ids, RevNATIndex: rev, Flags: flags}
+		if flags&spec.LBMaglev != 0 {
+			svc.Maglev = loadbalancer.MaglevTable(backends, m.MaglevTableSize(), maglevSeed)
+		}
+		if err := m.UpsertService(svc); err != nil {
 			return err
 		}
 	}
@@ -146,22 +187,53 @@ func (b *bed) deleteService(f spec.Frontend, rev uint16, backends []spec.Backend
 }
 
 // writeMeasured writes the measured Service: port 80 to the backends'
-// echo, port 5001 to their sink.
+// echo, port 5001 to their sink, and the echo at the NodePort and the
+// LoadBalancer addresses.
 func (b *bed) writeMeasured() error {
 	for i, port := range []uint16{echoPort, streamPort} {
 		f := spec.Frontend{Address: clusterIP, Port: port, Protocol: spec.ProtoTCP}
 		if port == echoPort {
 			f.Port = 80
 		}
-		var bs []spec.Backend
-		for j, p := range b.backends {
-			bs = append(bs, spec.Backend{ID: spec.BackendID(10*(i+1) + j), Address: p.IP, Port: port, Protocol: spec.ProtoTCP})
+		if err := b.writeService(f, uint16(i+1), b.backendsAt(10*(i+1), port)); err != nil {
+			return err
 		}
-		if err := b.writeService(f, uint16(i+1), bs); err != nil {
+	}
+	echo := b.backendsAt(10, echoPort)
+	for _, o := range b.outsideFrontends() {
+		if err := b.writeServiceFlags(o.f, o.rev, o.flags, echo); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// backendsAt are the backend pods at port, numbered from firstID.
+func (b *bed) backendsAt(firstID int, port uint16) []spec.Backend {
+	var bs []spec.Backend
+	for j, p := range b.backends {
+		bs = append(bs, spec.Backend{ID: spec.BackendID(firstID + j), Address: p.IP, Port: port, Protocol: spec.ProtoTCP})
+	}
+	return bs
+}
+
+type outsideFrontend struct {
+	f     spec.Frontend
+	rev   uint16
+	flags spec.LBFlags
+}
+
+// outsideFrontends are the echo's frontends for clients from outside:
+// node 1's NodePort and the two LoadBalancer addresses.
+func (b *bed) outsideFrontends() []outsideFrontend {
+	tcp := func(a netip.Addr, port uint16) spec.Frontend {
+		return spec.Frontend{Address: a, Port: port, Protocol: spec.ProtoTCP}
+	}
+	return []outsideFrontend{
+		{tcp(b.c.Nodes[0].IP, nodePort), 3, spec.LBNodePort},
+		{tcp(vipRandom, 80), 4, spec.LBLoadBalancer},
+		{tcp(vipMaglev, 80), 5, spec.LBLoadBalancer | spec.LBMaglev},
+	}
 }
 
 // filler i is a ClusterIP with 2 to 4 backends at the cluster's pods, on

@@ -56,7 +56,7 @@ func main() {
 	flag.IntVar(&o.reps, "reps", 5, "interleaved repetitions of every datapath measurement")
 	scales := flag.String("scales", "10,1000,10000", "services in the maps for the ClusterIP measurements (comma separated)")
 	sockScales := flag.String("sock-scales", "10,10000", "the scales the socket-LB client is measured at (among -scales)")
-	flag.StringVar(&o.parts, "parts", "crr,sock,stream,cp,lab", "what to run: crr (ClusterIP connect latency), sock (socket LB), stream, cp (control plane), lab (side by side with kube-proxy in labs)")
+	flag.StringVar(&o.parts, "parts", "crr,sock,outside,stream,maglev,cp,lab", "what to run: crr (ClusterIP connect latency), sock (socket LB), outside (NodePort and LoadBalancer VIPs from outside), stream, maglev (Maglev's disruption), cp (control plane), lab (side by side with kube-proxy in labs)")
 	flag.IntVar(&o.cpServices, "cp-services", 10000, "Services the control plane holds")
 	flag.IntVar(&o.cpBackends, "cp-backends", 4, "backends of each of those Services")
 	flag.IntVar(&o.cpRate, "cp-rate", 100, "EndpointSlice changes per second")
@@ -166,7 +166,7 @@ func run(ctx context.Context, log *slog.Logger, o options) (err error) {
 	}()
 	onClose := func(f func() error) { closers = append(closers, f) }
 	var dp *dpResults
-	if o.want("crr") || o.want("sock") || o.want("stream") {
+	if o.want("crr") || o.want("sock") || o.want("outside") || o.want("stream") || o.want("maglev") {
 		b, err := newBed(log, o, onClose)
 		if err != nil {
 			return err

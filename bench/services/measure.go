@@ -13,6 +13,7 @@ import (
 	"github.com/cilium-go/cilium/bench/internal/benchlab"
 	"github.com/cilium-go/cilium/bench/internal/stats"
 	"github.com/cilium-go/cilium/bench/internal/traffic"
+	"github.com/cilium-go/cilium/internal/datapath/spec"
 )
 
 // A path is how the client reaches the backends.
@@ -23,13 +24,22 @@ const (
 	cipTC   path = "cip"     // the ClusterIP, translated by the client pod's tc program
 	podSock path = "sockpod" // the backends' addresses, from a process in the socket-LB cgroup
 	cipSock path = "sockcip" // the ClusterIP, translated at connect by the socket programs
+	// From outside the cluster (the world host), through node 1:
+	podOut   path = "podout"    // the backends' addresses, routed (the baseline)
+	npOut    path = "nodeport"  // node 1's NodePort
+	vipOut   path = "vip"       // a LoadBalancer address, backends picked at random
+	vipMgOut path = "vipmaglev" // a LoadBalancer address, backends picked by its Maglev table
 )
 
 var pathNames = map[path]string{
-	podTC:   "pod IP (baseline)",
-	cipTC:   "ClusterIP, tc",
-	podSock: "pod IP, socket-LB process",
-	cipSock: "ClusterIP, socket LB",
+	podTC:    "pod IP (baseline)",
+	cipTC:    "ClusterIP, tc",
+	podSock:  "pod IP, socket-LB process",
+	cipSock:  "ClusterIP, socket LB",
+	podOut:   "pod IP, routed (baseline)",
+	npOut:    "NodePort",
+	vipOut:   "LoadBalancer VIP, random",
+	vipMgOut: "LoadBalancer VIP, Maglev",
 }
 
 // series is one measurement's value in each repetition.
@@ -72,8 +82,13 @@ type crrKey struct {
 type dpResults struct {
 	crr    map[crrKey]*series
 	stream map[path]*series // podTC and cipTC
-	// streamScale is the scale the stream ran at.
+	// streamScale is the scale the stream and the Maglev disruption
+	// ran at.
 	streamScale int
+	// moved is, by algorithm (spec.LBMaglev or 0: random), the fraction
+	// of flows that moved when one of disruptBackends backends went, in
+	// each repetition.
+	moved map[spec.LBFlags][]float64
 }
 
 func (r *dpResults) crrAt(p path, scale int) *series {
@@ -90,7 +105,7 @@ func (r *dpResults) crrAt(p path, scale int) *series {
 // back to back, in alternating order.
 func (b *bed) measure(ctx context.Context, log *slog.Logger, o options) (*dpResults, error) {
 	res := &dpResults{crr: map[crrKey]*series{}, stream: map[path]*series{podTC: {}, cipTC: {}},
-		streamScale: slices.Max(o.scales)}
+		streamScale: slices.Max(o.scales), moved: map[spec.LBFlags][]float64{}}
 	for r := range o.reps {
 		log.Info("repetition", "n", r+1, "of", o.reps)
 		scales := slices.Clone(o.scales)
@@ -111,6 +126,9 @@ func (b *bed) measure(ctx context.Context, log *slog.Logger, o options) (*dpResu
 			if o.want("sock") && slices.Contains(o.sockScales, n) {
 				paths = append(paths, podSock, cipSock)
 			}
+			if o.want("outside") {
+				paths = append(paths, podOut, npOut, vipOut, vipMgOut)
+			}
 			if r%2 == 1 {
 				slices.Reverse(paths)
 			}
@@ -126,6 +144,11 @@ func (b *bed) measure(ctx context.Context, log *slog.Logger, o options) (*dpResu
 			}
 			if o.want("stream") && n == res.streamScale {
 				if err := b.streams(ctx, r, o.duration, res); err != nil {
+					return nil, err
+				}
+			}
+			if o.want("maglev") && n == res.streamScale {
+				if err := b.disruptions(r, res); err != nil {
 					return nil, err
 				}
 			}
@@ -181,6 +204,14 @@ func (b *bed) crr(ctx context.Context, p path, d time.Duration) (traffic.CRR, er
 			err = sockTranslated(b.c.Nodes[0].DP.Maps())
 		}
 		return r, err
+	case podOut:
+		return crrInProcess(ctx, "", b.c.WorldNS, b.echoAddrs(), d, false)
+	case npOut:
+		return crrInProcess(ctx, "", b.c.WorldNS, []netip.AddrPort{netip.AddrPortFrom(b.c.Nodes[0].IP, nodePort)}, d, false)
+	case vipOut:
+		return crrInProcess(ctx, "", b.c.WorldNS, []netip.AddrPort{netip.AddrPortFrom(vipRandom, 80)}, d, false)
+	case vipMgOut:
+		return crrInProcess(ctx, "", b.c.WorldNS, []netip.AddrPort{netip.AddrPortFrom(vipMaglev, 80)}, d, false)
 	}
 	return traffic.CRR{}, fmt.Errorf("unknown path %q", p)
 }

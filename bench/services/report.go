@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/cilium-go/cilium/bench/internal/stats"
+	"github.com/cilium-go/cilium/internal/datapath/spec"
 )
 
 // The targets (README.md).
@@ -17,6 +18,9 @@ var (
 	streamTarget = stats.Target{Value: 0.98}
 	// changeTarget bounds the p99 of an EndpointSlice change to the map.
 	changeTarget = 100 * time.Millisecond
+	// disruptionTarget bounds the flows that Maglev moves when one of N
+	// backends goes, over the ideal 1/N (those of the backend that went).
+	disruptionTarget = stats.Target{Value: 1.2, AtMost: true}
 )
 
 func report(w io.Writer, o options, dp *dpResults, cp *cpResults, lr *labResults) {
@@ -99,6 +103,42 @@ func reportDatapath(w io.Writer, o options, dp *dpResults) []string {
 			fmt.Fprintf(w, "  %-66s %s   %s\n", fmt.Sprintf("%d  socket LB / pod IP from the same cgroup", n),
 				stats.PairedRatio(s.p50, sockBase.p50), stats.PairedRatio(s.p99, sockBase.p99))
 		}
+		fmt.Fprintln(w)
+	}
+	if o.want("outside") {
+		header("From outside the cluster: the world host, its traffic routed through node 1", "pod IP (routed)")
+		for _, n := range scales {
+			base := dp.crr[crrKey{podOut, n}]
+			line(fmt.Sprintf("%d  %s", n, pathNames[podOut]), base, nil)
+			for _, p := range []path{npOut, vipOut, vipMgOut} {
+				line(fmt.Sprintf("%d  %s", n, pathNames[p]), dp.crr[crrKey{p, n}], base)
+			}
+			mg, rnd := dp.crr[crrKey{vipMgOut, n}], dp.crr[crrKey{vipOut, n}]
+			fmt.Fprintf(w, "  %-66s %s   %s\n", fmt.Sprintf("%d  LoadBalancer VIP, Maglev / random", n),
+				stats.PairedRatio(mg.p50, rnd.p50), stats.PairedRatio(mg.p99, rnd.p99))
+		}
+		fmt.Fprintln(w)
+	}
+	if o.want("maglev") {
+		ideal := 1 / float64(disruptBackends)
+		fmt.Fprintf(w, "Flows moved when one of %d backends of a LoadBalancer VIP goes (%d flows from outside, at %d services;\n",
+			disruptBackends, disruptFlows, dp.streamScale)
+		fmt.Fprintf(w, "the ideal is those of the backend that went, 1/%d = %.3f): mean over the repetitions, and over the ideal\n",
+			disruptBackends, ideal)
+		idealSeries := make([]float64, len(dp.moved[spec.LBMaglev]))
+		for i := range idealSeries {
+			idealSeries[i] = ideal
+		}
+		for _, alg := range []struct {
+			name string
+			flag spec.LBFlags
+		}{{"Maglev", spec.LBMaglev}, {"random", 0}} {
+			m := dp.moved[alg.flag]
+			fmt.Fprintf(w, "  %-38s %6.3f   %s\n", alg.name, stats.Mean(m), stats.PairedRatio(m, idealSeries))
+		}
+		r := stats.PairedRatio(dp.moved[spec.LBMaglev], idealSeries)
+		verdicts = append(verdicts, fmt.Sprintf("%-58s %s  %s",
+			fmt.Sprintf("Maglev flows moved / ideal 1/N %s", disruptionTarget), r, disruptionTarget.Judge(r)))
 		fmt.Fprintln(w)
 	}
 	if o.want("stream") {

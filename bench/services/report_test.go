@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/cilium-go/cilium/internal/datapath/spec"
 )
 
 // crrSeries is a measurement whose p50 and p99 are p, repetition by
@@ -18,7 +20,7 @@ func crrSeries(p ...float64) *series {
 // cilium-go, with kube-proxy's histograms read as buckets.
 func TestReport(t *testing.T) {
 	o := options{reps: 3, duration: time.Second, scales: []int{10, 10000}, sockScales: []int{10},
-		parts: "crr,sock,stream,cp"}
+		parts: "crr,sock,outside,stream,maglev,cp"}
 	dp := &dpResults{crr: map[crrKey]*series{
 		{podTC, 10}:    crrSeries(100, 110, 90),
 		{cipTC, 10}:    crrSeries(100, 110, 90),
@@ -29,7 +31,15 @@ func TestReport(t *testing.T) {
 	}, stream: map[path]*series{
 		podTC: {rate: []float64{1000, 1100, 900}},
 		cipTC: {rate: []float64{990, 1089, 891}}, // 0.99: met
-	}, streamScale: 10000}
+	}, streamScale: 10000, moved: map[spec.LBFlags][]float64{
+		spec.LBMaglev: {0.11, 0.11, 0.11}, // 1.1 times 1/10: met
+		0:             {0.9, 0.9, 0.9},
+	}}
+	for _, n := range o.scales {
+		for _, p := range []path{podOut, npOut, vipOut, vipMgOut} {
+			dp.crr[crrKey{p, n}] = crrSeries(100, 110, 90)
+		}
+	}
 	cp := &cpResults{services: 10, backends: 40, rate: 100, program: time.Second, create: 500 * time.Millisecond}
 	for i := range 1000 {
 		cp.changes = append(cp.changes, time.Duration(i)*101*time.Microsecond) // p99 100.0ms [99.2, 100.6]
@@ -75,6 +85,9 @@ func TestReport(t *testing.T) {
 		"EndpointSlice change to map, p99 <= 100ms",
 		"undecided: the interval holds 100ms",
 		"10  socket LB / pod IP from the same cgroup",
+		"10000  LoadBalancer VIP, Maglev / random",
+		"Maglev flows moved / ideal 1/N <= 1.20                     1.100  [1.100, 1.100]  met",
+		"random                                  0.900   9.000  [9.000, 9.000]",
 		"lab: iptables / cilium-go @10000, ClusterIP p50 >= 3.00    4.000  [4.000, 4.000]  met",
 		"lab: nftables / cilium-go @10, ClusterIP p50 >= 1.00       0.900  [0.900, 0.900]  missed",
 		"lab: change to every node's map, p99 <= 100ms",

@@ -291,7 +291,12 @@ struct nat4_key {
 	__u16 dport;
 	__u8 protocol;
 	__u8 dir; /* DIR_EGRESS: the original tuple; DIR_INGRESS: the reply's */
-	__u8 pad[2];
+	/* DIR_EGRESS of a flow from outside: the frontend that sent it on
+	 * (its reverse NAT index). A client may reach one backend through
+	 * two frontends from one port (Linux picks a source port per
+	 * destination), one after the other or at once: two flows, each
+	 * with its own port. 0 otherwise. */
+	__u16 rev_nat_index;
 };
 
 struct nat4_entry {

@@ -40,6 +40,10 @@ enum lb_flags {
 	 * ranges (cilium_lb4_source_range, by rev_nat_index) may use it:
 	 * loadBalancerSourceRanges. */
 	LB_F_SOURCE_RANGE = 128,
+	/* Clients from outside get their backend from the frontend's
+	 * Maglev table (cilium_lb4_maglev) by a hash of the flow, the same
+	 * on every node: --bpf-lb-algorithm=maglev. */
+	LB_F_MAGLEV = 256,
 };
 
 /* Backend states (lb4_backend.state). */
@@ -152,6 +156,30 @@ struct {
 	__uint(map_flags, BPF_F_NO_PREALLOC);
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 } cilium_lb4_source_range SEC(".maps");
+
+/* Maglev tables (LB_F_MAGLEV), by reverse NAT index: each is one value of
+ * LB_MAGLEV_SIZE backend ids, a prime number of slots that the agent fills
+ * from the frontend's backends so that every node fills them alike. A
+ * frontend's table is replaced whole, never written in place, so that a
+ * lookup sees the old table or the new one. The inner definition is the
+ * template; the agent sizes its value (--bpf-lb-maglev-table-size). */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH_OF_MAPS);
+	__type(key, __u16);
+	__uint(max_entries, 65536);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+	__array(values, struct {
+		__uint(type, BPF_MAP_TYPE_ARRAY);
+		__uint(key_size, sizeof(__u32));
+		__uint(value_size, 251 * sizeof(__u32));
+		__uint(max_entries, 1);
+	});
+} cilium_lb4_maglev SEC(".maps");
+
+/* The Maglev tables' slots (the agent sets it to the inner maps' value
+ * size, in ids) and the cluster's seed of the flow hash. */
+volatile const __u32 LB_MAGLEV_SIZE = 251;
+volatile const __u32 LB_MAGLEV_SEED = 0;
 
 /* What a socket that socket-level balancing sent to a backend must see as
  * its peer: the programs on the node's cgroup (sock.c) record it when they
@@ -271,6 +299,59 @@ static __always_inline __u32 lb4_select_slot(const struct lb4_key *svc_key, cons
 	return slot ? slot->backend_id : 0;
 }
 
+/* lb_mix is a round of the flow hash: a word folded into h, then mixed
+ * (murmur3's finalizer), so that every bit of the word moves every bit
+ * of the result. */
+static __always_inline __u32 lb_mix(__u32 h, __u32 w)
+{
+	h ^= w;
+	h ^= h >> 16;
+	h *= 0x85ebca6b;
+	h ^= h >> 13;
+	h *= 0xc2b2ae35;
+	h ^= h >> 16;
+	return h;
+}
+
+/* lb4_flow_hash hashes a flow to a frontend with the cluster's seed: the
+ * same flow hashes alike on every node. Under affinity the client's port
+ * is left out, so that all of a client's connections hash alike. */
+static __always_inline __u32 lb4_flow_hash(__u32 saddr, __u32 daddr, __u16 sport, __u16 dport, __u8 proto,
+					   int affinity)
+{
+	__u32 h = LB_MAGLEV_SEED;
+
+	h = lb_mix(h, saddr);
+	h = lb_mix(h, daddr);
+	h = lb_mix(h, ((__u32)(affinity ? 0 : sport) << 16) | dport);
+	return lb_mix(h, proto);
+}
+
+/* lb4_select_maglev returns the backend of the flow's slot in the
+ * frontend's Maglev table, 0 when it has none (being written, or the
+ * agent has not come to it yet). */
+static __always_inline __u32 lb4_select_maglev(const struct lb4_service *svc, __u32 hash)
+{
+	__u16 index = svc->rev_nat_index;
+	__u32 zero = 0, slot;
+	__u32 *table;
+	void *inner;
+
+	inner = bpf_map_lookup_elem(&cilium_lb4_maglev, &index);
+	if (!inner)
+		return 0;
+	table = bpf_map_lookup_elem(inner, &zero);
+	if (!table)
+		return 0;
+	slot = hash % LB_MAGLEV_SIZE;
+	/* The compiler knows slot < LB_MAGLEV_SIZE; the verifier learns it
+	 * from this test, which the barrier keeps. */
+	asm volatile("" : "+r"(slot));
+	if (slot >= LB_MAGLEV_SIZE)
+		return 0;
+	return table[slot];
+}
+
 /* lb_affinity_backend returns the client's backend for the service while
  * its affinity lasts and the backend takes new connections, else 0. */
 static __always_inline __u32 lb_affinity_backend(const struct lb4_service *svc, __u64 client, __u8 by_cookie,
@@ -304,16 +385,22 @@ static __always_inline void lb_affinity_record(const struct lb4_service *svc, __
 }
 
 /* lb4_select picks the backend of a new connection: the client's by
- * affinity, else one at random. 0: no backend serves. */
+ * affinity, else, for a flow with a hash (flow_hash: a client from
+ * outside at a frontend with LB_F_MAGLEV), its slot of the frontend's
+ * Maglev table, else one at random. A frontend whose table is missing
+ * still serves, at random. 0: no backend serves. */
 static __always_inline __u32 lb4_select(const struct lb4_key *svc_key, const struct lb4_service *svc,
-					__u64 client, __u8 by_cookie)
+					__u64 client, __u8 by_cookie, const __u32 *flow_hash)
 {
 	__u64 now = bpf_ktime_get_coarse_ns();
 	__u32 id = lb_affinity_backend(svc, client, by_cookie, now);
 
 	if (id)
 		return id;
-	id = lb4_select_slot(svc_key, svc, bpf_get_prandom_u32());
+	if (flow_hash && svc->count)
+		id = lb4_select_maglev(svc, *flow_hash);
+	if (!id)
+		id = lb4_select_slot(svc_key, svc, bpf_get_prandom_u32());
 	if (id)
 		lb_affinity_record(svc, client, by_cookie, id, now);
 	return id;

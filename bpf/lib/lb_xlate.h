@@ -115,9 +115,11 @@ static __always_inline int lb_client_established(const struct pkt *p)
  * UDP client silent for CT_LIFETIME_NONTCP picks again on its next
  * datagram, though its backend may still be sending. With report set,
  * the entry also says whether a trace of the packet has news (ct_report),
- * for paths that track the connection by it alone. */
+ * for paths that track the connection by it alone. With maglev set, a
+ * new pick is by the frontend's Maglev table when it has one. */
 static __always_inline struct lb4_backend *lb4_backend_of(const struct pkt *p, const struct lb4_key *k,
-							  const struct lb4_service *svc, int *err, __u8 *report)
+							  const struct lb4_service *svc, int *err, __u8 *report,
+							  int maglev)
 {
 	struct ct4_key ck = {};
 	struct ct_entry e = {};
@@ -138,7 +140,14 @@ static __always_inline struct lb4_backend *lb4_backend_of(const struct pkt *p, c
 			return be;
 		}
 	}
-	id = lb4_select(k, svc, p->saddr, 0);
+	if (maglev && (svc->flags & LB_F_MAGLEV)) {
+		__u32 hash = lb4_flow_hash(p->saddr, p->daddr, p->sport, p->dport, p->protocol,
+					   svc->flags & LB_F_AFFINITY);
+
+		id = lb4_select(k, svc, p->saddr, 0, &hash);
+	} else {
+		id = lb4_select(k, svc, p->saddr, 0, 0);
+	}
 	be = id ? lb4_lookup_backend(id) : 0;
 	if (!be)
 		return 0;
@@ -183,7 +192,7 @@ static __always_inline int lb4_local(struct __sk_buff *skb, struct pkt *p, __u16
 	if (lb4_source_denied(svc, p->saddr))
 		return -DROP_NOT_IN_SRC_RANGE;
 	*any_node = k.address ? 0 : p->daddr;
-	be = lb4_backend_of(p, &k, svc, &ret, 0);
+	be = lb4_backend_of(p, &k, svc, &ret, 0, 0);
 	if (!be)
 		return -DROP_NO_SERVICE;
 	if (ret < 0)

@@ -96,6 +96,7 @@ static __always_inline int snat_egress_rev(struct __sk_buff *skb, struct pkt *p,
 	struct nat4_key k = {
 		.saddr = p->saddr, .daddr = p->daddr, .sport = p->sport,
 		.dport = p->dport, .protocol = p->protocol, .dir = DIR_EGRESS,
+		.rev_nat_index = rev_nat_index,
 	};
 	struct nat4_entry *e;
 	__u16 port;

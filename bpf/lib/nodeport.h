@@ -5,7 +5,9 @@
  * those kinds serve from outside (a ClusterIP does not, as behind
  * kube-proxy), and the backend is picked as for a local client
  * (lb4_backend_of: the service entry in conntrack, affinity by the
- * client's address).
+ * client's address), or, at a frontend with LB_F_MAGLEV, from its Maglev
+ * table by a hash of the flow, so that every node that the network sends
+ * the flow to picks the same backend.
  *
  * - A local backend gets the packet with only its destination translated:
  *   the client's address is kept, so that ingress policy judges the
@@ -168,6 +170,7 @@ static __always_inline int nodeport_icmp_in(struct __sk_buff *skb, struct flow *
 	nk.dport = be->port;
 	nk.protocol = ip.protocol;
 	nk.dir = DIR_EGRESS;
+	nk.rev_nat_index = e->rev_nat_index;
 	nat = bpf_map_lookup_elem(&cilium_snat4, &nk);
 	if (nat && !nat->rev_nat_index)
 		nat = 0;
@@ -286,7 +289,7 @@ static __always_inline int nodeport_ingress(struct __sk_buff *skb, struct flow *
 	/* A remote backend's connection is tracked by its service entry
 	 * only: it says what is news for monitor aggregation. (A local
 	 * backend's delivery asks its own conntrack entry.) */
-	be = lb4_backend_of(p, &k, svc, &ret, TRACE_ENABLED ? &f->report : 0);
+	be = lb4_backend_of(p, &k, svc, &ret, TRACE_ENABLED ? &f->report : 0, 1);
 	if (!be) {
 		if (svc->flags & LB_F_LOCAL)
 			return nodeport_drop(skb, f, DROP_NO_SERVICE);

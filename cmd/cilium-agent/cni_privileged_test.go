@@ -91,9 +91,9 @@ func TestPrivilegedCNIThroughLibcni(t *testing.T) {
 		t.Fatalf("endpoints: %+v %v", before, err)
 	}
 	maps, err := c.Maps(ctx)
-	// The node's fourteen maps, and one policy map per endpoint.
-	if err != nil || len(maps) != 16 || maps[0].Name != "cilium_lxc" || maps[0].Entries != 2 ||
-		!strings.HasPrefix(maps[14].Name, "cilium_policy_0") || maps[14].MaxEntries != 16384 {
+	// The node's fifteen maps, and one policy map per endpoint.
+	if err != nil || len(maps) != 17 || maps[0].Name != "cilium_lxc" || maps[0].Entries != 2 ||
+		!strings.HasPrefix(maps[15].Name, "cilium_policy_0") || maps[15].MaxEntries != 16384 {
 		t.Fatalf("maps: %+v %v", maps, err)
 	}
 	stopAgent(t, h)

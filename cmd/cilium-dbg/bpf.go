@@ -42,22 +42,41 @@ func newBPFCommand(o *options) *cobra.Command {
 	groups["ipcache"].AddCommand(newIPCacheGetCommand(o), newIPCacheMatchCommand(o), newIPCacheDeleteCommand(o),
 		newIPCacheUpdateCommand(o))
 	groups["ct"].AddCommand(newCTFlushCommand(o))
+	maglev := &cobra.Command{Use: "maglev", Short: "The frontends' Maglev tables (--bpf-lb-algorithm=maglev)"}
+	maglev.AddCommand(&cobra.Command{
+		Use:   "list",
+		Short: "List the Maglev tables by service id (reverse NAT index): how many slots each backend has",
+		Args:  cobra.NoArgs,
+		RunE:  func(*cobra.Command, []string) error { return o.withMaps(o.bpfMaglev) },
+	}, &cobra.Command{
+		Use:   "get <service-id>",
+		Short: "Print one Maglev table: the backend id of every slot",
+		Args:  cobra.ExactArgs(1),
+		RunE:  o.withID("service id", o.bpfMaglevGet),
+	})
+	groups["lb"].AddCommand(maglev)
 	policy := &cobra.Command{Use: "policy", Short: "An endpoint's policy map entries"}
 	policy.AddCommand(&cobra.Command{
 		Use:     "list <endpoint-id>",
 		Aliases: []string{"get"},
 		Short:   "List the policy entries of one endpoint",
 		Args:    cobra.ExactArgs(1),
-		RunE: func(_ *cobra.Command, args []string) error {
-			id, err := strconv.ParseUint(args[0], 10, 16)
-			if err != nil || id == 0 {
-				return fmt.Errorf("endpoint id %q: want a number from 1 to 65535", args[0])
-			}
-			return o.withMaps(func(m *datapath.Maps) error { return o.bpfPolicy(m, uint16(id)) })
-		},
+		RunE:    o.withID("endpoint id", o.bpfPolicy),
 	})
 	cmd.AddCommand(policy)
 	return cmd
+}
+
+// withID runs fn on the maps with the command's one argument, a 16-bit id
+// (what names it), not 0.
+func (o *options) withID(what string, fn func(*datapath.Maps, uint16) error) func(*cobra.Command, []string) error {
+	return func(_ *cobra.Command, args []string) error {
+		id, err := strconv.ParseUint(args[0], 10, 16)
+		if err != nil || id == 0 {
+			return fmt.Errorf("%s %q: want a number from 1 to 65535", what, args[0])
+		}
+		return o.withMaps(func(m *datapath.Maps) error { return fn(m, uint16(id)) })
+	}
 }
 
 func (o *options) bpfIPCache(m *datapath.Maps) error {

@@ -75,6 +75,12 @@ func TestPrivilegedPinnedMaps(t *testing.T) {
 			"10.96.0.10:53/UDP (1)":      {"10.10.1.11:5353/UDP (3) (1)"},
 			"10.96.0.10:53/UDP (2)":      {"10.10.2.21:5353/UDP (3) (2) [terminating]"},
 			"192.168.50.1:30053/UDP (0)": {"0.0.0.0:0 (4) (0) [NodePort]"},
+			"198.51.100.5:80/TCP (0)":    {"0.0.0.0:0 (7) (0) [LoadBalancer, maglev]"},
+			"198.51.100.5:80/TCP (1)":    {"10.10.1.11:80/TCP (7) (1)"},
+			"198.51.100.5:80/TCP (2)":    {"10.10.2.21:80/TCP (7) (2)"},
+		}},
+		{[]string{"bpf", "lb", "maglev", "list"}, &map[string]map[string]int{}, map[string]map[string]int{
+			"7": {"5": 126, "6": 125},
 		}},
 		{[]string{"bpf", "metrics", "list"}, &[]bpfCounter{}, []bpfCounter{}},
 	} {
@@ -132,6 +138,11 @@ func writePins(t *testing.T, dir string) {
 	// --bpf-lb-map-max, and still open for cilium-dbg.
 	dns := spec.Frontend{Address: netip.MustParseAddr("10.96.0.10"), Port: 53, Protocol: spec.ProtoUDP}
 	np := spec.Frontend{Address: netip.MustParseAddr("192.168.50.1"), Port: 30053, Protocol: spec.ProtoUDP}
+	lb := spec.Frontend{Address: netip.MustParseAddr("198.51.100.5"), Port: 80, Protocol: spec.ProtoTCP}
+	maglev := make([]spec.BackendID, m.MaglevTableSize())
+	for i := range maglev {
+		maglev[i] = spec.BackendID(5 + i%2)
+	}
 	for _, err := range []error{
 		m.UpsertBackend(spec.Backend{ID: 1, Address: netip.MustParseAddr("10.10.1.11"), Port: 5353, Protocol: spec.ProtoUDP}),
 		m.UpsertBackend(spec.Backend{ID: 2, Address: netip.MustParseAddr("10.10.2.21"), Port: 5353, Protocol: spec.ProtoUDP, Terminating: true}),
@@ -139,6 +150,13 @@ func writePins(t *testing.T, dir string) {
 		m.UpsertRevNAT(spec.RevNAT{Index: 3, Address: dns.Address, Port: 53}),
 		m.UpsertService(spec.Service{Frontend: np, RevNATIndex: 4, Flags: spec.LBNodePort}),
 		m.UpsertRevNAT(spec.RevNAT{Index: 4, Address: np.Address, Port: 30053}),
+		// A LoadBalancer address with a Maglev table of the compiled
+		// size, backends 5 and 6 taking turns.
+		m.UpsertBackend(spec.Backend{ID: 5, Address: netip.MustParseAddr("10.10.1.11"), Port: 80, Protocol: spec.ProtoTCP}),
+		m.UpsertBackend(spec.Backend{ID: 6, Address: netip.MustParseAddr("10.10.2.21"), Port: 80, Protocol: spec.ProtoTCP}),
+		m.UpsertService(spec.Service{Frontend: lb, Backends: []spec.BackendID{5, 6}, RevNATIndex: 7,
+			Flags: spec.LBLoadBalancer | spec.LBMaglev, Maglev: maglev}),
+		m.UpsertRevNAT(spec.RevNAT{Index: 7, Address: lb.Address, Port: 80}),
 	} {
 		if err != nil {
 			t.Fatal(err)

@@ -155,8 +155,68 @@ func lbFlags(s spec.Service) string {
 	if s.Flags&spec.LBSourceRange != 0 {
 		out = append(out, "check source-range")
 	}
+	if s.Flags&spec.LBMaglev != 0 {
+		out = append(out, "maglev")
+	}
 	if s.Frontend.Scope == spec.ScopeInternal {
 		out = append(out, "internal")
 	}
 	return strings.Join(out, ", ")
+}
+
+// bpfMaglev lists the Maglev tables, by reverse NAT index (Cilium's
+// service id): each table's slots and, for each backend id, how many of
+// them it has. One table whole is `maglev get`.
+func (o *options) bpfMaglev(m *datapath.Maps) error {
+	idxs, err := m.MaglevIndexes()
+	if err != nil {
+		return err
+	}
+	out := map[uint16]map[spec.BackendID]int{}
+	for _, idx := range idxs {
+		table, ok, err := m.MaglevTable(idx)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			continue // gone since listed
+		}
+		count := map[spec.BackendID]int{}
+		for _, id := range table {
+			count[id]++
+		}
+		out[idx] = count
+	}
+	return o.render(out, func(w *tabwriter.Writer) {
+		row(w, "SVC ID", "SLOTS", "BACKEND ID (SLOTS)")
+		for _, idx := range slices.Sorted(maps.Keys(out)) {
+			var parts []string
+			total := 0
+			for _, id := range slices.Sorted(maps.Keys(out[idx])) {
+				parts = append(parts, fmt.Sprintf("%d (%d)", id, out[idx][id]))
+				total += out[idx][id]
+			}
+			row(w, idx, total, strings.Join(parts, " "))
+		}
+	})
+}
+
+// bpfMaglevGet prints one Maglev table whole: the backend id of each
+// slot, in slot order.
+func (o *options) bpfMaglevGet(m *datapath.Maps, idx uint16) error {
+	table, ok, err := m.MaglevTable(idx)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return fmt.Errorf("service id %d has no Maglev table", idx)
+	}
+	return o.render(table, func(w *tabwriter.Writer) {
+		row(w, "SVC ID", "LUT")
+		ids := make([]string, len(table))
+		for i, id := range table {
+			ids[i] = strconv.FormatUint(uint64(id), 10)
+		}
+		row(w, idx, "["+strings.Join(ids, " ")+"]")
+	})
 }

@@ -56,7 +56,7 @@ func TestEnumsHaveGoNames(t *testing.T) {
 			f, ok := map[string]spec.LBFlags{"LB_F_NODEPORT": spec.LBNodePort, "LB_F_EXTERNAL_IP": spec.LBExternalIP,
 				"LB_F_HOSTPORT": spec.LBHostPort, "LB_F_LOADBALANCER": spec.LBLoadBalancer, "LB_F_AFFINITY": spec.LBAffinity,
 				"LB_F_TWO_SCOPES": spec.LBTwoScopes, "LB_F_LOCAL": spec.LBLocal,
-				"LB_F_SOURCE_RANGE": spec.LBSourceRange}[name]
+				"LB_F_SOURCE_RANGE": spec.LBSourceRange, "LB_F_MAGLEV": spec.LBMaglev}[name]
 			return ok && f == spec.LBFlags(v)
 		}},
 		{"reserved_identity", func(name string, v uint64) bool {

@@ -67,6 +67,8 @@ type envOpts struct {
 	legacyRouting bool
 	netkit        bool   // A's device is a netkit pair
 	policyMapMax  uint32 // endpoints' policy map size; 0 for the compiled one
+	maglevSize    uint32 // Maglev tables' slots; 0 for the compiled size
+	maglevSeed    uint32
 }
 
 type env struct {
@@ -163,14 +165,14 @@ func newEnv(t testing.TB, o envOpts) *env {
 	testenv.Privileged(t)
 	freshNetNS(t)
 	e := &env{t: t, uplinkIfindex: setupRoutes(t)}
-	maps, err := OpenMaps("", WithPolicyMapMax(o.policyMapMax))
+	maps, err := OpenMaps("", WithPolicyMapMax(o.policyMapMax), WithMaglevTableSize(o.maglevSize))
 	must(t, err)
 	t.Cleanup(func() { maps.Close() })
 	e.maps = maps
 
 	node := NodeConstants{NodeIPv4: nodeIP, Mode: o.mode, TunnelIfindex: tunnelIfindex,
 		Traces:     spec.Traces{Enabled: o.trace, Aggregation: o.aggregation, ReportFlags: spec.DefaultReportFlags, ReportInterval: o.reportEvery},
-		Masquerade: o.masquerade, LegacyRouting: o.legacyRouting}
+		Masquerade: o.masquerade, LegacyRouting: o.legacyRouting, MaglevSeed: o.maglevSeed}
 	if node.Traces.ReportInterval == 0 {
 		node.Traces.ReportInterval = spec.DefaultReportInterval
 	}
@@ -223,14 +225,16 @@ func loadOverlayHarness(t testing.TB, maps *Maps, node NodeConstants, vni uint32
 		trace: vs.TRACE_ENABLED, aggregation: vs.MONITOR_AGGREGATION, reportFlags: vs.CT_REPORT_FLAGS,
 		reportInterval: vs.CT_REPORT_INTERVAL, masquerade: vs.MASQUERADE, legacyRouting: vs.LEGACY_ROUTING,
 		natPortMin: vs.NAT_PORT_MIN, natPortMax: vs.NAT_PORT_MAX,
-		nodePortMin: vs.NODEPORT_MIN, nodePortMax: vs.NODEPORT_MAX,
+		nodePortMin: vs.NODEPORT_MIN, nodePortMax: vs.NODEPORT_MAX, maglevSeed: vs.LB_MAGLEV_SEED,
 	}))
 	must(t, setAll(
 		setVar(vs.TEST_VNI, vni),
 		setVar(vs.TEST_REMOTE_IPV4, binary.BigEndian.Uint32(src.AsSlice())), // host order
 	))
 	var objs overlaytestPrograms
-	must(t, cs.LoadAndAssign(&objs, &ebpf.CollectionOptions{MapReplacements: maps.replacements()}))
+	opts, err := maps.useIn(cs)
+	must(t, err)
+	must(t, cs.LoadAndAssign(&objs, opts))
 	t.Cleanup(func() { objs.Close() })
 	return objs.TestFromOverlay
 }

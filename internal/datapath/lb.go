@@ -81,10 +81,19 @@ func lbKey(f spec.Frontend, slot uint16) LB4Key {
 // UpsertService makes the frontend's entries say s. A packet looking up
 // the frontend meanwhile finds the old service or the new one, never a
 // slot without its backend: a growing service gets its new slots before
-// its count, a shrinking one loses its slots after.
+// its count, a shrinking one loses its slots after. Its Maglev table is
+// written before the entry that names it and removed after the entry
+// that no longer does; the entry names the new backends only once the
+// table holds them, but the table may name them before: a packet that
+// picks a backend not written yet is served at random.
 func (m *Maps) UpsertService(s spec.Service) error {
 	if err := s.Validate(); err != nil {
 		return err
+	}
+	if s.Maglev != nil {
+		if err := m.upsertMaglev(s.RevNATIndex, s.Maglev); err != nil {
+			return err
+		}
 	}
 	var old LB4Service
 	k0 := lbKey(s.Frontend, 0)
@@ -102,6 +111,11 @@ func (m *Maps) UpsertService(s spec.Service) error {
 		AffinityTimeout: s.AffinityTimeout, Flags: uint16(s.Flags)}
 	if err := m.LB4Services.Put(&k0, &v0); err != nil {
 		return fmt.Errorf("put service %s: %w", s.Frontend, markFull(err))
+	}
+	if s.Maglev == nil && s.Frontend.Scope == spec.ScopeExternal {
+		if err := m.DeleteMaglev(s.RevNATIndex); err != nil {
+			return err
+		}
 	}
 	return m.deleteSlots(s.Frontend, len(s.Backends)+1, int(old.Count))
 }
@@ -130,6 +144,11 @@ func (m *Maps) DeleteService(f spec.Frontend) error {
 	}
 	if err := m.LB4Services.Delete(&k0); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
 		return fmt.Errorf("delete service %s: %w", f, err)
+	}
+	if f.Scope == spec.ScopeExternal {
+		if err := m.DeleteMaglev(old.RevNatIndex); err != nil {
+			return err
+		}
 	}
 	return m.deleteSlots(f, 1, int(old.Count))
 }

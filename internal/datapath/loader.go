@@ -30,6 +30,9 @@ type NodeConstants struct {
 	// NodePorts is the NodePort range: a pod's packet to a port in it may
 	// be for a NodePort at another node's address. Zero: DefaultNodePorts.
 	NodePorts PortRange
+	// MaglevSeed seeds the hash of flows to frontends with Maglev tables:
+	// the cluster's, so that every node hashes a flow alike.
+	MaglevSeed uint32
 }
 
 // EndpointConstants are an endpoint program's load-time constants.
@@ -81,7 +84,7 @@ func boolU8(b bool) uint8 {
 // a compile error in the loader, not a load error at run time.
 type nodeVars struct {
 	nodeIPv4, tunnelMode, tunnelIfindex, trace, aggregation, reportFlags, reportInterval,
-	masquerade, legacyRouting, natPortMin, natPortMax, nodePortMin, nodePortMax *ebpf.VariableSpec
+	masquerade, legacyRouting, natPortMin, natPortMax, nodePortMin, nodePortMax, maglevSeed *ebpf.VariableSpec
 }
 
 func (c NodeConstants) set(v nodeVars) error {
@@ -107,6 +110,7 @@ func (c NodeConstants) set(v nodeVars) error {
 		setVar(v.natPortMax, ports.Max),
 		setVar(v.nodePortMin, nodePorts.Min),
 		setVar(v.nodePortMax, nodePorts.Max),
+		setVar(v.maglevSeed, c.MaglevSeed),
 	)
 }
 
@@ -149,7 +153,7 @@ func LoadEndpointPrograms(maps *Maps, c EndpointConstants) (*EndpointPrograms, e
 		trace: vs.TRACE_ENABLED, aggregation: vs.MONITOR_AGGREGATION, reportFlags: vs.CT_REPORT_FLAGS,
 		reportInterval: vs.CT_REPORT_INTERVAL, masquerade: vs.MASQUERADE, legacyRouting: vs.LEGACY_ROUTING,
 		natPortMin: vs.NAT_PORT_MIN, natPortMax: vs.NAT_PORT_MAX,
-		nodePortMin: vs.NODEPORT_MIN, nodePortMax: vs.NODEPORT_MAX,
+		nodePortMin: vs.NODEPORT_MIN, nodePortMax: vs.NODEPORT_MAX, maglevSeed: vs.LB_MAGLEV_SEED,
 	})
 	if err == nil {
 		err = setAll(
@@ -165,7 +169,10 @@ func LoadEndpointPrograms(maps *Maps, c EndpointConstants) (*EndpointPrograms, e
 		return nil, fmt.Errorf("endpoint %d: %w", c.ID, err)
 	}
 	var objs lxcPrograms
-	opts := &ebpf.CollectionOptions{MapReplacements: maps.replacements()}
+	opts, err := maps.useIn(cs)
+	if err != nil {
+		return nil, fmt.Errorf("endpoint %d: %w", c.ID, err)
+	}
 	if err := cs.LoadAndAssign(&objs, opts); err != nil {
 		return nil, fmt.Errorf("load endpoint %d programs: %w", c.ID, err)
 	}
@@ -187,12 +194,15 @@ func LoadNodePrograms(maps *Maps, c NodeConstants) (*NodePrograms, error) {
 		trace: vs.TRACE_ENABLED, aggregation: vs.MONITOR_AGGREGATION, reportFlags: vs.CT_REPORT_FLAGS,
 		reportInterval: vs.CT_REPORT_INTERVAL, masquerade: vs.MASQUERADE, legacyRouting: vs.LEGACY_ROUTING,
 		natPortMin: vs.NAT_PORT_MIN, natPortMax: vs.NAT_PORT_MAX,
-		nodePortMin: vs.NODEPORT_MIN, nodePortMax: vs.NODEPORT_MAX,
+		nodePortMin: vs.NODEPORT_MIN, nodePortMax: vs.NODEPORT_MAX, maglevSeed: vs.LB_MAGLEV_SEED,
 	}); err != nil {
 		return nil, fmt.Errorf("node programs: %w", err)
 	}
 	var objs nodePrograms
-	opts := &ebpf.CollectionOptions{MapReplacements: maps.replacements()}
+	opts, err := maps.useIn(cs)
+	if err != nil {
+		return nil, fmt.Errorf("node programs: %w", err)
+	}
 	if err := cs.LoadAndAssign(&objs, opts); err != nil {
 		return nil, fmt.Errorf("load node programs: %w", err)
 	}

@@ -311,6 +311,7 @@ const (
 	lxcLbFlagsLB_F_TWO_SCOPES   lxcLbFlags = 32
 	lxcLbFlagsLB_F_LOCAL        lxcLbFlags = 64
 	lxcLbFlagsLB_F_SOURCE_RANGE lxcLbFlags = 128
+	lxcLbFlagsLB_F_MAGLEV       lxcLbFlags = 256
 )
 
 type lxcLbHairpin uint32
@@ -350,14 +351,14 @@ type lxcNat4Entry struct {
 }
 
 type lxcNat4Key struct {
-	_        structs.HostLayout
-	Saddr    uint32
-	Daddr    uint32
-	Sport    uint16
-	Dport    uint16
-	Protocol uint8
-	Dir      uint8
-	Pad      [2]uint8
+	_           structs.HostLayout
+	Saddr       uint32
+	Daddr       uint32
+	Sport       uint16
+	Dport       uint16
+	Protocol    uint8
+	Dir         uint8
+	RevNatIndex uint16
 }
 
 type lxcPolicyEntry struct {
@@ -459,6 +460,7 @@ const (
 	lxcMapCiliumL2Liveness     = "cilium_l2_liveness"
 	lxcMapCiliumL2ResponderV4  = "cilium_l2_responder_v4"
 	lxcMapCiliumLb4Backends    = "cilium_lb4_backends"
+	lxcMapCiliumLb4Maglev      = "cilium_lb4_maglev"
 	lxcMapCiliumLb4ReverseNat  = "cilium_lb4_reverse_nat"
 	lxcMapCiliumLb4ReverseSk   = "cilium_lb4_reverse_sk"
 	lxcMapCiliumLb4Services    = "cilium_lb4_services"
@@ -475,6 +477,8 @@ const (
 	lxcVarENDPOINT_ID          = "ENDPOINT_ID"
 	lxcVarENDPOINT_IDENTITY    = "ENDPOINT_IDENTITY"
 	lxcVarENDPOINT_IPV4        = "ENDPOINT_IPV4"
+	lxcVarLB_MAGLEV_SEED       = "LB_MAGLEV_SEED"
+	lxcVarLB_MAGLEV_SIZE       = "LB_MAGLEV_SIZE"
 	lxcVarLEGACY_ROUTING       = "LEGACY_ROUTING"
 	lxcVarMASQUERADE           = "MASQUERADE"
 	lxcVarMONITOR_AGGREGATION  = "MONITOR_AGGREGATION"
@@ -556,6 +560,7 @@ type lxcMapSpecs struct {
 	CiliumL2Liveness     *ebpf.MapSpec `ebpf:"cilium_l2_liveness"`
 	CiliumL2ResponderV4  *ebpf.MapSpec `ebpf:"cilium_l2_responder_v4"`
 	CiliumLb4Backends    *ebpf.MapSpec `ebpf:"cilium_lb4_backends"`
+	CiliumLb4Maglev      *ebpf.MapSpec `ebpf:"cilium_lb4_maglev"`
 	CiliumLb4ReverseNat  *ebpf.MapSpec `ebpf:"cilium_lb4_reverse_nat"`
 	CiliumLb4ReverseSk   *ebpf.MapSpec `ebpf:"cilium_lb4_reverse_sk"`
 	CiliumLb4Services    *ebpf.MapSpec `ebpf:"cilium_lb4_services"`
@@ -576,6 +581,8 @@ type lxcVariableSpecs struct {
 	ENDPOINT_ID         *ebpf.VariableSpec `ebpf:"ENDPOINT_ID"`
 	ENDPOINT_IDENTITY   *ebpf.VariableSpec `ebpf:"ENDPOINT_IDENTITY"`
 	ENDPOINT_IPV4       *ebpf.VariableSpec `ebpf:"ENDPOINT_IPV4"`
+	LB_MAGLEV_SEED      *ebpf.VariableSpec `ebpf:"LB_MAGLEV_SEED"`
+	LB_MAGLEV_SIZE      *ebpf.VariableSpec `ebpf:"LB_MAGLEV_SIZE"`
 	LEGACY_ROUTING      *ebpf.VariableSpec `ebpf:"LEGACY_ROUTING"`
 	MASQUERADE          *ebpf.VariableSpec `ebpf:"MASQUERADE"`
 	MONITOR_AGGREGATION *ebpf.VariableSpec `ebpf:"MONITOR_AGGREGATION"`
@@ -627,6 +634,7 @@ type lxcMaps struct {
 	CiliumL2Liveness     *ebpf.Map `ebpf:"cilium_l2_liveness"`
 	CiliumL2ResponderV4  *ebpf.Map `ebpf:"cilium_l2_responder_v4"`
 	CiliumLb4Backends    *ebpf.Map `ebpf:"cilium_lb4_backends"`
+	CiliumLb4Maglev      *ebpf.Map `ebpf:"cilium_lb4_maglev"`
 	CiliumLb4ReverseNat  *ebpf.Map `ebpf:"cilium_lb4_reverse_nat"`
 	CiliumLb4ReverseSk   *ebpf.Map `ebpf:"cilium_lb4_reverse_sk"`
 	CiliumLb4Services    *ebpf.Map `ebpf:"cilium_lb4_services"`
@@ -649,6 +657,7 @@ func (m *lxcMaps) Close() error {
 		m.CiliumL2Liveness,
 		m.CiliumL2ResponderV4,
 		m.CiliumLb4Backends,
+		m.CiliumLb4Maglev,
 		m.CiliumLb4ReverseNat,
 		m.CiliumLb4ReverseSk,
 		m.CiliumLb4Services,
@@ -670,6 +679,8 @@ type lxcVariables struct {
 	ENDPOINT_ID         *ebpf.Variable `ebpf:"ENDPOINT_ID"`
 	ENDPOINT_IDENTITY   *ebpf.Variable `ebpf:"ENDPOINT_IDENTITY"`
 	ENDPOINT_IPV4       *ebpf.Variable `ebpf:"ENDPOINT_IPV4"`
+	LB_MAGLEV_SEED      *ebpf.Variable `ebpf:"LB_MAGLEV_SEED"`
+	LB_MAGLEV_SIZE      *ebpf.Variable `ebpf:"LB_MAGLEV_SIZE"`
 	LEGACY_ROUTING      *ebpf.Variable `ebpf:"LEGACY_ROUTING"`
 	MASQUERADE          *ebpf.Variable `ebpf:"MASQUERADE"`
 	MONITOR_AGGREGATION *ebpf.Variable `ebpf:"MONITOR_AGGREGATION"`

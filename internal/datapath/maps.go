@@ -45,6 +45,11 @@ type Maps struct {
 	// L2Liveness the agent's heartbeat (l2responder.go).
 	L2Responder *ebpf.Map
 	L2Liveness  *ebpf.Map
+	// LB4Maglev holds the frontends' Maglev tables (maglev.go), made
+	// from maglevInner, of maglevSize slots.
+	LB4Maglev   *ebpf.Map
+	maglevInner *ebpf.MapSpec
+	maglevSize  uint32
 
 	// groups indexes the endpoints' policy maps by policy group, so that
 	// a group is rewritten without reading a map (policygroup.go);
@@ -112,12 +117,20 @@ var mapTable = []mapDef{
 		field: func(m *Maps) **ebpf.Map { return &m.L2Responder }},
 	{name: "cilium_l2_liveness", spec: func(s *lxcMapSpecs) *ebpf.MapSpec { return s.CiliumL2Liveness },
 		field: func(m *Maps) **ebpf.Map { return &m.L2Liveness }, disposable: true, internal: true},
+	// Losing it only sends clients from outside to backends at random
+	// until the reconciler writes the tables again.
+	{name: "cilium_lb4_maglev", spec: func(s *lxcMapSpecs) *ebpf.MapSpec { return s.CiliumLb4Maglev },
+		field: func(m *Maps) **ebpf.Map { return &m.LB4Maglev }, disposable: true},
 }
 
 // MapOption changes how OpenMaps creates maps.
 type MapOption func(*mapOptions)
 
-type mapOptions struct{ lbMapMax, policyMapMax uint32 }
+type mapOptions struct {
+	lbMapMax, policyMapMax, maglevSize uint32
+	// adopt takes the pinned maps as they are, changing nothing.
+	adopt bool
+}
 
 // WithLBMapMax sizes the service maps (Cilium's --bpf-lb-map-max); 0
 // keeps the compiled size.
@@ -127,6 +140,11 @@ func WithLBMapMax(n uint32) MapOption { return func(o *mapOptions) { o.lbMapMax 
 // (Cilium's --bpf-policy-map-max); 0 keeps the compiled size. A map made
 // smaller before is replaced when an update needs the room.
 func WithPolicyMapMax(n uint32) MapOption { return func(o *mapOptions) { o.policyMapMax = n } }
+
+// WithMaglevTableSize gives the Maglev tables n slots (Cilium's
+// --bpf-lb-maglev-table-size); 0 keeps the compiled size. Pinned tables
+// of another size are replaced.
+func WithMaglevTableSize(n uint32) MapOption { return func(o *mapOptions) { o.maglevSize = n } }
 
 // stalePins are the pins of maps that earlier datapaths had and this one
 // has not: the shared policy map of before per-endpoint policy maps.
@@ -152,6 +170,12 @@ func OpenMaps(pinDir string, opts ...MapOption) (*Maps, error) {
 	if o.policyMapMax != 0 {
 		m.groups.max = o.policyMapMax
 	}
+	specs.CiliumLb4Maglev = specs.CiliumLb4Maglev.Copy()
+	if o.maglevSize != 0 {
+		specs.CiliumLb4Maglev.InnerMap.ValueSize = 4 * o.maglevSize
+	}
+	m.maglevInner = specs.CiliumLb4Maglev.InnerMap
+	m.maglevSize = m.maglevInner.ValueSize / 4
 	for _, d := range mapTable {
 		spec := d.spec(&specs)
 		if d.lbSized && o.lbMapMax != 0 {
@@ -159,6 +183,9 @@ func OpenMaps(pinDir string, opts ...MapOption) (*Maps, error) {
 			spec.MaxEntries = o.lbMapMax
 		}
 		mp, err := openMap(d, spec, pinDir)
+		if err == nil && pinDir != "" && !o.adopt && spec.InnerMap != nil && spec.InnerMap.Type == ebpf.Array {
+			mp, err = replaceOtherInner(mp, spec, pinDir)
+		}
 		if err != nil {
 			m.Close()
 			return nil, err
@@ -166,6 +193,40 @@ func OpenMaps(pinDir string, opts ...MapOption) (*Maps, error) {
 		*d.field(m) = mp
 	}
 	return m, nil
+}
+
+// replaceOtherInner replaces a pinned map of maps whose inner maps are
+// not of spec's layout (the kernel does not say, and the verifier checks
+// the programs' reads against it): the Maglev tables of another
+// --bpf-lb-maglev-table-size. It asks the kernel, by putting an empty
+// inner map of the layout at key 0, which no frontend has.
+func replaceOtherInner(mp *ebpf.Map, spec *ebpf.MapSpec, pinDir string) (*ebpf.Map, error) {
+	probe, err := ebpf.NewMap(spec.InnerMap)
+	if err != nil {
+		mp.Close()
+		return nil, fmt.Errorf("map %s: inner map: %w", spec.Name, err)
+	}
+	defer probe.Close()
+	key := make([]byte, spec.KeySize)
+	err = mp.Put(key, probe)
+	if err == nil {
+		err = mp.Delete(key)
+		if err != nil {
+			mp.Close()
+			return nil, fmt.Errorf("map %s: %w", spec.Name, err)
+		}
+		return mp, nil
+	}
+	if !errors.Is(err, unix.EINVAL) {
+		mp.Close()
+		return nil, fmt.Errorf("map %s: %w", spec.Name, err)
+	}
+	mp.Close()
+	if err := os.Remove(filepath.Join(pinDir, spec.Name)); err != nil {
+		return nil, fmt.Errorf("map %s: %w", spec.Name, err)
+	}
+	s := spec.Copy()
+	return ebpf.NewMapWithOptions(s, ebpf.MapOptions{PinPath: pinDir})
 }
 
 // removeStalePins removes the pins of maps this datapath no longer has
@@ -210,25 +271,32 @@ func (m *Maps) Close() error {
 	return errors.Join(errs...)
 }
 
-// replacements lets a program object use these maps instead of its own.
-func (m *Maps) replacements() map[string]*ebpf.Map {
+// useIn makes the program object cs use these maps instead of its own:
+// the options to load it with. Its specs take the maps' sizes, which the
+// agent chose (WithLBMapMax, WithMaglevTableSize), and its Maglev table
+// size constant the tables', which the verifier then holds its reads to.
+// An object that includes only some of the headers that declare maps
+// gets only those.
+func (m *Maps) useIn(cs *ebpf.CollectionSpec) (*ebpf.CollectionOptions, error) {
 	r := make(map[string]*ebpf.Map, len(mapTable))
 	for _, d := range mapTable {
-		r[d.name] = *d.field(m)
+		s, ok := cs.Maps[d.name]
+		if !ok {
+			continue
+		}
+		mp := *d.field(m)
+		s.MaxEntries = mp.MaxEntries()
+		if s.InnerMap != nil && d.name == lxcMapCiliumLb4Maglev {
+			s.InnerMap = m.maglevInner.Copy()
+		}
+		r[d.name] = mp
 	}
-	return r
-}
-
-// replacementsFor is replacements restricted to the maps cs declares,
-// for objects that include only some of the headers that declare maps.
-func (m *Maps) replacementsFor(cs *ebpf.CollectionSpec) map[string]*ebpf.Map {
-	r := m.replacements()
-	for name := range r {
-		if _, ok := cs.Maps[name]; !ok {
-			delete(r, name)
+	if v, ok := cs.Variables[lxcVarLB_MAGLEV_SIZE]; ok {
+		if err := v.Set(m.maglevSize); err != nil {
+			return nil, fmt.Errorf("set constant LB_MAGLEV_SIZE: %w", err)
 		}
 	}
-	return r
+	return &ebpf.CollectionOptions{MapReplacements: r}, nil
 }
 
 // ErrNotPinned is returned by OpenPinnedMaps when a map is not pinned.
@@ -254,7 +322,7 @@ func OpenPinnedMaps(pinDir string) (*Maps, error) {
 		return nil, fmt.Errorf("pinned map cilium_lb4_services: %w", err)
 	}
 	defer svc.Close()
-	return OpenMaps(pinDir, WithLBMapMax(svc.MaxEntries()))
+	return OpenMaps(pinDir, WithLBMapMax(svc.MaxEntries()), func(o *mapOptions) { o.adopt = true })
 }
 
 // ErrMapFull says that a map had no room for an update, which was then

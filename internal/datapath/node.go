@@ -66,6 +66,11 @@ type Config struct {
 	// NodePorts is the NodePort range, which source translation keeps
 	// out of its ports; zero: DefaultNodePorts.
 	NodePorts PortRange
+	// MaglevTableSize is the Maglev tables' slots (0 keeps the compiled
+	// size), and MaglevSeed the cluster's seed of the flow hash that
+	// picks one.
+	MaglevTableSize uint32
+	MaglevSeed      uint32
 }
 
 // DefaultTunnelDevice and DefaultTunnelPort are Cilium's defaults.
@@ -204,7 +209,8 @@ func (n *Node) Start() error {
 		return err
 	}
 	n.nl = nl
-	maps, err := OpenMaps(n.mapsDir(), WithLBMapMax(n.cfg.LBMapMax), WithPolicyMapMax(n.cfg.PolicyMapMax))
+	maps, err := OpenMaps(n.mapsDir(), WithLBMapMax(n.cfg.LBMapMax), WithPolicyMapMax(n.cfg.PolicyMapMax),
+		WithMaglevTableSize(n.cfg.MaglevTableSize))
 	if err != nil {
 		return err
 	}
@@ -227,7 +233,7 @@ func (n *Node) Start() error {
 		return fmt.Errorf("uplink %s: %w", n.cfg.Uplink, err)
 	}
 	n.consts = NodeConstants{NodeIPv4: n.cfg.NodeIPv4, Mode: n.cfg.Mode, Traces: n.cfg.Traces,
-		Masquerade: n.cfg.Masquerade, LegacyRouting: n.cfg.LegacyRouting}
+		Masquerade: n.cfg.Masquerade, LegacyRouting: n.cfg.LegacyRouting, MaglevSeed: n.cfg.MaglevSeed}
 	// Masquerading and the SNAT of NodePort flows to remote backends
 	// (which runs whether or not pods are masqueraded) share the range.
 	ephemeral, err := EphemeralPorts(n.cfg.NetNS)

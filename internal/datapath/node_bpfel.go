@@ -25,6 +25,7 @@ const (
 	nodeMapCiliumL2Liveness     = "cilium_l2_liveness"
 	nodeMapCiliumL2ResponderV4  = "cilium_l2_responder_v4"
 	nodeMapCiliumLb4Backends    = "cilium_lb4_backends"
+	nodeMapCiliumLb4Maglev      = "cilium_lb4_maglev"
 	nodeMapCiliumLb4ReverseNat  = "cilium_lb4_reverse_nat"
 	nodeMapCiliumLb4ReverseSk   = "cilium_lb4_reverse_sk"
 	nodeMapCiliumLb4Services    = "cilium_lb4_services"
@@ -40,6 +41,8 @@ const (
 	nodeProgCilToOverlay        = "cil_to_overlay"
 	nodeVarCT_REPORT_FLAGS      = "CT_REPORT_FLAGS"
 	nodeVarCT_REPORT_INTERVAL   = "CT_REPORT_INTERVAL"
+	nodeVarLB_MAGLEV_SEED       = "LB_MAGLEV_SEED"
+	nodeVarLB_MAGLEV_SIZE       = "LB_MAGLEV_SIZE"
 	nodeVarLEGACY_ROUTING       = "LEGACY_ROUTING"
 	nodeVarMASQUERADE           = "MASQUERADE"
 	nodeVarMONITOR_AGGREGATION  = "MONITOR_AGGREGATION"
@@ -120,6 +123,7 @@ type nodeMapSpecs struct {
 	CiliumL2Liveness     *ebpf.MapSpec `ebpf:"cilium_l2_liveness"`
 	CiliumL2ResponderV4  *ebpf.MapSpec `ebpf:"cilium_l2_responder_v4"`
 	CiliumLb4Backends    *ebpf.MapSpec `ebpf:"cilium_lb4_backends"`
+	CiliumLb4Maglev      *ebpf.MapSpec `ebpf:"cilium_lb4_maglev"`
 	CiliumLb4ReverseNat  *ebpf.MapSpec `ebpf:"cilium_lb4_reverse_nat"`
 	CiliumLb4ReverseSk   *ebpf.MapSpec `ebpf:"cilium_lb4_reverse_sk"`
 	CiliumLb4Services    *ebpf.MapSpec `ebpf:"cilium_lb4_services"`
@@ -137,6 +141,8 @@ type nodeMapSpecs struct {
 type nodeVariableSpecs struct {
 	CT_REPORT_FLAGS     *ebpf.VariableSpec `ebpf:"CT_REPORT_FLAGS"`
 	CT_REPORT_INTERVAL  *ebpf.VariableSpec `ebpf:"CT_REPORT_INTERVAL"`
+	LB_MAGLEV_SEED      *ebpf.VariableSpec `ebpf:"LB_MAGLEV_SEED"`
+	LB_MAGLEV_SIZE      *ebpf.VariableSpec `ebpf:"LB_MAGLEV_SIZE"`
 	LEGACY_ROUTING      *ebpf.VariableSpec `ebpf:"LEGACY_ROUTING"`
 	MASQUERADE          *ebpf.VariableSpec `ebpf:"MASQUERADE"`
 	MONITOR_AGGREGATION *ebpf.VariableSpec `ebpf:"MONITOR_AGGREGATION"`
@@ -185,6 +191,7 @@ type nodeMaps struct {
 	CiliumL2Liveness     *ebpf.Map `ebpf:"cilium_l2_liveness"`
 	CiliumL2ResponderV4  *ebpf.Map `ebpf:"cilium_l2_responder_v4"`
 	CiliumLb4Backends    *ebpf.Map `ebpf:"cilium_lb4_backends"`
+	CiliumLb4Maglev      *ebpf.Map `ebpf:"cilium_lb4_maglev"`
 	CiliumLb4ReverseNat  *ebpf.Map `ebpf:"cilium_lb4_reverse_nat"`
 	CiliumLb4ReverseSk   *ebpf.Map `ebpf:"cilium_lb4_reverse_sk"`
 	CiliumLb4Services    *ebpf.Map `ebpf:"cilium_lb4_services"`
@@ -207,6 +214,7 @@ func (m *nodeMaps) Close() error {
 		m.CiliumL2Liveness,
 		m.CiliumL2ResponderV4,
 		m.CiliumLb4Backends,
+		m.CiliumLb4Maglev,
 		m.CiliumLb4ReverseNat,
 		m.CiliumLb4ReverseSk,
 		m.CiliumLb4Services,
@@ -225,6 +233,8 @@ func (m *nodeMaps) Close() error {
 type nodeVariables struct {
 	CT_REPORT_FLAGS     *ebpf.Variable `ebpf:"CT_REPORT_FLAGS"`
 	CT_REPORT_INTERVAL  *ebpf.Variable `ebpf:"CT_REPORT_INTERVAL"`
+	LB_MAGLEV_SEED      *ebpf.Variable `ebpf:"LB_MAGLEV_SEED"`
+	LB_MAGLEV_SIZE      *ebpf.Variable `ebpf:"LB_MAGLEV_SIZE"`
 	LEGACY_ROUTING      *ebpf.Variable `ebpf:"LEGACY_ROUTING"`
 	MASQUERADE          *ebpf.Variable `ebpf:"MASQUERADE"`
 	MONITOR_AGGREGATION *ebpf.Variable `ebpf:"MONITOR_AGGREGATION"`

@@ -150,6 +150,22 @@ func TestPrivilegedProgNodePortForward(t *testing.T) {
 			frame := e.expect(e.fromNetdev, tcp(ipC, nodeIP, 8080, port, "SA").frame(t), actRedirect)
 			toClient(t, frame, extTCP, 40000)
 		}},
+		// One client port to one backend through two frontends, as Linux
+		// picks source ports per destination: two flows, each with its
+		// own node port, each answered from its own frontend. With one
+		// translation for both, the second flow's replies would come back
+		// from the first frontend, which the client drops.
+		{"one client port through two frontends to one backend: two flows", envOpts{}, func(t *testing.T, e *env) {
+			e.serve(npTCP, spec.LBNodePort, beC)
+			e.serve(extTCP, spec.LBLoadBalancer, beC)
+			np := e.forwardedRemote(npTCP, beC, 40000, actRedirect)
+			lb := e.forwardedRemote(extTCP, beC, 40000, actRedirect)
+			if np == lb {
+				t.Fatalf("both flows leave from node port %d", np)
+			}
+			toClient(t, e.expect(e.fromNetdev, tcp(ipC, nodeIP, 8080, lb, "SA").frame(t), actRedirect), extTCP, 40000)
+			toClient(t, e.expect(e.fromNetdev, tcp(ipC, nodeIP, 8080, np, "SA").frame(t), actRedirect), npTCP, 40000)
+		}},
 		{"a HostPort reaches its pod, never another node", envOpts{}, func(t *testing.T, e *env) {
 			e.serve(hostPort, spec.LBHostPort, beA)
 			e.deliveredLocal(clientSYN(hostPort, 40000), beA)

@@ -25,6 +25,7 @@ const (
 	overlaytestMapCiliumL2Liveness     = "cilium_l2_liveness"
 	overlaytestMapCiliumL2ResponderV4  = "cilium_l2_responder_v4"
 	overlaytestMapCiliumLb4Backends    = "cilium_lb4_backends"
+	overlaytestMapCiliumLb4Maglev      = "cilium_lb4_maglev"
 	overlaytestMapCiliumLb4ReverseNat  = "cilium_lb4_reverse_nat"
 	overlaytestMapCiliumLb4ReverseSk   = "cilium_lb4_reverse_sk"
 	overlaytestMapCiliumLb4Services    = "cilium_lb4_services"
@@ -41,6 +42,8 @@ const (
 	overlaytestProgTestFromOverlay     = "test_from_overlay"
 	overlaytestVarCT_REPORT_FLAGS      = "CT_REPORT_FLAGS"
 	overlaytestVarCT_REPORT_INTERVAL   = "CT_REPORT_INTERVAL"
+	overlaytestVarLB_MAGLEV_SEED       = "LB_MAGLEV_SEED"
+	overlaytestVarLB_MAGLEV_SIZE       = "LB_MAGLEV_SIZE"
 	overlaytestVarLEGACY_ROUTING       = "LEGACY_ROUTING"
 	overlaytestVarMASQUERADE           = "MASQUERADE"
 	overlaytestVarMONITOR_AGGREGATION  = "MONITOR_AGGREGATION"
@@ -124,6 +127,7 @@ type overlaytestMapSpecs struct {
 	CiliumL2Liveness     *ebpf.MapSpec `ebpf:"cilium_l2_liveness"`
 	CiliumL2ResponderV4  *ebpf.MapSpec `ebpf:"cilium_l2_responder_v4"`
 	CiliumLb4Backends    *ebpf.MapSpec `ebpf:"cilium_lb4_backends"`
+	CiliumLb4Maglev      *ebpf.MapSpec `ebpf:"cilium_lb4_maglev"`
 	CiliumLb4ReverseNat  *ebpf.MapSpec `ebpf:"cilium_lb4_reverse_nat"`
 	CiliumLb4ReverseSk   *ebpf.MapSpec `ebpf:"cilium_lb4_reverse_sk"`
 	CiliumLb4Services    *ebpf.MapSpec `ebpf:"cilium_lb4_services"`
@@ -141,6 +145,8 @@ type overlaytestMapSpecs struct {
 type overlaytestVariableSpecs struct {
 	CT_REPORT_FLAGS     *ebpf.VariableSpec `ebpf:"CT_REPORT_FLAGS"`
 	CT_REPORT_INTERVAL  *ebpf.VariableSpec `ebpf:"CT_REPORT_INTERVAL"`
+	LB_MAGLEV_SEED      *ebpf.VariableSpec `ebpf:"LB_MAGLEV_SEED"`
+	LB_MAGLEV_SIZE      *ebpf.VariableSpec `ebpf:"LB_MAGLEV_SIZE"`
 	LEGACY_ROUTING      *ebpf.VariableSpec `ebpf:"LEGACY_ROUTING"`
 	MASQUERADE          *ebpf.VariableSpec `ebpf:"MASQUERADE"`
 	MONITOR_AGGREGATION *ebpf.VariableSpec `ebpf:"MONITOR_AGGREGATION"`
@@ -191,6 +197,7 @@ type overlaytestMaps struct {
 	CiliumL2Liveness     *ebpf.Map `ebpf:"cilium_l2_liveness"`
 	CiliumL2ResponderV4  *ebpf.Map `ebpf:"cilium_l2_responder_v4"`
 	CiliumLb4Backends    *ebpf.Map `ebpf:"cilium_lb4_backends"`
+	CiliumLb4Maglev      *ebpf.Map `ebpf:"cilium_lb4_maglev"`
 	CiliumLb4ReverseNat  *ebpf.Map `ebpf:"cilium_lb4_reverse_nat"`
 	CiliumLb4ReverseSk   *ebpf.Map `ebpf:"cilium_lb4_reverse_sk"`
 	CiliumLb4Services    *ebpf.Map `ebpf:"cilium_lb4_services"`
@@ -213,6 +220,7 @@ func (m *overlaytestMaps) Close() error {
 		m.CiliumL2Liveness,
 		m.CiliumL2ResponderV4,
 		m.CiliumLb4Backends,
+		m.CiliumLb4Maglev,
 		m.CiliumLb4ReverseNat,
 		m.CiliumLb4ReverseSk,
 		m.CiliumLb4Services,
@@ -231,6 +239,8 @@ func (m *overlaytestMaps) Close() error {
 type overlaytestVariables struct {
 	CT_REPORT_FLAGS     *ebpf.Variable `ebpf:"CT_REPORT_FLAGS"`
 	CT_REPORT_INTERVAL  *ebpf.Variable `ebpf:"CT_REPORT_INTERVAL"`
+	LB_MAGLEV_SEED      *ebpf.Variable `ebpf:"LB_MAGLEV_SEED"`
+	LB_MAGLEV_SIZE      *ebpf.Variable `ebpf:"LB_MAGLEV_SIZE"`
 	LEGACY_ROUTING      *ebpf.Variable `ebpf:"LEGACY_ROUTING"`
 	MASQUERADE          *ebpf.Variable `ebpf:"MASQUERADE"`
 	MONITOR_AGGREGATION *ebpf.Variable `ebpf:"MONITOR_AGGREGATION"`

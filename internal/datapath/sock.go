@@ -82,7 +82,10 @@ func LoadSocketPrograms(maps *Maps, o SocketOptions) (*SocketPrograms, error) {
 		Recvmsg4     *ebpf.Program `ebpf:"cil_sock4_recvmsg"`
 		Getpeername4 *ebpf.Program `ebpf:"cil_sock4_getpeername"`
 	}
-	opts := &ebpf.CollectionOptions{MapReplacements: maps.replacementsFor(cs)}
+	opts, err := maps.useIn(cs)
+	if err != nil {
+		return nil, fmt.Errorf("socket programs: %w", err)
+	}
 	if err := cs.LoadAndAssign(&objs, opts); err != nil {
 		return nil, fmt.Errorf("load socket programs: %w", err)
 	}

@@ -23,6 +23,7 @@ const (
 	sockMapCiliumFrag4          = "cilium_frag4"
 	sockMapCiliumIpcache        = "cilium_ipcache"
 	sockMapCiliumLb4Backends    = "cilium_lb4_backends"
+	sockMapCiliumLb4Maglev      = "cilium_lb4_maglev"
 	sockMapCiliumLb4ReverseNat  = "cilium_lb4_reverse_nat"
 	sockMapCiliumLb4ReverseSk   = "cilium_lb4_reverse_sk"
 	sockMapCiliumLb4Services    = "cilium_lb4_services"
@@ -41,6 +42,8 @@ const (
 	sockVarDESTROY_ADDRESS      = "DESTROY_ADDRESS"
 	sockVarDESTROY_PORT         = "DESTROY_PORT"
 	sockVarHOST_NETNS_COOKIE    = "HOST_NETNS_COOKIE"
+	sockVarLB_MAGLEV_SEED       = "LB_MAGLEV_SEED"
+	sockVarLB_MAGLEV_SIZE       = "LB_MAGLEV_SIZE"
 	sockVarLEGACY_ROUTING       = "LEGACY_ROUTING"
 	sockVarMASQUERADE           = "MASQUERADE"
 	sockVarMONITOR_AGGREGATION  = "MONITOR_AGGREGATION"
@@ -115,6 +118,7 @@ type sockMapSpecs struct {
 	CiliumFrag4          *ebpf.MapSpec `ebpf:"cilium_frag4"`
 	CiliumIpcache        *ebpf.MapSpec `ebpf:"cilium_ipcache"`
 	CiliumLb4Backends    *ebpf.MapSpec `ebpf:"cilium_lb4_backends"`
+	CiliumLb4Maglev      *ebpf.MapSpec `ebpf:"cilium_lb4_maglev"`
 	CiliumLb4ReverseNat  *ebpf.MapSpec `ebpf:"cilium_lb4_reverse_nat"`
 	CiliumLb4ReverseSk   *ebpf.MapSpec `ebpf:"cilium_lb4_reverse_sk"`
 	CiliumLb4Services    *ebpf.MapSpec `ebpf:"cilium_lb4_services"`
@@ -134,6 +138,8 @@ type sockVariableSpecs struct {
 	DESTROY_ADDRESS     *ebpf.VariableSpec `ebpf:"DESTROY_ADDRESS"`
 	DESTROY_PORT        *ebpf.VariableSpec `ebpf:"DESTROY_PORT"`
 	HOST_NETNS_COOKIE   *ebpf.VariableSpec `ebpf:"HOST_NETNS_COOKIE"`
+	LB_MAGLEV_SEED      *ebpf.VariableSpec `ebpf:"LB_MAGLEV_SEED"`
+	LB_MAGLEV_SIZE      *ebpf.VariableSpec `ebpf:"LB_MAGLEV_SIZE"`
 	LEGACY_ROUTING      *ebpf.VariableSpec `ebpf:"LEGACY_ROUTING"`
 	MASQUERADE          *ebpf.VariableSpec `ebpf:"MASQUERADE"`
 	MONITOR_AGGREGATION *ebpf.VariableSpec `ebpf:"MONITOR_AGGREGATION"`
@@ -175,6 +181,7 @@ type sockMaps struct {
 	CiliumFrag4          *ebpf.Map `ebpf:"cilium_frag4"`
 	CiliumIpcache        *ebpf.Map `ebpf:"cilium_ipcache"`
 	CiliumLb4Backends    *ebpf.Map `ebpf:"cilium_lb4_backends"`
+	CiliumLb4Maglev      *ebpf.Map `ebpf:"cilium_lb4_maglev"`
 	CiliumLb4ReverseNat  *ebpf.Map `ebpf:"cilium_lb4_reverse_nat"`
 	CiliumLb4ReverseSk   *ebpf.Map `ebpf:"cilium_lb4_reverse_sk"`
 	CiliumLb4Services    *ebpf.Map `ebpf:"cilium_lb4_services"`
@@ -194,6 +201,7 @@ func (m *sockMaps) Close() error {
 		m.CiliumFrag4,
 		m.CiliumIpcache,
 		m.CiliumLb4Backends,
+		m.CiliumLb4Maglev,
 		m.CiliumLb4ReverseNat,
 		m.CiliumLb4ReverseSk,
 		m.CiliumLb4Services,
@@ -214,6 +222,8 @@ type sockVariables struct {
 	DESTROY_ADDRESS     *ebpf.Variable `ebpf:"DESTROY_ADDRESS"`
 	DESTROY_PORT        *ebpf.Variable `ebpf:"DESTROY_PORT"`
 	HOST_NETNS_COOKIE   *ebpf.Variable `ebpf:"HOST_NETNS_COOKIE"`
+	LB_MAGLEV_SEED      *ebpf.Variable `ebpf:"LB_MAGLEV_SEED"`
+	LB_MAGLEV_SIZE      *ebpf.Variable `ebpf:"LB_MAGLEV_SIZE"`
 	LEGACY_ROUTING      *ebpf.Variable `ebpf:"LEGACY_ROUTING"`
 	MASQUERADE          *ebpf.Variable `ebpf:"MASQUERADE"`
 	MONITOR_AGGREGATION *ebpf.Variable `ebpf:"MONITOR_AGGREGATION"`

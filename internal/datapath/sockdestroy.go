@@ -51,7 +51,10 @@ func (m *Maps) DestroySocketsTo(netns string, backend netip.AddrPort, proto uint
 	var objs struct {
 		Destroy *ebpf.Program `ebpf:"cil_sock4_destroy_udp"`
 	}
-	opts := &ebpf.CollectionOptions{MapReplacements: m.replacementsFor(cs)}
+	opts, err := m.useIn(cs)
+	if err != nil {
+		return 0, err
+	}
 	if err := cs.LoadAndAssign(&objs, opts); err != nil {
 		if errors.Is(err, ebpf.ErrNotSupported) {
 			return 0, fmt.Errorf("%w: %w", ErrSockDestroyUnsupported, err)

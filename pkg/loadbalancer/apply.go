@@ -415,7 +415,17 @@ func (c *controller) report(plans []*plan) {
 		if !p.exists {
 			delete(c.refused, n)
 			delete(c.lost, n)
+			delete(c.badAlgorithm, n)
 			continue
+		}
+		if why := c.local.BadAlgorithm(p.svc); why != c.badAlgorithm[n] {
+			if why != "" {
+				c.log.Warn("Service annotation ignored", "service", n, "reason", why)
+				c.warn(n, ReasonBadAlgorithm, why)
+				c.badAlgorithm[n] = why
+			} else {
+				delete(c.badAlgorithm, n)
+			}
 		}
 		if p.refused != "" && c.refused[n].key != p.refusal.key {
 			c.log.Warn("Service refused: it does not fit in the service maps; nothing of it is written",

@@ -2,6 +2,8 @@ package loadbalancer
 
 import (
 	"context"
+	"encoding/base64"
+	"encoding/binary"
 	"fmt"
 	"log/slog"
 	"net/netip"
@@ -37,14 +39,56 @@ type Config struct {
 	// Service's NodePorts and ExternalIPs too, not only its
 	// LoadBalancer addresses, so that they are no way around them.
 	BPFLBSourceRangeAllTypes bool `mapstructure:"bpf-lb-source-range-all-types"`
+	// BPFLBAlgorithm picks the backend of a connection from outside:
+	// random, or maglev (the same backend for a flow on every node).
+	// With BPFLBAlgorithmAnnotation, a Service's
+	// service.cilium.io/lb-algorithm annotation picks its own.
+	BPFLBAlgorithm           string `mapstructure:"bpf-lb-algorithm"`
+	BPFLBAlgorithmAnnotation bool   `mapstructure:"bpf-lb-algorithm-annotation"`
+	// BPFLBMaglevTableSize is the slots of a frontend's Maglev table (a
+	// prime, MaglevTableSizes), and BPFLBMaglevHashSeed the cluster's
+	// seed of its tables and of the flow hash (12 bytes in base64): the
+	// same on every node, or they pick differently.
+	BPFLBMaglevTableSize int    `mapstructure:"bpf-lb-maglev-table-size"`
+	BPFLBMaglevHashSeed  string `mapstructure:"bpf-lb-maglev-hash-seed"`
+}
+
+// The values of --bpf-lb-algorithm and of the lb-algorithm annotation.
+const (
+	AlgorithmRandom = "random"
+	AlgorithmMaglev = "maglev"
+)
+
+// MaglevSeeds are the seeds of a cluster's Maglev tables and of the
+// datapath's flow hash, from --bpf-lb-maglev-hash-seed.
+type MaglevSeeds struct {
+	Table uint64
+	Flow  uint32
+}
+
+// MaglevSeeds decodes --bpf-lb-maglev-hash-seed: its first 8 bytes seed
+// the tables, the last 4 the flow hash.
+func (c Config) MaglevSeeds() (MaglevSeeds, error) {
+	b, err := base64.StdEncoding.DecodeString(c.BPFLBMaglevHashSeed)
+	if err != nil || len(b) != 12 {
+		return MaglevSeeds{}, fmt.Errorf("--bpf-lb-maglev-hash-seed %q: want 12 bytes in base64 (16 characters), as `head -c12 /dev/urandom | base64`",
+			c.BPFLBMaglevHashSeed)
+	}
+	return MaglevSeeds{Table: binary.BigEndian.Uint64(b[:8]), Flow: binary.BigEndian.Uint32(b[8:])}, nil
 }
 
 // DefaultConfig follows Cilium's defaults, with kube-proxy beside.
 var DefaultConfig = Config{
-	BPFLBSock:     true,
-	BPFLBMode:     "snat",
-	NodePortRange: "30000-32767",
-	BPFLBMapMax:   65536,
+	BPFLBSock:            true,
+	BPFLBMode:            "snat",
+	NodePortRange:        "30000-32767",
+	BPFLBMapMax:          65536,
+	BPFLBAlgorithm:       AlgorithmRandom,
+	BPFLBMaglevTableSize: 16381,
+	// Cilium's default seed: a cluster that keeps it hashes as one that
+	// runs Cilium's default does not (the hashes differ), but alike on
+	// all of its nodes.
+	BPFLBMaglevHashSeed: "JLfvgnHc2kaSUFaI",
 }
 
 // Flags implements cell.Flagger.
@@ -58,6 +102,14 @@ func (c Config) Flags(fs *pflag.FlagSet) {
 	fs.Int("bpf-lb-map-max", c.BPFLBMapMax, "entries of the service, backend and source range maps")
 	fs.Bool("bpf-lb-source-range-all-types", c.BPFLBSourceRangeAllTypes,
 		"loadBalancerSourceRanges fence a Service's NodePorts and ExternalIPs too, not only its LoadBalancer addresses")
+	fs.String("bpf-lb-algorithm", c.BPFLBAlgorithm,
+		"how a connection from outside picks its backend: random, or maglev (consistent hashing: every node picks the same backend for a flow)")
+	fs.Bool("bpf-lb-algorithm-annotation", c.BPFLBAlgorithmAnnotation,
+		"a Service's service.cilium.io/lb-algorithm annotation (random or maglev) overrides --bpf-lb-algorithm")
+	fs.Int("bpf-lb-maglev-table-size", c.BPFLBMaglevTableSize,
+		fmt.Sprintf("the slots of each frontend's Maglev table, one of %v; about 100 times the most backends a Service has", MaglevTableSizes))
+	fs.String("bpf-lb-maglev-hash-seed", c.BPFLBMaglevHashSeed,
+		"the cluster's Maglev seed, 12 bytes in base64; every node must have the same")
 }
 
 // PortRange is a range of ports, both ends included.
@@ -74,7 +126,14 @@ func (c Config) Validate() error {
 	if c.BPFLBMapMax < 1024 || c.BPFLBMapMax > 1<<24 {
 		return fmt.Errorf("--bpf-lb-map-max %d: want 1024 to %d", c.BPFLBMapMax, 1<<24)
 	}
-	return nil
+	if c.BPFLBAlgorithm != AlgorithmRandom && c.BPFLBAlgorithm != AlgorithmMaglev {
+		return fmt.Errorf("--bpf-lb-algorithm %q: want random or maglev", c.BPFLBAlgorithm)
+	}
+	if err := ValidMaglevTableSize(c.BPFLBMaglevTableSize); err != nil {
+		return err
+	}
+	_, err := c.MaglevSeeds()
+	return err
 }
 
 // NodePorts parses --node-port-range ("30000-32767"; Cilium's
@@ -145,7 +204,8 @@ func register(p params) error {
 	if !p.Config.KubeProxyReplacement {
 		intake = nil
 	}
-	local := Local{Addresses: p.Addresses, SourceRangeAllTypes: p.Config.BPFLBSourceRangeAllTypes}
+	local := Local{Addresses: p.Addresses, SourceRangeAllTypes: p.Config.BPFLBSourceRangeAllTypes,
+		Algorithm: p.Config.BPFLBAlgorithm, AlgorithmAnnotation: p.Config.BPFLBAlgorithmAnnotation}
 	if intake != nil {
 		local.NodeName = intake.NodeName
 	}
@@ -159,7 +219,8 @@ func register(p params) error {
 	if !p.Config.BPFLBSock {
 		sockets = nil
 	}
-	fr, br, err := registerReconcilers(p.Reconciler, p.Tables, p.Map, sockets,
+	seeds, _ := p.Config.MaglevSeeds() // valid: Validate checked it
+	fr, br, err := registerReconcilers(p.Reconciler, p.Tables, p.Map, sockets, seeds.Table,
 		func() { c.frontendsPruned.Store(true); c.wake.Fire() }, func() { c.backendsPruned.Store(true); c.wake.Fire() })
 	if err != nil {
 		return err

@@ -58,6 +58,9 @@ type controller struct {
 	// lost are the frontends each service claims and does not get, with
 	// why: a service is warned once about each.
 	lost map[ServiceName]map[Addr]string
+	// badAlgorithm are the services whose lb-algorithm annotation names
+	// no algorithm, with what was said: a service is warned once.
+	badAlgorithm map[ServiceName]string
 	// initDone marks the tables initialized after the first full pass.
 	initDone []func(statedb.WriteTxn)
 }
@@ -69,7 +72,7 @@ func newController(db *statedb.DB, t Tables, local Local, intake *Intake, log *s
 	c := &controller{db: db, tables: t, local: local, intake: intake, log: log, wake: desired.NewSignal(),
 		pending: map[ServiceName]bool{}, ids: newIDs(), backendRefs: map[Addr]int{}, claims: newClaims(),
 		room: room{limit: limit}, frontendsDone: newProgress(nil), backendsDone: newProgress(nil),
-		refused: map[ServiceName]refusal{}, lost: map[ServiceName]map[Addr]string{}}
+		refused: map[ServiceName]refusal{}, lost: map[ServiceName]map[Addr]string{}, badAlgorithm: map[ServiceName]string{}}
 	if intake != nil {
 		for _, in := range intake.Inputs {
 			tt, err := in.follow(db)

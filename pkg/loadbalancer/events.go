@@ -18,4 +18,7 @@ const (
 	// ReasonFrontendConflict: another Service owns a frontend that the
 	// service claims (see Owner).
 	ReasonFrontendConflict = "FrontendConflict"
+	// ReasonBadAlgorithm: the service's lb-algorithm annotation names no
+	// algorithm; the agent's serves it.
+	ReasonBadAlgorithm = "BadLBAlgorithm"
 )

@@ -103,6 +103,9 @@ func Ours(s Service) bool {
 //     address) also serve clients from outside: externalTrafficPolicy
 //     Local narrows those to this node's backends, and then, as whenever
 //     the two policies differ, local clients have their own scope;
+//   - with Maglev (local.Maglev), those that serve clients from outside
+//     (not HostPorts: their one backend is the pod) pick a flow's
+//     backend by the frontend's Maglev table (spec.LBMaglev);
 //   - loadBalancerSourceRanges fence the LoadBalancer addresses, as
 //     kube-proxy fences them, and with local.SourceRangeAllTypes
 //     (--bpf-lb-source-range-all-types) the NodePorts and ExternalIPs
@@ -120,6 +123,7 @@ func Frontends(s Service, eps []Endpoint, local Local) []Frontend {
 		return nil
 	}
 	var out []Frontend
+	maglev := local.Maglev(s)
 	for _, p := range s.Ports {
 		cands := candidates(p, eps)
 		all := clusterBackends(cands, local)
@@ -160,6 +164,9 @@ func Frontends(s Service, eps []Endpoint, local Local) []Frontend {
 			if internalSlots != nil {
 				f.Flags |= spec.LBTwoScopes
 				f.InternalSlots = internalSlots
+			}
+			if maglev && kind&(spec.LBNodePort|spec.LBExternalIP|spec.LBLoadBalancer) != 0 {
+				f.Flags |= spec.LBMaglev
 			}
 			fence(&f, kind)
 			out = append(out, f)

@@ -86,3 +86,55 @@ func TestSourceRanges(t *testing.T) {
 		}
 	}
 }
+
+// Maglev serves the frontends that clients from outside reach, never a
+// HostPort, a ClusterIP or the NodePort at any node's address (local
+// clients), and the annotation overrides the agent's algorithm only when
+// the agent lets it and it names one.
+func TestMaglevFrontends(t *testing.T) {
+	node := netip.MustParseAddr("192.168.77.1")
+	eps := []Endpoint{{Address: netip.MustParseAddr("10.244.1.5"), NodeName: "node-a", Ready: true, Serving: true,
+		Ports: map[PortKey]uint16{{Name: "http", Protocol: spec.ProtoTCP}: 8080}}}
+	lb := Service{Name: ServiceName{"default", "lb"}, Type: TypeLoadBalancer,
+		ClusterIPs:      []netip.Addr{netip.MustParseAddr("10.96.0.5")},
+		ExternalIPs:     []netip.Addr{netip.MustParseAddr("203.0.113.5")},
+		LoadBalancerIPs: []netip.Addr{netip.MustParseAddr("198.51.100.5")},
+		Ports:           []Port{{Name: "http", Protocol: spec.ProtoTCP, Port: 80, NodePort: 30080}}}
+	maglevAt := func(s Service, local Local) []string {
+		local.NodeName, local.Addresses = "node-a", []netip.Addr{node}
+		var out []string
+		for _, f := range Frontends(s, eps, local) {
+			if f.Flags&spec.LBMaglev != 0 {
+				out = append(out, f.Addr.String())
+			}
+		}
+		return out
+	}
+	outside := []string{"192.168.77.1:30080/TCP", "198.51.100.5:80/TCP", "203.0.113.5:80/TCP"}
+	annotated := func(alg string) Service { s := lb; s.Algorithm = alg; return s }
+	for _, tc := range []struct {
+		name  string
+		svc   Service
+		local Local
+		want  []string
+	}{
+		{"random by default", lb, Local{Algorithm: AlgorithmRandom}, nil},
+		{"maglev for outside clients", lb, Local{Algorithm: AlgorithmMaglev}, outside},
+		{"an annotation the agent does not read", annotated("maglev"), Local{Algorithm: AlgorithmRandom}, nil},
+		{"an annotation asks for maglev", annotated("maglev"), Local{Algorithm: AlgorithmRandom, AlgorithmAnnotation: true}, outside},
+		{"an annotation asks for random", annotated("random"), Local{Algorithm: AlgorithmMaglev, AlgorithmAnnotation: true}, nil},
+		{"an annotation that names nothing", annotated("ring"), Local{Algorithm: AlgorithmMaglev, AlgorithmAnnotation: true}, outside},
+	} {
+		if got := maglevAt(tc.svc, tc.local); !slices.Equal(got, tc.want) {
+			t.Errorf("%s: maglev at %v, want %v", tc.name, got, tc.want)
+		}
+	}
+	hp := Service{Name: HostPortName("default", "web"), Type: TypeHostPort,
+		Ports: []Port{{Name: "http", Protocol: spec.ProtoTCP, Port: 8080}}}
+	if got := maglevAt(hp, Local{Algorithm: AlgorithmMaglev}); got != nil {
+		t.Errorf("HostPort frontends with maglev: %v", got)
+	}
+	if why := (Local{Algorithm: AlgorithmMaglev, AlgorithmAnnotation: true}).BadAlgorithm(annotated("ring")); why == "" {
+		t.Error("an annotation that names nothing is not reported")
+	}
+}

@@ -4,7 +4,11 @@ import (
 	"encoding/binary"
 	"fmt"
 	"hash/fnv"
+	"net/netip"
 	"slices"
+	"strings"
+
+	"github.com/cilium-go/cilium/internal/datapath/spec"
 )
 
 // MaglevTableSizes are the sizes a Maglev table may have
@@ -29,7 +33,9 @@ func ValidMaglevTableSize(m int) error {
 // that comes or goes moves little more than its own share of the slots.
 // names must name the backends alike on every node (their address, port
 // and protocol), and seed be the cluster's, so that every node computes
-// the same table and sends a flow to the same backend. No names: nil.
+// the same table and sends a flow to the same backend; the backends take
+// their turns in name order, so the order of names changes nothing. No
+// names: nil.
 func Maglev(names []string, m int, seed uint64) []int {
 	n := len(names)
 	if n == 0 || m < 2 {
@@ -41,13 +47,18 @@ func Maglev(names []string, m int, seed uint64) []int {
 		offset[i] = maglevHash(name, seed, 0) % uint64(m)
 		skip[i] = maglevHash(name, seed, 1)%uint64(m-1) + 1
 	}
+	order := make([]int, n)
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortFunc(order, func(a, b int) int { return strings.Compare(names[a], names[b]) })
 	table := make([]int, m)
 	for i := range table {
 		table[i] = -1
 	}
 	next := make([]uint64, n) // each backend's position in its permutation
 	for filled := 0; ; {
-		for i := range n {
+		for _, i := range order {
 			c := (offset[i] + next[i]*skip[i]) % uint64(m)
 			for table[c] >= 0 {
 				next[i]++
@@ -72,4 +83,23 @@ func maglevHash(name string, seed uint64, which byte) uint64 {
 	h.Write(b[:])
 	h.Write([]byte(name))
 	return h.Sum64()
+}
+
+// MaglevTable is the Maglev table of m slots over backends, by their ids:
+// each backend is named by its address, port and protocol, which every
+// node gives it alike (its id is the node's own). No backends: nil.
+func MaglevTable(backends []spec.Backend, m int, seed uint64) []spec.BackendID {
+	names := make([]string, len(backends))
+	for i, b := range backends {
+		names[i] = netip.AddrPortFrom(b.Address, b.Port).String() + "/" + spec.ProtocolName(b.Protocol)
+	}
+	idx := Maglev(names, m, seed)
+	if idx == nil {
+		return nil
+	}
+	out := make([]spec.BackendID, m)
+	for i, j := range idx {
+		out[i] = backends[j].ID
+	}
+	return out
 }

@@ -3,6 +3,7 @@ package loadbalancer
 import (
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -29,8 +30,14 @@ func TestMaglevFillsEvenly(t *testing.T) {
 			if len(table) != m || hi-lo > 1 {
 				t.Errorf("n=%d m=%d: %d slots, backends hold %d to %d", n, m, len(table), lo, hi)
 			}
-			if again := Maglev(slices.Clone(names), m, 42); !slices.Equal(again, table) {
-				t.Errorf("n=%d m=%d: another computation differs", n, m)
+			// Another node lists the backends in another order.
+			rev := slices.Clone(names)
+			slices.Reverse(rev)
+			again := Maglev(rev, m, 42)
+			for i := range table {
+				if names[table[i]] != rev[again[i]] {
+					t.Fatalf("n=%d m=%d: slot %d is %s, in the other order %s", n, m, i, names[table[i]], rev[again[i]])
+				}
 			}
 		}
 	}
@@ -71,5 +78,33 @@ func TestMaglevDisruption(t *testing.T) {
 func TestValidMaglevTableSize(t *testing.T) {
 	if ValidMaglevTableSize(16381) != nil || ValidMaglevTableSize(16384) == nil {
 		t.Fatal("16381 is a size, 16384 is not")
+	}
+}
+
+// The Maglev flags: bad values name the flag and what it wants; the
+// default seed is Cilium's, decoded as 8 bytes for the tables and 4 for
+// the flow hash.
+func TestMaglevConfig(t *testing.T) {
+	for _, tc := range []struct {
+		change func(*Config)
+		want   string
+	}{
+		{func(c *Config) { c.BPFLBAlgorithm = "hash" }, `--bpf-lb-algorithm "hash"`},
+		{func(c *Config) { c.BPFLBMaglevTableSize = 16384 }, "--bpf-lb-maglev-table-size 16384"},
+		{func(c *Config) { c.BPFLBMaglevHashSeed = "short" }, `--bpf-lb-maglev-hash-seed "short"`},
+		{func(c *Config) { c.BPFLBMaglevHashSeed = "AAAAAAAAAAAAAAAAAAAAAAAA" }, "--bpf-lb-maglev-hash-seed"},
+	} {
+		c := DefaultConfig
+		tc.change(&c)
+		if err := c.Validate(); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("error %v, want one naming %s", err, tc.want)
+		}
+	}
+	if err := DefaultConfig.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	s, err := DefaultConfig.MaglevSeeds()
+	if err != nil || s.Table != 0x24b7ef8271dcda46 || s.Flow != 0x92505688 {
+		t.Fatalf("seeds %#x %#x (%v)", s.Table, s.Flow, err)
 	}
 }

@@ -28,6 +28,11 @@ type Map interface {
 	UpsertSourceRange(spec.SourceRange) error
 	DeleteSourceRange(spec.SourceRange) error
 	SourceRanges() ([]spec.SourceRange, error)
+	// MaglevTableSize is the slots of the Maglev tables, which
+	// UpsertService writes with the frontends that have LBMaglev.
+	MaglevTableSize() int
+	MaglevIndexes() ([]uint16, error)
+	DeleteMaglev(index uint16) error
 }
 
 // Sockets ends the connected UDP sockets of the node's processes and
@@ -55,9 +60,10 @@ func mapOf(source MapSource) (Map, error) {
 // registerReconcilers makes the service maps hold what the frontends and
 // backends tables say. The pruned functions are called after each prune
 // that left the maps holding what the tables say.
-func registerReconcilers(p reconciler.Params, t Tables, source MapSource, sockets Sockets,
+func registerReconcilers(p reconciler.Params, t Tables, source MapSource, sockets Sockets, maglevSeed uint64,
 	frontendsPruned, backendsPruned func()) (reconciler.Reconciler[*FrontendRow], reconciler.Reconciler[*BackendRow], error) {
-	fr, err := desired.Register(p, t.Frontends, frontendOps{source: source, pruned: frontendsPruned, ranges: &heldRanges{}})
+	fr, err := desired.Register(p, t.Frontends, frontendOps{source: source, pruned: frontendsPruned, ranges: &heldRanges{},
+		maglevSeed: maglevSeed})
 	if err != nil {
 		return nil, nil, err
 	}
@@ -71,6 +77,8 @@ type frontendOps struct {
 	// ranges are the source ranges the map holds, which only the
 	// reconciler's goroutine touches.
 	ranges *heldRanges
+	// maglevSeed is the cluster's seed of the Maglev tables.
+	maglevSeed uint64
 }
 
 // Update implements reconciler.Operations: the frontend's backends, its
@@ -109,6 +117,9 @@ func (o frontendOps) writeEntries(m Map, r *FrontendRow) error {
 	}
 	svcs := r.Services()
 	for _, s := range svcs {
+		if s.Flags&spec.LBMaglev != 0 {
+			s.Maglev = MaglevTable(r.backendsOf(s.Backends), m.MaglevTableSize(), o.maglevSeed)
+		}
 		if err := m.UpsertService(s); err != nil {
 			return err
 		}
@@ -159,12 +170,13 @@ func (o frontendOps) Prune(ctx context.Context, txn statedb.ReadTxn, rows iter.S
 	o.ranges.forget()
 	var errs []error
 	wantFrontends := map[spec.Frontend]bool{}
-	wantRevs := map[uint16]bool{}
+	wantRevs, wantTables := map[uint16]bool{}, map[uint16]bool{}
 	for r := range rows {
 		for _, s := range r.Services() {
 			wantFrontends[s.Frontend] = true
 		}
 		wantRevs[r.RevNATIndex] = true
+		wantTables[r.RevNATIndex] = r.Flags&spec.LBMaglev != 0
 		errs = append(errs, o.Update(ctx, txn, 0, r))
 	}
 	for _, s := range held {
@@ -175,6 +187,14 @@ func (o frontendOps) Prune(ctx context.Context, txn statedb.ReadTxn, rows iter.S
 	for idx := range revs {
 		if !wantRevs[idx] {
 			errs = append(errs, m.DeleteRevNAT(idx))
+		}
+	}
+	// Tables no frontend names (a delete that failed half way).
+	tables, err := m.MaglevIndexes()
+	errs = append(errs, err)
+	for _, idx := range tables {
+		if !wantTables[idx] {
+			errs = append(errs, m.DeleteMaglev(idx))
 		}
 	}
 	// Ranges of indexes no row has, after the entries that named them.

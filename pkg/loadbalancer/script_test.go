@@ -212,6 +212,40 @@ func kubeCells(kube kubernetes.Interface) cell.Cell {
 // the output says what a client gets whatever the ids are; a slot naming
 // no backend, or a reverse translation that names another frontend,
 // shows as an error in the line.
+// maglevShares says how many slots of s's Maglev table each of its
+// backends has, in slot order ("84/84/83"), or what is wrong with the
+// table.
+func maglevShares(m loadbalancer.Map, s spec.Service, backends map[spec.BackendID]spec.Backend) (string, error) {
+	reader, ok := m.(interface {
+		MaglevTable(uint16) ([]spec.BackendID, bool, error)
+	})
+	if !ok {
+		return "", fmt.Errorf("%T cannot read Maglev tables", m)
+	}
+	table, ok, err := reader.MaglevTable(s.RevNATIndex)
+	switch {
+	case err != nil:
+		return "", err
+	case !ok:
+		return "MISSING", nil
+	case len(table) != m.MaglevTableSize():
+		return fmt.Sprintf("BAD-SIZE(%d)", len(table)), nil
+	}
+	count := map[spec.BackendID]int{}
+	for _, id := range table {
+		count[id]++
+	}
+	var out []string
+	for _, id := range s.Backends {
+		out = append(out, strconv.Itoa(count[id]))
+		delete(count, id)
+	}
+	for id := range count {
+		out = append(out, fmt.Sprintf("NOT-A-SLOT(%s)", backendString(backends[id])))
+	}
+	return strings.Join(out, "/"), nil
+}
+
 func dumpMaps(m loadbalancer.Map) ([]string, error) {
 	svcs, err := m.Services()
 	if err != nil {
@@ -233,7 +267,7 @@ func dumpMaps(m loadbalancer.Map) ([]string, error) {
 	for _, r := range held {
 		ranges[r.RevNATIndex] = append(ranges[r.RevNATIndex], r.Prefix.String())
 	}
-	fenced := map[uint16]bool{}
+	fenced, tabled := map[uint16]bool{}, map[uint16]bool{}
 	used := map[spec.BackendID]bool{}
 	var lines []string
 	for _, s := range svcs {
@@ -262,7 +296,25 @@ func dumpMaps(m loadbalancer.Map) ([]string, error) {
 			slices.Sort(ranges[s.RevNATIndex])
 			line += " from=" + strings.Join(ranges[s.RevNATIndex], ",")
 		}
+		if s.Flags&spec.LBMaglev != 0 && len(s.Backends) > 0 {
+			tabled[s.RevNATIndex] = true
+			shares, err := maglevShares(m, s, backends)
+			if err != nil {
+				return nil, err
+			}
+			line += " maglev=" + shares
+		}
 		lines = append(lines, line+" -> "+strings.Join(bs, " "))
+	}
+	// Maglev tables of no frontend that has one are stale.
+	tables, err := m.MaglevIndexes()
+	if err != nil {
+		return nil, err
+	}
+	for _, idx := range tables {
+		if !tabled[idx] {
+			lines = append(lines, fmt.Sprintf("STALE maglev table of reverse NAT %d", idx))
+		}
 	}
 	// Source ranges of no fenced frontend are stale.
 	for _, r := range held {

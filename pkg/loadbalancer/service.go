@@ -103,6 +103,9 @@ type Service struct {
 	// neither.
 	Labels            map[string]string
 	LoadBalancerClass string
+	// Algorithm is the service.cilium.io/lb-algorithm annotation: random
+	// or maglev, which Local.Maglev follows when the agent lets it.
+	Algorithm string
 }
 
 // Port is one of a Service's ports.
@@ -162,6 +165,33 @@ type Local struct {
 	// Zone is the node's topology.kubernetes.io/zone label; "" without
 	// one.
 	Zone string
+	// Algorithm picks the backends of connections from outside
+	// (--bpf-lb-algorithm), unless AlgorithmAnnotation lets a Service's
+	// annotation pick its own (--bpf-lb-algorithm-annotation).
+	Algorithm           string
+	AlgorithmAnnotation bool
+}
+
+// Maglev says whether s's frontends that serve clients from outside pick
+// backends by Maglev tables: the agent's algorithm, or the Service's
+// annotation when the agent lets it and it names one (else it is
+// ignored, as Cilium ignores it; see BadAlgorithm).
+func (l Local) Maglev(s Service) bool {
+	alg := l.Algorithm
+	if l.AlgorithmAnnotation && (s.Algorithm == AlgorithmRandom || s.Algorithm == AlgorithmMaglev) {
+		alg = s.Algorithm
+	}
+	return alg == AlgorithmMaglev
+}
+
+// BadAlgorithm says what is wrong with s's lb-algorithm annotation when
+// the agent reads it and it names no algorithm; "" when nothing is.
+func (l Local) BadAlgorithm(s Service) string {
+	if !l.AlgorithmAnnotation || s.Algorithm == "" || s.Algorithm == AlgorithmRandom || s.Algorithm == AlgorithmMaglev {
+		return ""
+	}
+	return fmt.Sprintf("annotation service.cilium.io/lb-algorithm %q names no algorithm (random or maglev): --bpf-lb-algorithm=%s serves it",
+		s.Algorithm, l.Algorithm)
 }
 
 func (s Service) String() string { return fmt.Sprintf("%s (%s)", s.Name, s.Type) }

@@ -89,8 +89,21 @@ func (r *FrontendRow) Services() []spec.Service {
 	}
 	f.Scope = spec.ScopeInternal
 	in := spec.Service{Frontend: f, Backends: r.InternalSlotIDs, RevNATIndex: r.RevNATIndex,
-		Flags: r.Flags &^ (spec.LBTwoScopes | spec.LBLocal), AffinityTimeout: r.AffinityTimeout}
+		Flags: r.Flags &^ (spec.LBTwoScopes | spec.LBLocal | spec.LBMaglev), AffinityTimeout: r.AffinityTimeout}
 	return []spec.Service{in, ext}
+}
+
+// backendsOf are the row's backends of ids.
+func (r *FrontendRow) backendsOf(ids []spec.BackendID) []spec.Backend {
+	byID := make(map[spec.BackendID]spec.Backend, len(r.BackendSpecs))
+	for _, b := range r.BackendSpecs {
+		byID[b.ID] = b
+	}
+	out := make([]spec.Backend, 0, len(ids))
+	for _, id := range ids {
+		out = append(out, byID[id])
+	}
+	return out
 }
 
 // sameAs says whether two rows want the same of the datapath.

@@ -186,11 +186,13 @@ func (c Config) Datapath(p paths.Config, lb loadbalancer.Config, pol policyagent
 	if err != nil {
 		return datapath.Config{}, err
 	}
+	seeds, _ := lb.MaglevSeeds() // valid: Validate checked it
 	return datapath.Config{BPFFSDir: p.BPFRoot, NetNS: c.NodeNetNS, NodeIPv4: ip, Uplink: c.Uplink, Traces: traces,
 		Mode: mode, TunnelPort: c.TunnelPort, Masquerade: c.EnableIPv4Masquerade,
 		LegacyRouting: c.EnableHostLegacyRouting, PodDevice: device,
 		SocketLB: socketLB, CgroupRoot: c.CgroupRoot, LBMapMax: uint32(lb.BPFLBMapMax), PolicyMapMax: uint32(pol.BPFPolicyMapMax),
-		NodePorts: datapath.PortRange{Min: nodePorts.Min, Max: nodePorts.Max}}, nil
+		NodePorts:       datapath.PortRange{Min: nodePorts.Min, Max: nodePorts.Max},
+		MaglevTableSize: uint32(lb.BPFLBMaglevTableSize), MaglevSeed: seeds.Flow}, nil
 }
 
 type nodeParams struct {

@@ -43,10 +43,13 @@ type Options struct {
 	// PodDevice is the kind of pair pods get ("" is veth).
 	PodDevice podlink.Device
 	// Traces are the datapath's traces of forwarded packets.
-	Traces      spec.Traces
-	Nodes       int // default 2
-	PodsPerNode int // default 2
-	Log         *slog.Logger
+	Traces spec.Traces
+	// MaglevTableSize is the slots of the nodes' Maglev tables (0: the
+	// compiled size).
+	MaglevTableSize uint32
+	Nodes           int // default 2
+	PodsPerNode     int // default 2
+	Log             *slog.Logger
 }
 
 // WorldIP is the address of the world host when Options.World is set.
@@ -280,6 +283,24 @@ func (c *Cluster) addWorld(u *netlink.Handle, br *netlink.Bridge) error {
 	return nil
 }
 
+// RouteFromWorld routes the world host's traffic to dst through the
+// node at via, as a router in front of a cluster would.
+func (c *Cluster) RouteFromWorld(dst netip.Prefix, via netip.Addr) error {
+	h, err := c.handle(c.WorldNS)
+	if err != nil {
+		return err
+	}
+	eth0, err := h.LinkByName("eth0")
+	if err != nil {
+		return err
+	}
+	err = h.RouteAdd(&netlink.Route{LinkIndex: eth0.Attrs().Index, Gw: via.AsSlice(), Dst: hostNet(dst.Addr(), dst.Bits())})
+	if err != nil {
+		return fmt.Errorf("world route to %s: %w", dst, err)
+	}
+	return nil
+}
+
 func (c *Cluster) addNode(u *netlink.Handle, br *netlink.Bridge, i int) (*Node, error) {
 	n := &Node{
 		Name: fmt.Sprintf("node%d", i),
@@ -339,7 +360,7 @@ func (c *Cluster) startDatapath(n *Node) error {
 	dp, err := datapath.NewNode(datapath.Config{
 		BPFFSDir: dir, NetNS: n.NS, NodeIPv4: n.IP, Uplink: "eth0", Mode: c.opts.Mode,
 		Masquerade: c.opts.Masquerade, LegacyTC: c.opts.LegacyTC, LegacyRouting: c.opts.LegacyRouting,
-		PodDevice: c.opts.PodDevice, Traces: c.opts.Traces,
+		PodDevice: c.opts.PodDevice, Traces: c.opts.Traces, MaglevTableSize: c.opts.MaglevTableSize,
 	}, c.opts.Log.With("node", n.Name))
 	if err != nil {
 		return err

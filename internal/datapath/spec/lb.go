@@ -74,10 +74,13 @@ const (
 	// LBSourceRange: only clients whose address is in one of the
 	// frontend's source ranges (SourceRange, by RevNATIndex) may use it.
 	LBSourceRange LBFlags = 128
+	// LBMaglev: clients from outside get their backend from the
+	// frontend's Maglev table (Service.Maglev), by a hash of the flow.
+	LBMaglev LBFlags = 256
 )
 
 // Names are the flags' names: nodeport, externalip, hostport,
-// loadbalancer, affinity, two-scopes, local, source-range.
+// loadbalancer, affinity, two-scopes, local, source-range, maglev.
 func (f LBFlags) Names() []string {
 	out := []string{}
 	for _, n := range []struct {
@@ -86,7 +89,7 @@ func (f LBFlags) Names() []string {
 	}{
 		{LBNodePort, "nodeport"}, {LBExternalIP, "externalip"}, {LBHostPort, "hostport"},
 		{LBLoadBalancer, "loadbalancer"}, {LBAffinity, "affinity"}, {LBTwoScopes, "two-scopes"}, {LBLocal, "local"},
-		{LBSourceRange, "source-range"},
+		{LBSourceRange, "source-range"}, {LBMaglev, "maglev"},
 	} {
 		if f&n.bit != 0 {
 			out = append(out, n.name)
@@ -135,6 +138,10 @@ type Service struct {
 	// AffinityTimeout is how long, in seconds, a client sticks to its
 	// backend with LBAffinity.
 	AffinityTimeout uint32
+	// Maglev is the external scope's Maglev table with LBMaglev: as many
+	// backend ids as the datapath's tables have slots, each one of
+	// Backends. Nil with no backends.
+	Maglev []BackendID
 }
 
 // Validate says what is wrong with s, naming the field.
@@ -159,6 +166,21 @@ func (s Service) Validate() error {
 	for i, b := range s.Backends {
 		if b == 0 {
 			return fmt.Errorf("service %s: slot %d: backend id 0", f, i+1)
+		}
+	}
+	switch {
+	case s.Maglev != nil && (s.Flags&LBMaglev == 0 || f.Scope != ScopeExternal):
+		return fmt.Errorf("service %s: a Maglev table without the maglev flag in the external scope", f)
+	case s.Flags&LBMaglev != 0 && (s.Maglev == nil) != (len(s.Backends) == 0):
+		return fmt.Errorf("service %s: %d backends and a Maglev table of %d", f, len(s.Backends), len(s.Maglev))
+	}
+	in := make(map[BackendID]bool, len(s.Backends))
+	for _, b := range s.Backends {
+		in[b] = true
+	}
+	for i, b := range s.Maglev {
+		if !in[b] {
+			return fmt.Errorf("service %s: Maglev slot %d: backend %d is not one of its backends", f, i, b)
 		}
 	}
 	return nil

@@ -15,6 +15,11 @@ import (
 // (and so this load balancer) serves only Services without it.
 const labelServiceProxyName = "service.kubernetes.io/service-proxy-name"
 
+// annotationLBAlgorithm is Cilium's annotation that picks a Service's
+// backend selection (random or maglev), read with
+// --bpf-lb-algorithm-annotation.
+const annotationLBAlgorithm = "service.cilium.io/lb-algorithm"
+
 // ServiceOf reads what the load balancer needs of a Service.
 func ServiceOf(svc *corev1.Service) loadbalancer.Service {
 	_, otherProxy := svc.Labels[labelServiceProxyName]
@@ -28,6 +33,7 @@ func ServiceOf(svc *corev1.Service) loadbalancer.Service {
 		CreationTime: svc.CreationTimestamp.Time,
 		UID:          string(svc.UID),
 		Labels:       svc.Labels,
+		Algorithm:    svc.Annotations[annotationLBAlgorithm],
 	}
 	if c := svc.Spec.LoadBalancerClass; c != nil {
 		s.LoadBalancerClass = *c

@@ -25,7 +25,12 @@ type Map struct {
 	backends map[spec.BackendID]spec.Backend
 	revNATs  map[uint16]spec.RevNAT
 	ranges   map[spec.SourceRange]bool
+	maglev   map[uint16][]spec.BackendID
 }
+
+// MaglevTableSize is the fake's Maglev table size, small to keep tests
+// fast.
+const MaglevTableSize = 251
 
 // ErrFull is the error of a write that a full map has no room for.
 var ErrFull = errors.New("map full")
@@ -36,7 +41,7 @@ func New() *Map { return NewWithMax(65536) }
 // NewWithMax returns empty maps of max entries each (--bpf-lb-map-max).
 func NewWithMax(max int) *Map {
 	return &Map{max: max, services: map[spec.Frontend]spec.Service{}, backends: map[spec.BackendID]spec.Backend{},
-		revNATs: map[uint16]spec.RevNAT{}, ranges: map[spec.SourceRange]bool{}}
+		revNATs: map[uint16]spec.RevNAT{}, ranges: map[spec.SourceRange]bool{}, maglev: map[uint16][]spec.BackendID{}}
 }
 
 // Full counts the writes refused for want of room: a control plane that
@@ -78,9 +83,46 @@ func (m *Map) UpsertService(s spec.Service) error {
 		m.full++
 		return fmt.Errorf("put service %s: %w", s.Frontend, ErrFull)
 	}
+	if s.Maglev != nil && len(s.Maglev) != MaglevTableSize {
+		return fmt.Errorf("service %s: a Maglev table of %d slots, want %d", s.Frontend, len(s.Maglev), MaglevTableSize)
+	}
 	m.entries += 1 + len(s.Backends) - old
 	s.Backends = slices.Clone(s.Backends)
+	switch {
+	case s.Maglev != nil:
+		m.maglev[s.RevNATIndex] = slices.Clone(s.Maglev)
+	case s.Frontend.Scope == spec.ScopeExternal:
+		delete(m.maglev, s.RevNATIndex)
+	}
+	s.Maglev = nil
 	m.services[s.Frontend] = s
+	return nil
+}
+
+// MaglevTableSize implements loadbalancer.Map.
+func (m *Map) MaglevTableSize() int { return MaglevTableSize }
+
+// MaglevTable is the Maglev table of the frontend with reverse NAT
+// index idx, as datapath.Maps reads it.
+func (m *Map) MaglevTable(idx uint16) ([]spec.BackendID, bool, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	t, ok := m.maglev[idx]
+	return slices.Clone(t), ok, nil
+}
+
+// MaglevIndexes implements loadbalancer.Map.
+func (m *Map) MaglevIndexes() ([]uint16, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return slices.Collect(maps.Keys(m.maglev)), nil
+}
+
+// DeleteMaglev implements loadbalancer.Map.
+func (m *Map) DeleteMaglev(idx uint16) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	delete(m.maglev, idx)
 	return nil
 }
 
@@ -91,6 +133,9 @@ func (m *Map) DeleteService(f spec.Frontend) error {
 	if o, ok := m.services[f]; ok {
 		m.entries -= 1 + len(o.Backends)
 		delete(m.services, f)
+		if f.Scope == spec.ScopeExternal {
+			delete(m.maglev, o.RevNATIndex)
+		}
 	}
 	return nil
 }
