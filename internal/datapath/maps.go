@@ -73,6 +73,10 @@ type mapDef struct {
 	internal bool
 	// lbSized maps take their size from WithLBMapMax.
 	lbSized bool
+	// maglev is the map of Maglev tables, whose inner maps' size is the
+	// agent's (WithMaglevTableSize): a pin with inner maps of another is
+	// replaced, and programs load against the size chosen.
+	maglev bool
 }
 
 // mapTable is the one list of the node's maps: opening, closing, the
@@ -120,7 +124,7 @@ var mapTable = []mapDef{
 	// Losing it only sends clients from outside to backends at random
 	// until the reconciler writes the tables again.
 	{name: "cilium_lb4_maglev", spec: func(s *lxcMapSpecs) *ebpf.MapSpec { return s.CiliumLb4Maglev },
-		field: func(m *Maps) **ebpf.Map { return &m.LB4Maglev }, disposable: true},
+		field: func(m *Maps) **ebpf.Map { return &m.LB4Maglev }, disposable: true, maglev: true},
 }
 
 // MapOption changes how OpenMaps creates maps.
@@ -183,7 +187,7 @@ func OpenMaps(pinDir string, opts ...MapOption) (*Maps, error) {
 			spec.MaxEntries = o.lbMapMax
 		}
 		mp, err := openMap(d, spec, pinDir)
-		if err == nil && pinDir != "" && !o.adopt && spec.InnerMap != nil && spec.InnerMap.Type == ebpf.Array {
+		if err == nil && pinDir != "" && !o.adopt && d.maglev {
 			mp, err = replaceOtherInner(mp, spec, pinDir)
 		}
 		if err != nil {
@@ -196,9 +200,9 @@ func OpenMaps(pinDir string, opts ...MapOption) (*Maps, error) {
 }
 
 // replaceOtherInner replaces a pinned map of maps whose inner maps are
-// not of spec's layout (the kernel does not say, and the verifier checks
-// the programs' reads against it): the Maglev tables of another
-// --bpf-lb-maglev-table-size. It asks the kernel, by putting an empty
+// not of spec's layout (the kernel does not say when it is opened, and
+// the verifier checks the programs' reads against it): Maglev tables of
+// another --bpf-lb-maglev-table-size. It asks the kernel, by putting an empty
 // inner map of the layout at key 0, which no frontend has.
 func replaceOtherInner(mp *ebpf.Map, spec *ebpf.MapSpec, pinDir string) (*ebpf.Map, error) {
 	probe, err := ebpf.NewMap(spec.InnerMap)
@@ -286,7 +290,7 @@ func (m *Maps) useIn(cs *ebpf.CollectionSpec) (*ebpf.CollectionOptions, error) {
 		}
 		mp := *d.field(m)
 		s.MaxEntries = mp.MaxEntries()
-		if s.InnerMap != nil && d.name == lxcMapCiliumLb4Maglev {
+		if d.maglev {
 			s.InnerMap = m.maglevInner.Copy()
 		}
 		r[d.name] = mp

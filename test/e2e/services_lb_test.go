@@ -79,6 +79,7 @@ func checkLoadBalancer(t *testing.T, lab *Lab, client echoPod, nodes ...string) 
 		}
 	}
 
+	checkMaglev(t, lab, outside, ips, nodes...)
 	checkSourceRanges(t, lab, client, outside)
 
 	// The status lets the address go: so does every node.
@@ -98,6 +99,64 @@ func checkLoadBalancer(t *testing.T, lab *Lab, client echoPod, nodes ...string) 
 	t.Logf("LoadBalancer address %s served from a pod and from outside through %v; %s (ipMode Proxy) left alone; gone once the status dropped it",
 		lbVIP, nodes, lbProxy)
 	checkLBIPAM(t, lab, client)
+}
+
+// checkMaglev proves Maglev on the agents as installed: once echo-lb
+// asks for it (service.cilium.io/lb-algorithm, which the lab's agents
+// read), each node holds a table of the default size for the LoadBalancer
+// address, and a flow from outside (the client's source port) reaches the
+// same backend through every node, as when a router sends it to any of
+// them. Its flows spread over the backends. The outside client keeps no
+// TIME_WAIT sockets meanwhile (tcp_max_tw_buckets 0 in its namespace),
+// so that it may use a port again at once. Picked at random, ten flows
+// would agree on every node once in 2^10.
+func checkMaglev(t *testing.T, lab *Lab, outside func(...string) (string, error), ips map[string]string, nodes ...string) {
+	t.Helper()
+	lab.Kubectl("annotate", "service", "echo-lb", "service.cilium.io/lb-algorithm=maglev")
+	defer lab.Kubectl("annotate", "service", "echo-lb", "service.cilium.io/lb-algorithm-")
+	for _, node := range nodes {
+		lab.Eventually("a Maglev table on "+node, time.Minute, func() error {
+			out, err := lab.dbg(node, "bpf", "lb", "maglev", "list")
+			if err != nil || !strings.Contains(out, " 16381 ") {
+				return fmt.Errorf("cilium-dbg bpf lb maglev list: %v:\n%s", err, out) //nolint:errorlint // err may be nil: shown beside the state, not wrapped
+			}
+			return nil
+		})
+	}
+	const tw = "/proc/sys/net/ipv4/tcp_max_tw_buckets"
+	old, err := outside("cat", tw)
+	if err != nil {
+		t.Fatalf("%s on the outside client: %v: %s", tw, err, old)
+	}
+	if out, err := outside("sh", "-c", "echo 0 > "+tw); err != nil {
+		t.Fatalf("no TIME_WAIT on the outside client: %v: %s", err, out)
+	}
+	defer outside("sh", "-c", "echo "+strings.TrimSpace(old)+" > "+tw) //nolint:errcheck // the namespace goes with the lab
+	const flows = 10
+	picks := map[string][]string{}
+	for _, node := range nodes {
+		if out, err := outside("ip", "route", "replace", lbVIP+"/32", "via", ips[node]); err != nil {
+			t.Fatalf("route the LoadBalancer address to %s on the outside client: %v: %s", node, err, out)
+		}
+		for i := range flows {
+			out, err := outside("curl", "-sS", "-m", "3", "--local-port", fmt.Sprint(42000+i), "http://"+lbVIP+"/hostname")
+			if err != nil {
+				t.Fatalf("flow %d through %s: %v: %s", i, node, err, out)
+			}
+			picks[node] = append(picks[node], strings.TrimSpace(out))
+		}
+	}
+	first := picks[nodes[0]]
+	for _, node := range nodes[1:] {
+		if !slices.Equal(picks[node], first) {
+			t.Errorf("the same flows reached %v through %s and %v through %s", first, nodes[0], picks[node], node)
+		}
+	}
+	seen := slices.Compact(slices.Sorted(slices.Values(first)))
+	if len(seen) < 2 {
+		t.Errorf("%d flows all reached %v", flows, seen)
+	}
+	t.Logf("Maglev: %d flows from outside reached the same backends through %v (%v)", flows, nodes, seen)
 }
 
 // ipamManifest: a pool with allowFirstLastIPs No, and a LoadBalancer

@@ -96,6 +96,8 @@ func labValues(p plan.Plan, objs []*unstructured.Unstructured) error {
 				// outside client reaches LoadBalancer addresses
 				// that the nodes announce.
 				data["enable-l2-announcements"] = "true"
+				// Services may ask for Maglev (the e2e's do).
+				data["bpf-lb-algorithm-annotation"] = "true"
 			}
 			if err := unstructured.SetNestedStringMap(u.Object, data, "data"); err != nil {
 				return err
