@@ -88,9 +88,25 @@ static __always_inline __u16 nat_orig_port(const struct pkt *p)
 	return p->sport;
 }
 
+/* snat_reply_held says whether the reply's entry rk still leads back to
+ * the flow (rv), claiming it again when it went: the map is an LRU, which
+ * may evict one entry of a flow and keep the other. 0: another flow
+ * holds the tuple now, and the flow needs a new port. */
+static __always_inline int snat_reply_held(struct nat4_key *rk, struct nat4_entry *rv)
+{
+	struct nat4_entry *cur = bpf_map_lookup_elem(&cilium_snat4, rk);
+
+	if (cur)
+		return cur->addr == rv->addr && cur->port == rv->port && cur->rev_nat_index == rv->rev_nat_index;
+	return bpf_map_update_elem(&cilium_snat4, rk, rv, BPF_NOEXIST) == 0;
+}
+
 /* snat_egress_rev translates a packet's source to the node's address,
  * allocating a port for a new flow. rev_nat_index marks a NodePort flow
- * (0: masquerading); an existing flow keeps the mapping it has. */
+ * (0: masquerading); an existing flow keeps the mapping it has while its
+ * reply's entry still leads back to it (snat_reply_held), else it gets a
+ * new port: a flow whose replies could not be translated back would be
+ * lost for as long as it lasts. */
 static __always_inline int snat_egress_rev(struct __sk_buff *skb, struct pkt *p, __u16 rev_nat_index)
 {
 	struct nat4_key k = {
@@ -98,40 +114,40 @@ static __always_inline int snat_egress_rev(struct __sk_buff *skb, struct pkt *p,
 		.dport = p->dport, .protocol = p->protocol, .dir = DIR_EGRESS,
 		.rev_nat_index = rev_nat_index,
 	};
+	struct nat4_key rk = {
+		.saddr = p->daddr, .daddr = NODE_IPV4, .dport = 0,
+		.protocol = p->protocol, .dir = DIR_INGRESS,
+	};
+	struct nat4_entry rv = { .addr = p->saddr, .port = nat_orig_port(p), .rev_nat_index = rev_nat_index };
+	struct nat4_entry fv = { .addr = NODE_IPV4, .rev_nat_index = rev_nat_index };
 	struct nat4_entry *e;
-	__u16 port;
-	int ret;
+	__u16 port = 0;
+	int i, ret;
 
 	if (p->later_frag)
 		return -DROP_FRAG_NOSUPPORT;
+	/* An echo reply names the id as its destination port. */
+	if (p->protocol != IPPROTO_ICMP)
+		rk.sport = p->dport;
 	e = bpf_map_lookup_elem(&cilium_snat4, &k);
-	if (!e) {
-		struct nat4_key rk = {
-			.saddr = p->daddr, .daddr = NODE_IPV4, .dport = 0,
-			.protocol = p->protocol, .dir = DIR_INGRESS,
-		};
-		struct nat4_entry rv = { .addr = p->saddr, .port = nat_orig_port(p), .rev_nat_index = rev_nat_index };
-		struct nat4_entry fv = { .addr = NODE_IPV4, .rev_nat_index = rev_nat_index };
-		int i, ok = 0;
-
-		/* An echo reply names the id as its destination port. */
-		if (p->protocol != IPPROTO_ICMP)
-			rk.sport = p->dport;
+	if (e) {
+		rk.dport = e->port;
+		if (snat_reply_held(&rk, &rv))
+			port = e->port;
+	}
+	if (!port) {
 		for (i = 0; i < NAT_TRIES; i++) {
-			port = bpf_htons(NAT_PORT_MIN + bpf_get_prandom_u32() % (NAT_PORT_MAX - NAT_PORT_MIN + 1));
-			rk.dport = port;
+			rk.dport = bpf_htons(NAT_PORT_MIN + bpf_get_prandom_u32() % (NAT_PORT_MAX - NAT_PORT_MIN + 1));
 			if (bpf_map_update_elem(&cilium_snat4, &rk, &rv, BPF_NOEXIST) == 0) {
-				ok = 1;
+				port = rk.dport;
 				break;
 			}
 		}
-		if (!ok)
+		if (!port)
 			return -DROP_NAT_NO_MAPPING;
 		fv.port = port;
 		if (bpf_map_update_elem(&cilium_snat4, &k, &fv, BPF_ANY) < 0)
 			return -DROP_NAT_NO_MAPPING;
-	} else {
-		port = e->port;
 	}
 	ret = nat_rewrite(skb, p, 1, p->saddr, NODE_IPV4, nat_orig_port(p), port);
 	if (ret < 0)

@@ -129,6 +129,32 @@ func TestPrivilegedProgNodePortForward(t *testing.T) {
 				t.Fatalf("second packet from port %d, first %d", src.Port(), port)
 			}
 		}},
+		// The map is an LRU: it may evict the entry that translates a
+		// flow's replies and keep the one that translates its packets.
+		// The flow's next packet claims the reply's entry again, or, when
+		// another flow holds the tuple by then, moves to a new port:
+		// without that its replies would be lost for as long as it lasts.
+		{"a flow whose reply entry was evicted gets it back", envOpts{}, func(t *testing.T, e *env) {
+			e.serve(npTCP, spec.LBNodePort, beC)
+			port := e.forwardedRemote(npTCP, beC, 40000, actRedirect)
+			rk := NATKey{Saddr: be32(ipC), Daddr: be32(nodeIP), Sport: htons(8080), Dport: htons(port),
+				Protocol: tcpProto, Dir: uint8(spec.Ingress)}
+			must(t, e.maps.SNAT4.Delete(&rk))
+			if src, _, _ := e.sends(e.fromNetdev, outside(toFront(ipWorld, 40000, npTCP, "S")), actRedirect); src.Port() != port {
+				t.Fatalf("the flow moved from port %d to %d, though the tuple was free", port, src.Port())
+			}
+			toClient(t, e.expect(e.fromNetdev, tcp(ipC, nodeIP, 8080, port, "SA").frame(t), actRedirect), npTCP, 40000)
+
+			// Another flow takes the tuple meanwhile: this one moves.
+			must(t, e.maps.SNAT4.Delete(&rk))
+			other := NATEntry{Addr: be32(netip.MustParseAddr("1.1.1.9")), Port: htons(1234), RevNatIndex: revNATOf(npTCP)}
+			must(t, e.maps.SNAT4.Put(&rk, &other))
+			src, _, _ := e.sends(e.fromNetdev, outside(toFront(ipWorld, 40000, npTCP, "S")), actRedirect)
+			if src.Port() == port {
+				t.Fatalf("the flow kept port %d, whose replies go to another client", port)
+			}
+			toClient(t, e.expect(e.fromNetdev, tcp(ipC, nodeIP, 8080, src.Port(), "SA").frame(t), actRedirect), npTCP, 40000)
+		}},
 		{"tunnel mode: the backend's node gets it through the tunnel", envOpts{mode: spec.Tunnel, trace: true}, func(t *testing.T, e *env) {
 			e.serve(npUDP, spec.LBNodePort, udpBeC)
 			src, dst, _ := e.sends(e.fromNetdev, outside(toFront(ipWorld, 5000, npUDP, "")), actRedirect)
