@@ -8,7 +8,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/cilium-go/cilium/internal/datapath"
 	"github.com/cilium-go/cilium/internal/datapath/dptest"
 	"github.com/cilium-go/cilium/internal/datapath/spec"
 	"github.com/cilium-go/cilium/internal/netnamespace"
@@ -111,7 +110,9 @@ func (b *bed) flowBackends(f spec.Frontend) (map[uint16]spec.BackendID, error) {
 	}
 	out := map[uint16]spec.BackendID{}
 	for _, c := range conns {
-		if serviceEntryOf(c, f) {
+		// The flows' service entries: the world's ports to f.
+		if c.Service && c.Dst == f.Address && c.DstPort == f.Port && c.Src == dptest.WorldIP &&
+			c.SrcPort >= firstFlowPort && c.SrcPort < firstFlowPort+disruptFlows {
 			out[c.SrcPort] = c.BackendID
 		}
 	}
@@ -119,11 +120,6 @@ func (b *bed) flowBackends(f spec.Frontend) (map[uint16]spec.BackendID, error) {
 		return nil, fmt.Errorf("node 1 has service entries for %d of %d flows to %s", len(out), disruptFlows, f)
 	}
 	return out, nil
-}
-
-func serviceEntryOf(c datapath.Connection, f spec.Frontend) bool {
-	return c.Service && c.Dst == f.Address && c.DstPort == f.Port && c.Src == dptest.WorldIP &&
-		c.SrcPort >= firstFlowPort && c.SrcPort < firstFlowPort+disruptFlows
 }
 
 // synFrom connects from the local port to dst, where nothing listens,
