@@ -96,6 +96,9 @@ type Rule struct {
 	// DefaultDeny isolates the selected endpoints in Direction: what no
 	// rule allows is dropped.
 	DefaultDeny bool
+	// L7 are the layer-7 rules of an allow: its connections go through
+	// the proxy, which allows what they allow. nil: no proxy.
+	L7 *L7Rules
 }
 
 // l4 is one port of a rule resolved to what a policy entry holds.
@@ -152,7 +155,7 @@ func (p Port) resolve(ports NamedPorts) []l4 {
 func SameRules(a, b []Rule) bool {
 	return slices.EqualFunc(a, b, func(x, y Rule) bool {
 		return x.Origin == y.Origin && x.Subject.Key() == y.Subject.Key() && x.Direction == y.Direction &&
-			x.Deny == y.Deny && x.DefaultDeny == y.DefaultDeny && slices.Equal(x.Ports, y.Ports) &&
+			x.Deny == y.Deny && x.DefaultDeny == y.DefaultDeny && x.L7.Equal(y.L7) && slices.Equal(x.Ports, y.Ports) &&
 			slices.EqualFunc(x.Peers, y.Peers, func(p, q Selector) bool { return p.Key() == q.Key() })
 	})
 }

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/cilium-go/cilium/pkg/fqdn"
 	"github.com/cilium-go/cilium/pkg/identity"
 	"github.com/cilium-go/cilium/pkg/labels"
 	"github.com/cilium-go/cilium/pkg/policy/api"
@@ -23,6 +24,9 @@ type Identity struct {
 	// ipBlocks: those match pods and nodes too, CIDR rules of Cilium's
 	// policies do not.
 	InCluster bool
+	// Names are the DNS names whose answers gave the address of a
+	// single-address CIDR identity, which toFQDNs selectors select by.
+	Names []string
 }
 
 // Selector selects identities. Selectors with equal keys select the same
@@ -148,4 +152,23 @@ func (s CIDRSelector) Selects(id *Identity) bool {
 // contains reports whether every address of q is in p.
 func contains(p, q netip.Prefix) bool {
 	return p.Bits() <= q.Bits() && p.Contains(q.Addr())
+}
+
+// FQDNSelector selects the CIDR identities of addresses learned from
+// allowed DNS answers for the names that match it (toFQDNs). An address
+// is selected by the name it was learned for, never by another name that
+// resolves to it too.
+type FQDNSelector struct {
+	Rule DNSRule
+}
+
+func (s FQDNSelector) Key() string {
+	if s.Rule.MatchName != "" {
+		return "fqdn:name=" + fqdn.Normalize(s.Rule.MatchName)
+	}
+	return "fqdn:pattern=" + s.Rule.MatchPattern
+}
+
+func (s FQDNSelector) Selects(id *Identity) bool {
+	return id.Prefix.IsValid() && slices.ContainsFunc(id.Names, s.Rule.Matches)
 }
