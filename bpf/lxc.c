@@ -17,6 +17,7 @@
 #include "lib/nodeport.h"
 #include "lib/packet.h"
 #include "lib/policy.h"
+#include "lib/proxy.h"
 
 volatile const __u16 ENDPOINT_ID = 0;
 volatile const __u32 ENDPOINT_IDENTITY = 0;
@@ -34,33 +35,40 @@ volatile const __u8 NETKIT = 0;
  * back) is loopback, which policy never judges, as Cilium does not; a
  * packet the pod addressed to itself is judged like any other. any_node
  * is the node address of a NodePort that sent the connection to its
- * backend (lb4_local), for its replies. */
+ * backend (lb4_local), for its replies. Above 0 it returns the port of
+ * the layer-7 proxy that the connection goes to: the peer's ingress
+ * policy then judges the proxy's connection upstream, not this one. */
 static __always_inline int egress_new(struct __sk_buff *skb, struct flow *f,
 				      const struct endpoint_info *ep, __u32 tunnel, int hairpin, __u32 any_node)
 {
 	int loopback = hairpin && ep && ep->ep_id == ENDPOINT_ID;
-	__u16 flags = 0;
+	__u16 flags = 0, proxy_port = 0;
 	int ret;
 
 	if (POLICY_EGRESS && !loopback) {
 		ret = policy_check(skb, f, ENDPOINT_ID, DIR_EGRESS, f->dst_id, f->p.daddr);
 		if (ret < 0)
 			return ret;
+		proxy_port = ret;
 	}
-	if (ep && !loopback && (ep->flags & EP_F_INGRESS_ENFORCE)) {
-		ret = policy_check(skb, f, ep->ep_id, DIR_INGRESS, ENDPOINT_IDENTITY, f->p.saddr);
+	if (ep && !loopback && !proxy_port && (ep->flags & EP_F_INGRESS_ENFORCE)) {
+		ret = policy_check_l4(skb, f, ep->ep_id, DIR_INGRESS, ENDPOINT_IDENTITY, f->p.saddr);
 		if (ret < 0) {
 			f->direction = DIR_INGRESS;
 			return ret;
 		}
 	}
 	/* With legacy routing the uplink masquerades, after the stack
-	 * chose the final destination; this connection may be a Service's. */
-	if (MASQUERADE && !LEGACY_ROUTING && identity_is_world(f->dst_id))
+	 * chose the final destination; this connection may be a Service's.
+	 * The proxy's own connection upstream is masqueraded in its turn. */
+	if (MASQUERADE && !LEGACY_ROUTING && !proxy_port && identity_is_world(f->dst_id))
 		flags |= CT_F_SNAT;
 	if (!ep)
 		flags |= CT_F_NO_DST_EP;
-	return ct_create(&f->p, ENDPOINT_IDENTITY, f->dst_id, tunnel, flags, f->rev_nat, any_node);
+	if (proxy_port)
+		flags |= CT_F_TO_PROXY;
+	ret = ct_create(&f->p, ENDPOINT_IDENTITY, f->dst_id, tunnel, flags, f->rev_nat, any_node, proxy_port);
+	return ret < 0 ? ret : proxy_port;
 }
 
 /* no_service answers a packet to a frontend without backends with an ICMP
@@ -160,8 +168,16 @@ int cil_from_container(struct __sk_buff *skb)
 		ret = egress_new(skb, &f, ep, tunnel, hairpin, any_node);
 		if (ret < 0)
 			return drop(skb, &f, ret);
+		if (ret)
+			return redirect_to_proxy(skb, &f, ret);
 		snat = MASQUERADE && identity_is_world(f.dst_id);
 	}
+	if (ct && (ct->flags & CT_F_TO_PROXY) && f.ct_status == CT_ESTABLISHED)
+		return redirect_to_proxy(skb, &f, ct->proxy_port);
+	/* A local peer's reply to the proxy's connection upstream goes to the
+	 * proxy's socket, not to the endpoint whose address it used. */
+	if (ct && (ct->flags & CT_F_PROXY_UPSTREAM) && f.ct_status == CT_REPLY)
+		return to_proxy_upstream(skb, &f);
 
 	/* What this pod sends back to a client from outside, which reached
 	 * it through an external frontend, leaves translated for the
@@ -244,11 +260,11 @@ int cil_to_container(struct __sk_buff *skb)
 	/* A netkit pod's own packet refused for want of a backend. */
 	if (f.ct_status == CT_NEW && !(NETKIT && lb4_is_refusal(skb, &f.p, ENDPOINT_IPV4))) {
 		if (POLICY_INGRESS) {
-			ret = policy_check(skb, &f, ENDPOINT_ID, DIR_INGRESS, f.src_id, f.p.saddr);
+			ret = policy_check_l4(skb, &f, ENDPOINT_ID, DIR_INGRESS, f.src_id, f.p.saddr);
 			if (ret < 0)
 				return drop(skb, &f, ret);
 		}
-		ret = ct_create(&f.p, f.src_id, ENDPOINT_IDENTITY, 0, 0, 0, 0);
+		ret = ct_create(&f.p, f.src_id, ENDPOINT_IDENTITY, 0, from_proxy(skb) ? CT_F_PROXY_UPSTREAM : 0, 0, 0, 0);
 		if (ret < 0)
 			return drop(skb, &f, ret);
 	}

@@ -10,6 +10,7 @@
 #include "lib/nat.h"
 #include "lib/nodeport.h"
 #include "lib/packet.h"
+#include "lib/proxy.h"
 
 static __always_inline int drop_spoofed(struct __sk_buff *skb, struct flow *f)
 {
@@ -203,6 +204,8 @@ int cil_to_netdev(struct __sk_buff *skb)
 		}
 		return TC_ACT_OK;
 	}
+	if (ret == 0 && from_proxy(skb))
+		return proxy_upstream_out(skb, &f);
 	if (!MASQUERADE || !LEGACY_ROUTING || ret != 0)
 		return TC_ACT_OK;
 	ep = endpoint_lookup4(f.p.saddr);
@@ -225,23 +228,25 @@ int cil_to_netdev(struct __sk_buff *skb)
 SEC("tc")
 int cil_to_overlay(struct __sk_buff *skb)
 {
-	struct pkt p = {};
 	struct ipcache_info *info;
 	struct endpoint_info *ep;
 	struct bpf_tunnel_key key = { .tunnel_id = IDENTITY_REMOTE_NODE, .tunnel_ttl = 64 };
+	struct flow f = { .direction = DIR_EGRESS };
 
 	if (skb->mark == MARK_ENCAPSULATED) {
 		skb->mark = 0;
 		return TC_ACT_OK;
 	}
-	if (parse_ipv4(skb, &p) != 0)
+	if (parse_ipv4(skb, &f.p) != 0)
 		return TC_ACT_OK;
 	/* The node's own datagrams: their later fragments need the ports. */
-	frag_record(&p);
-	info = ipcache_lookup4(p.daddr);
+	frag_record(&f.p);
+	info = ipcache_lookup4(f.p.daddr);
 	if (!info || !info->tunnel_ipv4)
 		return TC_ACT_OK;
-	ep = endpoint_lookup4(p.saddr);
+	if (from_proxy(skb) && proxy_upstream_out(skb, &f) != TC_ACT_OK)
+		return TC_ACT_SHOT;
+	ep = endpoint_lookup4(f.p.saddr);
 	if (ep)
 		key.tunnel_id = ep->identity;
 	key.remote_ipv4 = bpf_ntohl(info->tunnel_ipv4);

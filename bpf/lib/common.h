@@ -78,6 +78,7 @@ enum sock_xlate_point {
 
 enum trace_point {
 	TRACE_TO_LXC = 0,
+	TRACE_TO_PROXY = 1,
 	TRACE_TO_HOST = 2,
 	TRACE_TO_STACK = 3,
 	TRACE_TO_OVERLAY = 4,
@@ -115,6 +116,10 @@ enum drop_reason {
 	DROP_FRAG_NOT_FOUND = 175,
 	/* a client outside a frontend's loadBalancerSourceRanges */
 	DROP_NOT_IN_SRC_RANGE = 177,
+	/* a connection for the layer-7 proxy, which has no socket open */
+	DROP_PROXY_LOOKUP_FAILED = 178,
+	DROP_PROXY_SET_FAILED = 179, /* the kernel refused the proxy's socket */
+	DROP_PROXY_UNKNOWN_PROTO = 180, /* the proxy serves TCP and UDP only */
 	DROP_POLICY_DENY = 181,
 };
 
@@ -127,6 +132,7 @@ enum traffic_direction {
 enum policy_verdict {
 	VERDICT_ALLOW = 1,
 	VERDICT_DENY = 2,
+	VERDICT_REDIRECT = 3, /* allowed through the node's layer-7 proxy */
 };
 
 /* Connection tracking results. */
@@ -166,6 +172,18 @@ enum routing_mode {
 /* Set on packets this datapath already encapsulated so that the overlay
  * egress program leaves their tunnel key alone. */
 #define MARK_ENCAPSULATED 0x0ce10000
+
+/* Marks of the layer-7 proxy's traffic, Cilium's values in the bits
+ * 0x0f00. MARK_TO_PROXY routes a packet into the node's stack, where a
+ * policy rule (fwmark 0x200/0xf00, table 2004: local default) delivers it
+ * to the proxy's socket whatever its destination. MARK_PROXY_EGRESS is on
+ * what the proxy sends upstream on behalf of a local endpoint, from that
+ * endpoint's address: the datapath judges it as the endpoint, and sends
+ * the replies back to the proxy. Only the node's root can mark packets:
+ * a pod's marks are cleared as they leave its namespace. */
+#define MARK_MAGIC_MASK 0x0f00
+#define MARK_TO_PROXY 0x0200
+#define MARK_PROXY_EGRESS 0x0b00
 
 struct endpoint_key {
 	__u8 addr[16]; /* IPv4 in the first four bytes */
@@ -251,6 +269,13 @@ enum ct_flags {
 	 * replies are translated back where they leave the pod, since no
 	 * client node will. */
 	CT_F_NODEPORT = 64,
+	/* An allow with layer-7 rules sent the connection to the node's
+	 * proxy: the originator's packets go to the proxy's socket
+	 * (ct_entry.proxy_port), never to the destination. */
+	CT_F_TO_PROXY = 128,
+	/* The originator is the proxy, on behalf of a local endpoint whose
+	 * address it uses: the replies go back to the proxy's socket. */
+	CT_F_PROXY_UPSTREAM = 256,
 };
 
 /* A connection remembers what its first packet needed from the ipcache,
@@ -279,7 +304,7 @@ struct ct_entry {
 	 * seconds of ct_now. tx is the opener's direction, rx the replies'. */
 	__u8 tx_flags_seen;
 	__u8 rx_flags_seen;
-	__u16 pad;
+	__u16 proxy_port; /* CT_F_TO_PROXY: the proxy's port */
 	__u32 last_tx_report;
 	__u32 last_rx_report;
 };

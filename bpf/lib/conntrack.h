@@ -275,9 +275,11 @@ static __always_inline int ct_sender_not_local(const struct ct_entry *e, __u8 st
 }
 
 /* ct_create tracks p's connection. rev_nat_index names the service that
- * translated it, 0 for none. */
+ * translated it, 0 for none; proxy_port the layer-7 proxy its originator's
+ * packets go to (CT_F_TO_PROXY), 0 for none. */
 static __always_inline int ct_create(const struct pkt *p, __u32 src_identity, __u32 dst_identity,
-				     __u32 tunnel_ipv4, __u16 flags, __u16 rev_nat_index, __u32 frontend_addr)
+				     __u32 tunnel_ipv4, __u16 flags, __u16 rev_nat_index, __u32 frontend_addr,
+				     __u16 proxy_port)
 {
 	struct ct4_key k = {};
 	struct ct_entry e = {
@@ -289,6 +291,7 @@ static __always_inline int ct_create(const struct pkt *p, __u32 src_identity, __
 		.flags = ct_closing_flag(p, 0) | flags,
 		.rev_nat_index = rev_nat_index,
 		.frontend_addr = frontend_addr,
+		.proxy_port = proxy_port,
 	};
 
 	__u64 now = ct_now();

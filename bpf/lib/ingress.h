@@ -9,6 +9,7 @@
 #include "forward.h"
 #include "lb_xlate.h"
 #include "policy.h"
+#include "proxy.h"
 
 /* deliver_ingress delivers to ep. f->src_id is the sender's identity when
  * the caller knows it (the VNI); otherwise the ipcache is asked, and only
@@ -45,13 +46,13 @@ static __always_inline int deliver_ingress(struct __sk_buff *skb, struct flow *f
 		if (!f->src_id)
 			f->src_id = sender_identity4(f->p.saddr);
 		if (ep->flags & EP_F_INGRESS_ENFORCE) {
-			ret = policy_check(skb, f, ep->ep_id, DIR_INGRESS, f->src_id, f->p.saddr);
+			ret = policy_check_l4(skb, f, ep->ep_id, DIR_INGRESS, f->src_id, f->p.saddr);
 			if (ret < 0)
 				return drop(skb, f, ret);
 		}
 		/* The sender came from the network: no local endpoint. */
 		ret = ct_create(&f->p, f->src_id, f->dst_id, tunnel,
-				CT_F_NO_SRC_EP | (f->rev_nat ? CT_F_NODEPORT : 0), f->rev_nat, 0);
+				CT_F_NO_SRC_EP | (f->rev_nat ? CT_F_NODEPORT : 0), f->rev_nat, 0, 0);
 		if (ret < 0)
 			return drop(skb, f, ret);
 	} else if (TRACE_ENABLED && !f->src_id) {
@@ -66,6 +67,9 @@ static __always_inline int deliver_ingress(struct __sk_buff *skb, struct flow *f
 	/* Events name the service a reply's connection went through. */
 	if (f->ct_status == CT_REPLY && ct)
 		f->rev_nat = ct->rev_nat_index;
+	/* A reply to the proxy's connection upstream goes to the proxy. */
+	if (ct && (ct->flags & CT_F_PROXY_UPSTREAM) && f->ct_status == CT_REPLY)
+		return to_proxy_upstream(skb, f);
 	/* A remote backend's reply to a local client of its service. */
 	ret = lb4_to_client(skb, &f->p, ct, f->ct_status);
 	if (ret < 0)

@@ -224,7 +224,7 @@ static __always_inline int nodeport_to_host(struct __sk_buff *skb, struct flow *
 		f->src_id = ct ? ct_sender_identity(ct, f->ct_status) : sender_identity4(f->p.saddr);
 	if (f->ct_status == CT_NEW) {
 		ret = ct_create(&f->p, f->src_id, IDENTITY_HOST, 0, CT_F_NO_SRC_EP | CT_F_NO_DST_EP | CT_F_NODEPORT,
-				f->rev_nat, 0);
+				f->rev_nat, 0, 0);
 		if (ret < 0)
 			return nodeport_drop(skb, f, ret);
 	} else if (ct && ct->rev_nat_index != f->rev_nat) {

@@ -13,11 +13,15 @@
 #include "forward.h"
 
 /* verdict gathers the lookups: whether any entry matched, whether one
- * denied, and the cookie of the entry that decides (the first deny, else
- * the first allow). */
+ * denied, the cookie of the entry that decides (the first deny, else the
+ * first allow), and the proxy port of an allow with layer-7 rules. Any
+ * such allow sends the connection to the proxy: another allow of the
+ * same packet never bypasses the layer-7 rules, and the proxy lets
+ * through what that allow allows. */
 struct verdict {
 	int matched, denied;
 	__u32 cookie;
+	__u16 proxy_port;
 };
 
 static __always_inline void policy_lookup(void *map, struct policy_key *k, __u32 identity, struct verdict *v)
@@ -32,12 +36,18 @@ static __always_inline void policy_lookup(void *map, struct policy_key *k, __u32
 		if (!v->denied)
 			v->cookie = e->cookie;
 		v->denied = 1;
-	} else if (!v->matched && !v->denied) {
-		v->cookie = e->cookie;
+	} else {
+		if (!v->matched && !v->denied)
+			v->cookie = e->cookie;
+		if (e->proxy_port)
+			v->proxy_port = e->proxy_port;
 	}
 	v->matched = 1;
 }
 
+/* policy_check judges f's connection by endpoint ep_id's policy in dir:
+ * below 0 a drop reason, 0 allowed, above 0 allowed through the layer-7
+ * proxy on that port. */
 static __always_inline int policy_check(struct __sk_buff *skb, struct flow *f, __u16 ep_id,
 					__u8 dir, __u32 remote, __u32 remote_addr)
 {
@@ -67,12 +77,30 @@ static __always_inline int policy_check(struct __sk_buff *skb, struct flow *f, _
 		ret = -DROP_POLICY;
 
 	__u8 saved = f->direction;
+	enum policy_verdict verdict = VERDICT_ALLOW;
 
+	if (ret)
+		verdict = VERDICT_DENY;
+	else if (v.proxy_port)
+		verdict = VERDICT_REDIRECT;
 	f->direction = dir;
 	f->policy_cookie = v.cookie;
-	emit_event(skb, f, EVENT_POLICY_VERDICT, ret ? -ret : 0, ret ? VERDICT_DENY : VERDICT_ALLOW);
+	emit_event(skb, f, EVENT_POLICY_VERDICT, ret ? -ret : 0, verdict);
 	f->direction = saved;
-	if (!ret)
+	if (!ret) {
 		f->policy_cookie = 0; /* only the drop that follows a deny names it */
+		ret = v.proxy_port;
+	}
 	return ret;
+}
+
+/* policy_check_l4 is policy_check where the datapath cannot send a
+ * connection to the proxy (ingress, for now): an allow with layer-7 rules
+ * drops there rather than let through what its rules refuse. */
+static __always_inline int policy_check_l4(struct __sk_buff *skb, struct flow *f, __u16 ep_id,
+					   __u8 dir, __u32 remote, __u32 remote_addr)
+{
+	int ret = policy_check(skb, f, ep_id, dir, remote, remote_addr);
+
+	return ret > 0 ? -DROP_PROXY_LOOKUP_FAILED : ret;
 }

@@ -38,7 +38,7 @@ func TestEnumsHaveGoNames(t *testing.T) {
 			return false
 		}},
 		{"policy_verdict", func(_ string, v uint64) bool {
-			return spec.Verdict(v) == spec.VerdictAllow || spec.Verdict(v) == spec.VerdictDeny
+			return named(spec.Verdict(v), "verdict(")
 		}},
 		// Values the control plane's packages define on their own: the
 		// numbers must agree name by name.

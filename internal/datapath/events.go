@@ -26,6 +26,7 @@ var (
 	_ = [1]struct{}{}[spec.EventTraceSock-spec.EventType(lxcEventTypeEVENT_TRACE_SOCK)]
 
 	_ = [1]struct{}{}[spec.TraceToLXC-spec.TracePoint(lxcTracePointTRACE_TO_LXC)]
+	_ = [1]struct{}{}[spec.TraceToProxy-spec.TracePoint(lxcTracePointTRACE_TO_PROXY)]
 	_ = [1]struct{}{}[spec.TraceToHost-spec.TracePoint(lxcTracePointTRACE_TO_HOST)]
 	_ = [1]struct{}{}[spec.TraceToStack-spec.TracePoint(lxcTracePointTRACE_TO_STACK)]
 	_ = [1]struct{}{}[spec.TraceToOverlay-spec.TracePoint(lxcTracePointTRACE_TO_OVERLAY)]
@@ -45,6 +46,7 @@ var (
 
 	_ = [1]struct{}{}[spec.VerdictAllow-spec.Verdict(lxcPolicyVerdictVERDICT_ALLOW)]
 	_ = [1]struct{}{}[spec.VerdictDeny-spec.Verdict(lxcPolicyVerdictVERDICT_DENY)]
+	_ = [1]struct{}{}[spec.VerdictRedirect-spec.Verdict(lxcPolicyVerdictVERDICT_REDIRECT)]
 
 	_ = [1]struct{}{}[spec.AggregationNone-spec.MonitorAggregation(lxcMonitorAggregationMONITOR_NONE)]
 	_ = [1]struct{}{}[spec.AggregationLowest-spec.MonitorAggregation(lxcMonitorAggregationMONITOR_LOWEST)]
@@ -68,6 +70,9 @@ var (
 	_ = [1]struct{}{}[spec.DropFragNotFound-spec.Reason(lxcDropReasonDROP_FRAG_NOT_FOUND)]
 	_ = [1]struct{}{}[spec.DropPolicyDeny-spec.Reason(lxcDropReasonDROP_POLICY_DENY)]
 	_ = [1]struct{}{}[spec.DropNotInSourceRange-spec.Reason(lxcDropReasonDROP_NOT_IN_SRC_RANGE)]
+	_ = [1]struct{}{}[spec.DropProxyLookupFailed-spec.Reason(lxcDropReasonDROP_PROXY_LOOKUP_FAILED)]
+	_ = [1]struct{}{}[spec.DropProxySetFailed-spec.Reason(lxcDropReasonDROP_PROXY_SET_FAILED)]
+	_ = [1]struct{}{}[spec.DropProxyUnknownProto-spec.Reason(lxcDropReasonDROP_PROXY_UNKNOWN_PROTO)]
 )
 
 // eventSize is the size of a ring buffer record; a record grows only at

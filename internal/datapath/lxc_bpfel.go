@@ -43,7 +43,7 @@ type lxcCtEntry struct {
 	BackendId    uint32
 	TxFlagsSeen  uint8
 	RxFlagsSeen  uint8
-	Pad          uint16
+	ProxyPort    uint16
 	LastTxReport uint32
 	LastRxReport uint32
 }
@@ -51,13 +51,15 @@ type lxcCtEntry struct {
 type lxcCtFlags uint32
 
 const (
-	lxcCtFlagsCT_F_SEEN_REPLY lxcCtFlags = 1
-	lxcCtFlagsCT_F_TX_CLOSING lxcCtFlags = 2
-	lxcCtFlagsCT_F_RX_CLOSING lxcCtFlags = 4
-	lxcCtFlagsCT_F_SNAT       lxcCtFlags = 8
-	lxcCtFlagsCT_F_NO_SRC_EP  lxcCtFlags = 16
-	lxcCtFlagsCT_F_NO_DST_EP  lxcCtFlags = 32
-	lxcCtFlagsCT_F_NODEPORT   lxcCtFlags = 64
+	lxcCtFlagsCT_F_SEEN_REPLY     lxcCtFlags = 1
+	lxcCtFlagsCT_F_TX_CLOSING     lxcCtFlags = 2
+	lxcCtFlagsCT_F_RX_CLOSING     lxcCtFlags = 4
+	lxcCtFlagsCT_F_SNAT           lxcCtFlags = 8
+	lxcCtFlagsCT_F_NO_SRC_EP      lxcCtFlags = 16
+	lxcCtFlagsCT_F_NO_DST_EP      lxcCtFlags = 32
+	lxcCtFlagsCT_F_NODEPORT       lxcCtFlags = 64
+	lxcCtFlagsCT_F_TO_PROXY       lxcCtFlags = 128
+	lxcCtFlagsCT_F_PROXY_UPSTREAM lxcCtFlags = 256
 )
 
 type lxcCtKeyFlags uint32
@@ -79,22 +81,25 @@ const (
 type lxcDropReason uint32
 
 const (
-	lxcDropReasonREASON_FORWARDED      lxcDropReason = 0
-	lxcDropReasonDROP_INVALID_SIP      lxcDropReason = 132
-	lxcDropReasonDROP_POLICY           lxcDropReason = 133
-	lxcDropReasonDROP_INVALID          lxcDropReason = 134
-	lxcDropReasonDROP_UNSUPPORTED_L3   lxcDropReason = 139
-	lxcDropReasonDROP_NO_TUNNEL_KEY    lxcDropReason = 147
-	lxcDropReasonDROP_CT_CREATE        lxcDropReason = 155
-	lxcDropReasonDROP_FRAG_NOSUPPORT   lxcDropReason = 157
-	lxcDropReasonDROP_NO_SERVICE       lxcDropReason = 158
-	lxcDropReasonDROP_UNKNOWN_CT       lxcDropReason = 163
-	lxcDropReasonDROP_NAT_NO_MAPPING   lxcDropReason = 167
-	lxcDropReasonDROP_INVALID_IDENTITY lxcDropReason = 171
-	lxcDropReasonDROP_UNKNOWN_SENDER   lxcDropReason = 172
-	lxcDropReasonDROP_FRAG_NOT_FOUND   lxcDropReason = 175
-	lxcDropReasonDROP_NOT_IN_SRC_RANGE lxcDropReason = 177
-	lxcDropReasonDROP_POLICY_DENY      lxcDropReason = 181
+	lxcDropReasonREASON_FORWARDED         lxcDropReason = 0
+	lxcDropReasonDROP_INVALID_SIP         lxcDropReason = 132
+	lxcDropReasonDROP_POLICY              lxcDropReason = 133
+	lxcDropReasonDROP_INVALID             lxcDropReason = 134
+	lxcDropReasonDROP_UNSUPPORTED_L3      lxcDropReason = 139
+	lxcDropReasonDROP_NO_TUNNEL_KEY       lxcDropReason = 147
+	lxcDropReasonDROP_CT_CREATE           lxcDropReason = 155
+	lxcDropReasonDROP_FRAG_NOSUPPORT      lxcDropReason = 157
+	lxcDropReasonDROP_NO_SERVICE          lxcDropReason = 158
+	lxcDropReasonDROP_UNKNOWN_CT          lxcDropReason = 163
+	lxcDropReasonDROP_NAT_NO_MAPPING      lxcDropReason = 167
+	lxcDropReasonDROP_INVALID_IDENTITY    lxcDropReason = 171
+	lxcDropReasonDROP_UNKNOWN_SENDER      lxcDropReason = 172
+	lxcDropReasonDROP_FRAG_NOT_FOUND      lxcDropReason = 175
+	lxcDropReasonDROP_NOT_IN_SRC_RANGE    lxcDropReason = 177
+	lxcDropReasonDROP_PROXY_LOOKUP_FAILED lxcDropReason = 178
+	lxcDropReasonDROP_PROXY_SET_FAILED    lxcDropReason = 179
+	lxcDropReasonDROP_PROXY_UNKNOWN_PROTO lxcDropReason = 180
+	lxcDropReasonDROP_POLICY_DENY         lxcDropReason = 181
 )
 
 type lxcEndpointFlags uint32
@@ -397,8 +402,9 @@ const (
 type lxcPolicyVerdict uint32
 
 const (
-	lxcPolicyVerdictVERDICT_ALLOW lxcPolicyVerdict = 1
-	lxcPolicyVerdictVERDICT_DENY  lxcPolicyVerdict = 2
+	lxcPolicyVerdictVERDICT_ALLOW    lxcPolicyVerdict = 1
+	lxcPolicyVerdictVERDICT_DENY     lxcPolicyVerdict = 2
+	lxcPolicyVerdictVERDICT_REDIRECT lxcPolicyVerdict = 3
 )
 
 type lxcReservedIdentity uint32
@@ -431,6 +437,7 @@ type lxcTracePoint uint32
 
 const (
 	lxcTracePointTRACE_TO_LXC       lxcTracePoint = 0
+	lxcTracePointTRACE_TO_PROXY     lxcTracePoint = 1
 	lxcTracePointTRACE_TO_HOST      lxcTracePoint = 2
 	lxcTracePointTRACE_TO_STACK     lxcTracePoint = 3
 	lxcTracePointTRACE_TO_OVERLAY   lxcTracePoint = 4

@@ -265,6 +265,9 @@ func (n *Node) Start() error {
 	if err != nil {
 		return fmt.Errorf("enable forwarding: %w", err)
 	}
+	if err := n.ensureProxyRouting(); err != nil {
+		return err
+	}
 	if err := n.attachDevices(progs, uplink, tunnel); err != nil {
 		return err
 	}
@@ -322,6 +325,7 @@ func (n *Node) Teardown() error {
 		if l, err := n.nl.LinkByName(HostDevice); err == nil { // its peer goes with it
 			errs = append(errs, n.nl.LinkDel(l))
 		}
+		errs = append(errs, n.removeProxyRouting())
 	}
 	errs = append(errs, n.detachSocketLB(), n.close())
 	for _, d := range []string{n.linksDir(), n.mapsDir()} {

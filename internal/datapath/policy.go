@@ -71,8 +71,12 @@ func PolicyMapState(epID uint16, entries []spec.PolicyEntry) (map[PolicyKey]Poli
 			v.Flags = policyFlagDeny
 		}
 		for _, k := range policyKeys(epID, e) {
-			if old, ok := out[k]; ok && old.Flags&policyFlagDeny != 0 {
-				continue // deny wins over an allow with the same key
+			// A deny wins over an allow with the same key, and an allow
+			// that sends to the proxy over one that does not: its
+			// layer-7 rules are never bypassed (the proxy lets through
+			// what the other allow allows).
+			if old, ok := out[k]; ok && (old.Flags&policyFlagDeny != 0 || !e.Deny && old.ProxyPort != 0) {
+				continue
 			}
 			out[k] = v
 			if e.Deny {

@@ -60,20 +60,23 @@ type filterSpec struct {
 	selKey string // sel.Key()
 	port   Port
 	origin Origin
+	// proxyPort is the proxy that an allow with layer-7 rules sends to.
+	proxyPort uint16
 }
 
 // filterKey identifies a filterSpec: two with the same key contribute
 // the same entries.
 type filterKey struct {
-	dir    spec.Direction
-	deny   bool
-	sel    string
-	port   Port
-	origin Origin
+	dir       spec.Direction
+	deny      bool
+	sel       string
+	port      Port
+	origin    Origin
+	proxyPort uint16
 }
 
 func (fs filterSpec) key() filterKey {
-	return filterKey{dir: fs.dir, deny: fs.deny, sel: fs.selKey, port: fs.port, origin: fs.origin}
+	return filterKey{dir: fs.dir, deny: fs.deny, sel: fs.selKey, port: fs.port, origin: fs.origin, proxyPort: fs.proxyPort}
 }
 
 // filter is a filterSpec of a local endpoint, with its cached selector.
@@ -159,6 +162,9 @@ type Engine struct {
 
 	dirtyEntries map[uint16]map[spec.PolicyEntry]struct{}
 	dirtyEps     map[uint16]struct{}
+
+	// proxyPorts are the layer-7 proxy's ports by parser; 0: no proxy.
+	proxyPorts [ParserDNS + 1]uint16
 }
 
 // NewEngine returns an engine with no rules, identities or endpoints
@@ -174,6 +180,14 @@ func NewEngine(mode Mode) *Engine {
 	}
 	e.SetRules(OriginHealthEndpoint, healthEndpointRules())
 	return e
+}
+
+// SetProxyPorts names the ports of the layer-7 proxy's parsers, which
+// allows with layer-7 rules send their connections to. A parser with no
+// port makes those allows allow nothing: layer-7 rules are never
+// bypassed. Set before rules come in.
+func (e *Engine) SetProxyPorts(http, dns uint16) {
+	e.proxyPorts[ParserHTTP], e.proxyPorts[ParserDNS] = http, dns
 }
 
 // EndpointCount is how many local endpoints the engine knows.
@@ -491,9 +505,15 @@ func (e *Engine) originFilters(origin Origin, subject *Identity) (out []filterSp
 		if len(rulePorts) == 0 {
 			rulePorts = []Port{{}}
 		}
+		var proxyPort uint16
+		if r.L7 != nil && !r.Deny {
+			if proxyPort = e.proxyPorts[r.L7.Parser]; proxyPort == 0 {
+				continue
+			}
+		}
 		for j, peer := range r.Peers {
 			for _, p := range rulePorts {
-				out = append(out, filterSpec{dir: r.Direction, deny: r.Deny, sel: peer, selKey: keys[i][j], port: p, origin: r.Origin})
+				out = append(out, filterSpec{dir: r.Direction, deny: r.Deny, sel: peer, selKey: keys[i][j], port: p, origin: r.Origin, proxyPort: proxyPort})
 			}
 		}
 	}
@@ -541,7 +561,7 @@ func (e *Engine) entriesFor(f filterSpec, id identity.NumericIdentity, own Named
 	}
 	var out []spec.PolicyEntry
 	for _, l := range f.port.resolve(ports) {
-		ent := spec.PolicyEntry{Direction: f.dir, Identity: id, Protocol: l.proto, Port: l.port, EndPort: l.endPort, Deny: f.deny}
+		ent := spec.PolicyEntry{Direction: f.dir, Identity: id, Protocol: l.proto, Port: l.port, EndPort: l.endPort, Deny: f.deny, ProxyPort: f.proxyPort}
 		if ent.EndPort <= ent.Port {
 			ent.EndPort = 0
 		}

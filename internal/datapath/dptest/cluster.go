@@ -30,8 +30,8 @@ type Options struct {
 	Mode spec.RoutingMode
 	// Plain wires pods by kernel routing only, with no BPF at all.
 	Plain bool
-	// PolicyIngress turns on ingress enforcement for every pod.
-	PolicyIngress bool
+	// PolicyIngress and PolicyEgress turn on enforcement for every pod.
+	PolicyIngress, PolicyEgress bool
 	// Masquerade translates pod traffic to the world to the node address.
 	Masquerade bool
 	// World adds a host on the underlay that no ipcache knows: the world.
@@ -399,7 +399,7 @@ func (c *Cluster) addPod(n *Node, id, mtu int) (*Pod, error) {
 		return p, nil
 	}
 	return p, n.DP.UpsertEndpoint(spec.Endpoint{ID: p.ID, Identity: p.Identity, IPv4: p.IP, MAC: p.MAC,
-		HostDevice: p.HostDevice, PolicyIngress: c.opts.PolicyIngress})
+		HostDevice: p.HostDevice, PolicyIngress: c.opts.PolicyIngress, PolicyEgress: c.opts.PolicyEgress})
 }
 
 // wire routes between nodes and, with the datapath, fills every ipcache

@@ -45,6 +45,7 @@ type TracePoint uint8
 
 const (
 	TraceToLXC       TracePoint = 0
+	TraceToProxy     TracePoint = 1
 	TraceToHost      TracePoint = 2
 	TraceToStack     TracePoint = 3
 	TraceToOverlay   TracePoint = 4
@@ -56,6 +57,7 @@ const (
 
 var tracePointNames = map[TracePoint]string{
 	TraceToLXC:       "to-endpoint",
+	TraceToProxy:     "to-proxy",
 	TraceToHost:      "to-host",
 	TraceToStack:     "to-stack",
 	TraceToOverlay:   "to-overlay",
@@ -127,6 +129,8 @@ type Verdict uint8
 const (
 	VerdictAllow Verdict = 1
 	VerdictDeny  Verdict = 2
+	// VerdictRedirect: allowed through the node's layer-7 proxy.
+	VerdictRedirect Verdict = 3
 )
 
 func (v Verdict) String() string {
@@ -135,6 +139,8 @@ func (v Verdict) String() string {
 		return "allowed"
 	case VerdictDeny:
 		return "denied"
+	case VerdictRedirect:
+		return "redirected"
 	}
 	return fmt.Sprintf("verdict(%d)", uint8(v))
 }
@@ -198,29 +204,38 @@ const (
 	// DropNotInSourceRange: a client outside a frontend's
 	// loadBalancerSourceRanges (Hubble's DENIED_BY_LB_SRC_RANGE_CHECK).
 	DropNotInSourceRange Reason = 177
-	DropPolicyDeny       Reason = 181
+	// DropProxyLookupFailed: a connection for the layer-7 proxy, which
+	// has no socket open; DropProxySetFailed: the kernel refused the
+	// proxy's socket; DropProxyUnknownProto: neither TCP nor UDP.
+	DropProxyLookupFailed Reason = 178
+	DropProxySetFailed    Reason = 179
+	DropProxyUnknownProto Reason = 180
+	DropPolicyDeny        Reason = 181
 )
 
 // reasonNames are Cilium's texts for its reason codes (what its monitor
 // prints and its drop metrics carry as the reason label), so that
 // dashboards and cilium-cli's drop checks read ours unchanged.
 var reasonNames = map[Reason]string{
-	Forwarded:            "Success",
-	DropUnsupportedL3:    "Unsupported L3 protocol",
-	DropInvalidSource:    "Invalid source ip",
-	DropPolicy:           "Policy denied",
-	DropInvalid:          "Invalid packet",
-	DropCTCreate:         "CT: Map insertion failed",
-	DropNoTunnelKey:      "Error retrieving tunnel key",
-	DropFragNoSupport:    "IP fragmentation not supported",
-	DropNoService:        "Service backend not found",
-	DropNATNoMapping:     "No mapping for NAT masquerade",
-	DropUnknownCT:        "Unknown connection tracking state",
-	DropInvalidIdentity:  "Invalid identity",
-	DropUnknownSender:    "Unknown sender",
-	DropFragNotFound:     "First logical datagram fragment not found",
-	DropNotInSourceRange: "Denied by LB src range check",
-	DropPolicyDeny:       "Policy denied by denylist",
+	Forwarded:             "Success",
+	DropUnsupportedL3:     "Unsupported L3 protocol",
+	DropInvalidSource:     "Invalid source ip",
+	DropPolicy:            "Policy denied",
+	DropInvalid:           "Invalid packet",
+	DropCTCreate:          "CT: Map insertion failed",
+	DropNoTunnelKey:       "Error retrieving tunnel key",
+	DropFragNoSupport:     "IP fragmentation not supported",
+	DropNoService:         "Service backend not found",
+	DropNATNoMapping:      "No mapping for NAT masquerade",
+	DropUnknownCT:         "Unknown connection tracking state",
+	DropInvalidIdentity:   "Invalid identity",
+	DropUnknownSender:     "Unknown sender",
+	DropFragNotFound:      "First logical datagram fragment not found",
+	DropNotInSourceRange:  "Denied by LB src range check",
+	DropProxyLookupFailed: "Socket lookup failed",
+	DropProxySetFailed:    "Socket assign failed",
+	DropProxyUnknownProto: "Proxy redirection not supported for protocol",
+	DropPolicyDeny:        "Policy denied by denylist",
 }
 
 func (r Reason) String() string {

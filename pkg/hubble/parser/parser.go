@@ -161,9 +161,12 @@ func (p *Parser) Decode(ev spec.Event) (*flow.Flow, error) {
 		f.TraceReason, f.TrafficDirection = traceReason(ev)
 	case spec.EventPolicyVerdict:
 		f.TrafficDirection = direction(ev.Direction)
-		if ev.Verdict == spec.VerdictAllow {
+		switch ev.Verdict {
+		case spec.VerdictAllow:
 			f.Verdict = flow.Verdict_FORWARDED
-		} else {
+		case spec.VerdictRedirect:
+			f.Verdict = flow.Verdict_REDIRECTED
+		default:
 			f.Verdict = flow.Verdict_DROPPED
 			f.DropReason = uint32(ev.Reason)
 			f.DropReasonDesc = flow.DropReason(ev.Reason)
@@ -263,7 +266,7 @@ func (p *Parser) policies(f *flow.Flow, ev spec.Event) {
 	for _, o := range p.state.PolicyOrigins(ev.PolicyCookie) {
 		named = append(named, &flow.Policy{Name: o.Name, Namespace: o.Namespace, Kind: o.Kind, Labels: PolicyLabels(o)})
 	}
-	allowed := ev.Type == spec.EventPolicyVerdict && ev.Verdict == spec.VerdictAllow
+	allowed := ev.Type == spec.EventPolicyVerdict && (ev.Verdict == spec.VerdictAllow || ev.Verdict == spec.VerdictRedirect)
 	switch {
 	case ev.Direction == spec.Ingress && allowed:
 		f.IngressAllowedBy = named
@@ -424,6 +427,7 @@ func traceReason(ev spec.Event) (flow.TraceReason, flow.TrafficDirection) {
 
 var observationPoints = map[spec.TracePoint]flow.TraceObservationPoint{
 	spec.TraceToLXC:       flow.TraceObservationPoint_TO_ENDPOINT,
+	spec.TraceToProxy:     flow.TraceObservationPoint_TO_PROXY,
 	spec.TraceToHost:      flow.TraceObservationPoint_TO_HOST,
 	spec.TraceToStack:     flow.TraceObservationPoint_TO_STACK,
 	spec.TraceToOverlay:   flow.TraceObservationPoint_TO_OVERLAY,

@@ -136,3 +136,26 @@ func TestClusterOf(t *testing.T) {
 		}
 	}
 }
+
+// A connection the datapath sends to the layer-7 proxy: its policy
+// verdict is REDIRECTED, as Cilium's, and its trace is at TO_PROXY.
+func TestDecodeProxyRedirect(t *testing.T) {
+	p := New("node1", &fakeState{}, fixedClock)
+	verdict := tcpEvent("10.0.0.1", "10.0.1.2", 40000)
+	verdict.Type, verdict.Verdict, verdict.Direction = spec.EventPolicyVerdict, spec.VerdictRedirect, spec.Egress
+	f, err := p.Decode(verdict)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f.GetVerdict() != flow.Verdict_REDIRECTED || f.GetDropReasonDesc() != flow.DropReason_DROP_REASON_UNKNOWN {
+		t.Errorf("policy verdict: %v (%v), want REDIRECTED", f.GetVerdict(), f.GetDropReasonDesc())
+	}
+	trace := tcpEvent("10.0.0.1", "10.0.1.2", 40000)
+	trace.Point = spec.TraceToProxy
+	if f, err = p.Decode(trace); err != nil {
+		t.Fatal(err)
+	}
+	if f.GetTraceObservationPoint() != flow.TraceObservationPoint_TO_PROXY {
+		t.Errorf("trace at %v, want TO_PROXY", f.GetTraceObservationPoint())
+	}
+}
