@@ -12,7 +12,6 @@ import (
 	"github.com/cilium-go/cilium/internal/datapath/dptest"
 	"github.com/cilium-go/cilium/internal/datapath/spec"
 	"github.com/cilium-go/cilium/internal/datapath/tproxy"
-	"github.com/cilium-go/cilium/internal/netnamespace"
 	"github.com/cilium-go/cilium/pkg/identity"
 )
 
@@ -28,11 +27,8 @@ type relay struct {
 func startRelay(t *testing.T, ns string, port uint16, idOf func(netip.Addr) identity.NumericIdentity) *relay {
 	t.Helper()
 	r := &relay{}
-	err := netnamespace.Do(ns, func() (err error) {
-		r.ln, err = tproxy.ListenTCP(context.Background(), port)
-		return err
-	})
-	if err != nil {
+	var err error
+	if r.ln, err = (tproxy.Sockets{NetNS: ns}).ListenTCP(context.Background(), port); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { r.ln.Close() })
@@ -55,11 +51,7 @@ func (r *relay) relay(ns string, c net.Conn, idOf func(netip.Addr) identity.Nume
 	r.mu.Lock()
 	r.seen = append(r.seen, dst)
 	r.mu.Unlock()
-	var up net.Conn
-	err := netnamespace.Do(ns, func() (err error) {
-		up, err = tproxy.DialUpstream(context.Background(), src.Unmap(), netip.AddrPortFrom(dst.Addr().Unmap(), dst.Port()), idOf(src.Unmap()))
-		return err
-	})
+	up, err := (tproxy.Sockets{NetNS: ns}).Dial(context.Background(), "tcp4", src.Unmap(), netip.AddrPortFrom(dst.Addr().Unmap(), dst.Port()), idOf(src.Unmap()))
 	if err != nil {
 		return
 	}

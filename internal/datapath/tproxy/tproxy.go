@@ -1,13 +1,14 @@
 // Package tproxy is the socket side of the datapath's redirect to the
-// layer-7 proxy (bpf/lib/proxy.h): the proxy's transparent listening
-// sockets, which receive connections and datagrams addressed to anyone,
-// and its upstream sockets, which send from the address of the endpoint
-// they act for, marked so that the datapath judges them as that
-// endpoint and sends their replies back here.
+// layer-7 proxy (bpf/lib/proxy.h): the proxy's transparent sockets, which
+// receive connections and datagrams addressed to anyone, and its
+// upstream sockets, which send from the address of the endpoint they act
+// for, marked so that the datapath judges them as that endpoint and sends
+// their replies back here.
 package tproxy
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
 	"net"
 	"net/netip"
@@ -16,63 +17,148 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/cilium-go/cilium/internal/netnamespace"
 	"github.com/cilium-go/cilium/pkg/identity"
 )
 
-// Mark values, Cilium's: the magic in bits 0x0f00, and an identity's low
-// 16 bits in the mark's upper half and its bits 16-23 in the low byte.
-const (
-	markMagicProxyEgress = 0x0b00
-)
+// markMagicProxyEgress is Cilium's magic of the proxy's upstream traffic
+// (the mark's bits 0x0f00), which bpf/lib/common.h's MARK_PROXY_EGRESS
+// matches.
+const markMagicProxyEgress = 0x0b00
 
 // EgressMark is the mark of the proxy's upstream traffic on behalf of an
-// endpoint with identity id (an egress redirect).
+// endpoint with identity id, Cilium's encoding: the identity's low 16 bits
+// in the mark's upper half, its bits 16-23 in the low byte.
 func EgressMark(id identity.NumericIdentity) uint32 {
 	return uint32(id)&0xffff<<16 | uint32(id)>>16&0xff | markMagicProxyEgress
 }
 
-func transparent(fd uintptr) error {
-	return unix.SetsockoptInt(int(fd), unix.SOL_IP, unix.IP_TRANSPARENT, 1)
+// Sockets opens the proxy's sockets in a network namespace: the node's
+// (the caller's own when NetNS is empty).
+type Sockets struct {
+	NetNS string
 }
 
-func control(set func(fd uintptr) error) func(string, string, syscall.RawConn) error {
+func (s Sockets) in(fn func() error) error { return netnamespace.Do(s.NetNS, fn) }
+
+func setInt(level, opt, v int) func(fd uintptr) error {
+	return func(fd uintptr) error { return unix.SetsockoptInt(int(fd), level, opt, v) }
+}
+
+var transparent = setInt(unix.SOL_IP, unix.IP_TRANSPARENT, 1)
+
+func control(sets ...func(fd uintptr) error) func(string, string, syscall.RawConn) error {
 	return func(_, _ string, c syscall.RawConn) error {
 		var serr error
-		if err := c.Control(func(fd uintptr) { serr = set(fd) }); err != nil {
+		err := c.Control(func(fd uintptr) {
+			for _, set := range sets {
+				if serr = set(fd); serr != nil {
+					return
+				}
+			}
+		})
+		if err != nil {
 			return err
 		}
 		return serr
 	}
 }
 
+func hostPort(a netip.Addr, port uint16) string {
+	return net.JoinHostPort(a.String(), strconv.Itoa(int(port)))
+}
+
 // ListenTCP opens the proxy's listening socket on port, every address:
 // the datapath gives it the connections it redirects, whose accepted
 // sockets have the original destination as their local address.
-func ListenTCP(ctx context.Context, port uint16) (net.Listener, error) {
+func (s Sockets) ListenTCP(ctx context.Context, port uint16) (ln net.Listener, err error) {
 	lc := net.ListenConfig{Control: control(transparent)}
-	ln, err := lc.Listen(ctx, "tcp4", net.JoinHostPort("0.0.0.0", strconv.Itoa(int(port))))
+	err = s.in(func() (err error) {
+		ln, err = lc.Listen(ctx, "tcp4", hostPort(netip.IPv4Unspecified(), port))
+		return err
+	})
 	if err != nil {
-		return nil, fmt.Errorf("proxy listener on port %d: %w", port, err)
+		return nil, fmt.Errorf("proxy listener on TCP port %d: %w", port, err)
 	}
 	return ln, nil
 }
 
-// DialUpstream opens the proxy's connection to dst on behalf of the
-// endpoint at src with identity id: from src's address, marked.
-func DialUpstream(ctx context.Context, src netip.Addr, dst netip.AddrPort, id identity.NumericIdentity) (net.Conn, error) {
-	mark := EgressMark(id)
-	d := net.Dialer{
-		LocalAddr: &net.TCPAddr{IP: src.AsSlice()},
-		Control: control(func(fd uintptr) error {
-			if err := transparent(fd); err != nil {
-				return err
-			}
-			return unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_MARK, int(mark))
-		}),
+// ListenUDP opens the proxy's datagram socket on port, every address;
+// ReadFrom tells each datagram's original destination.
+func (s Sockets) ListenUDP(ctx context.Context, port uint16) (c *net.UDPConn, err error) {
+	lc := net.ListenConfig{Control: control(transparent, setInt(unix.SOL_IP, unix.IP_RECVORIGDSTADDR, 1))}
+	err = s.in(func() error {
+		pc, err := lc.ListenPacket(ctx, "udp4", hostPort(netip.IPv4Unspecified(), port))
+		if err == nil {
+			c = pc.(*net.UDPConn)
+		}
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("proxy socket on UDP port %d: %w", port, err)
 	}
-	c, err := d.DialContext(ctx, "tcp4", dst.String())
+	return c, nil
+}
+
+// ReadFrom reads a datagram from a ListenUDP socket: its sender and its
+// original destination.
+func ReadFrom(c *net.UDPConn, b []byte) (n int, from, to netip.AddrPort, err error) {
+	oob := make([]byte, 64)
+	n, oobn, _, from, err := c.ReadMsgUDPAddrPort(b, oob)
+	if err != nil {
+		return 0, from, to, err
+	}
+	msgs, err := unix.ParseSocketControlMessage(oob[:oobn])
+	if err != nil {
+		return 0, from, to, fmt.Errorf("datagram from %s: %w", from, err)
+	}
+	for _, m := range msgs {
+		// struct sockaddr_in: family, port (network order), address.
+		if m.Header.Level == unix.SOL_IP && m.Header.Type == unix.IP_ORIGDSTADDR && len(m.Data) >= 8 {
+			to = netip.AddrPortFrom(netip.AddrFrom4([4]byte(m.Data[4:8])), binary.BigEndian.Uint16(m.Data[2:4]))
+		}
+	}
+	if !to.IsValid() {
+		return 0, from, to, fmt.Errorf("datagram from %s: no original destination", from)
+	}
+	return n, netip.AddrPortFrom(from.Addr().Unmap(), from.Port()), to, nil
+}
+
+// Dial opens the proxy's connection ("tcp4" or "udp4") to dst on behalf
+// of the endpoint at src with identity id: from src's address, marked.
+func (s Sockets) Dial(ctx context.Context, network string, src netip.Addr, dst netip.AddrPort, id identity.NumericIdentity) (c net.Conn, err error) {
+	var local net.Addr = &net.TCPAddr{IP: src.AsSlice()}
+	if network == "udp4" {
+		local = &net.UDPAddr{IP: src.AsSlice()}
+	}
+	d := net.Dialer{LocalAddr: local, Control: control(transparent, setInt(unix.SOL_SOCKET, unix.SO_MARK, int(EgressMark(id))))}
+	err = s.in(func() (err error) {
+		c, err = d.DialContext(ctx, network, dst.String())
+		return err
+	})
 	if err != nil {
 		return nil, fmt.Errorf("proxy upstream from %s to %s: %w", src, dst, err)
 	}
 	return c, nil
+}
+
+// SendFrom sends a datagram to to with from as its source (an address
+// and port of another host): the proxy's answer in the name of the
+// server the endpoint asked.
+func (s Sockets) SendFrom(from, to netip.AddrPort, b []byte) error {
+	var pc net.PacketConn
+	lc := net.ListenConfig{Control: control(transparent, setInt(unix.SOL_SOCKET, unix.SO_REUSEADDR, 1),
+		setInt(unix.SOL_SOCKET, unix.SO_REUSEPORT, 1))}
+	err := s.in(func() (err error) {
+		pc, err = lc.ListenPacket(context.Background(), "udp4", from.String())
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("answer from %s: %w", from, err)
+	}
+	defer pc.Close()
+	if _, err := pc.WriteTo(b, net.UDPAddrFromAddrPort(to)); err != nil {
+		return fmt.Errorf("answer from %s to %s: %w", from, to, err)
+	}
+	return nil
 }

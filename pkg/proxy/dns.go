@@ -1,0 +1,262 @@
+package proxy
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"io"
+	"net"
+	"net/netip"
+	"slices"
+	"strings"
+	"time"
+
+	"golang.org/x/net/dns/dnsmessage"
+
+	"github.com/cilium-go/cilium/internal/datapath/spec"
+	"github.com/cilium-go/cilium/internal/datapath/tproxy"
+	"github.com/cilium-go/cilium/pkg/fqdn"
+)
+
+// maxDNSMessage is the largest DNS message: over TCP a length of 16 bits.
+const maxDNSMessage = 65535
+
+func (p *Proxy) serveDNSUDP(ctx context.Context, c *net.UDPConn) error {
+	buf := make([]byte, maxDNSMessage)
+	for {
+		n, from, to, err := tproxy.ReadFrom(c, buf)
+		if err != nil {
+			if ctx.Err() != nil || errors.Is(err, net.ErrClosed) {
+				return nil
+			}
+			p.cfg.Log.Debug("DNS proxy: read", "error", err)
+			continue
+		}
+		q := slices.Clone(buf[:n])
+		go func() {
+			answer := p.resolve(ctx, q, from, to, spec.ProtoUDP)
+			if answer == nil {
+				return
+			}
+			if err := p.cfg.Sockets.SendFrom(to, from, answer); err != nil {
+				p.cfg.Log.Debug("DNS proxy: answer", "error", err)
+			}
+		}()
+	}
+}
+
+func (p *Proxy) serveDNSTCP(ctx context.Context, ln net.Listener) error {
+	for {
+		c, err := ln.Accept()
+		if err != nil {
+			if ctx.Err() != nil || errors.Is(err, net.ErrClosed) {
+				return nil
+			}
+			return err
+		}
+		go func() {
+			defer c.Close()
+			from := c.RemoteAddr().(*net.TCPAddr).AddrPort()
+			to := c.LocalAddr().(*net.TCPAddr).AddrPort()
+			from, to = netip.AddrPortFrom(from.Addr().Unmap(), from.Port()), netip.AddrPortFrom(to.Addr().Unmap(), to.Port())
+			for {
+				q, err := readTCPMessage(c)
+				if err != nil {
+					return
+				}
+				answer := p.resolve(ctx, q, from, to, spec.ProtoTCP)
+				if answer == nil || writeTCPMessage(c, answer) != nil {
+					return
+				}
+			}
+		}()
+	}
+}
+
+func readTCPMessage(r io.Reader) ([]byte, error) {
+	var l [2]byte
+	if _, err := io.ReadFull(r, l[:]); err != nil {
+		return nil, err
+	}
+	b := make([]byte, binary.BigEndian.Uint16(l[:]))
+	_, err := io.ReadFull(r, b)
+	return b, err
+}
+
+func writeTCPMessage(w io.Writer, b []byte) error {
+	_, err := w.Write(binary.BigEndian.AppendUint16(make([]byte, 0, 2+len(b)), uint16(len(b))))
+	if err == nil {
+		_, err = w.Write(b)
+	}
+	return err
+}
+
+// resolve judges one query of the endpoint at from to the server at to
+// and returns the answer for the endpoint: the server's, or REFUSED for
+// a name the rules do not allow, or SERVFAIL when the server does not
+// answer. nil: the query is no DNS message and gets no answer.
+func (p *Proxy) resolve(ctx context.Context, query []byte, from, to netip.AddrPort, proto uint8) []byte {
+	var parser dnsmessage.Parser
+	h, err := parser.Start(query)
+	if err != nil {
+		return nil
+	}
+	q, err := parser.Question()
+	if err != nil {
+		return nil
+	}
+	name := strings.ToLower(q.Name.String())
+	c := p.state.get()
+	rec := Record{Time: time.Now(), Type: Request, Direction: spec.Egress, Src: from, Dst: to, Protocol: proto,
+		DstIdentity: p.cfg.IdentityOf(to.Addr()),
+		DNS:         &DNSRecord{Query: name, QTypes: []string{typeName(q.Type)}}}
+	ep := c.eps[from.Addr()]
+	if ep != nil {
+		rec.SrcIdentity, rec.SrcEndpoint = ep.Identity, ep.ID
+	}
+	if ep == nil || !allowsName(c.allows(ep, spec.Egress, proto, to.Port(), rec.DstIdentity), name) {
+		rec.Verdict = Denied
+		p.cfg.Record(rec)
+		return reply(h, q, dnsmessage.RCodeRefused)
+	}
+	rec.Verdict = Forwarded
+	p.cfg.Record(rec)
+
+	answer, err := p.forward(ctx, query, from.Addr(), to, ep, proto)
+	resp := rec
+	resp.Type, resp.Time = Response, time.Now()
+	resp.Latency = resp.Time.Sub(rec.Time)
+	resp.Src, resp.Dst = to, from
+	resp.SrcIdentity, resp.DstIdentity, resp.SrcEndpoint = rec.DstIdentity, rec.SrcIdentity, 0
+	if err != nil {
+		p.cfg.Log.Debug("DNS proxy: upstream", "server", to, "error", err)
+		resp.Verdict = Errored
+		resp.DNS = &DNSRecord{Query: name, QTypes: rec.DNS.QTypes, RCode: uint16(dnsmessage.RCodeServerFailure)}
+		p.cfg.Record(resp)
+		return reply(h, q, dnsmessage.RCodeServerFailure)
+	}
+	resp.DNS = answerRecord(answer, name, rec.DNS.QTypes)
+	if resp.DNS.RCode == uint16(dnsmessage.RCodeSuccess) && len(resp.DNS.IPs) > 0 {
+		learned := Learned{Endpoint: ep.ID, Name: fqdn.Normalize(name), IPs: resp.DNS.IPs, TTL: resp.DNS.TTL, Time: resp.Time}
+		lctx, cancel := context.WithTimeout(ctx, p.cfg.LearnWait)
+		if err := p.cfg.Learn(lctx, learned); err != nil {
+			p.cfg.Log.Debug("DNS proxy: learned addresses not confirmed in time", "name", name, "error", err)
+		}
+		cancel()
+	}
+	p.cfg.Record(resp)
+	return answer
+}
+
+// forward asks the server at to, from the endpoint's address.
+func (p *Proxy) forward(ctx context.Context, query []byte, src netip.Addr, to netip.AddrPort, ep *Endpoint, proto uint8) ([]byte, error) {
+	ctx, cancel := context.WithTimeout(ctx, p.cfg.UpstreamTimeout)
+	defer cancel()
+	network := "udp4"
+	if proto == spec.ProtoTCP {
+		network = "tcp4"
+	}
+	c, err := p.cfg.Sockets.Dial(ctx, network, src, to, ep.Identity)
+	if err != nil {
+		return nil, err
+	}
+	defer c.Close()
+	if dl, ok := ctx.Deadline(); ok {
+		c.SetDeadline(dl)
+	}
+	if proto == spec.ProtoTCP {
+		if err := writeTCPMessage(c, query); err != nil {
+			return nil, err
+		}
+		return readTCPMessage(c)
+	}
+	if _, err := c.Write(query); err != nil {
+		return nil, err
+	}
+	buf := make([]byte, maxDNSMessage)
+	n, err := c.Read(buf)
+	if err != nil {
+		return nil, err
+	}
+	return buf[:n], nil
+}
+
+// reply is an answer of rcode alone to the query h, q.
+func reply(h dnsmessage.Header, q dnsmessage.Question, rcode dnsmessage.RCode) []byte {
+	b := dnsmessage.NewBuilder(nil, dnsmessage.Header{ID: h.ID, Response: true, OpCode: h.OpCode,
+		RecursionDesired: h.RecursionDesired, CheckingDisabled: h.CheckingDisabled, RCode: rcode})
+	b.EnableCompression()
+	if b.StartQuestions() != nil || b.Question(q) != nil {
+		return nil
+	}
+	out, err := b.Finish()
+	if err != nil {
+		return nil
+	}
+	return out
+}
+
+// answerRecord reads what an answer says of name: its code, the
+// addresses of name and of the CNAMEs it leads to, their smallest TTL.
+func answerRecord(answer []byte, name string, qtypes []string) *DNSRecord {
+	rec := &DNSRecord{Query: name, QTypes: qtypes}
+	var parser dnsmessage.Parser
+	h, err := parser.Start(answer)
+	if err != nil {
+		rec.RCode = uint16(dnsmessage.RCodeFormatError)
+		return rec
+	}
+	rec.RCode = uint16(h.RCode)
+	if parser.SkipAllQuestions() != nil {
+		return rec
+	}
+	names := map[string]bool{name: true}
+	first := true
+	for {
+		rh, err := parser.AnswerHeader()
+		if err != nil {
+			break
+		}
+		owner := strings.ToLower(rh.Name.String())
+		if !slices.Contains(rec.RRTypes, typeName(rh.Type)) {
+			rec.RRTypes = append(rec.RRTypes, typeName(rh.Type))
+		}
+		var ip netip.Addr
+		switch rh.Type {
+		case dnsmessage.TypeA:
+			r, err := parser.AResource()
+			if err != nil {
+				return rec
+			}
+			ip = netip.AddrFrom4(r.A)
+		case dnsmessage.TypeCNAME:
+			r, err := parser.CNAMEResource()
+			if err != nil {
+				return rec
+			}
+			if names[owner] {
+				target := strings.ToLower(r.CNAME.String())
+				names[target] = true
+				rec.CNAMEs = append(rec.CNAMEs, target)
+			}
+			continue
+		default:
+			if parser.SkipAnswer() != nil {
+				return rec
+			}
+			continue
+		}
+		if !names[owner] || slices.Contains(rec.IPs, ip) {
+			continue
+		}
+		rec.IPs = append(rec.IPs, ip)
+		if first || rh.TTL < rec.TTL {
+			rec.TTL, first = rh.TTL, false
+		}
+	}
+	return rec
+}
+
+func typeName(t dnsmessage.Type) string {
+	return strings.TrimPrefix(t.String(), "Type")
+}

@@ -1,0 +1,168 @@
+package proxy
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"net/netip"
+	"strings"
+	"time"
+
+	"github.com/cilium-go/cilium/internal/datapath/spec"
+	"github.com/cilium-go/cilium/pkg/l7"
+	"github.com/cilium-go/cilium/pkg/policy"
+)
+
+// accessDenied is the body of the answer to a denied request, Cilium's.
+const accessDenied = "Access denied\r\n"
+
+func (p *Proxy) serveHTTP(ctx context.Context, ln net.Listener) error {
+	for {
+		c, err := ln.Accept()
+		if err != nil {
+			if ctx.Err() != nil || errors.Is(err, net.ErrClosed) {
+				return nil
+			}
+			return err
+		}
+		go p.serveHTTPConn(ctx, c)
+	}
+}
+
+func addrPort(a net.Addr) netip.AddrPort {
+	ap := a.(*net.TCPAddr).AddrPort()
+	return netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port())
+}
+
+// httpConn is one connection the datapath sent to the HTTP proxy, and the
+// proxy's connection to its server, opened for the first allowed request.
+type httpConn struct {
+	p        *Proxy
+	down     net.Conn
+	from, to netip.AddrPort
+	up       net.Conn
+	upr      *bufio.Reader
+}
+
+// serveHTTPConn judges each request of the connection by the policy of
+// the moment (keep-alive connections too): a denied one gets 403 Access
+// denied and the connection goes on; an allowed one goes to the server,
+// and its response back.
+func (p *Proxy) serveHTTPConn(ctx context.Context, c net.Conn) {
+	h := &httpConn{p: p, down: c, from: addrPort(c.RemoteAddr()), to: addrPort(c.LocalAddr())}
+	defer func() {
+		c.Close()
+		if h.up != nil {
+			h.up.Close()
+		}
+	}()
+	br := bufio.NewReader(c)
+	for {
+		req, err := http.ReadRequest(br)
+		if err != nil {
+			return
+		}
+		if !h.exchange(ctx, req) {
+			return
+		}
+	}
+}
+
+// exchange handles one request; false ends the connection.
+func (h *httpConn) exchange(ctx context.Context, req *http.Request) bool {
+	p := h.p
+	c := p.state.get()
+	rec := Record{Time: time.Now(), Type: Request, Direction: spec.Egress, Src: h.from, Dst: h.to, Protocol: spec.ProtoTCP,
+		DstIdentity: p.cfg.IdentityOf(h.to.Addr()), HTTP: requestRecord(req)}
+	ep := c.eps[h.from.Addr()]
+	allowed, edits := false, []l7.Edit(nil)
+	if ep != nil {
+		rec.SrcIdentity, rec.SrcEndpoint = ep.Identity, ep.ID
+		allowed, edits = c.judgeHTTP(c.allows(ep, spec.Egress, spec.ProtoTCP, h.to.Port(), rec.DstIdentity), req)
+	}
+	resp := rec
+	resp.Type, resp.Src, resp.Dst = Response, h.to, h.from
+	resp.SrcIdentity, resp.DstIdentity, resp.SrcEndpoint = rec.DstIdentity, rec.SrcIdentity, 0
+	respond := func(r *http.Response, v Verdict) bool {
+		resp.Time, resp.Verdict = time.Now(), v
+		resp.Latency = resp.Time.Sub(rec.Time)
+		resp.HTTP = &HTTPRecord{Method: rec.HTTP.Method, URL: rec.HTTP.URL, Protocol: r.Proto, Code: r.StatusCode, Headers: r.Header}
+		p.cfg.Record(resp)
+		return r.Write(h.down) == nil && !r.Close && !req.Close
+	}
+	if !allowed {
+		rec.Verdict = Denied
+		p.cfg.Record(rec)
+		io.Copy(io.Discard, req.Body)
+		return respond(status(req, http.StatusForbidden, accessDenied), Denied)
+	}
+	l7.Apply(req.Header, edits)
+	rec.Verdict = Forwarded
+	p.cfg.Record(rec)
+	if h.up == nil {
+		up, err := p.cfg.Sockets.Dial(ctx, "tcp4", h.from.Addr(), h.to, ep.Identity)
+		if err != nil {
+			p.cfg.Log.Debug("HTTP proxy: upstream", "server", h.to, "error", err)
+			respond(status(req, http.StatusServiceUnavailable, "upstream connect error\r\n"), Errored)
+			return false
+		}
+		h.up, h.upr = up, bufio.NewReader(up)
+	}
+	// Request.Write adds a User-Agent where there is none: a present,
+	// empty one keeps it out.
+	if _, ok := req.Header["User-Agent"]; !ok {
+		req.Header["User-Agent"] = []string{}
+	}
+	if err := req.Write(h.up); err != nil {
+		respond(status(req, http.StatusBadGateway, "upstream write error\r\n"), Errored)
+		return false
+	}
+	r, err := http.ReadResponse(h.upr, req)
+	if err != nil {
+		respond(status(req, http.StatusBadGateway, "upstream reset\r\n"), Errored)
+		return false
+	}
+	defer r.Body.Close()
+	if r.StatusCode == http.StatusSwitchingProtocols {
+		// An upgrade (WebSocket): after the response the connection is
+		// no longer HTTP; its bytes pass as they are.
+		respond(r, Forwarded)
+		go io.Copy(h.up, h.down)
+		io.Copy(h.down, h.upr)
+		return false
+	}
+	return respond(r, Forwarded)
+}
+
+// judgeHTTP says whether allows let req through, with the edits of the
+// rule that does.
+func (c *compiled) judgeHTTP(allows []*PeerRules, req *http.Request) (bool, []l7.Edit) {
+	if len(allows) == 0 {
+		return false, nil
+	}
+	if allowsAll(allows, policy.ParserHTTP) {
+		return true, nil
+	}
+	for _, a := range allows {
+		if ok, edits, _ := c.http[a.L7].Judge(req); ok {
+			return true, edits
+		}
+	}
+	return false, nil
+}
+
+func requestRecord(req *http.Request) *HTTPRecord {
+	u := *req.URL
+	u.Scheme, u.Host = "http", req.Host
+	return &HTTPRecord{Method: req.Method, URL: u.String(), Protocol: req.Proto, Headers: req.Header.Clone()}
+}
+
+// status is the proxy's own response to req.
+func status(req *http.Request, code int, body string) *http.Response {
+	return &http.Response{StatusCode: code, Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1, Request: req,
+		Header:        http.Header{"Content-Type": {"text/plain"}},
+		ContentLength: int64(len(body)), Body: io.NopCloser(strings.NewReader(body))}
+}

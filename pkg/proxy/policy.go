@@ -1,0 +1,166 @@
+// Package proxy is the layer-7 proxy: the DNS and HTTP proxies that the
+// datapath sends the connections of allows with layer-7 rules to
+// (bpf/lib/proxy.h). It judges each DNS query and HTTP request by the
+// rules of the endpoint it acts for, forwards what they allow from that
+// endpoint's address, answers the rest as Cilium does (DNS REFUSED, HTTP
+// 403), learns the addresses of allowed DNS answers for toFQDNs, and
+// reports every request and response as a layer-7 record.
+//
+// The proxy runs apart from the agent, so that an agent restart loses no
+// lookup and no request: it keeps the last Policy the agent gave it.
+package proxy
+
+import (
+	"fmt"
+	"net/netip"
+	"slices"
+	"sync"
+
+	"github.com/cilium-go/cilium/internal/datapath/spec"
+	"github.com/cilium-go/cilium/pkg/identity"
+	"github.com/cilium-go/cilium/pkg/l7"
+	"github.com/cilium-go/cilium/pkg/policy"
+)
+
+// Policy is what the agent tells the proxy: the local endpoints with
+// their layer-7 rules. It is JSON, so that it can be kept in a file that
+// outlives either process.
+type Policy struct {
+	// Revision grows with every policy the agent computes.
+	Revision  uint64     `json:"revision"`
+	Endpoints []Endpoint `json:"endpoints"`
+}
+
+// Endpoint is a local endpoint and the rules of its ports that go
+// through the proxy.
+type Endpoint struct {
+	ID       uint16                   `json:"id"`
+	Identity identity.NumericIdentity `json:"identity"`
+	IPv4     netip.Addr               `json:"ipv4"`
+	Ports    []PortRules              `json:"ports,omitempty"`
+}
+
+// PortRules are the allows of one endpoint's port (in a direction) that
+// the proxy judges: every allow of the port, with layer-7 rules or not.
+type PortRules struct {
+	Direction spec.Direction `json:"direction"`
+	Protocol  uint8          `json:"protocol"`
+	Port      uint16         `json:"port"`
+	Allows    []PeerRules    `json:"allows"`
+}
+
+// PeerRules is one allow: the remote identities it applies to (every
+// identity with Wildcard) and its layer-7 rules; none allows every
+// request, as an allow without layer-7 rules on a port that another
+// allow sends through the proxy does in Cilium.
+type PeerRules struct {
+	Wildcard   bool                       `json:"wildcard,omitempty"`
+	Identities []identity.NumericIdentity `json:"identities,omitempty"`
+	L7         *policy.L7Rules            `json:"l7,omitempty"`
+}
+
+func (p *PeerRules) applies(remote identity.NumericIdentity) bool {
+	return p.Wildcard || slices.Contains(p.Identities, remote)
+}
+
+// compiled is a Policy ready to judge with: endpoints by address, HTTP
+// rules compiled.
+type compiled struct {
+	revision uint64
+	eps      map[netip.Addr]*Endpoint
+	http     map[*policy.L7Rules]l7.HTTPRules
+}
+
+func compile(p Policy) (*compiled, error) {
+	c := &compiled{revision: p.Revision, eps: map[netip.Addr]*Endpoint{}, http: map[*policy.L7Rules]l7.HTTPRules{}}
+	for i := range p.Endpoints {
+		ep := &p.Endpoints[i]
+		c.eps[ep.IPv4] = ep
+		for _, pr := range ep.Ports {
+			for _, a := range pr.Allows {
+				if a.L7 == nil || len(a.L7.HTTP) == 0 {
+					continue
+				}
+				rs, err := l7.CompileHTTPRules(a.L7.HTTP)
+				if err != nil {
+					return nil, fmt.Errorf("endpoint %d port %d: %w", ep.ID, pr.Port, err)
+				}
+				c.http[a.L7] = rs
+			}
+		}
+	}
+	return c, nil
+}
+
+// allows are the allows of ep's port that apply to remote; nil when none
+// does (the policy changed since the datapath sent the connection here):
+// then nothing is allowed.
+func (c *compiled) allows(ep *Endpoint, dir spec.Direction, proto uint8, port uint16, remote identity.NumericIdentity) []*PeerRules {
+	var out []*PeerRules
+	for i := range ep.Ports {
+		pr := &ep.Ports[i]
+		if pr.Direction != dir || pr.Protocol != proto || pr.Port != port {
+			continue
+		}
+		for j := range pr.Allows {
+			if pr.Allows[j].applies(remote) {
+				out = append(out, &pr.Allows[j])
+			}
+		}
+	}
+	return out
+}
+
+// allowsAll says whether one of the allows has no layer-7 rules of parser:
+// every request passes (and is still shown).
+func allowsAll(allows []*PeerRules, parser policy.L7Parser) bool {
+	return slices.ContainsFunc(allows, func(a *PeerRules) bool {
+		if a.L7 == nil || a.L7.Parser != parser {
+			return true
+		}
+		switch parser {
+		case policy.ParserHTTP:
+			return allEmpty(a.L7.HTTP)
+		case policy.ParserDNS:
+			return len(a.L7.DNS) == 0
+		}
+		return false
+	})
+}
+
+func allEmpty(rs []l7.HTTPRule) bool {
+	return slices.ContainsFunc(rs, func(r l7.HTTPRule) bool {
+		return r.Method == "" && r.Path == "" && r.Host == "" && len(r.Headers) == 0 && len(r.HeaderMatches) == 0
+	}) || len(rs) == 0
+}
+
+// AllowsName says whether allows let a query for name through.
+func allowsName(allows []*PeerRules, name string) bool {
+	if allowsAll(allows, policy.ParserDNS) {
+		return len(allows) > 0
+	}
+	for _, a := range allows {
+		if slices.ContainsFunc(a.L7.DNS, func(r policy.DNSRule) bool { return r.Matches(name) }) {
+			return true
+		}
+	}
+	return false
+}
+
+// state holds the proxy's current policy, swapped whole.
+type state struct {
+	mu  sync.RWMutex
+	cur *compiled
+}
+
+func (s *state) get() *compiled {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.cur
+}
+
+func (s *state) set(c *compiled) {
+	s.mu.Lock()
+	s.cur = c
+	s.mu.Unlock()
+}

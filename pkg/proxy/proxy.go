@@ -1,0 +1,147 @@
+package proxy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/netip"
+	"sync"
+	"time"
+
+	"github.com/cilium-go/cilium/internal/datapath/tproxy"
+	"github.com/cilium-go/cilium/pkg/identity"
+)
+
+// Learned is what an allowed DNS answer taught: the addresses of a name,
+// for the endpoint that asked.
+type Learned struct {
+	Endpoint uint16
+	Name     string // fully qualified, lower case
+	IPs      []netip.Addr
+	TTL      uint32 // seconds, the smallest of the answer's records
+	Time     time.Time
+}
+
+// Config is the proxy's.
+type Config struct {
+	// DNSPort and HTTPPort are the ports of the DNS proxy (UDP and TCP)
+	// and of the HTTP proxy; 0 leaves a proxy out.
+	DNSPort, HTTPPort uint16
+	// Sockets opens the proxy's sockets in the node's namespace.
+	Sockets tproxy.Sockets
+	// IdentityOf names the identity of a remote address: the
+	// datapath's ipcache.
+	IdentityOf func(netip.Addr) identity.NumericIdentity
+	// Learn hears of the addresses of each allowed DNS answer before the
+	// answer goes to the endpoint, so that its connections to them are
+	// allowed when they start; it returns once they are, or with an
+	// error. The answer waits for it LearnWait at most.
+	Learn     func(context.Context, Learned) error
+	LearnWait time.Duration
+	// UpstreamTimeout bounds the wait for a DNS server's answer.
+	UpstreamTimeout time.Duration
+	// Record hears of every request and response.
+	Record func(Record)
+	Log    *slog.Logger
+}
+
+// Defaults for the Config's durations: LearnWait is Cilium's
+// --tofqdns-proxy-response-max-delay.
+const (
+	DefaultLearnWait       = 100 * time.Millisecond
+	DefaultUpstreamTimeout = 10 * time.Second
+)
+
+// Proxy is the layer-7 proxy.
+type Proxy struct {
+	cfg   Config
+	state state
+}
+
+// New returns a proxy that allows nothing until SetPolicy.
+func New(cfg Config) *Proxy {
+	if cfg.LearnWait == 0 {
+		cfg.LearnWait = DefaultLearnWait
+	}
+	if cfg.UpstreamTimeout == 0 {
+		cfg.UpstreamTimeout = DefaultUpstreamTimeout
+	}
+	if cfg.Log == nil {
+		cfg.Log = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Record == nil {
+		cfg.Record = func(Record) {}
+	}
+	if cfg.Learn == nil {
+		cfg.Learn = func(context.Context, Learned) error { return nil }
+	}
+	p := &Proxy{cfg: cfg}
+	p.state.set(&compiled{})
+	return p
+}
+
+// SetPolicy replaces the proxy's policy; one that does not compile
+// leaves the current one in place.
+func (p *Proxy) SetPolicy(pol Policy) error {
+	c, err := compile(pol)
+	if err != nil {
+		return fmt.Errorf("proxy policy %d: %w", pol.Revision, err)
+	}
+	p.state.set(c)
+	return nil
+}
+
+// Revision is the revision of the policy the proxy judges by.
+func (p *Proxy) Revision() uint64 { return p.state.get().revision }
+
+// Run opens the proxies' sockets and serves until ctx ends.
+func (p *Proxy) Run(ctx context.Context) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var wg sync.WaitGroup
+	errs := make(chan error, 3)
+	serve := func(f func(context.Context) error) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := f(ctx); err != nil && ctx.Err() == nil {
+				errs <- err
+				cancel()
+			}
+		}()
+	}
+	if p.cfg.DNSPort != 0 {
+		udp, err := p.cfg.Sockets.ListenUDP(ctx, p.cfg.DNSPort)
+		if err != nil {
+			return err
+		}
+		tcp, err := p.cfg.Sockets.ListenTCP(ctx, p.cfg.DNSPort)
+		if err != nil {
+			udp.Close()
+			return err
+		}
+		go func() { <-ctx.Done(); udp.Close(); tcp.Close() }()
+		serve(func(ctx context.Context) error { return p.serveDNSUDP(ctx, udp) })
+		serve(func(ctx context.Context) error { return p.serveDNSTCP(ctx, tcp) })
+	}
+	if p.cfg.HTTPPort != 0 {
+		ln, err := p.cfg.Sockets.ListenTCP(ctx, p.cfg.HTTPPort)
+		if err != nil {
+			cancel()
+			wg.Wait()
+			return err
+		}
+		go func() { <-ctx.Done(); ln.Close() }()
+		serve(func(ctx context.Context) error { return p.serveHTTP(ctx, ln) })
+	}
+	<-ctx.Done()
+	wg.Wait()
+	close(errs)
+	return errors.Join(func() (out []error) {
+		for err := range errs {
+			out = append(out, err)
+		}
+		return out
+	}()...)
+}
