@@ -34,6 +34,9 @@ type EndpointStatus struct {
 	// Resync: the policy fits again, and the changes are all its entries;
 	// every other entry the tables hold for it goes.
 	Resync bool
+	// L7 are the endpoint's ports that go through the layer-7 proxy,
+	// with their allows: what the proxy judges by.
+	L7 []L7Port
 }
 
 // Flush returns what changed since the last Flush: the endpoints whose
@@ -68,6 +71,7 @@ func (e *Engine) Flush() ([]EndpointStatus, []EntryChange) {
 		default:
 			ep.revision = e.revision
 			st := ep.status()
+			st.L7 = e.l7Ports(ep)
 			if st.Resync = ep.refused != nil; st.Resync {
 				ep.refused = nil
 				changed = maps.Keys(ep.entries)

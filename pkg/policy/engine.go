@@ -60,8 +60,10 @@ type filterSpec struct {
 	selKey string // sel.Key()
 	port   Port
 	origin Origin
-	// proxyPort is the proxy that an allow with layer-7 rules sends to.
+	// proxyPort is the proxy that an allow with layer-7 rules (l7)
+	// sends to.
 	proxyPort uint16
+	l7        *L7Rules
 }
 
 // filterKey identifies a filterSpec: two with the same key contribute
@@ -73,10 +75,11 @@ type filterKey struct {
 	port      Port
 	origin    Origin
 	proxyPort uint16
+	l7        string // l7.Key()
 }
 
 func (fs filterSpec) key() filterKey {
-	return filterKey{dir: fs.dir, deny: fs.deny, sel: fs.selKey, port: fs.port, origin: fs.origin, proxyPort: fs.proxyPort}
+	return filterKey{dir: fs.dir, deny: fs.deny, sel: fs.selKey, port: fs.port, origin: fs.origin, proxyPort: fs.proxyPort, l7: fs.l7.Key()}
 }
 
 // filter is a filterSpec of a local endpoint, with its cached selector.
@@ -506,14 +509,17 @@ func (e *Engine) originFilters(origin Origin, subject *Identity) (out []filterSp
 			rulePorts = []Port{{}}
 		}
 		var proxyPort uint16
+		var l7 *L7Rules
 		if r.L7 != nil && !r.Deny {
 			if proxyPort = e.proxyPorts[r.L7.Parser]; proxyPort == 0 {
 				continue
 			}
+			l7 = r.L7
 		}
 		for j, peer := range r.Peers {
 			for _, p := range rulePorts {
-				out = append(out, filterSpec{dir: r.Direction, deny: r.Deny, sel: peer, selKey: keys[i][j], port: p, origin: r.Origin, proxyPort: proxyPort})
+				out = append(out, filterSpec{dir: r.Direction, deny: r.Deny, sel: peer, selKey: keys[i][j], port: p, origin: r.Origin,
+					proxyPort: proxyPort, l7: l7})
 			}
 		}
 	}

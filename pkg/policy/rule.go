@@ -107,6 +107,11 @@ type l4 struct {
 	port, endPort uint16
 }
 
+// covers says whether the entry this l4 gives matches proto and port.
+func (l l4) covers(proto uint8, port uint16) bool {
+	return (l.proto == 0 || l.proto == proto) && (l.port == 0 || port >= l.port && port <= max(l.endPort, l.port))
+}
+
 // l4s turns a numeric port into the entries' protocols and ports.
 func (p Port) l4s() []l4 {
 	if p.AnyL4 {

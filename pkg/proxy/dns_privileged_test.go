@@ -223,8 +223,8 @@ func TestPrivilegedDNSProxy(t *testing.T) {
 	px := startProxy(t, c, n1, rec)
 	rules := &policy.L7Rules{Parser: policy.ParserDNS, DNS: []policy.DNSRule{{MatchPattern: "*.allowed.test"}}}
 	err := px.SetPolicy(proxy.Policy{Revision: 1, Endpoints: []proxy.Endpoint{{ID: client.ID, Identity: client.Identity, IPv4: client.IP,
-		Ports: []proxy.PortRules{{Direction: spec.Egress, Protocol: spec.ProtoUDP, Port: 53,
-			Allows: []proxy.PeerRules{{Identities: []identity.NumericIdentity{server.Identity}, L7: rules}}}}}}})
+		Ports: []policy.L7Port{{Direction: spec.Egress, Protocol: spec.ProtoUDP, Port: 53,
+			Allows: []policy.L7Allow{{Identities: []identity.NumericIdentity{server.Identity}, L7: rules}}}}}}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -139,7 +139,7 @@ func (h *httpConn) exchange(ctx context.Context, req *http.Request) bool {
 
 // judgeHTTP says whether allows let req through, with the edits of the
 // rule that does.
-func (c *compiled) judgeHTTP(allows []*PeerRules, req *http.Request) (bool, []l7.Edit) {
+func (c *compiled) judgeHTTP(allows []*policy.L7Allow, req *http.Request) (bool, []l7.Edit) {
 	if len(allows) == 0 {
 		return false, nil
 	}

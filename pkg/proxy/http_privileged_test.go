@@ -81,8 +81,8 @@ func TestPrivilegedHTTPProxy(t *testing.T) {
 				{Method: "POST", Path: "/submit", Headers: []string{"X-Token: secret"}},
 			}}
 			err := px.SetPolicy(proxy.Policy{Revision: 1, Endpoints: []proxy.Endpoint{{ID: pod.ID, Identity: pod.Identity, IPv4: pod.IP,
-				Ports: []proxy.PortRules{{Direction: spec.Egress, Protocol: spec.ProtoTCP, Port: 8080,
-					Allows: []proxy.PeerRules{{Identities: []identity.NumericIdentity{server.Identity}, L7: rules}}}}}}})
+				Ports: []policy.L7Port{{Direction: spec.Egress, Protocol: spec.ProtoTCP, Port: 8080,
+					Allows: []policy.L7Allow{{Identities: []identity.NumericIdentity{server.Identity}, L7: rules}}}}}}})
 			if err != nil {
 				t.Fatal(err)
 			}

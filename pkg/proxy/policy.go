@@ -31,36 +31,12 @@ type Policy struct {
 	Endpoints []Endpoint `json:"endpoints"`
 }
 
-// Endpoint is a local endpoint and the rules of its ports that go
-// through the proxy.
+// Endpoint is a local endpoint and its ports that go through the proxy.
 type Endpoint struct {
 	ID       uint16                   `json:"id"`
 	Identity identity.NumericIdentity `json:"identity"`
 	IPv4     netip.Addr               `json:"ipv4"`
-	Ports    []PortRules              `json:"ports,omitempty"`
-}
-
-// PortRules are the allows of one endpoint's port (in a direction) that
-// the proxy judges: every allow of the port, with layer-7 rules or not.
-type PortRules struct {
-	Direction spec.Direction `json:"direction"`
-	Protocol  uint8          `json:"protocol"`
-	Port      uint16         `json:"port"`
-	Allows    []PeerRules    `json:"allows"`
-}
-
-// PeerRules is one allow: the remote identities it applies to (every
-// identity with Wildcard) and its layer-7 rules; none allows every
-// request, as an allow without layer-7 rules on a port that another
-// allow sends through the proxy does in Cilium.
-type PeerRules struct {
-	Wildcard   bool                       `json:"wildcard,omitempty"`
-	Identities []identity.NumericIdentity `json:"identities,omitempty"`
-	L7         *policy.L7Rules            `json:"l7,omitempty"`
-}
-
-func (p *PeerRules) applies(remote identity.NumericIdentity) bool {
-	return p.Wildcard || slices.Contains(p.Identities, remote)
+	Ports    []policy.L7Port          `json:"ports,omitempty"`
 }
 
 // compiled is a Policy ready to judge with: endpoints by address, HTTP
@@ -95,15 +71,15 @@ func compile(p Policy) (*compiled, error) {
 // allows are the allows of ep's port that apply to remote; nil when none
 // does (the policy changed since the datapath sent the connection here):
 // then nothing is allowed.
-func (c *compiled) allows(ep *Endpoint, dir spec.Direction, proto uint8, port uint16, remote identity.NumericIdentity) []*PeerRules {
-	var out []*PeerRules
+func (c *compiled) allows(ep *Endpoint, dir spec.Direction, proto uint8, port uint16, remote identity.NumericIdentity) []*policy.L7Allow {
+	var out []*policy.L7Allow
 	for i := range ep.Ports {
 		pr := &ep.Ports[i]
 		if pr.Direction != dir || pr.Protocol != proto || pr.Port != port {
 			continue
 		}
 		for j := range pr.Allows {
-			if pr.Allows[j].applies(remote) {
+			if pr.Allows[j].Applies(remote) {
 				out = append(out, &pr.Allows[j])
 			}
 		}
@@ -113,8 +89,8 @@ func (c *compiled) allows(ep *Endpoint, dir spec.Direction, proto uint8, port ui
 
 // allowsAll says whether one of the allows has no layer-7 rules of parser:
 // every request passes (and is still shown).
-func allowsAll(allows []*PeerRules, parser policy.L7Parser) bool {
-	return slices.ContainsFunc(allows, func(a *PeerRules) bool {
+func allowsAll(allows []*policy.L7Allow, parser policy.L7Parser) bool {
+	return slices.ContainsFunc(allows, func(a *policy.L7Allow) bool {
 		if a.L7 == nil || a.L7.Parser != parser {
 			return true
 		}
@@ -134,8 +110,8 @@ func allEmpty(rs []l7.HTTPRule) bool {
 	}) || len(rs) == 0
 }
 
-// AllowsName says whether allows let a query for name through.
-func allowsName(allows []*PeerRules, name string) bool {
+// allowsName says whether allows let a query for name through.
+func allowsName(allows []*policy.L7Allow, name string) bool {
 	if allowsAll(allows, policy.ParserDNS) {
 		return len(allows) > 0
 	}
