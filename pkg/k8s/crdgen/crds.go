@@ -162,6 +162,34 @@ func DefaultReflector() *Reflector {
 	}}
 }
 
+// stringLimit bounds a string property: its length (0: no bound) and a
+// pattern (empty: none).
+type stringLimit struct {
+	min, max int64
+	pattern  string
+}
+
+// limitStrings sets the limits of string properties of an object.
+func limitStrings(limits map[string]stringLimit) Refinement {
+	return func(s *apiextensionsv1.JSONSchemaProps) error {
+		for name, l := range limits {
+			p, ok := s.Properties[name]
+			if !ok || p.Type != "string" {
+				return fmt.Errorf("no string property %q to limit", name)
+			}
+			if l.min > 0 {
+				p.MinLength = ptr(l.min)
+			}
+			if l.max > 0 {
+				p.MaxLength = ptr(l.max)
+			}
+			p.Pattern = l.pattern
+			s.Properties[name] = p
+		}
+		return nil
+	}
+}
+
 // Build returns the CRD of k.
 func Build(r *Reflector, k Kind) (*apiextensionsv1.CustomResourceDefinition, error) {
 	s, err := r.TopLevel(k.Type)
