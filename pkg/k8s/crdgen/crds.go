@@ -139,9 +139,6 @@ func DefaultReflector() *Reflector {
 	return &Reflector{Overrides: map[reflect.Type]Override{
 		reflect.TypeFor[api.Entity]():  enum(api.Entities),
 		reflect.TypeFor[api.L4Proto](): enum(schemaProtocols),
-		reflect.TypeFor[api.RawRules](): func() apiextensionsv1.JSONSchemaProps {
-			return apiextensionsv1.JSONSchemaProps{Type: "object", XPreserveUnknownFields: ptr(true)}
-		},
 		reflect.TypeFor[api.ICMPFamily](): func() apiextensionsv1.JSONSchemaProps {
 			s := enum(api.ICMPFamilies)()
 			s.Default = &apiextensionsv1.JSON{Raw: []byte(`"IPv4"`)}
@@ -159,6 +156,11 @@ func DefaultReflector() *Reflector {
 		reflect.TypeFor[api.CIDR](): func() apiextensionsv1.JSONSchemaProps {
 			return apiextensionsv1.JSONSchemaProps{Type: "string", MaxLength: ptr[int64](64)}
 		},
+		reflect.TypeFor[api.MismatchAction](): enum(api.MismatchActions),
+	}, Refinements: map[reflect.Type]Refinement{
+		reflect.TypeFor[api.FQDNSelector](): fqdnLimits,
+		reflect.TypeFor[api.PortRuleDNS]():  fqdnLimits,
+		reflect.TypeFor[api.HeaderMatch]():  limitStrings(map[string]stringLimit{"name": {min: 1}}),
 	}}
 }
 
@@ -189,6 +191,14 @@ func limitStrings(limits map[string]stringLimit) Refinement {
 		return nil
 	}
 }
+
+// fqdnLimits are the limits of Cilium's schema on matchName and
+// matchPattern, in toFQDNs and rules.dns: a DNS name's length, and the
+// characters pkg/fqdn reads, in labels.
+var fqdnLimits = limitStrings(map[string]stringLimit{
+	"matchName":    {max: api.MaxFQDNLength, pattern: `^([-a-zA-Z0-9_]+[.]?)+$`},
+	"matchPattern": {max: api.MaxFQDNLength, pattern: `^([-a-zA-Z0-9_*]+[.]?)+$`},
+})
 
 // Build returns the CRD of k.
 func Build(r *Reflector, k Kind) (*apiextensionsv1.CustomResourceDefinition, error) {
