@@ -389,7 +389,7 @@ func TestCiliumToolsSeeARefusedPolicy(t *testing.T) {
 	})
 }
 
-// A policy refused whole (here for toFQDNs, which the agent does not
+// A policy refused whole (here for Kafka rules, which the agent does not
 // enforce) changes nothing in the agent's repository, so, as in Cilium,
 // whose agent imports nothing of a policy it cannot parse, it does not
 // count as a policy revision and holds no endpoint back: the endpoints
@@ -445,13 +445,15 @@ func TestCiliumToolsRefusedPolicyHoldsNoEndpointBack(t *testing.T) {
 	cnps := cilium.CiliumV2().CiliumNetworkPolicies("shop")
 	// Generation 1, as the API server sets it: the agent's status writes
 	// (a subresource) keep it, so they are no change of the policy.
-	refused := &v2.CiliumNetworkPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "fqdn", Generation: 1},
-		Spec: &api.Rule{EndpointSelector: web, Egress: []api.EgressRule{{ToFQDNs: []api.FQDNSelector{{MatchName: "example.com"}}}}}}
+	refused := &v2.CiliumNetworkPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "kafka", Generation: 1},
+		Spec: &api.Rule{EndpointSelector: web, Egress: []api.EgressRule{{ToPorts: []api.PortRule{{
+			Ports: []api.PortProtocol{{Port: "9092", Protocol: api.ProtoTCP}},
+			Rules: &api.L7Rules{Kafka: []json.RawMessage{json.RawMessage(`{"topic":"orders"}`)}}}}}}}}
 	if _, err := cnps.Create(ctx, refused, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	testenv.Eventually(t, 30*time.Second, func() error {
-		p, err := cnps.Get(ctx, "fqdn", metav1.GetOptions{})
+		p, err := cnps.Get(ctx, "kafka", metav1.GetOptions{})
 		if err != nil {
 			return err
 		}
@@ -472,7 +474,7 @@ func TestCiliumToolsRefusedPolicyHoldsNoEndpointBack(t *testing.T) {
 	}
 	realizedAt(rev0 + 1)
 
-	for i, name := range []string{"fqdn", "allow-all-ingress"} {
+	for i, name := range []string{"kafka", "allow-all-ingress"} {
 		if err := cnps.Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
 			t.Fatal(err)
 		}

@@ -5,9 +5,11 @@
 package l7
 
 import (
+	"errors"
 	"fmt"
 	"net/http"
 	"regexp"
+	"regexp/syntax"
 	"strings"
 )
 
@@ -58,8 +60,26 @@ type HTTPMatcher struct {
 	matches            []HeaderMatch     // canonical names
 }
 
-// CompileHTTP compiles r; a bad field is named in the error
-// (rules.http[i].path: ...), for the policy's status.
+// FieldError is a bad field of an HTTPRule. Field names it as a policy
+// does ("path", "headers[0]", "headerMatches[1].mismatch"), so that the
+// policy's validation can name it under its own path.
+type FieldError struct {
+	Field string
+	Value string // the field's value; empty when it is missing
+	Err   error
+}
+
+func (e *FieldError) Error() string {
+	if e.Value == "" {
+		return e.Field + ": " + e.Err.Error()
+	}
+	return fmt.Sprintf("%s %q: %v", e.Field, e.Value, e.Err)
+}
+
+func (e *FieldError) Unwrap() error { return e.Err }
+
+// CompileHTTP compiles r; a bad field is named in the error (a
+// *FieldError), for the policy's status.
 func CompileHTTP(r HTTPRule) (*HTTPMatcher, error) {
 	m := &HTTPMatcher{exact: map[string]string{}}
 	for _, f := range []struct {
@@ -71,7 +91,11 @@ func CompileHTTP(r HTTPRule) (*HTTPMatcher, error) {
 		}
 		re, err := regexp.Compile("^(?:" + f.expr + ")$")
 		if err != nil {
-			return nil, fmt.Errorf("%s %q: %w", f.name, f.expr, err)
+			// Show the expression as the policy wrote it, not anchored.
+			if _, perr := syntax.Parse(f.expr, syntax.Perl); perr != nil {
+				err = perr
+			}
+			return nil, &FieldError{Field: f.name, Value: f.expr, Err: err}
 		}
 		*f.into = re
 	}
@@ -79,7 +103,7 @@ func CompileHTTP(r HTTPRule) (*HTTPMatcher, error) {
 		name, value, hasValue := strings.Cut(strings.TrimSpace(h), " ")
 		name = strings.TrimRight(name, ":")
 		if name == "" {
-			return nil, fmt.Errorf("headers[%d] %q: no header name", i, h)
+			return nil, &FieldError{Field: fmt.Sprintf("headers[%d]", i), Value: h, Err: errors.New("no header name")}
 		}
 		name = http.CanonicalHeaderKey(name)
 		if hasValue {
@@ -92,10 +116,11 @@ func CompileHTTP(r HTTPRule) (*HTTPMatcher, error) {
 		switch h.Mismatch {
 		case MismatchDeny, MismatchLog, MismatchAdd, MismatchDelete, MismatchReplace:
 		default:
-			return nil, fmt.Errorf("headerMatches[%d].mismatch %q: want LOG, ADD, DELETE or REPLACE", i, h.Mismatch)
+			return nil, &FieldError{Field: fmt.Sprintf("headerMatches[%d].mismatch", i), Value: string(h.Mismatch),
+				Err: errors.New("want LOG, ADD, DELETE or REPLACE")}
 		}
 		if h.Name == "" {
-			return nil, fmt.Errorf("headerMatches[%d].name: required", i)
+			return nil, &FieldError{Field: fmt.Sprintf("headerMatches[%d].name", i), Err: errors.New("required")}
 		}
 		h.Name = http.CanonicalHeaderKey(h.Name)
 		m.matches = append(m.matches, h)

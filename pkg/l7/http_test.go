@@ -1,6 +1,7 @@
 package l7
 
 import (
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -103,15 +104,20 @@ func TestHTTPRulesErrors(t *testing.T) {
 		rule HTTPRule
 		want string
 	}{
-		{HTTPRule{Path: "/a("}, "rules.http[1].path"},
-		{HTTPRule{Method: "GET|("}, "rules.http[1].method"},
-		{HTTPRule{Host: "[a"}, "rules.http[1].host"},
-		{HTTPRule{Headers: []string{": x"}}, "rules.http[1].headers[0]"},
-		{HTTPRule{HeaderMatches: []HeaderMatch{{Name: "a", Mismatch: "DROP"}}}, "rules.http[1].headerMatches[0].mismatch"},
+		{HTTPRule{Path: "/a("}, "path"},
+		{HTTPRule{Method: "GET|("}, "method"},
+		{HTTPRule{Host: "[a"}, "host"},
+		{HTTPRule{Headers: []string{": x"}}, "headers[0]"},
+		{HTTPRule{HeaderMatches: []HeaderMatch{{Name: "a", Mismatch: "DROP"}}}, "headerMatches[0].mismatch"},
+		{HTTPRule{HeaderMatches: []HeaderMatch{{Value: "a"}}}, "headerMatches[0].name"},
 	} {
 		_, err := CompileHTTPRules([]HTTPRule{{}, tc.rule})
-		if err == nil || !strings.HasPrefix(err.Error(), tc.want) {
-			t.Errorf("%+v: %v, want an error starting %s", tc.rule, err, tc.want)
+		if err == nil || !strings.HasPrefix(err.Error(), "rules.http[1]."+tc.want) {
+			t.Errorf("%+v: %v, want an error starting rules.http[1].%s", tc.rule, err, tc.want)
+		}
+		// A policy's validation names the field under its own path.
+		if fe := (*FieldError)(nil); !errors.As(err, &fe) || fe.Field != tc.want {
+			t.Errorf("%+v: %v, want a FieldError of %s", tc.rule, err, tc.want)
 		}
 	}
 }

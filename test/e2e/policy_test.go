@@ -449,16 +449,16 @@ metadata: {name: guard, namespace: x}
 spec:
   endpointSelector: {matchLabels: {pod: a}}
   ingress: [{fromEndpoints: [{matchLabels: {pod: c}}]}]
-  egress: [{toFQDNs: [{matchName: example.com}]}]
+  egress: [{toPorts: [{ports: [{port: "9092", protocol: TCP}], rules: {kafka: [{topic: orders}]}}]}]
 `, expect: ingressTo(xa, func(from *matrixPod, _ probeKind) bool { return from.String() == "x/b" }),
 			verify: func(l *Lab) error {
-				if err := policyCondition("x", "guard", "False", "spec.egress[0].toFQDNs")(l); err != nil {
+				if err := policyCondition("x", "guard", "False", "spec.egress[0].toPorts[0].rules.kafka")(l); err != nil {
 					return err
 				}
 				out, err := l.run("kubectl", "-n", "x", "get", "events", "--field-selector", "reason=PolicyRejected,involvedObject.name=guard",
 					"-o", "jsonpath={.items[*].message}")
-				if err != nil || !strings.Contains(out, "toFQDNs") {
-					return fmt.Errorf("no PolicyRejected event naming toFQDNs: %q %v", out, err) //nolint:errorlint // err may be nil: shown beside the state, not wrapped
+				if err != nil || !strings.Contains(out, "rules.kafka") {
+					return fmt.Errorf("no PolicyRejected event naming rules.kafka: %q %v", out, err) //nolint:errorlint // err may be nil: shown beside the state, not wrapped
 				}
 				return nil
 			}},

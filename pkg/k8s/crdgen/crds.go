@@ -139,9 +139,6 @@ func DefaultReflector() *Reflector {
 	return &Reflector{Overrides: map[reflect.Type]Override{
 		reflect.TypeFor[api.Entity]():  enum(api.Entities),
 		reflect.TypeFor[api.L4Proto](): enum(schemaProtocols),
-		reflect.TypeFor[api.RawRules](): func() apiextensionsv1.JSONSchemaProps {
-			return apiextensionsv1.JSONSchemaProps{Type: "object", XPreserveUnknownFields: ptr(true)}
-		},
 		reflect.TypeFor[api.ICMPFamily](): func() apiextensionsv1.JSONSchemaProps {
 			s := enum(api.ICMPFamilies)()
 			s.Default = &apiextensionsv1.JSON{Raw: []byte(`"IPv4"`)}
@@ -159,8 +156,49 @@ func DefaultReflector() *Reflector {
 		reflect.TypeFor[api.CIDR](): func() apiextensionsv1.JSONSchemaProps {
 			return apiextensionsv1.JSONSchemaProps{Type: "string", MaxLength: ptr[int64](64)}
 		},
+		reflect.TypeFor[api.MismatchAction](): enum(api.MismatchActions),
+	}, Refinements: map[reflect.Type]Refinement{
+		reflect.TypeFor[api.FQDNSelector](): fqdnLimits,
+		reflect.TypeFor[api.PortRuleDNS]():  fqdnLimits,
+		reflect.TypeFor[api.HeaderMatch]():  limitStrings(map[string]stringLimit{"name": {min: 1}}),
 	}}
 }
+
+// stringLimit bounds a string property: its length (0: no bound) and a
+// pattern (empty: none).
+type stringLimit struct {
+	min, max int64
+	pattern  string
+}
+
+// limitStrings sets the limits of string properties of an object.
+func limitStrings(limits map[string]stringLimit) Refinement {
+	return func(s *apiextensionsv1.JSONSchemaProps) error {
+		for name, l := range limits {
+			p, ok := s.Properties[name]
+			if !ok || p.Type != "string" {
+				return fmt.Errorf("no string property %q to limit", name)
+			}
+			if l.min > 0 {
+				p.MinLength = ptr(l.min)
+			}
+			if l.max > 0 {
+				p.MaxLength = ptr(l.max)
+			}
+			p.Pattern = l.pattern
+			s.Properties[name] = p
+		}
+		return nil
+	}
+}
+
+// fqdnLimits are the limits of Cilium's schema on matchName and
+// matchPattern, in toFQDNs and rules.dns: a DNS name's length, and the
+// characters pkg/fqdn reads, in labels.
+var fqdnLimits = limitStrings(map[string]stringLimit{
+	"matchName":    {max: api.MaxFQDNLength, pattern: `^([-a-zA-Z0-9_]+[.]?)+$`},
+	"matchPattern": {max: api.MaxFQDNLength, pattern: `^([-a-zA-Z0-9_*]+[.]?)+$`},
+})
 
 // Build returns the CRD of k.
 func Build(r *Reflector, k Kind) (*apiextensionsv1.CustomResourceDefinition, error) {

@@ -24,9 +24,15 @@ var (
 	typeMeta   = reflect.TypeFor[metav1.TypeMeta]()
 )
 
+// Refinement adds limits (lengths, patterns) to the reflected schema of a
+// struct type, keeping the rest as reflected; it fails when the schema has
+// no property it limits, so that renaming a field cannot drop a limit.
+type Refinement func(*apiextensionsv1.JSONSchemaProps) error
+
 // Reflector turns Go types into schemas.
 type Reflector struct {
-	Overrides map[reflect.Type]Override
+	Overrides   map[reflect.Type]Override
+	Refinements map[reflect.Type]Refinement
 }
 
 // TopLevel returns the schema of a kind's object: apiVersion, kind, metadata
@@ -100,6 +106,11 @@ func (r *Reflector) schema(t reflect.Type, path string) (*apiextensionsv1.JSONSc
 		s := &apiextensionsv1.JSONSchemaProps{Type: "object", Properties: map[string]apiextensionsv1.JSONSchemaProps{}}
 		if err := r.fields(t, path, s); err != nil {
 			return nil, err
+		}
+		if refine, ok := r.Refinements[t]; ok {
+			if err := refine(s); err != nil {
+				return nil, fmt.Errorf("%s: %w", path, err)
+			}
 		}
 		return s, nil
 	}

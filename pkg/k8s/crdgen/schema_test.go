@@ -5,7 +5,13 @@ import (
 	"slices"
 	"testing"
 
+	"k8s.io/apiextensions-apiserver/pkg/apis/apiextensions"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apiextensions-apiserver/pkg/apiserver/schema"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	v2 "github.com/cilium-go/cilium/pkg/k8s/apis/cilium.io/v2"
 )
 
 type inner struct {
@@ -69,4 +75,33 @@ func TestBuildEveryKind(t *testing.T) {
 			t.Errorf("%s: names %+v", k.Kind, crd.Spec.Names)
 		}
 	}
+}
+
+// structuralCNP is the schema of the CiliumNetworkPolicy CRD as the API
+// server reads it; the test fails unless it is structural.
+func structuralCNP(t *testing.T) *schema.Structural {
+	t.Helper()
+	var cnp Kind
+	for _, k := range Kinds {
+		if k.Kind == v2.CNPKindDefinition {
+			cnp = k
+		}
+	}
+	crd, err := Build(DefaultReflector(), cnp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var internal apiextensions.JSONSchemaProps
+	if err := apiextensionsv1.Convert_v1_JSONSchemaProps_To_apiextensions_JSONSchemaProps(
+		crd.Spec.Versions[0].Schema.OpenAPIV3Schema, &internal, nil); err != nil {
+		t.Fatal(err)
+	}
+	s, err := schema.NewStructural(&internal)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if errs := schema.ValidateStructural(field.NewPath("schema"), s); len(errs) > 0 {
+		t.Fatalf("not structural: %v", errs)
+	}
+	return s
 }

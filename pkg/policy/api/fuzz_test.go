@@ -23,6 +23,8 @@ func FuzzDecodeRule(f *testing.F) {
 		`{endpointSelector: {matchExpressions: [{key: a, operator: In, values: [b]}]}, egress: [{toEntities: [all]}]}`,
 		`{endpointSelector: {}, egress: [{icmps: [{fields: [{type: "8"}]}]}], labels: [{key: a, source: k8s}]}`,
 		`{endpointSelector: {}, egress: [{toServices: [{k8sService: {serviceName: db, namespace: y}}, {k8sServiceSelector: {selector: {matchLabels: {a: b}}}}]}]}`,
+		`{endpointSelector: {}, ingress: [{toPorts: [{ports: [{port: "80", protocol: TCP}], rules: {http: [{method: GET, path: "/a.*", headerMatches: [{name: X, value: y, mismatch: LOG}]}]}}]}]}`,
+		`{endpointSelector: {}, egress: [{toFQDNs: [{matchPattern: "*.a.com"}], toPorts: [{ports: [{port: "53", protocol: ANY}], rules: {dns: [{matchName: a.com}]}}]}]}`,
 		`[]`, `{`, `null`,
 	} {
 		f.Add([]byte(s))

@@ -1,10 +1,6 @@
 package api
 
-import (
-	"encoding/json"
-
-	"k8s.io/apimachinery/pkg/util/intstr"
-)
+import "k8s.io/apimachinery/pkg/util/intstr"
 
 // L4Proto is a transport protocol name.
 type L4Proto string
@@ -30,13 +26,16 @@ type PortProtocol struct {
 }
 
 // PortRule allows traffic to the listed ports, optionally restricted further by
-// layer-7 rules.
+// layer-7 rules. ServerNames, TerminatingTLS, OriginatingTLS and Listener are
+// Cilium's TLS and Envoy fields: decoded so that a policy using them is refused
+// by name (Validate) rather than enforced without them.
 type PortRule struct {
-	Ports []PortProtocol `json:"ports,omitempty"`
-	// Rules holds layer-7 rules (http, dns, kafka) verbatim. They are kept so a
-	// policy written for Cilium survives a round trip, but they are not enforced
-	// yet: Validate reports them.
-	Rules *RawRules `json:"rules,omitempty"`
+	Ports          []PortProtocol `json:"ports,omitempty"`
+	TerminatingTLS *TLSContext    `json:"terminatingTLS,omitempty"`
+	OriginatingTLS *TLSContext    `json:"originatingTLS,omitempty"`
+	ServerNames    []string       `json:"serverNames,omitempty"`
+	Listener       *Listener      `json:"listener,omitempty"`
+	Rules          *L7Rules       `json:"rules,omitempty"`
 }
 
 // PortDenyRule denies traffic to the listed ports.
@@ -68,25 +67,4 @@ type ICMPField struct {
 // ICMPRule allows or denies the listed ICMP types.
 type ICMPRule struct {
 	Fields []ICMPField `json:"fields,omitempty"`
-}
-
-// RawRules is a JSON document kept as-is.
-//
-// +k8s:deepcopy-gen=true
-type RawRules struct {
-	Raw json.RawMessage `json:"-"`
-}
-
-// MarshalJSON writes the kept document.
-func (r RawRules) MarshalJSON() ([]byte, error) {
-	if len(r.Raw) == 0 {
-		return []byte("null"), nil
-	}
-	return r.Raw, nil
-}
-
-// UnmarshalJSON keeps a copy of the document.
-func (r *RawRules) UnmarshalJSON(b []byte) error {
-	r.Raw = append(r.Raw[:0], b...)
-	return nil
 }

@@ -85,10 +85,3 @@ type EgressDenyRule struct {
 	ToPorts          []PortDenyRule `json:"toPorts,omitempty"`
 	ICMPs            []ICMPRule     `json:"icmps,omitempty"`
 }
-
-// FQDNSelector selects peers by DNS name. Kept for compatibility; not enforced
-// yet.
-type FQDNSelector struct {
-	MatchName    string `json:"matchName,omitempty"`
-	MatchPattern string `json:"matchPattern,omitempty"`
-}

@@ -16,6 +16,7 @@ import (
 // path under path (e.g. spec.ingress[0].toPorts[1].ports[0].endPort).
 func (r *Rule) Validate(path *field.Path) field.ErrorList {
 	var errs field.ErrorList
+	host := r.NodeSelector != nil
 	switch {
 	case r.EndpointSelector == nil && r.NodeSelector == nil:
 		errs = append(errs, field.Required(path.Child("endpointSelector"), "one of endpointSelector or nodeSelector is required"))
@@ -27,7 +28,7 @@ func (r *Rule) Validate(path *field.Path) field.ErrorList {
 	for i := range r.Ingress {
 		p := path.Child("ingress").Index(i)
 		errs = append(errs, r.Ingress[i].IngressCommonRule.validate(p)...)
-		errs = append(errs, validatePortRules(p.Child("toPorts"), r.Ingress[i].ToPorts)...)
+		errs = append(errs, validatePortRules(p.Child("toPorts"), r.Ingress[i].ToPorts, l7Scope{ingress: true, host: host})...)
 		errs = append(errs, validateICMPs(p.Child("icmps"), r.Ingress[i].ICMPs, len(r.Ingress[i].ToPorts) > 0)...)
 	}
 	for i := range r.IngressDeny {
@@ -39,9 +40,9 @@ func (r *Rule) Validate(path *field.Path) field.ErrorList {
 	for i := range r.Egress {
 		p := path.Child("egress").Index(i)
 		errs = append(errs, r.Egress[i].EgressCommonRule.validate(p)...)
-		errs = append(errs, validatePortRules(p.Child("toPorts"), r.Egress[i].ToPorts)...)
+		errs = append(errs, validatePortRules(p.Child("toPorts"), r.Egress[i].ToPorts, l7Scope{host: host})...)
 		errs = append(errs, validateICMPs(p.Child("icmps"), r.Egress[i].ICMPs, len(r.Egress[i].ToPorts) > 0)...)
-		errs = append(errs, validateFQDNs(p.Child("toFQDNs"), r.Egress[i].ToFQDNs)...)
+		errs = append(errs, r.Egress[i].validateFQDNs(p.Child("toFQDNs"))...)
 	}
 	for i := range r.EgressDeny {
 		p := path.Child("egressDeny").Index(i)
@@ -247,17 +248,6 @@ func (r *CIDRRule) validate(path *field.Path) field.ErrorList {
 	return errs
 }
 
-func validatePortRules(path *field.Path, rules []PortRule) field.ErrorList {
-	var errs field.ErrorList
-	for i, r := range rules {
-		errs = append(errs, validatePorts(path.Index(i).Child("ports"), r.Ports)...)
-		if r.Rules != nil {
-			errs = append(errs, field.Forbidden(path.Index(i).Child("rules"), "layer-7 rules are not supported yet"))
-		}
-	}
-	return errs
-}
-
 func validatePortDenyRules(path *field.Path, rules []PortDenyRule) field.ErrorList {
 	var errs field.ErrorList
 	for i, r := range rules {
@@ -331,19 +321,6 @@ func validateICMPs(path *field.Path, rules []ICMPRule, hasPorts bool) field.Erro
 				errs = append(errs, field.Invalid(p.Child("type"), f.Type.String(), err.Error()))
 			}
 		}
-	}
-	return errs
-}
-
-func validateFQDNs(path *field.Path, sels []FQDNSelector) field.ErrorList {
-	var errs field.ErrorList
-	for i, s := range sels {
-		if (s.MatchName == "") == (s.MatchPattern == "") {
-			errs = append(errs, field.Invalid(path.Index(i), s, "exactly one of matchName or matchPattern is required"))
-		}
-	}
-	if len(sels) > 0 {
-		errs = append(errs, field.Forbidden(path, "toFQDNs is not supported yet"))
 	}
 	return errs
 }

@@ -93,11 +93,14 @@ func rulePaths(specRule *api.Rule, specs api.Rules) []*field.Path {
 }
 
 // FromCiliumRules translates the rules of a Cilium policy, with Cilium's
-// semantics at L3 and L4, into rules with origin. namespace is the
-// policy's namespace, "" for a clusterwide policy. paths[i] names
-// rules[i] in errors; without one it is "specs[i]". IPv6 peers and ICMPv6
-// types select nothing in this IPv4-only cluster. What this agent does
-// not implement (layer-7 rules, FQDNs, host policies, node selectors)
+// semantics, into rules with origin. namespace is the policy's namespace,
+// "" for a clusterwide policy. paths[i] names rules[i] in errors; without
+// one it is "specs[i]". IPv6 peers and ICMPv6 types select nothing in
+// this IPv4-only cluster. A toPorts entry with layer-7 rules (rules.http,
+// rules.dns) becomes a rule of its own that carries them; toFQDNs
+// selectors are peers like any other. What this agent does not implement
+// (Kafka and the other parsers Cilium removed, TLS, server names, Envoy
+// listeners, header values from Secrets, host policies, node selectors)
 // is refused rather than half enforced: a policy with any of it, or that
 // is not valid, yields no rules and one error naming every such field.
 // toServices and CIDR groups are resolved against c as it is now; a
@@ -157,7 +160,8 @@ func (t *ciliumTranslation) fail(err *field.Error) {
 }
 
 // rule translates one api rule: one Rule per ingress, ingressDeny,
-// egress and egressDeny rule.
+// egress and egressDeny rule, and one more per toPorts entry with
+// layer-7 rules.
 func (t *ciliumTranslation) rule(r *api.Rule, path *field.Path) {
 	if r.NodeSelector != nil {
 		t.fail(field.Forbidden(path.Child("nodeSelector"), "host policies are not supported yet"))
@@ -171,29 +175,50 @@ func (t *ciliumTranslation) rule(r *api.Rule, path *field.Path) {
 	for i := range r.Ingress {
 		ir := &r.Ingress[i]
 		p := path.Child("ingress").Index(i)
-		ports, l4 := t.ports(t.portRuleLists(ir.ToPorts, p.Child("toPorts")), ir.ICMPs, p)
-		t.add(base, spec.Ingress, false, isolateIn, t.ingressPeers(&ir.IngressCommonRule, p), ports, l4)
+		t.allow(base, spec.Ingress, isolateIn, t.ingressPeers(&ir.IngressCommonRule, p), portRuleEntries(ir.ToPorts), ir.ICMPs, p)
 	}
 	for i := range r.IngressDeny {
 		ir := &r.IngressDeny[i]
 		p := path.Child("ingressDeny").Index(i)
-		ports, l4 := t.ports(portDenyRuleLists(ir.ToPorts), ir.ICMPs, p)
+		ports, l4 := t.ports(portDenyRuleEntries(ir.ToPorts), ir.ICMPs, p)
 		t.add(base, spec.Ingress, true, isolateIn, t.ingressPeers(&ir.IngressCommonRule, p), ports, l4)
 	}
 	for i := range r.Egress {
 		er := &r.Egress[i]
 		p := path.Child("egress").Index(i)
-		if len(er.ToFQDNs) > 0 {
-			t.fail(field.Forbidden(p.Child("toFQDNs"), "toFQDNs is not supported yet"))
-		}
-		ports, l4 := t.ports(t.portRuleLists(er.ToPorts, p.Child("toPorts")), er.ICMPs, p)
-		t.add(base, spec.Egress, false, isolateEg, t.egressPeers(&er.EgressCommonRule, p), ports, l4)
+		peers := fqdnPeers(t.egressPeers(&er.EgressCommonRule, p), er.ToFQDNs)
+		t.allow(base, spec.Egress, isolateEg, peers, portRuleEntries(er.ToPorts), er.ICMPs, p)
 	}
 	for i := range r.EgressDeny {
 		er := &r.EgressDeny[i]
 		p := path.Child("egressDeny").Index(i)
-		ports, l4 := t.ports(portDenyRuleLists(er.ToPorts), er.ICMPs, p)
+		ports, l4 := t.ports(portDenyRuleEntries(er.ToPorts), er.ICMPs, p)
 		t.add(base, spec.Egress, true, isolateEg, t.egressPeers(&er.EgressCommonRule, p), ports, l4)
+	}
+}
+
+// allow appends the Rules of one allow rule: one of its toPorts entries
+// without layer-7 rules and its icmps (or of every port, when it names
+// none), and one of each entry with layer-7 rules, which the proxy of
+// that entry judges: the same peers on that entry's ports only.
+func (t *ciliumTranslation) allow(base policy.Rule, dir spec.Direction, defaultDeny bool, peers l3, entries []portEntry, icmps []api.ICMPRule, path *field.Path) {
+	var plain, proxied []portEntry
+	for _, e := range entries {
+		if e.l7 == nil {
+			plain = append(plain, e)
+		} else {
+			proxied = append(proxied, e)
+		}
+	}
+	if len(proxied) == 0 || len(plain) > 0 || len(icmps) > 0 {
+		ports, l4 := t.ports(plain, icmps, path)
+		t.add(base, dir, false, defaultDeny, peers, ports, l4)
+	}
+	for _, e := range proxied {
+		r := base
+		r.L7 = e.l7
+		ports, l4 := t.ports([]portEntry{e}, nil, path)
+		t.add(r, dir, false, defaultDeny, peers, ports, l4)
 	}
 }
 
@@ -204,13 +229,13 @@ type l3 struct {
 	given bool
 }
 
-// add appends the Rule of one api rule. Cilium reads a rule that names
+// add appends a Rule of one api rule. Cilium reads a rule that names
 // ports but no peers as allowing those ports from (to) every peer, and
 // one that names neither as allowing nothing.
 func (t *ciliumTranslation) add(base policy.Rule, dir spec.Direction, deny, defaultDeny bool, peers l3, ports []policy.Port, l4 bool) {
 	r := base
 	r.Direction, r.Deny, r.DefaultDeny = dir, deny, defaultDeny
-	r.Peers = peers.peers
+	r.Peers = slices.Clone(peers.peers) // the rules of one api rule share its peers
 	if !peers.given && l4 {
 		r.Peers = []policy.Selector{policy.Wildcard{}}
 	}
@@ -310,6 +335,18 @@ func (t *ciliumTranslation) peers(f peerFields, path *field.Path) l3 {
 	return out
 }
 
+// fqdnPeers adds the selectors of toFQDNs to an egress rule's peers
+// (Validate leaves no others). Unlike the other peer fields, toFQDNs given
+// empty names no peers, as in Cilium: with toPorts, the rule allows its
+// ports to every peer.
+func fqdnPeers(peers l3, sels []api.FQDNSelector) l3 {
+	for _, s := range sels {
+		peers.peers = append(peers.peers, policy.FQDNSelector{Rule: policy.DNSRule{MatchName: s.MatchName, MatchPattern: s.MatchPattern}})
+	}
+	peers.given = peers.given || len(sels) > 0
+	return peers
+}
+
 // endpointPeer scopes an endpoint peer as Cilium does: to pods (and in a
 // namespaced policy, to its namespace) unless the selector names reserved
 // identities, the pod namespace, or (namespaced) namespace labels.
@@ -401,40 +438,67 @@ func (t *ciliumTranslation) cidrSet(r *api.CIDRRule, path *field.Path) (policy.S
 	return sel, p.Addr().Is4()
 }
 
-// portRuleLists are the ports of toPorts. Layer-7 rules are refused: the
-// ports alone would allow more than the policy says.
-func (t *ciliumTranslation) portRuleLists(rules []api.PortRule, path *field.Path) [][]api.PortProtocol {
-	out := make([][]api.PortProtocol, 0, len(rules))
+// portEntry is one toPorts entry: its index, its ports, and its layer-7
+// rules (nil: none).
+type portEntry struct {
+	index int
+	ports []api.PortProtocol
+	l7    *policy.L7Rules
+}
+
+func portRuleEntries(rules []api.PortRule) []portEntry {
+	out := make([]portEntry, 0, len(rules))
 	for i, r := range rules {
-		if r.Rules != nil {
-			t.fail(field.Forbidden(path.Index(i).Child("rules"), "layer-7 rules are not supported yet"))
+		out = append(out, portEntry{index: i, ports: r.Ports, l7: l7Rules(r.Rules)})
+	}
+	return out
+}
+
+func portDenyRuleEntries(rules []api.PortDenyRule) []portEntry {
+	out := make([]portEntry, 0, len(rules))
+	for i, r := range rules {
+		out = append(out, portEntry{index: i, ports: r.Ports})
+	}
+	return out
+}
+
+// l7Rules translates the layer-7 rules of a toPorts entry (Validate leaves
+// one protocol's at most). An entry whose rules are all empty lists has
+// none, as in Cilium: it allows its ports whole, without a proxy. An
+// empty rule (http: [{}]) allows every request, each of them seen by the
+// proxy.
+func l7Rules(r *api.L7Rules) *policy.L7Rules {
+	switch {
+	case r == nil:
+		return nil
+	case len(r.HTTP) > 0:
+		out := &policy.L7Rules{Parser: policy.ParserHTTP}
+		for i := range r.HTTP {
+			out.HTTP = append(out.HTTP, r.HTTP[i].HTTPRule())
 		}
-		out = append(out, r.Ports)
+		return out
+	case len(r.DNS) > 0:
+		out := &policy.L7Rules{Parser: policy.ParserDNS}
+		for _, d := range r.DNS {
+			out.DNS = append(out.DNS, policy.DNSRule{MatchName: d.MatchName, MatchPattern: d.MatchPattern})
+		}
+		return out
 	}
-	return out
+	return nil
 }
 
-func portDenyRuleLists(rules []api.PortDenyRule) [][]api.PortProtocol {
-	out := make([][]api.PortProtocol, 0, len(rules))
-	for _, r := range rules {
-		out = append(out, r.Ports)
-	}
-	return out
-}
-
-// ports translates toPorts (as lists of ports) and icmps, and says
-// whether the rule names any of them (l4): Validate refuses both in one
-// rule.
-func (t *ciliumTranslation) ports(lists [][]api.PortProtocol, icmps []api.ICMPRule, path *field.Path) (out []policy.Port, l4 bool) {
-	for i, pps := range lists {
-		for j, pp := range pps {
-			if p, ok := t.port(pp, path.Child("toPorts").Index(i).Child("ports").Index(j)); ok {
+// ports translates toPorts entries and icmps, and says whether the rule
+// names any of them (l4): Validate refuses both in one rule.
+func (t *ciliumTranslation) ports(entries []portEntry, icmps []api.ICMPRule, path *field.Path) (out []policy.Port, l4 bool) {
+	for _, e := range entries {
+		for j, pp := range e.ports {
+			if p, ok := t.port(pp, path.Child("toPorts").Index(e.index).Child("ports").Index(j)); ok {
 				out = append(out, p)
 			}
 		}
 	}
 	out = append(out, t.icmps(icmps, path.Child("icmps"))...)
-	return out, len(lists) > 0 || len(icmps) > 0
+	return out, len(entries) > 0 || len(icmps) > 0
 }
 
 // port translates one port. ANY (or no protocol) is TCP, UDP and SCTP,

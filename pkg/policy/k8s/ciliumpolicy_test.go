@@ -11,6 +11,7 @@ import (
 
 	"github.com/cilium-go/cilium/internal/datapath/spec"
 	v2 "github.com/cilium-go/cilium/pkg/k8s/apis/cilium.io/v2"
+	"github.com/cilium-go/cilium/pkg/l7"
 	"github.com/cilium-go/cilium/pkg/policy"
 	"github.com/cilium-go/cilium/pkg/policy/api"
 	policyk8s "github.com/cilium-go/cilium/pkg/policy/k8s"
@@ -90,6 +91,10 @@ func TestFromCNP(t *testing.T) {
 	withPorts := func(r api.IngressRule, prs []api.PortRule) api.IngressRule {
 		r.ToPorts = prs
 		return r
+	}
+	withL7 := func(v ruleView, rules *policy.L7Rules) ruleView {
+		v.L7 = rules
+		return v
 	}
 	no := false
 	tests := []struct {
@@ -203,11 +208,57 @@ func TestFromCNP(t *testing.T) {
 		name: "an empty list has no rules",
 		p:    makeCNP(func(r *api.Rule) { r.Ingress = []api.IngressRule{} }),
 	}, {
+		name: "an entry with http rules is a rule of its own",
+		p: makeCNP(ingress(withPorts(fromEndpoints(es("app", "db")), []api.PortRule{
+			{Ports: []api.PortProtocol{{Port: "80", Protocol: api.ProtoTCP}},
+				Rules: &api.L7Rules{HTTP: []api.PortRuleHTTP{{Method: "GET", Path: "/public/.*"}, {Method: "POST", Path: "/v1/request-landing",
+					HeaderMatches: []api.HeaderMatch{{Name: "X-Token", Value: "t", Mismatch: "LOG"}}}}}},
+			{Ports: []api.PortProtocol{{Port: "8080", Protocol: api.ProtoTCP}}},
+			{Ports: []api.PortProtocol{{Port: "8000", Protocol: api.ProtoTCP}, {Port: "http", Protocol: api.ProtoTCP}},
+				Rules: &api.L7Rules{HTTP: []api.PortRuleHTTP{{}}}},
+			{Ports: []api.PortProtocol{{Port: "53", Protocol: api.ProtoUDP}}, Rules: &api.L7Rules{HTTP: []api.PortRuleHTTP{}}},
+		}))),
+		want: []ruleView{
+			in([]string{"x/db"}, policy.Port{Protocol: spec.ProtoTCP, Port: 8080}, policy.Port{Protocol: spec.ProtoUDP, Port: 53}),
+			withL7(in([]string{"x/db"}, policy.Port{Protocol: spec.ProtoTCP, Port: 80}), &policy.L7Rules{Parser: policy.ParserHTTP,
+				HTTP: []l7.HTTPRule{{Method: "GET", Path: "/public/.*"}, {Method: "POST", Path: "/v1/request-landing",
+					HeaderMatches: []l7.HeaderMatch{{Name: "X-Token", Value: "t", Mismatch: l7.MismatchLog}}}}}),
+			// An empty rule allows every request, seen by the proxy.
+			withL7(in([]string{"x/db"}, policy.Port{Protocol: spec.ProtoTCP, Port: 8000}, policy.Port{Protocol: spec.ProtoTCP, Name: "http"}),
+				&policy.L7Rules{Parser: policy.ParserHTTP, HTTP: []l7.HTTPRule{{}}}),
+		},
+	}, {
+		name: "only entries with rules: no rule of every port",
+		p: makeCNP(ingress(withPorts(api.IngressRule{}, []api.PortRule{{Ports: []api.PortProtocol{{Port: "80", Protocol: api.ProtoTCP}},
+			Rules: &api.L7Rules{HTTP: []api.PortRuleHTTP{{Path: "/"}}}}}))),
+		want: []ruleView{withL7(in([]string{"*"}, policy.Port{Protocol: spec.ProtoTCP, Port: 80}),
+			&policy.L7Rules{Parser: policy.ParserHTTP, HTTP: []l7.HTTPRule{{Path: "/"}}})},
+	}, {
+		name: "dns rules and toFQDNs",
+		p: makeCNP(egress(
+			api.EgressRule{ToFQDNs: []api.FQDNSelector{{MatchName: "dns.google"}, {MatchPattern: "*.github.com"}},
+				ToPorts: toPorts(api.PortProtocol{Port: "443", Protocol: api.ProtoTCP})},
+			api.EgressRule{ToPorts: []api.PortRule{{Ports: []api.PortProtocol{{Port: "53", Protocol: api.ProtoAny}},
+				Rules: &api.L7Rules{DNS: []api.PortRuleDNS{{MatchPattern: "*"}, {MatchName: "dns.google"}}}}}},
+			api.EgressRule{ToFQDNs: []api.FQDNSelector{{MatchPattern: "**.google"}}},
+			// Given empty, toFQDNs names no peers: the ports are
+			// allowed to every peer, as in Cilium.
+			api.EgressRule{ToFQDNs: []api.FQDNSelector{}, ToPorts: toPorts(api.PortProtocol{Port: "22", Protocol: api.ProtoTCP})})),
+		want: []ruleView{
+			eg([]string{"cidr:8.8.8.8"}, policy.Port{Protocol: spec.ProtoTCP, Port: 443}),
+			withL7(eg([]string{"*"}, policy.Port{AnyL4: true, Port: 53}), &policy.L7Rules{Parser: policy.ParserDNS,
+				DNS: []policy.DNSRule{{MatchPattern: "*"}, {MatchName: "dns.google"}}}),
+			eg([]string{"cidr:8.8.8.8"}),
+			eg([]string{"*"}, policy.Port{Protocol: spec.ProtoTCP, Port: 22}),
+		},
+	}, {
 		name: "refused by validation",
 		p: makeCNP(
-			ingress(withPorts(api.IngressRule{}, []api.PortRule{{Rules: &api.RawRules{Raw: json.RawMessage(`{"http":[{}]}`)}}})),
-			egress(api.EgressRule{ToFQDNs: []api.FQDNSelector{{MatchName: "example.com"}}})),
-		wantErr: []string{"spec.ingress[0].toPorts[0].rules", "spec.egress[0].toFQDNs"},
+			ingress(withPorts(api.IngressRule{}, []api.PortRule{{Ports: []api.PortProtocol{{Port: "9092", Protocol: api.ProtoTCP}},
+				Rules: &api.L7Rules{Kafka: []json.RawMessage{json.RawMessage(`{"topic":"deathstar-plans"}`)}}}})),
+			egress(api.EgressRule{ToFQDNs: []api.FQDNSelector{{MatchName: "example.com"}},
+				EgressCommonRule: api.EgressCommonRule{ToEntities: []api.Entity{api.EntityWorld}}})),
+		wantErr: []string{"spec.ingress[0].toPorts[0].rules.kafka", "spec.egress[0].toFQDNs"},
 	}, {
 		name: "refused",
 		p: makeCNP(
@@ -314,10 +365,11 @@ func TestFromCiliumRulesStandalone(t *testing.T) {
 	_, err = policyk8s.FromCiliumRules(origin, "x", rules[:1], []*field.Path{field.NewPath("spec")}, policyk8s.Cluster{})
 	checkErr(t, err, []string{"spec.ingress[0].fromCIDR[0]"})
 
-	// Validate refuses layer-7 rules too: the field is named once.
-	l7 := makeRule(ingress(api.IngressRule{ToPorts: []api.PortRule{{Rules: &api.RawRules{Raw: json.RawMessage(`{}`)}}}}))
-	_, err = policyk8s.FromCiliumRules(origin, "x", api.Rules{l7}, nil, policyk8s.Cluster{})
-	checkErr(t, err, []string{"specs[0].ingress[0].toPorts[0].rules"})
+	// Validate refuses Kafka rules: the field is named once.
+	kafka := makeRule(ingress(api.IngressRule{ToPorts: []api.PortRule{{Ports: []api.PortProtocol{{Port: "9092"}},
+		Rules: &api.L7Rules{Kafka: []json.RawMessage{json.RawMessage(`{}`)}}}}}))
+	_, err = policyk8s.FromCiliumRules(origin, "x", api.Rules{kafka}, nil, policyk8s.Cluster{})
+	checkErr(t, err, []string{"specs[0].ingress[0].toPorts[0].rules.kafka"})
 	if n := strings.Count(err.Error(), "toPorts[0].rules"); n != 1 {
 		t.Errorf("error %q names the field %d times", err, n)
 	}
@@ -327,4 +379,30 @@ func TestFromCiliumRulesStandalone(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkRules(t, got, origin, []ruleView{{Dir: spec.Ingress, DefaultDeny: true, Subject: []string{"x/web"}, Peers: []string{"host"}}})
+}
+
+// An update that changes only layer-7 rules or FQDN names changes the
+// rules: the agent must not take it for the policy it has.
+func TestL7UpdatesAreChanges(t *testing.T) {
+	cnp := func(path, name string) []policy.Rule {
+		t.Helper()
+		rules, err := policyk8s.FromCNP(makeCNP(egress(api.EgressRule{
+			ToFQDNs: []api.FQDNSelector{{MatchName: name}},
+			ToPorts: []api.PortRule{{Ports: []api.PortProtocol{{Port: "80", Protocol: api.ProtoTCP}},
+				Rules: &api.L7Rules{HTTP: []api.PortRuleHTTP{{Path: path}}}}},
+		})), policyk8s.Cluster{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rules
+	}
+	if !policy.SameRules(cnp("/a", "a.com"), cnp("/a", "a.com")) {
+		t.Error("the same policy translated twice differs")
+	}
+	if policy.SameRules(cnp("/a", "a.com"), cnp("/b", "a.com")) {
+		t.Error("another path is the same rules")
+	}
+	if policy.SameRules(cnp("/a", "a.com"), cnp("/a", "b.com")) {
+		t.Error("another name is the same rules")
+	}
 }

@@ -28,8 +28,8 @@ type namedIdentity struct {
 }
 
 // universe holds pods in namespaces x, y and other, reserved identities,
-// and CIDR identities: outside the cluster, and one a pod's address
-// carries (InCluster).
+// and CIDR identities: outside the cluster (8.8.8.8 also by the name a DNS
+// answer gave it), and one a pod's address carries (InCluster).
 var universe = func() []namedIdentity {
 	var out []namedIdentity
 	out = append(out, namedIdentity{"*", &policy.Identity{ID: identity.Unknown}})
@@ -55,16 +55,18 @@ var universe = func() []namedIdentity {
 		name      string
 		prefix    string
 		inCluster bool
+		names     []string // learned from DNS answers
 	}{
-		{"cidr:8.8.8.8", "8.8.8.8/32", false},
-		{"cidr:10.9.9.9", "10.9.9.9/32", false},
-		{"cidr:10.0.2.7", "10.0.2.7/32", false},
-		{"pod-ip:10.0.1.5", "10.0.1.5/32", true},
+		{"cidr:8.8.8.8", "8.8.8.8/32", false, []string{"dns.google."}},
+		{"cidr:10.9.9.9", "10.9.9.9/32", false, nil},
+		{"cidr:10.0.2.7", "10.0.2.7/32", false, nil},
+		{"pod-ip:10.0.1.5", "10.0.1.5/32", true, nil},
 	} {
 		out = append(out, namedIdentity{c.name, &policy.Identity{
 			ID:        identity.LocalIdentityFlag | identity.NumericIdentity(i+1),
 			Prefix:    netip.MustParsePrefix(c.prefix),
 			InCluster: c.inCluster,
+			Names:     c.names,
 		}})
 	}
 	return out
@@ -103,11 +105,12 @@ type ruleView struct {
 	Subject     []string
 	Peers       []string
 	Ports       []policy.Port
+	L7          *policy.L7Rules
 }
 
 func (v ruleView) String() string {
-	return fmt.Sprintf("{%s deny=%v defaultDeny=%v subject=%v peers=%v ports=%v}",
-		v.Dir, v.Deny, v.DefaultDeny, v.Subject, v.Peers, v.Ports)
+	return fmt.Sprintf("{%s deny=%v defaultDeny=%v subject=%v peers=%v ports=%v l7=%s}",
+		v.Dir, v.Deny, v.DefaultDeny, v.Subject, v.Peers, v.Ports, v.L7.Key())
 }
 
 func view(rules []policy.Rule) []ruleView {
@@ -115,7 +118,7 @@ func view(rules []policy.Rule) []ruleView {
 	for _, r := range rules {
 		out = append(out, ruleView{
 			Dir: r.Direction, Deny: r.Deny, DefaultDeny: r.DefaultDeny,
-			Subject: selected(r.Subject), Peers: selected(r.Peers...), Ports: r.Ports,
+			Subject: selected(r.Subject), Peers: selected(r.Peers...), Ports: r.Ports, L7: r.L7,
 		})
 	}
 	return out
