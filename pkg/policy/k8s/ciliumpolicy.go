@@ -22,6 +22,11 @@ import (
 type Cluster struct {
 	Services   Services
 	CIDRGroups CIDRGroups
+	// L7Proxy: the node runs the layer-7 proxy. Without it, layer-7
+	// rules and toFQDNs are refused: their allows could only allow all
+	// or nothing. L7Ingress: its datapath sends ingress connections to
+	// it too.
+	L7Proxy, L7Ingress bool
 }
 
 // Dependencies are what a translation read of the Cluster: which
@@ -186,6 +191,9 @@ func (t *ciliumTranslation) rule(r *api.Rule, path *field.Path) {
 	for i := range r.Egress {
 		er := &r.Egress[i]
 		p := path.Child("egress").Index(i)
+		if len(er.ToFQDNs) > 0 && !t.cluster.L7Proxy {
+			t.fail(field.Forbidden(p.Child("toFQDNs"), noProxy))
+		}
 		peers := fqdnPeers(t.egressPeers(&er.EgressCommonRule, p), er.ToFQDNs)
 		t.allow(base, spec.Egress, isolateEg, peers, portRuleEntries(er.ToPorts), er.ICMPs, p)
 	}
@@ -215,12 +223,22 @@ func (t *ciliumTranslation) allow(base policy.Rule, dir spec.Direction, defaultD
 		t.add(base, dir, false, defaultDeny, peers, ports, l4)
 	}
 	for _, e := range proxied {
+		rules := path.Child("toPorts").Index(e.index).Child("rules")
+		switch {
+		case !t.cluster.L7Proxy:
+			t.fail(field.Forbidden(rules, noProxy))
+		case dir == spec.Ingress && !t.cluster.L7Ingress:
+			t.fail(field.Forbidden(rules, "layer-7 rules on ingress are not supported yet"))
+		}
 		r := base
 		r.L7 = e.l7
 		ports, l4 := t.ports([]portEntry{e}, nil, path)
 		t.add(r, dir, false, defaultDeny, peers, ports, l4)
 	}
 }
+
+// noProxy says why a node without the layer-7 proxy refuses its rules.
+const noProxy = "needs the layer-7 proxy, which this agent does not run (--enable-l7-proxy)"
 
 // l3 is what a rule says of its peers: the selectors, and whether it
 // names peers at all (it may name some that select nothing here).

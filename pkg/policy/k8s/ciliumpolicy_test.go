@@ -294,7 +294,7 @@ func TestFromCNP(t *testing.T) {
 	}}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			rules, err := policyk8s.FromCNP(tt.p, policyk8s.Cluster{})
+			rules, err := policyk8s.FromCNP(tt.p, withProxy)
 			if tt.wantErr != nil {
 				checkErr(t, err, tt.wantErr)
 				if rules != nil {
@@ -390,7 +390,7 @@ func TestL7UpdatesAreChanges(t *testing.T) {
 			ToFQDNs: []api.FQDNSelector{{MatchName: name}},
 			ToPorts: []api.PortRule{{Ports: []api.PortProtocol{{Port: "80", Protocol: api.ProtoTCP}},
 				Rules: &api.L7Rules{HTTP: []api.PortRuleHTTP{{Path: path}}}}},
-		})), policyk8s.Cluster{})
+		})), withProxy)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -404,5 +404,28 @@ func TestL7UpdatesAreChanges(t *testing.T) {
 	}
 	if policy.SameRules(cnp("/a", "a.com"), cnp("/a", "b.com")) {
 		t.Error("another name is the same rules")
+	}
+}
+
+// withProxy is a node that runs the layer-7 proxy for both directions.
+var withProxy = policyk8s.Cluster{L7Proxy: true, L7Ingress: true}
+
+// A node without the layer-7 proxy refuses layer-7 rules and toFQDNs,
+// naming each field: their allows could only allow all or nothing. One
+// whose datapath redirects egress only refuses them on ingress.
+func TestL7NeedsTheProxy(t *testing.T) {
+	http := []api.PortRule{{Ports: []api.PortProtocol{{Port: "80", Protocol: api.ProtoTCP}},
+		Rules: &api.L7Rules{HTTP: []api.PortRuleHTTP{{Path: "/"}}}}}
+	p := makeCNP(ingress(api.IngressRule{ToPorts: http}), egress(api.EgressRule{ToPorts: http},
+		api.EgressRule{ToFQDNs: []api.FQDNSelector{{MatchName: "cilium.io"}}}))
+	_, err := policyk8s.FromCNP(p, policyk8s.Cluster{})
+	checkErr(t, err, []string{"spec.ingress[0].toPorts[0].rules", "spec.egress[0].toPorts[0].rules", "spec.egress[1].toFQDNs"})
+	_, err = policyk8s.FromCNP(p, policyk8s.Cluster{L7Proxy: true})
+	checkErr(t, err, []string{"spec.ingress[0].toPorts[0].rules"})
+	if strings.Contains(err.Error(), "egress") {
+		t.Errorf("error %q names an egress field, which the proxy serves", err)
+	}
+	if _, err := policyk8s.FromCNP(p, withProxy); err != nil {
+		t.Fatal(err)
 	}
 }
