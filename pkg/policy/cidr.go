@@ -24,6 +24,10 @@ type cidrIdentity struct {
 	refs int // the selectors that name the prefix
 }
 
+// used says whether anything needs the identity: a selector that names
+// its prefix, or names learned for its address (toFQDNs).
+func (ci *cidrIdentity) used() bool { return ci.refs > 0 || len(ci.id.Names) > 0 }
+
 // cidrKeys are the identities a CIDR selector needs: one per prefix it
 // names, excepts included (an address in an except must not fall back
 // to the broader prefix's identity).
@@ -48,21 +52,62 @@ func (e *Engine) acquire(s Selector) *cachedSelector {
 	}
 	if c, ok := s.(CIDRSelector); ok {
 		for _, k := range c.cidrKeys() {
-			ci := e.cidrs[k]
-			if ci == nil {
-				e.nextCIDR++
-				ls := labels.Labels{}
-				ls.Add(labels.New(labels.SourceCIDR, k.prefix.String(), ""))
-				ci = &cidrIdentity{id: &Identity{ID: identity.LocalIdentityFlag | e.nextCIDR, Labels: ls,
-					Prefix: k.prefix, InCluster: k.inCluster}}
-				e.cidrs[k] = ci
-				e.UpsertIdentity(ci.id)
-				e.cidrsChanged = true
-			}
-			ci.refs++
+			e.cidrIdentity(k).refs++
 		}
 	}
 	return e.cache.acquire(s)
+}
+
+// cidrIdentity returns the CIDR identity of k, making it if it does not
+// exist yet.
+func (e *Engine) cidrIdentity(k cidrKey) *cidrIdentity {
+	ci := e.cidrs[k]
+	if ci == nil {
+		e.nextCIDR++
+		ls := labels.Labels{}
+		ls.Add(labels.New(labels.SourceCIDR, k.prefix.String(), ""))
+		ci = &cidrIdentity{id: &Identity{ID: identity.LocalIdentityFlag | e.nextCIDR, Labels: ls,
+			Prefix: k.prefix, InCluster: k.inCluster}}
+		e.cidrs[k] = ci
+		e.UpsertIdentity(ci.id)
+		e.cidrsChanged = true
+	}
+	return ci
+}
+
+// SetFQDNNames makes names the DNS names whose allowed answers gave each
+// address (toFQDNs): an address gets the CIDR identity of its own /32
+// prefix, which carries its names, and toFQDNs selectors select it by
+// them. An address no longer listed loses its names, and its identity
+// goes at the next Flush unless a CIDR rule names the prefix too.
+func (e *Engine) SetFQDNNames(names map[netip.Addr][]string) {
+	set := func(a netip.Addr, ns []string) {
+		k := cidrKey{prefix: netip.PrefixFrom(a, a.BitLen())}
+		ci := e.cidrs[k]
+		if ci == nil && len(ns) == 0 {
+			return
+		}
+		if ci == nil {
+			ci = e.cidrIdentity(k)
+		}
+		if slices.Equal(ci.id.Names, ns) {
+			return
+		}
+		id := *ci.id
+		id.Names = ns
+		ci.id = &id
+		e.UpsertIdentity(ci.id)
+	}
+	for a := range e.fqdnNames {
+		if _, ok := names[a]; !ok {
+			set(a, nil)
+		}
+	}
+	for a, ns := range names {
+		ns = slices.Sorted(slices.Values(ns))
+		set(a, slices.Compact(ns))
+	}
+	e.fqdnNames = names
 }
 
 // release drops a filter's use of cs; the last use of a CIDR selector
@@ -83,7 +128,7 @@ func (e *Engine) release(cs *cachedSelector) {
 // collectCIDRs deletes the CIDR identities no selector names any more.
 func (e *Engine) collectCIDRs() {
 	for k, ci := range e.cidrs {
-		if ci.refs <= 0 {
+		if !ci.used() {
 			delete(e.cidrs, k)
 			e.DeleteIdentity(ci.id.ID)
 			e.cidrsChanged = true

@@ -3,6 +3,7 @@ package policy
 import (
 	"cmp"
 	"fmt"
+	"net/netip"
 	"slices"
 
 	"github.com/cilium-go/cilium/internal/datapath/spec"
@@ -162,6 +163,8 @@ type Engine struct {
 	cidrs        map[cidrKey]*cidrIdentity
 	nextCIDR     identity.NumericIdentity
 	cidrsChanged bool
+	// fqdnNames are the names learned for addresses (SetFQDNNames).
+	fqdnNames map[netip.Addr][]string
 
 	dirtyEntries map[uint16]map[spec.PolicyEntry]struct{}
 	dirtyEps     map[uint16]struct{}

@@ -39,16 +39,24 @@ type DNSRule struct {
 	MatchPattern string `json:"matchPattern,omitempty"`
 }
 
-// Matches says whether the rule allows a query for name. A rule that
-// does not parse (validation refuses it before it gets here) allows
-// nothing.
-func (r DNSRule) Matches(name string) bool {
+// Matches says whether the rule allows a query for name.
+func (r DNSRule) Matches(name string) bool { return r.Matcher()(name) }
+
+// Matcher is Matches with the rule parsed once. A rule that does not
+// parse (validation refuses it before it gets here) matches nothing.
+func (r DNSRule) Matcher() func(string) bool {
 	if r.MatchName != "" {
 		n, err := fqdn.ParseName(r.MatchName)
-		return err == nil && n.Matches(name)
+		if err != nil {
+			return func(string) bool { return false }
+		}
+		return n.Matches
 	}
 	p, err := fqdn.ParsePattern(r.MatchPattern)
-	return err == nil && p.Matches(name)
+	if err != nil {
+		return func(string) bool { return false }
+	}
+	return p.Matches
 }
 
 // L7Rules are the layer-7 rules of one toPorts entry: the connections it

@@ -1,6 +1,8 @@
 package policy
 
 import (
+	"maps"
+	"net/netip"
 	"slices"
 	"testing"
 
@@ -115,5 +117,62 @@ func TestLayer7PortsListEveryAllowOfTheirPort(t *testing.T) {
 		if a.Wildcard {
 			t.Fatalf("egress is isolated, yet a wildcard allow: %+v", a)
 		}
+	}
+}
+
+// toFQDNs selects the addresses learned for the names it matches: each
+// gets the CIDR identity of its /32, which carries its names. An address
+// that an allowed name and another name share is selected by the allowed
+// name alone: learned for the other name only, it is not. Names that go
+// take the address's entries with them.
+func TestFQDNSelectorsSelectLearnedAddresses(t *testing.T) {
+	web := appIdentity(1000, "web")
+	o := Origin{Kind: KindCNP, Namespace: "x", Name: "fqdn"}
+	e := NewEngine(ModeDefault)
+	e.UpsertIdentity(web)
+	e.SetRules(o, []Rule{{Origin: o, Subject: IdentitySet{Name: "web", IDs: []identity.NumericIdentity{web.ID}},
+		Direction: spec.Egress, DefaultDeny: true, Peers: []Selector{NewFQDNSelector(DNSRule{MatchPattern: "*.cilium.io"})},
+		Ports: []Port{{Protocol: spec.ProtoTCP, Port: 443}}}})
+	e.UpsertEndpoint(EndpointInfo{ID: 1, Identity: web.ID})
+	allowed := func() map[netip.Addr]bool {
+		t.Helper()
+		e.Flush()
+		byID := map[identity.NumericIdentity]netip.Addr{}
+		for _, p := range e.Prefixes() {
+			byID[p.Identity] = p.Prefix.Addr()
+		}
+		out := map[netip.Addr]bool{}
+		for ent := range e.Entries(1) {
+			if ent.Direction == spec.Egress && ent.Port == 443 {
+				a, ok := byID[ent.Identity]
+				if !ok {
+					t.Fatalf("entry %v names no prefix's identity", ent)
+				}
+				out[a] = true
+			}
+		}
+		return out
+	}
+	docs, shared, other := netip.MustParseAddr("192.0.2.1"), netip.MustParseAddr("192.0.2.2"), netip.MustParseAddr("192.0.2.3")
+	e.SetFQDNNames(map[netip.Addr][]string{docs: {"docs.cilium.io."}, other: {"evil.example."}})
+	if got := allowed(); !maps.Equal(got, map[netip.Addr]bool{docs: true}) {
+		t.Fatalf("allowed %v, want docs only", got)
+	}
+	// shared: first learned for the other name only, then for ours too.
+	e.SetFQDNNames(map[netip.Addr][]string{docs: {"docs.cilium.io."}, other: {"evil.example."}, shared: {"evil.example."}})
+	if got := allowed(); got[shared] {
+		t.Fatal("an address learned for a name no rule allows is allowed")
+	}
+	e.SetFQDNNames(map[netip.Addr][]string{docs: {"docs.cilium.io."}, shared: {"evil.example.", "www.cilium.io."}})
+	if got := allowed(); !maps.Equal(got, map[netip.Addr]bool{docs: true, shared: true}) {
+		t.Fatalf("allowed %v, want docs and shared", got)
+	}
+	prefixes := len(e.Prefixes())
+	e.SetFQDNNames(map[netip.Addr][]string{shared: {"www.cilium.io."}})
+	if got := allowed(); !maps.Equal(got, map[netip.Addr]bool{shared: true}) {
+		t.Fatalf("allowed %v after docs expired, want shared", got)
+	}
+	if len(e.Prefixes()) != prefixes-1 {
+		t.Fatalf("prefixes %v: the expired address's identity stays", e.Prefixes())
 	}
 }

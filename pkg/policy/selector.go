@@ -159,7 +159,13 @@ func contains(p, q netip.Prefix) bool {
 // is selected by the name it was learned for, never by another name that
 // resolves to it too.
 type FQDNSelector struct {
-	Rule DNSRule
+	Rule  DNSRule
+	match func(string) bool
+}
+
+// NewFQDNSelector returns the selector of a toFQDNs entry.
+func NewFQDNSelector(r DNSRule) FQDNSelector {
+	return FQDNSelector{Rule: r, match: r.Matcher()}
 }
 
 func (s FQDNSelector) Key() string {
@@ -170,5 +176,9 @@ func (s FQDNSelector) Key() string {
 }
 
 func (s FQDNSelector) Selects(id *Identity) bool {
-	return id.Prefix.IsValid() && slices.ContainsFunc(id.Names, s.Rule.Matches)
+	match := s.match
+	if match == nil {
+		match = s.Rule.Matcher()
+	}
+	return id.Prefix.IsValid() && slices.ContainsFunc(id.Names, match)
 }

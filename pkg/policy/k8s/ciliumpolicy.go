@@ -359,7 +359,7 @@ func (t *ciliumTranslation) peers(f peerFields, path *field.Path) l3 {
 // ports to every peer.
 func fqdnPeers(peers l3, sels []api.FQDNSelector) l3 {
 	for _, s := range sels {
-		peers.peers = append(peers.peers, policy.FQDNSelector{Rule: policy.DNSRule{MatchName: s.MatchName, MatchPattern: s.MatchPattern}})
+		peers.peers = append(peers.peers, policy.NewFQDNSelector(policy.DNSRule{MatchName: s.MatchName, MatchPattern: s.MatchPattern}))
 	}
 	peers.given = peers.given || len(sels) > 0
 	return peers
