@@ -10,6 +10,7 @@ import (
 	"github.com/cilium-go/cilium/pkg/cniconf"
 	"github.com/cilium-go/cilium/pkg/endpoint"
 	"github.com/cilium-go/cilium/pkg/endpoint/ciliumendpoint"
+	fqdnagent "github.com/cilium-go/cilium/pkg/fqdn/agent"
 	"github.com/cilium-go/cilium/pkg/health"
 	"github.com/cilium-go/cilium/pkg/healthcheck"
 	"github.com/cilium-go/cilium/pkg/hubble"
@@ -29,6 +30,7 @@ import (
 	"github.com/cilium-go/cilium/pkg/paths"
 	policyagent "github.com/cilium-go/cilium/pkg/policy/agent"
 	"github.com/cilium-go/cilium/pkg/pprof"
+	proxyagent "github.com/cilium-go/cilium/pkg/proxy/agent"
 	"github.com/cilium-go/cilium/pkg/runtimeconfig"
 )
 
@@ -58,6 +60,9 @@ var (
 		policyagent.EngineCell, // --enable-policy: NetworkPolicies and Cilium policies into endpoints' policies
 		policyagent.Cell,       // endpoints' policies: a table that a reconciler programs
 		policyview.Cell,        // the policy engine's rules, selectors and verdicts for the API
+		proxyagent.Cell,        // --enable-l7-proxy, --tofqdns-proxy-port, --proxy-http-port: the layer-7 proxy's ports and policy file
+		fqdnagent.Cell,         // --tofqdns-*: names the DNS proxy learned, kept across restarts, to the policy engine
+		fqdnPolicy,             // the policy engine selects learned addresses by name
 		loadbalancer.Cell,      // --kube-proxy-replacement: Services as frontends and backends, tables that reconcilers program
 		lbk8s.Cell,             // the load balancer's services from the Services, EndpointSlices and pods tables
 		l2announce.Cell,        // --enable-l2-announcements: one node per Service answers ARP for its addresses, elected by Leases
@@ -78,6 +83,9 @@ var (
 		monitor.Cell, // the datapath's events, read once, for GET /v1/monitor and Hubble
 		hubble.Cell,  // --enable-hubble, --hubble-socket-path: flows over Hubble's gRPC API
 	)
+
+	// fqdnPolicy is the policy engine as the FQDN cache sees it.
+	fqdnPolicy = cell.Provide(func(a *policyagent.Agent) fqdnagent.Policy { return a })
 
 	// podLabels shows the API the identities the allocator gave pods.
 	podLabels = cell.Provide(func(p *allocator.PodIdentities) server.PodIdentities { return p })

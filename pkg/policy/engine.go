@@ -188,12 +188,17 @@ func NewEngine(mode Mode) *Engine {
 	return e
 }
 
+// ProxyPorts are the ports of the layer-7 proxy's parsers on the node.
+type ProxyPorts struct {
+	HTTP, DNS uint16
+}
+
 // SetProxyPorts names the ports of the layer-7 proxy's parsers, which
 // allows with layer-7 rules send their connections to. A parser with no
 // port makes those allows allow nothing: layer-7 rules are never
 // bypassed. Set before rules come in.
-func (e *Engine) SetProxyPorts(http, dns uint16) {
-	e.proxyPorts[ParserHTTP], e.proxyPorts[ParserDNS] = http, dns
+func (e *Engine) SetProxyPorts(p ProxyPorts) {
+	e.proxyPorts[ParserHTTP], e.proxyPorts[ParserDNS] = p.HTTP, p.DNS
 }
 
 // EndpointCount is how many local endpoints the engine knows.

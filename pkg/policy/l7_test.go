@@ -35,7 +35,7 @@ func TestLayer7AllowsSendToTheProxy(t *testing.T) {
 	}
 	entries := func(http, dnsPort uint16) []spec.PolicyEntry {
 		e := NewEngine(ModeDefault)
-		e.SetProxyPorts(http, dnsPort)
+		e.SetProxyPorts(ProxyPorts{HTTP: http, DNS: dnsPort})
 		for _, id := range []*Identity{web, api, dns} {
 			e.UpsertIdentity(id)
 		}
@@ -81,7 +81,7 @@ func TestLayer7PortsListEveryAllowOfTheirPort(t *testing.T) {
 	o := Origin{Kind: KindCNP, Namespace: "x", Name: "l7"}
 	get := &L7Rules{Parser: ParserHTTP, HTTP: []l7.HTTPRule{{Method: "GET"}}}
 	e := NewEngine(ModeDefault)
-	e.SetProxyPorts(15001, 15053)
+	e.SetProxyPorts(ProxyPorts{HTTP: 15001, DNS: 15053})
 	for _, id := range []*Identity{web, api, other} {
 		e.UpsertIdentity(id)
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"net/netip"
 	"slices"
 	"strconv"
 	"strings"
@@ -72,6 +73,8 @@ type Agent struct {
 	// flushedRevision is policyRevision as of the last write: the
 	// policy changes that the tables' entries include.
 	flushedRevision uint64
+	// l7Proxy: the node runs the layer-7 proxy.
+	l7Proxy bool
 }
 
 // setRules sets origin's rules in the engine and counts the change, which
@@ -98,7 +101,7 @@ func (a *Agent) AwaitPolicy(ctx context.Context, id uint16, num identity.Numeric
 			if row.Refused != nil {
 				return fmt.Errorf("policy refused: %s", row.Refused)
 			}
-			return desired.Await(ctx, a.db, a.entries, EntryEndpointIndex.Query(id), 0)
+			return a.AwaitEntries(ctx, id)
 		}
 		select {
 		case <-watch:
@@ -106,6 +109,18 @@ func (a *Agent) AwaitPolicy(ctx context.Context, id uint16, num identity.Numeric
 			return fmt.Errorf("policy not computed yet: %w", context.Cause(ctx))
 		}
 	}
+}
+
+// AwaitEntries waits for the reconciler to put every entry of endpoint
+// id's policy, as computed so far, into its map.
+func (a *Agent) AwaitEntries(ctx context.Context, id uint16) error {
+	return desired.Await(ctx, a.db, a.entries, EntryEndpointIndex.Query(id), 0)
+}
+
+// SetFQDNNames gives the engine the names learned for each address
+// (toFQDNs).
+func (a *Agent) SetFQDNNames(names map[netip.Addr][]string) {
+	a.do(func(e *policy.Engine) { e.SetFQDNNames(names) })
 }
 
 // do queues work for the engine's goroutine.
@@ -181,7 +196,7 @@ func (a *Agent) write(markInitialized bool) {
 			_, _, _ = a.tbl.Insert(txn, row)
 		case st.Ready:
 			row := &EndpointPolicyRow{EndpointID: st.ID, Identity: st.Identity, Revision: st.Revision,
-				EnforceIngress: st.EnforceIngress, EnforceEgress: st.EnforceEgress}
+				EnforceIngress: st.EnforceIngress, EnforceEgress: st.EnforceEgress, L7: st.L7}
 			_, _, _ = a.tbl.Insert(txn, row)
 			if st.Resync {
 				resync = append(resync, st.ID)

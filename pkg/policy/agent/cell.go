@@ -126,6 +126,9 @@ type agentParams struct {
 	CIDRGroups       statedb.Table[*v2.CiliumCIDRGroup]
 	// MapConfig sizes the policy maps the engine's endpoints must fit.
 	MapConfig MapConfig `optional:"true"`
+	// Proxy is the node's layer-7 proxy; without it, layer-7 rules and
+	// toFQDNs are refused.
+	Proxy *policy.ProxyPorts `optional:"true"`
 }
 
 func newAgent(p agentParams) (*Agent, error) {
@@ -144,5 +147,9 @@ func newAgent(p agentParams) (*Agent, error) {
 		depPolicies: map[policy.Origin]*dependentPolicy{}, prefixes: p.Prefixes, prefixesInit: prefixesDone, refusals: map[uint16]*policy.Refusal{},
 		pendingChanges: map[policy.Origin]*PolicyChangeRow{}}
 	a.engine.LimitEntries(p.MapConfig.BPFPolicyMapMax)
+	if p.Proxy != nil {
+		a.engine.SetProxyPorts(*p.Proxy)
+		a.l7Proxy = true
+	}
 	return a, nil
 }

@@ -22,7 +22,7 @@ type clusterView struct {
 // clusterAt is the cluster as of txn.
 func (a *Agent) clusterAt(txn statedb.ReadTxn) policyk8s.Cluster {
 	v := clusterView{txn: txn, t: &a.in}
-	return policyk8s.Cluster{Services: v, CIDRGroups: v}
+	return policyk8s.Cluster{Services: v, CIDRGroups: v, L7Proxy: a.l7Proxy}
 }
 
 // KubeService implements policyk8s.Services.

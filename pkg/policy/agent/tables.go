@@ -34,6 +34,9 @@ type EndpointPolicyRow struct {
 	// Refused names the policy that the endpoint's map has no room for;
 	// the entries are still those of Revision.
 	Refused *policy.Refusal
+	// L7 are the endpoint's ports that go through the layer-7 proxy,
+	// with their allows: the proxy's policy.
+	L7 []policy.L7Port
 }
 
 func (p *EndpointPolicyRow) clone() *EndpointPolicyRow {

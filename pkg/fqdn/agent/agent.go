@@ -1,0 +1,219 @@
+// Package agent keeps toFQDNs' names in the agent: the layer-7 proxy tells
+// it each allowed DNS answer (Learn, over a unix socket), it keeps the
+// name cache (pkg/fqdn) on disk so that a restarted agent knows what was
+// learned before the first policy it computes, gives the policy engine
+// the names of each address, and answers once the datapath allows the
+// addresses, so that the endpoint's connections to them pass from their
+// first packet.
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/cilium/statedb"
+	"github.com/cilium/statedb/reconciler"
+
+	"github.com/cilium-go/cilium/pkg/endpoint"
+	"github.com/cilium-go/cilium/pkg/fqdn"
+	"github.com/cilium-go/cilium/pkg/ipcache"
+)
+
+// Policy is the policy engine's side: it selects addresses by their names
+// and says when an endpoint's policy is in its map.
+type Policy interface {
+	SetFQDNNames(map[netip.Addr][]string)
+	AwaitEntries(ctx context.Context, ep uint16) error
+}
+
+// Conntrack lists the open connections by their addresses.
+type Conntrack interface {
+	OpenConnections(fn func(src, dst netip.Addr)) error
+}
+
+// NameManager owns the name cache.
+type NameManager struct {
+	log       *slog.Logger
+	db        *statedb.DB
+	ipcache   statedb.Table[*ipcache.EntryRow]
+	endpoints statedb.Table[*endpoint.EndpointRow]
+	policy    Policy
+	conntrack Conntrack
+	path      string // where the cache is kept across restarts
+
+	mu    sync.Mutex
+	cache *fqdn.Cache
+	wake  chan struct{}
+}
+
+func newNameManager(log *slog.Logger, db *statedb.DB, ipc statedb.Table[*ipcache.EntryRow], eps statedb.Table[*endpoint.EndpointRow],
+	pol Policy, ct Conntrack, cfg fqdn.CacheConfig, path string) *NameManager {
+	return &NameManager{log: log, db: db, ipcache: ipc, endpoints: eps, policy: pol, conntrack: ct, path: path,
+		cache: fqdn.NewCache(cfg), wake: make(chan struct{}, 1)}
+}
+
+// restore reads the cache of before a restart and gives the engine its
+// names, before the engine computes its first policy.
+func (m *NameManager) restore() error {
+	b, err := os.ReadFile(m.path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("read the FQDN cache: %w", err)
+	}
+	var entries []fqdn.CacheEntry
+	if err := json.Unmarshal(b, &entries); err != nil {
+		// A cache that does not parse is lost, not fatal: names come
+		// back with the next lookups.
+		m.log.Warn("FQDN cache unreadable, starting empty", "path", m.path, "error", err)
+		return nil
+	}
+	m.mu.Lock()
+	m.cache.Restore(entries)
+	names := m.cache.Names()
+	m.mu.Unlock()
+	m.policy.SetFQDNNames(names)
+	m.log.Info("FQDN cache restored", "entries", len(entries))
+	return nil
+}
+
+// save writes the cache, replacing the file whole; the caller holds mu.
+func (m *NameManager) save() error {
+	b, err := json.Marshal(m.cache.Entries())
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Dir(m.path), 0o700); err != nil {
+		return err
+	}
+	tmp := m.path + ".tmp"
+	if err := os.WriteFile(tmp, b, 0o600); err != nil {
+		return err
+	}
+	return os.Rename(tmp, m.path)
+}
+
+// changed saves the cache and gives the engine the names; the caller
+// holds mu.
+func (m *NameManager) changed() {
+	if err := m.save(); err != nil {
+		m.log.Error("save the FQDN cache", "path", m.path, "error", err)
+	}
+	m.policy.SetFQDNNames(m.cache.Names())
+	select {
+	case m.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Learn records an allowed answer and returns once the datapath gives its
+// addresses the identity that the endpoint's toFQDNs rules select, and
+// the endpoint's policy map has their entries; or when ctx ends.
+func (m *NameManager) Learn(ctx context.Context, l fqdn.Lookup) error {
+	m.mu.Lock()
+	changed := m.cache.Learn(l)
+	if changed {
+		m.changed()
+	}
+	m.mu.Unlock()
+	if !changed {
+		return nil
+	}
+	for _, ip := range l.IPs {
+		if err := m.awaitIPCache(ctx, ip); err != nil {
+			return err
+		}
+	}
+	return m.policy.AwaitEntries(ctx, l.Endpoint)
+}
+
+// awaitIPCache waits for the datapath's ipcache to hold an entry of ip's
+// own address: the learned address's identity (or, for an address of the
+// cluster, its pod's or node's, which toFQDNs does not select).
+func (m *NameManager) awaitIPCache(ctx context.Context, ip netip.Addr) error {
+	q := ipcache.PrefixIndex.Query(netip.PrefixFrom(ip, ip.BitLen()))
+	for {
+		row, _, watch, ok := m.ipcache.GetWatch(m.db.ReadTxn(), q)
+		if ok && row.Status.Kind == reconciler.StatusKindDone {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("ipcache entry of %s: %w", ip, context.Cause(ctx))
+		case <-watch:
+		}
+	}
+}
+
+// Entries lists the cache.
+func (m *NameManager) Entries() []fqdn.CacheEntry {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.cache.Entries()
+}
+
+// expireLoop drops what expired, keeping addresses that open connections
+// of their endpoint still use, until ctx ends.
+func (m *NameManager) expireLoop(ctx context.Context) error {
+	const longest = time.Minute
+	for {
+		m.mu.Lock()
+		next := m.cache.NextExpiry()
+		m.mu.Unlock()
+		wait := longest
+		if !next.IsZero() {
+			wait = min(max(time.Until(next), time.Second), longest)
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-m.wake:
+			continue
+		case <-time.After(wait):
+		}
+		inUse, err := m.inUse()
+		if err != nil {
+			m.log.Warn("FQDN cache: read conntrack; keeping expired addresses", "error", err)
+			continue
+		}
+		m.mu.Lock()
+		if m.cache.Expire(time.Now(), inUse) {
+			m.changed()
+		}
+		m.mu.Unlock()
+	}
+}
+
+// inUse says, from conntrack, whether an endpoint has a connection open
+// to an address.
+func (m *NameManager) inUse() (func(uint16, netip.Addr) bool, error) {
+	byAddr := map[netip.Addr]uint16{}
+	for ep := range endpoint.Live(m.db.ReadTxn(), m.endpoints) {
+		byAddr[ep.IPv4] = ep.ID
+	}
+	open := map[uint16]map[netip.Addr]bool{}
+	if m.conntrack == nil {
+		return func(uint16, netip.Addr) bool { return false }, nil
+	}
+	err := m.conntrack.OpenConnections(func(src, dst netip.Addr) {
+		if id, ok := byAddr[src]; ok {
+			if open[id] == nil {
+				open[id] = map[netip.Addr]bool{}
+			}
+			open[id][dst] = true
+		}
+	})
+	if err != nil {
+		return nil, err
+	}
+	return func(ep uint16, ip netip.Addr) bool { return open[ep][ip] }, nil
+}

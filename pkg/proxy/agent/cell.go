@@ -1,0 +1,176 @@
+// Package agent is the agent's side of the layer-7 proxy, which runs as
+// its own process (cmd/cilium-proxy) so that an agent restart loses no
+// lookup and no request: the flags that both read, the policy engine's
+// proxy ports, and the proxy's policy, which the agent writes into a
+// file of the proxy's directory whenever it changes. The file outlives
+// both processes: a restarted proxy judges by it before the agent is
+// back.
+package agent
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+
+	"github.com/cilium/hive/cell"
+	"github.com/cilium/hive/job"
+	"github.com/cilium/statedb"
+	"github.com/spf13/pflag"
+
+	"github.com/cilium-go/cilium/pkg/desired"
+	"github.com/cilium-go/cilium/pkg/endpoint"
+	"github.com/cilium-go/cilium/pkg/health"
+	"github.com/cilium-go/cilium/pkg/paths"
+	"github.com/cilium-go/cilium/pkg/policy"
+	policyagent "github.com/cilium-go/cilium/pkg/policy/agent"
+	"github.com/cilium-go/cilium/pkg/proxy"
+)
+
+// Config holds the flags of the layer-7 proxy that the agent and the
+// proxy share (both read cilium-config).
+type Config struct {
+	// EnableL7Proxy is Cilium's: without it, layer-7 rules and toFQDNs
+	// are refused.
+	EnableL7Proxy bool `mapstructure:"enable-l7-proxy"`
+	// ToFQDNsProxyPort is the DNS proxy's port (Cilium's flag; the
+	// standalone proxy needs a fixed one, so 0 is refused).
+	ToFQDNsProxyPort uint16 `mapstructure:"tofqdns-proxy-port"`
+	// ProxyHTTPPort is the HTTP proxy's port.
+	ProxyHTTPPort uint16 `mapstructure:"proxy-http-port"`
+	// ProxyDir holds the proxy's policy file and the agent's sockets
+	// for it, on a directory both see; empty: "proxy" beside the API's
+	// socket (/var/run/cilium/proxy).
+	ProxyDir string `mapstructure:"proxy-dir"`
+}
+
+// DefaultConfig: the proxy on, at ports of Cilium's proxy port range.
+var DefaultConfig = Config{EnableL7Proxy: true, ToFQDNsProxyPort: 10001, ProxyHTTPPort: 10002}
+
+// Dir is the proxy's directory.
+func (c Config) Dir(p paths.Config) string {
+	if c.ProxyDir != "" {
+		return c.ProxyDir
+	}
+	return filepath.Join(filepath.Dir(p.SocketPath), "proxy")
+}
+
+// Flags implements cell.Flagger.
+func (def Config) Flags(flags *pflag.FlagSet) {
+	flags.Bool("enable-l7-proxy", def.EnableL7Proxy, "Send the connections of allows with layer-7 rules (and DNS for toFQDNs) to the layer-7 proxy; without it such policies are refused")
+	flags.Uint16("tofqdns-proxy-port", def.ToFQDNsProxyPort, "Port of the DNS proxy (UDP and TCP) on every node")
+	flags.Uint16("proxy-http-port", def.ProxyHTTPPort, "Port of the HTTP proxy on every node")
+	flags.String("proxy-dir", def.ProxyDir, "Directory of the layer-7 proxy's policy file and of the agent's sockets for it (default: proxy beside --socket-path)")
+}
+
+// Validate names the bad flag.
+func (c Config) Validate() error {
+	if !c.EnableL7Proxy {
+		return nil
+	}
+	switch {
+	case c.ToFQDNsProxyPort == 0:
+		return fmt.Errorf("--tofqdns-proxy-port 0: the standalone DNS proxy needs a fixed port")
+	case c.ProxyHTTPPort == 0:
+		return fmt.Errorf("--proxy-http-port 0: the standalone HTTP proxy needs a fixed port")
+	case c.ProxyHTTPPort == c.ToFQDNsProxyPort:
+		return fmt.Errorf("--proxy-http-port %d is --tofqdns-proxy-port's too", c.ProxyHTTPPort)
+	case c.ProxyDir != "" && !filepath.IsAbs(c.ProxyDir):
+		return fmt.Errorf("--proxy-dir %q: want an absolute path", c.ProxyDir)
+	}
+	return nil
+}
+
+// PolicyFile is the proxy's policy in dir.
+func PolicyFile(dir string) string { return filepath.Join(dir, "policy.json") }
+
+// Ports are the engine's proxy ports, nil without the proxy.
+func (c Config) Ports() *policy.ProxyPorts {
+	if !c.EnableL7Proxy {
+		return nil
+	}
+	return &policy.ProxyPorts{HTTP: c.ProxyHTTPPort, DNS: c.ToFQDNsProxyPort}
+}
+
+// Cell provides the proxy's flags and ports and writes its policy.
+var Cell = cell.Module("l7-proxy", "Layer-7 proxy flags and policy file",
+	cell.Config(DefaultConfig),
+	cell.Invoke(Config.Validate),
+	cell.Provide(Config.Ports),
+	health.JobGroup,
+	cell.Invoke(registerPolicyWriter),
+)
+
+type writerParams struct {
+	cell.In
+	Config    Config
+	Paths     paths.Config
+	Log       *slog.Logger
+	DB        *statedb.DB
+	Jobs      job.Group
+	Policies  statedb.Table[*policyagent.EndpointPolicyRow]
+	Endpoints statedb.Table[*endpoint.EndpointRow]
+}
+
+func registerPolicyWriter(p writerParams) {
+	if !p.Config.EnableL7Proxy {
+		return
+	}
+	path := PolicyFile(p.Config.Dir(p.Paths))
+	var last []byte
+	desired.Controller(p.Jobs, "l7-proxy-policy", p.DB,
+		[]desired.Input{desired.TableInput(p.Policies), desired.TableInput(p.Endpoints)},
+		func(ctx context.Context, txn statedb.ReadTxn) error {
+			b, err := json.MarshalIndent(ProxyPolicy(txn, p.Policies, p.Endpoints), "", " ")
+			if err != nil {
+				return err
+			}
+			if bytes.Equal(b, last) {
+				return nil
+			}
+			if err := writeFile(path, b); err != nil {
+				return err
+			}
+			last = b
+			return nil
+		})
+}
+
+// ProxyPolicy is the proxy's policy as of txn: the local endpoints with
+// ports that go through the proxy.
+func ProxyPolicy(txn statedb.ReadTxn, policies statedb.Table[*policyagent.EndpointPolicyRow], eps statedb.Table[*endpoint.EndpointRow]) proxy.Policy {
+	var out proxy.Policy
+	rows := map[uint16]*policyagent.EndpointPolicyRow{}
+	for row := range policies.All(txn) {
+		rows[row.EndpointID] = row
+	}
+	for ep := range endpoint.Live(txn, eps) {
+		row := rows[ep.ID]
+		if row == nil || len(row.L7) == 0 || !ep.IPv4.IsValid() {
+			continue
+		}
+		out.Revision = max(out.Revision, row.Revision)
+		out.Endpoints = append(out.Endpoints, proxy.Endpoint{ID: ep.ID, Identity: row.Identity, IPv4: ep.IPv4, Ports: row.L7})
+	}
+	slices.SortFunc(out.Endpoints, func(a, b proxy.Endpoint) int { return int(a.ID) - int(b.ID) })
+	return out
+}
+
+// writeFile replaces path whole: a reader sees the old file or the new.
+func writeFile(path string, b []byte) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o750); err != nil {
+		return fmt.Errorf("proxy policy: %w", err)
+	}
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, b, 0o640); err != nil {
+		return fmt.Errorf("proxy policy: %w", err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return fmt.Errorf("proxy policy: %w", err)
+	}
+	return nil
+}
