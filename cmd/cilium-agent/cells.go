@@ -63,6 +63,7 @@ var (
 		proxyagent.Cell,        // --enable-l7-proxy, --tofqdns-proxy-port, --proxy-http-port: the layer-7 proxy's ports and policy file
 		fqdnagent.Cell,         // --tofqdns-*: names the DNS proxy learned, kept across restarts, to the policy engine
 		fqdnPolicy,             // the policy engine selects learned addresses by name
+		fqdnCache,              // the FQDN cache for the API (GET /v1/fqdn/cache)
 		loadbalancer.Cell,      // --kube-proxy-replacement: Services as frontends and backends, tables that reconcilers program
 		lbk8s.Cell,             // the load balancer's services from the Services, EndpointSlices and pods tables
 		l2announce.Cell,        // --enable-l2-announcements: one node per Service answers ARP for its addresses, elected by Leases
@@ -86,6 +87,14 @@ var (
 
 	// fqdnPolicy is the policy engine as the FQDN cache sees it.
 	fqdnPolicy = cell.Provide(func(a *policyagent.Agent) fqdnagent.Policy { return a })
+
+	// fqdnCache shows the API the name cache, when the proxy runs.
+	fqdnCache = cell.Provide(func(m *fqdnagent.NameManager) server.FQDNCache {
+		if m == nil {
+			return nil
+		}
+		return m
+	})
 
 	// podLabels shows the API the identities the allocator gave pods.
 	podLabels = cell.Provide(func(p *allocator.PodIdentities) server.PodIdentities { return p })

@@ -42,7 +42,7 @@ func newRootCommand(out io.Writer) *cobra.Command {
 	fs.StringVar(&o.bpfRoot, "bpf-root", paths.DefaultConfig.BPFRoot, "the agent's bpffs directory (its --bpf-root), for bpf and monitor")
 	fs.StringVarP(&o.output, "output", "o", outputTable, "output format: table, json (in Cilium's API models) or jsonpath=TEMPLATE")
 	root.AddCommand(newStatusCommand(o), newEndpointCommand(o), newIdentityCommand(o), newNodeCommand(o), newServiceCommand(o),
-		newPolicyCommand(o), newBPFCommand(o), newMonitorCommand(o), newMetricsCommand(o), newVersionCommand(o))
+		newPolicyCommand(o), newBPFCommand(o), newMonitorCommand(o), newMetricsCommand(o), newVersionCommand(o), newFQDNCommand(o))
 	return root
 }
 

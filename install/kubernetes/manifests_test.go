@@ -52,6 +52,7 @@ func TestObjects(t *testing.T) {
 		"Role kube-system/cilium-operator", "RoleBinding kube-system/cilium-operator",
 		"ConfigMap kube-system/cilium-config",
 		"DaemonSet kube-system/cilium", "Deployment kube-system/cilium-operator",
+		"ServiceAccount kube-system/cilium-proxy", "DaemonSet kube-system/cilium-proxy",
 		"ServiceAccount kube-system/hubble-relay", "Service kube-system/hubble-peer", "Service kube-system/hubble-relay",
 		"Deployment kube-system/hubble-relay",
 	}

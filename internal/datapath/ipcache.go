@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"path/filepath"
 
 	"github.com/cilium/ebpf"
 
@@ -104,3 +105,35 @@ func (m *Maps) IPCacheEntries() (map[netip.Prefix]spec.IPCacheEntry, error) {
 	}
 	return out, nil
 }
+
+// IPCacheReader looks addresses up in a node's pinned ipcache, as the
+// datapath does: what another process on the node (the layer-7 proxy)
+// needs to name a peer's identity.
+type IPCacheReader struct{ m *ebpf.Map }
+
+// OpenIPCache opens the ipcache pinned in the node's maps directory
+// (<bpf-root>/maps), read-only.
+func OpenIPCache(pinDir string) (*IPCacheReader, error) {
+	m, err := ebpf.LoadPinnedMap(filepath.Join(pinDir, "cilium_ipcache"), &ebpf.LoadPinOptions{ReadOnly: true})
+	if err != nil {
+		return nil, fmt.Errorf("open the pinned ipcache: %w", err)
+	}
+	return &IPCacheReader{m: m}, nil
+}
+
+// IdentityOf is the identity of the longest prefix that holds a, the
+// world's when none does.
+func (r *IPCacheReader) IdentityOf(a netip.Addr) identity.NumericIdentity {
+	k, err := ipcacheKey(netip.PrefixFrom(a, a.BitLen()))
+	if err != nil {
+		return identity.World
+	}
+	var v IPCacheInfo
+	if err := r.m.Lookup(&k, &v); err != nil {
+		return identity.World
+	}
+	return identity.NumericIdentity(v.Identity)
+}
+
+// Close releases the map.
+func (r *IPCacheReader) Close() error { return r.m.Close() }

@@ -20,24 +20,27 @@ type HTTPRule struct {
 	// Method, Path and Host are regular expressions (RE2) that the whole
 	// method, the whole request target (path and query) and the whole
 	// Host header must match.
-	Method, Path, Host string
+	Method string `json:"method,omitempty"`
+	Path   string `json:"path,omitempty"`
+	Host   string `json:"host,omitempty"`
 	// Headers are header names ("X-Token") that must be present, or
 	// names and values ("X-Token: abc", the colon optional) whose value
 	// must be exactly that.
-	Headers []string
+	Headers []string `json:"headers,omitempty"`
 	// HeaderMatches compare a header with a value; one that does not
 	// match denies the request, or with a mismatch action is let through
 	// with the action applied.
-	HeaderMatches []HeaderMatch
+	HeaderMatches []HeaderMatch `json:"headerMatches,omitempty"`
 }
 
 // HeaderMatch is one of rules.http's headerMatches.
 type HeaderMatch struct {
-	Name, Value string
+	Name  string `json:"name"`
+	Value string `json:"value,omitempty"`
 	// Mismatch is what a request whose header does not match gets: ""
 	// (denied), LOG (let through), ADD (the value added), DELETE (the
 	// header removed), REPLACE (its value replaced).
-	Mismatch MismatchAction
+	Mismatch MismatchAction `json:"mismatch,omitempty"`
 }
 
 // MismatchAction is a headerMatch's mismatch, Cilium's names.

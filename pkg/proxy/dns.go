@@ -137,7 +137,7 @@ func (p *Proxy) resolve(ctx context.Context, query []byte, from, to netip.AddrPo
 	}
 	resp.DNS = answerRecord(answer, name, rec.DNS.QTypes)
 	if resp.DNS.RCode == uint16(dnsmessage.RCodeSuccess) && len(resp.DNS.IPs) > 0 {
-		learned := Learned{Endpoint: ep.ID, Name: fqdn.Normalize(name), IPs: resp.DNS.IPs, TTL: resp.DNS.TTL, Time: resp.Time}
+		learned := fqdn.Lookup{Endpoint: ep.ID, Name: fqdn.Normalize(name), IPs: resp.DNS.IPs, TTL: resp.DNS.TTL, Time: resp.Time}
 		lctx, cancel := context.WithTimeout(ctx, p.cfg.LearnWait)
 		if err := p.cfg.Learn(lctx, learned); err != nil {
 			p.cfg.Log.Debug("DNS proxy: learned addresses not confirmed in time", "name", name, "error", err)

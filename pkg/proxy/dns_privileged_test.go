@@ -17,6 +17,7 @@ import (
 	"github.com/cilium-go/cilium/internal/datapath/tproxy"
 	"github.com/cilium-go/cilium/internal/netnamespace"
 	"github.com/cilium-go/cilium/internal/testenv"
+	"github.com/cilium-go/cilium/pkg/fqdn"
 	"github.com/cilium-go/cilium/pkg/identity"
 	"github.com/cilium-go/cilium/pkg/policy"
 	"github.com/cilium-go/cilium/pkg/proxy"
@@ -139,7 +140,7 @@ func lookup(pod *dptest.Pod, server netip.Addr, name string) (dnsmessage.RCode, 
 type recorder struct {
 	mu      sync.Mutex
 	records []proxy.Record
-	learned []proxy.Learned
+	learned []fqdn.Lookup
 }
 
 func (r *recorder) record(rec proxy.Record) {
@@ -148,14 +149,14 @@ func (r *recorder) record(rec proxy.Record) {
 	r.mu.Unlock()
 }
 
-func (r *recorder) learn(_ context.Context, l proxy.Learned) error {
+func (r *recorder) learn(_ context.Context, l fqdn.Lookup) error {
 	r.mu.Lock()
 	r.learned = append(r.learned, l)
 	r.mu.Unlock()
 	return nil
 }
 
-func (r *recorder) snapshot() ([]proxy.Record, []proxy.Learned) {
+func (r *recorder) snapshot() ([]proxy.Record, []fqdn.Lookup) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return slices.Clone(r.records), slices.Clone(r.learned)
@@ -248,7 +249,7 @@ func TestPrivilegedDNSProxy(t *testing.T) {
 	}
 
 	records, learned := rec.snapshot()
-	want := []proxy.Learned{
+	want := []fqdn.Lookup{
 		{Endpoint: client.ID, Name: "api.allowed.test.", IPs: []netip.Addr{netip.MustParseAddr("192.0.2.10"), netip.MustParseAddr("192.0.2.11")}, TTL: 60},
 		{Endpoint: client.ID, Name: "alias.allowed.test.", IPs: []netip.Addr{netip.MustParseAddr("192.0.2.20")}, TTL: 60},
 	}

@@ -10,18 +10,9 @@ import (
 	"time"
 
 	"github.com/cilium-go/cilium/internal/datapath/tproxy"
+	"github.com/cilium-go/cilium/pkg/fqdn"
 	"github.com/cilium-go/cilium/pkg/identity"
 )
-
-// Learned is what an allowed DNS answer taught: the addresses of a name,
-// for the endpoint that asked.
-type Learned struct {
-	Endpoint uint16
-	Name     string // fully qualified, lower case
-	IPs      []netip.Addr
-	TTL      uint32 // seconds, the smallest of the answer's records
-	Time     time.Time
-}
 
 // Config is the proxy's.
 type Config struct {
@@ -37,7 +28,7 @@ type Config struct {
 	// answer goes to the endpoint, so that its connections to them are
 	// allowed when they start; it returns once they are, or with an
 	// error. The answer waits for it LearnWait at most.
-	Learn     func(context.Context, Learned) error
+	Learn     func(context.Context, fqdn.Lookup) error
 	LearnWait time.Duration
 	// UpstreamTimeout bounds the wait for a DNS server's answer.
 	UpstreamTimeout time.Duration
@@ -74,7 +65,7 @@ func New(cfg Config) *Proxy {
 		cfg.Record = func(Record) {}
 	}
 	if cfg.Learn == nil {
-		cfg.Learn = func(context.Context, Learned) error { return nil }
+		cfg.Learn = func(context.Context, fqdn.Lookup) error { return nil }
 	}
 	p := &Proxy{cfg: cfg}
 	p.state.set(&compiled{})

@@ -130,7 +130,7 @@ func DefaultRules() []Rule {
 				// host's /bin/sh, cp and mv; `kubectl exec ds/cilium -- cilium-dbg`
 				// (or `cilium`, its old name) and hubble are the node's tools.
 				Binaries: map[string]string{"cilium-agent": "/usr/bin/cilium-agent", "cilium-cni": "/usr/bin/cilium-cni",
-					"cilium-dbg": "/usr/bin/cilium-dbg"},
+					"cilium-dbg": "/usr/bin/cilium-dbg", "cilium-proxy": "/usr/bin/cilium-proxy"},
 				Extras:  map[string]string{"hubble": "/usr/bin/hubble", "cilium-health": "/usr/bin/cilium-health"},
 				Aliases: map[string]string{"/usr/bin/cilium": "cilium-dbg"},
 				Cmd:     []string{"/usr/bin/cilium-agent"},

@@ -48,6 +48,7 @@ func TestResolveDefaults(t *testing.T) {
 		{"busybox", nil, nil, []string{"sh"}},
 		{"ghcr.io/cilium-go/cilium:dev", []File{{"/lab/bin/cilium-agent", "/usr/bin/cilium-agent", false},
 			{"/lab/bin/cilium-cni", "/usr/bin/cilium-cni", false}, {"/lab/bin/cilium-dbg", "/usr/bin/cilium-dbg", false},
+			{"/lab/bin/cilium-proxy", "/usr/bin/cilium-proxy", false},
 			{"/lab/bin/cilium-health", "/usr/bin/cilium-health", true}, {"/lab/bin/hubble", "/usr/bin/hubble", true},
 			// cilium-dbg's old name.
 			{"/lab/bin/cilium-dbg", "/usr/bin/cilium", true}}, nil, []string{"/usr/bin/cilium-agent"}},

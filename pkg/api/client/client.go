@@ -222,6 +222,21 @@ func (c *Client) IPCache(ctx context.Context) ([]models.IPCacheEntry, error) {
 	return out, c.do(ctx, http.MethodGet, "/v1/ipcache", nil, &out)
 }
 
+// FQDNCache lists what endpoints learned from allowed DNS answers, with
+// GET /v1/fqdn/cache's query (matchpattern, cidr, source), of one
+// endpoint when endpoint is not empty.
+func (c *Client) FQDNCache(ctx context.Context, endpoint string, query url.Values) ([]models.DNSLookup, error) {
+	path := "/v1/fqdn/cache"
+	if endpoint != "" {
+		path += "/" + url.PathEscape(endpoint)
+	}
+	if len(query) > 0 {
+		path += "?" + query.Encode()
+	}
+	var out []models.DNSLookup
+	return out, c.do(ctx, http.MethodGet, path, nil, &out)
+}
+
 // Nodes lists the cluster's nodes the agent knows; an agent without
 // Kubernetes answers 501.
 func (c *Client) Nodes(ctx context.Context) ([]models.Node, error) {

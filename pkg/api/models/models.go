@@ -245,3 +245,17 @@ type MonitorEvent struct {
 
 // MonitorEventTypes are the types GET /v1/monitor's type parameter takes.
 var MonitorEventTypes = []string{"drop", "trace", "policy-verdict"}
+
+// DNSLookup is what an endpoint learned of a name from allowed DNS
+// answers (toFQDNs), Cilium's model of GET /fqdn/cache: the addresses of
+// one lookup, or, with source "connection", those kept past their TTL
+// for the connections that still use them.
+type DNSLookup struct {
+	Fqdn           string   `json:"fqdn"`
+	Ips            []string `json:"ips"`
+	TTL            int64    `json:"ttl"`
+	LookupTime     string   `json:"lookup-time"`
+	ExpirationTime string   `json:"expiration-time"`
+	EndpointID     int64    `json:"endpoint-id"`
+	Source         string   `json:"source"`
+}

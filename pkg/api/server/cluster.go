@@ -2,12 +2,17 @@ package server
 
 import (
 	"errors"
+	"fmt"
 	"net/http"
+	"net/netip"
+	"slices"
+	"strconv"
 
 	cm "github.com/cilium/cilium/api/v1/models"
 
 	"github.com/cilium-go/cilium/pkg/api/ciliumapi"
 	"github.com/cilium-go/cilium/pkg/api/models"
+	"github.com/cilium-go/cilium/pkg/fqdn"
 )
 
 // The ipcache and the nodes come from cells the agent may run without
@@ -79,4 +84,62 @@ func (s *Server) getClusterNodes(w http.ResponseWriter, _ *http.Request) {
 		}
 	}
 	writeJSON(w, http.StatusOK, out)
+}
+
+// getFQDNCache lists the FQDN cache, of every endpoint or of {id}, with
+// Cilium's filters: matchpattern (a toFQDNs pattern the name must match)
+// and cidr (a prefix holding one of the addresses).
+func (s *Server) getFQDNCache(w http.ResponseWriter, r *http.Request) {
+	if s.p.FQDN == nil {
+		writeError(w, http.StatusNotImplemented, errors.New("fqdn cache: the agent runs without the layer-7 proxy"))
+		return
+	}
+	keep, err := fqdnFilter(r)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, err)
+		return
+	}
+	out := []models.DNSLookup{}
+	for _, l := range s.p.FQDN.Lookups() {
+		if keep(l) {
+			out = append(out, l)
+		}
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func fqdnFilter(r *http.Request) (func(models.DNSLookup) bool, error) {
+	var ep int64 = -1
+	if id := r.PathValue("id"); id != "" {
+		n, err := strconv.ParseUint(id, 10, 16)
+		if err != nil {
+			return nil, fmt.Errorf("endpoint id %q: %w", id, err)
+		}
+		ep = int64(n)
+	}
+	match := func(string) bool { return true }
+	if p := r.URL.Query().Get("matchpattern"); p != "" {
+		pat, err := fqdn.ParsePattern(p)
+		if err != nil {
+			return nil, fmt.Errorf("matchpattern: %w", err)
+		}
+		match = pat.Matches
+	}
+	var cidr netip.Prefix
+	if c := r.URL.Query().Get("cidr"); c != "" {
+		var err error
+		if cidr, err = netip.ParsePrefix(c); err != nil {
+			return nil, fmt.Errorf("cidr: %w", err)
+		}
+	}
+	source := r.URL.Query().Get("source")
+	return func(l models.DNSLookup) bool {
+		if ep >= 0 && l.EndpointID != ep || !match(l.Fqdn) || source != "" && l.Source != source {
+			return false
+		}
+		return !cidr.IsValid() || slices.ContainsFunc(l.Ips, func(ip string) bool {
+			a, err := netip.ParseAddr(ip)
+			return err == nil && cidr.Contains(a)
+		})
+	}, nil
 }

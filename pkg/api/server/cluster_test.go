@@ -61,3 +61,47 @@ func TestIPCacheAndNodes(t *testing.T) {
 type rawBody []byte
 
 func (r *rawBody) UnmarshalJSON(b []byte) error { *r = append((*r)[:0], b...); return nil }
+
+type fakeFQDN []models.DNSLookup
+
+func (f fakeFQDN) Lookups() []models.DNSLookup { return f }
+
+// GET /v1/fqdn/cache lists the FQDN cache with Cilium's filters; without
+// the proxy it is 501, and a bad filter 400 naming it.
+func TestFQDNCache(t *testing.T) {
+	cache := fakeFQDN{
+		{Fqdn: "docs.cilium.io.", Ips: []string{"192.0.2.1"}, TTL: 60, EndpointID: 7, Source: "lookup"},
+		{Fqdn: "evil.example.", Ips: []string{"198.51.100.9"}, TTL: 30, EndpointID: 8, Source: "connection"},
+	}
+	for _, tc := range []struct {
+		name  string
+		fqdn  FQDNCache
+		path  string
+		code  int
+		want  string
+		wantN int
+	}{
+		{"no proxy", nil, "/v1/fqdn/cache", 501, "without the layer-7 proxy", 0},
+		{"all", cache, "/v1/fqdn/cache", 200, `"expiration-time"`, 2},
+		{"by pattern", cache, "/v1/fqdn/cache?matchpattern=*.cilium.io", 200, "docs.cilium.io.", 1},
+		{"by endpoint", cache, "/v1/fqdn/cache/8", 200, "evil.example.", 1},
+		{"by cidr", cache, "/v1/fqdn/cache?cidr=198.51.100.0/24", 200, "evil.example.", 1},
+		{"by source", cache, "/v1/fqdn/cache?source=lookup", 200, "docs.cilium.io.", 1},
+		{"none", cache, "/v1/fqdn/cache/9", 200, "[]", 0},
+		{"bad cidr", cache, "/v1/fqdn/cache?cidr=nope", 400, "cidr", 0},
+		{"bad pattern", cache, "/v1/fqdn/cache?matchpattern=a%20b", 400, "matchpattern", 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t)
+			f.s.p.FQDN = tc.fqdn
+			var raw rawBody
+			code := f.do(t, http.MethodGet, tc.path, "", &raw)
+			if code != tc.code || !strings.Contains(string(raw), tc.want) {
+				t.Fatalf("GET %s: %d %s, want %d with %s", tc.path, code, raw, tc.code, tc.want)
+			}
+			if code == 200 && strings.Count(string(raw), `"fqdn"`) != tc.wantN {
+				t.Fatalf("GET %s: %s, want %d lookups", tc.path, raw, tc.wantN)
+			}
+		})
+	}
+}

@@ -60,7 +60,7 @@ func TestModelsMatchOpenAPI(t *testing.T) {
 		"Config": models.Config{}, "ConfigPatch": models.ConfigPatch{}, "IPAMRequest": models.IPAMRequest{},
 		"IPAMResponse": models.IPAMResponse{}, "IPAMAllocation": models.IPAMAllocation{}, "EndpointRequest": models.EndpointRequest{},
 		"Endpoint": models.Endpoint{}, "Identity": models.Identity{}, "BPFMap": models.BPFMap{},
-		"IPCacheEntry": models.IPCacheEntry{}, "Node": models.Node{}, "Service": models.Service{},
+		"IPCacheEntry": models.IPCacheEntry{}, "DNSLookup": models.DNSLookup{}, "Node": models.Node{}, "Service": models.Service{},
 		"ServiceBackend": models.ServiceBackend{}, "PolicyOrigin": models.PolicyOrigin{}, "Policy": models.Policy{}, "PolicyRule": models.PolicyRule{},
 		"PolicySelector": models.PolicySelector{}, "EndpointPolicy": models.EndpointPolicy{}, "PolicyEntry": models.PolicyEntry{},
 		"PolicyTrace": models.PolicyTrace{}, "TracePeer": models.TracePeer{}, "PolicyVerdict": models.PolicyVerdict{},
@@ -85,7 +85,7 @@ func TestModelsMatchOpenAPI(t *testing.T) {
 			t.Errorf("schema %s has %v, model has %v", name, props, fields)
 		}
 	}
-	if len(doc.Components.Schemas) != 26 {
-		t.Errorf("%d schemas, the test knows 26", len(doc.Components.Schemas))
+	if len(doc.Components.Schemas) != 27 {
+		t.Errorf("%d schemas, the test knows 27", len(doc.Components.Schemas))
 	}
 }

@@ -43,6 +43,12 @@ type IPCacheLister interface {
 	ListIPCache() ([]models.IPCacheEntry, error)
 }
 
+// FQDNCache lists what endpoints learned from allowed DNS answers, for GET
+// /v1/fqdn/cache.
+type FQDNCache interface {
+	Lookups() []models.DNSLookup
+}
+
 // ServiceLister lists the frontends the agent balances, for GET /v1/service.
 type ServiceLister interface {
 	ListServices() []models.Service
@@ -101,6 +107,7 @@ type Params struct {
 	Services   ServiceLister   `optional:"true"`
 	Policy     PolicyExplainer `optional:"true"`
 	Monitor    Monitor         `optional:"true"`
+	FQDN       FQDNCache       `optional:"true"`
 	// PodIdentities labels the endpoints' identities; without it (no
 	// Kubernetes) only reserved identities have labels.
 	PodIdentities PodIdentities        `optional:"true"`
@@ -216,6 +223,8 @@ var routes = []route{
 	{"GET", "/v1/identity/{id}", (*Server).getIdentityByID},
 	{"GET", "/v1/map", (*Server).getMap},
 	{"GET", "/v1/ipcache", (*Server).getIPCache},
+	{"GET", "/v1/fqdn/cache", (*Server).getFQDNCache},
+	{"GET", "/v1/fqdn/cache/{id}", (*Server).getFQDNCache},
 	{"GET", "/v1/node", (*Server).getNode},
 	{"GET", "/v1/cluster/nodes", (*Server).getClusterNodes},
 	{"GET", "/v1/service", (*Server).getService},

@@ -22,6 +22,7 @@ import (
 	"github.com/cilium/statedb"
 	"github.com/cilium/statedb/reconciler"
 
+	"github.com/cilium-go/cilium/pkg/api/models"
 	"github.com/cilium-go/cilium/pkg/endpoint"
 	"github.com/cilium-go/cilium/pkg/fqdn"
 	"github.com/cilium-go/cilium/pkg/ipcache"
@@ -216,4 +217,38 @@ func (m *NameManager) inUse() (func(uint16, netip.Addr) bool, error) {
 		return nil, err
 	}
 	return func(ep uint16, ip netip.Addr) bool { return open[ep][ip] }, nil
+}
+
+// Lookups lists the cache as Cilium's GET /fqdn/cache does: one lookup per
+// endpoint, name and answer, with its addresses; those kept past their
+// TTL for open connections have the source "connection".
+func (m *NameManager) Lookups() []models.DNSLookup {
+	type key struct {
+		ep              uint16
+		name            string
+		lookup, expires time.Time
+		zombie          bool
+	}
+	var order []key
+	byKey := map[key]*models.DNSLookup{}
+	for _, e := range m.Entries() {
+		k := key{e.Endpoint, e.Name, e.Lookup, e.Expires, e.Zombie}
+		l := byKey[k]
+		if l == nil {
+			source := "lookup"
+			if e.Zombie {
+				source = "connection"
+			}
+			l = &models.DNSLookup{Fqdn: e.Name, TTL: int64(e.TTL), LookupTime: e.Lookup.UTC().Format(time.RFC3339Nano),
+				ExpirationTime: e.Expires.UTC().Format(time.RFC3339Nano), EndpointID: int64(e.Endpoint), Source: source}
+			byKey[k] = l
+			order = append(order, k)
+		}
+		l.Ips = append(l.Ips, e.IP.String())
+	}
+	out := make([]models.DNSLookup, 0, len(order))
+	for _, k := range order {
+		out = append(out, *byKey[k])
+	}
+	return out
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/cilium-go/cilium/pkg/health"
 	"github.com/cilium-go/cilium/pkg/ipcache"
 	"github.com/cilium-go/cilium/pkg/paths"
+	"github.com/cilium-go/cilium/pkg/proxy"
 	proxyagent "github.com/cilium-go/cilium/pkg/proxy/agent"
 )
 
@@ -47,10 +48,6 @@ func (c Config) cache() fqdn.CacheConfig {
 	return fqdn.CacheConfig{MinTTL: time.Duration(c.ToFQDNsMinTTL) * time.Second, MaxIPsPerName: c.ToFQDNsMaxIPsPerHost,
 		IdleGrace: c.ToFQDNsIdleConnectionGracePeriod, MaxZombies: c.ToFQDNsMaxDeferredConnectionDeletes}
 }
-
-// SocketFile is the agent's socket for the proxy's lookups in the proxy's
-// directory.
-func SocketFile(dir string) string { return filepath.Join(dir, "fqdn.sock") }
 
 // cacheFile keeps the cache across agent restarts.
 func cacheFile(p paths.Config) string { return filepath.Join(p.StateDir, "fqdn-cache.json") }
@@ -90,7 +87,7 @@ func newManager(p params) (*NameManager, error) {
 		return nil, err
 	}
 	p.Jobs.Add(job.OneShot("fqdn-expire", func(ctx context.Context, _ cell.Health) error { return m.expireLoop(ctx) }))
-	sock := SocketFile(p.Proxy.Dir(p.Paths))
+	sock := proxy.LearnSocket(p.Proxy.Dir(p.Paths))
 	p.Jobs.Add(job.OneShot("fqdn-proxy-socket", func(ctx context.Context, _ cell.Health) error { return m.serve(ctx, sock) }))
 	return m, nil
 }

@@ -49,7 +49,7 @@ type Config struct {
 }
 
 // DefaultConfig: the proxy on, at ports of Cilium's proxy port range.
-var DefaultConfig = Config{EnableL7Proxy: true, ToFQDNsProxyPort: 10001, ProxyHTTPPort: 10002}
+var DefaultConfig = Config{EnableL7Proxy: true, ToFQDNsProxyPort: proxy.DefaultDNSPort, ProxyHTTPPort: proxy.DefaultHTTPPort}
 
 // Dir is the proxy's directory.
 func (c Config) Dir(p paths.Config) string {
@@ -85,9 +85,6 @@ func (c Config) Validate() error {
 	return nil
 }
 
-// PolicyFile is the proxy's policy in dir.
-func PolicyFile(dir string) string { return filepath.Join(dir, "policy.json") }
-
 // Ports are the engine's proxy ports, nil without the proxy.
 func (c Config) Ports() *policy.ProxyPorts {
 	if !c.EnableL7Proxy {
@@ -120,7 +117,7 @@ func registerPolicyWriter(p writerParams) {
 	if !p.Config.EnableL7Proxy {
 		return
 	}
-	path := PolicyFile(p.Config.Dir(p.Paths))
+	path := proxy.PolicyFile(p.Config.Dir(p.Paths))
 	var last []byte
 	desired.Controller(p.Jobs, "l7-proxy-policy", p.DB,
 		[]desired.Input{desired.TableInput(p.Policies), desired.TableInput(p.Endpoints)},
