@@ -58,6 +58,7 @@ func testCiliumLab(t *testing.T, name, mode, kubeProxy string, full bool) {
 	if kubeProxy == "none" {
 		checkServices(t, lab, client, node1, node2)
 		checkTopology(t, lab, client, node1, node2)
+		checkL7(t, lab, node1)
 		if full {
 			hugeServiceRefusedAlone(t, lab, client)
 		}

@@ -1,0 +1,136 @@
+package e2e
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+)
+
+// l7Client is a pod with the host's tools (dig, curl) on one node.
+const l7Client = `
+apiVersion: v1
+kind: Pod
+metadata:
+  name: l7client
+  labels: {app: l7client}
+spec:
+  nodeName: %s
+  containers:
+    - name: tools
+      image: busybox
+      command: [sleep, "3600"]
+`
+
+// l7Policy lets the client ask cluster DNS for the lab's world names only
+// (through the DNS proxy), and reach the world's target by name, for GET
+// /allowed only (through the HTTP proxy).
+const l7Policy = `
+apiVersion: cilium.io/v2
+kind: CiliumNetworkPolicy
+metadata:
+  name: l7
+spec:
+  endpointSelector:
+    matchLabels: {app: l7client}
+  egress:
+    - toEndpoints:
+        - matchLabels:
+            k8s:io.kubernetes.pod.namespace: kube-system
+            k8s:k8s-app: kube-dns
+      toPorts:
+        - ports: [{port: "53", protocol: ANY}]
+          rules:
+            dns: [{matchPattern: "*.cilium-lab.test"}]
+    - toFQDNs: [{matchName: %s}]
+      toPorts:
+        - ports: [{port: "80", protocol: TCP}]
+          rules:
+            http: [{method: GET, path: "/allowed.*"}]
+`
+
+// worldHosts are the lab world's target and other names and addresses,
+// from cilium-lab (the flags it gives cilium-cli's connectivity test).
+func worldHosts(t *testing.T, lab *Lab) (target, targetIP, other, otherIP string) {
+	t.Helper()
+	out, err := lab.run("cilium-lab", "connectivity-test-flags", "--state-dir", lab.StateDir)
+	if err != nil {
+		t.Fatalf("world: %v\n%s", err, out)
+	}
+	f := strings.Fields(out)
+	for i := 0; i+1 < len(f); i++ {
+		switch f[i] {
+		case "--external-target":
+			target = strings.TrimSuffix(f[i+1], ".")
+		case "--external-other-target":
+			other = strings.TrimSuffix(f[i+1], ".")
+		case "--external-ip":
+			targetIP = f[i+1]
+		case "--external-other-ip":
+			otherIP = f[i+1]
+		}
+	}
+	if target == "" || other == "" || targetIP == "" || otherIP == "" {
+		t.Fatalf("world hosts not in %q", out)
+	}
+	return target, targetIP, other, otherIP
+}
+
+// checkL7 proves layer-7 policy through the proxy on the client's node:
+// DNS rules answer names they allow and REFUSE others; toFQDNs lets the
+// client reach the name it allows, at the address the answer gave, and
+// not another name's; HTTP rules give 200 for the allowed method and path
+// and 403 for the rest; the agent's FQDN cache shows what was learned.
+func checkL7(t *testing.T, lab *Lab, node string) {
+	target, targetIP, other, _ := worldHosts(t, lab)
+	lab.KubectlApply(fmt.Sprintf(l7Client, node))
+	lab.Eventually("the l7 client Running", 2*time.Minute, func() error {
+		if phase := lab.Kubectl("get", "pod", "l7client", "-o", "jsonpath={.status.phase}"); phase != "Running" {
+			return fmt.Errorf("phase %s", phase)
+		}
+		return nil
+	})
+	lab.KubectlApply(fmt.Sprintf(l7Policy, target))
+	exec := func(args ...string) (string, error) {
+		return lab.run("kubectl", append([]string{"exec", "l7client", "--"}, args...)...)
+	}
+	lab.Eventually("the allowed name resolves through the DNS proxy", time.Minute, func() error {
+		out, err := exec("dig", "+short", "+time=2", "+tries=1", target)
+		if err != nil || strings.TrimSpace(out) != targetIP {
+			return fmt.Errorf("dig %s: %q %v", target, out, err)
+		}
+		return nil
+	})
+	if out, _ := exec("dig", "+time=2", "+tries=1", "kubernetes.default.svc.cluster.local"); !strings.Contains(out, "status: REFUSED") {
+		t.Errorf("a name the DNS rules do not allow: %s, want REFUSED", out)
+	}
+	code := func(url string) string {
+		out, _ := exec("curl", "-s", "-o", "/dev/null", "-w", "%{http_code}", "--max-time", "5", url)
+		return strings.TrimSpace(out)
+	}
+	lab.Eventually("GET /allowed through the HTTP proxy", time.Minute, func() error {
+		if c := code("http://" + target + "/allowed"); c != "200" {
+			return fmt.Errorf("GET /allowed: %q", c)
+		}
+		return nil
+	})
+	if c := code("http://" + target + "/denied"); c != "403" {
+		t.Errorf("GET /denied: %q, want 403", c)
+	}
+	if out, err := exec("curl", "-s", "-o", "/dev/null", "-w", "%{http_code}", "-X", "POST", "--max-time", "5", "http://"+target+"/allowed"); strings.TrimSpace(out) != "403" {
+		t.Errorf("POST /allowed: %q %v, want 403", out, err)
+	}
+	// The other name resolves (the DNS rules allow it) but toFQDNs does
+	// not select its address.
+	if c := code("http://" + other + "/allowed"); c == "200" || c == "403" {
+		t.Errorf("GET %s: %q, want no connection", other, c)
+	}
+	out, err := lab.dbg(node, "fqdn", "cache", "list")
+	if err != nil || !strings.Contains(out, target+".") || !strings.Contains(out, targetIP) {
+		t.Errorf("cilium-dbg fqdn cache list: %v\n%s", err, out)
+	}
+	t.Logf("layer 7 on %s: %s resolved to %s through the DNS proxy, another name REFUSED; GET /allowed 200, GET /denied and POST 403 "+
+		"through the HTTP proxy; %s (allowed by the DNS rules, not by toFQDNs) unreachable; the FQDN cache has it", node, target, targetIP, other)
+	lab.Kubectl("delete", "ciliumnetworkpolicy", "l7", "--wait=true")
+	lab.Kubectl("delete", "pod", "l7client", "--wait=true")
+}
