@@ -86,7 +86,8 @@ func (d Config) Flags(fs *pflag.FlagSet) {
 	fs.String("hubble-tls-key-file", d.HubbleTLSKeyFile, "the server certificate's key")
 	fs.StringSlice("hubble-tls-client-ca-files", d.HubbleTLSClientCAFiles, "CAs whose client certificates the server requires (mutual TLS); none: any client")
 	fs.String("hubble-metrics", d.HubbleMetrics,
-		"flow metrics, separated by spaces, each name[:option=value;...]: flow, drop, tcp, port-distribution, icmp, policy; options sourceContext, destinationContext, labelsContext")
+		"flow metrics, separated by spaces, each name[:option=value;...]: flow, drop, tcp, port-distribution, icmp, policy, dns, http, httpV2; "+
+			"options sourceContext, destinationContext, labelsContext, and dns's query and ignoreAAAA (without a value)")
 	fs.String("hubble-metrics-server", d.HubbleMetricsServer, "host:port where --hubble-metrics are served (Cilium's :9965); empty: none")
 }
 

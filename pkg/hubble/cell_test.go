@@ -41,8 +41,8 @@ func TestConfigNamesTheFlag(t *testing.T) {
 		{Config{EnableHubble: true, HubbleSocketPath: "/run/h.sock", HubbleEventBufferCapacity: 4096}, "--hubble-event-buffer-capacity"},
 		{Config{EnableHubble: true, HubbleSocketPath: "/run/h.sock", HubbleEventBufferCapacity: 0}, "--hubble-event-buffer-capacity"},
 		{Config{EnableHubble: true, HubbleSocketPath: "h.sock", HubbleEventBufferCapacity: 4095}, "--hubble-socket-path"},
-		{Config{EnableHubble: true, HubbleSocketPath: "/run/h.sock", HubbleEventBufferCapacity: 4095, HubbleMetrics: "flow dns",
-			HubbleMetricsServer: ":9965"}, `--hubble-metrics: metric "dns"`},
+		{Config{EnableHubble: true, HubbleSocketPath: "/run/h.sock", HubbleEventBufferCapacity: 4095, HubbleMetrics: "flow kafka",
+			HubbleMetricsServer: ":9965"}, `--hubble-metrics: metric "kafka"`},
 		{Config{EnableHubble: true, HubbleSocketPath: "/run/h.sock", HubbleEventBufferCapacity: 4095, HubbleMetrics: "flow"},
 			"--hubble-metrics-server"},
 	} {
