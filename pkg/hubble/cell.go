@@ -1,8 +1,9 @@
 // Package hubble is the agent's Hubble server: it makes flows of the
-// datapath's events (a subscriber of the monitor's), keeps the last ones
-// in a ring and serves them through Hubble's Observer gRPC service on a
-// unix socket (and to relays over TCP), and exports them to a file if
-// asked (pkg/hubble/exporter).
+// datapath's events (a subscriber of the monitor's) and of the layer-7
+// proxy's records (pkg/proxy/accesslog), keeps the last ones in a ring and
+// serves them through Hubble's Observer gRPC service on a unix socket (and
+// to relays over TCP), and exports them to a file if asked
+// (pkg/hubble/exporter).
 package hubble
 
 import (
@@ -35,6 +36,7 @@ var Cell = cell.Module("hubble", "Hubble - the datapath events as flows over gRP
 	cell.Invoke(validate),
 
 	observerCell,              // events -> parser -> the node's flow ring, and the agent's events
+	accessLogCell,             // the L7 proxy's records (accesslog.sock in --proxy-dir) -> parser -> the ring
 	metricsCell,               // --hubble-metrics on --hubble-metrics-server
 	exporterCell,              // --hubble-export-file-path
 	cell.Provide(newServices), // what both gRPC servers serve
@@ -86,7 +88,8 @@ func (d Config) Flags(fs *pflag.FlagSet) {
 	fs.String("hubble-tls-key-file", d.HubbleTLSKeyFile, "the server certificate's key")
 	fs.StringSlice("hubble-tls-client-ca-files", d.HubbleTLSClientCAFiles, "CAs whose client certificates the server requires (mutual TLS); none: any client")
 	fs.String("hubble-metrics", d.HubbleMetrics,
-		"flow metrics, separated by spaces, each name[:option=value;...]: flow, drop, tcp, port-distribution, icmp, policy; options sourceContext, destinationContext, labelsContext")
+		"flow metrics, separated by spaces, each name[:option=value;...]: flow, drop, tcp, port-distribution, icmp, policy, dns, http, httpV2; "+
+			"options sourceContext, destinationContext, labelsContext, and dns's query and ignoreAAAA (without a value)")
 	fs.String("hubble-metrics-server", d.HubbleMetricsServer, "host:port where --hubble-metrics are served (Cilium's :9965); empty: none")
 }
 

@@ -30,7 +30,10 @@ import (
 	"github.com/cilium-go/cilium/pkg/health"
 	k8sagent "github.com/cilium-go/cilium/pkg/k8s/agent"
 	"github.com/cilium-go/cilium/pkg/monitor"
+	"github.com/cilium-go/cilium/pkg/paths"
 	"github.com/cilium-go/cilium/pkg/policy"
+	"github.com/cilium-go/cilium/pkg/proxy/accesslog"
+	proxyagent "github.com/cilium-go/cilium/pkg/proxy/agent"
 )
 
 func TestConfigNamesTheFlag(t *testing.T) {
@@ -41,8 +44,8 @@ func TestConfigNamesTheFlag(t *testing.T) {
 		{Config{EnableHubble: true, HubbleSocketPath: "/run/h.sock", HubbleEventBufferCapacity: 4096}, "--hubble-event-buffer-capacity"},
 		{Config{EnableHubble: true, HubbleSocketPath: "/run/h.sock", HubbleEventBufferCapacity: 0}, "--hubble-event-buffer-capacity"},
 		{Config{EnableHubble: true, HubbleSocketPath: "h.sock", HubbleEventBufferCapacity: 4095}, "--hubble-socket-path"},
-		{Config{EnableHubble: true, HubbleSocketPath: "/run/h.sock", HubbleEventBufferCapacity: 4095, HubbleMetrics: "flow dns",
-			HubbleMetricsServer: ":9965"}, `--hubble-metrics: metric "dns"`},
+		{Config{EnableHubble: true, HubbleSocketPath: "/run/h.sock", HubbleEventBufferCapacity: 4095, HubbleMetrics: "flow kafka",
+			HubbleMetricsServer: ":9965"}, `--hubble-metrics: metric "kafka"`},
 		{Config{EnableHubble: true, HubbleSocketPath: "/run/h.sock", HubbleEventBufferCapacity: 4095, HubbleMetrics: "flow"},
 			"--hubble-metrics-server"},
 	} {
@@ -74,10 +77,14 @@ func freeAddr(t *testing.T) string {
 	return ln.Addr().String()
 }
 
-func startHubble(t *testing.T, configure func(*Config)) *monitor.Hub {
+// startHubble starts the module with its config as configure says, and
+// the layer-7 proxy's directory in proxyDir.
+func startHubble(t *testing.T, configure func(*Config), proxyDir string) *monitor.Hub {
 	t.Helper()
 	hub := monitor.NewHub()
 	h := health.NewHive(job.Cell, statedb.Cell, health.Cell, Cell,
+		cell.Config(paths.DefaultConfig),
+		cell.Config(proxyagent.Config{EnableL7Proxy: true, ProxyDir: proxyDir}),
 		cell.Provide(
 			func() *monitor.Hub { return hub },
 			func(db *statedb.DB) (statedb.Table[*endpoint.EndpointRow], error) { return endpoint.NewTable(db) },
@@ -102,7 +109,7 @@ func TestCellServesFlows(t *testing.T) {
 	hub := startHubble(t, func(c *Config) {
 		c.EnableHubble, c.HubbleSocketPath, c.HubbleListenAddress, c.HubbleDisableTLS = true, sock, tcpAddr, true
 		c.HubbleMetrics, c.HubbleMetricsServer = "drop", metricsAddr
-	})
+	}, t.TempDir())
 	hub.Publish(spec.Event{Type: spec.EventDrop, Reason: spec.DropPolicy, Direction: spec.Ingress,
 		Src: netip.MustParseAddr("10.0.0.1"), Dst: netip.MustParseAddr("10.0.1.2"), SrcPort: 40000, DstPort: 80,
 		Protocol: spec.ProtoTCP, TCPFlags: 0x02, SrcIdentity: 2, DstIdentity: 1})
@@ -151,14 +158,77 @@ func TestCellServesFlows(t *testing.T) {
 // TestCellOffServesNothing: without --enable-hubble no part is built,
 // whatever the other flags say.
 func TestCellOffServesNothing(t *testing.T) {
-	sock := filepath.Join(t.TempDir(), "hubble.sock")
+	dir := t.TempDir()
+	sock := filepath.Join(dir, "hubble.sock")
 	tcpAddr := freeAddr(t)
-	startHubble(t, func(c *Config) { c.HubbleSocketPath, c.HubbleListenAddress, c.HubbleDisableTLS = sock, tcpAddr, true })
-	if _, err := os.Stat(sock); !errors.Is(err, os.ErrNotExist) {
-		t.Errorf("socket %s: %v, want none", sock, err)
+	startHubble(t, func(c *Config) { c.HubbleSocketPath, c.HubbleListenAddress, c.HubbleDisableTLS = sock, tcpAddr, true }, dir)
+	for _, path := range []string{sock, accesslog.SocketFile(dir)} {
+		if _, err := os.Stat(path); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("socket %s: %v, want none", path, err)
+		}
 	}
 	if c, err := net.Dial("tcp", tcpAddr); err == nil {
 		c.Close()
 		t.Errorf("%s answers", tcpAddr)
+	}
+}
+
+// TestCellShowsTheProxysRecords: the layer-7 proxy's records, sent to
+// the access log's socket in the proxy's directory, are L7 flows of the
+// node's ring (hubble observe --type l7) and count in the L7 metrics.
+func TestCellShowsTheProxysRecords(t *testing.T) {
+	dir := t.TempDir()
+	sock, metricsAddr := filepath.Join(dir, "hubble.sock"), freeAddr(t)
+	startHubble(t, func(c *Config) {
+		c.EnableHubble, c.HubbleSocketPath = true, sock
+		c.HubbleMetrics, c.HubbleMetricsServer = "dns:query", metricsAddr
+	}, filepath.Join(dir, "proxy"))
+	sender := accesslog.NewSender(accesslog.SocketFile(filepath.Join(dir, "proxy")), 0, hivetest.Logger(t))
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- sender.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	testenv.Eventually(t, 10*time.Second, func() error {
+		if !sender.Connected() {
+			return errors.New("the proxy's sender is not connected")
+		}
+		return nil
+	})
+	sender.Record(accesslog.Record{Time: time.Now(), Type: accesslog.Request, Verdict: accesslog.Denied, Direction: spec.Egress,
+		Src: netip.MustParseAddrPort("10.0.1.5:40000"), Dst: netip.MustParseAddrPort("10.96.0.10:53"), Protocol: spec.ProtoUDP,
+		SrcIdentity: 1000, DstIdentity: 2, DNS: &accesslog.DNSRecord{Query: "evil.example.org.", QTypes: []string{"A"}}})
+
+	conn, err := grpc.NewClient("unix://"+sock, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	client := observer.NewObserverClient(conn)
+	var f *flow.Flow
+	testenv.Eventually(t, 10*time.Second, func() error {
+		stream, err := client.GetFlows(context.Background(), &observer.GetFlowsRequest{Number: 10,
+			Whitelist: []*flow.FlowFilter{{EventType: []*flow.EventTypeFilter{{Type: 129}}}}})
+		if err != nil {
+			return err
+		}
+		resp, err := stream.Recv()
+		if err != nil {
+			return fmt.Errorf("no L7 flow: %w", err)
+		}
+		f = resp.GetFlow()
+		return nil
+	})
+	if f.GetType() != flow.FlowType_L7 || f.GetVerdict() != flow.Verdict_DROPPED || f.GetL7().GetDns().GetQuery() != "evil.example.org." ||
+		f.GetNodeName() != "node-1" || f.GetDestination().GetIdentity() != 2 {
+		t.Errorf("flow %v, want node-1's denied DNS query", f)
+	}
+	resp, err := http.Get("http://" + metricsAddr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	if want := `hubble_dns_queries_total{ips_returned="0",qtypes="A",query="evil.example.org.",rcode="Policy denied"} 1`; !strings.Contains(string(body), want) {
+		t.Errorf("metrics without %s:\n%s", want, body)
 	}
 }

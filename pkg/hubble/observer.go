@@ -25,9 +25,10 @@ import (
 
 // observerCell makes flows of the monitor's events into the node's flow
 // ring, keeps the agent's events in a ring of their own, and provides the
-// Observer service that reads both.
+// Observer service that reads both, and the intake of the layer-7 proxy's
+// records into the flow ring (L7Records).
 var observerCell = cell.Module("observer", "Datapath events made flows and kept in the node rings",
-	cell.Provide(newNodeName, newAgentState, newFlowRing, newAgentEvents, newObserver),
+	cell.Provide(newNodeName, newAgentState, newParser, newFlowRing, newAgentEvents, newObserver, newL7Records),
 	cell.Invoke(registerEventJobs),
 )
 
@@ -59,6 +60,15 @@ func newFlowRing(c Config) (*flowRing, error) {
 	return &flowRing{r}, nil
 }
 
+// newParser makes flows of the datapath's events and of the layer-7
+// proxy's records alike; nil when Hubble is off.
+func newParser(c Config, node nodeName, state *agentState) *parser.Parser {
+	if !c.EnableHubble {
+		return nil
+	}
+	return parser.New(string(node), state, monitor.Clock)
+}
+
 func newAgentEvents(c Config, node nodeName) (*agentEvents, error) {
 	if !c.EnableHubble {
 		return nil, nil
@@ -83,8 +93,8 @@ type eventParams struct {
 	Log       *slog.Logger
 	Jobs      job.Group
 	Monitor   *monitor.Hub
-	Node      nodeName
 	State     *agentState
+	Parser    *parser.Parser
 	Ring      *flowRing
 	Agent     *agentEvents
 	Metrics   *metrics.Metrics
@@ -101,10 +111,9 @@ func registerEventJobs(p eventParams) error {
 	if !p.Config.EnableHubble {
 		return nil
 	}
-	pr := parser.New(string(p.Node), p.State, monitor.Clock)
 	sub := p.Monitor.Subscribe(p.Config.queueSize())
 	p.Jobs.Add(job.OneShot("hubble-events", func(ctx context.Context, _ cell.Health) error {
-		return ReadEvents(ctx, p.Log, sub, pr, p.Ring.Ring, p.Metrics)
+		return ReadEvents(ctx, p.Log, sub, p.Parser, p.Ring.Ring, p.Metrics)
 	}))
 	agent := p.Agent
 	p.Jobs.Add(job.OneShot("hubble-agent-events", func(ctx context.Context, _ cell.Health) error {

@@ -11,8 +11,9 @@ import (
 
 // dnsFilters: dns_query (regular expressions on a DNS record's query),
 // source_fqdn and destination_fqdn (patterns on the names a side is
-// known by). Flows carry them only once DNS is proxied; until then they
-// match none.
+// known by). A DNS record is an L7 flow's, of the DNS proxy; the names
+// of a side are none until the agent tells the parser of them, and an
+// fqdn filter does not match a record's query, as in Cilium.
 func dnsFilters(ff *flow.FlowFilter) ([]Func, error) {
 	query, err := when(ff.GetDnsQuery(), dnsQuery)
 	if err != nil {
@@ -45,7 +46,8 @@ func dnsQuery(values []string) (Func, error) {
 }
 
 // fqdn matches DNS names against patterns where * stands for any run of
-// name characters, case-insensitive, a trailing dot ignored.
+// letters, digits, dots and dashes (not underscores, as in Cilium),
+// case-insensitive, a trailing dot ignored.
 func fqdn(field string, patterns []string, get func(*flow.Flow) []string) (Func, error) {
 	var alts []string
 	for _, p := range patterns {
@@ -57,7 +59,7 @@ func fqdn(field string, patterns []string, get func(*flow.Flow) []string) (Func,
 		for _, r := range p {
 			switch {
 			case r == '*':
-				b.WriteString(`[-.0-9a-z_]*`)
+				b.WriteString(`[-.0-9a-z]*`)
 			case r == '.':
 				b.WriteString(`\.`)
 			case r == '-' || r == '_' || ('0' <= r && r <= '9') || ('a' <= r && r <= 'z'):

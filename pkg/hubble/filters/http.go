@@ -8,15 +8,21 @@ import (
 	"strings"
 
 	"github.com/cilium/cilium/api/v1/flow"
+
+	"github.com/cilium-go/cilium/pkg/hubble/flows"
 )
 
-// The fields of HTTP records, which flows carry only once an L7 proxy
-// reports them: until then they match no flow, as in Cilium, so that
-// `hubble observe --http-status 200` answers, with no flow.
+// The fields of HTTP records, which only L7 flows (the proxy's records)
+// carry: other flows match none of them, as in Cilium.
 
 // httpFilters: http_status_code, http_method, http_url, http_path and
-// http_header.
+// http_header. As in Cilium, a filter that also asks for event types
+// must ask for L7 flows among them: no other type has HTTP fields.
 func httpFilters(ff *flow.FlowFilter) ([]Func, error) {
+	if types := ff.GetEventType(); len(types) > 0 && hasHTTPField(ff) &&
+		!slices.ContainsFunc(types, func(t *flow.EventTypeFilter) bool { return t.GetType() == flows.EventTypeL7 }) {
+		return nil, fmt.Errorf("http fields: event_type must ask for L7 flows (type %d) to match any", flows.EventTypeL7)
+	}
 	var out []Func
 	for _, fs := range []func() ([]Func, error){
 		func() ([]Func, error) { return when(ff.GetHttpStatusCode(), httpStatus) },
@@ -32,6 +38,10 @@ func httpFilters(ff *flow.FlowFilter) ([]Func, error) {
 		out = append(out, f...)
 	}
 	return out, nil
+}
+
+func hasHTTPField(ff *flow.FlowFilter) bool {
+	return len(ff.GetHttpStatusCode())+len(ff.GetHttpMethod())+len(ff.GetHttpUrl())+len(ff.GetHttpPath())+len(ff.GetHttpHeader()) > 0
 }
 
 // httpStatus matches HTTP response codes: "404", or a prefix "4+" / "40+".

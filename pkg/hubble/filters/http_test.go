@@ -18,6 +18,10 @@ func TestHTTPFilters(t *testing.T) {
 		{name: "path is not the query", ff: &flow.FlowFilter{HttpPath: []string{"x=1"}}, f: f, want: false},
 		{name: "header", ff: &flow.FlowFilter{HttpHeader: []*flow.HTTPHeader{{Key: "User-Agent", Value: "curl"}}}, f: f, want: true},
 		{name: "no record", ff: &flow.FlowFilter{HttpMethod: []string{"GET"}}, f: tcpFlow(), want: false},
+		{name: "with the L7 event type", ff: &flow.FlowFilter{HttpMethod: []string{"GET"},
+			EventType: []*flow.EventTypeFilter{{Type: 4}, {Type: 129}}}, f: f, want: true},
+		{name: "with event types of no L7", ff: &flow.FlowFilter{HttpStatusCode: []string{"2+"},
+			EventType: []*flow.EventTypeFilter{{Type: 1}}}, err: "event_type"},
 		{name: "bad code", ff: &flow.FlowFilter{HttpStatusCode: []string{"2xx"}}, err: "http_status_code"},
 		{name: "bad path", ff: &flow.FlowFilter{HttpPath: []string{"/api/("}}, err: "http_path"},
 	})

@@ -6,12 +6,19 @@ import (
 	"github.com/cilium/cilium/api/v1/flow"
 )
 
+// l7Flow is an HTTP response as the parser makes it of a proxy's record.
+func l7Flow() *flow.Flow {
+	return &flow.Flow{Verdict: flow.Verdict_FORWARDED, Type: flow.FlowType_L7, EventType: &flow.CiliumEventType{Type: 129},
+		L7: &flow.Layer7{Type: flow.L7FlowType_RESPONSE, Record: &flow.Layer7_Http{Http: &flow.HTTP{Code: 404, Method: "GET",
+			Url: "http://echo.default/api/v1/items?x=1", Headers: []*flow.HTTPHeader{{Key: "User-Agent", Value: "curl"}}}}}}
+}
+
 // TestL7AndOtherFields: Hubble's syntax and meaning on the fields that
 // other parts fill; a flow without the field matches none of them.
 func TestL7AndOtherFields(t *testing.T) {
-	httpFlow := &flow.Flow{L7: &flow.Layer7{Record: &flow.Layer7_Http{Http: &flow.HTTP{Code: 404, Method: "GET",
-		Url: "http://echo.default/api/v1/items?x=1", Headers: []*flow.HTTPHeader{{Key: "User-Agent", Value: "curl"}}}}}}
-	dnsFlow := &flow.Flow{L7: &flow.Layer7{Record: &flow.Layer7_Dns{Dns: &flow.DNS{Query: "api.example.com."}}},
+	httpFlow := l7Flow()
+	dnsFlow := &flow.Flow{Verdict: flow.Verdict_DROPPED, Type: flow.FlowType_L7, EventType: &flow.CiliumEventType{Type: 129},
+		L7:               &flow.Layer7{Type: flow.L7FlowType_REQUEST, Record: &flow.Layer7_Dns{Dns: &flow.DNS{Query: "api.example.com."}}},
 		DestinationNames: []string{"API.example.com."}}
 	other := &flow.Flow{IP: &flow.IP{Source: "10.0.0.1", SourceXlated: "192.0.2.1", Encrypted: true},
 		Source:       &flow.Endpoint{ClusterName: "east"},
@@ -44,6 +51,12 @@ func TestL7AndOtherFields(t *testing.T) {
 		{"http protocol", &flow.FlowFilter{Protocol: []string{"HTTP"}}, []*flow.Flow{httpFlow}},
 		{"dns protocol", &flow.FlowFilter{Protocol: []string{"dns"}}, []*flow.Flow{dnsFlow}},
 		{"translated source", &flow.FlowFilter{SourceIpXlated: []string{"192.0.2.0/24"}}, []*flow.Flow{other}},
+		// hubble observe --type l7, with the fields of L7 flows.
+		{"type l7", &flow.FlowFilter{EventType: []*flow.EventTypeFilter{{Type: 129}}}, []*flow.Flow{httpFlow, dnsFlow}},
+		{"type l7, status", &flow.FlowFilter{EventType: []*flow.EventTypeFilter{{Type: 129}}, HttpStatusCode: []string{"4+"}},
+			[]*flow.Flow{httpFlow}},
+		{"denied L7", &flow.FlowFilter{EventType: []*flow.EventTypeFilter{{Type: 129}}, Verdict: []flow.Verdict{flow.Verdict_DROPPED}},
+			[]*flow.Flow{dnsFlow}},
 	} {
 		s, err := Compile([]*flow.FlowFilter{tc.ff}, nil)
 		if err != nil {

@@ -80,6 +80,11 @@ var (
 		"from-endpoint": 5, "from-proxy": 6, "from-host": 7, "from-stack": 8, "from-overlay": 9, "from-network": 10, "to-network": 11}
 )
 
+// EventTypeL7 is the event type of L7 flows: Cilium's monitor message
+// type of the proxies' access log (MessageTypeAccessLog), which
+// Hubble's --type l7 asks for.
+const EventTypeL7 int32 = 129
+
 // TracePointName is the name of a trace's observation point (its event
 // subtype), or empty for a number without one.
 func TracePointName(sub int32) string {

@@ -3,6 +3,7 @@
 //
 //	flow drop tcp:sourceContext=pod;destinationContext=namespace|identity icmp
 //	port-distribution policy:labelsContext=source_namespace,destination_namespace
+//	dns:query;ignoreAAAA httpV2:sourceContext=workload
 //
 // Each metric may add context labels: sourceContext and
 // destinationContext (the first non-empty of identity, namespace, pod,
@@ -13,7 +14,9 @@
 package metrics
 
 import (
+	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -25,11 +28,17 @@ import (
 	"github.com/cilium-go/cilium/pkg/identity"
 )
 
-// Spec is one metric asked for: its name and context.
+// Spec is one metric asked for: its name, context and own options.
 type Spec struct {
 	Name    string
 	Context Context
+	// Options are the metric's own options that are on, given without a
+	// value (dns: query, ignoreAAAA), as the metric spells them.
+	Options []string
 }
+
+// has says whether the option is on.
+func (s Spec) has(option string) bool { return slices.Contains(s.Options, option) }
 
 // Context are the labels a metric adds to say who the flow was between.
 type Context struct {
@@ -44,20 +53,31 @@ var contextLabels = []string{"source_ip", "source_pod", "source_namespace", "sou
 	"destination_app", "traffic_direction"}
 
 // Parse reads --hubble-metrics: metrics separated by spaces, each
-// name[:option=value;option=value].
+// name[:option=value;option], an option without a value being one of the
+// metric's own (dns:query).
 func Parse(s string) ([]Spec, error) {
 	var out []Spec
 	for _, field := range strings.Fields(s) {
 		name, opts, _ := strings.Cut(field, ":")
-		if _, ok := handlers[name]; !ok {
-			return nil, fmt.Errorf("metric %q: cilium-go has flow, drop, tcp, port-distribution, icmp and policy", name)
+		h, ok := handlers[name]
+		if !ok {
+			return nil, fmt.Errorf("metric %q: cilium-go has %s", name, strings.Join(slices.Sorted(maps.Keys(handlers)), ", "))
 		}
-		if slices.ContainsFunc(out, func(o Spec) bool { return o.Name == name }) {
-			return nil, fmt.Errorf("metric %q given twice", name)
+		for _, o := range out {
+			switch o.Name {
+			case name:
+				return nil, fmt.Errorf("metric %q given twice", name)
+			case h.conflicts:
+				return nil, fmt.Errorf("metrics %q and %q: give one of them", o.Name, name)
+			}
 		}
 		spec := Spec{Name: name}
 		for opt := range strings.SplitSeq(opts, ";") {
 			if opt == "" {
+				continue
+			}
+			if i := slices.IndexFunc(h.options, func(o string) bool { return strings.EqualFold(o, opt) }); i >= 0 {
+				spec.Options = append(spec.Options, h.options[i])
 				continue
 			}
 			key, value, ok := strings.Cut(opt, "=")
@@ -73,7 +93,11 @@ func Parse(s string) ([]Spec, error) {
 			case "labelscontext":
 				spec.Context.Labels, err = labelList(value)
 			default:
-				err = fmt.Errorf("unknown option (cilium-go has sourceContext, destinationContext and labelsContext)")
+				err = errors.New("unknown option (cilium-go has sourceContext, destinationContext and labelsContext)")
+				if len(h.options) > 0 {
+					err = fmt.Errorf("unknown option (cilium-go has sourceContext, destinationContext, labelsContext, and %s without a value)",
+						strings.Join(h.options, ", "))
+				}
 			}
 			if err != nil {
 				return nil, fmt.Errorf("metric %s: option %s: %w", name, key, err)
@@ -122,11 +146,22 @@ func (c Context) names() []string {
 	return out
 }
 
-// values are the context's labels of f, in the order of names.
-func (c Context) values(f *flow.Flow) []string {
+// values are the context's labels of f, in the order of names. Those of
+// an inverted context name the sides of the request that f, a response,
+// answers: as Cilium's, the label source then holds what
+// destinationContext says of f's destination, and the other way round.
+func (c Context) values(f *flow.Flow, invert bool) []string {
 	var out []string
 	for _, l := range c.Labels {
 		side, field, _ := strings.Cut(l, "_")
+		if invert {
+			switch side {
+			case "source":
+				side = "destination"
+			case "destination":
+				side = "source"
+			}
+		}
 		ep, ip := f.GetSource(), f.GetIP().GetSource()
 		if side == "destination" {
 			ep, ip = f.GetDestination(), f.GetIP().GetDestination()
@@ -148,11 +183,16 @@ func (c Context) values(f *flow.Flow) []string {
 			out = append(out, strings.ToLower(f.GetTrafficDirection().String()))
 		}
 	}
+	src := contextValue(c.Source, f.GetSource(), f.GetIP().GetSource())
+	dst := contextValue(c.Destination, f.GetDestination(), f.GetIP().GetDestination())
+	if invert {
+		src, dst = dst, src
+	}
 	if len(c.Source) > 0 {
-		out = append(out, contextValue(c.Source, f.GetSource(), f.GetIP().GetSource()))
+		out = append(out, src)
 	}
 	if len(c.Destination) > 0 {
-		out = append(out, contextValue(c.Destination, f.GetDestination(), f.GetIP().GetDestination()))
+		out = append(out, dst)
 	}
 	return out
 }
@@ -216,22 +256,47 @@ func contextValue(ids []string, ep *flow.Endpoint, ip string) string {
 	return ""
 }
 
-// handler is one metric: its own labels, and how a flow counts.
+// handler is one metric of --hubble-metrics: the Prometheus metrics it
+// registers, and how a flow counts in them.
 type handler struct {
-	name, help string
-	labels     []string
-	// count calls inc with the metric's own label values, once per
-	// increment the flow makes.
-	count func(f *flow.Flow, inc func(own ...string))
+	families func(Spec) []family
+	// count calls observe once per observation the flow makes.
+	count func(f *flow.Flow, s Spec, o observe)
 	// contextFirst puts the context labels before the metric's own,
-	// as Cilium's drop metric has them.
+	// as Cilium's drop, dns and http metrics have them.
 	contextFirst bool
+	// invertContext names in the context labels the sides of the
+	// request that a response answers, as Cilium's httpV2.
+	invertContext bool
+	// options are the handler's own, given without a value.
+	options []string
+	// conflicts names the metric that registers the same names.
+	conflicts string
 }
 
+// family is one Prometheus metric of a handler.
+type family struct {
+	name, help string
+	labels     []string // the handler's own
+	histogram  bool     // of Prometheus' default buckets; else a counter
+}
+
+// counter is the families of a handler of one counter.
+func counter(name, help string, labels ...string) func(Spec) []family {
+	return func(Spec) []family { return []family{{name: name, help: help, labels: labels}} }
+}
+
+// observe counts a flow in the handler's family i: an increment of v for
+// a counter, an observation of v for a histogram, with the family's own
+// label values.
+type observe func(i int, v float64, own ...string)
+
+// inc counts one in the handler's first family.
+func (o observe) inc(own ...string) { o(0, 1, own...) }
+
 var handlers = map[string]handler{
-	"flow": {name: "flows_processed_total", help: "Total number of flows processed",
-		labels: []string{"protocol", "type", "subtype", "verdict"},
-		count: func(f *flow.Flow, inc func(...string)) {
+	"flow": {families: counter("flows_processed_total", "Total number of flows processed", "protocol", "type", "subtype", "verdict"),
+		count: func(f *flow.Flow, _ Spec, o observe) {
 			typ, sub := "Unknown", strconv.Itoa(int(f.GetEventType().GetType()))
 			switch f.GetEventType().GetType() {
 			case flows.EventTypes["drop"]:
@@ -240,67 +305,95 @@ var handlers = map[string]handler{
 				typ, sub = "Trace", flows.TracePointName(f.GetEventType().GetSubType())
 			case flows.EventTypes["policy-verdict"]:
 				typ, sub = "PolicyVerdict", ""
+			case flows.EventTypeL7:
+				typ, sub = "L7", l7Protocol(f)
 			}
-			inc(protocol(f), typ, sub, f.GetVerdict().String())
+			o.inc(protocol(f), typ, sub, f.GetVerdict().String())
 		}},
-	// Drops are the datapath's drop events: a policy verdict that denied
-	// is followed by the drop, and is counted once, there.
-	"drop": {name: "drop_total", help: "Number of drops", labels: []string{"reason", "protocol"}, contextFirst: true,
-		count: func(f *flow.Flow, inc func(...string)) {
-			if f.GetVerdict() == flow.Verdict_DROPPED && f.GetEventType().GetType() == flows.EventTypes["drop"] {
-				inc(f.GetDropReasonDesc().String(), protocol(f))
+	// Drops are the datapath's drop events and the requests that a
+	// layer-7 proxy denied: a policy verdict that denied is followed by
+	// the drop, and is counted once, there.
+	"drop": {families: counter("drop_total", "Number of drops", "reason", "protocol"), contextFirst: true,
+		count: func(f *flow.Flow, _ Spec, o observe) {
+			if t := f.GetEventType().GetType(); f.GetVerdict() == flow.Verdict_DROPPED && (t == flows.EventTypes["drop"] || t == flows.EventTypeL7) {
+				o.inc(f.GetDropReasonDesc().String(), protocol(f))
 			}
 		}},
-	"tcp": {name: "tcp_flags_total", help: "TCP flag occurrences", labels: []string{"flag", "family"},
-		count: func(f *flow.Flow, inc func(...string)) {
+	"tcp": {families: counter("tcp_flags_total", "TCP flag occurrences", "flag", "family"),
+		count: func(f *flow.Flow, _ Spec, o observe) {
 			fl := f.GetL4().GetTCP().GetFlags()
 			if fl == nil || (f.GetVerdict() != flow.Verdict_FORWARDED && f.GetVerdict() != flow.Verdict_REDIRECTED) {
 				return
 			}
 			family := f.GetIP().GetIpVersion().String()
 			if fl.GetFIN() {
-				inc("FIN", family)
+				o.inc("FIN", family)
 			}
 			switch {
 			case fl.GetSYN() && fl.GetACK():
-				inc("SYN-ACK", family)
+				o.inc("SYN-ACK", family)
 			case fl.GetSYN():
-				inc("SYN", family)
+				o.inc("SYN", family)
 			}
 			if fl.GetRST() {
-				inc("RST", family)
+				o.inc("RST", family)
 			}
 		}},
-	"port-distribution": {name: "port_distribution_total", help: "Numbers of packets distributed by destination port",
-		labels: []string{"protocol", "port"},
-		count: func(f *flow.Flow, inc func(...string)) {
-			if f.GetVerdict() != flow.Verdict_FORWARDED && f.GetVerdict() != flow.Verdict_REDIRECTED {
+	// A reply is not counted, as in Cilium: its destination port is the
+	// client's (an HTTP response's, a DNS answer's).
+	"port-distribution": {families: counter("port_distribution_total", "Numbers of packets distributed by destination port", "protocol", "port"),
+		count: func(f *flow.Flow, _ Spec, o observe) {
+			if (f.GetVerdict() != flow.Verdict_FORWARDED && f.GetVerdict() != flow.Verdict_REDIRECTED) || f.GetIsReply().GetValue() {
 				return
 			}
 			if _, dst, ok := flows.Ports(f); ok {
-				inc(protocol(f), strconv.Itoa(int(dst)))
+				o.inc(l4Protocol(f), strconv.Itoa(int(dst)))
 			} else if f.GetL4().GetICMPv4() != nil {
-				inc("ICMPv4", "0")
+				o.inc("ICMPv4", "0")
 			}
 		}},
-	"icmp": {name: "icmp_total", help: "Number of ICMP messages", labels: []string{"family", "type"},
-		count: func(f *flow.Flow, inc func(...string)) {
+	"icmp": {families: counter("icmp_total", "Number of ICMP messages", "family", "type"),
+		count: func(f *flow.Flow, _ Spec, o observe) {
 			if icmp := f.GetL4().GetICMPv4(); icmp != nil {
-				inc("IPv4", icmpType(icmp.GetType(), icmp.GetCode()))
+				o.inc("IPv4", icmpType(icmp.GetType(), icmp.GetCode()))
 			}
 		}},
-	"policy": {name: "policy_verdicts_total", help: "Total number of Cilium network policy verdicts",
-		labels: []string{"direction", "match", "action"},
-		count: func(f *flow.Flow, inc func(...string)) {
-			if f.GetEventType().GetType() != flows.EventTypes["policy-verdict"] || f.GetSource().GetIdentity() == uint32(identity.Host) {
+	// Layer-7 verdicts count as Cilium's: matched by l7/dns or l7/http.
+	"policy": {families: counter("policy_verdicts_total", "Total number of Cilium network policy verdicts", "direction", "match", "action"),
+		count: func(f *flow.Flow, _ Spec, o observe) {
+			var match string
+			switch f.GetEventType().GetType() {
+			case flows.EventTypes["policy-verdict"]:
+				if f.GetSource().GetIdentity() == uint32(identity.Host) {
+					return
+				}
+				match = policyMatch(f)
+			case flows.EventTypeL7:
+				match = "l7/" + strings.ToLower(l7Protocol(f))
+			default:
 				return
 			}
-			inc(strings.ToLower(f.GetTrafficDirection().String()), policyMatch(f), strings.ToLower(f.GetVerdict().String()))
+			o.inc(strings.ToLower(f.GetTrafficDirection().String()), match, strings.ToLower(f.GetVerdict().String()))
 		}},
+	"dns":    dnsHandler,
+	"http":   httpHandler(false),
+	"httpV2": httpHandler(true),
 }
 
-// protocol is the flow's L4 as Cilium's metrics name it.
+// protocol is the flow's protocol as Cilium's metrics name it: its L7 for
+// an L7 flow, else its L4.
 func protocol(f *flow.Flow) string {
+	if f.GetEventType().GetType() == flows.EventTypeL7 {
+		if p := l7Protocol(f); p != "" {
+			return p
+		}
+		return "Unknown L7"
+	}
+	return l4Protocol(f)
+}
+
+// l4Protocol is the flow's L4 as Cilium's metrics name it.
+func l4Protocol(f *flow.Flow) string {
 	if p := strings.ToUpper(flows.Protocol(f)); p != "" {
 		if p == "ICMPV4" {
 			return "ICMPv4"
@@ -346,11 +439,12 @@ func icmpType(typ, code uint32) string {
 	return strconv.Itoa(int(typ)) + "(" + strconv.Itoa(int(code)) + ")"
 }
 
-// metric is a handler with its context, registered.
+// metric is a handler with its spec, registered: one function per
+// family that counts a value with the family's label values.
 type metric struct {
-	h   handler
-	ctx Context
-	vec *prometheus.CounterVec
+	h        handler
+	spec     Spec
+	families []func(v float64, labels []string)
 }
 
 // Metrics counts flows into the metrics asked for.
@@ -361,15 +455,27 @@ func New(specs []Spec, reg prometheus.Registerer) (*Metrics, error) {
 	m := &Metrics{}
 	for _, s := range specs {
 		h := handlers[s.Name]
-		labels := append(slices.Clone(h.labels), s.Context.names()...)
-		if h.contextFirst {
-			labels = append(s.Context.names(), h.labels...)
+		mt := metric{h: h, spec: s}
+		for _, fam := range h.families(s) {
+			labels := append(slices.Clone(fam.labels), s.Context.names()...)
+			if h.contextFirst {
+				labels = append(s.Context.names(), fam.labels...)
+			}
+			var vec prometheus.Collector
+			if fam.histogram {
+				hv := prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: "hubble", Name: fam.name, Help: fam.help}, labels)
+				vec = hv
+				mt.families = append(mt.families, func(v float64, ls []string) { hv.WithLabelValues(ls...).Observe(v) })
+			} else {
+				cv := prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "hubble", Name: fam.name, Help: fam.help}, labels)
+				vec = cv
+				mt.families = append(mt.families, func(v float64, ls []string) { cv.WithLabelValues(ls...).Add(v) })
+			}
+			if err := reg.Register(vec); err != nil {
+				return nil, fmt.Errorf("metric %s: %w", s.Name, err)
+			}
 		}
-		vec := prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "hubble", Name: h.name, Help: h.help}, labels)
-		if err := reg.Register(vec); err != nil {
-			return nil, fmt.Errorf("metric %s: %w", s.Name, err)
-		}
-		m.metrics = append(m.metrics, metric{h: h, ctx: s.Context, vec: vec})
+		m.metrics = append(m.metrics, mt)
 	}
 	return m, nil
 }
@@ -378,15 +484,15 @@ func New(specs []Spec, reg prometheus.Registerer) (*Metrics, error) {
 func (m *Metrics) Process(f *flow.Flow) {
 	for _, mt := range m.metrics {
 		var ctx []string
-		mt.h.count(f, func(own ...string) {
+		mt.h.count(f, mt.spec, func(i int, v float64, own ...string) {
 			if ctx == nil {
-				ctx = mt.ctx.values(f)
+				ctx = mt.spec.Context.values(f, mt.h.invertContext)
 			}
 			vals := append(slices.Clone(own), ctx...)
 			if mt.h.contextFirst {
 				vals = append(slices.Clone(ctx), own...)
 			}
-			mt.vec.WithLabelValues(vals...).Inc()
+			mt.families[i](v, vals)
 		})
 	}
 }

@@ -19,7 +19,9 @@ func TestParseNamesWhatIsWrong(t *testing.T) {
 		t.Errorf("specs %+v", specs)
 	}
 	for in, want := range map[string]string{
-		"httpV2":                      `metric "httpV2"`,
+		"kafka":                       `metric "kafka"`,
+		"http httpV2":                 `"http" and "httpV2"`,
+		"dns:query=yes":               "option query",
 		"flow flow":                   "given twice",
 		"drop:sourceContext=nodes":    `"nodes"`,
 		"drop:labelsContext=src_ip":   `"src_ip"`,

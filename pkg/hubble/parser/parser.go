@@ -441,18 +441,23 @@ func observationPoint(p spec.TracePoint) flow.TraceObservationPoint {
 	return observationPoints[p] // UNKNOWN_POINT for one not listed
 }
 
-// wallTime converts the kernel's monotonic clock to the wall clock,
-// measuring their offset again every second (the wall clock may step).
+// wallTime converts the kernel's monotonic clock to the wall clock.
 func (p *Parser) wallTime(mono time.Duration) time.Time {
+	p.refresh()
+	return p.bootWall.Add(mono)
+}
+
+// refresh measures the clocks' offset again every second (the wall clock
+// may step), and forgets the sides named since: what the agent knows of
+// the endpoints may have changed.
+func (p *Parser) refresh() {
 	if now := time.Now(); p.bootWall.IsZero() || now.Sub(p.measuredAt) > time.Second {
 		if wall, m, err := p.clock(); err == nil {
 			p.bootWall, p.measuredAt = wall.Add(-m), now
 		}
-		// What the agent knows of the endpoints may have changed.
 		clear(p.endpoints)
 		clear(p.addrs)
 	}
-	return p.bootWall.Add(mono)
 }
 
 // newUUID is a random (version 4) UUID, as Hubble gives every flow.

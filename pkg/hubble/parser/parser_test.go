@@ -10,6 +10,7 @@ import (
 	"github.com/cilium/cilium/api/v1/flow"
 
 	"github.com/cilium-go/cilium/internal/datapath/spec"
+	"github.com/cilium-go/cilium/pkg/proxy/accesslog"
 )
 
 func tcpEvent(src, dst string, sport uint16) spec.Event {
@@ -157,5 +158,48 @@ func TestDecodeProxyRedirect(t *testing.T) {
 	}
 	if f.GetTraceObservationPoint() != flow.TraceObservationPoint_TO_PROXY {
 		t.Errorf("trace at %v, want TO_PROXY", f.GetTraceObservationPoint())
+	}
+}
+
+// DecodeRecord's verdicts are Cilium's for its proxies' records, and a
+// record Hubble cannot show is refused.
+func TestDecodeRecordVerdicts(t *testing.T) {
+	p := New("node1", &fakeState{}, fixedClock)
+	base := accesslog.Record{Type: accesslog.Request, Src: netip.MustParseAddrPort("10.0.0.1:40000"),
+		Dst: netip.MustParseAddrPort("10.0.1.2:80"), Protocol: spec.ProtoTCP,
+		HTTP: &accesslog.HTTPRecord{Method: "GET", URL: "http://web/", Protocol: "HTTP/1.1"}}
+	for v, want := range map[accesslog.Verdict]flow.Verdict{
+		accesslog.Forwarded: flow.Verdict_FORWARDED, accesslog.Denied: flow.Verdict_DROPPED, accesslog.Errored: flow.Verdict_ERROR,
+	} {
+		r := base
+		r.Verdict = v
+		f, err := p.DecodeRecord(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if f.GetVerdict() != want || f.GetDropReasonDesc() != flow.DropReason_DROP_REASON_UNKNOWN || f.GetDropReason() != 0 {
+			t.Errorf("verdict %d: %v (%v %d), want %v and no drop reason", v, f.GetVerdict(), f.GetDropReasonDesc(), f.GetDropReason(), want)
+		}
+	}
+	for name, bad := range map[string]func(*accesslog.Record){
+		"no verdict":           func(r *accesslog.Record) { r.Verdict = 0 },
+		"no address":           func(r *accesslog.Record) { r.Dst = netip.AddrPort{} },
+		"neither DNS nor HTTP": func(r *accesslog.Record) { r.HTTP = nil },
+	} {
+		r := base
+		r.Verdict = accesslog.Forwarded
+		bad(&r)
+		if _, err := p.DecodeRecord(r); err == nil {
+			t.Errorf("%s: a flow, want an error", name)
+		}
+	}
+}
+
+// A DNS answer's code other than NOERROR is its summary, in Cilium's
+// (gopacket's) words.
+func TestDNSSummaryOfAnError(t *testing.T) {
+	r := accesslog.Record{Type: accesslog.Response, DNS: &accesslog.DNSRecord{Query: "nx.example.com.", QTypes: []string{"A", "AAAA"}, RCode: 3}}
+	if got, want := dnsSummary(r), "DNS Answer RCode: Non-Existent Domain TTL: 0 (Proxy nx.example.com. A,AAAA)"; got != want {
+		t.Errorf("summary %q, want %q", got, want)
 	}
 }

@@ -22,11 +22,13 @@ import (
 	"github.com/cilium-go/cilium/pkg/hubble/filters"
 	"github.com/cilium-go/cilium/pkg/hubble/parser"
 	"github.com/cilium-go/cilium/pkg/identity"
+	"github.com/cilium-go/cilium/pkg/proxy/accesslog"
 )
 
 // The scripts in testdata say what the agent knows (endpoints, pods,
 // identities, Services, policies), feed the parser datapath events written
-// as text, and compare the flows it makes, as Hubble's JSON, with expected
+// as text and layer-7 proxies' records as the access log's JSON lines, and
+// compare the flows it makes, as Hubble's JSON, with expected
 // files; "flows filter.json" shows only those that Hubble's filters of the
 // file let through. Update the expected files with
 // go test -run TestScript -scripttest.update.
@@ -90,6 +92,8 @@ func (r *run) commands() map[string]script.Cmd {
 				}
 				return func(*script.State) (string, string, error) { return "", err.Error() + "\n", err }, nil
 			}),
+		"records": script.Command(script.CmdUsage{Summary: "a layer-7 proxy's records, decoded into flows",
+			Args: "records.json (the access log's lines)"}, r.records),
 		"flows": script.Command(script.CmdUsage{Summary: "the flows so far as Hubble's JSON, or those that a whitelist passes",
 			Args: "[filters.json]"}, r.show),
 	}
@@ -109,6 +113,29 @@ func (r *run) event(args []string) error {
 	}
 	r.flows = append(r.flows, f)
 	return nil
+}
+
+// records decodes a file of access log lines, as the proxy sends them.
+func (r *run) records(s *script.State, args ...string) (script.WaitFunc, error) {
+	if len(args) != 1 {
+		return nil, script.ErrUsage
+	}
+	data, err := os.ReadFile(s.Path(args[0]))
+	if err != nil {
+		return nil, err
+	}
+	for line := range strings.Lines(string(data)) {
+		var rec accesslog.Record
+		if err := json.Unmarshal([]byte(line), &rec); err != nil {
+			return nil, fmt.Errorf("%s: %w", args[0], err)
+		}
+		f, err := r.parser.DecodeRecord(rec)
+		if err != nil {
+			return nil, err
+		}
+		r.flows = append(r.flows, f)
+	}
+	return nil, nil
 }
 
 // uuidForm is a random (version 4) UUID, which the output leaves out.

@@ -1,0 +1,202 @@
+package parser
+
+//lint:file-ignore SA1019 Hubble clients still read Summary, deprecated in flow.proto; Cilium fills it for L7 flows too.
+
+import (
+	"errors"
+	"fmt"
+	"maps"
+	"net/url"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/cilium/cilium/api/v1/flow"
+
+	"github.com/cilium-go/cilium/internal/datapath/spec"
+	"github.com/cilium-go/cilium/pkg/hubble/flows"
+	"github.com/cilium-go/cilium/pkg/proxy/accesslog"
+)
+
+// dnsSourceProxy is the observation source of DNS records that a proxy
+// made, as Cilium names it.
+const dnsSourceProxy = "proxy"
+
+// redacted stands for a secret left out of a flow, as Cilium's Hubble
+// writes it.
+const redacted = "HUBBLE_REDACTED"
+
+// DecodeRecord makes an L7 flow of a layer-7 proxy's record, as Cilium's
+// Hubble shows its proxies' access log: the sides named as the
+// datapath's flows name them, the request or response in the l7 field.
+// A denied request is DROPPED, with no drop reason; one that met an
+// error is ERROR.
+func (p *Parser) DecodeRecord(r accesslog.Record) (*flow.Flow, error) {
+	if !r.Src.IsValid() || !r.Dst.IsValid() {
+		return nil, errors.New("an L7 record without addresses")
+	}
+	var verdict flow.Verdict
+	switch r.Verdict {
+	case accesslog.Forwarded:
+		verdict = flow.Verdict_FORWARDED
+	case accesslog.Denied:
+		verdict = flow.Verdict_DROPPED
+	case accesslog.Errored:
+		verdict = flow.Verdict_ERROR
+	default:
+		return nil, fmt.Errorf("an L7 record of verdict %d", r.Verdict)
+	}
+	l7 := &flow.Layer7{Type: flow.L7FlowType_REQUEST}
+	if r.Type == accesslog.Response {
+		l7.Type = flow.L7FlowType_RESPONSE
+		if r.Latency > 0 {
+			l7.LatencyNs = uint64(r.Latency)
+		}
+	}
+	var summary string
+	switch {
+	case r.DNS != nil:
+		l7.Record = &flow.Layer7_Dns{Dns: dnsOf(r)}
+		summary = dnsSummary(r)
+	case r.HTTP != nil:
+		h := httpOf(r)
+		l7.Record = &flow.Layer7_Http{Http: h}
+		summary = httpSummary(h, l7)
+	default:
+		return nil, errors.New("an L7 record of neither DNS nor HTTP")
+	}
+
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.refresh()
+	parts := new(flowParts)
+	f := &parts.f
+	parts.time.Seconds, parts.time.Nanos = r.Time.Unix(), int32(r.Time.Nanosecond())
+	f.Time = &parts.time
+	f.Uuid = p.newUUID()
+	f.Emitter = emitter
+	f.Type = flow.FlowType_L7
+	f.NodeName = p.node
+	f.EventType = eventType(flows.EventTypeL7, 0)
+	f.Verdict = verdict
+	f.TrafficDirection = direction(r.Direction)
+	src, dst := r.Src.Addr().Unmap(), r.Dst.Addr().Unmap()
+	parts.ip.Source, parts.ip.Destination = p.addrString(src), p.addrString(dst)
+	parts.ip.IpVersion = flow.IPVersion_IPv4
+	if src.Is6() {
+		parts.ip.IpVersion = flow.IPVersion_IPv6
+	}
+	f.IP = &parts.ip
+	// The proxy sees the connection, not its packets: no TCP flags.
+	f.L4 = parts.layer4(spec.Event{Protocol: r.Protocol, SrcPort: r.Src.Port(), DstPort: r.Dst.Port()})
+	parts.tcpL4.Flags = nil
+	f.IsReply = replyFalse
+	if r.Type == accesslog.Response {
+		f.IsReply = replyTrue
+	}
+	f.Source = p.endpoint(r.SrcEndpoint, src, r.SrcIdentity)
+	f.Destination = p.endpoint(0, dst, r.DstIdentity)
+	f.L7 = l7
+	f.Summary = summary
+	return f, nil
+}
+
+// dnsOf is a DNS record as a flow's: a request has its question only.
+func dnsOf(r accesslog.Record) *flow.DNS {
+	d := r.DNS
+	out := &flow.DNS{Query: d.Query, ObservationSource: dnsSourceProxy, Qtypes: d.QTypes}
+	if r.Type != accesslog.Response {
+		return out
+	}
+	for _, ip := range d.IPs {
+		out.Ips = append(out.Ips, ip.String())
+	}
+	out.Ttl, out.Cnames, out.Rcode, out.Rrtypes = d.TTL, d.CNAMEs, uint32(d.RCode), d.RRTypes
+	return out
+}
+
+// httpOf is an HTTP record as a flow's: a request has no status, the
+// headers come sorted by name, and a password in the URL is redacted
+// (Cilium's --hubble-redact-http-userinfo, on by default).
+func httpOf(r accesslog.Record) *flow.HTTP {
+	h := r.HTTP
+	out := &flow.HTTP{Method: h.Method, Url: redactUserinfo(h.URL), Protocol: h.Protocol}
+	if r.Type == accesslog.Response {
+		out.Code = uint32(h.Code)
+	}
+	for _, k := range slices.Sorted(maps.Keys(h.Headers)) {
+		for _, v := range h.Headers[k] {
+			out.Headers = append(out.Headers, &flow.HTTPHeader{Key: k, Value: v})
+		}
+	}
+	return out
+}
+
+func redactUserinfo(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil || u.User == nil {
+		return raw
+	}
+	if _, ok := u.User.Password(); !ok {
+		return raw
+	}
+	u.User = url.UserPassword(u.User.Username(), redacted)
+	return u.String()
+}
+
+// httpSummary is Cilium's: "HTTP/1.1 GET http://host/path" for a
+// request, with the status and the latency in milliseconds before it for
+// a response.
+func httpSummary(h *flow.HTTP, l7 *flow.Layer7) string {
+	req := h.GetMethod() + " " + h.GetUrl()
+	if l7.GetType() == flow.L7FlowType_RESPONSE {
+		return fmt.Sprintf("%s %d %dms (%s)", h.GetProtocol(), h.GetCode(), time.Duration(l7.GetLatencyNs())/time.Millisecond, req)
+	}
+	return h.GetProtocol() + " " + req
+}
+
+// dnsSummary is Cilium's: "DNS Query NAME TYPES" for a query; for an
+// answer its addresses and CNAMEs, or its code if not NOERROR, and where
+// it was seen.
+func dnsSummary(r accesslog.Record) string {
+	d := r.DNS
+	qtypes := strings.Join(d.QTypes, ",")
+	if r.Type != accesslog.Response {
+		return fmt.Sprintf("DNS Query %s %s", d.Query, qtypes)
+	}
+	var answer string
+	if d.RCode != 0 {
+		answer = "RCode: " + rcodeName(d.RCode)
+	} else {
+		var parts []string
+		if len(d.IPs) > 0 {
+			ips := make([]string, len(d.IPs))
+			for i, ip := range d.IPs {
+				ips[i] = ip.String()
+			}
+			parts = append(parts, fmt.Sprintf("%q", strings.Join(ips, ",")))
+		}
+		if len(d.CNAMEs) > 0 {
+			parts = append(parts, fmt.Sprintf("CNAMEs: %q", strings.Join(d.CNAMEs, ",")))
+		}
+		answer = strings.Join(parts, " ")
+	}
+	return fmt.Sprintf("DNS Answer %s TTL: %d (Proxy %s %s)", answer, d.TTL, d.Query, qtypes)
+}
+
+// rcodeNames are the DNS response codes as Cilium's summaries name them
+// (gopacket's names).
+var rcodeNames = map[uint16]string{
+	0: "No Error", 1: "Format Error", 2: "Server Failure", 3: "Non-Existent Domain", 4: "Not Implemented",
+	5: "Query Refused", 6: "Name Exists when it should not", 7: "RR Set Exists when it should not",
+	8: "RR Set that should exist does not", 9: "Server Not Authoritative for zone", 10: "Name not contained in zone",
+	16: "Bad OPT Version", 17: "Key not recognized", 18: "Signature out of time window", 19: "Bad TKEY Mode",
+	20: "Duplicate key name", 21: "Algorithm not supported", 22: "Bad Truncation", 23: "Bad Cookie",
+}
+
+func rcodeName(rcode uint16) string {
+	if name, ok := rcodeNames[rcode]; ok {
+		return name
+	}
+	return "Unknown"
+}
