@@ -3,8 +3,9 @@
 // layer-7 rules to. It runs apart from the agent, so that an agent
 // restart or upgrade loses no lookup and no request: it judges by the
 // policy file the agent writes (and keeps the last one while the agent
-// is away), tells the agent's name manager of allowed DNS answers, and
-// names peers by the node's pinned ipcache.
+// is away), tells the agent's name manager of allowed DNS answers and its
+// Hubble of every request and response, and names peers by the node's
+// pinned ipcache.
 package main
 
 import (
@@ -21,6 +22,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/cilium-go/cilium/pkg/proxy"
+	"github.com/cilium-go/cilium/pkg/proxy/accesslog"
 )
 
 func main() {
@@ -64,8 +66,12 @@ func (c *config) run(ctx context.Context) error {
 		return err
 	}
 	defer ipc.Close()
+	// Every request and response goes to the agent's Hubble; while the
+	// agent is away they are dropped, never waited for.
+	records := accesslog.NewSender(accesslog.SocketFile(c.dir), 0, log)
+	go records.Run(ctx)
 	p := proxy.New(proxy.Config{DNSPort: c.dnsPort, HTTPPort: c.httpPort, IdentityOf: ipc.IdentityOf,
-		Learn: proxy.LearnClient(proxy.LearnSocket(c.dir)), LearnWait: c.learnWait, Log: log})
+		Learn: proxy.LearnClient(proxy.LearnSocket(c.dir)), LearnWait: c.learnWait, Record: records.Record, Log: log})
 	go proxy.WatchPolicy(ctx, proxy.PolicyFile(c.dir), p, log)
 	log.Info("serving", "dns-port", c.dnsPort, "http-port", c.httpPort, "dir", c.dir)
 	return p.Run(ctx)

@@ -114,11 +114,13 @@ func TestFlowPackagesArePure(t *testing.T) {
 }
 
 // datapathUsers may hold the kernel datapath itself: the agent cell that
-// runs it (the node datapath), the monitor that reads its events, and the
-// debug tool that reads its pinned maps. Everyone else describes desired
+// runs it (the node datapath), the monitor that reads its events, the
+// debug tool that reads its pinned maps, and the layer-7 proxy, its other
+// end (transparent sockets, the pinned ipcache). Everyone else describes desired
 // state and reads events with internal/datapath/spec, and reaches the
 // kernel through what these packages provide.
-var datapathUsers = []string{datapath, module + "/pkg/nodedatapath", module + "/cmd/cilium-dbg", module + "/pkg/monitor"}
+var datapathUsers = []string{datapath, module + "/pkg/nodedatapath", module + "/cmd/cilium-dbg", module + "/pkg/monitor",
+	module + "/pkg/proxy"}
 
 // harnesses are the datapath's test kit: real nodes and pods in throwaway
 // namespaces. The benchmarks measure such nodes, so they may build them,

@@ -16,6 +16,7 @@ import (
 	"github.com/cilium-go/cilium/internal/datapath/spec"
 	"github.com/cilium-go/cilium/internal/datapath/tproxy"
 	"github.com/cilium-go/cilium/pkg/fqdn"
+	"github.com/cilium-go/cilium/pkg/proxy/accesslog"
 )
 
 // maxDNSMessage is the largest DNS message: over TCP a length of 16 bits.
@@ -107,31 +108,31 @@ func (p *Proxy) resolve(ctx context.Context, query []byte, from, to netip.AddrPo
 	}
 	name := strings.ToLower(q.Name.String())
 	c := p.state.get()
-	rec := Record{Time: time.Now(), Type: Request, Direction: spec.Egress, Src: from, Dst: to, Protocol: proto,
+	rec := accesslog.Record{Time: time.Now(), Type: accesslog.Request, Direction: spec.Egress, Src: from, Dst: to, Protocol: proto,
 		DstIdentity: p.cfg.IdentityOf(to.Addr()),
-		DNS:         &DNSRecord{Query: name, QTypes: []string{typeName(q.Type)}}}
+		DNS:         &accesslog.DNSRecord{Query: name, QTypes: []string{typeName(q.Type)}}}
 	ep := c.eps[from.Addr()]
 	if ep != nil {
 		rec.SrcIdentity, rec.SrcEndpoint = ep.Identity, ep.ID
 	}
 	if ep == nil || !allowsName(c.allows(ep, spec.Egress, proto, to.Port(), rec.DstIdentity), name) {
-		rec.Verdict = Denied
+		rec.Verdict = accesslog.Denied
 		p.cfg.Record(rec)
 		return reply(h, q, dnsmessage.RCodeRefused)
 	}
-	rec.Verdict = Forwarded
+	rec.Verdict = accesslog.Forwarded
 	p.cfg.Record(rec)
 
 	answer, err := p.forward(ctx, query, from.Addr(), to, ep, proto)
 	resp := rec
-	resp.Type, resp.Time = Response, time.Now()
+	resp.Type, resp.Time = accesslog.Response, time.Now()
 	resp.Latency = resp.Time.Sub(rec.Time)
 	resp.Src, resp.Dst = to, from
 	resp.SrcIdentity, resp.DstIdentity, resp.SrcEndpoint = rec.DstIdentity, rec.SrcIdentity, 0
 	if err != nil {
 		p.cfg.Log.Debug("DNS proxy: upstream", "server", to, "error", err)
-		resp.Verdict = Errored
-		resp.DNS = &DNSRecord{Query: name, QTypes: rec.DNS.QTypes, RCode: uint16(dnsmessage.RCodeServerFailure)}
+		resp.Verdict = accesslog.Errored
+		resp.DNS = &accesslog.DNSRecord{Query: name, QTypes: rec.DNS.QTypes, RCode: uint16(dnsmessage.RCodeServerFailure)}
 		p.cfg.Record(resp)
 		return reply(h, q, dnsmessage.RCodeServerFailure)
 	}
@@ -198,8 +199,8 @@ func reply(h dnsmessage.Header, q dnsmessage.Question, rcode dnsmessage.RCode) [
 
 // answerRecord reads what an answer says of name: its code, the
 // addresses of name and of the CNAMEs it leads to, their smallest TTL.
-func answerRecord(answer []byte, name string, qtypes []string) *DNSRecord {
-	rec := &DNSRecord{Query: name, QTypes: qtypes}
+func answerRecord(answer []byte, name string, qtypes []string) *accesslog.DNSRecord {
+	rec := &accesslog.DNSRecord{Query: name, QTypes: qtypes}
 	var parser dnsmessage.Parser
 	h, err := parser.Start(answer)
 	if err != nil {

@@ -21,6 +21,7 @@ import (
 	"github.com/cilium-go/cilium/pkg/identity"
 	"github.com/cilium-go/cilium/pkg/policy"
 	"github.com/cilium-go/cilium/pkg/proxy"
+	"github.com/cilium-go/cilium/pkg/proxy/accesslog"
 )
 
 const (
@@ -139,11 +140,11 @@ func lookup(pod *dptest.Pod, server netip.Addr, name string) (dnsmessage.RCode, 
 
 type recorder struct {
 	mu      sync.Mutex
-	records []proxy.Record
+	records []accesslog.Record
 	learned []fqdn.Lookup
 }
 
-func (r *recorder) record(rec proxy.Record) {
+func (r *recorder) record(rec accesslog.Record) {
 	r.mu.Lock()
 	r.records = append(r.records, rec)
 	r.mu.Unlock()
@@ -156,7 +157,7 @@ func (r *recorder) learn(_ context.Context, l fqdn.Lookup) error {
 	return nil
 }
 
-func (r *recorder) snapshot() ([]proxy.Record, []fqdn.Lookup) {
+func (r *recorder) snapshot() ([]accesslog.Record, []fqdn.Lookup) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return slices.Clone(r.records), slices.Clone(r.learned)
@@ -263,8 +264,8 @@ func TestPrivilegedDNSProxy(t *testing.T) {
 	}
 	var verdicts []string
 	for _, r := range records {
-		verdicts = append(verdicts, r.DNS.Query+" "+map[proxy.RecordType]string{proxy.Request: "request", proxy.Response: "response"}[r.Type]+" "+
-			map[proxy.Verdict]string{proxy.Forwarded: "forwarded", proxy.Denied: "denied", proxy.Errored: "error"}[r.Verdict])
+		verdicts = append(verdicts, r.DNS.Query+" "+map[accesslog.RecordType]string{accesslog.Request: "request", accesslog.Response: "response"}[r.Type]+" "+
+			map[accesslog.Verdict]string{accesslog.Forwarded: "forwarded", accesslog.Denied: "denied", accesslog.Errored: "error"}[r.Verdict])
 	}
 	wantVerdicts := []string{"api.allowed.test. request forwarded", "api.allowed.test. response forwarded",
 		"other.denied.test. request denied",

@@ -14,6 +14,7 @@ import (
 	"github.com/cilium-go/cilium/internal/datapath/spec"
 	"github.com/cilium-go/cilium/pkg/l7"
 	"github.com/cilium-go/cilium/pkg/policy"
+	"github.com/cilium-go/cilium/pkg/proxy/accesslog"
 )
 
 // accessDenied is the body of the answer to a denied request, Cilium's.
@@ -75,7 +76,7 @@ func (p *Proxy) serveHTTPConn(ctx context.Context, c net.Conn) {
 func (h *httpConn) exchange(ctx context.Context, req *http.Request) bool {
 	p := h.p
 	c := p.state.get()
-	rec := Record{Time: time.Now(), Type: Request, Direction: spec.Egress, Src: h.from, Dst: h.to, Protocol: spec.ProtoTCP,
+	rec := accesslog.Record{Time: time.Now(), Type: accesslog.Request, Direction: spec.Egress, Src: h.from, Dst: h.to, Protocol: spec.ProtoTCP,
 		DstIdentity: p.cfg.IdentityOf(h.to.Addr()), HTTP: requestRecord(req)}
 	ep := c.eps[h.from.Addr()]
 	allowed, edits := false, []l7.Edit(nil)
@@ -84,29 +85,29 @@ func (h *httpConn) exchange(ctx context.Context, req *http.Request) bool {
 		allowed, edits = c.judgeHTTP(c.allows(ep, spec.Egress, spec.ProtoTCP, h.to.Port(), rec.DstIdentity), req)
 	}
 	resp := rec
-	resp.Type, resp.Src, resp.Dst = Response, h.to, h.from
+	resp.Type, resp.Src, resp.Dst = accesslog.Response, h.to, h.from
 	resp.SrcIdentity, resp.DstIdentity, resp.SrcEndpoint = rec.DstIdentity, rec.SrcIdentity, 0
-	respond := func(r *http.Response, v Verdict) bool {
+	respond := func(r *http.Response, v accesslog.Verdict) bool {
 		resp.Time, resp.Verdict = time.Now(), v
 		resp.Latency = resp.Time.Sub(rec.Time)
-		resp.HTTP = &HTTPRecord{Method: rec.HTTP.Method, URL: rec.HTTP.URL, Protocol: r.Proto, Code: r.StatusCode, Headers: r.Header}
+		resp.HTTP = &accesslog.HTTPRecord{Method: rec.HTTP.Method, URL: rec.HTTP.URL, Protocol: r.Proto, Code: r.StatusCode, Headers: r.Header}
 		p.cfg.Record(resp)
 		return r.Write(h.down) == nil && !r.Close && !req.Close
 	}
 	if !allowed {
-		rec.Verdict = Denied
+		rec.Verdict = accesslog.Denied
 		p.cfg.Record(rec)
 		io.Copy(io.Discard, req.Body)
-		return respond(status(req, http.StatusForbidden, accessDenied), Denied)
+		return respond(status(req, http.StatusForbidden, accessDenied), accesslog.Denied)
 	}
 	l7.Apply(req.Header, edits)
-	rec.Verdict = Forwarded
+	rec.Verdict = accesslog.Forwarded
 	p.cfg.Record(rec)
 	if h.up == nil {
 		up, err := p.cfg.Sockets.Dial(ctx, "tcp4", h.from.Addr(), h.to, ep.Identity)
 		if err != nil {
 			p.cfg.Log.Debug("HTTP proxy: upstream", "server", h.to, "error", err)
-			respond(status(req, http.StatusServiceUnavailable, "upstream connect error\r\n"), Errored)
+			respond(status(req, http.StatusServiceUnavailable, "upstream connect error\r\n"), accesslog.Errored)
 			return false
 		}
 		h.up, h.upr = up, bufio.NewReader(up)
@@ -117,24 +118,24 @@ func (h *httpConn) exchange(ctx context.Context, req *http.Request) bool {
 		req.Header["User-Agent"] = []string{}
 	}
 	if err := req.Write(h.up); err != nil {
-		respond(status(req, http.StatusBadGateway, "upstream write error\r\n"), Errored)
+		respond(status(req, http.StatusBadGateway, "upstream write error\r\n"), accesslog.Errored)
 		return false
 	}
 	r, err := http.ReadResponse(h.upr, req)
 	if err != nil {
-		respond(status(req, http.StatusBadGateway, "upstream reset\r\n"), Errored)
+		respond(status(req, http.StatusBadGateway, "upstream reset\r\n"), accesslog.Errored)
 		return false
 	}
 	defer r.Body.Close()
 	if r.StatusCode == http.StatusSwitchingProtocols {
 		// An upgrade (WebSocket): after the response the connection is
 		// no longer HTTP; its bytes pass as they are.
-		respond(r, Forwarded)
+		respond(r, accesslog.Forwarded)
 		go io.Copy(h.up, h.down)
 		io.Copy(h.down, h.upr)
 		return false
 	}
-	return respond(r, Forwarded)
+	return respond(r, accesslog.Forwarded)
 }
 
 // judgeHTTP says whether allows let req through, with the edits of the
@@ -154,10 +155,10 @@ func (c *compiled) judgeHTTP(allows []*policy.L7Allow, req *http.Request) (bool,
 	return false, nil
 }
 
-func requestRecord(req *http.Request) *HTTPRecord {
+func requestRecord(req *http.Request) *accesslog.HTTPRecord {
 	u := *req.URL
 	u.Scheme, u.Host = "http", req.Host
-	return &HTTPRecord{Method: req.Method, URL: u.String(), Protocol: req.Proto, Headers: req.Header.Clone()}
+	return &accesslog.HTTPRecord{Method: req.Method, URL: u.String(), Protocol: req.Proto, Headers: req.Header.Clone()}
 }
 
 // status is the proxy's own response to req.

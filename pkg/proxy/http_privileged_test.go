@@ -18,6 +18,7 @@ import (
 	"github.com/cilium-go/cilium/pkg/l7"
 	"github.com/cilium-go/cilium/pkg/policy"
 	"github.com/cilium-go/cilium/pkg/proxy"
+	"github.com/cilium-go/cilium/pkg/proxy/accesslog"
 )
 
 // serveHTTP answers every request with the client's address and the
@@ -131,7 +132,7 @@ func TestPrivilegedHTTPProxy(t *testing.T) {
 			records, _ := rec.snapshot()
 			var denied int
 			for _, r := range records {
-				if r.Type == proxy.Request && r.Verdict == proxy.Denied {
+				if r.Type == accesslog.Request && r.Verdict == accesslog.Denied {
 					denied++
 				}
 			}

@@ -12,6 +12,7 @@ import (
 	"github.com/cilium-go/cilium/internal/datapath/tproxy"
 	"github.com/cilium-go/cilium/pkg/fqdn"
 	"github.com/cilium-go/cilium/pkg/identity"
+	"github.com/cilium-go/cilium/pkg/proxy/accesslog"
 )
 
 // Config is the proxy's.
@@ -33,7 +34,7 @@ type Config struct {
 	// UpstreamTimeout bounds the wait for a DNS server's answer.
 	UpstreamTimeout time.Duration
 	// Record hears of every request and response.
-	Record func(Record)
+	Record func(accesslog.Record)
 	Log    *slog.Logger
 }
 
@@ -62,7 +63,7 @@ func New(cfg Config) *Proxy {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
 	if cfg.Record == nil {
-		cfg.Record = func(Record) {}
+		cfg.Record = func(accesslog.Record) {}
 	}
 	if cfg.Learn == nil {
 		cfg.Learn = func(context.Context, fqdn.Lookup) error { return nil }

@@ -55,10 +55,13 @@ func testCiliumLab(t *testing.T, name, mode, kubeProxy string, full bool) {
 		}
 	}
 	client := onNode(pods, node1)[0]
+	var l7flow flow
 	if kubeProxy == "none" {
 		checkServices(t, lab, client, node1, node2)
 		checkTopology(t, lab, client, node1, node2)
-		checkL7(t, lab, node1)
+		var l7cleanup func()
+		l7flow, l7cleanup = checkL7(t, lab, node1)
+		defer l7cleanup()
 		if full {
 			hugeServiceRefusedAlone(t, lab, client)
 		}
@@ -79,11 +82,11 @@ func testCiliumLab(t *testing.T, name, mode, kubeProxy string, full bool) {
 		var nodes nodeAddrList
 		lab.KubectlJSON(&nodes, "get", "nodes")
 		agentRestartKeepsTCP(t, lab, node1, client.ip, func() { lab.KubectlApply(lateService) },
-			flow{client.name, server.ip}, flow{client.name, echoIP + ":80"},
-			flow{outsideClient, nodes.internalIPs()[node1] + ":30080"})
+			flow{from: client.name, to: server.ip}, flow{from: client.name, to: echoIP + ":80"},
+			flow{from: outsideClient, to: nodes.internalIPs()[node1] + ":30080"}, l7flow)
 		lab.connect(client.name, "late.default.svc.cluster.local:80")
 	} else {
-		agentRestartKeepsTCP(t, lab, node1, client.ip, nil, flow{client.name, server.ip})
+		agentRestartKeepsTCP(t, lab, node1, client.ip, nil, flow{from: client.name, to: server.ip})
 	}
 	if !full {
 		return
@@ -226,7 +229,9 @@ func (l nodeAddrList) internalIPs() map[string]string {
 
 // flow is a stream's client (a pod's name, or outsideClient) and server
 // (address[:port], 8080 when no port).
-type flow struct{ from, to string }
+// flow is a client's stream: script (streamClient when empty) in pod
+// from towards to.
+type flow struct{ from, to, script string }
 
 // agentRestartKeepsTCP kills the agent of node while each flow's client
 // sends a request every 50 ms on one keep-alive connection, through the
@@ -240,7 +245,11 @@ func agentRestartKeepsTCP(t *testing.T, lab *Lab, node, tracked string, whileDow
 	var streams []*stream
 	targets := make([]string, 0, len(flows))
 	for _, f := range flows {
-		streams = append(streams, lab.startStream(f.from, f.to))
+		script := f.script
+		if script == "" {
+			script = streamClient
+		}
+		streams = append(streams, lab.startClient(f.from, f.to, script))
 		targets = append(targets, f.from+" -> "+f.to)
 	}
 	lab.Eventually("the connections in the node's conntrack map", 30*time.Second, func() error {

@@ -49,6 +49,59 @@ spec:
             http: [{method: GET, path: "/allowed.*"}]
 `
 
+// l7LoopClient looks the target's name up (through cluster DNS, and so
+// the DNS proxy) and sends GET /allowed on one kept-alive connection
+// (through the HTTP proxy), every interval, speaking startClient's
+// protocol: a failed lookup, a wrong address or a request that does not
+// get 200 ends it.
+const l7LoopClient = `
+import http.client, json, socket, sys, threading, time
+host, interval, limit = sys.argv[1], float(sys.argv[2]), float(sys.argv[3])
+name, _, want = host.partition("=")
+stop = threading.Event()
+def watch():
+    sys.stdin.readline()
+    stop.set()
+threading.Thread(target=watch, daemon=True).start()
+c = http.client.HTTPConnection(name, 80, timeout=2)
+c.connect()
+port = c.sock.getsockname()[1]
+print("streaming from port", port, flush=True)
+start = time.time()
+ok, failed, err, gaps, longest, longest_at, first, last = 0, 0, "", 0, 0.0, 0.0, 0.0, 0.0
+report = start
+while not stop.is_set() and time.time() - start < limit:
+    t0 = time.time()
+    try:
+        got = socket.getaddrinfo(name, 80, socket.AF_INET, socket.SOCK_STREAM)[0][4][0]
+        if got != want:
+            raise Exception("%s resolved to %s" % (name, got))
+        c.request("GET", "/allowed")
+        r = c.getresponse()
+        r.read()
+        if r.status != 200:
+            raise Exception("status %d" % r.status)
+    except Exception as e:
+        failed, err = failed + 1, "round %d: %r" % (ok + 1, e)
+        break
+    now = time.time()
+    if ok > 0:
+        gap = now - last
+        if gap > 2 * interval:
+            gaps += 1
+        if gap > longest:
+            longest, longest_at = gap, now
+    else:
+        first = now
+    ok, last = ok + 1, now
+    if now - report >= 1:
+        print("progress", ok, now, flush=True)
+        report = now
+    time.sleep(max(0.0, interval - (time.time() - t0)))
+print(json.dumps({"port": port, "ok": ok, "failed": failed, "error": err, "gaps": gaps,
+    "longest": longest, "longest_at": longest_at, "first": first, "last": last}), flush=True)
+`
+
 // worldHosts are the lab world's target and other names and addresses,
 // from cilium-lab (the flags it gives cilium-cli's connectivity test).
 func worldHosts(t *testing.T, lab *Lab) (target, targetIP, other, otherIP string) {
@@ -81,7 +134,10 @@ func worldHosts(t *testing.T, lab *Lab) (target, targetIP, other, otherIP string
 // client reach the name it allows, at the address the answer gave, and
 // not another name's; HTTP rules give 200 for the allowed method and path
 // and 403 for the rest; the agent's FQDN cache shows what was learned.
-func checkL7(t *testing.T, lab *Lab, node string) {
+// It returns the client's loop of lookups and requests, which the agent
+// restart runs across (the proxy runs apart), and what removes the
+// client and its policy.
+func checkL7(t *testing.T, lab *Lab, node string) (restart flow, cleanup func()) {
 	target, targetIP, other, _ := worldHosts(t, lab)
 	lab.KubectlApply(fmt.Sprintf(l7Client, node))
 	lab.Eventually("the l7 client Running", 2*time.Minute, func() error {
@@ -131,6 +187,8 @@ func checkL7(t *testing.T, lab *Lab, node string) {
 	}
 	t.Logf("layer 7 on %s: %s resolved to %s through the DNS proxy, another name REFUSED; GET /allowed 200, GET /denied and POST 403 "+
 		"through the HTTP proxy; %s (allowed by the DNS rules, not by toFQDNs) unreachable; the FQDN cache has it", node, target, targetIP, other)
-	lab.Kubectl("delete", "ciliumnetworkpolicy", "l7", "--wait=true")
-	lab.Kubectl("delete", "pod", "l7client", "--wait=true")
+	return flow{from: "l7client", to: target + "=" + targetIP, script: l7LoopClient}, func() {
+		lab.Kubectl("delete", "ciliumnetworkpolicy", "l7", "--wait=true")
+		lab.Kubectl("delete", "pod", "l7client", "--wait=true")
+	}
 }

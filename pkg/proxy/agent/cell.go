@@ -111,6 +111,10 @@ type writerParams struct {
 	Jobs      job.Group
 	Policies  statedb.Table[*policyagent.EndpointPolicyRow]
 	Endpoints statedb.Table[*endpoint.EndpointRow]
+	// Entries is initialized once the engine wrote its first policy: a
+	// restarted agent must not hand the proxy the empty policy of its
+	// first moments, which would deny what the proxy allows meanwhile.
+	Entries statedb.Table[*policyagent.PolicyEntryRow]
 }
 
 func registerPolicyWriter(p writerParams) {
@@ -119,8 +123,12 @@ func registerPolicyWriter(p writerParams) {
 	}
 	path := proxy.PolicyFile(p.Config.Dir(p.Paths))
 	var last []byte
+	// The entries are waited for, not watched: the policy table changes
+	// with them.
+	never := make(chan struct{})
+	engineStarted := desired.Input{Table: p.Entries, Watch: func(statedb.ReadTxn) <-chan struct{} { return never }}
 	desired.Controller(p.Jobs, "l7-proxy-policy", p.DB,
-		[]desired.Input{desired.TableInput(p.Policies), desired.TableInput(p.Endpoints)},
+		[]desired.Input{desired.TableInput(p.Policies), desired.TableInput(p.Endpoints), engineStarted},
 		func(ctx context.Context, txn statedb.ReadTxn) error {
 			b, err := json.MarshalIndent(ProxyPolicy(txn, p.Policies, p.Endpoints), "", " ")
 			if err != nil {
