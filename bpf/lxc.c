@@ -128,6 +128,16 @@ int cil_from_container(struct __sk_buff *skb)
 	f.ct_status = ct_lookup(skb, &f.p, &ct, &f.report);
 	if (f.ct_status == CT_INVALID)
 		return drop(skb, &f, DROP_UNKNOWN_CT);
+	/* A tuple the proxy's upstream took over from an earlier connection
+	 * of this pod (proxy_owns): the pod's again, as a new connection,
+	 * once the upstream's socket is gone; until then its packets on it
+	 * go nowhere. */
+	if (f.ct_status == CT_ESTABLISHED && (ct->flags & CT_F_PROXY_UPSTREAM)) {
+		if (proxy_upstream_live(skb, &f.p))
+			return drop(skb, &f, DROP_UNKNOWN_CT);
+		f.ct_status = CT_NEW;
+		ct = 0;
+	}
 	/* What this pod sends back to a client of a service it backs (a
 	 * reply, or an ICMP error about the client's packet) is translated
 	 * back where it enters the client. A hairpin client is this pod,
@@ -257,8 +267,11 @@ int cil_to_container(struct __sk_buff *skb)
 	f.src_id = ct ? ct_sender_identity(ct, f.ct_status) : identity_of4(f.p.saddr);
 	if (f.ct_status == CT_INVALID)
 		return drop(skb, &f, DROP_UNKNOWN_CT);
-	/* A netkit pod's own packet refused for want of a backend. */
-	if (f.ct_status == CT_NEW && !(NETKIT && lb4_is_refusal(skb, &f.p, ENDPOINT_IPV4))) {
+	/* A netkit pod's own packet refused for want of a backend. The
+	 * proxy's connection upstream is judged as new whatever entry its
+	 * tuple finds (proxy_owns). */
+	if ((from_proxy(skb) ? proxy_owns(ct, f.ct_status) : f.ct_status == CT_NEW) &&
+	    !(NETKIT && lb4_is_refusal(skb, &f.p, ENDPOINT_IPV4))) {
 		if (POLICY_INGRESS) {
 			ret = policy_check_l4(skb, &f, ENDPOINT_ID, DIR_INGRESS, f.src_id, f.p.saddr);
 			if (ret < 0)

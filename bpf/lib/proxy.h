@@ -116,6 +116,51 @@ static __always_inline int to_proxy_upstream(struct __sk_buff *skb, struct flow 
 	return TC_ACT_OK;
 }
 
+/* proxy_owns says whether the proxy's packet p, found as ct_status with
+ * entry ct, needs an entry of its own: none yet, or one of another
+ * connection with the same tuple. The proxy's upstream socket gets its
+ * port from the node's namespace, which knows nothing of the ports a pod
+ * used in its own: an entry left by the pod's earlier connection (one the
+ * pod closed, or a UDP query's) would send the upstream's replies into
+ * the pod. The upstream takes the tuple over; the pod gets it back once
+ * the upstream's socket is gone (proxy_upstream_live), and until then its
+ * packets on it drop, never bypassing the proxy. */
+static __always_inline int proxy_owns(const struct ct_entry *ct, __u8 ct_status)
+{
+	return ct_status == CT_NEW ||
+	       (ct_status == CT_ESTABLISHED && ct && !(ct->flags & CT_F_PROXY_UPSTREAM));
+}
+
+/* proxy_upstream_live says whether the proxy's upstream socket of p's
+ * tuple (p sent by the endpoint whose address the proxy uses) is still
+ * open in the node's namespace: looked up as a packet from the peer to
+ * it would be. */
+static __always_inline int proxy_upstream_live(struct __sk_buff *skb, const struct pkt *p)
+{
+	struct bpf_sock_tuple t = {
+		.ipv4 = { .saddr = p->daddr, .daddr = p->saddr, .sport = p->dport, .dport = p->sport },
+	};
+	struct bpf_sock *sk;
+	int live;
+
+	if (p->protocol == IPPROTO_TCP) {
+		sk = bpf_skc_lookup_tcp(skb, &t, sizeof(t.ipv4), BPF_F_CURRENT_NETNS, 0);
+		if (!sk)
+			return 0;
+		live = sk->state != BPF_TCP_LISTEN;
+		bpf_sk_release(sk);
+		return live;
+	}
+	if (p->protocol == IPPROTO_UDP) {
+		sk = bpf_sk_lookup_udp(skb, &t, sizeof(t.ipv4), BPF_F_CURRENT_NETNS, 0);
+		if (!sk)
+			return 0;
+		bpf_sk_release(sk);
+		return 1;
+	}
+	return 0;
+}
+
 /* proxy_upstream_out tracks what the proxy sends upstream off the node,
  * from a local endpoint's address, as it leaves (the uplink's or the
  * VXLAN device's egress): the replies then go back to the proxy
@@ -136,7 +181,7 @@ static __always_inline int proxy_upstream_out(struct __sk_buff *skb, struct flow
 	info = ipcache_lookup4(f->p.daddr);
 	f->dst_id = info ? info->identity : IDENTITY_WORLD;
 	f->ct_status = ct_lookup(skb, &f->p, &ct, &f->report);
-	if (f->ct_status == CT_NEW) {
+	if (proxy_owns(ct, f->ct_status)) {
 		snat = MASQUERADE && identity_is_world(f->dst_id);
 		ret = ct_create(&f->p, ep->identity, f->dst_id, 0,
 				CT_F_PROXY_UPSTREAM | CT_F_NO_DST_EP | (snat ? CT_F_SNAT : 0), 0, 0, 0);

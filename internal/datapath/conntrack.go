@@ -51,6 +51,7 @@ const (
 	ctFlagRxClosing = uint16(lxcCtFlagsCT_F_RX_CLOSING)
 	ctFlagSNAT      = uint16(lxcCtFlagsCT_F_SNAT)
 	ctFlagNodePort  = uint16(lxcCtFlagsCT_F_NODEPORT)
+	ctFlagToProxy   = uint16(lxcCtFlagsCT_F_TO_PROXY)
 	// Lookup hints of the datapath, not shown: the originator or the
 	// responder has no local endpoint.
 	ctFlagNoSrcEP = uint16(lxcCtFlagsCT_F_NO_SRC_EP)

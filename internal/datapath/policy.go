@@ -121,8 +121,8 @@ func (m *Maps) SetPolicy(epID uint16, entries []spec.PolicyEntry) error {
 	if _, err := m.UpdatePolicy(epID, groups); err != nil {
 		return err
 	}
-	allows := func(dir spec.Direction, remote, cidr identity.NumericIdentity, proto uint8, port uint16) bool {
-		return PolicyAllows(entries, dir, remote, cidr, proto, port)
+	allows := func(dir spec.Direction, remote, cidr identity.NumericIdentity, proto uint8, port uint16) judgement {
+		return policyJudgement(entries, dir, remote, cidr, proto, port)
 	}
 	if err := m.forgetDisallowed(map[uint16]policyJudge{epID: allows}); err != nil {
 		return fmt.Errorf("endpoint %d: %w", epID, err)

@@ -18,7 +18,14 @@ import (
 // destination port, or the ICMP type. This is the meaning that
 // PolicyMapState encodes into longest-prefix-match keys.
 func PolicyAllows(entries []spec.PolicyEntry, dir spec.Direction, remote, cidr identity.NumericIdentity, proto uint8, port uint16) bool {
-	allowed := false
+	return policyJudgement(entries, dir, remote, cidr, proto, port).allowed
+}
+
+// policyJudgement is PolicyAllows with the proxy an allow sends the
+// connection to: any matching allow with a proxy port does, as in the
+// datapath.
+func policyJudgement(entries []spec.PolicyEntry, dir spec.Direction, remote, cidr identity.NumericIdentity, proto uint8, port uint16) judgement {
+	var j judgement
 	for _, e := range entries {
 		if e.Direction != dir {
 			continue
@@ -33,11 +40,12 @@ func PolicyAllows(entries []spec.PolicyEntry, dir spec.Direction, remote, cidr i
 			continue
 		}
 		if e.Deny {
-			return false
+			return judgement{}
 		}
-		allowed = true
+		j.allowed = true
+		j.proxyPort = max(j.proxyPort, e.ProxyPort)
 	}
-	return allowed
+	return j
 }
 
 // ICMP types that start the ICMP connections conntrack keeps.
@@ -46,22 +54,36 @@ const (
 	icmpEcho      = 8
 )
 
-// policyJudge says whether a new connection's first packet would be
-// allowed: direction, remote identity, its CIDR identity (0 for none),
-// protocol and port (the ICMP type for ICMP).
-type policyJudge func(dir spec.Direction, remote, cidr identity.NumericIdentity, proto uint8, port uint16) bool
+// judgement is what policy says of a new connection's first packet:
+// allowed or not, and the proxy an allow sends it to (0: none).
+type judgement struct {
+	allowed   bool
+	proxyPort uint16
+}
 
-// disallowed reports whether allows no longer lets the connection k
-// through, judged the way its first packet was.
-func disallowed(allows policyJudge, dir spec.Direction, remote, cidr identity.NumericIdentity, k CTKey) bool {
+// policyJudge judges a new connection's first packet: direction, remote
+// identity, its CIDR identity (0 for none), protocol and port (the ICMP
+// type for ICMP).
+type policyJudge func(dir spec.Direction, remote, cidr identity.NumericIdentity, proto uint8, port uint16) judgement
+
+// disallowed reports whether allows no longer lets the connection k, with
+// entry v, through, judged the way its first packet was. A connection the
+// proxy serves stays only while policy sends it to the same proxy:
+// otherwise its packets would keep going to a proxy whose rules no longer
+// apply (a UDP tuple reused by a new query would stay redirected for as
+// long as the entry lives). One that goes straight stays straight, as in
+// Cilium, while it is allowed.
+func disallowed(allows policyJudge, dir spec.Direction, remote, cidr identity.NumericIdentity, k CTKey, v *CTEntry) bool {
 	if k.Protocol != spec.ProtoICMP {
-		return !allows(dir, remote, cidr, k.Protocol, htons(k.Dport))
+		j := allows(dir, remote, cidr, k.Protocol, htons(k.Dport))
+		toProxy := dir == spec.Egress && v.Flags&ctFlagToProxy != 0
+		return !j.allowed || toProxy && j.proxyPort != v.ProxyPort
 	}
 	// An echo request names its id as the source port, an echo reply (one
 	// that found no connection started one) as the destination port. With
 	// id 0 the key cannot tell them apart: either type disallowed is enough.
-	request := allows(dir, remote, cidr, spec.ProtoICMP, icmpEcho)
-	reply := allows(dir, remote, cidr, spec.ProtoICMP, icmpEchoReply)
+	request := allows(dir, remote, cidr, spec.ProtoICMP, icmpEcho).allowed
+	reply := allows(dir, remote, cidr, spec.ProtoICMP, icmpEchoReply).allowed
 	switch {
 	case k.Sport != 0:
 		return !request
@@ -105,8 +127,8 @@ func (m *Maps) forgetDisallowed(judges map[uint16]policyJudge) error {
 		}
 		src, srcLocal := byAddr[k.Saddr]
 		dst, dstLocal := byAddr[k.Daddr]
-		if srcLocal && src.egress && disallowed(src.allows, spec.Egress, identity.NumericIdentity(v.DstIdentity), cidrs.lookup(k.Daddr), *k) ||
-			dstLocal && dst.ingress && disallowed(dst.allows, spec.Ingress, identity.NumericIdentity(v.SrcIdentity), cidrs.lookup(k.Saddr), *k) {
+		if srcLocal && src.egress && disallowed(src.allows, spec.Egress, identity.NumericIdentity(v.DstIdentity), cidrs.lookup(k.Daddr), *k, v) ||
+			dstLocal && dst.ingress && disallowed(dst.allows, spec.Ingress, identity.NumericIdentity(v.SrcIdentity), cidrs.lookup(k.Saddr), *k, v) {
 			stale = append(stale, *k)
 		}
 	})
@@ -131,8 +153,8 @@ func memoized(allows policyJudge) policyJudge {
 		proto        uint8
 		port         uint16
 	}
-	answers := map[question]bool{}
-	return func(dir spec.Direction, remote, cidr identity.NumericIdentity, proto uint8, port uint16) bool {
+	answers := map[question]judgement{}
+	return func(dir spec.Direction, remote, cidr identity.NumericIdentity, proto uint8, port uint16) judgement {
 		q := question{dir, remote, cidr, proto, port}
 		a, ok := answers[q]
 		if !ok {

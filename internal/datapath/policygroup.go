@@ -383,27 +383,28 @@ func (m *Maps) SyncPolicy(desired map[spec.PolicyGroup][]spec.PolicyEntry) (narr
 func (m *Maps) FlushDisallowed(epIDs ...uint16) error {
 	judges := map[uint16]policyJudge{}
 	for _, ep := range epIDs {
-		judges[ep] = func(dir spec.Direction, remote, cidr identity.NumericIdentity, proto uint8, port uint16) bool {
-			return m.policyAllows(ep, dir, remote, cidr, proto, port)
+		judges[ep] = func(dir spec.Direction, remote, cidr identity.NumericIdentity, proto uint8, port uint16) judgement {
+			return m.policyJudgement(ep, dir, remote, cidr, proto, port)
 		}
 	}
 	return m.forgetDisallowed(judges)
 }
 
-// policyAllows looks a packet up in the endpoint's policy map: the
+// policyJudgement looks a packet up in the endpoint's policy map: the
 // remote identity, the wildcard and the CIDR identity, a deny of any
-// winning. No map allows nothing.
-func (m *Maps) policyAllows(epID uint16, dir spec.Direction, remote, cidr identity.NumericIdentity, proto uint8, port uint16) bool {
+// winning, an allow with a proxy port sending to the proxy. No map allows
+// nothing.
+func (m *Maps) policyJudgement(epID uint16, dir spec.Direction, remote, cidr identity.NumericIdentity, proto uint8, port uint16) judgement {
 	mp, err := m.policyMapOf(epID)
 	if err != nil || mp == nil {
-		return false
+		return judgement{}
 	}
 	defer mp.Close()
 	ids := []identity.NumericIdentity{remote, identity.Unknown}
 	if cidr != 0 {
 		ids = append(ids, cidr)
 	}
-	matched := false
+	var j judgement
 	for _, id := range ids {
 		k := PolicyKey{Prefixlen: policyPrefixFull, Identity: uint32(id), EpId: epID, Direction: uint8(dir),
 			Protocol: proto, Dport: htons(port)}
@@ -412,11 +413,12 @@ func (m *Maps) policyAllows(epID uint16, dir spec.Direction, remote, cidr identi
 			continue
 		}
 		if v.Flags&policyFlagDeny != 0 {
-			return false
+			return judgement{}
 		}
-		matched = true
+		j.allowed = true
+		j.proxyPort = max(j.proxyPort, v.ProxyPort)
 	}
-	return matched
+	return j
 }
 
 // policyMapOf opens the endpoint's policy map as the datapath finds it,
@@ -439,5 +441,5 @@ func (m *Maps) policyMapOf(ep uint16) (*ebpf.Map, error) {
 // PolicyHas reports whether the map lets a first packet from or to a
 // peer with identity remote through, as the datapath would judge it.
 func (m *Maps) PolicyHas(epID uint16, dir spec.Direction, remote identity.NumericIdentity, proto uint8, port uint16) bool {
-	return m.policyAllows(epID, dir, remote, 0, proto, port)
+	return m.policyJudgement(epID, dir, remote, 0, proto, port).allowed
 }

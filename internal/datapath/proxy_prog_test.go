@@ -1,6 +1,7 @@
 package datapath
 
 import (
+	"errors"
 	"testing"
 
 	"github.com/cilium/ebpf"
@@ -126,18 +127,26 @@ func TestPrivilegedProgProxyRedirect(t *testing.T) {
 			e.toProxy(tcp(ipA, ipC, 40000, 80, "S"), false)
 			e.toProxy(udp(ipA, ipC, 5000, 53), false)
 		}},
-		{"a connection sent to the proxy keeps going there", enforce, func(t *testing.T, e *env) {
+		{"a connection sent to the proxy keeps going there while policy sends it there", enforce, func(t *testing.T, e *env) {
 			proxySockets(t, proxyPort)
-			e.setPolicy(epA, redirected(egress(idC, tcpProto, 80, 0), proxyPort))
+			e.setPolicy(epA, redirected(egress(idC, tcpProto, 80, 0), proxyPort), redirected(egress(idC, udpProto, 53, 0), proxyPort))
 			e.toProxy(tcp(ipA, ipC, 40000, 80, "S"), true)
 			ct, ok := e.ctEntry(tcp(ipA, ipC, 40000, 80, "S"))
 			if !ok || ct.Flags&uint16(lxcCtFlagsCT_F_TO_PROXY) == 0 || ct.ProxyPort != proxyPort {
 				t.Fatalf("conntrack entry %+v (found %v), want one for the proxy on %d", ct, ok, proxyPort)
 			}
-			// Later packets follow the entry, even once the policy has
-			// no layer-7 rules any more (the connection is the proxy's).
-			e.setPolicy(epA, egress(idC, tcpProto, 80, 0))
 			e.toProxy(tcp(ipA, ipC, 40000, 80, "A"), true)
+			e.toProxy(udp(ipA, ipC, 5000, 53), true)
+			// Without the layer-7 rules the proxy no longer serves them:
+			// their entries go, the TCP connection's next segment drops,
+			// and the same UDP tuple, reused, goes straight.
+			e.setPolicy(epA, egress(idC, tcpProto, 80, 0), egress(idC, udpProto, 53, 0))
+			if _, ok := e.ctEntry(tcp(ipA, ipC, 40000, 80, "S")); ok {
+				t.Fatal("the proxied connection's entry stays after its redirect went")
+			}
+			e.denied(e.fromContainer, tcp(ipA, ipC, 40000, 80, "A"), spec.DropUnknownCT)
+			e.straight(udp(ipA, ipC, 5000, 53))
+			e.straight(tcp(ipA, ipC, 40001, 80, "S"))
 		}},
 		{"an allow with layer-7 rules is not bypassed by a broader allow", enforce, func(t *testing.T, e *env) {
 			proxySockets(t, proxyPort)
@@ -177,6 +186,35 @@ func TestPrivilegedProgProxyUpstream(t *testing.T) {
 			if ret, _, _ := e.runMarked(e.fromNetdev, tcp(ipC, ipA, 80, 41001, "SA"), 0); ret != actRedirect {
 				t.Fatalf("reply to the pod's own connection: verdict %d", ret)
 			}
+		}},
+		{"the upstream takes over a tuple the pod used before", envOpts{mode: spec.Native}, func(t *testing.T, e *env) {
+			// The pod's own connection, from the port the node's
+			// namespace later gives the proxy's upstream socket.
+			e.allowed(e.fromContainer, tcp(ipA, ipC, 41000, 80, "S"))
+			if ret, _, _ := e.runMarked(e.toNetdev, tcp(ipA, ipC, 41000, 80, "S"), markProxyEgress); ret != actOK {
+				t.Fatalf("upstream SYN: verdict %d", ret)
+			}
+			if ct, ok := e.ctEntry(tcp(ipA, ipC, 41000, 80, "S")); !ok || ct.Flags&uint16(lxcCtFlagsCT_F_PROXY_UPSTREAM) == 0 {
+				t.Fatalf("conntrack entry %+v (found %v): the upstream did not take the tuple over", ct, ok)
+			}
+			ret, mark, _ := e.runMarked(e.fromNetdev, tcp(ipC, ipA, 80, 41000, "SA"), 0)
+			if ret != actOK || mark&0xf00 != markToProxy {
+				t.Fatalf("reply: verdict %d mark %#x, want it at the proxy, not in the pod", ret, mark)
+			}
+			// While the upstream's socket is open the pod's packets on
+			// the tuple go nowhere; once it is closed the tuple is the
+			// pod's again, for a new connection.
+			fd, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0)
+			must(t, err)
+			defer unix.Close(fd)
+			must(t, unix.SetsockoptInt(fd, unix.SOL_IP, unix.IP_TRANSPARENT, 1))
+			must(t, unix.Bind(fd, &unix.SockaddrInet4{Addr: ipA.As4(), Port: 41000}))
+			if err := unix.Connect(fd, &unix.SockaddrInet4{Addr: ipC.As4(), Port: 80}); !errors.Is(err, unix.EINPROGRESS) {
+				t.Fatalf("upstream socket: %v", err)
+			}
+			e.denied(e.fromContainer, tcp(ipA, ipC, 41000, 80, "A"), spec.DropUnknownCT)
+			unix.Close(fd)
+			e.straight(tcp(ipA, ipC, 41000, 80, "S"))
 		}},
 		{"unmarked, the same packet is no proxy's", envOpts{mode: spec.Native}, func(t *testing.T, e *env) {
 			up := tcp(ipA, ipC, 41000, 80, "S")
