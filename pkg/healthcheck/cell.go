@@ -17,7 +17,6 @@ import (
 	"github.com/cilium/hive/job"
 	"github.com/spf13/pflag"
 
-	"github.com/cilium-go/cilium/pkg/api/server"
 	"github.com/cilium-go/cilium/pkg/endpoint"
 	"github.com/cilium-go/cilium/pkg/health"
 	"github.com/cilium-go/cilium/pkg/healthcheck/probe"
@@ -25,6 +24,7 @@ import (
 	k8sagent "github.com/cilium-go/cilium/pkg/k8s/agent"
 	"github.com/cilium-go/cilium/pkg/node"
 	"github.com/cilium-go/cilium/pkg/paths"
+	"github.com/cilium-go/cilium/pkg/unixsock"
 )
 
 // Cell runs health checking when --enable-health-checking is on and a
@@ -128,7 +128,7 @@ func register(p params) error {
 	}
 	p.Lifecycle.Append(cell.Hook{
 		OnStart: func(cell.HookContext) error {
-			sock, err := server.Listen(SocketPath(p.Paths))
+			sock, err := unixsock.Listen(SocketPath(p.Paths))
 			if err != nil {
 				return fmt.Errorf("health API: %w", err)
 			}

@@ -14,11 +14,11 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/keepalive"
 
-	"github.com/cilium-go/cilium/pkg/api/server"
 	hubbleobserver "github.com/cilium-go/cilium/pkg/hubble/observer"
 	"github.com/cilium-go/cilium/pkg/hubble/relay"
 	k8sagent "github.com/cilium-go/cilium/pkg/k8s/agent"
 	"github.com/cilium-go/cilium/pkg/node"
+	"github.com/cilium-go/cilium/pkg/unixsock"
 )
 
 // services registers what the node's gRPC servers serve: the Observer,
@@ -125,7 +125,7 @@ func registerSocketServer(p serverParams) {
 	p.Lifecycle.Append(cell.Hook{
 		OnStart: func(cell.HookContext) error {
 			// As the agent's own API socket: root and its group.
-			ln, err := server.Listen(path)
+			ln, err := unixsock.Listen(path)
 			if err != nil {
 				return fmt.Errorf("--hubble-socket-path: %w", err)
 			}

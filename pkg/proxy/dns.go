@@ -46,31 +46,19 @@ func (p *Proxy) serveDNSUDP(ctx context.Context, c *net.UDPConn) error {
 	}
 }
 
-func (p *Proxy) serveDNSTCP(ctx context.Context, ln net.Listener) error {
+// serveDNSTCP answers the queries of one TCP connection in turn.
+func (p *Proxy) serveDNSTCP(ctx context.Context, c net.Conn) {
+	defer c.Close()
+	from, to := addrPort(c.RemoteAddr()), addrPort(c.LocalAddr())
 	for {
-		c, err := ln.Accept()
+		q, err := readTCPMessage(c)
 		if err != nil {
-			if ctx.Err() != nil || errors.Is(err, net.ErrClosed) {
-				return nil
-			}
-			return err
+			return
 		}
-		go func() {
-			defer c.Close()
-			from := c.RemoteAddr().(*net.TCPAddr).AddrPort()
-			to := c.LocalAddr().(*net.TCPAddr).AddrPort()
-			from, to = netip.AddrPortFrom(from.Addr().Unmap(), from.Port()), netip.AddrPortFrom(to.Addr().Unmap(), to.Port())
-			for {
-				q, err := readTCPMessage(c)
-				if err != nil {
-					return
-				}
-				answer := p.resolve(ctx, q, from, to, spec.ProtoTCP)
-				if answer == nil || writeTCPMessage(c, answer) != nil {
-					return
-				}
-			}
-		}()
+		answer := p.resolve(ctx, q, from, to, spec.ProtoTCP)
+		if answer == nil || writeTCPMessage(c, answer) != nil {
+			return
+		}
 	}
 }
 

@@ -3,7 +3,6 @@ package proxy
 import (
 	"bufio"
 	"context"
-	"errors"
 	"io"
 	"net"
 	"net/http"
@@ -20,23 +19,6 @@ import (
 // accessDenied is the body of the answer to a denied request, Cilium's.
 const accessDenied = "Access denied\r\n"
 
-func (p *Proxy) serveHTTP(ctx context.Context, ln net.Listener) error {
-	for {
-		c, err := ln.Accept()
-		if err != nil {
-			if ctx.Err() != nil || errors.Is(err, net.ErrClosed) {
-				return nil
-			}
-			return err
-		}
-		go p.serveHTTPConn(ctx, c)
-	}
-}
-
-func addrPort(a net.Addr) netip.AddrPort {
-	ap := a.(*net.TCPAddr).AddrPort()
-	return netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port())
-}
 
 // httpConn is one connection the datapath sent to the HTTP proxy, and the
 // proxy's connection to its server, opened for the first allowed request.

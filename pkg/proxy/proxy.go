@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/netip"
 	"sync"
 	"time"
@@ -115,7 +116,7 @@ func (p *Proxy) Run(ctx context.Context) error {
 		}
 		go func() { <-ctx.Done(); udp.Close(); tcp.Close() }()
 		serve(func(ctx context.Context) error { return p.serveDNSUDP(ctx, udp) })
-		serve(func(ctx context.Context) error { return p.serveDNSTCP(ctx, tcp) })
+		serve(func(ctx context.Context) error { return serveConns(ctx, tcp, p.serveDNSTCP) })
 	}
 	if p.cfg.HTTPPort != 0 {
 		ln, err := p.cfg.Sockets.ListenTCP(ctx, p.cfg.HTTPPort)
@@ -125,7 +126,7 @@ func (p *Proxy) Run(ctx context.Context) error {
 			return err
 		}
 		go func() { <-ctx.Done(); ln.Close() }()
-		serve(func(ctx context.Context) error { return p.serveHTTP(ctx, ln) })
+		serve(func(ctx context.Context) error { return serveConns(ctx, ln, p.serveHTTPConn) })
 	}
 	<-ctx.Done()
 	wg.Wait()
@@ -136,4 +137,25 @@ func (p *Proxy) Run(ctx context.Context) error {
 		}
 		return out
 	}()...)
+}
+
+// serveConns hands each connection ln accepts to handle, on its own
+// goroutine, until ctx ends.
+func serveConns(ctx context.Context, ln net.Listener, handle func(context.Context, net.Conn)) error {
+	for {
+		c, err := ln.Accept()
+		if err != nil {
+			if ctx.Err() != nil || errors.Is(err, net.ErrClosed) {
+				return nil
+			}
+			return err
+		}
+		go handle(ctx, c)
+	}
+}
+
+// addrPort is a TCP connection's address, IPv4 as such.
+func addrPort(a net.Addr) netip.AddrPort {
+	ap := a.(*net.TCPAddr).AddrPort()
+	return netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port())
 }

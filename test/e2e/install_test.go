@@ -169,49 +169,16 @@ func podIsReady(p *corev1.Pod) bool {
 }
 
 // connectsClient opens a new connection every interval (connect, one
-// request, close) until a line (or EOF) arrives on stdin or the time limit
-// passes, and counts those that fail; it prints what streamClient prints.
-const connectsClient = `
-import http.client, json, sys, threading, time
-host, interval, limit = sys.argv[1], float(sys.argv[2]), float(sys.argv[3])
-host, _, port = host.partition(":")
-stop = threading.Event()
-def watch():
-    sys.stdin.readline()
-    stop.set()
-threading.Thread(target=watch, daemon=True).start()
+// request, close), and counts those that fail.
+var connectsClient = loopClient(`
+host, _, p = host.partition(":")
 print("streaming new connections", flush=True)
-start = time.time()
-ok, failed, err, gaps, longest, longest_at, first, last = 0, 0, "", 0, 0.0, 0.0, 0.0, 0.0
-report = start
-while not stop.is_set() and time.time() - start < limit:
-    t0 = time.time()
-    try:
-        c = http.client.HTTPConnection(host, int(port or 8080), timeout=2)
-        c.request("GET", "/hostname")
-        r = c.getresponse()
-        r.read()
-        c.close()
-        if r.status != 200:
-            raise Exception("status %d" % r.status)
-    except Exception as e:
-        failed, err = failed + 1, err or "connection %d: %r" % (ok + failed + 1, e)
-        time.sleep(interval)
-        continue
-    now = time.time()
-    if ok > 0:
-        gap = now - last
-        if gap > 2 * interval:
-            gaps += 1
-        if gap > longest:
-            longest, longest_at = gap, now
-    else:
-        first = now
-    ok, last = ok + 1, now
-    if now - report >= 1:
-        print("progress", ok, now, flush=True)
-        report = now
-    time.sleep(max(0.0, interval - (time.time() - t0)))
-print(json.dumps({"port": 0, "ok": ok, "failed": failed, "error": err, "gaps": gaps,
-    "longest": longest, "longest_at": longest_at, "first": first, "last": last}), flush=True)
-`
+`, `
+c = http.client.HTTPConnection(host, int(p or 8080), timeout=2)
+c.request("GET", "/hostname")
+r = c.getresponse()
+r.read()
+c.close()
+if r.status != 200:
+    raise Exception("status %d" % r.status)
+`, true)

@@ -51,56 +51,25 @@ spec:
 
 // l7LoopClient looks the target's name up (through cluster DNS, and so
 // the DNS proxy) and sends GET /allowed on one kept-alive connection
-// (through the HTTP proxy), every interval, speaking startClient's
-// protocol: a failed lookup, a wrong address or a request that does not
-// get 200 ends it.
-const l7LoopClient = `
-import http.client, json, socket, sys, threading, time
-host, interval, limit = sys.argv[1], float(sys.argv[2]), float(sys.argv[3])
+// (through the HTTP proxy), every interval: a failed lookup, a wrong
+// address or a request that does not get 200 ends it. Its host is
+// name=address.
+var l7LoopClient = loopClient(`
 name, _, want = host.partition("=")
-stop = threading.Event()
-def watch():
-    sys.stdin.readline()
-    stop.set()
-threading.Thread(target=watch, daemon=True).start()
 c = http.client.HTTPConnection(name, 80, timeout=2)
 c.connect()
 port = c.sock.getsockname()[1]
 print("streaming from port", port, flush=True)
-start = time.time()
-ok, failed, err, gaps, longest, longest_at, first, last = 0, 0, "", 0, 0.0, 0.0, 0.0, 0.0
-report = start
-while not stop.is_set() and time.time() - start < limit:
-    t0 = time.time()
-    try:
-        got = socket.getaddrinfo(name, 80, socket.AF_INET, socket.SOCK_STREAM)[0][4][0]
-        if got != want:
-            raise Exception("%s resolved to %s" % (name, got))
-        c.request("GET", "/allowed")
-        r = c.getresponse()
-        r.read()
-        if r.status != 200:
-            raise Exception("status %d" % r.status)
-    except Exception as e:
-        failed, err = failed + 1, "round %d: %r" % (ok + 1, e)
-        break
-    now = time.time()
-    if ok > 0:
-        gap = now - last
-        if gap > 2 * interval:
-            gaps += 1
-        if gap > longest:
-            longest, longest_at = gap, now
-    else:
-        first = now
-    ok, last = ok + 1, now
-    if now - report >= 1:
-        print("progress", ok, now, flush=True)
-        report = now
-    time.sleep(max(0.0, interval - (time.time() - t0)))
-print(json.dumps({"port": port, "ok": ok, "failed": failed, "error": err, "gaps": gaps,
-    "longest": longest, "longest_at": longest_at, "first": first, "last": last}), flush=True)
-`
+`, `
+got = socket.getaddrinfo(name, 80, socket.AF_INET, socket.SOCK_STREAM)[0][4][0]
+if got != want:
+    raise Exception("%s resolved to %s" % (name, got))
+c.request("GET", "/allowed")
+r = c.getresponse()
+r.read()
+if r.status != 200:
+    raise Exception("status %d" % r.status)
+`, false)
 
 // worldHosts are the lab world's target and other names and addresses,
 // from cilium-lab (the flags it gives cilium-cli's connectivity test).
@@ -152,8 +121,11 @@ func checkL7(t *testing.T, lab *Lab, node string) (restart flow, cleanup func())
 	}
 	lab.Eventually("the allowed name resolves through the DNS proxy", time.Minute, func() error {
 		out, err := exec("dig", "+short", "+time=2", "+tries=1", target)
-		if err != nil || strings.TrimSpace(out) != targetIP {
-			return fmt.Errorf("dig %s: %q %v", target, out, err)
+		if err != nil {
+			return fmt.Errorf("dig %s: %w", target, err)
+		}
+		if strings.TrimSpace(out) != targetIP {
+			return fmt.Errorf("dig %s: %q, want %s", target, out, targetIP)
 		}
 		return nil
 	})

@@ -14,41 +14,41 @@ import (
 	"time"
 )
 
-// streamClient holds one HTTP keep-alive connection to the server and sends
-// a request every interval on it until a line (or EOF) arrives on stdin or
-// the time limit passes. It prints "streaming" once connected, a progress
-// line a second, and at the end one JSON summary. A failed request, or a
-// response on another connection, ends the stream: the one connection is
-// gone. Times are the machine's clock, which the test shares.
-const streamClient = `
-import http.client, json, sys, threading, time
+// loopClient is a client script for startClient: setup runs once (it
+// prints "streaming..." once ready, and may set port), round every
+// interval until a line (or EOF) arrives on stdin or the time limit
+// passes. A round that raises fails: the first failure ends the loop,
+// or with keepGoing is counted and the loop goes on. It prints a
+// progress line a second, and at the end one JSON summary
+// (streamSummary). Times are the machine's clock, which the test shares.
+func loopClient(setup, round string, keepGoing bool) string {
+	indent := func(code, prefix string) string {
+		return prefix + strings.ReplaceAll(strings.TrimSpace(code), "\n", "\n"+prefix)
+	}
+	onFailure := "break"
+	if keepGoing {
+		onFailure = "time.sleep(interval)\n        continue"
+	}
+	return `
+import http.client, json, socket, sys, threading, time
 host, interval, limit = sys.argv[1], float(sys.argv[2]), float(sys.argv[3])
-host, _, port = host.partition(":")
 stop = threading.Event()
 def watch():
     sys.stdin.readline()
     stop.set()
 threading.Thread(target=watch, daemon=True).start()
-c = http.client.HTTPConnection(host, int(port or 8080), timeout=2)
-c.connect()
-port = c.sock.getsockname()[1]
-print("streaming from port", port, flush=True)
+port = 0
+` + strings.TrimSpace(setup) + `
 start = time.time()
 ok, failed, err, gaps, longest, longest_at, first, last = 0, 0, "", 0, 0.0, 0.0, 0.0, 0.0
 report = start
 while not stop.is_set() and time.time() - start < limit:
     t0 = time.time()
     try:
-        c.request("GET", "/hostname")
-        r = c.getresponse()
-        r.read()
-        if r.status != 200:
-            raise Exception("status %d" % r.status)
-        if c.sock is None or c.sock.getsockname()[1] != port:
-            raise Exception("the response came on another connection")
+` + indent(round, "        ") + `
     except Exception as e:
-        failed, err = failed + 1, "request %d: %r" % (ok + 1, e)
-        break
+        failed, err = failed + 1, err or "round %d: %r" % (ok + failed + 1, e)
+        ` + onFailure + `
     now = time.time()
     if ok > 0:
         gap = now - last
@@ -66,6 +66,27 @@ while not stop.is_set() and time.time() - start < limit:
 print(json.dumps({"port": port, "ok": ok, "failed": failed, "error": err, "gaps": gaps,
     "longest": longest, "longest_at": longest_at, "first": first, "last": last}), flush=True)
 `
+}
+
+// streamClient holds one HTTP keep-alive connection to the server (host:port,
+// 8080 by default) and sends a request on it every interval. A failed
+// request, or a response on another connection, ends the stream: the one
+// connection is gone.
+var streamClient = loopClient(`
+host, _, p = host.partition(":")
+c = http.client.HTTPConnection(host, int(p or 8080), timeout=2)
+c.connect()
+port = c.sock.getsockname()[1]
+print("streaming from port", port, flush=True)
+`, `
+c.request("GET", "/hostname")
+r = c.getresponse()
+r.read()
+if r.status != 200:
+    raise Exception("status %d" % r.status)
+if c.sock is None or c.sock.getsockname()[1] != port:
+    raise Exception("the response came on another connection")
+`, false)
 
 // streamInterval is the time between requests (a request at least every 100 ms).
 const streamInterval = 50 * time.Millisecond
@@ -97,14 +118,7 @@ type stream struct {
 // origin.
 const outsideClient = "outside"
 
-// startStream runs the stream client in pod from, or on the outside
-// client, towards to (address[:port]).
-func (l *Lab) startStream(from, to string) *stream {
-	l.t.Helper()
-	return l.startClient(from, to, streamClient)
-}
-
-// startClient runs a client script (streamClient or connectsClient) in pod
+// startClient runs a client script (streamClient, connectsClient, ...) in pod
 // from, or on the outside client, towards to (address[:port]).
 func (l *Lab) startClient(from, to, script string) *stream {
 	l.t.Helper()

@@ -9,10 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"net/http"
-	"os"
-	"path/filepath"
 	"time"
 
 	"github.com/cilium/hive/cell"
@@ -25,6 +22,7 @@ import (
 	"github.com/cilium-go/cilium/pkg/identity"
 	"github.com/cilium-go/cilium/pkg/ipam"
 	"github.com/cilium-go/cilium/pkg/paths"
+	"github.com/cilium-go/cilium/pkg/unixsock"
 )
 
 // Cell serves the API on paths.Config.SocketPath.
@@ -144,7 +142,7 @@ func New(p Params) (*Server, error) {
 		ReadTimeout: readTimeout, IdleTimeout: idleTimeout}
 	p.Lifecycle.Append(cell.Hook{
 		OnStart: func(cell.HookContext) error {
-			ln, err := Listen(p.Paths.SocketPath)
+			ln, err := unixsock.Listen(p.Paths.SocketPath)
 			if err != nil {
 				return err
 			}
@@ -155,7 +153,7 @@ func New(p Params) (*Server, error) {
 		},
 		OnStop: func(ctx cell.HookContext) error {
 			err := s.http.Shutdown(context.Context(ctx))
-			return errors.Join(err, removeIfExists(p.Paths.SocketPath))
+			return errors.Join(err, unixsock.Remove(p.Paths.SocketPath))
 		},
 	})
 	return s, nil
@@ -172,33 +170,6 @@ func (s *Server) report(err error) {
 	default:
 		s.p.Reporter.Degraded("serve", err)
 	}
-}
-
-// Listen opens the unix socket at path with mode 0660, replacing a stale
-// socket file an earlier agent left behind.
-func Listen(path string) (net.Listener, error) {
-	if err := os.MkdirAll(filepath.Dir(path), 0o750); err != nil {
-		return nil, fmt.Errorf("create socket dir: %w", err)
-	}
-	if err := removeIfExists(path); err != nil {
-		return nil, err
-	}
-	ln, err := net.Listen("unix", path)
-	if err != nil {
-		return nil, fmt.Errorf("listen on %s: %w", path, err)
-	}
-	if err := os.Chmod(path, 0o660); err != nil {
-		ln.Close()
-		return nil, fmt.Errorf("chmod %s: %w", path, err)
-	}
-	return ln, nil
-}
-
-func removeIfExists(path string) error {
-	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return fmt.Errorf("remove %s: %w", path, err)
-	}
-	return nil
 }
 
 // route is one operation of the OpenAPI document.

@@ -5,9 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"log/slog"
-	"net"
 	"net/http"
-	"os"
 	"path/filepath"
 	"time"
 
@@ -23,6 +21,7 @@ import (
 	"github.com/cilium-go/cilium/pkg/paths"
 	"github.com/cilium-go/cilium/pkg/proxy"
 	proxyagent "github.com/cilium-go/cilium/pkg/proxy/agent"
+	"github.com/cilium-go/cilium/pkg/unixsock"
 )
 
 // Config holds Cilium's --tofqdns-* flags of the name cache.
@@ -96,18 +95,8 @@ func newManager(p params) (*NameManager, error) {
 // socket at path: 204 once the datapath allows the addresses, 504 when
 // the proxy's wait ended first.
 func (m *NameManager) serve(ctx context.Context, path string) error {
-	if err := os.MkdirAll(filepath.Dir(path), 0o750); err != nil {
-		return err
-	}
-	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return err
-	}
-	ln, err := net.Listen("unix", path)
+	ln, err := unixsock.Listen(path)
 	if err != nil {
-		return err
-	}
-	if err := os.Chmod(path, 0o660); err != nil {
-		ln.Close()
 		return err
 	}
 	mux := http.NewServeMux()

@@ -6,10 +6,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/cilium-go/cilium/pkg/unixsock"
 	"io"
 	"log/slog"
 	"net"
-	"os"
 	"path/filepath"
 	"sync"
 )
@@ -45,19 +45,9 @@ type Listener struct {
 // Listen opens the socket at path, mode 0660 (root and its group, as the
 // agent's other sockets), replacing the file an earlier agent left.
 func Listen(path string, log *slog.Logger) (*Listener, error) {
-	if err := os.MkdirAll(filepath.Dir(path), 0o750); err != nil {
-		return nil, fmt.Errorf("access log socket directory: %w", err)
-	}
-	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return nil, fmt.Errorf("remove stale access log socket: %w", err)
-	}
-	ln, err := net.Listen("unix", path)
+	ln, err := unixsock.Listen(path)
 	if err != nil {
 		return nil, fmt.Errorf("access log socket: %w", err)
-	}
-	if err := os.Chmod(path, 0o660); err != nil {
-		ln.Close()
-		return nil, fmt.Errorf("chmod %s: %w", path, err)
 	}
 	return &Listener{ln: ln, log: log, slots: make(chan struct{}, maxConnections)}, nil
 }
