@@ -30,6 +30,7 @@ import (
 	"github.com/cilium-go/cilium/pkg/health"
 	"github.com/cilium-go/cilium/pkg/ipam"
 	"github.com/cilium-go/cilium/pkg/paths"
+	"github.com/cilium-go/cilium/pkg/unixsock"
 )
 
 type fakeIPCache []models.IPCacheEntry
@@ -103,7 +104,7 @@ func startAgent(t *testing.T, o agentOptions) *agent {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ln, err := server.Listen(a.socket)
+	ln, err := unixsock.Listen(a.socket)
 	if err != nil {
 		t.Fatal(err)
 	}
