@@ -39,7 +39,7 @@ func TestInstallWithLabValues(t *testing.T) {
 					t.Errorf("cilium-config %s = %q, want %q", k, data[k], want)
 				}
 			}
-		case u.GetKind() == "DaemonSet" || u.GetKind() == "Deployment" && u.GetName() == operatorDeployment:
+		case u.GetKind() == "DaemonSet" && u.GetName() == agentDaemonSet || u.GetKind() == "Deployment" && u.GetName() == operatorDeployment:
 			ctrs, _, _ := unstructured.NestedSlice(u.Object, "spec", "template", "spec", "containers")
 			env := ctrs[0].(map[string]any)["env"].([]any)
 			var got []string
@@ -54,8 +54,8 @@ func TestInstallWithLabValues(t *testing.T) {
 			}
 		}
 	}
-	if kinds["CustomResourceDefinition"] == 0 || kinds["DaemonSet"] != 1 || kinds["Deployment"] != 2 || kinds["Service"] != 2 {
-		t.Errorf("objects by kind %v: want the CRDs, the agent DaemonSet, the operator and relay Deployments and their Services", kinds)
+	if kinds["CustomResourceDefinition"] == 0 || kinds["DaemonSet"] != 2 || kinds["Deployment"] != 2 || kinds["Service"] != 2 {
+		t.Errorf("objects by kind %v: want the CRDs, the agent's and the proxy's DaemonSets, the operator and relay Deployments and their Services", kinds)
 	}
 }
 
