@@ -19,7 +19,6 @@ import (
 // accessDenied is the body of the answer to a denied request, Cilium's.
 const accessDenied = "Access denied\r\n"
 
-
 // httpConn is one connection the datapath sent to the HTTP proxy, and the
 // proxy's connection to its server, opened for the first allowed request.
 type httpConn struct {
