@@ -36,8 +36,10 @@ volatile const __u8 NETKIT = 0;
  * packet the pod addressed to itself is judged like any other. any_node
  * is the node address of a NodePort that sent the connection to its
  * backend (lb4_local), for its replies. Above 0 it returns the port of
- * the layer-7 proxy that the connection goes to: the peer's ingress
- * policy then judges the proxy's connection upstream, not this one. */
+ * the layer-7 proxy that the connection goes to: this endpoint's egress
+ * rules', whose proxy also judges the requests by the peer's ingress
+ * rules (the peer's ingress policy then judges the proxy's connection
+ * upstream, not this one), else the peer's ingress rules'. */
 static __always_inline int egress_new(struct __sk_buff *skb, struct flow *f,
 				      const struct endpoint_info *ep, __u32 tunnel, int hairpin, __u32 any_node)
 {
@@ -52,11 +54,12 @@ static __always_inline int egress_new(struct __sk_buff *skb, struct flow *f,
 		proxy_port = ret;
 	}
 	if (ep && !loopback && !proxy_port && (ep->flags & EP_F_INGRESS_ENFORCE)) {
-		ret = policy_check_l4(skb, f, ep->ep_id, DIR_INGRESS, ENDPOINT_IDENTITY, f->p.saddr);
+		ret = policy_check(skb, f, ep->ep_id, DIR_INGRESS, ENDPOINT_IDENTITY, f->p.saddr);
 		if (ret < 0) {
 			f->direction = DIR_INGRESS;
 			return ret;
 		}
+		proxy_port = ret;
 	}
 	/* With legacy routing the uplink masquerades, after the stack
 	 * chose the final destination; this connection may be a Service's.
@@ -255,7 +258,7 @@ int cil_to_container(struct __sk_buff *skb)
 		.direction = DIR_INGRESS,
 	};
 	struct ct_entry *ct;
-	int ret;
+	int ret, proxied;
 
 	ret = parse_ipv4(skb, &f.p);
 	if (ret == PARSE_NOT_IPV4)
@@ -269,15 +272,23 @@ int cil_to_container(struct __sk_buff *skb)
 		return drop(skb, &f, DROP_UNKNOWN_CT);
 	/* A netkit pod's own packet refused for want of a backend. The
 	 * proxy's connection upstream is judged as new whatever entry its
-	 * tuple finds (proxy_owns). */
-	if ((from_proxy(skb) ? proxy_owns(ct, f.ct_status) : f.ct_status == CT_NEW) &&
+	 * tuple finds (proxy_owns). The proxy judged the requests of its
+	 * connection by this endpoint's layer-7 rules: an egress proxy's
+	 * passes an allow that sends to the proxy, an ingress proxy's is
+	 * not asked again. Anything else that such an allow admits is
+	 * dropped: no proxy can take it here (policy_check_l4). */
+	proxied = from_proxy(skb) || from_ingress_proxy(skb);
+	if ((proxied ? proxy_owns(ct, f.ct_status) : f.ct_status == CT_NEW) &&
 	    !(NETKIT && lb4_is_refusal(skb, &f.p, ENDPOINT_IPV4))) {
-		if (POLICY_INGRESS) {
-			ret = policy_check_l4(skb, &f, ENDPOINT_ID, DIR_INGRESS, f.src_id, f.p.saddr);
+		if (POLICY_INGRESS && !from_ingress_proxy(skb)) {
+			if (from_proxy(skb))
+				ret = policy_check(skb, &f, ENDPOINT_ID, DIR_INGRESS, f.src_id, f.p.saddr);
+			else
+				ret = policy_check_l4(skb, &f, ENDPOINT_ID, DIR_INGRESS, f.src_id, f.p.saddr);
 			if (ret < 0)
 				return drop(skb, &f, ret);
 		}
-		ret = ct_create(&f.p, f.src_id, ENDPOINT_IDENTITY, 0, from_proxy(skb) ? CT_F_PROXY_UPSTREAM : 0, 0, 0, 0);
+		ret = ct_create(&f.p, f.src_id, ENDPOINT_IDENTITY, 0, proxied ? CT_F_PROXY_UPSTREAM : 0, 0, 0, 0);
 		if (ret < 0)
 			return drop(skb, &f, ret);
 	}

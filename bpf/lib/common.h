@@ -179,10 +179,14 @@ enum routing_mode {
  * to the proxy's socket whatever its destination. MARK_PROXY_EGRESS is on
  * what the proxy sends upstream on behalf of a local endpoint, from that
  * endpoint's address: the datapath judges it as the endpoint, and sends
- * the replies back to the proxy. Only the node's root can mark packets:
- * a pod's marks are cleared as they leave its namespace. */
+ * the replies back to the proxy. MARK_PROXY_INGRESS is on what the
+ * proxy sends to a local endpoint whose ingress rules it judged, from the
+ * client's address: the endpoint's ingress policy is not asked again.
+ * Only the node's root can mark packets: a pod's marks are cleared as
+ * they leave its namespace. */
 #define MARK_MAGIC_MASK 0x0f00
 #define MARK_TO_PROXY 0x0200
+#define MARK_PROXY_INGRESS 0x0a00
 #define MARK_PROXY_EGRESS 0x0b00
 
 struct endpoint_key {

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Delivery into a local endpoint from outside it: conntrack, the
- * endpoint's ingress policy, then straight into its namespace. */
+ * endpoint's ingress policy, then straight into its namespace, or to the
+ * layer-7 proxy where the endpoint's ingress rules say so. */
 #pragma once
 
 #include "common.h"
@@ -43,21 +44,35 @@ static __always_inline int deliver_ingress(struct __sk_buff *skb, struct flow *f
 		return drop(skb, f, DROP_UNKNOWN_CT);
 	}
 	if (f->ct_status == CT_NEW) {
+		__u16 proxy_port = 0;
+
 		if (!f->src_id)
 			f->src_id = sender_identity4(f->p.saddr);
 		if (ep->flags & EP_F_INGRESS_ENFORCE) {
-			ret = policy_check_l4(skb, f, ep->ep_id, DIR_INGRESS, f->src_id, f->p.saddr);
+			ret = policy_check(skb, f, ep->ep_id, DIR_INGRESS, f->src_id, f->p.saddr);
 			if (ret < 0)
 				return drop(skb, f, ret);
+			proxy_port = ret;
 		}
+		/* The proxy answers a client from outside from the backend's
+		 * address, which only the backend's own replies are translated
+		 * back from: such a connection cannot go through it. */
+		if (proxy_port && f->rev_nat)
+			return drop(skb, f, DROP_PROXY_LOOKUP_FAILED);
 		/* The sender came from the network: no local endpoint. */
 		ret = ct_create(&f->p, f->src_id, f->dst_id, tunnel,
-				CT_F_NO_SRC_EP | (f->rev_nat ? CT_F_NODEPORT : 0), f->rev_nat, 0, 0);
+				CT_F_NO_SRC_EP | (f->rev_nat ? CT_F_NODEPORT : 0) | (proxy_port ? CT_F_TO_PROXY : 0),
+				f->rev_nat, 0, proxy_port);
 		if (ret < 0)
 			return drop(skb, f, ret);
+		if (proxy_port)
+			return redirect_to_proxy(skb, f, proxy_port);
 	} else if (TRACE_ENABLED && !f->src_id) {
 		f->src_id = ct ? ct_sender_identity(ct, f->ct_status) : sender_identity4(f->p.saddr);
 	}
+	/* A connection the server's ingress rules send to the proxy. */
+	if (ct && (ct->flags & CT_F_TO_PROXY) && f->ct_status == CT_ESTABLISHED)
+		return redirect_to_proxy(skb, f, ct->proxy_port);
 	/* A tuple reused through another frontend has its replies
 	 * translated as its last packet was. */
 	if (f->rev_nat && ct && f->ct_status == CT_ESTABLISHED && ct->rev_nat_index != f->rev_nat) {

@@ -95,8 +95,9 @@ static __always_inline int policy_check(struct __sk_buff *skb, struct flow *f, _
 }
 
 /* policy_check_l4 is policy_check where the datapath cannot send a
- * connection to the proxy (ingress, for now): an allow with layer-7 rules
- * drops there rather than let through what its rules refuse. */
+ * connection to the proxy (a to-container, which is no tc ingress): an
+ * allow with layer-7 rules drops there rather than let through what its
+ * rules refuse. */
 static __always_inline int policy_check_l4(struct __sk_buff *skb, struct flow *f, __u16 ep_id,
 					   __u8 dir, __u32 remote, __u32 remote_addr)
 {

@@ -4,9 +4,10 @@
  * its original destination: each packet is given to the proxy's socket
  * (bpf_sk_assign, from a tc ingress) and marked for the node's stack,
  * whose policy routing delivers marked packets locally. The proxy sends
- * upstream from the endpoint's own address, marked, so that the
- * datapath judges that traffic as the endpoint's and sends its replies
- * back to the proxy (CT_F_PROXY_UPSTREAM). */
+ * upstream from the client's own address, marked, so that the datapath
+ * judges that traffic as the client's (egress), or as already judged by
+ * the server's ingress rules (ingress), and sends its replies back to
+ * the proxy (CT_F_PROXY_UPSTREAM). */
 #pragma once
 
 #include "common.h"
@@ -68,7 +69,9 @@ static __always_inline int proxy_assign_udp(struct __sk_buff *skb, struct bpf_so
 }
 
 /* redirect_to_proxy sends f's packet to the proxy on port; the caller
- * returns what it returns. Only from a tc ingress. */
+ * returns what it returns. Only from a tc ingress. A packet from the
+ * tunnel still names the sending pod's gateway MAC, which the stack
+ * would take for another host's. */
 static __always_inline int redirect_to_proxy(struct __sk_buff *skb, struct flow *f, __u16 port)
 {
 	struct bpf_sock_tuple t = {
@@ -93,15 +96,24 @@ static __always_inline int redirect_to_proxy(struct __sk_buff *skb, struct flow 
 	}
 	if (ret < 0)
 		return drop(skb, f, ret);
+	bpf_skb_change_type(skb, PACKET_HOST);
 	skb->mark = MARK_TO_PROXY;
 	forwarded(skb, f, TRACE_TO_PROXY);
 	return TC_ACT_OK;
 }
 
-/* from_proxy says whether the node's proxy sent the packet upstream. */
+/* from_proxy says whether the node's proxy sent the packet upstream on
+ * behalf of a local client (egress). */
 static __always_inline int from_proxy(const struct __sk_buff *skb)
 {
 	return (skb->mark & MARK_MAGIC_MASK) == MARK_PROXY_EGRESS;
+}
+
+/* from_ingress_proxy says whether the node's proxy sent the packet to a
+ * local server whose ingress rules it judged. */
+static __always_inline int from_ingress_proxy(const struct __sk_buff *skb)
+{
+	return (skb->mark & MARK_MAGIC_MASK) == MARK_PROXY_INGRESS;
 }
 
 /* to_proxy_upstream hands a reply to the proxy's upstream connection to

@@ -34,10 +34,10 @@ func main() {
 }
 
 type config struct {
-	dnsPort, httpPort uint16
-	dir, bpfRoot      string
-	learnWait         time.Duration
-	debug             bool
+	dnsPort, httpPort, httpIngressPort uint16
+	dir, bpfRoot                       string
+	learnWait                          time.Duration
+	debug                              bool
 }
 
 func newCommand() *cobra.Command {
@@ -46,7 +46,9 @@ func newCommand() *cobra.Command {
 		RunE: func(cmd *cobra.Command, _ []string) error { return c.run(cmd.Context()) }}
 	fs := cmd.Flags()
 	fs.Uint16Var(&c.dnsPort, "tofqdns-proxy-port", proxy.DefaultDNSPort, "port of the DNS proxy (UDP and TCP): the agent's flag of the same name")
-	fs.Uint16Var(&c.httpPort, "proxy-http-port", proxy.DefaultHTTPPort, "port of the HTTP proxy: the agent's flag of the same name")
+	fs.Uint16Var(&c.httpPort, "proxy-http-port", proxy.DefaultHTTPPort, "port of the HTTP proxy for egress rules: the agent's flag of the same name")
+	fs.Uint16Var(&c.httpIngressPort, "proxy-http-ingress-port", proxy.DefaultHTTPIngressPort,
+		"port of the HTTP proxy for ingress rules: the agent's flag of the same name")
 	fs.StringVar(&c.dir, "proxy-dir", proxy.DefaultDir, "directory of the agent's policy file and sockets for the proxy")
 	fs.StringVar(&c.bpfRoot, "bpf-root", "/sys/fs/bpf/cilium", "the agent's --bpf-root, where the node's ipcache is pinned")
 	fs.DurationVar(&c.learnWait, "tofqdns-proxy-response-max-delay", proxy.DefaultLearnWait,
@@ -70,10 +72,10 @@ func (c *config) run(ctx context.Context) error {
 	// agent is away they are dropped, never waited for.
 	records := accesslog.NewSender(accesslog.SocketFile(c.dir), 0, log)
 	go records.Run(ctx)
-	p := proxy.New(proxy.Config{DNSPort: c.dnsPort, HTTPPort: c.httpPort, IdentityOf: ipc.IdentityOf,
+	p := proxy.New(proxy.Config{DNSPort: c.dnsPort, HTTPPort: c.httpPort, HTTPIngressPort: c.httpIngressPort, IdentityOf: ipc.IdentityOf,
 		Learn: proxy.LearnClient(proxy.LearnSocket(c.dir)), LearnWait: c.learnWait, Record: records.Record, Log: log})
 	go proxy.WatchPolicy(ctx, proxy.PolicyFile(c.dir), p, log)
-	log.Info("serving", "dns-port", c.dnsPort, "http-port", c.httpPort, "dir", c.dir)
+	log.Info("serving", "dns-port", c.dnsPort, "http-port", c.httpPort, "http-ingress-port", c.httpIngressPort, "dir", c.dir)
 	return p.Run(ctx)
 }
 

@@ -66,31 +66,23 @@ type judgement struct {
 // type for ICMP).
 type policyJudge func(dir spec.Direction, remote, cidr identity.NumericIdentity, proto uint8, port uint16) judgement
 
-// disallowed reports whether allows no longer lets the connection k, with
-// entry v, through, judged the way its first packet was. A connection the
-// proxy serves stays only while policy sends it to the same proxy:
-// otherwise its packets would keep going to a proxy whose rules no longer
-// apply (a UDP tuple reused by a new query would stay redirected for as
-// long as the entry lives). One that goes straight stays straight, as in
-// Cilium, while it is allowed.
-func disallowed(allows policyJudge, dir spec.Direction, remote, cidr identity.NumericIdentity, k CTKey, v *CTEntry) bool {
+// judgeConn judges the connection k the way its first packet was judged.
+func judgeConn(allows policyJudge, dir spec.Direction, remote, cidr identity.NumericIdentity, k CTKey) judgement {
 	if k.Protocol != spec.ProtoICMP {
-		j := allows(dir, remote, cidr, k.Protocol, htons(k.Dport))
-		toProxy := dir == spec.Egress && v.Flags&ctFlagToProxy != 0
-		return !j.allowed || toProxy && j.proxyPort != v.ProxyPort
+		return allows(dir, remote, cidr, k.Protocol, htons(k.Dport))
 	}
 	// An echo request names its id as the source port, an echo reply (one
 	// that found no connection started one) as the destination port. With
 	// id 0 the key cannot tell them apart: either type disallowed is enough.
-	request := allows(dir, remote, cidr, spec.ProtoICMP, icmpEcho).allowed
-	reply := allows(dir, remote, cidr, spec.ProtoICMP, icmpEchoReply).allowed
+	request := allows(dir, remote, cidr, spec.ProtoICMP, icmpEcho)
+	reply := allows(dir, remote, cidr, spec.ProtoICMP, icmpEchoReply)
 	switch {
 	case k.Sport != 0:
-		return !request
+		return request
 	case k.Dport != 0:
-		return !reply
+		return reply
 	}
-	return !request || !reply
+	return judgement{allowed: request.allowed && reply.allowed}
 }
 
 // forgetDisallowed deletes the conntrack entries of connections that
@@ -125,10 +117,25 @@ func (m *Maps) forgetDisallowed(judges map[uint16]policyJudge) error {
 		if k.Flags&ctKeyService != 0 {
 			return
 		}
-		src, srcLocal := byAddr[k.Saddr]
-		dst, dstLocal := byAddr[k.Daddr]
-		if srcLocal && src.egress && disallowed(src.allows, spec.Egress, identity.NumericIdentity(v.DstIdentity), cidrs.lookup(k.Daddr), *k, v) ||
-			dstLocal && dst.ingress && disallowed(dst.allows, spec.Ingress, identity.NumericIdentity(v.SrcIdentity), cidrs.lookup(k.Saddr), *k, v) {
+		// A connection the proxy serves stays only while policy, in a
+		// direction that judges it, sends it to the same proxy:
+		// otherwise its packets would keep going to a proxy whose rules
+		// no longer apply (a UDP tuple reused by a new query would stay
+		// redirected for as long as the entry lives). One that goes
+		// straight stays straight, as in Cilium, while it is allowed.
+		allowed, redirected := true, false
+		judge := func(allows policyJudge, dir spec.Direction, remote identity.NumericIdentity, addr uint32) {
+			j := judgeConn(allows, dir, remote, cidrs.lookup(addr), *k)
+			allowed = allowed && j.allowed
+			redirected = redirected || j.proxyPort == v.ProxyPort
+		}
+		if src, ok := byAddr[k.Saddr]; ok && src.egress {
+			judge(src.allows, spec.Egress, identity.NumericIdentity(v.DstIdentity), k.Daddr)
+		}
+		if dst, ok := byAddr[k.Daddr]; ok && dst.ingress {
+			judge(dst.allows, spec.Ingress, identity.NumericIdentity(v.SrcIdentity), k.Saddr)
+		}
+		if !allowed || v.Flags&ctFlagToProxy != 0 && !redirected {
 			stale = append(stale, *k)
 		}
 	})

@@ -24,7 +24,9 @@ type relay struct {
 	seen []netip.AddrPort // original destinations
 }
 
-func startRelay(t *testing.T, ns string, port uint16, idOf func(netip.Addr) identity.NumericIdentity) *relay {
+// startRelay relays the connections sent to port, each marked with
+// mark(client's address).
+func startRelay(t *testing.T, ns string, port uint16, mark func(netip.Addr) uint32) *relay {
 	t.Helper()
 	r := &relay{}
 	var err error
@@ -38,20 +40,20 @@ func startRelay(t *testing.T, ns string, port uint16, idOf func(netip.Addr) iden
 			if err != nil {
 				return
 			}
-			go r.relay(ns, c, idOf)
+			go r.relay(ns, c, mark)
 		}
 	}()
 	return r
 }
 
-func (r *relay) relay(ns string, c net.Conn, idOf func(netip.Addr) identity.NumericIdentity) {
+func (r *relay) relay(ns string, c net.Conn, mark func(netip.Addr) uint32) {
 	defer c.Close()
 	dst := c.LocalAddr().(*net.TCPAddr).AddrPort()
 	src := c.RemoteAddr().(*net.TCPAddr).AddrPort().Addr()
 	r.mu.Lock()
 	r.seen = append(r.seen, dst)
 	r.mu.Unlock()
-	up, err := (tproxy.Sockets{NetNS: ns}).Dial(context.Background(), "tcp4", src.Unmap(), netip.AddrPortFrom(dst.Addr().Unmap(), dst.Port()), idOf(src.Unmap()))
+	up, err := (tproxy.Sockets{NetNS: ns}).Dial(context.Background(), "tcp4", src.Unmap(), netip.AddrPortFrom(dst.Addr().Unmap(), dst.Port()), mark(src.Unmap()))
 	if err != nil {
 		return
 	}
@@ -89,7 +91,7 @@ func TestPrivilegedProxyRedirect(t *testing.T) {
 			for _, p := range c.Pods() {
 				ids[p.IP] = p.Identity
 			}
-			r := startRelay(t, n1.NS, proxyPort, func(a netip.Addr) identity.NumericIdentity { return ids[a] })
+			r := startRelay(t, n1.NS, proxyPort, func(a netip.Addr) uint32 { return tproxy.EgressMark(ids[a]) })
 
 			var egress []spec.PolicyEntry
 			for _, s := range []*dptest.Pod{local, remote} {
@@ -151,6 +153,70 @@ func TestPrivilegedProxyRedirect(t *testing.T) {
 			if conn, err := dptest.DialTCP(client.NS, local.IP, 8080, 500*time.Millisecond); err == nil {
 				conn.Close()
 				t.Fatal("connected with no proxy listening")
+			}
+		})
+	}
+}
+
+// A server's ingress allow with a proxy port sends its clients'
+// connections, from its node and from another, to the proxy on the
+// server's node; the proxy's connection, from the client's address and
+// marked as the ingress proxy's, reaches the server without its ingress
+// policy asked again (the proxy judged it), and the replies come back.
+func TestPrivilegedIngressProxyRedirect(t *testing.T) {
+	const proxyPort = 15002
+	for _, mode := range []struct {
+		name string
+		mode spec.RoutingMode
+	}{{"native", spec.Native}, {"tunnel", spec.Tunnel}} {
+		t.Run(mode.name, func(t *testing.T) {
+			c := newCluster(t, dptest.Options{Mode: mode.mode, PolicyIngress: true})
+			n1, n2 := c.Nodes[0], c.Nodes[1]
+			server, local, remote := n1.Pods[1], n1.Pods[0], n2.Pods[0]
+			serve(t)(dptest.ServeRemoteAddr(server.NS, server.IP, 8080))
+			serve(t)(dptest.ServeRemoteAddr(server.NS, server.IP, 9090))
+			ids := map[netip.Addr]identity.NumericIdentity{}
+			for _, p := range c.Pods() {
+				ids[p.IP] = p.Identity
+			}
+			r := startRelay(t, n1.NS, proxyPort, func(a netip.Addr) uint32 { return tproxy.IngressMark(ids[a]) })
+			var ingress []spec.PolicyEntry
+			for _, cl := range []*dptest.Pod{local, remote} {
+				ingress = append(ingress,
+					spec.PolicyEntry{Direction: spec.Ingress, Identity: cl.Identity, Protocol: tcpProto, Port: 8080, ProxyPort: proxyPort},
+					spec.PolicyEntry{Direction: spec.Ingress, Identity: cl.Identity, Protocol: tcpProto, Port: 9090})
+			}
+			if err := n1.DP.Maps().SetPolicy(server.ID, ingress); err != nil {
+				t.Fatal(err)
+			}
+			for _, cl := range []*dptest.Pod{local, remote} {
+				seen, err := dptest.RemoteAddrSeen(cl.NS, server.IP, 8080)
+				if err != nil {
+					t.Fatalf("from %s through the proxy: %v", cl.Name, err)
+				}
+				if seen != cl.IP {
+					t.Fatalf("the server saw the proxy's connection from %s, want %s's address %s", seen, cl.Name, cl.IP)
+				}
+				if got := r.relayed(); len(got) == 0 || got[len(got)-1] != netip.AddrPortFrom(server.IP, 8080) {
+					t.Fatalf("proxy relayed %v, want %s's connection to %s:8080 last", got, cl.Name, server.IP)
+				}
+				before := len(r.relayed())
+				if _, err := dptest.RemoteAddrSeen(cl.NS, server.IP, 9090); err != nil {
+					t.Fatalf("from %s to port 9090: %v", cl.Name, err)
+				}
+				if len(r.relayed()) != before {
+					t.Fatalf("%s's connection to port 9090 went through the proxy", cl.Name)
+				}
+			}
+			// With no proxy listening the connection drops: a redirect
+			// never falls back to the server.
+			r.ln.Close()
+			time.Sleep(100 * time.Millisecond)
+			for _, cl := range []*dptest.Pod{local, remote} {
+				if conn, err := dptest.DialTCP(cl.NS, server.IP, 8080, 500*time.Millisecond); err == nil {
+					conn.Close()
+					t.Fatalf("%s connected with no proxy listening", cl.Name)
+				}
 			}
 		})
 	}

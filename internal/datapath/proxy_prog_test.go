@@ -52,8 +52,9 @@ func proxySockets(t *testing.T, port int) {
 }
 
 const (
-	markProxyEgress = 0x0b00
-	proxyPort       = 15001
+	markProxyIngress = 0x0a00
+	markProxyEgress  = 0x0b00
+	proxyPort        = 15001
 )
 
 func redirected(e spec.PolicyEntry, port uint16) spec.PolicyEntry {
@@ -61,16 +62,17 @@ func redirected(e spec.PolicyEntry, port uint16) spec.PolicyEntry {
 	return e
 }
 
-// toProxy runs p through from-container and checks that it goes to the
-// proxy: a redirect verdict, and then the socket assignment. BPF_PROG_RUN
+// toProxy runs p through prog (a tc ingress: from-container, or the
+// network's way in) and checks that it goes to the proxy: a redirect
+// verdict, and then the socket assignment. BPF_PROG_RUN
 // is no tc ingress, where alone the kernel assigns a socket to a packet,
 // so the assignment fails after the proxy's socket was found
 // (DropProxySetFailed); without the proxy's socket the lookup fails
 // (DropProxyLookupFailed). Either way the packet is dropped, never sent
 // to its destination. The real assignment is TestPrivilegedProxyRedirect's.
-func (e *env) toProxy(p pkt, proxyOpen bool) {
+func (e *env) toProxy(prog *ebpf.Program, p pkt, proxyOpen bool) {
 	e.t.Helper()
-	if ret, _, _ := e.runMarked(e.fromContainer, p, 0); ret != actShot {
+	if ret, _, _ := e.runMarked(prog, p, 0); ret != actShot {
 		e.t.Fatalf("%v:%d -> %v:%d: verdict %d, want the proxy's", p.src, p.sport, p.dst, p.dport, ret)
 	}
 	want := spec.DropProxyLookupFailed
@@ -116,27 +118,27 @@ func TestPrivilegedProgProxyRedirect(t *testing.T) {
 			proxySockets(t, proxyPort)
 			e.setPolicy(epA, redirected(egress(idC, tcpProto, 80, 0), proxyPort), egress(idC, tcpProto, 81, 0),
 				redirected(egress(idC, udpProto, 53, 0), proxyPort), egress(idD, udpProto, 53, 0))
-			e.toProxy(tcp(ipA, ipC, 40000, 80, "S"), true)
+			e.toProxy(e.fromContainer, tcp(ipA, ipC, 40000, 80, "S"), true)
 			e.straight(tcp(ipA, ipC, 40000, 81, "S"))
-			e.toProxy(udp(ipA, ipC, 5000, 53), true)
+			e.toProxy(e.fromContainer, udp(ipA, ipC, 5000, 53), true)
 			e.straight(udp(ipA, ipD, 5000, 53))
 			e.denied(e.fromContainer, tcp(ipA, ipC, 40000, 82, "S"), spec.DropPolicy)
 		}},
 		{"no proxy socket drops, never passes", enforce, func(t *testing.T, e *env) {
 			e.setPolicy(epA, redirected(egress(idC, tcpProto, 80, 0), proxyPort), redirected(egress(idC, udpProto, 53, 0), proxyPort))
-			e.toProxy(tcp(ipA, ipC, 40000, 80, "S"), false)
-			e.toProxy(udp(ipA, ipC, 5000, 53), false)
+			e.toProxy(e.fromContainer, tcp(ipA, ipC, 40000, 80, "S"), false)
+			e.toProxy(e.fromContainer, udp(ipA, ipC, 5000, 53), false)
 		}},
 		{"a connection sent to the proxy keeps going there while policy sends it there", enforce, func(t *testing.T, e *env) {
 			proxySockets(t, proxyPort)
 			e.setPolicy(epA, redirected(egress(idC, tcpProto, 80, 0), proxyPort), redirected(egress(idC, udpProto, 53, 0), proxyPort))
-			e.toProxy(tcp(ipA, ipC, 40000, 80, "S"), true)
+			e.toProxy(e.fromContainer, tcp(ipA, ipC, 40000, 80, "S"), true)
 			ct, ok := e.ctEntry(tcp(ipA, ipC, 40000, 80, "S"))
 			if !ok || ct.Flags&uint16(lxcCtFlagsCT_F_TO_PROXY) == 0 || ct.ProxyPort != proxyPort {
 				t.Fatalf("conntrack entry %+v (found %v), want one for the proxy on %d", ct, ok, proxyPort)
 			}
-			e.toProxy(tcp(ipA, ipC, 40000, 80, "A"), true)
-			e.toProxy(udp(ipA, ipC, 5000, 53), true)
+			e.toProxy(e.fromContainer, tcp(ipA, ipC, 40000, 80, "A"), true)
+			e.toProxy(e.fromContainer, udp(ipA, ipC, 5000, 53), true)
 			// Without the layer-7 rules the proxy no longer serves them:
 			// their entries go, the TCP connection's next segment drops,
 			// and the same UDP tuple, reused, goes straight.
@@ -151,14 +153,38 @@ func TestPrivilegedProgProxyRedirect(t *testing.T) {
 		{"an allow with layer-7 rules is not bypassed by a broader allow", enforce, func(t *testing.T, e *env) {
 			proxySockets(t, proxyPort)
 			e.setPolicy(epA, egress(idC, 0, 0, 0), redirected(egress(0, tcpProto, 80, 0), proxyPort))
-			e.toProxy(tcp(ipA, ipC, 40000, 80, "S"), true)
+			e.toProxy(e.fromContainer, tcp(ipA, ipC, 40000, 80, "S"), true)
 			e.straight(tcp(ipA, ipC, 40000, 8080, "S"))
 		}},
-		{"an ingress entry with a proxy port drops: no ingress redirect yet", envOpts{policyIngress: true, mode: spec.Tunnel}, func(t *testing.T, e *env) {
+		{"ingress entries send a remote client's connection to the proxy", envOpts{policyIngress: true, mode: spec.Tunnel}, func(t *testing.T, e *env) {
 			proxySockets(t, proxyPort)
 			e.setPolicy(epA, redirected(ingressRule(idC, tcpProto, 80, 0), proxyPort), ingressRule(idC, tcpProto, 81, 0))
-			e.denied(e.fromNetdev, tcp(ipC, ipA, 40000, 80, "S"), spec.DropProxyLookupFailed)
+			e.toProxy(e.fromNetdev, tcp(ipC, ipA, 40000, 80, "S"), true)
+			ct, ok := e.ctEntry(tcp(ipC, ipA, 40000, 80, "S"))
+			if !ok || ct.Flags&uint16(lxcCtFlagsCT_F_TO_PROXY) == 0 || ct.ProxyPort != proxyPort {
+				t.Fatalf("conntrack entry %+v (found %v), want one for the proxy on %d", ct, ok, proxyPort)
+			}
+			e.toProxy(e.fromNetdev, tcp(ipC, ipA, 40000, 80, "A"), true)
 			e.allowed(e.fromNetdev, tcp(ipC, ipA, 40000, 81, "S"))
+			// Without the rules the connection's entry goes and its
+			// next segment drops, never reaching the pod unjudged.
+			e.setPolicy(epA, ingressRule(idC, tcpProto, 80, 0))
+			if _, ok := e.ctEntry(tcp(ipC, ipA, 40000, 80, "S")); ok {
+				t.Fatal("the proxied connection's entry stays after its redirect went")
+			}
+			e.denied(e.fromNetdev, tcp(ipC, ipA, 40000, 80, "A"), spec.DropUnknownCT)
+		}},
+		{"without the proxy's socket an ingress redirect drops", envOpts{policyIngress: true, mode: spec.Tunnel}, func(t *testing.T, e *env) {
+			e.setPolicy(epA, redirected(ingressRule(idC, tcpProto, 80, 0), proxyPort))
+			e.toProxy(e.fromNetdev, tcp(ipC, ipA, 40000, 80, "S"), false)
+		}},
+		{"a local client's connection goes to the proxy of the server's ingress rules", envOpts{ingressB: true, mode: spec.Tunnel}, func(t *testing.T, e *env) {
+			proxySockets(t, proxyPort)
+			e.setPolicy(epB, redirected(ingressRule(idA, tcpProto, 80, 0), proxyPort), ingressRule(idA, tcpProto, 81, 0))
+			e.toProxy(e.fromContainer, tcp(ipA, ipB, 40000, 80, "S"), true)
+			e.toProxy(e.fromContainer, tcp(ipA, ipB, 40000, 80, "A"), true)
+			e.straight(tcp(ipA, ipB, 40000, 81, "S"))
+			e.denied(e.fromContainer, tcp(ipA, ipB, 40000, 82, "S"), spec.DropPolicy)
 		}},
 	})
 }
@@ -243,6 +269,34 @@ func TestPrivilegedProgProxyUpstream(t *testing.T) {
 			ret, mark, _ := e.runMarked(e.fromContainer, tcp(ipA, ipB, 80, 41000, "SA"), 0)
 			if ret != actOK || mark&0xf00 != markToProxy {
 				t.Fatalf("reply: verdict %d mark %#x", ret, mark)
+			}
+		}},
+		{"the ingress proxy's connection is not judged again, and its replies go back to it", envOpts{mode: spec.Native, policyIngress: true}, func(t *testing.T, e *env) {
+			// A's ingress rules send port 80 to the proxy; the proxy
+			// judged C's request by them and connects from C's address.
+			e.setPolicy(epA, redirected(ingressRule(idC, tcpProto, 80, 0), proxyPort))
+			up := tcp(ipC, ipA, 41000, 80, "S")
+			if ret, _, _ := e.runMarked(e.toContainer, up, markProxyIngress); ret != actOK {
+				t.Fatalf("ingress proxy's SYN: verdict %d", ret)
+			}
+			ct, ok := e.ctEntry(up)
+			if !ok || ct.Flags&uint16(lxcCtFlagsCT_F_PROXY_UPSTREAM) == 0 || ct.SrcIdentity != idC {
+				t.Fatalf("conntrack entry %+v (found %v), want the proxy's upstream as C's", ct, ok)
+			}
+			ret, mark, _ := e.runMarked(e.fromContainer, tcp(ipA, ipC, 80, 41000, "SA"), 0)
+			if ret != actOK || mark&0xf00 != markToProxy {
+				t.Fatalf("reply: verdict %d mark %#x, want the proxy's", ret, mark)
+			}
+			// The same packet from anything else, unmarked, would pass
+			// the rules unjudged: no proxy can take it here.
+			e.denied(e.toContainer, tcp(ipC, ipA, 41001, 80, "S"), spec.DropProxyLookupFailed)
+			// An egress proxy judged the request by A's ingress rules
+			// too: its connection passes A's redirecting allow.
+			if ret, _, _ := e.runMarked(e.toContainer, tcp(ipC, ipA, 41002, 80, "S"), markProxyEgress); ret != actOK {
+				t.Fatalf("egress proxy's SYN to a port of A's ingress rules: verdict %d", ret)
+			}
+			if ret, _, _ := e.runMarked(e.toContainer, tcp(ipC, ipA, 41003, 81, "S"), markProxyEgress); ret != actShot {
+				t.Fatalf("egress proxy's SYN to a port A does not allow: verdict %d", ret)
 			}
 		}},
 		{"to the world it is masqueraded, and the reply comes back to the proxy", envOpts{mode: spec.Native, masquerade: true}, func(t *testing.T, e *env) {

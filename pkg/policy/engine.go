@@ -169,8 +169,8 @@ type Engine struct {
 	dirtyEntries map[uint16]map[spec.PolicyEntry]struct{}
 	dirtyEps     map[uint16]struct{}
 
-	// proxyPorts are the layer-7 proxy's ports by parser; 0: no proxy.
-	proxyPorts [ParserDNS + 1]uint16
+	// proxyPorts are the layer-7 proxy's ports.
+	proxyPorts ProxyPorts
 }
 
 // NewEngine returns an engine with no rules, identities or endpoints
@@ -188,18 +188,31 @@ func NewEngine(mode Mode) *Engine {
 	return e
 }
 
-// ProxyPorts are the ports of the layer-7 proxy's parsers on the node.
+// ProxyPorts are the ports of the layer-7 proxy's parsers on the node:
+// HTTP for egress rules, HTTPIngress for ingress rules (the port tells the
+// proxy whose rules judge a connection), DNS (egress only).
 type ProxyPorts struct {
-	HTTP, DNS uint16
+	HTTP, HTTPIngress, DNS uint16
+}
+
+// port is the proxy port of an allow of parser's rules in dir; 0: none.
+func (p ProxyPorts) port(parser L7Parser, dir spec.Direction) uint16 {
+	switch {
+	case parser == ParserHTTP && dir == spec.Egress:
+		return p.HTTP
+	case parser == ParserHTTP && dir == spec.Ingress:
+		return p.HTTPIngress
+	case parser == ParserDNS && dir == spec.Egress:
+		return p.DNS
+	}
+	return 0
 }
 
 // SetProxyPorts names the ports of the layer-7 proxy's parsers, which
 // allows with layer-7 rules send their connections to. A parser with no
 // port makes those allows allow nothing: layer-7 rules are never
 // bypassed. Set before rules come in.
-func (e *Engine) SetProxyPorts(p ProxyPorts) {
-	e.proxyPorts[ParserHTTP], e.proxyPorts[ParserDNS] = p.HTTP, p.DNS
-}
+func (e *Engine) SetProxyPorts(p ProxyPorts) { e.proxyPorts = p }
 
 // EndpointCount is how many local endpoints the engine knows.
 func (e *Engine) EndpointCount() int { return len(e.eps) }
@@ -519,7 +532,7 @@ func (e *Engine) originFilters(origin Origin, subject *Identity) (out []filterSp
 		var proxyPort uint16
 		var l7 *L7Rules
 		if r.L7 != nil && !r.Deny {
-			if proxyPort = e.proxyPorts[r.L7.Parser]; proxyPort == 0 {
+			if proxyPort = e.proxyPorts.port(r.L7.Parser, r.Direction); proxyPort == 0 {
 				continue
 			}
 			l7 = r.L7

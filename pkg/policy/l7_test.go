@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"cmp"
 	"maps"
 	"net/netip"
 	"slices"
@@ -32,10 +33,16 @@ func TestLayer7AllowsSendToTheProxy(t *testing.T) {
 			Ports: []Port{{Protocol: spec.ProtoUDP, Port: 53}}, L7: &L7Rules{Parser: ParserDNS, DNS: []DNSRule{{MatchPattern: "*"}}}},
 		{Origin: o, Subject: sel(web), Direction: spec.Egress, Deny: true, Peers: []Selector{sel(api)},
 			Ports: []Port{{Protocol: spec.ProtoTCP, Port: 82}}, L7: &L7Rules{Parser: ParserHTTP}},
+		// Ingress HTTP rules go to the ingress port; no proxy takes DNS
+		// on ingress.
+		{Origin: o, Subject: sel(web), Direction: spec.Ingress, DefaultDeny: true, Peers: []Selector{sel(api)},
+			Ports: []Port{{Protocol: spec.ProtoTCP, Port: 8080}}, L7: &L7Rules{Parser: ParserHTTP}},
+		{Origin: o, Subject: sel(web), Direction: spec.Ingress, DefaultDeny: true, Peers: []Selector{sel(dns)},
+			Ports: []Port{{Protocol: spec.ProtoUDP, Port: 53}}, L7: &L7Rules{Parser: ParserDNS}},
 	}
-	entries := func(http, dnsPort uint16) []spec.PolicyEntry {
+	entries := func(ports ProxyPorts) []spec.PolicyEntry {
 		e := NewEngine(ModeDefault)
-		e.SetProxyPorts(ProxyPorts{HTTP: http, DNS: dnsPort})
+		e.SetProxyPorts(ports)
 		for _, id := range []*Identity{web, api, dns} {
 			e.UpsertIdentity(id)
 		}
@@ -44,28 +51,31 @@ func TestLayer7AllowsSendToTheProxy(t *testing.T) {
 		e.Flush()
 		var out []spec.PolicyEntry
 		for ent := range e.Entries(1) {
-			if ent.Direction == spec.Egress {
+			// Ingress from the host: allowed by default.
+			if ent.Identity != identity.Host {
 				out = append(out, ent)
 			}
 		}
 		slices.SortFunc(out, func(a, b spec.PolicyEntry) int {
-			return int(a.Identity)*65536 + int(a.Port) - int(b.Identity)*65536 - int(b.Port)
+			return cmp.Or(cmp.Compare(a.Direction, b.Direction), cmp.Compare(a.Identity, b.Identity), cmp.Compare(a.Port, b.Port))
 		})
 		return out
 	}
 	want := []spec.PolicyEntry{
+		{Direction: spec.Ingress, Identity: api.ID, Protocol: spec.ProtoTCP, Port: 8080, ProxyPort: 15002},
 		{Direction: spec.Egress, Identity: api.ID, Protocol: spec.ProtoTCP, Port: 80, ProxyPort: 15001},
 		{Direction: spec.Egress, Identity: api.ID, Protocol: spec.ProtoTCP, Port: 81},
 		{Direction: spec.Egress, Identity: api.ID, Protocol: spec.ProtoTCP, Port: 82, Deny: true},
 		{Direction: spec.Egress, Identity: dns.ID, Protocol: spec.ProtoUDP, Port: 53, ProxyPort: 15053},
 	}
-	if got := entries(15001, 15053); !slices.Equal(got, want) {
+	if got := entries(ProxyPorts{HTTP: 15001, HTTPIngress: 15002, DNS: 15053}); !slices.Equal(got, want) {
 		t.Fatalf("entries\n%v\nwant\n%v", got, want)
 	}
-	// No DNS proxy: the DNS allow is gone, the endpoint still isolated.
-	want = slices.Delete(want, 3, 4)
-	if got := entries(15001, 0); !slices.Equal(got, want) {
-		t.Fatalf("without a DNS proxy: entries\n%v\nwant\n%v", got, want)
+	// No DNS proxy and no ingress HTTP proxy: their allows are gone, the
+	// endpoint still isolated.
+	want = slices.Delete(slices.Delete(want, 4, 5), 0, 1)
+	if got := entries(ProxyPorts{HTTP: 15001}); !slices.Equal(got, want) {
+		t.Fatalf("without DNS and ingress HTTP proxies: entries\n%v\nwant\n%v", got, want)
 	}
 }
 

@@ -19,9 +19,10 @@ import (
 // The proxy's defaults, which the agent's flags share: ports of Cilium's
 // proxy port range, and the directory beside the agent's API socket.
 const (
-	DefaultDNSPort  = 10001
-	DefaultHTTPPort = 10002
-	DefaultDir      = "/var/run/cilium/proxy"
+	DefaultDNSPort         = 10001
+	DefaultHTTPPort        = 10002
+	DefaultHTTPIngressPort = 10003
+	DefaultDir             = "/var/run/cilium/proxy"
 )
 
 // PolicyFile is the proxy's policy in its directory, which the agent

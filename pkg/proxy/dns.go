@@ -96,14 +96,12 @@ func (p *Proxy) resolve(ctx context.Context, query []byte, from, to netip.AddrPo
 	}
 	name := strings.ToLower(q.Name.String())
 	c := p.state.get()
-	rec := accesslog.Record{Time: time.Now(), Type: accesslog.Request, Direction: spec.Egress, Src: from, Dst: to, Protocol: proto,
-		DstIdentity: p.cfg.IdentityOf(to.Addr()),
-		DNS:         &accesslog.DNSRecord{Query: name, QTypes: []string{typeName(q.Type)}}}
-	ep := c.eps[from.Addr()]
-	if ep != nil {
-		rec.SrcIdentity, rec.SrcEndpoint = ep.Identity, ep.ID
-	}
-	if ep == nil || !allowsName(c.allows(ep, spec.Egress, proto, to.Port(), rec.DstIdentity), name) {
+	rec := accesslog.Record{Time: time.Now(), Type: accesslog.Request, Src: from, Dst: to, Protocol: proto,
+		DNS: &accesslog.DNSRecord{Query: name, QTypes: []string{typeName(q.Type)}}}
+	pt := p.partyOf(c, spec.Egress, &rec)
+	// A local server whose ingress rules are HTTP's: no DNS query of
+	// it passes them.
+	if pt.ep == nil || pt.server != nil || !allowsName(c.allows(pt.ep, spec.Egress, proto, to.Port(), pt.remote), name) {
 		rec.Verdict = accesslog.Denied
 		p.cfg.Record(rec)
 		return reply(h, q, dnsmessage.RCodeRefused)
@@ -111,12 +109,10 @@ func (p *Proxy) resolve(ctx context.Context, query []byte, from, to netip.AddrPo
 	rec.Verdict = accesslog.Forwarded
 	p.cfg.Record(rec)
 
-	answer, err := p.forward(ctx, query, from.Addr(), to, ep, proto)
-	resp := rec
-	resp.Type, resp.Time = accesslog.Response, time.Now()
+	answer, err := p.forward(ctx, query, from.Addr(), to, pt.mark, proto)
+	resp := rec.Reply()
+	resp.Time = time.Now()
 	resp.Latency = resp.Time.Sub(rec.Time)
-	resp.Src, resp.Dst = to, from
-	resp.SrcIdentity, resp.DstIdentity, resp.SrcEndpoint = rec.DstIdentity, rec.SrcIdentity, 0
 	if err != nil {
 		p.cfg.Log.Debug("DNS proxy: upstream", "server", to, "error", err)
 		resp.Verdict = accesslog.Errored
@@ -126,7 +122,7 @@ func (p *Proxy) resolve(ctx context.Context, query []byte, from, to netip.AddrPo
 	}
 	resp.DNS = answerRecord(answer, name, rec.DNS.QTypes)
 	if resp.DNS.RCode == uint16(dnsmessage.RCodeSuccess) && len(resp.DNS.IPs) > 0 {
-		learned := fqdn.Lookup{Endpoint: ep.ID, Name: fqdn.Normalize(name), IPs: resp.DNS.IPs, TTL: resp.DNS.TTL, Time: resp.Time}
+		learned := fqdn.Lookup{Endpoint: pt.ep.ID, Name: fqdn.Normalize(name), IPs: resp.DNS.IPs, TTL: resp.DNS.TTL, Time: resp.Time}
 		lctx, cancel := context.WithTimeout(ctx, p.cfg.LearnWait)
 		if err := p.cfg.Learn(lctx, learned); err != nil {
 			p.cfg.Log.Debug("DNS proxy: learned addresses not confirmed in time", "name", name, "error", err)
@@ -137,15 +133,15 @@ func (p *Proxy) resolve(ctx context.Context, query []byte, from, to netip.AddrPo
 	return answer
 }
 
-// forward asks the server at to, from the endpoint's address.
-func (p *Proxy) forward(ctx context.Context, query []byte, src netip.Addr, to netip.AddrPort, ep *Endpoint, proto uint8) ([]byte, error) {
+// forward asks the server at to, from the endpoint's address, marked.
+func (p *Proxy) forward(ctx context.Context, query []byte, src netip.Addr, to netip.AddrPort, mark uint32, proto uint8) ([]byte, error) {
 	ctx, cancel := context.WithTimeout(ctx, p.cfg.UpstreamTimeout)
 	defer cancel()
 	network := "udp4"
 	if proto == spec.ProtoTCP {
 		network = "tcp4"
 	}
-	c, err := p.cfg.Sockets.Dial(ctx, network, src, to, ep.Identity)
+	c, err := p.cfg.Sockets.Dial(ctx, network, src, to, mark)
 	if err != nil {
 		return nil, err
 	}

@@ -25,8 +25,9 @@ import (
 )
 
 const (
-	dnsProxyPort  = 10053
-	httpProxyPort = 10080
+	dnsProxyPort         = 10053
+	httpProxyPort        = 10080
+	httpIngressProxyPort = 10081
 )
 
 // zone is a small authoritative server's data: names to addresses, and
@@ -170,7 +171,7 @@ func startProxy(t *testing.T, c *dptest.Cluster, n *dptest.Node, rec *recorder) 
 	for _, p := range c.Pods() {
 		ids[p.IP] = p.Identity
 	}
-	p := proxy.New(proxy.Config{DNSPort: dnsProxyPort, HTTPPort: httpProxyPort, Sockets: tproxy.Sockets{NetNS: n.NS},
+	p := proxy.New(proxy.Config{DNSPort: dnsProxyPort, HTTPPort: httpProxyPort, HTTPIngressPort: httpIngressProxyPort, Sockets: tproxy.Sockets{NetNS: n.NS},
 		IdentityOf: func(a netip.Addr) identity.NumericIdentity {
 			if id, ok := ids[a]; ok {
 				return id
@@ -275,5 +276,12 @@ func TestPrivilegedDNSProxy(t *testing.T) {
 	}
 	if r := records[1]; r.Src != netip.AddrPortFrom(server.IP, 53) || r.DstIdentity != client.Identity || r.DNS.TTL != 60 {
 		t.Fatalf("response record %+v", r)
+	}
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
 	}
 }

@@ -19,10 +19,12 @@ import (
 // accessDenied is the body of the answer to a denied request, Cilium's.
 const accessDenied = "Access denied\r\n"
 
-// httpConn is one connection the datapath sent to the HTTP proxy, and the
-// proxy's connection to its server, opened for the first allowed request.
+// httpConn is one connection the datapath sent to the HTTP proxy of dir's
+// rules, and the proxy's connection to its server, opened for the first
+// allowed request.
 type httpConn struct {
 	p        *Proxy
+	dir      spec.Direction
 	down     net.Conn
 	from, to netip.AddrPort
 	up       net.Conn
@@ -33,8 +35,8 @@ type httpConn struct {
 // the moment (keep-alive connections too): a denied one gets 403 Access
 // denied and the connection goes on; an allowed one goes to the server,
 // and its response back.
-func (p *Proxy) serveHTTPConn(ctx context.Context, c net.Conn) {
-	h := &httpConn{p: p, down: c, from: addrPort(c.RemoteAddr()), to: addrPort(c.LocalAddr())}
+func (p *Proxy) serveHTTPConn(ctx context.Context, dir spec.Direction, c net.Conn) {
+	h := &httpConn{p: p, dir: dir, down: c, from: addrPort(c.RemoteAddr()), to: addrPort(c.LocalAddr())}
 	defer func() {
 		c.Close()
 		if h.up != nil {
@@ -57,17 +59,17 @@ func (p *Proxy) serveHTTPConn(ctx context.Context, c net.Conn) {
 func (h *httpConn) exchange(ctx context.Context, req *http.Request) bool {
 	p := h.p
 	c := p.state.get()
-	rec := accesslog.Record{Time: time.Now(), Type: accesslog.Request, Direction: spec.Egress, Src: h.from, Dst: h.to, Protocol: spec.ProtoTCP,
-		DstIdentity: p.cfg.IdentityOf(h.to.Addr()), HTTP: requestRecord(req)}
-	ep := c.eps[h.from.Addr()]
+	rec := accesslog.Record{Time: time.Now(), Type: accesslog.Request, Src: h.from, Dst: h.to, Protocol: spec.ProtoTCP, HTTP: requestRecord(req)}
+	pt := p.partyOf(c, h.dir, &rec)
 	allowed, edits := false, []l7.Edit(nil)
-	if ep != nil {
-		rec.SrcIdentity, rec.SrcEndpoint = ep.Identity, ep.ID
-		allowed, edits = c.judgeHTTP(c.allows(ep, spec.Egress, spec.ProtoTCP, h.to.Port(), rec.DstIdentity), req)
+	if pt.ep != nil {
+		allowed, edits = c.judgeHTTP(c.allows(pt.ep, h.dir, spec.ProtoTCP, h.to.Port(), pt.remote), req)
 	}
-	resp := rec
-	resp.Type, resp.Src, resp.Dst = accesslog.Response, h.to, h.from
-	resp.SrcIdentity, resp.DstIdentity, resp.SrcEndpoint = rec.DstIdentity, rec.SrcIdentity, 0
+	if allowed && pt.server != nil {
+		ok, more := c.judgeHTTP(c.allows(pt.server, spec.Ingress, spec.ProtoTCP, h.to.Port(), pt.ep.Identity), req)
+		allowed, edits = ok, append(edits, more...)
+	}
+	resp := rec.Reply()
 	respond := func(r *http.Response, v accesslog.Verdict) bool {
 		resp.Time, resp.Verdict = time.Now(), v
 		resp.Latency = resp.Time.Sub(rec.Time)
@@ -85,7 +87,7 @@ func (h *httpConn) exchange(ctx context.Context, req *http.Request) bool {
 	rec.Verdict = accesslog.Forwarded
 	p.cfg.Record(rec)
 	if h.up == nil {
-		up, err := p.cfg.Sockets.Dial(ctx, "tcp4", h.from.Addr(), h.to, ep.Identity)
+		up, err := p.cfg.Sockets.Dial(ctx, "tcp4", h.from.Addr(), h.to, pt.mark)
 		if err != nil {
 			p.cfg.Log.Debug("HTTP proxy: upstream", "server", h.to, "error", err)
 			respond(status(req, http.StatusServiceUnavailable, "upstream connect error\r\n"), accesslog.Errored)

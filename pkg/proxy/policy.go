@@ -17,9 +17,11 @@ import (
 	"sync"
 
 	"github.com/cilium-go/cilium/internal/datapath/spec"
+	"github.com/cilium-go/cilium/internal/datapath/tproxy"
 	"github.com/cilium-go/cilium/pkg/identity"
 	"github.com/cilium-go/cilium/pkg/l7"
 	"github.com/cilium-go/cilium/pkg/policy"
+	"github.com/cilium-go/cilium/pkg/proxy/accesslog"
 )
 
 // Policy is what the agent tells the proxy: the local endpoints with
@@ -66,6 +68,54 @@ func compile(p Policy) (*compiled, error) {
 		}
 	}
 	return c, nil
+}
+
+// redirects says whether ep's port in dir goes through the proxy.
+func (ep *Endpoint) redirects(dir spec.Direction, proto uint8, port uint16) bool {
+	return slices.ContainsFunc(ep.Ports, func(pr policy.L7Port) bool {
+		return pr.Direction == dir && pr.Protocol == proto && pr.Port == port
+	})
+}
+
+// party is whom the proxy acts for on a connection: the local endpoint
+// whose rules judge its requests (nil: none, and nothing is allowed), the
+// identity of the other side, and the mark of the proxy's connection
+// upstream. server is, on an egress connection to a local endpoint whose
+// ingress rules send that port to the proxy, that endpoint: the datapath
+// lets the proxy's connection through to it (the proxy's own allow), so
+// the proxy judges by its rules too.
+type party struct {
+	ep, server *Endpoint
+	remote     identity.NumericIdentity
+	mark       uint32
+}
+
+// partyOf finds the party of the connection of request rec (its Src,
+// Dst and Protocol) in dir, and fills in rec's direction, identities and
+// local endpoint.
+func (p *Proxy) partyOf(c *compiled, dir spec.Direction, rec *accesslog.Record) party {
+	var pt party
+	rec.Direction = dir
+	switch dir {
+	case spec.Egress:
+		pt.ep, pt.remote = c.eps[rec.Src.Addr()], p.cfg.IdentityOf(rec.Dst.Addr())
+		rec.DstIdentity = pt.remote
+		if pt.ep != nil {
+			rec.SrcIdentity, rec.SrcEndpoint = pt.ep.Identity, pt.ep.ID
+			pt.mark = tproxy.EgressMark(pt.ep.Identity)
+		}
+		if srv := c.eps[rec.Dst.Addr()]; srv != nil && srv.redirects(spec.Ingress, rec.Protocol, rec.Dst.Port()) {
+			pt.server = srv
+		}
+	case spec.Ingress:
+		pt.ep, pt.remote = c.eps[rec.Dst.Addr()], p.cfg.IdentityOf(rec.Src.Addr())
+		rec.SrcIdentity = pt.remote
+		pt.mark = tproxy.IngressMark(pt.remote)
+		if pt.ep != nil {
+			rec.DstIdentity, rec.DstEndpoint = pt.ep.Identity, pt.ep.ID
+		}
+	}
+	return pt
 }
 
 // allows are the allows of ep's port that apply to remote; nil when none

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/cilium-go/cilium/internal/datapath/spec"
 	"github.com/cilium-go/cilium/internal/datapath/tproxy"
 	"github.com/cilium-go/cilium/pkg/fqdn"
 	"github.com/cilium-go/cilium/pkg/identity"
@@ -18,9 +19,10 @@ import (
 
 // Config is the proxy's.
 type Config struct {
-	// DNSPort and HTTPPort are the ports of the DNS proxy (UDP and TCP)
-	// and of the HTTP proxy; 0 leaves a proxy out.
-	DNSPort, HTTPPort uint16
+	// DNSPort, HTTPPort and HTTPIngressPort are the ports of the DNS
+	// proxy (UDP and TCP), of the HTTP proxy for egress rules and of the
+	// HTTP proxy for ingress rules; 0 leaves a proxy out.
+	DNSPort, HTTPPort, HTTPIngressPort uint16
 	// Sockets opens the proxy's sockets in the node's namespace.
 	Sockets tproxy.Sockets
 	// IdentityOf names the identity of a remote address: the
@@ -93,7 +95,7 @@ func (p *Proxy) Run(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var wg sync.WaitGroup
-	errs := make(chan error, 3)
+	errs := make(chan error, 4)
 	serve := func(f func(context.Context) error) {
 		wg.Add(1)
 		go func() {
@@ -118,15 +120,23 @@ func (p *Proxy) Run(ctx context.Context) error {
 		serve(func(ctx context.Context) error { return p.serveDNSUDP(ctx, udp) })
 		serve(func(ctx context.Context) error { return serveConns(ctx, tcp, p.serveDNSTCP) })
 	}
-	if p.cfg.HTTPPort != 0 {
-		ln, err := p.cfg.Sockets.ListenTCP(ctx, p.cfg.HTTPPort)
+	for _, h := range []struct {
+		port uint16
+		dir  spec.Direction
+	}{{p.cfg.HTTPPort, spec.Egress}, {p.cfg.HTTPIngressPort, spec.Ingress}} {
+		if h.port == 0 {
+			continue
+		}
+		ln, err := p.cfg.Sockets.ListenTCP(ctx, h.port)
 		if err != nil {
 			cancel()
 			wg.Wait()
 			return err
 		}
 		go func() { <-ctx.Done(); ln.Close() }()
-		serve(func(ctx context.Context) error { return serveConns(ctx, ln, p.serveHTTPConn) })
+		serve(func(ctx context.Context) error {
+			return serveConns(ctx, ln, func(ctx context.Context, c net.Conn) { p.serveHTTPConn(ctx, h.dir, c) })
+		})
 	}
 	<-ctx.Done()
 	wg.Wait()

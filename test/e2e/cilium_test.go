@@ -62,6 +62,7 @@ func testCiliumLab(t *testing.T, name, mode, kubeProxy string, full bool) {
 		var l7cleanup func()
 		l7flow, l7cleanup = checkL7(t, lab, node1)
 		defer l7cleanup()
+		checkStarWars(t, lab)
 		if full {
 			hugeServiceRefusedAlone(t, lab, client)
 		}

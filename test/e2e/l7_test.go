@@ -2,6 +2,9 @@ package e2e
 
 import (
 	"fmt"
+	"os/exec"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -163,4 +166,64 @@ func checkL7(t *testing.T, lab *Lab, node string) (restart flow, cleanup func())
 		lab.Kubectl("delete", "ciliumnetworkpolicy", "l7", "--wait=true")
 		lab.Kubectl("delete", "pod", "l7client", "--wait=true")
 	}
+}
+
+// upstreamExample is the path of a file of Cilium's examples, unchanged:
+// from the github.com/cilium/cilium module this module requires (its
+// API schemas), which the Go module cache holds.
+func upstreamExample(t *testing.T, name string) string {
+	t.Helper()
+	out, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", "github.com/cilium/cilium").Output()
+	if err != nil || strings.TrimSpace(string(out)) == "" {
+		t.Fatalf("the cilium module's directory: %v %s", err, out)
+	}
+	return filepath.Join(strings.TrimSpace(string(out)), "examples", name)
+}
+
+// checkStarWars runs Cilium's getting-started demo as its guide does,
+// with its files unchanged: the deathstar's layer-7 ingress policy lets
+// the tiefighter land (POST /v1/request-landing) and denies it the
+// exhaust port (PUT, 403 Access denied, from the HTTP proxy on the
+// deathstar's node); the xwing, outside org=empire, cannot connect. The
+// deathstar's two replicas are reached through its Service from the
+// tiefighter's node and from another.
+func checkStarWars(t *testing.T, lab *Lab) {
+	app, policy := upstreamExample(t, "minikube/http-sw-app.yaml"), upstreamExample(t, "minikube/sw_l3_l4_l7_policy.yaml")
+	if out, err := lab.run("kubectl", "apply", "-f", app); err != nil {
+		t.Fatalf("kubectl apply -f %s: %v\n%s", app, err, out)
+	}
+	defer lab.run("kubectl", "delete", "-f", app, "--wait=true")
+	lab.Eventually("the deathstar and its ships Running", 2*time.Minute, func() error {
+		out := lab.Kubectl("get", "pods", "-l", "org in (empire,alliance)", "-o", "jsonpath={range .items[*]}{.status.phase} {end}")
+		if phases := strings.Fields(out); len(phases) != 4 || slices.ContainsFunc(phases, func(p string) bool { return p != "Running" }) {
+			return fmt.Errorf("phases %q", phases)
+		}
+		return nil
+	})
+	if out, err := lab.run("kubectl", "apply", "-f", policy); err != nil {
+		t.Fatalf("kubectl apply -f %s: %v\n%s", policy, err, out)
+	}
+	defer lab.run("kubectl", "delete", "-f", policy, "--wait=true")
+	curl := func(ship, method, path string) (string, error) {
+		return lab.run("kubectl", "exec", ship, "--", "curl", "-s", "--max-time", "3", "-X"+method, "deathstar.default.svc.cluster.local"+path)
+	}
+	lab.Eventually("the tiefighter lands through the HTTP proxy", time.Minute, func() error {
+		if out, err := curl("tiefighter", "PUT", "/v1/exhaust-port"); err != nil || out != "Access denied\r\n" {
+			return fmt.Errorf("PUT /v1/exhaust-port: %q %v, want Access denied", out, err)
+		}
+		return nil
+	})
+	// Both replicas: ClusterIP picks one for each connection.
+	for range 6 {
+		if out, err := curl("tiefighter", "POST", "/v1/request-landing"); err != nil || out != "Ship landed\n" {
+			t.Fatalf("tiefighter POST /v1/request-landing: %q %v", out, err)
+		}
+		if out, _ := curl("tiefighter", "PUT", "/v1/exhaust-port"); out != "Access denied\r\n" {
+			t.Fatalf("tiefighter PUT /v1/exhaust-port: %q, want Access denied", out)
+		}
+	}
+	if out, err := curl("xwing", "POST", "/v1/request-landing"); err == nil {
+		t.Fatalf("xwing POST /v1/request-landing: %q, want no connection", out)
+	}
+	t.Logf("star wars: the tiefighter lands and is denied the exhaust port; the xwing cannot connect")
 }

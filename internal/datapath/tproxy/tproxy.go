@@ -21,16 +21,29 @@ import (
 	"github.com/cilium-go/cilium/pkg/identity"
 )
 
-// markMagicProxyEgress is Cilium's magic of the proxy's upstream traffic
-// (the mark's bits 0x0f00), which bpf/lib/common.h's MARK_PROXY_EGRESS
-// matches.
-const markMagicProxyEgress = 0x0b00
+// Cilium's magics of the proxy's upstream traffic (the mark's bits
+// 0x0f00), which bpf/lib/common.h's MARK_PROXY_EGRESS and
+// MARK_PROXY_INGRESS match.
+const (
+	markMagicProxyIngress = 0x0a00
+	markMagicProxyEgress  = 0x0b00
+)
 
-// EgressMark is the mark of the proxy's upstream traffic on behalf of an
-// endpoint with identity id, Cilium's encoding: the identity's low 16 bits
-// in the mark's upper half, its bits 16-23 in the low byte.
+// EgressMark is the mark of the proxy's upstream traffic on behalf of a
+// local client with identity id, Cilium's encoding: the identity's low 16
+// bits in the mark's upper half, its bits 16-23 in the low byte.
 func EgressMark(id identity.NumericIdentity) uint32 {
-	return uint32(id)&0xffff<<16 | uint32(id)>>16&0xff | markMagicProxyEgress
+	return identityMark(id) | markMagicProxyEgress
+}
+
+// IngressMark is the mark of the proxy's connection to a local server
+// whose ingress rules it judged, for a client with identity id.
+func IngressMark(id identity.NumericIdentity) uint32 {
+	return identityMark(id) | markMagicProxyIngress
+}
+
+func identityMark(id identity.NumericIdentity) uint32 {
+	return uint32(id)&0xffff<<16 | uint32(id)>>16&0xff
 }
 
 // Sockets opens the proxy's sockets in a network namespace: the node's
@@ -125,13 +138,14 @@ func ReadFrom(c *net.UDPConn, b []byte) (n int, from, to netip.AddrPort, err err
 }
 
 // Dial opens the proxy's connection ("tcp4" or "udp4") to dst on behalf
-// of the endpoint at src with identity id: from src's address, marked.
-func (s Sockets) Dial(ctx context.Context, network string, src netip.Addr, dst netip.AddrPort, id identity.NumericIdentity) (c net.Conn, err error) {
+// of the client at src: from src's address, with mark (EgressMark or
+// IngressMark).
+func (s Sockets) Dial(ctx context.Context, network string, src netip.Addr, dst netip.AddrPort, mark uint32) (c net.Conn, err error) {
 	var local net.Addr = &net.TCPAddr{IP: src.AsSlice()}
 	if network == "udp4" {
 		local = &net.UDPAddr{IP: src.AsSlice()}
 	}
-	d := net.Dialer{LocalAddr: local, Control: control(transparent, setInt(unix.SOL_SOCKET, unix.SO_MARK, int(EgressMark(id))))}
+	d := net.Dialer{LocalAddr: local, Control: control(transparent, setInt(unix.SOL_SOCKET, unix.SO_MARK, int(mark)))}
 	err = s.in(func() (err error) {
 		c, err = d.DialContext(ctx, network, dst.String())
 		return err

@@ -3,7 +3,7 @@ package images
 // connectivityRules serve the images that cilium-cli's `cilium connectivity test`
 // deploys (its defaults: alpine-curl, json-mock, test-connection-disruption,
 // alpine/socat, network-perf, Gateway API's echo-advanced; the DNS test server
-// is the CoreDNS image above),
+// is the CoreDNS image above) and Cilium's getting-started demo (starwars),
 // with the entrypoint, command, user and working directory of each real image.
 // The tools the images install come from the host's /usr (hack/deps.sh installs
 // the Debian packages); the programs of their own are stand-ins the lab builds
@@ -50,6 +50,15 @@ func connectivityRules() []Rule {
 			Repositories: []string{"quay.io/cilium/network-perf"},
 			Spec: Spec{Binaries: map[string]string{"netperf": "/usr/local/bin/netperf", "netserver": "/usr/local/bin/netserver"},
 				Cmd: []string{"/bin/bash"}, WorkingDir: "/netperf"},
+		},
+		{
+			// The deathstar of Cilium's getting-started demo
+			// (examples/minikube/http-sw-app.yaml): an HTTP API on port 80,
+			// started by the image's entrypoint; the Deployment gives no
+			// command. Its ships are json-mock pods.
+			Repositories: []string{"quay.io/cilium/starwars", "docker.io/cilium/starwars"},
+			Spec: Spec{Binaries: map[string]string{"starwars": "/usr/local/bin/deathstar"},
+				Entrypoint: []string{"/usr/local/bin/deathstar"}},
 		},
 		{
 			// Gateway API's conformance echo server, the l7-lb Deployment's image:

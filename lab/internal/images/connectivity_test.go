@@ -35,6 +35,8 @@ func TestResolveConnectivityTestImages(t *testing.T) {
 		{ref: "quay.io/cilium/network-perf:3.21-1782913202-88c270c@sha256:c115a00b80bbf4ff49857dd545f0c40025f226d79051b2c8fdab3e8b938c7f92",
 			files: []File{{"/lab/bin/netperf", "/usr/local/bin/netperf", false}, {"/lab/bin/netserver", "/usr/local/bin/netserver", false}},
 			cmd:   []string{"/bin/bash"}, workingDir: "/netperf"},
+		{ref: "quay.io/cilium/starwars@sha256:896dc536ec505778c03efedb73c3b7b83c8de11e74264c8c35291ff6d5fe8ada",
+			files: []File{{"/lab/bin/starwars", "/usr/local/bin/deathstar", false}}, entrypoint: []string{"/usr/local/bin/deathstar"}},
 		{ref: "gcr.io/k8s-staging-gateway-api/echo-advanced:v20251204-v1.4.1",
 			files: []File{{"/lab/bin/echo-advanced", "/usr/local/bin/server", false}}, entrypoint: []string{"/usr/local/bin/server"}},
 	} {

@@ -95,7 +95,7 @@ func (p *Parser) DecodeRecord(r accesslog.Record) (*flow.Flow, error) {
 		f.IsReply = replyTrue
 	}
 	f.Source = p.endpoint(r.SrcEndpoint, src, r.SrcIdentity)
-	f.Destination = p.endpoint(0, dst, r.DstIdentity)
+	f.Destination = p.endpoint(r.DstEndpoint, dst, r.DstIdentity)
 	f.L7 = l7
 	f.Summary = summary
 	return f, nil

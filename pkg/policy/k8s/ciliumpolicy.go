@@ -24,9 +24,8 @@ type Cluster struct {
 	CIDRGroups CIDRGroups
 	// L7Proxy: the node runs the layer-7 proxy. Without it, layer-7
 	// rules and toFQDNs are refused: their allows could only allow all
-	// or nothing. L7Ingress: its datapath sends ingress connections to
-	// it too.
-	L7Proxy, L7Ingress bool
+	// or nothing.
+	L7Proxy bool
 }
 
 // Dependencies are what a translation read of the Cluster: which
@@ -224,11 +223,8 @@ func (t *ciliumTranslation) allow(base policy.Rule, dir spec.Direction, defaultD
 	}
 	for _, e := range proxied {
 		rules := path.Child("toPorts").Index(e.index).Child("rules")
-		switch {
-		case !t.cluster.L7Proxy:
+		if !t.cluster.L7Proxy {
 			t.fail(field.Forbidden(rules, noProxy))
-		case dir == spec.Ingress && !t.cluster.L7Ingress:
-			t.fail(field.Forbidden(rules, "layer-7 rules on ingress are not supported yet"))
 		}
 		r := base
 		r.L7 = e.l7

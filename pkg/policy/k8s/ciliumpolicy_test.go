@@ -407,12 +407,11 @@ func TestL7UpdatesAreChanges(t *testing.T) {
 	}
 }
 
-// withProxy is a node that runs the layer-7 proxy for both directions.
-var withProxy = policyk8s.Cluster{L7Proxy: true, L7Ingress: true}
+// withProxy is a node that runs the layer-7 proxy.
+var withProxy = policyk8s.Cluster{L7Proxy: true}
 
 // A node without the layer-7 proxy refuses layer-7 rules and toFQDNs,
-// naming each field: their allows could only allow all or nothing. One
-// whose datapath redirects egress only refuses them on ingress.
+// naming each field: their allows could only allow all or nothing.
 func TestL7NeedsTheProxy(t *testing.T) {
 	http := []api.PortRule{{Ports: []api.PortProtocol{{Port: "80", Protocol: api.ProtoTCP}},
 		Rules: &api.L7Rules{HTTP: []api.PortRuleHTTP{{Path: "/"}}}}}
@@ -420,11 +419,6 @@ func TestL7NeedsTheProxy(t *testing.T) {
 		api.EgressRule{ToFQDNs: []api.FQDNSelector{{MatchName: "cilium.io"}}}))
 	_, err := policyk8s.FromCNP(p, policyk8s.Cluster{})
 	checkErr(t, err, []string{"spec.ingress[0].toPorts[0].rules", "spec.egress[0].toPorts[0].rules", "spec.egress[1].toFQDNs"})
-	_, err = policyk8s.FromCNP(p, policyk8s.Cluster{L7Proxy: true})
-	checkErr(t, err, []string{"spec.ingress[0].toPorts[0].rules"})
-	if strings.Contains(err.Error(), "egress") {
-		t.Errorf("error %q names an egress field, which the proxy serves", err)
-	}
 	if _, err := policyk8s.FromCNP(p, withProxy); err != nil {
 		t.Fatal(err)
 	}

@@ -45,12 +45,15 @@ type Record struct {
 	Type      RecordType     `json:"type"`
 	Verdict   Verdict        `json:"verdict"`
 	Direction spec.Direction `json:"direction"`
-	// Src is the endpoint's side for egress, Dst the server's.
+	// Src is the sender's side, Dst the receiver's; the local endpoint
+	// whose rules judged the request is SrcEndpoint (egress) or
+	// DstEndpoint (ingress) of the request.
 	Src         netip.AddrPort           `json:"src"`
 	Dst         netip.AddrPort           `json:"dst"`
 	SrcIdentity identity.NumericIdentity `json:"srcIdentity,omitempty"`
 	DstIdentity identity.NumericIdentity `json:"dstIdentity,omitempty"`
 	SrcEndpoint uint16                   `json:"srcEndpoint,omitempty"`
+	DstEndpoint uint16                   `json:"dstEndpoint,omitempty"`
 	Protocol    uint8                    `json:"protocol"` // the transport: TCP or UDP
 	// Latency is a response's time since its request.
 	Latency time.Duration `json:"latency,omitempty"`
@@ -79,6 +82,17 @@ type HTTPRecord struct {
 	Protocol string              `json:"protocol"`
 	Code     int                 `json:"code,omitempty"` // a response's status
 	Headers  map[string][]string `json:"headers,omitempty"`
+}
+
+// Reply is the response record of request r, sides swapped, with r's
+// other fields; the caller fills in the response's.
+func (r Record) Reply() Record {
+	resp := r
+	resp.Type = Response
+	resp.Src, resp.Dst = r.Dst, r.Src
+	resp.SrcIdentity, resp.DstIdentity = r.DstIdentity, r.SrcIdentity
+	resp.SrcEndpoint, resp.DstEndpoint = r.DstEndpoint, r.SrcEndpoint
+	return resp
 }
 
 // check says what makes a decoded record one Hubble cannot show: the

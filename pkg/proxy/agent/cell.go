@@ -40,8 +40,10 @@ type Config struct {
 	// ToFQDNsProxyPort is the DNS proxy's port (Cilium's flag; the
 	// standalone proxy needs a fixed one, so 0 is refused).
 	ToFQDNsProxyPort uint16 `mapstructure:"tofqdns-proxy-port"`
-	// ProxyHTTPPort is the HTTP proxy's port.
-	ProxyHTTPPort uint16 `mapstructure:"proxy-http-port"`
+	// ProxyHTTPPort is the HTTP proxy's port for egress rules,
+	// ProxyHTTPIngressPort for ingress rules.
+	ProxyHTTPPort        uint16 `mapstructure:"proxy-http-port"`
+	ProxyHTTPIngressPort uint16 `mapstructure:"proxy-http-ingress-port"`
 	// ProxyDir holds the proxy's policy file and the agent's sockets
 	// for it, on a directory both see; empty: "proxy" beside the API's
 	// socket (/var/run/cilium/proxy).
@@ -49,7 +51,8 @@ type Config struct {
 }
 
 // DefaultConfig: the proxy on, at ports of Cilium's proxy port range.
-var DefaultConfig = Config{EnableL7Proxy: true, ToFQDNsProxyPort: proxy.DefaultDNSPort, ProxyHTTPPort: proxy.DefaultHTTPPort}
+var DefaultConfig = Config{EnableL7Proxy: true, ToFQDNsProxyPort: proxy.DefaultDNSPort, ProxyHTTPPort: proxy.DefaultHTTPPort,
+	ProxyHTTPIngressPort: proxy.DefaultHTTPIngressPort}
 
 // Dir is the proxy's directory.
 func (c Config) Dir(p paths.Config) string {
@@ -63,7 +66,8 @@ func (c Config) Dir(p paths.Config) string {
 func (def Config) Flags(flags *pflag.FlagSet) {
 	flags.Bool("enable-l7-proxy", def.EnableL7Proxy, "Send the connections of allows with layer-7 rules (and DNS for toFQDNs) to the layer-7 proxy; without it such policies are refused")
 	flags.Uint16("tofqdns-proxy-port", def.ToFQDNsProxyPort, "Port of the DNS proxy (UDP and TCP) on every node")
-	flags.Uint16("proxy-http-port", def.ProxyHTTPPort, "Port of the HTTP proxy on every node")
+	flags.Uint16("proxy-http-port", def.ProxyHTTPPort, "Port of the HTTP proxy for egress rules on every node")
+	flags.Uint16("proxy-http-ingress-port", def.ProxyHTTPIngressPort, "Port of the HTTP proxy for ingress rules on every node")
 	flags.String("proxy-dir", def.ProxyDir, "Directory of the layer-7 proxy's policy file and of the agent's sockets for it (default: proxy beside --socket-path)")
 }
 
@@ -72,13 +76,21 @@ func (c Config) Validate() error {
 	if !c.EnableL7Proxy {
 		return nil
 	}
+	ports := []struct {
+		flag string
+		port uint16
+	}{{"tofqdns-proxy-port", c.ToFQDNsProxyPort}, {"proxy-http-port", c.ProxyHTTPPort}, {"proxy-http-ingress-port", c.ProxyHTTPIngressPort}}
+	for i, p := range ports {
+		if p.port == 0 {
+			return fmt.Errorf("--%s 0: the standalone proxy needs a fixed port", p.flag)
+		}
+		for _, q := range ports[:i] {
+			if q.port == p.port {
+				return fmt.Errorf("--%s %d is --%s's too", p.flag, p.port, q.flag)
+			}
+		}
+	}
 	switch {
-	case c.ToFQDNsProxyPort == 0:
-		return fmt.Errorf("--tofqdns-proxy-port 0: the standalone DNS proxy needs a fixed port")
-	case c.ProxyHTTPPort == 0:
-		return fmt.Errorf("--proxy-http-port 0: the standalone HTTP proxy needs a fixed port")
-	case c.ProxyHTTPPort == c.ToFQDNsProxyPort:
-		return fmt.Errorf("--proxy-http-port %d is --tofqdns-proxy-port's too", c.ProxyHTTPPort)
 	case c.ProxyDir != "" && !filepath.IsAbs(c.ProxyDir):
 		return fmt.Errorf("--proxy-dir %q: want an absolute path", c.ProxyDir)
 	}
@@ -90,7 +102,7 @@ func (c Config) Ports() *policy.ProxyPorts {
 	if !c.EnableL7Proxy {
 		return nil
 	}
-	return &policy.ProxyPorts{HTTP: c.ProxyHTTPPort, DNS: c.ToFQDNsProxyPort}
+	return &policy.ProxyPorts{HTTP: c.ProxyHTTPPort, HTTPIngress: c.ProxyHTTPIngressPort, DNS: c.ToFQDNsProxyPort}
 }
 
 // Cell provides the proxy's flags and ports and writes its policy.
