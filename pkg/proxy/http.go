@@ -55,39 +55,20 @@ func (p *Proxy) serveHTTPConn(ctx context.Context, c net.Conn) {
 
 // exchange handles one request; false ends the connection.
 func (h *httpConn) exchange(ctx context.Context, req *http.Request) bool {
-	p := h.p
-	c := p.state.get()
-	rec := accesslog.Record{Time: time.Now(), Type: accesslog.Request, Direction: spec.Egress, Src: h.from, Dst: h.to, Protocol: spec.ProtoTCP,
-		DstIdentity: p.cfg.IdentityOf(h.to.Addr()), HTTP: requestRecord(req)}
-	ep := c.eps[h.from.Addr()]
-	allowed, edits := false, []l7.Edit(nil)
-	if ep != nil {
-		rec.SrcIdentity, rec.SrcEndpoint = ep.Identity, ep.ID
-		allowed, edits = c.judgeHTTP(c.allows(ep, spec.Egress, spec.ProtoTCP, h.to.Port(), rec.DstIdentity), req)
-	}
-	resp := rec
-	resp.Type, resp.Src, resp.Dst = accesslog.Response, h.to, h.from
-	resp.SrcIdentity, resp.DstIdentity, resp.SrcEndpoint = rec.DstIdentity, rec.SrcIdentity, 0
+	x := h.judge(req)
 	respond := func(r *http.Response, v accesslog.Verdict) bool {
-		resp.Time, resp.Verdict = time.Now(), v
-		resp.Latency = resp.Time.Sub(rec.Time)
-		resp.HTTP = &accesslog.HTTPRecord{Method: rec.HTTP.Method, URL: rec.HTTP.URL, Protocol: r.Proto, Code: r.StatusCode, Headers: r.Header}
-		p.cfg.Record(resp)
+		x.respond(r, v)
 		return r.Write(h.down) == nil && !r.Close && !req.Close
 	}
-	if !allowed {
-		rec.Verdict = accesslog.Denied
-		p.cfg.Record(rec)
+	if !x.allowed {
 		io.Copy(io.Discard, req.Body)
 		return respond(status(req, http.StatusForbidden, accessDenied), accesslog.Denied)
 	}
-	l7.Apply(req.Header, edits)
-	rec.Verdict = accesslog.Forwarded
-	p.cfg.Record(rec)
+	l7.Apply(req.Header, x.edits)
 	if h.up == nil {
-		up, err := p.cfg.Sockets.Dial(ctx, "tcp4", h.from.Addr(), h.to, ep.Identity)
+		up, err := h.dial(ctx, x.ep)
 		if err != nil {
-			p.cfg.Log.Debug("HTTP proxy: upstream", "server", h.to, "error", err)
+			h.p.cfg.Log.Debug("HTTP proxy: upstream", "server", h.to, "error", err)
 			respond(status(req, http.StatusServiceUnavailable, "upstream connect error\r\n"), accesslog.Errored)
 			return false
 		}
@@ -117,6 +98,52 @@ func (h *httpConn) exchange(ctx context.Context, req *http.Request) bool {
 		return false
 	}
 	return respond(r, accesslog.Forwarded)
+}
+
+// httpExchange is one request the proxy judged, of either protocol: its
+// Request record (sent) and what the policy said of it.
+type httpExchange struct {
+	p       *Proxy
+	rec     accesslog.Record
+	ep      *Endpoint // nil when the policy knows no endpoint for it
+	allowed bool
+	edits   []l7.Edit // for an allowed one, l7.Apply them before it goes on
+}
+
+// judge judges req by the policy of the moment and records it.
+func (h *httpConn) judge(req *http.Request) *httpExchange {
+	p := h.p
+	c := p.state.get()
+	x := &httpExchange{p: p, rec: accesslog.Record{Time: time.Now(), Type: accesslog.Request, Direction: spec.Egress, Src: h.from, Dst: h.to, Protocol: spec.ProtoTCP,
+		DstIdentity: p.cfg.IdentityOf(h.to.Addr()), HTTP: requestRecord(req)}}
+	x.ep = c.eps[h.from.Addr()]
+	if x.ep != nil {
+		x.rec.SrcIdentity, x.rec.SrcEndpoint = x.ep.Identity, x.ep.ID
+		x.allowed, x.edits = c.judgeHTTP(c.allows(x.ep, spec.Egress, spec.ProtoTCP, h.to.Port(), x.rec.DstIdentity), req)
+	}
+	x.rec.Verdict = accesslog.Denied
+	if x.allowed {
+		x.rec.Verdict = accesslog.Forwarded
+	}
+	p.cfg.Record(x.rec)
+	return x
+}
+
+// respond records r, the answer to x's request, with verdict v.
+func (x *httpExchange) respond(r *http.Response, v accesslog.Verdict) {
+	resp := x.rec
+	resp.Type, resp.Src, resp.Dst = accesslog.Response, x.rec.Dst, x.rec.Src
+	resp.SrcIdentity, resp.DstIdentity, resp.SrcEndpoint = x.rec.DstIdentity, x.rec.SrcIdentity, 0
+	resp.Time, resp.Verdict = time.Now(), v
+	resp.Latency = resp.Time.Sub(x.rec.Time)
+	resp.HTTP = &accesslog.HTTPRecord{Method: x.rec.HTTP.Method, URL: x.rec.HTTP.URL, Protocol: r.Proto, Code: r.StatusCode, Headers: r.Header}
+	x.p.cfg.Record(resp)
+}
+
+// dial opens the upstream connection for the endpoint ep: to the
+// connection's original destination, from the endpoint's address, marked.
+func (h *httpConn) dial(ctx context.Context, ep *Endpoint) (net.Conn, error) {
+	return h.p.cfg.Sockets.Dial(ctx, "tcp4", h.from.Addr(), h.to, ep.Identity)
 }
 
 // judgeHTTP says whether allows let req through, with the edits of the
