@@ -42,6 +42,10 @@ func (p *Proxy) serveHTTPConn(ctx context.Context, c net.Conn) {
 		}
 	}()
 	br := bufio.NewReader(c)
+	if hasH2CPreface(br) {
+		h.serveH2C(ctx, br)
+		return
+	}
 	for {
 		req, err := http.ReadRequest(br)
 		if err != nil {
@@ -64,6 +68,7 @@ func (h *httpConn) exchange(ctx context.Context, req *http.Request) bool {
 		io.Copy(io.Discard, req.Body)
 		return respond(status(req, http.StatusForbidden, accessDenied), accesslog.Denied)
 	}
+	dropH2CUpgrade(req.Header)
 	l7.Apply(req.Header, x.edits)
 	if h.up == nil {
 		up, err := h.dial(ctx, x.ep)
@@ -136,7 +141,7 @@ func (x *httpExchange) respond(r *http.Response, v accesslog.Verdict) {
 	resp.SrcIdentity, resp.DstIdentity, resp.SrcEndpoint = x.rec.DstIdentity, x.rec.SrcIdentity, 0
 	resp.Time, resp.Verdict = time.Now(), v
 	resp.Latency = resp.Time.Sub(x.rec.Time)
-	resp.HTTP = &accesslog.HTTPRecord{Method: x.rec.HTTP.Method, URL: x.rec.HTTP.URL, Protocol: r.Proto, Code: r.StatusCode, Headers: r.Header}
+	resp.HTTP = &accesslog.HTTPRecord{Method: x.rec.HTTP.Method, URL: x.rec.HTTP.URL, Protocol: protoName(r.Proto, r.ProtoMajor), Code: r.StatusCode, Headers: r.Header}
 	x.p.cfg.Record(resp)
 }
 
@@ -166,7 +171,16 @@ func (c *compiled) judgeHTTP(allows []*policy.L7Allow, req *http.Request) (bool,
 func requestRecord(req *http.Request) *accesslog.HTTPRecord {
 	u := *req.URL
 	u.Scheme, u.Host = "http", req.Host
-	return &accesslog.HTTPRecord{Method: req.Method, URL: u.String(), Protocol: req.Proto, Headers: req.Header.Clone()}
+	return &accesslog.HTTPRecord{Method: req.Method, URL: u.String(), Protocol: protoName(req.Proto, req.ProtoMajor), Headers: req.Header.Clone()}
+}
+
+// protoName is the protocol as records name it: Envoy's "HTTP/2" where
+// Go says "HTTP/2.0".
+func protoName(proto string, major int) string {
+	if major == 2 {
+		return "HTTP/2"
+	}
+	return proto
 }
 
 // status is the proxy's own response to req.
