@@ -44,6 +44,10 @@ func (p *Proxy) serveHTTPConn(ctx context.Context, dir spec.Direction, c net.Con
 		}
 	}()
 	br := bufio.NewReader(c)
+	if hasH2CPreface(br) {
+		h.serveH2C(ctx, br)
+		return
+	}
 	for {
 		req, err := http.ReadRequest(br)
 		if err != nil {
@@ -57,39 +61,21 @@ func (p *Proxy) serveHTTPConn(ctx context.Context, dir spec.Direction, c net.Con
 
 // exchange handles one request; false ends the connection.
 func (h *httpConn) exchange(ctx context.Context, req *http.Request) bool {
-	p := h.p
-	c := p.state.get()
-	rec := accesslog.Record{Time: time.Now(), Type: accesslog.Request, Src: h.from, Dst: h.to, Protocol: spec.ProtoTCP, HTTP: requestRecord(req)}
-	pt := p.partyOf(c, h.dir, &rec)
-	allowed, edits := false, []l7.Edit(nil)
-	if pt.ep != nil {
-		allowed, edits = c.judgeHTTP(c.allows(pt.ep, h.dir, spec.ProtoTCP, h.to.Port(), pt.remote), req)
-	}
-	if allowed && pt.server != nil {
-		ok, more := c.judgeHTTP(c.allows(pt.server, spec.Ingress, spec.ProtoTCP, h.to.Port(), pt.ep.Identity), req)
-		allowed, edits = ok, append(edits, more...)
-	}
-	resp := rec.Reply()
+	x := h.judge(req)
 	respond := func(r *http.Response, v accesslog.Verdict) bool {
-		resp.Time, resp.Verdict = time.Now(), v
-		resp.Latency = resp.Time.Sub(rec.Time)
-		resp.HTTP = &accesslog.HTTPRecord{Method: rec.HTTP.Method, URL: rec.HTTP.URL, Protocol: r.Proto, Code: r.StatusCode, Headers: r.Header}
-		p.cfg.Record(resp)
+		x.respond(r, v)
 		return r.Write(h.down) == nil && !r.Close && !req.Close
 	}
-	if !allowed {
-		rec.Verdict = accesslog.Denied
-		p.cfg.Record(rec)
+	if !x.allowed {
 		io.Copy(io.Discard, req.Body)
 		return respond(status(req, http.StatusForbidden, accessDenied), accesslog.Denied)
 	}
-	l7.Apply(req.Header, edits)
-	rec.Verdict = accesslog.Forwarded
-	p.cfg.Record(rec)
+	dropH2CUpgrade(req.Header)
+	l7.Apply(req.Header, x.edits)
 	if h.up == nil {
-		up, err := p.cfg.Sockets.Dial(ctx, "tcp4", h.from.Addr(), h.to, pt.mark)
+		up, err := h.dial(ctx, x.mark)
 		if err != nil {
-			p.cfg.Log.Debug("HTTP proxy: upstream", "server", h.to, "error", err)
+			h.p.cfg.Log.Debug("HTTP proxy: upstream", "server", h.to, "error", err)
 			respond(status(req, http.StatusServiceUnavailable, "upstream connect error\r\n"), accesslog.Errored)
 			return false
 		}
@@ -121,6 +107,58 @@ func (h *httpConn) exchange(ctx context.Context, req *http.Request) bool {
 	return respond(r, accesslog.Forwarded)
 }
 
+// httpExchange is one request the proxy judged, of either protocol: its
+// Request record (sent), what the policy said of it, and the mark of its
+// connection upstream.
+type httpExchange struct {
+	p       *Proxy
+	rec     accesslog.Record
+	allowed bool
+	edits   []l7.Edit // for an allowed one, l7.Apply them before it goes on
+	mark    uint32
+}
+
+// judge judges req by the policy of the moment and records it: by the
+// rules of the endpoint the connection's direction names, and, for an
+// egress connection to a local server whose ingress rules are layer 7,
+// by those too (policy.go's party).
+func (h *httpConn) judge(req *http.Request) *httpExchange {
+	p := h.p
+	c := p.state.get()
+	x := &httpExchange{p: p, rec: accesslog.Record{Time: time.Now(), Type: accesslog.Request, Src: h.from, Dst: h.to, Protocol: spec.ProtoTCP,
+		HTTP: requestRecord(req)}}
+	pt := p.partyOf(c, h.dir, &x.rec)
+	x.mark = pt.mark
+	if pt.ep != nil {
+		x.allowed, x.edits = c.judgeHTTP(c.allows(pt.ep, h.dir, spec.ProtoTCP, h.to.Port(), pt.remote), req)
+	}
+	if x.allowed && pt.server != nil {
+		ok, more := c.judgeHTTP(c.allows(pt.server, spec.Ingress, spec.ProtoTCP, h.to.Port(), pt.ep.Identity), req)
+		x.allowed, x.edits = ok, append(x.edits, more...)
+	}
+	x.rec.Verdict = accesslog.Denied
+	if x.allowed {
+		x.rec.Verdict = accesslog.Forwarded
+	}
+	p.cfg.Record(x.rec)
+	return x
+}
+
+// respond records r, the answer to x's request, with verdict v.
+func (x *httpExchange) respond(r *http.Response, v accesslog.Verdict) {
+	resp := x.rec.Reply()
+	resp.Time, resp.Verdict = time.Now(), v
+	resp.Latency = resp.Time.Sub(x.rec.Time)
+	resp.HTTP = &accesslog.HTTPRecord{Method: x.rec.HTTP.Method, URL: x.rec.HTTP.URL, Protocol: protoName(r.Proto, r.ProtoMajor), Code: r.StatusCode, Headers: r.Header}
+	x.p.cfg.Record(resp)
+}
+
+// dial opens the upstream connection: to the connection's original
+// destination, from the client's address, with mark.
+func (h *httpConn) dial(ctx context.Context, mark uint32) (net.Conn, error) {
+	return h.p.cfg.Sockets.Dial(ctx, "tcp4", h.from.Addr(), h.to, mark)
+}
+
 // judgeHTTP says whether allows let req through, with the edits of the
 // rule that does.
 func (c *compiled) judgeHTTP(allows []*policy.L7Allow, req *http.Request) (bool, []l7.Edit) {
@@ -141,7 +179,16 @@ func (c *compiled) judgeHTTP(allows []*policy.L7Allow, req *http.Request) (bool,
 func requestRecord(req *http.Request) *accesslog.HTTPRecord {
 	u := *req.URL
 	u.Scheme, u.Host = "http", req.Host
-	return &accesslog.HTTPRecord{Method: req.Method, URL: u.String(), Protocol: req.Proto, Headers: req.Header.Clone()}
+	return &accesslog.HTTPRecord{Method: req.Method, URL: u.String(), Protocol: protoName(req.Proto, req.ProtoMajor), Headers: req.Header.Clone()}
+}
+
+// protoName is the protocol as records name it: Envoy's "HTTP/2" where
+// Go says "HTTP/2.0".
+func protoName(proto string, major int) string {
+	if major == 2 {
+		return "HTTP/2"
+	}
+	return proto
 }
 
 // status is the proxy's own response to req.
