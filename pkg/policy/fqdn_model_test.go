@@ -26,7 +26,9 @@ import (
 // identity that the ipcache of the prefixes handed over gives the
 // address (and at the first and last state by Trace too); the engine
 // keeps prefixes for just what needs them; and the entries reached by
-// deltas are those computed afresh.
+// deltas are those computed afresh. Under a small policy map, the
+// endpoint is refused exactly when its policy does not fit, and a
+// refused endpoint's entries stay those of before.
 
 // fqdnDatapath is what the datapath holds for the endpoint, built from
 // the engine's output as the agent passes it on: the entry changes of
@@ -38,7 +40,13 @@ type fqdnDatapath struct {
 }
 
 func (d *fqdnDatapath) sync(e *policy.Engine) {
-	_, changes := e.Flush()
+	eps, changes := e.Flush()
+	for _, st := range eps {
+		if st.ID == fqdnmodel.EndpointID && st.Resync {
+			// The changes are all the entries; the others go.
+			clear(d.entries)
+		}
+	}
 	for _, c := range changes {
 		if c.EndpointID != fqdnmodel.EndpointID {
 			continue
@@ -116,6 +124,13 @@ func TestEngineAgreesWithFQDNModel(t *testing.T) {
 	for scenario := range 1000 {
 		w := fqdnmodel.Random(r)
 		e := policy.NewEngine(w.EngineMode())
+		// Some endpoints' maps are small: names learned can make their
+		// policy too large, and names forgotten make it fit again.
+		limit := 0
+		if r.IntN(3) == 0 {
+			limit = 3 + r.IntN(16)
+			e.LimitEntries(limit)
+		}
 		dp := &fqdnDatapath{entries: map[spec.PolicyEntry][]policy.Origin{}}
 		var held fqdnHeld
 		e.UpsertIdentity(fqdnmodel.EndpointIdentity())
@@ -129,23 +144,40 @@ func TestEngineAgreesWithFQDNModel(t *testing.T) {
 			e.UpsertEndpoint(policy.EndpointInfo{ID: fqdnmodel.EndpointID, Identity: fqdnmodel.EndpointIdentity().ID})
 		}
 		dp.sync(e)
-		checkFQDNModel(t, fmt.Sprintf("scenario %d", scenario), w, e, dp, true)
+		accepted := map[spec.PolicyEntry][]policy.Origin{} // the tables' policy of before a refusal
 		const steps = 8
-		for step := range steps {
-			changes := 1
-			if r.IntN(3) == 0 {
-				changes = 2 // before one flush
+		for step := -1; step < steps; step++ {
+			if step >= 0 {
+				changes := 1
+				if r.IntN(3) == 0 {
+					changes = 2 // before one flush
+				}
+				for range changes {
+					w.Change(r)
+				}
+				held.apply(r, e, w)
+				dp.sync(e)
 			}
-			for range changes {
-				w.Change(r)
-			}
-			held.apply(r, e, w)
-			dp.sync(e)
-			what := fmt.Sprintf("scenario %d, step %d", scenario, step)
-			// Trace computes everything anew: asked at the end only.
-			checkFQDNModel(t, what, w, e, dp, step == steps-1)
+			what := fmt.Sprintf("scenario %d (limit %d), step %d", scenario, limit, step)
 			fresh := w.Engine(r)
 			fresh.Flush()
+			keys := 0
+			for ent := range fresh.Entries(fqdnmodel.EndpointID) {
+				keys += ent.Keys()
+			}
+			st, _ := e.Endpoint(fqdnmodel.EndpointID)
+			if fits := limit == 0 || keys <= limit; fits != (st.Refused == nil) {
+				t.Fatalf("%s: a policy of %d keys, refused: %v\nworld: %s", what, keys, st.Refused, w.Describe())
+			}
+			if st.Refused != nil {
+				if !maps.EqualFunc(dp.entries, accepted, slices.Equal) {
+					t.Fatalf("%s: the refused endpoint's entries changed: %v, were %v", what, dp.entries, accepted)
+				}
+				continue
+			}
+			accepted = maps.Clone(dp.entries)
+			// Trace computes everything anew: asked at the ends only.
+			checkFQDNModel(t, what, w, e, dp, step == -1 || step == steps-1)
 			if got, want := canonicalEntries(e), canonicalEntries(fresh); !maps.EqualFunc(got, want, slices.Equal) {
 				t.Fatalf("%s: by delta %v\nafresh %v\nworld: %s", what, got, want, w.Describe())
 			}
@@ -153,9 +185,10 @@ func TestEngineAgreesWithFQDNModel(t *testing.T) {
 	}
 }
 
-// checkFQDNModel judges every probed address and packet by dp (and
-// with trace by Trace) against the model; and checks that dp is what the engine holds
-// and that its ipcache holds just the prefixes something needs.
+// checkFQDNModel judges every probed address and packet by dp (and,
+// with trace, by Trace) against the model; and checks that dp is what
+// the engine holds and that its ipcache holds just the prefixes
+// something needs.
 func checkFQDNModel(t *testing.T, what string, w *fqdnmodel.World, e *policy.Engine, dp *fqdnDatapath, trace bool) {
 	t.Helper()
 	if got := e.Entries(fqdnmodel.EndpointID); !maps.EqualFunc(got, dp.entries, slices.Equal) {
