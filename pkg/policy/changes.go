@@ -41,15 +41,24 @@ type EndpointStatus struct {
 
 // Flush returns what changed since the last Flush: the endpoints whose
 // policy changed, and their entries that did.
-// An endpoint refused before is computed again when it changed: what
-// changed may have made room.
+// An endpoint that overflowed is computed again from scratch: refused
+// before, what changed may have made room; overflowed since the last
+// Flush, it may have been on the way to a policy that fits (a rule
+// replaced adds its new entries before its old ones go). Its tables hold
+// its policy of before, so if it fits they are resynced.
 func (e *Engine) Flush() ([]EndpointStatus, []EntryChange) {
+	// CIDR identities that nothing needs go first: an endpoint computed
+	// again must not count their entries (the world's selector selects
+	// every CIDR identity).
+	e.collectCIDRs()
 	for id := range e.dirtyEps {
-		if ep, ok := e.eps[id]; ok && ep.overflow != nil && ep.refused != nil {
+		if ep, ok := e.eps[id]; ok && ep.overflow != nil {
+			if ep.refused == nil {
+				ep.refused = ep.overflow
+			}
 			e.rebuild(ep)
 		}
 	}
-	e.collectCIDRs()
 	if len(e.dirtyEps) == 0 {
 		return nil, nil
 	}

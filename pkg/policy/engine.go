@@ -656,6 +656,11 @@ func (e *Engine) drop(ep *epState, f *filter, id identity.NumericIdentity) {
 	k := contribKey{f, id}
 	ents, ok := ep.contribs[k]
 	if !ok {
+		if ep.overflow != nil {
+			// Contributions stopped at the overflow: what goes may be
+			// what did not fit, and the policy may fit now.
+			e.dirtyEps[ep.info.ID] = struct{}{}
+		}
 		return
 	}
 	delete(ep.contribs, k)
