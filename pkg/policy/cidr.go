@@ -107,7 +107,7 @@ func (e *Engine) SetFQDNNames(names map[netip.Addr][]string) {
 		ns = slices.Sorted(slices.Values(ns))
 		set(a, slices.Compact(ns))
 	}
-	e.fqdnNames = names
+	e.fqdnNames = maps.Clone(names)
 }
 
 // release drops a filter's use of cs; the last use of a CIDR selector
