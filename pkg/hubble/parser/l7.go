@@ -96,6 +96,7 @@ func (p *Parser) DecodeRecord(r accesslog.Record) (*flow.Flow, error) {
 	}
 	f.Source = p.endpoint(r.SrcEndpoint, src, r.SrcIdentity)
 	f.Destination = p.endpoint(r.DstEndpoint, dst, r.DstIdentity)
+	p.sideNames(f, src, dst)
 	f.L7 = l7
 	f.Summary = summary
 	return f, nil
