@@ -196,15 +196,6 @@ func TestDecodeRecordVerdicts(t *testing.T) {
 	}
 }
 
-// A DNS answer's code other than NOERROR is its summary, in Cilium's
-// (gopacket's) words.
-func TestDNSSummaryOfAnError(t *testing.T) {
-	r := accesslog.Record{Type: accesslog.Response, DNS: &accesslog.DNSRecord{Query: "nx.example.com.", QTypes: []string{"A", "AAAA"}, RCode: 3}}
-	if got, want := dnsSummary(r), "DNS Answer RCode: Non-Existent Domain TTL: 0 (Proxy nx.example.com. A,AAAA)"; got != want {
-		t.Errorf("summary %q, want %q", got, want)
-	}
-}
-
 // fakeNames are the names endpoints learned, by endpoint and address.
 type fakeNames map[uint16]map[netip.Addr][]string
 
