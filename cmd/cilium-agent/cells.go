@@ -14,6 +14,7 @@ import (
 	"github.com/cilium-go/cilium/pkg/health"
 	"github.com/cilium-go/cilium/pkg/healthcheck"
 	"github.com/cilium-go/cilium/pkg/hubble"
+	"github.com/cilium-go/cilium/pkg/hubble/parser"
 	"github.com/cilium-go/cilium/pkg/identity/allocator"
 	"github.com/cilium-go/cilium/pkg/ipam"
 	"github.com/cilium-go/cilium/pkg/ipam/clusterpool"
@@ -64,6 +65,7 @@ var (
 		fqdnagent.Cell,         // --tofqdns-*: names the DNS proxy learned, kept across restarts, to the policy engine
 		fqdnPolicy,             // the policy engine selects learned addresses by name
 		fqdnCache,              // the FQDN cache for the API (GET /v1/fqdn/cache)
+		fqdnNames,              // the FQDN cache for Hubble: flows' source and destination names
 		loadbalancer.Cell,      // --kube-proxy-replacement: Services as frontends and backends, tables that reconcilers program
 		lbk8s.Cell,             // the load balancer's services from the Services, EndpointSlices and pods tables
 		l2announce.Cell,        // --enable-l2-announcements: one node per Service answers ARP for its addresses, elected by Leases
@@ -90,6 +92,15 @@ var (
 
 	// fqdnCache shows the API the name cache, when the proxy runs.
 	fqdnCache = cell.Provide(func(m *fqdnagent.NameManager) server.FQDNCache {
+		if m == nil {
+			return nil
+		}
+		return m
+	})
+
+	// fqdnNames gives Hubble's parser the names endpoints learned, when
+	// the proxy runs.
+	fqdnNames = cell.Provide(func(m *fqdnagent.NameManager) parser.Names {
 		if m == nil {
 			return nil
 		}

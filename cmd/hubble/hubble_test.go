@@ -68,6 +68,17 @@ func TestObserveFlagsBuildHubblesFilters(t *testing.T) {
 		{[]string{"--tcp-flags", "SYN,ACK", "--drop-reason-desc", "policy_denied", "--traffic-direction", "ingress"}, 20, false,
 			`{"dropReasonDesc":["POLICY_DENIED"],"tcpFlags":[{"ACK":true,"SYN":true}],"trafficDirection":["INGRESS"]}`},
 		{[]string{"--first", "3"}, 3, false, `{}`},
+		// L7 flows, as Hubble's CLI asks for them.
+		{[]string{"--type", "l7", "--protocol", "dns"}, 20, false, `{"eventType":[{"type":129}],"protocol":["dns"]}`},
+		{[]string{"-t", "129"}, 20, false, `{"eventType":[{"type":129}]}`},
+		{[]string{"--type", "l7", "--http-method", "get", "--http-status", "5+", "--http-path", "/api/v{1,2}/.*",
+			"--http-url", "http://.*", "--http-header", "user-agent:curl/8"}, 20, false,
+			`{"eventType":[{"type":129}],"httpHeader":[{"key":"user-agent","value":"curl/8"}],"httpMethod":["get"],` +
+				`"httpPath":["/api/v{1,2}/.*"],"httpStatusCode":["5+"],"httpUrl":["http://.*"]}`},
+		{[]string{"--fqdn", "*.cilium.io", "--http-status", "200"}, 20, false,
+			`{"httpStatusCode":["200"],"sourceFqdn":["*.cilium.io"]} {"destinationFqdn":["*.cilium.io"],"httpStatusCode":["200"]}`},
+		{[]string{"--to-fqdn", "*.example.com", "--from-pod", "x/a"}, 20, false, `{"destinationFqdn":["*.example.com"],"sourcePod":["x/a"]}`},
+		{[]string{"--from-fqdn", "cilium.io", "--to-ip", "10.0.0.1"}, 20, false, `{"destinationIp":["10.0.0.1"],"sourceFqdn":["cilium.io"]}`},
 	} {
 		req, err := requestOf(t, tc.args...)
 		if err != nil {
@@ -91,7 +102,11 @@ func TestObserveFlagsBuildHubblesFilters(t *testing.T) {
 		want string
 	}{
 		{[]string{"--verdict", "maybe"}, "--verdict"},
-		{[]string{"--type", "l7"}, "--type"},
+		{[]string{"--type", "l8"}, "--type"},
+		{[]string{"--http-header", "user-agent"}, "--http-header"},
+		{[]string{"--fqdn", "*.cilium.io", "--ip", "10.0.0.1"}, "--fqdn and --ip"},
+		{[]string{"--to-fqdn", "*.cilium.io", "--namespace", "x"}, "--to-fqdn and --namespace"},
+		{[]string{"--fqdn", "a.example", "--from-fqdn", "b.example"}, "--fqdn and --from-fqdn"},
 		{[]string{"--tcp-flags", "SYN,XMAS"}, "--tcp-flags"},
 		{[]string{"--since", "yesterday"}, "--since"},
 		{[]string{"--first", "1", "--last", "1"}, "--first"},
@@ -122,30 +137,11 @@ func TestObserveAndStatusAgainstAServer(t *testing.T) {
 		Source: &flow.Endpoint{Identity: 400, Namespace: "y", PodName: "dns"}, Destination: &flow.Endpoint{Identity: 300, Namespace: "x", PodName: "a"},
 		EventType: &flow.CiliumEventType{Type: 4, SubType: 0},
 	}})
-	sock := filepath.Join(t.TempDir(), "hubble.sock")
-	ln, err := net.Listen("unix", sock)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := grpc.NewServer()
 	agent, _ := container.NewRing(7)
 	agent.Write(container.Event{Agent: &observer.GetAgentEventsResponse{NodeName: "n1", Time: timestamppb.New(at),
 		AgentEvent: &flow.AgentEvent{Type: flow.AgentEventType_ENDPOINT_CREATED, Notification: &flow.AgentEvent_EndpointUpdate{
 			EndpointUpdate: &flow.EndpointUpdateNotification{Id: 42, Namespace: "x", PodName: "a"}}}}})
-	observer.RegisterObserverServer(srv, hubbleobserver.New(ring, "n1", "cilium-go test").WithAgentEvents(agent))
-	go srv.Serve(ln)
-	defer srv.Stop()
-
-	run := func(args ...string) string {
-		t.Helper()
-		var out bytes.Buffer
-		cmd := newRootCommand(&out)
-		cmd.SetArgs(append(args, "--server", "unix://"+sock))
-		if err := cmd.Execute(); err != nil {
-			t.Fatalf("%v: %v", args, err)
-		}
-		return out.String()
-	}
+	run := serveRings(t, ring, agent)
 	want := at.Format(time.StampMilli) + ": x/a:40000 (ID:300) <> 10.0.2.7:80 (world) Policy deny DROPPED (TCP Flags: SYN) egress-denied-by=CiliumNetworkPolicy:x/no-world\n" +
 		at.Add(time.Second).Format(time.StampMilli) + ": x/a:4000 (ID:300) <- y/dns:53 (ID:400) to-endpoint FORWARDED (UDP)\n"
 	if got := run("observe", "--print-policy-names"); got != want {
@@ -166,6 +162,97 @@ func TestObserveAndStatusAgainstAServer(t *testing.T) {
 	}
 	if got := run("status"); !strings.Contains(got, "Current/Max Flows: 2/15") || !strings.Contains(got, "Connected Nodes: 1/1") {
 		t.Errorf("status:\n%s", got)
+	}
+}
+
+// serveRings serves the rings' flows and agent events as node n1's
+// Observer service on a unix socket, and runs the CLI against it.
+func serveRings(t *testing.T, ring, agent *container.Ring) (run func(args ...string) string) {
+	t.Helper()
+	sock := filepath.Join(t.TempDir(), "hubble.sock")
+	ln, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := grpc.NewServer()
+	observer.RegisterObserverServer(srv, hubbleobserver.New(ring, "n1", "cilium-go test").WithAgentEvents(agent))
+	go srv.Serve(ln)
+	t.Cleanup(srv.Stop)
+	return func(args ...string) string {
+		t.Helper()
+		var out bytes.Buffer
+		cmd := newRootCommand(&out)
+		cmd.SetArgs(append(args, "--server", "unix://"+sock))
+		if err := cmd.Execute(); err != nil {
+			t.Fatalf("%v: %v", args, err)
+		}
+		return out.String()
+	}
+}
+
+// TestL7FlowsAndNames: the L7 flags and --fqdn select, through the
+// server's filters, the flows Hubble's would; L7 flows print with their
+// protocol and kind as the type and their record as the summary, and a
+// side known by DNS names prints by them, as Hubble's compact output.
+func TestL7FlowsAndNames(t *testing.T) {
+	at := time.Now().Add(-time.Minute).Truncate(time.Second)
+	client := &flow.Endpoint{ID: 7, Identity: 1001, Namespace: "default", PodName: "client"}
+	world := &flow.Endpoint{Identity: 2, Labels: []string{"reserved:world"}}
+	ring, _ := container.NewRing(15)
+	for i, f := range []*flow.Flow{
+		{Verdict: flow.Verdict_FORWARDED, IsReply: wrapperspb.Bool(false), EventType: &flow.CiliumEventType{Type: 4, SubType: 3},
+			IP: &flow.IP{Source: "10.0.1.5", Destination: "192.0.2.10"}, Source: client, Destination: world,
+			L4:               &flow.Layer4{Protocol: &flow.Layer4_TCP{TCP: &flow.TCP{SourcePort: 40000, DestinationPort: 443, Flags: &flow.TCPFlags{SYN: true}}}},
+			DestinationNames: []string{"world.example"}},
+		{Verdict: flow.Verdict_FORWARDED, IsReply: wrapperspb.Bool(false), EventType: &flow.CiliumEventType{Type: 129}, Type: flow.FlowType_L7,
+			IP: &flow.IP{Source: "10.0.1.5", Destination: "10.0.3.10"}, Source: client,
+			Destination: &flow.Endpoint{Identity: 1003, Namespace: "kube-system", PodName: "coredns-0"},
+			L4:          &flow.Layer4{Protocol: &flow.Layer4_UDP{UDP: &flow.UDP{SourcePort: 40000, DestinationPort: 53}}},
+			L7: &flow.Layer7{Type: flow.L7FlowType_REQUEST, Record: &flow.Layer7_Dns{Dns: &flow.DNS{Query: "world.example.",
+				Qtypes: []string{"A"}, ObservationSource: "proxy"}}},
+			Summary: "DNS Query world.example. A"},
+		// No summary: deprecated, a server may leave it out.
+		{Verdict: flow.Verdict_FORWARDED, IsReply: wrapperspb.Bool(true), EventType: &flow.CiliumEventType{Type: 129}, Type: flow.FlowType_L7,
+			IP: &flow.IP{Source: "192.0.2.10", Destination: "10.0.1.5"}, Source: world, Destination: client,
+			L4: &flow.Layer4{Protocol: &flow.Layer4_TCP{TCP: &flow.TCP{SourcePort: 80, DestinationPort: 42000}}},
+			L7: &flow.Layer7{Type: flow.L7FlowType_RESPONSE, LatencyNs: uint64(10 * time.Millisecond), Record: &flow.Layer7_Http{Http: &flow.HTTP{
+				Method: "GET", Url: "http://world.example/", Protocol: "HTTP/1.1", Code: 200}}},
+			SourceNames: []string{"world.example"}},
+	} {
+		f.Time, f.NodeName = timestamppb.New(at.Add(time.Duration(i)*time.Second)), "n1"
+		ring.Write(container.Event{Flow: f})
+	}
+	agent, _ := container.NewRing(7)
+	run := serveRings(t, ring, agent)
+	ts := func(i int) string { return at.Add(time.Duration(i)*time.Second).Format(time.StampMilli) + ": " }
+	lines := []string{
+		ts(0) + "default/client:40000 (ID:1001) -> world.example:443 (world) to-stack FORWARDED (TCP Flags: SYN)\n",
+		ts(1) + "default/client:40000 (ID:1001) -> kube-system/coredns-0:53 (ID:1003) dns-request proxy FORWARDED (DNS Query world.example. A)\n",
+		ts(2) + "default/client:42000 (ID:1001) <- world.example:80 (world) http-response FORWARDED (HTTP/1.1 200 10ms (GET http://world.example/))\n",
+	}
+	for _, tc := range []struct {
+		args []string
+		want []int
+	}{
+		{[]string{"--type", "l7"}, []int{1, 2}},
+		{[]string{"--type", "l7", "--protocol", "dns"}, []int{1}},
+		{[]string{"--protocol", "http", "--http-status", "2+", "--http-method", "get", "--http-path", "^/$"}, []int{2}},
+		{[]string{"--http-status", "404"}, nil},
+		{[]string{"--fqdn", "*.example"}, []int{0, 2}},
+		{[]string{"--to-fqdn", "world.example"}, []int{0}},
+		{[]string{"--from-fqdn", "world.example"}, []int{2}},
+	} {
+		var want string
+		for _, i := range tc.want {
+			want += lines[i]
+		}
+		if got := run(append([]string{"observe"}, tc.args...)...); got != want {
+			t.Errorf("observe %v:\n got %q\nwant %q", tc.args, got, want)
+		}
+	}
+	if got := run("observe", "--type", "l7", "--protocol", "http", "-o", "json"); !strings.Contains(got, `"sourceNames":["world.example"]`) ||
+		!strings.Contains(got, `"code":200`) || strings.Count(got, "\n") != 1 {
+		t.Errorf("json:\n%s", got)
 	}
 }
 

@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/cilium-go/cilium/pkg/hubble/flows"
@@ -37,8 +38,11 @@ type observeOptions struct {
 	port, fromPort, toPort             []string
 	identity, fromIdentity, toIdentity []uint
 	service, fromService, toService    []string
+	fqdn, fromFQDN, toFQDN             []string
 	// Flags of the flow as a whole.
 	verdict, protocol, types, dropReasons, directions, nodeNames, tcpFlags []string
+	// Flags of L7 flows' HTTP records.
+	httpStatus, httpMethod, httpPath, httpURL, httpHeader []string
 }
 
 func newObserveCommand(g *globals) *cobra.Command {
@@ -84,6 +88,7 @@ func observeCommand(g *globals) (*cobra.Command, *observeOptions) {
 		{&o.label, &o.fromLabel, &o.toLabel, "label", "label selector (app=x,k8s:tier in (a,b))"},
 		{&o.port, &o.fromPort, &o.toPort, "port", "L4 port"},
 		{&o.service, &o.fromService, &o.toService, "service", "Service, [namespace/]name prefix"},
+		{&o.fqdn, &o.fromFQDN, &o.toFQDN, "fqdn", "DNS name pattern (*.cilium.io)"},
 	} {
 		f.StringSliceVar(s.either, s.name, nil, "flows from or to this "+s.help)
 		f.StringSliceVar(s.from, "from-"+s.name, nil, "flows from this "+s.help)
@@ -93,12 +98,19 @@ func observeCommand(g *globals) (*cobra.Command, *observeOptions) {
 	f.UintSliceVar(&o.fromIdentity, "from-identity", nil, "flows from this security identity")
 	f.UintSliceVar(&o.toIdentity, "to-identity", nil, "flows to this security identity")
 	f.StringSliceVar(&o.verdict, "verdict", nil, "FORWARDED, DROPPED, ERROR, AUDIT, REDIRECTED, TRACED or TRANSLATED")
-	f.StringSliceVar(&o.protocol, "protocol", nil, "tcp, udp, sctp or icmp")
-	f.StringSliceVarP(&o.types, "type", "t", nil, "event type: drop, trace, policy-verdict (trace:to-endpoint and the like name an observation point)")
+	f.StringSliceVar(&o.protocol, "protocol", nil, "L4 or L7 protocol: tcp, udp, sctp, icmp, icmpv4, icmpv6, dns or http")
+	f.StringSliceVarP(&o.types, "type", "t", nil,
+		"event type: drop, trace, policy-verdict, trace-sock, l7 or a number (trace:to-endpoint and the like name an observation point)")
 	f.StringSliceVar(&o.dropReasons, "drop-reason-desc", nil, "drop reason, as Hubble names it (POLICY_DENIED)")
 	f.StringSliceVar(&o.directions, "traffic-direction", nil, "ingress or egress")
 	f.StringSliceVar(&o.nodeNames, "node-name", nil, "node name pattern (node-*)")
 	f.StringArrayVar(&o.tcpFlags, "tcp-flags", nil, "flows with these TCP flags set: SYN,ACK has both; repeated, any of the sets")
+	f.StringSliceVar(&o.httpStatus, "http-status", nil, "HTTP status code or prefix (404, 5+)")
+	f.StringSliceVar(&o.httpMethod, "http-method", nil, "HTTP method (get, post)")
+	// Regular expressions and headers may hold commas: one value a flag.
+	f.StringArrayVar(&o.httpPath, "http-path", nil, `HTTP path regular expression (/page/\d+)`)
+	f.StringArrayVar(&o.httpURL, "http-url", nil, `HTTP URL regular expression (http://.*cilium\.io/page/\d+)`)
+	f.StringArrayVar(&o.httpHeader, "http-header", nil, "HTTP header, name:value")
 	cmd.AddCommand(newAgentEventsCommand(g))
 	return cmd, o
 }
@@ -110,6 +122,9 @@ func (o *observeOptions) request(cmd *cobra.Command, now time.Time) (*observer.G
 		return nil, err
 	}
 	req := &observer.GetFlowsRequest{Number: w.number, First: w.first, Follow: o.follow, Since: w.since, Until: w.until}
+	if err := fqdnConflicts(cmd.Flags()); err != nil {
+		return nil, err
+	}
 	src, dst, err := o.filters()
 	if err != nil {
 		return nil, err
@@ -119,6 +134,25 @@ func (o *observeOptions) request(cmd *cobra.Command, now time.Time) (*observer.G
 		req.Whitelist = append(req.Whitelist, dst)
 	}
 	return req, nil
+}
+
+// fqdnConflicts refuses, as Hubble does, a side named both by DNS names
+// and by address, pod or namespace, and --fqdn with --from-fqdn or
+// --to-fqdn.
+func fqdnConflicts(fs *pflag.FlagSet) error {
+	for _, side := range []string{"from", "to"} {
+		var changed []string
+		for _, name := range []string{"fqdn", side + "-fqdn", "ip", side + "-ip", "pod", side + "-pod", "namespace", side + "-namespace"} {
+			if fs.Changed(name) {
+				changed = append(changed, name)
+			}
+		}
+		// The fqdn flags come first: a conflict has one of them.
+		if len(changed) > 1 && strings.HasSuffix(changed[0], "fqdn") {
+			return fmt.Errorf("filters --%s and --%s cannot be combined", changed[0], changed[1])
+		}
+	}
+	return nil
 }
 
 // window is what --last, --first, --since and --until ask for.
@@ -296,6 +330,8 @@ func (o *observeOptions) filters() (src, dst *flow.FlowFilter, err error) {
 		func(f *flow.FlowFilter) *[]string { return &f.DestinationPort })
 	sides(o.service, o.fromService, o.toService, func(f *flow.FlowFilter) *[]string { return &f.SourceService },
 		func(f *flow.FlowFilter) *[]string { return &f.DestinationService })
+	sides(o.fqdn, o.fromFQDN, o.toFQDN, func(f *flow.FlowFilter) *[]string { return &f.SourceFqdn },
+		func(f *flow.FlowFilter) *[]string { return &f.DestinationFqdn })
 	ids := func(in []uint) []uint32 {
 		out := make([]uint32, 0, len(in))
 		for _, n := range in {
@@ -312,33 +348,56 @@ func (o *observeOptions) filters() (src, dst *flow.FlowFilter, err error) {
 		src.SourceIdentity = append(src.SourceIdentity, ids(o.identity)...)
 		dst.DestinationIdentity = append(dst.DestinationIdentity, ids(o.identity)...)
 	}
-	common := &flow.FlowFilter{NodeName: o.nodeNames}
+	common, err := o.flowFields()
+	if err != nil {
+		return nil, nil, err
+	}
+	for _, f := range []*flow.FlowFilter{src, dst} {
+		proto.Merge(f, common)
+	}
+	if !either {
+		return src, nil, nil
+	}
+	return src, dst, nil
+}
+
+// flowFields are the fields of the flow as a whole, which both filters
+// of the pair have.
+func (o *observeOptions) flowFields() (*flow.FlowFilter, error) {
+	common := &flow.FlowFilter{NodeName: o.nodeNames, Protocol: o.protocol, HttpStatusCode: o.httpStatus, HttpMethod: o.httpMethod,
+		HttpPath: o.httpPath, HttpUrl: o.httpURL}
+	for _, h := range o.httpHeader {
+		k, v, ok := strings.Cut(h, ":")
+		if !ok {
+			return nil, fmt.Errorf("--http-header %q: want name:value", h)
+		}
+		common.HttpHeader = append(common.HttpHeader, &flow.HTTPHeader{Key: k, Value: v})
+	}
 	for _, v := range o.verdict {
 		n, ok := flow.Verdict_value[strings.ToUpper(v)]
 		if !ok || n == 0 {
-			return nil, nil, fmt.Errorf("--verdict %q: want FORWARDED, DROPPED, ERROR, AUDIT, REDIRECTED, TRACED or TRANSLATED", v)
+			return nil, fmt.Errorf("--verdict %q: want FORWARDED, DROPPED, ERROR, AUDIT, REDIRECTED, TRACED or TRANSLATED", v)
 		}
 		common.Verdict = append(common.Verdict, flow.Verdict(n))
 	}
-	common.Protocol = o.protocol
 	for _, t := range o.types {
 		et, err := eventType(t)
 		if err != nil {
-			return nil, nil, err
+			return nil, err
 		}
 		common.EventType = append(common.EventType, et)
 	}
 	for _, r := range o.dropReasons {
 		n, ok := flow.DropReason_value[strings.ToUpper(r)]
 		if !ok {
-			return nil, nil, fmt.Errorf("--drop-reason-desc %q: not one of Hubble's drop reasons", r)
+			return nil, fmt.Errorf("--drop-reason-desc %q: not one of Hubble's drop reasons", r)
 		}
 		common.DropReasonDesc = append(common.DropReasonDesc, flow.DropReason(n))
 	}
 	for _, d := range o.directions {
 		n, ok := flow.TrafficDirection_value[strings.ToUpper(d)]
 		if !ok || n == 0 {
-			return nil, nil, fmt.Errorf("--traffic-direction %q: want ingress or egress", d)
+			return nil, fmt.Errorf("--traffic-direction %q: want ingress or egress", d)
 		}
 		common.TrafficDirection = append(common.TrafficDirection, flow.TrafficDirection(n))
 	}
@@ -348,28 +407,26 @@ func (o *observeOptions) filters() (src, dst *flow.FlowFilter, err error) {
 			set := map[string]*bool{"SYN": &tf.SYN, "FIN": &tf.FIN, "RST": &tf.RST, "PSH": &tf.PSH, "ACK": &tf.ACK,
 				"URG": &tf.URG, "ECE": &tf.ECE, "CWR": &tf.CWR, "NS": &tf.NS}[strings.ToUpper(name)]
 			if set == nil {
-				return nil, nil, fmt.Errorf("--tcp-flags %q: %q is not a TCP flag", fl, name)
+				return nil, fmt.Errorf("--tcp-flags %q: %q is not a TCP flag", fl, name)
 			}
 			*set = true
 		}
 		common.TcpFlags = append(common.TcpFlags, tf)
 	}
-	for _, f := range []*flow.FlowFilter{src, dst} {
-		f.NodeName, f.Verdict, f.Protocol, f.EventType = common.NodeName, common.Verdict, common.Protocol, common.EventType
-		f.DropReasonDesc, f.TrafficDirection, f.TcpFlags = common.DropReasonDesc, common.TrafficDirection, common.TcpFlags
-	}
-	if !either {
-		return src, nil, nil
-	}
-	return src, dst, nil
+	return common, nil
 }
 
-// eventType reads --type: drop, trace[:point] or policy-verdict.
+// eventType reads --type: a type by its name (drop, trace, l7, ...) or
+// number, as Hubble's, and an optional subtype (trace:to-endpoint).
 func eventType(s string) (*flow.EventTypeFilter, error) {
 	name, sub, hasSub := strings.Cut(s, ":")
 	t, ok := flows.EventTypes[name]
 	if !ok {
-		return nil, fmt.Errorf("--type %q: want drop, trace or policy-verdict", s)
+		n, err := strconv.ParseUint(name, 10, 31)
+		if err != nil {
+			return nil, fmt.Errorf("--type %q: want drop, trace, policy-verdict, trace-sock, l7 or a number", s)
+		}
+		t = int32(n)
 	}
 	f := &flow.EventTypeFilter{Type: t}
 	if hasSub {

@@ -1,6 +1,6 @@
 package main
 
-//lint:file-ignore SA1019 a socket trace's Summary (deprecated in flow.proto) is its only L4 words; Cilium's agents still send it.
+//lint:file-ignore SA1019 a socket trace's and an L7 flow's Summary (deprecated in flow.proto) are their words; Cilium's agents still send it.
 
 import (
 	"bytes"
@@ -140,11 +140,12 @@ func printJSON(w io.Writer, m proto.Message) error {
 func (jsonPrinter) flush() {}
 
 // endpointName is one side as namespace/pod:port, else the Service it
-// is as namespace/service:port, else address:port, as Hubble's.
+// is as namespace/service:port, else its DNS names as name,name:port,
+// else address:port, as Hubble's.
 func endpointName(f *flow.Flow, source bool) string {
-	ep, addr, svc := f.GetDestination(), f.GetIP().GetDestination(), f.GetDestinationService()
+	ep, addr, svc, names := f.GetDestination(), f.GetIP().GetDestination(), f.GetDestinationService(), f.GetDestinationNames()
 	if source {
-		ep, addr, svc = f.GetSource(), f.GetIP().GetSource(), f.GetSourceService()
+		ep, addr, svc, names = f.GetSource(), f.GetIP().GetSource(), f.GetSourceService(), f.GetSourceNames()
 	}
 	name := addr
 	switch {
@@ -152,6 +153,8 @@ func endpointName(f *flow.Flow, source bool) string {
 		name = ep.GetNamespace() + "/" + ep.GetPodName()
 	case svc.GetName() != "":
 		name = svc.GetNamespace() + "/" + svc.GetName()
+	case len(names) > 0:
+		name = strings.Join(names, ",")
 	}
 	if src, dst, ok := flows.Ports(f); ok {
 		port := dst
@@ -176,8 +179,19 @@ func identityName(ep *flow.Endpoint) string {
 }
 
 // flowType is what Hubble shows as the TYPE: the observation point of a
-// trace, the reason of a drop, policy-verdict with the direction.
+// trace, the reason of a drop, policy-verdict with the direction, and an
+// L7 record's protocol and kind (http-request, dns-response proxy).
 func flowType(f *flow.Flow) string {
+	if l7 := f.GetL7(); l7 != nil {
+		protocol, kind := "l7", strings.ToLower(l7.GetType().String())
+		switch {
+		case l7.GetHttp() != nil:
+			protocol = "http"
+		case l7.GetDns() != nil:
+			protocol, kind = "dns", kind+" "+l7.GetDns().GetObservationSource()
+		}
+		return protocol + "-" + kind
+	}
 	sub := f.GetEventType().GetSubType()
 	switch f.GetEventType().GetType() {
 	case flows.EventTypes["trace"]:
@@ -210,8 +224,15 @@ func reasonText(r flow.DropReason) string {
 	return strings.ToUpper(s[:1]) + s[1:]
 }
 
-// summary is the flow's L4 in a few words.
+// summary is the flow's L4 in a few words, or its L7 record's.
 func summary(f *flow.Flow) string {
+	if l7 := f.GetL7(); l7 != nil {
+		if s := f.GetSummary(); s != "" {
+			return s
+		}
+		// Summary is deprecated: a server may leave it out.
+		return flows.L7Summary(l7)
+	}
 	// A socket trace has ports but no packet: its summary says TCP or UDP.
 	if f.GetSummary() != "" && (f.GetL4() == nil || f.GetType() == flow.FlowType_SOCK) {
 		return f.GetSummary()

@@ -174,6 +174,31 @@ func (c *Cache) Names() map[netip.Addr][]string {
 	return out
 }
 
+// Learned are, for each endpoint, the names it learned of each address,
+// sorted: what Hubble knows a flow's other side by. Zombies are left out,
+// as Cilium's Hubble leaves them: it reads an endpoint's DNS history, not
+// the addresses kept past their TTL for open connections.
+func (c *Cache) Learned() map[uint16]map[netip.Addr][]string {
+	out := map[uint16]map[netip.Addr][]string{}
+	for _, e := range c.entries {
+		if e.Zombie {
+			continue
+		}
+		byAddr := out[e.Endpoint]
+		if byAddr == nil {
+			byAddr = map[netip.Addr][]string{}
+			out[e.Endpoint] = byAddr
+		}
+		byAddr[e.IP] = append(byAddr[e.IP], e.Name) // an entry per endpoint, name and address: no duplicates
+	}
+	for _, byAddr := range out {
+		for _, ns := range byAddr {
+			slices.Sort(ns)
+		}
+	}
+	return out
+}
+
 // Entries lists the cache, by endpoint, name and address.
 func (c *Cache) Entries() []CacheEntry {
 	out := make([]CacheEntry, 0, len(c.entries))

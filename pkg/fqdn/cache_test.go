@@ -100,3 +100,28 @@ func TestCacheRestore(t *testing.T) {
 		t.Fatal("forget endpoint")
 	}
 }
+
+// Learned is per endpoint: an address has the names its endpoint learned,
+// not another's, and none once they are kept only for a connection.
+func TestCacheLearnedPerEndpoint(t *testing.T) {
+	c := NewCache(CacheConfig{IdleGrace: time.Minute})
+	ip, other := addrs("192.0.2.1")[0], addrs("192.0.2.2")[0]
+	c.Learn(Lookup{Endpoint: 1, Name: "B.example", IPs: []netip.Addr{ip}, TTL: 60, Time: t0})
+	c.Learn(Lookup{Endpoint: 1, Name: "a.example.", IPs: []netip.Addr{ip, other}, TTL: 1, Time: t0})
+	c.Learn(Lookup{Endpoint: 2, Name: "c.example.", IPs: []netip.Addr{ip}, TTL: 60, Time: t0})
+	l := c.Learned()
+	if got := l[1][ip]; !slices.Equal(got, []string{"a.example.", "b.example."}) {
+		t.Errorf("endpoint 1's names of %s: %v", ip, got)
+	}
+	if got := l[2][ip]; !slices.Equal(got, []string{"c.example."}) {
+		t.Errorf("endpoint 2's names of %s: %v", ip, got)
+	}
+	if got := l[2][other]; got != nil {
+		t.Errorf("endpoint 2 learned nothing of %s: %v", other, got)
+	}
+	inUse := func(ep uint16, a netip.Addr) bool { return ep == 1 && a == other }
+	c.Expire(t0.Add(2*time.Second), inUse)
+	if got := c.Learned()[1]; !slices.Equal(got[ip], []string{"b.example."}) || got[other] != nil {
+		t.Errorf("endpoint 1's names after a.example expired (a zombie of %s): %v", other, got)
+	}
+}

@@ -28,6 +28,7 @@ import (
 	"github.com/cilium-go/cilium/internal/testenv"
 	"github.com/cilium-go/cilium/pkg/endpoint"
 	"github.com/cilium-go/cilium/pkg/health"
+	"github.com/cilium-go/cilium/pkg/hubble/parser"
 	k8sagent "github.com/cilium-go/cilium/pkg/k8s/agent"
 	"github.com/cilium-go/cilium/pkg/monitor"
 	"github.com/cilium-go/cilium/pkg/paths"
@@ -77,12 +78,12 @@ func freeAddr(t *testing.T) string {
 	return ln.Addr().String()
 }
 
-// startHubble starts the module with its config as configure says, and
-// the layer-7 proxy's directory in proxyDir.
-func startHubble(t *testing.T, configure func(*Config), proxyDir string) *monitor.Hub {
+// startHubble starts the module with its config as configure says, the
+// layer-7 proxy's directory in proxyDir, and the extra cells.
+func startHubble(t *testing.T, configure func(*Config), proxyDir string, extra ...cell.Cell) *monitor.Hub {
 	t.Helper()
 	hub := monitor.NewHub()
-	h := health.NewHive(job.Cell, statedb.Cell, health.Cell, Cell,
+	h := health.NewHive(job.Cell, statedb.Cell, health.Cell, Cell, cell.Group(extra...),
 		cell.Config(paths.DefaultConfig),
 		cell.Config(proxyagent.Config{EnableL7Proxy: true, ProxyDir: proxyDir}),
 		cell.Provide(
@@ -231,4 +232,53 @@ func TestCellShowsTheProxysRecords(t *testing.T) {
 	if want := `hubble_dns_queries_total{ips_returned="0",qtypes="A",query="evil.example.org.",rcode="Policy denied"} 1`; !strings.Contains(string(body), want) {
 		t.Errorf("metrics without %s:\n%s", want, body)
 	}
+}
+
+// learnedNames are the names endpoints learned, as the agent's FQDN cache
+// answers them.
+type learnedNames map[uint16]map[netip.Addr][]string
+
+func (n learnedNames) NamesOf(ep uint16, a netip.Addr) []string { return n[ep][a] }
+
+// TestCellNamesFlowsByLearnedNames: given the names endpoints learned
+// (the agent provides its FQDN cache), a local endpoint's flow names the
+// other side by them, and hubble observe --to-fqdn finds it.
+func TestCellNamesFlowsByLearnedNames(t *testing.T) {
+	sock := filepath.Join(t.TempDir(), "hubble.sock")
+	server := netip.MustParseAddr("192.0.2.10")
+	hub := startHubble(t, func(c *Config) { c.EnableHubble, c.HubbleSocketPath = true, sock }, t.TempDir(),
+		cell.Provide(func() parser.Names { return learnedNames{7: {server: {"world.example."}}} }),
+		cell.Invoke(func(db *statedb.DB, eps statedb.Table[*endpoint.EndpointRow]) error {
+			rw := eps.(statedb.RWTable[*endpoint.EndpointRow]) // the table startHubble made
+			txn := db.WriteTxn(rw)
+			_, _, err := rw.Insert(txn, &endpoint.EndpointRow{Endpoint: endpoint.Endpoint{ID: 7, Identity: 1000,
+				IPv4: netip.MustParseAddr("10.0.1.5")}})
+			txn.Commit()
+			return err
+		}))
+	hub.Publish(spec.Event{Type: spec.EventTrace, Point: spec.TraceToStack, Direction: spec.Egress, CT: spec.CTNew,
+		Src: netip.MustParseAddr("10.0.1.5"), Dst: server, SrcPort: 40000, DstPort: 443, Protocol: spec.ProtoTCP,
+		TCPFlags: 0x02, SrcIdentity: 1000, DstIdentity: 2, SrcEndpoint: 7})
+
+	conn, err := grpc.NewClient("unix://"+sock, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	client := observer.NewObserverClient(conn)
+	testenv.Eventually(t, 10*time.Second, func() error {
+		stream, err := client.GetFlows(context.Background(), &observer.GetFlowsRequest{Number: 10,
+			Whitelist: []*flow.FlowFilter{{DestinationFqdn: []string{"*.example"}}}})
+		if err != nil {
+			return err
+		}
+		resp, err := stream.Recv()
+		if err != nil {
+			return fmt.Errorf("no flow to *.example: %w", err)
+		}
+		if names := resp.GetFlow().GetDestinationNames(); len(names) != 1 || names[0] != "world.example" {
+			return fmt.Errorf("destination names %q, want world.example", names)
+		}
+		return nil
+	})
 }

@@ -60,13 +60,28 @@ func newFlowRing(c Config) (*flowRing, error) {
 	return &flowRing{r}, nil
 }
 
+type parserParams struct {
+	cell.In
+	Config Config
+	Node   nodeName
+	State  *agentState
+	// Names are what endpoints learned through the DNS proxy (the
+	// agent's FQDN cache); absent, or nil, without the proxy.
+	Names parser.Names `optional:"true"`
+}
+
 // newParser makes flows of the datapath's events and of the layer-7
-// proxy's records alike; nil when Hubble is off.
-func newParser(c Config, node nodeName, state *agentState) *parser.Parser {
-	if !c.EnableHubble {
+// proxy's records alike, their sides known by their DNS names where
+// endpoints learned them; nil when Hubble is off.
+func newParser(p parserParams) *parser.Parser {
+	if !p.Config.EnableHubble {
 		return nil
 	}
-	return parser.New(string(node), state, monitor.Clock)
+	pr := parser.New(string(p.Node), p.State, monitor.Clock)
+	if p.Names != nil {
+		pr = pr.WithNames(p.Names)
+	}
+	return pr
 }
 
 func newAgentEvents(c Config, node nodeName) (*agentEvents, error) {

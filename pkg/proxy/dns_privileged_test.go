@@ -274,7 +274,8 @@ func TestPrivilegedDNSProxy(t *testing.T) {
 	if !slices.Equal(verdicts, wantVerdicts) {
 		t.Fatalf("records %q, want %q", verdicts, wantVerdicts)
 	}
-	if r := records[1]; r.Src != netip.AddrPortFrom(server.IP, 53) || r.DstIdentity != client.Identity || r.DNS.TTL != 60 {
+	if r := records[1]; r.Src != netip.AddrPortFrom(server.IP, 53) || r.DstIdentity != client.Identity || r.DstEndpoint != client.ID ||
+		r.SrcEndpoint != 0 || r.DNS.TTL != 60 {
 		t.Fatalf("response record %+v", r)
 	}
 }

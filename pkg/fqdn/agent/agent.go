@@ -17,6 +17,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/cilium/statedb"
@@ -53,6 +54,9 @@ type NameManager struct {
 	mu    sync.Mutex
 	cache *fqdn.Cache
 	wake  chan struct{}
+	// learned is the cache's Learned as of its last change, for Hubble:
+	// read once per flow, it must not wait for mu, held across disk writes.
+	learned atomic.Pointer[map[uint16]map[netip.Addr][]string]
 }
 
 func newNameManager(log *slog.Logger, db *statedb.DB, ipc statedb.Table[*ipcache.EntryRow], eps statedb.Table[*endpoint.EndpointRow],
@@ -81,6 +85,7 @@ func (m *NameManager) restore() error {
 	m.mu.Lock()
 	m.cache.Restore(entries)
 	names := m.cache.Names()
+	m.publish()
 	m.mu.Unlock()
 	m.policy.SetFQDNNames(names)
 	m.log.Info("FQDN cache restored", "entries", len(entries))
@@ -110,6 +115,7 @@ func (m *NameManager) changed() {
 		m.log.Error("save the FQDN cache", "path", m.path, "error", err)
 	}
 	m.policy.SetFQDNNames(m.cache.Names())
+	m.publish()
 	select {
 	case m.wake <- struct{}{}:
 	default:
@@ -153,6 +159,24 @@ func (m *NameManager) awaitIPCache(ctx context.Context, ip netip.Addr) error {
 		case <-watch:
 		}
 	}
+}
+
+// publish makes the cache's names what NamesOf answers; the caller holds
+// mu.
+func (m *NameManager) publish() {
+	learned := m.cache.Learned()
+	m.learned.Store(&learned)
+}
+
+// NamesOf are the names, sorted, that endpoint ep learned of addr through
+// the DNS proxy, as of the cache's last change: what Hubble knows the
+// other side of ep's flows by. The slice is shared: read it only.
+func (m *NameManager) NamesOf(ep uint16, addr netip.Addr) []string {
+	learned := m.learned.Load()
+	if learned == nil {
+		return nil
+	}
+	return (*learned)[ep][addr]
 }
 
 // Entries lists the cache.

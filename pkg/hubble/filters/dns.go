@@ -11,9 +11,9 @@ import (
 
 // dnsFilters: dns_query (regular expressions on a DNS record's query),
 // source_fqdn and destination_fqdn (patterns on the names a side is
-// known by). A DNS record is an L7 flow's, of the DNS proxy; the names
-// of a side are none until the agent tells the parser of them, and an
-// fqdn filter does not match a record's query, as in Cilium.
+// known by: those the endpoint on the other side learned of it through
+// the DNS proxy). A DNS record is an L7 flow's, of the DNS proxy; an fqdn
+// filter does not match a record's query, as in Cilium.
 func dnsFilters(ff *flow.FlowFilter) ([]Func, error) {
 	query, err := when(ff.GetDnsQuery(), dnsQuery)
 	if err != nil {
@@ -45,15 +45,20 @@ func dnsQuery(values []string) (Func, error) {
 	}, nil
 }
 
-// fqdn matches DNS names against patterns where * stands for any run of
-// letters, digits, dots and dashes (not underscores, as in Cilium),
-// case-insensitive, a trailing dot ignored.
+// fqdn matches a side's names against patterns as Cilium's Hubble does:
+// a pattern is lowercased and loses one trailing dot, and its * stands
+// for any run of letters, digits, dots and dashes (not underscores). The
+// names are matched as flows carry them, lower case without the root's
+// dot, the form the parser gives them.
 func fqdn(field string, patterns []string, get func(*flow.Flow) []string) (Func, error) {
 	var alts []string
 	for _, p := range patterns {
 		p = strings.ToLower(strings.TrimSuffix(strings.TrimSpace(p), "."))
-		if p == "" {
+		switch {
+		case p == "":
 			return nil, fmt.Errorf("%s: an empty pattern", field)
+		case strings.HasSuffix(p, "."):
+			return nil, fmt.Errorf("%s %q: more than one trailing dot", field, p)
 		}
 		var b strings.Builder
 		for _, r := range p {
@@ -71,7 +76,5 @@ func fqdn(field string, patterns []string, get func(*flow.Flow) []string) (Func,
 		alts = append(alts, b.String())
 	}
 	re := regexp.MustCompile(`^(?:` + strings.Join(alts, "|") + `)$`)
-	return func(f *flow.Flow) bool {
-		return slices.ContainsFunc(get(f), func(n string) bool { return re.MatchString(strings.ToLower(strings.TrimSuffix(n, "."))) })
-	}, nil
+	return func(f *flow.Flow) bool { return slices.ContainsFunc(get(f), re.MatchString) }, nil
 }

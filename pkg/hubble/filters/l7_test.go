@@ -19,7 +19,7 @@ func TestL7AndOtherFields(t *testing.T) {
 	httpFlow := l7Flow()
 	dnsFlow := &flow.Flow{Verdict: flow.Verdict_DROPPED, Type: flow.FlowType_L7, EventType: &flow.CiliumEventType{Type: 129},
 		L7:               &flow.Layer7{Type: flow.L7FlowType_REQUEST, Record: &flow.Layer7_Dns{Dns: &flow.DNS{Query: "api.example.com."}}},
-		DestinationNames: []string{"API.example.com."}}
+		DestinationNames: []string{"api.example.com"}}
 	other := &flow.Flow{IP: &flow.IP{Source: "10.0.0.1", SourceXlated: "192.0.2.1", Encrypted: true},
 		Source:       &flow.Endpoint{ClusterName: "east"},
 		NodeLabels:   []string{"k8s:topology.kubernetes.io/zone=a"},

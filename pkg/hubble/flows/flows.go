@@ -75,7 +75,7 @@ func TCPFlags(fl *flow.TCPFlags) string {
 // Cilium's event types and trace observation points by name, as Hubble's
 // --type filter and its metrics name them.
 var (
-	EventTypes  = map[string]int32{"drop": 1, "trace": 4, "policy-verdict": 5, "trace-sock": 7}
+	EventTypes  = map[string]int32{"drop": 1, "trace": 4, "policy-verdict": 5, "trace-sock": 7, "l7": EventTypeL7}
 	TracePoints = map[string]int32{"to-endpoint": 0, "to-proxy": 1, "to-host": 2, "to-stack": 3, "to-overlay": 4,
 		"from-endpoint": 5, "from-proxy": 6, "from-host": 7, "from-stack": 8, "from-overlay": 9, "from-network": 10, "to-network": 11}
 )

@@ -8,8 +8,6 @@ import (
 	"maps"
 	"net/url"
 	"slices"
-	"strings"
-	"time"
 
 	"github.com/cilium/cilium/api/v1/flow"
 
@@ -53,15 +51,11 @@ func (p *Parser) DecodeRecord(r accesslog.Record) (*flow.Flow, error) {
 			l7.LatencyNs = uint64(r.Latency)
 		}
 	}
-	var summary string
 	switch {
 	case r.DNS != nil:
 		l7.Record = &flow.Layer7_Dns{Dns: dnsOf(r)}
-		summary = dnsSummary(r)
 	case r.HTTP != nil:
-		h := httpOf(r)
-		l7.Record = &flow.Layer7_Http{Http: h}
-		summary = httpSummary(h, l7)
+		l7.Record = &flow.Layer7_Http{Http: httpOf(r)}
 	default:
 		return nil, errors.New("an L7 record of neither DNS nor HTTP")
 	}
@@ -96,8 +90,9 @@ func (p *Parser) DecodeRecord(r accesslog.Record) (*flow.Flow, error) {
 	}
 	f.Source = p.endpoint(r.SrcEndpoint, src, r.SrcIdentity)
 	f.Destination = p.endpoint(r.DstEndpoint, dst, r.DstIdentity)
+	p.sideNames(f, src, dst)
 	f.L7 = l7
-	f.Summary = summary
+	f.Summary = flows.L7Summary(l7)
 	return f, nil
 }
 
@@ -142,61 +137,4 @@ func redactUserinfo(raw string) string {
 	}
 	u.User = url.UserPassword(u.User.Username(), redacted)
 	return u.String()
-}
-
-// httpSummary is Cilium's: "HTTP/1.1 GET http://host/path" for a
-// request, with the status and the latency in milliseconds before it for
-// a response.
-func httpSummary(h *flow.HTTP, l7 *flow.Layer7) string {
-	req := h.GetMethod() + " " + h.GetUrl()
-	if l7.GetType() == flow.L7FlowType_RESPONSE {
-		return fmt.Sprintf("%s %d %dms (%s)", h.GetProtocol(), h.GetCode(), time.Duration(l7.GetLatencyNs())/time.Millisecond, req)
-	}
-	return h.GetProtocol() + " " + req
-}
-
-// dnsSummary is Cilium's: "DNS Query NAME TYPES" for a query; for an
-// answer its addresses and CNAMEs, or its code if not NOERROR, and where
-// it was seen.
-func dnsSummary(r accesslog.Record) string {
-	d := r.DNS
-	qtypes := strings.Join(d.QTypes, ",")
-	if r.Type != accesslog.Response {
-		return fmt.Sprintf("DNS Query %s %s", d.Query, qtypes)
-	}
-	var answer string
-	if d.RCode != 0 {
-		answer = "RCode: " + rcodeName(d.RCode)
-	} else {
-		var parts []string
-		if len(d.IPs) > 0 {
-			ips := make([]string, len(d.IPs))
-			for i, ip := range d.IPs {
-				ips[i] = ip.String()
-			}
-			parts = append(parts, fmt.Sprintf("%q", strings.Join(ips, ",")))
-		}
-		if len(d.CNAMEs) > 0 {
-			parts = append(parts, fmt.Sprintf("CNAMEs: %q", strings.Join(d.CNAMEs, ",")))
-		}
-		answer = strings.Join(parts, " ")
-	}
-	return fmt.Sprintf("DNS Answer %s TTL: %d (Proxy %s %s)", answer, d.TTL, d.Query, qtypes)
-}
-
-// rcodeNames are the DNS response codes as Cilium's summaries name them
-// (gopacket's names).
-var rcodeNames = map[uint16]string{
-	0: "No Error", 1: "Format Error", 2: "Server Failure", 3: "Non-Existent Domain", 4: "Not Implemented",
-	5: "Query Refused", 6: "Name Exists when it should not", 7: "RR Set Exists when it should not",
-	8: "RR Set that should exist does not", 9: "Server Not Authoritative for zone", 10: "Name not contained in zone",
-	16: "Bad OPT Version", 17: "Key not recognized", 18: "Signature out of time window", 19: "Bad TKEY Mode",
-	20: "Duplicate key name", 21: "Algorithm not supported", 22: "Bad Truncation", 23: "Bad Cookie",
-}
-
-func rcodeName(rcode uint16) string {
-	if name, ok := rcodeNames[rcode]; ok {
-		return name
-	}
-	return "Unknown"
 }

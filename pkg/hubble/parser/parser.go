@@ -68,6 +68,15 @@ type State interface {
 	EndpointByNetNS(cookie uint64) (id uint16, addr netip.Addr, ok bool)
 }
 
+// Names are what the node's endpoints learned through the DNS proxy.
+// NamesOf must be safe for concurrent use and answer from memory, as
+// State's methods.
+type Names interface {
+	// NamesOf are the names, fully qualified, that endpoint ep learned of
+	// addr; the parser only reads them.
+	NamesOf(ep uint16, addr netip.Addr) []string
+}
+
 // Clock reads, at one moment, the wall clock and the kernel's monotonic
 // clock (CLOCK_MONOTONIC), which the datapath stamps its events with. The
 // datapath's reader (pkg/monitor) has the real one.
@@ -77,6 +86,7 @@ type Clock func() (wall time.Time, mono time.Duration, err error)
 type Parser struct {
 	node  string
 	state State
+	names Names // nil: flows name no side by DNS names
 	clock Clock
 
 	// mu is held through a Decode: what follows is its.
@@ -87,7 +97,13 @@ type Parser struct {
 	// node's flows name the same few, and share what is read-only.
 	endpoints map[epKey]*flow.Endpoint
 	addrs     map[netip.Addr]string // the addresses' text, likewise
+	named     map[nameKey][]string  // the DNS names of a side, likewise
 	uuids     *rand.ChaCha8         // seeded from crypto/rand
+}
+
+type nameKey struct {
+	ep   uint16
+	addr netip.Addr
 }
 
 type epKey struct {
@@ -110,7 +126,15 @@ func New(node string, state State, clock Clock) *Parser {
 	var seed [32]byte
 	crand.Read(seed[:])
 	return &Parser{node: node, state: state, clock: clock, endpoints: map[epKey]*flow.Endpoint{},
-		addrs: map[netip.Addr]string{}, uuids: rand.NewChaCha8(seed)}
+		addrs: map[netip.Addr]string{}, named: map[nameKey][]string{}, uuids: rand.NewChaCha8(seed)}
+}
+
+// WithNames names the sides of flows by the DNS names that endpoints
+// learned of them (source_names, destination_names, which Hubble's fqdn
+// filters match). Call it before the first Decode.
+func (p *Parser) WithNames(n Names) *Parser {
+	p.names = n
+	return p
 }
 
 // eventType is the shared CiliumEventType of typ and sub.
@@ -194,6 +218,7 @@ func (p *Parser) Decode(ev spec.Event) (*flow.Flow, error) {
 	}
 	f.Source = p.endpoint(ev.SrcEndpoint, ev.Src, ev.SrcIdentity)
 	f.Destination = p.endpoint(ev.DstEndpoint, ev.Dst, ev.DstIdentity)
+	p.sideNames(f, ev.Src, ev.Dst)
 	// The Service the connection went to: a reply comes from it.
 	if svc, ok := p.serviceOf(ev.RevNAT); ok {
 		named := &flow.Service{Name: svc.Name, Namespace: svc.Namespace}
@@ -230,11 +255,14 @@ func (p *Parser) sockFlow(parts *flowParts, ev spec.Event) *flow.Flow {
 	ev.SrcPort, ev.TCPFlags = 0, 0
 	f.L4 = parts.layer4(ev)
 	parts.tcpL4.Flags = nil
+	var src netip.Addr
 	if id, addr, ok := p.state.EndpointByNetNS(ev.NetNSCookie); ok {
 		parts.ip.Source = p.addrString(addr)
 		f.Source = p.endpoint(id, addr, identity.Unknown)
+		src = addr
 	}
 	f.Destination = p.endpoint(0, ev.Dst, identity.Unknown)
+	p.sideNames(f, src, ev.Dst)
 	if svc, ok := p.serviceOf(ev.RevNAT); ok {
 		f.DestinationService = &flow.Service{Name: svc.Name, Namespace: svc.Namespace}
 	}
@@ -330,6 +358,39 @@ func (p *Parser) lookupEndpoint(id uint16, addr netip.Addr, num identity.Numeric
 	}
 	return &flow.Endpoint{ID: uint32(ep.ID), Identity: uint32(ep.Identity), Namespace: ep.Namespace, PodName: ep.PodName,
 		Labels: ep.Labels, Workloads: ep.Workloads, ClusterName: clusterOf(ep.Labels)}
+}
+
+// sideNames names each side of f, at src and dst, as Cilium's Hubble
+// does: by what the endpoint on the other side learned of its address
+// (the names a client resolved the server by are the destination's),
+// without the root's trailing dot. A side that is no endpoint of the
+// node learned nothing.
+func (p *Parser) sideNames(f *flow.Flow, src, dst netip.Addr) {
+	f.SourceNames = p.namesOf(f.GetDestination().GetID(), src)
+	f.DestinationNames = p.namesOf(f.GetSource().GetID(), dst)
+}
+
+// namesOf are the names endpoint ep learned of addr, shared by the flows
+// of the same second. Having none is not remembered: the first packets to
+// an address come right after the answer that taught its names.
+func (p *Parser) namesOf(ep uint32, addr netip.Addr) []string {
+	if p.names == nil || ep == 0 || !addr.IsValid() {
+		return nil
+	}
+	key := nameKey{uint16(ep), addr}
+	if names, ok := p.named[key]; ok {
+		return names
+	}
+	learned := p.names.NamesOf(key.ep, addr)
+	if len(learned) == 0 {
+		return nil
+	}
+	names := make([]string, len(learned))
+	for i, n := range learned {
+		names[i] = strings.TrimSuffix(n, ".")
+	}
+	p.named[key] = names
+	return names
 }
 
 // clusterLabel is the identity label that names a pod's cluster, as
@@ -449,7 +510,7 @@ func (p *Parser) wallTime(mono time.Duration) time.Time {
 
 // refresh measures the clocks' offset again every second (the wall clock
 // may step), and forgets the sides named since: what the agent knows of
-// the endpoints may have changed.
+// the endpoints, and what they learned of names, may have changed.
 func (p *Parser) refresh() {
 	if now := time.Now(); p.bootWall.IsZero() || now.Sub(p.measuredAt) > time.Second {
 		if wall, m, err := p.clock(); err == nil {
@@ -457,6 +518,7 @@ func (p *Parser) refresh() {
 		}
 		clear(p.endpoints)
 		clear(p.addrs)
+		clear(p.named)
 	}
 }
 

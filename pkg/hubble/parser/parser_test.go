@@ -4,6 +4,7 @@ package parser
 
 import (
 	"net/netip"
+	"slices"
 	"testing"
 	"time"
 
@@ -195,11 +196,78 @@ func TestDecodeRecordVerdicts(t *testing.T) {
 	}
 }
 
-// A DNS answer's code other than NOERROR is its summary, in Cilium's
-// (gopacket's) words.
-func TestDNSSummaryOfAnError(t *testing.T) {
-	r := accesslog.Record{Type: accesslog.Response, DNS: &accesslog.DNSRecord{Query: "nx.example.com.", QTypes: []string{"A", "AAAA"}, RCode: 3}}
-	if got, want := dnsSummary(r), "DNS Answer RCode: Non-Existent Domain TTL: 0 (Proxy nx.example.com. A,AAAA)"; got != want {
-		t.Errorf("summary %q, want %q", got, want)
+// fakeNames are the names endpoints learned, by endpoint and address.
+type fakeNames map[uint16]map[netip.Addr][]string
+
+func (n fakeNames) NamesOf(ep uint16, a netip.Addr) []string { return n[ep][a] }
+
+// A side's names are those the endpoint on the other side learned of its
+// address, as in Cilium: the client's names of the server it resolved
+// are the destination's on the way there and the source's on the way
+// back, another endpoint's are not, and a side that is no endpoint the
+// agent knows learned none. The proxy's response names its local
+// destination by the record's endpoint, as the agent knows other pods by
+// address only.
+func TestSideNames(t *testing.T) {
+	server := netip.MustParseAddr("192.0.2.10")
+	client := Endpoint{ID: 7, Identity: 1001, Namespace: "default", PodName: "client"}
+	other := Endpoint{ID: 8, Identity: 1002, Namespace: "default", PodName: "other"}
+	names := fakeNames{7: {server: {"api.world.example.", "world.example."}}, 8: {server: {"other.example."}},
+		10: {server: {"gone.example."}}} // an endpoint the agent no longer has
+	state := &fakeState{local: map[uint16]Endpoint{7: client, 8: other, 9: {ID: 9, Identity: 1003}}}
+	p := New("node1", state, fixedClock).WithNames(names)
+
+	egress := func(src string, ep uint16) spec.Event {
+		return spec.Event{Type: spec.EventTrace, Point: spec.TraceToStack, Direction: spec.Egress, CT: spec.CTNew,
+			Src: netip.MustParseAddr(src), Dst: server, SrcPort: 40000, DstPort: 443, Protocol: spec.ProtoTCP,
+			SrcIdentity: 1001, DstIdentity: 2, SrcEndpoint: ep}
+	}
+	reply := spec.Event{Type: spec.EventTrace, Point: spec.TraceToLXC, Direction: spec.Ingress, CT: spec.CTReply,
+		Src: server, Dst: netip.MustParseAddr("10.0.1.5"), SrcPort: 443, DstPort: 40000, Protocol: spec.ProtoTCP,
+		SrcIdentity: 2, DstIdentity: 1001, DstEndpoint: 7}
+	request := accesslog.Record{Type: accesslog.Request, Verdict: accesslog.Forwarded, Direction: spec.Egress,
+		Src: netip.MustParseAddrPort("10.0.1.5:42000"), Dst: netip.AddrPortFrom(server, 80), SrcIdentity: 1001, DstIdentity: 2,
+		SrcEndpoint: 7, Protocol: spec.ProtoTCP, HTTP: &accesslog.HTTPRecord{Method: "GET", URL: "http://api.world.example/", Protocol: "HTTP/1.1"}}
+	response := request
+	response.Type, response.Src, response.Dst = accesslog.Response, request.Dst, request.Src
+	response.SrcIdentity, response.DstIdentity, response.SrcEndpoint, response.DstEndpoint = 2, 1001, 0, 7
+	response.HTTP = &accesslog.HTTPRecord{Method: "GET", URL: "http://api.world.example/", Protocol: "HTTP/1.1", Code: 200}
+
+	decode := func(ev spec.Event) func(*Parser) (*flow.Flow, error) {
+		return func(p *Parser) (*flow.Flow, error) { return p.Decode(ev) }
+	}
+	record := func(r accesslog.Record) func(*Parser) (*flow.Flow, error) {
+		return func(p *Parser) (*flow.Flow, error) { return p.DecodeRecord(r) }
+	}
+	world := []string{"api.world.example", "world.example"}
+	for _, tc := range []struct {
+		name     string
+		decode   func(*Parser) (*flow.Flow, error)
+		src, dst []string
+	}{
+		{"client to server", decode(egress("10.0.1.5", 7)), nil, world},
+		{"server's reply", decode(reply), world, nil},
+		{"another endpoint's", decode(egress("10.0.1.6", 8)), nil, []string{"other.example"}},
+		{"an endpoint that learned nothing", decode(egress("10.0.1.9", 9)), nil, nil},
+		{"no endpoint of the node", decode(egress("10.0.1.10", 10)), nil, nil},
+		{"proxy's request", record(request), nil, world},
+		{"proxy's response", record(response), world, nil},
+	} {
+		f, err := tc.decode(p)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		if !slices.Equal(f.GetSourceNames(), tc.src) || !slices.Equal(f.GetDestinationNames(), tc.dst) {
+			t.Errorf("%s: source names %q, destination names %q; want %q, %q", tc.name, f.GetSourceNames(), f.GetDestinationNames(), tc.src, tc.dst)
+		}
+		if f, _ := tc.decode(New("node1", state, fixedClock)); len(f.GetSourceNames())+len(f.GetDestinationNames()) > 0 {
+			t.Errorf("%s without names: %q, %q", tc.name, f.GetSourceNames(), f.GetDestinationNames())
+		}
+	}
+	// An endpoint's first connection follows the answer at once: its
+	// names show though the endpoint's flows had none a moment before.
+	names[9] = map[netip.Addr][]string{server: {"late.example."}}
+	if f, _ := p.Decode(egress("10.0.1.9", 9)); !slices.Equal(f.GetDestinationNames(), []string{"late.example"}) {
+		t.Errorf("names just learned: %q", f.GetDestinationNames())
 	}
 }

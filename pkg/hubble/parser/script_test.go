@@ -26,7 +26,7 @@ import (
 )
 
 // The scripts in testdata say what the agent knows (endpoints, pods,
-// identities, Services, policies), feed the parser datapath events written
+// identities, Services, policies, the DNS names endpoints learned), feed the parser datapath events written
 // as text and layer-7 proxies' records as the access log's JSON lines, and
 // compare the flows it makes, as Hubble's JSON, with expected
 // files; "flows filter.json" shows only those that Hubble's filters of the
@@ -59,9 +59,9 @@ type run struct {
 func newRun() *run {
 	st := &scriptState{local: map[uint16]parser.Endpoint{}, byIP: map[netip.Addr]parser.Endpoint{},
 		labels: map[identity.NumericIdentity][]string{}, services: map[uint16]parser.Service{},
-		policies: map[uint32][]parser.Policy{}, netns: map[uint64]uint16{}}
+		policies: map[uint32][]parser.Policy{}, netns: map[uint64]uint16{}, learned: scriptNames{}}
 	clock := func() (time.Time, time.Duration, error) { return bootWall, 0, nil }
-	return &run{state: st, parser: parser.New("node-1", st, clock)}
+	return &run{state: st, parser: parser.New("node-1", st, clock).WithNames(st.learned)}
 }
 
 func (r *run) commands() map[string]script.Cmd {
@@ -80,6 +80,9 @@ func (r *run) commands() map[string]script.Cmd {
 			func(_ *script.State, args ...string) (script.WaitFunc, error) { return nil, r.state.addService(args) }),
 		"policy": script.Command(script.CmdUsage{Summary: "a policy that a policy entry's cookie names", Args: "cookie kind [namespace/]name"},
 			func(_ *script.State, args ...string) (script.WaitFunc, error) { return nil, r.state.addPolicy(args) }),
+		"learned": script.Command(script.CmdUsage{Summary: "the DNS names a local endpoint learned of an address (before the first event)",
+			Args: "endpoint-id address name..."},
+			func(_ *script.State, args ...string) (script.WaitFunc, error) { return nil, r.state.learned.add(args) }),
 		"netns": script.Command(script.CmdUsage{Summary: "the network namespace cookie of a local endpoint", Args: "cookie endpoint-id"},
 			func(_ *script.State, args ...string) (script.WaitFunc, error) { return nil, r.state.addNetNS(args) }),
 		"event": script.Command(script.CmdUsage{Summary: "a datapath event, decoded into a flow",
@@ -212,6 +215,33 @@ type scriptState struct {
 	services map[uint16]parser.Service
 	policies map[uint32][]parser.Policy
 	netns    map[uint64]uint16
+	learned  scriptNames
+}
+
+// scriptNames are the names endpoints learned, as the agent's FQDN cache
+// gives them to the parser.
+type scriptNames map[uint16]map[netip.Addr][]string
+
+func (n scriptNames) NamesOf(ep uint16, a netip.Addr) []string { return n[ep][a] }
+
+// add: "learned endpoint-id address name...".
+func (n scriptNames) add(args []string) error {
+	if len(args) < 3 {
+		return script.ErrUsage
+	}
+	ep, err := strconv.ParseUint(args[0], 10, 16)
+	if err != nil {
+		return fmt.Errorf("endpoint id %q: %w", args[0], err)
+	}
+	addr, err := netip.ParseAddr(args[1])
+	if err != nil {
+		return err
+	}
+	if n[uint16(ep)] == nil {
+		n[uint16(ep)] = map[netip.Addr][]string{}
+	}
+	n[uint16(ep)][addr] = append(n[uint16(ep)][addr], args[2:]...)
+	return nil
 }
 
 func (s *scriptState) LocalEndpoint(id uint16) (parser.Endpoint, bool) {
