@@ -147,7 +147,7 @@ func TestObserveAndStatusAgainstAServer(t *testing.T) {
 	if got := run("observe", "--print-policy-names"); got != want {
 		t.Errorf("compact:\n got %q\nwant %q", got, want)
 	}
-	if got := run("observe", "--verdict", "FORWARDED", "-o", "json"); !strings.Contains(got, `"podName":"dns"`) || strings.Count(got, "\n") != 1 {
+	if got := run("observe", "--verdict", "FORWARDED", "-o", "json"); !strings.Contains(got, `"pod_name":"dns"`) || strings.Count(got, "\n") != 1 {
 		t.Errorf("json: %s", got)
 	}
 	if got := run("observe", "--last", "1", "-o", "table"); !strings.HasPrefix(got, "TIMESTAMP") || !strings.Contains(got, "y/dns:53") ||
@@ -250,7 +250,7 @@ func TestL7FlowsAndNames(t *testing.T) {
 			t.Errorf("observe %v:\n got %q\nwant %q", tc.args, got, want)
 		}
 	}
-	if got := run("observe", "--type", "l7", "--protocol", "http", "-o", "json"); !strings.Contains(got, `"sourceNames":["world.example"]`) ||
+	if got := run("observe", "--type", "l7", "--protocol", "http", "-o", "json"); !strings.Contains(got, `"source_names":["world.example"]`) ||
 		!strings.Contains(got, `"code":200`) || strings.Count(got, "\n") != 1 {
 		t.Errorf("json:\n%s", got)
 	}

@@ -120,11 +120,13 @@ type jsonPrinter struct{ w io.Writer }
 
 func (p jsonPrinter) print(resp *observer.GetFlowsResponse) error { return printJSON(p.w, resp) }
 
-// printJSON writes m as one line of protobuf JSON. protojson varies its
-// whitespace from one build to the next on purpose; the line is compacted
-// so that what users grep and scripts match is the same with every build.
+// printJSON writes m as one line of protobuf JSON with the fields' proto
+// names, as Hubble's CLI prints them (source_port, not sourcePort).
+// protojson varies its whitespace from one build to the next on purpose;
+// the line is compacted so that what users grep and scripts match is the
+// same with every build.
 func printJSON(w io.Writer, m proto.Message) error {
-	b, err := protojson.Marshal(m)
+	b, err := protojson.MarshalOptions{UseProtoNames: true}.Marshal(m)
 	if err != nil {
 		return err
 	}

@@ -282,7 +282,8 @@ func agentRestartKeepsTCP(t *testing.T, lab *Lab, node, tracked string, whileDow
 	for i, s := range streams {
 		lab.Eventually(targets[i]+": answers on the stream 5s after the agent is healthy", time.Minute, func() error {
 			if !s.progressAfter(until) {
-				return fmt.Errorf("no answer after %s yet", until.Format(time.TimeOnly))
+				out := s.output()
+				return fmt.Errorf("no answer after %s yet; the client printed, last:\n%s", until.Format(time.TimeOnly), out[max(0, len(out)-2000):])
 			}
 			return nil
 		})

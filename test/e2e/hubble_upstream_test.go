@@ -75,10 +75,15 @@ func hubbleServers(l *Lab, node string) []hubbleServer {
 // after args, for at most timeout (a stream that follows is cut then, and
 // what it printed is the answer).
 func (l *Lab) upstream(s hubbleServer, timeout time.Duration, args ...string) (string, error) {
+	return l.hubbleCLI(upstreamHubble(l.t), s, timeout, args...)
+}
+
+// hubbleCLI is upstream with another hubble CLI, the binary at bin.
+func (l *Lab) hubbleCLI(bin string, s hubbleServer, timeout time.Duration, args ...string) (string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout+30*time.Second)
 	defer cancel()
 	argv := []string{"exec", "--state-dir", l.StateDir, s.node, "--", "timeout", fmt.Sprint(int(timeout.Seconds())),
-		upstreamHubble(l.t)}
+		bin}
 	argv = append(append(argv, args...), s.flags...)
 	cmd := exec.CommandContext(ctx, filepath.Join(*binDir, "cilium-lab"), argv...)
 	cmd.Env = append(os.Environ(), "KUBECONFIG="+l.Kubeconfig)

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/cilium-go/cilium/internal/testenv"
 )
 
 // l7Client is a pod with the host's tools (dig, curl) on one node.
@@ -160,6 +162,7 @@ func checkL7(t *testing.T, lab *Lab, node string) (restart flow, cleanup func())
 	if err != nil || !strings.Contains(out, target+".") || !strings.Contains(out, targetIP) {
 		t.Errorf("cilium-dbg fqdn cache list: %v\n%s", err, out)
 	}
+	checkL7Flows(t, lab, node, target)
 	t.Logf("layer 7 on %s: %s resolved to %s through the DNS proxy, another name REFUSED; GET /allowed 200, GET /denied and POST 403 "+
 		"through the HTTP proxy; %s (allowed by the DNS rules, not by toFQDNs) unreachable; the FQDN cache has it", node, target, targetIP, other)
 	return flow{from: "l7client", to: target + "=" + targetIP, script: l7LoopClient}, func() {
@@ -226,4 +229,41 @@ func checkStarWars(t *testing.T, lab *Lab) {
 		t.Fatalf("xwing POST /v1/request-landing: %q, want no connection", out)
 	}
 	t.Logf("star wars: the tiefighter lands and is denied the exhaust port; the xwing cannot connect")
+}
+
+// checkL7Flows asks the node's Hubble for the client's layer-7 flows with
+// Cilium's hubble CLI and with ours, by the layer-7 filters: the DNS
+// query and answer for the target, the denied POST's request and its 403,
+// and the client's flows to the target by its name (toFQDNs learned it).
+func checkL7Flows(t *testing.T, lab *Lab, node, target string) {
+	socket := hubbleServer{name: "socket of " + node, node: node, flags: []string{"--server", "unix:///var/run/cilium/hubble.sock"}}
+	last := []string{"observe", "--last", "5000", "-o", "json"}
+	for _, cli := range []struct{ name, bin string }{{"upstream hubble", upstreamHubble(t)}, {"our hubble", filepath.Join(*binDir, "hubble")}} {
+		for _, c := range []struct {
+			args []string
+			want []string
+		}{
+			// Responses come from the server: --pod names either side.
+			{[]string{"--pod", "default/l7client", "--type", "l7", "--protocol", "dns"},
+				[]string{`"query":"` + target + `."`, `"type":"REQUEST"`, `"type":"RESPONSE"`}},
+			{[]string{"--pod", "default/l7client", "--type", "l7", "--http-status", "403", "--http-method", "POST"},
+				[]string{`"code":403`, `"method":"POST"`}},
+			{[]string{"--from-pod", "default/l7client", "--type", "l7", "--http-path", "/denied"}, []string{`"verdict":"DROPPED"`, `/denied`}},
+			{[]string{"--from-pod", "default/l7client", "--to-fqdn", target}, []string{`"destination_names":["` + target + `"]`}},
+		} {
+			args := append(append([]string(nil), last...), c.args...)
+			testenv.Eventually(t, time.Minute, func() error {
+				out, err := lab.hubbleCLI(cli.bin, socket, 20*time.Second, args...)
+				if err != nil && !strings.Contains(err.Error(), "exit status 124") {
+					return fmt.Errorf("%s %s: %w\n%s", cli.name, strings.Join(args, " "), err, out)
+				}
+				for _, w := range c.want {
+					if !strings.Contains(out, w) {
+						return fmt.Errorf("%s %s shows no %s:\n%s", cli.name, strings.Join(args, " "), w, out)
+					}
+				}
+				return nil
+			})
+		}
+	}
 }

@@ -606,7 +606,7 @@ func relayKeepsServing(t *testing.T, lab *Lab) {
 			return fmt.Errorf("hubble observe: %w\n%s", err, out)
 		}
 		for _, n := range []string{n1, n2} {
-			if !strings.Contains(out, `"nodeName":"`+n+`"`) {
+			if !strings.Contains(out, `"node_name":"`+n+`"`) {
 				return fmt.Errorf("no flow of %s through the relay", n)
 			}
 		}

@@ -183,7 +183,7 @@ func checkServices(t *testing.T, lab *Lab, client echoPod, nodes ...string) {
 		for _, want := range []string{`"verdict":"TRACED"`, `"verdict":"TRANSLATED"`} {
 			if !slices.ContainsFunc(strings.Split(out, "\n"), func(line string) bool {
 				return strings.Contains(line, want) && strings.Contains(line, `"IP":{"source":"`+client.ip+`"`) &&
-					strings.Contains(line, `"destinationService":{"name":"echo","namespace":"default"}`)
+					strings.Contains(line, `"destination_service":{"name":"echo","namespace":"default"}`)
 			}) {
 				return fmt.Errorf("no socket trace %s from %s to the Service echo:\n%s", want, client.name, out)
 			}
@@ -241,7 +241,7 @@ func checkNodePorts(t *testing.T, lab *Lab, nodes ...string) {
 		if err != nil {
 			return fmt.Errorf("hubble observe: %w\n%s", err, out)
 		}
-		if !strings.Contains(out, `"destinationService":{"name":"echo-local","namespace":"default"}`) ||
+		if !strings.Contains(out, `"destination_service":{"name":"echo-local","namespace":"default"}`) ||
 			!strings.Contains(out, `"IP":{"source":"`+outsideIP+`"`) {
 			return fmt.Errorf("no flow from %s to the Service echo-local:\n%s", outsideIP, out)
 		}
