@@ -52,6 +52,9 @@ const (
 	ctFlagSNAT      = uint16(lxcCtFlagsCT_F_SNAT)
 	ctFlagNodePort  = uint16(lxcCtFlagsCT_F_NODEPORT)
 	ctFlagToProxy   = uint16(lxcCtFlagsCT_F_TO_PROXY)
+	// The proxy's own connection upstream, judged when it started as
+	// the client's through the proxy.
+	ctFlagProxyUpstream = uint16(lxcCtFlagsCT_F_PROXY_UPSTREAM)
 	// Lookup hints of the datapath, not shown: the originator or the
 	// responder has no local endpoint.
 	ctFlagNoSrcEP = uint16(lxcCtFlagsCT_F_NO_SRC_EP)

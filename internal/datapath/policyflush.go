@@ -122,12 +122,19 @@ func (m *Maps) forgetDisallowed(judges map[uint16]policyJudge) error {
 		// otherwise its packets would keep going to a proxy whose rules
 		// no longer apply (a UDP tuple reused by a new query would stay
 		// redirected for as long as the entry lives). One that goes
-		// straight stays straight, as in Cilium, while it is allowed.
-		allowed, redirected := true, false
+		// straight goes when policy now sends it to a proxy: its next
+		// packet is judged anew and goes there (a TCP connection the
+		// proxy never saw is reset by it, and the client reconnects
+		// through it), so that layer-7 rules are never bypassed by a
+		// connection opened before them. Cilium keeps such a connection
+		// straight. The proxy's own connection upstream is judged as
+		// the client's through the proxy, and stays while allowed.
+		allowed, redirected, wantsProxy := true, false, false
 		judge := func(allows policyJudge, dir spec.Direction, remote identity.NumericIdentity, addr uint32) {
 			j := judgeConn(allows, dir, remote, cidrs.lookup(addr), *k)
 			allowed = allowed && j.allowed
 			redirected = redirected || j.proxyPort == v.ProxyPort
+			wantsProxy = wantsProxy || j.proxyPort != 0
 		}
 		if src, ok := byAddr[k.Saddr]; ok && src.egress {
 			judge(src.allows, spec.Egress, identity.NumericIdentity(v.DstIdentity), k.Daddr)
@@ -135,7 +142,8 @@ func (m *Maps) forgetDisallowed(judges map[uint16]policyJudge) error {
 		if dst, ok := byAddr[k.Daddr]; ok && dst.ingress {
 			judge(dst.allows, spec.Ingress, identity.NumericIdentity(v.SrcIdentity), k.Saddr)
 		}
-		if !allowed || v.Flags&ctFlagToProxy != 0 && !redirected {
+		toProxy, upstream := v.Flags&ctFlagToProxy != 0, v.Flags&ctFlagProxyUpstream != 0
+		if !allowed || toProxy && !redirected || !toProxy && !upstream && wantsProxy {
 			stale = append(stale, *k)
 		}
 	})

@@ -150,6 +150,18 @@ func TestPrivilegedProgProxyRedirect(t *testing.T) {
 			e.straight(udp(ipA, ipC, 5000, 53))
 			e.straight(tcp(ipA, ipC, 40001, 80, "S"))
 		}},
+		{"a connection opened before layer-7 rules came goes to the proxy after", enforce, func(t *testing.T, e *env) {
+			proxySockets(t, proxyPort)
+			e.setPolicy(epA, egress(idC, tcpProto, 80, 0), egress(idC, udpProto, 53, 0))
+			e.straight(tcp(ipA, ipC, 40000, 80, "S"))
+			e.straight(udp(ipA, ipC, 5000, 53))
+			e.setPolicy(epA, redirected(egress(idC, tcpProto, 80, 0), proxyPort), redirected(egress(idC, udpProto, 53, 0), proxyPort))
+			if _, ok := e.ctEntry(tcp(ipA, ipC, 40000, 80, "S")); ok {
+				t.Fatal("the straight connection's entry stays after layer-7 rules came")
+			}
+			e.toProxy(e.fromContainer, udp(ipA, ipC, 5000, 53), true)
+			e.toProxy(e.fromContainer, tcp(ipA, ipC, 40001, 80, "S"), true)
+		}},
 		{"an allow with layer-7 rules is not bypassed by a broader allow", enforce, func(t *testing.T, e *env) {
 			proxySockets(t, proxyPort)
 			e.setPolicy(epA, egress(idC, 0, 0, 0), redirected(egress(0, tcpProto, 80, 0), proxyPort))

@@ -62,11 +62,41 @@ type cacheKey struct {
 type Cache struct {
 	cfg     CacheConfig
 	entries map[cacheKey]*CacheEntry
+	// perName counts the entries of each endpoint and name, so that a
+	// lookup looks for the oldest addresses of its name only when the
+	// name has too many.
+	perName map[nameKey]int
+}
+
+type nameKey struct {
+	ep   uint16
+	name string
 }
 
 // NewCache returns an empty cache.
 func NewCache(cfg CacheConfig) *Cache {
-	return &Cache{cfg: cfg, entries: map[cacheKey]*CacheEntry{}}
+	return &Cache{cfg: cfg, entries: map[cacheKey]*CacheEntry{}, perName: map[nameKey]int{}}
+}
+
+// put adds or replaces e.
+func (c *Cache) put(e *CacheEntry) {
+	k := cacheKey{e.Endpoint, e.Name, e.IP}
+	if _, ok := c.entries[k]; !ok {
+		c.perName[nameKey{k.ep, k.name}]++
+	}
+	c.entries[k] = e
+}
+
+// remove drops the entry of k.
+func (c *Cache) remove(k cacheKey) {
+	if _, ok := c.entries[k]; !ok {
+		return
+	}
+	delete(c.entries, k)
+	nk := nameKey{k.ep, k.name}
+	if c.perName[nk]--; c.perName[nk] <= 0 {
+		delete(c.perName, nk)
+	}
 }
 
 // Learn records a lookup; it says whether an address is new to the
@@ -79,12 +109,12 @@ func (c *Cache) Learn(l Lookup) (changed bool) {
 		e, ok := c.entries[k]
 		if !ok {
 			e = &CacheEntry{Endpoint: l.Endpoint, Name: name, IP: ip}
-			c.entries[k] = e
+			c.put(e)
 			changed = true
 		}
 		e.TTL, e.Lookup, e.Expires, e.Zombie = l.TTL, l.Time, l.Time.Add(ttl), false
 	}
-	if c.cfg.MaxIPsPerName > 0 {
+	if c.cfg.MaxIPsPerName > 0 && c.perName[nameKey{l.Endpoint, name}] > c.cfg.MaxIPsPerName {
 		var same []*CacheEntry
 		for _, e := range c.entries {
 			if e.Endpoint == l.Endpoint && e.Name == name {
@@ -94,7 +124,7 @@ func (c *Cache) Learn(l Lookup) (changed bool) {
 		if over := len(same) - c.cfg.MaxIPsPerName; over > 0 {
 			slices.SortFunc(same, func(a, b *CacheEntry) int { return a.Expires.Compare(b.Expires) })
 			for _, e := range same[:over] {
-				delete(c.entries, cacheKey{e.Endpoint, e.Name, e.IP})
+				c.remove(cacheKey{e.Endpoint, e.Name, e.IP})
 			}
 			changed = true
 		}
@@ -120,13 +150,13 @@ func (c *Cache) Expire(now time.Time, inUse func(ep uint16, ip netip.Addr) bool)
 			zombies = append(zombies, e)
 			continue
 		}
-		delete(c.entries, k)
+		c.remove(k)
 		changed = true
 	}
 	if c.cfg.MaxZombies > 0 && len(zombies) > c.cfg.MaxZombies {
 		slices.SortFunc(zombies, func(a, b *CacheEntry) int { return a.LastUsed.Compare(b.LastUsed) })
 		for _, e := range zombies[:len(zombies)-c.cfg.MaxZombies] {
-			delete(c.entries, cacheKey{e.Endpoint, e.Name, e.IP})
+			c.remove(cacheKey{e.Endpoint, e.Name, e.IP})
 		}
 		changed = true
 	}
@@ -152,7 +182,7 @@ func (c *Cache) NextExpiry() time.Time {
 func (c *Cache) ForgetEndpoint(ep uint16) (changed bool) {
 	for k := range c.entries {
 		if k.ep == ep {
-			delete(c.entries, k)
+			c.remove(k)
 			changed = true
 		}
 	}
@@ -218,6 +248,6 @@ func (c *Cache) Restore(entries []CacheEntry) {
 			continue
 		}
 		e.Name = Normalize(e.Name)
-		c.entries[cacheKey{e.Endpoint, e.Name, e.IP}] = &e
+		c.put(&e)
 	}
 }

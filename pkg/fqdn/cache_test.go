@@ -62,6 +62,20 @@ func TestCacheMaxIPsPerName(t *testing.T) {
 	if want := []string{"192.0.2.2", "192.0.2.3", "192.0.2.1"}; !slices.Equal(got, want) {
 		t.Fatalf("entries %v, want %v", got, want)
 	}
+	// The count goes with what goes: after the name's addresses expired
+	// and were restored, a new one is one too many again.
+	c.Expire(t0.Add(time.Minute), func(uint16, netip.Addr) bool { return false })
+	c.Restore([]CacheEntry{{Endpoint: 1, Name: "a.example.", IP: addrs("192.0.2.4")[0], Expires: t0.Add(time.Hour)},
+		{Endpoint: 1, Name: "a.example.", IP: addrs("192.0.2.5")[0], Expires: t0.Add(2 * time.Hour)}})
+	c.Restore([]CacheEntry{{Endpoint: 1, Name: "a.example.", IP: addrs("192.0.2.5")[0], Expires: t0.Add(2 * time.Hour)}})
+	c.Learn(Lookup{Endpoint: 1, Name: "a.example.", IPs: addrs("192.0.2.6"), TTL: 30, Time: t0})
+	got = nil
+	for _, e := range c.Entries() {
+		got = append(got, e.IP.String())
+	}
+	if want := []string{"192.0.2.5", "192.0.2.4"}; !slices.Equal(got, want) && !slices.Equal(got, []string{"192.0.2.4", "192.0.2.5"}) {
+		t.Fatalf("entries %v, want %v: the soonest to expire goes", got, want)
+	}
 }
 
 // An expired address that a connection of the endpoint still uses stays

@@ -101,7 +101,7 @@ func (p *Proxy) resolve(ctx context.Context, query []byte, from, to netip.AddrPo
 	pt := p.partyOf(c, spec.Egress, &rec)
 	// A local server whose ingress rules are HTTP's: no DNS query of
 	// it passes them.
-	if pt.ep == nil || pt.server != nil || !allowsName(c.allows(pt.ep, spec.Egress, proto, to.Port(), pt.remote), name) {
+	if pt.ep == nil || pt.server != nil || !c.allowsName(c.allows(pt.ep, spec.Egress, proto, to.Port(), pt.remote), name) {
 		rec.Verdict = accesslog.Denied
 		p.cfg.Record(rec)
 		return reply(h, q, dnsmessage.RCodeRefused)

@@ -26,6 +26,8 @@ type httpConn struct {
 	p        *Proxy
 	dir      spec.Direction
 	down     net.Conn
+	downr    *bufio.Reader
+	downw    *bufio.Writer
 	from, to netip.AddrPort
 	up       net.Conn
 	upr      *bufio.Reader
@@ -36,20 +38,22 @@ type httpConn struct {
 // denied and the connection goes on; an allowed one goes to the server,
 // and its response back.
 func (p *Proxy) serveHTTPConn(ctx context.Context, dir spec.Direction, c net.Conn) {
-	h := &httpConn{p: p, dir: dir, down: c, from: addrPort(c.RemoteAddr()), to: addrPort(c.LocalAddr())}
+	// Writes are buffered: Response.Write writes each header line on
+	// its own, a segment each.
+	h := &httpConn{p: p, dir: dir, down: c, downr: bufio.NewReader(c), downw: bufio.NewWriter(c),
+		from: addrPort(c.RemoteAddr()), to: addrPort(c.LocalAddr())}
 	defer func() {
 		c.Close()
 		if h.up != nil {
 			h.up.Close()
 		}
 	}()
-	br := bufio.NewReader(c)
-	if hasH2CPreface(br) {
-		h.serveH2C(ctx, br)
+	if hasH2CPreface(h.downr) {
+		h.serveH2C(ctx, h.downr)
 		return
 	}
 	for {
-		req, err := http.ReadRequest(br)
+		req, err := http.ReadRequest(h.downr)
 		if err != nil {
 			return
 		}
@@ -64,7 +68,7 @@ func (h *httpConn) exchange(ctx context.Context, req *http.Request) bool {
 	x := h.judge(req)
 	respond := func(r *http.Response, v accesslog.Verdict) bool {
 		x.respond(r, v)
-		return r.Write(h.down) == nil && !r.Close && !req.Close
+		return r.Write(h.downw) == nil && h.downw.Flush() == nil && !r.Close && !req.Close
 	}
 	if !x.allowed {
 		io.Copy(io.Discard, req.Body)
@@ -100,7 +104,7 @@ func (h *httpConn) exchange(ctx context.Context, req *http.Request) bool {
 		// An upgrade (WebSocket): after the response the connection is
 		// no longer HTTP; its bytes pass as they are.
 		respond(r, accesslog.Forwarded)
-		go io.Copy(h.up, h.down)
+		go io.Copy(h.up, h.downr)
 		io.Copy(h.down, h.upr)
 		return false
 	}

@@ -42,21 +42,31 @@ type Endpoint struct {
 }
 
 // compiled is a Policy ready to judge with: endpoints by address, HTTP
-// rules compiled.
+// rules and DNS names compiled.
 type compiled struct {
 	revision uint64
 	eps      map[netip.Addr]*Endpoint
 	http     map[*policy.L7Rules]l7.HTTPRules
+	dns      map[*policy.L7Rules][]func(string) bool
 }
 
 func compile(p Policy) (*compiled, error) {
-	c := &compiled{revision: p.Revision, eps: map[netip.Addr]*Endpoint{}, http: map[*policy.L7Rules]l7.HTTPRules{}}
+	c := &compiled{revision: p.Revision, eps: map[netip.Addr]*Endpoint{}, http: map[*policy.L7Rules]l7.HTTPRules{},
+		dns: map[*policy.L7Rules][]func(string) bool{}}
 	for i := range p.Endpoints {
 		ep := &p.Endpoints[i]
 		c.eps[ep.IPv4] = ep
 		for _, pr := range ep.Ports {
 			for _, a := range pr.Allows {
-				if a.L7 == nil || len(a.L7.HTTP) == 0 {
+				if a.L7 == nil {
+					continue
+				}
+				if _, done := c.dns[a.L7]; !done {
+					for _, r := range a.L7.DNS {
+						c.dns[a.L7] = append(c.dns[a.L7], r.Matcher())
+					}
+				}
+				if len(a.L7.HTTP) == 0 {
 					continue
 				}
 				rs, err := l7.CompileHTTPRules(a.L7.HTTP)
@@ -161,12 +171,12 @@ func allEmpty(rs []l7.HTTPRule) bool {
 }
 
 // allowsName says whether allows let a query for name through.
-func allowsName(allows []*policy.L7Allow, name string) bool {
+func (c *compiled) allowsName(allows []*policy.L7Allow, name string) bool {
 	if allowsAll(allows, policy.ParserDNS) {
 		return len(allows) > 0
 	}
 	for _, a := range allows {
-		if slices.ContainsFunc(a.L7.DNS, func(r policy.DNSRule) bool { return r.Matches(name) }) {
+		if slices.ContainsFunc(c.dns[a.L7], func(match func(string) bool) bool { return match(name) }) {
 			return true
 		}
 	}
