@@ -21,7 +21,7 @@ CNI_CMDS := github.com/containernetworking/plugins/plugins/main/bridge \
 LAB_FLAGS ?= --nodes 2
 
 .PHONY: all build build-cilium build-hubble-upstream build-lab build-k8s build-cni build-coredns build-standins generate check-generated check-tidy check-fmt \
-	test test-unit lint test-fuzz fuzz test-skips-reset test-netkit-vm test-lab test-e2e-smoke e2e bench bench-datapath bench-datapath-netkit bench-cni bench-services bench-policy bench-hubble bench-compare demo lab-up lab-down clean
+	test test-unit lint test-fuzz fuzz test-skips-reset test-netkit-vm test-lab test-e2e-smoke e2e bench bench-datapath bench-datapath-netkit bench-cni bench-services bench-policy bench-hubble bench-l7 bench-compare demo lab-up lab-down clean
 
 all: build
 
@@ -187,7 +187,7 @@ CILIUM_CLI ?=
 e2e: prereqs-test build-lab build-cilium build-hubble-upstream $(TESTREPORT)
 	set -o pipefail; $(GO) test -count=1 -json -timeout 60m ./test/e2e -args -bin $(BIN) -cilium-cli "$(CILIUM_CLI)" 2>&1 | $(REPORT) -v
 
-bench: prereqs-test build bench-datapath bench-cni bench-services bench-policy bench-hubble
+bench: prereqs-test build bench-datapath bench-cni bench-services bench-policy bench-hubble bench-l7
 
 # The datapath benchmark (root): node-to-node baseline, kernel routing,
 # our datapath native/tunnel, native with 10k policy entries, and the floor
@@ -217,6 +217,15 @@ bench-policy: prereqs-test build-lab build-cilium
 # memory of full rings.
 bench-hubble: prereqs-test
 	$(GO) run ./bench/hubble $(BENCH_HUBBLE_FLAGS)
+
+# The layer-7 benchmark (root): HTTP/1.1 rate and latency on kept-alive
+# connections through the proxy against L4 policy only (to a server on
+# the client's node and on the other), DNS lookup p99 through the DNS
+# proxy against direct, and the heap of 1,000 FQDN selectors and 10,000
+# learned IPs in the proxy, the name cache and the policy engine.
+# BENCH_L7_FLAGS passes e.g. -reps 7 or -parts memory.
+bench-l7: prereqs-test
+	$(GO) run ./bench/l7 $(BENCH_L7_FLAGS)
 
 bench-services: prereqs-test build-lab build-cilium
 	$(GO) run ./bench/services -bin $(BIN) $(BENCH_SERVICES_FLAGS)
