@@ -8,6 +8,7 @@ require (
 	github.com/cilium/hive v1.0.4
 	github.com/cilium/statedb v0.9.4
 	github.com/containernetworking/cni v1.3.1
+	github.com/fsnotify/fsnotify v1.10.1
 	github.com/go-openapi/strfmt v0.26.3
 	github.com/google/cel-go v0.29.2
 	github.com/gopacket/gopacket v1.7.7
@@ -40,7 +41,6 @@ require (
 	github.com/cilium/stream v0.0.1 // indirect
 	github.com/davecgh/go-spew v1.1.2-0.20180830191138-d8f796af33cc // indirect
 	github.com/emicklei/go-restful/v3 v3.13.0 // indirect
-	github.com/fsnotify/fsnotify v1.10.1 // indirect
 	github.com/fxamacker/cbor/v2 v2.9.1 // indirect
 	github.com/go-logr/logr v1.4.3 // indirect
 	github.com/go-openapi/analysis v0.25.2 // indirect

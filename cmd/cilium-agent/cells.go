@@ -61,7 +61,7 @@ var (
 		policyagent.EngineCell, // --enable-policy: NetworkPolicies and Cilium policies into endpoints' policies
 		policyagent.Cell,       // endpoints' policies: a table that a reconciler programs
 		policyview.Cell,        // the policy engine's rules, selectors and verdicts for the API
-		proxyagent.Cell,        // --enable-l7-proxy, --tofqdns-proxy-port, --proxy-http-port: the layer-7 proxy's ports and policy file
+		proxyagent.Cell,        // --enable-l7-proxy, --tofqdns-proxy-port, --proxy-http-port: the layer-7 proxy's ports, policy file and acknowledgements
 		fqdnagent.Cell,         // --tofqdns-*: names the DNS proxy learned, kept across restarts, to the policy engine
 		fqdnPolicy,             // the policy engine selects learned addresses by name
 		fqdnCache,              // the FQDN cache for the API (GET /v1/fqdn/cache)

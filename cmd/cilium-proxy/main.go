@@ -3,7 +3,9 @@
 // layer-7 rules to. It runs apart from the agent, so that an agent
 // restart or upgrade loses no lookup and no request: it judges by the
 // policy file the agent writes (and keeps the last one while the agent
-// is away), tells the agent's name manager of allowed DNS answers and its
+// is away), tells the agent which policy it judges by, so that the
+// datapath redirects no connection that the proxy's policy does not know
+// yet, tells the agent's name manager of allowed DNS answers and its
 // Hubble of every request and response, and names peers by the node's
 // pinned ipcache.
 package main
@@ -73,7 +75,8 @@ func (c *config) run(ctx context.Context) error {
 	records := accesslog.NewSender(accesslog.SocketFile(c.dir), 0, log)
 	go records.Run(ctx)
 	p := proxy.New(proxy.Config{DNSPort: c.dnsPort, HTTPPort: c.httpPort, HTTPIngressPort: c.httpIngressPort, IdentityOf: ipc.IdentityOf,
-		Learn: proxy.LearnClient(proxy.LearnSocket(c.dir)), LearnWait: c.learnWait, Record: records.Record, Log: log})
+		Learn: proxy.LearnClient(proxy.LearnSocket(c.dir)), LearnWait: c.learnWait, Record: records.Record,
+		AckPolicy: proxy.AckClient(proxy.AckSocket(c.dir)), Log: log})
 	go proxy.WatchPolicy(ctx, proxy.PolicyFile(c.dir), p, log)
 	log.Info("serving", "dns-port", c.dnsPort, "http-port", c.httpPort, "http-ingress-port", c.httpIngressPort, "dir", c.dir)
 	return p.Run(ctx)

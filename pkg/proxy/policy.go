@@ -29,7 +29,12 @@ import (
 // outlives either process.
 type Policy struct {
 	// Revision grows with every policy the agent computes.
-	Revision  uint64     `json:"revision"`
+	Revision uint64 `json:"revision"`
+	// Run names the agent's run that wrote the policy, whose revisions
+	// start again: the proxy's Ack names it back, so that an agent takes
+	// no acknowledgement of an earlier run's policy for one of its own.
+	// 0: the agent takes none.
+	Run       uint64     `json:"run,omitempty"`
 	Endpoints []Endpoint `json:"endpoints"`
 }
 

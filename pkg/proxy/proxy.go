@@ -38,7 +38,12 @@ type Config struct {
 	UpstreamTimeout time.Duration
 	// Record hears of every request and response.
 	Record func(accesslog.Record)
-	Log    *slog.Logger
+	// AckPolicy tells the agent of each policy from its file that the
+	// proxy judges by (WatchPolicy), so that the datapath redirects to
+	// the proxy only the connections of a policy it knows; nil: the
+	// agent is not told.
+	AckPolicy func(context.Context, Ack) error
+	Log       *slog.Logger
 }
 
 // Defaults for the Config's durations: LearnWait is Cilium's

@@ -12,6 +12,7 @@ package agent
 import (
 	"fmt"
 	"log/slog"
+	"time"
 
 	"github.com/cilium/hive/cell"
 	"github.com/cilium/hive/job"
@@ -64,20 +65,28 @@ var EngineCell = cell.Module("policy", "Network policy rules to endpoints policy
 	}),
 )
 
-// MapConfig sizes the endpoints' policy maps, as Cilium's flag does.
+// MapConfig sizes the endpoints' policy maps, as Cilium's flag does,
+// and bounds how long their redirects wait for the layer-7 proxy.
 type MapConfig struct {
 	// BPFPolicyMapMax is how many entries each endpoint's policy map
 	// holds; a policy that needs more is refused for that endpoint.
 	BPFPolicyMapMax int `mapstructure:"bpf-policy-map-max"`
+	// ProxyAckTimeout is how long a new redirect to the layer-7 proxy
+	// waits for the proxy to acknowledge the policy that judges its
+	// connections (see proxyGate); 0: it does not wait.
+	ProxyAckTimeout time.Duration `mapstructure:"proxy-ack-timeout"`
 }
 
-// DefaultMapConfig is Cilium's default.
-var DefaultMapConfig = MapConfig{BPFPolicyMapMax: 16384}
+// DefaultMapConfig: Cilium's map size; a wait for the proxy of a few of
+// its loads.
+var DefaultMapConfig = MapConfig{BPFPolicyMapMax: 16384, ProxyAckTimeout: 2 * time.Second}
 
 // Flags implements cell.Flagger.
 func (def MapConfig) Flags(flags *pflag.FlagSet) {
 	flags.Int("bpf-policy-map-max", def.BPFPolicyMapMax,
 		"entries of each endpoint's policy map: a policy that needs more for an endpoint is refused for it, the endpoint keeping its previous policy")
+	flags.Duration("proxy-ack-timeout", def.ProxyAckTimeout,
+		"How long a new redirect to the layer-7 proxy waits for the proxy to load the policy that judges it before the policy map takes it anyway (0: no wait)")
 }
 
 // Validate names the flag when it is out of Cilium's range.
@@ -85,17 +94,23 @@ func (c MapConfig) Validate() error {
 	if c.BPFPolicyMapMax < 1<<8 || c.BPFPolicyMapMax > 1<<16 {
 		return fmt.Errorf("--bpf-policy-map-max %d: want %d to %d", c.BPFPolicyMapMax, 1<<8, 1<<16)
 	}
+	if c.ProxyAckTimeout < 0 {
+		return fmt.Errorf("--proxy-ack-timeout %s: want 0 or more", c.ProxyAckTimeout)
+	}
 	return nil
 }
 
 // Cell provides the tables (statedb.RWTable for the policy engine,
 // statedb.Table for readers) and reconciles the entries into the maps
-// that a MapSource from the datapath gives.
+// that a MapSource from the datapath gives. Its table of the layer-7
+// proxy's acknowledgements (ProxyAckRow), which the proxy's cell
+// writes, holds redirects back until the proxy knows their policy.
 var Cell = cell.Module("policy-map", "Endpoint policies reconciled into the endpoints policy maps",
 	cell.Config(DefaultMapConfig),
 	cell.Invoke(MapConfig.Validate),
 	cell.Provide(NewTable, statedb.RWTable[*EndpointPolicyRow].ToTable,
-		NewEntriesTable, statedb.RWTable[*PolicyEntryRow].ToTable, policy.NewCookies),
+		NewEntriesTable, statedb.RWTable[*PolicyEntryRow].ToTable, policy.NewCookies,
+		NewProxyAcksTable, statedb.RWTable[*ProxyAckRow].ToTable),
 	health.JobGroup,
 	cell.Invoke(RegisterReconciler),
 )

@@ -49,9 +49,13 @@ var errNoMap = errors.New("policy map not open yet")
 // group of an endpoint that a batch changes goes in one update, in the
 // order that never opens the endpoint beyond its old and its new policy.
 // A round takes up to roundSize rows, enough for what one policy change
-// writes.
-func RegisterReconciler(p reconciler.Params, jobs job.Group, tbl statedb.RWTable[*PolicyEntryRow], source MapSource, cookies *policy.Cookies) error {
-	o := &ops{tbl: tbl, source: source, cookies: cookies, flush: job.NewTrigger(), dirty: map[uint16]struct{}{}}
+// writes. Entries that redirect to the layer-7 proxy wait for the
+// proxy's acknowledgement in acks of the policy they belong to, for
+// cfg.ProxyAckTimeout at most (see proxyGate); an endpoint whose changed
+// rows redirect nothing never waits.
+func RegisterReconciler(p reconciler.Params, jobs job.Group, tbl statedb.RWTable[*PolicyEntryRow], source MapSource, cookies *policy.Cookies,
+	acks statedb.Table[*ProxyAckRow], cfg MapConfig) error {
+	o := newOps(tbl, source, cookies, &proxyGate{db: p.DB, acks: acks, log: p.Log, timeout: cfg.ProxyAckTimeout})
 	jobs.Add(job.Timer("policy-flush", o.flushDirty, flushInterval, job.WithTrigger(o.flush)))
 	_, err := desired.Register(p, tbl, o, desired.WithBatches[*PolicyEntryRow](o, roundSize))
 	return err
@@ -63,10 +67,15 @@ const roundSize = 1 << 16
 // flushInterval retries flushes that failed; changes trigger them.
 const flushInterval = time.Minute
 
+func newOps(tbl statedb.Table[*PolicyEntryRow], source MapSource, cookies *policy.Cookies, gate *proxyGate) *ops {
+	return &ops{tbl: tbl, source: source, cookies: cookies, gate: gate, flush: job.NewTrigger(), dirty: map[uint16]struct{}{}}
+}
+
 type ops struct {
 	tbl     statedb.Table[*PolicyEntryRow]
 	source  MapSource
 	cookies *policy.Cookies
+	gate    *proxyGate
 	flush   job.Trigger
 
 	mu    sync.Mutex
@@ -148,19 +157,35 @@ func (o *ops) flushDirty(context.Context) error {
 }
 
 // UpdateBatch implements reconciler.BatchOperations: each endpoint's
-// changed groups in one update, whose result is every row's.
-func (o *ops) UpdateBatch(_ context.Context, txn statedb.ReadTxn, batch []reconciler.BatchEntry[*PolicyEntryRow]) {
+// changed groups in one update, whose result is every row's. The
+// endpoints whose changed rows redirect to the proxy go last, once the
+// proxy knows their policy; the others do not wait for it.
+func (o *ops) UpdateBatch(ctx context.Context, txn statedb.ReadTxn, batch []reconciler.BatchEntry[*PolicyEntryRow]) {
 	byEP := map[uint16]map[spec.PolicyGroup]struct{}{}
+	proxied := map[uint16]uint64{} // endpoint -> revision the proxy must know
 	for _, b := range batch {
 		g := b.Object.group()
 		if byEP[g.EndpointID] == nil {
 			byEP[g.EndpointID] = map[spec.PolicyGroup]struct{}{}
 		}
 		byEP[g.EndpointID][g] = struct{}{}
+		if rev := redirect(b.Object); rev != 0 {
+			proxied[g.EndpointID] = max(proxied[g.EndpointID], rev)
+		}
 	}
 	results := make(map[uint16]error, len(byEP))
 	for ep, groups := range byEP {
-		results[ep] = o.update(txn, ep, groups)
+		if _, ok := proxied[ep]; !ok {
+			results[ep] = o.update(txn, ep, groups)
+		}
+	}
+	if len(proxied) > 0 {
+		err := o.gate.await(ctx, slices.Max(slices.Collect(maps.Values(proxied))))
+		for ep := range proxied {
+			if results[ep] = err; err == nil {
+				results[ep] = o.update(txn, ep, byEP[ep])
+			}
+		}
 	}
 	for i := range batch {
 		batch[i].Result = results[batch[i].Object.EndpointID]
@@ -189,12 +214,15 @@ func (o *ops) DeleteBatch(ctx context.Context, txn statedb.ReadTxn, batch []reco
 // Update implements reconciler.Operations, for a row retried alone: the
 // endpoint's every group is written as txn has it, so that what failed
 // with the row in its batch goes in together again.
-func (o *ops) Update(_ context.Context, txn statedb.ReadTxn, _ statedb.Revision, e *PolicyEntryRow) error {
+func (o *ops) Update(ctx context.Context, txn statedb.ReadTxn, _ statedb.Revision, e *PolicyEntryRow) error {
 	groups := map[spec.PolicyGroup]struct{}{}
 	for r := range o.tbl.List(txn, EntryEndpointIndex.Query(e.EndpointID)) {
 		groups[r.group()] = struct{}{}
 	}
 	groups[e.group()] = struct{}{}
+	if err := o.gate.await(ctx, redirect(e)); err != nil {
+		return err
+	}
 	return o.update(txn, e.EndpointID, groups)
 }
 
@@ -208,16 +236,23 @@ func (o *ops) Delete(ctx context.Context, txn statedb.ReadTxn, rev statedb.Revis
 
 // Prune implements reconciler.Operations: the maps are made to hold
 // exactly the table's groups, whatever an earlier agent or a hand left.
-func (o *ops) Prune(_ context.Context, _ statedb.ReadTxn, rows iter.Seq2[*PolicyEntryRow, statedb.Revision]) error {
+// Every redirect it writes waits for the proxy, which knows them all
+// already unless it is late or the table changed since the round began.
+func (o *ops) Prune(ctx context.Context, _ statedb.ReadTxn, rows iter.Seq2[*PolicyEntryRow, statedb.Revision]) error {
 	m, err := o.mapOrErr()
 	if err != nil {
 		return err
 	}
 	groups := map[spec.PolicyGroup][]spec.PolicyEntry{}
+	var proxied uint64
 	for e := range rows {
 		if !e.Deleted {
 			groups[e.group()] = append(groups[e.group()], o.withCookie(e))
+			proxied = max(proxied, redirect(e))
 		}
+	}
+	if err := o.gate.await(ctx, proxied); err != nil {
+		return err
 	}
 	narrowed, err := m.SyncPolicy(groups)
 	if len(narrowed) > 0 {

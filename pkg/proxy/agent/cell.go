@@ -4,7 +4,9 @@
 // proxy ports, and the proxy's policy, which the agent writes into a
 // file of the proxy's directory whenever it changes. The file outlives
 // both processes: a restarted proxy judges by it before the agent is
-// back.
+// back. The proxy acknowledges each policy it loads on the agent's
+// socket, into the table that holds the policy map's redirects back
+// until the proxy knows them (policyagent.ProxyAckRow).
 package agent
 
 import (
@@ -13,6 +15,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"slices"
@@ -105,8 +108,9 @@ func (c Config) Ports() *policy.ProxyPorts {
 	return &policy.ProxyPorts{HTTP: c.ProxyHTTPPort, HTTPIngress: c.ProxyHTTPIngressPort, DNS: c.ToFQDNsProxyPort}
 }
 
-// Cell provides the proxy's flags and ports and writes its policy.
-var Cell = cell.Module("l7-proxy", "Layer-7 proxy flags and policy file",
+// Cell provides the proxy's flags and ports, writes its policy and
+// takes its acknowledgements.
+var Cell = cell.Module("l7-proxy", "Layer-7 proxy flags and policy file and acknowledgements",
 	cell.Config(DefaultConfig),
 	cell.Invoke(Config.Validate),
 	cell.Provide(Config.Ports),
@@ -127,14 +131,22 @@ type writerParams struct {
 	// restarted agent must not hand the proxy the empty policy of its
 	// first moments, which would deny what the proxy allows meanwhile.
 	Entries statedb.Table[*policyagent.PolicyEntryRow]
+	// Acks holds what the proxy acknowledged of this run's policies.
+	Acks statedb.RWTable[*policyagent.ProxyAckRow]
 }
 
 func registerPolicyWriter(p writerParams) {
 	if !p.Config.EnableL7Proxy {
 		return
 	}
-	path := proxy.PolicyFile(p.Config.Dir(p.Paths))
+	dir := p.Config.Dir(p.Paths)
+	path := proxy.PolicyFile(dir)
+	run := newRun()
+	p.Jobs.Add(job.OneShot("l7-proxy-acks", func(ctx context.Context, _ cell.Health) error {
+		return serveAcks(ctx, proxy.AckSocket(dir), run, p.DB, p.Acks, p.Log)
+	}))
 	var last []byte
+	var lastRevision uint64
 	// The entries are waited for, not watched: the policy table changes
 	// with them.
 	never := make(chan struct{})
@@ -142,7 +154,12 @@ func registerPolicyWriter(p writerParams) {
 	desired.Controller(p.Jobs, "l7-proxy-policy", p.DB,
 		[]desired.Input{desired.TableInput(p.Policies), desired.TableInput(p.Endpoints), engineStarted},
 		func(ctx context.Context, txn statedb.ReadTxn) error {
-			b, err := json.MarshalIndent(ProxyPolicy(txn, p.Policies, p.Endpoints), "", " ")
+			pol := ProxyPolicy(txn, p.Policies, p.Endpoints)
+			// Never lower: a policy that lost its latest endpoint
+			// still knows all that came before.
+			pol.Revision = max(pol.Revision, lastRevision)
+			pol.Run = run
+			b, err := json.MarshalIndent(pol, "", " ")
 			if err != nil {
 				return err
 			}
@@ -152,25 +169,40 @@ func registerPolicyWriter(p writerParams) {
 			if err := writeFile(path, b); err != nil {
 				return err
 			}
-			last = b
+			last, lastRevision = b, pol.Revision
 			return nil
 		})
 }
 
+// newRun names this agent's run in the policies it writes: any number
+// but 0, which names none.
+func newRun() uint64 {
+	for {
+		if r := rand.Uint64(); r != 0 {
+			return r
+		}
+	}
+}
+
 // ProxyPolicy is the proxy's policy as of txn: the local endpoints with
-// ports that go through the proxy.
+// ports that go through the proxy. Its Revision is the latest of every
+// endpoint policy with such ports, so that a proxy that acknowledges
+// revision r or later knows the layer-7 ports of every policy of
+// revision r (policyagent.ProxyAckRow).
 func ProxyPolicy(txn statedb.ReadTxn, policies statedb.Table[*policyagent.EndpointPolicyRow], eps statedb.Table[*endpoint.EndpointRow]) proxy.Policy {
 	var out proxy.Policy
 	rows := map[uint16]*policyagent.EndpointPolicyRow{}
 	for row := range policies.All(txn) {
-		rows[row.EndpointID] = row
+		if len(row.L7) > 0 {
+			rows[row.EndpointID] = row
+			out.Revision = max(out.Revision, row.Revision)
+		}
 	}
 	for ep := range endpoint.Live(txn, eps) {
 		row := rows[ep.ID]
-		if row == nil || len(row.L7) == 0 || !ep.IPv4.IsValid() {
+		if row == nil || !ep.IPv4.IsValid() {
 			continue
 		}
-		out.Revision = max(out.Revision, row.Revision)
 		out.Endpoints = append(out.Endpoints, proxy.Endpoint{ID: ep.ID, Identity: row.Identity, IPv4: ep.IPv4, Ports: row.L7})
 	}
 	slices.SortFunc(out.Endpoints, func(a, b proxy.Endpoint) int { return int(a.ID) - int(b.ID) })
