@@ -187,6 +187,11 @@ func runProxy(stdin io.Reader, stdout io.Writer) error {
 	go proxy.WatchPolicy(ctx, proxy.PolicyFile(cfg.Dir), p, log)
 	done := make(chan error, 1)
 	go func() { done <- p.Run(ctx) }()
+	select {
+	case <-p.Ready():
+	case err := <-done:
+		return fmt.Errorf("the proxy stopped: %w", err)
+	}
 
 	enc := json.NewEncoder(stdout)
 	for in.Scan() {

@@ -78,7 +78,13 @@ func (c *config) run(ctx context.Context) error {
 		Learn: proxy.LearnClient(proxy.LearnSocket(c.dir)), LearnWait: c.learnWait, Record: records.Record,
 		AckPolicy: proxy.AckClient(proxy.AckSocket(c.dir)), Log: log})
 	go proxy.WatchPolicy(ctx, proxy.PolicyFile(c.dir), p, log)
-	log.Info("serving", "dns-port", c.dnsPort, "http-port", c.httpPort, "http-ingress-port", c.httpIngressPort, "dir", c.dir)
+	go func() {
+		select {
+		case <-p.Ready():
+			log.Info("serving", "dns-port", c.dnsPort, "http-port", c.httpPort, "http-ingress-port", c.httpIngressPort, "dir", c.dir)
+		case <-ctx.Done():
+		}
+	}()
 	return p.Run(ctx)
 }
 

@@ -182,6 +182,11 @@ func startProxy(t *testing.T, c *dptest.Cluster, n *dptest.Node, rec *recorder) 
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- p.Run(ctx) }()
+	select {
+	case <-p.Ready():
+	case err := <-done:
+		t.Fatalf("proxy: %v", err)
+	}
 	t.Cleanup(func() {
 		cancel()
 		if err := <-done; err != nil {

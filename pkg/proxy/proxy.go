@@ -57,6 +57,7 @@ const (
 type Proxy struct {
 	cfg   Config
 	state state
+	ready chan struct{}
 }
 
 // New returns a proxy that allows nothing until SetPolicy.
@@ -76,7 +77,7 @@ func New(cfg Config) *Proxy {
 	if cfg.Learn == nil {
 		cfg.Learn = func(context.Context, fqdn.Lookup) error { return nil }
 	}
-	p := &Proxy{cfg: cfg}
+	p := &Proxy{cfg: cfg, ready: make(chan struct{})}
 	p.state.set(&compiled{})
 	return p
 }
@@ -91,6 +92,10 @@ func (p *Proxy) SetPolicy(pol Policy) error {
 	p.state.set(c)
 	return nil
 }
+
+// Ready is closed once Run has opened every socket: from then on the
+// datapath finds the proxy.
+func (p *Proxy) Ready() <-chan struct{} { return p.ready }
 
 // Revision is the revision of the policy the proxy judges by.
 func (p *Proxy) Revision() uint64 { return p.state.get().revision }
@@ -143,6 +148,7 @@ func (p *Proxy) Run(ctx context.Context) error {
 			return serveConns(ctx, ln, func(ctx context.Context, c net.Conn) { p.serveHTTPConn(ctx, h.dir, c) })
 		})
 	}
+	close(p.ready)
 	<-ctx.Done()
 	wg.Wait()
 	close(errs)
