@@ -212,7 +212,7 @@ func checkStarWars(t *testing.T, lab *Lab) {
 	}
 	lab.Eventually("the tiefighter lands through the HTTP proxy", time.Minute, func() error {
 		if out, err := curl("tiefighter", "PUT", "/v1/exhaust-port"); err != nil || out != "Access denied\r\n" {
-			return fmt.Errorf("PUT /v1/exhaust-port: %q %v, want Access denied", out, err)
+			return fmt.Errorf("PUT /v1/exhaust-port: %q, want Access denied (%v)", out, err) //nolint:errorlint // err may be nil: shown, not wrapped
 		}
 		return nil
 	})
