@@ -3,10 +3,8 @@ package agent
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"log/slog"
 	"net/http"
-	"time"
 
 	"github.com/cilium/statedb"
 
@@ -38,15 +36,7 @@ func serveAcks(ctx context.Context, path string, run uint64, db *statedb.DB, ack
 		}
 		w.WriteHeader(http.StatusNoContent)
 	})
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
-	go func() {
-		<-ctx.Done()
-		srv.Close()
-	}()
-	if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
-		return err
-	}
-	return nil
+	return unixsock.ServeHTTP(ctx, ln, mux)
 }
 
 // writeAck replaces the acknowledgement, even by one of the same
