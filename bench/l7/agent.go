@@ -52,22 +52,26 @@ var agentCache = fqdn.CacheConfig{MaxIPsPerName: 1000, MaxZombies: 10000}
 // fullCacheIPs are the IPs of the full cache besides the bench's name's.
 const fullCacheIPs = memEndpoints * selectorsPerEp * ipsPerName
 
-// learnWay is what the proxy's Learn does in a DNS run.
+// learnWay is what the proxy's Learn does in a DNS run, and the TTL of
+// the answers.
 type learnWay int
 
 const (
-	learnNone      learnWay = iota // nothing
-	learnAgent                     // tells the agent, its cache holding the bench's name only
-	learnAgentFull                 // tells the agent, its cache holding fullCacheIPs besides
-	learnWays      = 3
+	learnNone     learnWay = iota // nothing
+	learnOnce                     // tells the agent; the TTL lets the proxy tell it once
+	learnEach                     // tells the agent of each answer: TTL 0
+	learnEachFull                 // the same, the agent's cache holding fullCacheIPs besides
+	learnWays     = 4
 )
 
 func (w learnWay) String() string {
 	switch w {
-	case learnAgent:
-		return "Learn to agent"
-	case learnAgentFull:
-		return fmt.Sprintf("Learn to agent, %d IPs cached", fullCacheIPs)
+	case learnOnce:
+		return fmt.Sprintf("Learn to agent, TTL %ds", benchTTL)
+	case learnEach:
+		return "Learn to agent, TTL 0"
+	case learnEachFull:
+		return fmt.Sprintf("Learn to agent, TTL 0, %d IPs cached", fullCacheIPs)
 	}
 	return "Learn no-op"
 }
@@ -78,6 +82,27 @@ func (w learnWay) request() string {
 		return askLearnNone
 	}
 	return askLearnAgent
+}
+
+// ttl is the TTL of the answers of w's runs.
+func (w learnWay) ttl() uint32 {
+	if w == learnEach || w == learnEachFull {
+		return 0
+	}
+	return benchTTL
+}
+
+// told is how many of a run's n lookups of one name the proxy tells the
+// agent of: with a TTL, the first only (it tells again after half of
+// it, longer than a run).
+func (w learnWay) told(n int) int64 {
+	switch {
+	case w == learnNone || n == 0:
+		return 0
+	case w == learnOnce:
+		return 1
+	}
+	return int64(n)
 }
 
 func newAgentSide(pol proxy.Policy) (a *agentSide, err error) {

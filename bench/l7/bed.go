@@ -69,6 +69,8 @@ type bed struct {
 	agent   *agentSide
 	proxy   *proxyProc
 	closers []io.Closer
+	zone    *zone // the DNS servers'
+	names   int   // the names lookups asked for so far (benchName)
 }
 
 // server is a server pod: where it is from the client, and its servers.
@@ -87,7 +89,7 @@ func newBed(mode spec.RoutingMode, profile string) (b *bed, err error) {
 	b = &bed{c: c, client: n1.Pods[0], servers: []*server{
 		{where: "same node", pod: n1.Pods[1]},
 		{where: "other node", pod: n2.Pods[0]},
-	}}
+	}, zone: benchZone()}
 	defer func() {
 		if err != nil {
 			err = errors.Join(err, b.close())
@@ -98,7 +100,7 @@ func newBed(mode spec.RoutingMode, profile string) (b *bed, err error) {
 			return b, err
 		}
 		b.closers = append(b.closers, s.http)
-		dns, err := serveDNS(s.pod.NS, s.pod.IP, dnsPort, benchZone)
+		dns, err := serveDNS(s.pod.NS, s.pod.IP, dnsPort, b.zone)
 		if err != nil {
 			return b, err
 		}
@@ -224,4 +226,10 @@ func checkSeen(p path, before, after counts, httpSent, dnsSent int64) error {
 			p, got.HTTP, got.DNS, got.NotForwarded, want.HTTP, want.DNS)
 	}
 	return nil
+}
+
+// nextName is the name of the next run's lookups, asked in no run before.
+func (b *bed) nextName() string {
+	b.names++
+	return benchName(b.names)
 }

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"net/netip"
+	"strings"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/net/dns/dnsmessage"
@@ -14,20 +16,44 @@ import (
 	"github.com/cilium-go/cilium/internal/netnamespace"
 )
 
-// benchName is the name every lookup asks for; dnsRules allow it.
-const benchName = "api.bench.test."
+// The names lookups ask for are in benchDomain, whose every name has
+// benchAddrs (the zone's wildcard), so that each run asks for a name of
+// its own (benchName), which the proxy told the agent of in no run
+// before; dnsRules allow them.
+const benchDomain = "bench.test."
 
-// zone is an authoritative server's data: the A records of each name.
-type zone map[string][]netip.Addr
+var benchAddrs = []netip.Addr{netip.MustParseAddr("192.0.2.1"), netip.MustParseAddr("192.0.2.2")}
 
-var benchZone = zone{
-	benchName:          {netip.MustParseAddr("192.0.2.1"), netip.MustParseAddr("192.0.2.2")},
-	"www.example.com.": {netip.MustParseAddr("192.0.2.3")},
+// benchName is the name of the n-th run's lookups.
+func benchName(n int) string { return fmt.Sprintf("api-%d.%s", n, benchDomain) }
+
+// zone is an authoritative server's data: the A records of each name,
+// "*." and a domain for its every name, and the TTL of the records, which
+// a run may change.
+type zone struct {
+	names map[string][]netip.Addr
+	ttl   atomic.Uint32
+}
+
+func newZone(names map[string][]netip.Addr, ttl uint32) *zone {
+	z := &zone{names: names}
+	z.ttl.Store(ttl)
+	return z
+}
+
+// benchTTL is the TTL of the zone's records but in the runs that change it.
+const benchTTL = 60
+
+func benchZone() *zone {
+	return newZone(map[string][]netip.Addr{
+		"*." + benchDomain: benchAddrs,
+		"www.example.com.": {netip.MustParseAddr("192.0.2.3")},
+	}, benchTTL)
 }
 
 // answer is z's answer to query: the A records of the name asked for,
 // NXDOMAIN for a name it does not hold; nil for what is no query.
-func (z zone) answer(query []byte) []byte {
+func (z *zone) answer(query []byte) []byte {
 	var p dnsmessage.Parser
 	h, err := p.Start(query)
 	if err != nil || h.Response {
@@ -37,7 +63,11 @@ func (z zone) answer(query []byte) []byte {
 	if err != nil {
 		return nil
 	}
-	addrs, ok := z[q.Name.String()]
+	name := q.Name.String()
+	addrs, ok := z.names[name]
+	if _, parent, found := strings.Cut(name, "."); !ok && found {
+		addrs, ok = z.names["*."+parent]
+	}
 	rh := dnsmessage.Header{ID: h.ID, Response: true, Authoritative: true, RecursionDesired: h.RecursionDesired}
 	if !ok {
 		rh.RCode = dnsmessage.RCodeNameError
@@ -49,7 +79,7 @@ func (z zone) answer(query []byte) []byte {
 	}
 	if q.Type == dnsmessage.TypeA {
 		for _, a := range addrs {
-			rr := dnsmessage.ResourceHeader{Name: q.Name, Type: dnsmessage.TypeA, Class: dnsmessage.ClassINET, TTL: 60}
+			rr := dnsmessage.ResourceHeader{Name: q.Name, Type: dnsmessage.TypeA, Class: dnsmessage.ClassINET, TTL: z.ttl.Load()}
 			if b.AResource(rr, dnsmessage.AResource{A: a.As4()}) != nil {
 				return nil
 			}
@@ -63,7 +93,7 @@ func (z zone) answer(query []byte) []byte {
 }
 
 // serveDNS answers from z on UDP port of addr in ns until closed.
-func serveDNS(ns string, addr netip.Addr, port int, z zone) (io.Closer, error) {
+func serveDNS(ns string, addr netip.Addr, port int, z *zone) (io.Closer, error) {
 	pc, err := netnamespace.ListenPacket(ns, "udp4", netip.AddrPortFrom(addr, uint16(port)).String())
 	if err != nil {
 		return nil, fmt.Errorf("listen for DNS: %w", err)

@@ -139,7 +139,7 @@ func trafficParts(log *slog.Logger, out io.Writer, o options) (err error) {
 		}
 	}
 	checks = append(checks, fmt.Sprintf("in every run the proxy recorded each request and lookup of the proxied paths (%d HTTP, %d DNS in all) "+
-		"and none of the others, and every one it recorded was forwarded; the agent was told of each of the %d lookups with Learn to it",
+		"and none of the others, and every one it recorded was forwarded; the agent was told of the %d answers Learn had to tell it of (each with a TTL of 0, a run's first with a TTL)",
 		rs.sentHTTP, rs.sentDNS, rs.told))
 	checks = append(checks, b.accessLogCheck())
 	if o.want("http") {
@@ -232,7 +232,7 @@ func (b *bed) checkPaths() ([]string, error) {
 			if n := s.http.requests.Load() - served; n != 1 {
 				return nil, fmt.Errorf("%s, %s: the server saw %d requests, want 1", s.where, p, n)
 			}
-			if _, err := newResolver(b.client.NS, s.pod.IP, benchName, len(benchZone[benchName])).lookup(); err != nil {
+			if _, err := newResolver(b.client.NS, s.pod.IP, b.nextName(), len(benchAddrs)).lookup(); err != nil {
 				return nil, fmt.Errorf("%s, %s: lookup: %w", s.where, p, err)
 			}
 			after, err := b.counts()
@@ -285,17 +285,15 @@ func (b *bed) measure(o options, s *server, p path, rep int) (r runFigures, err 
 	}
 	r.httpCPU = mid.CPU - before.CPU
 	if o.want("dns") {
-		res := newResolver(b.client.NS, s.pod.IP, benchName, len(benchZone[benchName]))
 		lookups := func(w learnWay) (latency, error) {
 			if _, err := b.proxy.ask(w.request()); err != nil {
 				return latency{}, err
 			}
-			b.agent.full.Store(w == learnAgentFull)
-			lat, err := dnsLatency(res, o.dnsFor)
+			b.agent.full.Store(w == learnEachFull)
+			b.zone.ttl.Store(w.ttl())
+			lat, err := dnsLatency(newResolver(b.client.NS, s.pod.IP, b.nextName(), len(benchAddrs)), o.dnsFor)
 			r.dnsSent += int64(len(lat))
-			if w != learnNone {
-				wantTold += int64(len(lat))
-			}
+			wantTold += w.told(len(lat))
 			return latencyOf(lat), err
 		}
 		if p == pathL4 {
@@ -320,7 +318,7 @@ func (b *bed) measure(o options, s *server, p path, rep int) (r runFigures, err 
 	}
 	r.told = b.agent.told.Load() - toldBefore
 	if r.told != wantTold {
-		return r, fmt.Errorf("the agent was told of %d lookups, want the %d of the runs with Learn to it", r.told, wantTold)
+		return r, fmt.Errorf("the agent was told of %d lookups, want %d (each answer with a TTL of 0, the first with a TTL)", r.told, wantTold)
 	}
 	return r, nil
 }

@@ -177,11 +177,13 @@ func dnsReport(w io.Writer, places []dnsPlace, d time.Duration) {
 		reps = len(places[0].direct)
 	}
 	fmt.Fprintf(w, "\nDNS over UDP from the client pod on node 1 to an authoritative server pod, a socket per lookup (as a stub resolver), one\n"+
-		"lookup at a time for %s: direct (the allow's entry) against through node 1's DNS proxy (the same entry with the proxy's port;\n"+
-		"%d DNS rules), with the proxy's Learn a no-op, and telling the agent over its unix socket (proxy.LearnClient) whose name cache\n"+
-		"holds the answer's name only or %d other learned IPs besides. %d interleaved repetitions, median [min, max].\n",
-		d, len(dnsRules.DNS), fullCacheIPs, reps)
-	fmt.Fprintf(w, "%-11s %-40s %-24s %-24s %s\n", "server", "path", "p50", "p99", "lookups")
+		"lookup at a time for %s, a new name each run: direct (the allow's entry) against through node 1's DNS proxy (the same entry\n"+
+		"with the proxy's port; %d DNS rules), with the proxy's Learn a no-op, and telling the agent over its unix socket\n"+
+		"(proxy.LearnClient): with a TTL of %ds, which has the proxy tell the agent of the run's first answer only, and with a TTL of 0,\n"+
+		"which has it tell the agent of every answer, whose name cache holds the run's name only or %d other learned IPs besides.\n"+
+		"%d interleaved repetitions, median [min, max].\n",
+		d, len(dnsRules.DNS), benchTTL, fullCacheIPs, reps)
+	fmt.Fprintf(w, "%-11s %-46s %-24s %-24s %s\n", "server", "path", "p50", "p99", "lookups")
 	for _, pl := range places {
 		rows := []struct {
 			name string
@@ -195,7 +197,7 @@ func dnsReport(w io.Writer, places []dnsPlace, d time.Duration) {
 		}
 		for _, r := range rows {
 			p50, p99, n := dnsColumns(r.runs)
-			fmt.Fprintf(w, "%-11s %-40s %-24s %-24s %d\n", pl.where, r.name, spread(durs(p50), usf), spread(durs(p99), usf), n)
+			fmt.Fprintf(w, "%-11s %-46s %-24s %-24s %d\n", pl.where, r.name, spread(durs(p50), usf), spread(durs(p99), usf), n)
 		}
 	}
 	for _, pl := range places {

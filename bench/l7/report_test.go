@@ -94,33 +94,38 @@ func TestCheckSeen(t *testing.T) {
 // records, which the resolver's check accepts; a name out of the zone
 // gets NXDOMAIN and an answer to another query is refused.
 func TestZoneAnswersResolver(t *testing.T) {
-	r := newResolver("", netip.MustParseAddr("10.0.0.1"), benchName, len(benchZone[benchName]))
+	z := benchZone()
+	r := newResolver("", netip.MustParseAddr("10.0.0.1"), benchName(1), len(benchAddrs))
 	r.id = 7
 	binary.BigEndian.PutUint16(r.query, r.id)
-	answer := benchZone.answer(r.query)
+	answer := z.answer(r.query)
 	if err := r.check(answer); err != nil {
 		t.Fatalf("answer to the bench's query: %v", err)
 	}
 	var msg dnsmessage.Message
-	if err := msg.Unpack(answer); err != nil || !msg.Authoritative || len(msg.Answers) != 2 || msg.Answers[0].Header.TTL != 60 {
+	if err := msg.Unpack(answer); err != nil || !msg.Authoritative || len(msg.Answers) != 2 || msg.Answers[0].Header.TTL != benchTTL {
 		t.Fatalf("answer %+v: %v", msg, err)
 	}
 	r.id = 8
 	if err := r.check(answer); err == nil {
 		t.Error("an answer to query 7 passed as the answer to query 8")
 	}
+	z.ttl.Store(0)
+	if err := msg.Unpack(z.answer(r.query)); err != nil || len(msg.Answers) != 2 || msg.Answers[0].Header.TTL != 0 {
+		t.Errorf("answer with the TTL set to 0: %+v: %v", msg, err)
+	}
 
-	other := newResolver("", netip.MustParseAddr("10.0.0.1"), "missing.bench.test.", 0)
+	other := newResolver("", netip.MustParseAddr("10.0.0.1"), "missing.example.test.", 0)
 	other.id = 9
 	binary.BigEndian.PutUint16(other.query, other.id)
-	if err := msg.Unpack(benchZone.answer(other.query)); err != nil || msg.RCode != dnsmessage.RCodeNameError {
+	if err := msg.Unpack(z.answer(other.query)); err != nil || msg.RCode != dnsmessage.RCodeNameError {
 		t.Errorf("a name out of the zone: %v %v, want NXDOMAIN", msg.RCode, err)
 	}
-	if benchZone.answer([]byte{1, 2, 3}) != nil || benchZone.answer(answer) != nil {
+	if z.answer([]byte{1, 2, 3}) != nil || z.answer(answer) != nil {
 		t.Error("the server answered what is no query")
 	}
-	if !dnsRules.DNS[1].Matches(benchName) {
-		t.Error("the client's DNS rules do not allow the bench's name")
+	if !dnsRules.DNS[1].Matches(benchName(1)) || !dnsRules.DNS[1].Matches(benchName(12)) {
+		t.Error("the client's DNS rules do not allow the bench's names")
 	}
 }
 
@@ -222,13 +227,13 @@ func TestReports(t *testing.T) {
 		return out
 	}
 	dp := dnsPlace{where: "other node", direct: lat(100, 120, 110), cpu: µs(100, 100, 100)}
-	dp.proxied = [learnWays][]latency{lat(400, 420, 410), lat(2100, 2200, 2150), lat(900, 1300, 600)}
+	dp.proxied = [learnWays][]latency{lat(400, 420, 410), lat(2100, 2200, 2150), lat(900, 1300, 600), lat(900, 1300, 600)}
 	b.Reset()
 	dnsReport(&b, []dnsPlace{dp}, time.Second)
 	for _, want := range []string{
 		"other node: p99 added (Learn no-op) 300µs",
 		"target <= 1ms: met",
-		"other node: p99 added (Learn to agent) 2.04ms",
+		"other node: p99 added (Learn to agent, TTL 60s) 2.04ms",
 		"target <= 1ms: missed",
 		"target <= 1ms: undecided",
 		"3000\n",

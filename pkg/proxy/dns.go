@@ -5,10 +5,12 @@ import (
 	"encoding/binary"
 	"errors"
 	"io"
+	"maps"
 	"net"
 	"net/netip"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"golang.org/x/net/dns/dnsmessage"
@@ -39,7 +41,7 @@ func (p *Proxy) serveDNSUDP(ctx context.Context, c *net.UDPConn) error {
 			if answer == nil {
 				return
 			}
-			if err := p.cfg.Sockets.SendFrom(to, from, answer); err != nil {
+			if err := p.answers.send(to, from, answer); err != nil {
 				p.cfg.Log.Debug("DNS proxy: answer", "error", err)
 			}
 		}()
@@ -122,18 +124,87 @@ func (p *Proxy) resolve(ctx context.Context, query []byte, from, to netip.AddrPo
 	}
 	resp.DNS = answerRecord(answer, name, rec.DNS.QTypes)
 	if resp.DNS.RCode == uint16(dnsmessage.RCodeSuccess) && len(resp.DNS.IPs) > 0 {
-		learned := fqdn.Lookup{Endpoint: pt.ep.ID, Name: fqdn.Normalize(name), IPs: resp.DNS.IPs, TTL: resp.DNS.TTL, Time: resp.Time}
-		lctx, cancel := context.WithTimeout(ctx, p.cfg.LearnWait)
-		if err := p.cfg.Learn(lctx, learned); err != nil {
-			p.cfg.Log.Debug("DNS proxy: learned addresses not confirmed in time", "name", name, "error", err)
-		}
-		cancel()
+		p.learn(ctx, c, pt.ep, fqdn.Lookup{Endpoint: pt.ep.ID, Name: fqdn.Normalize(name), IPs: resp.DNS.IPs, TTL: resp.DNS.TTL, Time: resp.Time})
 	}
 	p.cfg.Record(resp)
 	return answer
 }
 
+// learn tells the agent of an allowed answer's addresses and waits for
+// the datapath to allow them (LearnWait at most), unless it told the
+// agent as much for ep under the same policy less than half their TTL
+// ago: the agent keeps them for their TTL at least, so they are allowed
+// still, and a name looked up again and again costs the round trip once
+// in half its TTL. A new policy (of a new endpoint, or of an agent that
+// restarted) tells again.
+func (p *Proxy) learn(ctx context.Context, c *compiled, ep *Endpoint, l fqdn.Lookup) {
+	k := toldKey{ep: ep.ID, addr: ep.IPv4, name: l.Name}
+	if p.told.known(c, k, l.IPs, l.Time) {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, p.cfg.LearnWait)
+	defer cancel()
+	if err := p.cfg.Learn(ctx, l); err != nil {
+		p.cfg.Log.Debug("DNS proxy: learned addresses not confirmed in time", "name", l.Name, "error", err)
+		return
+	}
+	p.told.add(c, k, l.IPs, l.Time.Add(time.Duration(l.TTL)*time.Second/2))
+}
+
+// toldAnswers are the answers learn told the agent of under one policy
+// (its run and revision), each until half its TTL passed.
+type toldAnswers struct {
+	mu            sync.Mutex
+	run, revision uint64
+	m             map[toldKey]toldAnswer
+}
+
+type toldKey struct {
+	ep   uint16
+	addr netip.Addr
+	name string
+}
+
+type toldAnswer struct {
+	ips   []netip.Addr
+	until time.Time
+}
+
+// maxTold bounds the answers remembered: past it, learn tells the agent
+// of each new one until some expire.
+const maxTold = 1 << 14
+
+// known says whether the agent was told of ips (all of them) for k under
+// c's policy, and keeps them past now.
+func (t *toldAnswers) known(c *compiled, k toldKey, ips []netip.Addr, now time.Time) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	a, ok := t.m[k]
+	return ok && t.run == c.run && t.revision == c.revision && now.Before(a.until) &&
+		!slices.ContainsFunc(ips, func(ip netip.Addr) bool { return !slices.Contains(a.ips, ip) })
+}
+
+func (t *toldAnswers) add(c *compiled, k toldKey, ips []netip.Addr, until time.Time) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.m == nil || t.run != c.run || t.revision != c.revision {
+		t.run, t.revision, t.m = c.run, c.revision, map[toldKey]toldAnswer{}
+	}
+	if len(t.m) >= maxTold {
+		now := time.Now()
+		maps.DeleteFunc(t.m, func(_ toldKey, a toldAnswer) bool { return !now.Before(a.until) })
+		if len(t.m) >= maxTold {
+			return
+		}
+	}
+	t.m[k] = toldAnswer{ips: ips, until: until}
+}
+
 // forward asks the server at to, from the endpoint's address, marked.
+// Each query has a socket of its own: the upstream's tuple is the
+// datapath's for as long as the socket lives, and a query of the pod's
+// own that happens to take the same port drops meanwhile (bpf/lib/proxy.h,
+// proxy_owns).
 func (p *Proxy) forward(ctx context.Context, query []byte, src netip.Addr, to netip.AddrPort, mark uint32, proto uint8) ([]byte, error) {
 	ctx, cancel := context.WithTimeout(ctx, p.cfg.UpstreamTimeout)
 	defer cancel()

@@ -35,9 +35,15 @@ const (
 type zone struct {
 	a     map[string][]netip.Addr
 	cname map[string]string
+	ttl   map[string]uint32 // of a name's A records, 60 for those not here
+	mu    *sync.Mutex       // if the test changes the maps while served
 }
 
 func (z zone) answer(q []byte) []byte {
+	if z.mu != nil {
+		z.mu.Lock()
+		defer z.mu.Unlock()
+	}
 	var p dnsmessage.Parser
 	h, err := p.Start(q)
 	if err != nil {
@@ -60,8 +66,12 @@ func (z zone) answer(q []byte) []byte {
 			name = t
 			continue
 		}
+		ttl, ok := z.ttl[name]
+		if !ok {
+			ttl = 60
+		}
 		for _, a := range z.a[name] {
-			b.AResource(dnsmessage.ResourceHeader{Name: dnsmessage.MustNewName(name), Class: dnsmessage.ClassINET, TTL: 60},
+			b.AResource(dnsmessage.ResourceHeader{Name: dnsmessage.MustNewName(name), Class: dnsmessage.ClassINET, TTL: ttl},
 				dnsmessage.AResource{A: a.As4()})
 			rcode = dnsmessage.RCodeSuccess
 		}
@@ -143,6 +153,7 @@ type recorder struct {
 	mu      sync.Mutex
 	records []accesslog.Record
 	learned []fqdn.Lookup
+	refuse  bool // learn fails, as when the agent does not confirm in time
 }
 
 func (r *recorder) record(rec accesslog.Record) {
@@ -153,8 +164,11 @@ func (r *recorder) record(rec accesslog.Record) {
 
 func (r *recorder) learn(_ context.Context, l fqdn.Lookup) error {
 	r.mu.Lock()
+	defer r.mu.Unlock()
 	r.learned = append(r.learned, l)
-	r.mu.Unlock()
+	if r.refuse {
+		return errors.New("not confirmed")
+	}
 	return nil
 }
 
@@ -283,6 +297,72 @@ func TestPrivilegedDNSProxy(t *testing.T) {
 		r.SrcEndpoint != 0 || r.DNS.TTL != 60 {
 		t.Fatalf("response record %+v", r)
 	}
+}
+
+// The proxy tells the agent of an answer once in half its TTL: the same
+// answer again within it is not told, new addresses and a new policy
+// (of a new endpoint, or of an agent that restarted) are, and so is
+// every answer with a TTL of 0 or that the agent did not confirm.
+func TestPrivilegedDNSProxyTellsAgentOncePerTTL(t *testing.T) {
+	c := newCluster(t, dptest.Options{Mode: spec.Native, PolicyEgress: true})
+	n1 := c.Nodes[0]
+	client, server := n1.Pods[0], n1.Pods[1]
+	z := zone{a: map[string][]netip.Addr{
+		"api.allowed.test.":  {netip.MustParseAddr("192.0.2.10")},
+		"ttl0.allowed.test.": {netip.MustParseAddr("192.0.2.20")},
+	}, ttl: map[string]uint32{"ttl0.allowed.test.": 0}, mu: &sync.Mutex{}}
+	serveDNS(t, server, z)
+	rec := &recorder{}
+	px := startProxy(t, c, n1, rec)
+	setPolicy := func(revision uint64) {
+		t.Helper()
+		rules := &policy.L7Rules{Parser: policy.ParserDNS, DNS: []policy.DNSRule{{MatchPattern: "*.allowed.test"}}}
+		must(t, px.SetPolicy(proxy.Policy{Revision: revision, Endpoints: []proxy.Endpoint{{ID: client.ID, Identity: client.Identity, IPv4: client.IP,
+			Ports: []policy.L7Port{{Direction: spec.Egress, Protocol: spec.ProtoUDP, Port: 53,
+				Allows: []policy.L7Allow{{Identities: []identity.NumericIdentity{server.Identity}, L7: rules}}}}}}}))
+	}
+	setPolicy(1)
+	must(t, n1.DP.Maps().SetPolicy(client.ID, []spec.PolicyEntry{
+		{Direction: spec.Egress, Identity: server.Identity, Protocol: spec.ProtoUDP, Port: 53, ProxyPort: dnsProxyPort},
+	}))
+	told := 0
+	expect := func(name string, tells bool) {
+		t.Helper()
+		z.mu.Lock()
+		want := len(z.a[name])
+		z.mu.Unlock()
+		if rcode, ips, err := lookup(client, server.IP, name); err != nil || rcode != dnsmessage.RCodeSuccess || len(ips) != want {
+			t.Fatalf("%s: %v %v %v", name, rcode, ips, err)
+		}
+		_, learned := rec.snapshot()
+		if tells {
+			told++
+		}
+		if len(learned) != told {
+			t.Fatalf("after a lookup of %s the agent was told of %d answers, want %d: %+v", name, len(learned), told, learned)
+		}
+	}
+	expect("api.allowed.test.", true)
+	expect("api.allowed.test.", false)
+	expect("ttl0.allowed.test.", true)
+	expect("ttl0.allowed.test.", true)
+	z.mu.Lock()
+	z.a["api.allowed.test."] = append(z.a["api.allowed.test."], netip.MustParseAddr("192.0.2.11"))
+	z.mu.Unlock()
+	expect("api.allowed.test.", true)
+	if _, learned := rec.snapshot(); len(learned[told-1].IPs) != 2 {
+		t.Fatalf("the new addresses were not told: %+v", learned[told-1])
+	}
+	expect("api.allowed.test.", false)
+	setPolicy(2)
+	expect("api.allowed.test.", true)
+	expect("api.allowed.test.", false)
+	rec.mu.Lock()
+	rec.refuse = true
+	rec.mu.Unlock()
+	setPolicy(3)
+	expect("api.allowed.test.", true)
+	expect("api.allowed.test.", true)
 }
 
 func must(t *testing.T, err error) {

@@ -50,13 +50,14 @@ type Endpoint struct {
 // rules and DNS names compiled.
 type compiled struct {
 	revision uint64
+	run      uint64
 	eps      map[netip.Addr]*Endpoint
 	http     map[*policy.L7Rules]l7.HTTPRules
 	dns      map[*policy.L7Rules][]func(string) bool
 }
 
 func compile(p Policy) (*compiled, error) {
-	c := &compiled{revision: p.Revision, eps: map[netip.Addr]*Endpoint{}, http: map[*policy.L7Rules]l7.HTTPRules{},
+	c := &compiled{revision: p.Revision, run: p.Run, eps: map[netip.Addr]*Endpoint{}, http: map[*policy.L7Rules]l7.HTTPRules{},
 		dns: map[*policy.L7Rules][]func(string) bool{}}
 	for i := range p.Endpoints {
 		ep := &p.Endpoints[i]

@@ -55,9 +55,11 @@ const (
 
 // Proxy is the layer-7 proxy.
 type Proxy struct {
-	cfg   Config
-	state state
-	ready chan struct{}
+	cfg     Config
+	state   state
+	answers *answerSockets
+	told    toldAnswers
+	ready   chan struct{}
 }
 
 // New returns a proxy that allows nothing until SetPolicy.
@@ -77,7 +79,7 @@ func New(cfg Config) *Proxy {
 	if cfg.Learn == nil {
 		cfg.Learn = func(context.Context, fqdn.Lookup) error { return nil }
 	}
-	p := &Proxy{cfg: cfg, ready: make(chan struct{})}
+	p := &Proxy{cfg: cfg, answers: newAnswerSockets(cfg.Sockets), ready: make(chan struct{})}
 	p.state.set(&compiled{})
 	return p
 }
@@ -127,6 +129,7 @@ func (p *Proxy) Run(ctx context.Context) error {
 			return err
 		}
 		go func() { <-ctx.Done(); udp.Close(); tcp.Close() }()
+		go p.answers.run(ctx)
 		serve(func(ctx context.Context) error { return p.serveDNSUDP(ctx, udp) })
 		serve(func(ctx context.Context) error { return serveConns(ctx, tcp, p.serveDNSTCP) })
 	}

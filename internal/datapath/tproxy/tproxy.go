@@ -156,23 +156,22 @@ func (s Sockets) Dial(ctx context.Context, network string, src netip.Addr, dst n
 	return c, nil
 }
 
-// SendFrom sends a datagram to to with from as its source (an address
-// and port of another host): the proxy's answer in the name of the
-// server the endpoint asked.
-func (s Sockets) SendFrom(from, to netip.AddrPort, b []byte) error {
-	var pc net.PacketConn
+// SendingFrom opens a datagram socket that sends with from as its source
+// (an address and port of another host): the proxy answers through it in
+// the name of the server the endpoint asked. Several may share from; the
+// proxy reads nothing from them.
+func (s Sockets) SendingFrom(from netip.AddrPort) (c *net.UDPConn, err error) {
 	lc := net.ListenConfig{Control: control(transparent, setInt(unix.SOL_SOCKET, unix.SO_REUSEADDR, 1),
 		setInt(unix.SOL_SOCKET, unix.SO_REUSEPORT, 1))}
-	err := s.in(func() (err error) {
-		pc, err = lc.ListenPacket(context.Background(), "udp4", from.String())
+	err = s.in(func() error {
+		pc, err := lc.ListenPacket(context.Background(), "udp4", from.String())
+		if err == nil {
+			c = pc.(*net.UDPConn)
+		}
 		return err
 	})
 	if err != nil {
-		return fmt.Errorf("answer from %s: %w", from, err)
+		return nil, fmt.Errorf("socket to answer from %s: %w", from, err)
 	}
-	defer pc.Close()
-	if _, err := pc.WriteTo(b, net.UDPAddrFromAddrPort(to)); err != nil {
-		return fmt.Errorf("answer from %s to %s: %w", from, to, err)
-	}
-	return nil
+	return c, nil
 }

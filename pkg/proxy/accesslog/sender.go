@@ -15,6 +15,9 @@ import (
 // seconds of a busy node's DNS.
 const DefaultQueue = 4096
 
+// batchWait is how long a Sender gathers records before it writes them.
+const batchWait = 2 * time.Millisecond
+
 // How soon a Sender tries the agent's socket again: soon after a
 // restart, then less often while the agent stays away.
 const (
@@ -112,31 +115,47 @@ func (s *Sender) send(ctx context.Context, c net.Conn) error {
 		s.dropped.Add(pending)
 		s.drain()
 	}()
-	w := bufio.NewWriter(c)
+	w := bufio.NewWriterSize(c, 64<<10)
 	enc := json.NewEncoder(w)
+	batch := time.NewTimer(batchWait)
+	batch.Stop()
 	for {
+		// The first record after a quiet time wakes the sender; those
+		// that come in the next batchWait wait in the queue, so that a
+		// busy proxy writes to the agent once in batchWait, not once a
+		// record.
 		select {
 		case r := <-s.queue:
 			pending++
 			if err := enc.Encode(r); err != nil {
 				return err
 			}
-			// Write out what has come when the queue is empty.
-			if len(s.queue) == 0 {
-				if err := w.Flush(); err != nil {
-					return err
-				}
-				pending = 0
-			}
 		case <-gone:
 			return io.EOF
 		case <-ctx.Done():
 			return ctx.Err()
 		}
+		batch.Reset(batchWait)
+		select {
+		case <-batch.C:
+		case <-gone:
+			return io.EOF
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		for queued := len(s.queue); queued > 0; queued-- {
+			pending++
+			if err := enc.Encode(<-s.queue); err != nil {
+				return err
+			}
+		}
+		if err := w.Flush(); err != nil {
+			return err
+		}
+		pending = 0
 	}
 }
 
-// drain drops what the queue holds.
 func (s *Sender) drain() {
 	for {
 		select {
