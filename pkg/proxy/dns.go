@@ -100,7 +100,7 @@ func (p *Proxy) resolve(ctx context.Context, query []byte, from, to netip.AddrPo
 	c := p.state.get()
 	rec := accesslog.Record{Time: time.Now(), Type: accesslog.Request, Src: from, Dst: to, Protocol: proto,
 		DNS: &accesslog.DNSRecord{Query: name, QTypes: []string{typeName(q.Type)}}}
-	pt := p.partyOf(c, spec.Egress, &rec)
+	pt := p.partyOf(c, spec.Egress, &rec, p.remoteOf(spec.Egress, from, to))
 	// A local server whose ingress rules are HTTP's: no DNS query of
 	// it passes them.
 	if pt.ep == nil || pt.server != nil || !c.allowsName(c.allows(pt.ep, spec.Egress, proto, to.Port(), pt.remote), name) {

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/cilium-go/cilium/internal/datapath/spec"
+	"github.com/cilium-go/cilium/pkg/identity"
 	"github.com/cilium-go/cilium/pkg/l7"
 	"github.com/cilium-go/cilium/pkg/policy"
 	"github.com/cilium-go/cilium/pkg/proxy/accesslog"
@@ -29,8 +30,13 @@ type httpConn struct {
 	downr    *bufio.Reader
 	downw    *bufio.Writer
 	from, to netip.AddrPort
-	up       net.Conn
-	upr      *bufio.Reader
+	// remote is the identity of the connection's remote side, as it was
+	// when the connection came: requests on it are judged by it, as
+	// Cilium's proxy judges them.
+	remote identity.NumericIdentity
+	up     net.Conn
+	upr    *bufio.Reader
+	upw    *bufio.Writer // Request.Write would make one for each request
 }
 
 // serveHTTPConn judges each request of the connection by the policy of
@@ -42,6 +48,7 @@ func (p *Proxy) serveHTTPConn(ctx context.Context, dir spec.Direction, c net.Con
 	// its own, a segment each.
 	h := &httpConn{p: p, dir: dir, down: c, downr: bufio.NewReader(c), downw: bufio.NewWriter(c),
 		from: addrPort(c.RemoteAddr()), to: addrPort(c.LocalAddr())}
+	h.remote = p.remoteOf(dir, h.from, h.to)
 	defer func() {
 		c.Close()
 		if h.up != nil {
@@ -83,14 +90,14 @@ func (h *httpConn) exchange(ctx context.Context, req *http.Request) bool {
 			respond(status(req, http.StatusServiceUnavailable, "upstream connect error\r\n"), accesslog.Errored)
 			return false
 		}
-		h.up, h.upr = up, bufio.NewReader(up)
+		h.up, h.upr, h.upw = up, bufio.NewReader(up), bufio.NewWriter(up)
 	}
 	// Request.Write adds a User-Agent where there is none: a present,
 	// empty one keeps it out.
 	if _, ok := req.Header["User-Agent"]; !ok {
 		req.Header["User-Agent"] = []string{}
 	}
-	if err := req.Write(h.up); err != nil {
+	if err := req.Write(h.upw); err != nil || h.upw.Flush() != nil {
 		respond(status(req, http.StatusBadGateway, "upstream write error\r\n"), accesslog.Errored)
 		return false
 	}
@@ -131,7 +138,7 @@ func (h *httpConn) judge(req *http.Request) *httpExchange {
 	c := p.state.get()
 	x := &httpExchange{p: p, rec: accesslog.Record{Time: time.Now(), Type: accesslog.Request, Src: h.from, Dst: h.to, Protocol: spec.ProtoTCP,
 		HTTP: requestRecord(req)}}
-	pt := p.partyOf(c, h.dir, &x.rec)
+	pt := p.partyOf(c, h.dir, &x.rec, h.remote)
 	x.mark = pt.mark
 	if pt.ep != nil {
 		x.allowed, x.edits = c.judgeHTTP(c.allows(pt.ep, h.dir, spec.ProtoTCP, h.to.Port(), pt.remote), req)

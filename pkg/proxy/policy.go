@@ -106,15 +106,25 @@ type party struct {
 	mark       uint32
 }
 
+// remoteOf is the identity of the remote side of a connection from src
+// to dst in dir: the server's for egress, the client's for ingress.
+func (p *Proxy) remoteOf(dir spec.Direction, src, dst netip.AddrPort) identity.NumericIdentity {
+	if dir == spec.Ingress {
+		return p.cfg.IdentityOf(src.Addr())
+	}
+	return p.cfg.IdentityOf(dst.Addr())
+}
+
 // partyOf finds the party of the connection of request rec (its Src,
-// Dst and Protocol) in dir, and fills in rec's direction, identities and
-// local endpoint.
-func (p *Proxy) partyOf(c *compiled, dir spec.Direction, rec *accesslog.Record) party {
-	var pt party
+// Dst and Protocol) in dir, whose remote side has identity remote
+// (remoteOf), and fills in rec's direction, identities and local
+// endpoint.
+func (p *Proxy) partyOf(c *compiled, dir spec.Direction, rec *accesslog.Record, remote identity.NumericIdentity) party {
+	pt := party{remote: remote}
 	rec.Direction = dir
 	switch dir {
 	case spec.Egress:
-		pt.ep, pt.remote = c.eps[rec.Src.Addr()], p.cfg.IdentityOf(rec.Dst.Addr())
+		pt.ep = c.eps[rec.Src.Addr()]
 		rec.DstIdentity = pt.remote
 		if pt.ep != nil {
 			rec.SrcIdentity, rec.SrcEndpoint = pt.ep.Identity, pt.ep.ID
@@ -124,7 +134,7 @@ func (p *Proxy) partyOf(c *compiled, dir spec.Direction, rec *accesslog.Record) 
 			pt.server = srv
 		}
 	case spec.Ingress:
-		pt.ep, pt.remote = c.eps[rec.Dst.Addr()], p.cfg.IdentityOf(rec.Src.Addr())
+		pt.ep = c.eps[rec.Dst.Addr()]
 		rec.SrcIdentity = pt.remote
 		pt.mark = tproxy.IngressMark(pt.remote)
 		if pt.ep != nil {
