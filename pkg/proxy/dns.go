@@ -229,13 +229,21 @@ func (p *Proxy) forward(ctx context.Context, query []byte, src netip.Addr, to ne
 	if _, err := c.Write(query); err != nil {
 		return nil, err
 	}
-	buf := make([]byte, maxDNSMessage)
-	n, err := c.Read(buf)
+	buf := datagrams.Get().(*[]byte)
+	defer datagrams.Put(buf)
+	n, err := c.Read(*buf)
 	if err != nil {
 		return nil, err
 	}
-	return buf[:n], nil
+	return slices.Clone((*buf)[:n]), nil
 }
+
+// datagrams are buffers for the largest datagram, which answers are read
+// into: an answer is rarely more than a few hundred bytes.
+var datagrams = sync.Pool{New: func() any {
+	b := make([]byte, maxDNSMessage)
+	return &b
+}}
 
 // reply is an answer of rcode alone to the query h, q.
 func reply(h dnsmessage.Header, q dnsmessage.Question, rcode dnsmessage.RCode) []byte {
