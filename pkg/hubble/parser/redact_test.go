@@ -3,6 +3,7 @@ package parser
 import (
 	"net/http"
 	"net/netip"
+	"net/url"
 	"slices"
 	"testing"
 
@@ -123,4 +124,27 @@ func TestDecodeRecordRedacts(t *testing.T) {
 			t.Errorf("%s: DNS query %q, summary %q: want both unredacted", tc.name, q, f.GetSummary())
 		}
 	}
+}
+
+// FuzzRedactURL: whatever the proxy's record holds, a redacted URL that
+// parses has no password but HUBBLE_REDACTED, and no query or fragment.
+func FuzzRedactURL(f *testing.F) {
+	for _, s := range []string{"http://alice:s3cret@web:8080/search?q=token#frag", "http://web/%zz?q=1", "http://a:b@c/%zz#x",
+		"//u:p@h/p?q", "mailto:a@b?subject=x", "http://[::1]:80/?", "http://u:p@h@i/#%zz"} {
+		f.Add(s)
+	}
+	r := Redaction{Userinfo: true, Query: true}
+	f.Fuzz(func(t *testing.T, raw string) {
+		out := r.url(raw)
+		u, err := url.Parse(out)
+		if err != nil {
+			return
+		}
+		if u.RawQuery != "" || u.ForceQuery || u.Fragment != "" {
+			t.Errorf("%q -> %q: a query or fragment left", raw, out)
+		}
+		if p, ok := u.User.Password(); ok && p != redacted {
+			t.Errorf("%q -> %q: password %q left", raw, out, p)
+		}
+	})
 }
