@@ -30,6 +30,7 @@ import (
 var Cell = cell.Module("hubble", "Hubble - the datapath events as flows over gRPC",
 	cell.Config(DefaultConfig),
 	cell.Config(exporter.DefaultConfig),
+	cell.Config(DefaultRedactConfig),
 	health.JobGroup,
 	// Flows of forwarded packets come from the datapath's traces.
 	cell.Provide(func(c Config) nodedatapath.TracesWanted { return nodedatapath.TracesWanted(c.EnableHubble) }),
@@ -140,9 +141,12 @@ func (c Config) serverTLS(log *slog.Logger) (*tls.Config, error) {
 }
 
 // validate checks the flags before any part is built, those of the
-// exporter too when Hubble is on.
-func validate(c Config, e exporter.Config) error {
+// exporter too when Hubble is on; the redaction's always, as Cilium's.
+func validate(c Config, e exporter.Config, r RedactConfig) error {
 	if err := c.Validate(); err != nil {
+		return err
+	}
+	if err := r.Validate(); err != nil {
 		return err
 	}
 	if !c.EnableHubble {

@@ -10,6 +10,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -82,6 +83,13 @@ func freeAddr(t *testing.T) string {
 // layer-7 proxy's directory in proxyDir, and the extra cells.
 func startHubble(t *testing.T, configure func(*Config), proxyDir string, extra ...cell.Cell) *monitor.Hub {
 	t.Helper()
+	return startRedactingHubble(t, configure, nil, proxyDir, extra...)
+}
+
+// startRedactingHubble is startHubble with the --hubble-redact-* flags
+// as redact says (nil: their defaults).
+func startRedactingHubble(t *testing.T, configure func(*Config), redact func(*RedactConfig), proxyDir string, extra ...cell.Cell) *monitor.Hub {
+	t.Helper()
 	hub := monitor.NewHub()
 	h := health.NewHive(job.Cell, statedb.Cell, health.Cell, Cell, cell.Group(extra...),
 		cell.Config(paths.DefaultConfig),
@@ -93,6 +101,9 @@ func startHubble(t *testing.T, configure func(*Config), proxyDir string, extra .
 			func() k8sagent.Config { return k8sagent.Config{K8sNodeName: "node-1"} },
 		))
 	hive.AddConfigOverride(h, configure)
+	if redact != nil {
+		hive.AddConfigOverride(h, redact)
+	}
 	log := hivetest.Logger(t)
 	if err := h.Start(log, context.Background()); err != nil {
 		t.Fatal(err)
@@ -176,13 +187,17 @@ func TestCellOffServesNothing(t *testing.T) {
 
 // TestCellShowsTheProxysRecords: the layer-7 proxy's records, sent to
 // the access log's socket in the proxy's directory, are L7 flows of the
-// node's ring (hubble observe --type l7) and count in the L7 metrics.
+// node's ring (hubble observe --type l7) and count in the L7 metrics;
+// with --hubble-redact-enabled an HTTP flow has its URL's query and
+// the denied header's value left out, its DNS flows nothing.
 func TestCellShowsTheProxysRecords(t *testing.T) {
 	dir := t.TempDir()
 	sock, metricsAddr := filepath.Join(dir, "hubble.sock"), freeAddr(t)
-	startHubble(t, func(c *Config) {
+	startRedactingHubble(t, func(c *Config) {
 		c.EnableHubble, c.HubbleSocketPath = true, sock
 		c.HubbleMetrics, c.HubbleMetricsServer = "dns:query", metricsAddr
+	}, func(c *RedactConfig) {
+		c.HubbleRedactEnabled, c.HubbleRedactHTTPURLQuery, c.HubbleRedactHTTPHeadersDeny = true, true, []string{"authorization"}
 	}, filepath.Join(dir, "proxy"))
 	sender := accesslog.NewSender(accesslog.SocketFile(filepath.Join(dir, "proxy")), 0, hivetest.Logger(t))
 	ctx, cancel := context.WithCancel(context.Background())
@@ -198,6 +213,10 @@ func TestCellShowsTheProxysRecords(t *testing.T) {
 	sender.Record(accesslog.Record{Time: time.Now(), Type: accesslog.Request, Verdict: accesslog.Denied, Direction: spec.Egress,
 		Src: netip.MustParseAddrPort("10.0.1.5:40000"), Dst: netip.MustParseAddrPort("10.96.0.10:53"), Protocol: spec.ProtoUDP,
 		SrcIdentity: 1000, DstIdentity: 2, DNS: &accesslog.DNSRecord{Query: "evil.example.org.", QTypes: []string{"A"}}})
+	sender.Record(accesslog.Record{Time: time.Now(), Type: accesslog.Request, Verdict: accesslog.Forwarded, Direction: spec.Egress,
+		Src: netip.MustParseAddrPort("10.0.1.5:40001"), Dst: netip.MustParseAddrPort("10.0.2.7:80"), Protocol: spec.ProtoTCP,
+		SrcIdentity: 1000, DstIdentity: 1001, HTTP: &accesslog.HTTPRecord{Method: "GET", URL: "http://web/login?token=abc",
+			Protocol: "HTTP/1.1", Headers: http.Header{"Authorization": {"Bearer abc"}, "Accept": {"*/*"}}}})
 
 	conn, err := grpc.NewClient("unix://"+sock, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
@@ -205,23 +224,38 @@ func TestCellShowsTheProxysRecords(t *testing.T) {
 	}
 	t.Cleanup(func() { conn.Close() })
 	client := observer.NewObserverClient(conn)
-	var f *flow.Flow
-	testenv.Eventually(t, 10*time.Second, func() error {
-		stream, err := client.GetFlows(context.Background(), &observer.GetFlowsRequest{Number: 10,
-			Whitelist: []*flow.FlowFilter{{EventType: []*flow.EventTypeFilter{{Type: 129}}}}})
-		if err != nil {
-			return err
-		}
-		resp, err := stream.Recv()
-		if err != nil {
-			return fmt.Errorf("no L7 flow: %w", err)
-		}
-		f = resp.GetFlow()
-		return nil
-	})
+	l7Flow := func(protocol string) *flow.Flow {
+		t.Helper()
+		var f *flow.Flow
+		testenv.Eventually(t, 10*time.Second, func() error {
+			stream, err := client.GetFlows(context.Background(), &observer.GetFlowsRequest{Number: 10,
+				Whitelist: []*flow.FlowFilter{{EventType: []*flow.EventTypeFilter{{Type: 129}}, Protocol: []string{protocol}}}})
+			if err != nil {
+				return err
+			}
+			resp, err := stream.Recv()
+			if err != nil {
+				return fmt.Errorf("no L7 %s flow: %w", protocol, err)
+			}
+			f = resp.GetFlow()
+			return nil
+		})
+		return f
+	}
+	f := l7Flow("dns")
 	if f.GetType() != flow.FlowType_L7 || f.GetVerdict() != flow.Verdict_DROPPED || f.GetL7().GetDns().GetQuery() != "evil.example.org." ||
 		f.GetNodeName() != "node-1" || f.GetDestination().GetIdentity() != 2 {
 		t.Errorf("flow %v, want node-1's denied DNS query", f)
+	}
+	f = l7Flow("http")
+	h := f.GetL7().GetHttp()
+	var headers []string
+	for _, x := range h.GetHeaders() {
+		headers = append(headers, x.GetKey()+": "+x.GetValue())
+	}
+	if h.GetUrl() != "http://web/login" || f.GetSummary() != "HTTP/1.1 GET http://web/login" ||
+		!slices.Equal(headers, []string{"Accept: */*", "Authorization: HUBBLE_REDACTED"}) {
+		t.Errorf("HTTP flow: url %q, summary %q, headers %q; want the query and Authorization's value redacted", h.GetUrl(), f.GetSummary(), headers)
 	}
 	resp, err := http.Get("http://" + metricsAddr + "/metrics")
 	if err != nil {

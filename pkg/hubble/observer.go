@@ -63,6 +63,7 @@ func newFlowRing(c Config) (*flowRing, error) {
 type parserParams struct {
 	cell.In
 	Config Config
+	Redact RedactConfig
 	Node   nodeName
 	State  *agentState
 	// Names are what endpoints learned through the DNS proxy (the
@@ -72,12 +73,13 @@ type parserParams struct {
 
 // newParser makes flows of the datapath's events and of the layer-7
 // proxy's records alike, their sides known by their DNS names where
-// endpoints learned them; nil when Hubble is off.
+// endpoints learned them, the L7 flows redacted as the --hubble-redact-*
+// flags say; nil when Hubble is off.
 func newParser(p parserParams) *parser.Parser {
 	if !p.Config.EnableHubble {
 		return nil
 	}
-	pr := parser.New(string(p.Node), p.State, monitor.Clock)
+	pr := parser.New(string(p.Node), p.State, monitor.Clock).WithRedaction(p.Redact.Redaction())
 	if p.Names != nil {
 		pr = pr.WithNames(p.Names)
 	}

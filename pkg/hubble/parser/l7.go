@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"net/url"
 	"slices"
 
 	"github.com/cilium/cilium/api/v1/flow"
@@ -19,10 +18,6 @@ import (
 // dnsSourceProxy is the observation source of DNS records that a proxy
 // made, as Cilium names it.
 const dnsSourceProxy = "proxy"
-
-// redacted stands for a secret left out of a flow, as Cilium's Hubble
-// writes it.
-const redacted = "HUBBLE_REDACTED"
 
 // DecodeRecord makes an L7 flow of a layer-7 proxy's record, as Cilium's
 // Hubble shows its proxies' access log: the sides named as the
@@ -55,7 +50,7 @@ func (p *Parser) DecodeRecord(r accesslog.Record) (*flow.Flow, error) {
 	case r.DNS != nil:
 		l7.Record = &flow.Layer7_Dns{Dns: dnsOf(r)}
 	case r.HTTP != nil:
-		l7.Record = &flow.Layer7_Http{Http: httpOf(r)}
+		l7.Record = &flow.Layer7_Http{Http: p.redaction.http(r)}
 	default:
 		return nil, errors.New("an L7 record of neither DNS nor HTTP")
 	}
@@ -110,31 +105,18 @@ func dnsOf(r accesslog.Record) *flow.DNS {
 	return out
 }
 
-// httpOf is an HTTP record as a flow's: a request has no status, the
-// headers come sorted by name, and a password in the URL is redacted
-// (Cilium's --hubble-redact-http-userinfo, on by default).
-func httpOf(r accesslog.Record) *flow.HTTP {
-	h := r.HTTP
-	out := &flow.HTTP{Method: h.Method, Url: redactUserinfo(h.URL), Protocol: h.Protocol}
-	if r.Type == accesslog.Response {
+// http is an HTTP record as a flow's: a request has no status, the
+// headers come sorted by name, and what r says is redacted.
+func (r Redaction) http(rec accesslog.Record) *flow.HTTP {
+	h := rec.HTTP
+	out := &flow.HTTP{Method: h.Method, Url: r.url(h.URL), Protocol: h.Protocol}
+	if rec.Type == accesslog.Response {
 		out.Code = uint32(h.Code)
 	}
 	for _, k := range slices.Sorted(maps.Keys(h.Headers)) {
 		for _, v := range h.Headers[k] {
-			out.Headers = append(out.Headers, &flow.HTTPHeader{Key: k, Value: v})
+			out.Headers = append(out.Headers, r.header(k, v))
 		}
 	}
 	return out
-}
-
-func redactUserinfo(raw string) string {
-	u, err := url.Parse(raw)
-	if err != nil || u.User == nil {
-		return raw
-	}
-	if _, ok := u.User.Password(); !ok {
-		return raw
-	}
-	u.User = url.UserPassword(u.User.Username(), redacted)
-	return u.String()
 }

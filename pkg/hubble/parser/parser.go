@@ -88,6 +88,9 @@ type Parser struct {
 	state State
 	names Names // nil: flows name no side by DNS names
 	clock Clock
+	// redaction is what L7 flows leave out; set before the first
+	// decode, read without mu.
+	redaction Redaction
 
 	// mu is held through a Decode: what follows is its.
 	mu         sync.Mutex
@@ -121,11 +124,12 @@ var (
 	eventTypesMu sync.Mutex
 )
 
-// New returns a parser for node's events, which clock dates.
+// New returns a parser for node's events, which clock dates; its L7
+// flows leave out what DefaultRedaction says.
 func New(node string, state State, clock Clock) *Parser {
 	var seed [32]byte
 	crand.Read(seed[:])
-	return &Parser{node: node, state: state, clock: clock, endpoints: map[epKey]*flow.Endpoint{},
+	return &Parser{node: node, state: state, clock: clock, redaction: DefaultRedaction, endpoints: map[epKey]*flow.Endpoint{},
 		addrs: map[netip.Addr]string{}, named: map[nameKey][]string{}, uuids: rand.NewChaCha8(seed)}
 }
 
@@ -134,6 +138,13 @@ func New(node string, state State, clock Clock) *Parser {
 // filters match). Call it before the first Decode.
 func (p *Parser) WithNames(n Names) *Parser {
 	p.names = n
+	return p
+}
+
+// WithRedaction makes L7 flows leave out what r says instead of
+// DefaultRedaction's. Call it before the first Decode.
+func (p *Parser) WithRedaction(r Redaction) *Parser {
+	p.redaction = r
 	return p
 }
 
