@@ -16,6 +16,18 @@ type Lookup struct {
 	IPs      []netip.Addr `json:"ips"`
 	TTL      uint32       `json:"ttl"` // seconds
 	Time     time.Time    `json:"time"`
+	// Targets are the names that Name's CNAME chain led to, in order: the
+	// addresses are theirs too, each for its own TTL. An agent that does
+	// not know the field learns Name alone, as before it.
+	Targets []Target `json:"targets,omitempty"`
+}
+
+// Target is a name that a CNAME chain led to, with the smallest TTL of
+// the records from it to the addresses: how long the answer vouches for
+// its addresses. The names before it in the chain do not bound it.
+type Target struct {
+	Name string `json:"name"`
+	TTL  uint32 `json:"ttl"`
 }
 
 // CacheConfig bounds a Cache, with Cilium's --tofqdns-* semantics.
@@ -99,11 +111,22 @@ func (c *Cache) remove(k cacheKey) {
 	}
 }
 
-// Learn records a lookup; it says whether an address is new to the
-// endpoint for the name (the names of an address changed).
+// Learn records a lookup: its addresses for the name asked and for each
+// CNAME target, each name with its own TTL. It says whether an address
+// is new to the endpoint for one of the names (the names of an address
+// changed).
 func (c *Cache) Learn(l Lookup) (changed bool) {
-	name := Normalize(l.Name)
-	ttl := max(time.Duration(l.TTL)*time.Second, c.cfg.MinTTL)
+	changed = c.learn(l, l.Name, l.TTL)
+	for _, t := range l.Targets {
+		changed = c.learn(l, t.Name, t.TTL) || changed
+	}
+	return changed
+}
+
+// learn records l's addresses for one name, valid for ttl seconds.
+func (c *Cache) learn(l Lookup, name string, ttlSeconds uint32) (changed bool) {
+	name = Normalize(name)
+	ttl := max(time.Duration(ttlSeconds)*time.Second, c.cfg.MinTTL)
 	for _, ip := range l.IPs {
 		k := cacheKey{l.Endpoint, name, ip}
 		e, ok := c.entries[k]
@@ -112,7 +135,7 @@ func (c *Cache) Learn(l Lookup) (changed bool) {
 			c.put(e)
 			changed = true
 		}
-		e.TTL, e.Lookup, e.Expires, e.Zombie = l.TTL, l.Time, l.Time.Add(ttl), false
+		e.TTL, e.Lookup, e.Expires, e.Zombie = ttlSeconds, l.Time, l.Time.Add(ttl), false
 	}
 	if c.cfg.MaxIPsPerName > 0 && c.perName[nameKey{l.Endpoint, name}] > c.cfg.MaxIPsPerName {
 		var same []*CacheEntry

@@ -18,6 +18,7 @@ import (
 	"github.com/cilium-go/cilium/internal/datapath/spec"
 	"github.com/cilium-go/cilium/internal/datapath/tproxy"
 	"github.com/cilium-go/cilium/pkg/fqdn"
+	"github.com/cilium-go/cilium/pkg/policy"
 	"github.com/cilium-go/cilium/pkg/proxy/accesslog"
 )
 
@@ -101,9 +102,13 @@ func (p *Proxy) resolve(ctx context.Context, query []byte, from, to netip.AddrPo
 	rec := accesslog.Record{Time: time.Now(), Type: accesslog.Request, Src: from, Dst: to, Protocol: proto,
 		DNS: &accesslog.DNSRecord{Query: name, QTypes: []string{typeName(q.Type)}}}
 	pt := p.partyOf(c, spec.Egress, &rec, p.remoteOf(spec.Egress, from, to))
+	var allows []*policy.L7Allow
+	if pt.ep != nil {
+		allows = c.allows(pt.ep, spec.Egress, proto, to.Port(), pt.remote)
+	}
 	// A local server whose ingress rules are HTTP's: no DNS query of
 	// it passes them.
-	if pt.ep == nil || pt.server != nil || !c.allowsName(c.allows(pt.ep, spec.Egress, proto, to.Port(), pt.remote), name) {
+	if pt.ep == nil || pt.server != nil || !c.allowsName(allows, name) {
 		rec.Verdict = accesslog.Denied
 		p.cfg.Record(rec)
 		return reply(h, q, dnsmessage.RCodeRefused)
@@ -122,9 +127,21 @@ func (p *Proxy) resolve(ctx context.Context, query []byte, from, to netip.AddrPo
 		p.cfg.Record(resp)
 		return reply(h, q, dnsmessage.RCodeServerFailure)
 	}
-	resp.DNS = answerRecord(answer, name, rec.DNS.QTypes)
+	var targets []fqdn.Target
+	resp.DNS, targets = answerRecord(answer, name, rec.DNS.QTypes)
 	if resp.DNS.RCode == uint16(dnsmessage.RCodeSuccess) && len(resp.DNS.IPs) > 0 {
-		p.learn(ctx, c, pt.ep, fqdn.Lookup{Endpoint: pt.ep.ID, Name: fqdn.Normalize(name), IPs: resp.DNS.IPs, TTL: resp.DNS.TTL, Time: resp.Time})
+		learned := fqdn.Lookup{Endpoint: pt.ep.ID, Name: fqdn.Normalize(name), IPs: resp.DNS.IPs, TTL: resp.DNS.TTL, Time: resp.Time}
+		// A CNAME target is learned as a name of the addresses only where
+		// the endpoint's DNS rules would let it ask for the target itself:
+		// the answer then teaches nothing that asking could not, and a
+		// toFQDNs rule for the target selects them. (Cilium learns the
+		// name asked alone.)
+		for _, t := range targets {
+			if c.allowsName(allows, t.Name) {
+				learned.Targets = append(learned.Targets, t)
+			}
+		}
+		p.learn(ctx, c, pt.ep, learned)
 	}
 	p.cfg.Record(resp)
 	return answer
@@ -139,7 +156,7 @@ func (p *Proxy) resolve(ctx context.Context, query []byte, from, to netip.AddrPo
 // restarted) tells again.
 func (p *Proxy) learn(ctx context.Context, c *compiled, ep *Endpoint, l fqdn.Lookup) {
 	k := toldKey{ep: ep.ID, addr: ep.IPv4, name: l.Name}
-	if p.told.known(c, k, l.IPs, l.Time) {
+	if p.told.known(c, k, l) {
 		return
 	}
 	ctx, cancel := context.WithTimeout(ctx, p.cfg.LearnWait)
@@ -148,7 +165,7 @@ func (p *Proxy) learn(ctx context.Context, c *compiled, ep *Endpoint, l fqdn.Loo
 		p.cfg.Log.Debug("DNS proxy: learned addresses not confirmed in time", "name", l.Name, "error", err)
 		return
 	}
-	p.told.add(c, k, l.IPs, l.Time.Add(time.Duration(l.TTL)*time.Second/2))
+	p.told.add(c, k, l)
 }
 
 // toldAnswers are the answers learn told the agent of under one policy
@@ -166,25 +183,28 @@ type toldKey struct {
 }
 
 type toldAnswer struct {
-	ips   []netip.Addr
-	until time.Time
+	ips     []netip.Addr
+	targets []string
+	until   time.Time
 }
 
 // maxTold bounds the answers remembered: past it, learn tells the agent
 // of each new one until some expire.
 const maxTold = 1 << 14
 
-// known says whether the agent was told of ips (all of them) for k under
-// c's policy, and keeps them past now.
-func (t *toldAnswers) known(c *compiled, k toldKey, ips []netip.Addr, now time.Time) bool {
+// known says whether the agent was told of l's addresses and CNAME
+// targets (all of them) for k under c's policy, and keeps them past
+// l's time.
+func (t *toldAnswers) known(c *compiled, k toldKey, l fqdn.Lookup) bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	a, ok := t.m[k]
-	return ok && t.run == c.run && t.revision == c.revision && now.Before(a.until) &&
-		!slices.ContainsFunc(ips, func(ip netip.Addr) bool { return !slices.Contains(a.ips, ip) })
+	return ok && t.run == c.run && t.revision == c.revision && l.Time.Before(a.until) &&
+		!slices.ContainsFunc(l.IPs, func(ip netip.Addr) bool { return !slices.Contains(a.ips, ip) }) &&
+		!slices.ContainsFunc(l.Targets, func(tg fqdn.Target) bool { return !slices.Contains(a.targets, tg.Name) })
 }
 
-func (t *toldAnswers) add(c *compiled, k toldKey, ips []netip.Addr, until time.Time) {
+func (t *toldAnswers) add(c *compiled, k toldKey, l fqdn.Lookup) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.m == nil || t.run != c.run || t.revision != c.revision {
@@ -197,7 +217,11 @@ func (t *toldAnswers) add(c *compiled, k toldKey, ips []netip.Addr, until time.T
 			return
 		}
 	}
-	t.m[k] = toldAnswer{ips: ips, until: until}
+	a := toldAnswer{ips: l.IPs, until: l.Time.Add(time.Duration(l.TTL) * time.Second / 2)}
+	for _, tg := range l.Targets {
+		a.targets = append(a.targets, tg.Name)
+	}
+	t.m[k] = a
 }
 
 // forward asks the server at to, from the endpoint's address, marked.
@@ -261,21 +285,34 @@ func reply(h dnsmessage.Header, q dnsmessage.Question, rcode dnsmessage.RCode) [
 }
 
 // answerRecord reads what an answer says of name: its code, the
-// addresses of name and of the CNAMEs it leads to, their smallest TTL.
-func answerRecord(answer []byte, name string, qtypes []string) *accesslog.DNSRecord {
+// addresses of name (those of the CNAME chain it leads to), how long the
+// answer vouches for them (the smallest TTL of the chain's records: a
+// CNAME that expires takes name's addresses with it, as Cilium counts),
+// and the chain's targets, each with the TTL of its own part of it.
+// Records outside the chain are left out, in whatever order they come.
+func answerRecord(answer []byte, name string, qtypes []string) (*accesslog.DNSRecord, []fqdn.Target) {
 	rec := &accesslog.DNSRecord{Query: name, QTypes: qtypes}
 	var parser dnsmessage.Parser
 	h, err := parser.Start(answer)
 	if err != nil {
 		rec.RCode = uint16(dnsmessage.RCodeFormatError)
-		return rec
+		return rec, nil
 	}
 	rec.RCode = uint16(h.RCode)
 	if parser.SkipAllQuestions() != nil {
-		return rec
+		return rec, nil
 	}
-	names := map[string]bool{name: true}
-	first := true
+	type address struct {
+		owner string
+		ip    netip.Addr
+		ttl   uint32
+	}
+	type alias struct {
+		target string
+		ttl    uint32
+	}
+	var addrs []address
+	aliases := map[string]alias{} // by owner: a name has one CNAME
 	for {
 		rh, err := parser.AnswerHeader()
 		if err != nil {
@@ -285,40 +322,75 @@ func answerRecord(answer []byte, name string, qtypes []string) *accesslog.DNSRec
 		if !slices.Contains(rec.RRTypes, typeName(rh.Type)) {
 			rec.RRTypes = append(rec.RRTypes, typeName(rh.Type))
 		}
-		var ip netip.Addr
 		switch rh.Type {
 		case dnsmessage.TypeA:
 			r, err := parser.AResource()
 			if err != nil {
-				return rec
+				return rec, nil
 			}
-			ip = netip.AddrFrom4(r.A)
+			addrs = append(addrs, address{owner, netip.AddrFrom4(r.A), rh.TTL})
 		case dnsmessage.TypeCNAME:
 			r, err := parser.CNAMEResource()
 			if err != nil {
-				return rec
+				return rec, nil
 			}
-			if names[owner] {
-				target := strings.ToLower(r.CNAME.String())
-				names[target] = true
-				rec.CNAMEs = append(rec.CNAMEs, target)
+			if _, ok := aliases[owner]; !ok {
+				aliases[owner] = alias{strings.ToLower(r.CNAME.String()), rh.TTL}
 			}
-			continue
 		default:
 			if parser.SkipAnswer() != nil {
-				return rec
+				return rec, nil
 			}
-			continue
-		}
-		if !names[owner] || slices.Contains(rec.IPs, ip) {
-			continue
-		}
-		rec.IPs = append(rec.IPs, ip)
-		if first || rh.TTL < rec.TTL {
-			rec.TTL, first = rh.TTL, false
 		}
 	}
-	return rec
+
+	// The chain from name, a loop cut where it comes back.
+	chain, at := []string{name}, map[string]int{name: 0}
+	var hopTTL []uint32 // of the CNAME from chain[i] to chain[i+1]
+	for {
+		a, ok := aliases[chain[len(chain)-1]]
+		if _, seen := at[a.target]; !ok || seen {
+			break
+		}
+		at[a.target] = len(chain)
+		chain, hopTTL = append(chain, a.target), append(hopTTL, a.ttl)
+	}
+	rec.CNAMEs = chain[1:]
+	const none = ^uint32(0)
+	addrTTL := slices.Repeat([]uint32{none}, len(chain)) // the smallest of each name's addresses
+	first := len(chain)                                  // the first name in the chain with addresses
+	for _, a := range addrs {
+		i, ok := at[a.owner]
+		if !ok {
+			continue
+		}
+		addrTTL[i], first = min(addrTTL[i], a.ttl), min(first, i)
+		if !slices.Contains(rec.IPs, a.ip) {
+			rec.IPs = append(rec.IPs, a.ip)
+		}
+	}
+	if len(rec.IPs) == 0 {
+		return rec, nil
+	}
+	// From the chain's end back: each name's TTL is the smallest of the
+	// records from it on. A target after the first name with addresses of
+	// its own (an answer no server should give) would be given addresses
+	// that are not its: it is left out.
+	ttls := make([]uint32, len(chain))
+	ttl := none
+	for i := len(chain) - 1; i >= 0; i-- {
+		ttl = min(ttl, addrTTL[i])
+		if i < len(hopTTL) {
+			ttl = min(ttl, hopTTL[i])
+		}
+		ttls[i] = ttl
+	}
+	rec.TTL = ttls[0]
+	var targets []fqdn.Target
+	for i := 1; i <= first && i < len(chain); i++ {
+		targets = append(targets, fqdn.Target{Name: chain[i], TTL: ttls[i]})
+	}
+	return rec, targets
 }
 
 func typeName(t dnsmessage.Type) string {

@@ -238,8 +238,9 @@ func TestPrivilegedDNSProxy(t *testing.T) {
 			"api.allowed.test.":      {netip.MustParseAddr("192.0.2.10"), netip.MustParseAddr("192.0.2.11")},
 			"other.denied.test.":     {netip.MustParseAddr("192.0.2.10")},
 			"target.elsewhere.test.": {netip.MustParseAddr("192.0.2.20")},
+			"edge.allowed.test.":     {netip.MustParseAddr("192.0.2.30")},
 		},
-		cname: map[string]string{"alias.allowed.test.": "target.elsewhere.test."},
+		cname: map[string]string{"alias.allowed.test.": "target.elsewhere.test.", "www.allowed.test.": "edge.allowed.test."},
 	})
 	rec := &recorder{}
 	px := startProxy(t, c, n1, rec)
@@ -268,17 +269,26 @@ func TestPrivilegedDNSProxy(t *testing.T) {
 	if err != nil || rcode != dnsmessage.RCodeSuccess || len(ips) != 1 {
 		t.Fatalf("allowed CNAME: %v %v %v", rcode, ips, err)
 	}
+	rcode, ips, err = lookup(client, server.IP, "www.allowed.test.")
+	if err != nil || rcode != dnsmessage.RCodeSuccess || len(ips) != 1 {
+		t.Fatalf("allowed CNAME to an allowed name: %v %v %v", rcode, ips, err)
+	}
 
 	records, learned := rec.snapshot()
 	want := []fqdn.Lookup{
 		{Endpoint: client.ID, Name: "api.allowed.test.", IPs: []netip.Addr{netip.MustParseAddr("192.0.2.10"), netip.MustParseAddr("192.0.2.11")}, TTL: 60},
+		// The target is no name the rules let the client ask for: not
+		// learned.
 		{Endpoint: client.ID, Name: "alias.allowed.test.", IPs: []netip.Addr{netip.MustParseAddr("192.0.2.20")}, TTL: 60},
+		{Endpoint: client.ID, Name: "www.allowed.test.", IPs: []netip.Addr{netip.MustParseAddr("192.0.2.30")}, TTL: 60,
+			Targets: []fqdn.Target{{Name: "edge.allowed.test.", TTL: 60}}},
 	}
 	if len(learned) != len(want) {
 		t.Fatalf("learned %+v, want %+v", learned, want)
 	}
 	for i := range want {
-		if learned[i].Endpoint != want[i].Endpoint || learned[i].Name != want[i].Name || !slices.Equal(learned[i].IPs, want[i].IPs) || learned[i].TTL != want[i].TTL {
+		if learned[i].Endpoint != want[i].Endpoint || learned[i].Name != want[i].Name || !slices.Equal(learned[i].IPs, want[i].IPs) || learned[i].TTL != want[i].TTL ||
+			!slices.Equal(learned[i].Targets, want[i].Targets) {
 			t.Fatalf("learned %+v, want %+v", learned[i], want[i])
 		}
 	}
@@ -289,7 +299,8 @@ func TestPrivilegedDNSProxy(t *testing.T) {
 	}
 	wantVerdicts := []string{"api.allowed.test. request forwarded", "api.allowed.test. response forwarded",
 		"other.denied.test. request denied",
-		"alias.allowed.test. request forwarded", "alias.allowed.test. response forwarded"}
+		"alias.allowed.test. request forwarded", "alias.allowed.test. response forwarded",
+		"www.allowed.test. request forwarded", "www.allowed.test. response forwarded"}
 	if !slices.Equal(verdicts, wantVerdicts) {
 		t.Fatalf("records %q, want %q", verdicts, wantVerdicts)
 	}

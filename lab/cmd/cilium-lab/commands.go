@@ -106,7 +106,8 @@ func upCommand(stateDir *string) *cobra.Command {
 	f.IntVar(&o.NodeMask, "node-cidr-mask-size", o.NodeMask, "prefix length of each node's pod CIDR")
 	f.StringVar(&serviceCIDR, "service-cidr", o.ServiceCIDR.String(), "IPv4 prefix of Service ClusterIPs")
 	f.StringVar(&worldCIDR, "world-cidr", o.World.String(), "IPv4 prefix of the world the outside client serves: "+
-		plan.WorldTargetName+" at its first address, "+plan.WorldOtherName+" at its second (see connectivity-test-flags)")
+		plan.WorldTargetName+" at its first address, "+plan.WorldOtherName+" at its second (see connectivity-test-flags), "+
+		"then the names of Cilium's guides ("+strings.Join(plan.GuideNames, ", ")+") while it has room")
 	f.IntVar(&o.APIPort, "api-port", o.APIPort, "port on the host's 127.0.0.1 where kubectl reaches the API server")
 	f.BoolVar(&uo.KeepOnFailure, "keep-on-failure", false, "leave a lab that failed to start in place for inspection")
 	f.DurationVar(&uo.Timeout, "timeout", uo.Timeout, "how long to wait for the lab to become ready")

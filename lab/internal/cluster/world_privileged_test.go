@@ -117,8 +117,12 @@ func TestPrivilegedWorld(t *testing.T) {
 	})
 
 	t.Run("certificate", func(t *testing.T) {
-		for _, u := range []string{"https://" + target.Name + ".", "https://" + other.Name + "./index.html",
-			"https://" + target.IP.String(), "https://" + other.IP.String()} {
+		urls := []string{"https://" + target.Name + ".", "https://" + other.Name + "./index.html",
+			"https://" + target.IP.String(), "https://" + other.IP.String()}
+		for _, h := range w.Guides {
+			urls = append(urls, "https://"+h.Name)
+		}
+		for _, u := range urls {
 			curl(t, "--cacert", "/lab-ca/ca.crt", u)
 		}
 		// Without the lab CA it does not verify: the check above means something.

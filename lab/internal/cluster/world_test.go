@@ -9,8 +9,8 @@ import (
 	"github.com/cilium-go/cilium/lab/internal/plan"
 )
 
-// The world's server runs in the outside client, on both world addresses, with a
-// certificate from the lab CA for both names and both addresses.
+// The world's server runs in the outside client, on every world address, with a
+// certificate from the lab CA for every name and address.
 func TestWorldServer(t *testing.T) {
 	o := plan.DefaultOptions()
 	o.CNI = plan.CNIBridge
@@ -24,7 +24,8 @@ func TestWorldServer(t *testing.T) {
 		t.Fatal("no world process")
 	}
 	l := layout{p.StateDir}
-	wantArgs := []string{"world-server", "--addr=192.0.2.1", "--addr=192.0.2.2", "--http-port=80", "--https-port=443",
+	wantArgs := []string{"world-server", "--addr=192.0.2.1", "--addr=192.0.2.2",
+		"--addr=192.0.2.3", "--addr=192.0.2.4", "--addr=192.0.2.5", "--addr=192.0.2.6", "--http-port=80", "--https-port=443",
 		"--cert=" + l.worldCert(), "--key=" + l.worldKey()}
 	if s.Path != "/lab/bin/cilium-lab" || !slices.Equal(s.Args, wantArgs) || s.Namespaces.Net != p.Outside.Netns {
 		t.Errorf("world process %+v, want cilium-lab %v in %s", s, wantArgs, p.Outside.Netns)
@@ -41,7 +42,8 @@ func TestWorldServer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, name := range []string{"world.cilium-lab.test", "other.world.cilium-lab.test", "192.0.2.1", "192.0.2.2"} {
+	for _, name := range []string{"world.cilium-lab.test", "other.world.cilium-lab.test", "192.0.2.1", "192.0.2.2",
+		"api.github.com", "support.github.com", "gist.github.com", "github.com", "192.0.2.6"} {
 		if _, err := cert.Verify(x509.VerifyOptions{Roots: ca.Pool(), DNSName: name}); err != nil {
 			t.Errorf("the world's certificate for %s: %v", name, err)
 		}

@@ -3,6 +3,7 @@ package plan
 import (
 	"errors"
 	"net/netip"
+	"reflect"
 	"strings"
 	"testing"
 )
@@ -125,7 +126,7 @@ func TestSaveLoad(t *testing.T) {
 		t.Fatal(err)
 	}
 	if q.Nodes[1] != p.Nodes[1] || q.ClusterDNS != p.ClusterDNS || q.HostAPIPort != p.HostAPIPort || q.Outside != p.Outside ||
-		q.World != p.World {
+		!reflect.DeepEqual(q.World, p.World) {
 		t.Fatalf("reloaded plan differs: %+v vs %+v", q, p)
 	}
 }

@@ -5,12 +5,13 @@ import (
 	"net/netip"
 )
 
-// World is the lab's stand-in for the internet: two addresses on a prefix of
-// their own (not the underlay, pods or Services), held by the outside client,
-// which every machine routes to by default. Pods reach them as they reach the
-// world, masqueraded to their node's address; the outside serves HTTP and HTTPS
-// there (cilium-lab world-server), answers pings, and the cluster's DNS resolves
-// their names. They are what cilium-cli's connectivity test calls the external
+// World is the lab's stand-in for the internet: addresses on a prefix of their
+// own (not the underlay, pods or Services), held by the outside client, which
+// every machine routes to by default. Pods reach them as they reach the world,
+// masqueraded to their node's address; the outside serves HTTP and HTTPS there
+// (cilium-lab world-server), answers pings, and the cluster's DNS resolves their
+// names, and no others beyond the cluster: a name of the world never leaves the
+// lab. The first two are what cilium-cli's connectivity test calls the external
 // target and the external other target.
 type World struct {
 	CIDR netip.Prefix `json:"cidr"`
@@ -18,6 +19,11 @@ type World struct {
 	// external other target (and external other IP).
 	Target WorldHost `json:"target"`
 	Other  WorldHost `json:"other"`
+	// Guides are the outside names that Cilium's guides reach, so that
+	// their commands run unchanged in the lab (GuideNames), each at an
+	// address of its own, so that a toFQDNs rule for one name selects no
+	// other's: those the prefix has room for after the other two.
+	Guides []WorldHost `json:"guides,omitempty"`
 }
 
 // WorldHost is one address of the world and its name in the cluster's DNS.
@@ -32,22 +38,38 @@ const (
 	WorldOtherName  = "other.world.cilium-lab.test"
 )
 
+// GuideNames are the names beyond the cluster of Cilium's DNS-based policy
+// guide (its examples/kubernetes-dns): the one its first policy allows, the
+// one it then does not, and those its pattern *.github.com does and does
+// not match.
+var GuideNames = []string{"api.github.com", "support.github.com", "gist.github.com", "github.com"}
+
 // newWorld places the world in cidr: the external target at its first address,
-// the other at its second.
+// the other at its second, the guides' names after them while the prefix has
+// addresses that are not its last (its broadcast address).
 func newWorld(cidr netip.Prefix) World {
-	return World{
+	w := World{
 		CIDR:   cidr,
 		Target: WorldHost{Name: WorldTargetName, IP: nth(cidr.Addr(), 1)},
 		Other:  WorldHost{Name: WorldOtherName, IP: nth(cidr.Addr(), 2)},
 	}
+	size := 1 << (32 - cidr.Bits())
+	for i, name := range GuideNames {
+		if 3+i >= size-1 {
+			break
+		}
+		w.Guides = append(w.Guides, WorldHost{Name: name, IP: nth(cidr.Addr(), 3+i)})
+	}
+	return w
 }
 
 // Valid says whether the plan has a world: a lab made by an older cilium-lab
 // has none.
 func (w World) Valid() bool { return w.CIDR.IsValid() }
 
-// Hosts are the world's addresses with their names, the external target first.
-func (w World) Hosts() []WorldHost { return []WorldHost{w.Target, w.Other} }
+// Hosts are the world's addresses with their names, the external target first,
+// the other second.
+func (w World) Hosts() []WorldHost { return append([]WorldHost{w.Target, w.Other}, w.Guides...) }
 
 // ErrNoWorld means the lab was made before it had a world.
 var ErrNoWorld = errors.New("the lab has no world: it was made by an older cilium-lab (cilium-lab down, then up)")

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/netip"
+	"reflect"
 	"strings"
 	"testing"
 )
@@ -19,8 +20,14 @@ func TestWorld(t *testing.T) {
 		CIDR:   netip.MustParsePrefix("192.0.2.0/24"),
 		Target: WorldHost{Name: "world.cilium-lab.test", IP: netip.MustParseAddr("192.0.2.1")},
 		Other:  WorldHost{Name: "other.world.cilium-lab.test", IP: netip.MustParseAddr("192.0.2.2")},
+		Guides: []WorldHost{
+			{Name: "api.github.com", IP: netip.MustParseAddr("192.0.2.3")},
+			{Name: "support.github.com", IP: netip.MustParseAddr("192.0.2.4")},
+			{Name: "gist.github.com", IP: netip.MustParseAddr("192.0.2.5")},
+			{Name: "github.com", IP: netip.MustParseAddr("192.0.2.6")},
+		},
 	}
-	if w != want {
+	if !reflect.DeepEqual(w, want) {
 		t.Fatalf("world %+v, want %+v", w, want)
 	}
 	// The world is beyond every prefix the cluster routes itself.
@@ -35,15 +42,24 @@ func TestWorld(t *testing.T) {
 		}
 	}
 
-	// Another prefix, given unmasked, is masked; the two addresses follow it.
+	// Another prefix, given unmasked, is masked; the two addresses follow it,
+	// and no guide's name has room.
 	o.World = netip.MustParsePrefix("198.51.100.77/30")
 	p, err = New(o)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if p.World.CIDR.String() != "198.51.100.76/30" || p.World.Target.IP.String() != "198.51.100.77" ||
-		p.World.Other.IP.String() != "198.51.100.78" {
+		p.World.Other.IP.String() != "198.51.100.78" || len(p.World.Guides) != 0 {
 		t.Errorf("world in 198.51.100.77/30: %+v", p.World)
+	}
+	// A /29 has just room for them all (.15 is its broadcast address).
+	o.World = netip.MustParsePrefix("198.51.100.8/29")
+	if p, err = New(o); err != nil {
+		t.Fatal(err)
+	}
+	if g := p.World.Guides; len(g) != 4 || g[3].IP.String() != "198.51.100.14" {
+		t.Errorf("guides in 198.51.100.8/29: %+v", g)
 	}
 }
 

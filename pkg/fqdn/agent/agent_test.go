@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"maps"
 	"net/netip"
 	"path/filepath"
 	"slices"
@@ -10,7 +11,11 @@ import (
 
 	"github.com/cilium/hive/hivetest"
 
+	"github.com/cilium-go/cilium/internal/datapath/spec"
 	"github.com/cilium-go/cilium/pkg/fqdn"
+	"github.com/cilium-go/cilium/pkg/identity"
+	"github.com/cilium-go/cilium/pkg/labels"
+	"github.com/cilium-go/cilium/pkg/policy"
 )
 
 // noPolicy takes the names and has every entry already.
@@ -46,5 +51,83 @@ func TestNamesOfFollowsTheCache(t *testing.T) {
 	}
 	if got := restarted.NamesOf(7, ip); !slices.Equal(got, []string{"world.example."}) {
 		t.Errorf("after a restart, endpoint 7's names of %s: %v", ip, got)
+	}
+}
+
+// engine is the policy engine itself, its entries always in the map.
+type engine struct{ *policy.Engine }
+
+func (engine) AwaitEntries(context.Context, uint16) error { return nil }
+
+// An answer that went through a CNAME chain teaches its addresses to the
+// names of the chain: a toFQDNs rule for the chain's last name selects
+// them, each name keeps its own TTL, and cilium-dbg fqdn cache list
+// shows every name.
+func TestCNAMETargetsAreSelectable(t *testing.T) {
+	web := &policy.Identity{ID: 1000, Labels: labels.Labels{}}
+	web.Labels.Add(labels.New(labels.SourceK8s, "app", "web"))
+	o := policy.Origin{Kind: policy.KindCNP, Namespace: "x", Name: "fqdn"}
+	e := policy.NewEngine(policy.ModeDefault)
+	e.UpsertIdentity(web)
+	e.SetRules(o, []policy.Rule{{Origin: o, Subject: policy.IdentitySet{Name: "web", IDs: []identity.NumericIdentity{web.ID}},
+		Direction: spec.Egress, DefaultDeny: true, Peers: []policy.Selector{policy.NewFQDNSelector(policy.DNSRule{MatchName: "c.example"})},
+		Ports: []policy.Port{{Protocol: spec.ProtoTCP, Port: 443}}}})
+	e.UpsertEndpoint(policy.EndpointInfo{ID: 7, Identity: web.ID})
+	allowed := func() []netip.Addr {
+		t.Helper()
+		e.Flush()
+		byID := map[identity.NumericIdentity]netip.Addr{}
+		for _, p := range e.Prefixes() {
+			byID[p.Identity] = p.Prefix.Addr()
+		}
+		var out []netip.Addr
+		for ent := range e.Entries(7) {
+			if ent.Direction == spec.Egress && ent.Port == 443 {
+				out = append(out, byID[ent.Identity])
+			}
+		}
+		slices.SortFunc(out, netip.Addr.Compare)
+		return out
+	}
+
+	m := newNameManager(hivetest.Logger(t), nil, nil, nil, engine{e}, nil, fqdn.CacheConfig{}, filepath.Join(t.TempDir(), "fqdn-cache.json"))
+	now := time.Now()
+	ips := []netip.Addr{netip.MustParseAddr("192.0.2.3"), netip.MustParseAddr("192.0.2.4")}
+	m.mu.Lock()
+	m.cache.Learn(fqdn.Lookup{Endpoint: 7, Name: "a.example.", IPs: ips[:1], TTL: 300, Time: now})
+	m.changed()
+	m.mu.Unlock()
+	if got := allowed(); len(got) != 0 {
+		t.Fatalf("allowed %v by a.example's answer alone, want nothing", got)
+	}
+	m.mu.Lock()
+	m.cache.Learn(fqdn.Lookup{Endpoint: 7, Name: "a.example.", IPs: ips, TTL: 40, Time: now,
+		Targets: []fqdn.Target{{Name: "b.example.", TTL: 40}, {Name: "c.example.", TTL: 90}}})
+	m.changed()
+	m.mu.Unlock()
+	if got := allowed(); !slices.Equal(got, ips) {
+		t.Fatalf("allowed %v, want c.example's addresses %v", got, ips)
+	}
+	ttls := map[string]int64{}
+	for _, l := range m.Lookups() {
+		if !slices.Equal(l.Ips, []string{"192.0.2.3", "192.0.2.4"}) && l.Fqdn != "a.example." {
+			t.Errorf("lookup %+v: addresses %v", l, l.Ips)
+		}
+		ttls[l.Fqdn] = l.TTL
+	}
+	if want := map[string]int64{"a.example.": 40, "b.example.": 40, "c.example.": 90}; !maps.Equal(ttls, want) {
+		t.Errorf("fqdn cache list: names and TTLs %v, want %v", ttls, want)
+	}
+	// The chain's first names expire first; the target stays selected
+	// for its own TTL.
+	m.mu.Lock()
+	m.cache.Expire(now.Add(time.Minute), func(uint16, netip.Addr) bool { return false })
+	m.changed()
+	m.mu.Unlock()
+	if got := allowed(); !slices.Equal(got, ips) {
+		t.Fatalf("allowed %v a minute on, want c.example's addresses %v", got, ips)
+	}
+	if got := m.NamesOf(7, ips[0]); !slices.Equal(got, []string{"c.example."}) {
+		t.Errorf("names of %s a minute on: %v, want c.example. alone", ips[0], got)
 	}
 }
