@@ -53,6 +53,7 @@ type NameManager struct {
 
 	mu    sync.Mutex
 	cache *fqdn.Cache
+	saved time.Time // when the file last had the cache
 	wake  chan struct{}
 	// learned is the cache's Learned as of its last change, for Hubble:
 	// read once per flow, it must not wait for mu, held across disk writes.
@@ -105,8 +106,16 @@ func (m *NameManager) save() error {
 	if err := os.WriteFile(tmp, b, 0o600); err != nil {
 		return err
 	}
-	return os.Rename(tmp, m.path)
+	if err := os.Rename(tmp, m.path); err != nil {
+		return err
+	}
+	m.saved = time.Now()
+	return nil
 }
+
+// refreshSave is how stale the file may let the expiries of lookups that
+// only put them off become: a restart restores them that much earlier.
+const refreshSave = 5 * time.Second
 
 // changed saves the cache and gives the engine the names; the caller
 // holds mu.
@@ -130,6 +139,10 @@ func (m *NameManager) Learn(ctx context.Context, l fqdn.Lookup) error {
 	changed := m.cache.Learn(l)
 	if changed {
 		m.changed()
+	} else if time.Since(m.saved) >= refreshSave {
+		if err := m.save(); err != nil {
+			m.log.Error("save the FQDN cache", "path", m.path, "error", err)
+		}
 	}
 	m.mu.Unlock()
 	if !changed {
@@ -190,6 +203,17 @@ func (m *NameManager) Entries() []fqdn.CacheEntry {
 // of their endpoint still use, until ctx ends.
 func (m *NameManager) expireLoop(ctx context.Context) error {
 	const longest = time.Minute
+	// Until the endpoints are restored, no connection is seen as any
+	// endpoint's: a restored address that expired during a restart
+	// would go, under the connections still using it.
+	if m.endpoints != nil {
+		_, restored := m.endpoints.Initialized(m.db.ReadTxn())
+		select {
+		case <-restored:
+		case <-ctx.Done():
+			return nil
+		}
+	}
 	for {
 		m.mu.Lock()
 		next := m.cache.NextExpiry()

@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"fmt"
 	"maps"
 	"net/netip"
 	"path/filepath"
@@ -10,8 +11,11 @@ import (
 	"time"
 
 	"github.com/cilium/hive/hivetest"
+	"github.com/cilium/statedb"
 
 	"github.com/cilium-go/cilium/internal/datapath/spec"
+	"github.com/cilium-go/cilium/internal/testenv"
+	"github.com/cilium-go/cilium/pkg/endpoint"
 	"github.com/cilium-go/cilium/pkg/fqdn"
 	"github.com/cilium-go/cilium/pkg/identity"
 	"github.com/cilium-go/cilium/pkg/labels"
@@ -129,5 +133,103 @@ func TestCNAMETargetsAreSelectable(t *testing.T) {
 	}
 	if got := m.NamesOf(7, ips[0]); !slices.Equal(got, []string{"c.example."}) {
 		t.Errorf("names of %s a minute on: %v, want c.example. alone", ips[0], got)
+	}
+}
+
+// openConns is conntrack holding the connections from src to dst.
+type openConns map[netip.Addr][]netip.Addr
+
+func (o openConns) OpenConnections(fn func(src, dst netip.Addr)) error {
+	for src, dsts := range o {
+		for _, dst := range dsts {
+			fn(src, dst)
+		}
+	}
+	return nil
+}
+
+// A restart restores what the last lookups said: a lookup that only put
+// an address's expiry off reaches the file within refreshSave, and an
+// address that expired during the restart stays for the connections
+// still using it, which the agent sees only once its endpoints are
+// restored.
+func TestRestartKeepsExpiriesAndTheConnectionsAddresses(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "fqdn-cache.json")
+	inUse, idle := netip.MustParseAddr("192.0.2.10"), netip.MustParseAddr("192.0.2.11")
+	epIP := netip.MustParseAddr("10.0.0.7")
+	m := newNameManager(hivetest.Logger(t), nil, nil, nil, noPolicy{}, nil, fqdn.CacheConfig{}, path)
+	first := time.Now().Add(-time.Hour)
+	l := fqdn.Lookup{Endpoint: 7, Name: "world.example.", IPs: []netip.Addr{inUse, idle}, TTL: 30, Time: first}
+	m.mu.Lock()
+	m.cache.Learn(l)
+	m.changed()
+	m.mu.Unlock()
+	expiries := func(m *NameManager) map[netip.Addr]time.Time {
+		out := map[netip.Addr]time.Time{}
+		for _, e := range m.Entries() {
+			out[e.IP] = e.Expires
+		}
+		return out
+	}
+	restore := func() *NameManager {
+		t.Helper()
+		r := newNameManager(hivetest.Logger(t), nil, nil, nil, noPolicy{}, nil, fqdn.CacheConfig{}, path)
+		if err := r.restore(); err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	// Within refreshSave the refresh stays in memory; past it, the file
+	// has it.
+	l.Time = first.Add(time.Second)
+	must(t, m.Learn(context.Background(), l))
+	if got := expiries(restore())[inUse]; !got.Equal(first.Add(30 * time.Second)) {
+		t.Fatalf("restored expiry %v right after the first save, want the first lookup's %v", got, first.Add(30*time.Second))
+	}
+	m.mu.Lock()
+	m.saved = m.saved.Add(-refreshSave)
+	m.mu.Unlock()
+	l.Time = first.Add(2 * time.Second)
+	must(t, m.Learn(context.Background(), l))
+	if got := expiries(restore())[inUse]; !got.Equal(first.Add(32 * time.Second)) {
+		t.Fatalf("restored expiry %v, want the refreshing lookup's %v", got, first.Add(32*time.Second))
+	}
+
+	// Both addresses expired an hour ago; the endpoint's connection to
+	// one of them is seen once the endpoints are restored.
+	db := statedb.New()
+	eps, err := endpoint.NewTable(db)
+	must(t, err)
+	txn := db.WriteTxn(eps)
+	restored := eps.RegisterInitializer(txn, "endpoint-restore")
+	txn.Commit()
+	r := newNameManager(hivetest.Logger(t), db, nil, eps, noPolicy{}, openConns{epIP: {inUse}}, fqdn.CacheConfig{}, path)
+	must(t, r.restore())
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- r.expireLoop(ctx) }()
+	defer func() { cancel(); must(t, <-done) }()
+	time.Sleep(1500 * time.Millisecond) // the loop's first expiry is due after a second
+	if got := expiries(r); len(got) != 2 {
+		t.Fatalf("before the endpoints were restored, the cache lost addresses: %v", got)
+	}
+	txn = db.WriteTxn(eps)
+	_, _, err = eps.Insert(txn, &endpoint.EndpointRow{Endpoint: endpoint.Endpoint{ID: 7, IPv4: epIP}})
+	must(t, err)
+	restored(txn)
+	txn.Commit()
+	r.wake <- struct{}{}
+	testenv.Eventually(t, 5*time.Second, func() error {
+		if got := expiries(r); len(got) != 1 || got[inUse].IsZero() {
+			return fmt.Errorf("cache %v, want %s alone, which a connection uses", got, inUse)
+		}
+		return nil
+	})
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
 	}
 }
