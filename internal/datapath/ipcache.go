@@ -135,5 +135,25 @@ func (r *IPCacheReader) IdentityOf(a netip.Addr) identity.NumericIdentity {
 	return identity.NumericIdentity(v.Identity)
 }
 
+// LocalIdentities are the prefixes whose identity is of the node's own
+// scope (CIDR identities, LocalIdentityFlag), with it: what an agent that
+// restarts gives the same prefixes again, so that connections judged by
+// them go on.
+func (r *IPCacheReader) LocalIdentities() (map[netip.Prefix]identity.NumericIdentity, error) {
+	out := map[netip.Prefix]identity.NumericIdentity{}
+	var k IPCacheKey
+	var v IPCacheInfo
+	it := r.m.Iterate()
+	for it.Next(&k, &v) {
+		if id := identity.NumericIdentity(v.Identity); id&identity.LocalIdentityFlag != 0 {
+			out[prefixOfIPCacheKey(k)] = id
+		}
+	}
+	if err := it.Err(); err != nil {
+		return nil, fmt.Errorf("iterate the pinned ipcache: %w", err)
+	}
+	return out, nil
+}
+
 // Close releases the map.
 func (r *IPCacheReader) Close() error { return r.m.Close() }

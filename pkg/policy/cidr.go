@@ -59,20 +59,51 @@ func (e *Engine) acquire(s Selector) *cachedSelector {
 }
 
 // cidrIdentity returns the CIDR identity of k, making it if it does not
-// exist yet.
+// exist yet: with the number the prefix had before a restart
+// (RestoreCIDRIdentities), or a new one.
 func (e *Engine) cidrIdentity(k cidrKey) *cidrIdentity {
 	ci := e.cidrs[k]
 	if ci == nil {
-		e.nextCIDR++
+		id, ok := e.restoredCIDRs[k.prefix]
+		if _, taken := e.cidrIDs[id]; !ok || k.inCluster || taken {
+			id = e.newCIDRID()
+		}
 		ls := labels.Labels{}
 		ls.Add(labels.New(labels.SourceCIDR, k.prefix.String(), ""))
-		ci = &cidrIdentity{id: &Identity{ID: identity.LocalIdentityFlag | e.nextCIDR, Labels: ls,
-			Prefix: k.prefix, InCluster: k.inCluster}}
+		ci = &cidrIdentity{id: &Identity{ID: id, Labels: ls, Prefix: k.prefix, InCluster: k.inCluster}}
 		e.cidrs[k] = ci
+		e.cidrIDs[id] = struct{}{}
 		e.UpsertIdentity(ci.id)
 		e.cidrsChanged = true
 	}
 	return ci
+}
+
+// newCIDRID is a CIDR identity number that no prefix has, nor had before
+// a restart.
+func (e *Engine) newCIDRID() identity.NumericIdentity {
+	for {
+		e.nextCIDR++
+		id := identity.LocalIdentityFlag | e.nextCIDR
+		_, taken := e.cidrIDs[id]
+		if _, restored := e.restoredIDs[id]; !taken && !restored {
+			return id
+		}
+	}
+}
+
+// RestoreCIDRIdentities gives the CIDR identities of before a restart
+// (the datapath's ipcache holds them) to their prefixes again as the
+// prefixes come back, and their numbers to no other prefix: a
+// connection that the datapath judged by a prefix's identity, or that
+// the proxy holds open, goes on across the restart. Call it before the
+// first rules and names.
+func (e *Engine) RestoreCIDRIdentities(ids map[netip.Prefix]identity.NumericIdentity) {
+	e.restoredCIDRs = maps.Clone(ids)
+	e.restoredIDs = map[identity.NumericIdentity]struct{}{}
+	for _, id := range ids {
+		e.restoredIDs[id] = struct{}{}
+	}
 }
 
 // SetFQDNNames makes names the DNS names whose allowed answers gave each
@@ -130,6 +161,7 @@ func (e *Engine) collectCIDRs() {
 	for k, ci := range e.cidrs {
 		if !ci.used() {
 			delete(e.cidrs, k)
+			delete(e.cidrIDs, ci.id.ID)
 			e.DeleteIdentity(ci.id.ID)
 			e.cidrsChanged = true
 		}

@@ -161,8 +161,13 @@ type Engine struct {
 	revision      uint64
 	// cidrs are the CIDR identities of the prefixes that selectors name.
 	cidrs        map[cidrKey]*cidrIdentity
+	cidrIDs      map[identity.NumericIdentity]struct{} // the numbers cidrs have
 	nextCIDR     identity.NumericIdentity
 	cidrsChanged bool
+	// restoredCIDRs are the CIDR identities of before a restart
+	// (RestoreCIDRIdentities), restoredIDs their numbers.
+	restoredCIDRs map[netip.Prefix]identity.NumericIdentity
+	restoredIDs   map[identity.NumericIdentity]struct{}
 	// fqdnNames are the names learned for addresses (SetFQDNNames).
 	fqdnNames map[netip.Addr][]string
 
@@ -178,6 +183,7 @@ type Engine struct {
 func NewEngine(mode Mode) *Engine {
 	e := &Engine{mode: mode, allowLocalhost: true, cache: newSelectorCache(), rules: map[Origin][]Rule{}, peerKeys: map[Origin][][]string{},
 		namedPorts: map[identity.NumericIdentity]NamedPorts{}, eps: map[uint16]*epState{}, cidrs: map[cidrKey]*cidrIdentity{},
+		cidrIDs:      map[identity.NumericIdentity]struct{}{},
 		dirtyEntries: map[uint16]map[spec.PolicyEntry]struct{}{}, dirtyEps: map[uint16]struct{}{}}
 	for id := identity.Host; id <= identity.WorldIPv6; id++ {
 		if r, ok := identity.ReservedIdentity(id); ok {

@@ -2,6 +2,7 @@ package policy
 
 import (
 	"cmp"
+	"fmt"
 	"maps"
 	"net/netip"
 	"slices"
@@ -184,5 +185,44 @@ func TestFQDNSelectorsSelectLearnedAddresses(t *testing.T) {
 	}
 	if len(e.Prefixes()) != prefixes-1 {
 		t.Fatalf("prefixes %v: the expired address's identity stays", e.Prefixes())
+	}
+}
+
+// After a restart, prefixes get the CIDR identities they had before (the
+// datapath's ipcache keeps them) whatever order they come back in, and
+// new prefixes never take one of those numbers.
+func TestRestoredCIDRIdentitiesKeepTheirNumbers(t *testing.T) {
+	addr := func(i int) netip.Addr { return netip.AddrFrom4([4]byte{192, 0, 2, byte(i)}) }
+	restored := map[netip.Prefix]identity.NumericIdentity{}
+	names := map[netip.Addr][]string{}
+	for i := 1; i <= 20; i++ {
+		restored[netip.PrefixFrom(addr(i), 32)] = identity.LocalIdentityFlag | identity.NumericIdentity(100-i)
+		names[addr(i)] = []string{fmt.Sprintf("n%d.example.", i)}
+	}
+	// 192.0.2.10/32 was restored and comes back as a CIDR rule's first,
+	// before the names; 198.51.100.0/24 is new.
+	o := Origin{Kind: KindCNP, Namespace: "x", Name: "cidr"}
+	e := NewEngine(ModeDefault)
+	e.RestoreCIDRIdentities(restored)
+	web := appIdentity(1000, "web")
+	e.UpsertIdentity(web)
+	e.SetRules(o, []Rule{{Origin: o, Subject: IdentitySet{Name: "web", IDs: []identity.NumericIdentity{web.ID}}, Direction: spec.Egress,
+		Peers: []Selector{CIDRSelector{Prefix: netip.MustParsePrefix("198.51.100.0/24")}, CIDRSelector{Prefix: netip.MustParsePrefix("192.0.2.10/32")}}}})
+	e.UpsertEndpoint(EndpointInfo{ID: 1, Identity: web.ID})
+	e.Flush()
+	e.SetFQDNNames(names)
+	e.Flush()
+	got := map[netip.Prefix]identity.NumericIdentity{}
+	for _, p := range e.Prefixes() {
+		got[p.Prefix] = p.Identity
+	}
+	for p, id := range restored {
+		if got[p] != id {
+			t.Errorf("%s: identity %d, want the restored %d", p, got[p], id)
+		}
+	}
+	fresh := got[netip.MustParsePrefix("198.51.100.0/24")]
+	if fresh&identity.LocalIdentityFlag == 0 || slices.Contains(slices.Collect(maps.Values(restored)), fresh) {
+		t.Errorf("the new prefix got %d: not a fresh CIDR identity", fresh)
 	}
 }
