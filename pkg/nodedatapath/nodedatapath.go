@@ -35,7 +35,7 @@ import (
 // Cell starts the datapath when the agent starts.
 var Cell = cell.Module("datapath", "The eBPF datapath of this node",
 	cell.Config(DefaultConfig),
-	cell.Provide(newNode, asEndpointDatapath, asIPCacheMap, asPolicyMap, asServiceMaps, asL2Datapath, newNodeAddresses, newSockets, asRoutes, asMapLister, asIPCacheLister, asConntrack, newNodeInfo, newPodDevices, newHealthDatapath),
+	cell.Provide(newNode, asEndpointDatapath, asIPCacheMap, asPolicyMap, asServiceMaps, asL2Datapath, newNodeAddresses, newSockets, asRoutes, asMapLister, asIPCacheLister, asConntrack, newNodeInfo, newPodDevices, newHealthDatapath, restoredCIDRs),
 	health.JobGroup,
 	cell.Invoke(registerMetrics, registerConntrackGC),
 )

@@ -1,6 +1,13 @@
 package nodedatapath
 
-import "github.com/cilium-go/cilium/internal/datapath"
+import (
+	"log/slog"
+	"path/filepath"
+
+	"github.com/cilium-go/cilium/internal/datapath"
+	"github.com/cilium-go/cilium/pkg/paths"
+	policyagent "github.com/cilium-go/cilium/pkg/policy/agent"
+)
 
 // OpenPinnedMaps opens the maps that a running agent pinned in dir,
 // creating none, for tools beside the agent (the benchmarks) that read
@@ -10,3 +17,23 @@ func OpenPinnedMaps(dir string) (*datapath.Maps, error) { return datapath.OpenPi
 // Cgroup2Root is where the cgroup v2 hierarchy is mounted, whose
 // processes socket-level balancing (--bpf-lb-sock) serves.
 func Cgroup2Root() (string, error) { return datapath.Cgroup2Root() }
+
+// restoredCIDRs reads the CIDR identities that the node's pinned ipcache
+// holds from the agent's last run, before this run's datapath takes the
+// map over. Without a pinned ipcache (the node's first start) there are
+// none.
+func restoredCIDRs(p paths.Config, log *slog.Logger) policyagent.RestoredCIDRs {
+	r, err := datapath.OpenIPCache(filepath.Join(p.BPFRoot, "maps"))
+	if err != nil {
+		log.Debug("no CIDR identities to restore", "error", err)
+		return nil
+	}
+	defer r.Close()
+	ids, err := r.LocalIdentities()
+	if err != nil {
+		log.Warn("CIDR identities not restored", "error", err)
+		return nil
+	}
+	log.Info("CIDR identities restored", "prefixes", len(ids))
+	return ids
+}

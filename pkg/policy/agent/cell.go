@@ -12,7 +12,7 @@ package agent
 import (
 	"fmt"
 	"log/slog"
-	"path/filepath"
+	"net/netip"
 	"time"
 
 	"github.com/cilium/hive/cell"
@@ -23,12 +23,11 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 
-	"github.com/cilium-go/cilium/internal/datapath"
 	"github.com/cilium-go/cilium/pkg/desired"
 	"github.com/cilium-go/cilium/pkg/endpoint"
 	"github.com/cilium-go/cilium/pkg/health"
+	"github.com/cilium-go/cilium/pkg/identity"
 	"github.com/cilium-go/cilium/pkg/ipcache"
-	"github.com/cilium-go/cilium/pkg/paths"
 	k8sagent "github.com/cilium-go/cilium/pkg/k8s/agent"
 	v2 "github.com/cilium-go/cilium/pkg/k8s/apis/cilium.io/v2"
 	"github.com/cilium-go/cilium/pkg/policy"
@@ -147,10 +146,16 @@ type agentParams struct {
 	// Proxy is the node's layer-7 proxy; without it, layer-7 rules and
 	// toFQDNs are refused.
 	Proxy *policy.ProxyPorts `optional:"true"`
-	// Paths name the node's pinned maps, whose ipcache holds the CIDR
-	// identities of before a restart.
-	Paths paths.Config `optional:"true"`
+	// Restored are the CIDR identities of before a restart.
+	Restored RestoredCIDRs `optional:"true"`
 }
+
+// RestoredCIDRs are the CIDR identities that the datapath's ipcache still
+// holds from before a restart, by prefix: the engine gives each prefix
+// the identity the datapath already judges it by (a toFQDNs address's
+// too), where numbering them anew would break the connections open to
+// them. Empty on a node's first start.
+type RestoredCIDRs map[netip.Prefix]identity.NumericIdentity
 
 func newAgent(p agentParams) (*Agent, error) {
 	mode, err := policy.ParseMode(p.Config.EnablePolicy)
@@ -168,34 +173,10 @@ func newAgent(p agentParams) (*Agent, error) {
 		depPolicies: map[policy.Origin]*dependentPolicy{}, prefixes: p.Prefixes, prefixesInit: prefixesDone, refusals: map[uint16]*policy.Refusal{},
 		pendingChanges: map[policy.Origin]*PolicyChangeRow{}}
 	a.engine.LimitEntries(p.MapConfig.BPFPolicyMapMax)
-	if p.Paths.BPFRoot != "" {
-		a.restoreCIDRIdentities(filepath.Join(p.Paths.BPFRoot, "maps"))
-	}
+	a.engine.RestoreCIDRIdentities(p.Restored)
 	if p.Proxy != nil {
 		a.engine.SetProxyPorts(*p.Proxy)
 		a.l7Proxy = true
 	}
 	return a, nil
-}
-
-// restoreCIDRIdentities gives the engine the CIDR identities that the
-// node's pinned ipcache still holds from before a restart: the agent
-// gives each prefix the identity the datapath already judges it by (a
-// toFQDNs address's too), where numbering them anew would break the
-// connections open to them. Without a pinned ipcache (the node's first
-// start) there is nothing to restore.
-func (a *Agent) restoreCIDRIdentities(pinDir string) {
-	r, err := datapath.OpenIPCache(pinDir)
-	if err != nil {
-		a.log.Debug("no CIDR identities to restore", "error", err)
-		return
-	}
-	defer r.Close()
-	ids, err := r.LocalIdentities()
-	if err != nil {
-		a.log.Warn("CIDR identities not restored", "error", err)
-		return
-	}
-	a.engine.RestoreCIDRIdentities(ids)
-	a.log.Info("CIDR identities restored", "prefixes", len(ids))
 }
