@@ -26,17 +26,21 @@ const (
 // path is how the client pod's allow of the servers' ports is written in
 // its node's policy map: the entry alone (layer 4), or the same entry
 // with the proxy's port, which sends the allowed connections to node 1's
-// proxy.
+// proxy, or (HTTP only) with the relay's port (relay).
 type path int
 
 const (
 	pathL4 path = iota
 	pathProxy
+	pathRelay
 )
 
 func (p path) String() string {
-	if p == pathProxy {
+	switch p {
+	case pathProxy:
 		return "proxy"
+	case pathRelay:
+		return "relay"
 	}
 	return "L4 only"
 }
@@ -147,8 +151,11 @@ func (b *bed) setPath(p path) error {
 			{Direction: spec.Egress, Identity: id, Protocol: spec.ProtoTCP, Port: httpPort},
 			{Direction: spec.Egress, Identity: id, Protocol: spec.ProtoUDP, Port: dnsPort},
 		}
-		if p == pathProxy {
+		switch p {
+		case pathProxy:
 			e[0].ProxyPort, e[1].ProxyPort = httpProxyPort, dnsProxyPort
+		case pathRelay:
+			e[0].ProxyPort = relayPort
 		}
 		entries = append(entries, e...)
 	}
@@ -224,6 +231,15 @@ func checkSeen(p path, before, after counts, httpSent, dnsSent int64) error {
 	if got != want {
 		return fmt.Errorf("%s: the proxy saw %d HTTP requests and %d DNS queries (%d not forwarded), want %d and %d (none not forwarded)",
 			p, got.HTTP, got.DNS, got.NotForwarded, want.HTTP, want.DNS)
+	}
+	return nil
+}
+
+// checkRelayed says whether the relay took connections on the relay path
+// and none on the others.
+func checkRelayed(p path, before, after proxyReply) error {
+	if took := after.Relayed - before.Relayed; (took > 0) != (p == pathRelay) {
+		return fmt.Errorf("%s: the relay took %d connections", p, took)
 	}
 	return nil
 }

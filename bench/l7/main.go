@@ -121,12 +121,13 @@ func trafficParts(log *slog.Logger, out io.Writer, o options) (err error) {
 	}
 	rs := newResults(b.servers)
 	for rep := range o.reps {
-		// Alternate which path goes first, so that a drift of the
-		// machine weighs on both alike.
+		// The paths take turns at going first, so that a drift of the
+		// machine weighs on all alike.
 		order := []path{pathL4, pathProxy}
-		if rep%2 == 1 {
-			slices.Reverse(order)
+		if o.want("http") {
+			order = append(order, pathRelay)
 		}
+		order = append(order[rep%len(order):], order[:rep%len(order)]...)
 		for i, s := range b.servers {
 			for _, p := range order {
 				log.Info("measure", "rep", rep+1, "server", s.where, "path", p)
@@ -179,6 +180,10 @@ func (rs *results) add(o options, i int, p path, r runFigures) {
 		}
 		return
 	}
+	if p == pathRelay {
+		rs.http[i].relay = append(rs.http[i].relay, r.http)
+		return
+	}
 	rs.sentHTTP, rs.sentDNS, rs.told = rs.sentHTTP+r.httpSent, rs.sentDNS+r.dnsSent, rs.told+r.told
 	if o.want("http") {
 		rs.http[i].proxy = append(rs.http[i].proxy, r.http)
@@ -212,7 +217,7 @@ func (b *bed) checkPaths() ([]string, error) {
 			return nil, fmt.Errorf("the proxy does not answer: %w", err)
 		}
 	}
-	for _, p := range []path{pathProxy, pathL4} {
+	for _, p := range []path{pathProxy, pathRelay, pathL4} {
 		if err := b.setPath(p); err != nil {
 			return nil, err
 		}
@@ -242,10 +247,13 @@ func (b *bed) checkPaths() ([]string, error) {
 			if err := checkSeen(p, before.Counts, after.Counts, 1, 1); err != nil {
 				return nil, fmt.Errorf("%s: %w", s.where, err)
 			}
+			if err := checkRelayed(p, before, after); err != nil {
+				return nil, fmt.Errorf("%s: %w", s.where, err)
+			}
 		}
 	}
 	return []string{"before measuring, a request and a lookup to each server went through the proxy with the proxy's port and not without, " +
-		"the server seeing the client pod's address either way"}, nil
+		"a request through the relay with the relay's port, the server seeing the client pod's address every way"}, nil
 }
 
 // runFigures are one run's figures on one path to one server.
@@ -314,6 +322,9 @@ func (b *bed) measure(o options, s *server, p path, rep int) (r runFigures, err 
 	}
 	r.dnsCPU = after.CPU - mid.CPU
 	if err := checkSeen(p, before.Counts, after.Counts, r.httpSent, r.dnsSent); err != nil {
+		return r, err
+	}
+	if err := checkRelayed(p, before, after); err != nil {
 		return r, err
 	}
 	r.told = b.agent.told.Load() - toldBefore

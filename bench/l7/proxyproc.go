@@ -52,6 +52,7 @@ const (
 
 type proxyReply struct {
 	Counts   counts
+	Relayed  int64         // connections the relay path's relay took
 	Revision uint64        // of the policy it judges by
 	CPU      time.Duration // its CPU time so far
 	Err      string
@@ -192,6 +193,12 @@ func runProxy(stdin io.Reader, stdout io.Writer) error {
 	case err := <-done:
 		return fmt.Errorf("the proxy stopped: %w", err)
 	}
+	var relayed atomic.Int64
+	rl, err := relay(ctx, ipc.IdentityOf, &relayed)
+	if err != nil {
+		return err
+	}
+	defer rl.Close()
 
 	enc := json.NewEncoder(stdout)
 	for in.Scan() {
@@ -209,7 +216,7 @@ func runProxy(stdin io.Reader, stdout io.Writer) error {
 		default:
 			r.Err = "unknown request " + req
 		}
-		r.Counts, r.Revision, r.CPU = seen.snapshot(), p.Revision(), cpuTime()
+		r.Counts, r.Relayed, r.Revision, r.CPU = seen.snapshot(), relayed.Load(), p.Revision(), cpuTime()
 		if err := enc.Encode(r); err != nil {
 			return err
 		}

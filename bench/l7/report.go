@@ -41,9 +41,9 @@ type httpRun struct {
 
 // httpPlace is a server's runs by repetition, on each path.
 type httpPlace struct {
-	where     string
-	l4, proxy []httpRun
-	cpu       []time.Duration // the proxy process's per request, proxied runs
+	where            string
+	l4, proxy, relay []httpRun
+	cpu              []time.Duration // the proxy process's per request, proxied runs
 }
 
 // dnsPlace is a server's DNS runs by repetition: direct, and through the
@@ -137,15 +137,16 @@ func httpReport(w io.Writer, places []httpPlace, conns int, rateFor, latFor time
 		reps = len(places[0].l4)
 	}
 	fmt.Fprintf(w, "\nHTTP/1.1 from the client pod on node 1 to a server pod, kept-alive connections: L4 only (the allow's entry) against through\n"+
-		"node 1's proxy (the same entry with the proxy's port; %d HTTP rules, the requests matching the third). Rate: %d connections\n"+
-		"for %s; latency: one connection for %s, a request at a time. %d interleaved repetitions, median [min, max].\n",
+		"node 1's proxy (the same entry with the proxy's port; %d HTTP rules, the requests matching the third), and through a relay\n"+
+		"that copies the bytes of the same redirect and reads none (the floor under any proxy of this shape here). Rate: %d\n"+
+		"connections for %s; latency: one connection for %s, a request at a time. %d interleaved repetitions, median [min, max].\n",
 		len(httpRules.HTTP), conns, rateFor, latFor, reps)
 	fmt.Fprintf(w, "%-11s %-8s %-24s %-24s %-24s\n", "server", "path", "rate (req/s)", "p50", "p99")
 	for _, pl := range places {
 		for _, r := range []struct {
 			name string
 			runs []httpRun
-		}{{"L4 only", pl.l4}, {"proxy", pl.proxy}} {
+		}{{"L4 only", pl.l4}, {"proxy", pl.proxy}, {"relay", pl.relay}} {
 			rate, p50, p99 := httpColumns(r.runs)
 			fmt.Fprintf(w, "%-11s %-8s %-24s %-24s %-24s\n", pl.where, r.name, spread(rate, ratef), spread(durs(p50), usf), spread(durs(p99), usf))
 		}
@@ -159,6 +160,10 @@ func httpReport(w io.Writer, places []httpPlace, conns int, rateFor, latFor time
 		fmt.Fprintf(w, "%s: p50 added %s, target <= %s: %s\n", pl.where, a, us(httpP50Target), a.judge(httpP50Target))
 		fmt.Fprintf(w, "%s: p99 added %s (no target)\n", pl.where, addedOf(pxp99, l4p99))
 		fmt.Fprintf(w, "%s: the proxy process's CPU per request %s\n", pl.where, spread(durs(pl.cpu), usf))
+		if len(pl.relay) > 0 {
+			rlRate, rlp50, _ := httpColumns(pl.relay)
+			fmt.Fprintf(w, "%s: the relay's floor: rate relay/L4 %s, p50 added %s\n", pl.where, stats.PairedRatio(rlRate, l4Rate), addedOf(rlp50, l4p50))
+		}
 	}
 }
 

@@ -203,6 +203,7 @@ func TestReports(t *testing.T) {
 	places := []httpPlace{{where: "same node",
 		l4:    []httpRun{run(10000, 50, 150), run(12000, 55, 160), run(11000, 52, 155)},
 		proxy: []httpRun{run(6000, 150, 400), run(7300, 160, 420), run(6500, 150, 410)},
+		relay: []httpRun{run(8000, 120, 300), run(9600, 130, 320), run(8800, 125, 310)},
 		cpu:   µs(60, 62, 61)}}
 	var b strings.Builder
 	httpReport(&b, places, 8, time.Second, time.Second)
@@ -213,6 +214,8 @@ func TestReports(t *testing.T) {
 		"same node: p50 added 100µs (median; range 98µs to 105µs; mean 101µs [",
 		"target <= 150µs: met",
 		"the proxy process's CPU per request 61µs [60µs, 62µs]",
+		"same node   relay    8800 [8000, 9600]",
+		"same node: the relay's floor: rate relay/L4 0.800",
 	} {
 		if !strings.Contains(b.String(), want) {
 			t.Errorf("HTTP report lacks %q:\n%s", want, b.String())
