@@ -89,10 +89,14 @@ func prefixOfIPCacheKey(k IPCacheKey) netip.Prefix {
 
 // IPCacheEntries lists the ipcache.
 func (m *Maps) IPCacheEntries() (map[netip.Prefix]spec.IPCacheEntry, error) {
+	return ipcacheEntries(m.IPCache)
+}
+
+func ipcacheEntries(m *ebpf.Map) (map[netip.Prefix]spec.IPCacheEntry, error) {
 	out := map[netip.Prefix]spec.IPCacheEntry{}
 	var k IPCacheKey
 	var v IPCacheInfo
-	it := m.IPCache.Iterate()
+	it := m.Iterate()
 	for it.Next(&k, &v) {
 		e := spec.IPCacheEntry{Identity: identity.NumericIdentity(v.Identity), CIDRIdentity: identity.NumericIdentity(v.CidrIdentity)}
 		if v.TunnelIpv4 != 0 {
@@ -140,17 +144,15 @@ func (r *IPCacheReader) IdentityOf(a netip.Addr) identity.NumericIdentity {
 // restarts gives the same prefixes again, so that connections judged by
 // them go on.
 func (r *IPCacheReader) LocalIdentities() (map[netip.Prefix]identity.NumericIdentity, error) {
-	out := map[netip.Prefix]identity.NumericIdentity{}
-	var k IPCacheKey
-	var v IPCacheInfo
-	it := r.m.Iterate()
-	for it.Next(&k, &v) {
-		if id := identity.NumericIdentity(v.Identity); id&identity.LocalIdentityFlag != 0 {
-			out[prefixOfIPCacheKey(k)] = id
-		}
+	entries, err := ipcacheEntries(r.m)
+	if err != nil {
+		return nil, err
 	}
-	if err := it.Err(); err != nil {
-		return nil, fmt.Errorf("iterate the pinned ipcache: %w", err)
+	out := map[netip.Prefix]identity.NumericIdentity{}
+	for p, e := range entries {
+		if e.Identity&identity.LocalIdentityFlag != 0 {
+			out[p] = e.Identity
+		}
 	}
 	return out, nil
 }
