@@ -7,8 +7,8 @@ import (
 	"net/netip"
 	"sync/atomic"
 
-	"github.com/cilium-go/cilium/internal/datapath/tproxy"
 	"github.com/cilium-go/cilium/pkg/identity"
+	"github.com/cilium-go/cilium/pkg/nodedatapath"
 )
 
 // relayPort is where the proxy process relays the connections of the
@@ -23,7 +23,7 @@ const relayPort = 10090
 // it: what a proxy of this shape costs on this machine before it reads a
 // request. It counts the connections it relayed.
 func relay(ctx context.Context, identityOf func(netip.Addr) identity.NumericIdentity, relayed *atomic.Int64) (io.Closer, error) {
-	var open tproxy.Sockets
+	var open nodedatapath.ProxySockets
 	ln, err := open.ListenTCP(ctx, relayPort)
 	if err != nil {
 		return nil, err
@@ -38,7 +38,7 @@ func relay(ctx context.Context, identityOf func(netip.Addr) identity.NumericIden
 				defer c.Close()
 				from, to := c.RemoteAddr().(*net.TCPAddr).AddrPort(), c.LocalAddr().(*net.TCPAddr).AddrPort()
 				src, dst := from.Addr().Unmap(), netip.AddrPortFrom(to.Addr().Unmap(), to.Port())
-				up, err := open.Dial(ctx, "tcp4", src, dst, tproxy.EgressMark(identityOf(src)))
+				up, err := open.Dial(ctx, "tcp4", src, dst, nodedatapath.ProxyEgressMark(identityOf(src)))
 				if err != nil {
 					return
 				}

@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 
 	"github.com/cilium-go/cilium/internal/datapath"
+	"github.com/cilium-go/cilium/internal/datapath/tproxy"
+	"github.com/cilium-go/cilium/pkg/identity"
 	"github.com/cilium-go/cilium/pkg/paths"
 	policyagent "github.com/cilium-go/cilium/pkg/policy/agent"
 )
@@ -13,6 +15,15 @@ import (
 // creating none, for tools beside the agent (the benchmarks) that read
 // what it programmed. Close releases them; the pins stay.
 func OpenPinnedMaps(dir string) (*datapath.Maps, error) { return datapath.OpenPinnedMaps(dir) }
+
+// ProxySockets opens sockets as the layer-7 proxy does (transparent; its
+// upstream from the client's address, marked), for tools beside it (the
+// benchmarks' relay).
+type ProxySockets = tproxy.Sockets
+
+// ProxyEgressMark is the mark of the proxy's upstream traffic for a local
+// client of identity id.
+func ProxyEgressMark(id identity.NumericIdentity) uint32 { return tproxy.EgressMark(id) }
 
 // Cgroup2Root is where the cgroup v2 hierarchy is mounted, whose
 // processes socket-level balancing (--bpf-lb-sock) serves.
