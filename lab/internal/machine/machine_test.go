@@ -231,7 +231,13 @@ func checkWorld(t *testing.T, p plan.Plan) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	want := []string{out.IP.String() + "/24", "192.0.2.1/32", "192.0.2.2/32"}
+	want := []string{out.IP.String() + "/24"}
+	for _, h := range p.World.Hosts() {
+		want = append(want, h.IP.String()+"/32")
+	}
+	if len(want) != 1+2+len(plan.GuideNames) {
+		t.Fatalf("the world's hosts %v: want the target, the other and the guides' %d names", p.World.Hosts(), len(plan.GuideNames))
+	}
 	if strings.Join(addrs, " ") != strings.Join(want, " ") {
 		t.Errorf("outside client addresses %v, want %v", addrs, want)
 	}
