@@ -201,10 +201,10 @@ func (c *Cache) NextExpiry() time.Time {
 	return next
 }
 
-// ForgetEndpoint drops what an endpoint learned.
-func (c *Cache) ForgetEndpoint(ep uint16) (changed bool) {
+// ForgetEndpoints drops what the endpoints that are gone learned.
+func (c *Cache) ForgetEndpoints(gone func(ep uint16) bool) (changed bool) {
 	for k := range c.entries {
-		if k.ep == ep {
+		if gone(k.ep) {
 			c.remove(k)
 			changed = true
 		}

@@ -110,7 +110,7 @@ func TestCacheRestore(t *testing.T) {
 	if !slices.Equal(r.Entries(), c.Entries()) {
 		t.Fatalf("restored %+v, want %+v", r.Entries(), c.Entries())
 	}
-	if r.ForgetEndpoint(2) || !r.ForgetEndpoint(1) || len(r.Entries()) != 0 {
+	if r.ForgetEndpoints(func(ep uint16) bool { return ep == 2 }) || !r.ForgetEndpoints(func(ep uint16) bool { return ep == 1 }) || len(r.Entries()) != 0 {
 		t.Fatal("forget endpoint")
 	}
 }

@@ -229,31 +229,42 @@ func (m *NameManager) expireLoop(ctx context.Context) error {
 			continue
 		case <-time.After(wait):
 		}
-		inUse, err := m.inUse()
+		live, inUse, err := m.inUse()
 		if err != nil {
 			m.log.Warn("FQDN cache: read conntrack; keeping expired addresses", "error", err)
 			continue
 		}
 		m.mu.Lock()
-		if m.cache.Expire(time.Now(), inUse) {
+		changed := m.cache.Expire(time.Now(), inUse)
+		// A deleted endpoint's names go with it: an endpoint that gets
+		// its id later learns its own.
+		if live != nil && m.cache.ForgetEndpoints(func(ep uint16) bool { return !live[ep] }) {
+			changed = true
+		}
+		if changed {
 			m.changed()
 		}
 		m.mu.Unlock()
 	}
 }
 
-// inUse says, from conntrack, whether an endpoint has a connection open
-// to an address.
-func (m *NameManager) inUse() (func(uint16, netip.Addr) bool, error) {
+// inUse names the live endpoints (nil without the endpoints table) and
+// says, from conntrack, whether an endpoint has a connection open to an
+// address.
+func (m *NameManager) inUse() (live map[uint16]bool, inUse func(uint16, netip.Addr) bool, err error) {
 	byAddr := map[netip.Addr]uint16{}
-	for ep := range endpoint.Live(m.db.ReadTxn(), m.endpoints) {
-		byAddr[ep.IPv4] = ep.ID
+	if m.endpoints != nil {
+		live = map[uint16]bool{}
+		for ep := range endpoint.Live(m.db.ReadTxn(), m.endpoints) {
+			byAddr[ep.IPv4] = ep.ID
+			live[ep.ID] = true
+		}
 	}
 	open := map[uint16]map[netip.Addr]bool{}
 	if m.conntrack == nil {
-		return func(uint16, netip.Addr) bool { return false }, nil
+		return live, func(uint16, netip.Addr) bool { return false }, nil
 	}
-	err := m.conntrack.OpenConnections(func(src, dst netip.Addr) {
+	err = m.conntrack.OpenConnections(func(src, dst netip.Addr) {
 		if id, ok := byAddr[src]; ok {
 			if open[id] == nil {
 				open[id] = map[netip.Addr]bool{}
@@ -262,9 +273,9 @@ func (m *NameManager) inUse() (func(uint16, netip.Addr) bool, error) {
 		}
 	})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return func(ep uint16, ip netip.Addr) bool { return open[ep][ip] }, nil
+	return live, func(ep uint16, ip netip.Addr) bool { return open[ep][ip] }, nil
 }
 
 // Lookups lists the cache as Cilium's GET /fqdn/cache does: one lookup per

@@ -225,6 +225,23 @@ func TestRestartKeepsExpiriesAndTheConnectionsAddresses(t *testing.T) {
 		}
 		return nil
 	})
+
+	// What an endpoint that is gone learned goes with it.
+	r.mu.Lock()
+	r.cache.Learn(fqdn.Lookup{Endpoint: 9, Name: "gone.example.", IPs: []netip.Addr{idle}, TTL: 3600, Time: time.Now()})
+	r.changed()
+	r.mu.Unlock()
+	testenv.Eventually(t, 5*time.Second, func() error {
+		for _, e := range r.Entries() {
+			if e.Endpoint != 7 {
+				return fmt.Errorf("endpoint %d, which is gone, still has %s for %s", e.Endpoint, e.IP, e.Name)
+			}
+		}
+		return nil
+	})
+	if got := expiries(r); got[inUse].IsZero() {
+		t.Errorf("endpoint 7's %s went with endpoint 9's names", inUse)
+	}
 }
 
 func must(t *testing.T, err error) {
