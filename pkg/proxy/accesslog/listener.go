@@ -3,23 +3,23 @@ package accesslog
 import (
 	"bufio"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/cilium-go/cilium/pkg/unixsock"
 	"io"
 	"log/slog"
 	"net"
 	"path/filepath"
 	"sync"
+
+	"github.com/cilium-go/cilium/pkg/unixsock"
 )
 
-// Bounds of what the agent holds for the proxy: a line is one record,
+// Bounds of what the agent holds for the proxy: a frame is one record,
 // whose HTTP headers the proxy took from a request (Go's HTTP server
 // allows 1 MiB of them); connections are the proxy's, one at a time
 // but for the moments a new process starts beside the old one.
 const (
-	maxLine        = 1 << 20
+	maxRecord      = 1 << 20
 	maxConnections = 4
 	readBuffer     = 64 << 10
 )
@@ -27,9 +27,6 @@ const (
 // SocketFile is the agent's socket for the proxy's records in the proxy's
 // directory (pkg/proxy/agent's --proxy-dir), where both find it.
 func SocketFile(dir string) string { return filepath.Join(dir, "accesslog.sock") }
-
-// errTooLong reports a line longer than maxLine, skipped whole.
-var errTooLong = fmt.Errorf("a line over %d bytes", maxLine)
 
 // Listener is the agent's end of the access log: a unix socket that the
 // proxy's Sender connects to.
@@ -54,7 +51,7 @@ func Listen(path string, log *slog.Logger) (*Listener, error) {
 
 // Serve accepts the proxy's connections until ctx ends or Close, and
 // calls handle with each record they carry, in the order a connection
-// sends them and one call at a time. A line that is no record is logged
+// sends them and one call at a time. A frame that is no record is logged
 // and skipped; handle is what slows a connection down.
 func (l *Listener) Serve(ctx context.Context, handle func(Record)) error {
 	stop := context.AfterFunc(ctx, func() { l.ln.Close() })
@@ -90,74 +87,41 @@ func (l *Listener) Serve(ctx context.Context, handle func(Record)) error {
 func (l *Listener) Close() error { return l.ln.Close() }
 
 // read hands the records of one connection to handle until it ends.
-// Of its bad lines the first is logged as a warning, the others at
-// debug level: a broken sender must not fill the agent's log.
+// A frame that holds no record is skipped; of those the first is
+// logged as a warning, the others at debug level: a broken sender must
+// not fill the agent's log. A frame that breaks the stream (cut short,
+// over maxRecord) ends the connection.
 func (l *Listener) read(c net.Conn, handle func(Record)) {
 	br := bufio.NewReaderSize(c, readBuffer)
-	var line []byte
+	var msg []byte
 	bad := 0
 	for {
 		var err error
-		line, err = readLine(br, line)
-		if err == nil {
-			var r Record
-			if r, err = decode(line); err == nil {
-				l.mu.Lock()
-				handle(r)
-				l.mu.Unlock()
-				continue
+		if msg, err = readFrame(br, msg); err != nil {
+			switch ne := (*net.OpError)(nil); {
+			case errors.Is(err, io.EOF) || errors.Is(err, net.ErrClosed):
+			case errors.As(err, &ne):
+				l.log.Debug("access log: connection lost", "error", err)
+			default:
+				l.log.Warn("access log: connection dropped", "error", err)
 			}
-		}
-		if errors.Is(err, io.EOF) || errors.Is(err, net.ErrClosed) {
 			break
 		}
-		if ne := (*net.OpError)(nil); errors.As(err, &ne) {
-			l.log.Debug("access log: connection lost", "error", err)
-			break
+		r, err := decode(msg)
+		if err == nil {
+			l.mu.Lock()
+			handle(r)
+			l.mu.Unlock()
+			continue
 		}
 		bad++
 		level := slog.LevelDebug
 		if bad == 1 {
 			level = slog.LevelWarn
 		}
-		l.log.Log(context.Background(), level, "access log: a line skipped", "error", err)
+		l.log.Log(context.Background(), level, "access log: a record skipped", "error", err)
 	}
 	if bad > 1 {
-		l.log.Warn("access log: lines skipped on a connection", "count", bad)
-	}
-}
-
-// decode reads the record of a line.
-func decode(line []byte) (Record, error) {
-	var r Record
-	if err := json.Unmarshal(line, &r); err != nil {
-		return r, err
-	}
-	return r, r.check()
-}
-
-// readLine reads the next line into buf, without its newline. A line
-// longer than maxLine is read to its end and dropped (errTooLong); one
-// that the connection's end cuts short is lost with the connection.
-func readLine(br *bufio.Reader, buf []byte) ([]byte, error) {
-	buf = buf[:0]
-	tooLong := false
-	for {
-		frag, err := br.ReadSlice('\n')
-		if !tooLong && len(buf)+len(frag) > maxLine+1 {
-			tooLong, buf = true, buf[:0]
-		}
-		if !tooLong {
-			buf = append(buf, frag...)
-		}
-		switch {
-		case errors.Is(err, bufio.ErrBufferFull):
-			continue
-		case err != nil:
-			return buf, err
-		case tooLong:
-			return buf, errTooLong
-		}
-		return buf[:len(buf)-1], nil
+		l.log.Warn("access log: records skipped on a connection", "count", bad)
 	}
 }

@@ -2,18 +2,19 @@ package accesslog
 
 import (
 	"context"
-	"encoding/json"
+	"encoding/binary"
 	"fmt"
+	"io"
 	"net"
 	"net/netip"
 	"os"
 	"path/filepath"
 	"reflect"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/cilium/hive/hivetest"
+	"google.golang.org/protobuf/encoding/protowire"
 
 	"github.com/cilium-go/cilium/internal/datapath/spec"
 )
@@ -74,6 +75,19 @@ func httpRecord() Record {
 			Headers: map[string][]string{"User-Agent": {"curl"}, "Accept": {"a", "b"}}}}
 }
 
+// send writes r to c as a Sender frames it.
+func send(t *testing.T, c io.Writer, r Record) {
+	t.Helper()
+	var e encoder
+	b, ok := e.appendFrame(nil, &r)
+	if !ok {
+		t.Fatal("a record over maxRecord")
+	}
+	if _, err := c.Write(b); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func TestListenReplacesAStaleSocket(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "run", "accesslog.sock")
 	if err := os.MkdirAll(filepath.Dir(path), 0o750); err != nil {
@@ -101,17 +115,15 @@ func TestListenReplacesAStaleSocket(t *testing.T) {
 	}
 	defer c.Close()
 	want := httpRecord()
-	if err := json.NewEncoder(c).Encode(want); err != nil {
-		t.Fatal(err)
-	}
+	send(t, c, want)
 	if got := a.next(t); !reflect.DeepEqual(got, want) {
 		t.Errorf("got %+v, want %+v", got, want)
 	}
 }
 
-// TestMalformedLinesAreSkipped: what is no record is skipped and the
-// connection goes on.
-func TestMalformedLinesAreSkipped(t *testing.T) {
+// TestMalformedFramesAreSkipped: a frame that holds no record is skipped
+// and the connection goes on; one that breaks the stream ends it.
+func TestMalformedFramesAreSkipped(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "accesslog.sock")
 	a := startAgent(t, path)
 	c, err := net.Dial("unix", path)
@@ -119,31 +131,25 @@ func TestMalformedLinesAreSkipped(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	line := func(r Record) string {
-		b, err := json.Marshal(r)
-		if err != nil {
+	raw := func(msg []byte) {
+		if _, err := c.Write(protowire.AppendBytes(nil, msg)); err != nil {
 			t.Fatal(err)
 		}
-		return string(b) + "\n"
 	}
 	noType, both, noAddr := dnsRecord(2), dnsRecord(3), dnsRecord(4)
 	noType.Type = 0
 	both.HTTP = httpRecord().HTTP
 	noAddr.Src = netip.AddrPort{}
-	huge := httpRecord()
-	huge.HTTP.Headers["X-Big"] = []string{strings.Repeat("x", maxLine)}
-	for _, s := range []string{
-		line(dnsRecord(1)),
-		"not json\n",
-		"\n",
-		`{"type":1,"verdict":1,"src":"10.0.0.1:1","dst":"not an address","dns":{"query":"a."}}` + "\n",
-		line(noType), line(both), line(noAddr), line(huge),
-		line(dnsRecord(5)),
-	} {
-		if _, err := c.Write([]byte(s)); err != nil {
-			t.Fatal(err)
-		}
-	}
+	send(t, c, dnsRecord(1))
+	raw([]byte("not a record"))
+	raw(nil)
+	raw(protowire.AppendBytes(protowire.AppendTag(nil, 5, protowire.BytesType), []byte{1, 2, 3})) // no address
+	raw(protowire.AppendVarint(protowire.AppendTag(nil, 13, protowire.VarintType), 1))            // dns, a varint
+	raw(protowire.AppendVarint(protowire.AppendTag(nil, 2, protowire.VarintType), 256))           // type over a byte
+	send(t, c, noType)
+	send(t, c, both)
+	send(t, c, noAddr)
+	send(t, c, dnsRecord(5))
 	for _, want := range []int{1, 5} {
 		if got := a.next(t); got.DNS.Query != dnsRecord(want).DNS.Query {
 			t.Errorf("record %q, want %q", got.DNS.Query, dnsRecord(want).DNS.Query)
@@ -151,8 +157,17 @@ func TestMalformedLinesAreSkipped(t *testing.T) {
 	}
 	select {
 	case r := <-a.records:
-		t.Errorf("a record of a bad line: %+v", r)
+		t.Errorf("a record of a bad frame: %+v", r)
 	default:
+	}
+
+	// A frame over maxRecord is none of a Sender's: the agent hangs up.
+	if _, err := c.Write(binary.AppendUvarint(nil, maxRecord+1)); err != nil {
+		t.Fatal(err)
+	}
+	c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if n, err := c.Read(make([]byte, 1)); err == nil || os.IsTimeout(err) {
+		t.Errorf("after a frame over maxRecord: read %d, %v; want the connection closed", n, err)
 	}
 }
 
@@ -172,9 +187,7 @@ func TestConnectionsAreBounded(t *testing.T) {
 	}
 	// A connection holds its slot once a record of it came through.
 	for i, c := range conns {
-		if err := json.NewEncoder(c).Encode(dnsRecord(i)); err != nil {
-			t.Fatal(err)
-		}
+		send(t, c, dnsRecord(i))
 		a.next(t)
 	}
 	extra, err := net.Dial("unix", path)
@@ -186,36 +199,40 @@ func TestConnectionsAreBounded(t *testing.T) {
 	if n, err := extra.Read(make([]byte, 1)); err == nil || os.IsTimeout(err) {
 		t.Errorf("the connection past the limit: read %d, %v; want it closed", n, err)
 	}
-	if err := json.NewEncoder(conns[0]).Encode(dnsRecord(9)); err != nil {
-		t.Fatal(err)
-	}
+	send(t, conns[0], dnsRecord(9))
 	if got := a.next(t); got.DNS.Query != dnsRecord(9).DNS.Query {
 		t.Errorf("record %q after the refusal", got.DNS.Query)
 	}
 }
 
-// FuzzDecode: whatever a line holds, decoding it does not panic, and a
-// record it accepts goes over the wire again unchanged in meaning.
+// FuzzDecode: whatever a frame holds, decoding it does not panic, and a
+// record it accepts goes over the wire again unchanged.
 func FuzzDecode(f *testing.F) {
+	var e encoder
 	for _, r := range []Record{dnsRecord(1), httpRecord()} {
-		b, err := json.Marshal(r)
-		if err != nil {
-			f.Fatal(err)
-		}
-		f.Add(b)
+		b, _ := e.appendFrame(nil, &r)
+		msg, _ := protowire.ConsumeBytes(b)
+		f.Add(msg)
 	}
-	f.Add([]byte(`{"type":2,"verdict":3,"src":"[::1]:1","dst":"10.0.0.1:0","http":{"headers":{"a":null}}}`))
-	f.Fuzz(func(t *testing.T, line []byte) {
-		r, err := decode(line)
+	f.Fuzz(func(t *testing.T, msg []byte) {
+		r, err := decode(msg)
 		if err != nil {
 			return
 		}
-		b, err := json.Marshal(r)
-		if err != nil {
-			t.Fatalf("a decoded record does not encode: %v", err)
+		b, ok := e.appendFrame(nil, &r)
+		if !ok {
+			t.Fatal("a decoded record is over maxRecord")
 		}
-		if _, err := decode(b); err != nil {
-			t.Fatalf("a decoded record, encoded again, does not decode: %v\n%s", err, b)
+		again, n := protowire.ConsumeBytes(b)
+		if n != len(b) {
+			t.Fatalf("a frame of %d bytes, %d of them the message", len(b), n)
+		}
+		r2, err := decode(again)
+		if err != nil {
+			t.Fatalf("a decoded record, encoded again, does not decode: %v", err)
+		}
+		if !reflect.DeepEqual(r, r2) {
+			t.Fatalf("decoded %+v, then %+v", r, r2)
 		}
 	})
 }

@@ -3,8 +3,8 @@
 // Hubble shows them as L7 flows: a Sender on the proxy's side that never
 // holds the proxy up, a Listener on the agent's. The proxy runs apart
 // from the agent and outlives its restarts, so the stream is a unix
-// socket of newline-delimited JSON records that either side may drop and
-// open again.
+// socket of length-prefixed protobuf records (wire.go) that either side
+// may drop and open again.
 //
 // The records are values with no proxy behind them: Hubble's parser reads
 // them without linking the proxy (pkg/proxy names them as its own).
@@ -41,47 +41,47 @@ const (
 
 // Record is one layer-7 event, what Hubble shows as an L7 flow.
 type Record struct {
-	Time      time.Time      `json:"time"`
-	Type      RecordType     `json:"type"`
-	Verdict   Verdict        `json:"verdict"`
-	Direction spec.Direction `json:"direction"`
+	Time      time.Time
+	Type      RecordType
+	Verdict   Verdict
+	Direction spec.Direction
 	// Src is the sender's side, Dst the receiver's; the local endpoint
 	// whose rules judged the request is SrcEndpoint (egress) or
 	// DstEndpoint (ingress) of the request.
-	Src         netip.AddrPort           `json:"src"`
-	Dst         netip.AddrPort           `json:"dst"`
-	SrcIdentity identity.NumericIdentity `json:"srcIdentity,omitempty"`
-	DstIdentity identity.NumericIdentity `json:"dstIdentity,omitempty"`
-	SrcEndpoint uint16                   `json:"srcEndpoint,omitempty"`
-	DstEndpoint uint16                   `json:"dstEndpoint,omitempty"`
-	Protocol    uint8                    `json:"protocol"` // the transport: TCP or UDP
+	Src         netip.AddrPort
+	Dst         netip.AddrPort
+	SrcIdentity identity.NumericIdentity
+	DstIdentity identity.NumericIdentity
+	SrcEndpoint uint16
+	DstEndpoint uint16
+	Protocol    uint8 // the transport: TCP or UDP
 	// Latency is a response's time since its request.
-	Latency time.Duration `json:"latency,omitempty"`
-	DNS     *DNSRecord    `json:"dns,omitempty"`
-	HTTP    *HTTPRecord   `json:"http,omitempty"`
+	Latency time.Duration
+	DNS     *DNSRecord
+	HTTP    *HTTPRecord
 }
 
 // DNSRecord is a DNS query or answer.
 type DNSRecord struct {
-	Query  string   `json:"query"` // the name asked, fully qualified
-	QTypes []string `json:"qtypes,omitempty"`
+	Query  string // the name asked, fully qualified
+	QTypes []string
 	// An answer's: its code, the addresses of the name (following
 	// CNAMEs), the smallest TTL of those, the CNAME targets and the
 	// record types it holds.
-	RCode   uint16       `json:"rcode,omitempty"`
-	IPs     []netip.Addr `json:"ips,omitempty"`
-	TTL     uint32       `json:"ttl,omitempty"`
-	CNAMEs  []string     `json:"cnames,omitempty"`
-	RRTypes []string     `json:"rrtypes,omitempty"`
+	RCode   uint16
+	IPs     []netip.Addr
+	TTL     uint32
+	CNAMEs  []string
+	RRTypes []string
 }
 
 // HTTPRecord is an HTTP request or response.
 type HTTPRecord struct {
-	Method   string              `json:"method"`
-	URL      string              `json:"url"`
-	Protocol string              `json:"protocol"`
-	Code     int                 `json:"code,omitempty"` // a response's status
-	Headers  map[string][]string `json:"headers,omitempty"`
+	Method   string
+	URL      string
+	Protocol string
+	Code     int // a response's status
+	Headers  map[string][]string
 }
 
 // Reply is the response record of request r, sides swapped, with r's

@@ -3,7 +3,6 @@ package accesslog
 import (
 	"bufio"
 	"context"
-	"encoding/json"
 	"io"
 	"log/slog"
 	"net"
@@ -116,7 +115,18 @@ func (s *Sender) send(ctx context.Context, c net.Conn) error {
 		s.drain()
 	}()
 	w := bufio.NewWriterSize(c, 64<<10)
-	enc := json.NewEncoder(w)
+	var enc encoder
+	var frame []byte
+	write := func(r Record) error {
+		var ok bool
+		if frame, ok = enc.appendFrame(frame[:0], &r); !ok {
+			s.dropped.Add(1)
+			return nil
+		}
+		pending++
+		_, err := w.Write(frame)
+		return err
+	}
 	batch := time.NewTimer(batchWait)
 	batch.Stop()
 	for {
@@ -126,8 +136,7 @@ func (s *Sender) send(ctx context.Context, c net.Conn) error {
 		// record.
 		select {
 		case r := <-s.queue:
-			pending++
-			if err := enc.Encode(r); err != nil {
+			if err := write(r); err != nil {
 				return err
 			}
 		case <-gone:
@@ -144,8 +153,7 @@ func (s *Sender) send(ctx context.Context, c net.Conn) error {
 			return ctx.Err()
 		}
 		for queued := len(s.queue); queued > 0; queued-- {
-			pending++
-			if err := enc.Encode(<-s.queue); err != nil {
+			if err := write(<-s.queue); err != nil {
 				return err
 			}
 		}

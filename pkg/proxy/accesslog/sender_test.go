@@ -6,6 +6,7 @@ import (
 	"net"
 	"path/filepath"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -151,4 +152,23 @@ func TestRecordDoesNotWaitForAWedgedAgent(t *testing.T) {
 		t.Errorf("%d of %d dropped, want some, not all", s.Dropped(), n)
 	}
 	t.Logf("%d of %d dropped; the slowest Record call: %s", s.Dropped(), n, slowest)
+}
+
+// TestARecordOverTheAgentsBoundIsDropped: a request with a megabyte of
+// headers is counted as dropped, and the records after it arrive.
+func TestARecordOverTheAgentsBoundIsDropped(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "accesslog.sock")
+	a := startAgent(t, path)
+	s := startSender(t, path, 0)
+	waitConnected(t, s, true)
+	huge := httpRecord()
+	huge.HTTP.Headers = map[string][]string{"X-Big": {strings.Repeat("x", maxRecord)}}
+	record(t, s, huge)
+	record(t, s, dnsRecord(1))
+	if got := a.next(t); got.DNS == nil || got.DNS.Query != dnsRecord(1).DNS.Query {
+		t.Fatalf("the record after the huge one: %+v", got)
+	}
+	if s.Dropped() != 1 {
+		t.Errorf("%d dropped, want the huge one", s.Dropped())
+	}
 }
