@@ -70,7 +70,10 @@ static __always_inline int from_network(struct __sk_buff *skb, __u32 src_id, __u
 	ep = endpoint_lookup4(f.p.daddr);
 	/* Legacy routing: local pods are reached through the stack, whose
 	 * netfilter undoes what it translated (kube-proxy's DNAT of a Service
-	 * address); the pod's to-container judges the packet. */
+	 * address); the pod's to-container judges the packet. But for a
+	 * connection to the proxy, which only a tc ingress can hand over. */
+	if (ep && LEGACY_ROUTING && ret == 0 && legacy_to_proxy(&f, ep))
+		return deliver_ingress(skb, &f, ep, tunnel);
 	if (!ep || LEGACY_ROUTING) {
 		/* The stack could forward a local pod's address into the
 		 * tunnel with that pod's identity, or deliver it to a pod. */

@@ -186,6 +186,15 @@ static __always_inline int ct_reply_likely(const struct pkt *p)
 	return bpf_ntohs(p->sport) < bpf_ntohs(p->dport);
 }
 
+/* ct_reopens says whether p, a SYN from the opener of e's connection,
+ * which is closing, opens a new connection on the same tuple. */
+static __always_inline int ct_reopens(const struct ct_entry *e, const struct pkt *p)
+{
+	return p->protocol == IPPROTO_TCP && !p->later_frag &&
+	       (p->tcp_flags & (TCP_FLAG_SYN | TCP_FLAG_ACK)) == TCP_FLAG_SYN &&
+	       (e->flags & (CT_F_TX_CLOSING | CT_F_RX_CLOSING));
+}
+
 /* ct_lookup classifies the packet; for established flows and replies it
  * also returns the connection's entry. Callers drop CT_INVALID. *report
  * says whether a trace of the packet has news (ct_report): always, but
@@ -212,9 +221,7 @@ static __always_inline __u8 ct_lookup(struct __sk_buff *skb, const struct pkt *p
 	 * policy of now, and its entry replaces the old. Otherwise a client
 	 * reusing a port would pass on the entry of a closed connection that
 	 * policy no longer allows until the entry expires. */
-	if (e && !reply && p->protocol == IPPROTO_TCP && !p->later_frag &&
-	    (p->tcp_flags & (TCP_FLAG_SYN | TCP_FLAG_ACK)) == TCP_FLAG_SYN &&
-	    (e->flags & (CT_F_TX_CLOSING | CT_F_RX_CLOSING)))
+	if (e && !reply && ct_reopens(e, p))
 		return CT_NEW;
 	if (e) {
 		ct_touch(e, p, reply, now);

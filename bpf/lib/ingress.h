@@ -92,3 +92,31 @@ static __always_inline int deliver_ingress(struct __sk_buff *skb, struct flow *f
 	forwarded(skb, f, TRACE_TO_LXC);
 	return redirect_to_endpoint(skb, ep);
 }
+
+/* legacy_to_proxy says whether f's packet, from the network to local
+ * endpoint ep, is of a connection that ep's ingress rules send to the
+ * proxy, and changes nothing. With legacy routing the other packets for
+ * ep cross the stack to its to-container, which is no tc ingress and
+ * cannot redirect: these are delivered where they came in
+ * (deliver_ingress). Fills in f->src_id where it was unknown. */
+static __always_inline int legacy_to_proxy(struct flow *f, const struct endpoint_info *ep)
+{
+	struct ct4_key k = {};
+	struct ct_entry *e;
+	struct verdict v = {};
+
+	if (!(ep->flags & EP_F_INGRESS_ENFORCE) || f->p.later_frag)
+		return 0;
+	ct_key_of(&f->p, &k, 0);
+	e = ct_find(&k, ct_now());
+	if (e && !ct_reopens(e, &f->p))
+		return (e->flags & CT_F_TO_PROXY) != 0;
+	/* A reply, or a segment of a connection no one tracks, is the
+	 * to-container's to judge. */
+	if (!e && (ct_is_reply(&f->p) ||
+		   (f->p.protocol == IPPROTO_TCP && (f->p.tcp_flags & (TCP_FLAG_SYN | TCP_FLAG_ACK)) != TCP_FLAG_SYN)))
+		return 0;
+	if (!f->src_id)
+		f->src_id = sender_identity4(f->p.saddr);
+	return policy_peek(f, ep->ep_id, DIR_INGRESS, f->src_id, f->p.saddr, &v) > 0;
+}

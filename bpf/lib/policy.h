@@ -45,11 +45,11 @@ static __always_inline void policy_lookup(void *map, struct policy_key *k, __u32
 	v->matched = 1;
 }
 
-/* policy_check judges f's connection by endpoint ep_id's policy in dir:
- * below 0 a drop reason, 0 allowed, above 0 allowed through the layer-7
- * proxy on that port. */
-static __always_inline int policy_check(struct __sk_buff *skb, struct flow *f, __u16 ep_id,
-					__u8 dir, __u32 remote, __u32 remote_addr)
+/* policy_peek looks up f's connection in endpoint ep_id's policy in
+ * dir, and changes nothing: below 0 a drop reason, 0 allowed, above 0
+ * allowed through the layer-7 proxy on that port; v says why. */
+static __always_inline int policy_peek(const struct flow *f, __u16 ep_id, __u8 dir, __u32 remote,
+				       __u32 remote_addr, struct verdict *v)
 {
 	struct ipcache_info *info = ipcache_lookup4(remote_addr);
 	__u32 cidr = info ? info->cidr_identity : 0;
@@ -62,35 +62,35 @@ static __always_inline int policy_check(struct __sk_buff *skb, struct flow *f, _
 	};
 	__u32 ep = ep_id;
 	void *map = bpf_map_lookup_elem(&cilium_policy_v2, &ep);
-	struct verdict v = {};
-	int ret = 0;
 
 	if (map) {
-		policy_lookup(map, &k, remote, &v);
-		policy_lookup(map, &k, IDENTITY_ANY, &v);
+		policy_lookup(map, &k, remote, v);
+		policy_lookup(map, &k, IDENTITY_ANY, v);
 		if (cidr)
-			policy_lookup(map, &k, cidr, &v);
+			policy_lookup(map, &k, cidr, v);
 	}
-	if (v.denied)
-		ret = -DROP_POLICY_DENY;
-	else if (!v.matched)
-		ret = -DROP_POLICY;
+	if (v->denied)
+		return -DROP_POLICY_DENY;
+	if (!v->matched)
+		return -DROP_POLICY;
+	return v->proxy_port;
+}
 
+/* policy_check is policy_peek that reports the verdict as an event. */
+static __always_inline int policy_check(struct __sk_buff *skb, struct flow *f, __u16 ep_id,
+					__u8 dir, __u32 remote, __u32 remote_addr)
+{
+	struct verdict v = {};
+	int ret = policy_peek(f, ep_id, dir, remote, remote_addr, &v);
+	enum policy_verdict verdict = ret < 0 ? VERDICT_DENY : ret > 0 ? VERDICT_REDIRECT : VERDICT_ALLOW;
 	__u8 saved = f->direction;
-	enum policy_verdict verdict = VERDICT_ALLOW;
 
-	if (ret)
-		verdict = VERDICT_DENY;
-	else if (v.proxy_port)
-		verdict = VERDICT_REDIRECT;
 	f->direction = dir;
 	f->policy_cookie = v.cookie;
-	emit_event(skb, f, EVENT_POLICY_VERDICT, ret ? -ret : 0, verdict);
+	emit_event(skb, f, EVENT_POLICY_VERDICT, ret < 0 ? -ret : 0, verdict);
 	f->direction = saved;
-	if (!ret) {
+	if (ret >= 0)
 		f->policy_cookie = 0; /* only the drop that follows a deny names it */
-		ret = v.proxy_port;
-	}
 	return ret;
 }
 

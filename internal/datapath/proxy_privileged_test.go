@@ -163,14 +163,18 @@ func TestPrivilegedProxyRedirect(t *testing.T) {
 // server's node; the proxy's connection, from the client's address and
 // marked as the ingress proxy's, reaches the server without its ingress
 // policy asked again (the proxy judged it), and the replies come back.
+// With legacy routing too, where a remote client's packets cross the
+// stack to the server's to-container, which cannot redirect.
 func TestPrivilegedIngressProxyRedirect(t *testing.T) {
 	const proxyPort = 15002
 	for _, mode := range []struct {
-		name string
-		mode spec.RoutingMode
-	}{{"native", spec.Native}, {"tunnel", spec.Tunnel}} {
+		name   string
+		mode   spec.RoutingMode
+		legacy bool
+	}{{"native", spec.Native, false}, {"tunnel", spec.Tunnel, false},
+		{"native-legacy-routing", spec.Native, true}, {"tunnel-legacy-routing", spec.Tunnel, true}} {
 		t.Run(mode.name, func(t *testing.T) {
-			c := newCluster(t, dptest.Options{Mode: mode.mode, PolicyIngress: true})
+			c := newCluster(t, dptest.Options{Mode: mode.mode, PolicyIngress: true, LegacyRouting: mode.legacy})
 			n1, n2 := c.Nodes[0], c.Nodes[1]
 			server, local, remote := n1.Pods[1], n1.Pods[0], n2.Pods[0]
 			serve(t)(dptest.ServeRemoteAddr(server.NS, server.IP, 8080))
