@@ -174,7 +174,8 @@ static __always_inline int host_fenced(const struct pkt *p)
 
 /* cil_to_netdev drops what the node sends to a frontend whose source
  * ranges keep it out (host_fenced), translates back the node's replies as
- * the backend of a north-south frontend (nodeport_host_reply), and
+ * the backend of a north-south frontend (nodeport_host_reply) and the
+ * proxy's in a backend's name (proxy_to_nodeport_client), and
  * masquerades, with
  * legacy routing, what local pods send to the world: here, after
  * netfilter, the destination is final (a Service address is already
@@ -209,6 +210,13 @@ int cil_to_netdev(struct __sk_buff *skb)
 	}
 	if (ret == 0 && from_proxy(skb))
 		return proxy_upstream_out(skb, &f);
+	if (ret == 0) {
+		ret = proxy_to_nodeport_client(skb, &f.p);
+		if (ret < 0)
+			return drop(skb, &f, ret);
+		if (ret)
+			return TC_ACT_OK;
+	}
 	if (!MASQUERADE || !LEGACY_ROUTING || ret != 0)
 		return TC_ACT_OK;
 	ep = endpoint_lookup4(f.p.saddr);

@@ -54,11 +54,6 @@ static __always_inline int deliver_ingress(struct __sk_buff *skb, struct flow *f
 				return drop(skb, f, ret);
 			proxy_port = ret;
 		}
-		/* The proxy answers a client from outside from the backend's
-		 * address, which only the backend's own replies are translated
-		 * back from: such a connection cannot go through it. */
-		if (proxy_port && f->rev_nat)
-			return drop(skb, f, DROP_PROXY_LOOKUP_FAILED);
 		/* The sender came from the network: no local endpoint. */
 		ret = ct_create(&f->p, f->src_id, f->dst_id, tunnel,
 				CT_F_NO_SRC_EP | (f->rev_nat ? CT_F_NODEPORT : 0) | (proxy_port ? CT_F_TO_PROXY : 0),

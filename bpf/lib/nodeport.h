@@ -373,3 +373,27 @@ static __always_inline int nodeport_to_client(struct __sk_buff *skb, struct pkt 
 		return lb4_rev_nat_icmp(skb, p, CT_F_NODEPORT);
 	return 0;
 }
+
+/* proxy_to_nodeport_client translates what the proxy sends back to a
+ * client from outside whose connection to a local backend the backend's
+ * ingress rules sent to the proxy: it answers from the backend's address,
+ * and leaves by the uplink, past the backend's from_container, which
+ * translates the backend's own replies. Returns 1 when translated, below
+ * 0 a drop reason; 0 for any other packet, which it changes nothing of. */
+static __always_inline int proxy_to_nodeport_client(struct __sk_buff *skb, struct pkt *p)
+{
+	const __u16 want = CT_F_TO_PROXY | CT_F_NODEPORT;
+	struct endpoint_info *ep = endpoint_lookup4(p->saddr);
+	struct ct4_key k = {};
+	struct ct_entry *ct;
+	__u64 now = ct_now();
+
+	if (!ep || !(ep->flags & EP_F_INGRESS_ENFORCE))
+		return 0;
+	ct_key_of(p, &k, 1);
+	ct = ct_find(&k, now);
+	if (!ct || (ct->flags & want) != want)
+		return 0;
+	ct_touch(ct, p, 1, now);
+	return nodeport_to_client(skb, p, ct, CT_REPLY);
+}

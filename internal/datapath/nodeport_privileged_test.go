@@ -10,6 +10,7 @@ import (
 
 	"github.com/cilium-go/cilium/internal/datapath/dptest"
 	"github.com/cilium-go/cilium/internal/datapath/spec"
+	"github.com/cilium-go/cilium/internal/datapath/tproxy"
 	"github.com/cilium-go/cilium/internal/podlink"
 	"github.com/cilium-go/cilium/pkg/identity"
 )
@@ -175,6 +176,46 @@ func TestPrivilegedNodePortPolicy(t *testing.T) {
 				if err := dptest.TCPEcho(c.WorldNS, n1.IP, port); err != nil {
 					t.Errorf("NodePort %d once allowed: %v", port, err)
 				}
+			}
+		})
+	}
+}
+
+// A client from outside reaches a local backend whose ingress rules send
+// its connections to the proxy through a NodePort: the proxy answers
+// from the backend's address, which leaves the node as the frontend's,
+// as the backend's own replies do; the backend sees the client's
+// address, through the proxy.
+func TestPrivilegedNodePortToIngressProxy(t *testing.T) {
+	const proxyPort = 15003
+	for _, mode := range []struct {
+		name string
+		opts dptest.Options
+	}{
+		{"native", dptest.Options{Mode: spec.Native}},
+		{"tunnel", dptest.Options{Mode: spec.Tunnel}},
+		{"native-legacy-routing-masquerade", dptest.Options{Mode: spec.Native, LegacyRouting: true, Masquerade: true}},
+	} {
+		t.Run(mode.name, func(t *testing.T) {
+			mode.opts.World, mode.opts.PolicyIngress = true, true
+			c := newCluster(t, mode.opts)
+			n1 := c.Nodes[0]
+			server := n1.Pods[0]
+			serve(t)(dptest.ServeRemoteAddr(server.NS, server.IP, 9090))
+			nodePortOn(t, n1, spec.Frontend{Address: n1.IP, Port: 30001, Protocol: spec.ProtoTCP}, spec.LBNodePort, 1,
+				spec.Backend{ID: 1, Address: server.IP, Port: 9090, Protocol: spec.ProtoTCP})
+			r := startRelay(t, n1.NS, proxyPort, func(netip.Addr) uint32 { return tproxy.IngressMark(identity.World) })
+			e := spec.PolicyEntry{Direction: spec.Ingress, Identity: identity.World, Protocol: tcpProto, Port: 9090, ProxyPort: proxyPort}
+			if err := n1.DP.Maps().SetPolicy(server.ID, []spec.PolicyEntry{e}); err != nil {
+				t.Fatal(err)
+			}
+			for range 3 {
+				if err := seenAs(c.WorldNS, n1.IP, 30001, dptest.WorldIP); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if got := r.relayed(); len(got) != 3 || got[0] != netip.AddrPortFrom(server.IP, 9090) {
+				t.Fatalf("the proxy relayed %v, want 3 connections to %s:9090", got, server.IP)
 			}
 		})
 	}
