@@ -379,17 +379,24 @@ static __always_inline int nodeport_to_client(struct __sk_buff *skb, struct pkt 
  * ingress rules sent to the proxy: it answers from the backend's address,
  * and leaves by the uplink, past the backend's from_container, which
  * translates the backend's own replies. Returns 1 when translated, below
- * 0 a drop reason; 0 for any other packet, which it changes nothing of. */
+ * 0 a drop reason; 0 for any other packet, which it changes nothing of.
+ * Only a socket of the node sends from an endpoint's address with no
+ * device it came in by (ingress_ifindex 0): what pods send, forwarded or
+ * redirected, costs no lookup here. */
 static __always_inline int proxy_to_nodeport_client(struct __sk_buff *skb, struct pkt *p)
 {
 	const __u16 want = CT_F_TO_PROXY | CT_F_NODEPORT;
-	struct endpoint_info *ep = endpoint_lookup4(p->saddr);
+	struct endpoint_info *ep;
 	struct ct4_key k = {};
 	struct ct_entry *ct;
-	__u64 now = ct_now();
+	__u64 now;
 
+	if (skb->ingress_ifindex)
+		return 0;
+	ep = endpoint_lookup4(p->saddr);
 	if (!ep || !(ep->flags & EP_F_INGRESS_ENFORCE))
 		return 0;
+	now = ct_now();
 	ct_key_of(p, &k, 1);
 	ct = ct_find(&k, now);
 	if (!ct || (ct->flags & want) != want)
