@@ -76,6 +76,10 @@ if r.status != 200:
     raise Exception("status %d" % r.status)
 `, false)
 
+// worldAlias is the lab world's CNAME to its target's name
+// (lab/internal/plan.WorldAliasName).
+const worldAlias = "www.cilium-lab.test"
+
 // worldHosts are the lab world's target and other names and addresses,
 // from cilium-lab (the flags it gives cilium-cli's connectivity test).
 func worldHosts(t *testing.T, lab *Lab) (target, targetIP, other, otherIP string) {
@@ -124,6 +128,25 @@ func checkL7(t *testing.T, lab *Lab, node string) (restart flow, cleanup func())
 	exec := func(args ...string) (string, error) {
 		return lab.run("kubectl", append([]string{"exec", "l7client", "--"}, args...)...)
 	}
+	code := func(url string) string {
+		out, _ := exec("curl", "-s", "-o", "/dev/null", "-w", "%{http_code}", "--max-time", "5", url)
+		return strings.TrimSpace(out)
+	}
+	// A CNAME first, before the client ever asks for the target by its
+	// own name: the world's DNS server (in the outside client, which
+	// cluster DNS forwards the world's zones to) answers the alias with a
+	// CNAME to the target and the target's address. The DNS rules would
+	// let the client ask for the target, so the proxy learns the address
+	// for it too, and toFQDNs for the target admits the connection.
+	lab.Eventually("GET /allowed by the target's alias (a CNAME)", time.Minute, func() error {
+		if c := code("http://" + worldAlias + "/allowed"); c != "200" {
+			return fmt.Errorf("GET http://%s/allowed: %q", worldAlias, c)
+		}
+		return nil
+	})
+	if out, err := exec("dig", "+time=2", "+tries=1", worldAlias); err != nil || !strings.Contains(out, "CNAME\t"+target+".") {
+		t.Errorf("dig %s: %v, want a CNAME to %s\n%s", worldAlias, err, target, out)
+	}
 	lab.Eventually("the allowed name resolves through the DNS proxy", time.Minute, func() error {
 		out, err := exec("dig", "+short", "+time=2", "+tries=1", target)
 		if err != nil {
@@ -136,10 +159,6 @@ func checkL7(t *testing.T, lab *Lab, node string) (restart flow, cleanup func())
 	})
 	if out, _ := exec("dig", "+time=2", "+tries=1", "kubernetes.default.svc.cluster.local"); !strings.Contains(out, "status: REFUSED") {
 		t.Errorf("a name the DNS rules do not allow: %s, want REFUSED", out)
-	}
-	code := func(url string) string {
-		out, _ := exec("curl", "-s", "-o", "/dev/null", "-w", "%{http_code}", "--max-time", "5", url)
-		return strings.TrimSpace(out)
 	}
 	lab.Eventually("GET /allowed through the HTTP proxy", time.Minute, func() error {
 		if c := code("http://" + target + "/allowed"); c != "200" {
@@ -159,12 +178,13 @@ func checkL7(t *testing.T, lab *Lab, node string) (restart flow, cleanup func())
 		t.Errorf("GET %s: %q, want no connection", other, c)
 	}
 	out, err := lab.dbg(node, "fqdn", "cache", "list")
-	if err != nil || !strings.Contains(out, target+".") || !strings.Contains(out, targetIP) {
+	if err != nil || !strings.Contains(out, target+".") || !strings.Contains(out, worldAlias+".") || !strings.Contains(out, targetIP) {
 		t.Errorf("cilium-dbg fqdn cache list: %v\n%s", err, out)
 	}
 	checkL7Flows(t, lab, node, target)
-	t.Logf("layer 7 on %s: %s resolved to %s through the DNS proxy, another name REFUSED; GET /allowed 200, GET /denied and POST 403 "+
-		"through the HTTP proxy; %s (allowed by the DNS rules, not by toFQDNs) unreachable; the FQDN cache has it", node, target, targetIP, other)
+	t.Logf("layer 7 on %s: %s, a CNAME to %s, admitted by toFQDNs for its target; %s resolved to %s through the DNS proxy, another name REFUSED; "+
+		"GET /allowed 200, GET /denied and POST 403 through the HTTP proxy; %s (allowed by the DNS rules, not by toFQDNs) unreachable; "+
+		"the FQDN cache has both names", node, worldAlias, target, target, targetIP, other)
 	return flow{from: "l7client", to: target + "=" + targetIP, script: l7LoopClient}, func() {
 		lab.Kubectl("delete", "ciliumnetworkpolicy", "l7", "--wait=true")
 		lab.Kubectl("delete", "pod", "l7client", "--wait=true")
@@ -234,7 +254,7 @@ func checkStarWars(t *testing.T, lab *Lab) {
 // checkL7Flows asks the node's Hubble for the client's layer-7 flows with
 // Cilium's hubble CLI and with ours, by the layer-7 filters: the DNS
 // query and answer for the target, the denied POST's request and its 403,
-// and the client's flows to the target by its name (toFQDNs learned it).
+// and the client's flows to the target by its names (toFQDNs learned them).
 func checkL7Flows(t *testing.T, lab *Lab, node, target string) {
 	socket := hubbleServer{name: "socket of " + node, node: node, flags: []string{"--server", "unix:///var/run/cilium/hubble.sock"}}
 	last := []string{"observe", "--last", "5000", "-o", "json"}
@@ -249,7 +269,9 @@ func checkL7Flows(t *testing.T, lab *Lab, node, target string) {
 			{[]string{"--pod", "default/l7client", "--type", "l7", "--http-status", "403", "--http-method", "POST"},
 				[]string{`"code":403`, `"method":"POST"`}},
 			{[]string{"--from-pod", "default/l7client", "--type", "l7", "--http-path", "/denied"}, []string{`"verdict":"DROPPED"`, `/denied`}},
-			{[]string{"--from-pod", "default/l7client", "--to-fqdn", target}, []string{`"destination_names":["` + target + `"]`}},
+			// Both names of the address, sorted: the alias (a CNAME to the
+			// target) was asked for first.
+			{[]string{"--from-pod", "default/l7client", "--to-fqdn", target}, []string{`"destination_names":["` + target + `","` + worldAlias + `"]`}},
 		} {
 			args := append(append([]string(nil), last...), c.args...)
 			testenv.Eventually(t, time.Minute, func() error {

@@ -16,17 +16,17 @@ var corednsTmpl = template.Must(template.New("coredns").Option("missingkey=error
 // CoreDNSImage is the image the lab maps to its CoreDNS binary.
 const CoreDNSImage = "registry.k8s.io/coredns/coredns:v1.14.1"
 
-// Host is a name cluster DNS answers with an address of its own: what a real
-// cluster's upstream resolver would answer for a name of the world.
-type Host struct {
-	Name string
-	IP   netip.Addr
+// WorldDNS is where cluster DNS sends the names of the lab's world: the
+// zones (with every name under them) to the world's DNS server.
+type WorldDNS struct {
+	Zones  []string
+	Server netip.Addr
 }
 
-// CoreDNS returns the manifests of cluster DNS at dnsIP for domain, answering
-// for hosts too.
-func CoreDNS(dnsIP netip.Addr, domain string, hosts []Host) ([]byte, error) {
+// CoreDNS returns the manifests of cluster DNS at dnsIP for domain,
+// forwarding the world's zones; none without zones.
+func CoreDNS(dnsIP netip.Addr, domain string, world WorldDNS) ([]byte, error) {
 	var b bytes.Buffer
-	err := corednsTmpl.Execute(&b, map[string]any{"DNSIP": dnsIP.String(), "Domain": domain, "Image": CoreDNSImage, "Hosts": hosts})
+	err := corednsTmpl.Execute(&b, map[string]any{"DNSIP": dnsIP.String(), "Domain": domain, "Image": CoreDNSImage, "World": world})
 	return b.Bytes(), err
 }

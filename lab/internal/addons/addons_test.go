@@ -11,7 +11,7 @@ import (
 )
 
 func TestCoreDNSManifests(t *testing.T) {
-	b, err := CoreDNS(netip.MustParseAddr("10.96.0.10"), "cluster.local", nil)
+	b, err := CoreDNS(netip.MustParseAddr("10.96.0.10"), "cluster.local", WorldDNS{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -34,9 +34,9 @@ func TestCoreDNSManifests(t *testing.T) {
 }
 
 // corefile renders the manifests and returns the ConfigMap's Corefile.
-func corefile(t *testing.T, hosts []Host) string {
+func corefile(t *testing.T, world WorldDNS) string {
 	t.Helper()
-	b, err := CoreDNS(netip.MustParseAddr("10.96.0.10"), "cluster.local", hosts)
+	b, err := CoreDNS(netip.MustParseAddr("10.96.0.10"), "cluster.local", world)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -54,31 +54,26 @@ func corefile(t *testing.T, hosts []Host) string {
 	return ""
 }
 
-// The world's names are a hosts block of the one server block, falling through to
-// the kubernetes plugin for every other name.
-func TestCorefileHosts(t *testing.T) {
-	got := corefile(t, []Host{
-		{Name: "world.cilium-lab.test", IP: netip.MustParseAddr("192.0.2.1")},
-		{Name: "other.world.cilium-lab.test", IP: netip.MustParseAddr("192.0.2.2")},
-	})
-	want := `    ready
-    hosts {
-        192.0.2.1 world.cilium-lab.test
-        192.0.2.2 other.world.cilium-lab.test
-        fallthrough
-    }
-    kubernetes cluster.local in-addr.arpa ip6.arpa {
+// The world's zones are a server block of their own, forwarded to the
+// world's DNS server; every other name is the cluster's.
+func TestCorefileWorld(t *testing.T) {
+	got := corefile(t, WorldDNS{Zones: []string{"cilium-lab.test", "github.com"}, Server: netip.MustParseAddr("192.0.2.1")})
+	want := `
+cilium-lab.test:53 github.com:53 {
+    errors
+    forward . 192.0.2.1
+    cache 30
+}
 `
-	if !strings.Contains(got, want) {
-		t.Errorf("Corefile\n%s\nwant it to hold\n%s", got, want)
+	if !strings.HasSuffix(got, want) {
+		t.Errorf("Corefile\n%s\nwant it to end with\n%s", got, want)
 	}
-	if !strings.HasPrefix(got, ".:53 {\n") || !strings.HasSuffix(got, "\n}\n") ||
-		strings.Count(got, "{") != strings.Count(got, "}") || strings.Count(got, ".:53") != 1 {
-		t.Errorf("Corefile is not one balanced server block:\n%s", got)
+	if !strings.HasPrefix(got, ".:53 {\n") || strings.Count(got, "{") != strings.Count(got, "}") || strings.Count(got, ".:53") != 1 {
+		t.Errorf("Corefile's blocks are not balanced:\n%s", got)
 	}
 
-	// No hosts, no block.
-	if got := corefile(t, nil); strings.Contains(got, "hosts") || !strings.Contains(got, "    ready\n    kubernetes cluster.local") {
-		t.Errorf("Corefile without hosts:\n%s", got)
+	// No world, no block.
+	if got := corefile(t, WorldDNS{}); strings.Contains(got, "forward") || strings.Count(got, ":53") != 1 {
+		t.Errorf("Corefile without a world:\n%s", got)
 	}
 }

@@ -113,7 +113,7 @@ func Supervise(ctx context.Context, stateDir, binDir string, log *slog.Logger) e
 		if err := retry(ctx, func() error { return controlplane.Bootstrap(ctx, cs) }); err != nil {
 			return fmt.Errorf("bootstrap RBAC: %w", err)
 		}
-		dns, err := addons.CoreDNS(p.ClusterDNS, p.ClusterDomain, worldHosts(p))
+		dns, err := addons.CoreDNS(p.ClusterDNS, p.ClusterDomain, worldDNS(p))
 		if err != nil {
 			return err
 		}

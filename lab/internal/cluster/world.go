@@ -28,6 +28,7 @@ func ensureWorldCert(p plan.Plan, ca *pki.CA) error {
 		req.DNSNames = append(req.DNSNames, h.Name)
 		req.IPs = append(req.IPs, h.IP)
 	}
+	req.DNSNames = append(req.DNSNames, plan.WorldAliasName)
 	_, _, err := ca.Ensure(l.worldCert(), l.worldKey(), req)
 	return err
 }
@@ -43,6 +44,10 @@ func worldProcess(p plan.Plan, binDir string) (proc.Spec, bool) {
 	for _, h := range p.World.Hosts() {
 		cfg.Addrs = append(cfg.Addrs, h.IP)
 	}
+	for _, h := range p.World.Hosts() {
+		cfg.Hosts = append(cfg.Hosts, h.Name+"="+h.IP.String())
+	}
+	cfg.Aliases = []string{plan.WorldAliasName + "=" + p.World.Target.Name}
 	cfg.CertFile, cfg.KeyFile = l.worldCert(), l.worldKey()
 	return proc.Spec{
 		Name:       "world",
@@ -53,14 +58,11 @@ func worldProcess(p plan.Plan, binDir string) (proc.Spec, bool) {
 	}, true
 }
 
-// worldHosts are the world's names for the cluster's DNS.
-func worldHosts(p plan.Plan) []addons.Host {
+// worldDNS is where the cluster's DNS sends the world's names: its zones to the
+// world server's DNS, on the external target's address.
+func worldDNS(p plan.Plan) addons.WorldDNS {
 	if !p.World.Valid() {
-		return nil
+		return addons.WorldDNS{}
 	}
-	var hosts []addons.Host
-	for _, h := range p.World.Hosts() {
-		hosts = append(hosts, addons.Host{Name: h.Name, IP: h.IP})
-	}
-	return hosts
+	return addons.WorldDNS{Zones: p.World.Zones(), Server: p.World.Target.IP}
 }

@@ -3,6 +3,8 @@ package plan
 import (
 	"errors"
 	"net/netip"
+	"slices"
+	"strings"
 )
 
 // World is the lab's stand-in for the internet: addresses on a prefix of their
@@ -33,9 +35,12 @@ type WorldHost struct {
 }
 
 // The world's names: under .test (RFC 6761), which no real resolver answers.
+// WorldAliasName is a CNAME to the external target's name, as many names of the
+// internet are.
 const (
 	WorldTargetName = "world.cilium-lab.test"
 	WorldOtherName  = "other.world.cilium-lab.test"
+	WorldAliasName  = "www.cilium-lab.test"
 )
 
 // GuideNames are the names beyond the cluster of Cilium's DNS-based policy
@@ -70,6 +75,20 @@ func (w World) Valid() bool { return w.CIDR.IsValid() }
 // Hosts are the world's addresses with their names, the external target first,
 // the other second.
 func (w World) Hosts() []WorldHost { return append([]WorldHost{w.Target, w.Other}, w.Guides...) }
+
+// Zones are the DNS zones of the world's names (each name's last two labels),
+// sorted: what the cluster's DNS forwards to the world's DNS server.
+func (w World) Zones() []string {
+	var zones []string
+	for _, h := range w.Hosts() {
+		labels := strings.Split(h.Name, ".")
+		if len(labels) >= 2 {
+			zones = append(zones, strings.Join(labels[len(labels)-2:], "."))
+		}
+	}
+	slices.Sort(zones)
+	return slices.Compact(zones)
+}
 
 // ErrNoWorld means the lab was made before it had a world.
 var ErrNoWorld = errors.New("the lab has no world: it was made by an older cilium-lab (cilium-lab down, then up)")

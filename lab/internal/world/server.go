@@ -1,7 +1,9 @@
 // Package world serves the lab's stand-in for the internet: HTTP and HTTPS on the
-// world's addresses, from the outside client's network namespace, where the
-// supervisor runs it (cilium-lab world-server). cilium-cli's connectivity test
-// curls it as its external target; any path answers 200 with a small body.
+// world's addresses, and the DNS of its names on the first, from the outside
+// client's network namespace, where the supervisor runs it (cilium-lab
+// world-server). cilium-cli's connectivity test curls it as its external target;
+// any path answers 200 with a small body. The cluster's DNS forwards the world's
+// zones to it, as a real cluster's forwards to the internet.
 package world
 
 import (
@@ -15,6 +17,7 @@ import (
 	"net/http"
 	"net/netip"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/spf13/pflag"
@@ -34,10 +37,16 @@ type Config struct {
 	// names and addresses) and its key.
 	CertFile string
 	KeyFile  string
+	// DNSPort is where the first address answers DNS (UDP) for Hosts
+	// ("name=address") and Aliases ("name=target", a CNAME to a host);
+	// none without hosts.
+	DNSPort int
+	Hosts   []string
+	Aliases []string
 }
 
 // DefaultConfig serves on the usual ports.
-func DefaultConfig() Config { return Config{HTTPPort: 80, HTTPSPort: 443} }
+func DefaultConfig() Config { return Config{HTTPPort: 80, HTTPSPort: 443, DNSPort: 53} }
 
 // Flags registers the configuration's flags on fs; Args produces the matching
 // command line.
@@ -47,6 +56,9 @@ func (c *Config) Flags(fs *pflag.FlagSet) {
 	fs.IntVar(&c.HTTPSPort, "https-port", c.HTTPSPort, "port of HTTPS")
 	fs.StringVar(&c.CertFile, "cert", c.CertFile, "PEM serving certificate of HTTPS")
 	fs.StringVar(&c.KeyFile, "key", c.KeyFile, "PEM key of --cert")
+	fs.IntVar(&c.DNSPort, "dns-port", c.DNSPort, "UDP port of DNS, on the first --addr")
+	fs.StringArrayVar(&c.Hosts, "host", c.Hosts, "NAME=ADDRESS: a name DNS answers with an address (repeat for more)")
+	fs.StringArrayVar(&c.Aliases, "alias", c.Aliases, "NAME=TARGET: a name DNS answers with a CNAME to a --host name (repeat for more)")
 }
 
 // Args returns the flags that make Flags reproduce c.
@@ -55,12 +67,41 @@ func (c Config) Args() []string {
 	for _, a := range c.Addrs {
 		args = append(args, "--addr="+a.String())
 	}
-	return append(args,
+	args = append(args,
 		"--http-port="+strconv.Itoa(c.HTTPPort),
 		"--https-port="+strconv.Itoa(c.HTTPSPort),
 		"--cert="+c.CertFile,
 		"--key="+c.KeyFile,
+		"--dns-port="+strconv.Itoa(c.DNSPort),
 	)
+	for _, h := range c.Hosts {
+		args = append(args, "--host="+h)
+	}
+	for _, a := range c.Aliases {
+		args = append(args, "--alias="+a)
+	}
+	return args
+}
+
+// zone is the DNS zone of Hosts and Aliases.
+func (c Config) zone() (Zone, error) {
+	z := Zone{Hosts: map[string]netip.Addr{}, Aliases: map[string]string{}}
+	for _, h := range c.Hosts {
+		name, addr, _ := strings.Cut(h, "=")
+		a, err := netip.ParseAddr(addr)
+		if err != nil || name == "" {
+			return z, fmt.Errorf("world: --host %q: want NAME=ADDRESS", h)
+		}
+		z.Hosts[strings.ToLower(name)] = a
+	}
+	for _, al := range c.Aliases {
+		name, target, _ := strings.Cut(al, "=")
+		if name == "" || target == "" {
+			return z, fmt.Errorf("world: --alias %q: want NAME=TARGET", al)
+		}
+		z.Aliases[strings.ToLower(name)] = strings.ToLower(target)
+	}
+	return z, nil
 }
 
 // Validate reports the first missing or invalid setting.
@@ -68,8 +109,8 @@ func (c Config) Validate() error {
 	switch {
 	case len(c.Addrs) == 0:
 		return errors.New("world: --addr is required")
-	case c.HTTPPort < 0 || c.HTTPPort > 65535 || c.HTTPSPort < 0 || c.HTTPSPort > 65535:
-		return fmt.Errorf("world: ports %d and %d: out of range", c.HTTPPort, c.HTTPSPort)
+	case c.HTTPPort < 0 || c.HTTPPort > 65535 || c.HTTPSPort < 0 || c.HTTPSPort > 65535 || c.DNSPort < 0 || c.DNSPort > 65535:
+		return fmt.Errorf("world: ports %d, %d and %d: out of range", c.HTTPPort, c.HTTPSPort, c.DNSPort)
 	case c.CertFile == "" || c.KeyFile == "":
 		return errors.New("world: --cert and --key are required")
 	}
@@ -80,6 +121,7 @@ func (c Config) Validate() error {
 type Server struct {
 	http, https []net.Listener
 	tls         *tls.Config
+	dns         *DNSServer // nil without hosts
 }
 
 // Listen opens the listeners of every address, so that a port taken is an error
@@ -91,6 +133,10 @@ func Listen(c Config) (*Server, error) {
 	cert, err := tls.LoadX509KeyPair(c.CertFile, c.KeyFile)
 	if err != nil {
 		return nil, fmt.Errorf("world: %w", err)
+	}
+	zone, err := c.zone()
+	if err != nil {
+		return nil, err
 	}
 	s := &Server{tls: &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}}
 	listen := func(a netip.Addr, port int) (net.Listener, error) {
@@ -112,7 +158,21 @@ func Listen(c Config) (*Server, error) {
 		}
 		s.https = append(s.https, ln)
 	}
+	if len(zone.Hosts) > 0 {
+		if s.dns, err = ListenDNS(netip.AddrPortFrom(c.Addrs[0], uint16(c.DNSPort)), zone); err != nil {
+			s.Close()
+			return nil, err
+		}
+	}
 	return s, nil
+}
+
+// DNSAddr is where the server answers DNS; invalid without hosts.
+func (s *Server) DNSAddr() netip.AddrPort {
+	if s.dns == nil {
+		return netip.AddrPort{}
+	}
+	return s.dns.Addr()
 }
 
 // HTTPAddrs and HTTPSAddrs are where the server listens, in the order of its
@@ -133,6 +193,9 @@ func (s *Server) Close() {
 	for _, ln := range append(s.http, s.https...) {
 		ln.Close()
 	}
+	if s.dns != nil {
+		s.dns.Close()
+	}
 }
 
 // Serve answers on every listener until ctx is done or one of them fails.
@@ -152,14 +215,18 @@ func (s *Server) Serve(ctx context.Context, log *slog.Logger) error {
 		}
 	}
 	plain, secure := newServer(nil), newServer(s.tls)
-	errs := make(chan error, len(s.http)+len(s.https))
+	errs := make(chan error, len(s.http)+len(s.https)+1)
+	if s.dns != nil {
+		go func() { errs <- s.dns.Serve(log) }()
+		defer s.dns.Close()
+	}
 	for _, ln := range s.http {
 		go func() { errs <- plain.Serve(ln) }()
 	}
 	for _, ln := range s.https {
 		go func() { errs <- secure.ServeTLS(ln, "", "") }()
 	}
-	log.Info("serving the world", "http", s.HTTPAddrs(), "https", s.HTTPSAddrs())
+	log.Info("serving the world", "http", s.HTTPAddrs(), "https", s.HTTPSAddrs(), "dns", s.DNSAddr())
 	var err error
 	select {
 	case <-ctx.Done():

@@ -24,6 +24,7 @@ func TestFlagsRoundTrip(t *testing.T) {
 	c := Config{
 		Addrs:    []netip.Addr{netip.MustParseAddr("192.0.2.1"), netip.MustParseAddr("192.0.2.2")},
 		HTTPPort: 80, HTTPSPort: 443, CertFile: "/state/pki/world.crt", KeyFile: "/state/pki/world.key",
+		DNSPort: 53, Hosts: []string{"world.test=192.0.2.1", "other.test=192.0.2.2"}, Aliases: []string{"alias.test=world.test"},
 	}
 	got := DefaultConfig()
 	fs := pflag.NewFlagSet("world-server", pflag.ContinueOnError)
