@@ -219,20 +219,8 @@ func FuzzDecode(f *testing.F) {
 		if err != nil {
 			return
 		}
-		b, ok := e.appendFrame(nil, &r)
-		if !ok {
-			t.Fatal("a decoded record is over maxRecord")
-		}
-		again, n := protowire.ConsumeBytes(b)
-		if n != len(b) {
-			t.Fatalf("a frame of %d bytes, %d of them the message", len(b), n)
-		}
-		r2, err := decode(again)
-		if err != nil {
-			t.Fatalf("a decoded record, encoded again, does not decode: %v", err)
-		}
-		if !reflect.DeepEqual(r, r2) {
-			t.Fatalf("decoded %+v, then %+v", r, r2)
+		if again := roundTrip(t, &e, r); !reflect.DeepEqual(r, again) {
+			t.Fatalf("decoded %+v, then %+v", r, again)
 		}
 	})
 }

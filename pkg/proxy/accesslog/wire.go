@@ -199,6 +199,14 @@ func (f field) text() (string, error) {
 	return strings.ToValidUTF8(string(f.bytes), "\uFFFD"), nil
 }
 
+// each calls fn with each field of f, a message.
+func (f field) each(fn func(field) error) error {
+	if f.typ != protowire.BytesType {
+		return errWireType
+	}
+	return fields(f.bytes, fn)
+}
+
 func (f field) addrPort() (netip.AddrPort, error) {
 	var ap netip.AddrPort
 	if f.typ != protowire.BytesType {
@@ -264,11 +272,8 @@ func decode(msg []byte) (Record, error) {
 }
 
 func decodeDNS(f field) (*DNSRecord, error) {
-	if f.typ != protowire.BytesType {
-		return nil, errWireType
-	}
 	d := &DNSRecord{}
-	return d, fields(f.bytes, func(f field) error {
+	return d, f.each(func(f field) error {
 		var v uint64
 		var s string
 		var err error
@@ -303,11 +308,8 @@ func decodeDNS(f field) (*DNSRecord, error) {
 }
 
 func decodeHTTP(f field) (*HTTPRecord, error) {
-	if f.typ != protowire.BytesType {
-		return nil, errWireType
-	}
 	h := &HTTPRecord{}
-	return h, fields(f.bytes, func(f field) error {
+	return h, f.each(func(f field) error {
 		var v uint64
 		var err error
 		switch f.num {
@@ -321,12 +323,9 @@ func decodeHTTP(f field) (*HTTPRecord, error) {
 			v, err = f.uint(999)
 			h.Code = int(v)
 		case 5:
-			if f.typ != protowire.BytesType {
-				return errWireType
-			}
 			var name string
 			var values []string
-			err = fields(f.bytes, func(f field) error {
+			err = f.each(func(f field) error {
 				var s string
 				var err error
 				switch f.num {
