@@ -20,7 +20,7 @@ CNI_CMDS := github.com/containernetworking/plugins/plugins/main/bridge \
 
 LAB_FLAGS ?= --nodes 2
 
-.PHONY: all build build-cilium build-hubble-upstream build-lab build-k8s build-cni build-coredns build-standins generate check-generated check-tidy check-fmt \
+.PHONY: all ui test-ui build build-cilium build-hubble-upstream build-lab build-k8s build-cni build-coredns build-standins generate check-generated check-tidy check-fmt \
 	test test-unit lint test-fuzz fuzz test-skips-reset test-netkit-vm test-lab test-e2e-smoke e2e bench bench-datapath bench-datapath-netkit bench-cni bench-services bench-policy bench-hubble bench-l7 bench-compare demo lab-up lab-down clean
 
 all: build
@@ -33,7 +33,7 @@ build: build-lab build-cilium
 GOINSTALL := $(CURDIR)/hack/goinstall.sh
 
 build-cilium:
-	GOBIN=$(BIN) $(GOINSTALL) cilium-go ./cmd/cilium-agent ./cmd/cilium-cni ./cmd/cilium-operator ./cmd/cilium-dbg ./cmd/hubble ./cmd/hubble-relay ./cmd/cilium-health ./cmd/cilium-proxy
+	GOBIN=$(BIN) $(GOINSTALL) cilium-go ./cmd/cilium-agent ./cmd/cilium-cni ./cmd/cilium-operator ./cmd/cilium-dbg ./cmd/hubble ./cmd/hubble-relay ./cmd/hubble-ui ./cmd/cilium-health ./cmd/cilium-proxy
 
 # Cilium's own hubble CLI, which the e2e tests run against cilium-go to
 # prove that it works unchanged: built from test/hubblecli, a module of
@@ -61,15 +61,33 @@ build-standins:
 build-lab: build-k8s build-cni build-coredns build-standins
 	cd lab && GOBIN=$(BIN) $(GOINSTALL) cilium-lab ./cmd/cilium-lab
 
-# bpf2go compiles bpf/ with the Debian clang that hack/deps.sh pins.
-generate:
+# bpf2go compiles bpf/ with the Debian clang that hack/deps.sh pins; the
+# Hubble UI's page is built by the lockfile's esbuild.
+generate: ui
 	./hack/deps.sh generate
 	$(GO) generate ./...
+
+# The Hubble UI's page (ui/, TypeScript): npm ci installs exactly the
+# lockfile's packages, esbuild bundles the page into pkg/hubble/ui/dist,
+# which the hubble-ui binary embeds, so that neither its image nor the lab
+# needs Node.js. The build is committed and checked fresh like the BPF
+# objects.
+UI_DEPS := ui/node_modules/.package-lock.json
+$(UI_DEPS): ui/package.json ui/package-lock.json
+	cd ui && npm ci --no-audit --no-fund
+ui: $(UI_DEPS)
+	cd ui && node build.mjs
+
+# The page's type check (tsc) and unit tests (node's test runner): the
+# map's layout, the filter parser, flow rendering.
+test-ui: $(UI_DEPS)
+	cd ui && npx tsc --noEmit && npm test --silent
 
 # CI: the committed generated files must be what `make generate` produces: the
 # bpf2go output (internal/datapath/*_bpfel*, bench/datapath/floor_bpfel*) from bpf/ with the pinned Debian
 # clang, deepcopy code (pkg/**/zz_generated.deepcopy.go) and CRD manifests
-# (install/kubernetes/crds, from hack/crdgen).
+# (install/kubernetes/crds, from hack/crdgen) and the Hubble UI's page
+# (pkg/hubble/ui/dist, from ui/).
 GENERATED_PATHS := internal/datapath bench/datapath pkg install/kubernetes/crds
 check-generated: generate
 	@git diff --exit-code -- $(GENERATED_PATHS) || { echo "generated output is stale: run make generate" >&2; exit 1; }
@@ -106,7 +124,7 @@ REPORT     := $(TESTREPORT) -allow $(CURDIR)/hack/skip-allowlist.txt -record $(S
 $(TESTREPORT): $(wildcard hack/testreport/*.go)
 	$(GO) build -o $@ ./hack/testreport
 
-test: test-skips-reset prereqs-test test-unit test-fuzz test-netkit-vm test-lab test-e2e-smoke
+test: test-skips-reset prereqs-test test-unit test-ui test-fuzz test-netkit-vm test-lab test-e2e-smoke
 	@echo "== make test: skipped tests of all runs"
 	@$(TESTREPORT) -allow $(CURDIR)/hack/skip-allowlist.txt -summary $(SKIPS)
 

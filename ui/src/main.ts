@@ -1,0 +1,233 @@
+// Hubble UI's page: one namespace's service map and flows, live from the
+// relay, over a time window, or replayed from an exporter's file.
+
+import * as api from './api.ts';
+import { byId, el } from './dom.ts';
+import { type Filter, FilterError, parseFilter } from './filter.ts';
+import type { Flow, FlowsResponse } from './flow.ts';
+import { MapView, legend } from './mapview.ts';
+import { Panel } from './panel.ts';
+import { Ring } from './ring.ts';
+import { ServiceMap } from './servicemap.ts';
+import { TableView, tableHeader } from './tableview.ts';
+
+// windowSize is how many flows the page keeps: the newest.
+const windowSize = 10_000;
+
+const windows: Record<string, number> = { live: 0, '5m': 5 * 60_000, '1h': 60 * 60_000 };
+
+class App {
+  private namespace: string;
+  private filter: Filter = { match: () => true, text: '' };
+  private readonly flows = new Ring<Flow>(windowSize);
+  private readonly shown = new Ring<Flow>(windowSize);
+  private map!: ServiceMap;
+  private view!: MapView;
+  private panel!: Panel;
+  private readonly table: TableView;
+  private source?: EventSource;
+  private seen = 0;
+  private lost = 0;
+  private arrived = 0;
+  private dirty = false;
+  private note = '';
+
+  constructor() {
+    this.namespace = new URLSearchParams(location.search).get('namespace') || 'default';
+    byId('table-header').replaceChildren(tableHeader());
+    byId('legend').replaceChildren(legend());
+    this.table = new TableView(byId('table'), this.shown, (f) => this.panel.flow(f));
+    this.reset();
+    byId<HTMLSelectElement>('namespace').addEventListener('change', (ev) => this.setNamespace((ev.target as HTMLSelectElement).value));
+    byId<HTMLSelectElement>('mode').addEventListener('change', () => this.stream());
+    byId<HTMLInputElement>('replay').addEventListener('change', (ev) => {
+      const file = (ev.target as HTMLInputElement).files?.[0];
+      if (file) void this.replay(file);
+    });
+    let timer: number | undefined;
+    byId<HTMLInputElement>('filter').addEventListener('input', (ev) => {
+      clearTimeout(timer);
+      timer = window.setTimeout(() => this.setFilter((ev.target as HTMLInputElement).value), 150);
+    });
+    const frame = () => {
+      if (this.dirty) this.draw();
+      requestAnimationFrame(frame);
+    };
+    requestAnimationFrame(frame);
+    setInterval(() => this.status(), 1000);
+    void this.loadNamespaces();
+    void api.status().then((s) => {
+      if (!s.trace) byId('why').setAttribute('hidden', '');
+      if (s.relayError) this.note = `relay: ${s.relayError}`;
+    });
+    this.stream();
+  }
+
+  private reset() {
+    this.flows.clear();
+    this.shown.clear();
+    this.map = new ServiceMap(this.namespace);
+    this.view = new MapView(
+      byId('map'),
+      (e) => this.panel.edge(e),
+      (c) => this.panel.card(c),
+    );
+    this.panel = new Panel(this.map.cards);
+    this.seen = this.lost = 0;
+    this.dirty = true;
+  }
+
+  private async loadNamespaces(extra: string[] = []) {
+    let names = extra;
+    if (names.length === 0) {
+      try {
+        names = await api.namespaces();
+      } catch (e) {
+        this.note = `namespaces: ${(e as Error).message}`;
+      }
+    }
+    if (!names.includes(this.namespace)) names = [...names, this.namespace].sort();
+    byId('namespace').replaceChildren(...names.map((n) => el('option', { value: n }, n)));
+    byId<HTMLSelectElement>('namespace').value = this.namespace;
+  }
+
+  private setNamespace(ns: string) {
+    this.namespace = ns;
+    const url = new URL(location.href);
+    url.searchParams.set('namespace', ns);
+    history.replaceState(null, '', url);
+    if (this.source === undefined && byId<HTMLSelectElement>('mode').value === 'replay') {
+      this.rebuild();
+      return;
+    }
+    this.stream();
+  }
+
+  private setFilter(text: string) {
+    const err = byId('filter-error');
+    try {
+      this.filter = parseFilter(text, this.namespace);
+      err.textContent = '';
+    } catch (e) {
+      if (!(e instanceof FilterError)) throw e;
+      err.textContent = e.message;
+      return;
+    }
+    this.shown.clear();
+    for (let i = this.flows.length - 1; i >= 0; i--) {
+      const f = this.flows.at(i)!;
+      if (this.filter.match(f)) this.shown.push(f);
+    }
+    this.dirty = true;
+  }
+
+  // stream (re)opens the relay's stream for the namespace and the mode.
+  private stream() {
+    this.source?.close();
+    this.source = undefined;
+    const mode = byId<HTMLSelectElement>('mode');
+    if (mode.value === 'replay') mode.value = 'live';
+    this.reset();
+    const q = new URLSearchParams({ namespace: this.namespace });
+    const span = windows[mode.value] ?? 0;
+    if (span > 0) {
+      const now = Date.now();
+      q.set('since', new Date(now - span).toISOString());
+      q.set('until', new Date(now).toISOString());
+    }
+    const es = new EventSource(`api/flows?${q}`);
+    this.source = es;
+    this.note = span > 0 ? 'loading the window…' : 'live';
+    es.addEventListener('flows', (ev) => this.ingest(JSON.parse((ev as MessageEvent<string>).data) as FlowsResponse[]));
+    es.addEventListener('end', () => {
+      es.close();
+      this.note = 'window loaded';
+    });
+    es.addEventListener('error', (ev) => {
+      const data = (ev as MessageEvent<string>).data;
+      if (data) {
+        this.note = `relay: ${(JSON.parse(data) as { error: string }).error}`;
+        es.close();
+      } else if (es.readyState === EventSource.CLOSED) {
+        this.note = 'stream closed';
+      }
+    });
+  }
+
+  private ingest(batch: FlowsResponse[]) {
+    let n = 0;
+    for (const r of batch) {
+      if (r.lost_events) this.lost += Number(r.lost_events.num_events_lost ?? 0);
+      const f = r.flow;
+      if (!f) continue;
+      f.node_name ??= r.node_name;
+      this.seen++;
+      this.flows.push(f);
+      if (this.filter.match(f)) {
+        this.shown.push(f);
+        n++;
+      }
+      this.mapFlow(f);
+    }
+    this.arrived += batch.length;
+    this.table.arrived(n);
+    this.dirty = true;
+  }
+
+  private mapFlow(f: Flow) {
+    const added = this.map.add(f);
+    if (added.cards.length > 0 || added.edges.length > 0) this.view.add(added);
+    for (const e of added.touched) this.view.touch(e);
+  }
+
+  // rebuild redraws the map of the flows kept, for another namespace.
+  private rebuild() {
+    const kept: Flow[] = [];
+    for (let i = this.flows.length - 1; i >= 0; i--) kept.push(this.flows.at(i)!);
+    this.reset();
+    this.ingest(kept.map((flow) => ({ flow })));
+  }
+
+  private async replay(file: File) {
+    this.source?.close();
+    this.source = undefined;
+    const text = await file.text();
+    const batch: FlowsResponse[] = [];
+    let bad = 0;
+    for (const line of text.split('\n')) {
+      if (line.trim() === '') continue;
+      try {
+        batch.push(JSON.parse(line) as FlowsResponse);
+      } catch {
+        bad++;
+      }
+    }
+    const names = new Set<string>();
+    for (const r of batch) {
+      for (const ep of [r.flow?.source, r.flow?.destination]) if (ep?.namespace) names.add(ep.namespace);
+    }
+    if (!names.has(this.namespace) && names.size > 0) this.namespace = [...names].sort()[0];
+    byId<HTMLSelectElement>('mode').value = 'replay';
+    await this.loadNamespaces([...names].sort());
+    this.reset();
+    this.ingest(batch);
+    this.note = `replay of ${file.name}: ${batch.length} records${bad ? `, ${bad} lines not JSON` : ''}`;
+  }
+
+  private draw() {
+    this.dirty = false;
+    this.view.draw();
+    this.table.draw();
+  }
+
+  private status() {
+    const rate = this.arrived;
+    this.arrived = 0;
+    byId('status').textContent =
+      `${this.namespace}: ${this.map.cards.size} cards, ${this.map.edges.size} edges; ` +
+      `${this.seen} flows (${rate}/s), ${this.shown.length} shown of the last ${this.flows.length}` +
+      `${this.lost ? `; ${this.lost} events lost` : ''}${this.note ? `; ${this.note}` : ''}`;
+  }
+}
+
+new App();
