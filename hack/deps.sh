@@ -36,7 +36,8 @@ for target in "$@"; do
 	# with netkit when this one has none. python3: the e2e tests' stream
 	# client runs in a pod, whose root is this machine's filesystem. gcc,
 	# libc6-dev: go test -race links the race runtime through cgo.
-	test) pkgs+=(iproute2 util-linux iptables nftables conntrack qemu-system-x86 busybox-static cpio xz-utils python3 gcc libc6-dev "${podtools[@]}") ;;
+	# chromium: the Hubble UI's browser tests drive it headless (test/browser).
+	test) pkgs+=(iproute2 util-linux iptables nftables conntrack qemu-system-x86 busybox-static cpio xz-utils python3 gcc libc6-dev chromium "${podtools[@]}") ;;
 	generate) pkgs+=("$CLANG_PKG" llvm-14 libbpf-dev) ;;
 	*) echo "deps: unknown target $target (demo, test, generate)" >&2; exit 2 ;;
 	esac
