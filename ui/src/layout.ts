@@ -8,7 +8,7 @@ import type { Added, Card } from './servicemap.ts';
 
 export const cardWidth = 200;
 export const cardHeight = 64;
-export const columnGap = 120;
+export const columnGap = 180;
 export const rowGap = 28;
 
 export interface Position {

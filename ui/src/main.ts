@@ -14,6 +14,13 @@ import { TableView, tableHeader } from './tableview.ts';
 // windowSize is how many flows the page keeps: the newest.
 const windowSize = 10_000;
 
+// Flows arrive faster than a frame may take to count them: they wait in
+// a queue, and each frame counts what fits in frameBudget ms. A page that
+// cannot keep up lets the oldest waiting flows go beyond maxPending, and
+// says how many.
+const frameBudget = 8;
+const maxPending = 50_000;
+
 const windows: Record<string, number> = { live: 0, '5m': 5 * 60_000, '1h': 60 * 60_000 };
 
 class App {
@@ -31,6 +38,8 @@ class App {
   private arrived = 0;
   private dirty = false;
   private note = '';
+  private pending: FlowsResponse[] = [];
+  private skipped = 0;
 
   constructor() {
     this.namespace = new URLSearchParams(location.search).get('namespace') || 'default';
@@ -50,6 +59,7 @@ class App {
       timer = window.setTimeout(() => this.setFilter((ev.target as HTMLInputElement).value), 150);
     });
     const frame = () => {
+      if (this.pending.length > 0) this.drain();
       if (this.dirty) this.draw();
       requestAnimationFrame(frame);
     };
@@ -64,6 +74,8 @@ class App {
   }
 
   private reset() {
+    this.pending = [];
+    this.skipped = 0;
     this.flows.clear();
     this.shown.clear();
     this.map = new ServiceMap(this.namespace);
@@ -118,7 +130,7 @@ class App {
       const f = this.flows.at(i)!;
       if (this.filter.match(f)) this.shown.push(f);
     }
-    this.dirty = true;
+    this.table.draw(true);
   }
 
   // stream (re)opens the relay's stream for the namespace and the mode.
@@ -138,7 +150,7 @@ class App {
     const es = new EventSource(`api/flows?${q}`);
     this.source = es;
     this.note = span > 0 ? 'loading the window…' : 'live';
-    es.addEventListener('flows', (ev) => this.ingest(JSON.parse((ev as MessageEvent<string>).data) as FlowsResponse[]));
+    es.addEventListener('flows', (ev) => this.enqueue(JSON.parse((ev as MessageEvent<string>).data) as FlowsResponse[]));
     es.addEventListener('end', () => {
       es.close();
       this.note = 'window loaded';
@@ -152,6 +164,29 @@ class App {
         this.note = 'stream closed';
       }
     });
+  }
+
+  // enqueue queues flows to count; a live stream's queue is bounded, a
+  // replayed file's is not (it is in memory whole already).
+  private enqueue(batch: FlowsResponse[], bounded = true) {
+    for (const r of batch) this.pending.push(r);
+    if (bounded && this.pending.length > maxPending) {
+      const over = this.pending.length - maxPending;
+      this.pending.splice(0, over);
+      this.skipped += over;
+    }
+  }
+
+  // drain counts waiting flows for at most frameBudget ms.
+  private drain() {
+    const start = performance.now();
+    let done = 0;
+    while (done < this.pending.length && performance.now() - start < frameBudget) {
+      const end = Math.min(done + 200, this.pending.length);
+      this.ingest(this.pending.slice(done, end));
+      done = end;
+    }
+    this.pending.splice(0, done);
   }
 
   private ingest(batch: FlowsResponse[]) {
@@ -185,7 +220,10 @@ class App {
     const kept: Flow[] = [];
     for (let i = this.flows.length - 1; i >= 0; i--) kept.push(this.flows.at(i)!);
     this.reset();
-    this.ingest(kept.map((flow) => ({ flow })));
+    this.enqueue(
+      kept.map((flow) => ({ flow })),
+      false,
+    );
   }
 
   private async replay(file: File) {
@@ -210,7 +248,7 @@ class App {
     byId<HTMLSelectElement>('mode').value = 'replay';
     await this.loadNamespaces([...names].sort());
     this.reset();
-    this.ingest(batch);
+    this.enqueue(batch, false);
     this.note = `replay of ${file.name}: ${batch.length} records${bad ? `, ${bad} lines not JSON` : ''}`;
   }
 
@@ -226,7 +264,8 @@ class App {
     byId('status').textContent =
       `${this.namespace}: ${this.map.cards.size} cards, ${this.map.edges.size} edges; ` +
       `${this.seen} flows (${rate}/s), ${this.shown.length} shown of the last ${this.flows.length}` +
-      `${this.lost ? `; ${this.lost} events lost` : ''}${this.note ? `; ${this.note}` : ''}`;
+      `${this.lost ? `; ${this.lost} events lost` : ''}${this.skipped ? `; ${this.skipped} flows skipped by the page` : ''}` +
+      `${this.note ? `; ${this.note}` : ''}`;
   }
 }
 

@@ -11,6 +11,9 @@ interface DrawnEdge {
   path: SVGPathElement;
   label: SVGTextElement;
   group: SVGGElement;
+  // look is the verdict and label drawn: the DOM is touched only when
+  // they change, not for every flow counted.
+  look: string;
 }
 
 export class MapView {
@@ -86,18 +89,23 @@ export class MapView {
       const y2 = b.y + 20 + cardHeight / 2;
       const bend = Math.max(60, Math.abs(x2 - x1) / 2);
       const path = svg('path', { d: `M${x1},${y1} C${x1 + bend},${y1} ${x2 - bend},${y2} ${x2},${y2}`, class: 'edge' });
-      const label = svg('text', { x: (x1 + x2) / 2, y: (y1 + y2) / 2 - 6 + nth * 15, class: 'edge-label' });
+      const label = svg('text', { x: (x1 + x2) / 2, y: (y1 + y2) / 2 - 6 + nth * 28, class: 'edge-label' });
       const group = svg('g', { class: 'edge-group', 'data-from': e.from, 'data-to': e.to, 'data-port': `${e.proto}/${e.port}` }, path, label);
       group.addEventListener('click', () => this.onEdge(e));
       this.edgeLayer.append(group);
-      d = { path, label, group };
+      d = { path, label, group, look: '' };
       this.drawn.set(e.id, d);
     }
     const v = edgeVerdict(e);
+    const lines = edgeLabel(e);
+    const look = `${v}|${lines.join('|')}`;
+    if (d.look === look) return;
+    d.look = look;
     d.group.setAttribute('data-verdict', v);
     d.path.setAttribute('class', `edge ${v}`);
     d.label.setAttribute('class', `edge-label ${v}`);
-    d.label.textContent = edgeLabel(e);
+    const x = d.label.getAttribute('x') ?? '0';
+    d.label.replaceChildren(...lines.map((l, i) => svg('tspan', { x, dy: i === 0 ? 0 : 13 }, l)));
   }
 }
 

@@ -145,12 +145,13 @@ export class ServiceMap {
   }
 }
 
-// edgeLabel is what an edge says on the map: its port, and for drops the
-// policy that denied it, so that no click is needed to see it.
-export function edgeLabel(e: Edge): string {
+// edgeLabel is what an edge says on the map, a line each: its port, and
+// for drops the policy that denied them, so that no click is needed to
+// see it.
+export function edgeLabel(e: Edge): string[] {
   const port = e.proto.startsWith('ICMP') ? e.proto : `${e.proto}/${e.port}`;
-  if (e.dropped === 0) return port;
+  if (e.dropped === 0) return [port];
   const denied = [...e.deniedBy.values()].map((p) => p.name ?? '').filter((n) => n !== '');
   const why = denied.length > 0 ? `denied by ${denied.join(', ')}` : `dropped: ${(e.lastDrop ?? 'policy').toLowerCase().replace(/_/g, ' ')}`;
-  return `${port} · ${why}`;
+  return [port, why];
 }

@@ -9,10 +9,17 @@ import type { Ring } from './ring.ts';
 const rowHeight = 24;
 const columns: (keyof Row)[] = ['time', 'source', 'destination', 'port', 'l7', 'verdict', 'policy'];
 
+// redrawEvery is how often, at most, rows change while flows stream in:
+// nobody reads sixty rows a second, and each redraw costs a frame.
+const redrawEvery = 100; // ms
+
 export class TableView {
   private readonly body: HTMLElement;
   private readonly spacer: HTMLElement;
-  private shown = 0;
+  // The row elements, reused; shownFlow says which flow each shows, at
+  // which position, so that an unchanged row is not touched.
+  private readonly rows: { el: HTMLElement; cells: HTMLElement[]; flow?: Flow; top: number }[] = [];
+  private last = 0;
 
   constructor(
     private readonly scroller: HTMLElement,
@@ -23,7 +30,7 @@ export class TableView {
     this.body = el('div', { class: 'rows' });
     this.spacer.append(this.body);
     scroller.replaceChildren(this.spacer);
-    scroller.addEventListener('scroll', () => this.draw());
+    scroller.addEventListener('scroll', () => this.draw(true));
   }
 
   // arrived keeps the rows in view still when newer flows push in above
@@ -32,27 +39,54 @@ export class TableView {
     if (this.scroller.scrollTop > 0) this.scroller.scrollTop += n * rowHeight;
   }
 
-  draw(): void {
+  // draw brings the rows in view up to date: at once when forced (the
+  // user scrolled, the filter changed), else at most every redrawEvery.
+  draw(force = false): void {
+    const now = performance.now();
+    if (!force && now - this.last < redrawEvery) return;
+    this.last = now;
     const n = this.flows.length;
     this.spacer.style.height = `${n * rowHeight}px`;
     const first = Math.min(Math.floor(this.scroller.scrollTop / rowHeight), Math.max(0, n - 1));
-    const count = Math.min(n - first, Math.ceil(this.scroller.clientHeight / rowHeight) + 2);
-    const rows: HTMLElement[] = [];
-    for (let i = 0; i < count; i++) {
-      const f = this.flows.at(first + i);
-      if (!f) break;
-      const r = row(f);
-      const tr = el('div', { class: `row ${(f.verdict ?? '').toLowerCase()}`, 'data-verdict': f.verdict ?? '', style: `top:${(first + i) * rowHeight}px` });
-      for (const c of columns) tr.append(el('span', { class: c, title: r[c] }, r[c]));
-      tr.addEventListener('click', () => this.onFlow(f));
-      rows.push(tr);
+    const count = Math.max(0, Math.min(n - first, Math.ceil(this.scroller.clientHeight / rowHeight) + 2));
+    while (this.rows.length < count) this.rows.push(this.newRow());
+    for (let i = 0; i < this.rows.length; i++) {
+      const r = this.rows[i];
+      const f = i < count ? this.flows.at(first + i) : undefined;
+      if (!f) {
+        if (r.flow) r.el.hidden = true;
+        r.flow = undefined;
+        continue;
+      }
+      const top = (first + i) * rowHeight;
+      if (r.flow === f && r.top === top) continue;
+      if (r.flow !== f) {
+        const cells = row(f);
+        columns.forEach((c, j) => {
+          r.cells[j].textContent = cells[c];
+          r.cells[j].title = cells[c];
+        });
+        r.el.className = `row ${(f.verdict ?? '').toLowerCase()}`;
+        r.el.dataset.verdict = f.verdict ?? '';
+        r.flow = f;
+      }
+      r.el.style.top = `${top}px`;
+      r.el.hidden = false;
+      r.top = top;
     }
-    this.body.replaceChildren(...rows);
-    this.shown = rows.length;
   }
 
+  private newRow() {
+    const cells = columns.map((c) => el('span', { class: c }));
+    const r = { el: el('div', { class: 'row' }, ...cells), cells, flow: undefined as Flow | undefined, top: -1 };
+    r.el.addEventListener('click', () => r.flow && this.onFlow(r.flow));
+    this.body.append(r.el);
+    return r;
+  }
+
+  // rowsShown counts the rows in the DOM that show a flow.
   get rowsShown(): number {
-    return this.shown;
+    return this.rows.filter((r) => r.flow).length;
   }
 }
 

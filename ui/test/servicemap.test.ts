@@ -32,7 +32,7 @@ test('edges carry protocol and port, and are coloured by their verdicts', () => 
   );
   const e = m.edges.get('workload:Deployment/client|workload:Deployment/web|TCP|80')!;
   assert.equal(edgeVerdict(e), 'forwarded');
-  assert.equal(edgeLabel(e), 'TCP/80');
+  assert.deepEqual(edgeLabel(e), ['TCP/80']);
   // A reply is part of its request's edge.
   assert.equal(m.add(flow(web, client, (f) => (f.is_reply = true))).touched.length, 0);
   assert.equal(m.edges.size, 1);
@@ -44,14 +44,14 @@ test('edges carry protocol and port, and are coloured by their verdicts', () => 
     }),
   );
   assert.equal(edgeVerdict(e), 'mixed');
-  assert.equal(edgeLabel(e), 'TCP/80 · denied by deny-client');
+  assert.deepEqual(edgeLabel(e), ['TCP/80', 'denied by deny-client']);
   const other = m.add(flow(client, web, (f) => {
     f.verdict = 'DROPPED';
     f.drop_reason_desc = 'POLICY_DENIED';
     f.l4 = { TCP: { source_port: 1, destination_port: 8080 } };
   }));
   assert.equal(edgeVerdict(other.edges[0]), 'dropped');
-  assert.equal(edgeLabel(other.edges[0]), 'TCP/8080 · dropped: policy denied');
+  assert.deepEqual(edgeLabel(other.edges[0]), ['TCP/8080', 'dropped: policy denied']);
 });
 
 test('a Service is a card between its clients and its backends', () => {

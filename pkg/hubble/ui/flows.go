@@ -80,10 +80,11 @@ func (q FlowQuery) request() *observer.GetFlowsRequest {
 }
 
 // Batching of the flows sent to the page: a batch leaves when it holds
-// maxBatch responses or when batchDelay has passed since its first, so
-// that a busy cluster costs the page one message per tenth of a second.
+// maxBatch responses or when batchDelay has passed since its first. A
+// quiet cluster costs the page a message a tenth of a second at most; a
+// busy one messages small enough that parsing one never takes a frame.
 const (
-	maxBatch   = 1000
+	maxBatch   = 250
 	batchDelay = 100 * time.Millisecond
 )
 
