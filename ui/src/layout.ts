@@ -6,9 +6,9 @@
 
 import type { Added, Card } from './servicemap.ts';
 
-export const cardWidth = 200;
+export const cardWidth = 180;
 export const cardHeight = 64;
-export const columnGap = 180;
+export const columnGap = 150;
 export const rowGap = 28;
 
 export interface Position {

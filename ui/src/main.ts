@@ -142,7 +142,10 @@ class App {
     this.reset();
     const q = new URLSearchParams({ namespace: this.namespace });
     const span = windows[mode.value] ?? 0;
-    if (span > 0) {
+    if (span === 0) {
+      // Live: the newest flows the nodes hold first, then what comes.
+      q.set('last', String(windowSize));
+    } else {
       const now = Date.now();
       q.set('since', new Date(now - span).toISOString());
       q.set('until', new Date(now).toISOString());

@@ -4,7 +4,7 @@
 
 import { el, svg } from './dom.ts';
 import { type Card, type Edge, edgeLabel, edgeVerdict } from './servicemap.ts';
-import { Layout, cardHeight, cardWidth } from './layout.ts';
+import { Layout, cardHeight, cardWidth, columnGap } from './layout.ts';
 import type { Added } from './servicemap.ts';
 
 interface DrawnEdge {
@@ -27,7 +27,7 @@ export class MapView {
   private readonly pairs = new Map<string, number>();
 
   constructor(
-    container: HTMLElement,
+    private readonly container: HTMLElement,
     private readonly onEdge: (e: Edge) => void,
     private readonly onCard: (c: Card) => void,
   ) {
@@ -39,6 +39,7 @@ export class MapView {
   }
 
   add(added: Added): void {
+    const first = this.layout.positions.size === 0;
     this.layout.place(added);
     for (const { card } of added.cards) this.drawCard(card);
     for (const e of added.edges) this.dirty.add(e);
@@ -46,6 +47,13 @@ export class MapView {
       const { width, height } = this.layout.size();
       this.root.setAttribute('width', String(width + 40));
       this.root.setAttribute('height', String(height + 40));
+    }
+    // The view starts at the first cards' column; the cards themselves
+    // never move, so a column that fills later on their left is a
+    // scroll away.
+    if (first && added.cards.length > 0) {
+      const left = Math.min(...[...this.layout.positions.values()].map((p) => p.x));
+      if (this.container.parentElement) this.container.parentElement.scrollLeft = left;
     }
   }
 
@@ -89,7 +97,10 @@ export class MapView {
       const y2 = b.y + 20 + cardHeight / 2;
       const bend = Math.max(60, Math.abs(x2 - x1) / 2);
       const path = svg('path', { d: `M${x1},${y1} C${x1 + bend},${y1} ${x2 - bend},${y2} ${x2},${y2}`, class: 'edge' });
-      const label = svg('text', { x: (x1 + x2) / 2, y: (y1 + y2) / 2 - 6 + nth * 28, class: 'edge-label' });
+      // The label sits in the gap before the destination, so that an
+      // edge across a column is not labelled over that column's cards.
+      const at = labelPoint(x1, y1, x2, y2, bend);
+      const label = svg('text', { x: at.x, y: at.y - 6 + nth * 28, class: 'edge-label' });
       const group = svg('g', { class: 'edge-group', 'data-from': e.from, 'data-to': e.to, 'data-port': `${e.proto}/${e.port}` }, path, label);
       group.addEventListener('click', () => this.onEdge(e));
       this.edgeLayer.append(group);
@@ -107,6 +118,26 @@ export class MapView {
     const x = d.label.getAttribute('x') ?? '0';
     d.label.replaceChildren(...lines.map((l, i) => svg('tspan', { x, dy: i === 0 ? 0 : 13 }, l)));
   }
+}
+
+// labelPoint is the point of the edge's curve in the middle of the gap
+// before its destination (the middle of the curve when it runs
+// backwards), found by bisection on x.
+function labelPoint(x1: number, y1: number, x2: number, y2: number, bend: number): { x: number; y: number } {
+  const at = (t: number, a: number, b: number, c: number, d: number) =>
+    (1 - t) ** 3 * a + 3 * (1 - t) ** 2 * t * b + 3 * (1 - t) * t ** 2 * c + t ** 3 * d;
+  const cx = (t: number) => at(t, x1, x1 + bend, x2 - bend, x2);
+  const cy = (t: number) => at(t, y1, y1, y2, y2);
+  if (x2 <= x1) return { x: cx(0.5), y: cy(0.5) };
+  const want = Math.max((x1 + x2) / 2, x2 - columnGap / 2);
+  let lo = 0;
+  let hi = 1;
+  for (let i = 0; i < 30; i++) {
+    const mid = (lo + hi) / 2;
+    if (cx(mid) < want) lo = mid;
+    else hi = mid;
+  }
+  return { x: cx(lo), y: cy(lo) };
 }
 
 function clip(s: string, n: number): string {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/url"
+	"strconv"
 	"time"
 
 	"github.com/cilium/cilium/api/v1/flow"
@@ -19,19 +20,32 @@ import (
 // live or between two times.
 type FlowQuery struct {
 	Namespace string
+	// Last asks for that many of the newest flows first (per node, as
+	// Hubble's --last with --follow); 0: none.
+	Last uint64
 	// Since and Until bound a time window; zero Since with zero Until is
 	// live from now, a zero Until with a Since is the window up to now
 	// and then live.
 	Since, Until time.Time
 }
 
-// ParseFlowQuery reads namespace, since and until (RFC 3339) and names
-// every bad parameter.
+// maxLast bounds last: a node's ring holds at most 65,535 flows.
+const maxLast = 65535
+
+// ParseFlowQuery reads namespace, last, since and until (RFC 3339) and
+// names every bad parameter.
 func ParseFlowQuery(v url.Values) (FlowQuery, error) {
 	var errs []error
 	q := FlowQuery{Namespace: v.Get("namespace")}
 	if msgs := validation.IsDNS1123Label(q.Namespace); len(msgs) > 0 {
 		errs = append(errs, fmt.Errorf("namespace %q: %s", q.Namespace, msgs[0]))
+	}
+	if s := v.Get("last"); s != "" {
+		n, err := strconv.ParseUint(s, 10, 64)
+		if err != nil || n < 1 || n > maxLast {
+			errs = append(errs, fmt.Errorf("last %q: want a number of flows from 1 to %d", s, maxLast))
+		}
+		q.Last = n
 	}
 	for _, p := range []struct {
 		name string
@@ -62,6 +76,7 @@ func (q FlowQuery) Follow() bool { return q.Until.IsZero() }
 func (q FlowQuery) request() *observer.GetFlowsRequest {
 	ns := []string{q.Namespace + "/"}
 	req := &observer.GetFlowsRequest{
+		Number: q.Last,
 		Follow: q.Follow(),
 		Whitelist: []*flow.FlowFilter{
 			{SourcePod: ns}, {DestinationPod: ns}, {DestinationService: ns},

@@ -103,15 +103,24 @@ func object(apiVersion, kind, ns, name string, spec map[string]any) *unstructure
 	return u
 }
 
-func newServer(t *testing.T, ring *container.Ring, tr Tracer) *httptest.Server {
+// stubPage stands for the built page where the tests are of the API.
+var stubPage = fstest.MapFS{"index.html": {Data: []byte("<!doctype html><title>Hubble UI</title>")}}
+
+// newServer serves the API over ring, and assets as the page (nil: the
+// embedded one).
+func newServer(t *testing.T, ring *container.Ring, tr Tracer, assets ...fs.FS) *httptest.Server {
 	t.Helper()
+	var page fs.FS = stubPage
+	if len(assets) > 0 {
+		page = assets[0]
+	}
 	cnp := object("cilium.io/v2", "CiliumNetworkPolicy", "shop", "deny", map[string]any{
 		"endpointSelector": map[string]any{"matchLabels": map[string]any{"app": "web"}}})
 	cnp.Object["metadata"].(map[string]any)["managedFields"] = []any{map[string]any{"manager": "kubectl"}}
 	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), listKinds,
 		object("v1", "Namespace", "", "shop", nil), object("v1", "Namespace", "", "kube-system", nil), cnp)
 	s := &Server{Relay: relayOf(t, ring), Cluster: NewCluster(dyn), Tracer: tr, Log: slog.New(slog.DiscardHandler),
-		Assets: fstest.MapFS{"index.html": {Data: []byte("<!doctype html><title>Hubble UI</title>")}}}
+		Assets: page}
 	srv := httptest.NewServer(s.Handler())
 	t.Cleanup(srv.Close)
 	return srv
@@ -293,6 +302,8 @@ func TestBadRequestsNameWhatIsWrong(t *testing.T) {
 		{"/api/flows", url.Values{"namespace": {"Shop_1"}}, 400, `namespace "Shop_1"`},
 		{"/api/flows", url.Values{}, 400, `namespace ""`},
 		{"/api/flows", url.Values{"namespace": {"shop"}, "since": {"yesterday"}}, 400, `since "yesterday": want an RFC 3339 time`},
+		{"/api/flows", url.Values{"namespace": {"shop"}, "last": {"0"}}, 400, `last "0": want a number of flows from 1 to 65535`},
+		{"/api/flows", url.Values{"namespace": {"shop"}, "last": {"-1"}}, 400, `last "-1"`},
 		{"/api/flows", url.Values{"namespace": {"shop"}, "since": {"2026-12-05T14:00:00Z"}, "until": {"2026-12-05T13:00:00Z"}}, 400, "is not after since"},
 		{"/api/policy", url.Values{"kind": {"Secret"}, "namespace": {"shop"}, "name": {"x"}}, 400, `kind "Secret"`},
 		{"/api/policy", url.Values{"kind": {"CiliumClusterwideNetworkPolicy"}, "namespace": {"shop"}, "name": {"x"}}, 400, "has none"},

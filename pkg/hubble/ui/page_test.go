@@ -1,0 +1,216 @@
+package ui
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cilium/cilium/api/v1/flow"
+	"github.com/cilium/cilium/api/v1/observer"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/cilium-go/cilium/pkg/hubble/container"
+	"github.com/cilium-go/cilium/test/browser"
+)
+
+// markup is what a pod may put in its requests' URLs: on the page it must
+// stay text.
+const markup = `/<img src=x onerror="window.__pwned=1"><script>window.__pwned=2</script>`
+
+// shopFlows: a client calls web through its Service (allowed by a
+// policy), and admin, which a deny policy drops; one HTTP request with
+// markup in its URL.
+func shopFlows(ring *container.Ring) {
+	ep := func(pod, workload string) func(*flow.Flow) *flow.Endpoint {
+		return func(*flow.Flow) *flow.Endpoint {
+			return &flow.Endpoint{Namespace: "shop", PodName: pod, Identity: 1000 + uint32(len(pod)),
+				Labels: []string{"k8s:app=" + workload}, Workloads: []*flow.Workload{{Name: workload, Kind: "Deployment"}}}
+		}
+	}
+	client, web, admin := ep("client-1", "client"), ep("web-1", "web"), ep("admin-1", "admin")
+	tcp := func(port uint32) *flow.Layer4 {
+		return &flow.Layer4{Protocol: &flow.Layer4_TCP{TCP: &flow.TCP{SourcePort: 40000, DestinationPort: port}}}
+	}
+	now := time.Now()
+	for i := range 5 {
+		f := &flow.Flow{Time: timestamppb.New(now.Add(time.Duration(i) * time.Millisecond)), Verdict: flow.Verdict_FORWARDED,
+			L4: tcp(8080), DestinationService: &flow.Service{Namespace: "shop", Name: "web"},
+			IngressAllowedBy: []*flow.Policy{{Name: "allow-web", Namespace: "shop", Kind: "CiliumNetworkPolicy"}}}
+		f.Source, f.Destination = client(f), web(f)
+		ring.Write(container.Event{Flow: f})
+	}
+	for i := range 3 {
+		f := &flow.Flow{Time: timestamppb.New(now.Add(time.Duration(10+i) * time.Millisecond)), Verdict: flow.Verdict_DROPPED,
+			DropReasonDesc: flow.DropReason_POLICY_DENY, L4: tcp(9090),
+			IngressDeniedBy: []*flow.Policy{{Name: "deny-admin", Namespace: "shop", Kind: "CiliumNetworkPolicy"}}}
+		f.Source, f.Destination = client(f), admin(f)
+		ring.Write(container.Event{Flow: f})
+	}
+	f := &flow.Flow{Time: timestamppb.New(now.Add(20 * time.Millisecond)), Verdict: flow.Verdict_FORWARDED, L4: tcp(8080),
+		Type: flow.FlowType_L7, EventType: &flow.CiliumEventType{Type: 129},
+		L7: &flow.Layer7{Type: flow.L7FlowType_REQUEST, Record: &flow.Layer7_Http{Http: &flow.HTTP{Method: "GET", Url: "http://web" + markup}}}}
+	f.Source, f.Destination = client(f), web(f)
+	ring.Write(container.Event{Flow: f})
+}
+
+// page opens the embedded page of a backend with shopFlows on
+// ?namespace=shop in headless Chromium.
+func page(t *testing.T) (*browser.Browser, context.Context) {
+	t.Helper()
+	browser.Require(t)
+	ring := newRing(t)
+	shopFlows(ring)
+	srv := newServer(t, ring, &tracer{}, Assets())
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	t.Cleanup(cancel)
+	b, err := browser.Launch(ctx, browser.Options{Width: 1400, Height: 900})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := b.Close(); err != nil {
+			t.Errorf("close the browser: %v", err)
+		}
+	})
+	if err := b.Navigate(ctx, srv.URL+"/?namespace=shop"); err != nil {
+		t.Fatal(err)
+	}
+	return b, ctx
+}
+
+// wait fails the test unless js becomes true within a minute.
+func wait(t *testing.T, ctx context.Context, b *browser.Browser, what, js string) {
+	t.Helper()
+	if err := b.WaitFor(ctx, js, time.Minute); err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
+}
+
+// shot saves the page for review into the test's artifacts (go test
+// -artifacts keeps them).
+func shot(t *testing.T, ctx context.Context, b *browser.Browser, name string) {
+	t.Helper()
+	if err := b.Screenshot(ctx, filepath.Join(t.ArtifactDir(), name)); err != nil {
+		t.Error(err)
+	}
+}
+
+// typeFilter types text into the flow table's filter.
+func typeFilter(t *testing.T, ctx context.Context, b *browser.Browser, text string) {
+	t.Helper()
+	js := fmt.Sprintf(`(() => { const f = document.getElementById('filter'); f.value = %q; f.dispatchEvent(new Event('input')); return true })()`, text)
+	var ok bool
+	if err := b.Eval(ctx, js, &ok); err != nil {
+		t.Fatal(err)
+	}
+}
+
+const (
+	cardTitles = `[...document.querySelectorAll('#map .card')].map(c => c.dataset.title).sort().join(',')`
+	dropEdge   = `document.querySelector('.edge-group[data-from="workload:Deployment/client"][data-to="workload:Deployment/admin"]')`
+	rowsShown  = `[...document.querySelectorAll('#table .row:not([hidden])')]`
+)
+
+func TestPageDrawsTheMapAndNamesTheDenyingPolicy(t *testing.T) {
+	b, ctx := page(t)
+	wait(t, ctx, b, "cards for the workloads and the Service", cardTitles+` === 'admin,client,web,web'`)
+	wait(t, ctx, b, "the Service's edge forwarded",
+		`document.querySelector('.edge-group[data-from="workload:Deployment/client"][data-to="service:web"]')?.dataset.verdict === 'forwarded'`)
+	wait(t, ctx, b, "the drop's edge red, naming the policy without a click",
+		dropEdge+`?.dataset.verdict === 'dropped' && `+dropEdge+`.textContent.includes('denied by deny-admin')`)
+	shot(t, ctx, b, "map.png")
+
+	typeFilter(t, ctx, b, "--verdict DROPPED")
+	wait(t, ctx, b, "only drops in the table", `(r => r.length === 3 && r.every(x => x.dataset.verdict === 'DROPPED'))(`+rowsShown+`)`)
+	shot(t, ctx, b, "drops.png")
+	typeFilter(t, ctx, b, "--verdict MAYBE")
+	wait(t, ctx, b, "a bad filter named", `document.getElementById('filter-error').textContent.includes('verdict "MAYBE" is not one of')`)
+	typeFilter(t, ctx, b, "--type l7 --http-method GET")
+	wait(t, ctx, b, "the L7 flow alone", `(r => r.length === 1 && r[0].textContent.includes('GET http://web/<img'))(`+rowsShown+`)`)
+	if errs := b.Errors(); len(errs) > 0 {
+		t.Errorf("page errors: %v", errs)
+	}
+}
+
+// A pod writes its URLs: on the page they are text, in the table and in
+// the detail pane, and nothing of them runs.
+func TestPodWrittenTextStaysText(t *testing.T) {
+	b, ctx := page(t)
+	typeFilter(t, ctx, b, "--type l7")
+	wait(t, ctx, b, "the L7 row", `(r => r.length === 1)(`+rowsShown+`)`)
+	var ok bool
+	if err := b.Eval(ctx, `(`+rowsShown+`)[0].click() || true`, &ok); err != nil {
+		t.Fatal(err)
+	}
+	wait(t, ctx, b, "the detail pane's URL as it was written",
+		fmt.Sprintf(`[...document.querySelectorAll('#panel .fields td')].some(td => td.textContent === %q)`, "http://web"+markup))
+	var got struct {
+		Pwned  any `json:"pwned"`
+		Images int `json:"images"`
+		Script int `json:"scripts"`
+	}
+	if err := b.Eval(ctx, `({pwned: window.__pwned ?? null, images: document.querySelectorAll('img').length,
+		scripts: document.querySelectorAll('body script').length})`, &got); err != nil {
+		t.Fatal(err)
+	}
+	if got.Pwned != nil || got.Images != 0 || got.Script != 0 {
+		t.Errorf("markup from a flow became elements: %+v", got)
+	}
+}
+
+func TestWhyShowsTheDenyingRuleAndItsYAML(t *testing.T) {
+	b, ctx := page(t)
+	wait(t, ctx, b, "the drop's edge", dropEdge+` !== null`)
+	var ok bool
+	if err := b.Eval(ctx, dropEdge+`.dispatchEvent(new MouseEvent('click', {bubbles: true})) || true`, &ok); err != nil {
+		t.Fatal(err)
+	}
+	wait(t, ctx, b, "the edge's peers prefilled", `document.getElementById('why-src').value === 'shop/client-1' &&
+		document.getElementById('why-dst').value === 'shop/admin-1' && document.getElementById('why-port').value === '9090'`)
+	if err := b.Eval(ctx, `document.querySelector('#why-form button').click() || true`, &ok); err != nil {
+		t.Fatal(err)
+	}
+	wait(t, ctx, b, "the verdict and the rule", `document.querySelector('#why-result .verdict')?.dataset.allowed === 'false' &&
+		document.getElementById('why-result').textContent.includes('CiliumNetworkPolicy shop/deny')`)
+	shot(t, ctx, b, "why.png")
+	if err := b.Eval(ctx, `document.querySelector('#why-result .policy-link').click() || true`, &ok); err != nil {
+		t.Fatal(err)
+	}
+	wait(t, ctx, b, "the policy's YAML", `document.querySelector('#panel-body pre.yaml')?.textContent.includes('name: deny')`)
+	if errs := b.Errors(); len(errs) > 0 {
+		t.Errorf("page errors: %v", errs)
+	}
+}
+
+// An exporter's file, loaded into the page, is browsed like a cluster.
+func TestReplayOfAnExportFile(t *testing.T) {
+	b, ctx := page(t)
+	var lines []string
+	for i := range 4 {
+		resp := &observer.GetFlowsResponse{NodeName: "node-1", Time: timestamppb.Now(), ResponseTypes: &observer.GetFlowsResponse_Flow{Flow: &flow.Flow{
+			Verdict: flow.Verdict_FORWARDED, Time: timestamppb.Now(),
+			Source:      &flow.Endpoint{Namespace: "replayed", PodName: fmt.Sprintf("a-%d", i), Workloads: []*flow.Workload{{Name: "a", Kind: "Deployment"}}},
+			Destination: &flow.Endpoint{Namespace: "replayed", PodName: "b-0", Workloads: []*flow.Workload{{Name: "b", Kind: "StatefulSet"}}},
+			L4:          &flow.Layer4{Protocol: &flow.Layer4_UDP{UDP: &flow.UDP{SourcePort: 5000, DestinationPort: 53}}},
+		}}}
+		line, err := jsonFlow.Marshal(resp)
+		if err != nil {
+			t.Fatal(err)
+		}
+		lines = append(lines, string(line))
+	}
+	file := filepath.Join(t.TempDir(), "events.log")
+	if err := os.WriteFile(file, []byte(strings.Join(append(lines, "not json", ""), "\n")), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.SetFileInput(ctx, "#replay", file); err != nil {
+		t.Fatal(err)
+	}
+	wait(t, ctx, b, "the file's namespace and cards", `document.getElementById('namespace').value === 'replayed' && `+cardTitles+` === 'a,b'`)
+	wait(t, ctx, b, "the replay named, its bad line counted", `document.getElementById('status').textContent.includes('replay of events.log: 4 records, 1 lines not JSON')`)
+	wait(t, ctx, b, "the edge", `document.querySelector('.edge-group[data-port="UDP/53"]')?.dataset.verdict === 'forwarded'`)
+}
