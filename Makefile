@@ -33,7 +33,7 @@ build: build-lab build-cilium
 GOINSTALL := $(CURDIR)/hack/goinstall.sh
 
 build-cilium:
-	GOBIN=$(BIN) $(GOINSTALL) cilium-go ./cmd/cilium-agent ./cmd/cilium-cni ./cmd/cilium-operator ./cmd/cilium-dbg ./cmd/hubble ./cmd/hubble-relay ./cmd/cilium-health ./cmd/cilium-proxy
+	GOBIN=$(BIN) $(GOINSTALL) cilium-go ./cmd/cilium-agent ./cmd/cilium-cni ./cmd/cilium-operator ./cmd/cilium-dbg ./cmd/hubble ./cmd/hubble-relay ./cmd/hubble-ui ./cmd/cilium-health ./cmd/cilium-proxy
 
 # Cilium's own hubble CLI, which the e2e tests run against cilium-go to
 # prove that it works unchanged: built from test/hubblecli, a module of
