@@ -17,7 +17,7 @@ fi
 echo; echo "== Nodes"
 k get nodes -o wide
 
-echo; echo "== cilium-go, installed from install/kubernetes: the cilium DaemonSet, the operator and hubble-relay"
+echo; echo "== cilium-go, installed from install/kubernetes: the cilium DaemonSet, the operator, hubble-relay and hubble-ui"
 k -n kube-system get daemonsets,deployments,pods -o wide
 k -n kube-system exec ds/cilium -c cilium-agent -- cilium-dbg status | head -8 || true
 
@@ -123,3 +123,8 @@ The lab stays up. Try:
   $BIN/cilium-lab exec $node1 -- $BIN/hubble observe --follow ${relay_flags[*]}   # every node, through the relay
   make lab-down
 MSG
+# The lab's supervisor forwards 127.0.0.1 of this machine to the hubble-ui
+# Service (cilium-lab up --ui-port).
+if [ -f "$STATE/hubble-ui" ]; then
+	echo "Hubble UI, in a browser on this machine: $(cat "$STATE/hubble-ui")"
+fi

@@ -1,8 +1,8 @@
 // Package kubernetes holds what installs cilium-go on a cluster with
 // `kubectl apply -k install/kubernetes` (or `kubectl apply -R -f`): the
 // agent's and the operator's RBAC, their configuration (cilium-config,
-// read through ApplyConfigDir), the agent's DaemonSet and the operator's
-// Deployment. The CRDs are in the
+// read through ApplyConfigDir), the agent's DaemonSet, the operator's
+// Deployment, hubble-relay and hubble-ui. The CRDs are in the
 // crds package. The manifests are embedded so that the commands' tests can
 // run the flags the manifests pass through the real flag sets.
 package kubernetes

@@ -55,6 +55,8 @@ func TestObjects(t *testing.T) {
 		"ServiceAccount kube-system/cilium-proxy", "DaemonSet kube-system/cilium-proxy",
 		"ServiceAccount kube-system/hubble-relay", "Service kube-system/hubble-peer", "Service kube-system/hubble-relay",
 		"Deployment kube-system/hubble-relay",
+		"ServiceAccount kube-system/hubble-ui", "ClusterRole /hubble-ui", "ClusterRoleBinding /hubble-ui",
+		"Service kube-system/hubble-ui", "Deployment kube-system/hubble-ui",
 	}
 	if !slices.Equal(got, want) {
 		t.Fatalf("objects\n got %q\nwant %q", got, want)

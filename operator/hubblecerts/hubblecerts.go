@@ -6,7 +6,9 @@
 // (hubble-relay-client-certs), the relay's server certificate
 // (hubble-relay-server-certs, *.hubble-relay.cilium.io) and a client
 // certificate for the hubble CLI towards the relay
-// (hubble-cli-client-certs: Cilium has none, its users bring their own).
+// (hubble-cli-client-certs: Cilium has none, its users bring their own)
+// and one for hubble-ui towards the relay (hubble-ui-client-certs,
+// *.hubble-ui.cilium.io).
 // Each leaf Secret holds ca.crt beside tls.crt and tls.key. What is
 // missing, signed by another CA, for other names or within a third of
 // its validity of expiring is issued again; a new CA reissues every leaf.
@@ -54,6 +56,7 @@ const (
 	RelaySecret       = "hubble-relay-client-certs"
 	RelayServerSecret = "hubble-relay-server-certs"
 	CLISecret         = "hubble-cli-client-certs"
+	UISecret          = "hubble-ui-client-certs"
 )
 
 // Config has the controller's flags.
@@ -70,7 +73,7 @@ var DefaultConfig = Config{HubbleTLSAuto: true, HubbleTLSValidity: 365 * 24 * ti
 
 // Flags implements cell.Flagger.
 func (d Config) Flags(fs *pflag.FlagSet) {
-	fs.Bool("hubble-tls-auto", d.HubbleTLSAuto, "issue and renew Hubble's CA and certificates in Secrets (cilium-ca, hubble-server-certs, hubble-relay-client-certs, hubble-relay-server-certs, hubble-cli-client-certs)")
+	fs.Bool("hubble-tls-auto", d.HubbleTLSAuto, "issue and renew Hubble's CA and certificates in Secrets (cilium-ca, hubble-server-certs, hubble-relay-client-certs, hubble-relay-server-certs, hubble-cli-client-certs, hubble-ui-client-certs)")
 	fs.Duration("hubble-tls-cert-validity", d.HubbleTLSValidity, "how long Hubble's certificates are valid; they are renewed with a third of it left")
 	fs.String("hubble-tls-namespace", d.HubbleTLSNS, "namespace of Hubble's Secrets")
 	fs.String("cluster-name", d.ClusterName, "the cluster's name, in the names of the Hubble servers' certificates")
@@ -121,6 +124,7 @@ func (c Config) leafs() []leaf {
 		// (Hubble's --tls-server-name).
 		{secret: RelayServerSecret, name: "*.hubble-relay.cilium.io", usage: x509.ExtKeyUsageServerAuth},
 		{secret: CLISecret, name: "*.hubble-cli.cilium.io", usage: x509.ExtKeyUsageClientAuth},
+		{secret: UISecret, name: "*.hubble-ui.cilium.io", usage: x509.ExtKeyUsageClientAuth},
 	}
 }
 

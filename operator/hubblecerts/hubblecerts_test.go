@@ -65,6 +65,7 @@ func TestReconcileIssuesAndRenews(t *testing.T) {
 	// The relay's own server, and the CLI's certificate towards it.
 	verify(t, secret(t, kube, RelayServerSecret), "hubble.hubble-relay.cilium.io", x509.ExtKeyUsageServerAuth, now)
 	verify(t, secret(t, kube, CLISecret), "x.hubble-cli.cilium.io", x509.ExtKeyUsageClientAuth, now)
+	verify(t, secret(t, kube, UISecret), "x.hubble-ui.cilium.io", x509.ExtKeyUsageClientAuth, now)
 	ca := secret(t, kube, CASecret).Data["ca.crt"]
 
 	// Nothing changes while they are good.
@@ -107,6 +108,7 @@ func TestReconcileIssuesAndRenews(t *testing.T) {
 	verify(t, secret(t, kube, RelaySecret), "x.hubble-relay.cilium.io", x509.ExtKeyUsageClientAuth, later.Add(cfg.HubbleTLSValidity/2))
 	verify(t, secret(t, kube, RelayServerSecret), "hubble.hubble-relay.cilium.io", x509.ExtKeyUsageServerAuth, later.Add(cfg.HubbleTLSValidity/2))
 	verify(t, secret(t, kube, CLISecret), "x.hubble-cli.cilium.io", x509.ExtKeyUsageClientAuth, later.Add(cfg.HubbleTLSValidity/2))
+	verify(t, secret(t, kube, UISecret), "x.hubble-ui.cilium.io", x509.ExtKeyUsageClientAuth, later.Add(cfg.HubbleTLSValidity/2))
 
 	// Another cluster name is in the server certificate's name.
 	named := cfg

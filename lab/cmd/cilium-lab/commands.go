@@ -109,6 +109,8 @@ func upCommand(stateDir *string) *cobra.Command {
 		plan.WorldTargetName+" at its first address, "+plan.WorldOtherName+" at its second (see connectivity-test-flags), "+
 		"then the names of Cilium's guides ("+strings.Join(plan.GuideNames, ", ")+") while it has room")
 	f.IntVar(&o.APIPort, "api-port", o.APIPort, "port on the host's 127.0.0.1 where kubectl reaches the API server")
+	f.IntVar(&o.UIPort, "ui-port", o.UIPort, "with cilium-go as pods: port on the host's 127.0.0.1 where the browser reaches Hubble UI (the hubble-ui Service); "+
+		"when taken, a free one, which up and status print; 0: none")
 	f.BoolVar(&uo.KeepOnFailure, "keep-on-failure", false, "leave a lab that failed to start in place for inspection")
 	f.DurationVar(&uo.Timeout, "timeout", uo.Timeout, "how long to wait for the lab to become ready")
 	return cmd

@@ -54,8 +54,8 @@ func TestInstallWithLabValues(t *testing.T) {
 			}
 		}
 	}
-	if kinds["CustomResourceDefinition"] == 0 || kinds["DaemonSet"] != 2 || kinds["Deployment"] != 2 || kinds["Service"] != 2 {
-		t.Errorf("objects by kind %v: want the CRDs, the agent's and the proxy's DaemonSets, the operator and relay Deployments and their Services", kinds)
+	if kinds["CustomResourceDefinition"] == 0 || kinds["DaemonSet"] != 2 || kinds["Deployment"] != 3 || kinds["Service"] != 3 {
+		t.Errorf("objects by kind %v: want the CRDs, the agent's and the proxy's DaemonSets, the operator, relay and UI Deployments and their Services", kinds)
 	}
 }
 

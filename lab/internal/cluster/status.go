@@ -28,8 +28,12 @@ func PrintStatus(ctx context.Context, w io.Writer, stateDir string) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(w, "lab %q in %s: %d nodes, CNI %s, kube-proxy %s, API https://127.0.0.1:%d\n",
+	fmt.Fprintf(w, "lab %q in %s: %d nodes, CNI %s, kube-proxy %s, API https://127.0.0.1:%d",
 		p.Name, p.StateDir, len(p.Nodes), p.CNI, p.KubeProxy, p.HostAPIPort)
+	if url, err := UIURL(stateDir); err == nil && p.HostUIPort != 0 {
+		fmt.Fprintf(w, ", Hubble UI %s", url)
+	}
+	fmt.Fprintln(w)
 	st, err := ReadStatus(stateDir)
 	if err != nil {
 		return err

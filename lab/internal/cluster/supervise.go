@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"os"
@@ -38,8 +37,9 @@ type Status struct {
 }
 
 // Supervise is the body of `cilium-lab supervise`: it keeps every process of the lab
-// running until ctx is done, forwards the host's API port into the control plane and
-// keeps pod CIDR routes between the machines.
+// running until ctx is done, forwards the host's API port into the control plane (and
+// the UI's port to the hubble-ui Service) and keeps pod CIDR routes between the
+// machines.
 func Supervise(ctx context.Context, stateDir, binDir string, log *slog.Logger) error {
 	p, err := plan.Load(stateDir)
 	if err != nil {
@@ -100,6 +100,12 @@ func Supervise(ctx context.Context, stateDir, binDir string, log *slog.Logger) e
 		cs, err := kubernetes.NewForConfig(cfg)
 		if err != nil {
 			return err
+		}
+		if p.HostUIPort != 0 {
+			// The UI is no reason to fail the lab.
+			if err := forwardUI(ctx, p, cs, log); err != nil {
+				log.Error("hubble-ui forwarder", "error", err)
+			}
 		}
 		if err := waitAPI(ctx, cs); err != nil {
 			return err
@@ -217,36 +223,11 @@ func forwardAPI(ctx context.Context, p plan.Plan, log *slog.Logger) error {
 	}
 	dial := netns.Dialer(p.ControlPlaneNS)
 	target := net.JoinHostPort(p.ControlPlaneIP.String(), strconv.Itoa(p.APIPort))
-	go func() {
-		<-ctx.Done()
-		ln.Close()
-	}()
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				if ctx.Err() == nil {
-					log.Error("API forwarder", "error", err)
-				}
-				return
-			}
-			go func() {
-				defer c.Close()
-				dctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-				up, err := dial(dctx, "tcp", target)
-				cancel()
-				if err != nil {
-					return
-				}
-				defer up.Close()
-				done := make(chan struct{}, 2)
-				go func() { io.Copy(up, c); up.(*net.TCPConn).CloseWrite(); done <- struct{}{} }()
-				go func() { io.Copy(c, up); c.(*net.TCPConn).CloseWrite(); done <- struct{}{} }()
-				<-done
-				<-done
-			}()
-		}
-	}()
+	go forward(ctx, ln, func(ctx context.Context) (net.Conn, error) {
+		ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		return dial(ctx, "tcp", target)
+	}, log.With("forwarder", "API"))
 	return nil
 }
 

@@ -146,6 +146,11 @@ func DefaultRules() []Rule {
 				Entrypoint: []string{"/usr/bin/hubble-relay"}, Cmd: []string{"serve"}},
 		},
 		{
+			Repositories: []string{"ghcr.io/cilium-go/hubble-ui"},
+			Spec: Spec{Binaries: map[string]string{"hubble-ui": "/usr/bin/hubble-ui"},
+				Entrypoint: []string{"/usr/bin/hubble-ui"}},
+		},
+		{
 			Repositories: []string{"docker.io/library/busybox", "docker.io/library/alpine",
 				"docker.io/library/debian", "docker.io/library/ubuntu",
 				e2e + "busybox", "registry.k8s.io/busybox",

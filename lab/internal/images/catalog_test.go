@@ -54,6 +54,8 @@ func TestResolveDefaults(t *testing.T) {
 			{"/lab/bin/cilium-dbg", "/usr/bin/cilium", true}}, nil, []string{"/usr/bin/cilium-agent"}},
 		{"ghcr.io/cilium-go/hubble-relay:v1", []File{{"/lab/bin/hubble-relay", "/usr/bin/hubble-relay", false}},
 			[]string{"/usr/bin/hubble-relay"}, []string{"serve"}},
+		{"ghcr.io/cilium-go/hubble-ui:dev", []File{{"/lab/bin/hubble-ui", "/usr/bin/hubble-ui", false}},
+			[]string{"/usr/bin/hubble-ui"}, nil},
 		{"alpine:3.20", nil, nil, []string{"sh"}},
 	}
 	for _, tc := range cases {

@@ -57,6 +57,9 @@ type Options struct {
 	// namespace (see World).
 	World   netip.Prefix
 	APIPort int // on the host's loopback, held open by the supervisor
+	// UIPort is where, on the host's loopback, the supervisor forwards to
+	// the hubble-ui Service (with cilium-go as pods); 0: nowhere.
+	UIPort int
 	// CgroupRoot is where the machine's cgroup v2 hierarchy is mounted.
 	CgroupRoot string
 	// HubbleExport has every agent export its flows to the node's
@@ -87,8 +90,10 @@ func DefaultOptions() Options {
 		NodeMask:    24,
 		ServiceCIDR: netip.MustParsePrefix("10.96.0.0/16"),
 		// TEST-NET-1 (RFC 5737): documentation's addresses, never the internet's.
-		World:      netip.MustParsePrefix("192.0.2.0/24"),
-		APIPort:    16443,
+		World:   netip.MustParsePrefix("192.0.2.0/24"),
+		APIPort: 16443,
+		// cilium-cli's `cilium hubble ui` port.
+		UIPort:     12000,
 		CgroupRoot: "/sys/fs/cgroup",
 	}
 }
@@ -151,6 +156,10 @@ type Plan struct {
 	APIPort         int          `json:"apiPort"`
 	// HostAPIPort is the port on the host's 127.0.0.1 where the user's kubectl connects.
 	HostAPIPort int `json:"hostAPIPort"`
+	// HostUIPort is the port on the host's 127.0.0.1 the supervisor asks
+	// for to serve Hubble UI from; when taken it serves from another
+	// (cluster.UIURL). 0: no UI (no cilium-go pods, or --ui-port 0).
+	HostUIPort int `json:"hostUIPort,omitempty"`
 	// Outside is the underlay's client outside the cluster and every machine's gateway.
 	Outside Outside `json:"outside"`
 	// World is what pods reach beyond the cluster, served by the outside client.
@@ -217,6 +226,9 @@ func New(o Options) (Plan, error) {
 	if o.APIPort < 1 || o.APIPort > 65535 {
 		return Plan{}, fmt.Errorf("api port %d: out of range", o.APIPort)
 	}
+	if o.UIPort < 0 || o.UIPort > 65535 || o.UIPort == o.APIPort {
+		return Plan{}, fmt.Errorf("ui port %d: out of range or the API's", o.UIPort)
+	}
 	if err := checkPrefixes(o); err != nil {
 		return Plan{}, err
 	}
@@ -258,6 +270,10 @@ func New(o Options) (Plan, error) {
 		Uplink: "eth0",
 	}
 	p.World = newWorld(o.World.Masked())
+	// install/kubernetes's hubble-ui runs only with cilium-go as pods.
+	if p.CNI == CNICilium && p.CiliumAs == CiliumAsPods {
+		p.HostUIPort = o.UIPort
+	}
 	p.APIServiceIP = nth(p.ServiceCIDR.Addr(), 1)
 	p.ClusterDNS = nth(p.ServiceCIDR.Addr(), 10)
 	for i := 1; i <= o.Nodes; i++ {

@@ -61,9 +61,16 @@ func TestNewDefault(t *testing.T) {
 	if p.CNI != CNICilium || p.RoutingMode != "tunnel" || p.InstallDir != o.InstallDir {
 		t.Errorf("CNI %q routing %q install dir %q: want cilium-go in tunnel mode by default", p.CNI, p.RoutingMode, p.InstallDir)
 	}
+	if p.HostUIPort != 12000 {
+		t.Errorf("Hubble UI on port %d, want cilium-cli's 12000", p.HostUIPort)
+	}
+	o.CiliumAs = CiliumAsProcesses
+	if p, err := New(o); err != nil || p.HostUIPort != 0 {
+		t.Errorf("cilium-go as processes: %v, Hubble UI on port %d, want none: hubble-ui runs only as a pod", err, p.HostUIPort)
+	}
 	o.CNI = CNIBridge
-	if p, err := New(o); err != nil || p.RoutingMode != "" || p.InstallDir != "" {
-		t.Errorf("bridge plan: %v, routing %q install dir %q: cilium settings must not leak", err, p.RoutingMode, p.InstallDir)
+	if p, err := New(o); err != nil || p.RoutingMode != "" || p.InstallDir != "" || p.HostUIPort != 0 {
+		t.Errorf("bridge plan: %v, routing %q install dir %q UI port %d: cilium settings must not leak", err, p.RoutingMode, p.InstallDir, p.HostUIPort)
 	}
 }
 
@@ -96,6 +103,8 @@ func TestNewRejects(t *testing.T) {
 		{"no world", func(o *Options) { o.World = netip.Prefix{} }, "world"},
 		{"empty zone", func(o *Options) { o.Zones = []string{"a", ""} }, `zone ""`},
 		{"zone not a label value", func(o *Options) { o.Zones = []string{"eu west"} }, `zone "eu west"`},
+		{"ui port", func(o *Options) { o.UIPort = 70000 }, "ui port 70000"},
+		{"ui port is the API's", func(o *Options) { o.UIPort = o.APIPort }, "ui port 16443"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			o := options()
@@ -125,7 +134,7 @@ func TestSaveLoad(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if q.Nodes[1] != p.Nodes[1] || q.ClusterDNS != p.ClusterDNS || q.HostAPIPort != p.HostAPIPort || q.Outside != p.Outside ||
+	if q.Nodes[1] != p.Nodes[1] || q.ClusterDNS != p.ClusterDNS || q.HostAPIPort != p.HostAPIPort || q.HostUIPort != p.HostUIPort || q.Outside != p.Outside ||
 		!reflect.DeepEqual(q.World, p.World) {
 		t.Fatalf("reloaded plan differs: %+v vs %+v", q, p)
 	}
