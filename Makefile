@@ -74,6 +74,7 @@ generate: ui
 # objects.
 UI_DEPS := ui/node_modules/.package-lock.json
 $(UI_DEPS): ui/package.json ui/package-lock.json
+	./hack/deps.sh ui
 	cd ui && npm ci --no-audit --no-fund
 ui: $(UI_DEPS)
 	cd ui && node build.mjs
@@ -196,8 +197,12 @@ test-lab: build-lab build-cilium
 # The lab runs cilium-go by default: its binaries and cilium-dbg too. The
 # smoke subset runs the cilium lab in tunnel and native routing mode; -short
 # trims the native one to what depends on the mode.
+# The browser tests' screenshots go to .cache/test-artifacts (go test
+# -artifacts), for review.
+ARTIFACTS := $(CURDIR)/.cache/test-artifacts
 test-e2e-smoke: build-lab build-cilium build-hubble-upstream $(TESTREPORT)
-	set -o pipefail; $(GO) test -count=1 -json -short -timeout 20m ./test/e2e -run 'TestPrivilegedSmoke' -args -bin $(BIN) 2>&1 | $(REPORT) -v
+	mkdir -p $(ARTIFACTS)
+	set -o pipefail; $(GO) test -count=1 -json -short -timeout 20m -artifacts -outputdir $(ARTIFACTS) ./test/e2e -run 'TestPrivilegedSmoke' -args -bin $(BIN) 2>&1 | $(REPORT) -v
 
 # CILIUM_CLI: Cilium's cilium-cli binary, for the tests that run it (make e2e
 # CILIUM_CLI=/path/to/cilium); without it they skip.

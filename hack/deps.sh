@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs the Debian packages that a make target needs, or names them.
 #
-#   hack/deps.sh demo|test|generate ...
+#   hack/deps.sh demo|test|generate|ui ...
 #
 # As root on Debian, missing packages are installed with apt-get (the one
 # `apt-get update` first is shown); anywhere else the missing ones are
@@ -39,7 +39,14 @@ for target in "$@"; do
 	# chromium: the Hubble UI's browser tests drive it headless (test/browser).
 	test) pkgs+=(iproute2 util-linux iptables nftables conntrack qemu-system-x86 busybox-static cpio xz-utils python3 gcc libc6-dev chromium "${podtools[@]}") ;;
 	generate) pkgs+=("$CLANG_PKG" llvm-14 libbpf-dev) ;;
-	*) echo "deps: unknown target $target (demo, test, generate)" >&2; exit 2 ;;
+	ui) ;;
+	*) echo "deps: unknown target $target (demo, test, generate, ui)" >&2; exit 2 ;;
+	esac
+	# The Hubble UI's page is built and tested with Node.js and npm (make
+	# ui, make test-ui): the machine's own when it has them (a newer one
+	# than Debian's, perhaps from another repository), else Debian's.
+	case $target in
+	test | generate | ui) command -v node >/dev/null && command -v npm >/dev/null || pkgs+=(nodejs npm) ;;
 	esac
 done
 

@@ -85,9 +85,10 @@ func TestOnlyTestsImportTestenv(t *testing.T) {
 	}
 }
 
-// The CNI plugin and the hubble CLI run where no datapath is.
+// The CNI plugin, the hubble CLI, the relay and the UI run where no
+// datapath is.
 func TestClientsLinkNoDatapath(t *testing.T) {
-	for _, bin := range []string{"cilium-cni", "hubble", "hubble-relay", "cilium-health"} {
+	for _, bin := range []string{"cilium-cni", "hubble", "hubble-relay", "hubble-ui", "cilium-health"} {
 		for _, dep := range goList(t, "-deps", module+"/cmd/"+bin) {
 			if under(dep, "github.com/cilium/ebpf", datapath) && dep != spec {
 				t.Errorf("%s depends on %s", bin, dep)

@@ -96,7 +96,7 @@ func (l *Lab) hubbleCLI(bin string, s hubbleServer, timeout time.Duration, args 
 // service), observe in every output (field masks), filters, the time
 // window, nodes, namespaces, through a port-forward to the relay in
 // plaintext, peers, agent and debug events, and the exporter's file read
-// back with --input-file.
+// back with --input-file; then Hubble UI in a browser (checkHubbleUI).
 func TestPrivilegedSmokeHubbleUpstream(t *testing.T) {
 	upstreamHubble(t)
 	lab := StartLab(t, "hubup", "--nodes", "2", "--cni=cilium", "--hubble-export")
@@ -325,6 +325,9 @@ func TestPrivilegedSmokeHubbleUpstream(t *testing.T) {
 	if err != nil || !strings.Contains(out, client.name) || !strings.Contains(out, "FORWARDED") {
 		t.Errorf("hubble observe --input-file: %v\n%s", err, out)
 	}
+
+	// The same lab, in a browser: Hubble UI.
+	checkHubbleUI(t, lab, node)
 }
 
 // relayPortForward is `cilium hubble port-forward` and `hubble observe`

@@ -18,7 +18,7 @@ import (
 // DaemonSet, the operator and hubble-relay as pods, found by Cilium's
 // labels. kubectl exec reaches the agent's socket, hubble reaches every node
 // through the relay's Service with the certificate the operator issued,
-// hubble-ui (once built) answers on the host's loopback, a
+// hubble-ui answers on the host's loopback, a
 // rollout restart of the agents (an upgrade) loses no connection, and a
 // deleted agent pod comes back.
 func TestPrivilegedSmokeInstall(t *testing.T) {
@@ -51,28 +51,22 @@ func TestPrivilegedSmokeInstall(t *testing.T) {
 		return nil
 	})
 
-	// hubble-ui, once built, from the host: the lab forwards a port of
-	// its loopback to the hubble-ui Service.
-	if _, err := os.Stat(filepath.Join(*binDir, "hubble-ui")); err == nil {
-		lab.checkPods("app.kubernetes.io/name=hubble-ui", 1, "hubble-ui", "")
-		url, err := os.ReadFile(filepath.Join(lab.StateDir, "hubble-ui"))
+	// hubble-ui from the host: the lab forwards a port of its loopback
+	// to the hubble-ui Service.
+	lab.checkPods("app.kubernetes.io/name=hubble-ui", 1, "hubble-ui", "")
+	healthz := lab.hubbleUIURL() + "healthz"
+	web := http.Client{Timeout: 5 * time.Second}
+	lab.Eventually("GET "+healthz, time.Minute, func() error {
+		resp, err := web.Get(healthz)
 		if err != nil {
-			t.Fatalf("the lab's Hubble UI address: %v", err)
+			return err
 		}
-		healthz := strings.TrimSpace(string(url)) + "healthz"
-		client := http.Client{Timeout: 5 * time.Second}
-		lab.Eventually("GET "+healthz, time.Minute, func() error {
-			resp, err := client.Get(healthz)
-			if err != nil {
-				return err
-			}
-			resp.Body.Close()
-			if resp.StatusCode != http.StatusOK {
-				return fmt.Errorf("status %s", resp.Status)
-			}
-			return nil
-		})
-	}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("status %s", resp.Status)
+		}
+		return nil
+	})
 
 	lab.KubectlApply(smokeManifest)
 	pods := echoPods(lab, 4)

@@ -46,7 +46,8 @@ func StartLab(t *testing.T, name string, args ...string) *Lab {
 	reclaimAbandoned(t, name)
 	l := &Lab{t: t, Name: name, StateDir: filepath.Join(t.TempDir(), "lab")}
 	l.Kubeconfig = filepath.Join(l.StateDir, "kubeconfig")
-	up := append([]string{"up", "--name", name, "--state-dir", l.StateDir, "--api-port", fmt.Sprint(freePort(t))}, args...)
+	up := append([]string{"up", "--name", name, "--state-dir", l.StateDir, "--api-port", fmt.Sprint(freePort(t)),
+		"--ui-port", fmt.Sprint(freePort(t))}, args...)
 	t.Cleanup(func() { l.down() })
 	start := time.Now()
 	out, err := l.run("cilium-lab", up...)

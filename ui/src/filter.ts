@@ -298,3 +298,9 @@ export function parseFilter(text: string, namespace = 'default'): Filter {
   );
   return { match: (f) => all.every((p) => p(f)), text: toks.join(' ') };
 }
+
+// touches says whether a flow is of namespace: a pod or a Service of it
+// on either side, as the backend selects a live stream's flows.
+export function touches(f: Flow, namespace: string): boolean {
+  return f.source?.namespace === namespace || f.destination?.namespace === namespace || f.destination_service?.namespace === namespace;
+}

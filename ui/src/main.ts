@@ -3,7 +3,7 @@
 
 import * as api from './api.ts';
 import { byId, el } from './dom.ts';
-import { type Filter, FilterError, parseFilter } from './filter.ts';
+import { type Filter, FilterError, parseFilter, touches } from './filter.ts';
 import type { Flow, FlowsResponse } from './flow.ts';
 import { MapView, legend } from './mapview.ts';
 import { Panel } from './panel.ts';
@@ -20,6 +20,9 @@ const windowSize = 10_000;
 // says how many.
 const frameBudget = 8;
 const maxPending = 50_000;
+
+// retryAfter is the wait before a live stream that failed is opened again.
+const retryAfter = 3000;
 
 const windows: Record<string, number> = { live: 0, '5m': 5 * 60_000, '1h': 60 * 60_000 };
 
@@ -39,6 +42,8 @@ class App {
   private dirty = false;
   private note = '';
   private pending: FlowsResponse[] = [];
+  // replayed is a loaded file's whole content, for its namespaces.
+  private replayed: FlowsResponse[] = [];
   private skipped = 0;
 
   constructor() {
@@ -109,7 +114,7 @@ class App {
     url.searchParams.set('namespace', ns);
     history.replaceState(null, '', url);
     if (this.source === undefined && byId<HTMLSelectElement>('mode').value === 'replay') {
-      this.rebuild();
+      this.showReplay();
       return;
     }
     this.stream();
@@ -139,6 +144,7 @@ class App {
     this.source = undefined;
     const mode = byId<HTMLSelectElement>('mode');
     if (mode.value === 'replay') mode.value = 'live';
+    this.replayed = [];
     this.reset();
     const q = new URLSearchParams({ namespace: this.namespace });
     const span = windows[mode.value] ?? 0;
@@ -159,12 +165,18 @@ class App {
       this.note = 'window loaded';
     });
     es.addEventListener('error', (ev) => {
+      // The relay failed (its error comes as data) or the connection
+      // broke: a window is over; live starts again in a moment, from the
+      // newest flows, with what it showed cleared so that none counts
+      // twice.
       const data = (ev as MessageEvent<string>).data;
-      if (data) {
-        this.note = `relay: ${(JSON.parse(data) as { error: string }).error}`;
-        es.close();
-      } else if (es.readyState === EventSource.CLOSED) {
-        this.note = 'stream closed';
+      this.note = data ? `relay: ${(JSON.parse(data) as { error: string }).error}` : 'stream broken';
+      es.close();
+      if (span === 0) {
+        this.note += `; again in ${retryAfter / 1000}s`;
+        setTimeout(() => {
+          if (this.source === es) this.stream();
+        }, retryAfter);
       }
     });
   }
@@ -218,13 +230,12 @@ class App {
     for (const e of added.touched) this.view.touch(e);
   }
 
-  // rebuild redraws the map of the flows kept, for another namespace.
-  private rebuild() {
-    const kept: Flow[] = [];
-    for (let i = this.flows.length - 1; i >= 0; i--) kept.push(this.flows.at(i)!);
+  // showReplay shows the replayed file's flows of the namespace, as a
+  // live stream would have sent them.
+  private showReplay() {
     this.reset();
     this.enqueue(
-      kept.map((flow) => ({ flow })),
+      this.replayed.filter((r) => r.flow !== undefined && touches(r.flow, this.namespace)),
       false,
     );
   }
@@ -233,26 +244,26 @@ class App {
     this.source?.close();
     this.source = undefined;
     const text = await file.text();
-    const batch: FlowsResponse[] = [];
+    const all: FlowsResponse[] = [];
     let bad = 0;
     for (const line of text.split('\n')) {
       if (line.trim() === '') continue;
       try {
-        batch.push(JSON.parse(line) as FlowsResponse);
+        all.push(JSON.parse(line) as FlowsResponse);
       } catch {
         bad++;
       }
     }
     const names = new Set<string>();
-    for (const r of batch) {
+    for (const r of all) {
       for (const ep of [r.flow?.source, r.flow?.destination]) if (ep?.namespace) names.add(ep.namespace);
     }
     if (!names.has(this.namespace) && names.size > 0) this.namespace = [...names].sort()[0];
     byId<HTMLSelectElement>('mode').value = 'replay';
     await this.loadNamespaces([...names].sort());
-    this.reset();
-    this.enqueue(batch, false);
-    this.note = `replay of ${file.name}: ${batch.length} records${bad ? `, ${bad} lines not JSON` : ''}`;
+    this.replayed = all;
+    this.showReplay();
+    this.note = `replay of ${file.name}: ${all.length} records${bad ? `, ${bad} lines not JSON` : ''}`;
   }
 
   private draw() {

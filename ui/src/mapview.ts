@@ -4,7 +4,7 @@
 
 import { el, svg } from './dom.ts';
 import { type Card, type Edge, edgeLabel, edgeVerdict } from './servicemap.ts';
-import { Layout, cardHeight, cardWidth, columnGap } from './layout.ts';
+import { Layout, cardHeight, cardWidth } from './layout.ts';
 import type { Added } from './servicemap.ts';
 
 interface DrawnEdge {
@@ -21,6 +21,8 @@ export class MapView {
   private readonly root: SVGSVGElement;
   private readonly edgeLayer: SVGGElement;
   private readonly cardLayer: SVGGElement;
+  // Labels above the cards, so that a long one is never hidden.
+  private readonly labelLayer: SVGGElement;
   private readonly drawn = new Map<string, DrawnEdge>();
   private readonly dirty = new Set<Edge>();
   // pairs counts the edges between two cards, to stack their labels.
@@ -34,7 +36,8 @@ export class MapView {
     this.root = svg('svg', { id: 'map-svg', width: 0, height: 0 });
     this.edgeLayer = svg('g', { class: 'edges' });
     this.cardLayer = svg('g', { class: 'cards' });
-    this.root.append(this.edgeLayer, this.cardLayer);
+    this.labelLayer = svg('g', { class: 'labels' });
+    this.root.append(this.edgeLayer, this.cardLayer, this.labelLayer);
     container.replaceChildren(this.root);
   }
 
@@ -97,13 +100,15 @@ export class MapView {
       const y2 = b.y + 20 + cardHeight / 2;
       const bend = Math.max(60, Math.abs(x2 - x1) / 2);
       const path = svg('path', { d: `M${x1},${y1} C${x1 + bend},${y1} ${x2 - bend},${y2} ${x2},${y2}`, class: 'edge' });
-      // The label sits in the gap before the destination, so that an
-      // edge across a column is not labelled over that column's cards.
+      // The label ends where the edge reaches its destination, so that
+      // an edge across a column is not labelled over that column.
       const at = labelPoint(x1, y1, x2, y2, bend);
       const label = svg('text', { x: at.x, y: at.y - 6 + nth * 28, class: 'edge-label' });
-      const group = svg('g', { class: 'edge-group', 'data-from': e.from, 'data-to': e.to, 'data-port': `${e.proto}/${e.port}` }, path, label);
+      const group = svg('g', { class: 'edge-group', 'data-from': e.from, 'data-to': e.to, 'data-port': `${e.proto}/${e.port}` }, path);
       group.addEventListener('click', () => this.onEdge(e));
+      label.addEventListener('click', () => this.onEdge(e));
       this.edgeLayer.append(group);
+      this.labelLayer.append(label);
       d = { path, label, group, look: '' };
       this.drawn.set(e.id, d);
     }
@@ -113,6 +118,7 @@ export class MapView {
     if (d.look === look) return;
     d.look = look;
     d.group.setAttribute('data-verdict', v);
+    d.group.setAttribute('data-label', lines.join(' · '));
     d.path.setAttribute('class', `edge ${v}`);
     d.label.setAttribute('class', `edge-label ${v}`);
     const x = d.label.getAttribute('x') ?? '0';
@@ -120,16 +126,17 @@ export class MapView {
   }
 }
 
-// labelPoint is the point of the edge's curve in the middle of the gap
-// before its destination (the middle of the curve when it runs
-// backwards), found by bisection on x.
+// labelPoint is where an edge's label ends: on its curve just before the
+// destination, so that the label reads into the gap towards its source
+// (the middle of the curve when it runs backwards); found by bisection
+// on x.
 function labelPoint(x1: number, y1: number, x2: number, y2: number, bend: number): { x: number; y: number } {
   const at = (t: number, a: number, b: number, c: number, d: number) =>
     (1 - t) ** 3 * a + 3 * (1 - t) ** 2 * t * b + 3 * (1 - t) * t ** 2 * c + t ** 3 * d;
   const cx = (t: number) => at(t, x1, x1 + bend, x2 - bend, x2);
   const cy = (t: number) => at(t, y1, y1, y2, y2);
   if (x2 <= x1) return { x: cx(0.5), y: cy(0.5) };
-  const want = Math.max((x1 + x2) / 2, x2 - columnGap / 2);
+  const want = Math.max((x1 + x2) / 2, x2 - 10);
   let lo = 0;
   let hi = 1;
   for (let i = 0; i < 30; i++) {

@@ -103,17 +103,24 @@ export class Panel {
     const what = !v.enforced ? 'not enforced: allowed' : v.allowed ? 'allowed' : 'denied';
     const by =
       rules.length > 0
-        ? rules.map((r) => link(`${r.kind} ${r.namespace ? `${r.namespace}/` : ''}${r.name}`, () => void this.policy(r)))
+        ? rules.map((r) => policyLink({ kind: r.kind, namespace: r.namespace, name: r.name }, () => void this.policy(r)))
         : [v.enforced && !v.allowed ? 'no rule allows it (default deny)' : ''];
     return el('div', { class: 'direction' }, el('strong', {}, `${name}: ${what}`), el('span', { class: 'rules' }, ...joined(by)));
   }
 }
 
-function link(text: string, onClick: () => void): HTMLElement {
-  const a = el('a', { href: '#', class: 'policy-link' }, text);
+// The kinds whose YAML the API server holds; the agent's own rules
+// (kind builtin) have none.
+const stored = ['NetworkPolicy', 'CiliumNetworkPolicy', 'CiliumClusterwideNetworkPolicy'];
+
+// policyLink names a policy, linked to its YAML where there is one.
+function policyLink(p: Policy, open: () => void): HTMLElement {
+  const text = `${p.kind ?? ''} ${policyName(p)}`;
+  if (!stored.includes(p.kind ?? '')) return el('span', { class: 'policy-builtin', title: "the agent's own rule" }, text);
+  const a = el('a', { href: '#', class: 'policy-link', 'data-name': p.name ?? '' }, text);
   a.addEventListener('click', (ev) => {
     ev.preventDefault();
-    onClick();
+    open();
   });
   return a;
 }
@@ -128,6 +135,6 @@ function policyList(title: string, ps: Policy[], open: (p: Policy) => void): Nod
     'p',
     { class: `policies ${title === 'Denied by' ? 'denied' : 'allowed'}` },
     `${title}:`,
-    ...joined(ps.map((p) => link(`${p.kind ?? ''} ${policyName(p)}`, () => open(p)))),
+    ...joined(ps.map((p) => policyLink(p, () => open(p)))),
   );
 }

@@ -64,7 +64,14 @@ function cardKind(ep: Endpoint | undefined, names: string[] | undefined, namespa
     return { id: `namespace:${ep.namespace}`, kind: 'namespace', title: ep.namespace, subtitle: 'namespace', inside: false };
   }
   if (ep?.namespace) {
+    // An app's pods are one card, named by the app label as Hubble UI
+    // names them: the label is on both sides of every flow, the
+    // workload only where the agent knows the pod.
     const w = ep.workloads?.[0];
+    const app = appOf(ep);
+    if (app !== undefined) {
+      return { id: `app:${app}`, kind: 'workload', title: app, subtitle: w?.kind ?? 'app', inside: true };
+    }
     if (w?.name) {
       return { id: `workload:${w.kind ?? ''}/${w.name}`, kind: 'workload', title: w.name, subtitle: w.kind ?? 'workload', inside: true };
     }
@@ -76,6 +83,17 @@ function cardKind(ep: Endpoint | undefined, names: string[] | undefined, namespa
   }
   const id = ep?.identity ?? 0;
   return { id: `identity:${id}`, kind: 'identity', title: `identity ${id}`, subtitle: (ep?.labels ?? []).slice(0, 2).join(' '), inside: false };
+}
+
+// appLabels name an app, the first present wins.
+const appLabels = ['k8s:app.kubernetes.io/name=', 'k8s:k8s-app=', 'k8s:app='];
+
+function appOf(ep: Endpoint): string | undefined {
+  for (const key of appLabels) {
+    const l = ep.labels?.find((x) => x.startsWith(key));
+    if (l !== undefined && l.length > key.length) return l.slice(key.length);
+  }
+  return undefined;
 }
 
 export interface Added {
@@ -135,7 +153,7 @@ export class ServiceMap {
     if (f.verdict === 'DROPPED') {
       e.dropped++;
       e.lastDrop = f.drop_reason_desc;
-    } else if (f.verdict === 'FORWARDED' || f.verdict === 'REDIRECTED') {
+    } else if ((f.verdict === 'FORWARDED' || f.verdict === 'REDIRECTED') && !halfway(f)) {
       e.forwarded++;
     }
     if (isL7(f)) e.l7++;
@@ -143,6 +161,13 @@ export class ServiceMap {
     for (const p of d.allowed) e.allowedBy.set(policyKey(p), p);
     for (const p of d.denied) e.deniedBy.set(policyKey(p), p);
   }
+}
+
+// halfway: a flow the source's egress let out toward a pod, whose own
+// ingress has yet to decide; counting it as forwarded would paint a
+// denied connection as half allowed.
+function halfway(f: Flow): boolean {
+  return f.traffic_direction === 'EGRESS' && f.destination?.pod_name !== undefined && f.destination.pod_name !== '';
 }
 
 // edgeLabel is what an edge says on the map, a line each: its port, and

@@ -16,8 +16,8 @@ const redrawEvery = 100; // ms
 export class TableView {
   private readonly body: HTMLElement;
   private readonly spacer: HTMLElement;
-  // The row elements, reused; shownFlow says which flow each shows, at
-  // which position, so that an unchanged row is not touched.
+  // The row elements, reused; each knows the flow it shows and where,
+  // so that an unchanged row is not touched.
   private readonly rows: { el: HTMLElement; cells: HTMLElement[]; flow?: Flow; top: number }[] = [];
   private last = 0;
 
@@ -82,11 +82,6 @@ export class TableView {
     r.el.addEventListener('click', () => r.flow && this.onFlow(r.flow));
     this.body.append(r.el);
     return r;
-  }
-
-  // rowsShown counts the rows in the DOM that show a flow.
-  get rowsShown(): number {
-    return this.rows.filter((r) => r.flow).length;
   }
 }
 

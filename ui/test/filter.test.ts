@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { FilterError, parseFilter } from '../src/filter.ts';
+import { FilterError, parseFilter, touches } from '../src/filter.ts';
 import { flow, pod, world } from './fixtures.ts';
 
 const client = pod('shop', 'client-7d9f', 'client', ['k8s:app=client']);
@@ -98,4 +98,12 @@ test('bad filters name what is wrong', () => {
   for (const [text, want] of cases) {
     assert.throws(() => parseFilter(text), (e: unknown) => e instanceof FilterError && want.test(e.message), text);
   }
+});
+
+test("a namespace's flows are those with a pod or a Service of it on a side", () => {
+  assert.equal(touches(forwarded, 'shop'), true);
+  assert.equal(touches(dns, 'kube-system'), true);
+  assert.equal(touches(toWorld, 'kube-system'), false);
+  assert.equal(touches(flow(world, pod('other', 'x'), (f) => (f.destination_service = { name: 'web', namespace: 'shop' })), 'shop'), true);
+  assert.equal(touches(flow(world, pod('other', 'x')), 'shop'), false);
 });

@@ -25,7 +25,7 @@ export function flow(source: Endpoint, destination: Endpoint, tweak: (f: Flow) =
     Type: 'L3_L4',
     event_type: { type: 4 },
     is_reply: false,
-    traffic_direction: 'EGRESS',
+    traffic_direction: 'INGRESS',
   };
   tweak(f);
   return f;

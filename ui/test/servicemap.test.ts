@@ -20,6 +20,35 @@ test('cards stand for workloads, pods, Services, namespaces and reserved identit
   assert.equal(cardOf({ identity: 16777220, labels: ['cidr:10.0.0.0/8'] }, undefined, 'shop').id, 'identity:16777220');
 });
 
+test("an app's pods are one card, named by the app label, with or without their workload", () => {
+  const local = pod('shop', 'web-5c6b-x1', 'web', ['k8s:app=web']);
+  const remote = pod('shop', 'web-5c6b-x2', undefined, ['k8s:app=web']);
+  assert.equal(cardOf(local, undefined, 'shop').id, 'app:web');
+  assert.equal(cardOf(local, undefined, 'shop').subtitle, 'Deployment');
+  assert.equal(cardOf(remote, undefined, 'shop').id, 'app:web');
+  assert.equal(cardOf(remote, undefined, 'shop').subtitle, 'app');
+  assert.equal(cardOf(pod('shop', 'x', undefined, ['k8s:app.kubernetes.io/name=shopfront', 'k8s:app=other']), undefined, 'shop').title, 'shopfront');
+  assert.equal(cardOf(pod('shop', 'x', undefined, ['k8s:k8s-app=dns']), undefined, 'shop').title, 'dns');
+});
+
+test("a pod's egress letting a connection out is not its forwarding: the destination's ingress decides", () => {
+  const m = new ServiceMap('shop');
+  const a = m.add(flow(client, web, (f) => {
+    f.traffic_direction = 'EGRESS';
+    f.event_type = { type: 5 };
+    f.egress_allowed_by = [{ name: 'allow-all', kind: 'builtin' }];
+  }));
+  m.add(flow(client, web, (f) => {
+    f.verdict = 'DROPPED';
+    f.ingress_denied_by = [{ name: 'deny-client', namespace: 'shop', kind: 'CiliumNetworkPolicy' }];
+  }));
+  assert.equal(edgeVerdict(a.edges[0]), 'dropped');
+  // Toward the world, the egress is the last word.
+  const w = m.add(flow(client, world, (f) => (f.traffic_direction = 'EGRESS')));
+  assert.equal(edgeVerdict(w.edges[0]), 'forwarded');
+  assert.equal(w.edges[0].forwarded, 1);
+});
+
 test('edges carry protocol and port, and are coloured by their verdicts', () => {
   const m = new ServiceMap('shop');
   const a = m.add(flow(client, web));

@@ -48,7 +48,7 @@ func agentName(n plan.Node) string { return "cilium-agent/" + n.Name }
 const ciliumCNIConf = "/etc/cni/net.d/05-cilium.conflist"
 
 func ciliumBinaries() []string {
-	return []string{"cilium-agent", "cilium-cni", "cilium-operator", "hubble-relay", "hubble"}
+	return []string{"cilium-agent", "cilium-cni", "cilium-operator", "hubble-relay", "hubble", "hubble-ui"}
 }
 
 // Hubble's mutual TLS between the agents' servers (:4244) and the relay,

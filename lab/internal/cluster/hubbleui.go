@@ -22,10 +22,8 @@ import (
 )
 
 // install/kubernetes's hubble-ui: its Deployment, and its Service and
-// that Service's port, named as Cilium's chart names them; the binary its
-// image runs.
+// that Service's port, named as Cilium's chart names them.
 const (
-	uiBinary     = "hubble-ui"
 	uiDeployment = "hubble-ui"
 	uiService    = "hubble-ui"
 	uiPort       = "http"
@@ -51,7 +49,7 @@ func uiURL(p plan.Plan) string {
 }
 
 // printUI says where the host reaches Hubble UI, and why it may not answer.
-func printUI(w io.Writer, p plan.Plan, binDir string) {
+func printUI(w io.Writer, p plan.Plan) {
 	if p.HostUIPort == 0 {
 		return
 	}
@@ -64,15 +62,6 @@ func printUI(w io.Writer, p plan.Plan, binDir string) {
 	if url != uiURL(p) {
 		fmt.Fprintf(w, "    (127.0.0.1:%d was taken, by `cilium hubble ui` perhaps: --ui-port picks another)\n", p.HostUIPort)
 	}
-	if !uiBuilt(binDir) {
-		fmt.Fprintf(w, "    (%s is not built: its pod does not start and the page does not answer)\n", filepath.Join(binDir, uiBinary))
-	}
-}
-
-// uiBuilt says whether the lab's image catalog has hubble-ui's binary.
-func uiBuilt(binDir string) bool {
-	_, err := os.Stat(filepath.Join(binDir, uiBinary))
-	return err == nil
 }
 
 // forwardUI serves the hubble-ui Service on the host's loopback, as

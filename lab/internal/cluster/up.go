@@ -69,7 +69,7 @@ func Up(ctx context.Context, o UpOptions) error {
 	fmt.Fprintf(o.Out, "\nThe lab is up in %s: %d nodes, CNI %s, kube-proxy %s.\n",
 		time.Since(start).Round(100*time.Millisecond), len(p.Nodes), p.CNI, p.KubeProxy)
 	fmt.Fprintf(o.Out, "  export KUBECONFIG=%s\n  %s get nodes -o wide\n", Kubeconfig(p.StateDir), filepath.Join(o.BinDir, "kubectl"))
-	printUI(o.Out, p, o.BinDir)
+	printUI(o.Out, p)
 	return nil
 }
 
@@ -237,17 +237,12 @@ func up(ctx context.Context, p plan.Plan, o UpOptions, pr *progress) error {
 	}
 	if p.CNI == plan.CNICilium && p.CiliumAs == plan.CiliumAsPods {
 		pr.step("cilium-go pods")
-		// hubble-ui only once it is built: without its binary its pod
-		// never gets ready.
-		waitUI := uiBuilt(o.BinDir)
 		if err := pr.waitFor(ctx, func() error {
-			errs := []error{alive(), daemonSetReady(ctx, cs, ciliumNamespace, agentDaemonSet),
+			return errors.Join(alive(), daemonSetReady(ctx, cs, ciliumNamespace, agentDaemonSet),
 				deploymentAvailable(ctx, cs, ciliumNamespace, operatorDeployment),
-				deploymentAvailable(ctx, cs, ciliumNamespace, relayDeployment)}
-			if waitUI {
-				errs = append(errs, deploymentAvailable(ctx, cs, ciliumNamespace, uiDeployment))
-			}
-			return errors.Join(append(errs, writeHubbleCLICerts(ctx, cs, p))...)
+				deploymentAvailable(ctx, cs, ciliumNamespace, relayDeployment),
+				deploymentAvailable(ctx, cs, ciliumNamespace, uiDeployment),
+				writeHubbleCLICerts(ctx, cs, p))
 		}); err != nil {
 			return err
 		}

@@ -3,6 +3,9 @@ package ui
 import (
 	"context"
 	"fmt"
+	"log/slog"
+	"net"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -11,9 +14,14 @@ import (
 
 	"github.com/cilium/cilium/api/v1/flow"
 	"github.com/cilium/cilium/api/v1/observer"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/protobuf/types/known/timestamppb"
+	"k8s.io/apimachinery/pkg/runtime"
+	dynamicfake "k8s.io/client-go/dynamic/fake"
 
 	"github.com/cilium-go/cilium/pkg/hubble/container"
+	hubbleobserver "github.com/cilium-go/cilium/pkg/hubble/observer"
 	"github.com/cilium-go/cilium/test/browser"
 )
 
@@ -111,17 +119,17 @@ func typeFilter(t *testing.T, ctx context.Context, b *browser.Browser, text stri
 
 const (
 	cardTitles = `[...document.querySelectorAll('#map .card')].map(c => c.dataset.title).sort().join(',')`
-	dropEdge   = `document.querySelector('.edge-group[data-from="workload:Deployment/client"][data-to="workload:Deployment/admin"]')`
-	rowsShown  = `[...document.querySelectorAll('#table .row:not([hidden])')]`
+	dropEdge   = `document.querySelector('.edge-group[data-from="app:client"][data-to="app:admin"]')`
+	rowsShown  = `[...document.querySelectorAll('#table .rows .row')].filter(r => r.checkVisibility())`
 )
 
 func TestPageDrawsTheMapAndNamesTheDenyingPolicy(t *testing.T) {
 	b, ctx := page(t)
 	wait(t, ctx, b, "cards for the workloads and the Service", cardTitles+` === 'admin,client,web,web'`)
 	wait(t, ctx, b, "the Service's edge forwarded",
-		`document.querySelector('.edge-group[data-from="workload:Deployment/client"][data-to="service:web"]')?.dataset.verdict === 'forwarded'`)
+		`document.querySelector('.edge-group[data-from="app:client"][data-to="service:web"]')?.dataset.verdict === 'forwarded'`)
 	wait(t, ctx, b, "the drop's edge red, naming the policy without a click",
-		dropEdge+`?.dataset.verdict === 'dropped' && `+dropEdge+`.textContent.includes('denied by deny-admin')`)
+		dropEdge+`?.dataset.verdict === 'dropped' && `+dropEdge+`.dataset.label.includes('denied by deny-admin')`)
 	shot(t, ctx, b, "map.png")
 
 	typeFilter(t, ctx, b, "--verdict DROPPED")
@@ -177,7 +185,10 @@ func TestWhyShowsTheDenyingRuleAndItsYAML(t *testing.T) {
 	wait(t, ctx, b, "the verdict and the rule", `document.querySelector('#why-result .verdict')?.dataset.allowed === 'false' &&
 		document.getElementById('why-result').textContent.includes('CiliumNetworkPolicy shop/deny')`)
 	shot(t, ctx, b, "why.png")
-	if err := b.Eval(ctx, `document.querySelector('#why-result .policy-link').click() || true`, &ok); err != nil {
+	// The agent's own rules have no YAML to link to.
+	wait(t, ctx, b, "a builtin rule named, not linked", `document.querySelector('#why-result .policy-builtin')?.textContent === 'builtin allow-all' &&
+		document.querySelector('#why-result .policy-link[data-name="allow-all"]') === null`)
+	if err := b.Eval(ctx, `document.querySelector('#why-result .policy-link[data-name="deny"]').click() || true`, &ok); err != nil {
 		t.Fatal(err)
 	}
 	wait(t, ctx, b, "the policy's YAML", `document.querySelector('#panel-body pre.yaml')?.textContent.includes('name: deny')`)
@@ -203,6 +214,17 @@ func TestReplayOfAnExportFile(t *testing.T) {
 		}
 		lines = append(lines, string(line))
 	}
+	// And one of another namespace, which the first does not show.
+	other, err := jsonFlow.Marshal(&observer.GetFlowsResponse{NodeName: "node-1", ResponseTypes: &observer.GetFlowsResponse_Flow{Flow: &flow.Flow{
+		Verdict:     flow.Verdict_DROPPED,
+		Source:      &flow.Endpoint{Namespace: "zzz", PodName: "c-0", Labels: []string{"k8s:app=c"}},
+		Destination: &flow.Endpoint{Namespace: "zzz", PodName: "d-0", Labels: []string{"k8s:app=d"}},
+		L4:          &flow.Layer4{Protocol: &flow.Layer4_TCP{TCP: &flow.TCP{SourcePort: 5000, DestinationPort: 80}}},
+	}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines = append(lines, string(other))
 	file := filepath.Join(t.TempDir(), "events.log")
 	if err := os.WriteFile(file, []byte(strings.Join(append(lines, "not json", ""), "\n")), 0o600); err != nil {
 		t.Fatal(err)
@@ -211,6 +233,51 @@ func TestReplayOfAnExportFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	wait(t, ctx, b, "the file's namespace and cards", `document.getElementById('namespace').value === 'replayed' && `+cardTitles+` === 'a,b'`)
-	wait(t, ctx, b, "the replay named, its bad line counted", `document.getElementById('status').textContent.includes('replay of events.log: 4 records, 1 lines not JSON')`)
+	wait(t, ctx, b, "the replay named, its bad line counted", `document.getElementById('status').textContent.includes('replay of events.log: 5 records, 1 lines not JSON')`)
 	wait(t, ctx, b, "the edge", `document.querySelector('.edge-group[data-port="UDP/53"]')?.dataset.verdict === 'forwarded'`)
+	wait(t, ctx, b, "the namespace's flows alone in the table", `(r => r.length === 4)(`+rowsShown+`)`)
+	var ok bool
+	if err := b.Eval(ctx, `(s => { s.value = 'zzz'; s.dispatchEvent(new Event('change')); return true })(document.getElementById('namespace'))`, &ok); err != nil {
+		t.Fatal(err)
+	}
+	wait(t, ctx, b, "the file's other namespace", cardTitles+` === 'c,d' && (r => r.length === 1 && r[0].dataset.verdict === 'DROPPED')(`+rowsShown+`)`)
+}
+
+// A relay that fails (restarting, say) is asked again: the live page
+// recovers without a reload.
+func TestPageRetriesARelayThatFailed(t *testing.T) {
+	browser.Require(t)
+	sock := filepath.Join(t.TempDir(), "relay.sock")
+	conn, err := grpc.NewClient("unix://"+sock, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	s := &Server{Relay: observer.NewObserverClient(conn), Cluster: NewCluster(dynamicfake.NewSimpleDynamicClientWithCustomListKinds(
+		runtime.NewScheme(), listKinds)), Log: slog.New(slog.DiscardHandler)}
+	srv := httptest.NewServer(s.Handler())
+	t.Cleanup(srv.Close)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	t.Cleanup(cancel)
+	b, err := browser.Launch(ctx, browser.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	if err := b.Navigate(ctx, srv.URL+"/?namespace=shop"); err != nil {
+		t.Fatal(err)
+	}
+	wait(t, ctx, b, "the relay's failure told, and a retry", `document.getElementById('status').textContent.includes('again in 3s')`)
+
+	ring := newRing(t)
+	shopFlows(ring)
+	ln, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := grpc.NewServer()
+	observer.RegisterObserverServer(g, hubbleobserver.New(ring, "node-1", "test"))
+	go g.Serve(ln)
+	t.Cleanup(g.Stop)
+	wait(t, ctx, b, "the map once the relay answers", cardTitles+` === 'admin,client,web,web'`)
 }

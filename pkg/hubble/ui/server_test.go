@@ -85,6 +85,7 @@ type tracer struct {
 func (tr *tracer) PolicyTrace(_ context.Context, src, dst, protocol string, port uint16) (models.PolicyTrace, error) {
 	tr.args = []string{src, dst, protocol, string(rune('0' + port/10)), string(rune('0' + port%10))}
 	return models.PolicyTrace{Protocol: protocol, Port: port,
+		Egress:  models.PolicyVerdict{Allowed: true, DecidedBy: []models.PolicyOrigin{{Kind: "builtin", Name: "allow-all"}}},
 		Ingress: models.PolicyVerdict{Enforced: true, DecidedBy: []models.PolicyOrigin{{Kind: "CiliumNetworkPolicy", Namespace: "shop", Name: "deny"}}}}, tr.err
 }
 
