@@ -267,9 +267,10 @@ class App {
   }
 
   private draw() {
-    this.dirty = false;
     this.view.draw();
-    this.table.draw();
+    // A table that waits out its redraw interval keeps the frame loop
+    // asking, so that the last flows to arrive are drawn too.
+    this.dirty = !this.table.draw();
   }
 
   private status() {

@@ -41,9 +41,10 @@ export class TableView {
 
   // draw brings the rows in view up to date: at once when forced (the
   // user scrolled, the filter changed), else at most every redrawEvery.
-  draw(force = false): void {
+  // It says whether it drew: one it skipped is still to be done.
+  draw(force = false): boolean {
     const now = performance.now();
-    if (!force && now - this.last < redrawEvery) return;
+    if (!force && now - this.last < redrawEvery) return false;
     this.last = now;
     const n = this.flows.length;
     this.spacer.style.height = `${n * rowHeight}px`;
@@ -74,6 +75,7 @@ export class TableView {
       r.el.hidden = false;
       r.top = top;
     }
+    return true;
   }
 
   private newRow() {
