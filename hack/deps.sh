@@ -37,7 +37,8 @@ for target in "$@"; do
 	# client runs in a pod, whose root is this machine's filesystem. gcc,
 	# libc6-dev: go test -race links the race runtime through cgo.
 	# chromium: the Hubble UI's browser tests drive it headless (test/browser).
-	test) pkgs+=(iproute2 util-linux iptables nftables conntrack qemu-system-x86 busybox-static cpio xz-utils python3 gcc libc6-dev chromium "${podtools[@]}") ;;
+	# firefox-esr: the same tests run in Firefox too, driven over Marionette.
+	test) pkgs+=(iproute2 util-linux iptables nftables conntrack qemu-system-x86 busybox-static cpio xz-utils python3 gcc libc6-dev chromium firefox-esr "${podtools[@]}") ;;
 	generate) pkgs+=("$CLANG_PKG" llvm-14 libbpf-dev) ;;
 	ui) ;;
 	*) echo "deps: unknown target $target (demo, test, generate, ui)" >&2; exit 2 ;;

@@ -1,10 +1,14 @@
-// Package browser drives a headless Chromium for the Hubble UI's browser
-// tests and benchmark: load a page, run JavaScript in it, wait for the DOM,
-// take screenshots, read the JS heap, and collect the page's errors.
+// Package browser drives a headless Chromium or Firefox for the Hubble
+// UI's browser tests and benchmark: load a page, run JavaScript in it,
+// wait for the DOM, take screenshots, and collect the page's errors; in
+// Chromium also read the JS heap. Page is what both engines do; Engines
+// lists them for tests that run in each.
 //
-// It speaks the DevTools protocol over --remote-debugging-pipe (JSON
-// messages on two file descriptors) rather than over a WebSocket, so that
-// it needs no module beyond the standard library. One Browser has one page.
+// Chromium is driven with the DevTools protocol over
+// --remote-debugging-pipe (JSON messages on two file descriptors) rather
+// than over a WebSocket, Firefox with Marionette over a loopback socket
+// (firefox.go), so that neither needs a module beyond the standard
+// library. One Browser or Firefox has one page.
 package browser
 
 import (
@@ -31,18 +35,19 @@ var ErrNoBrowser = errors.New("chromium not installed (hack/deps.sh test install
 // asked, before it kills it.
 const closeTimeout = 5 * time.Second
 
-// ErrClosed is returned by calls on a Browser after Close.
+// ErrClosed is returned by calls on a Browser or Firefox after Close.
 var ErrClosed = errors.New("browser closed")
 
-// Options says how to start Chromium. The zero value is usable.
+// Options says how to start a browser. The zero value is usable.
 type Options struct {
-	// Binary is Chromium's path. Empty: $CHROMIUM, else chromium or
-	// chromium-browser from $PATH.
+	// Binary is the browser's path. Empty: for Chromium $CHROMIUM, else
+	// chromium or chromium-browser from $PATH; for Firefox $FIREFOX, else
+	// firefox-esr or firefox.
 	Binary string
 	// Width and Height are the page's viewport in CSS pixels, and so the
 	// size of screenshots (the device scale factor is 1). Zero: 1280x800.
 	Width, Height int
-	// Args are more command-line flags for Chromium.
+	// Args are more command-line flags for the browser.
 	Args []string
 }
 

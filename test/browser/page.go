@@ -166,31 +166,10 @@ func (b *Browser) Eval(ctx context.Context, js string, out any) error {
 // false: the page may be between documents, or not have built the element
 // yet.
 func (b *Browser) WaitFor(ctx context.Context, js string, timeout time.Duration) error {
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	// Quick first polls for what is nearly ready; slower ones after, so
-	// that polling does not load the page it measures.
-	interval := 5 * time.Millisecond
-	last := "not evaluated"
-	for {
+	return waitFor(ctx, js, timeout, func(ctx context.Context) (bool, string, error) {
 		o, err := b.evaluate(ctx, js, true)
-		switch {
-		case err == nil && string(o.Value) == "true":
-			return nil
-		case err == nil:
-			last = "value " + o.String()
-		case b.conn.failed() != nil:
-			return err
-		case ctx.Err() == nil:
-			last = err.Error()
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("wait for %s: not true after %s (last: %s)", short(js), timeout, last)
-		case <-time.After(interval):
-		}
-		interval = min(2*interval, 100*time.Millisecond)
-	}
+		return err == nil && string(o.Value) == "true", o.String(), err
+	}, b.conn.failed)
 }
 
 // Screenshot writes a PNG of the page's viewport to path.
