@@ -95,6 +95,13 @@ func launch(t *testing.T, ctx context.Context, e browser.Engine, opts browser.Op
 // ?namespace=shop in e's headless browser.
 func page(t *testing.T, e browser.Engine) (browser.Page, context.Context) {
 	t.Helper()
+	b, ctx, _ := pageOf(t, e)
+	return b, ctx
+}
+
+// pageOf is page, with the ring the backend's flows come from.
+func pageOf(t *testing.T, e browser.Engine) (browser.Page, context.Context, *container.Ring) {
+	t.Helper()
 	ring := newRing(t)
 	shopFlows(ring)
 	srv := newServer(t, ring, &tracer{}, Assets())
@@ -104,7 +111,7 @@ func page(t *testing.T, e browser.Engine) (browser.Page, context.Context) {
 	if err := b.Navigate(ctx, srv.URL+"/?namespace=shop"); err != nil {
 		t.Fatal(err)
 	}
-	return b, ctx
+	return b, ctx, ring
 }
 
 // wait fails the test unless js becomes true within a minute.
@@ -270,6 +277,27 @@ func TestReplayOfAnExportFile(t *testing.T) {
 
 // A relay that fails (restarting, say) is asked again: the live page
 // recovers without a reload.
+// Flows that keep arriving, a few at a time, are all drawn, the last
+// ones too, though the table redraws at most ten times a second.
+func TestTheTableShowsTheLastFlowToArrive(t *testing.T) {
+	inEachBrowser(t, func(t *testing.T, e browser.Engine) {
+		b, ctx, ring := pageOf(t, e)
+		wait(t, ctx, b, "the first flows", `(r => r.length > 0)(`+rowsShown+`)`)
+		const n = 12
+		pace := time.NewTicker(30 * time.Millisecond)
+		defer pace.Stop()
+		for i := range n {
+			<-pace.C
+			ring.Write(container.Event{Flow: podFlow(i, "shop/late-"+fmt.Sprint(i), "shop/web-1", func(f *flow.Flow) {
+				f.Time = timestamppb.Now()
+				f.L4 = &flow.Layer4{Protocol: &flow.Layer4_TCP{TCP: &flow.TCP{SourcePort: 1, DestinationPort: 8080}}}
+			})})
+		}
+		wait(t, ctx, b, "the last flow on the table's first row",
+			fmt.Sprintf(`(`+rowsShown+`).some(r => r.style.top === '0px' && r.textContent.includes('shop/late-%d'))`, n-1))
+	})
+}
+
 func TestPageRetriesARelayThatFailed(t *testing.T) {
 	inEachBrowser(t, func(t *testing.T, e browser.Engine) {
 		sock := filepath.Join(t.TempDir(), "relay.sock")
