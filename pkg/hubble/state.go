@@ -3,8 +3,10 @@ package hubble
 import (
 	"net/netip"
 
+	"github.com/cilium/cilium/api/v1/flow"
 	"github.com/cilium/hive/cell"
 	"github.com/cilium/statedb"
+	corev1 "k8s.io/api/core/v1"
 
 	"github.com/cilium-go/cilium/pkg/endpoint"
 	"github.com/cilium-go/cilium/pkg/hubble/parser"
@@ -25,13 +27,16 @@ type stateParams struct {
 	// absent, without Kubernetes.
 	CiliumEndpoints  statedb.Table[*v2.CiliumEndpoint] `optional:"true"`
 	CiliumIdentities statedb.Table[*v2.CiliumIdentity] `optional:"true"`
-	Cookies          *policy.Cookies
-	Frontends        statedb.Table[*loadbalancer.FrontendRow] `optional:"true"`
+	// This node's pods, whose owners name their workloads; absent
+	// without Kubernetes.
+	Pods      statedb.Table[*corev1.Pod] `optional:"true"`
+	Cookies   *policy.Cookies
+	Frontends statedb.Table[*loadbalancer.FrontendRow] `optional:"true"`
 }
 
 func newAgentState(p stateParams) *agentState {
 	return &agentState{db: p.DB, endpoints: p.Endpoints, ceps: p.CiliumEndpoints, identities: p.CiliumIdentities,
-		cookies: p.Cookies, frontends: p.Frontends,
+		pods: p.Pods, cookies: p.Cookies, frontends: p.Frontends,
 		netns: newNetNSEndpoints(p.DB, p.Endpoints, nodedatapath.NetNSCookie)}
 }
 
@@ -41,6 +46,7 @@ type agentState struct {
 	endpoints  statedb.Table[*endpoint.EndpointRow]
 	ceps       statedb.Table[*v2.CiliumEndpoint] // nil without Kubernetes
 	identities statedb.Table[*v2.CiliumIdentity] // nil without Kubernetes
+	pods       statedb.Table[*corev1.Pod]        // nil without Kubernetes
 	cookies    *policy.Cookies
 	frontends  statedb.Table[*loadbalancer.FrontendRow] // nil without the load balancer
 	netns      *netnsEndpoints
@@ -51,7 +57,25 @@ func (s *agentState) LocalEndpoint(id uint16) (parser.Endpoint, bool) {
 	if !ok {
 		return parser.Endpoint{}, false
 	}
-	return parser.Endpoint{ID: d.ID, Identity: d.Identity, Namespace: d.PodNamespace, PodName: d.PodName}, true
+	return parser.Endpoint{ID: d.ID, Identity: d.Identity, Namespace: d.PodNamespace, PodName: d.PodName,
+		Workloads: s.workloads(d.PodNamespace, d.PodName)}, true
+}
+
+// workloads are those of the pod namespace/name, if it is this node's:
+// as in Cilium, another node's pods are known by their CiliumEndpoints,
+// which do not name their owners.
+func (s *agentState) workloads(namespace, name string) []*flow.Workload {
+	if s.pods == nil || name == "" {
+		return nil
+	}
+	pod, ok := tables.Get(s.db.ReadTxn(), s.pods, namespace+"/"+name)
+	if !ok {
+		return nil
+	}
+	if w, ok := workloadOf(pod); ok {
+		return []*flow.Workload{w}
+	}
+	return nil
 }
 
 func (s *agentState) EndpointByIP(addr netip.Addr) (parser.Endpoint, bool) {
@@ -62,7 +86,7 @@ func (s *agentState) EndpointByIP(addr netip.Addr) (parser.Endpoint, bool) {
 	if !ok {
 		return parser.Endpoint{}, false
 	}
-	ep := parser.Endpoint{Namespace: cep.Namespace, PodName: cep.Name}
+	ep := parser.Endpoint{Namespace: cep.Namespace, PodName: cep.Name, Workloads: s.workloads(cep.Namespace, cep.Name)}
 	if st := cep.Status; st.Identity != nil && st.Identity.ID > 0 && st.Identity.ID < 1<<32 {
 		ep.Identity = identity.NumericIdentity(st.Identity.ID)
 	}
