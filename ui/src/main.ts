@@ -33,7 +33,7 @@ class App {
   private readonly shown = new Ring<Flow>(windowSize);
   private map!: ServiceMap;
   private view!: MapView;
-  private panel!: Panel;
+  private readonly panel = new Panel(() => this.map.cards);
   private readonly table: TableView;
   private source?: EventSource;
   private seen = 0;
@@ -89,7 +89,6 @@ class App {
       (e) => this.panel.edge(e),
       (c) => this.panel.card(c),
     );
-    this.panel = new Panel(this.map.cards);
     this.seen = this.lost = 0;
     this.dirty = true;
   }

@@ -12,7 +12,9 @@ export class Panel {
   private readonly body = byId('panel-body');
   private readonly title = byId('panel-title');
 
-  constructor(private readonly cards: Map<string, Card>) {
+  // cards are the current map's: the map is new for each namespace, the
+  // panel (and its one listener on the why form) is not.
+  constructor(private readonly cards: () => Map<string, Card>) {
     byId<HTMLFormElement>('why-form').addEventListener('submit', (ev) => {
       ev.preventDefault();
       void this.why();
@@ -46,8 +48,8 @@ export class Panel {
   }
 
   edge(e: Edge): void {
-    const from = this.cards.get(e.from);
-    const to = this.cards.get(e.to);
+    const from = this.cards().get(e.from);
+    const to = this.cards().get(e.to);
     this.show(
       `${from?.title ?? e.from} → ${to?.title ?? e.to}`,
       el('p', {}, `${e.proto}/${e.port}: ${edgeVerdict(e)}, ${e.forwarded} forwarded, ${e.dropped} dropped${e.l7 ? `, ${e.l7} layer 7` : ''}`),

@@ -102,16 +102,23 @@ func page(t *testing.T, e browser.Engine) (browser.Page, context.Context) {
 // pageOf is page, with the ring the backend's flows come from.
 func pageOf(t *testing.T, e browser.Engine) (browser.Page, context.Context, *container.Ring) {
 	t.Helper()
+	b, ctx, ring, _ := pageWith(t, e, &tracer{})
+	return b, ctx, ring
+}
+
+// pageWith is pageOf whose backend asks tr for traces.
+func pageWith(t *testing.T, e browser.Engine, tr *tracer) (browser.Page, context.Context, *container.Ring, *tracer) {
+	t.Helper()
 	ring := newRing(t)
 	shopFlows(ring)
-	srv := newServer(t, ring, &tracer{}, Assets())
+	srv := newServer(t, ring, tr, Assets())
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	t.Cleanup(cancel)
 	b := launch(t, ctx, e, browser.Options{Width: 1400, Height: 900})
 	if err := b.Navigate(ctx, srv.URL+"/?namespace=shop"); err != nil {
 		t.Fatal(err)
 	}
-	return b, ctx, ring
+	return b, ctx, ring, tr
 }
 
 // wait fails the test unless js becomes true within a minute.
@@ -200,9 +207,17 @@ func TestPodWrittenTextStaysText(t *testing.T) {
 
 func TestWhyShowsTheDenyingRuleAndItsYAML(t *testing.T) {
 	inEachBrowser(t, func(t *testing.T, e browser.Engine) {
-		b, ctx := page(t, e)
+		b, ctx, _, tr := pageWith(t, e, &tracer{})
 		wait(t, ctx, b, "the drop's edge", dropEdge+` !== null`)
+		// Another namespace and back: the map is new, the why form's
+		// one listener is not.
 		var ok bool
+		for _, ns := range []string{"kube-system", "shop"} {
+			if err := b.Eval(ctx, fmt.Sprintf(`(s => { s.value = %q; s.dispatchEvent(new Event('change')); return true })(document.getElementById('namespace'))`, ns), &ok); err != nil {
+				t.Fatal(err)
+			}
+		}
+		wait(t, ctx, b, "the drop's edge again", dropEdge+` !== null`)
 		if err := b.Eval(ctx, dropEdge+`.dispatchEvent(new MouseEvent('click', {bubbles: true})) || true`, &ok); err != nil {
 			t.Fatal(err)
 		}
@@ -214,6 +229,9 @@ func TestWhyShowsTheDenyingRuleAndItsYAML(t *testing.T) {
 		wait(t, ctx, b, "the verdict and the rule", `document.querySelector('#why-result .verdict')?.dataset.allowed === 'false' &&
 			document.getElementById('why-result').textContent.includes('CiliumNetworkPolicy shop/deny')`)
 		shot(t, ctx, b, "why.png")
+		if n := tr.calls.Load(); n != 1 {
+			t.Errorf("one click of Trace asked the agent %d times", n)
+		}
 		// The agent's own rules have no YAML to link to.
 		wait(t, ctx, b, "a builtin rule named, not linked", `document.querySelector('#why-result .policy-builtin')?.textContent === 'builtin allow-all' &&
 			document.querySelector('#why-result .policy-link[data-name="allow-all"]') === null`)

@@ -14,6 +14,7 @@ import (
 	"net/url"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"testing/fstest"
 	"time"
@@ -78,11 +79,13 @@ func newRing(t *testing.T) *container.Ring {
 }
 
 type tracer struct {
-	args []string
-	err  error
+	args  []string
+	err   error
+	calls atomic.Int32
 }
 
 func (tr *tracer) PolicyTrace(_ context.Context, src, dst, protocol string, port uint16) (models.PolicyTrace, error) {
+	tr.calls.Add(1)
 	tr.args = []string{src, dst, protocol, string(rune('0' + port/10)), string(rune('0' + port%10))}
 	return models.PolicyTrace{Protocol: protocol, Port: port,
 		Egress:  models.PolicyVerdict{Allowed: true, DecidedBy: []models.PolicyOrigin{{Kind: "builtin", Name: "allow-all"}}},
